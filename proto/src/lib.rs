@@ -1,0 +1,1 @@
+//! agentcomputer-proto
