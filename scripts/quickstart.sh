@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# Builds Agent Computer, starts a local node agent (no Kubernetes), creates a
+# computer, runs scripts in it, restarts the agent and shows the files survived.
+#
+#   DATA_DIR   where computers live   (default: a fresh temporary directory)
+#   LISTEN     the agent's address    (default: 127.0.0.1:7433)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+LISTEN=${LISTEN:-127.0.0.1:7433}
+DATA_DIR=${DATA_DIR:-$(mktemp -d -t agentcomputer-demo.XXXXXX)}
+export AGENTCOMPUTER_ENDPOINT="http://$LISTEN"
+
+step() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
+
+step "building (release)"
+cargo build --release -q -p agentcomputer-node-agent -p kubectl-computer
+BIN=$PWD/target/release
+AGENT_PID=
+
+start_agent() {
+    "$BIN/node-agent" local --data-dir "$DATA_DIR" --listen "$LISTEN" >"$DATA_DIR/agent.log" 2>&1 &
+    AGENT_PID=$!
+    for _ in $(seq 100); do
+        "$BIN/kubectl-computer" list >/dev/null 2>&1 && return 0
+        kill -0 "$AGENT_PID" 2>/dev/null || { cat "$DATA_DIR/agent.log"; exit 1; }
+        sleep 0.1
+    done
+    echo "node agent did not come up; log:" >&2; cat "$DATA_DIR/agent.log" >&2; exit 1
+}
+stop_agent() { [ -n "$AGENT_PID" ] && kill "$AGENT_PID" 2>/dev/null && wait "$AGENT_PID" 2>/dev/null || true; AGENT_PID=; }
+trap stop_agent EXIT
+
+kc() { echo "\$ kubectl-computer $*"; "$BIN/kubectl-computer" "$@"; }
+
+step "starting node-agent local (data dir $DATA_DIR)"
+start_agent
+
+step "a computer and a few scripts"
+kc create demo --quota 1GiB
+kc exec demo -- 'mkdir -p src && printf "a\nb\n" > src/x.txt && wc -l < src/x.txt'
+kc exec demo -- 'for i in 1 2 3; do echo "line $i" >> src/log.txt; done; grep -c line src/log.txt; ls -l src'
+kc exec demo -- 'echo "{\"x\": 42}" > out.json && jq .x out.json'
+set +e
+kc exec demo -- 'echo oops >&2; exit 3'; echo "(exit code $?)"
+set -e
+
+step "restarting the node agent: the files are still there"
+stop_agent
+start_agent
+kc cat demo src/x.txt
+kc ls demo src
+echo
+echo "Everything lives in one SQLite file: $(ls "$DATA_DIR"/computers/demo/*.db)"
