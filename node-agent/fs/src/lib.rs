@@ -1,19 +1,47 @@
 //! The filesystem engine: a whole POSIX filesystem stored in one SQLite file.
 //!
-//! CONTRACT SKETCH (to be implemented): the public surface below is what the
-//! shell runtime, the gRPC API and the FUSE server build on.
-//!
 //! * [`Fs`] is cheap to clone (an `Arc` inside) and `Send + Sync`; every method
-//!   takes `&self` and may be called from many threads at once.
+//!   takes `&self` and may be called from many threads at once. Writes go
+//!   through one writer connection; reads use a pool of read-only
+//!   connections and never wait for writes (WAL mode).
 //! * Inode-level calls (`lookup`, `getattr`, `read`, `write`, ...) mirror the
-//!   FUSE low-level protocol so the FUSE layer is a thin adapter.
-//! * Path-level helpers (`resolve`, `stat_path`, ...) resolve a byte path
-//!   inside the computer: absolute paths start at the root inode, `..` at the
-//!   root stays at the root, so no path can leave the computer.
+//!   FUSE low-level protocol so the FUSE layer is a thin adapter. They make
+//!   no permission checks.
+//! * Path-level calls ([`Fs::resolve`], [`Fs::resolve_parent`],
+//!   [`Fs::write_all`]) resolve a byte path inside the computer: absolute
+//!   paths start at the root inode, `..` at the root stays at the root, so
+//!   no path can leave the computer (see the `path` module docs for
+//!   symlinks).
+//! * Every mutating call is one SQLite transaction, committed before it
+//!   returns; [`Fs::fsync`] makes committed work survive power loss.
 //! * Every error is an [`Error`] that carries a POSIX errno.
+//!
+//! Storage layout and measurements: `docs/engine.md`; crash guarantees:
+//! `docs/durability.md`.
 
+mod attr;
+mod check;
+mod convenience;
+mod data;
+mod db;
+mod dirent;
 mod error;
+mod fs;
+mod handle;
+mod inode;
+mod names;
+mod namespace;
+mod notify;
+mod path;
+mod schema;
 mod types;
+mod xattr;
 
-pub use error::{Error, Result};
+pub use convenience::WriteMode;
+pub use error::{Errno, Error, Result, errno_name};
+pub use fs::{DEFAULT_CHUNK_SIZE, DEFAULT_PAGE_SIZE, Fs, MAX_FILE_SIZE, STATFS_BLOCK_SIZE, Tuning};
+pub use handle::Handle;
+pub use notify::{Change, Subscriber, SubscriptionId};
+pub use path::WORKSPACE;
 pub use types::*;
+pub use xattr::{XATTR_NAME_MAX, XATTR_SIZE_MAX, XattrFlags};

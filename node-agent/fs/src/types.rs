@@ -78,7 +78,9 @@ impl Timespec {
 
     /// Nanoseconds since the epoch, the form stored in the database.
     pub fn as_nanos(self) -> i64 {
-        self.sec.saturating_mul(1_000_000_000).saturating_add(self.nsec as i64)
+        self.sec
+            .saturating_mul(1_000_000_000)
+            .saturating_add(self.nsec as i64)
     }
 
     /// Inverse of [`Timespec::as_nanos`].

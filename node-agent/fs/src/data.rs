@@ -1,0 +1,230 @@
+//! File content in fixed-size chunks: `chunks(ino, idx, data)`.
+//!
+//! Chunk `idx` holds bytes `[idx * cs, idx * cs + len(data))` of the file,
+//! where `cs` is the chunk size. A chunk's blob stops at the last byte ever
+//! written into it (or at the file size after a truncate), so a short file
+//! costs its length, not a whole chunk. Missing chunks and bytes past a
+//! blob's end, below the file size, are holes and read as zeros. The quota
+//! counts the sum of blob lengths (`inodes.stored`, `meta.used_bytes`).
+
+use rusqlite::{Connection, OptionalExtension, params};
+
+use crate::fs::{MAX_FILE_SIZE, WriteTxn};
+use crate::inode::{self, Inode};
+use crate::{Errno, FileKind, Fs, Ino, Result};
+
+/// A regular file, or the errno for using another kind as one: `EISDIR`
+/// for a directory, `EINVAL` for anything else.
+pub(crate) fn regular(i: Inode) -> Result<Inode> {
+    match i.attr.kind {
+        FileKind::RegularFile => Ok(i),
+        FileKind::Directory => Err(Errno::EISDIR.into()),
+        _ => Err(Errno::EINVAL.into()),
+    }
+}
+
+/// Reads `[offset, offset + len)` of file `ino`, clipped to its size.
+pub(crate) fn read_in(
+    conn: &Connection,
+    cs: u64,
+    ino: Ino,
+    offset: u64,
+    len: usize,
+) -> Result<Vec<u8>> {
+    let f = regular(inode::get(conn, ino)?)?;
+    let size = f.attr.size;
+    if offset >= size || len == 0 {
+        return Ok(Vec::new());
+    }
+    let end = size.min(offset.saturating_add(len as u64));
+    let mut out = vec![0u8; (end - offset) as usize];
+    let mut st = conn.prepare_cached(
+        "SELECT idx, data FROM chunks WHERE ino = ?1 AND idx BETWEEN ?2 AND ?3 ORDER BY idx",
+    )?;
+    let first = offset / cs;
+    let last = (end - 1) / cs;
+    let mut rows = st.query(params![ino as i64, first as i64, last as i64])?;
+    while let Some(row) = rows.next()? {
+        let idx = row.get::<_, i64>(0)? as u64;
+        let data = row.get_ref(1)?.as_blob().map_err(rusqlite::Error::from)?;
+        let start = idx * cs;
+        // Overlap of [start, start + len(data)) with [offset, end).
+        let lo = start.max(offset);
+        let hi = (start + data.len() as u64).min(end);
+        if lo < hi {
+            out[(lo - offset) as usize..(hi - offset) as usize]
+                .copy_from_slice(&data[(lo - start) as usize..(hi - start) as usize]);
+        }
+    }
+    Ok(out)
+}
+
+impl WriteTxn<'_> {
+    /// Writes `data` at `offset` of file `ino`; see [`Fs::write`].
+    pub(crate) fn write_data(&mut self, ino: Ino, offset: u64, data: &[u8]) -> Result<usize> {
+        let f = regular(inode::get(self.conn(), ino)?)?;
+        if data.is_empty() {
+            return Ok(0);
+        }
+        let end = offset
+            .checked_add(data.len() as u64)
+            .filter(|&e| e <= MAX_FILE_SIZE)
+            .ok_or(Errno::EFBIG)?;
+        let cs = self.inner.chunk_size;
+        let first = offset / cs;
+        let last = (end - 1) / cs;
+        // Old blob lengths of the touched chunks, read from record headers
+        // only (length() of a blob does not load it).
+        let mut old_len = Vec::with_capacity((last - first + 1) as usize);
+        {
+            let mut st = self.conn().prepare_cached(
+                "SELECT idx, length(data) FROM chunks WHERE ino = ?1 AND idx BETWEEN ?2 AND ?3",
+            )?;
+            let mut rows = st.query(params![ino as i64, first as i64, last as i64])?;
+            while let Some(r) = rows.next()? {
+                old_len.push((r.get::<_, i64>(0)? as u64, r.get::<_, i64>(1)? as u64));
+            }
+        }
+        let old_of = |idx: u64| {
+            old_len
+                .iter()
+                .find(|(i, _)| *i == idx)
+                .map(|(_, l)| *l)
+                .unwrap_or(0)
+        };
+        let mut delta: i64 = 0;
+        for idx in first..=last {
+            let cstart = idx * cs;
+            let wend = end.min(cstart + cs) - cstart;
+            delta += wend.max(old_of(idx)) as i64 - old_of(idx) as i64;
+        }
+        self.check_byte_quota(delta)?;
+        let mut get = self
+            .conn()
+            .prepare_cached("SELECT data FROM chunks WHERE ino = ?1 AND idx = ?2")?;
+        let mut put = self.conn().prepare_cached(
+            "INSERT INTO chunks (ino, idx, data) VALUES (?1, ?2, ?3)
+             ON CONFLICT (ino, idx) DO UPDATE SET data = excluded.data",
+        )?;
+        for idx in first..=last {
+            let cstart = idx * cs;
+            let wstart = offset.max(cstart) - cstart;
+            let wend = end.min(cstart + cs) - cstart;
+            let src = &data[(cstart + wstart - offset) as usize..(cstart + wend - offset) as usize];
+            let old = old_of(idx);
+            if wstart == 0 && wend >= old {
+                // The write covers all the chunk holds: no need to read it.
+                put.execute(params![ino as i64, idx as i64, src])?;
+                continue;
+            }
+            let mut buf: Vec<u8> = if old > 0 {
+                get.query_row(params![ino as i64, idx as i64], |r| r.get(0))?
+            } else {
+                Vec::new()
+            };
+            if (buf.len() as u64) < wend {
+                buf.resize(wend as usize, 0);
+            }
+            buf[wstart as usize..wend as usize].copy_from_slice(src);
+            put.execute(params![ino as i64, idx as i64, buf])?;
+        }
+        drop((get, put));
+        let size = f.attr.size.max(end);
+        self.conn()
+            .prepare_cached(
+                "UPDATE inodes SET size = ?2, stored = stored + ?3, mtime = ?4, ctime = ?4
+                 WHERE ino = ?1",
+            )?
+            .execute(params![ino as i64, size as i64, delta, self.now])?;
+        inode::meta_add(self.conn(), "used_bytes", delta)?;
+        self.changed_inode(ino);
+        Ok(data.len())
+    }
+
+    /// `ENOSPC` if `delta` more stored bytes would pass the quota.
+    pub(crate) fn check_byte_quota(&self, delta: i64) -> Result<()> {
+        if delta <= 0 {
+            return Ok(());
+        }
+        let used = inode::meta_get(self.conn(), "used_bytes")?.max(0) as u64;
+        if used.saturating_add(delta as u64) > self.inner.limits().max_bytes {
+            return Err(Errno::ENOSPC.into());
+        }
+        Ok(())
+    }
+
+    /// Sets the size of file `f` to `size`: drops the chunks past the end
+    /// and cuts the last one; growing leaves a hole (nothing stored).
+    pub(crate) fn truncate(&mut self, f: &Inode, size: u64) -> Result<()> {
+        if size > MAX_FILE_SIZE {
+            return Err(Errno::EFBIG.into());
+        }
+        let ino = f.attr.ino as i64;
+        let cs = self.inner.chunk_size;
+        let mut freed: i64 = 0;
+        if size < f.attr.size && f.stored > 0 {
+            // First chunk index lying wholly past the new end.
+            let keep = size.div_ceil(cs) as i64;
+            freed += self
+                .conn()
+                .prepare_cached(
+                    "DELETE FROM chunks WHERE ino = ?1 AND idx >= ?2 RETURNING length(data)",
+                )?
+                .query_map(params![ino, keep], |r| r.get::<_, i64>(0))?
+                .sum::<rusqlite::Result<i64>>()?;
+            let tail = (size % cs) as i64;
+            if tail != 0 {
+                let idx = (size / cs) as i64;
+                let old: Option<i64> = self
+                    .conn()
+                    .prepare_cached("SELECT length(data) FROM chunks WHERE ino = ?1 AND idx = ?2")?
+                    .query_row(params![ino, idx], |r| r.get(0))
+                    .optional()?;
+                if let Some(old) = old.filter(|&l| l > tail) {
+                    self.conn()
+                        .prepare_cached(
+                            "UPDATE chunks SET data = substr(data, 1, ?3) WHERE ino = ?1 AND idx = ?2",
+                        )?
+                        .execute(params![ino, idx, tail])?;
+                    freed += old - tail;
+                }
+            }
+        }
+        self.conn()
+            .prepare_cached(
+                "UPDATE inodes SET size = ?2, stored = stored - ?3, mtime = ?4, ctime = ?4
+                 WHERE ino = ?1",
+            )?
+            .execute(params![ino, size as i64, freed, self.now])?;
+        inode::meta_add(self.conn(), "used_bytes", -freed)?;
+        self.changed_inode(f.attr.ino);
+        Ok(())
+    }
+}
+
+impl Fs {
+    /// Reads up to `len` bytes at `offset` of file `ino`: short at end of
+    /// file, empty past it; holes read as zeros. Only the chunks overlapping
+    /// the range are loaded. Reads don't update atime (as `noatime`).
+    ///
+    /// Errors: `ENOENT`, `EISDIR`, `EINVAL` for other non-regular files.
+    pub fn read(&self, ino: Ino, offset: u64, len: usize) -> Result<Vec<u8>> {
+        let r = self.inner.reader()?;
+        let cs = self.inner.chunk_size;
+        r.snapshot(|c| read_in(c, cs, ino, offset, len))
+    }
+
+    /// Writes `data` at `offset` of file `ino` in one transaction touching
+    /// only the chunks in range; a write past the end leaves a hole. Returns
+    /// `data.len()` (never short). Updates size, mtime and ctime.
+    ///
+    /// Errors: `ENOSPC` if the stored bytes would pass the quota (nothing is
+    /// written), `EFBIG` past [`MAX_FILE_SIZE`], `ENOENT`, `EISDIR`,
+    /// `EINVAL` for other non-regular files.
+    pub fn write(&self, ino: Ino, offset: u64, data: &[u8]) -> Result<usize> {
+        let mut t = self.inner.begin()?;
+        let n = t.write_data(ino, offset, data)?;
+        t.commit()?;
+        Ok(n)
+    }
+}

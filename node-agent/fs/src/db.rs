@@ -1,0 +1,131 @@
+//! SQLite connections: one writer behind a mutex, a pool of readers.
+//!
+//! WAL mode lets the readers see the last committed state while the writer
+//! works, so reads never wait for writes (SQLite docs, "Write-Ahead Logging").
+
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use rusqlite::{Connection, OpenFlags};
+
+use crate::Result;
+
+/// How long a connection waits for a lock held by another connection.
+const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
+/// Readers kept open between calls; more are opened under load and closed after.
+const MAX_IDLE_READERS: usize = 4;
+/// Cached prepared statements per connection.
+const STATEMENT_CACHE: usize = 64;
+
+/// Opens the writer connection and sets its pragmas. `page_size` only takes
+/// effect on a new, empty database (SQLite cannot change it in WAL mode).
+pub(crate) fn open_writer(path: &Path, create: bool, page_size: Option<u32>) -> Result<Connection> {
+    let mut flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    if create {
+        flags |= OpenFlags::SQLITE_OPEN_CREATE;
+    }
+    let conn = Connection::open_with_flags(path, flags)?;
+    conn.busy_timeout(BUSY_TIMEOUT)?;
+    if let Some(ps) = page_size {
+        conn.execute_batch(&format!("PRAGMA page_size = {ps};"))?;
+    }
+    let mode: String = conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))?;
+    if !mode.eq_ignore_ascii_case("wal") {
+        return Err(
+            rusqlite::Error::InvalidParameterName(format!("journal_mode stayed {mode}")).into(),
+        );
+    }
+    // NORMAL in WAL mode: a commit survives a process crash; fsync() upgrades
+    // one commit to FULL for power-loss durability (see docs/durability.md).
+    conn.execute_batch(
+        "PRAGMA synchronous = NORMAL;
+         PRAGMA foreign_keys = OFF;
+         PRAGMA temp_store = MEMORY;
+         PRAGMA cache_size = -8192;",
+    )?;
+    conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
+    Ok(conn)
+}
+
+fn open_reader(path: &Path) -> Result<Connection> {
+    let conn = Connection::open_with_flags(
+        path,
+        OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )?;
+    conn.busy_timeout(BUSY_TIMEOUT)?;
+    conn.execute_batch("PRAGMA cache_size = -4096; PRAGMA temp_store = MEMORY;")?;
+    conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
+    Ok(conn)
+}
+
+/// A pool of read-only connections.
+pub(crate) struct Readers {
+    path: PathBuf,
+    idle: Mutex<Vec<Connection>>,
+}
+
+impl Readers {
+    pub(crate) fn new(path: PathBuf) -> Readers {
+        Readers {
+            path,
+            idle: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// A reader, taken from the pool or newly opened.
+    pub(crate) fn get(&self) -> Result<ReadConn<'_>> {
+        let pooled = self.idle.lock().unwrap_or_else(|e| e.into_inner()).pop();
+        let conn = match pooled {
+            Some(c) => c,
+            None => open_reader(&self.path)?,
+        };
+        Ok(ReadConn {
+            pool: self,
+            conn: Some(conn),
+        })
+    }
+}
+
+/// A reader lent by [`Readers`]; returns to the pool when dropped.
+pub(crate) struct ReadConn<'a> {
+    pool: &'a Readers,
+    conn: Option<Connection>,
+}
+
+impl ReadConn<'_> {
+    /// Runs `f` inside one read transaction, so all its queries see one
+    /// snapshot of the database.
+    pub(crate) fn snapshot<T>(&self, f: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
+        let conn: &Connection = self;
+        conn.execute_batch("BEGIN DEFERRED")?;
+        let r = f(conn);
+        // A read transaction has nothing to keep: ending it can't lose data.
+        let end = conn.execute_batch("COMMIT");
+        let value = r?;
+        end?;
+        Ok(value)
+    }
+}
+
+impl std::ops::Deref for ReadConn<'_> {
+    type Target = Connection;
+    fn deref(&self) -> &Connection {
+        self.conn.as_ref().expect("reader present until drop")
+    }
+}
+
+impl Drop for ReadConn<'_> {
+    fn drop(&mut self) {
+        if let Some(conn) = self.conn.take() {
+            if !conn.is_autocommit() {
+                // A failed snapshot left a transaction open: don't pool it.
+                return;
+            }
+            let mut idle = self.pool.idle.lock().unwrap_or_else(|e| e.into_inner());
+            if idle.len() < MAX_IDLE_READERS {
+                idle.push(conn);
+            }
+        }
+    }
+}

@@ -1,0 +1,415 @@
+//! [`Fs`]: construction, transactions, limits, statfs, fsync, subscriptions.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock};
+
+use rusqlite::{Connection, params};
+
+use crate::db::{self, ReadConn, Readers};
+use crate::inode::{self, NewInode};
+use crate::notify::{Change, Subscriber, Subscribers, SubscriptionId};
+use crate::schema;
+use crate::{Errno, Error, FileKind, Ino, Limits, NAME_MAX, ROOT_INO, Result, StatFs, Timespec};
+
+/// Default size of one content chunk, in bytes; chosen by
+/// `examples/chunk_size.rs` (numbers in docs/engine.md).
+pub const DEFAULT_CHUNK_SIZE: u32 = 64 * 1024;
+/// Default SQLite page size, in bytes; chosen with the chunk size.
+pub const DEFAULT_PAGE_SIZE: u32 = 4096;
+/// Largest file size, in bytes (2^43 = 8 TiB); writes or truncates past it
+/// fail with `EFBIG`.
+pub const MAX_FILE_SIZE: u64 = 1 << 43;
+/// Block size reported by `statfs`, in bytes.
+pub const STATFS_BLOCK_SIZE: u32 = 4096;
+
+/// Storage layout chosen when a database is created; fixed afterwards.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Tuning {
+    /// Bytes per content chunk; a power of two from 4 KiB to 1 MiB.
+    pub chunk_size: u32,
+    /// SQLite page size: a power of two from 512 to 65536 bytes.
+    pub page_size: u32,
+}
+
+impl Default for Tuning {
+    fn default() -> Self {
+        Tuning {
+            chunk_size: DEFAULT_CHUNK_SIZE,
+            page_size: DEFAULT_PAGE_SIZE,
+        }
+    }
+}
+
+/// A filesystem stored in one SQLite database.
+///
+/// Cheap to clone (an `Arc` inside), `Send + Sync`. Only one `Fs` per
+/// database file may be open at a time (open-file tracking and orphan purge
+/// assume it); the node agent's registry guarantees that.
+#[derive(Clone)]
+pub struct Fs {
+    pub(crate) inner: Arc<Inner>,
+}
+
+pub(crate) struct Inner {
+    pub(crate) path: PathBuf,
+    writer: Mutex<Connection>,
+    pub(crate) readers: Readers,
+    limits: RwLock<Limits>,
+    pub(crate) chunk_size: u64,
+    /// Open handles per inode; see [`crate::Handle`].
+    pub(crate) open: Mutex<HashMap<Ino, u32>>,
+    subs: Subscribers,
+}
+
+/// The writer's transaction: `BEGIN IMMEDIATE` on creation, rolled back on
+/// drop unless [`WriteTxn::commit`] ran. Changes are announced after commit.
+pub(crate) struct WriteTxn<'a> {
+    pub(crate) inner: &'a Inner,
+    conn: MutexGuard<'a, Connection>,
+    pub(crate) changes: Vec<Change>,
+    /// The time of this transaction, in ns since the epoch.
+    pub(crate) now: i64,
+    done: bool,
+    /// The open-handle counts, locked from the first look until after commit
+    /// so `open_inode` can't slip in between a decision and its commit.
+    open_guard: Option<MutexGuard<'a, HashMap<Ino, u32>>>,
+}
+
+impl WriteTxn<'_> {
+    pub(crate) fn conn(&self) -> &Connection {
+        &self.conn
+    }
+
+    /// Open handles on `ino`, holding the counts locked until the end of
+    /// the transaction (lock order: writer, then counts).
+    pub(crate) fn open_count(&mut self, ino: Ino) -> u32 {
+        let inner = self.inner;
+        let g = self
+            .open_guard
+            .get_or_insert_with(|| inner.open.lock().unwrap_or_else(|e| e.into_inner()));
+        g.get(&ino).copied().unwrap_or(0)
+    }
+
+    pub(crate) fn changed_inode(&mut self, ino: Ino) {
+        self.changes.push(Change::Inode(ino));
+    }
+
+    pub(crate) fn changed_entry(&mut self, parent: Ino, name: &[u8]) {
+        self.changes.push(Change::Entry {
+            parent,
+            name: name.to_vec(),
+        });
+    }
+
+    /// Commits, then tells subscribers what changed.
+    pub(crate) fn commit(mut self) -> Result<()> {
+        self.conn.execute_batch("COMMIT")?;
+        self.done = true;
+        let changes = std::mem::take(&mut self.changes);
+        let inner = self.inner;
+        drop(self);
+        inner.subs.emit(&changes);
+        Ok(())
+    }
+}
+
+impl Drop for WriteTxn<'_> {
+    fn drop(&mut self) {
+        if !self.done && !self.conn.is_autocommit() {
+            if let Err(e) = self.conn.execute_batch("ROLLBACK") {
+                tracing::error!(error = %e, "rollback failed");
+            }
+        }
+    }
+}
+
+impl Inner {
+    fn writer(&self) -> MutexGuard<'_, Connection> {
+        self.writer.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub(crate) fn begin(&self) -> Result<WriteTxn<'_>> {
+        let conn = self.writer();
+        conn.execute_batch("BEGIN IMMEDIATE")?;
+        Ok(WriteTxn {
+            inner: self,
+            conn,
+            changes: Vec::new(),
+            now: Timespec::now().as_nanos(),
+            done: false,
+            open_guard: None,
+        })
+    }
+
+    pub(crate) fn reader(&self) -> Result<ReadConn<'_>> {
+        self.readers.get()
+    }
+
+    pub(crate) fn limits(&self) -> Limits {
+        *self.limits.read().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+fn einval(context: String) -> Error {
+    Error::Errno {
+        errno: Errno::EINVAL,
+        context: Some(context),
+    }
+}
+
+/// Writes the meta rows and the root directory into a freshly migrated database.
+fn initialize(conn: &Connection, limits: Limits, tuning: Tuning) -> Result<()> {
+    let tx = conn.unchecked_transaction()?;
+    inode::meta_set(&tx, "chunk_size", i64::from(tuning.chunk_size))?;
+    inode::meta_set(&tx, "max_bytes", limits.max_bytes as i64)?;
+    inode::meta_set(&tx, "max_inodes", limits.max_inodes as i64)?;
+    inode::meta_set(&tx, "used_bytes", 0)?;
+    inode::meta_set(&tx, "used_inodes", 1)?;
+    inode::meta_set(&tx, "fsync_seq", 0)?;
+    let now = Timespec::now().as_nanos();
+    let root = inode::insert(
+        &tx,
+        &NewInode {
+            kind: FileKind::Directory,
+            perm: 0o755,
+            uid: 0,
+            gid: 0,
+            rdev: 0,
+            nlink: 2,
+            size: 0,
+            parent: ROOT_INO,
+        },
+        now,
+    )?;
+    debug_assert_eq!(root, ROOT_INO);
+    tx.commit()?;
+    Ok(())
+}
+
+impl Fs {
+    /// Creates a new database at `db_path` with the default [`Tuning`].
+    ///
+    /// Errors: `EEXIST` if the file exists; `EIO` for storage failures.
+    pub fn create(db_path: &Path, limits: Limits) -> Result<Fs> {
+        Fs::create_with(db_path, limits, Tuning::default())
+    }
+
+    /// Creates a new database with an explicit storage layout (benchmarks).
+    ///
+    /// The database is built under a temporary name and linked into place
+    /// without replacing anything, so `db_path` never names a half-made
+    /// filesystem. Errors: `EEXIST` if the file exists, `EINVAL` for a bad
+    /// [`Tuning`].
+    pub fn create_with(db_path: &Path, limits: Limits, tuning: Tuning) -> Result<Fs> {
+        let cs = tuning.chunk_size;
+        if !cs.is_power_of_two() || !(4096..=1 << 20).contains(&cs) {
+            return Err(einval(format!("chunk size {cs}")));
+        }
+        let ps = tuning.page_size;
+        if !ps.is_power_of_two() || !(512..=65536).contains(&ps) {
+            return Err(einval(format!("page size {ps}")));
+        }
+        if db_path.exists() {
+            return Err(Errno::EEXIST.into());
+        }
+        let mut tmp = db_path.as_os_str().to_owned();
+        tmp.push(format!(".creating-{}", std::process::id()));
+        let tmp = PathBuf::from(tmp);
+        let built = (|| -> Result<()> {
+            std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .open(&tmp)
+                .map_err(io_error)?;
+            let conn = db::open_writer(&tmp, false, Some(ps))?;
+            schema::migrate_to(&conn, schema::SCHEMA_VERSION)?;
+            initialize(&conn, limits, tuning)?;
+            // Closing checkpoints the WAL into the main file and removes it.
+            conn.close().map_err(|(_, e)| e)?;
+            std::fs::File::open(&tmp)
+                .and_then(|f| f.sync_all())
+                .map_err(io_error)?;
+            std::fs::hard_link(&tmp, db_path).map_err(io_error)?;
+            Ok(())
+        })();
+        let _ = std::fs::remove_file(&tmp);
+        built?;
+        if let Some(dir) = db_path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::File::open(dir)
+                .and_then(|f| f.sync_all())
+                .map_err(io_error)?;
+        }
+        Fs::open(db_path)
+    }
+
+    /// Opens an existing database: applies pending migrations and frees the
+    /// inodes left unlinked-but-open by a crash.
+    ///
+    /// Errors: `ENOENT` if the file is missing; `EINVAL` if it is not an
+    /// engine database; `ENOTSUP` if its schema is newer than this build.
+    pub fn open(db_path: &Path) -> Result<Fs> {
+        if !db_path.exists() {
+            return Err(Errno::ENOENT.into());
+        }
+        let conn = db::open_writer(db_path, false, None)?;
+        if schema::version(&conn)? == 0 {
+            return Err(einval("not a filesystem database".into()));
+        }
+        schema::migrate_to(&conn, schema::SCHEMA_VERSION)?;
+        let chunk_size = inode::meta_get(&conn, "chunk_size")? as u64;
+        let limits = Limits {
+            max_bytes: inode::meta_get(&conn, "max_bytes")? as u64,
+            max_inodes: inode::meta_get(&conn, "max_inodes")? as u64,
+        };
+        purge_orphans(&conn)?;
+        let inner = Inner {
+            path: db_path.to_path_buf(),
+            writer: Mutex::new(conn),
+            readers: Readers::new(db_path.to_path_buf()),
+            limits: RwLock::new(limits),
+            chunk_size,
+            open: Mutex::new(HashMap::new()),
+            subs: Subscribers::default(),
+        };
+        Ok(Fs {
+            inner: Arc::new(inner),
+        })
+    }
+
+    /// Opens the database at `db_path`, creating it if missing. An existing
+    /// database gets `limits` too (the caller's configuration wins).
+    pub fn open_or_create(db_path: &Path, limits: Limits) -> Result<Fs> {
+        match Fs::create(db_path, limits) {
+            Err(e) if e.errno() == Errno::EEXIST => {
+                let fs = Fs::open(db_path)?;
+                if fs.limits() != limits {
+                    fs.set_limits(limits)?;
+                }
+                Ok(fs)
+            }
+            other => other,
+        }
+    }
+
+    /// The path of the database file.
+    pub fn db_path(&self) -> &Path {
+        &self.inner.path
+    }
+
+    /// Bytes per content chunk of this database.
+    pub fn chunk_size(&self) -> u64 {
+        self.inner.chunk_size
+    }
+
+    /// The quotas in force.
+    pub fn limits(&self) -> Limits {
+        self.inner.limits()
+    }
+
+    /// Changes the quotas. Lowering them below current usage is allowed:
+    /// nothing is deleted, further growth fails with `ENOSPC`.
+    pub fn set_limits(&self, limits: Limits) -> Result<()> {
+        let t = self.inner.begin()?;
+        inode::meta_set(t.conn(), "max_bytes", limits.max_bytes as i64)?;
+        inode::meta_set(t.conn(), "max_inodes", limits.max_inodes as i64)?;
+        // Hold the writer while swapping so no write checks a stale quota.
+        let mut l = self.inner.limits.write().unwrap_or_else(|e| e.into_inner());
+        t.commit()?;
+        *l = limits;
+        Ok(())
+    }
+
+    /// Usage and quota, from the O(1) counters in `meta` (never a scan).
+    ///
+    /// `used_bytes` counts bytes held in content chunks (holes are free);
+    /// blocks are [`STATFS_BLOCK_SIZE`] bytes.
+    pub fn statfs(&self) -> Result<StatFs> {
+        let r = self.inner.reader()?;
+        let (used_bytes, used_inodes) = r.snapshot(|c| {
+            Ok((
+                inode::meta_get(c, "used_bytes")?.max(0) as u64,
+                inode::meta_get(c, "used_inodes")?.max(0) as u64,
+            ))
+        })?;
+        let l = self.limits();
+        let bs = u64::from(STATFS_BLOCK_SIZE);
+        Ok(StatFs {
+            block_size: STATFS_BLOCK_SIZE,
+            blocks: l.max_bytes / bs,
+            blocks_free: l.max_bytes.saturating_sub(used_bytes) / bs,
+            files: l.max_inodes,
+            files_free: l.max_inodes.saturating_sub(used_inodes),
+            used_bytes,
+            used_inodes,
+            name_max: NAME_MAX as u32,
+        })
+    }
+
+    /// Makes everything committed so far survive power loss.
+    ///
+    /// Every call already commits before returning (surviving a process
+    /// crash); this commits one more small transaction with
+    /// `synchronous = FULL`, which syncs the WAL file, and with it every
+    /// earlier frame (SQLite docs, "PRAGMA synchronous"). `ino` is accepted
+    /// for symmetry with `fsync(2)`; the whole database is synced.
+    pub fn fsync(&self, ino: Option<Ino>) -> Result<()> {
+        let _ = ino;
+        let conn = self.inner.writer();
+        conn.execute_batch("PRAGMA synchronous = FULL")?;
+        let r = conn.execute_batch(
+            "BEGIN IMMEDIATE;
+             UPDATE meta SET value = value + 1 WHERE key = 'fsync_seq';
+             COMMIT;",
+        );
+        if r.is_err() && !conn.is_autocommit() {
+            let _ = conn.execute_batch("ROLLBACK");
+        }
+        let restore = conn.execute_batch("PRAGMA synchronous = NORMAL");
+        r?;
+        restore?;
+        Ok(())
+    }
+
+    /// Registers `f`, called after each commit for every inode and entry
+    /// the commit changed. Callbacks run on the committing thread: keep them
+    /// short and hand off slow work (FUSE invalidation must not run on the
+    /// FUSE session thread).
+    pub fn subscribe(&self, f: Subscriber) -> SubscriptionId {
+        self.inner.subs.add(f)
+    }
+
+    /// Removes a subscription made by [`Fs::subscribe`].
+    pub fn unsubscribe(&self, id: SubscriptionId) {
+        self.inner.subs.remove(id)
+    }
+}
+
+/// Frees every orphan: at open no handle can exist, so all are leftovers of
+/// a crash.
+fn purge_orphans(conn: &Connection) -> Result<()> {
+    let orphans: Vec<i64> = {
+        let mut st = conn.prepare("SELECT ino FROM orphans")?;
+        st.query_map(params![], |r| r.get(0))?
+            .collect::<rusqlite::Result<_>>()?
+    };
+    if orphans.is_empty() {
+        return Ok(());
+    }
+    let tx = conn.unchecked_transaction()?;
+    for ino in &orphans {
+        inode::free(&tx, *ino as Ino)?;
+    }
+    tx.commit()?;
+    tracing::info!(count = orphans.len(), "purged orphan inodes after a crash");
+    Ok(())
+}
+
+/// Maps a host I/O error on the database file to an engine error.
+pub(crate) fn io_error(e: std::io::Error) -> Error {
+    let errno = e.raw_os_error().map(Errno::from_raw).unwrap_or(Errno::EIO);
+    Error::Errno {
+        errno,
+        context: Some(e.to_string()),
+    }
+}

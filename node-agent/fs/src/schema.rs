@@ -1,0 +1,124 @@
+//! The database schema and its migrations.
+//!
+//! The schema version lives in `meta` under `schema_version`. [`MIGRATIONS`]
+//! is an ordered list: step `i` moves a database from version `i` to `i + 1`.
+//! Opening a database applies the missing steps, each in its own
+//! transaction together with the version bump, so a crash mid-migration
+//! leaves the previous version intact.
+
+use rusqlite::{Connection, OptionalExtension, params};
+
+use crate::{Errno, Result};
+
+/// One migration step: SQL run in the step's transaction.
+pub(crate) struct Migration {
+    pub(crate) sql: &'static str,
+}
+
+/// Every step since version 0 (the empty file), in order.
+pub(crate) const MIGRATIONS: &[Migration] = &[
+    // 0 -> 1: the core tables.
+    Migration {
+        sql: "
+        CREATE TABLE meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID;
+        -- mode holds the S_IFMT and permission bits; times are ns since the epoch;
+        -- stored = bytes held in chunks; parent and next_cookie serve directories.
+        CREATE TABLE inodes (
+            ino INTEGER PRIMARY KEY AUTOINCREMENT,
+            mode INTEGER NOT NULL,
+            uid INTEGER NOT NULL,
+            gid INTEGER NOT NULL,
+            nlink INTEGER NOT NULL,
+            size INTEGER NOT NULL DEFAULT 0,
+            stored INTEGER NOT NULL DEFAULT 0,
+            atime INTEGER NOT NULL,
+            mtime INTEGER NOT NULL,
+            ctime INTEGER NOT NULL,
+            rdev INTEGER NOT NULL DEFAULT 0,
+            parent INTEGER NOT NULL DEFAULT 0,
+            next_cookie INTEGER NOT NULL DEFAULT 3
+        );
+        CREATE TABLE dirents (
+            parent INTEGER NOT NULL,
+            name BLOB NOT NULL,
+            ino INTEGER NOT NULL,
+            cookie INTEGER NOT NULL,
+            PRIMARY KEY (parent, name)
+        ) WITHOUT ROWID;
+        CREATE UNIQUE INDEX dirents_by_cookie ON dirents (parent, cookie);
+        CREATE TABLE chunks (
+            ino INTEGER NOT NULL,
+            idx INTEGER NOT NULL,
+            data BLOB NOT NULL,
+            PRIMARY KEY (ino, idx)
+        ) WITHOUT ROWID;
+        CREATE TABLE symlinks (ino INTEGER PRIMARY KEY, target BLOB NOT NULL);
+        CREATE TABLE xattrs (
+            ino INTEGER NOT NULL,
+            name BLOB NOT NULL,
+            value BLOB NOT NULL,
+            PRIMARY KEY (ino, name)
+        ) WITHOUT ROWID;
+        ",
+    },
+    // 1 -> 2: inodes with no links that were still open, kept until the last
+    // handle closes (or purged at the next open after a crash).
+    Migration {
+        sql: "CREATE TABLE orphans (ino INTEGER PRIMARY KEY);",
+    },
+];
+
+/// The version a fully migrated database has.
+pub(crate) const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
+
+/// The schema version of the database, 0 for an empty file.
+pub(crate) fn version(conn: &Connection) -> Result<i64> {
+    let has_meta: bool = conn
+        .query_row(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'meta'",
+            [],
+            |_| Ok(true),
+        )
+        .optional()?
+        .unwrap_or(false);
+    if !has_meta {
+        return Ok(0);
+    }
+    Ok(conn
+        .query_row(
+            "SELECT value FROM meta WHERE key = 'schema_version'",
+            [],
+            |r| r.get(0),
+        )
+        .optional()?
+        .unwrap_or(0))
+}
+
+/// Applies the steps after the database's version up to `target`.
+///
+/// Errors: `EPROTO`-like `ENOTSUP` if the database is newer than this build.
+pub(crate) fn migrate_to(conn: &Connection, target: i64) -> Result<()> {
+    let mut v = version(conn)?;
+    if v > SCHEMA_VERSION {
+        return Err(crate::Error::Errno {
+            errno: Errno::ENOTSUP,
+            context: Some(format!(
+                "database schema version {v} is newer than this engine's {SCHEMA_VERSION}"
+            )),
+        });
+    }
+    while v < target {
+        let step = &MIGRATIONS[v as usize];
+        let tx = conn.unchecked_transaction()?;
+        tx.execute_batch(step.sql)?;
+        tx.execute(
+            "INSERT INTO meta (key, value) VALUES ('schema_version', ?1)
+             ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+            params![v + 1],
+        )?;
+        tx.commit()?;
+        tracing::debug!(from = v, to = v + 1, "migrated filesystem schema");
+        v += 1;
+    }
+    Ok(())
+}

@@ -1,0 +1,119 @@
+//! Extended attributes (`xattr(7)`): raw names and values per inode.
+
+use rusqlite::{OptionalExtension, params};
+
+use crate::{Errno, Fs, Ino, Result, inode};
+
+/// Longest xattr name, in bytes (Linux `XATTR_NAME_MAX`).
+pub const XATTR_NAME_MAX: usize = 255;
+/// Largest xattr value, in bytes (Linux `XATTR_SIZE_MAX`).
+pub const XATTR_SIZE_MAX: usize = 65536;
+
+/// Flags of `setxattr(2)`: `create` is `XATTR_CREATE` (fail with `EEXIST`
+/// if present), `replace` is `XATTR_REPLACE` (fail with `ENODATA` if
+/// absent). Both unset: create or replace.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct XattrFlags {
+    pub create: bool,
+    pub replace: bool,
+}
+
+/// `ERANGE` for an empty name or one over [`XATTR_NAME_MAX`] bytes, as Linux.
+fn check_name(name: &[u8]) -> Result<()> {
+    if name.is_empty() || name.len() > XATTR_NAME_MAX {
+        return Err(Errno::ERANGE.into());
+    }
+    Ok(())
+}
+
+impl Fs {
+    /// The value of attribute `name` of inode `ino`.
+    ///
+    /// Errors: `ENODATA` if absent, `ENOENT` if no such inode, `ERANGE`
+    /// for a bad name.
+    pub fn getxattr(&self, ino: Ino, name: &[u8]) -> Result<Vec<u8>> {
+        check_name(name)?;
+        let r = self.inner.reader()?;
+        r.snapshot(|c| {
+            let v: Option<Vec<u8>> = c
+                .prepare_cached("SELECT value FROM xattrs WHERE ino = ?1 AND name = ?2")?
+                .query_row(params![ino as i64, name], |r| r.get(0))
+                .optional()?;
+            match v {
+                Some(v) => Ok(v),
+                None => {
+                    inode::get(c, ino)?;
+                    Err(Errno::ENODATA.into())
+                }
+            }
+        })
+    }
+
+    /// Sets attribute `name` of inode `ino` to `value`; sets ctime.
+    ///
+    /// Errors: `EEXIST` (`create` and present), `ENODATA` (`replace` and
+    /// absent), `E2BIG` for a value over [`XATTR_SIZE_MAX`], `ERANGE` for a
+    /// bad name, `ENOENT`.
+    pub fn setxattr(&self, ino: Ino, name: &[u8], value: &[u8], flags: XattrFlags) -> Result<()> {
+        check_name(name)?;
+        if value.len() > XATTR_SIZE_MAX {
+            return Err(Errno::E2BIG.into());
+        }
+        let mut t = self.inner.begin()?;
+        inode::get(t.conn(), ino)?;
+        let exists = t
+            .conn()
+            .prepare_cached("SELECT 1 FROM xattrs WHERE ino = ?1 AND name = ?2")?
+            .query_row(params![ino as i64, name], |_| Ok(()))
+            .optional()?
+            .is_some();
+        if flags.create && exists {
+            return Err(Errno::EEXIST.into());
+        }
+        if flags.replace && !exists {
+            return Err(Errno::ENODATA.into());
+        }
+        t.conn()
+            .prepare_cached(
+                "INSERT INTO xattrs (ino, name, value) VALUES (?1, ?2, ?3)
+                 ON CONFLICT (ino, name) DO UPDATE SET value = excluded.value",
+            )?
+            .execute(params![ino as i64, name, value])?;
+        inode::add_nlink(t.conn(), ino, 0, t.now)?;
+        t.changed_inode(ino);
+        t.commit()
+    }
+
+    /// The names of all attributes of inode `ino`, sorted bytewise.
+    /// Errors: `ENOENT`.
+    pub fn listxattr(&self, ino: Ino) -> Result<Vec<Vec<u8>>> {
+        let r = self.inner.reader()?;
+        r.snapshot(|c| {
+            inode::get(c, ino)?;
+            let mut st =
+                c.prepare_cached("SELECT name FROM xattrs WHERE ino = ?1 ORDER BY name")?;
+            let names = st
+                .query_map([ino as i64], |r| r.get(0))?
+                .collect::<rusqlite::Result<Vec<Vec<u8>>>>()?;
+            Ok(names)
+        })
+    }
+
+    /// Removes attribute `name` of inode `ino`; sets ctime.
+    /// Errors: `ENODATA` if absent, `ENOENT`, `ERANGE`.
+    pub fn removexattr(&self, ino: Ino, name: &[u8]) -> Result<()> {
+        check_name(name)?;
+        let mut t = self.inner.begin()?;
+        inode::get(t.conn(), ino)?;
+        let n = t
+            .conn()
+            .prepare_cached("DELETE FROM xattrs WHERE ino = ?1 AND name = ?2")?
+            .execute(params![ino as i64, name])?;
+        if n == 0 {
+            return Err(Errno::ENODATA.into());
+        }
+        inode::add_nlink(t.conn(), ino, 0, t.now)?;
+        t.changed_inode(ino);
+        t.commit()
+    }
+}
