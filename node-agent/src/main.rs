@@ -1,1 +1,84 @@
-fn main() {}
+//! `node-agent`: the Agent Computer node agent.
+//!
+//! `node-agent local [--data-dir DIR] [--listen ADDR] [--idle-timeout DUR]`
+//! serves the gRPC API without a cluster. It prints `listening on ADDR` on
+//! stdout once ready (useful with `--listen 127.0.0.1:0`), logs to stderr
+//! (`RUST_LOG`, default `info`), and shuts down cleanly on SIGINT or SIGTERM.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use agentcomputer_node_agent::local::{self, DEFAULT_LISTEN, LocalConfig};
+use anyhow::Context;
+use clap::{Parser, Subcommand};
+use tokio::signal::unix::{SignalKind, signal};
+use tracing_subscriber::EnvFilter;
+
+#[derive(Parser)]
+#[command(name = "node-agent", version, about = "Agent Computer node agent")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Serve computers from a local data directory, with no cluster.
+    Local {
+        /// Where computers live [default: $XDG_DATA_HOME/agentcomputer].
+        #[arg(long, env = "AGENTCOMPUTER_DATA_DIR")]
+        data_dir: Option<PathBuf>,
+        /// Address of the gRPC API (port 0 picks a free port).
+        #[arg(long, default_value = DEFAULT_LISTEN)]
+        listen: SocketAddr,
+        /// Close a computer after it has been unused this long, e.g. 5m, 30s.
+        #[arg(long, default_value = "5m", value_parser = humantime::parse_duration)]
+        idle_timeout: Duration,
+    },
+}
+
+fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")))
+        .with_writer(std::io::stderr)
+        .init();
+    let runtime = tokio::runtime::Runtime::new().context("cannot start the async runtime")?;
+    runtime.block_on(async move {
+        match cli.command {
+            Command::Local {
+                data_dir,
+                listen,
+                idle_timeout,
+            } => {
+                let data_dir = match data_dir {
+                    Some(d) => d,
+                    None => local::default_data_dir()
+                        .context("no data directory: pass --data-dir (no home directory is known)")?,
+                };
+                let listener = tokio::net::TcpListener::bind(listen)
+                    .await
+                    .with_context(|| format!("cannot listen on {listen}"))?;
+                println!("listening on {}", listener.local_addr()?);
+                let config = LocalConfig {
+                    data_dir,
+                    idle_timeout,
+                };
+                local::serve(listener, config, shutdown_signal()?).await
+            }
+        }
+    })
+}
+
+/// Completes on the first SIGINT or SIGTERM.
+fn shutdown_signal() -> anyhow::Result<impl std::future::Future<Output = ()> + Send + 'static> {
+    let mut term = signal(SignalKind::terminate()).context("cannot watch SIGTERM")?;
+    let mut int = signal(SignalKind::interrupt()).context("cannot watch SIGINT")?;
+    Ok(async move {
+        tokio::select! {
+            _ = term.recv() => tracing::info!("SIGTERM received"),
+            _ = int.recv() => tracing::info!("SIGINT received"),
+        }
+    })
+}

@@ -1,0 +1,195 @@
+//! Paths of the API, mapped onto a computer's filesystem.
+//!
+//! The API speaks of paths as runtimes see them: the computer's files are at
+//! `/workspace`. A relative path starts there; an absolute one must be
+//! `/workspace` or below it. Normalisation is lexical: empty and `.`
+//! components vanish and `..` drops the previous component but stops at
+//! `/workspace`, so no request can name anything outside the computer. The
+//! engine receives the result as an absolute path from its root inode.
+
+use agentcomputer_fs::{NAME_MAX, PATH_MAX};
+use nix::errno::Errno;
+use tonic::Status;
+
+use super::errors::{errno_detail, errno_status};
+
+/// Where the computer's files appear in every runtime.
+pub const WORKSPACE: &str = "/workspace";
+
+/// A normalised path inside a computer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApiPath {
+    /// Components below the root; empty for the root itself.
+    components: Vec<String>,
+    /// The path as the client wrote it, for error messages.
+    shown: String,
+}
+
+impl ApiPath {
+    /// Parses a client path. Errors (INVALID_ARGUMENT): a NUL byte
+    /// (`EINVAL`), an absolute path outside `/workspace` (`EINVAL`), a path
+    /// longer than `PATH_MAX` or a component longer than `NAME_MAX`
+    /// (`ENAMETOOLONG`).
+    pub fn parse(path: &str) -> Result<ApiPath, Status> {
+        if path.contains('\0') {
+            return Err(errno_detail(Errno::EINVAL, format_args!("path contains a NUL byte: {path:?}")));
+        }
+        if path.len() >= PATH_MAX {
+            return Err(errno_status(Errno::ENAMETOOLONG, &abbreviate(path)));
+        }
+        let rest = if let Some(abs) = path.strip_prefix('/') {
+            let trimmed = abs.trim_start_matches('/');
+            match trimmed.strip_prefix(&WORKSPACE[1..]) {
+                Some(r) if r.is_empty() || r.starts_with('/') => r,
+                _ => {
+                    return Err(errno_detail(
+                        Errno::EINVAL,
+                        format_args!("path is outside {WORKSPACE}: {path}"),
+                    ));
+                }
+            }
+        } else {
+            path
+        };
+        let mut components: Vec<String> = Vec::new();
+        for part in rest.split('/') {
+            match part {
+                "" | "." => {}
+                ".." => {
+                    components.pop();
+                }
+                name => {
+                    if name.len() > NAME_MAX {
+                        return Err(errno_status(Errno::ENAMETOOLONG, &abbreviate(path)));
+                    }
+                    components.push(name.to_string());
+                }
+            }
+        }
+        Ok(ApiPath {
+            components,
+            shown: path.to_string(),
+        })
+    }
+
+    /// The root directory (`/workspace`).
+    pub fn root() -> ApiPath {
+        ApiPath {
+            components: Vec::new(),
+            shown: WORKSPACE.to_string(),
+        }
+    }
+
+    /// Whether this is the root directory.
+    pub fn is_root(&self) -> bool {
+        self.components.is_empty()
+    }
+
+    /// The path as the client gave it.
+    pub fn shown(&self) -> &str {
+        &self.shown
+    }
+
+    /// The path for the engine: absolute from its root inode (`/` for root).
+    pub fn engine_path(&self) -> Vec<u8> {
+        format!("/{}", self.components.join("/")).into_bytes()
+    }
+
+    /// The normalised path relative to `/workspace` (`""` for the root), the
+    /// form the API returns in listings.
+    pub fn relative(&self) -> String {
+        self.components.join("/")
+    }
+
+    /// The path as runtimes see it, such as `/workspace/src`.
+    pub fn runtime_path(&self) -> String {
+        if self.is_root() {
+            WORKSPACE.to_string()
+        } else {
+            format!("{WORKSPACE}/{}", self.relative())
+        }
+    }
+
+    /// The components below the root.
+    pub fn components(&self) -> &[String] {
+        &self.components
+    }
+
+    /// The parent directory and the last component, or `None` for the root.
+    pub fn split_last(&self) -> Option<(ApiPath, &str)> {
+        let (last, parents) = self.components.split_last()?;
+        Some((
+            ApiPath {
+                components: parents.to_vec(),
+                shown: self.shown.clone(),
+            },
+            last.as_str(),
+        ))
+    }
+}
+
+fn abbreviate(path: &str) -> String {
+    if path.len() <= 80 {
+        return path.to_string();
+    }
+    let mut end = 80;
+    while !path.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}...", &path[..end])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tonic::Code;
+
+    fn rel(p: &str) -> String {
+        ApiPath::parse(p).unwrap().relative()
+    }
+
+    #[test]
+    fn relative_and_workspace_forms_agree() {
+        assert_eq!(rel("src/x.txt"), "src/x.txt");
+        assert_eq!(rel("/workspace/src/x.txt"), "src/x.txt");
+        assert_eq!(rel("//workspace//src/./x.txt/"), "src/x.txt");
+        assert_eq!(rel("/workspace"), "");
+        assert_eq!(rel(""), "");
+        assert_eq!(rel("."), "");
+        assert_eq!(ApiPath::parse("a/b").unwrap().engine_path(), b"/a/b");
+        assert_eq!(ApiPath::parse("").unwrap().engine_path(), b"/");
+        assert_eq!(ApiPath::parse("a").unwrap().runtime_path(), "/workspace/a");
+    }
+
+    #[test]
+    fn dotdot_cannot_escape() {
+        assert_eq!(rel("../../etc/passwd"), "etc/passwd");
+        assert_eq!(rel("/workspace/../etc/passwd"), "etc/passwd");
+        assert_eq!(rel("a/../../b"), "b");
+        assert_eq!(rel("a/b/../c"), "a/c");
+    }
+
+    #[test]
+    fn bad_paths_are_rejected_with_errno() {
+        for p in ["/etc/passwd", "/", "/workspaces/x", "/tmp"] {
+            let s = ApiPath::parse(p).unwrap_err();
+            assert_eq!(s.code(), Code::InvalidArgument, "{p}");
+            assert!(s.message().starts_with("EINVAL: path is outside /workspace"), "{}", s.message());
+        }
+        let s = ApiPath::parse("a\0b").unwrap_err();
+        assert!(s.message().starts_with("EINVAL"));
+        let long = "x".repeat(NAME_MAX + 1);
+        assert!(ApiPath::parse(&long).unwrap_err().message().starts_with("ENAMETOOLONG"));
+        let deep = "a/".repeat(PATH_MAX);
+        assert!(ApiPath::parse(&deep).unwrap_err().message().starts_with("ENAMETOOLONG"));
+    }
+
+    #[test]
+    fn split_last() {
+        let p = ApiPath::parse("a/b/c").unwrap();
+        let (parent, name) = p.split_last().unwrap();
+        assert_eq!(parent.relative(), "a/b");
+        assert_eq!(name, "c");
+        assert!(ApiPath::root().split_last().is_none());
+    }
+}

@@ -1,0 +1,300 @@
+//! The Write call: a client-streamed upload into one regular file.
+//!
+//! Data is written to the engine in pieces of about [`CHUNK_BYTES`] as it
+//! arrives, never buffered whole. TRUNCATE and EXCLUSIVE uploads go into a
+//! hidden temporary file in the target's directory that is renamed over the
+//! target only after the last byte; if the upload fails, is aborted or runs
+//! out of quota, the temporary file is removed and the old file is intact.
+
+use agentcomputer_fs::{FileKind, Fs, Ino, RenameFlags, SetAttr};
+use agentcomputer_proto::{CHUNK_BYTES, v1 as pb};
+use nix::errno::Errno;
+use pb::write_request::Msg;
+use tonic::{Status, Streaming};
+
+use super::convert::{OWNER, file_info, parent_of, resolve};
+use super::errors::{errno_detail, errno_status, on};
+use super::paths::ApiPath;
+use crate::blocking::blocking;
+use crate::registry::Registry;
+
+/// Default permission bits of a new file.
+const FILE_PERM: u32 = 0o644;
+
+/// Where the data of one upload goes.
+struct Target {
+    ino: Ino,
+    /// Next write offset (ignored for append).
+    offset: u64,
+    append: bool,
+    /// Bytes written so far.
+    written: u64,
+    /// Keeps the inode alive while the upload runs.
+    _open: agentcomputer_fs::Handle,
+    /// Set for atomic uploads: rename `temp` to `name` in `dir` at the end.
+    publish: Option<Publish>,
+}
+
+struct Publish {
+    dir: Ino,
+    temp: Vec<u8>,
+    name: Vec<u8>,
+    noreplace: bool,
+}
+
+/// Removes an unpublished temporary file when the upload ends early,
+/// including when the call's future is dropped because the client left.
+struct TempGuard {
+    fs: Fs,
+    temp: Option<(Ino, Vec<u8>)>,
+}
+
+impl Drop for TempGuard {
+    fn drop(&mut self) {
+        if let Some((dir, name)) = self.temp.take() {
+            let fs = self.fs.clone();
+            let unlink = move || {
+                if let Err(e) = fs.unlink(dir, &name) {
+                    tracing::warn!(error = %e, "could not remove an aborted upload's temporary file");
+                }
+            };
+            match tokio::runtime::Handle::try_current() {
+                Ok(rt) => drop(rt.spawn_blocking(unlink)),
+                Err(_) => unlink(),
+            }
+        }
+    }
+}
+
+/// Serves one Write stream. Errors: `EINVAL` for a stream not starting with
+/// a header (or with two), path errors, `EEXIST` for EXCLUSIVE over an
+/// existing path, `EISDIR`, `ENOSPC` past the quota, and the client's own
+/// stream error when it aborts.
+pub async fn write(
+    registry: &Registry,
+    mut stream: Streaming<pb::WriteRequest>,
+) -> Result<pb::WriteResponse, Status> {
+    let header = match stream.message().await? {
+        Some(pb::WriteRequest {
+            msg: Some(Msg::Header(h)),
+        }) => h,
+        Some(_) => {
+            return Err(errno_detail(
+                Errno::EINVAL,
+                "the first Write message must be a header",
+            ));
+        }
+        None => return Err(errno_detail(Errno::EINVAL, "empty Write stream")),
+    };
+    let lease = registry.acquire(&header.computer).await?;
+    let path = ApiPath::parse(&header.path)?;
+    let mode = pb::WriteMode::try_from(header.mode).map_err(|_| {
+        errno_detail(
+            Errno::EINVAL,
+            format_args!("unknown write mode {}", header.mode),
+        )
+    })?;
+    let fs = lease.fs().clone();
+    let shown = path.shown().to_string();
+
+    let mut target = {
+        let fs = fs.clone();
+        blocking(move || prepare(&fs, &path, mode, &header)).await?
+    };
+    let mut guard = TempGuard {
+        fs: fs.clone(),
+        temp: target.publish.as_ref().map(|p| (p.dir, p.temp.clone())),
+    };
+
+    let mut buf: Vec<u8> = Vec::with_capacity(CHUNK_BYTES);
+    while let Some(msg) = stream.message().await? {
+        match msg.msg {
+            Some(Msg::Data(data)) => {
+                if buf.is_empty() {
+                    buf = data;
+                } else {
+                    buf.extend_from_slice(&data);
+                }
+                if buf.len() >= CHUNK_BYTES {
+                    buf = flush(&fs, &mut target, buf, &shown).await?;
+                }
+            }
+            Some(Msg::Header(_)) => {
+                return Err(errno_detail(
+                    Errno::EINVAL,
+                    "a Write stream takes one header",
+                ));
+            }
+            None => {}
+        }
+    }
+    flush(&fs, &mut target, buf, &shown).await?;
+
+    let bytes_written = target.written;
+    let info = blocking(move || finish(&fs, &target, &shown)).await?;
+    guard.temp = None; // published, or never temporary
+    drop(lease);
+    Ok(pb::WriteResponse {
+        bytes_written,
+        info: Some(info),
+    })
+}
+
+/// Resolves or creates the inode an upload writes to.
+fn prepare(
+    fs: &Fs,
+    path: &ApiPath,
+    mode: pb::WriteMode,
+    header: &pb::WriteHeader,
+) -> Result<Target, Status> {
+    let shown = path.shown();
+    let (dir, name) = parent_of(fs, path).map_err(|e| {
+        if path.is_root() {
+            errno_status(Errno::EISDIR, shown)
+        } else {
+            e
+        }
+    })?;
+    let existing = match fs.lookup(dir, name.as_bytes()) {
+        Ok(attr) => Some(attr),
+        Err(e) if e.errno() == Errno::ENOENT => None,
+        Err(e) => return Err(on(shown)(e)),
+    };
+    let new_perm = |old: Option<u32>| match header.perm {
+        0 => old.unwrap_or(FILE_PERM),
+        p => p & 0o7777,
+    };
+    let in_place = |attr: agentcomputer_fs::Attr, offset: u64, append: bool| {
+        // Writes through a symlink land in its target, as open(2) does.
+        let attr = if attr.kind == FileKind::Symlink {
+            resolve(fs, path, true)?
+        } else {
+            attr
+        };
+        match attr.kind {
+            FileKind::RegularFile => Ok(Target {
+                ino: attr.ino,
+                offset,
+                append,
+                written: 0,
+                publish: None,
+                _open: fs.open_inode(attr.ino).map_err(on(shown))?,
+            }),
+            FileKind::Directory => Err(errno_status(Errno::EISDIR, shown)),
+            _ => Err(errno_status(Errno::EINVAL, shown)),
+        }
+    };
+    let create = || -> Result<agentcomputer_fs::Attr, Status> {
+        fs.mknod(
+            dir,
+            name.as_bytes(),
+            FileKind::RegularFile,
+            new_perm(None),
+            0,
+            OWNER,
+        )
+        .map_err(on(shown))
+    };
+    match (mode, existing) {
+        (pb::WriteMode::Create, Some(attr)) => in_place(attr, header.offset, false),
+        (pb::WriteMode::Create, None) => in_place(create()?, header.offset, false),
+        (pb::WriteMode::Append, Some(attr)) => in_place(attr, 0, true),
+        (pb::WriteMode::Append, None) => in_place(create()?, 0, true),
+        (pb::WriteMode::Exclusive, Some(_)) => Err(errno_status(Errno::EEXIST, shown)),
+        (pb::WriteMode::Truncate | pb::WriteMode::Unspecified, Some(attr))
+            if attr.kind == FileKind::Symlink =>
+        {
+            // Replacing the link would lose it: truncate its target instead.
+            let target = in_place(attr, 0, false)?;
+            let set = SetAttr {
+                size: Some(0),
+                ..SetAttr::default()
+            };
+            fs.setattr(target.ino, &set).map_err(on(shown))?;
+            Ok(target)
+        }
+        (pb::WriteMode::Truncate | pb::WriteMode::Unspecified, Some(attr))
+            if attr.kind == FileKind::Directory =>
+        {
+            Err(errno_status(Errno::EISDIR, shown))
+        }
+        (mode, existing) => {
+            let temp = format!(".agentcomputer-upload-{:016x}", rand::random::<u64>()).into_bytes();
+            let perm = new_perm(existing.as_ref().map(|a| a.perm));
+            let attr = fs
+                .mknod(dir, &temp, FileKind::RegularFile, perm, 0, OWNER)
+                .map_err(on(shown))?;
+            let open = fs.open_inode(attr.ino);
+            let open = match open {
+                Ok(h) => h,
+                Err(e) => {
+                    let _ = fs.unlink(dir, &temp);
+                    return Err(on(shown)(e));
+                }
+            };
+            Ok(Target {
+                ino: attr.ino,
+                offset: 0,
+                append: false,
+                written: 0,
+                publish: Some(Publish {
+                    dir,
+                    temp,
+                    name: name.as_bytes().to_vec(),
+                    noreplace: mode == pb::WriteMode::Exclusive,
+                }),
+                _open: open,
+            })
+        }
+    }
+}
+
+/// Writes `buf` at the target's offset (or end, for append) and returns the
+/// emptied buffer for reuse.
+async fn flush(
+    fs: &Fs,
+    target: &mut Target,
+    buf: Vec<u8>,
+    shown: &str,
+) -> Result<Vec<u8>, Status> {
+    if buf.is_empty() {
+        return Ok(buf);
+    }
+    let fs = fs.clone();
+    let (ino, offset, append) = (target.ino, target.offset, target.append);
+    let (mut buf, end) = blocking(move || -> agentcomputer_fs::Result<(Vec<u8>, u64)> {
+        let mut at = if append { fs.getattr(ino)?.size } else { offset };
+        let mut done = 0;
+        while done < buf.len() {
+            let n = fs.write(ino, at, &buf[done..])?;
+            if n == 0 {
+                return Err(Errno::EIO.into());
+            }
+            done += n;
+            at += n as u64;
+        }
+        Ok((buf, at))
+    })
+    .await
+    .map_err(on(shown))?;
+    target.written += buf.len() as u64;
+    target.offset = end;
+    buf.clear();
+    Ok(buf)
+}
+
+/// Makes the upload durable, publishes a temporary file, and describes the
+/// result.
+fn finish(fs: &Fs, target: &Target, shown: &str) -> Result<pb::FileInfo, Status> {
+    fs.fsync(Some(target.ino)).map_err(on(shown))?;
+    if let Some(p) = &target.publish {
+        let flags = RenameFlags {
+            noreplace: p.noreplace,
+            exchange: false,
+        };
+        fs.rename(p.dir, &p.temp, p.dir, &p.name, flags)
+            .map_err(on(shown))?;
+    }
+    let attr = fs.getattr(target.ino).map_err(on(shown))?;
+    Ok(file_info(fs, &attr))
+}

@@ -1,0 +1,133 @@
+//! A computer's identity and settings as stored on disk.
+//!
+//! Layout under the data directory: `computers/<name>/fs.db` is the
+//! filesystem engine's SQLite database, `computers/<name>/computer.json` the
+//! [`Settings`] below.
+
+use std::io;
+use std::path::Path;
+
+use agentcomputer_fs::Limits;
+use serde::{Deserialize, Serialize};
+
+/// File name of a computer's settings inside its directory.
+pub const SETTINGS_FILE: &str = "computer.json";
+
+/// File name of a computer's filesystem database inside its directory.
+pub const DB_FILE: &str = "fs.db";
+
+/// Longest computer name (a DNS-1123 label is at most 63 characters).
+pub const NAME_MAX: usize = 63;
+
+/// Whether `name` is a DNS-1123 label (RFC 1123 section 2.1 as Kubernetes
+/// applies it): 1-63 characters of `[a-z0-9-]`, starting and ending with a
+/// lowercase letter or digit. Such names are safe as directory names and as
+/// Kubernetes object names.
+pub fn is_valid_name(name: &str) -> bool {
+    let bytes = name.as_bytes();
+    let alnum = |b: &u8| b.is_ascii_lowercase() || b.is_ascii_digit();
+    !bytes.is_empty()
+        && bytes.len() <= NAME_MAX
+        && bytes.iter().all(|b| alnum(b) || *b == b'-')
+        && alnum(&bytes[0])
+        && alnum(&bytes[bytes.len() - 1])
+}
+
+/// Usage counters recorded when a computer's engine is closed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Usage {
+    /// Bytes of file content stored.
+    pub used_bytes: u64,
+    /// Inodes in use.
+    pub used_inodes: u64,
+}
+
+/// The contents of `computer.json`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Settings {
+    /// The computer's name (same as its directory's name).
+    pub name: String,
+    /// Creation time, nanoseconds since the Unix epoch.
+    pub created_unix_nanos: i64,
+    /// Quota on stored file bytes. Applied to the engine each time it opens,
+    /// so editing this file while the agent is stopped changes the quota.
+    pub max_bytes: u64,
+    /// Quota on inodes, applied like `max_bytes`.
+    pub max_inodes: u64,
+    /// Usage when the engine was last closed cleanly. `None` while the engine
+    /// is open (or after a crash), meaning "open the engine to find out".
+    #[serde(default)]
+    pub usage_at_close: Option<Usage>,
+}
+
+impl Settings {
+    /// The engine limits these settings ask for.
+    pub fn limits(&self) -> Limits {
+        Limits {
+            max_bytes: self.max_bytes,
+            max_inodes: self.max_inodes,
+        }
+    }
+
+    /// Reads `dir/computer.json`. Errors: the file's I/O error, or
+    /// `InvalidData` when it is not valid settings JSON.
+    pub fn load(dir: &Path) -> io::Result<Settings> {
+        let text = std::fs::read(dir.join(SETTINGS_FILE))?;
+        serde_json::from_slice(&text).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
+    }
+
+    /// Writes `dir/computer.json` atomically (temporary file, fsync, rename),
+    /// so a crash leaves either the old or the new settings.
+    pub fn save(&self, dir: &Path) -> io::Result<()> {
+        let tmp = dir.join(format!(".{SETTINGS_FILE}.tmp"));
+        let mut text = serde_json::to_vec_pretty(self).map_err(io::Error::other)?;
+        text.push(b'\n');
+        {
+            use std::io::Write;
+            let mut f = std::fs::File::create(&tmp)?;
+            f.write_all(&text)?;
+            f.sync_all()?;
+        }
+        std::fs::rename(&tmp, dir.join(SETTINGS_FILE))
+    }
+}
+
+/// Nanoseconds since the Unix epoch, now.
+pub fn now_unix_nanos() -> i64 {
+    agentcomputer_fs::Timespec::now().as_nanos()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dns_labels() {
+        for ok in ["demo", "a", "a-b", "x1", "0", &"a".repeat(63)] {
+            assert!(is_valid_name(ok), "{ok}");
+        }
+        for bad in ["", "-a", "a-", "A", "a_b", "a.b", "ä", "a b", &"a".repeat(64), ".."] {
+            assert!(!is_valid_name(bad), "{bad}");
+        }
+    }
+
+    #[test]
+    fn settings_round_trip_on_disk() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = Settings {
+            name: "demo".into(),
+            created_unix_nanos: 42,
+            max_bytes: 1 << 30,
+            max_inodes: 1000,
+            usage_at_close: Some(Usage {
+                used_bytes: 7,
+                used_inodes: 2,
+            }),
+        };
+        s.save(dir.path()).unwrap();
+        assert_eq!(Settings::load(dir.path()).unwrap(), s);
+        std::fs::write(dir.path().join(SETTINGS_FILE), b"{nope").unwrap();
+        let err = Settings::load(dir.path()).unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::InvalidData);
+    }
+}

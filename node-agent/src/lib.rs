@@ -1,0 +1,15 @@
+//! The Agent Computer node agent.
+//!
+//! It keeps a [`registry::Registry`] of computers (each one SQLite database
+//! driven by the `agentcomputer-fs` engine), serves the `agentcomputer.v1`
+//! gRPC API over them ([`api::Service`]) and runs code on them with the
+//! in-process runtimes. [`local::serve`] is the whole agent in local mode;
+//! the `node-agent` binary wraps it with command-line parsing and signals.
+
+pub mod api;
+mod blocking;
+pub mod computer;
+pub mod local;
+pub mod registry;
+
+pub use local::{LocalConfig, serve};

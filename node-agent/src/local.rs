@@ -1,0 +1,84 @@
+//! Local mode: the node agent with no cluster, serving the API on loopback
+//! over the computers of one data directory.
+
+use std::future::Future;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::Context;
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+use tonic::transport::server::TcpIncoming;
+use tracing::{info, warn};
+
+use crate::api::Service;
+use crate::registry::Registry;
+
+/// Default address of the API in local mode.
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:7433";
+
+/// Default idle time after which a computer is closed (5 minutes).
+pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// How long a shutdown waits for running calls before it stops anyway.
+pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
+
+/// Settings of local mode.
+#[derive(Debug, Clone)]
+pub struct LocalConfig {
+    /// Directory holding `computers/<name>/`.
+    pub data_dir: PathBuf,
+    /// Idle time after which an unused computer's engine is closed.
+    pub idle_timeout: Duration,
+}
+
+/// The default data directory: `$XDG_DATA_HOME/agentcomputer`, else
+/// `~/.local/share/agentcomputer` (the `dirs` crate's `data_dir`, XDG Base
+/// Directory spec). `None` when no home directory is known.
+pub fn default_data_dir() -> Option<PathBuf> {
+    dirs::data_dir().map(|d| d.join("agentcomputer"))
+}
+
+/// Serves the API on `listener` until `shutdown` completes. Then running
+/// execs are cancelled, calls get [`SHUTDOWN_GRACE`] to finish, and every
+/// computer is closed cleanly (its usage recorded). Errors: the data
+/// directory cannot be prepared, or the server fails.
+pub async fn serve<S>(listener: TcpListener, config: LocalConfig, shutdown: S) -> anyhow::Result<()>
+where
+    S: Future<Output = ()> + Send + 'static,
+{
+    let registry = Registry::new(&config.data_dir, config.idle_timeout)
+        .with_context(|| format!("cannot prepare data directory {}", config.data_dir.display()))?;
+    let addr = listener.local_addr()?;
+    info!(%addr, data_dir = %config.data_dir.display(), idle_timeout = ?config.idle_timeout, "node agent serving");
+
+    let stop = CancellationToken::new();
+    tokio::spawn(registry.clone().run_sweeper(stop.clone()));
+
+    let on_signal = {
+        let registry = registry.clone();
+        let stop = stop.clone();
+        async move {
+            shutdown.await;
+            info!("shutting down: cancelling running execs");
+            registry.cancel_all();
+            stop.cancel();
+        }
+    };
+    let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
+    let server = tonic::transport::Server::builder()
+        .add_service(Service::new(registry.clone()).into_server())
+        .serve_with_incoming_shutdown(incoming, on_signal);
+    let forced = async {
+        stop.cancelled().await;
+        tokio::time::sleep(SHUTDOWN_GRACE).await;
+    };
+    tokio::select! {
+        result = server => result.context("gRPC server failed")?,
+        _ = forced => warn!("calls still running after the shutdown grace period; stopping anyway"),
+    }
+    stop.cancel();
+    registry.close_all().await;
+    info!("node agent stopped");
+    Ok(())
+}

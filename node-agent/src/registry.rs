@@ -1,0 +1,516 @@
+//! The computers of one node agent and their open filesystem engines.
+//!
+//! Each computer is a directory `<data>/computers/<name>/` (see
+//! [`crate::computer`]). The registry opens a computer's engine on first use
+//! and shares that one instance with every request through a [`Lease`]. A
+//! computer with no lease for longer than the idle timeout is closed
+//! (hibernated): its usage is written to `computer.json` and the engine is
+//! dropped, so idle computers cost no memory; the next request reopens it.
+//!
+//! Opening, closing, creating and deleting are serialised by one async lock,
+//! so there is never more than one engine instance per computer. Requests for
+//! an already open computer take only a short synchronous lock.
+
+use std::collections::HashMap;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use agentcomputer_fs::{Fs, Limits};
+use tokio_util::sync::CancellationToken;
+use tracing::{info, warn};
+
+use crate::blocking::blocking;
+use crate::computer::{self, DB_FILE, SETTINGS_FILE, Settings, Usage};
+
+/// Why a registry call failed.
+#[derive(Debug, thiserror::Error)]
+pub enum RegistryError {
+    /// The name is not a DNS-1123 label.
+    #[error(
+        "invalid computer name {0:?}: use 1-63 lowercase letters, digits or '-', starting and ending with a letter or digit"
+    )]
+    InvalidName(String),
+    /// No computer has this name.
+    #[error("computer \"{0}\" not found")]
+    NotFound(String),
+    /// `create` of a name that is taken.
+    #[error("computer \"{0}\" already exists")]
+    AlreadyExists(String),
+    /// The computer's directory or settings could not be read or written.
+    #[error("computer \"{name}\": {source}")]
+    Io { name: String, source: io::Error },
+    /// The filesystem engine failed to create or open the database.
+    #[error("computer \"{name}\": {source}")]
+    Engine {
+        name: String,
+        source: agentcomputer_fs::Error,
+    },
+}
+
+/// What the registry reports about one computer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ComputerInfo {
+    /// The settings from `computer.json` (`usage_at_close` as stored).
+    pub settings: Settings,
+    /// Current usage: live for an open computer, else the usage recorded
+    /// when it was closed.
+    pub usage: Usage,
+    /// Whether the engine is open now.
+    pub open: bool,
+}
+
+/// Shared handle to all computers of a data directory. Cheap to clone.
+#[derive(Clone)]
+pub struct Registry {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    computers_dir: PathBuf,
+    idle_timeout: Duration,
+    open: Mutex<HashMap<String, Arc<Slot>>>,
+    lifecycle: tokio::sync::Mutex<()>,
+    shutdown: CancellationToken,
+}
+
+/// One open computer.
+struct Slot {
+    fs: Fs,
+    settings: Settings,
+    dir: PathBuf,
+    active: AtomicUsize,
+    last_used: Mutex<Instant>,
+    /// Cancelled when the computer is deleted or the agent shuts down.
+    cancel: CancellationToken,
+}
+
+/// The right to use one computer's engine; keeps it open while held.
+pub struct Lease {
+    slot: Arc<Slot>,
+}
+
+impl Lease {
+    /// The computer's filesystem engine.
+    pub fn fs(&self) -> &Fs {
+        &self.slot.fs
+    }
+
+    /// The computer's name.
+    pub fn name(&self) -> &str {
+        &self.slot.settings.name
+    }
+
+    /// A token cancelled when the computer is deleted or the agent shuts down.
+    pub fn cancel_token(&self) -> CancellationToken {
+        self.slot.cancel.child_token()
+    }
+}
+
+impl Drop for Lease {
+    fn drop(&mut self) {
+        // Refresh the idle clock before releasing, so the sweeper never sees
+        // a released slot with a stale time.
+        *lock(&self.slot.last_used) = Instant::now();
+        self.slot.active.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+impl Registry {
+    /// Opens the registry of `data_dir`, creating `data_dir/computers` if
+    /// needed and removing leftovers of interrupted creates and deletes.
+    /// Computers idle for `idle_timeout` are closed by [`Registry::close_idle`].
+    pub fn new(data_dir: &Path, idle_timeout: Duration) -> io::Result<Registry> {
+        let computers_dir = data_dir.join("computers");
+        std::fs::create_dir_all(&computers_dir)?;
+        for entry in std::fs::read_dir(&computers_dir)? {
+            let entry = entry?;
+            let name = entry.file_name();
+            let name = name.to_string_lossy();
+            if name.starts_with(".creating-") || name.starts_with(".deleting-") {
+                warn!(dir = %entry.path().display(), "removing leftover of an interrupted create/delete");
+                std::fs::remove_dir_all(entry.path())?;
+            }
+        }
+        Ok(Registry {
+            inner: Arc::new(Inner {
+                computers_dir,
+                idle_timeout,
+                open: Mutex::new(HashMap::new()),
+                lifecycle: tokio::sync::Mutex::new(()),
+                shutdown: CancellationToken::new(),
+            }),
+        })
+    }
+
+    /// The idle time after which an unused computer is closed.
+    pub fn idle_timeout(&self) -> Duration {
+        self.inner.idle_timeout
+    }
+
+    fn dir_of(&self, name: &str) -> PathBuf {
+        self.inner.computers_dir.join(name)
+    }
+
+    /// Creates computer `name` with `limits`. The directory is built under a
+    /// temporary name and renamed into place, so a crash never leaves a
+    /// half-made computer. Errors: `InvalidName`, `AlreadyExists`, `Io`,
+    /// `Engine`.
+    pub async fn create(&self, name: &str, limits: Limits) -> Result<ComputerInfo, RegistryError> {
+        check_name(name)?;
+        let _guard = self.inner.lifecycle.lock().await;
+        let dir = self.dir_of(name);
+        if dir.exists() {
+            return Err(RegistryError::AlreadyExists(name.to_string()));
+        }
+        let tmp = self
+            .inner
+            .computers_dir
+            .join(format!(".creating-{name}-{:016x}", rand::random::<u64>()));
+        let owned = name.to_string();
+        let settings = blocking(move || {
+            let result = build_computer(&owned, &tmp, &dir, limits);
+            if result.is_err() {
+                let _ = std::fs::remove_dir_all(&tmp);
+            }
+            result
+        })
+        .await?;
+        info!(computer = name, max_bytes = limits.max_bytes, "created computer");
+        let usage = settings.usage_at_close.unwrap_or(Usage {
+            used_bytes: 0,
+            used_inodes: 1,
+        });
+        Ok(ComputerInfo {
+            settings,
+            usage,
+            open: false,
+        })
+    }
+
+    /// Deletes computer `name` and all its files. Its running work is
+    /// cancelled; leases still held keep using the (now unlinked) database
+    /// until they end. Errors: `InvalidName`, `NotFound`, `Io`.
+    pub async fn delete(&self, name: &str) -> Result<(), RegistryError> {
+        check_name(name)?;
+        let _guard = self.inner.lifecycle.lock().await;
+        let dir = self.dir_of(name);
+        if !dir.join(SETTINGS_FILE).exists() {
+            return Err(RegistryError::NotFound(name.to_string()));
+        }
+        if let Some(slot) = lock(&self.inner.open).remove(name) {
+            slot.cancel.cancel();
+        }
+        let trash = self
+            .inner
+            .computers_dir
+            .join(format!(".deleting-{name}-{:016x}", rand::random::<u64>()));
+        let owned = name.to_string();
+        blocking(move || {
+            // Renaming first makes the delete atomic for readers of the
+            // directory; the slow removal happens out of sight.
+            std::fs::rename(&dir, &trash)?;
+            std::fs::remove_dir_all(&trash)
+        })
+        .await
+        .map_err(|source| RegistryError::Io {
+            name: owned,
+            source,
+        })?;
+        info!(computer = name, "deleted computer");
+        Ok(())
+    }
+
+    /// A lease on computer `name`, opening its engine if it is closed.
+    /// Errors: `InvalidName`, `NotFound`, `Io`, `Engine`.
+    pub async fn acquire(&self, name: &str) -> Result<Lease, RegistryError> {
+        check_name(name)?;
+        if let Some(lease) = self.try_lease(name) {
+            return Ok(lease);
+        }
+        let _guard = self.inner.lifecycle.lock().await;
+        if let Some(lease) = self.try_lease(name) {
+            return Ok(lease);
+        }
+        let dir = self.dir_of(name);
+        let owned = name.to_string();
+        let (fs, settings) = blocking(move || open_computer(&owned, &dir)).await?;
+        let slot = Arc::new(Slot {
+            fs,
+            dir: self.dir_of(name),
+            settings,
+            active: AtomicUsize::new(1),
+            last_used: Mutex::new(Instant::now()),
+            cancel: self.inner.shutdown.child_token(),
+        });
+        lock(&self.inner.open).insert(name.to_string(), slot.clone());
+        info!(computer = name, "opened computer");
+        Ok(Lease { slot })
+    }
+
+    fn try_lease(&self, name: &str) -> Option<Lease> {
+        let map = lock(&self.inner.open);
+        let slot = map.get(name)?;
+        slot.active.fetch_add(1, Ordering::SeqCst);
+        Some(Lease { slot: slot.clone() })
+    }
+
+    /// Describes computer `name` without opening it when its usage is known.
+    /// Errors: as [`Registry::acquire`].
+    pub async fn get(&self, name: &str) -> Result<ComputerInfo, RegistryError> {
+        check_name(name)?;
+        if let Some(lease) = self.try_lease(name) {
+            return live_info(lease).await;
+        }
+        let dir = self.dir_of(name);
+        let settings = match Settings::load(&dir) {
+            Ok(s) => s,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                return Err(RegistryError::NotFound(name.to_string()));
+            }
+            Err(source) => {
+                return Err(RegistryError::Io {
+                    name: name.to_string(),
+                    source,
+                });
+            }
+        };
+        match settings.usage_at_close {
+            Some(usage) => Ok(ComputerInfo {
+                settings,
+                usage,
+                open: false,
+            }),
+            // Not closed cleanly (crash): the engine knows the truth.
+            None => live_info(self.acquire(name).await?).await,
+        }
+    }
+
+    /// Describes all computers, sorted by name. Entries that are not valid
+    /// computers (stray files, unreadable settings) are skipped with a warning.
+    pub async fn list(&self) -> Result<Vec<ComputerInfo>, RegistryError> {
+        let dir = self.inner.computers_dir.clone();
+        let mut names = blocking(move || -> io::Result<Vec<String>> {
+            let mut names = Vec::new();
+            for entry in std::fs::read_dir(&dir)? {
+                let entry = entry?;
+                if let Some(name) = entry.file_name().to_str()
+                    && computer::is_valid_name(name)
+                    && entry.path().join(SETTINGS_FILE).exists()
+                {
+                    names.push(name.to_string());
+                }
+            }
+            Ok(names)
+        })
+        .await
+        .map_err(|source| RegistryError::Io {
+            name: String::new(),
+            source,
+        })?;
+        names.sort();
+        let mut out = Vec::with_capacity(names.len());
+        for name in names {
+            match self.get(&name).await {
+                Ok(info) => out.push(info),
+                // Deleted while listing.
+                Err(RegistryError::NotFound(_)) => {}
+                Err(err) => warn!(computer = %name, error = %err, "skipping computer in list"),
+            }
+        }
+        Ok(out)
+    }
+
+    /// Closes every open computer that has had no lease for the idle timeout.
+    /// Returns how many were closed.
+    pub async fn close_idle(&self) -> usize {
+        let _guard = self.inner.lifecycle.lock().await;
+        let idle = self.inner.idle_timeout;
+        let victims: Vec<Arc<Slot>> = {
+            let mut map = lock(&self.inner.open);
+            let names: Vec<String> = map
+                .iter()
+                .filter(|(_, s)| {
+                    s.active.load(Ordering::SeqCst) == 0 && lock(&s.last_used).elapsed() >= idle
+                })
+                .map(|(n, _)| n.clone())
+                .collect();
+            names.iter().filter_map(|n| map.remove(n)).collect()
+        };
+        let count = victims.len();
+        for slot in victims {
+            close_slot(slot).await;
+        }
+        count
+    }
+
+    /// Cancels all running work (execs) on every computer; used at shutdown.
+    pub fn cancel_all(&self) {
+        self.inner.shutdown.cancel();
+    }
+
+    /// Closes every open computer that has no lease, recording its usage.
+    /// Computers still leased are left open (and logged). For shutdown.
+    pub async fn close_all(&self) {
+        let _guard = self.inner.lifecycle.lock().await;
+        let slots: Vec<Arc<Slot>> = {
+            let mut map = lock(&self.inner.open);
+            let names: Vec<String> = map.keys().cloned().collect();
+            names
+                .iter()
+                .filter_map(|n| {
+                    if map[n].active.load(Ordering::SeqCst) == 0 {
+                        map.remove(n)
+                    } else {
+                        warn!(computer = %n, "computer still in use at shutdown; leaving it open");
+                        None
+                    }
+                })
+                .collect()
+        };
+        for slot in slots {
+            close_slot(slot).await;
+        }
+    }
+
+    /// How many computers have their engine open now.
+    pub fn open_count(&self) -> usize {
+        lock(&self.inner.open).len()
+    }
+
+    /// Runs [`Registry::close_idle`] periodically until `stop` is cancelled.
+    pub async fn run_sweeper(self, stop: CancellationToken) {
+        let period = (self.inner.idle_timeout / 4).clamp(Duration::from_millis(100), Duration::from_secs(30));
+        loop {
+            tokio::select! {
+                _ = stop.cancelled() => return,
+                _ = tokio::time::sleep(period) => {
+                    let closed = self.close_idle().await;
+                    if closed > 0 {
+                        info!(closed, open = self.open_count(), "hibernated idle computers");
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn check_name(name: &str) -> Result<(), RegistryError> {
+    if computer::is_valid_name(name) {
+        Ok(())
+    } else {
+        Err(RegistryError::InvalidName(name.to_string()))
+    }
+}
+
+/// Makes a computer in `tmp` and renames it to `dir`.
+fn build_computer(name: &str, tmp: &Path, dir: &Path, limits: Limits) -> Result<Settings, RegistryError> {
+    let io_err = |source| RegistryError::Io {
+        name: name.to_string(),
+        source,
+    };
+    std::fs::create_dir(tmp).map_err(io_err)?;
+    let fs = Fs::create(&tmp.join(DB_FILE), limits).map_err(|source| RegistryError::Engine {
+        name: name.to_string(),
+        source,
+    })?;
+    let st = fs.statfs().map_err(|source| RegistryError::Engine {
+        name: name.to_string(),
+        source,
+    })?;
+    drop(fs);
+    let settings = Settings {
+        name: name.to_string(),
+        created_unix_nanos: computer::now_unix_nanos(),
+        max_bytes: limits.max_bytes,
+        max_inodes: limits.max_inodes,
+        usage_at_close: Some(Usage {
+            used_bytes: st.used_bytes,
+            used_inodes: st.used_inodes,
+        }),
+    };
+    settings.save(tmp).map_err(io_err)?;
+    std::fs::rename(tmp, dir).map_err(|e| {
+        if matches!(
+            e.kind(),
+            io::ErrorKind::AlreadyExists | io::ErrorKind::DirectoryNotEmpty
+        ) {
+            RegistryError::AlreadyExists(name.to_string())
+        } else {
+            io_err(e)
+        }
+    })?;
+    Ok(settings)
+}
+
+/// Opens a computer's engine, applies its settings' limits and marks the
+/// settings "open" (usage unknown until closed cleanly).
+fn open_computer(name: &str, dir: &Path) -> Result<(Fs, Settings), RegistryError> {
+    let io_err = |source| RegistryError::Io {
+        name: name.to_string(),
+        source,
+    };
+    let engine_err = |source| RegistryError::Engine {
+        name: name.to_string(),
+        source,
+    };
+    let mut settings = match Settings::load(dir) {
+        Ok(s) => s,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            return Err(RegistryError::NotFound(name.to_string()));
+        }
+        Err(e) => return Err(io_err(e)),
+    };
+    let fs = Fs::open(&dir.join(DB_FILE)).map_err(engine_err)?;
+    if fs.limits() != settings.limits() {
+        fs.set_limits(settings.limits()).map_err(engine_err)?;
+    }
+    settings.usage_at_close = None;
+    settings.save(dir).map_err(io_err)?;
+    Ok((fs, settings))
+}
+
+async fn live_info(lease: Lease) -> Result<ComputerInfo, RegistryError> {
+    let name = lease.name().to_string();
+    let settings = lease.slot.settings.clone();
+    let st = blocking(move || lease.fs().statfs())
+        .await
+        .map_err(|source| RegistryError::Engine { name, source })?;
+    Ok(ComputerInfo {
+        settings,
+        usage: Usage {
+            used_bytes: st.used_bytes,
+            used_inodes: st.used_inodes,
+        },
+        open: true,
+    })
+}
+
+/// Records a closed computer's usage and drops its engine.
+async fn close_slot(slot: Arc<Slot>) {
+    let name = slot.settings.name.clone();
+    blocking(move || {
+        let mut settings = slot.settings.clone();
+        match slot.fs.statfs() {
+            Ok(st) => {
+                settings.usage_at_close = Some(Usage {
+                    used_bytes: st.used_bytes,
+                    used_inodes: st.used_inodes,
+                });
+                if let Err(e) = settings.save(&slot.dir) {
+                    warn!(computer = %settings.name, error = %e, "could not record usage at close");
+                }
+            }
+            Err(e) => warn!(computer = %settings.name, error = %e, "statfs failed at close"),
+        }
+        drop(slot);
+    })
+    .await;
+    info!(computer = %name, "closed computer");
+}
