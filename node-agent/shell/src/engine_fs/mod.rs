@@ -1,0 +1,193 @@
+//! [`EngineFs`]: bashkit's `FileSystem` trait over the engine's inode API.
+//!
+//! Paths arrive absolute inside the engine (`/src/main.rs` is the engine
+//! root's `src/main.rs`; the sandbox layer strips the `/workspace` prefix).
+//! Each operation walks the path with `lookup` and then makes one engine
+//! call, so the cost is one short SQLite read per path component plus the
+//! operation itself; nothing walks or caches the whole tree (bashkit's
+//! `PosixFs` would add `exists`/`stat` round trips per call on top).
+//!
+//! Symlinks are never followed here: bashkit's outermost layer follows them
+//! in the shell's own namespace, where an absolute target such as
+//! `/workspace/lib` means what it means in every other runtime. A link met
+//! in the middle of a path fails the walk with `ENOENT`, and that layer
+//! retries with the link resolved (see bashkit `fs/follow.rs`).
+
+mod ops;
+
+use crate::errno::{errno_error, from_engine};
+use agentcomputer_fs::Errno;
+use agentcomputer_fs::{Attr, FileKind, Fs, Ino, Owner, ROOT_INO, Timespec};
+use bashkit::{FileType, Metadata};
+use std::path::Path;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// Owner of inodes created by shell scripts: uid/gid 1000, the identity the
+/// shell reports through `id` and `/etc/passwd` (bashkit `SANDBOX_UID`).
+pub const SHELL_OWNER: Owner = Owner {
+    uid: 1000,
+    gid: 1000,
+};
+
+/// Mode bits given to files a script creates: `0o666` less the usual
+/// umask `022`, as bash creates them.
+pub(crate) const NEW_FILE_PERM: u32 = 0o644;
+/// Mode bits given to directories a script creates (`0o777` less `022`).
+pub(crate) const NEW_DIR_PERM: u32 = 0o755;
+
+/// Entries fetched per `readdir` call when listing or removing a directory.
+const READDIR_PAGE: usize = 512;
+
+/// bashkit's filesystem view of one computer's engine.
+///
+/// Cheap to clone; holds the engine handle and the owner that new inodes
+/// get. Every method is a short synchronous engine transaction, so it is
+/// meant to run on the exec's own thread (see [`crate::run`]), never on a
+/// shared async worker.
+#[derive(Clone)]
+pub struct EngineFs {
+    fs: Fs,
+    owner: Owner,
+}
+
+impl EngineFs {
+    /// Wraps `fs`; new inodes are owned by [`SHELL_OWNER`].
+    pub fn new(fs: Fs) -> Self {
+        Self::with_owner(fs, SHELL_OWNER)
+    }
+
+    /// Wraps `fs`; new inodes are owned by `owner`.
+    pub fn with_owner(fs: Fs, owner: Owner) -> Self {
+        Self { fs, owner }
+    }
+
+    /// The engine handle.
+    pub fn engine(&self) -> &Fs {
+        &self.fs
+    }
+
+    /// Attributes of `path` without following a final symlink.
+    fn walk(&self, path: &Path) -> bashkit::Result<Attr> {
+        let names = components(path);
+        let Some((last, dirs)) = names.split_last() else {
+            return self.fs.getattr(ROOT_INO).map_err(from_engine);
+        };
+        let parent = self.walk_dirs(dirs)?;
+        self.fs.lookup(parent, last).map_err(from_engine)
+    }
+
+    /// The parent directory's inode and the final name of `path`.
+    ///
+    /// `at_root` is the errno for an operation aimed at the engine root
+    /// itself, which has no parent entry (`rmdir /workspace` is `EBUSY`).
+    fn walk_parent(&self, path: &Path, at_root: Errno) -> bashkit::Result<(Ino, Vec<u8>)> {
+        let mut names = components(path);
+        let Some(last) = names.pop() else {
+            return Err(errno_error(at_root));
+        };
+        Ok((self.walk_dirs(&names)?, last))
+    }
+
+    /// The inode of the directory reached through `names` from the root.
+    fn walk_dirs(&self, names: &[Vec<u8>]) -> bashkit::Result<Ino> {
+        let mut dir = ROOT_INO;
+        for name in names {
+            let attr = self.fs.lookup(dir, name).map_err(from_engine)?;
+            dir = match attr.kind {
+                FileKind::Directory => attr.ino,
+                // Let the following layer resolve the link and retry.
+                FileKind::Symlink => return Err(errno_error(Errno::ENOENT)),
+                _ => return Err(errno_error(Errno::ENOTDIR)),
+            };
+        }
+        Ok(dir)
+    }
+}
+
+/// The names of `path` from the root, with `.` dropped and `..` applied
+/// lexically (it never climbs above the root).
+fn components(path: &Path) -> Vec<Vec<u8>> {
+    let mut names: Vec<Vec<u8>> = Vec::new();
+    for name in path.as_os_str().as_encoded_bytes().split(|&b| b == b'/') {
+        match name {
+            b"" | b"." => {}
+            b".." => {
+                names.pop();
+            }
+            _ => names.push(name.to_vec()),
+        }
+    }
+    names
+}
+
+/// bashkit metadata for an engine inode. Device and socket inodes show as
+/// regular files: bashkit has no kind for them.
+fn metadata(attr: &Attr) -> Metadata {
+    Metadata {
+        file_type: match attr.kind {
+            FileKind::Directory => FileType::Directory,
+            FileKind::Symlink => FileType::Symlink,
+            FileKind::NamedPipe => FileType::Fifo,
+            _ => FileType::File,
+        },
+        size: attr.size,
+        mode: attr.perm,
+        modified: system_time(attr.mtime),
+        // No birth time is stored; ctime is the closest the engine has.
+        created: system_time(attr.ctime),
+    }
+}
+
+fn system_time(t: Timespec) -> SystemTime {
+    if t.sec >= 0 {
+        UNIX_EPOCH + Duration::new(t.sec as u64, t.nsec)
+    } else {
+        UNIX_EPOCH - Duration::from_secs(t.sec.unsigned_abs()) + Duration::from_nanos(t.nsec.into())
+    }
+}
+
+fn timespec(t: SystemTime) -> Timespec {
+    match t.duration_since(UNIX_EPOCH) {
+        Ok(d) => Timespec {
+            sec: d.as_secs() as i64,
+            nsec: d.subsec_nanos(),
+        },
+        Err(before) => Timespec::from_nanos(-(before.duration().as_nanos() as i64)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn names(p: &str) -> Vec<String> {
+        components(Path::new(p))
+            .into_iter()
+            .map(|n| String::from_utf8(n).unwrap())
+            .collect()
+    }
+
+    #[test]
+    fn components_are_lexical_and_clamped() {
+        assert!(names("/").is_empty());
+        assert_eq!(names("/a//b/./c/"), ["a", "b", "c"]);
+        assert_eq!(names("/a/../../b"), ["b"]);
+    }
+
+    #[test]
+    fn times_round_trip() {
+        for t in [
+            Timespec {
+                sec: 1_700_000_000,
+                nsec: 123,
+            },
+            Timespec {
+                sec: -5,
+                nsec: 250_000_000,
+            },
+            Timespec { sec: 0, nsec: 0 },
+        ] {
+            assert_eq!(timespec(system_time(t)), t);
+        }
+    }
+}

@@ -1,0 +1,313 @@
+//! The `FileSystem` and `FileSystemExt` operations of [`EngineFs`].
+//!
+//! Contract from bashkit `fs/traits.rs`: `stat` has `lstat` semantics,
+//! writes need an existing parent, `write_file`/`copy` replace the target
+//! atomically (one engine transaction, `write_all`), `mkdir -p` accepts an
+//! existing directory.
+
+use super::{EngineFs, NEW_DIR_PERM, NEW_FILE_PERM, READDIR_PAGE, metadata, timespec};
+use crate::errno::{errno_error, from_engine};
+use agentcomputer_fs::Errno;
+use agentcomputer_fs::{FileKind, Ino, RenameFlags, SetAttr, TimeSet, WriteMode};
+use async_trait::async_trait;
+use bashkit::{DirEntry, FileSystem, FileSystemExt, FsLimits, FsUsage, Metadata};
+use std::ffi::OsString;
+use std::os::unix::ffi::OsStringExt;
+use std::path::{Path, PathBuf};
+use std::time::SystemTime;
+
+impl EngineFs {
+    fn write_mode(&self, path: &Path, data: &[u8], mode: WriteMode) -> bashkit::Result<()> {
+        let (parent, name) = self.walk_parent(path, Errno::EISDIR)?;
+        self.fs
+            .write_all(parent, &name, data, mode, NEW_FILE_PERM, self.owner)
+            .map(drop)
+            .map_err(from_engine)
+    }
+
+    fn mkdir_p(&self, path: &Path) -> bashkit::Result<()> {
+        let mut dir = agentcomputer_fs::ROOT_INO;
+        for name in super::components(path) {
+            dir = match self.fs.lookup(dir, &name) {
+                Ok(attr) if attr.kind == FileKind::Directory => attr.ino,
+                // A link to a directory is resolved by the following layer.
+                Ok(attr) if attr.kind == FileKind::Symlink => {
+                    return Err(errno_error(Errno::ENOENT));
+                }
+                Ok(_) => return Err(errno_error(Errno::EEXIST)),
+                Err(e) if e.errno() == Errno::ENOENT => {
+                    match self.fs.mkdir(dir, &name, NEW_DIR_PERM, self.owner) {
+                        Ok(attr) => attr.ino,
+                        // Lost a race with another writer: take theirs.
+                        Err(e) if e.errno() == Errno::EEXIST => {
+                            let attr = self.fs.lookup(dir, &name).map_err(from_engine)?;
+                            if attr.kind != FileKind::Directory {
+                                return Err(errno_error(Errno::EEXIST));
+                            }
+                            attr.ino
+                        }
+                        Err(e) => return Err(from_engine(e)),
+                    }
+                }
+                Err(e) => return Err(from_engine(e)),
+            };
+        }
+        Ok(())
+    }
+
+    /// Empties directory `root` depth first, with an explicit stack so deep
+    /// trees cannot exhaust the thread's stack. Each stack entry is a
+    /// directory and, below the root, the (parent, name) entry naming it.
+    fn clear_dir(&self, root: Ino) -> bashkit::Result<()> {
+        let mut stack: Vec<(Ino, Option<(Ino, Vec<u8>)>)> = vec![(root, None)];
+        while let Some((dir, _)) = stack.last() {
+            let dir = *dir;
+            let page = self.fs.readdir(dir, 0, READDIR_PAGE).map_err(from_engine)?;
+            if page.is_empty() {
+                if let Some((_, Some((parent, name)))) = stack.pop() {
+                    self.fs.rmdir(parent, &name).map_err(from_engine)?;
+                }
+                continue;
+            }
+            for entry in page {
+                if entry.kind == FileKind::Directory {
+                    stack.push((entry.ino, Some((dir, entry.name))));
+                    break;
+                }
+                self.fs.unlink(dir, &entry.name).map_err(from_engine)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn list(&self, dir: Ino) -> bashkit::Result<Vec<DirEntry>> {
+        let mut out = Vec::new();
+        let mut cookie = 0;
+        loop {
+            let page = self
+                .fs
+                .readdir(dir, cookie, READDIR_PAGE)
+                .map_err(from_engine)?;
+            let Some(last) = page.last() else { break };
+            cookie = last.cookie;
+            let full = page.len() == READDIR_PAGE;
+            for entry in page {
+                // An entry removed between readdir and getattr is skipped,
+                // as a concurrent unlink would hide it from readdir anyway.
+                let attr = match self.fs.getattr(entry.ino) {
+                    Ok(attr) => attr,
+                    Err(e) if e.errno() == Errno::ENOENT => continue,
+                    Err(e) => return Err(from_engine(e)),
+                };
+                out.push(DirEntry {
+                    name: String::from_utf8_lossy(&entry.name).into_owned(),
+                    metadata: metadata(&attr),
+                });
+            }
+            if !full {
+                break;
+            }
+        }
+        Ok(out)
+    }
+}
+
+#[async_trait]
+impl FileSystem for EngineFs {
+    async fn read_file(&self, path: &Path) -> bashkit::Result<Vec<u8>> {
+        let attr = self.walk(path)?;
+        match attr.kind {
+            FileKind::Directory => Err(errno_error(Errno::EISDIR)),
+            // The following layer resolves the link and retries.
+            FileKind::Symlink => Err(errno_error(Errno::ENOENT)),
+            _ => self.fs.read_all(attr.ino).map_err(from_engine),
+        }
+    }
+
+    async fn write_file(&self, path: &Path, content: &[u8]) -> bashkit::Result<()> {
+        self.write_mode(path, content, WriteMode::Truncate)
+    }
+
+    async fn append_file(&self, path: &Path, content: &[u8]) -> bashkit::Result<()> {
+        self.write_mode(path, content, WriteMode::Append)
+    }
+
+    async fn mkdir(&self, path: &Path, recursive: bool) -> bashkit::Result<()> {
+        if recursive {
+            return self.mkdir_p(path);
+        }
+        let (parent, name) = self.walk_parent(path, Errno::EEXIST)?;
+        self.fs
+            .mkdir(parent, &name, NEW_DIR_PERM, self.owner)
+            .map(drop)
+            .map_err(from_engine)
+    }
+
+    async fn remove(&self, path: &Path, recursive: bool) -> bashkit::Result<()> {
+        let (parent, name) = self.walk_parent(path, Errno::EBUSY)?;
+        let attr = self.fs.lookup(parent, &name).map_err(from_engine)?;
+        if attr.kind != FileKind::Directory {
+            return self.fs.unlink(parent, &name).map_err(from_engine);
+        }
+        if recursive {
+            self.clear_dir(attr.ino)?;
+        }
+        self.fs.rmdir(parent, &name).map_err(from_engine)
+    }
+
+    async fn stat(&self, path: &Path) -> bashkit::Result<Metadata> {
+        self.walk(path).map(|attr| metadata(&attr))
+    }
+
+    async fn read_dir(&self, path: &Path) -> bashkit::Result<Vec<DirEntry>> {
+        let attr = self.walk(path)?;
+        match attr.kind {
+            FileKind::Directory => self.list(attr.ino),
+            FileKind::Symlink => Err(errno_error(Errno::ENOENT)),
+            _ => Err(errno_error(Errno::ENOTDIR)),
+        }
+    }
+
+    async fn exists(&self, path: &Path) -> bashkit::Result<bool> {
+        match self.walk(path) {
+            Ok(_) => Ok(true),
+            Err(bashkit::Error::Io(e))
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::NotFound | std::io::ErrorKind::NotADirectory
+                ) =>
+            {
+                Ok(false)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    async fn rename(&self, from: &Path, to: &Path) -> bashkit::Result<()> {
+        let (from_parent, from_name) = self.walk_parent(from, Errno::EBUSY)?;
+        let (to_parent, to_name) = self.walk_parent(to, Errno::EBUSY)?;
+        self.fs
+            .rename(
+                from_parent,
+                &from_name,
+                to_parent,
+                &to_name,
+                RenameFlags::default(),
+            )
+            .map_err(from_engine)
+    }
+
+    async fn copy(&self, from: &Path, to: &Path) -> bashkit::Result<()> {
+        let src = self.walk(from)?;
+        match src.kind {
+            FileKind::Directory => return Err(errno_error(Errno::EISDIR)),
+            FileKind::Symlink => return Err(errno_error(Errno::ENOENT)),
+            _ => {}
+        }
+        let data = self.fs.read_all(src.ino).map_err(from_engine)?;
+        let (parent, name) = self.walk_parent(to, Errno::EISDIR)?;
+        // A new copy gets the source's mode (less the umask), as cp(1) does;
+        // an existing target keeps its own.
+        self.fs
+            .write_all(
+                parent,
+                &name,
+                &data,
+                WriteMode::Truncate,
+                src.perm & 0o755,
+                self.owner,
+            )
+            .map(drop)
+            .map_err(from_engine)
+    }
+
+    async fn symlink(&self, target: &Path, link: &Path) -> bashkit::Result<()> {
+        let (parent, name) = self.walk_parent(link, Errno::EEXIST)?;
+        let target = target.as_os_str().as_encoded_bytes();
+        self.fs
+            .symlink(parent, &name, target, self.owner)
+            .map(drop)
+            .map_err(from_engine)
+    }
+
+    async fn read_link(&self, path: &Path) -> bashkit::Result<PathBuf> {
+        let attr = self.walk(path)?;
+        if attr.kind != FileKind::Symlink {
+            return Err(errno_error(Errno::EINVAL));
+        }
+        let target = self.fs.readlink(attr.ino).map_err(from_engine)?;
+        Ok(PathBuf::from(OsString::from_vec(target)))
+    }
+
+    async fn chmod(&self, path: &Path, mode: u32) -> bashkit::Result<()> {
+        let attr = self.walk(path)?;
+        let change = SetAttr {
+            perm: Some(mode & 0o7777),
+            ..SetAttr::default()
+        };
+        self.fs
+            .setattr(attr.ino, &change)
+            .map(drop)
+            .map_err(from_engine)
+    }
+
+    async fn set_modified_time(&self, path: &Path, time: SystemTime) -> bashkit::Result<()> {
+        let attr = self.walk(path)?;
+        let change = SetAttr {
+            mtime: Some(TimeSet::At(timespec(time))),
+            ..SetAttr::default()
+        };
+        self.fs
+            .setattr(attr.ino, &change)
+            .map(drop)
+            .map_err(from_engine)
+    }
+}
+
+#[async_trait]
+impl FileSystemExt for EngineFs {
+    /// Bytes and inodes in use, from the engine's O(1) counters. The engine
+    /// does not count directories apart, so every inode shows as a file.
+    fn usage(&self) -> FsUsage {
+        match self.fs.statfs() {
+            Ok(s) => FsUsage::new(s.used_bytes, s.used_inodes, 0),
+            Err(_) => FsUsage::default(),
+        }
+    }
+
+    /// The computer's quota as bashkit limits: `max_total_bytes` and
+    /// `max_file_size` are the byte quota, the file and directory counts the
+    /// inode quota; name and path lengths are Linux `NAME_MAX`/`PATH_MAX`.
+    fn limits(&self) -> FsLimits {
+        let mut limits = FsLimits::default();
+        if let Ok(s) = self.fs.statfs() {
+            let bytes = s.blocks.saturating_mul(u64::from(s.block_size));
+            limits.max_total_bytes = bytes;
+            limits.max_file_size = bytes;
+            limits.max_file_count = s.files;
+            limits.max_dir_count = s.files;
+        }
+        limits.max_filename_length = agentcomputer_fs::NAME_MAX;
+        limits.max_path_length = agentcomputer_fs::PATH_MAX;
+        limits
+    }
+
+    async fn mkfifo(&self, path: &Path, mode: u32) -> bashkit::Result<()> {
+        let (parent, name) = self.walk_parent(path, Errno::EEXIST)?;
+        self.fs
+            .mknod(
+                parent,
+                &name,
+                FileKind::NamedPipe,
+                mode & 0o7777,
+                0,
+                self.owner,
+            )
+            .map(drop)
+            .map_err(from_engine)
+    }
+
+    fn backend_kind(&self) -> &'static str {
+        "agentcomputer-engine"
+    }
+}

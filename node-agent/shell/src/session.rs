@@ -1,0 +1,159 @@
+//! One exec on its own thread: build the interpreter over the computer's
+//! namespace, run the script with output streamed through the gate, and say
+//! how it ended.
+
+use crate::engine_fs::EngineFs;
+use crate::limits::ShellLimits;
+use crate::output::{OutputGate, Refusal};
+use crate::paths::resolve_cwd;
+use crate::sandbox_fs::SandboxFs;
+use agentcomputer_fs::Fs;
+use bashkit::{Bash, ExecOptions, LimitExceeded};
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+use std::time::Duration;
+
+/// bashkit's user; `$HOME` is `/home/<user>` in the scratch tree.
+const HOME: &str = "/home/sandbox";
+
+/// Name the shell gives itself in diagnostics (`bash: line 1: ...`).
+const SHELL_NAME: &str = "bash";
+
+/// What the exec thread hands back.
+pub(crate) struct Finished {
+    pub exit_code: i32,
+    pub stop: Option<Stop>,
+}
+
+/// Why the runtime, not the script, ended a run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Stop {
+    Timeout,
+    Cancelled,
+    OutputCap,
+    /// A budget ran out; the text is bashkit's description of it.
+    Limit(String),
+    /// The requested working directory is unusable.
+    BadCwd(String),
+}
+
+/// Everything the exec thread needs, moved into it.
+pub(crate) struct Job {
+    pub fs: Fs,
+    pub script: String,
+    pub cwd: String,
+    pub env: Vec<(String, String)>,
+    pub stdin: Vec<u8>,
+    pub timeout: Duration,
+    pub limits: ShellLimits,
+    pub gate: Arc<OutputGate>,
+    /// bashkit's cancellation flag, set by the caller's task.
+    pub stop: Arc<AtomicBool>,
+}
+
+/// Runs `job` to completion on the current (exec) thread's runtime.
+pub(crate) async fn execute(job: Job) -> Finished {
+    let cwd = resolve_cwd(&job.cwd);
+    let sandbox = SandboxFs::new(EngineFs::new(job.fs), job.limits.scratch(), HOME);
+    let mut builder = Bash::builder()
+        .fs(Arc::new(sandbox))
+        .limits(job.limits.execution(job.timeout, job.gate.cap()))
+        .memory_limits(job.limits.memory())
+        .cwd(&cwd);
+    for (key, value) in job.env {
+        builder = builder.env(key, value);
+    }
+    let mut bash = builder.build();
+
+    if let Err(reason) = check_cwd(&bash, &cwd).await {
+        let message = format!("cd: {cwd}: {reason}");
+        return Finished {
+            exit_code: 1,
+            stop: Some(Stop::BadCwd(message)),
+        };
+    }
+
+    let gate_out = Arc::clone(&job.gate);
+    let gate_err = Arc::clone(&job.gate);
+    let result = bash
+        .execute(&job.script)
+        .stdout_fn(move |bytes| {
+            let gate = Arc::clone(&gate_out);
+            async move { gate.deliver(false, bytes).await.map_err(refusal_error) }
+        })
+        .stderr_fn(move |bytes| {
+            let gate = Arc::clone(&gate_err);
+            async move { gate.deliver(true, bytes).await.map_err(refusal_error) }
+        })
+        .cancel_with(Arc::clone(&job.stop))
+        .options(ExecOptions::new().stdin(job.stdin))
+        .await;
+
+    match result {
+        Ok(done) => Finished {
+            exit_code: done.exit_code,
+            stop: None,
+        },
+        Err(err) => failure(err, &job.gate, &job.script).await,
+    }
+}
+
+/// `Ok` when `cwd` is a directory; else the strerror text.
+async fn check_cwd(bash: &Bash, cwd: &str) -> Result<(), &'static str> {
+    match bash.fs().stat(Path::new(cwd)).await {
+        Ok(meta) if meta.file_type.is_dir() => Ok(()),
+        Ok(_) => Err("Not a directory"),
+        Err(_) => Err("No such file or directory"),
+    }
+}
+
+fn refusal_error(refusal: Refusal) -> bashkit::Error {
+    match refusal {
+        Refusal::CapReached => bashkit::Error::Execution("output limit reached".into()),
+        Refusal::Closed => bashkit::Error::Cancelled,
+    }
+}
+
+/// Maps an interpreter error to how the run ended. Script faults (syntax
+/// errors, internal failures) get bash's exit status and a diagnostic on
+/// stderr; runtime stops are reported by the caller.
+async fn failure(err: bashkit::Error, gate: &OutputGate, script: &str) -> Finished {
+    let stop = |s| Finished {
+        exit_code: 1,
+        stop: Some(s),
+    };
+    if gate.cap_reached() {
+        return stop(Stop::OutputCap);
+    }
+    match err {
+        bashkit::Error::Cancelled => stop(Stop::Cancelled),
+        bashkit::Error::ResourceLimit(LimitExceeded::Timeout(_)) => stop(Stop::Timeout),
+        bashkit::Error::ResourceLimit(LimitExceeded::ExecutionBudget(e)) => match e {
+            bashkit::ExecutionBudgetExceeded::Deadline { .. } => stop(Stop::Timeout),
+            bashkit::ExecutionBudgetExceeded::Cancelled
+            | bashkit::ExecutionBudgetExceeded::RequestClosed => stop(Stop::Cancelled),
+            other => stop(Stop::Limit(other.to_string())),
+        },
+        bashkit::Error::ResourceLimit(limit) => stop(Stop::Limit(limit.to_string())),
+        err @ bashkit::Error::Parse { .. } => {
+            let report = err
+                .syntax_report(SHELL_NAME, script)
+                .unwrap_or_else(|| format!("{SHELL_NAME}: {err}\n"));
+            let _ = gate.deliver(true, report.into_bytes()).await;
+            Finished {
+                exit_code: 2,
+                stop: None,
+            }
+        }
+        other => {
+            let _ = gate
+                .deliver(true, format!("{SHELL_NAME}: {other}\n").into_bytes())
+                .await;
+            Finished {
+                exit_code: 1,
+                stop: None,
+            }
+        }
+    }
+}
