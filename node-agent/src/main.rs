@@ -5,6 +5,7 @@
 //! stdout once ready (useful with `--listen 127.0.0.1:0`), logs to stderr
 //! (`RUST_LOG`, default `info`), and shuts down cleanly on SIGINT or SIGTERM.
 
+use std::io::IsTerminal;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -43,9 +44,10 @@ fn main() -> anyhow::Result<()> {
     tracing_subscriber::fmt()
         .with_env_filter(EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")))
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
         .init();
     let runtime = tokio::runtime::Runtime::new().context("cannot start the async runtime")?;
-    runtime.block_on(async move {
+    let result = runtime.block_on(async move {
         match cli.command {
             Command::Local {
                 data_dir,
@@ -68,7 +70,10 @@ fn main() -> anyhow::Result<()> {
                 local::serve(listener, config, shutdown_signal()?).await
             }
         }
-    })
+    });
+    // Do not wait on blocking-pool threads left behind by cancelled work.
+    runtime.shutdown_timeout(Duration::from_secs(1));
+    result
 }
 
 /// Completes on the first SIGINT or SIGTERM.

@@ -1,0 +1,78 @@
+//! `exec`: run a script and mirror its output and exit status.
+
+use std::collections::HashMap;
+use std::io::{Read, Write};
+use std::time::Duration;
+
+use agentcomputer_proto::v1 as pb;
+use pb::exec_event::Event;
+
+use crate::client::Client;
+use crate::error::{CliError, Result};
+
+/// What `exec` runs.
+pub struct ExecArgs {
+    pub computer: String,
+    pub runtime: pb::Runtime,
+    pub cwd: String,
+    pub env: Vec<(String, String)>,
+    pub timeout: Option<Duration>,
+    pub stdin: bool,
+    pub script: String,
+}
+
+/// Streams the run's output to our stdout/stderr as it arrives and returns
+/// the script's exit code. The runtime's own error (timeout, output cap) is
+/// printed as `error: ...` unless the run already wrote it to stderr.
+pub async fn exec(client: &mut Client, args: ExecArgs) -> Result<i32> {
+    let mut stdin = Vec::new();
+    if args.stdin {
+        std::io::stdin()
+            .read_to_end(&mut stdin)
+            .map_err(|e| CliError(format!("cannot read stdin: {e}")))?;
+    }
+    let req = pb::ExecRequest {
+        computer: args.computer,
+        runtime: args.runtime as i32,
+        script: args.script,
+        cwd: args.cwd,
+        env: args.env.into_iter().collect::<HashMap<_, _>>(),
+        stdin,
+        timeout_ms: args.timeout.map_or(0, |t| t.as_millis().max(1) as u64),
+        max_output_bytes: 0,
+        input_json: String::new(),
+    };
+    let mut stream = client.exec(req).await?.into_inner();
+    let mut out = std::io::stdout().lock();
+    let mut err = std::io::stderr().lock();
+    // The end of stderr, to avoid printing the runtime's message twice.
+    let mut err_tail: Vec<u8> = Vec::new();
+    while let Some(event) = stream.message().await? {
+        match event.event {
+            Some(Event::Stdout(b)) => {
+                // A closed stdout (`| head`) must not fail the run.
+                let _ = out.write_all(&b).and_then(|()| out.flush());
+            }
+            Some(Event::Stderr(b)) => {
+                let _ = err.write_all(&b).and_then(|()| err.flush());
+                err_tail.extend_from_slice(&b);
+                if err_tail.len() > 8192 {
+                    err_tail.drain(..err_tail.len() - 4096);
+                }
+            }
+            Some(Event::Exit(exit)) => {
+                if !exit.error.is_empty() {
+                    let tail = String::from_utf8_lossy(&err_tail);
+                    if !tail.contains(&exit.error) {
+                        let _ = writeln!(err, "error: {}", exit.error);
+                    }
+                }
+                return Ok(exit.code);
+            }
+            None => {}
+        }
+    }
+    Err(CliError(
+        "the node agent ended the run without an exit status".into(),
+    ))
+}

@@ -1,0 +1,244 @@
+//! File commands: `ls`, `cat`, `put`, `get`, `stat`, `mkdir`, `rm`, `mv`.
+
+use std::io::{Read, Write};
+use std::path::Path;
+
+use agentcomputer_proto::v1 as pb;
+use agentcomputer_proto::CHUNK_BYTES;
+use tokio::sync::{mpsc, oneshot};
+use tokio_stream::wrappers::ReceiverStream;
+
+use crate::client::Client;
+use crate::error::{CliError, Result, local_io};
+use crate::format::{long_line, stat_text};
+
+/// Entries requested per ReadDir page.
+const PAGE: u32 = 1000;
+
+pub async fn ls(client: &mut Client, computer: String, path: String, long: bool) -> Result<()> {
+    let info = client
+        .stat(pb::StatRequest {
+            computer: computer.clone(),
+            path: path.clone(),
+            follow_symlinks: true,
+        })
+        .await?
+        .into_inner();
+    let mut out = std::io::stdout().lock();
+    if info.kind() != pb::FileKind::Directory {
+        let line = if long { long_line(&path, &info) } else { path.clone() };
+        let _ = writeln!(out, "{line}");
+        return Ok(());
+    }
+    let mut token = String::new();
+    loop {
+        let page = client
+            .read_dir(pb::ReadDirRequest {
+                computer: computer.clone(),
+                path: path.clone(),
+                page_size: PAGE,
+                page_token: token,
+                with_info: long,
+            })
+            .await?
+            .into_inner();
+        for e in &page.entries {
+            let line = match (&e.info, long) {
+                (Some(info), true) => long_line(&e.name, info),
+                _ => e.name.clone(),
+            };
+            if writeln!(out, "{line}").is_err() {
+                return Ok(()); // stdout closed
+            }
+        }
+        if page.next_page_token.is_empty() {
+            return Ok(());
+        }
+        token = page.next_page_token;
+    }
+}
+
+pub async fn cat(client: &mut Client, computer: String, path: String) -> Result<()> {
+    let mut stream = client
+        .read(pb::ReadRequest {
+            computer,
+            path,
+            offset: 0,
+            length: 0,
+        })
+        .await?
+        .into_inner();
+    let mut out = std::io::stdout().lock();
+    while let Some(chunk) = stream.message().await? {
+        if out.write_all(&chunk.data).is_err() {
+            return Ok(()); // stdout closed
+        }
+    }
+    let _ = out.flush();
+    Ok(())
+}
+
+/// Uploads `local` to `remote` (atomic replace). A `remote` ending in `/`
+/// receives the local file's name. The local file is streamed in 1 MiB
+/// pieces; if reading it fails, the upload is aborted and the remote file
+/// is left as it was.
+pub async fn put(client: &mut Client, computer: String, local: &Path, remote: String) -> Result<()> {
+    let mut file = std::fs::File::open(local).map_err(|e| local_io("cannot open", local, e))?;
+    let meta = file.metadata().map_err(|e| local_io("cannot stat", local, e))?;
+    if meta.is_dir() {
+        return Err(CliError(format!("{} is a directory", local.display())));
+    }
+    let remote = if remote.ends_with('/') {
+        let name = local
+            .file_name()
+            .ok_or_else(|| CliError(format!("{} has no file name", local.display())))?;
+        format!("{remote}{}", name.to_string_lossy())
+    } else {
+        remote
+    };
+    use std::os::unix::fs::PermissionsExt;
+    let header = pb::WriteHeader {
+        computer,
+        path: remote,
+        mode: pb::WriteMode::Truncate as i32,
+        perm: meta.permissions().mode() & 0o777,
+        offset: 0,
+    };
+    let (tx, rx) = mpsc::channel::<pb::WriteRequest>(4);
+    let (fail_tx, fail_rx) = oneshot::channel::<(CliError, mpsc::Sender<pb::WriteRequest>)>();
+    let local_owned = local.to_path_buf();
+    let reader = tokio::task::spawn_blocking(move || {
+        let send = |msg| tx.blocking_send(pb::WriteRequest { msg: Some(msg) }).is_ok();
+        if !send(pb::write_request::Msg::Header(header)) {
+            return;
+        }
+        loop {
+            let mut buf = vec![0u8; CHUNK_BYTES];
+            match read_full(&mut file, &mut buf) {
+                Ok(0) => return, // dropping tx ends the upload
+                Ok(n) => {
+                    buf.truncate(n);
+                    if !send(pb::write_request::Msg::Data(buf)) {
+                        return;
+                    }
+                }
+                Err(e) => {
+                    // Hand tx over too: while it is open the upload cannot
+                    // finish, and dropping the call aborts it.
+                    let _ = fail_tx.send((local_io("cannot read", &local_owned, e), tx));
+                    return;
+                }
+            }
+        }
+    });
+    let result = tokio::select! {
+        r = client.write(ReceiverStream::new(rx)) => r.map(|_| ()).map_err(CliError::from),
+        Ok((e, _open)) = fail_rx => Err(e),
+    };
+    reader.abort();
+    result
+}
+
+/// Reads until `buf` is full or the file ends; returns the bytes read.
+fn read_full(file: &mut std::fs::File, buf: &mut [u8]) -> std::io::Result<usize> {
+    let mut n = 0;
+    while n < buf.len() {
+        match file.read(&mut buf[n..]) {
+            Ok(0) => break,
+            Ok(k) => n += k,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(n)
+}
+
+/// Downloads `remote` into `local` (`-` is stdout). The data goes to a
+/// temporary file beside `local`, renamed into place once complete, so an
+/// interrupted download never leaves a truncated file under that name.
+pub async fn get(client: &mut Client, computer: String, remote: String, local: &Path) -> Result<()> {
+    let mut stream = client
+        .read(pb::ReadRequest {
+            computer,
+            path: remote.clone(),
+            offset: 0,
+            length: 0,
+        })
+        .await?
+        .into_inner();
+    if local == Path::new("-") {
+        let mut out = std::io::stdout().lock();
+        while let Some(chunk) = stream.message().await? {
+            out.write_all(&chunk.data)
+                .map_err(|e| CliError(format!("cannot write stdout: {e}")))?;
+        }
+        return Ok(());
+    }
+    let target = if local.is_dir() {
+        let name = remote.rsplit('/').next().unwrap_or(&remote);
+        local.join(name)
+    } else {
+        local.to_path_buf()
+    };
+    let dir = match target.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => Path::new(".").to_path_buf(),
+    };
+    let mut tmp = tempfile::NamedTempFile::new_in(&dir).map_err(|e| local_io("cannot create a file in", &dir, e))?;
+    while let Some(chunk) = stream.message().await? {
+        tmp.write_all(&chunk.data)
+            .map_err(|e| local_io("cannot write", &target, e))?;
+    }
+    tmp.as_file().sync_all().map_err(|e| local_io("cannot write", &target, e))?;
+    tmp.persist(&target)
+        .map_err(|e| local_io("cannot write", &target, e.error))?;
+    Ok(())
+}
+
+pub async fn stat(client: &mut Client, computer: String, path: String, follow: bool) -> Result<()> {
+    let info = client
+        .stat(pb::StatRequest {
+            computer,
+            path: path.clone(),
+            follow_symlinks: follow,
+        })
+        .await?
+        .into_inner();
+    print!("{}", stat_text(&path, &info));
+    Ok(())
+}
+
+pub async fn mkdir(client: &mut Client, computer: String, path: String, parents: bool) -> Result<()> {
+    client
+        .mkdir(pb::MkdirRequest {
+            computer,
+            path,
+            parents,
+            perm: 0,
+        })
+        .await?;
+    Ok(())
+}
+
+pub async fn rm(client: &mut Client, computer: String, path: String, recursive: bool) -> Result<()> {
+    client
+        .remove(pb::RemoveRequest {
+            computer,
+            path,
+            recursive,
+        })
+        .await?;
+    Ok(())
+}
+
+pub async fn mv(client: &mut Client, computer: String, from: String, to: String, no_clobber: bool) -> Result<()> {
+    client
+        .rename(pb::RenameRequest {
+            computer,
+            from,
+            to,
+            noreplace: no_clobber,
+        })
+        .await?;
+    Ok(())
+}

@@ -1,0 +1,6 @@
+//! One module per group of subcommands.
+
+pub mod computers;
+pub mod exec;
+pub mod files;
+pub mod search;
