@@ -1,0 +1,71 @@
+//! Kubernetes API of Agent Computer: the `AgentComputer` custom resource
+//! (group `agentcomputer.dev`, version `v1alpha1`, namespaced, short name
+//! `computer`).
+//!
+//! The Rust types here are the one place the API is defined. The CRD manifest
+//! in `crds/agentcomputer.yaml` is generated from them by the `crdgen` binary
+//! ([`crd_yaml`]), and a test fails when the committed file drifts.
+//!
+//! Validation follows the Kubernetes API conventions
+//! (<https://github.com/kubernetes/community/blob/master/contributors/devel/sig-architecture/api-conventions.md>):
+//! OpenAPI bounds and enums for single fields, CEL `x-kubernetes-validations`
+//! (<https://kubernetes.io/docs/reference/using-api/cel/>) for rules across
+//! fields and across updates.
+
+mod spec;
+mod status;
+
+pub use spec::{
+    AgentComputer, AgentComputerSpec, CidrRule, EgressMode, EgressSpec, ExecLimits, PortRule,
+    Protocol, ReclaimPolicy, RuntimesSpec, SandboxSpec, StorageSpec,
+};
+pub use status::{AgentComputerStatus, ComputerPhase, VolumeStatus, condition_types};
+
+use kube::CustomResourceExt;
+
+/// API group of every Agent Computer resource and of the CSI driver.
+pub const GROUP: &str = "agentcomputer.dev";
+/// Served and stored version of [`AgentComputer`].
+pub const VERSION: &str = "v1alpha1";
+/// Name of the CSI driver that serves computers' volumes (the node agent's
+/// node plugin); also the `spec.csi.driver` of every computer's PersistentVolume.
+pub const CSI_DRIVER: &str = "agentcomputer.dev";
+/// gRPC port of the node agent (package `agentcomputer.v1`).
+pub const NODE_AGENT_GRPC_PORT: u16 = 7433;
+/// Port of the node agent's HTTP egress proxy, used by sandbox pods whose egress
+/// policy allows host names.
+pub const NODE_AGENT_PROXY_PORT: u16 = 3128;
+/// The well-known cloud metadata address (AWS, GCP, Azure, OpenStack), denied
+/// to sandboxes unless `spec.egress.allowMetadata` is true.
+pub const CLOUD_METADATA_CIDR: &str = "169.254.169.254/32";
+
+/// Label keys and annotation keys that the operator and the node agent share.
+pub mod labels {
+    /// Name of the owning AgentComputer, on every object made for it.
+    pub const COMPUTER: &str = "agentcomputer.dev/computer";
+    /// Namespace of the owning AgentComputer (on cluster-scoped objects: PVs).
+    pub const COMPUTER_NAMESPACE: &str = "agentcomputer.dev/computer-namespace";
+    /// UID of the owning AgentComputer.
+    pub const COMPUTER_UID: &str = "agentcomputer.dev/computer-uid";
+    /// Role of a child object: `volume`, `credential`, `egress`, `sandbox`.
+    pub const COMPONENT: &str = "app.kubernetes.io/component";
+    /// `app.kubernetes.io/managed-by` value set on every child object.
+    pub const MANAGED_BY: &str = "app.kubernetes.io/managed-by";
+    /// Annotation (RFC 3339 time) the node agent sets on an AgentComputer when
+    /// the computer was last used; the operator stops the sandbox pod once it is
+    /// older than `spec.sandbox.idleTimeoutSeconds`.
+    pub const LAST_ACTIVITY: &str = "agentcomputer.dev/last-activity";
+}
+
+/// The CustomResourceDefinition of [`AgentComputer`] as YAML, exactly as
+/// committed in `crds/agentcomputer.yaml` (and in the Helm chart's `crds/`).
+///
+/// Errors: only if serialization fails, which would be a bug in the types.
+pub fn crd_yaml() -> Result<String, serde_yaml::Error> {
+    let crd = AgentComputer::crd();
+    let body = serde_yaml::to_string(&crd)?;
+    Ok(format!(
+        "# Generated from the Rust types in crds/src by `cargo run -p agentcomputer-crds --bin crdgen`.\n\
+         # Do not edit by hand: a test fails when this file drifts from the types.\n{body}"
+    ))
+}

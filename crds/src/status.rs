@@ -1,0 +1,126 @@
+//! `AgentComputer.status`: what the operator (and the node agent) observed.
+
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use kube::KubeSchema;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// Observed state of an AgentComputer. Written by the operator (field manager
+/// `agentcomputer-operator`), except volume.bytesUsed and volume.inodesUsed,
+/// which the serving node agent reports.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct AgentComputerStatus {
+    /// Lifecycle phase: Pending (no node with a ready node agent fits yet),
+    /// Ready (placed; volume, credential and policy in place), Unavailable (the
+    /// node or its agent is gone; the data stays on that node), Terminating.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase: Option<ComputerPhase>,
+
+    /// Name of the node whose agent serves this computer. Fixed once chosen:
+    /// the SQLite database lives on that node.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
+
+    /// The computer's volume.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub volume: Option<VolumeStatus>,
+
+    /// host:port of the serving node agent's gRPC API (agentcomputer.v1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub endpoint: Option<String>,
+
+    /// Name of the Secret (in the computer's namespace) whose "token" key is
+    /// the computer's access credential.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub credential_secret: Option<String>,
+
+    /// Name of the sandbox pod, while the container runtime has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox_pod: Option<String>,
+
+    /// Latest observations of the computer's state, one per type: Placed,
+    /// VolumeReady, CredentialReady, EgressReady, SandboxReady, Ready.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[x_kube(merge_strategy = ListMerge::Map(vec!["type".into()]))]
+    pub conditions: Vec<Condition>,
+
+    /// metadata.generation of the spec this status describes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+}
+
+/// Lifecycle phase of an AgentComputer.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ComputerPhase {
+    /// Waiting for a node with a ready node agent that fits the computer.
+    Pending,
+    /// Placed; volume, credential and network policy are in place.
+    Ready,
+    /// The serving node or its node agent is gone or not ready.
+    Unavailable,
+    /// Being deleted; the volume is released per storage.reclaimPolicy.
+    Terminating,
+}
+
+impl ComputerPhase {
+    /// Every phase, in lifecycle order (for metrics).
+    pub const ALL: [ComputerPhase; 4] = [
+        ComputerPhase::Pending,
+        ComputerPhase::Ready,
+        ComputerPhase::Unavailable,
+        ComputerPhase::Terminating,
+    ];
+
+    /// The phase as it appears in status.phase.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ComputerPhase::Pending => "Pending",
+            ComputerPhase::Ready => "Ready",
+            ComputerPhase::Unavailable => "Unavailable",
+            ComputerPhase::Terminating => "Terminating",
+        }
+    }
+}
+
+/// The computer's volume: a PersistentVolume of the agentcomputer.dev CSI
+/// driver bound to a PersistentVolumeClaim in the computer's namespace.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct VolumeStatus {
+    /// Name of the PersistentVolumeClaim in the computer's namespace.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub claim_name: Option<String>,
+    /// Name of the (cluster-scoped) PersistentVolume.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub volume_name: Option<String>,
+    /// Capacity (the quota) of the volume.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capacity: Option<Quantity>,
+    /// Phase of the PersistentVolumeClaim (Pending, Bound, Lost).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub claim_phase: Option<String>,
+    /// Bytes used by the filesystem, as last reported by the node agent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bytes_used: Option<i64>,
+    /// Inodes used by the filesystem, as last reported by the node agent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inodes_used: Option<i64>,
+}
+
+/// Condition types of [`AgentComputerStatus::conditions`].
+pub mod condition_types {
+    /// A node with a ready node agent was chosen.
+    pub const PLACED: &str = "Placed";
+    /// The PersistentVolume and PersistentVolumeClaim exist.
+    pub const VOLUME_READY: &str = "VolumeReady";
+    /// The credential Secret exists.
+    pub const CREDENTIAL_READY: &str = "CredentialReady";
+    /// The sandbox NetworkPolicy matches spec.egress.
+    pub const EGRESS_READY: &str = "EgressReady";
+    /// The sandbox pod is running and ready (container runtime only).
+    pub const SANDBOX_READY: &str = "SandboxReady";
+    /// Summary: the computer can serve execs.
+    pub const READY: &str = "Ready";
+}

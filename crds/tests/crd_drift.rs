@@ -1,0 +1,28 @@
+//! The committed CRD manifests must equal what the Rust types generate, so
+//! that `kubectl apply -f crds/agentcomputer.yaml` and the Helm chart install
+//! exactly the API the operator speaks.
+
+use std::path::Path;
+
+fn check(rel: &str) {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(rel);
+    let committed = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
+    let generated = agentcomputer_crds::crd_yaml().expect("CRD serializes");
+    assert!(
+        committed == generated,
+        "{} is out of date with the Rust types in crds/src; regenerate it with \
+         `cargo run -p agentcomputer-crds --bin crdgen`",
+        path.display()
+    );
+}
+
+#[test]
+fn committed_crd_matches_types() {
+    check("agentcomputer.yaml");
+}
+
+#[test]
+fn chart_crd_matches_types() {
+    check("../charts/agent-computer/crds/agentcomputer.yaml");
+}
