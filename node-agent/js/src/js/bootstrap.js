@@ -1,0 +1,89 @@
+// Installs the globals of an exec before its module runs.
+import native from 'ac:native';
+import { inspect, format, formatError } from 'ac:inspect';
+import { Buffer } from 'ac:buffer';
+import { TextEncoder, TextDecoder } from 'ac:encoding';
+import { URL, URLSearchParams } from 'ac:url';
+import { setTimeout, setInterval, setImmediate, clearTimeout, clearInterval, clearImmediate } from 'ac:timers';
+import { process } from 'ac:process';
+import { structuredClone } from 'ac:clone';
+import { fetch, Headers, Request, Response } from 'ac:fetch';
+
+const g = globalThis;
+function define(name, value) {
+  Object.defineProperty(g, name, { value, writable: true, configurable: true, enumerable: false });
+}
+
+// Node-style stacks: "Name: message" then the frames.
+Error.prepareStackTrace = (err, frames) => {
+  let head;
+  try { head = String(err); } catch { head = 'Error'; }
+  if (!frames.length) return head;
+  return head + '\n' + frames.map((f) => {
+    const fn = f.getFunctionName();
+    const where = `${f.getFileName()}:${f.getLineNumber()}:${f.getColumnNumber()}`;
+    return fn && fn !== '<anonymous>' ? `    at ${fn} (${where})` : `    at ${where}`;
+  }).join('\n');
+};
+
+const counts = new Map();
+const timersByLabel = new Map();
+let indent = '';
+function out(fd, args) {
+  let text = format(...args);
+  if (indent) text = indent + text.split('\n').join('\n' + indent);
+  native.write(fd, text + '\n');
+}
+const console = {
+  log: (...a) => out(1, a),
+  info: (...a) => out(1, a),
+  debug: (...a) => out(1, a),
+  warn: (...a) => out(2, a),
+  error: (...a) => out(2, a),
+  trace: (...a) => out(2, ['Trace' + (a.length ? ': ' + format(...a) : '') + '\n' + (new Error().stack || '').split('\n').slice(2).join('\n')]),
+  dir: (v, opts) => out(1, [inspect(v, opts)]),
+  dirxml: (...a) => out(1, a),
+  table: (data) => out(1, [data]),
+  assert: (cond, ...a) => { if (!cond) out(2, ['Assertion failed' + (a.length ? ': ' + format(...a) : '')]); },
+  count: (label = 'default') => { const n = (counts.get(label) || 0) + 1; counts.set(label, n); out(1, [`${label}: ${n}`]); },
+  countReset: (label = 'default') => { counts.delete(label); },
+  group: (...a) => { if (a.length) out(1, a); indent += '  '; },
+  groupCollapsed: (...a) => { if (a.length) out(1, a); indent += '  '; },
+  groupEnd: () => { indent = indent.slice(2); },
+  time: (label = 'default') => { timersByLabel.set(label, performance.now()); },
+  timeLog: (label = 'default', ...a) => { const t = timersByLabel.get(label); if (t !== undefined) out(1, [`${label}: ${(performance.now() - t).toFixed(3)}ms`, ...a]); },
+  timeEnd: (label = 'default') => { const t = timersByLabel.get(label); if (t !== undefined) { timersByLabel.delete(label); out(1, [`${label}: ${(performance.now() - t).toFixed(3)}ms`]); } },
+};
+
+define('console', console);
+define('process', process);
+define('Buffer', Buffer);
+define('TextEncoder', TextEncoder);
+define('TextDecoder', TextDecoder);
+define('URL', URL);
+define('URLSearchParams', URLSearchParams);
+define('setTimeout', setTimeout);
+define('setInterval', setInterval);
+define('setImmediate', setImmediate);
+define('clearTimeout', clearTimeout);
+define('clearInterval', clearInterval);
+define('clearImmediate', clearImmediate);
+define('structuredClone', structuredClone);
+define('fetch', fetch);
+define('Headers', Headers);
+define('Request', Request);
+define('Response', Response);
+define('global', g);
+define('crypto', {
+  getRandomValues(arr) {
+    if (!ArrayBuffer.isView(arr) || arr instanceof Float32Array || arr instanceof Float64Array || arr instanceof DataView) {
+      throw new DOMException('The data argument must be an integer-type TypedArray', 'TypeMismatchError');
+    }
+    if (arr.byteLength > 65536) throw new DOMException(`The ArrayBufferView's byte length (${arr.byteLength}) exceeds the number of bytes of entropy available via this API (65536)`, 'QuotaExceededError');
+    native.randomFill(new Uint8Array(arr.buffer, arr.byteOffset, arr.byteLength));
+    return arr;
+  },
+  randomUUID: () => native.randomUUID(),
+});
+
+export { formatError };

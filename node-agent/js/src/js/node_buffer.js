@@ -1,0 +1,7 @@
+// node:buffer
+import { Buffer, constants, kMaxLength } from 'ac:buffer';
+export { Buffer, constants, kMaxLength };
+export const atob = globalThis.atob;
+export const btoa = globalThis.btoa;
+export const isUtf8 = (b) => { try { new TextDecoder('utf-8', { fatal: true }).decode(b); return true; } catch { return false; } };
+export default { Buffer, constants, kMaxLength, atob, btoa, isUtf8 };

@@ -1,0 +1,3 @@
+import path from 'ac:path';
+export * from 'ac:path';
+export default path;
