@@ -51,6 +51,15 @@ pub struct Fs {
     pub(crate) inner: Arc<Inner>,
 }
 
+impl std::fmt::Debug for Fs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Fs")
+            .field("db_path", &self.inner.path)
+            .field("chunk_size", &self.inner.chunk_size)
+            .finish_non_exhaustive()
+    }
+}
+
 pub(crate) struct Inner {
     pub(crate) path: PathBuf,
     writer: Mutex<Connection>,
@@ -159,7 +168,7 @@ fn einval(context: String) -> Error {
 }
 
 /// Writes the meta rows and the root directory into a freshly migrated database.
-fn initialize(conn: &Connection, limits: Limits, tuning: Tuning) -> Result<()> {
+pub(crate) fn initialize(conn: &Connection, limits: Limits, tuning: Tuning) -> Result<()> {
     let tx = conn.unchecked_transaction()?;
     inode::meta_set(&tx, "chunk_size", i64::from(tuning.chunk_size))?;
     inode::meta_set(&tx, "max_bytes", limits.max_bytes as i64)?;

@@ -96,7 +96,7 @@ pub(crate) fn version(conn: &Connection) -> Result<i64> {
 
 /// Applies the steps after the database's version up to `target`.
 ///
-/// Errors: `EPROTO`-like `ENOTSUP` if the database is newer than this build.
+/// Errors: `ENOTSUP` if the database is newer than this build.
 pub(crate) fn migrate_to(conn: &Connection, target: i64) -> Result<()> {
     let mut v = version(conn)?;
     if v > SCHEMA_VERSION {
@@ -121,4 +121,75 @@ pub(crate) fn migrate_to(conn: &Connection, target: i64) -> Result<()> {
         v += 1;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{FileKind, Fs, Limits, Owner, ROOT_INO, Tuning};
+
+    /// A database left at schema version 1 (before the orphans table) is
+    /// brought to the current version by `Fs::open`, keeping its files.
+    #[test]
+    fn opening_an_older_database_migrates_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("v1.db");
+        {
+            let conn = crate::db::open_writer(&path, true, Some(4096)).unwrap();
+            migrate_to(&conn, 1).unwrap();
+            crate::fs::initialize(&conn, Limits::default(), Tuning::default()).unwrap();
+            let now = 1_000;
+            conn.execute_batch(&format!(
+                "INSERT INTO inodes (mode, uid, gid, nlink, size, stored, atime, mtime, ctime)
+                 VALUES ({}, 0, 0, 1, 3, 3, {now}, {now}, {now});
+                 INSERT INTO dirents (parent, name, ino, cookie) VALUES (1, CAST('old' AS BLOB), 2, 3);
+                 UPDATE inodes SET next_cookie = 4 WHERE ino = 1;
+                 INSERT INTO chunks (ino, idx, data) VALUES (2, 0, CAST('abc' AS BLOB));
+                 UPDATE meta SET value = 3 WHERE key = 'used_bytes';
+                 UPDATE meta SET value = 2 WHERE key = 'used_inodes';",
+                libc::S_IFREG | 0o644
+            ))
+            .unwrap();
+            assert_eq!(version(&conn).unwrap(), 1);
+        }
+        let fs = Fs::open(&path).unwrap();
+        {
+            let r = fs.inner.reader().unwrap();
+            assert_eq!(version(&r).unwrap(), SCHEMA_VERSION);
+        }
+        let old = fs.lookup(ROOT_INO, b"old").unwrap();
+        assert_eq!(fs.read_all(old.ino).unwrap(), b"abc");
+        // The table added by migration 2 works.
+        let h = fs.open_inode(old.ino).unwrap();
+        fs.unlink(ROOT_INO, b"old").unwrap();
+        assert_eq!(fs.check().unwrap(), Vec::<String>::new());
+        drop(h);
+        let f = fs
+            .mknod(
+                ROOT_INO,
+                b"new",
+                FileKind::RegularFile,
+                0o644,
+                0,
+                Owner::ROOT,
+            )
+            .unwrap();
+        assert!(f.ino > old.ino);
+        assert_eq!(fs.check().unwrap(), Vec::<String>::new());
+    }
+
+    #[test]
+    fn a_newer_database_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("new.db");
+        drop(Fs::create(&path, Limits::default()).unwrap());
+        let conn = crate::db::open_writer(&path, false, None).unwrap();
+        conn.execute(
+            "UPDATE meta SET value = 99 WHERE key = 'schema_version'",
+            [],
+        )
+        .unwrap();
+        drop(conn);
+        assert_eq!(Fs::open(&path).unwrap_err().errno(), Errno::ENOTSUP);
+    }
 }

@@ -1,0 +1,112 @@
+//! Engine throughput next to the same work on the local disk via std::fs.
+//!
+//! `cargo run --release -p agentcomputer-fs --example engine_bench [DIR]`
+//! (DIR: where both the database and the ext4 files go; default: the
+//! system temp dir.) Each engine call is its own committed transaction, as
+//! through the API; the disk side does the equivalent syscalls. Ratio is
+//! engine / disk (above 1: the engine is faster).
+
+use std::io::{Read, Write};
+use std::time::Instant;
+
+use agentcomputer_fs::{FileKind, Fs, Limits, Owner, ROOT_INO};
+
+const FILES: usize = 10_000;
+const MIB: usize = 1 << 20;
+const TOTAL: usize = 64 * MIB;
+const PIECE: usize = 128 * 1024;
+
+fn rate(n: f64, t: Instant) -> f64 {
+    n / t.elapsed().as_secs_f64()
+}
+
+fn main() {
+    let base = std::env::args()
+        .nth(1)
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(std::env::temp_dir);
+    let dir = tempfile::tempdir_in(base).expect("temp dir");
+    let fs = Fs::create(&dir.path().join("bench.db"), Limits::default()).unwrap();
+    let disk = dir.path().join("disk");
+    std::fs::create_dir(&disk).unwrap();
+    let o = Owner::ROOT;
+    let data: Vec<u8> = (0..PIECE).map(|i| (i * 7 % 251) as u8).collect();
+    let mut rows: Vec<(&str, &str, f64, f64)> = Vec::new();
+
+    // Creates: 10k empty files in one directory.
+    let d = fs.mkdir(ROOT_INO, b"many", 0o755, o).unwrap().ino;
+    let t = Instant::now();
+    for i in 0..FILES {
+        fs.mknod(
+            d,
+            format!("f{i}").as_bytes(),
+            FileKind::RegularFile,
+            0o644,
+            0,
+            o,
+        )
+        .unwrap();
+    }
+    let e = rate(FILES as f64, t);
+    let many = disk.join("many");
+    std::fs::create_dir(&many).unwrap();
+    let t = Instant::now();
+    for i in 0..FILES {
+        std::fs::File::create_new(many.join(format!("f{i}"))).unwrap();
+    }
+    rows.push(("create empty file", "files/s", e, rate(FILES as f64, t)));
+
+    // Stats by path.
+    let t = Instant::now();
+    for i in 0..FILES {
+        fs.resolve(ROOT_INO, format!("/many/f{i}").as_bytes(), true)
+            .unwrap();
+    }
+    let e = rate(FILES as f64, t);
+    let t = Instant::now();
+    for i in 0..FILES {
+        std::fs::metadata(many.join(format!("f{i}"))).unwrap();
+    }
+    rows.push(("stat by path", "stats/s", e, rate(FILES as f64, t)));
+
+    // 64 MiB sequential write in 128 KiB calls, then fsync.
+    let f = fs
+        .mknod(ROOT_INO, b"big", FileKind::RegularFile, 0o644, 0, o)
+        .unwrap()
+        .ino;
+    let t = Instant::now();
+    for i in 0..TOTAL / PIECE {
+        fs.write(f, (i * PIECE) as u64, &data).unwrap();
+    }
+    fs.fsync(Some(f)).unwrap();
+    let e = rate(64.0, t);
+    let big = disk.join("big");
+    let t = Instant::now();
+    let mut file = std::fs::File::create(&big).unwrap();
+    for _ in 0..TOTAL / PIECE {
+        file.write_all(&data).unwrap();
+    }
+    file.sync_all().unwrap();
+    drop(file);
+    rows.push(("64 MiB sequential write + fsync", "MB/s", e, rate(64.0, t)));
+
+    // 64 MiB sequential read in 128 KiB calls (both from warm caches).
+    let t = Instant::now();
+    for i in 0..TOTAL / PIECE {
+        assert_eq!(fs.read(f, (i * PIECE) as u64, PIECE).unwrap().len(), PIECE);
+    }
+    let e = rate(64.0, t);
+    let t = Instant::now();
+    let mut file = std::fs::File::open(&big).unwrap();
+    let mut buf = vec![0u8; PIECE];
+    for _ in 0..TOTAL / PIECE {
+        file.read_exact(&mut buf).unwrap();
+    }
+    rows.push(("64 MiB sequential read", "MB/s", e, rate(64.0, t)));
+
+    println!("| work | unit | engine | ext4 (std::fs) | ratio |");
+    println!("|---|---|---:|---:|---:|");
+    for (work, unit, e, x) in rows {
+        println!("| {work} | {unit} | {e:.0} | {x:.0} | {:.2} |", e / x);
+    }
+}
