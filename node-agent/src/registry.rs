@@ -90,6 +90,9 @@ struct Slot {
 /// The right to use one computer's engine; keeps it open while held.
 pub struct Lease {
     slot: Arc<Slot>,
+    /// Whether releasing counts as use (restarts the idle clock). Looking
+    /// at a computer's usage does not.
+    touch: bool,
 }
 
 impl Lease {
@@ -113,7 +116,9 @@ impl Drop for Lease {
     fn drop(&mut self) {
         // Refresh the idle clock before releasing, so the sweeper never sees
         // a released slot with a stale time.
-        *lock(&self.slot.last_used) = Instant::now();
+        if self.touch {
+            *lock(&self.slot.last_used) = Instant::now();
+        }
         self.slot.active.fetch_sub(1, Ordering::SeqCst);
     }
 }
@@ -231,11 +236,11 @@ impl Registry {
     /// Errors: `InvalidName`, `NotFound`, `Io`, `Engine`.
     pub async fn acquire(&self, name: &str) -> Result<Lease, RegistryError> {
         check_name(name)?;
-        if let Some(lease) = self.try_lease(name) {
+        if let Some(lease) = self.try_lease(name, true) {
             return Ok(lease);
         }
         let _guard = self.inner.lifecycle.lock().await;
-        if let Some(lease) = self.try_lease(name) {
+        if let Some(lease) = self.try_lease(name, true) {
             return Ok(lease);
         }
         let dir = self.dir_of(name);
@@ -251,21 +256,25 @@ impl Registry {
         });
         lock(&self.inner.open).insert(name.to_string(), slot.clone());
         info!(computer = name, "opened computer");
-        Ok(Lease { slot })
+        Ok(Lease { slot, touch: true })
     }
 
-    fn try_lease(&self, name: &str) -> Option<Lease> {
+    fn try_lease(&self, name: &str, touch: bool) -> Option<Lease> {
         let map = lock(&self.inner.open);
         let slot = map.get(name)?;
         slot.active.fetch_add(1, Ordering::SeqCst);
-        Some(Lease { slot: slot.clone() })
+        Some(Lease {
+            slot: slot.clone(),
+            touch,
+        })
     }
 
     /// Describes computer `name` without opening it when its usage is known.
+    /// Looking does not count as use: it never delays hibernation.
     /// Errors: as [`Registry::acquire`].
     pub async fn get(&self, name: &str) -> Result<ComputerInfo, RegistryError> {
         check_name(name)?;
-        if let Some(lease) = self.try_lease(name) {
+        if let Some(lease) = self.try_lease(name, false) {
             return live_info(lease).await;
         }
         let dir = self.dir_of(name);

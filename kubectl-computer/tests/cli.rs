@@ -1,0 +1,264 @@
+//! The real `kubectl-computer` binary against a node agent served in-process
+//! (the `agentcomputer-node-agent` library) on an ephemeral loopback port,
+//! with a temporary data directory.
+
+use std::io::Write;
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+use std::time::Duration;
+
+use agentcomputer_node_agent::{LocalConfig, serve};
+use rand::RngCore;
+
+/// An in-process node agent on its own runtime thread.
+struct Server {
+    url: String,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Server {
+    fn start(data: &Path) -> Server {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let config = LocalConfig {
+            data_dir: data.to_path_buf(),
+            idle_timeout: Duration::from_secs(300),
+        };
+        let thread = std::thread::spawn(move || {
+            let rt = tokio::runtime::Runtime::new().unwrap();
+            rt.block_on(async move {
+                let listener = tokio::net::TcpListener::from_std(listener).unwrap();
+                serve(listener, config, async {
+                    let _ = stopped.await;
+                })
+                .await
+                .unwrap();
+            });
+            rt.shutdown_timeout(Duration::from_secs(1));
+        });
+        Server {
+            url,
+            stop: Some(stop),
+            thread: Some(thread),
+        }
+    }
+
+    /// Shuts the agent down gracefully and waits for it.
+    fn stop(mut self) {
+        self.shutdown();
+    }
+
+    fn shutdown(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(t) = self.thread.take() {
+            t.join().unwrap();
+        }
+    }
+
+    fn cli(&self, args: &[&str]) -> Output {
+        cli_at(&self.url, args, None)
+    }
+
+    fn cli_stdin(&self, args: &[&str], stdin: &[u8]) -> Output {
+        cli_at(&self.url, args, Some(stdin))
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+fn cli_at(url: &str, args: &[&str], stdin: Option<&[u8]>) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_kubectl-computer"))
+        .args(args)
+        .env("AGENTCOMPUTER_ENDPOINT", url)
+        .stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    if let Some(input) = stdin {
+        child.stdin.take().unwrap().write_all(input).unwrap();
+    }
+    child.wait_with_output().unwrap()
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// Asserts success and returns stdout.
+fn ok(out: Output) -> String {
+    assert!(
+        out.status.success(),
+        "status {:?}\nstdout: {}\nstderr: {}",
+        out.status,
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+    text(&out.stdout)
+}
+
+/// Asserts failure with exit status 1 and returns stderr.
+fn fails(out: Output) -> String {
+    assert_eq!(out.status.code(), Some(1), "stdout: {}\nstderr: {}", text(&out.stdout), text(&out.stderr));
+    text(&out.stderr)
+}
+
+#[test]
+fn exec_streams_output_and_exit_codes_and_files_persist() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path());
+    assert!(ok(server.cli(&["create", "demo", "--quota", "1Gi"])).contains("demo"));
+    let err = fails(server.cli(&["create", "demo"]));
+    assert_eq!(err, "error: computer \"demo\" already exists\n");
+
+    let out = ok(server.cli(&[
+        "exec",
+        "demo",
+        "--",
+        r#"mkdir -p src && printf "a\nb\n" > src/x.txt && wc -l < src/x.txt"#,
+    ]));
+    assert_eq!(out.trim(), "2");
+    let out = server.cli(&["exec", "demo", "--", "exit 3"]);
+    assert_eq!(out.status.code(), Some(3));
+    let out = server.cli(&["exec", "demo", "--", "echo oops >&2; false"]);
+    assert_eq!((out.status.code(), text(&out.stderr)), (Some(1), "oops\n".to_string()));
+    let out = server.cli_stdin(
+        &["exec", "demo", "--stdin", "--env", "N=2", "--cwd", "src", "--", "tr a-z A-Z; echo $N; pwd"],
+        b"hi\n",
+    );
+    assert_eq!(ok(out), "HI\n2\n/workspace/src\n");
+    let out = server.cli(&["exec", "demo", "--timeout", "0.5", "--", "while true; do :; done"]);
+    assert_ne!(out.status.code(), Some(0));
+    assert!(text(&out.stderr).contains("timed out"), "{}", text(&out.stderr));
+
+    server.stop();
+    let server = Server::start(dir.path());
+    assert_eq!(ok(server.cli(&["cat", "demo", "src/x.txt"])), "a\nb\n");
+    let list = ok(server.cli(&["list"]));
+    assert!(list.lines().any(|l| l.starts_with("demo ") && l.contains("1.0 GiB")), "{list}");
+}
+
+#[test]
+fn put_and_get_fifty_mib_byte_for_byte() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(&dir.path().join("data"));
+    ok(server.cli(&["create", "demo"]));
+    let mut data = vec![0u8; 50 << 20];
+    rand::rng().fill_bytes(&mut data);
+    let local = dir.path().join("big.bin");
+    std::fs::write(&local, &data).unwrap();
+    // "data/" needs the directory first.
+    let err = fails(server.cli(&["put", "demo", local.to_str().unwrap(), "data/"]));
+    assert_eq!(err, "error: ENOENT: no such file or directory: data/big.bin\n");
+    ok(server.cli(&["mkdir", "demo", "-p", "data"]));
+    ok(server.cli(&["put", "demo", local.to_str().unwrap(), "data/"]));
+    let back = dir.path().join("back.bin");
+    ok(server.cli(&["get", "demo", "data/big.bin", back.to_str().unwrap()]));
+    assert!(std::fs::read(&back).unwrap() == data, "downloaded bytes differ");
+    let stat = ok(server.cli(&["stat", "demo", "data/big.bin"]));
+    assert!(stat.contains(&format!("Size: {}", data.len())), "{stat}");
+    let cat = server.cli(&["cat", "demo", "data/big.bin"]);
+    assert!(cat.status.success() && cat.stdout == data);
+}
+
+#[test]
+fn file_commands() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path());
+    ok(server.cli(&["create", "demo"]));
+    ok(server.cli(&["mkdir", "demo", "-p", "a/b"]));
+    ok(server.cli(&["exec", "demo", "--", "for i in $(seq 1 1005); do : > a/b/f$i; done; echo x > a/top.txt"]));
+    // More entries than one ReadDir page.
+    let listing = ok(server.cli(&["ls", "demo", "a/b"]));
+    assert_eq!(listing.lines().count(), 1005);
+    let long = ok(server.cli(&["ls", "demo", "a", "-l"]));
+    assert!(long.lines().any(|l| l.starts_with("drwxr-xr-x") && l.ends_with(" b")), "{long}");
+    assert!(long.lines().any(|l| l.starts_with("-rw-r--r--") && l.contains(" 2 ") && l.ends_with(" top.txt")), "{long}");
+
+    ok(server.cli(&["mv", "demo", "a/top.txt", "top.txt"]));
+    assert_eq!(ok(server.cli(&["cat", "demo", "/workspace/top.txt"])), "x\n");
+    let err = fails(server.cli(&["rm", "demo", "a"]));
+    assert!(err.starts_with("error: ENOTEMPTY: "), "{err}");
+    ok(server.cli(&["rm", "demo", "-r", "a"]));
+    assert_eq!(ok(server.cli(&["ls", "demo"])), "top.txt\n");
+    assert_eq!(ok(server.cli(&["glob", "demo", "*.txt"])), "top.txt\n");
+    assert_eq!(ok(server.cli(&["grep", "demo", "x"])), "top.txt:1:x\n");
+    assert_eq!(server.cli(&["grep", "demo", "nomatch"]).status.code(), Some(1));
+
+    let err = fails(server.cli(&["cat", "demo", "src/nope"]));
+    assert_eq!(err, "error: ENOENT: no such file or directory: src/nope\n");
+    let err = fails(server.cli(&["cat", "ghost", "x"]));
+    assert_eq!(err, "error: computer \"ghost\" not found\n");
+    let err = fails(server.cli(&["exec", "demo", "--runtime", "javascript", "--", "1"]));
+    assert!(err.starts_with("error: runtime RUNTIME_JAVASCRIPT is not available"), "{err}");
+    ok(server.cli(&["delete", "demo"]));
+    assert_eq!(ok(server.cli(&["list"])).lines().count(), 1, "only the header is left");
+}
+
+#[test]
+fn unreachable_agent_gives_one_clear_line() {
+    // A port that was just free: nothing listens there.
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let url = format!("http://127.0.0.1:{port}");
+    let err = fails(cli_at(&url, &["list"], None));
+    assert_eq!(
+        err,
+        format!("error: cannot connect to node agent at {url}: connection refused (start one with: node-agent local)\n")
+    );
+    let err = fails(cli_at(&url, &["--endpoint", "not a url", "list"], None));
+    assert!(err.starts_with("error: invalid endpoint"), "{err}");
+}
+
+#[test]
+fn killed_upload_keeps_the_old_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path());
+    ok(server.cli(&["create", "demo"]));
+    let old = dir.path().join("old.txt");
+    std::fs::write(&old, "old content\n").unwrap();
+    ok(server.cli(&["put", "demo", old.to_str().unwrap(), "f.txt"]));
+
+    // An upload from a pipe that never ends, killed midway.
+    let mut child = Command::new(env!("CARGO_BIN_EXE_kubectl-computer"))
+        .args(["put", "demo", "/dev/stdin", "f.txt"])
+        .env("AGENTCOMPUTER_ENDPOINT", &server.url)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut pipe = child.stdin.take().unwrap();
+    pipe.write_all(&vec![b'z'; 3 << 20]).unwrap();
+    let mut uploading = false;
+    for _ in 0..200 {
+        if ok(server.cli(&["ls", "demo"])).lines().count() == 2 {
+            uploading = true;
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(uploading, "the upload's temporary file never appeared");
+    child.kill().unwrap();
+    child.wait().unwrap();
+    drop(pipe);
+
+    let mut cleaned = false;
+    for _ in 0..200 {
+        if ok(server.cli(&["ls", "demo"])) == "f.txt\n" {
+            cleaned = true;
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(cleaned, "temporary file left behind");
+    assert_eq!(ok(server.cli(&["cat", "demo", "f.txt"])), "old content\n");
+}

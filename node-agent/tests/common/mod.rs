@@ -1,0 +1,225 @@
+//! A real `node-agent local` process on an ephemeral loopback port, and a
+//! tonic client for it.
+
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+use agentcomputer_proto::v1 as pb;
+use agentcomputer_proto::v1::agent_computer_client::AgentComputerClient;
+use pb::exec_event::Event;
+use tonic::transport::Channel;
+
+pub type Client = AgentComputerClient<Channel>;
+
+/// A running agent; killed on drop if not stopped.
+pub struct Agent {
+    child: Option<Child>,
+    pub url: String,
+    pub data: PathBuf,
+}
+
+impl Agent {
+    /// Starts `node-agent local` on `data` with extra arguments and waits
+    /// until it prints its address.
+    pub fn start(data: &Path, extra: &[&str]) -> Agent {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_node-agent"))
+            .args(["local", "--listen", "127.0.0.1:0", "--data-dir"])
+            .arg(data)
+            .args(extra)
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("spawn node-agent");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .expect("read address");
+        let addr = line
+            .trim()
+            .strip_prefix("listening on ")
+            .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
+            .to_string();
+        Agent {
+            child: Some(child),
+            url: format!("http://{addr}"),
+            data: data.to_path_buf(),
+        }
+    }
+
+    pub async fn client(&self) -> Client {
+        AgentComputerClient::connect(self.url.clone())
+            .await
+            .expect("connect")
+            .max_decoding_message_size(agentcomputer_proto::MAX_MESSAGE_BYTES)
+    }
+
+    /// Sends SIGTERM and waits (at most 20 s) for the process to exit.
+    pub fn stop(mut self) -> ExitStatus {
+        let mut child = self.child.take().unwrap();
+        let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+        nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).unwrap();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                return status;
+            }
+            assert!(Instant::now() < deadline, "node-agent ignored SIGTERM");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Agent {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+pub async fn create(c: &mut Client, name: &str, max_bytes: u64) -> pb::Computer {
+    c.create_computer(pb::CreateComputerRequest {
+        name: name.into(),
+        max_bytes,
+        max_inodes: 0,
+    })
+    .await
+    .expect("create computer")
+    .into_inner()
+}
+
+/// The collected result of one exec.
+#[derive(Debug, Default)]
+pub struct Ran {
+    pub stdout: String,
+    pub stderr: String,
+    pub code: i32,
+    pub error: String,
+}
+
+pub fn exec_req(computer: &str, script: &str) -> pb::ExecRequest {
+    pb::ExecRequest {
+        computer: computer.into(),
+        script: script.into(),
+        ..Default::default()
+    }
+}
+
+pub async fn run(c: &mut Client, req: pb::ExecRequest) -> Ran {
+    let mut stream = c.exec(req).await.expect("exec").into_inner();
+    let mut ran = Ran::default();
+    while let Some(ev) = stream.message().await.expect("exec stream") {
+        match ev.event.unwrap() {
+            Event::Stdout(b) => ran.stdout.push_str(&String::from_utf8_lossy(&b)),
+            Event::Stderr(b) => ran.stderr.push_str(&String::from_utf8_lossy(&b)),
+            Event::Exit(e) => {
+                ran.code = e.code;
+                ran.error = e.error;
+                return ran;
+            }
+        }
+    }
+    panic!("exec stream ended without an exit event: {ran:?}");
+}
+
+pub async fn sh(c: &mut Client, computer: &str, script: &str) -> Ran {
+    run(c, exec_req(computer, script)).await
+}
+
+/// Uploads `data` in 1 MiB messages.
+pub async fn write(
+    c: &mut Client,
+    computer: &str,
+    path: &str,
+    mode: pb::WriteMode,
+    data: &[u8],
+) -> Result<pb::WriteResponse, tonic::Status> {
+    let mut msgs = vec![pb::WriteRequest {
+        msg: Some(pb::write_request::Msg::Header(pb::WriteHeader {
+            computer: computer.into(),
+            path: path.into(),
+            mode: mode as i32,
+            perm: 0,
+            offset: 0,
+        })),
+    }];
+    for piece in data.chunks(agentcomputer_proto::CHUNK_BYTES) {
+        msgs.push(pb::WriteRequest {
+            msg: Some(pb::write_request::Msg::Data(piece.to_vec())),
+        });
+    }
+    c.write(futures::stream::iter(msgs)).await.map(|r| r.into_inner())
+}
+
+pub async fn read(c: &mut Client, computer: &str, path: &str) -> Result<Vec<u8>, tonic::Status> {
+    read_range(c, computer, path, 0, 0).await
+}
+
+pub async fn read_range(
+    c: &mut Client,
+    computer: &str,
+    path: &str,
+    offset: u64,
+    length: u64,
+) -> Result<Vec<u8>, tonic::Status> {
+    let mut stream = c
+        .read(pb::ReadRequest {
+            computer: computer.into(),
+            path: path.into(),
+            offset,
+            length,
+        })
+        .await?
+        .into_inner();
+    let mut out = Vec::new();
+    while let Some(chunk) = stream.message().await? {
+        assert_eq!(chunk.offset, offset + out.len() as u64);
+        assert!(chunk.data.len() <= agentcomputer_proto::CHUNK_BYTES);
+        out.extend_from_slice(&chunk.data);
+    }
+    Ok(out)
+}
+
+pub async fn names(c: &mut Client, computer: &str, path: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut token = String::new();
+    loop {
+        let page = c
+            .read_dir(pb::ReadDirRequest {
+                computer: computer.into(),
+                path: path.into(),
+                page_size: 0,
+                page_token: token,
+                with_info: false,
+            })
+            .await
+            .expect("readdir")
+            .into_inner();
+        out.extend(page.entries.into_iter().map(|e| e.name));
+        if page.next_page_token.is_empty() {
+            out.sort();
+            return out;
+        }
+        token = page.next_page_token;
+    }
+}
+
+/// Asserts the status code, the errno prefix and the errno metadata.
+pub fn assert_errno(status: &tonic::Status, code: tonic::Code, errno: &str) {
+    assert_eq!(status.code(), code, "{status:?}");
+    assert!(
+        status.message().starts_with(&format!("{errno}: ")),
+        "message {:?} should start with {errno}",
+        status.message()
+    );
+    assert_eq!(
+        status.metadata().get(agentcomputer_proto::ERRNO_METADATA_KEY).map(|v| v.to_str().unwrap()),
+        Some(errno)
+    );
+}
