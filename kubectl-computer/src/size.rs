@@ -27,10 +27,16 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
         "Ti" => 1024f64.powi(4),
         "Pi" => 1024f64.powi(5),
         "Ei" => 1024f64.powi(6),
-        other => return Err(format!("unknown size suffix {other:?} in {text:?} (use e.g. 500Mi, 10Gi, 1G)")),
+        other => {
+            return Err(format!(
+                "unknown size suffix {other:?} in {text:?} (use e.g. 500Mi, 10Gi, 1G)"
+            ));
+        }
     };
     if number.is_empty() {
-        return Err(format!("invalid size {text:?}: expected a number such as 10Gi"));
+        return Err(format!(
+            "invalid size {text:?}: expected a number such as 10Gi"
+        ));
     }
     // Whole numbers stay exact; fractions go through f64.
     let bytes = match number.parse::<u64>() {

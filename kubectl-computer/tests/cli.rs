@@ -79,7 +79,11 @@ fn cli_at(url: &str, args: &[&str], stdin: Option<&[u8]>) -> Output {
     let mut child = Command::new(env!("CARGO_BIN_EXE_kubectl-computer"))
         .args(args)
         .env("AGENTCOMPUTER_ENDPOINT", url)
-        .stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() })
+        .stdin(if stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -108,7 +112,13 @@ fn ok(out: Output) -> String {
 
 /// Asserts failure with exit status 1 and returns stderr.
 fn fails(out: Output) -> String {
-    assert_eq!(out.status.code(), Some(1), "stdout: {}\nstderr: {}", text(&out.stdout), text(&out.stderr));
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "stdout: {}\nstderr: {}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
     text(&out.stderr)
 }
 
@@ -130,21 +140,49 @@ fn exec_streams_output_and_exit_codes_and_files_persist() {
     let out = server.cli(&["exec", "demo", "--", "exit 3"]);
     assert_eq!(out.status.code(), Some(3));
     let out = server.cli(&["exec", "demo", "--", "echo oops >&2; false"]);
-    assert_eq!((out.status.code(), text(&out.stderr)), (Some(1), "oops\n".to_string()));
+    assert_eq!(
+        (out.status.code(), text(&out.stderr)),
+        (Some(1), "oops\n".to_string())
+    );
     let out = server.cli_stdin(
-        &["exec", "demo", "--stdin", "--env", "N=2", "--cwd", "src", "--", "tr a-z A-Z; echo $N; pwd"],
+        &[
+            "exec",
+            "demo",
+            "--stdin",
+            "--env",
+            "N=2",
+            "--cwd",
+            "src",
+            "--",
+            "tr a-z A-Z; echo $N; pwd",
+        ],
         b"hi\n",
     );
     assert_eq!(ok(out), "HI\n2\n/workspace/src\n");
-    let out = server.cli(&["exec", "demo", "--timeout", "0.5", "--", "while true; do :; done"]);
+    let out = server.cli(&[
+        "exec",
+        "demo",
+        "--timeout",
+        "0.5",
+        "--",
+        "while true; do :; done",
+    ]);
     assert_ne!(out.status.code(), Some(0));
-    assert!(text(&out.stderr).contains("timed out"), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("timed out"),
+        "{}",
+        text(&out.stderr)
+    );
 
     server.stop();
     let server = Server::start(dir.path());
     assert_eq!(ok(server.cli(&["cat", "demo", "src/x.txt"])), "a\nb\n");
     let list = ok(server.cli(&["list"]));
-    assert!(list.lines().any(|l| l.starts_with("demo ") && l.contains("1.0 GiB")), "{list}");
+    assert!(
+        list.lines()
+            .any(|l| l.starts_with("demo ") && l.contains("1.0 GiB")),
+        "{list}"
+    );
 }
 
 #[test]
@@ -158,12 +196,18 @@ fn put_and_get_fifty_mib_byte_for_byte() {
     std::fs::write(&local, &data).unwrap();
     // "data/" needs the directory first.
     let err = fails(server.cli(&["put", "demo", local.to_str().unwrap(), "data/"]));
-    assert_eq!(err, "error: ENOENT: no such file or directory: data/big.bin\n");
+    assert_eq!(
+        err,
+        "error: ENOENT: no such file or directory: data/big.bin\n"
+    );
     ok(server.cli(&["mkdir", "demo", "-p", "data"]));
     ok(server.cli(&["put", "demo", local.to_str().unwrap(), "data/"]));
     let back = dir.path().join("back.bin");
     ok(server.cli(&["get", "demo", "data/big.bin", back.to_str().unwrap()]));
-    assert!(std::fs::read(&back).unwrap() == data, "downloaded bytes differ");
+    assert!(
+        std::fs::read(&back).unwrap() == data,
+        "downloaded bytes differ"
+    );
     let stat = ok(server.cli(&["stat", "demo", "data/big.bin"]));
     assert!(stat.contains(&format!("Size: {}", data.len())), "{stat}");
     let cat = server.cli(&["cat", "demo", "data/big.bin"]);
@@ -176,43 +220,75 @@ fn file_commands() {
     let server = Server::start(dir.path());
     ok(server.cli(&["create", "demo"]));
     ok(server.cli(&["mkdir", "demo", "-p", "a/b"]));
-    ok(server.cli(&["exec", "demo", "--", "for i in $(seq 1 1005); do : > a/b/f$i; done; echo x > a/top.txt"]));
+    ok(server.cli(&[
+        "exec",
+        "demo",
+        "--",
+        "for i in $(seq 1 1005); do : > a/b/f$i; done; echo x > a/top.txt",
+    ]));
     // More entries than one ReadDir page.
     let listing = ok(server.cli(&["ls", "demo", "a/b"]));
     assert_eq!(listing.lines().count(), 1005);
     let long = ok(server.cli(&["ls", "demo", "a", "-l"]));
-    assert!(long.lines().any(|l| l.starts_with("drwxr-xr-x") && l.ends_with(" b")), "{long}");
-    assert!(long.lines().any(|l| l.starts_with("-rw-r--r--") && l.contains(" 2 ") && l.ends_with(" top.txt")), "{long}");
+    assert!(
+        long.lines()
+            .any(|l| l.starts_with("drwxr-xr-x") && l.ends_with(" b")),
+        "{long}"
+    );
+    assert!(
+        long.lines()
+            .any(|l| l.starts_with("-rw-r--r--") && l.contains(" 2 ") && l.ends_with(" top.txt")),
+        "{long}"
+    );
 
     ok(server.cli(&["mv", "demo", "a/top.txt", "top.txt"]));
-    assert_eq!(ok(server.cli(&["cat", "demo", "/workspace/top.txt"])), "x\n");
+    assert_eq!(
+        ok(server.cli(&["cat", "demo", "/workspace/top.txt"])),
+        "x\n"
+    );
     let err = fails(server.cli(&["rm", "demo", "a"]));
     assert!(err.starts_with("error: ENOTEMPTY: "), "{err}");
     ok(server.cli(&["rm", "demo", "-r", "a"]));
     assert_eq!(ok(server.cli(&["ls", "demo"])), "top.txt\n");
     assert_eq!(ok(server.cli(&["glob", "demo", "*.txt"])), "top.txt\n");
     assert_eq!(ok(server.cli(&["grep", "demo", "x"])), "top.txt:1:x\n");
-    assert_eq!(server.cli(&["grep", "demo", "nomatch"]).status.code(), Some(1));
+    assert_eq!(
+        server.cli(&["grep", "demo", "nomatch"]).status.code(),
+        Some(1)
+    );
 
     let err = fails(server.cli(&["cat", "demo", "src/nope"]));
     assert_eq!(err, "error: ENOENT: no such file or directory: src/nope\n");
     let err = fails(server.cli(&["cat", "ghost", "x"]));
     assert_eq!(err, "error: computer \"ghost\" not found\n");
     let err = fails(server.cli(&["exec", "demo", "--runtime", "javascript", "--", "1"]));
-    assert!(err.starts_with("error: runtime RUNTIME_JAVASCRIPT is not available"), "{err}");
+    assert!(
+        err.starts_with("error: runtime RUNTIME_JAVASCRIPT is not available"),
+        "{err}"
+    );
     ok(server.cli(&["delete", "demo"]));
-    assert_eq!(ok(server.cli(&["list"])).lines().count(), 1, "only the header is left");
+    assert_eq!(
+        ok(server.cli(&["list"])).lines().count(),
+        1,
+        "only the header is left"
+    );
 }
 
 #[test]
 fn unreachable_agent_gives_one_clear_line() {
     // A port that was just free: nothing listens there.
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
     let url = format!("http://127.0.0.1:{port}");
     let err = fails(cli_at(&url, &["list"], None));
     assert_eq!(
         err,
-        format!("error: cannot connect to node agent at {url}: connection refused (start one with: node-agent local)\n")
+        format!(
+            "error: cannot connect to node agent at {url}: connection refused (start one with: node-agent local)\n"
+        )
     );
     let err = fails(cli_at(&url, &["--endpoint", "not a url", "list"], None));
     assert!(err.starts_with("error: invalid endpoint"), "{err}");

@@ -106,7 +106,18 @@ mod tests {
         for ok in ["demo", "a", "a-b", "x1", "0", &"a".repeat(63)] {
             assert!(is_valid_name(ok), "{ok}");
         }
-        for bad in ["", "-a", "a-", "A", "a_b", "a.b", "ä", "a b", &"a".repeat(64), ".."] {
+        for bad in [
+            "",
+            "-a",
+            "a-",
+            "A",
+            "a_b",
+            "a.b",
+            "ä",
+            "a b",
+            &"a".repeat(64),
+            "..",
+        ] {
             assert!(!is_valid_name(bad), "{bad}");
         }
     }

@@ -47,8 +47,12 @@ pub async fn serve<S>(listener: TcpListener, config: LocalConfig, shutdown: S) -
 where
     S: Future<Output = ()> + Send + 'static,
 {
-    let registry = Registry::new(&config.data_dir, config.idle_timeout)
-        .with_context(|| format!("cannot prepare data directory {}", config.data_dir.display()))?;
+    let registry = Registry::new(&config.data_dir, config.idle_timeout).with_context(|| {
+        format!(
+            "cannot prepare data directory {}",
+            config.data_dir.display()
+        )
+    })?;
     let addr = listener.local_addr()?;
     info!(%addr, data_dir = %config.data_dir.display(), idle_timeout = ?config.idle_timeout, "node agent serving");
 

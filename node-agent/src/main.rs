@@ -42,7 +42,9 @@ enum Command {
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     tracing_subscriber::fmt()
-        .with_env_filter(EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")))
+        .with_env_filter(
+            EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")),
+        )
         .with_writer(std::io::stderr)
         .with_ansi(std::io::stderr().is_terminal())
         .init();
@@ -56,8 +58,9 @@ fn main() -> anyhow::Result<()> {
             } => {
                 let data_dir = match data_dir {
                     Some(d) => d,
-                    None => local::default_data_dir()
-                        .context("no data directory: pass --data-dir (no home directory is known)")?,
+                    None => local::default_data_dir().context(
+                        "no data directory: pass --data-dir (no home directory is known)",
+                    )?,
                 };
                 let listener = tokio::net::TcpListener::bind(listen)
                     .await

@@ -187,7 +187,11 @@ impl Registry {
             result
         })
         .await?;
-        info!(computer = name, max_bytes = limits.max_bytes, "created computer");
+        info!(
+            computer = name,
+            max_bytes = limits.max_bytes,
+            "created computer"
+        );
         let usage = settings.usage_at_close.unwrap_or(Usage {
             used_bytes: 0,
             used_inodes: 1,
@@ -395,7 +399,8 @@ impl Registry {
 
     /// Runs [`Registry::close_idle`] periodically until `stop` is cancelled.
     pub async fn run_sweeper(self, stop: CancellationToken) {
-        let period = (self.inner.idle_timeout / 4).clamp(Duration::from_millis(100), Duration::from_secs(30));
+        let period = (self.inner.idle_timeout / 4)
+            .clamp(Duration::from_millis(100), Duration::from_secs(30));
         loop {
             tokio::select! {
                 _ = stop.cancelled() => return,
@@ -419,7 +424,12 @@ fn check_name(name: &str) -> Result<(), RegistryError> {
 }
 
 /// Makes a computer in `tmp` and renames it to `dir`.
-fn build_computer(name: &str, tmp: &Path, dir: &Path, limits: Limits) -> Result<Settings, RegistryError> {
+fn build_computer(
+    name: &str,
+    tmp: &Path,
+    dir: &Path,
+    limits: Limits,
+) -> Result<Settings, RegistryError> {
     let io_err = |source| RegistryError::Io {
         name: name.to_string(),
         source,

@@ -24,12 +24,24 @@ async fn exec_outputs_exit_codes_and_files_survive_a_restart() {
     let mut c = agent.client().await;
     create(&mut c, "demo", 0).await;
 
-    let r = sh(&mut c, "demo", r#"mkdir -p src && printf "a\nb\n" > src/x.txt && wc -l < src/x.txt"#).await;
-    assert_eq!((r.stdout.trim(), r.code, r.error.as_str()), ("2", 0, ""), "{r:?}");
+    let r = sh(
+        &mut c,
+        "demo",
+        r#"mkdir -p src && printf "a\nb\n" > src/x.txt && wc -l < src/x.txt"#,
+    )
+    .await;
+    assert_eq!(
+        (r.stdout.trim(), r.code, r.error.as_str()),
+        ("2", 0, ""),
+        "{r:?}"
+    );
     let r = sh(&mut c, "demo", "exit 3").await;
     assert_eq!(r.code, 3, "{r:?}");
     let r = sh(&mut c, "demo", "echo oops >&2; false").await;
-    assert_eq!((r.stdout.as_str(), r.stderr.as_str(), r.code), ("", "oops\n", 1));
+    assert_eq!(
+        (r.stdout.as_str(), r.stderr.as_str(), r.code),
+        ("", "oops\n", 1)
+    );
 
     // env, stdin and cwd reach the script.
     let mut req = exec_req("demo", r#"echo "$GREETING $(cat) in $(pwd)""#);
@@ -43,7 +55,9 @@ async fn exec_outputs_exit_codes_and_files_survive_a_restart() {
     let agent = Agent::start(dir.path(), &[]);
     let mut c = agent.client().await;
     let info = c
-        .get_computer(pb::GetComputerRequest { name: "demo".into() })
+        .get_computer(pb::GetComputerRequest {
+            name: "demo".into(),
+        })
         .await
         .unwrap()
         .into_inner();
@@ -94,21 +108,31 @@ async fn computer_lifecycle_and_errors() {
     assert_eq!(err.message(), "ENOENT: no such file or directory: src/nope");
 
     create(&mut c, "other", 0).await;
-    let list = c.list_computers(pb::ListComputersRequest {}).await.unwrap().into_inner();
+    let list = c
+        .list_computers(pb::ListComputersRequest {})
+        .await
+        .unwrap()
+        .into_inner();
     let names: Vec<_> = list.computers.iter().map(|c| c.name.as_str()).collect();
     assert_eq!(names, ["demo", "other"]);
 
-    c.delete_computer(pb::DeleteComputerRequest { name: "demo".into() })
-        .await
-        .unwrap();
+    c.delete_computer(pb::DeleteComputerRequest {
+        name: "demo".into(),
+    })
+    .await
+    .unwrap();
     assert!(!dir.path().join("computers/demo").exists());
     let err = c
-        .get_computer(pb::GetComputerRequest { name: "demo".into() })
+        .get_computer(pb::GetComputerRequest {
+            name: "demo".into(),
+        })
         .await
         .unwrap_err();
     assert_eq!(err.code(), Code::NotFound);
     let err = c
-        .delete_computer(pb::DeleteComputerRequest { name: "demo".into() })
+        .delete_computer(pb::DeleteComputerRequest {
+            name: "demo".into(),
+        })
         .await
         .unwrap_err();
     assert_eq!(err.code(), Code::NotFound);
@@ -128,19 +152,31 @@ async fn fifty_mib_round_trip_and_ranged_reads() {
     let mut c = agent.client().await;
     create(&mut c, "demo", 0).await;
     let data = random_bytes(50 << 20);
-    let resp = write(&mut c, "demo", "/workspace/big.bin", pb::WriteMode::Truncate, &data)
-        .await
-        .unwrap();
+    let resp = write(
+        &mut c,
+        "demo",
+        "/workspace/big.bin",
+        pb::WriteMode::Truncate,
+        &data,
+    )
+    .await
+    .unwrap();
     assert_eq!(resp.bytes_written, data.len() as u64);
     assert_eq!(resp.info.unwrap().size, data.len() as u64);
     let back = read(&mut c, "demo", "big.bin").await.unwrap();
     assert!(back == data, "50 MiB differ after the round trip");
 
-    let mid = read_range(&mut c, "demo", "big.bin", 3 << 20, 1234567).await.unwrap();
+    let mid = read_range(&mut c, "demo", "big.bin", 3 << 20, 1234567)
+        .await
+        .unwrap();
     assert_eq!(mid, &data[3 << 20..(3 << 20) + 1234567]);
-    let tail = read_range(&mut c, "demo", "big.bin", data.len() as u64 - 10, 100).await.unwrap();
+    let tail = read_range(&mut c, "demo", "big.bin", data.len() as u64 - 10, 100)
+        .await
+        .unwrap();
     assert_eq!(tail, &data[data.len() - 10..]);
-    let past = read_range(&mut c, "demo", "big.bin", data.len() as u64 + 5, 0).await.unwrap();
+    let past = read_range(&mut c, "demo", "big.bin", data.len() as u64 + 5, 0)
+        .await
+        .unwrap();
     assert!(past.is_empty());
 
     let err = read(&mut c, "demo", "").await.unwrap_err();
@@ -154,10 +190,16 @@ async fn write_modes() {
     let mut c = agent.client().await;
     create(&mut c, "demo", 0).await;
 
-    write(&mut c, "demo", "f", pb::WriteMode::Exclusive, b"hello").await.unwrap();
-    let err = write(&mut c, "demo", "f", pb::WriteMode::Exclusive, b"x").await.unwrap_err();
+    write(&mut c, "demo", "f", pb::WriteMode::Exclusive, b"hello")
+        .await
+        .unwrap();
+    let err = write(&mut c, "demo", "f", pb::WriteMode::Exclusive, b"x")
+        .await
+        .unwrap_err();
     assert_errno(&err, Code::AlreadyExists, "EEXIST");
-    write(&mut c, "demo", "f", pb::WriteMode::Append, b" world").await.unwrap();
+    write(&mut c, "demo", "f", pb::WriteMode::Append, b" world")
+        .await
+        .unwrap();
     assert_eq!(read(&mut c, "demo", "f").await.unwrap(), b"hello world");
 
     // CREATE writes in place at an offset, keeping the rest.
@@ -179,7 +221,9 @@ async fn write_modes() {
     c.write(futures::stream::iter(msgs)).await.unwrap();
     assert_eq!(read(&mut c, "demo", "f").await.unwrap(), b"hello WORLD");
 
-    write(&mut c, "demo", "f", pb::WriteMode::Truncate, b"new").await.unwrap();
+    write(&mut c, "demo", "f", pb::WriteMode::Truncate, b"new")
+        .await
+        .unwrap();
     assert_eq!(read(&mut c, "demo", "f").await.unwrap(), b"new");
 
     // A stream without a header is refused.
@@ -241,7 +285,6 @@ async fn write_modes() {
     drop(tx);
 }
 
-
 #[tokio::test]
 async fn paths_cannot_leave_the_computer() {
     let dir = tempfile::tempdir().unwrap();
@@ -254,10 +297,19 @@ async fn paths_cannot_leave_the_computer() {
     assert_errno(&err, Code::NotFound, "ENOENT");
     let err = read(&mut c, "demo", "/etc/passwd").await.unwrap_err();
     assert_errno(&err, Code::InvalidArgument, "EINVAL");
-    write(&mut c, "demo", "../../../escape.txt", pb::WriteMode::Truncate, b"in")
-        .await
-        .unwrap();
-    assert_eq!(read(&mut c, "demo", "/workspace/escape.txt").await.unwrap(), b"in");
+    write(
+        &mut c,
+        "demo",
+        "../../../escape.txt",
+        pb::WriteMode::Truncate,
+        b"in",
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        read(&mut c, "demo", "/workspace/escape.txt").await.unwrap(),
+        b"in"
+    );
     assert!(!dir.path().join("escape.txt").exists());
     // The shell's own namespace has a synthetic /etc; the host's never shows.
     let r = sh(&mut c, "demo", "cat ../../etc/passwd").await;
@@ -271,22 +323,42 @@ async fn quota_gives_enospc_and_keeps_earlier_files() {
     let mut c = agent.client().await;
     create(&mut c, "small", 1 << 20).await;
     let keep = random_bytes(100 << 10);
-    write(&mut c, "small", "keep.bin", pb::WriteMode::Truncate, &keep).await.unwrap();
-
-    let err = write(&mut c, "small", "big.bin", pb::WriteMode::Truncate, &vec![7u8; 2 << 20])
+    write(&mut c, "small", "keep.bin", pb::WriteMode::Truncate, &keep)
         .await
-        .unwrap_err();
+        .unwrap();
+
+    let err = write(
+        &mut c,
+        "small",
+        "big.bin",
+        pb::WriteMode::Truncate,
+        &vec![7u8; 2 << 20],
+    )
+    .await
+    .unwrap_err();
     assert_errno(&err, Code::ResourceExhausted, "ENOSPC");
     assert!(err.message().contains("big.bin"), "{}", err.message());
     // Replacing a file past the quota keeps the old one.
-    let err = write(&mut c, "small", "keep.bin", pb::WriteMode::Truncate, &vec![7u8; 2 << 20])
-        .await
-        .unwrap_err();
+    let err = write(
+        &mut c,
+        "small",
+        "keep.bin",
+        pb::WriteMode::Truncate,
+        &vec![7u8; 2 << 20],
+    )
+    .await
+    .unwrap_err();
     assert_errno(&err, Code::ResourceExhausted, "ENOSPC");
     assert_eq!(read(&mut c, "small", "keep.bin").await.unwrap(), keep);
-    assert_eq!(names(&mut c, "small", "").await, ["keep.bin"], "no temporary files left");
+    assert_eq!(
+        names(&mut c, "small", "").await,
+        ["keep.bin"],
+        "no temporary files left"
+    );
     let st = c
-        .statfs(pb::StatfsRequest { computer: "small".into() })
+        .statfs(pb::StatfsRequest {
+            computer: "small".into(),
+        })
         .await
         .unwrap()
         .into_inner();
@@ -335,7 +407,10 @@ async fn client_disconnect_cancels_the_run() {
     let first = read(&mut c, "demo", "counter").await.unwrap();
     tokio::time::sleep(Duration::from_millis(1000)).await;
     let second = read(&mut c, "demo", "counter").await.unwrap();
-    assert_eq!(first, second, "the script kept running after its client left");
+    assert_eq!(
+        first, second,
+        "the script kept running after its client left"
+    );
 }
 
 #[tokio::test]
@@ -372,7 +447,9 @@ async fn idle_computers_hibernate_and_reopen() {
     create(&mut c, "demo", 0).await;
     sh(&mut c, "demo", "echo kept > a").await;
     let open = c
-        .get_computer(pb::GetComputerRequest { name: "demo".into() })
+        .get_computer(pb::GetComputerRequest {
+            name: "demo".into(),
+        })
         .await
         .unwrap()
         .into_inner();
@@ -381,7 +458,9 @@ async fn idle_computers_hibernate_and_reopen() {
     for _ in 0..50 {
         tokio::time::sleep(Duration::from_millis(100)).await;
         let info = c
-            .get_computer(pb::GetComputerRequest { name: "demo".into() })
+            .get_computer(pb::GetComputerRequest {
+                name: "demo".into(),
+            })
             .await
             .unwrap()
             .into_inner();
@@ -402,7 +481,12 @@ async fn readdir_pages() {
     let agent = Agent::start(dir.path(), &[]);
     let mut c = agent.client().await;
     create(&mut c, "demo", 0).await;
-    let r = sh(&mut c, "demo", "mkdir d; for i in $(seq 1 25); do echo $i > d/f$i; done").await;
+    let r = sh(
+        &mut c,
+        "demo",
+        "mkdir d; for i in $(seq 1 25); do echo $i > d/f$i; done",
+    )
+    .await;
     assert_eq!(r.code, 0, "{r:?}");
     let mut token = String::new();
     let mut sizes = Vec::new();
@@ -469,7 +553,9 @@ async fn glob_and_grep() {
         })
         .await
         .unwrap();
-        write(&mut c, "demo", path, pb::WriteMode::Truncate, body).await.unwrap();
+        write(&mut c, "demo", path, pb::WriteMode::Truncate, body)
+            .await
+            .unwrap();
     }
     let glob = |pattern: &str| pb::GlobRequest {
         computer: "demo".into(),
@@ -508,7 +594,11 @@ async fn glob_and_grep() {
     let all = collect(c.grep(grep(r"fn \w+", "")).await.unwrap().into_inner()).await;
     assert_eq!(
         all,
-        ["src/a.rs:1:fn main() {}", "src/notes.txt:1:fn in text", "src/sub/b.rs:2:fn helper() {}"],
+        [
+            "src/a.rs:1:fn main() {}",
+            "src/notes.txt:1:fn in text",
+            "src/sub/b.rs:2:fn helper() {}"
+        ],
         "binary bin.dat is skipped"
     );
     let rs = collect(c.grep(grep(r"fn \w+", "*.rs")).await.unwrap().into_inner()).await;
@@ -519,7 +609,10 @@ async fn glob_and_grep() {
     assert_eq!(found, ["README.md:2:FN upper"]);
     let mut one = grep("fn", "");
     one.max_matches = 1;
-    assert_eq!(collect(c.grep(one).await.unwrap().into_inner()).await.len(), 1);
+    assert_eq!(
+        collect(c.grep(one).await.unwrap().into_inner()).await.len(),
+        1
+    );
     let mut file = grep("let", "");
     file.path = "src/a.rs".into();
     assert_eq!(
@@ -539,80 +632,157 @@ async fn metadata_calls() {
     let demo = || "demo".to_string();
 
     let d = c
-        .mkdir(pb::MkdirRequest { computer: demo(), path: "a/b/c".into(), parents: true, perm: 0o700 })
+        .mkdir(pb::MkdirRequest {
+            computer: demo(),
+            path: "a/b/c".into(),
+            parents: true,
+            perm: 0o700,
+        })
         .await
         .unwrap()
         .into_inner();
     assert_eq!((d.kind(), d.perm), (pb::FileKind::Directory, 0o700));
     let err = c
-        .mkdir(pb::MkdirRequest { computer: demo(), path: "a/b".into(), parents: false, perm: 0 })
+        .mkdir(pb::MkdirRequest {
+            computer: demo(),
+            path: "a/b".into(),
+            parents: false,
+            perm: 0,
+        })
         .await
         .unwrap_err();
     assert_errno(&err, Code::AlreadyExists, "EEXIST");
     let err = c
-        .mkdir(pb::MkdirRequest { computer: demo(), path: "x/y".into(), parents: false, perm: 0 })
+        .mkdir(pb::MkdirRequest {
+            computer: demo(),
+            path: "x/y".into(),
+            parents: false,
+            perm: 0,
+        })
         .await
         .unwrap_err();
     assert_errno(&err, Code::NotFound, "ENOENT");
-    write(&mut c, "demo", "a/b/c/f.txt", pb::WriteMode::Truncate, b"data").await.unwrap();
+    write(
+        &mut c,
+        "demo",
+        "a/b/c/f.txt",
+        pb::WriteMode::Truncate,
+        b"data",
+    )
+    .await
+    .unwrap();
 
-    c.symlink(pb::SymlinkRequest { computer: demo(), path: "link".into(), target: "a/b/c/f.txt".into() })
-        .await
-        .unwrap();
+    c.symlink(pb::SymlinkRequest {
+        computer: demo(),
+        path: "link".into(),
+        target: "a/b/c/f.txt".into(),
+    })
+    .await
+    .unwrap();
     let t = c
-        .readlink(pb::ReadlinkRequest { computer: demo(), path: "link".into() })
+        .readlink(pb::ReadlinkRequest {
+            computer: demo(),
+            path: "link".into(),
+        })
         .await
         .unwrap()
         .into_inner();
     assert_eq!(t.target, "a/b/c/f.txt");
     let l = c
-        .stat(pb::StatRequest { computer: demo(), path: "link".into(), follow_symlinks: false })
+        .stat(pb::StatRequest {
+            computer: demo(),
+            path: "link".into(),
+            follow_symlinks: false,
+        })
         .await
         .unwrap()
         .into_inner();
-    assert_eq!((l.kind(), l.symlink_target.as_str()), (pb::FileKind::Symlink, "a/b/c/f.txt"));
+    assert_eq!(
+        (l.kind(), l.symlink_target.as_str()),
+        (pb::FileKind::Symlink, "a/b/c/f.txt")
+    );
     let f = c
-        .stat(pb::StatRequest { computer: demo(), path: "link".into(), follow_symlinks: true })
+        .stat(pb::StatRequest {
+            computer: demo(),
+            path: "link".into(),
+            follow_symlinks: true,
+        })
         .await
         .unwrap()
         .into_inner();
     assert_eq!((f.kind(), f.size), (pb::FileKind::Regular, 4));
     let m = c
-        .chmod(pb::ChmodRequest { computer: demo(), path: "link".into(), perm: 0o600 })
+        .chmod(pb::ChmodRequest {
+            computer: demo(),
+            path: "link".into(),
+            perm: 0o600,
+        })
         .await
         .unwrap()
         .into_inner();
     assert_eq!((m.ino, m.perm), (f.ino, 0o600));
 
-    write(&mut c, "demo", "other.txt", pb::WriteMode::Truncate, b"o").await.unwrap();
+    write(&mut c, "demo", "other.txt", pb::WriteMode::Truncate, b"o")
+        .await
+        .unwrap();
     let err = c
-        .rename(pb::RenameRequest { computer: demo(), from: "other.txt".into(), to: "link".into(), noreplace: true })
+        .rename(pb::RenameRequest {
+            computer: demo(),
+            from: "other.txt".into(),
+            to: "link".into(),
+            noreplace: true,
+        })
         .await
         .unwrap_err();
     assert_errno(&err, Code::AlreadyExists, "EEXIST");
-    c.rename(pb::RenameRequest { computer: demo(), from: "other.txt".into(), to: "a/moved.txt".into(), noreplace: true })
-        .await
-        .unwrap();
+    c.rename(pb::RenameRequest {
+        computer: demo(),
+        from: "other.txt".into(),
+        to: "a/moved.txt".into(),
+        noreplace: true,
+    })
+    .await
+    .unwrap();
     assert_eq!(read(&mut c, "demo", "a/moved.txt").await.unwrap(), b"o");
 
     let err = c
-        .remove(pb::RemoveRequest { computer: demo(), path: "a".into(), recursive: false })
+        .remove(pb::RemoveRequest {
+            computer: demo(),
+            path: "a".into(),
+            recursive: false,
+        })
         .await
         .unwrap_err();
     assert_errno(&err, Code::FailedPrecondition, "ENOTEMPTY");
-    c.remove(pb::RemoveRequest { computer: demo(), path: "a".into(), recursive: true })
-        .await
-        .unwrap();
+    c.remove(pb::RemoveRequest {
+        computer: demo(),
+        path: "a".into(),
+        recursive: true,
+    })
+    .await
+    .unwrap();
     assert_eq!(names(&mut c, "demo", "").await, ["link"]);
     let err = c
-        .remove(pb::RemoveRequest { computer: demo(), path: "/workspace".into(), recursive: true })
+        .remove(pb::RemoveRequest {
+            computer: demo(),
+            path: "/workspace".into(),
+            recursive: true,
+        })
         .await
         .unwrap_err();
     assert_errno(&err, Code::FailedPrecondition, "EBUSY");
-    c.remove(pb::RemoveRequest { computer: demo(), path: "link".into(), recursive: false })
+    c.remove(pb::RemoveRequest {
+        computer: demo(),
+        path: "link".into(),
+        recursive: false,
+    })
+    .await
+    .unwrap();
+    let st = c
+        .statfs(pb::StatfsRequest { computer: demo() })
         .await
-        .unwrap();
-    let st = c.statfs(pb::StatfsRequest { computer: demo() }).await.unwrap().into_inner();
+        .unwrap()
+        .into_inner();
     assert_eq!((st.used_bytes, st.used_inodes), (0, 1));
     assert!(st.blocks > 0 && st.name_max == 255);
 }

@@ -33,7 +33,10 @@ pub async fn list(client: &mut Client) -> Result<()> {
         .list_computers(pb::ListComputersRequest {})
         .await?
         .into_inner();
-    println!("{:<30} {:>10} {:>10} {:>8} {:<8} CREATED", "NAME", "USED", "QUOTA", "INODES", "STATE");
+    println!(
+        "{:<30} {:>10} {:>10} {:>8} {:<8} CREATED",
+        "NAME", "USED", "QUOTA", "INODES", "STATE"
+    );
     for c in list.computers {
         println!(
             "{:<30} {:>10} {:>10} {:>8} {:<8} {}",

@@ -3,8 +3,8 @@
 use std::io::{Read, Write};
 use std::path::Path;
 
-use agentcomputer_proto::v1 as pb;
 use agentcomputer_proto::CHUNK_BYTES;
+use agentcomputer_proto::v1 as pb;
 use tokio::sync::{mpsc, oneshot};
 use tokio_stream::wrappers::ReceiverStream;
 
@@ -26,7 +26,11 @@ pub async fn ls(client: &mut Client, computer: String, path: String, long: bool)
         .into_inner();
     let mut out = std::io::stdout().lock();
     if info.kind() != pb::FileKind::Directory {
-        let line = if long { long_line(&path, &info) } else { path.clone() };
+        let line = if long {
+            long_line(&path, &info)
+        } else {
+            path.clone()
+        };
         let _ = writeln!(out, "{line}");
         return Ok(());
     }
@@ -82,9 +86,16 @@ pub async fn cat(client: &mut Client, computer: String, path: String) -> Result<
 /// receives the local file's name. The local file is streamed in 1 MiB
 /// pieces; if reading it fails, the upload is aborted and the remote file
 /// is left as it was.
-pub async fn put(client: &mut Client, computer: String, local: &Path, remote: String) -> Result<()> {
+pub async fn put(
+    client: &mut Client,
+    computer: String,
+    local: &Path,
+    remote: String,
+) -> Result<()> {
     let mut file = std::fs::File::open(local).map_err(|e| local_io("cannot open", local, e))?;
-    let meta = file.metadata().map_err(|e| local_io("cannot stat", local, e))?;
+    let meta = file
+        .metadata()
+        .map_err(|e| local_io("cannot stat", local, e))?;
     if meta.is_dir() {
         return Err(CliError(format!("{} is a directory", local.display())));
     }
@@ -108,7 +119,10 @@ pub async fn put(client: &mut Client, computer: String, local: &Path, remote: St
     let (fail_tx, fail_rx) = oneshot::channel::<(CliError, mpsc::Sender<pb::WriteRequest>)>();
     let local_owned = local.to_path_buf();
     let reader = tokio::task::spawn_blocking(move || {
-        let send = |msg| tx.blocking_send(pb::WriteRequest { msg: Some(msg) }).is_ok();
+        let send = |msg| {
+            tx.blocking_send(pb::WriteRequest { msg: Some(msg) })
+                .is_ok()
+        };
         if !send(pb::write_request::Msg::Header(header)) {
             return;
         }
@@ -156,7 +170,12 @@ fn read_full(file: &mut std::fs::File, buf: &mut [u8]) -> std::io::Result<usize>
 /// Downloads `remote` into `local` (`-` is stdout). The data goes to a
 /// temporary file beside `local`, renamed into place once complete, so an
 /// interrupted download never leaves a truncated file under that name.
-pub async fn get(client: &mut Client, computer: String, remote: String, local: &Path) -> Result<()> {
+pub async fn get(
+    client: &mut Client,
+    computer: String,
+    remote: String,
+    local: &Path,
+) -> Result<()> {
     let mut stream = client
         .read(pb::ReadRequest {
             computer,
@@ -184,12 +203,15 @@ pub async fn get(client: &mut Client, computer: String, remote: String, local: &
         Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
         _ => Path::new(".").to_path_buf(),
     };
-    let mut tmp = tempfile::NamedTempFile::new_in(&dir).map_err(|e| local_io("cannot create a file in", &dir, e))?;
+    let mut tmp = tempfile::NamedTempFile::new_in(&dir)
+        .map_err(|e| local_io("cannot create a file in", &dir, e))?;
     while let Some(chunk) = stream.message().await? {
         tmp.write_all(&chunk.data)
             .map_err(|e| local_io("cannot write", &target, e))?;
     }
-    tmp.as_file().sync_all().map_err(|e| local_io("cannot write", &target, e))?;
+    tmp.as_file()
+        .sync_all()
+        .map_err(|e| local_io("cannot write", &target, e))?;
     tmp.persist(&target)
         .map_err(|e| local_io("cannot write", &target, e.error))?;
     Ok(())
@@ -208,7 +230,12 @@ pub async fn stat(client: &mut Client, computer: String, path: String, follow: b
     Ok(())
 }
 
-pub async fn mkdir(client: &mut Client, computer: String, path: String, parents: bool) -> Result<()> {
+pub async fn mkdir(
+    client: &mut Client,
+    computer: String,
+    path: String,
+    parents: bool,
+) -> Result<()> {
     client
         .mkdir(pb::MkdirRequest {
             computer,
@@ -220,7 +247,12 @@ pub async fn mkdir(client: &mut Client, computer: String, path: String, parents:
     Ok(())
 }
 
-pub async fn rm(client: &mut Client, computer: String, path: String, recursive: bool) -> Result<()> {
+pub async fn rm(
+    client: &mut Client,
+    computer: String,
+    path: String,
+    recursive: bool,
+) -> Result<()> {
     client
         .remove(pb::RemoveRequest {
             computer,
@@ -231,7 +263,13 @@ pub async fn rm(client: &mut Client, computer: String, path: String, recursive: 
     Ok(())
 }
 
-pub async fn mv(client: &mut Client, computer: String, from: String, to: String, no_clobber: bool) -> Result<()> {
+pub async fn mv(
+    client: &mut Client,
+    computer: String,
+    from: String,
+    to: String,
+    no_clobber: bool,
+) -> Result<()> {
     client
         .rename(pb::RenameRequest {
             computer,

@@ -23,7 +23,10 @@ pub async fn glob(client: &mut Client, computer: String, pattern: String) -> Res
         let _ = writeln!(out, "{p}");
     }
     if resp.truncated {
-        eprintln!("warning: more paths match; only the first {} are shown", resp.paths.len());
+        eprintln!(
+            "warning: more paths match; only the first {} are shown",
+            resp.paths.len()
+        );
     }
     Ok(!resp.paths.is_empty())
 }

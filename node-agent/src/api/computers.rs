@@ -19,16 +19,30 @@ pub fn to_proto(info: ComputerInfo) -> pb::Computer {
     }
 }
 
-pub async fn create(registry: &Registry, req: pb::CreateComputerRequest) -> Result<pb::Computer, Status> {
+pub async fn create(
+    registry: &Registry,
+    req: pb::CreateComputerRequest,
+) -> Result<pb::Computer, Status> {
     let defaults = Limits::default();
     let limits = Limits {
-        max_bytes: if req.max_bytes == 0 { defaults.max_bytes } else { req.max_bytes },
-        max_inodes: if req.max_inodes == 0 { defaults.max_inodes } else { req.max_inodes },
+        max_bytes: if req.max_bytes == 0 {
+            defaults.max_bytes
+        } else {
+            req.max_bytes
+        },
+        max_inodes: if req.max_inodes == 0 {
+            defaults.max_inodes
+        } else {
+            req.max_inodes
+        },
     };
     Ok(to_proto(registry.create(&req.name, limits).await?))
 }
 
-pub async fn delete(registry: &Registry, req: pb::DeleteComputerRequest) -> Result<pb::DeleteComputerResponse, Status> {
+pub async fn delete(
+    registry: &Registry,
+    req: pb::DeleteComputerRequest,
+) -> Result<pb::DeleteComputerResponse, Status> {
     registry.delete(&req.name).await?;
     Ok(pb::DeleteComputerResponse {})
 }

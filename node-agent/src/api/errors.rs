@@ -144,7 +144,11 @@ mod tests {
         for (errno, code) in cases {
             let s = errno_status(errno, "p");
             assert_eq!(s.code(), code, "{errno:?}");
-            assert!(s.message().starts_with(error_name(errno)), "{}", s.message());
+            assert!(
+                s.message().starts_with(error_name(errno)),
+                "{}",
+                s.message()
+            );
         }
     }
 

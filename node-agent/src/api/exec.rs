@@ -45,8 +45,12 @@ pub type ExecStream = ReceiverStream<Result<pb::ExecEvent, Status>>;
 /// before the run: unknown computer, UNIMPLEMENTED for runtimes other than
 /// SHELL, a bad or missing `cwd`.
 pub async fn start(registry: &Registry, req: pb::ExecRequest) -> Result<ExecStream, Status> {
-    let runtime = pb::Runtime::try_from(req.runtime)
-        .map_err(|_| errno_detail(Errno::EINVAL, format_args!("unknown runtime {}", req.runtime)))?;
+    let runtime = pb::Runtime::try_from(req.runtime).map_err(|_| {
+        errno_detail(
+            Errno::EINVAL,
+            format_args!("unknown runtime {}", req.runtime),
+        )
+    })?;
     match runtime {
         pb::Runtime::Unspecified | pb::Runtime::Shell => {}
         other => {

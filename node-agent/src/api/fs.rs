@@ -27,7 +27,11 @@ pub fn stat(fs: &Fs, req: &pb::StatRequest) -> Result<pb::FileInfo, Status> {
 
 pub fn mkdir(fs: &Fs, req: &pb::MkdirRequest) -> Result<pb::FileInfo, Status> {
     let path = ApiPath::parse(&req.path)?;
-    let perm = if req.perm == 0 { DIR_PERM } else { req.perm & 0o7777 };
+    let perm = if req.perm == 0 {
+        DIR_PERM
+    } else {
+        req.perm & 0o7777
+    };
     if !req.parents {
         let (parent, name) = parent_of(fs, &path)?;
         let attr = fs
@@ -45,9 +49,9 @@ pub fn mkdir(fs: &Fs, req: &pb::MkdirRequest) -> Result<pb::FileInfo, Status> {
                 match fs.mkdir(dir.ino, name.as_bytes(), perm, OWNER) {
                     Ok(a) => a,
                     // Made by someone else meanwhile.
-                    Err(e) if e.errno() == Errno::EEXIST => {
-                        fs.lookup(dir.ino, name.as_bytes()).map_err(on(path.shown()))?
-                    }
+                    Err(e) if e.errno() == Errno::EEXIST => fs
+                        .lookup(dir.ino, name.as_bytes())
+                        .map_err(on(path.shown()))?,
                     Err(e) => return Err(on(path.shown())(e)),
                 }
             }
@@ -80,12 +84,17 @@ pub fn readdir(fs: &Fs, req: &pb::ReadDirRequest) -> Result<pb::ReadDirResponse,
     let cookie = if req.page_token.is_empty() {
         0
     } else {
-        req.page_token
-            .parse::<u64>()
-            .map_err(|_| errno_detail(Errno::EINVAL, format_args!("bad page_token {:?}", req.page_token)))?
+        req.page_token.parse::<u64>().map_err(|_| {
+            errno_detail(
+                Errno::EINVAL,
+                format_args!("bad page_token {:?}", req.page_token),
+            )
+        })?
     };
     // One extra entry tells whether another page follows.
-    let mut entries = fs.readdir(dir.ino, cookie, page + 1).map_err(on(path.shown()))?;
+    let mut entries = fs
+        .readdir(dir.ino, cookie, page + 1)
+        .map_err(on(path.shown()))?;
     let more = entries.len() > page;
     entries.truncate(page);
     let next_page_token = match (more, entries.last()) {
@@ -128,7 +137,9 @@ pub fn readdir(fs: &Fs, req: &pb::ReadDirRequest) -> Result<pb::ReadDirResponse,
 pub fn remove(fs: &Fs, req: &pb::RemoveRequest) -> Result<(), Status> {
     let path = ApiPath::parse(&req.path)?;
     let (parent, name) = parent_of(fs, &path)?;
-    let attr = fs.lookup(parent, name.as_bytes()).map_err(on(path.shown()))?;
+    let attr = fs
+        .lookup(parent, name.as_bytes())
+        .map_err(on(path.shown()))?;
     let result = match (attr.kind, req.recursive) {
         (FileKind::Directory, true) => remove_tree(fs, parent, name.as_bytes(), attr.ino),
         (FileKind::Directory, false) => fs.rmdir(parent, name.as_bytes()),
@@ -169,12 +180,22 @@ pub fn rename(fs: &Fs, req: &pb::RenameRequest) -> Result<(), Status> {
         noreplace: req.noreplace,
         exchange: false,
     };
-    fs.rename(from_dir, from_name.as_bytes(), to_dir, to_name.as_bytes(), flags)
-        .map_err(|e| {
-            // ENOENT is about the source, anything else usually the target.
-            let shown = if e.errno() == Errno::ENOENT { from.shown() } else { to.shown() };
-            on(shown)(e)
-        })
+    fs.rename(
+        from_dir,
+        from_name.as_bytes(),
+        to_dir,
+        to_name.as_bytes(),
+        flags,
+    )
+    .map_err(|e| {
+        // ENOENT is about the source, anything else usually the target.
+        let shown = if e.errno() == Errno::ENOENT {
+            from.shown()
+        } else {
+            to.shown()
+        };
+        on(shown)(e)
+    })
 }
 
 pub fn symlink(fs: &Fs, req: &pb::SymlinkRequest) -> Result<pb::FileInfo, Status> {

@@ -63,21 +63,27 @@ impl AgentComputer for Service {
         &self,
         req: Request<pb::CreateComputerRequest>,
     ) -> Result<Response<pb::Computer>, Status> {
-        computers::create(&self.registry, req.into_inner()).await.map(Response::new)
+        computers::create(&self.registry, req.into_inner())
+            .await
+            .map(Response::new)
     }
 
     async fn delete_computer(
         &self,
         req: Request<pb::DeleteComputerRequest>,
     ) -> Result<Response<pb::DeleteComputerResponse>, Status> {
-        computers::delete(&self.registry, req.into_inner()).await.map(Response::new)
+        computers::delete(&self.registry, req.into_inner())
+            .await
+            .map(Response::new)
     }
 
     async fn get_computer(
         &self,
         req: Request<pb::GetComputerRequest>,
     ) -> Result<Response<pb::Computer>, Status> {
-        computers::get(&self.registry, req.into_inner()).await.map(Response::new)
+        computers::get(&self.registry, req.into_inner())
+            .await
+            .map(Response::new)
     }
 
     async fn list_computers(
@@ -89,12 +95,16 @@ impl AgentComputer for Service {
 
     async fn stat(&self, req: Request<pb::StatRequest>) -> Result<Response<pb::FileInfo>, Status> {
         let req = req.into_inner();
-        self.with_fs(&req.computer.clone(), move |fs| fs::stat(fs, &req)).await
+        self.with_fs(&req.computer.clone(), move |fs| fs::stat(fs, &req))
+            .await
     }
 
     type ReadStream = read::ReadStream;
 
-    async fn read(&self, req: Request<pb::ReadRequest>) -> Result<Response<Self::ReadStream>, Status> {
+    async fn read(
+        &self,
+        req: Request<pb::ReadRequest>,
+    ) -> Result<Response<Self::ReadStream>, Status> {
         let req = req.into_inner();
         let lease = self.registry.acquire(&req.computer).await?;
         read::start(lease, req).await.map(Response::new)
@@ -104,12 +114,18 @@ impl AgentComputer for Service {
         &self,
         req: Request<Streaming<pb::WriteRequest>>,
     ) -> Result<Response<pb::WriteResponse>, Status> {
-        write::write(&self.registry, req.into_inner()).await.map(Response::new)
+        write::write(&self.registry, req.into_inner())
+            .await
+            .map(Response::new)
     }
 
-    async fn mkdir(&self, req: Request<pb::MkdirRequest>) -> Result<Response<pb::FileInfo>, Status> {
+    async fn mkdir(
+        &self,
+        req: Request<pb::MkdirRequest>,
+    ) -> Result<Response<pb::FileInfo>, Status> {
         let req = req.into_inner();
-        self.with_fs(&req.computer.clone(), move |fs| fs::mkdir(fs, &req)).await
+        self.with_fs(&req.computer.clone(), move |fs| fs::mkdir(fs, &req))
+            .await
     }
 
     async fn read_dir(
@@ -117,7 +133,8 @@ impl AgentComputer for Service {
         req: Request<pb::ReadDirRequest>,
     ) -> Result<Response<pb::ReadDirResponse>, Status> {
         let req = req.into_inner();
-        self.with_fs(&req.computer.clone(), move |fs| fs::readdir(fs, &req)).await
+        self.with_fs(&req.computer.clone(), move |fs| fs::readdir(fs, &req))
+            .await
     }
 
     async fn remove(
@@ -142,9 +159,13 @@ impl AgentComputer for Service {
         .await
     }
 
-    async fn symlink(&self, req: Request<pb::SymlinkRequest>) -> Result<Response<pb::FileInfo>, Status> {
+    async fn symlink(
+        &self,
+        req: Request<pb::SymlinkRequest>,
+    ) -> Result<Response<pb::FileInfo>, Status> {
         let req = req.into_inner();
-        self.with_fs(&req.computer.clone(), move |fs| fs::symlink(fs, &req)).await
+        self.with_fs(&req.computer.clone(), move |fs| fs::symlink(fs, &req))
+            .await
     }
 
     async fn readlink(
@@ -152,22 +173,34 @@ impl AgentComputer for Service {
         req: Request<pb::ReadlinkRequest>,
     ) -> Result<Response<pb::ReadlinkResponse>, Status> {
         let req = req.into_inner();
-        self.with_fs(&req.computer.clone(), move |fs| fs::readlink(fs, &req)).await
+        self.with_fs(&req.computer.clone(), move |fs| fs::readlink(fs, &req))
+            .await
     }
 
-    async fn chmod(&self, req: Request<pb::ChmodRequest>) -> Result<Response<pb::FileInfo>, Status> {
+    async fn chmod(
+        &self,
+        req: Request<pb::ChmodRequest>,
+    ) -> Result<Response<pb::FileInfo>, Status> {
         let req = req.into_inner();
-        self.with_fs(&req.computer.clone(), move |fs| fs::chmod(fs, &req)).await
+        self.with_fs(&req.computer.clone(), move |fs| fs::chmod(fs, &req))
+            .await
     }
 
-    async fn glob(&self, req: Request<pb::GlobRequest>) -> Result<Response<pb::GlobResponse>, Status> {
+    async fn glob(
+        &self,
+        req: Request<pb::GlobRequest>,
+    ) -> Result<Response<pb::GlobResponse>, Status> {
         let req = req.into_inner();
-        self.with_fs(&req.computer.clone(), move |fs| search::glob(fs, &req)).await
+        self.with_fs(&req.computer.clone(), move |fs| search::glob(fs, &req))
+            .await
     }
 
     type GrepStream = search::GrepStream;
 
-    async fn grep(&self, req: Request<pb::GrepRequest>) -> Result<Response<Self::GrepStream>, Status> {
+    async fn grep(
+        &self,
+        req: Request<pb::GrepRequest>,
+    ) -> Result<Response<Self::GrepStream>, Status> {
         let req = req.into_inner();
         let lease = self.registry.acquire(&req.computer).await?;
         search::grep(lease, req).await.map(Response::new)
@@ -183,7 +216,12 @@ impl AgentComputer for Service {
 
     type ExecStream = exec::ExecStream;
 
-    async fn exec(&self, req: Request<pb::ExecRequest>) -> Result<Response<Self::ExecStream>, Status> {
-        exec::start(&self.registry, req.into_inner()).await.map(Response::new)
+    async fn exec(
+        &self,
+        req: Request<pb::ExecRequest>,
+    ) -> Result<Response<Self::ExecStream>, Status> {
+        exec::start(&self.registry, req.into_inner())
+            .await
+            .map(Response::new)
     }
 }

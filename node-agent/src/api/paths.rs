@@ -32,7 +32,10 @@ impl ApiPath {
     /// (`ENAMETOOLONG`).
     pub fn parse(path: &str) -> Result<ApiPath, Status> {
         if path.contains('\0') {
-            return Err(errno_detail(Errno::EINVAL, format_args!("path contains a NUL byte: {path:?}")));
+            return Err(errno_detail(
+                Errno::EINVAL,
+                format_args!("path contains a NUL byte: {path:?}"),
+            ));
         }
         if path.len() >= PATH_MAX {
             return Err(errno_status(Errno::ENAMETOOLONG, &abbreviate(path)));
@@ -174,14 +177,29 @@ mod tests {
         for p in ["/etc/passwd", "/", "/workspaces/x", "/tmp"] {
             let s = ApiPath::parse(p).unwrap_err();
             assert_eq!(s.code(), Code::InvalidArgument, "{p}");
-            assert!(s.message().starts_with("EINVAL: path is outside /workspace"), "{}", s.message());
+            assert!(
+                s.message()
+                    .starts_with("EINVAL: path is outside /workspace"),
+                "{}",
+                s.message()
+            );
         }
         let s = ApiPath::parse("a\0b").unwrap_err();
         assert!(s.message().starts_with("EINVAL"));
         let long = "x".repeat(NAME_MAX + 1);
-        assert!(ApiPath::parse(&long).unwrap_err().message().starts_with("ENAMETOOLONG"));
+        assert!(
+            ApiPath::parse(&long)
+                .unwrap_err()
+                .message()
+                .starts_with("ENAMETOOLONG")
+        );
         let deep = "a/".repeat(PATH_MAX);
-        assert!(ApiPath::parse(&deep).unwrap_err().message().starts_with("ENAMETOOLONG"));
+        assert!(
+            ApiPath::parse(&deep)
+                .unwrap_err()
+                .message()
+                .starts_with("ENAMETOOLONG")
+        );
     }
 
     #[test]

@@ -251,19 +251,18 @@ fn prepare(
 
 /// Writes `buf` at the target's offset (or end, for append) and returns the
 /// emptied buffer for reuse.
-async fn flush(
-    fs: &Fs,
-    target: &mut Target,
-    buf: Vec<u8>,
-    shown: &str,
-) -> Result<Vec<u8>, Status> {
+async fn flush(fs: &Fs, target: &mut Target, buf: Vec<u8>, shown: &str) -> Result<Vec<u8>, Status> {
     if buf.is_empty() {
         return Ok(buf);
     }
     let fs = fs.clone();
     let (ino, offset, append) = (target.ino, target.offset, target.append);
     let (mut buf, end) = blocking(move || -> agentcomputer_fs::Result<(Vec<u8>, u64)> {
-        let mut at = if append { fs.getattr(ino)?.size } else { offset };
+        let mut at = if append {
+            fs.getattr(ino)?.size
+        } else {
+            offset
+        };
         let mut done = 0;
         while done < buf.len() {
             let n = fs.write(ino, at, &buf[done..])?;

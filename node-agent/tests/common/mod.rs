@@ -154,7 +154,9 @@ pub async fn write(
             msg: Some(pb::write_request::Msg::Data(piece.to_vec())),
         });
     }
-    c.write(futures::stream::iter(msgs)).await.map(|r| r.into_inner())
+    c.write(futures::stream::iter(msgs))
+        .await
+        .map(|r| r.into_inner())
 }
 
 pub async fn read(c: &mut Client, computer: &str, path: &str) -> Result<Vec<u8>, tonic::Status> {
@@ -219,7 +221,10 @@ pub fn assert_errno(status: &tonic::Status, code: tonic::Code, errno: &str) {
         status.message()
     );
     assert_eq!(
-        status.metadata().get(agentcomputer_proto::ERRNO_METADATA_KEY).map(|v| v.to_str().unwrap()),
+        status
+            .metadata()
+            .get(agentcomputer_proto::ERRNO_METADATA_KEY)
+            .map(|v| v.to_str().unwrap()),
         Some(errno)
     );
 }
