@@ -1,0 +1,64 @@
+//! `agentcomputer-fuse`: mounts one computer database at a directory until
+//! SIGINT or SIGTERM. Used by the crash test, the pjdfstest script and the
+//! filesystem benchmark; the node agent mounts through the library instead.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use agentcomputer_fs::{Fs, Limits};
+use agentcomputer_fuse::{MountOptions, cleanup_stale_mounts, mount};
+use clap::Parser;
+use nix::sys::signal::{SigSet, Signal};
+
+/// Serve a computer's filesystem database as a FUSE mount.
+#[derive(Parser)]
+struct Args {
+    /// The SQLite database of the filesystem (created if missing).
+    #[arg(long)]
+    db: PathBuf,
+    /// Directory to mount on.
+    #[arg(long)]
+    mountpoint: PathBuf,
+    /// Request-serving threads.
+    #[arg(long, default_value_t = MountOptions::default().threads)]
+    threads: usize,
+    /// Attribute, entry and negative-entry cache timeout, in milliseconds.
+    #[arg(long)]
+    ttl_ms: Option<u64>,
+    /// Turn the kernel's writeback cache off.
+    #[arg(long)]
+    no_writeback: bool,
+}
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_writer(std::io::stderr)
+        .init();
+    let args = Args::parse();
+    // Block the stop signals before any thread starts, so only sigwait sees them.
+    let mut stop = SigSet::empty();
+    stop.add(Signal::SIGINT);
+    stop.add(Signal::SIGTERM);
+    stop.thread_block()?;
+
+    cleanup_stale_mounts(&args.mountpoint)?;
+    let fs = Fs::open_or_create(&args.db, Limits::default())?;
+    let mut opts = MountOptions {
+        threads: args.threads,
+        writeback_cache: !args.no_writeback,
+        ..MountOptions::default()
+    };
+    if let Some(ms) = args.ttl_ms {
+        let ttl = Duration::from_millis(ms);
+        (opts.attr_ttl, opts.entry_ttl, opts.negative_ttl) = (ttl, ttl, ttl);
+    }
+    let handle = mount(fs, &args.mountpoint, opts)?;
+    println!("mounted {}", args.mountpoint.display());
+    std::io::stdout().flush()?;
+    let sig = stop.wait()?;
+    eprintln!("{sig}: unmounting");
+    handle.unmount()?;
+    Ok(())
+}

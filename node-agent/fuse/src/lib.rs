@@ -1,0 +1,26 @@
+//! FUSE server: a computer's filesystem engine as a kernel mount.
+//!
+//! Container runtimes (bubblewrap locally, sandbox pods through the CSI node
+//! plugin) see a computer's files through this mount, served over the same
+//! [`agentcomputer_fs::Fs`] instance that the shell, JavaScript and API use.
+//!
+//! * [`mount`] mounts an engine at a directory and serves it on several
+//!   threads; the returned [`MountHandle`] unmounts when dropped.
+//! * Changes made directly on the engine (not through this mount) reach the
+//!   kernel as cache invalidations, sent from a dedicated thread, so a
+//!   `cat` in a container sees an API write at once.
+//! * [`cleanup_stale_mounts`] removes mounts left behind by a killed server.
+//!
+//! Semantics, caching and measurements: `docs/fuse.md`.
+
+mod convert;
+mod handles;
+mod invalidate;
+mod mount;
+mod options;
+mod server;
+mod stale;
+
+pub use mount::{MountHandle, mount};
+pub use options::{DEFAULT_TTL, MountOptions, SUBTYPE};
+pub use stale::cleanup_stale_mounts;

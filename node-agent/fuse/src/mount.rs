@@ -1,0 +1,144 @@
+//! Mounting and unmounting one computer's filesystem.
+
+use std::io;
+use std::path::{Path, PathBuf};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use agentcomputer_fs::Fs;
+use fuser::{Config, MountOption, Session, SessionACL, SessionUnmounter};
+
+use crate::invalidate::{Invalidator, new_mount_id};
+use crate::options::{MountOptions, SUBTYPE};
+use crate::server::Server;
+use crate::stale::lazy_unmount;
+
+/// How long [`MountHandle::unmount`] waits for a busy, lazily detached
+/// mount to finish before leaving its session to end by itself.
+const DETACH_WAIT: Duration = Duration::from_secs(2);
+
+/// Mounts `fs` at `mountpoint` and serves it on background threads until
+/// the returned handle is unmounted or dropped.
+///
+/// As root the kernel is called directly (`mount(2)` with a `/dev/fuse`
+/// descriptor); otherwise `fusermount3` does it. The mount's source is
+/// [`MountOptions::fsname`] (type `fuse`, or `fuse.agentcomputer` through
+/// fusermount3); it uses `default_permissions` (the kernel checks
+/// modes), `nosuid,nodev`, and `allow_other` per [`MountOptions::allow_other`].
+///
+/// Errors: the `io::Error` of the mount (for example `ENOENT` for a missing
+/// mountpoint, `EPERM` without privilege, `ENOTCONN` for a stale mount left
+/// at the path: run [`crate::cleanup_stale_mounts`] first).
+pub fn mount(fs: Fs, mountpoint: &Path, opts: MountOptions) -> io::Result<MountHandle> {
+    let id = new_mount_id();
+    let threads = opts.threads.max(1);
+    let allow_other = opts
+        .allow_other
+        .unwrap_or_else(|| nix::unistd::geteuid().is_root());
+    let mut config = Config::default();
+    config.mount_options = vec![
+        MountOption::FSName(opts.fsname.clone()),
+        MountOption::Subtype(SUBTYPE.to_string()),
+        MountOption::DefaultPermissions,
+        MountOption::NoSuid,
+        MountOption::NoDev,
+        MountOption::RW,
+    ];
+    config.acl = if allow_other {
+        SessionACL::All
+    } else {
+        SessionACL::Owner
+    };
+    config.n_threads = Some(threads);
+    config.clone_fd = threads > 1;
+    let server = Server::new(fs.clone(), id, opts);
+    let mut session = Session::new(server, mountpoint, &config)?;
+    let invalidator = Invalidator::start(&fs, session.notifier(), id)?;
+    let unmounter = session.unmount_callable();
+    let thread = std::thread::Builder::new()
+        .name(format!("fuse-session-{id}"))
+        .spawn(move || session.run())?;
+    Ok(MountHandle {
+        mountpoint: mountpoint.to_path_buf(),
+        invalidator,
+        unmounter: Some(unmounter),
+        thread: Some(thread),
+    })
+}
+
+/// A live mount. [`MountHandle::unmount`] or dropping it unmounts.
+pub struct MountHandle {
+    mountpoint: PathBuf,
+    invalidator: Invalidator,
+    unmounter: Option<SessionUnmounter>,
+    thread: Option<JoinHandle<io::Result<()>>>,
+}
+
+impl std::fmt::Debug for MountHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MountHandle")
+            .field("mountpoint", &self.mountpoint)
+            .finish()
+    }
+}
+
+impl MountHandle {
+    /// Where the filesystem is mounted.
+    pub fn mountpoint(&self) -> &Path {
+        &self.mountpoint
+    }
+
+    /// Whether the session still serves requests (false once the kernel
+    /// ended the connection, for example after an external `umount`).
+    pub fn is_serving(&self) -> bool {
+        self.thread.as_ref().is_some_and(|t| !t.is_finished())
+    }
+
+    /// Unmounts: the kernel writes back cached dirty pages, then the
+    /// session ends. A mount still in use (`EBUSY`) is detached lazily
+    /// (`MNT_DETACH`): the path is free at once and processes holding files
+    /// keep them until they close, served by the session until then.
+    ///
+    /// Errors: the `io::Error` of `umount2(2)`.
+    pub fn unmount(mut self) -> io::Result<()> {
+        self.shutdown()
+    }
+
+    fn shutdown(&mut self) -> io::Result<()> {
+        let Some(mut unmounter) = self.unmounter.take() else {
+            return Ok(());
+        };
+        self.invalidator.stop();
+        match unmounter.unmount() {
+            Ok(()) => {}
+            Err(e) if e.raw_os_error() == Some(libc::EBUSY) => {
+                lazy_unmount(&self.mountpoint)?;
+                let deadline = Instant::now() + DETACH_WAIT;
+                while self.is_serving() && Instant::now() < deadline {
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+                if self.is_serving() {
+                    tracing::info!(mountpoint = %self.mountpoint.display(), "mount detached while busy; its session ends when the last file closes");
+                    self.thread = None;
+                    return Ok(());
+                }
+            }
+            Err(e) => return Err(e),
+        }
+        if let Some(t) = self.thread.take() {
+            match t.join() {
+                Ok(r) => r?,
+                Err(_) => return Err(io::Error::other("FUSE session thread panicked")),
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Drop for MountHandle {
+    fn drop(&mut self) {
+        if let Err(e) = self.shutdown() {
+            tracing::warn!(mountpoint = %self.mountpoint.display(), error = %e, "unmount failed");
+        }
+    }
+}

@@ -1,0 +1,670 @@
+//! The `fuser::Filesystem` implementation over the engine.
+//!
+//! Requests arrive on several threads at once; every handler is a thin
+//! adapter to one or two engine calls (the engine is `Send + Sync` and
+//! never holds a global lock across calls: readers use a pool, writers one
+//! connection per commit). Permission checks are the kernel's
+//! (`default_permissions`); byte-range and `flock` locks are the kernel's
+//! too (see `docs/fuse.md`, "Locks").
+
+mod alloc;
+mod dir;
+mod owner;
+
+use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+use std::time::{Duration, SystemTime};
+
+use agentcomputer_fs::{
+    Attr, Errno, FileKind, Fs, Ino, RenameFlags, Result, SetAttr, TimeSet, XattrFlags,
+};
+use fuser::{
+    AccessFlags, BsdFileFlags, CopyFileRangeFlags, FileHandle, Filesystem, FopenFlags, Generation,
+    INodeNo, InitFlags, KernelConfig, LockOwner, OpenFlags, ReplyAttr, ReplyCreate, ReplyData,
+    ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite,
+    ReplyXattr, Request, TimeOrNow, WriteFlags,
+};
+
+use crate::convert::{errno, file_attr, file_type, negative_attr, timespec};
+use crate::handles::OpenFiles;
+use crate::invalidate::mark_serving;
+use crate::options::MountOptions;
+use owner::new_inode_owner;
+
+const GEN: Generation = Generation(0);
+
+/// One mount's request handler.
+pub(crate) struct Server {
+    fs: Fs,
+    id: u64,
+    opts: MountOptions,
+    /// `st_blksize`: the engine's chunk size, so `cp` and stdio use
+    /// buffers that fill whole chunks.
+    blksize: u32,
+    files: OpenFiles,
+}
+
+impl Server {
+    pub(crate) fn new(fs: Fs, id: u64, opts: MountOptions) -> Server {
+        let blksize = u32::try_from(fs.chunk_size()).unwrap_or(1 << 16);
+        Server {
+            fs,
+            id,
+            opts,
+            blksize,
+            files: OpenFiles::default(),
+        }
+    }
+
+    /// Called first by every handler: changes this thread makes are
+    /// already known to this mount's kernel.
+    fn enter(&self) {
+        mark_serving(self.id);
+    }
+
+    fn attr(&self, a: &Attr) -> fuser::FileAttr {
+        file_attr(a, self.blksize)
+    }
+
+    fn reply_entry(&self, reply: ReplyEntry, r: Result<Attr>) {
+        match r {
+            Ok(a) => reply.entry_with_ttls(
+                &self.opts.attr_ttl,
+                &self.opts.entry_ttl,
+                &self.attr(&a),
+                GEN,
+            ),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    /// Creates an inode in `parent` owned by the caller (or by the group of
+    /// a set-group-ID parent).
+    fn create_node(
+        &self,
+        req: &Request,
+        parent: Ino,
+        name: &OsStr,
+        mode: u32,
+        rdev: u32,
+    ) -> Result<Attr> {
+        let kind = FileKind::from_mode(mode).ok_or(Errno::EINVAL)?;
+        let p = self.fs.getattr(parent)?;
+        let is_dir = kind == FileKind::Directory;
+        let (owner, perm) = new_inode_owner(&p, req.uid(), req.gid(), mode, is_dir);
+        let name = name.as_bytes();
+        match kind {
+            FileKind::Directory => self.fs.mkdir(parent, name, perm, owner),
+            FileKind::Symlink => Err(Errno::EINVAL.into()),
+            k => self.fs.mknod(parent, name, k, perm, rdev, owner),
+        }
+    }
+
+    fn open_flags(&self) -> FopenFlags {
+        // External changes are invalidated explicitly, so cached pages stay
+        // valid across opens.
+        FopenFlags::FOPEN_KEEP_CACHE
+    }
+
+    fn do_setattr(&self, ino: Ino, set: &SetAttr) -> Result<Attr> {
+        self.fs.setattr(ino, set)
+    }
+}
+
+fn time_set(t: TimeOrNow) -> TimeSet {
+    match t {
+        TimeOrNow::Now => TimeSet::Now,
+        TimeOrNow::SpecificTime(t) => TimeSet::At(timespec(t)),
+    }
+}
+
+fn rename_flags(flags: fuser::RenameFlags) -> std::result::Result<RenameFlags, fuser::Errno> {
+    let known = fuser::RenameFlags::RENAME_NOREPLACE | fuser::RenameFlags::RENAME_EXCHANGE;
+    if !known.contains(flags) {
+        // RENAME_WHITEOUT is for overlay filesystems only.
+        return Err(fuser::Errno::EINVAL);
+    }
+    Ok(RenameFlags {
+        noreplace: flags.contains(fuser::RenameFlags::RENAME_NOREPLACE),
+        exchange: flags.contains(fuser::RenameFlags::RENAME_EXCHANGE),
+    })
+}
+
+/// Answers an xattr read: the size when `size` is 0, `ERANGE` when the
+/// caller's buffer is too small (getxattr(2)).
+fn reply_xattr(reply: ReplyXattr, size: u32, data: &[u8]) {
+    if size == 0 {
+        reply.size(data.len() as u32);
+    } else if data.len() > size as usize {
+        reply.error(fuser::Errno::ERANGE);
+    } else {
+        reply.data(data);
+    }
+}
+
+impl Filesystem for Server {
+    fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> std::io::Result<()> {
+        let mut wanted = InitFlags::FUSE_DO_READDIRPLUS
+            | InitFlags::FUSE_READDIRPLUS_AUTO
+            | InitFlags::FUSE_PARALLEL_DIROPS
+            | InitFlags::FUSE_CACHE_SYMLINKS
+            | InitFlags::FUSE_ASYNC_DIO
+            | InitFlags::FUSE_MAX_PAGES;
+        if self.opts.writeback_cache {
+            wanted |= InitFlags::FUSE_WRITEBACK_CACHE;
+        }
+        for flag in wanted.iter() {
+            if config.add_capabilities(flag).is_err() {
+                tracing::warn!(?flag, "kernel lacks a FUSE capability");
+            }
+        }
+        let _ = config.set_max_write(self.opts.max_write.max(4096));
+        if let Err(max) = config.set_max_readahead(self.opts.max_readahead.max(4096)) {
+            let _ = config.set_max_readahead(max);
+        }
+        let _ = config.set_max_background(64);
+        let _ = config.set_congestion_threshold(48);
+        Ok(())
+    }
+
+    fn destroy(&mut self) {
+        self.files.clear();
+    }
+
+    fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
+        self.enter();
+        match self.fs.lookup(parent.0, name.as_bytes()) {
+            Err(e) if e.errno() == Errno::ENOENT && !self.opts.negative_ttl.is_zero() => reply
+                .entry_with_ttls(
+                    &Duration::ZERO,
+                    &self.opts.negative_ttl,
+                    &negative_attr(),
+                    GEN,
+                ),
+            r => self.reply_entry(reply, r),
+        }
+    }
+
+    fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
+        self.enter();
+        match self.fs.getattr(ino.0) {
+            Ok(a) => reply.attr(&self.opts.attr_ttl, &self.attr(&a)),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn setattr(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        mode: Option<u32>,
+        uid: Option<u32>,
+        gid: Option<u32>,
+        size: Option<u64>,
+        atime: Option<TimeOrNow>,
+        mtime: Option<TimeOrNow>,
+        _ctime: Option<SystemTime>,
+        _fh: Option<FileHandle>,
+        _crtime: Option<SystemTime>,
+        _chgtime: Option<SystemTime>,
+        _bkuptime: Option<SystemTime>,
+        _flags: Option<BsdFileFlags>,
+        reply: ReplyAttr,
+    ) {
+        self.enter();
+        let set = SetAttr {
+            perm: mode.map(|m| m & 0o7777),
+            uid,
+            gid,
+            size,
+            atime: atime.map(time_set),
+            mtime: mtime.map(time_set),
+        };
+        match self.do_setattr(ino.0, &set) {
+            Ok(a) => reply.attr(&self.opts.attr_ttl, &self.attr(&a)),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn readlink(&self, _req: &Request, ino: INodeNo, reply: ReplyData) {
+        self.enter();
+        match self.fs.readlink(ino.0) {
+            Ok(t) => reply.data(&t),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn mknod(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        _umask: u32,
+        rdev: u32,
+        reply: ReplyEntry,
+    ) {
+        self.enter();
+        if FileKind::from_mode(mode) == Some(FileKind::Directory) {
+            return reply.error(fuser::Errno::EINVAL);
+        }
+        let r = self.create_node(req, parent.0, name, mode, rdev);
+        self.reply_entry(reply, r);
+    }
+
+    fn mkdir(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        _umask: u32,
+        reply: ReplyEntry,
+    ) {
+        self.enter();
+        let r = self.create_node(req, parent.0, name, libc::S_IFDIR | (mode & 0o7777), 0);
+        self.reply_entry(reply, r);
+    }
+
+    fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        self.enter();
+        match self.fs.unlink(parent.0, name.as_bytes()) {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn rmdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        self.enter();
+        match self.fs.rmdir(parent.0, name.as_bytes()) {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn symlink(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        link_name: &OsStr,
+        target: &Path,
+        reply: ReplyEntry,
+    ) {
+        self.enter();
+        let r = self.fs.getattr(parent.0).and_then(|p| {
+            let (owner, _) = new_inode_owner(&p, req.uid(), req.gid(), 0o777, false);
+            self.fs.symlink(
+                parent.0,
+                link_name.as_bytes(),
+                target.as_os_str().as_bytes(),
+                owner,
+            )
+        });
+        self.reply_entry(reply, r);
+    }
+
+    fn rename(
+        &self,
+        _req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        newparent: INodeNo,
+        newname: &OsStr,
+        flags: fuser::RenameFlags,
+        reply: ReplyEmpty,
+    ) {
+        self.enter();
+        let flags = match rename_flags(flags) {
+            Ok(f) => f,
+            Err(e) => return reply.error(e),
+        };
+        match self.fs.rename(
+            parent.0,
+            name.as_bytes(),
+            newparent.0,
+            newname.as_bytes(),
+            flags,
+        ) {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn link(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        newparent: INodeNo,
+        newname: &OsStr,
+        reply: ReplyEntry,
+    ) {
+        self.enter();
+        let r = self.fs.link(ino.0, newparent.0, newname.as_bytes());
+        self.reply_entry(reply, r);
+    }
+
+    fn open(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+        self.enter();
+        match self.fs.open_inode(ino.0) {
+            Ok(h) => reply.opened(FileHandle(self.files.insert(h)), self.open_flags()),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn read(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: u64,
+        size: u32,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        reply: ReplyData,
+    ) {
+        self.enter();
+        match self.fs.read(ino.0, offset, size as usize) {
+            Ok(d) => reply.data(&d),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn write(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: u64,
+        data: &[u8],
+        _write_flags: WriteFlags,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        reply: ReplyWrite,
+    ) {
+        self.enter();
+        // The kernel resolves O_APPEND to an offset itself (with and without
+        // the writeback cache), so the offset is always the place to write.
+        match self.fs.write(ino.0, offset, data) {
+            Ok(n) => reply.written(n as u32),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn flush(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _fh: FileHandle,
+        _lock_owner: LockOwner,
+        reply: ReplyEmpty,
+    ) {
+        // Every write is committed when it is answered: nothing to flush.
+        reply.ok();
+    }
+
+    fn release(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        _flush: bool,
+        reply: ReplyEmpty,
+    ) {
+        self.enter();
+        let h = self.files.remove(fh.0);
+        // Dropping the last handle of an unlinked inode frees its data.
+        drop(h);
+        reply.ok();
+    }
+
+    fn fsync(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        _datasync: bool,
+        reply: ReplyEmpty,
+    ) {
+        self.enter();
+        match self.fs.fsync(Some(ino.0)) {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+        self.enter();
+        match self.fs.getattr(ino.0) {
+            Ok(a) if a.kind != FileKind::Directory => reply.error(fuser::Errno::ENOTDIR),
+            // Listings may be cached: changes to the directory invalidate it.
+            Ok(_) => reply.opened(
+                FileHandle(0),
+                FopenFlags::FOPEN_CACHE_DIR | FopenFlags::FOPEN_KEEP_CACHE,
+            ),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn readdir(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: u64,
+        mut reply: ReplyDirectory,
+    ) {
+        self.enter();
+        let r = dir::list(&self.fs, ino.0, offset, |e| {
+            reply.add(
+                INodeNo(e.ino),
+                e.offset,
+                file_type(e.kind),
+                OsStr::from_bytes(e.name),
+            )
+        });
+        match r {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn readdirplus(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: u64,
+        mut reply: ReplyDirectoryPlus,
+    ) {
+        self.enter();
+        let r = dir::list(&self.fs, ino.0, offset, |e| match self.fs.getattr(e.ino) {
+            Ok(a) => reply.add(
+                INodeNo(e.ino),
+                e.offset,
+                OsStr::from_bytes(e.name),
+                &self.opts.entry_ttl,
+                &self.attr(&a),
+                GEN,
+            ),
+            // Removed since the listing was read: skip it.
+            Err(_) => false,
+        });
+        match r {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn fsyncdir(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        _datasync: bool,
+        reply: ReplyEmpty,
+    ) {
+        self.enter();
+        match self.fs.fsync(Some(ino.0)) {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
+        self.enter();
+        match self.fs.statfs() {
+            Ok(s) => reply.statfs(
+                s.blocks,
+                s.blocks_free,
+                s.blocks_free,
+                s.files,
+                s.files_free,
+                s.block_size,
+                s.name_max,
+                s.block_size,
+            ),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn setxattr(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        name: &OsStr,
+        value: &[u8],
+        flags: i32,
+        _position: u32,
+        reply: ReplyEmpty,
+    ) {
+        self.enter();
+        let flags = XattrFlags {
+            create: flags & libc::XATTR_CREATE != 0,
+            replace: flags & libc::XATTR_REPLACE != 0,
+        };
+        match self.fs.setxattr(ino.0, name.as_bytes(), value, flags) {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn getxattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
+        self.enter();
+        match self.fs.getxattr(ino.0, name.as_bytes()) {
+            Ok(v) => reply_xattr(reply, size, &v),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn listxattr(&self, _req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
+        self.enter();
+        match self.fs.listxattr(ino.0) {
+            Ok(names) => {
+                let mut buf = Vec::new();
+                for n in names {
+                    buf.extend_from_slice(&n);
+                    buf.push(0);
+                }
+                reply_xattr(reply, size, &buf)
+            }
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn removexattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        self.enter();
+        match self.fs.removexattr(ino.0, name.as_bytes()) {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn access(&self, _req: &Request, ino: INodeNo, _mask: AccessFlags, reply: ReplyEmpty) {
+        // Only reached without default_permissions; the kernel checks modes.
+        self.enter();
+        match self.fs.getattr(ino.0) {
+            Ok(_) => reply.ok(),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn create(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        _umask: u32,
+        flags: i32,
+        reply: ReplyCreate,
+    ) {
+        self.enter();
+        let mode = libc::S_IFREG | (mode & 0o7777);
+        let made = match self.create_node(req, parent.0, name, mode, 0) {
+            // The kernel believed the name absent (a stale negative entry):
+            // without O_EXCL, open what is there.
+            Err(e) if e.errno() == Errno::EEXIST && flags & libc::O_EXCL == 0 => self
+                .fs
+                .lookup(parent.0, name.as_bytes())
+                .and_then(|a| match a.kind {
+                    FileKind::Directory => Err(Errno::EISDIR.into()),
+                    _ => Ok(a),
+                }),
+            r => r,
+        };
+        let r = made.and_then(|a| Ok((self.fs.open_inode(a.ino)?, a)));
+        match r {
+            Ok((h, a)) => {
+                let fh = self.files.insert(h);
+                reply.created(
+                    &self.opts.entry_ttl,
+                    &self.attr(&a),
+                    GEN,
+                    FileHandle(fh),
+                    self.open_flags(),
+                )
+            }
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn fallocate(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: u64,
+        length: u64,
+        mode: i32,
+        reply: ReplyEmpty,
+    ) {
+        self.enter();
+        match alloc::fallocate(&self.fs, ino.0, offset, length, mode) {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn copy_file_range(
+        &self,
+        _req: &Request,
+        ino_in: INodeNo,
+        _fh_in: FileHandle,
+        offset_in: u64,
+        ino_out: INodeNo,
+        _fh_out: FileHandle,
+        offset_out: u64,
+        len: u64,
+        _flags: CopyFileRangeFlags,
+        reply: ReplyWrite,
+    ) {
+        self.enter();
+        match alloc::copy_range(&self.fs, ino_in.0, offset_in, ino_out.0, offset_out, len) {
+            Ok(n) => reply.written(n as u32),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+}

@@ -1,0 +1,129 @@
+//! Finding and removing mounts whose server died.
+//!
+//! When the process serving a FUSE mount is killed, the kernel ends the
+//! connection but the mount stays; every access then fails with
+//! `ENOTCONN` ("Transport endpoint is not connected") until it is
+//! unmounted. A lazy unmount (`MNT_DETACH`) removes it even while
+//! processes still hold files in it.
+
+use std::ffi::OsString;
+use std::io;
+use std::os::unix::ffi::OsStringExt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// Lazily unmounts every dead FUSE mount at or below `under` (a mount of
+/// type `fuse` or `fuse.*` whose `statfs` fails with `ENOTCONN`) and returns
+/// the mountpoints it removed. Live mounts are left alone, whoever serves
+/// them. (Mounted by root through `mount(2)` the type is plain `fuse`; the
+/// source field names [`crate::MountOptions::fsname`].)
+///
+/// Reads `/proc/self/mountinfo` (proc(5)). As root it calls
+/// `umount2(MNT_DETACH)`; otherwise `fusermount3 -u -z`.
+///
+/// Errors: reading mountinfo, or an unmount that failed.
+pub fn cleanup_stale_mounts(under: &Path) -> io::Result<Vec<PathBuf>> {
+    let info = std::fs::read("/proc/self/mountinfo")?;
+    let mut removed = Vec::new();
+    // Later lines are mounted on top of earlier ones: undo from the top.
+    for line in info.split(|&b| b == b'\n').rev() {
+        let Some((mountpoint, fstype)) = parse_mountinfo_line(line) else {
+            continue;
+        };
+        let is_fuse = fstype == b"fuse" || fstype.starts_with(b"fuse.");
+        if !is_fuse || !mountpoint.starts_with(under) {
+            continue;
+        }
+        // statfs always asks the server; stat may be answered from the
+        // kernel's attribute cache even after the connection died.
+        match nix::sys::statfs::statfs(&mountpoint) {
+            Err(nix::errno::Errno::ENOTCONN) => {
+                lazy_unmount(&mountpoint)?;
+                removed.push(mountpoint);
+            }
+            _ => {}
+        }
+    }
+    Ok(removed)
+}
+
+/// Detaches the mount at `mountpoint` (`umount2(MNT_DETACH)`, or
+/// `fusermount3 -u -z` for an unprivileged user).
+pub(crate) fn lazy_unmount(mountpoint: &Path) -> io::Result<()> {
+    match nix::mount::umount2(mountpoint, nix::mount::MntFlags::MNT_DETACH) {
+        Ok(()) => Ok(()),
+        Err(nix::errno::Errno::EPERM) => {
+            let out = Command::new("fusermount3")
+                .args(["-u", "-z", "--"])
+                .arg(mountpoint)
+                .output()?;
+            if out.status.success() {
+                Ok(())
+            } else {
+                Err(io::Error::other(format!(
+                    "fusermount3 -u -z {}: {}",
+                    mountpoint.display(),
+                    String::from_utf8_lossy(&out.stderr).trim()
+                )))
+            }
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// The mountpoint (field 5) and filesystem type (first field after `-`)
+/// of one mountinfo line.
+fn parse_mountinfo_line(line: &[u8]) -> Option<(PathBuf, Vec<u8>)> {
+    let fields: Vec<&[u8]> = line.split(|&b| b == b' ').collect();
+    let mountpoint = fields.get(4)?;
+    let dash = fields.iter().position(|f| *f == b"-")?;
+    let fstype = fields.get(dash + 1)?;
+    Some((
+        PathBuf::from(OsString::from_vec(unescape(mountpoint))),
+        unescape(fstype),
+    ))
+}
+
+/// Undoes mountinfo's octal escapes (`\040` for a space, `\011`, `\012`, `\134`).
+fn unescape(s: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(s.len());
+    let mut i = 0;
+    while i < s.len() {
+        if s[i] == b'\\'
+            && i + 3 < s.len()
+            && s[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c))
+        {
+            let v = (s[i + 1] - b'0') * 64 + (s[i + 2] - b'0') * 8 + (s[i + 3] - b'0');
+            out.push(v);
+            i += 4;
+        } else {
+            out.push(s[i]);
+            i += 1;
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_mountinfo_lines_with_escapes() {
+        let line = b"36 35 0:45 / /tmp/a\\040b rw,nosuid,nodev - fuse.agentcomputer agentcomputer rw,user_id=0";
+        let (mp, ty) = parse_mountinfo_line(line).unwrap();
+        assert_eq!(mp, PathBuf::from("/tmp/a b"));
+        assert_eq!(ty, b"fuse.agentcomputer");
+        let with_optional =
+            b"36 35 98:0 /mnt1 /mnt2 rw,noatime master:1 - ext3 /dev/root rw,errors=continue";
+        let (mp, ty) = parse_mountinfo_line(with_optional).unwrap();
+        assert_eq!((mp, ty), (PathBuf::from("/mnt2"), b"ext3".to_vec()));
+        assert!(parse_mountinfo_line(b"").is_none());
+    }
+
+    #[test]
+    fn unescape_leaves_plain_backslashes() {
+        assert_eq!(unescape(b"a\\134b\\x"), b"a\\b\\x");
+        assert_eq!(unescape(b"tab\\011"), b"tab\t");
+    }
+}

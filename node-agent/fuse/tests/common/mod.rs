@@ -1,0 +1,97 @@
+//! Shared setup: a real engine database and a real FUSE mount in a temp dir.
+#![allow(dead_code)]
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+
+use agentcomputer_fs::{Fs, Limits};
+use agentcomputer_fuse::{MountHandle, MountOptions, mount};
+
+pub struct TestMount {
+    pub fs: Fs,
+    pub mnt: PathBuf,
+    handle: Option<MountHandle>,
+    // Last: removed after the unmount.
+    pub dir: tempfile::TempDir,
+}
+
+impl TestMount {
+    pub fn path(&self, rel: &str) -> PathBuf {
+        self.mnt.join(rel)
+    }
+
+    pub fn unmount(mut self) {
+        self.handle.take().unwrap().unmount().unwrap();
+    }
+}
+
+impl Drop for TestMount {
+    fn drop(&mut self) {
+        drop(self.handle.take());
+    }
+}
+
+/// Whether FUSE can be used here; prints why not when it can't.
+pub fn fuse_available() -> bool {
+    if Path::new("/dev/fuse").exists() {
+        return true;
+    }
+    eprintln!("SKIPPED: /dev/fuse is absent, FUSE tests cannot run on this machine");
+    false
+}
+
+/// A fresh engine mounted with `opts`, or `None` (skip) without /dev/fuse.
+pub fn mount_with(opts: MountOptions) -> Option<TestMount> {
+    if !fuse_available() {
+        return None;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    // Other users (the EACCES tests run as nobody) must reach the mountpoint.
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let fs = Fs::create(&dir.path().join("fs.db"), Limits::default()).unwrap();
+    let mnt = dir.path().join("mnt");
+    std::fs::create_dir(&mnt).unwrap();
+    let handle = mount(fs.clone(), &mnt, opts).unwrap();
+    Some(TestMount {
+        fs,
+        mnt,
+        handle: Some(handle),
+        dir,
+    })
+}
+
+/// A fresh engine mounted with the default options.
+pub fn mount_new() -> Option<TestMount> {
+    mount_with(MountOptions::default())
+}
+
+/// The errno of the last failed libc call.
+pub fn last_errno() -> i32 {
+    std::io::Error::last_os_error().raw_os_error().unwrap_or(0)
+}
+
+/// A path as a C string.
+pub fn cpath(p: &Path) -> std::ffi::CString {
+    use std::os::unix::ffi::OsStrExt;
+    std::ffi::CString::new(p.as_os_str().as_bytes()).unwrap()
+}
+
+/// Runs `sh -c script` as user and group `nobody` (65534, no
+/// supplementary groups: std drops them with the uid) with `$1`.. set to
+/// `args`; returns (exit code, stderr).
+pub fn sh_as_nobody(script: &str, args: &[&Path]) -> (i32, String) {
+    use std::os::unix::process::CommandExt;
+    let out = std::process::Command::new("/bin/sh")
+        .arg("-c")
+        .arg(script)
+        .arg("sh")
+        .args(args)
+        .uid(65534)
+        .gid(65534)
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
