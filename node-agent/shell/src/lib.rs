@@ -19,6 +19,7 @@ mod errno;
 mod limits;
 mod output;
 mod paths;
+mod pool;
 mod runtime;
 mod sandbox_fs;
 mod session;

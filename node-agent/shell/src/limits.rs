@@ -7,7 +7,7 @@
 //! runaway script, while the memory-shaped limits still bound one exec's
 //! footprint on a node shared by many computers.
 
-use bashkit::{ExecutionLimits, FsLimits, MemoryLimits};
+use bashkit::{ExecutionLimits, FsLimits, MemoryLimits, SessionLimits};
 use std::time::Duration;
 
 /// Timeout used when a request gives `Duration::ZERO`.
@@ -90,6 +90,12 @@ impl ShellLimits {
             .max_total_variable_bytes(self.max_variable_bytes)
             .max_array_entries(self.max_array_entries)
             .max_variable_count(100_000)
+    }
+
+    /// bashkit session limits. A session is one exec here, so they repeat
+    /// the per-exec command budget (bashkit's default stops at 100 000).
+    pub(crate) fn session(&self) -> SessionLimits {
+        SessionLimits::new().max_total_commands(self.max_commands as u64)
     }
 
     /// Limits of the in-memory scratch tree.

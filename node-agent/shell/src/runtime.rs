@@ -25,11 +25,6 @@ pub const EXIT_LIMIT: i32 = 1;
 /// caller gets its answer and the exec thread is left to stop on its own.
 const STOP_GRACE: Duration = Duration::from_millis(250);
 
-/// Native stack of an exec thread. bashkit's evaluator recurses on the
-/// stack; 8 MiB is Linux's main-thread default and is only reserved, not
-/// committed, until used.
-const EXEC_STACK_BYTES: usize = 8 * 1024 * 1024;
-
 /// One script to run.
 #[derive(Debug, Clone, Default)]
 pub struct ExecRequest {
@@ -90,10 +85,8 @@ pub async fn run(
 
 /// Runs `req` against computer `fs` under `limits`.
 ///
-/// The script runs on a thread of its own with a single-threaded runtime:
-/// bashkit's interpreter does not yield inside CPU-bound loops, and engine
-/// calls are synchronous SQLite transactions, so neither may run on the
-/// caller's runtime. This task only waits, and answers at the deadline
+/// The script runs on an exec thread with a single-threaded runtime of its
+/// own (see the `pool` module), never on the caller's runtime. This task only waits, and answers at the deadline
 /// (plus a short grace) even if the script has not noticed its stop flag
 /// yet; such a thread then ends at its next command boundary, with its
 /// output discarded.
@@ -157,27 +150,23 @@ pub async fn run_with_limits(
 }
 
 fn spawn_exec_thread(job: Job, done: oneshot::Sender<Finished>) -> std::io::Result<()> {
-    std::thread::Builder::new()
-        .name("shell-exec".into())
-        .stack_size(EXEC_STACK_BYTES)
-        .spawn(move || {
-            let runtime = match tokio::runtime::Builder::new_current_thread()
-                .enable_time()
-                .build()
-            {
-                Ok(rt) => rt,
-                Err(e) => {
-                    let _ = done.send(Finished {
-                        exit_code: 0,
-                        stop: Some(Stop::Limit(format!("cannot start the shell runtime: {e}"))),
-                    });
-                    return;
-                }
-            };
-            let finished = runtime.block_on(session::execute(job));
-            let _ = done.send(finished);
-        })
-        .map(drop)
+    crate::pool::spawn(move || {
+        let runtime = match tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+        {
+            Ok(rt) => rt,
+            Err(e) => {
+                let _ = done.send(Finished {
+                    exit_code: 0,
+                    stop: Some(Stop::Limit(format!("cannot start the shell runtime: {e}"))),
+                });
+                return;
+            }
+        };
+        let finished = runtime.block_on(session::execute(job));
+        let _ = done.send(finished);
+    })
 }
 
 /// Turns how the run ended into the outcome, writing the runtime's message

@@ -60,6 +60,7 @@ pub(crate) async fn execute(job: Job) -> Finished {
         .fs(Arc::new(sandbox))
         .limits(job.limits.execution(job.timeout, job.gate.cap()))
         .memory_limits(job.limits.memory())
+        .session_limits(job.limits.session())
         .cwd(&cwd);
     for (key, value) in job.env {
         builder = builder.env(key, value);
@@ -146,9 +147,16 @@ async fn failure(err: bashkit::Error, gate: &OutputGate, script: &str) -> Finish
                 stop: None,
             }
         }
+        // bashkit reports some budgets (substitution depth) as plain
+        // execution errors; their text says "exceeded".
+        bashkit::Error::Execution(what) if what.contains("exceeded") => stop(Stop::Limit(what)),
         other => {
+            let text = match other {
+                bashkit::Error::Execution(what) => what,
+                other => other.to_string(),
+            };
             let _ = gate
-                .deliver(true, format!("{SHELL_NAME}: {other}\n").into_bytes())
+                .deliver(true, format!("{SHELL_NAME}: {text}\n").into_bytes())
                 .await;
             Finished {
                 exit_code: 1,

@@ -129,13 +129,40 @@ async fn mkdir_rm_cp_mv_touch() {
 }
 
 #[tokio::test]
-async fn ln_symlinks_and_hard_links() {
+async fn ln_makes_symlinks() {
     let c = Computer::new();
     let out = c
-        .sh("echo target > t; ln -s t s; ln t h; readlink s; cat s; echo more >> s; cat t; cat h; [ -L s ] && echo link")
+        .sh("echo target > t; ln -s t s; readlink s; cat s; echo more >> s; cat t; [ -L s ] && echo link; ln -sf t s && echo forced")
         .await;
-    assert_eq!(out.ok(), "t\ntarget\ntarget\nmore\ntarget\nmore\nlink\n");
-    assert_eq!(c.read("h"), b"target\nmore\n");
+    assert_eq!(out.ok(), "t\ntarget\ntarget\nmore\nlink\nforced\n");
+    let attr =
+        c.fs.resolve(agentcomputer_fs::ROOT_INO, b"s", false)
+            .unwrap();
+    assert_eq!(attr.kind, agentcomputer_fs::FileKind::Symlink);
+}
+
+#[tokio::test]
+async fn ln_without_s_makes_a_symlink_too() {
+    // bashkit's VFS has no hard links: `ln` always links symbolically.
+    // Pinned so a bashkit upgrade that adds them is noticed.
+    let c = Computer::new();
+    let out = c
+        .sh("echo x > t; ln t h; [ -L h ] && echo symlink; cat h")
+        .await;
+    assert_eq!(out.ok(), "symlink\nx\n");
+}
+
+#[tokio::test]
+async fn mkfifo_makes_an_engine_fifo_that_buffers_within_an_exec() {
+    let c = Computer::new();
+    let out = c
+        .sh("mkfifo p; stat -c %a p; echo hi > p; echo there >> p; cat p; cat p | wc -c")
+        .await;
+    assert_eq!(out.ok(), "644\nhi\nthere\n0\n");
+    let attr =
+        c.fs.resolve(agentcomputer_fs::ROOT_INO, b"p", false)
+            .unwrap();
+    assert_eq!(attr.kind, agentcomputer_fs::FileKind::NamedPipe);
 }
 
 #[tokio::test]

@@ -258,3 +258,26 @@ async fn output_streams_before_the_script_ends() {
     assert!(start.elapsed() >= Duration::from_secs(1));
     assert_eq!(outcome.exit_code, 0);
 }
+
+#[tokio::test]
+async fn deep_nesting_fits_the_exec_thread_stack() {
+    let c = Computer::new();
+    let subst = format!("{}echo deep{}", "echo $(".repeat(30), ")".repeat(30));
+    let subshells = format!("{}echo nested{}", "( ".repeat(30), " )".repeat(30));
+    let recursion =
+        "f() { if [ $1 -lt 15 ]; then ( f $(( $1 + 1 )) ); else echo bottom $1; fi; }; f 0";
+    let out = c.sh(&format!("{subst}\n{subshells}\n{recursion}")).await;
+    assert_eq!(out.ok(), "deep\nnested\nbottom 15\n");
+}
+
+#[tokio::test]
+async fn nesting_past_the_budgets_is_refused_not_crashed() {
+    let c = Computer::new();
+    let subst = format!("{}echo deep{}", "echo $(".repeat(40), ")".repeat(40));
+    let out = c.sh(&subst).await;
+    assert_eq!(out.code(), 1);
+    assert_eq!(
+        out.outcome.error.as_deref(),
+        Some("shell: script stopped: maximum command substitution depth exceeded")
+    );
+}

@@ -19,7 +19,9 @@ use crate::errno::{errno_error, from_engine};
 use agentcomputer_fs::Errno;
 use agentcomputer_fs::{Attr, FileKind, Fs, Ino, Owner, ROOT_INO, Timespec};
 use bashkit::{FileType, Metadata};
+use std::collections::HashMap;
 use std::path::Path;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// Owner of inodes created by shell scripts: uid/gid 1000, the identity the
@@ -34,6 +36,8 @@ pub const SHELL_OWNER: Owner = Owner {
 pub(crate) const NEW_FILE_PERM: u32 = 0o644;
 /// Mode bits given to directories a script creates (`0o777` less `022`).
 pub(crate) const NEW_DIR_PERM: u32 = 0o755;
+/// The umask applied to modes a script asks for (`mkfifo`, `cp`).
+pub(crate) const UMASK: u32 = 0o022;
 
 /// Entries fetched per `readdir` call when listing or removing a directory.
 const READDIR_PAGE: usize = 512;
@@ -44,10 +48,16 @@ const READDIR_PAGE: usize = 512;
 /// get. Every method is a short synchronous engine transaction, so it is
 /// meant to run on the exec's own thread (see [`crate::run`]), never on a
 /// shared async worker.
+///
+/// Named pipes are inodes in the engine (other runtimes see them), but the
+/// bytes a script writes into one are buffered here, as bashkit's own
+/// filesystems do: a write appends, a read takes everything buffered. The
+/// buffer lives as long as this value (one exec).
 #[derive(Clone)]
 pub struct EngineFs {
     fs: Fs,
     owner: Owner,
+    fifos: Arc<Mutex<HashMap<Ino, Vec<u8>>>>,
 }
 
 impl EngineFs {
@@ -58,7 +68,11 @@ impl EngineFs {
 
     /// Wraps `fs`; new inodes are owned by `owner`.
     pub fn with_owner(fs: Fs, owner: Owner) -> Self {
-        Self { fs, owner }
+        Self {
+            fs,
+            owner,
+            fifos: Arc::default(),
+        }
     }
 
     /// The engine handle.

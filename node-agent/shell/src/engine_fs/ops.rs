@@ -5,7 +5,7 @@
 //! atomically (one engine transaction, `write_all`), `mkdir -p` accepts an
 //! existing directory.
 
-use super::{EngineFs, NEW_DIR_PERM, NEW_FILE_PERM, READDIR_PAGE, metadata, timespec};
+use super::{EngineFs, NEW_DIR_PERM, NEW_FILE_PERM, READDIR_PAGE, UMASK, metadata, timespec};
 use crate::errno::{errno_error, from_engine};
 use agentcomputer_fs::Errno;
 use agentcomputer_fs::{FileKind, Ino, RenameFlags, SetAttr, TimeSet, WriteMode};
@@ -16,13 +16,34 @@ use std::os::unix::ffi::OsStringExt;
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
+/// A directory entry by its parent and name.
+type Entry = (Ino, Vec<u8>);
+
 impl EngineFs {
     fn write_mode(&self, path: &Path, data: &[u8], mode: WriteMode) -> bashkit::Result<()> {
         let (parent, name) = self.walk_parent(path, Errno::EISDIR)?;
-        self.fs
+        match self
+            .fs
             .write_all(parent, &name, data, mode, NEW_FILE_PERM, self.owner)
-            .map(drop)
-            .map_err(from_engine)
+        {
+            Ok(_) => Ok(()),
+            // Not a regular file: a named pipe takes the bytes in its buffer.
+            Err(e) if e.errno() == Errno::EINVAL => match self.fs.lookup(parent, &name) {
+                Ok(attr) if attr.kind == FileKind::NamedPipe => {
+                    self.fifo_buffer()
+                        .entry(attr.ino)
+                        .or_default()
+                        .extend_from_slice(data);
+                    Ok(())
+                }
+                _ => Err(from_engine(e)),
+            },
+            Err(e) => Err(from_engine(e)),
+        }
+    }
+
+    fn fifo_buffer(&self) -> std::sync::MutexGuard<'_, std::collections::HashMap<Ino, Vec<u8>>> {
+        self.fifos.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     fn mkdir_p(&self, path: &Path) -> bashkit::Result<()> {
@@ -59,7 +80,7 @@ impl EngineFs {
     /// trees cannot exhaust the thread's stack. Each stack entry is a
     /// directory and, below the root, the (parent, name) entry naming it.
     fn clear_dir(&self, root: Ino) -> bashkit::Result<()> {
-        let mut stack: Vec<(Ino, Option<(Ino, Vec<u8>)>)> = vec![(root, None)];
+        let mut stack: Vec<(Ino, Option<Entry>)> = vec![(root, None)];
         while let Some((dir, _)) = stack.last() {
             let dir = *dir;
             let page = self.fs.readdir(dir, 0, READDIR_PAGE).map_err(from_engine)?;
@@ -120,6 +141,7 @@ impl FileSystem for EngineFs {
             FileKind::Directory => Err(errno_error(Errno::EISDIR)),
             // The following layer resolves the link and retries.
             FileKind::Symlink => Err(errno_error(Errno::ENOENT)),
+            FileKind::NamedPipe => Ok(self.fifo_buffer().remove(&attr.ino).unwrap_or_default()),
             _ => self.fs.read_all(attr.ino).map_err(from_engine),
         }
     }
@@ -214,7 +236,7 @@ impl FileSystem for EngineFs {
                 &name,
                 &data,
                 WriteMode::Truncate,
-                src.perm & 0o755,
+                src.perm & 0o777 & !UMASK,
                 self.owner,
             )
             .map(drop)
@@ -299,7 +321,9 @@ impl FileSystemExt for EngineFs {
                 parent,
                 &name,
                 FileKind::NamedPipe,
-                mode & 0o7777,
+                // bashkit passes 0666 when no -m was given; bash's umask
+                // would take group and other write away.
+                mode & 0o7777 & !UMASK,
                 0,
                 self.owner,
             )
