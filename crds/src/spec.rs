@@ -27,6 +27,7 @@ use crate::status::AgentComputerStatus;
     namespaced,
     status = "AgentComputerStatus",
     derive = "PartialEq",
+    validation = Rule::new("size(self.metadata.name) <= 52").message("metadata.name of an AgentComputer must be at most 52 characters: it also names the computer's volume claim, secret and sandbox pod"),
     doc = "AgentComputer is a persistent computer for an AI agent: one SQLite database holding a whole POSIX filesystem, placed on a node that runs the node agent, with in-process shell and JavaScript runtimes and an optional sandbox pod that mounts the same files at /workspace.",
     printcolumn(name = "Phase", type_ = "string", json_path = ".status.phase", description = "Lifecycle phase of the computer"),
     printcolumn(name = "Node", type_ = "string", json_path = ".status.node", description = "Node whose agent serves the computer"),
@@ -124,7 +125,11 @@ fn yes() -> bool {
 
 impl Default for RuntimesSpec {
     fn default() -> Self {
-        Self { shell: true, javascript: true, container: false }
+        Self {
+            shell: true,
+            javascript: true,
+            container: false,
+        }
     }
 }
 
@@ -177,7 +182,15 @@ pub struct EgressSpec {
     /// egress proxy: sandbox pods get HTTP(S)_PROXY settings and may reach
     /// only the proxy.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    #[schemars(length(max = 64), inner(length(min = 1, max = 253), regex(pattern = r"^(\*\.)?([a-z0-9]([-a-z0-9]*[a-z0-9])?\.)*[a-z0-9]([-a-z0-9]*[a-z0-9])?$")))]
+    #[schemars(
+        length(max = 64),
+        inner(
+            length(min = 1, max = 253),
+            regex(
+                pattern = r"^(\*\.)?([a-z0-9]([-a-z0-9]*[a-z0-9])?\.)*[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+            )
+        )
+    )]
     pub hosts: Vec<String>,
 
     /// Allow the cloud metadata address 169.254.169.254. Off by default: it
@@ -289,6 +302,10 @@ fn default_output() -> i64 {
 
 impl Default for ExecLimits {
     fn default() -> Self {
-        Self { timeout_seconds: default_timeout(), output_bytes: default_output(), memory: None }
+        Self {
+            timeout_seconds: default_timeout(),
+            output_bytes: default_output(),
+            memory: None,
+        }
     }
 }

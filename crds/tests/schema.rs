@@ -13,15 +13,30 @@ fn schema() -> Value {
 #[test]
 fn names_scope_and_subresources() {
     let crd = AgentComputer::crd();
-    assert_eq!(crd.metadata.name.as_deref(), Some("agentcomputers.agentcomputer.dev"));
+    assert_eq!(
+        crd.metadata.name.as_deref(),
+        Some("agentcomputers.agentcomputer.dev")
+    );
     assert_eq!(crd.spec.scope, "Namespaced");
-    assert_eq!(crd.spec.names.short_names.as_deref().unwrap()[0], "computer");
+    assert_eq!(
+        crd.spec.names.short_names.as_deref().unwrap()[0],
+        "computer"
+    );
     let v = &crd.spec.versions[0];
     assert_eq!(v.name, "v1alpha1");
     assert!(v.subresources.as_ref().unwrap().status.is_some());
-    let cols: Vec<&str> = v.additional_printer_columns.as_ref().unwrap().iter().map(|c| c.name.as_str()).collect();
+    let cols: Vec<&str> = v
+        .additional_printer_columns
+        .as_ref()
+        .unwrap()
+        .iter()
+        .map(|c| c.name.as_str())
+        .collect();
     for want in ["Phase", "Node", "Size", "Age"] {
-        assert!(cols.contains(&want), "printer column {want} missing: {cols:?}");
+        assert!(
+            cols.contains(&want),
+            "printer column {want} missing: {cols:?}"
+        );
     }
 }
 
@@ -31,7 +46,12 @@ fn every_spec_field_is_documented() {
         if let Some(props) = v.get("properties").and_then(Value::as_object) {
             for (k, sub) in props {
                 let p = format!("{path}.{k}");
-                if sub.get("description").and_then(Value::as_str).unwrap_or("").is_empty() {
+                if sub
+                    .get("description")
+                    .and_then(Value::as_str)
+                    .unwrap_or("")
+                    .is_empty()
+                {
                     missing.push(p.clone());
                 }
                 walk(&p, sub, missing);
@@ -47,16 +67,31 @@ fn every_spec_field_is_documented() {
     walk("status", &s["properties"]["status"], &mut missing);
     // Upstream core/v1 types embedded as they are (Toleration, Condition, ...)
     // carry their own docs or none; only ours must be complete.
-    missing.retain(|p| !p.starts_with("spec.tolerations.") && !p.starts_with("status.conditions.") && !p.starts_with("spec.sandbox.resources."));
-    assert!(missing.is_empty(), "fields without description: {missing:?}");
+    missing.retain(|p| {
+        !p.starts_with("spec.tolerations.")
+            && !p.starts_with("status.conditions.")
+            && !p.starts_with("spec.sandbox.resources.")
+    });
+    assert!(
+        missing.is_empty(),
+        "fields without description: {missing:?}"
+    );
 }
 
 #[test]
 fn egress_mode_is_an_enum_with_deny_all_default() {
     let egress = &schema()["properties"]["spec"]["properties"]["egress"];
-    assert_eq!(egress["properties"]["mode"]["enum"], serde_json::json!(["deny-all", "allow-all", "allow-list"]));
+    assert_eq!(
+        egress["properties"]["mode"]["enum"],
+        serde_json::json!(["deny-all", "allow-all", "allow-list"])
+    );
     assert_eq!(egress["properties"]["mode"]["default"], "deny-all");
-    assert!(egress["x-kubernetes-validations"][0]["rule"].as_str().unwrap().contains("allow-list"));
+    assert!(
+        egress["x-kubernetes-validations"][0]["rule"]
+            .as_str()
+            .unwrap()
+            .contains("allow-list")
+    );
 }
 
 #[test]
@@ -68,16 +103,25 @@ fn storage_size_may_only_grow() {
         .iter()
         .map(|r| r["rule"].as_str().unwrap())
         .collect();
-    assert!(rules.iter().any(|r| r.contains("oldSelf.size")), "{rules:?}");
+    assert!(
+        rules.iter().any(|r| r.contains("oldSelf.size")),
+        "{rules:?}"
+    );
 }
 
 #[test]
 fn defaults_fill_a_minimal_spec() {
-    let spec: AgentComputerSpec = serde_json::from_value(serde_json::json!({"storage": {"size": "1Gi"}})).unwrap();
+    let spec: AgentComputerSpec =
+        serde_json::from_value(serde_json::json!({"storage": {"size": "1Gi"}})).unwrap();
     assert!(spec.runtimes.shell && spec.runtimes.javascript && !spec.runtimes.container);
     assert_eq!(spec.egress.mode, agentcomputer_crds::EgressMode::DenyAll);
-    assert_eq!(spec.storage.reclaim_policy, agentcomputer_crds::ReclaimPolicy::Delete);
+    assert_eq!(
+        spec.storage.reclaim_policy,
+        agentcomputer_crds::ReclaimPolicy::Delete
+    );
     assert_eq!(spec.limits.timeout_seconds, 300);
-    let bad = serde_json::from_value::<AgentComputerSpec>(serde_json::json!({"storage": {"size": "1Gi"}, "egress": {"mode": "open"}}));
+    let bad = serde_json::from_value::<AgentComputerSpec>(
+        serde_json::json!({"storage": {"size": "1Gi"}, "egress": {"mode": "open"}}),
+    );
     assert!(bad.is_err());
 }

@@ -1,0 +1,551 @@
+//! The reconciler of AgentComputer.
+//!
+//! One reconcile, for a live computer:
+//! 1. placement: keep `status.node`, or choose a node ([`crate::placement`]);
+//!    with none eligible the computer stays Pending and is retried;
+//! 2. credential Secret (created once with a random token, then kept);
+//! 3. PersistentVolume and PersistentVolumeClaim, pre-bound to each other;
+//! 4. NetworkPolicy from `spec.egress`;
+//! 5. sandbox Pod when `runtimes.container` is on and not idle, else none;
+//! 6. status (phase, node, endpoint, volume, conditions), written only when
+//!    it changed, and Events on transitions.
+//!
+//! Deletion runs through the finalizer `agentcomputer.dev/volume`: the
+//! sandbox, credential and policy go; the PV and PVC are deleted (reclaim
+//! policy Delete) or orphaned and kept (Retain).
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use agentcomputer_crds::{
+    AgentComputer, AgentComputerStatus, ComputerPhase, NODE_AGENT_GRPC_PORT, ReclaimPolicy,
+    VolumeStatus, condition_types as ct, labels,
+};
+use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim, Pod, Secret};
+use k8s_openapi::api::networking::v1::NetworkPolicy;
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Api, DeleteParams, Patch, PatchParams};
+use kube::runtime::controller::Action;
+use kube::runtime::events::{Event as KubeEvent, EventType};
+use kube::runtime::finalizer::{Event as Finalizer, finalizer};
+use kube::runtime::reflector::ObjectRef;
+use kube::{Resource, ResourceExt};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use crate::context::Context;
+use crate::error::{Error, Result, is_not_found};
+use crate::resources::{self, netpol, pod, pv, pvc, secret};
+use crate::{FIELD_MANAGER, FINALIZER, conditions, placement};
+
+/// How often a computer waiting for a node is retried.
+pub const PENDING_RETRY: Duration = Duration::from_secs(30);
+/// How often a computer whose node agent is gone is rechecked.
+pub const UNAVAILABLE_RETRY: Duration = Duration::from_secs(30);
+
+/// Entry point for the controller: wraps [`apply`] and [`cleanup`] in the
+/// finalizer protocol and records metrics.
+pub async fn reconcile(c: Arc<AgentComputer>, ctx: Arc<Context>) -> Result<Action> {
+    let started = Instant::now();
+    let ns = c
+        .namespace()
+        .ok_or(Error::MissingField("metadata.namespace"))?;
+    let api: Api<AgentComputer> = Api::namespaced(ctx.client.clone(), &ns);
+    let res = finalizer(&api, FINALIZER, c, |ev| async {
+        match ev {
+            Finalizer::Apply(c) => apply(c, ctx.clone()).await,
+            Finalizer::Cleanup(c) => cleanup(c, ctx.clone()).await,
+        }
+    })
+    .await
+    .map_err(|e| Error::Finalizer(Box::new(e)));
+    ctx.metrics
+        .observe(started.elapsed(), res.as_ref().err().map(Error::reason));
+    res
+}
+
+/// Retry policy after a failed reconcile: back off for a few seconds.
+pub fn error_policy(c: Arc<AgentComputer>, err: &Error, _ctx: Arc<Context>) -> Action {
+    tracing::warn!(computer = %c.name_any(), namespace = ?c.namespace(), error = %err, "reconcile failed");
+    Action::requeue(Duration::from_secs(5))
+}
+
+fn ssa() -> PatchParams {
+    PatchParams::apply(FIELD_MANAGER).force()
+}
+
+async fn apply_obj<K>(api: &Api<K>, name: &str, obj: &K) -> Result<K>
+where
+    K: Resource + Clone + Serialize + DeserializeOwned + std::fmt::Debug,
+    K::DynamicType: Default,
+{
+    let mut v = serde_json::to_value(obj)?;
+    v["apiVersion"] = K::api_version(&Default::default()).into();
+    v["kind"] = K::kind(&Default::default()).into();
+    Ok(api.patch(name, &ssa(), &Patch::Apply(v)).await?)
+}
+
+async fn delete_ignoring_absent<K>(api: &Api<K>, name: &str) -> Result<bool>
+where
+    K: Resource + Clone + DeserializeOwned + std::fmt::Debug,
+{
+    match api.delete(name, &DeleteParams::background()).await {
+        Ok(_) => Ok(true),
+        Err(e) if is_not_found(&e) => Ok(false),
+        Err(e) => Err(e.into()),
+    }
+}
+
+async fn publish(ctx: &Context, c: &AgentComputer, type_: EventType, reason: &str, note: String) {
+    let ev = KubeEvent {
+        type_,
+        reason: reason.into(),
+        note: Some(note),
+        action: "Reconcile".into(),
+        secondary: None,
+    };
+    if let Err(e) = ctx.recorder.publish(&ev, &c.object_ref(&())).await {
+        tracing::warn!(computer = %c.name_any(), error = %e, "could not publish event");
+    }
+}
+
+/// Reconciles a live computer (see the module docs).
+pub async fn apply(c: Arc<AgentComputer>, ctx: Arc<Context>) -> Result<Action> {
+    let ns = c
+        .namespace()
+        .ok_or(Error::MissingField("metadata.namespace"))?;
+    if c.uid().is_none() {
+        return Err(Error::MissingField("metadata.uid"));
+    }
+    let client = &ctx.client;
+    let old = c.status.clone().unwrap_or_default();
+    let agents = ctx.ready_agents();
+    let now = Timestamp::now();
+
+    // 1. Placement.
+    let node = match old.node.clone() {
+        Some(n) => n,
+        None => {
+            let nodes = ctx.nodes.state();
+            match placement::choose(
+                &c.spec,
+                nodes.iter().map(|n| n.as_ref()),
+                &agents,
+                &ctx.load(),
+            ) {
+                Some(n) => n,
+                None => {
+                    let why =
+                        placement::explain(&c.spec, nodes.iter().map(|n| n.as_ref()), &agents);
+                    let status = AgentComputerStatus {
+                        phase: Some(ComputerPhase::Pending),
+                        conditions: conditions::merge(
+                            &old.conditions,
+                            &[
+                                (ct::PLACED, false, "NoEligibleNode", why.clone()),
+                                (
+                                    ct::READY,
+                                    false,
+                                    "NotPlaced",
+                                    "waiting for a node with a ready node agent".into(),
+                                ),
+                            ],
+                            c.metadata.generation,
+                            now,
+                        ),
+                        observed_generation: c.metadata.generation,
+                        ..Default::default()
+                    };
+                    if old.phase != Some(ComputerPhase::Pending) {
+                        publish(&ctx, &c, EventType::Warning, "NoEligibleNode", why).await;
+                    }
+                    write_status(&ctx, &c, &ns, &old, status).await?;
+                    return Ok(Action::requeue(PENDING_RETRY));
+                }
+            }
+        }
+    };
+    let node_obj: Option<Arc<Node>> = ctx.nodes.get(&ObjectRef::new(&node));
+    let hostname = placement::hostname_label(node_obj.as_deref(), &node);
+    let agent = agents.get(&node).cloned();
+
+    // 2. Credential.
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
+    let secret_name = resources::secret_name(&c);
+    let token = match secrets.get_opt(&secret_name).await? {
+        Some(s) => secret::token_of(&s),
+        None => None,
+    };
+    let token = token.unwrap_or_else(secret::new_token);
+    apply_obj(&secrets, &secret_name, &secret::build(&c, &token)).await?;
+
+    // 3. Volume.
+    let pvs: Api<PersistentVolume> = Api::all(client.clone());
+    let pv_name = resources::pv_name(&c);
+    apply_obj(
+        &pvs,
+        &pv_name,
+        &pv::build(&c, &node, &hostname, &ctx.config.storage_class),
+    )
+    .await?;
+    let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), &ns);
+    let pvc_name = resources::pvc_name(&c);
+    let claim = apply_claim(&pvcs, &c, &pvc_name, &ctx.config.storage_class).await?;
+    let claim_phase = claim
+        .status
+        .as_ref()
+        .and_then(|s| s.phase.clone())
+        .unwrap_or_else(|| "Pending".into());
+
+    // 4. Egress policy.
+    let nps: Api<NetworkPolicy> = Api::namespaced(client.clone(), &ns);
+    apply_obj(
+        &nps,
+        &resources::netpol_name(&c),
+        &netpol::build(&c, &ctx.config),
+    )
+    .await?;
+
+    // 5. Sandbox.
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
+    let pod_name = resources::pod_name(&c);
+    let (sandbox, requeue_idle) =
+        reconcile_sandbox(&c, &pods, &pod_name, agent.as_ref(), now).await?;
+
+    // 6. Status.
+    let node_alive = node_obj.is_some();
+    let phase = if agent.is_some() && node_alive {
+        ComputerPhase::Ready
+    } else {
+        ComputerPhase::Unavailable
+    };
+    let endpoint = agent
+        .as_ref()
+        .and_then(|a| a.ip.as_ref())
+        .map(|ip| endpoint_of(ip));
+    let (ready_reason, ready_msg) = match (&agent, node_alive) {
+        (Some(a), true) => (
+            "NodeAgentReady",
+            format!("served by node agent {} on {node}", a.pod),
+        ),
+        (_, false) => (
+            "NodeGone",
+            format!("node {node} no longer exists; the volume stays pinned to it"),
+        ),
+        (None, true) => (
+            "NodeAgentNotReady",
+            format!("no ready node agent on {node}"),
+        ),
+    };
+    let mut next = vec![
+        (ct::PLACED, true, "Placed", format!("placed on node {node}")),
+        (
+            ct::VOLUME_READY,
+            true,
+            "Applied",
+            format!("claim {pvc_name} is {claim_phase}, volume {pv_name}"),
+        ),
+        (
+            ct::CREDENTIAL_READY,
+            true,
+            "Applied",
+            format!("secret {secret_name}"),
+        ),
+        (
+            ct::EGRESS_READY,
+            true,
+            "Applied",
+            format!("network policy {}", resources::netpol_name(&c)),
+        ),
+    ];
+    if let Some(s) = &sandbox {
+        next.push((ct::SANDBOX_READY, s.ready, s.reason, s.message.clone()));
+    }
+    next.push((
+        ct::READY,
+        phase == ComputerPhase::Ready,
+        ready_reason,
+        ready_msg.clone(),
+    ));
+    let status = AgentComputerStatus {
+        phase: Some(phase),
+        node: Some(node.clone()),
+        volume: Some(VolumeStatus {
+            claim_name: Some(pvc_name),
+            volume_name: Some(pv_name),
+            capacity: Some(c.spec.storage.size.clone()),
+            claim_phase: Some(claim_phase),
+            bytes_used: None,
+            inodes_used: None,
+        }),
+        endpoint,
+        credential_secret: Some(secret_name),
+        sandbox_pod: sandbox
+            .as_ref()
+            .and_then(|s| s.running.then(|| resources::pod_name(&c))),
+        conditions: conditions::merge(&old.conditions, &next, c.metadata.generation, now),
+        observed_generation: c.metadata.generation,
+    };
+    if old.node.is_none() {
+        publish(
+            &ctx,
+            &c,
+            EventType::Normal,
+            "Placed",
+            format!("placed on node {node}"),
+        )
+        .await;
+    }
+    match (old.phase, phase) {
+        (Some(ComputerPhase::Ready), ComputerPhase::Unavailable) => {
+            publish(&ctx, &c, EventType::Warning, "NodeAgentLost", ready_msg).await
+        }
+        (Some(ComputerPhase::Unavailable), ComputerPhase::Ready) => {
+            publish(&ctx, &c, EventType::Normal, "NodeAgentRecovered", ready_msg).await
+        }
+        _ => {}
+    }
+    write_status(&ctx, &c, &ns, &old, status).await?;
+
+    let base = if phase == ComputerPhase::Ready {
+        Duration::from_secs(ctx.config.resync_seconds)
+    } else {
+        UNAVAILABLE_RETRY
+    };
+    Ok(Action::requeue(requeue_idle.map_or(base, |d| d.min(base))))
+}
+
+fn endpoint_of(ip: &str) -> String {
+    if ip.contains(':') {
+        format!("[{ip}]:{NODE_AGENT_GRPC_PORT}")
+    } else {
+        format!("{ip}:{NODE_AGENT_GRPC_PORT}")
+    }
+}
+
+/// Applies the PVC. A statically bound claim cannot be resized (the API
+/// server rejects the change), so an existing claim keeps its request; the
+/// quota the node agent enforces follows the PV's capacity instead.
+async fn apply_claim(
+    pvcs: &Api<PersistentVolumeClaim>,
+    c: &AgentComputer,
+    name: &str,
+    storage_class: &str,
+) -> Result<PersistentVolumeClaim> {
+    let existing = pvcs.get_opt(name).await?;
+    let request = existing
+        .as_ref()
+        .and_then(pvc::request_of)
+        .unwrap_or_else(|| c.spec.storage.size.clone());
+    apply_obj(pvcs, name, &pvc::build(c, storage_class, request)).await
+}
+
+struct SandboxState {
+    ready: bool,
+    running: bool,
+    reason: &'static str,
+    message: String,
+}
+
+/// Creates, keeps, replaces or removes the sandbox pod. Returns its state
+/// (None when the container runtime is off) and, when an idle timeout is
+/// running, the time until it fires.
+async fn reconcile_sandbox(
+    c: &AgentComputer,
+    pods: &Api<Pod>,
+    name: &str,
+    agent: Option<&placement::Agent>,
+    now: Timestamp,
+) -> Result<(Option<SandboxState>, Option<Duration>)> {
+    let Some(sandbox) = c
+        .spec
+        .sandbox
+        .as_ref()
+        .filter(|_| c.spec.runtimes.container)
+    else {
+        delete_ignoring_absent(pods, name).await?;
+        return Ok((None, None));
+    };
+    let idle_left = idle_remaining(c, sandbox.idle_timeout_seconds, now);
+    if idle_left == Some(Duration::ZERO) {
+        delete_ignoring_absent(pods, name).await?;
+        let st = SandboxState {
+            ready: false,
+            running: false,
+            reason: "Idle",
+            message: format!(
+                "stopped after {}s without activity",
+                sandbox.idle_timeout_seconds
+            ),
+        };
+        return Ok((Some(st), None));
+    }
+    let desired = pod::build(c, sandbox, agent.and_then(|a| a.ip.as_deref()));
+    let applied = match apply_obj(pods, name, &desired).await {
+        Ok(p) => p,
+        // Most of a pod's spec is immutable: replace the pod when it changed.
+        Err(Error::Kube(kube::Error::Api(s))) if s.code == 422 => {
+            tracing::info!(pod = name, "sandbox spec changed; replacing the pod");
+            delete_ignoring_absent(pods, name).await?;
+            let st = SandboxState {
+                ready: false,
+                running: false,
+                reason: "Replacing",
+                message: "sandbox spec changed; the pod is being replaced".into(),
+            };
+            return Ok((Some(st), Some(Duration::from_secs(2))));
+        }
+        Err(e) => return Err(e),
+    };
+    let ready = placement::pod_ready(&applied);
+    let phase = applied
+        .status
+        .as_ref()
+        .and_then(|s| s.phase.clone())
+        .unwrap_or_else(|| "Pending".into());
+    let st = SandboxState {
+        ready,
+        running: true,
+        reason: if ready { "Running" } else { "Starting" },
+        message: format!("pod {name} is {phase}"),
+    };
+    Ok((Some(st), idle_left))
+}
+
+/// Time left before the sandbox counts as idle: None without a timeout or
+/// without recorded activity, zero once expired.
+fn idle_remaining(c: &AgentComputer, timeout_secs: i64, now: Timestamp) -> Option<Duration> {
+    if timeout_secs <= 0 {
+        return None;
+    }
+    let last: Timestamp = c.annotations().get(labels::LAST_ACTIVITY)?.parse().ok()?;
+    let idle = now.duration_since(last).as_secs().max(0) as u64;
+    Some(Duration::from_secs(
+        (timeout_secs as u64).saturating_sub(idle),
+    ))
+}
+
+/// Writes status by server-side apply to the status subresource, unless it
+/// equals the current one.
+async fn write_status(
+    ctx: &Context,
+    c: &AgentComputer,
+    ns: &str,
+    old: &AgentComputerStatus,
+    mut status: AgentComputerStatus,
+) -> Result<()> {
+    // Fields the node agent owns are carried over for the comparison only.
+    if let (Some(v), Some(o)) = (status.volume.as_mut(), old.volume.as_ref()) {
+        v.bytes_used = o.bytes_used;
+        v.inodes_used = o.inodes_used;
+    }
+    if &status == old {
+        return Ok(());
+    }
+    if let Some(v) = status.volume.as_mut() {
+        v.bytes_used = None;
+        v.inodes_used = None;
+    }
+    let api: Api<AgentComputer> = Api::namespaced(ctx.client.clone(), ns);
+    let body = serde_json::json!({
+        "apiVersion": AgentComputer::api_version(&()),
+        "kind": AgentComputer::kind(&()),
+        "status": status,
+    });
+    api.patch_status(&c.name_any(), &ssa(), &Patch::Apply(body))
+        .await?;
+    Ok(())
+}
+
+/// Releases a deleted computer's objects per its reclaim policy.
+pub async fn cleanup(c: Arc<AgentComputer>, ctx: Arc<Context>) -> Result<Action> {
+    let ns = c
+        .namespace()
+        .ok_or(Error::MissingField("metadata.namespace"))?;
+    let client = &ctx.client;
+    let old = c.status.clone().unwrap_or_default();
+    if old.phase != Some(ComputerPhase::Terminating) {
+        let mut status = old.clone();
+        status.phase = Some(ComputerPhase::Terminating);
+        // Best effort: the object may already be on its way out.
+        if let Err(e) = write_status(&ctx, &c, &ns, &old, status).await {
+            tracing::debug!(error = %e, "could not mark computer Terminating");
+        }
+    }
+    delete_ignoring_absent(
+        &Api::<Pod>::namespaced(client.clone(), &ns),
+        &resources::pod_name(&c),
+    )
+    .await?;
+    delete_ignoring_absent(
+        &Api::<NetworkPolicy>::namespaced(client.clone(), &ns),
+        &resources::netpol_name(&c),
+    )
+    .await?;
+    delete_ignoring_absent(
+        &Api::<Secret>::namespaced(client.clone(), &ns),
+        &resources::secret_name(&c),
+    )
+    .await?;
+    let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), &ns);
+    let pvs: Api<PersistentVolume> = Api::all(client.clone());
+    let (pvc_name, pv_name) = (resources::pvc_name(&c), resources::pv_name(&c));
+    match c.spec.storage.reclaim_policy {
+        ReclaimPolicy::Delete => {
+            delete_ignoring_absent(&pvcs, &pvc_name).await?;
+            delete_ignoring_absent(&pvs, &pv_name).await?;
+            publish(
+                &ctx,
+                &c,
+                EventType::Normal,
+                "VolumeDeleted",
+                format!("deleted claim {pvc_name} and volume {pv_name}"),
+            )
+            .await;
+        }
+        ReclaimPolicy::Retain => {
+            // Orphan the claim so garbage collection keeps it, and note where
+            // the retained volume came from.
+            let orphan = serde_json::json!({"metadata": {"ownerReferences": null}});
+            match pvcs
+                .patch(&pvc_name, &PatchParams::default(), &Patch::Merge(&orphan))
+                .await
+            {
+                Ok(_) => {}
+                Err(e) if is_not_found(&e) => {}
+                Err(e) => return Err(e.into()),
+            }
+            let note = serde_json::json!({"metadata": {"annotations": {
+                "agentcomputer.dev/retained-from": format!("{ns}/{}", c.name_any())
+            }}});
+            match pvs
+                .patch(&pv_name, &PatchParams::default(), &Patch::Merge(&note))
+                .await
+            {
+                Ok(_) => {}
+                Err(e) if is_not_found(&e) => {}
+                Err(e) => return Err(e.into()),
+            }
+            publish(
+                &ctx,
+                &c,
+                EventType::Normal,
+                "VolumeRetained",
+                format!("kept claim {pvc_name} and volume {pv_name}"),
+            )
+            .await;
+        }
+    }
+    Ok(Action::await_change())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn endpoints_bracket_ipv6() {
+        assert_eq!(endpoint_of("10.1.2.3"), "10.1.2.3:7433");
+        assert_eq!(endpoint_of("fd00::7"), "[fd00::7]:7433");
+    }
+}

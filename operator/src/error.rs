@@ -1,0 +1,47 @@
+//! Errors of a reconcile.
+
+/// Why a reconcile failed. Every variant is retried with backoff by the
+/// controller; the `reason` label of the error metric comes from [`Error::reason`].
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A call to the Kubernetes API failed.
+    #[error("kubernetes API: {0}")]
+    Kube(#[from] kube::Error),
+    /// The finalizer helper failed (it wraps apply/cleanup errors).
+    #[error("finalizer: {0}")]
+    Finalizer(#[source] Box<kube::runtime::finalizer::Error<Error>>),
+    /// The object lacks something the API server always sets (namespace, uid).
+    #[error("object is missing {0}")]
+    MissingField(&'static str),
+    /// Serializing an object to apply failed.
+    #[error("serialize: {0}")]
+    Serialize(#[from] serde_json::Error),
+}
+
+impl Error {
+    /// Short, low-cardinality label for metrics.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            Error::Kube(kube::Error::Api(s)) if s.code == 409 => "conflict",
+            Error::Kube(kube::Error::Api(s)) if s.code == 422 => "invalid",
+            Error::Kube(kube::Error::Api(s)) if s.code == 403 => "forbidden",
+            Error::Kube(kube::Error::Api(_)) => "api",
+            Error::Kube(_) => "transport",
+            Error::Finalizer(e) => match e.as_ref() {
+                kube::runtime::finalizer::Error::ApplyFailed(inner)
+                | kube::runtime::finalizer::Error::CleanupFailed(inner) => inner.reason(),
+                _ => "finalizer",
+            },
+            Error::MissingField(_) => "missing-field",
+            Error::Serialize(_) => "serialize",
+        }
+    }
+}
+
+/// Result of the operator's fallible functions.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// True when the API answered 404 Not Found.
+pub fn is_not_found(e: &kube::Error) -> bool {
+    matches!(e, kube::Error::Api(s) if s.code == 404)
+}

@@ -1,0 +1,36 @@
+//! The Agent Computer operator: reconciles every `AgentComputer`
+//! (agentcomputer.dev/v1alpha1) into the objects that make it real.
+//!
+//! For each computer it
+//! - places it on a node that runs a ready node agent ([`placement`]),
+//! - creates its credential Secret, its PersistentVolume (CSI driver
+//!   `agentcomputer.dev`, pre-bound) and PersistentVolumeClaim, the
+//!   NetworkPolicy of its sandbox, and the sandbox Pod when the container
+//!   runtime is enabled ([`resources`]), all by server-side apply,
+//! - reports phase, node, endpoint and conditions in its status,
+//! - releases or keeps the volume when the computer is deleted (finalizer).
+//!
+//! Two replicas can run: only the holder of a coordination.k8s.io Lease
+//! reconciles ([`leader`]).
+
+pub mod conditions;
+pub mod context;
+pub mod controller;
+pub mod error;
+pub mod http;
+pub mod leader;
+pub mod metrics;
+pub mod placement;
+pub mod resources;
+pub mod triggers;
+
+pub use context::{Config, Context};
+pub use error::{Error, Result};
+
+/// Field manager of every server-side apply the operator makes.
+pub const FIELD_MANAGER: &str = "agentcomputer-operator";
+/// Finalizer the operator puts on every AgentComputer, so that it can release
+/// or keep the volume before the computer goes away.
+pub const FINALIZER: &str = "agentcomputer.dev/volume";
+/// `app.kubernetes.io/managed-by` value of every object the operator makes.
+pub const MANAGED_BY: &str = "agentcomputer-operator";

@@ -1,0 +1,192 @@
+//! `operator`: the Agent Computer Kubernetes operator.
+//!
+//! Reads the in-cluster or KUBECONFIG credentials, serves /metrics /healthz
+//! /readyz, waits for the leader Lease (unless disabled), then reconciles
+//! every AgentComputer until SIGTERM or lost leadership.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use agentcomputer_crds::AgentComputer;
+use agentcomputer_operator::context::{Config, Context};
+use agentcomputer_operator::controller::{error_policy, reconcile};
+use agentcomputer_operator::http::{self, Health};
+use agentcomputer_operator::leader::LeaseLock;
+use agentcomputer_operator::metrics::Metrics;
+use agentcomputer_operator::{MANAGED_BY, triggers};
+use clap::Parser;
+use futures::StreamExt;
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Secret};
+use k8s_openapi::api::networking::v1::NetworkPolicy;
+use kube::Client;
+use kube::api::Api;
+use kube::runtime::{Controller, watcher};
+
+/// Command-line flags (each also read from the environment).
+#[derive(Parser, Debug)]
+#[command(name = "operator", version, about = "Agent Computer operator")]
+struct Args {
+    /// Address of the /metrics, /healthz and /readyz endpoints.
+    #[arg(long, env = "METRICS_ADDR", default_value = "0.0.0.0:8080")]
+    metrics_addr: SocketAddr,
+    /// Namespace of the node-agent DaemonSet.
+    #[arg(long, env = "AGENT_NAMESPACE", default_value = "agentcomputer-system")]
+    agent_namespace: String,
+    /// Label selector (k=v[,k=v]) of node-agent pods.
+    #[arg(
+        long,
+        env = "AGENT_SELECTOR",
+        default_value = "app.kubernetes.io/name=agentcomputer-node-agent"
+    )]
+    agent_selector: String,
+    /// storageClassName of computers' PVs and PVCs.
+    #[arg(long, env = "STORAGE_CLASS", default_value = "agentcomputer")]
+    storage_class: String,
+    /// Seconds between periodic reconciles of a Ready computer.
+    #[arg(long, env = "RESYNC_SECONDS", default_value_t = 300)]
+    resync_seconds: u64,
+    /// Reconciles run in parallel at most.
+    #[arg(long, env = "CONCURRENCY", default_value_t = 16)]
+    concurrency: u16,
+    /// Take part in leader election (turn off only for a single replica).
+    #[arg(long, env = "LEADER_ELECTION", default_value_t = true, action = clap::ArgAction::Set)]
+    leader_election: bool,
+    /// Namespace of the leader Lease (default: the agent namespace).
+    #[arg(long, env = "LEASE_NAMESPACE")]
+    lease_namespace: Option<String>,
+    /// Name of the leader Lease.
+    #[arg(long, env = "LEASE_NAME", default_value = "agentcomputer-operator")]
+    lease_name: String,
+    /// Identity in the Lease (default: POD_NAME, else hostname and pid).
+    #[arg(long, env = "POD_NAME")]
+    identity: Option<String>,
+    /// Seconds a lease lasts without renewal.
+    #[arg(long, env = "LEASE_DURATION_SECONDS", default_value_t = 15)]
+    lease_duration_seconds: u64,
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| "info,kube=warn".into()),
+        )
+        .json()
+        .init();
+    let args = Args::parse();
+    let agent_labels = Config::parse_selector(&args.agent_selector).map_err(anyhow::Error::msg)?;
+    let config = Config {
+        agent_namespace: args.agent_namespace.clone(),
+        agent_selector: args.agent_selector.clone(),
+        agent_labels,
+        storage_class: args.storage_class.clone(),
+        resync_seconds: args.resync_seconds,
+    };
+    let identity = args.identity.clone().unwrap_or_else(|| {
+        let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+        format!("{}-{}", host.trim(), std::process::id())
+    });
+    let client = Client::try_default().await?;
+    let metrics = Arc::new(Metrics::new());
+    let health = Health::new(metrics.clone());
+    tokio::spawn({
+        let health = health.clone();
+        async move {
+            if let Err(e) = http::serve(args.metrics_addr, health).await {
+                tracing::error!(error = %e, "metrics server failed");
+                std::process::exit(1);
+            }
+        }
+    });
+
+    let lock = args.leader_election.then(|| {
+        let ns = args
+            .lease_namespace
+            .clone()
+            .unwrap_or_else(|| args.agent_namespace.clone());
+        LeaseLock::new(
+            Api::<Lease>::namespaced(client.clone(), &ns),
+            &args.lease_name,
+            &identity,
+            Duration::from_secs(args.lease_duration_seconds),
+        )
+    });
+    if let Some(lock) = &lock {
+        // A standby is healthy and ready: it only waits.
+        client.apiserver_version().await?;
+        health.ready.store(true, Ordering::Relaxed);
+        tracing::info!(identity = %lock.identity(), "waiting for leadership");
+        lock.acquire(Duration::from_secs(2)).await;
+        tracing::info!(identity = %lock.identity(), "became leader");
+    }
+    metrics.leader.set(1);
+
+    let (nodes, agents, placement_changes) = triggers::watch_placement_inputs(&client, &config);
+    let owned =
+        watcher::Config::default().labels(&format!("app.kubernetes.io/managed-by={MANAGED_BY}"));
+    let controller = Controller::new(
+        Api::<AgentComputer>::all(client.clone()),
+        watcher::Config::default().any_semantic(),
+    )
+    .owns(
+        Api::<PersistentVolumeClaim>::all(client.clone()),
+        owned.clone(),
+    )
+    .owns(Api::<Secret>::all(client.clone()), owned.clone())
+    .owns(Api::<NetworkPolicy>::all(client.clone()), owned.clone())
+    .owns(Api::<Pod>::all(client.clone()), owned)
+    .reconcile_all_on(placement_changes)
+    .with_config(kube::runtime::controller::Config::default().concurrency(args.concurrency));
+    let computers = controller.store();
+    *health.computers.write().await = Some(computers.clone());
+    health.ready.store(true, Ordering::Relaxed);
+    let ctx = Arc::new(Context::new(
+        client.clone(),
+        config,
+        nodes,
+        agents,
+        computers,
+        metrics,
+        Some(identity),
+    ));
+
+    let run = controller
+        .graceful_shutdown_on(shutdown_signal())
+        .run(reconcile, error_policy, ctx)
+        .for_each(|res| async move {
+            if let Err(e) = res {
+                tracing::debug!(error = %e, "reconcile finished with error");
+            }
+        });
+    match &lock {
+        Some(lock) => {
+            tokio::select! {
+                _ = run => {
+                    if let Err(e) = lock.release().await {
+                        tracing::warn!(error = %e, "could not release the lease");
+                    }
+                }
+                _ = lock.hold(Duration::from_secs((args.lease_duration_seconds / 3).max(1))) => {
+                    tracing::error!("lost leadership; exiting so that a restart rejoins the election");
+                    std::process::exit(1);
+                }
+            }
+        }
+        None => run.await,
+    }
+    Ok(())
+}
+
+async fn shutdown_signal() {
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .expect("SIGTERM handler");
+    tokio::select! {
+        _ = term.recv() => {},
+        _ = tokio::signal::ctrl_c() => {},
+    }
+    tracing::info!("shutting down");
+}

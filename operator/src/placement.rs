@@ -1,0 +1,380 @@
+//! Placement: which node serves a computer.
+//!
+//! A node is eligible when
+//! - a node-agent pod (the DaemonSet's pod, found by label in the agent
+//!   namespace) is bound to it, Running, Ready and not being deleted,
+//! - the Node's `Ready` condition is `True` and it is not cordoned
+//!   (`spec.unschedulable`),
+//! - its labels contain the computer's `spec.nodeSelector`, and
+//! - every `NoSchedule`/`NoExecute` taint is tolerated by `spec.tolerations`
+//!   (matching rules of the Kubernetes scheduler, see the Toleration API
+//!   reference: empty effect matches every effect, `Exists` ignores the value,
+//!   an empty key with `Exists` matches every taint).
+//!
+//! Among eligible nodes the one serving the fewest computers wins (ties: node
+//! name), which spreads computers by count. Placement is sticky: once chosen,
+//! the node is kept in status and in the PersistentVolume's node affinity,
+//! because the SQLite database lives on that node's disk.
+
+use std::collections::{BTreeMap, HashMap};
+
+use agentcomputer_crds::AgentComputerSpec;
+use k8s_openapi::api::core::v1::{Node, Pod, Taint, Toleration};
+
+/// A ready node agent on a node.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Agent {
+    /// Name of the node-agent pod.
+    pub pod: String,
+    /// Its pod IP (the gRPC endpoint and the egress proxy listen there), if
+    /// known yet.
+    pub ip: Option<String>,
+}
+
+/// Ready node agents by node name, from the node-agent pods.
+pub fn ready_agents<'a>(pods: impl IntoIterator<Item = &'a Pod>) -> HashMap<String, Agent> {
+    let mut out = HashMap::new();
+    for pod in pods {
+        if pod.metadata.deletion_timestamp.is_some() || !pod_ready(pod) {
+            continue;
+        }
+        let (Some(node), Some(name)) = (
+            pod.spec.as_ref().and_then(|s| s.node_name.clone()),
+            pod.metadata.name.clone(),
+        ) else {
+            continue;
+        };
+        let ip = pod.status.as_ref().and_then(|s| s.pod_ip.clone());
+        out.insert(node, Agent { pod: name, ip });
+    }
+    out
+}
+
+/// True when the pod is Running and its `Ready` condition is `True`.
+pub fn pod_ready(pod: &Pod) -> bool {
+    let Some(status) = &pod.status else {
+        return false;
+    };
+    status.phase.as_deref() == Some("Running")
+        && status
+            .conditions
+            .iter()
+            .flatten()
+            .any(|c| c.type_ == "Ready" && c.status == "True")
+}
+
+/// True when the Node's `Ready` condition is `True`.
+pub fn node_ready(node: &Node) -> bool {
+    node.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .into_iter()
+        .flatten()
+        .any(|c| c.type_ == "Ready" && c.status == "True")
+}
+
+/// Why a node cannot serve a computer.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Unfit {
+    /// No ready node-agent pod on the node.
+    NoAgent,
+    /// The Node is not Ready.
+    NotReady,
+    /// The Node is cordoned.
+    Unschedulable,
+    /// A nodeSelector label is missing or differs.
+    Selector(String),
+    /// A taint is not tolerated.
+    Taint(String),
+}
+
+/// Checks everything but the agent (see the module docs).
+pub fn node_fits(node: &Node, spec: &AgentComputerSpec) -> Result<(), Unfit> {
+    if !node_ready(node) {
+        return Err(Unfit::NotReady);
+    }
+    let nspec = node.spec.as_ref();
+    if nspec.and_then(|s| s.unschedulable).unwrap_or(false) {
+        return Err(Unfit::Unschedulable);
+    }
+    let empty = BTreeMap::new();
+    let labels = node.metadata.labels.as_ref().unwrap_or(&empty);
+    for (k, v) in spec.node_selector.iter().flatten() {
+        if labels.get(k) != Some(v) {
+            return Err(Unfit::Selector(k.clone()));
+        }
+    }
+    let tolerations = spec.tolerations.as_deref().unwrap_or(&[]);
+    for taint in nspec.and_then(|s| s.taints.as_deref()).unwrap_or(&[]) {
+        if taint.effect == "PreferNoSchedule" {
+            continue;
+        }
+        if !tolerations.iter().any(|t| tolerates(t, taint)) {
+            return Err(Unfit::Taint(taint.key.clone()));
+        }
+    }
+    Ok(())
+}
+
+/// Whether `tol` tolerates `taint` (semantics of core/v1 Toleration).
+pub fn tolerates(tol: &Toleration, taint: &Taint) -> bool {
+    if let Some(effect) = tol.effect.as_deref().filter(|e| !e.is_empty())
+        && effect != taint.effect
+    {
+        return false;
+    }
+    let key = tol.key.as_deref().unwrap_or("");
+    match tol.operator.as_deref().unwrap_or("Equal") {
+        "Exists" => key.is_empty() || key == taint.key,
+        "Equal" => {
+            key == taint.key
+                && tol.value.as_deref().unwrap_or("") == taint.value.as_deref().unwrap_or("")
+        }
+        _ => false,
+    }
+}
+
+/// Picks the eligible node serving the fewest computers (`load`: computers per
+/// node name), ties broken by name. None when no node is eligible.
+pub fn choose<'a>(
+    spec: &AgentComputerSpec,
+    nodes: impl IntoIterator<Item = &'a Node>,
+    agents: &HashMap<String, Agent>,
+    load: &HashMap<String, usize>,
+) -> Option<String> {
+    nodes
+        .into_iter()
+        .filter_map(|n| n.metadata.name.as_deref().map(|name| (name, n)))
+        .filter(|(name, n)| agents.contains_key(*name) && node_fits(n, spec).is_ok())
+        .min_by(|(a, _), (b, _)| {
+            let la = load.get(*a).copied().unwrap_or(0);
+            let lb = load.get(*b).copied().unwrap_or(0);
+            la.cmp(&lb).then_with(|| a.cmp(b))
+        })
+        .map(|(name, _)| name.to_string())
+}
+
+/// Human-readable summary of why no node fits, for the Placed condition.
+pub fn explain<'a>(
+    spec: &AgentComputerSpec,
+    nodes: impl IntoIterator<Item = &'a Node>,
+    agents: &HashMap<String, Agent>,
+) -> String {
+    let mut counts: BTreeMap<&'static str, usize> = BTreeMap::new();
+    let mut total = 0;
+    for n in nodes {
+        total += 1;
+        let name = n.metadata.name.as_deref().unwrap_or_default();
+        let why = if !agents.contains_key(name) {
+            Unfit::NoAgent
+        } else {
+            match node_fits(n, spec) {
+                Ok(()) => continue,
+                Err(u) => u,
+            }
+        };
+        let key = match why {
+            Unfit::NoAgent => "no ready node agent",
+            Unfit::NotReady => "node not Ready",
+            Unfit::Unschedulable => "node cordoned",
+            Unfit::Selector(_) => "nodeSelector mismatch",
+            Unfit::Taint(_) => "untolerated taint",
+        };
+        *counts.entry(key).or_default() += 1;
+    }
+    let parts: Vec<String> = counts.iter().map(|(k, v)| format!("{v} {k}")).collect();
+    format!(
+        "0/{total} nodes are eligible: {}",
+        if parts.is_empty() {
+            "no nodes".into()
+        } else {
+            parts.join(", ")
+        }
+    )
+}
+
+/// The value of the node's `kubernetes.io/hostname` label, which the
+/// PersistentVolume's node affinity selects; falls back to the node name.
+pub fn hostname_label(node: Option<&Node>, node_name: &str) -> String {
+    node.and_then(|n| n.metadata.labels.as_ref())
+        .and_then(|l| l.get("kubernetes.io/hostname").cloned())
+        .unwrap_or_else(|| node_name.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use agentcomputer_crds::StorageSpec;
+    use k8s_openapi::api::core::v1::{
+        NodeCondition, NodeSpec, NodeStatus, PodCondition, PodSpec, PodStatus,
+    };
+    use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+    use kube::api::ObjectMeta;
+
+    fn spec() -> AgentComputerSpec {
+        AgentComputerSpec {
+            storage: StorageSpec {
+                size: Quantity("1Gi".into()),
+                reclaim_policy: Default::default(),
+            },
+            runtimes: Default::default(),
+            sandbox: None,
+            egress: Default::default(),
+            limits: Default::default(),
+            node_selector: None,
+            tolerations: None,
+        }
+    }
+
+    fn node(name: &str, ready: bool) -> Node {
+        Node {
+            metadata: ObjectMeta {
+                name: Some(name.into()),
+                ..Default::default()
+            },
+            spec: Some(NodeSpec::default()),
+            status: Some(NodeStatus {
+                conditions: Some(vec![NodeCondition {
+                    type_: "Ready".into(),
+                    status: if ready { "True" } else { "False" }.into(),
+                    ..Default::default()
+                }]),
+                ..Default::default()
+            }),
+        }
+    }
+
+    fn agent_pod(name: &str, node: &str, ready: bool) -> Pod {
+        Pod {
+            metadata: ObjectMeta {
+                name: Some(name.into()),
+                ..Default::default()
+            },
+            spec: Some(PodSpec {
+                node_name: Some(node.into()),
+                ..Default::default()
+            }),
+            status: Some(PodStatus {
+                phase: Some("Running".into()),
+                pod_ip: Some("10.0.0.7".into()),
+                conditions: Some(vec![PodCondition {
+                    type_: "Ready".into(),
+                    status: if ready { "True" } else { "False" }.into(),
+                    ..Default::default()
+                }]),
+                ..Default::default()
+            }),
+        }
+    }
+
+    #[test]
+    fn only_nodes_with_ready_agents_are_chosen() {
+        let nodes = [node("a", true), node("b", true)];
+        let agents = ready_agents(&[
+            agent_pod("agent-a", "a", false),
+            agent_pod("agent-b", "b", true),
+        ]);
+        assert_eq!(agents.len(), 1);
+        assert_eq!(
+            choose(&spec(), &nodes, &agents, &HashMap::new()).as_deref(),
+            Some("b")
+        );
+        let none = ready_agents(&[agent_pod("agent-a", "a", false)]);
+        assert_eq!(choose(&spec(), &nodes, &none, &HashMap::new()), None);
+        assert_eq!(
+            explain(&spec(), &nodes, &none),
+            "0/2 nodes are eligible: 2 no ready node agent"
+        );
+    }
+
+    #[test]
+    fn least_loaded_node_wins_ties_by_name() {
+        let nodes = [node("c", true), node("a", true), node("b", true)];
+        let agents = ready_agents(&[
+            agent_pod("x", "a", true),
+            agent_pod("y", "b", true),
+            agent_pod("z", "c", true),
+        ]);
+        let mut load = HashMap::new();
+        assert_eq!(
+            choose(&spec(), &nodes, &agents, &load).as_deref(),
+            Some("a")
+        );
+        load.insert("a".to_string(), 2);
+        load.insert("b".to_string(), 1);
+        load.insert("c".to_string(), 1);
+        assert_eq!(
+            choose(&spec(), &nodes, &agents, &load).as_deref(),
+            Some("b")
+        );
+    }
+
+    #[test]
+    fn not_ready_cordoned_selector_and_taints_exclude() {
+        let mut s = spec();
+        let mut n = node("a", false);
+        assert_eq!(node_fits(&n, &s), Err(Unfit::NotReady));
+        n = node("a", true);
+        n.spec.as_mut().unwrap().unschedulable = Some(true);
+        assert_eq!(node_fits(&n, &s), Err(Unfit::Unschedulable));
+        n = node("a", true);
+        s.node_selector = Some([("disk".to_string(), "ssd".to_string())].into());
+        assert_eq!(node_fits(&n, &s), Err(Unfit::Selector("disk".into())));
+        n.metadata.labels = Some([("disk".to_string(), "ssd".to_string())].into());
+        assert_eq!(node_fits(&n, &s), Ok(()));
+        n.spec.as_mut().unwrap().taints = Some(vec![Taint {
+            key: "dedicated".into(),
+            value: Some("agents".into()),
+            effect: "NoSchedule".into(),
+            time_added: None,
+        }]);
+        assert_eq!(node_fits(&n, &s), Err(Unfit::Taint("dedicated".into())));
+        s.tolerations = Some(vec![Toleration {
+            key: Some("dedicated".into()),
+            operator: Some("Equal".into()),
+            value: Some("agents".into()),
+            effect: Some("NoSchedule".into()),
+            ..Default::default()
+        }]);
+        assert_eq!(node_fits(&n, &s), Ok(()));
+    }
+
+    #[test]
+    fn toleration_semantics() {
+        let taint = Taint {
+            key: "k".into(),
+            value: Some("v".into()),
+            effect: "NoExecute".into(),
+            time_added: None,
+        };
+        let t =
+            |key: Option<&str>, op: &str, value: Option<&str>, effect: Option<&str>| Toleration {
+                key: key.map(Into::into),
+                operator: Some(op.into()),
+                value: value.map(Into::into),
+                effect: effect.map(Into::into),
+                ..Default::default()
+            };
+        assert!(tolerates(&t(None, "Exists", None, None), &taint));
+        assert!(tolerates(
+            &t(Some("k"), "Exists", None, Some("NoExecute")),
+            &taint
+        ));
+        assert!(!tolerates(
+            &t(Some("k"), "Exists", None, Some("NoSchedule")),
+            &taint
+        ));
+        assert!(tolerates(&t(Some("k"), "Equal", Some("v"), None), &taint));
+        assert!(!tolerates(&t(Some("k"), "Equal", Some("w"), None), &taint));
+        assert!(!tolerates(&t(Some("other"), "Exists", None, None), &taint));
+        // PreferNoSchedule never blocks placement.
+        let mut n = node("a", true);
+        n.spec.as_mut().unwrap().taints = Some(vec![Taint {
+            key: "soft".into(),
+            value: None,
+            effect: "PreferNoSchedule".into(),
+            time_added: None,
+        }]);
+        assert_eq!(node_fits(&n, &spec()), Ok(()));
+    }
+}

@@ -1,0 +1,338 @@
+//! The sandbox pod's NetworkPolicy, built from `spec.egress`
+//! (networking.k8s.io/v1 NetworkPolicy semantics):
+//! - every mode denies all ingress (execs reach the sandbox through the
+//!   kubelet, not the network);
+//! - deny-all: no egress rule, so nothing leaves the pod;
+//! - allow-all: 0.0.0.0/0 and ::/0, except the cloud metadata addresses;
+//! - allow-list: each CIDR with its ports (metadata carved out of ranges
+//!   that contain it), cluster DNS, and, when host names are listed, only the
+//!   node agent's egress proxy port for those.
+//!
+//! `allowMetadata: true` drops the metadata exclusions.
+
+use std::net::IpAddr;
+
+use agentcomputer_crds::{AgentComputer, EgressMode, NODE_AGENT_PROXY_PORT, labels};
+use ipnet::IpNet;
+use k8s_openapi::api::networking::v1::{
+    IPBlock, NetworkPolicy, NetworkPolicyEgressRule, NetworkPolicyPeer, NetworkPolicyPort,
+    NetworkPolicySpec,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use kube::ResourceExt;
+use kube::api::ObjectMeta;
+
+use super::{child_labels, netpol_name, owner};
+use crate::context::Config;
+
+/// Cloud metadata endpoints: the IPv4 one every major cloud uses, and AWS's
+/// IPv6 one (EC2 instance metadata service docs).
+pub const METADATA: [&str; 2] = ["169.254.169.254/32", "fd00:ec2::254/128"];
+
+/// Labels of the cluster DNS pods (kube-dns/CoreDNS keep `k8s-app: kube-dns`).
+const DNS_LABEL: (&str, &str) = ("k8s-app", "kube-dns");
+
+/// Builds the policy selecting the computer's sandbox pod.
+pub fn build(c: &AgentComputer, cfg: &Config) -> NetworkPolicy {
+    let egress = &c.spec.egress;
+    let rules = match egress.mode {
+        EgressMode::DenyAll => vec![],
+        EgressMode::AllowAll => vec![NetworkPolicyEgressRule {
+            to: Some(vec![
+                ip_peer("0.0.0.0/0".parse().unwrap(), egress.allow_metadata),
+                ip_peer("::/0".parse().unwrap(), egress.allow_metadata),
+            ]),
+            ports: None,
+        }],
+        EgressMode::AllowList => allow_list(c, cfg),
+    };
+    NetworkPolicy {
+        metadata: ObjectMeta {
+            name: Some(netpol_name(c)),
+            namespace: c.namespace(),
+            labels: Some(child_labels(c, "egress")),
+            owner_references: Some(owner(c)),
+            ..Default::default()
+        },
+        spec: Some(NetworkPolicySpec {
+            pod_selector: Some(sandbox_selector(c)),
+            policy_types: Some(vec!["Ingress".into(), "Egress".into()]),
+            ingress: Some(vec![]),
+            egress: Some(rules),
+        }),
+    }
+}
+
+/// Selects the computer's sandbox pod.
+pub fn sandbox_selector(c: &AgentComputer) -> LabelSelector {
+    LabelSelector {
+        match_labels: Some(
+            [
+                (labels::COMPUTER.to_string(), c.name_any()),
+                (labels::COMPONENT.to_string(), "sandbox".to_string()),
+            ]
+            .into(),
+        ),
+        match_expressions: None,
+    }
+}
+
+fn allow_list(c: &AgentComputer, cfg: &Config) -> Vec<NetworkPolicyEgressRule> {
+    let egress = &c.spec.egress;
+    let mut rules = Vec::new();
+    for rule in &egress.cidrs {
+        // The API server validated the syntax; a value it let through but we
+        // cannot parse is skipped rather than widened.
+        let Ok(net) = rule.cidr.parse::<IpNet>().map(|n| n.trunc()) else {
+            continue;
+        };
+        if !egress.allow_metadata && metadata_nets().any(|m| m.contains(&net)) {
+            continue; // the range is all metadata: allowing it would defeat the exclusion
+        }
+        let ports = (!rule.ports.is_empty()).then(|| {
+            rule.ports
+                .iter()
+                .map(|p| NetworkPolicyPort {
+                    port: Some(IntOrString::Int(p.port)),
+                    end_port: p.end_port,
+                    protocol: Some(p.protocol.as_str().into()),
+                })
+                .collect()
+        });
+        rules.push(NetworkPolicyEgressRule {
+            to: Some(vec![ip_peer(net, egress.allow_metadata)]),
+            ports,
+        });
+    }
+    // Name resolution for the listed ranges; host names resolve in the proxy.
+    rules.push(NetworkPolicyEgressRule {
+        to: Some(vec![NetworkPolicyPeer {
+            namespace_selector: Some(LabelSelector::default()),
+            pod_selector: Some(LabelSelector {
+                match_labels: Some([(DNS_LABEL.0.to_string(), DNS_LABEL.1.to_string())].into()),
+                match_expressions: None,
+            }),
+            ip_block: None,
+        }]),
+        ports: Some(
+            ["UDP", "TCP"]
+                .iter()
+                .map(|p| NetworkPolicyPort {
+                    port: Some(IntOrString::Int(53)),
+                    end_port: None,
+                    protocol: Some((*p).into()),
+                })
+                .collect(),
+        ),
+    });
+    if !egress.hosts.is_empty() {
+        rules.push(NetworkPolicyEgressRule {
+            to: Some(vec![NetworkPolicyPeer {
+                namespace_selector: Some(LabelSelector {
+                    match_labels: Some(
+                        [(
+                            "kubernetes.io/metadata.name".to_string(),
+                            cfg.agent_namespace.clone(),
+                        )]
+                        .into(),
+                    ),
+                    match_expressions: None,
+                }),
+                pod_selector: Some(LabelSelector {
+                    match_labels: Some(cfg.agent_labels.clone()),
+                    match_expressions: None,
+                }),
+                ip_block: None,
+            }]),
+            ports: Some(vec![NetworkPolicyPort {
+                port: Some(IntOrString::Int(i32::from(NODE_AGENT_PROXY_PORT))),
+                end_port: None,
+                protocol: Some("TCP".into()),
+            }]),
+        });
+    }
+    rules
+}
+
+fn metadata_nets() -> impl Iterator<Item = IpNet> {
+    METADATA.iter().map(|m| m.parse().expect("constant CIDR"))
+}
+
+/// An ipBlock peer for `net`, with the metadata addresses it contains carved
+/// out unless allowed.
+fn ip_peer(net: IpNet, allow_metadata: bool) -> NetworkPolicyPeer {
+    let except: Vec<String> = if allow_metadata {
+        vec![]
+    } else {
+        metadata_nets()
+            .filter(|m| same_family(m.addr(), net.addr()) && net.contains(m) && *m != net)
+            .map(|m| m.to_string())
+            .collect()
+    };
+    NetworkPolicyPeer {
+        ip_block: Some(IPBlock {
+            cidr: net.to_string(),
+            except: (!except.is_empty()).then_some(except),
+        }),
+        namespace_selector: None,
+        pod_selector: None,
+    }
+}
+
+fn same_family(a: IpAddr, b: IpAddr) -> bool {
+    a.is_ipv4() == b.is_ipv4()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use agentcomputer_crds::{
+        AgentComputerSpec, CidrRule, EgressSpec, PortRule, Protocol, StorageSpec,
+    };
+    use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+
+    fn computer(egress: EgressSpec) -> AgentComputer {
+        let mut c = AgentComputer::new(
+            "c1",
+            AgentComputerSpec {
+                storage: StorageSpec {
+                    size: Quantity("1Gi".into()),
+                    reclaim_policy: Default::default(),
+                },
+                runtimes: Default::default(),
+                sandbox: None,
+                egress,
+                limits: Default::default(),
+                node_selector: None,
+                tolerations: None,
+            },
+        );
+        c.metadata.namespace = Some("ns".into());
+        c.metadata.uid = Some("u1".into());
+        c
+    }
+
+    fn egress_of(np: &NetworkPolicy) -> Vec<NetworkPolicyEgressRule> {
+        np.spec.as_ref().unwrap().egress.clone().unwrap()
+    }
+
+    #[test]
+    fn deny_all_has_no_egress_and_no_ingress() {
+        let np = build(&computer(EgressSpec::default()), &Config::default());
+        let spec = np.spec.as_ref().unwrap();
+        assert_eq!(spec.policy_types.as_deref().unwrap(), ["Ingress", "Egress"]);
+        assert!(spec.egress.as_ref().unwrap().is_empty());
+        assert!(spec.ingress.as_ref().unwrap().is_empty());
+        assert_eq!(
+            spec.pod_selector
+                .as_ref()
+                .unwrap()
+                .match_labels
+                .as_ref()
+                .unwrap()["agentcomputer.dev/computer"],
+            "c1"
+        );
+    }
+
+    #[test]
+    fn allow_all_excludes_metadata_unless_allowed() {
+        let e = EgressSpec {
+            mode: EgressMode::AllowAll,
+            ..Default::default()
+        };
+        let rules = egress_of(&build(&computer(e.clone()), &Config::default()));
+        let peers = rules[0].to.as_ref().unwrap();
+        let v4 = peers[0].ip_block.as_ref().unwrap();
+        assert_eq!(v4.cidr, "0.0.0.0/0");
+        assert_eq!(v4.except.as_deref().unwrap(), ["169.254.169.254/32"]);
+        let v6 = peers[1].ip_block.as_ref().unwrap();
+        assert_eq!(v6.except.as_deref().unwrap(), ["fd00:ec2::254/128"]);
+        let open = EgressSpec {
+            allow_metadata: true,
+            ..e
+        };
+        let rules = egress_of(&build(&computer(open), &Config::default()));
+        assert!(
+            rules[0].to.as_ref().unwrap()[0]
+                .ip_block
+                .as_ref()
+                .unwrap()
+                .except
+                .is_none()
+        );
+    }
+
+    #[test]
+    fn allow_list_ports_dns_proxy_and_metadata_ranges() {
+        let e = EgressSpec {
+            mode: EgressMode::AllowList,
+            cidrs: vec![
+                CidrRule {
+                    cidr: "10.20.0.0/16".into(),
+                    ports: vec![PortRule {
+                        port: 5432,
+                        end_port: None,
+                        protocol: Protocol::Tcp,
+                    }],
+                },
+                CidrRule {
+                    cidr: "169.254.0.0/16".into(),
+                    ports: vec![],
+                },
+                CidrRule {
+                    cidr: "169.254.169.254/32".into(),
+                    ports: vec![],
+                },
+            ],
+            hosts: vec!["pypi.org".into()],
+            allow_metadata: false,
+        };
+        let rules = egress_of(&build(&computer(e), &Config::default()));
+        // 2 CIDR rules (the bare metadata /32 is dropped) + DNS + proxy.
+        assert_eq!(rules.len(), 4, "{rules:#?}");
+        let r0 = &rules[0];
+        assert_eq!(
+            r0.to.as_ref().unwrap()[0].ip_block.as_ref().unwrap().cidr,
+            "10.20.0.0/16"
+        );
+        assert_eq!(
+            r0.ports.as_ref().unwrap()[0].port,
+            Some(IntOrString::Int(5432))
+        );
+        let r1 = rules[1].to.as_ref().unwrap()[0].ip_block.as_ref().unwrap();
+        assert_eq!(r1.except.as_deref().unwrap(), ["169.254.169.254/32"]);
+        let dns = &rules[2];
+        assert_eq!(dns.ports.as_ref().unwrap().len(), 2);
+        let proxy = &rules[3];
+        assert_eq!(
+            proxy.ports.as_ref().unwrap()[0].port,
+            Some(IntOrString::Int(3128))
+        );
+        let peer = &proxy.to.as_ref().unwrap()[0];
+        assert_eq!(
+            peer.namespace_selector
+                .as_ref()
+                .unwrap()
+                .match_labels
+                .as_ref()
+                .unwrap()["kubernetes.io/metadata.name"],
+            "agentcomputer-system"
+        );
+    }
+
+    #[test]
+    fn allow_list_without_hosts_has_no_proxy_rule() {
+        let e = EgressSpec {
+            mode: EgressMode::AllowList,
+            cidrs: vec![CidrRule {
+                cidr: "2001:db8::/32".into(),
+                ports: vec![],
+            }],
+            ..Default::default()
+        };
+        let rules = egress_of(&build(&computer(e), &Config::default()));
+        assert_eq!(rules.len(), 2);
+        assert!(rules[0].ports.is_none());
+    }
+}

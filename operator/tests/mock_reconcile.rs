@@ -1,0 +1,756 @@
+//! Reconcile logic against a mocked API server (tower-test): an in-memory
+//! object store answers GET/PATCH/DELETE/POST the way the API server does
+//! for the calls the operator makes, and can inject failures.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use agentcomputer_crds::{AgentComputer, ComputerPhase, EgressMode, ReclaimPolicy};
+use agentcomputer_operator::context::{Config, Context};
+use agentcomputer_operator::controller::reconcile;
+use agentcomputer_operator::metrics::Metrics;
+use agentcomputer_operator::{Error, FINALIZER};
+use http::{Method, Request, Response};
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::client::Body;
+use kube::runtime::reflector::{self, Store, store::Writer};
+use kube::runtime::watcher;
+use kube::{Client, ResourceExt};
+use serde_json::{Value, json};
+
+type Handle = tower_test::mock::Handle<Request<Body>, Response<Body>>;
+
+const NS: &str = "team";
+
+/// A fault: the next `times` requests with this method whose path contains
+/// `path` fail with `code`.
+struct Fault {
+    method: Method,
+    path: String,
+    code: u16,
+    times: usize,
+}
+
+#[derive(Default)]
+struct Fake {
+    objects: Mutex<HashMap<String, Value>>,
+    log: Mutex<Vec<(Method, String)>>,
+    faults: Mutex<Vec<Fault>>,
+    uid: Mutex<u64>,
+}
+
+fn status_body(code: u16, reason: &str, message: &str) -> Value {
+    json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+           "message": message, "reason": reason, "code": code})
+}
+
+impl Fake {
+    fn get(&self, path: &str) -> Option<Value> {
+        self.objects.lock().unwrap().get(path).cloned()
+    }
+
+    fn put(&self, path: &str, v: Value) {
+        self.objects.lock().unwrap().insert(path.to_string(), v);
+    }
+
+    fn calls(&self, method: Method, path_part: &str) -> usize {
+        self.log
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|(m, p)| *m == method && p.contains(path_part))
+            .count()
+    }
+
+    fn fail(&self, method: Method, path: &str, code: u16, times: usize) {
+        self.faults.lock().unwrap().push(Fault {
+            method,
+            path: path.into(),
+            code,
+            times,
+        });
+    }
+
+    fn next_uid(&self) -> String {
+        let mut u = self.uid.lock().unwrap();
+        *u += 1;
+        format!("uid-{}", *u)
+    }
+
+    fn handle(&self, method: Method, path: String, ctype: String, body: Value) -> (u16, Value) {
+        self.log
+            .lock()
+            .unwrap()
+            .push((method.clone(), path.clone()));
+        {
+            let mut faults = self.faults.lock().unwrap();
+            if let Some(f) = faults
+                .iter_mut()
+                .find(|f| f.method == method && path.contains(&f.path) && f.times > 0)
+            {
+                f.times -= 1;
+                return (f.code, status_body(f.code, "Injected", "injected fault"));
+            }
+        }
+        let mut objects = self.objects.lock().unwrap();
+        match method {
+            Method::GET => match objects.get(&path) {
+                Some(v) => (200, v.clone()),
+                None => (
+                    404,
+                    status_body(404, "NotFound", &format!("{path} not found")),
+                ),
+            },
+            Method::DELETE => match objects.remove(&path) {
+                Some(v) => (200, v),
+                None => (
+                    404,
+                    status_body(404, "NotFound", &format!("{path} not found")),
+                ),
+            },
+            Method::POST => {
+                if path.ends_with("/events") {
+                    return (201, body);
+                }
+                let key = format!("{path}/{}", body["metadata"]["name"].as_str().unwrap());
+                if objects.contains_key(&key) {
+                    return (409, status_body(409, "AlreadyExists", "exists"));
+                }
+                objects.insert(key, body.clone());
+                (201, body)
+            }
+            Method::PATCH => {
+                if let Some(base) = path.strip_suffix("/status") {
+                    let Some(obj) = objects.get_mut(base) else {
+                        return (404, status_body(404, "NotFound", "no object"));
+                    };
+                    obj["status"] = body["status"].clone();
+                    return (200, obj.clone());
+                }
+                let existing = objects.get(&path).cloned();
+                let next = if ctype.contains("apply-patch") {
+                    let mut next = body;
+                    match existing {
+                        Some(old) => {
+                            for k in ["uid", "finalizers", "deletionTimestamp", "annotations"] {
+                                if !old["metadata"][k].is_null() && next["metadata"][k].is_null() {
+                                    next["metadata"][k] = old["metadata"][k].clone();
+                                }
+                            }
+                            if !old["status"].is_null() {
+                                next["status"] = old["status"].clone();
+                            }
+                        }
+                        None => next["metadata"]["uid"] = Value::String(self.next_uid()),
+                    }
+                    next
+                } else if ctype.contains("json-patch") {
+                    let Some(mut old) = existing else {
+                        return (404, status_body(404, "NotFound", "no object"));
+                    };
+                    // Like the API server, a missing list tests equal to null.
+                    if old["metadata"].get("finalizers").is_none() {
+                        old["metadata"]["finalizers"] = Value::Null;
+                    }
+                    let p: json_patch::Patch = serde_json::from_value(body).unwrap();
+                    if json_patch::patch(&mut old, &p).is_err() {
+                        return (422, status_body(422, "Invalid", "json patch test failed"));
+                    }
+                    old
+                } else {
+                    let Some(mut old) = existing else {
+                        return (404, status_body(404, "NotFound", "no object"));
+                    };
+                    json_patch::merge(&mut old, &body);
+                    old
+                };
+                objects.insert(path, next.clone());
+                (200, next)
+            }
+            _ => (405, status_body(405, "MethodNotAllowed", "unsupported")),
+        }
+    }
+}
+
+async fn serve(mut handle: Handle, fake: Arc<Fake>) {
+    while let Some((req, send)) = handle.next_request().await {
+        let method = req.method().clone();
+        let path = req.uri().path().to_string();
+        let ctype = req
+            .headers()
+            .get("content-type")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+            .to_string();
+        let bytes = req.into_body().collect_bytes().await.unwrap();
+        let body: Value = if bytes.is_empty() {
+            Value::Null
+        } else {
+            serde_json::from_slice(&bytes).unwrap()
+        };
+        let (code, out) = fake.handle(method, path, ctype, body);
+        send.send_response(
+            Response::builder()
+                .status(code)
+                .body(Body::from(serde_json::to_vec(&out).unwrap()))
+                .unwrap(),
+        );
+    }
+}
+
+struct Env {
+    ctx: Arc<Context>,
+    fake: Arc<Fake>,
+    nodes: Writer<Node>,
+    agents: Writer<Pod>,
+    computers: Writer<AgentComputer>,
+}
+
+fn env() -> Env {
+    let (svc, handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+    let fake = Arc::new(Fake::default());
+    tokio::spawn(serve(handle, fake.clone()));
+    let client = Client::new(svc, "default");
+    let (ns, nw): (Store<Node>, Writer<Node>) = reflector::store();
+    let (ag, aw): (Store<Pod>, Writer<Pod>) = reflector::store();
+    let (cs, cw): (Store<AgentComputer>, Writer<AgentComputer>) = reflector::store();
+    let ctx = Arc::new(Context::new(
+        client,
+        Config::default(),
+        ns,
+        ag,
+        cs,
+        Arc::new(Metrics::new()),
+        None,
+    ));
+    Env {
+        ctx,
+        fake,
+        nodes: nw,
+        agents: aw,
+        computers: cw,
+    }
+}
+
+fn node(name: &str) -> Node {
+    serde_json::from_value(json!({
+        "metadata": {"name": name, "labels": {"kubernetes.io/hostname": format!("host-{name}")}},
+        "spec": {},
+        "status": {"conditions": [{"type": "Ready", "status": "True"}]}
+    }))
+    .unwrap()
+}
+
+fn agent(node: &str, ip: &str) -> Pod {
+    serde_json::from_value(json!({
+        "metadata": {"name": format!("agent-{node}"), "namespace": "agentcomputer-system"},
+        "spec": {"nodeName": node, "containers": []},
+        "status": {"phase": "Running", "podIP": ip, "conditions": [{"type": "Ready", "status": "True"}]}
+    }))
+    .unwrap()
+}
+
+fn computer_path(name: &str) -> String {
+    format!("/apis/agentcomputer.dev/v1alpha1/namespaces/{NS}/agentcomputers/{name}")
+}
+
+/// Stores a computer in the fake (as the API server would hold it) and
+/// returns it.
+fn computer(env: &Env, name: &str, spec: Value) -> AgentComputer {
+    let v = json!({
+        "apiVersion": "agentcomputer.dev/v1alpha1", "kind": "AgentComputer",
+        "metadata": {"name": name, "namespace": NS, "uid": format!("{name}-uid"), "generation": 1},
+        "spec": spec,
+    });
+    env.fake.put(&computer_path(name), v.clone());
+    serde_json::from_value(v).unwrap()
+}
+
+fn current(env: &Env, name: &str) -> AgentComputer {
+    serde_json::from_value(env.fake.get(&computer_path(name)).expect("computer exists")).unwrap()
+}
+
+/// Runs reconciles the way the controller would (each on the latest object)
+/// until the finalizer is in place and one full reconcile ran.
+async fn settle(env: &Env, name: &str) -> Result<kube::runtime::controller::Action, Error> {
+    let c = current(env, name);
+    if !c.finalizers().iter().any(|f| f == FINALIZER) {
+        reconcile(Arc::new(c), env.ctx.clone()).await?;
+        assert!(
+            current(env, name)
+                .finalizers()
+                .iter()
+                .any(|f| f == FINALIZER),
+            "finalizer added first"
+        );
+    }
+    reconcile(Arc::new(current(env, name)), env.ctx.clone()).await
+}
+
+fn add<K: kube::Resource + Clone>(w: &mut Writer<K>, obj: K)
+where
+    K::DynamicType: Eq + std::hash::Hash + Clone,
+{
+    w.apply_watcher_event(&watcher::Event::Apply(obj));
+}
+
+fn two_nodes(env: &mut Env) {
+    add(&mut env.nodes, node("a"));
+    add(&mut env.nodes, node("b"));
+    add(&mut env.agents, agent("a", "10.0.0.1"));
+    add(&mut env.agents, agent("b", "10.0.0.2"));
+}
+
+fn status(c: &AgentComputer) -> agentcomputer_crds::AgentComputerStatus {
+    c.status.clone().expect("status written")
+}
+
+fn condition<'a>(c: &'a AgentComputer, t: &str) -> (&'a str, &'a str) {
+    let s = c.status.as_ref().unwrap();
+    let cond = s
+        .conditions
+        .iter()
+        .find(|x| x.type_ == t)
+        .unwrap_or_else(|| panic!("no {t} condition"));
+    (cond.status.as_str(), cond.reason.as_str())
+}
+
+const PV: &str = "/api/v1/persistentvolumes/agentcomputer-c1-uid";
+const PVC: &str = "/api/v1/namespaces/team/persistentvolumeclaims/c1-workspace";
+const SECRET: &str = "/api/v1/namespaces/team/secrets/c1-credential";
+const NETPOL: &str = "/apis/networking.k8s.io/v1/namespaces/team/networkpolicies/c1-egress";
+const POD: &str = "/api/v1/namespaces/team/pods/c1-sandbox";
+
+#[tokio::test]
+async fn create_places_on_least_loaded_node_and_applies_all_objects() {
+    let mut env = env();
+    two_nodes(&mut env);
+    // Node a already serves a computer, so c1 goes to b.
+    let mut other = computer(&env, "busy", json!({"storage": {"size": "1Gi"}}));
+    other.status = Some(agentcomputer_crds::AgentComputerStatus {
+        node: Some("a".into()),
+        ..Default::default()
+    });
+    add(&mut env.computers, other);
+    computer(&env, "c1", json!({"storage": {"size": "2Gi"}}));
+
+    settle(&env, "c1").await.unwrap();
+
+    let c = current(&env, "c1");
+    let st = status(&c);
+    assert_eq!(st.phase, Some(ComputerPhase::Ready));
+    assert_eq!(st.node.as_deref(), Some("b"));
+    assert_eq!(st.endpoint.as_deref(), Some("10.0.0.2:7433"));
+    assert_eq!(st.observed_generation, Some(1));
+    assert_eq!(condition(&c, "Ready"), ("True", "NodeAgentReady"));
+    assert_eq!(condition(&c, "Placed"), ("True", "Placed"));
+
+    let pv = env.fake.get(PV).expect("PV applied");
+    assert_eq!(pv["spec"]["csi"]["driver"], "agentcomputer.dev");
+    assert_eq!(pv["spec"]["csi"]["volumeHandle"], "c1-uid");
+    assert_eq!(pv["spec"]["capacity"]["storage"], "2Gi");
+    assert_eq!(pv["spec"]["claimRef"]["name"], "c1-workspace");
+    assert_eq!(pv["spec"]["claimRef"]["namespace"], NS);
+    assert_eq!(
+        pv["spec"]["nodeAffinity"]["required"]["nodeSelectorTerms"][0]["matchExpressions"][0]["values"]
+            [0],
+        "host-b"
+    );
+    assert!(
+        pv["metadata"]["ownerReferences"].is_null(),
+        "a PV must not have a namespaced owner"
+    );
+    let pvc = env.fake.get(PVC).expect("PVC applied");
+    assert_eq!(pvc["spec"]["volumeName"], "agentcomputer-c1-uid");
+    assert_eq!(pvc["metadata"]["ownerReferences"][0]["uid"], "c1-uid");
+    assert_eq!(pvc["metadata"]["ownerReferences"][0]["controller"], true);
+    let secret = env.fake.get(SECRET).expect("secret applied");
+    let token: k8s_openapi::ByteString =
+        serde_json::from_value(secret["data"]["token"].clone()).unwrap();
+    assert_eq!(token.0.len(), 64);
+    let np = env.fake.get(NETPOL).expect("network policy applied");
+    assert_eq!(np["spec"]["egress"], json!([]), "deny-all by default");
+    assert!(
+        env.fake.get(POD).is_none(),
+        "no sandbox without the container runtime"
+    );
+    assert_eq!(
+        env.fake.calls(Method::POST, "/events"),
+        1,
+        "one Placed event"
+    );
+}
+
+#[tokio::test]
+async fn update_keeps_the_token_changes_policy_and_adds_sandbox() {
+    let mut env = env();
+    two_nodes(&mut env);
+    computer(&env, "c1", json!({"storage": {"size": "1Gi"}}));
+    settle(&env, "c1").await.unwrap();
+    let token_before = env.fake.get(SECRET).unwrap()["data"]["token"].clone();
+    let status_writes = env.fake.calls(Method::PATCH, "/status");
+
+    // Unchanged spec: no status write.
+    settle(&env, "c1").await.unwrap();
+    assert_eq!(
+        env.fake.calls(Method::PATCH, "/status"),
+        status_writes,
+        "unchanged status is not rewritten"
+    );
+
+    let mut c = env.fake.get(&computer_path("c1")).unwrap();
+    c["spec"]["egress"] = json!({"mode": "allow-list", "cidrs": [{"cidr": "10.9.0.0/16", "ports": [{"port": 443}]}], "hosts": ["pypi.org"]});
+    c["spec"]["runtimes"] = json!({"container": true});
+    c["spec"]["sandbox"] =
+        json!({"image": "debian:bookworm-slim", "resources": {"limits": {"memory": "1Gi"}}});
+    c["metadata"]["generation"] = json!(2);
+    env.fake.put(&computer_path("c1"), c);
+    settle(&env, "c1").await.unwrap();
+
+    assert_eq!(
+        env.fake.get(SECRET).unwrap()["data"]["token"],
+        token_before,
+        "token is stable"
+    );
+    let np = env.fake.get(NETPOL).unwrap();
+    let rules = np["spec"]["egress"].as_array().unwrap();
+    assert_eq!(rules.len(), 3, "cidr, dns, proxy: {rules:?}");
+    assert_eq!(rules[0]["to"][0]["ipBlock"]["cidr"], "10.9.0.0/16");
+    let pod = env.fake.get(POD).expect("sandbox pod");
+    let ctr = &pod["spec"]["containers"][0];
+    assert_eq!(ctr["image"], "debian:bookworm-slim");
+    assert_eq!(
+        ctr["securityContext"]["capabilities"]["drop"],
+        json!(["ALL"])
+    );
+    assert_eq!(ctr["securityContext"]["allowPrivilegeEscalation"], false);
+    assert_eq!(pod["spec"]["securityContext"]["runAsNonRoot"], true);
+    assert_eq!(
+        pod["spec"]["securityContext"]["seccompProfile"]["type"],
+        "RuntimeDefault"
+    );
+    assert_eq!(ctr["volumeMounts"][0]["mountPath"], "/workspace");
+    assert_eq!(
+        pod["spec"]["volumes"][0]["persistentVolumeClaim"]["claimName"],
+        "c1-workspace"
+    );
+    assert_eq!(ctr["resources"]["limits"]["memory"], "1Gi");
+    let env_vars = ctr["env"].as_array().unwrap();
+    assert!(
+        env_vars
+            .iter()
+            .any(|e| e["name"] == "HTTPS_PROXY" && e["value"] == "http://10.0.0.1:3128")
+    );
+    let c = current(&env, "c1");
+    assert_eq!(condition(&c, "SandboxReady"), ("False", "Starting"));
+    assert_eq!(status(&c).observed_generation, Some(2));
+    assert_eq!(status(&c).sandbox_pod.as_deref(), Some("c1-sandbox"));
+    assert_eq!(c.spec.egress.mode, EgressMode::AllowList);
+}
+
+#[tokio::test]
+async fn no_ready_agent_keeps_the_computer_pending() {
+    let mut env = env();
+    add(&mut env.nodes, node("a"));
+    let mut unready = agent("a", "10.0.0.1");
+    unready
+        .status
+        .as_mut()
+        .unwrap()
+        .conditions
+        .as_mut()
+        .unwrap()[0]
+        .status = "False".into();
+    add(&mut env.agents, unready);
+    computer(&env, "c1", json!({"storage": {"size": "1Gi"}}));
+
+    let action = settle(&env, "c1").await.unwrap();
+    assert_eq!(
+        action,
+        kube::runtime::controller::Action::requeue(std::time::Duration::from_secs(30))
+    );
+    let c = current(&env, "c1");
+    assert_eq!(status(&c).phase, Some(ComputerPhase::Pending));
+    assert_eq!(status(&c).node, None);
+    let placed = status(&c)
+        .conditions
+        .into_iter()
+        .find(|x| x.type_ == "Placed")
+        .unwrap();
+    assert_eq!(
+        (placed.status.as_str(), placed.reason.as_str()),
+        ("False", "NoEligibleNode")
+    );
+    assert_eq!(
+        placed.message,
+        "0/1 nodes are eligible: 1 no ready node agent"
+    );
+    assert!(
+        env.fake.get(PV).is_none(),
+        "nothing is created before placement"
+    );
+    assert_eq!(
+        env.fake.calls(Method::POST, "/events"),
+        1,
+        "one NoEligibleNode warning"
+    );
+
+    // The agent becomes ready: the computer is placed.
+    add(&mut env.agents, agent("a", "10.0.0.1"));
+    settle(&env, "c1").await.unwrap();
+    assert_eq!(
+        status(&current(&env, "c1")).phase,
+        Some(ComputerPhase::Ready)
+    );
+}
+
+#[tokio::test]
+async fn node_selector_and_taints_steer_placement() {
+    let mut env = env();
+    two_nodes(&mut env);
+    let mut tainted: Node = node("c");
+    tainted
+        .metadata
+        .labels
+        .as_mut()
+        .unwrap()
+        .insert("pool".into(), "agents".into());
+    tainted.spec.as_mut().unwrap().taints = Some(vec![k8s_openapi::api::core::v1::Taint {
+        key: "dedicated".into(),
+        value: Some("agents".into()),
+        effect: "NoSchedule".into(),
+        time_added: None,
+    }]);
+    add(&mut env.nodes, tainted);
+    add(&mut env.agents, agent("c", "10.0.0.3"));
+    computer(
+        &env,
+        "c1",
+        json!({"storage": {"size": "1Gi"}, "nodeSelector": {"pool": "agents"}}),
+    );
+    settle(&env, "c1").await.unwrap();
+    assert_eq!(
+        status(&current(&env, "c1")).phase,
+        Some(ComputerPhase::Pending),
+        "taint not tolerated"
+    );
+
+    let mut c = env.fake.get(&computer_path("c1")).unwrap();
+    c["spec"]["tolerations"] = json!([{"key": "dedicated", "operator": "Equal", "value": "agents", "effect": "NoSchedule"}]);
+    env.fake.put(&computer_path("c1"), c);
+    settle(&env, "c1").await.unwrap();
+    assert_eq!(status(&current(&env, "c1")).node.as_deref(), Some("c"));
+}
+
+#[tokio::test]
+async fn node_loss_marks_the_computer_unavailable_without_moving_it() {
+    let mut env = env();
+    two_nodes(&mut env);
+    computer(&env, "c1", json!({"storage": {"size": "1Gi"}}));
+    settle(&env, "c1").await.unwrap();
+    let placed_on = status(&current(&env, "c1")).node.unwrap();
+
+    // The node agent on that node goes away.
+    let gone = agent(&placed_on, "unused");
+    env.agents
+        .apply_watcher_event(&watcher::Event::Delete(gone));
+    settle(&env, "c1").await.unwrap();
+    let c = current(&env, "c1");
+    assert_eq!(status(&c).phase, Some(ComputerPhase::Unavailable));
+    assert_eq!(
+        status(&c).node.as_deref(),
+        Some(placed_on.as_str()),
+        "the data is on that node: never re-placed"
+    );
+    assert_eq!(status(&c).endpoint, None);
+    assert_eq!(condition(&c, "Ready"), ("False", "NodeAgentNotReady"));
+    assert_eq!(
+        env.fake.calls(Method::POST, "/events"),
+        2,
+        "Placed, then NodeAgentLost"
+    );
+
+    // The Node object itself disappears.
+    env.nodes
+        .apply_watcher_event(&watcher::Event::Delete(node(&placed_on)));
+    settle(&env, "c1").await.unwrap();
+    assert_eq!(
+        condition(&current(&env, "c1"), "Ready"),
+        ("False", "NodeGone")
+    );
+
+    // It comes back.
+    add(&mut env.nodes, node(&placed_on));
+    add(&mut env.agents, agent(&placed_on, "10.0.0.9"));
+    settle(&env, "c1").await.unwrap();
+    let c = current(&env, "c1");
+    assert_eq!(status(&c).phase, Some(ComputerPhase::Ready));
+    assert_eq!(status(&c).endpoint.as_deref(), Some("10.0.0.9:7433"));
+}
+
+async fn delete_computer(env: &Env, name: &str) {
+    let mut c = env.fake.get(&computer_path(name)).unwrap();
+    c["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:00:00Z");
+    env.fake.put(&computer_path(name), c);
+    reconcile(Arc::new(current(env, name)), env.ctx.clone())
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn deletion_with_delete_policy_removes_volume_and_finalizer() {
+    let mut env = env();
+    two_nodes(&mut env);
+    computer(
+        &env,
+        "c1",
+        json!({"storage": {"size": "1Gi"}, "runtimes": {"container": true}, "sandbox": {"image": "busybox"}}),
+    );
+    settle(&env, "c1").await.unwrap();
+    for p in [PV, PVC, SECRET, NETPOL, POD] {
+        assert!(env.fake.get(p).is_some(), "{p} exists before deletion");
+    }
+    delete_computer(&env, "c1").await;
+    for p in [PV, PVC, SECRET, NETPOL, POD] {
+        assert!(env.fake.get(p).is_none(), "{p} deleted");
+    }
+    assert!(
+        current(&env, "c1").finalizers().is_empty(),
+        "finalizer released"
+    );
+}
+
+#[tokio::test]
+async fn deletion_with_retain_policy_keeps_and_orphans_the_volume() {
+    let mut env = env();
+    two_nodes(&mut env);
+    computer(
+        &env,
+        "c1",
+        json!({"storage": {"size": "1Gi", "reclaimPolicy": "Retain"}}),
+    );
+    settle(&env, "c1").await.unwrap();
+    assert_eq!(
+        current(&env, "c1").spec.storage.reclaim_policy,
+        ReclaimPolicy::Retain
+    );
+    delete_computer(&env, "c1").await;
+    let pvc = env.fake.get(PVC).expect("claim kept");
+    assert!(
+        pvc["metadata"]["ownerReferences"].is_null(),
+        "claim orphaned so GC keeps it"
+    );
+    let pv = env.fake.get(PV).expect("volume kept");
+    assert_eq!(
+        pv["metadata"]["annotations"]["agentcomputer.dev/retained-from"],
+        "team/c1"
+    );
+    assert!(env.fake.get(SECRET).is_none());
+    assert!(env.fake.get(NETPOL).is_none());
+    assert!(current(&env, "c1").finalizers().is_empty());
+}
+
+#[tokio::test]
+async fn api_failures_surface_as_errors_and_metrics() {
+    let mut env = env();
+    two_nodes(&mut env);
+    computer(&env, "c1", json!({"storage": {"size": "1Gi"}}));
+    env.fake.fail(Method::PATCH, "/persistentvolumes/", 500, 1);
+    let err = settle(&env, "c1").await.unwrap_err();
+    assert_eq!(err.reason(), "api", "{err}");
+    assert!(
+        current(&env, "c1").status.is_none(),
+        "no status after a failed apply"
+    );
+    let text = env.ctx.metrics.render();
+    assert!(
+        text.contains("agentcomputer_operator_reconcile_errors_total{reason=\"api\"} 1"),
+        "{text}"
+    );
+    // The retry succeeds.
+    settle(&env, "c1").await.unwrap();
+    assert_eq!(
+        status(&current(&env, "c1")).phase,
+        Some(ComputerPhase::Ready)
+    );
+
+    // Cleanup failures keep the finalizer, so deletion is retried.
+    env.fake
+        .fail(Method::DELETE, "/persistentvolumeclaims/", 503, 1);
+    let mut c = env.fake.get(&computer_path("c1")).unwrap();
+    c["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:00:00Z");
+    env.fake.put(&computer_path("c1"), c);
+    assert!(
+        reconcile(Arc::new(current(&env, "c1")), env.ctx.clone())
+            .await
+            .is_err()
+    );
+    assert_eq!(current(&env, "c1").finalizers(), [FINALIZER.to_string()]);
+    reconcile(Arc::new(current(&env, "c1")), env.ctx.clone())
+        .await
+        .unwrap();
+    assert!(current(&env, "c1").finalizers().is_empty());
+}
+
+#[tokio::test]
+async fn immutable_pod_change_replaces_the_sandbox() {
+    let mut env = env();
+    two_nodes(&mut env);
+    computer(
+        &env,
+        "c1",
+        json!({"storage": {"size": "1Gi"}, "runtimes": {"container": true}, "sandbox": {"image": "busybox"}}),
+    );
+    settle(&env, "c1").await.unwrap();
+    assert!(env.fake.get(POD).is_some());
+    env.fake.fail(Method::PATCH, "/pods/c1-sandbox", 422, 1);
+    settle(&env, "c1").await.unwrap();
+    assert!(env.fake.get(POD).is_none(), "pod deleted to be recreated");
+    assert_eq!(
+        condition(&current(&env, "c1"), "SandboxReady"),
+        ("False", "Replacing")
+    );
+    settle(&env, "c1").await.unwrap();
+    assert!(env.fake.get(POD).is_some(), "pod recreated");
+}
+
+#[tokio::test]
+async fn idle_sandbox_is_stopped_and_restarted_on_activity() {
+    let mut env = env();
+    two_nodes(&mut env);
+    let spec = json!({"storage": {"size": "1Gi"}, "runtimes": {"container": true},
+                      "sandbox": {"image": "busybox", "idleTimeoutSeconds": 60}});
+    computer(&env, "c1", spec);
+    let mut c = env.fake.get(&computer_path("c1")).unwrap();
+    c["metadata"]["annotations"] =
+        json!({"agentcomputer.dev/last-activity": "2020-01-01T00:00:00Z"});
+    env.fake.put(&computer_path("c1"), c);
+    settle(&env, "c1").await.unwrap();
+    assert!(env.fake.get(POD).is_none(), "idle: no pod");
+    assert_eq!(
+        condition(&current(&env, "c1"), "SandboxReady"),
+        ("False", "Idle")
+    );
+
+    let mut c = env.fake.get(&computer_path("c1")).unwrap();
+    c["metadata"]["annotations"]["agentcomputer.dev/last-activity"] =
+        json!(k8s_openapi::jiff::Timestamp::now().to_string());
+    env.fake.put(&computer_path("c1"), c);
+    let action = settle(&env, "c1").await.unwrap();
+    assert!(env.fake.get(POD).is_some(), "activity starts the pod");
+    // The idle timer, not the 300 s resync, decides the next reconcile.
+    assert_ne!(
+        action,
+        kube::runtime::controller::Action::requeue(std::time::Duration::from_secs(300))
+    );
+}
+
+#[tokio::test]
+async fn missing_uid_is_a_clear_error() {
+    let env = env();
+    let mut c = computer(&env, "c1", json!({"storage": {"size": "1Gi"}}));
+    c.metadata.uid = None;
+    c.metadata.finalizers = Some(vec![FINALIZER.into()]);
+    let err = reconcile(Arc::new(c), env.ctx.clone()).await.unwrap_err();
+    assert!(err.to_string().contains("metadata.uid"), "{err}");
+}
