@@ -315,7 +315,7 @@ fn killed_upload_keeps_the_old_file() {
     let mut pipe = child.stdin.take().unwrap();
     pipe.write_all(&vec![b'z'; 3 << 20]).unwrap();
     let mut uploading = false;
-    for _ in 0..200 {
+    for _ in 0..500 {
         if ok(server.cli(&["ls", "demo"])).lines().count() == 2 {
             uploading = true;
             break;
@@ -328,7 +328,7 @@ fn killed_upload_keeps_the_old_file() {
     drop(pipe);
 
     let mut cleaned = false;
-    for _ in 0..200 {
+    for _ in 0..500 {
         if ok(server.cli(&["ls", "demo"])) == "f.txt\n" {
             cleaned = true;
             break;

@@ -261,7 +261,7 @@ async fn write_modes() {
     .unwrap();
     // The temporary file exists while the upload runs...
     let mut seen_temp = false;
-    for _ in 0..100 {
+    for _ in 0..500 {
         if names(&mut c, "demo", "").await.len() == 2 {
             seen_temp = true;
             break;
@@ -273,7 +273,7 @@ async fn write_modes() {
     let _ = call.await;
     // ...and is gone once the client left, with the old content in place.
     let mut cleaned = false;
-    for _ in 0..100 {
+    for _ in 0..500 {
         tokio::time::sleep(Duration::from_millis(20)).await;
         if names(&mut c, "demo", "").await == ["f"] {
             cleaned = true;

@@ -100,8 +100,7 @@ pub async fn start(registry: &Registry, req: pb::ExecRequest) -> Result<ExecStre
         info!(%computer, timeout_ms = timeout.as_millis() as u64, "exec started");
         let (out_tx, out_rx) = mpsc::channel(OUTPUT_BUFFER);
         let done = spawn_run(lease.fs().clone(), shell_req, out_tx, cancel.clone());
-        let client_gone = forward(out_rx, &tx, &cancel, timeout).await;
-        let outcome = wait_outcome(done, &cancel).await;
+        let (client_gone, outcome) = pump(out_rx, &tx, &cancel, timeout, done).await;
         let duration_ms = started.elapsed().as_millis() as u64;
         info!(%computer, code = outcome.exit_code, error = ?outcome.error, duration_ms, client_gone, "exec finished");
         if !client_gone {
@@ -134,17 +133,20 @@ fn spawn_run(
     tokio::spawn(agentcomputer_shell::run(fs, req, out, cancel))
 }
 
-/// Forwards output to the client until the run closes its output channel
-/// (or, once cancelled, for at most the grace period). Cancels the run when the client goes away or when the timeout plus a
-/// grace period passes without the run ending by itself. Returns whether
-/// the client went away.
-async fn forward(
+/// Forwards output to the client until the run ends and returns whether
+/// the client went away, and the run's outcome. Cancels the run when the
+/// client goes away, or when its timeout plus a grace period passed without
+/// the runtime stopping it; a run that ignores cancellation for another
+/// grace period is reported as stuck (its thread is left to end).
+async fn pump(
     mut out_rx: mpsc::Receiver<OutputChunk>,
     tx: &mpsc::Sender<Result<pb::ExecEvent, Status>>,
     cancel: &CancellationToken,
     timeout: Duration,
-) -> bool {
+    mut done: JoinHandle<ExecOutcome>,
+) -> (bool, ExecOutcome) {
     let mut gone = false;
+    let mut out_open = true;
     let deadline = tokio::time::sleep(timeout + STOP_GRACE);
     tokio::pin!(deadline);
     let give_up = async {
@@ -154,19 +156,22 @@ async fn forward(
     tokio::pin!(give_up);
     loop {
         tokio::select! {
-            chunk = out_rx.recv() => {
-                let Some(chunk) = chunk else { return gone };
-                if gone {
-                    continue; // drain so the run never blocks on output
+            // Output first, so nothing is lost behind the outcome.
+            biased;
+            chunk = out_rx.recv(), if out_open => match chunk {
+                Some(chunk) => gone = send(tx, chunk, gone, cancel).await,
+                None => out_open = false,
+            },
+            result = &mut done => {
+                // The runtime sent its last chunk before returning.
+                while let Ok(chunk) = out_rx.try_recv() {
+                    gone = send(tx, chunk, gone, cancel).await;
                 }
-                let event = match chunk {
-                    OutputChunk::Stdout(b) => Event::Stdout(b),
-                    OutputChunk::Stderr(b) => Event::Stderr(b),
-                };
-                if tx.send(Ok(pb::ExecEvent { event: Some(event) })).await.is_err() {
-                    gone = true;
-                    cancel.cancel();
-                }
+                let outcome = result.unwrap_or_else(|_| ExecOutcome {
+                    exit_code: 1,
+                    error: Some("the shell runtime crashed".into()),
+                });
+                return (gone, outcome);
             }
             _ = tx.closed(), if !gone => {
                 info!("exec client went away; cancelling the run");
@@ -178,25 +183,39 @@ async fn forward(
                 cancel.cancel();
             }
             _ = &mut give_up => {
-                warn!("exec output still open after cancellation; no longer forwarding it");
-                return gone;
+                warn!("exec did not stop after cancellation; giving up on it");
+                let stuck = ExecOutcome {
+                    exit_code: 124,
+                    error: Some("the run did not stop after cancellation".into()),
+                };
+                return (gone, stuck);
             }
         }
     }
 }
 
-/// Waits for the run's outcome; a run that ignores cancellation for longer
-/// than the grace period is reported as stuck (its thread is left to end).
-async fn wait_outcome(done: JoinHandle<ExecOutcome>, cancel: &CancellationToken) -> ExecOutcome {
-    let stuck = || ExecOutcome {
-        exit_code: 124,
-        error: Some("the run did not stop after cancellation".into()),
-    };
-    tokio::select! {
-        outcome = done => outcome.unwrap_or_else(|_| ExecOutcome {
-            exit_code: 1,
-            error: Some("the shell runtime crashed".into()),
-        }),
-        _ = async { cancel.cancelled().await; tokio::time::sleep(STOP_GRACE).await } => stuck(),
+/// Sends one chunk unless the client is gone; returns whether it is gone
+/// now (and cancels the run when it just went).
+async fn send(
+    tx: &mpsc::Sender<Result<pb::ExecEvent, Status>>,
+    chunk: OutputChunk,
+    gone: bool,
+    cancel: &CancellationToken,
+) -> bool {
+    if gone {
+        return true;
     }
+    let event = match chunk {
+        OutputChunk::Stdout(b) => Event::Stdout(b),
+        OutputChunk::Stderr(b) => Event::Stderr(b),
+    };
+    if tx
+        .send(Ok(pb::ExecEvent { event: Some(event) }))
+        .await
+        .is_err()
+    {
+        cancel.cancel();
+        return true;
+    }
+    false
 }
