@@ -165,6 +165,8 @@ fn exec_blocking(
         stack_limit: limits.stack,
         rejections: Default::default(),
         timer_hook: Default::default(),
+        internals: Default::default(),
+        loading: Default::default(),
     });
     rt.set_loader(ModuleResolver(st.clone()), ModuleLoader(st.clone()));
     let tracker_st = st.clone();

@@ -1,10 +1,11 @@
 //! Everything one exec's natives share, owned by the exec thread.
 
 use std::cell::RefCell;
+use std::collections::{HashMap, HashSet};
 use std::rc::Rc;
 use std::sync::Arc;
 
-use rquickjs::{Ctx, Function, JsLifetime, Persistent, Value};
+use rquickjs::{Ctx, Function, JsLifetime, Object, Persistent, Value};
 
 use crate::event_loop::Timers;
 use crate::fetch::Fetcher;
@@ -34,6 +35,10 @@ pub(crate) struct ExecState {
     pub rejections: RefCell<Vec<Rejection>>,
     /// The JS function that runs timer `id`'s callback.
     pub timer_hook: RefCell<Option<Persistent<Function<'static>>>>,
+    /// Namespaces of the built-in modules loaded so far (`native.require`).
+    pub internals: RefCell<HashMap<String, Persistent<Object<'static>>>>,
+    /// Built-ins being evaluated right now (to refuse require cycles).
+    pub loading: RefCell<HashSet<String>>,
 }
 
 impl ExecState {
@@ -42,6 +47,7 @@ impl ExecState {
     pub fn clear_js(&self) {
         self.rejections.borrow_mut().clear();
         self.timer_hook.borrow_mut().take();
+        self.internals.borrow_mut().clear();
         self.ops.close_all();
     }
 

@@ -1,17 +1,24 @@
 // Installs the globals of an exec before its module runs.
 import native from 'ac:native';
-import { inspect, format, formatError } from 'ac:inspect';
-import { Buffer } from 'ac:buffer';
-import { TextEncoder, TextDecoder } from 'ac:encoding';
-import { URL, URLSearchParams } from 'ac:url';
-import { setTimeout, setInterval, setImmediate, clearTimeout, clearInterval, clearImmediate } from 'ac:timers';
-import { process } from 'ac:process';
-import { structuredClone } from 'ac:clone';
-import { fetch, Headers, Request, Response } from 'ac:fetch';
+
+// Everything but the console is loaded on first use: a fresh runtime per
+// exec pays only for what the code touches.
+const req = (name) => native.require(name);
+const format = (...a) => req('ac:inspect').format(...a);
+const inspect = (v, o) => req('ac:inspect').inspect(v, o);
+export const formatError = (e) => req('ac:inspect').formatError(e);
 
 const g = globalThis;
 function define(name, value) {
   Object.defineProperty(g, name, { value, writable: true, configurable: true, enumerable: false });
+}
+function lazy(name, module, key = name) {
+  Object.defineProperty(g, name, {
+    get() { const v = req(module)[key]; define(name, v); return v; },
+    set(v) { define(name, v); },
+    configurable: true,
+    enumerable: false,
+  });
 }
 
 // Node-style stacks: "Name: message" then the frames.
@@ -56,23 +63,15 @@ const console = {
 };
 
 define('console', console);
-define('process', process);
-define('Buffer', Buffer);
-define('TextEncoder', TextEncoder);
-define('TextDecoder', TextDecoder);
-define('URL', URL);
-define('URLSearchParams', URLSearchParams);
-define('setTimeout', setTimeout);
-define('setInterval', setInterval);
-define('setImmediate', setImmediate);
-define('clearTimeout', clearTimeout);
-define('clearInterval', clearInterval);
-define('clearImmediate', clearImmediate);
-define('structuredClone', structuredClone);
-define('fetch', fetch);
-define('Headers', Headers);
-define('Request', Request);
-define('Response', Response);
+lazy('process', 'ac:process');
+lazy('Buffer', 'ac:buffer');
+lazy('TextEncoder', 'ac:encoding');
+lazy('TextDecoder', 'ac:encoding');
+lazy('URL', 'ac:url');
+lazy('URLSearchParams', 'ac:url');
+for (const t of ['setTimeout', 'setInterval', 'setImmediate', 'clearTimeout', 'clearInterval', 'clearImmediate']) lazy(t, 'ac:timers');
+lazy('structuredClone', 'ac:clone');
+for (const f of ['fetch', 'Headers', 'Request', 'Response']) lazy(f, 'ac:fetch');
 define('global', g);
 define('crypto', {
   getRandomValues(arr) {
@@ -86,4 +85,3 @@ define('crypto', {
   randomUUID: () => native.randomUUID(),
 });
 
-export { formatError };

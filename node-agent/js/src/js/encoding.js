@@ -1,7 +1,7 @@
 // TextEncoder / TextDecoder (WHATWG Encoding): UTF-8 always, plus
 // utf-16le and latin1 for TextDecoder.
 import native from 'ac:native';
-import { decode as decodeBytes } from 'ac:buffer';
+const { decode: decodeBytes } = native.require('ac:buffer');
 
 function bytesOf(input) {
   if (input === undefined) return new Uint8Array(0);

@@ -1,7 +1,7 @@
 // fetch (WHATWG Fetch, buffered): the request goes to the exec's egress hook,
 // which denies everything unless the computer's policy allows it.
 import native from 'ac:native';
-import { toBuffer } from 'ac:buffer';
+const { toBuffer } = native.require('ac:buffer');
 
 export class Headers {
   #map = new Map();

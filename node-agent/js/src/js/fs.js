@@ -2,9 +2,9 @@
 // promise API (fs/promises, FileHandle) and the callback API, all on the
 // same natives. Errors carry Node's code, errno, syscall and path.
 import native from 'ac:native';
-import { Buffer, toBuffer, encode, normalizeEncoding } from 'ac:buffer';
-import { URL, fileURLToPath } from 'ac:url';
-import { join as joinPath } from 'ac:path';
+const { Buffer, toBuffer, encode, normalizeEncoding } = native.require('ac:buffer');
+const { URL, fileURLToPath } = native.require('ac:url');
+const { join: joinPath } = native.require('ac:path');
 
 export const constants = {
   F_OK: 0, R_OK: 4, W_OK: 2, X_OK: 1,

@@ -1,5 +1,6 @@
 // node:buffer
-import { Buffer, constants, kMaxLength } from 'ac:buffer';
+import native from 'ac:native';
+const { Buffer, constants, kMaxLength } = native.require('ac:buffer');
 export { Buffer, constants, kMaxLength };
 export const atob = globalThis.atob;
 export const btoa = globalThis.btoa;

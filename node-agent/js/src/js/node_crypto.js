@@ -1,5 +1,6 @@
 // node:crypto: randomness only (no hashing or ciphers in this runtime).
-import { toBuffer } from 'ac:buffer';
+import native from 'ac:native';
+const { toBuffer } = native.require('ac:buffer');
 const c = globalThis.crypto;
 export const getRandomValues = (a) => c.getRandomValues(a);
 export const randomUUID = () => c.randomUUID();

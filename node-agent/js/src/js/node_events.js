@@ -1,5 +1,6 @@
 // node:events
-import { EventEmitter, once } from 'ac:events';
+import native from 'ac:native';
+const { EventEmitter, once } = native.require('ac:events');
 EventEmitter.EventEmitter = EventEmitter;
 EventEmitter.once = once;
 export { EventEmitter, once };

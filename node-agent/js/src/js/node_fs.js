@@ -1,7 +1,8 @@
 // node:fs
-import * as fs from 'ac:fs';
+import native from 'ac:native';
+const fs = native.require('ac:fs');
 
-export {
+export const {
   accessSync,
   appendFileSync,
   chmodSync,
@@ -38,8 +39,15 @@ export {
   utimesSync,
   writeFileSync,
   writeSync,
-  promises, constants, Stats, Dirent, F_OK, R_OK, W_OK, X_OK,
-} from 'ac:fs';
+  promises,
+  constants,
+  Stats,
+  Dirent,
+  F_OK,
+  R_OK,
+  W_OK,
+  X_OK,
+} = fs;
 
 const cb = fs.callbacks;
 export const access = cb.access;

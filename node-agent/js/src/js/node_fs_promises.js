@@ -1,5 +1,6 @@
 // node:fs/promises
-import { promises } from 'ac:fs';
+import native from 'ac:native';
+const { promises } = native.require('ac:fs');
 
 export const access = promises.access;
 export const appendFile = promises.appendFile;
@@ -30,5 +31,5 @@ export const unlink = promises.unlink;
 export const utimes = promises.utimes;
 export const writeFile = promises.writeFile;
 export const constants = promises.constants;
-export { FileHandle } from 'ac:fs';
+export const FileHandle = native.require('ac:fs').FileHandle;
 export default promises;

@@ -1,5 +1,6 @@
 // node:process
-import { process } from 'ac:process';
+import native from 'ac:native';
+const { process } = native.require('ac:process');
 export const { env, argv, platform, arch, version, versions, pid, stdout, stderr, stdin } = process;
 export const cwd = () => process.cwd();
 export const chdir = (d) => process.chdir(d);

@@ -1,5 +1,6 @@
 // node:timers/promises
-import { setTimeout as st, setImmediate as si, setInterval as sv, clearInterval } from 'ac:timers';
+import native from 'ac:native';
+const { setTimeout: st, setImmediate: si, setInterval: sv, clearInterval } = native.require('ac:timers');
 
 function aborted(signal) {
   return signal && signal.aborted ? (signal.reason || Object.assign(new Error('The operation was aborted'), { name: 'AbortError', code: 'ABORT_ERR' })) : null;

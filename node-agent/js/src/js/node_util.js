@@ -1,6 +1,7 @@
 // node:util (the parts scripts commonly use)
-import { inspect, format, formatWithOptions } from 'ac:inspect';
-import { TextEncoder, TextDecoder } from 'ac:encoding';
+import native from 'ac:native';
+const { inspect, format, formatWithOptions } = native.require('ac:inspect');
+const { TextEncoder, TextDecoder } = native.require('ac:encoding');
 
 export { inspect, format, formatWithOptions, TextEncoder, TextDecoder };
 

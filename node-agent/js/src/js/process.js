@@ -1,8 +1,8 @@
 // The `process` object: only the exec's env, argv, cwd and stdin; output
 // goes to the exec's stdout/stderr streams.
 import native from 'ac:native';
-import { EventEmitter } from 'ac:events';
-import { toBuffer } from 'ac:buffer';
+const { EventEmitter } = native.require('ac:events');
+const { toBuffer } = native.require('ac:buffer');
 
 function writer(fd) {
   return {

@@ -82,7 +82,40 @@ fn build<'js>(ctx: &Ctx<'js>, st: Rc<ExecState>) -> Result<Object<'js>> {
     fs::install(&obj, &st)?;
     sys::install(&obj, &st)?;
     web::install(&obj, &st)?;
+    install_require(&obj, st)?;
     Ok(obj)
+}
+
+/// `native.require(name)`: the namespace of built-in module `name`, loaded
+/// and evaluated on first use (synchronously: built-ins have no top-level
+/// await), so globals like `Buffer` cost nothing until touched.
+fn install_require<'js>(obj: &Object<'js>, st: Rc<ExecState>) -> Result<()> {
+    set_fn(obj, "require", move |ctx: Ctx<'js>, name: String| -> Result<Object<'js>> {
+        if let Some(ns) = st.internals.borrow().get(&name) {
+            return ns.clone().restore(&ctx);
+        }
+        if !name.starts_with("ac:") || !crate::internal::exists(&name) {
+            return Err(type_error(&ctx, &format!("no built-in module {name}")));
+        }
+        if !st.loading.borrow_mut().insert(name.clone()) {
+            return Err(type_error(&ctx, &format!("built-in module {name} requires itself")));
+        }
+        let loaded = (|| -> Result<Object<'js>> {
+            let (module, promise) = crate::internal::load(&ctx, &name)?.eval()?;
+            if promise.state() == rquickjs::promise::PromiseState::Rejected {
+                st.forget_rejection(&ctx, promise.as_value());
+                let _ = promise.result::<Value>();
+                return Err(rquickjs::Error::Exception);
+            }
+            module.namespace()
+        })();
+        st.loading.borrow_mut().remove(&name);
+        let ns = loaded?;
+        st.internals
+            .borrow_mut()
+            .insert(name, rquickjs::Persistent::save(&ctx, ns.clone()));
+        Ok(ns)
+    })
 }
 
 /// The `ac:native` module.
