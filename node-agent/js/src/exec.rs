@@ -239,13 +239,25 @@ fn run_module(ctx: &Ctx<'_>, st: &ExecState, req: &JsRequest) -> JsOutcome {
     };
     let format: Option<Function> = boot.get("formatError").ok();
     match evaluate(ctx, st, req) {
-        Ok(result) => JsOutcome {
-            exit_code: 0,
-            result: Some(result),
-            error: None,
-        },
+        Ok(result) => {
+            let code = exit_code_set(ctx, st);
+            JsOutcome {
+                exit_code: code,
+                result: Some(result),
+                error: (code != 0).then(|| format!("process.exitCode = {code}")),
+            }
+        }
         Err(f) => report(ctx, st, format, f),
     }
+}
+
+/// `process.exitCode`, if the code loaded `process` and set it.
+fn exit_code_set(ctx: &Ctx<'_>, st: &ExecState) -> i32 {
+    let ns = st.internals.borrow().get("ac:process").cloned();
+    ns.and_then(|ns| ns.restore(ctx).ok())
+        .and_then(|ns| ns.get::<_, Object>("process").ok())
+        .and_then(|p| p.get::<_, Option<i32>>("exitCode").ok().flatten())
+        .unwrap_or(0)
 }
 
 /// Installs the globals; returns the bootstrap module's namespace.
