@@ -366,6 +366,8 @@ fn report<'js>(ctx: &Ctx<'js>, st: &ExecState, format: Option<Function<'js>>, f:
             "javascript: stack limit of {} exceeded (RangeError: Maximum call stack size exceeded)",
             human_bytes(st.stack_limit as u64)
         ),
+        (Some(n), Some(m)) if !m.is_empty() => format!("{n}: {m}"),
+        (Some(n), _) => n.to_string(),
         _ => text.lines().next().unwrap_or("Uncaught exception").to_string(),
     };
     let mut err_out = text.clone();

@@ -39,7 +39,7 @@ let indent = '';
 function out(fd, args) {
   let text = format(...args);
   if (indent) text = indent + text.split('\n').join('\n' + indent);
-  native.write(fd, text + '\n');
+  native.writeOut(fd, text + '\n');
 }
 const console = {
   log: (...a) => out(1, a),

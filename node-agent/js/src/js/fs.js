@@ -161,12 +161,12 @@ export function writeFileSync(file, data, options) {
   const mode = (options && typeof options === 'object' && options.mode) || 0o666;
   const bytes = dataOf(data, enc);
   if (typeof file === 'number') { writeAllFd(file, bytes); return; }
-  if (file === '/dev/stdout' || file === '/dev/stderr') { native.write(file === '/dev/stdout' ? 1 : 2, bytes); return; }
+  if (file === '/dev/stdout' || file === '/dev/stderr') { native.writeOut(file === '/dev/stdout' ? 1 : 2, bytes); return; }
   native.writeFile(toPath(file, 'file'), bytes, String(flag), mode);
 }
 
 function writeAllFd(fd, bytes) {
-  if (fd === 1 || fd === 2) { native.write(fd, bytes); return; }
+  if (fd === 1 || fd === 2) { native.writeOut(fd, bytes); return; }
   native.write(fd, bytes, null);
 }
 
@@ -295,14 +295,14 @@ export function readSync(fd, buffer, offsetOrOptions, length, position) {
 export function writeSync(fd, data, offsetOrPosition, lengthOrEncoding, position) {
   if (typeof data === 'string') {
     const bytes = dataOf(data, typeof lengthOrEncoding === 'string' ? lengthOrEncoding : 'utf8');
-    if (fd === 1 || fd === 2) { native.write(fd, bytes); return typeof bytes === 'string' ? native.utf8Length(bytes) : bytes.length; }
+    if (fd === 1 || fd === 2) { native.writeOut(fd, bytes); return typeof bytes === 'string' ? native.utf8Length(bytes) : bytes.length; }
     return native.write(fd, bytes, offsetOrPosition === undefined ? null : offsetOrPosition);
   }
   let view = dataOf(data);
   const offset = offsetOrPosition === undefined ? 0 : offsetOrPosition;
   const length = lengthOrEncoding === undefined ? view.length - offset : lengthOrEncoding;
   view = view.subarray(offset, offset + length);
-  if (fd === 1 || fd === 2) { native.write(fd, view); return view.length; }
+  if (fd === 1 || fd === 2) { native.writeOut(fd, view); return view.length; }
   return native.write(fd, view, position === undefined ? null : position);
 }
 

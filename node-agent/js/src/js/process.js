@@ -12,7 +12,7 @@ function writer(fd) {
     writable: true,
     write(chunk, enc, cb) {
       if (typeof enc === 'function') { cb = enc; enc = undefined; }
-      native.write(fd, typeof chunk === 'string' ? chunk : chunk instanceof Uint8Array ? chunk : String(chunk));
+      native.writeOut(fd, typeof chunk === 'string' ? chunk : chunk instanceof Uint8Array ? chunk : String(chunk));
       if (typeof cb === 'function') queueMicrotask(cb);
       return true;
     },
@@ -109,7 +109,7 @@ class Process extends EventEmitter {
   getegid() { return 0; }
   emitWarning(w, type) {
     const text = typeof w === 'string' ? (type ? type : 'Warning') + ': ' + w : String(w && w.stack || w);
-    native.write(2, '(node) ' + text + '\n');
+    native.writeOut(2, '(node) ' + text + '\n');
   }
 }
 

@@ -45,9 +45,9 @@ fn throw_uncatchable(ctx: &Ctx<'_>, message: &str) -> rquickjs::Error {
 
 pub(super) fn install<'js>(obj: &Object<'js>, st: &Rc<ExecState>) -> Result<()> {
     let s = st.clone();
-    // write(fd, data): 1 = stdout, 2 = stderr. False once the output cap
-    // is reached (the exec is then stopping).
-    set_fn(obj, "write", move |ctx: Ctx<'js>, fd: i32, data: Value<'js>| -> Result<bool> {
+    // writeOut(fd, data): 1 = stdout, 2 = stderr. Throws (uncatchably)
+    // once the output cap is reached.
+    set_fn(obj, "writeOut", move |ctx: Ctx<'js>, fd: i32, data: Value<'js>| -> Result<bool> {
         let stream = if fd == 2 { Stream::Stderr } else { Stream::Stdout };
         let ok = with_bytes(&ctx, &data, |b| s.out.write(stream, b))?;
         if !ok {
