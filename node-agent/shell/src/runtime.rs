@@ -108,6 +108,11 @@ pub async fn run_with_limits(
     };
     let gate = Arc::new(OutputGate::new(out.clone(), cap));
     let stop = Arc::new(AtomicBool::new(false));
+    // If the caller drops this future mid-run, the script stops too.
+    let _abandon = Abandon {
+        stop: Arc::clone(&stop),
+        gate: Arc::clone(&gate),
+    };
     let job = Job {
         fs,
         script: req.script,
@@ -147,6 +152,19 @@ pub async fn run_with_limits(
     stop.store(true, Ordering::Relaxed);
     let _ = tokio::time::timeout(STOP_GRACE, &mut done_rx).await;
     conclude(Some(halted), 0, timeout, &gate, &out).await
+}
+
+/// Stops the script and its output when dropped.
+struct Abandon {
+    stop: Arc<AtomicBool>,
+    gate: Arc<OutputGate>,
+}
+
+impl Drop for Abandon {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        self.gate.close();
+    }
 }
 
 fn spawn_exec_thread(job: Job, done: oneshot::Sender<Finished>) -> std::io::Result<()> {

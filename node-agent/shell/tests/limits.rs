@@ -281,3 +281,26 @@ async fn nesting_past_the_budgets_is_refused_not_crashed() {
         Some("shell: script stopped: maximum command substitution depth exceeded")
     );
 }
+
+#[tokio::test]
+async fn dropping_the_run_future_stops_the_script() {
+    let c = Computer::new();
+    let (tx, mut rx) = mpsc::channel(16);
+    let script = "while true; do echo tick >> ticks; sleep 0.05; done";
+    let fut = agentcomputer_shell::run(
+        c.fs.clone(),
+        request(script, Duration::from_secs(30)),
+        tx,
+        CancellationToken::new(),
+    );
+    // Run it for a while, then drop it unfinished.
+    let _ = tokio::time::timeout(Duration::from_millis(300), fut).await;
+    // The output channel ends: nothing holds a sender any more.
+    let ended = tokio::time::timeout(Duration::from_secs(2), rx.recv()).await;
+    assert_eq!(ended, Ok(None));
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let after_stop = c.read("ticks").len();
+    assert!(after_stop > 0);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(c.read("ticks").len(), after_stop, "the script kept running");
+}

@@ -102,12 +102,56 @@ async fn a_full_quota_fails_with_enospc_and_keeps_earlier_data() {
 }
 
 #[tokio::test]
-async fn df_reports_the_computer_quota() {
+async fn df_reports_the_computer_quota_plus_scratch() {
     let c = Computer::with_limits(Limits {
         max_bytes: 1024 * 1024 * 1024,
         max_inodes: 1000,
     });
-    let out = c.sh("df /workspace | tail -1").await;
-    let text = out.ok();
-    assert!(!text.is_empty());
+    let out = c.sh("df | awk 'NR==2 {print $2}'").await;
+    // 1 GiB of quota and the 64 MiB scratch tree, in KiB.
+    let scratch_kib = agentcomputer_shell::ShellLimits::default().scratch_bytes / 1024;
+    assert_eq!(out.ok(), format!("{}\n", 1024 * 1024 + scratch_kib));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn parallel_execs_on_one_computer_append_without_losing_lines() {
+    let c = Computer::new();
+    let runs = (0..8).map(|i| {
+        let script = format!(
+            "for j in $(seq 1 50); do echo {i}-$j >> shared.log; echo $j >> own-{i}.log; done"
+        );
+        c.sh_owned(script)
+    });
+    for out in futures_join_all(runs).await {
+        out.ok();
+    }
+    let shared = String::from_utf8(c.read("shared.log")).unwrap();
+    assert_eq!(shared.lines().count(), 400);
+    for i in 0..8 {
+        let own = String::from_utf8(c.read(&format!("own-{i}.log"))).unwrap();
+        assert_eq!(own.lines().count(), 50, "own-{i}.log");
+        assert_eq!(
+            shared
+                .lines()
+                .filter(|l| l.starts_with(&format!("{i}-")))
+                .count(),
+            50
+        );
+    }
+}
+
+/// Awaits all futures concurrently (a tiny `join_all` without a new crate).
+async fn futures_join_all<F: std::future::Future>(
+    futures: impl Iterator<Item = F>,
+) -> Vec<F::Output>
+where
+    F: Send + 'static,
+    F::Output: Send + 'static,
+{
+    let handles: Vec<_> = futures.map(tokio::spawn).collect();
+    let mut out = Vec::new();
+    for h in handles {
+        out.push(h.await.expect("exec task"));
+    }
+    out
 }

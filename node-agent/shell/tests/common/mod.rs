@@ -36,6 +36,22 @@ impl Computer {
         .await
     }
 
+    /// Like [`Computer::sh`], as a `'static` future for spawning.
+    pub fn sh_owned(
+        &self,
+        script: String,
+    ) -> impl std::future::Future<Output = Run> + Send + 'static {
+        let fs = self.fs.clone();
+        async move {
+            let req = ExecRequest {
+                script,
+                timeout: Duration::from_secs(30),
+                ..ExecRequest::default()
+            };
+            exec(&fs, req, CancellationToken::new()).await
+        }
+    }
+
     pub async fn exec(&self, req: ExecRequest) -> Run {
         exec(&self.fs, req, CancellationToken::new()).await
     }
