@@ -141,11 +141,9 @@ async fn parallel_execs_on_one_computer_append_without_losing_lines() {
 }
 
 /// Awaits all futures concurrently (a tiny `join_all` without a new crate).
-async fn futures_join_all<F: std::future::Future>(
-    futures: impl Iterator<Item = F>,
-) -> Vec<F::Output>
+async fn futures_join_all<F>(futures: impl Iterator<Item = F>) -> Vec<F::Output>
 where
-    F: Send + 'static,
+    F: std::future::Future + Send + 'static,
     F::Output: Send + 'static,
 {
     let handles: Vec<_> = futures.map(tokio::spawn).collect();
