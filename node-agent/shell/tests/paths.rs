@@ -125,3 +125,24 @@ async fn error_messages_read_like_bash() {
     }
     assert!(!err.contains("io error"), "{err}");
 }
+
+#[tokio::test]
+async fn writes_through_a_symlinked_directory_land_in_its_target() {
+    let c = Computer::new();
+    let out = c
+        .sh("mkdir real; ln -s real link; echo x > link/f; mkdir -p link/sub/deeper; ls real; ls real/sub")
+        .await;
+    assert_eq!(out.ok(), "f\nsub\ndeeper\n");
+    assert_eq!(c.read("real/f"), b"x\n");
+}
+
+#[tokio::test]
+async fn big_directories_list_and_remove_across_pages() {
+    let c = Computer::new();
+    let before = c.fs.statfs().unwrap().used_inodes;
+    let out = c
+        .sh("mkdir -p big/sub; cd big; touch f{1..600} sub/g{1..30}; ls | wc -l; ls -l | wc -l; cd ..; rm -r big; ls")
+        .await;
+    assert_eq!(out.ok(), "601\n601\n");
+    assert_eq!(c.fs.statfs().unwrap().used_inodes, before);
+}
