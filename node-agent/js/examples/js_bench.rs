@@ -37,7 +37,9 @@ export default async () => {
 "#;
 
 fn file_text(i: usize) -> String {
-    (0..20).map(|l| format!("file {i} line {l}: some text to read\n")).collect()
+    (0..20)
+        .map(|l| format!("file {i} line {l}: some text to read\n"))
+        .collect()
 }
 
 struct Stats {
@@ -137,18 +139,30 @@ fn row(workload: &str, runtime: &str, s: &Stats) {
 }
 
 fn main() {
-    let runs: usize = std::env::args().nth(1).and_then(|a| a.parse().ok()).unwrap_or(1000);
+    let runs: usize = std::env::args()
+        .nth(1)
+        .and_then(|a| a.parse().ok())
+        .unwrap_or(1000);
     let node_runs = (runs / 10).clamp(20, 200);
     let dir = tempfile::tempdir().expect("temp dir");
     let fs = Fs::create(&dir.path().join("computer.db"), Limits::default()).expect("engine");
     let host_data = dir.path().join("data");
     std::fs::create_dir(&host_data).expect("host data dir");
-    let data = fs.mkdir(ROOT_INO, b"data", 0o755, Owner::ROOT).expect("mkdir");
+    let data = fs
+        .mkdir(ROOT_INO, b"data", 0o755, Owner::ROOT)
+        .expect("mkdir");
     for i in 0..FILES {
         let name = format!("f{i:03}.txt");
         let text = file_text(i);
-        fs.write_all(data.ino, name.as_bytes(), text.as_bytes(), WriteMode::Truncate, 0o644, Owner::ROOT)
-            .expect("write");
+        fs.write_all(
+            data.ino,
+            name.as_bytes(),
+            text.as_bytes(),
+            WriteMode::Truncate,
+            0o644,
+            Owner::ROOT,
+        )
+        .expect("write");
         std::fs::write(host_data.join(&name), &text).expect("host write");
     }
 
@@ -190,8 +204,12 @@ fn main() {
         println!("node spawn read100 printed {n}");
     }
     println!();
-    println!("| workload       | runtime                      |   runs |        p50 |        p99 |       mean |");
-    println!("|----------------|------------------------------|-------:|-----------:|-----------:|-----------:|");
+    println!(
+        "| workload       | runtime                      |   runs |        p50 |        p99 |       mean |"
+    );
+    println!(
+        "|----------------|------------------------------|-------:|-----------:|-----------:|-----------:|"
+    );
     row("trivial", "agentcomputer-js (cold)", &trivial);
     if let Some((s, _)) = &spawn_trivial {
         row("trivial", "node spawn", s);

@@ -94,7 +94,10 @@ mod tests {
     #[test]
     fn node_message_shape() {
         let e = SysError::new(Errno::ENOENT, "open", "/workspace/x");
-        assert_eq!(e.message(), "ENOENT: no such file or directory, open '/workspace/x'");
+        assert_eq!(
+            e.message(),
+            "ENOENT: no such file or directory, open '/workspace/x'"
+        );
         let e = SysError::new(Errno::EXDEV, "rename", "/tmp/a").with_dest("/workspace/b");
         assert_eq!(
             e.message(),

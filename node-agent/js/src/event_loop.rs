@@ -65,14 +65,14 @@ impl Timers {
     /// `timeout.ref()` / `unref()`: an unref'd timer alone does not keep the
     /// exec alive.
     pub fn set_ref(&mut self, id: u32, refed: bool) {
-        if let Some(t) = self.timers.get_mut(&id) {
-            if t.refed != refed {
-                t.refed = refed;
-                if refed {
-                    self.refed += 1;
-                } else {
-                    self.refed -= 1;
-                }
+        if let Some(t) = self.timers.get_mut(&id)
+            && t.refed != refed
+        {
+            t.refed = refed;
+            if refed {
+                self.refed += 1;
+            } else {
+                self.refed -= 1;
             }
         }
     }
@@ -143,7 +143,10 @@ fn drain_jobs<'js>(ctx: &Ctx<'js>, st: &ExecState) -> Result<(), LoopError<'js>>
         let mut job_ctx = std::mem::MaybeUninit::<*mut qjs::JSContext>::uninit();
         // SAFETY: the runtime is locked by the enclosing `Context::with`.
         let r = unsafe {
-            qjs::JS_ExecutePendingJob(qjs::JS_GetRuntime(ctx.as_raw().as_ptr()), job_ctx.as_mut_ptr())
+            qjs::JS_ExecutePendingJob(
+                qjs::JS_GetRuntime(ctx.as_raw().as_ptr()),
+                job_ctx.as_mut_ptr(),
+            )
         };
         match r {
             0 => return Ok(()),
@@ -170,7 +173,9 @@ fn sleep_until(st: &ExecState, until: Instant) {
             return;
         }
         // Woken early by a cancellation (the watcher unparks this thread).
-        std::thread::park_timeout((until.min(st.stop.deadline) - now).max(Duration::from_micros(50)));
+        std::thread::park_timeout(
+            (until.min(st.stop.deadline) - now).max(Duration::from_micros(50)),
+        );
     }
 }
 

@@ -20,8 +20,9 @@ use crate::state::{ExecState, StateRef};
 use crate::stop::{StopReason, Stopper, human_bytes, human_secs};
 use crate::vfs::Vfs;
 use crate::{
-    DEFAULT_MAX_OUTPUT_BYTES, DEFAULT_MEMORY_LIMIT_BYTES, DEFAULT_STACK_LIMIT_BYTES, DEFAULT_TIMEOUT,
-    EXIT_FAILURE, JsOutcome, JsRequest, MAX_STACK_LIMIT_BYTES, OutputChunk, RunOptions, internal,
+    DEFAULT_MAX_OUTPUT_BYTES, DEFAULT_MEMORY_LIMIT_BYTES, DEFAULT_STACK_LIMIT_BYTES,
+    DEFAULT_TIMEOUT, EXIT_FAILURE, JsOutcome, JsRequest, MAX_STACK_LIMIT_BYTES, OutputChunk,
+    RunOptions, internal,
 };
 
 /// Native stack beyond the JavaScript limit, for host calls (SQLite, ...)
@@ -53,7 +54,11 @@ impl Limits {
     fn of(req: &JsRequest) -> Limits {
         let or = |v: usize, d: usize| if v == 0 { d } else { v };
         Limits {
-            timeout: if req.timeout.is_zero() { DEFAULT_TIMEOUT } else { req.timeout },
+            timeout: if req.timeout.is_zero() {
+                DEFAULT_TIMEOUT
+            } else {
+                req.timeout
+            },
             output: if req.max_output_bytes == 0 {
                 DEFAULT_MAX_OUTPUT_BYTES
             } else {
@@ -83,11 +88,19 @@ pub(crate) async fn spawn(
         .name("js-exec".into())
         .stack_size(stack)
         .spawn(move || {
-            let sink = OutputSink::new(out, handle, thread_stop.clone(), thread_cancel, limits.output);
+            let sink = OutputSink::new(
+                out,
+                handle,
+                thread_stop.clone(),
+                thread_cancel,
+                limits.output,
+            );
             let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| {
                 exec_blocking(fs, req, options, sink, thread_stop, &limits)
             }))
-            .unwrap_or_else(|_| failure("javascript: internal error (the runtime panicked)".into()));
+            .unwrap_or_else(|_| {
+                failure("javascript: internal error (the runtime panicked)".into())
+            });
             let _ = tx.send(outcome);
         });
     let thread = match spawned {
@@ -132,7 +145,11 @@ fn exec_blocking(
     limits: &Limits,
 ) -> JsOutcome {
     let vfs = Vfs::new(fs, options.owner);
-    let cwd = if req.cwd.is_empty() { "/workspace" } else { req.cwd.as_str() };
+    let cwd = if req.cwd.is_empty() {
+        "/workspace"
+    } else {
+        req.cwd.as_str()
+    };
     if let Err(e) = vfs.chdir(cwd) {
         let msg = format!(
             "javascript: cannot use '{cwd}' as the working directory: {}",
@@ -269,23 +286,40 @@ fn bootstrap<'js>(ctx: &Ctx<'js>, st: &ExecState) -> Result<Object<'js>, Failure
 }
 
 /// Runs the main module and its default export; gives the JSON result.
-fn evaluate<'js>(ctx: &Ctx<'js>, st: &ExecState, req: &JsRequest) -> Result<serde_json::Value, Failure<'js>> {
+fn evaluate<'js>(
+    ctx: &Ctx<'js>,
+    st: &ExecState,
+    req: &JsRequest,
+) -> Result<serde_json::Value, Failure<'js>> {
     st.graph.borrow_mut().add_main(&st.main_name);
-    let module = Module::declare(ctx.clone(), st.main_name.as_str(), req.source.as_str()).map_err(|_| caught(ctx))?;
+    let module = Module::declare(ctx.clone(), st.main_name.as_str(), req.source.as_str())
+        .map_err(|_| caught(ctx))?;
     let (module, promise) = module.eval().map_err(|_| caught(ctx))?;
-    settle(ctx, st, &promise, "the module's top-level await never settled")?;
+    settle(
+        ctx,
+        st,
+        &promise,
+        "the module's top-level await never settled",
+    )?;
     let ns = module.namespace().map_err(|_| caught(ctx))?;
     let default: Value = ns.get("default").map_err(|_| caught(ctx))?;
     let mut result = Value::new_null(ctx.clone());
     if let Some(f) = default.as_function() {
-        let input = ctx.json_parse(req.input.to_string()).map_err(|_| caught(ctx))?;
+        let input = ctx
+            .json_parse(req.input.to_string())
+            .map_err(|_| caught(ctx))?;
         let returned: Value = f.call((input,)).map_err(|_| caught(ctx))?;
         let promise_ctor: Object = ctx.globals().get("Promise").map_err(|_| caught(ctx))?;
         let resolve: Function = promise_ctor.get("resolve").map_err(|_| caught(ctx))?;
         let promise: Promise = resolve
             .call((rquickjs::function::This(promise_ctor), returned))
             .map_err(|_| caught(ctx))?;
-        result = settle(ctx, st, &promise, "the promise of the default export never settled")?;
+        result = settle(
+            ctx,
+            st,
+            &promise,
+            "the promise of the default export never settled",
+        )?;
     }
     // Like Node, run what is left (timers, pending reactions) before exiting.
     run_until(ctx, st, None)?;
@@ -300,7 +334,12 @@ fn evaluate<'js>(ctx: &Ctx<'js>, st: &ExecState, req: &JsRequest) -> Result<serd
 }
 
 /// Turns a failure into the outcome and the stderr report.
-fn report<'js>(ctx: &Ctx<'js>, st: &ExecState, format: Option<Function<'js>>, f: Failure<'js>) -> JsOutcome {
+fn report<'js>(
+    ctx: &Ctx<'js>,
+    st: &ExecState,
+    format: Option<Function<'js>>,
+    f: Failure<'js>,
+) -> JsOutcome {
     // Room to build the report, and no interrupts while doing it.
     st.stop.set_reporting();
     // SAFETY: the runtime is locked by the enclosing `Context::with`.
@@ -318,7 +357,11 @@ fn report<'js>(ctx: &Ctx<'js>, st: &ExecState, format: Option<Function<'js>>, f:
         return match reason {
             StopReason::Exit(code) => JsOutcome {
                 exit_code: code,
-                result: if code == 0 { Some(serde_json::Value::Null) } else { None },
+                result: if code == 0 {
+                    Some(serde_json::Value::Null)
+                } else {
+                    None
+                },
                 error: (code != 0).then(|| format!("process.exit({code})")),
             },
             StopReason::OutputCap => {
@@ -326,12 +369,14 @@ fn report<'js>(ctx: &Ctx<'js>, st: &ExecState, format: Option<Function<'js>>, f:
                     "javascript: output limit of {} exceeded",
                     human_bytes(st.out.cap())
                 );
-                st.out.write_final(Stream::Stderr, format!("\n{msg}\n").as_bytes());
+                st.out
+                    .write_final(Stream::Stderr, format!("\n{msg}\n").as_bytes());
                 failure(msg)
             }
             other => {
                 let msg = stop_message(&st.stop, other);
-                st.out.write_final(Stream::Stderr, format!("{msg}\n").as_bytes());
+                st.out
+                    .write_final(Stream::Stderr, format!("{msg}\n").as_bytes());
                 failure(msg)
             }
         };
@@ -344,7 +389,8 @@ fn report<'js>(ctx: &Ctx<'js>, st: &ExecState, format: Option<Function<'js>>, f:
         Failure::Stalled(what) => return stalled(st, what),
         Failure::Internal(m) => {
             let msg = format!("javascript: internal error: {m}");
-            st.out.write_final(Stream::Stderr, format!("{msg}\n").as_bytes());
+            st.out
+                .write_final(Stream::Stderr, format!("{msg}\n").as_bytes());
             return failure(msg);
         }
         Failure::Loop(LoopError::Stopped(_)) => unreachable!("handled above"),
@@ -368,7 +414,11 @@ fn report<'js>(ctx: &Ctx<'js>, st: &ExecState, format: Option<Function<'js>>, f:
         ),
         (Some(n), Some(m)) if !m.is_empty() => format!("{n}: {m}"),
         (Some(n), _) => n.to_string(),
-        _ => text.lines().next().unwrap_or("Uncaught exception").to_string(),
+        _ => text
+            .lines()
+            .next()
+            .unwrap_or("Uncaught exception")
+            .to_string(),
     };
     let mut err_out = text.clone();
     if !summary.starts_with("javascript:") || summary == text {
@@ -382,7 +432,8 @@ fn report<'js>(ctx: &Ctx<'js>, st: &ExecState, format: Option<Function<'js>>, f:
 
 fn stalled(st: &ExecState, what: &str) -> JsOutcome {
     let msg = format!("javascript: {what} (nothing left to wait for)");
-    st.out.write_final(Stream::Stderr, format!("{msg}\n").as_bytes());
+    st.out
+        .write_final(Stream::Stderr, format!("{msg}\n").as_bytes());
     failure(msg)
 }
 
@@ -391,5 +442,8 @@ fn error_parts(v: &Value<'_>) -> (Option<String>, Option<String>) {
     let Some(o) = v.as_object() else {
         return (None, None);
     };
-    (o.get::<_, String>("name").ok(), o.get::<_, String>("message").ok())
+    (
+        o.get::<_, String>("name").ok(),
+        o.get::<_, String>("message").ok(),
+    )
 }

@@ -119,7 +119,9 @@ impl FsOps {
     /// `stat(2)` / `lstat(2)`.
     pub fn stat(&self, path: &str, follow: bool) -> R<Node> {
         let sc = if follow { "stat" } else { "lstat" };
-        self.vfs.resolve(path, follow).map_err(|e| Self::err(e, sc, path))
+        self.vfs
+            .resolve(path, follow)
+            .map_err(|e| Self::err(e, sc, path))
     }
 
     /// The directory and final name for creating or removing `path`.
@@ -141,8 +143,17 @@ impl FsOps {
     }
 
     /// The engine and path-inside-mount for the whole-file calls.
-    fn placed(&self, path: &str, syscall: &'static str, root_child: Errno) -> R<(Mount, Fs, Vec<u8>)> {
-        match self.vfs.place(path).map_err(|e| Self::err(e, syscall, path))? {
+    fn placed(
+        &self,
+        path: &str,
+        syscall: &'static str,
+        root_child: Errno,
+    ) -> R<(Mount, Fs, Vec<u8>)> {
+        match self
+            .vfs
+            .place(path)
+            .map_err(|e| Self::err(e, syscall, path))?
+        {
             Place::Root => Err(Self::err(Errno::EISDIR, syscall, path)),
             Place::RootChild => Err(Self::err(root_child, syscall, path)),
             Place::In(m, rel) => {
@@ -161,7 +172,10 @@ impl FsOps {
 
     /// The whole content of a regular file (following symlinks).
     pub fn read_file(&self, path: &str) -> R<Vec<u8>> {
-        let node = self.vfs.resolve(path, true).map_err(|e| Self::err(e, "open", path))?;
+        let node = self
+            .vfs
+            .resolve(path, true)
+            .map_err(|e| Self::err(e, "open", path))?;
         if node.attr.kind == FileKind::Directory {
             return Err(Self::err(Errno::EISDIR, "read", path));
         }
@@ -249,7 +263,9 @@ impl FsOps {
     ) -> Result<(), Errno> {
         let mut cookie = 0;
         loop {
-            let page = fs.readdir(dir, cookie, READDIR_PAGE).map_err(|e| e.errno())?;
+            let page = fs
+                .readdir(dir, cookie, READDIR_PAGE)
+                .map_err(|e| e.errno())?;
             let done = page.len() < READDIR_PAGE;
             for e in page {
                 cookie = e.cookie;
@@ -351,8 +367,14 @@ impl FsOps {
             return Err(with_dest(Self::err(errno, "copyfile", from)));
         }
         let data = self.read_file(from).map_err(with_dest)?;
-        let mode = if excl { WriteMode::CreateNew } else { WriteMode::Truncate };
-        let (_, fs, rel) = self.placed(to, "copyfile", Errno::EACCES).map_err(with_dest)?;
+        let mode = if excl {
+            WriteMode::CreateNew
+        } else {
+            WriteMode::Truncate
+        };
+        let (_, fs, rel) = self
+            .placed(to, "copyfile", Errno::EACCES)
+            .map_err(with_dest)?;
         let attr = fs
             .write_all(ROOT_INO, &rel, &data, mode, node.attr.perm, self.vfs.owner)
             .map_err(|e| with_dest(SysError::from_fs(&e, "copyfile", from)))?;
@@ -369,11 +391,13 @@ impl FsOps {
 
     /// `symlink(2)`: `path` becomes a link to `target` (stored as given).
     pub fn symlink(&self, target: &str, path: &str) -> R<()> {
-        let with_dest = |e: SysError| SysError {
-            path: Some(target.to_string()),
-            ..e
-        }
-        .with_dest(path);
+        let with_dest = |e: SysError| {
+            SysError {
+                path: Some(target.to_string()),
+                ..e
+            }
+            .with_dest(path)
+        };
         let (_, fs, dir, name) = self
             .parent(path, "symlink", Errno::EEXIST, Errno::EACCES)
             .map_err(with_dest)?;
@@ -398,11 +422,13 @@ impl FsOps {
 
     /// `link(2)` (does not follow a symlink at `existing`).
     pub fn link(&self, existing: &str, new: &str) -> R<()> {
-        let with_dest = |e: SysError| SysError {
-            path: Some(existing.to_string()),
-            ..e
-        }
-        .with_dest(new);
+        let with_dest = |e: SysError| {
+            SysError {
+                path: Some(existing.to_string()),
+                ..e
+            }
+            .with_dest(new)
+        };
         let node = self.stat(existing, false).map_err(|mut e| {
             e.syscall = "link";
             with_dest(e)
@@ -488,7 +514,9 @@ impl FsOps {
 
     /// `realpath(3)`.
     pub fn realpath(&self, path: &str) -> R<String> {
-        self.vfs.realpath(path).map_err(|e| Self::err(e, "realpath", path))
+        self.vfs
+            .realpath(path)
+            .map_err(|e| Self::err(e, "realpath", path))
     }
 
     /// `mkdtemp(3)`: `prefix` plus six random characters.
@@ -521,7 +549,11 @@ impl FsOps {
             return Err(Self::err(Errno::EMFILE, "open", path));
         }
         let (mount, fs, attr) = if flags.create {
-            let mode = if flags.excl { WriteMode::CreateNew } else { WriteMode::Append };
+            let mode = if flags.excl {
+                WriteMode::CreateNew
+            } else {
+                WriteMode::Append
+            };
             let (m, fs, rel) = self.placed(path, "open", Errno::EACCES)?;
             match fs.write_all(ROOT_INO, &rel, b"", mode, perm & !UMASK, self.vfs.owner) {
                 Ok(a) => (m, fs, a),
@@ -566,7 +598,12 @@ impl FsOps {
         Ok(fd)
     }
 
-    fn with_file<T>(&self, fd: i32, syscall: &'static str, f: impl FnOnce(&mut OpenFile) -> R<T>) -> R<T> {
+    fn with_file<T>(
+        &self,
+        fd: i32,
+        syscall: &'static str,
+        f: impl FnOnce(&mut OpenFile) -> R<T>,
+    ) -> R<T> {
         let mut files = self.files.borrow_mut();
         let file = files.get_mut(&fd).ok_or(SysError {
             errno: Errno::EBADF,

@@ -35,11 +35,15 @@ const SOURCES: &[(&str, &str)] = &[
     ("node:url", include_str!("js/node_url.js")),
     ("node:process", include_str!("js/node_process.js")),
     ("node:timers", include_str!("js/node_timers.js")),
-    ("node:timers/promises", include_str!("js/node_timers_promises.js")),
+    (
+        "node:timers/promises",
+        include_str!("js/node_timers_promises.js"),
+    ),
     ("node:events", include_str!("js/node_events.js")),
     ("node:util", include_str!("js/node_util.js")),
     ("node:crypto", include_str!("js/node_crypto.js")),
     ("node:os", include_str!("js/node_os.js")),
+    ("node:module", include_str!("js/node_module.js")),
 ];
 
 /// The canonical `node:` name of a built-in specifier (`fs` -> `node:fs`).
@@ -58,6 +62,7 @@ pub(crate) fn builtin_name(spec: &str) -> Option<&'static str> {
         "util" => "node:util",
         "crypto" => "node:crypto",
         "os" => "node:os",
+        "module" => "node:module",
         _ => return None,
     })
 }
@@ -79,7 +84,12 @@ fn source_of(name: &str) -> Option<(&'static str, &'static str)> {
     SOURCES.iter().find(|(n, _)| *n == name).copied()
 }
 
-fn compile_one<'js>(ctx: &Ctx<'js>, name: &'static str, source: &str, out: &Compiled) -> Result<Module<'js, Declared>> {
+fn compile_one<'js>(
+    ctx: &Ctx<'js>,
+    name: &'static str,
+    source: &str,
+    out: &Compiled,
+) -> Result<Module<'js, Declared>> {
     let module = Module::declare(ctx.clone(), name, source).map_err(|e| {
         let detail = ctx.catch();
         let msg = detail
@@ -101,17 +111,29 @@ fn compile_one<'js>(ctx: &Ctx<'js>, name: &'static str, source: &str, out: &Comp
 struct CompileLoader(Compiled);
 
 impl Resolver for CompileLoader {
-    fn resolve<'js>(&mut self, _: &Ctx<'js>, _: &str, name: &str, _: Option<ImportAttributes<'js>>) -> Result<String> {
+    fn resolve<'js>(
+        &mut self,
+        _: &Ctx<'js>,
+        _: &str,
+        name: &str,
+        _: Option<ImportAttributes<'js>>,
+    ) -> Result<String> {
         Ok(builtin_name(name).unwrap_or(name).to_string())
     }
 }
 
 impl Loader for CompileLoader {
-    fn load<'js>(&mut self, ctx: &Ctx<'js>, name: &str, _: Option<ImportAttributes<'js>>) -> Result<Module<'js, Declared>> {
+    fn load<'js>(
+        &mut self,
+        ctx: &Ctx<'js>,
+        name: &str,
+        _: Option<ImportAttributes<'js>>,
+    ) -> Result<Module<'js, Declared>> {
         if name == "ac:native" {
             return Module::declare_def::<NativeModule, _>(ctx.clone(), name);
         }
-        let (name, source) = source_of(name).ok_or_else(|| Error::new_loading_message(name, "no such built-in module"))?;
+        let (name, source) = source_of(name)
+            .ok_or_else(|| Error::new_loading_message(name, "no such built-in module"))?;
         compile_one(ctx, name, source, &self.0)
     }
 }

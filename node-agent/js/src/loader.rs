@@ -108,8 +108,11 @@ impl Resolver for ModuleResolver {
             ));
         }
         let spec = name.strip_prefix("file://").unwrap_or(name);
-        let is_path = spec.starts_with('/') || spec.starts_with("./") || spec.starts_with("../")
-            || spec == "." || spec == "..";
+        let is_path = spec.starts_with('/')
+            || spec.starts_with("./")
+            || spec.starts_with("../")
+            || spec == "."
+            || spec == "..";
         if !is_path {
             let hint = if name.starts_with("node:") {
                 format!("No such built-in module: {name}")
@@ -142,7 +145,9 @@ impl Resolver for ModuleResolver {
                 return Err(throw_code(
                     ctx,
                     "ERR_MODULE_GRAPH_LIMIT",
-                    format!("module graph too deep: more than {MAX_MODULE_DEPTH} levels of imports at '{found}'"),
+                    format!(
+                        "module graph too deep: more than {MAX_MODULE_DEPTH} levels of imports at '{found}'"
+                    ),
                 ));
             }
             if graph.depth.len() > MAX_MODULES {
@@ -181,24 +186,41 @@ impl Loader for ModuleLoader {
             return internal::load(ctx, name);
         }
         let st = &self.0;
-        let node = st.ops.stat(name, true).map_err(|e| throw_code(ctx, "ERR_MODULE_NOT_FOUND", e.message()))?;
+        let node = st
+            .ops
+            .stat(name, true)
+            .map_err(|e| throw_code(ctx, "ERR_MODULE_NOT_FOUND", e.message()))?;
         if node.attr.size > MAX_MODULE_BYTES {
             return Err(throw_code(
                 ctx,
                 "ERR_MODULE_TOO_LARGE",
-                format!("module '{name}' is {} bytes; the limit is {MAX_MODULE_BYTES}", node.attr.size),
+                format!(
+                    "module '{name}' is {} bytes; the limit is {MAX_MODULE_BYTES}",
+                    node.attr.size
+                ),
             ));
         }
-        let bytes = st.ops.read_file(name).map_err(|e| throw_code(ctx, "ERR_MODULE_NOT_FOUND", e.message()))?;
+        let bytes = st
+            .ops
+            .read_file(name)
+            .map_err(|e| throw_code(ctx, "ERR_MODULE_NOT_FOUND", e.message()))?;
         let Ok(source) = String::from_utf8(bytes) else {
-            return Err(throw_code(ctx, "ERR_INVALID_MODULE", format!("module '{name}' is not UTF-8 text")));
+            return Err(throw_code(
+                ctx,
+                "ERR_INVALID_MODULE",
+                format!("module '{name}' is not UTF-8 text"),
+            ));
         };
         if name.ends_with(".json") || wants_json(&attributes) {
             if let Err(e) = serde_json::from_str::<serde_json::Value>(&source) {
                 return Err(throw_code(
                     ctx,
                     "ERR_INVALID_JSON",
-                    format!("{name}: invalid JSON at line {} column {}: {e}", e.line(), e.column()),
+                    format!(
+                        "{name}: invalid JSON at line {} column {}: {e}",
+                        e.line(),
+                        e.column()
+                    ),
                 ));
             }
             // Valid JSON is a valid JS expression (ES2019 made it a subset).

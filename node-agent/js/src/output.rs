@@ -98,7 +98,9 @@ impl OutputSink {
         });
         match sent {
             Some(true) => {}
-            Some(false) | None if self.cancel.is_cancelled() => self.stop.stop(StopReason::Cancelled),
+            Some(false) | None if self.cancel.is_cancelled() => {
+                self.stop.stop(StopReason::Cancelled)
+            }
             Some(false) => self.stop.stop(StopReason::Cancelled),
             None => self.stop.stop(StopReason::Timeout),
         }

@@ -53,7 +53,13 @@ impl ExecState {
 
     /// Records a rejection (`handled == false`) or forgets one that got a
     /// handler later.
-    pub fn track_rejection<'js>(&self, ctx: &Ctx<'js>, promise: Value<'js>, reason: Value<'js>, handled: bool) {
+    pub fn track_rejection<'js>(
+        &self,
+        ctx: &Ctx<'js>,
+        promise: Value<'js>,
+        reason: Value<'js>,
+        handled: bool,
+    ) {
         let mut list = self.rejections.borrow_mut();
         if handled {
             list.retain(|(p, _)| {
@@ -63,7 +69,10 @@ impl ExecState {
                     .unwrap_or(false)
             });
         } else {
-            list.push((Persistent::save(ctx, promise), Persistent::save(ctx, reason)));
+            list.push((
+                Persistent::save(ctx, promise),
+                Persistent::save(ctx, reason),
+            ));
         }
     }
 

@@ -37,7 +37,9 @@ impl Stopper {
             reason: AtomicU8::new(NONE),
             exit_code: AtomicI32::new(0),
             reporting: AtomicBool::new(false),
-            deadline: now.checked_add(timeout).unwrap_or(now + Duration::from_secs(86400 * 365)),
+            deadline: now
+                .checked_add(timeout)
+                .unwrap_or(now + Duration::from_secs(86400 * 365)),
             timeout,
         }
     }
@@ -93,7 +95,7 @@ impl Stopper {
 /// `2s`, `1.5s`, `0.25s`: a timeout as people write it.
 pub(crate) fn human_secs(d: Duration) -> String {
     let ms = d.as_millis();
-    if ms % 1000 == 0 {
+    if ms.is_multiple_of(1000) {
         format!("{}s", ms / 1000)
     } else {
         let s = format!("{:.3}", d.as_secs_f64());
@@ -106,7 +108,7 @@ pub(crate) fn human_bytes(n: u64) -> String {
     const UNITS: [(&str, u64); 3] = [("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)];
     for (unit, size) in UNITS {
         if n >= size {
-            if n % size == 0 {
+            if n.is_multiple_of(size) {
                 return format!("{} {unit}", n / size);
             }
             return format!("{:.1} {unit}", n as f64 / size as f64);

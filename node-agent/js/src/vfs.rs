@@ -360,8 +360,14 @@ mod tests {
         assert_eq!(p("/.."), Ok(Place::Root));
         assert_eq!(p("/etc"), Ok(Place::RootChild));
         assert_eq!(p("/etc/passwd"), Err(Errno::ENOENT));
-        assert_eq!(p("/workspace"), Ok(Place::In(Mount::Workspace, b"/".to_vec())));
-        assert_eq!(p("a/b/"), Ok(Place::In(Mount::Workspace, b"/a/b/".to_vec())));
+        assert_eq!(
+            p("/workspace"),
+            Ok(Place::In(Mount::Workspace, b"/".to_vec()))
+        );
+        assert_eq!(
+            p("a/b/"),
+            Ok(Place::In(Mount::Workspace, b"/a/b/".to_vec()))
+        );
         assert_eq!(p("../tmp/x"), Ok(Place::In(Mount::Tmp, b"/x".to_vec())));
         assert_eq!(p("../../../etc/passwd"), Err(Errno::ENOENT));
         assert_eq!(
@@ -379,7 +385,8 @@ mod tests {
         let a = fs.mkdir(ROOT_INO, b"a", 0o755, Owner::ROOT).unwrap();
         fs.mkdir(a.ino, b"b", 0o755, Owner::ROOT).unwrap();
         fs.symlink(ROOT_INO, b"l", b"a/b", Owner::ROOT).unwrap();
-        fs.symlink(ROOT_INO, b"abs", b"/workspace/a", Owner::ROOT).unwrap();
+        fs.symlink(ROOT_INO, b"abs", b"/workspace/a", Owner::ROOT)
+            .unwrap();
         assert_eq!(v.realpath("l/..").unwrap(), "/workspace/a");
         assert_eq!(v.realpath("/workspace/abs/b/.").unwrap(), "/workspace/a/b");
         assert_eq!(v.realpath("nope"), Err(Errno::ENOENT));

@@ -9,7 +9,8 @@ use serde_json::json;
 #[tokio::test]
 async fn default_export_gets_input_and_returns_json() {
     let c = computer();
-    let mut req = request("export default async (input) => ({ doubled: input.n * 2, name: input.name })");
+    let mut req =
+        request("export default async (input) => ({ doubled: input.n * 2, name: input.name })");
     req.input = json!({"n": 21, "name": "x"});
     let r = run_req(&c.fs, req).await;
     assert_eq!(r.ok(), &json!({"doubled": 42, "name": "x"}));
@@ -18,12 +19,23 @@ async fn default_export_gets_input_and_returns_json() {
 #[tokio::test]
 async fn sync_default_export_and_non_function_default() {
     let c = computer();
-    assert_eq!(run(&c.fs, "export default (x) => [x, typeof x]").await.ok(), &json!([null, "object"]));
+    assert_eq!(
+        run(&c.fs, "export default (x) => [x, typeof x]").await.ok(),
+        &json!([null, "object"])
+    );
     assert_eq!(run(&c.fs, "export default 42").await.ok(), &json!(null));
     assert_eq!(run(&c.fs, "const x = 1").await.ok(), &json!(null));
-    assert_eq!(run(&c.fs, "export default () => undefined").await.ok(), &json!(null));
     assert_eq!(
-        run(&c.fs, "export default () => ({ d: new Date(0), u: undefined, n: NaN })").await.ok(),
+        run(&c.fs, "export default () => undefined").await.ok(),
+        &json!(null)
+    );
+    assert_eq!(
+        run(
+            &c.fs,
+            "export default () => ({ d: new Date(0), u: undefined, n: NaN })"
+        )
+        .await
+        .ok(),
         &json!({"d": "1970-01-01T00:00:00.000Z", "n": null})
     );
 }
@@ -31,7 +43,8 @@ async fn sync_default_export_and_non_function_default() {
 #[tokio::test]
 async fn top_level_await_works() {
     let c = computer();
-    let src = "const v = await new Promise(r => setTimeout(() => r(7), 5));\nexport default () => v * 6;";
+    let src =
+        "const v = await new Promise(r => setTimeout(() => r(7), 5));\nexport default () => v * 6;";
     assert_eq!(run(&c.fs, src).await.ok(), &json!(42));
 }
 
@@ -76,9 +89,15 @@ async fn console_formats_like_node() {
     assert_eq!(lines[0], "Point { x: 1, y: 2 }");
     assert_eq!(lines[1], "Map(1) { 'k' => 1 } Set(2) { 1, 2 }");
     assert_eq!(lines[2], "[ undefined, null, -0, 10n, Symbol(s) ]");
-    assert_eq!(lines[3], "{ 'a-b': 1, nested: { deep: { deeper: [Object] } } }");
+    assert_eq!(
+        lines[3],
+        "{ 'a-b': 1, nested: { deep: { deeper: [Object] } } }"
+    );
     assert_eq!(lines[4], "<ref *1> { name: 'c', self: [Circular *1] }");
-    assert_eq!(lines[5], "[Function: named] [class K] [AsyncFunction (anonymous)]");
+    assert_eq!(
+        lines[5],
+        "[Function: named] [class K] [AsyncFunction (anonymous)]"
+    );
     assert_eq!(lines[6], "k={\"v\":1}");
     assert_eq!(lines[7], "<Buffer 68 69> Uint8Array(2) [ 1, 2 ]");
 }
@@ -86,11 +105,20 @@ async fn console_formats_like_node() {
 #[tokio::test]
 async fn uncaught_error_exits_1_with_message_and_stack() {
     let c = computer();
-    let r = run(&c.fs, "function inner() { throw new TypeError('boom'); }\ninner();").await;
+    let r = run(
+        &c.fs,
+        "function inner() { throw new TypeError('boom'); }\ninner();",
+    )
+    .await;
     assert_eq!(r.err(), "TypeError: boom");
     assert_eq!(r.outcome.exit_code, 1);
     assert!(r.outcome.result.is_none());
-    assert!(r.stderr.starts_with("TypeError: boom\n    at inner (/workspace/[eval]:1:"), "{}", r.stderr);
+    assert!(
+        r.stderr
+            .starts_with("TypeError: boom\n    at inner (/workspace/[eval]:1:"),
+        "{}",
+        r.stderr
+    );
 }
 
 #[tokio::test]
@@ -98,11 +126,19 @@ async fn errors_in_the_default_export_and_its_promise() {
     let c = computer();
     let r = run(&c.fs, "export default () => { throw new Error('sync'); }").await;
     assert_eq!(r.err(), "Error: sync");
-    let r = run(&c.fs, "export default async () => { await null; throw new RangeError('async'); }").await;
+    let r = run(
+        &c.fs,
+        "export default async () => { await null; throw new RangeError('async'); }",
+    )
+    .await;
     assert_eq!(r.err(), "RangeError: async");
     let r = run(&c.fs, "throw 'just a string'").await;
     assert_eq!(r.err(), "Uncaught 'just a string'");
-    let r = run(&c.fs, "const e = new Error('with code'); e.code = 'E_X'; throw e;").await;
+    let r = run(
+        &c.fs,
+        "const e = new Error('with code'); e.code = 'E_X'; throw e;",
+    )
+    .await;
     assert!(r.stderr.contains("code: 'E_X'"), "{}", r.stderr);
 }
 
@@ -117,7 +153,11 @@ async fn syntax_errors_are_reported() {
 #[tokio::test]
 async fn unhandled_rejection_fails_the_exec_but_handled_does_not() {
     let c = computer();
-    let r = run(&c.fs, "Promise.reject(new Error('nobody listens')); export default () => 1").await;
+    let r = run(
+        &c.fs,
+        "Promise.reject(new Error('nobody listens')); export default () => 1",
+    )
+    .await;
     assert_eq!(r.err(), "Error: nobody listens");
     let r = run(
         &c.fs,
@@ -139,10 +179,18 @@ async fn result_must_be_json() {
 #[tokio::test]
 async fn process_exit_sets_the_code_and_stops() {
     let c = computer();
-    let r = run(&c.fs, "console.log('before'); process.exit(3); console.log('after');").await;
+    let r = run(
+        &c.fs,
+        "console.log('before'); process.exit(3); console.log('after');",
+    )
+    .await;
     assert_eq!(r.outcome.exit_code, 3);
     assert_eq!(r.stdout, "before\n");
-    let r = run(&c.fs, "try { process.exit(0) } catch { console.log('caught') } console.log('after')").await;
+    let r = run(
+        &c.fs,
+        "try { process.exit(0) } catch { console.log('caught') } console.log('after')",
+    )
+    .await;
     assert_eq!(r.outcome.exit_code, 0);
     assert_eq!(r.stdout, "");
     let r = run(&c.fs, "process.exitCode = 4; export default () => 'done'").await;
@@ -152,7 +200,13 @@ async fn process_exit_sets_the_code_and_stops() {
 #[tokio::test]
 async fn env_argv_stdin_and_cwd() {
     let c = computer();
-    c.fs.mkdir(agentcomputer_fs::ROOT_INO, b"sub", 0o755, agentcomputer_fs::Owner::ROOT).unwrap();
+    c.fs.mkdir(
+        agentcomputer_fs::ROOT_INO,
+        b"sub",
+        0o755,
+        agentcomputer_fs::Owner::ROOT,
+    )
+    .unwrap();
     let mut req = request(
         "let stdin = ''; for await (const chunk of process.stdin) stdin += chunk;\n\
          export default () => ({ env: process.env, args: process.argv.slice(2), argv1: process.argv[1], \
@@ -180,7 +234,12 @@ async fn a_missing_cwd_is_a_clear_error() {
     let mut req = request("export default () => 1");
     req.cwd = "/workspace/nope".into();
     let r = run_req(&c.fs, req).await;
-    assert!(r.err().contains("cannot use '/workspace/nope' as the working directory"), "{}", r.err());
+    assert!(
+        r.err()
+            .contains("cannot use '/workspace/nope' as the working directory"),
+        "{}",
+        r.err()
+    );
     assert!(r.err().contains("ENOENT"));
 }
 
@@ -213,7 +272,15 @@ async fn timers_run_before_exit_and_can_be_cleared() {
 async fn a_promise_that_never_settles_is_reported() {
     let c = computer();
     let r = run(&c.fs, "await new Promise(() => {});").await;
-    assert!(r.err().contains("top-level await never settled"), "{}", r.err());
+    assert!(
+        r.err().contains("top-level await never settled"),
+        "{}",
+        r.err()
+    );
     let r = run(&c.fs, "export default () => new Promise(() => {})").await;
-    assert!(r.err().contains("default export never settled"), "{}", r.err());
+    assert!(
+        r.err().contains("default export never settled"),
+        "{}",
+        r.err()
+    );
 }

@@ -23,15 +23,25 @@ async fn write_read_append_with_encodings() {
            Buffer.isBuffer(await readFile('a.txt')), await readFile('d.txt', 'utf8')];",
     )
     .await;
-    assert_eq!(r.ok(), &json!(["héllo world", [0, 1, 2, 255], "000102ff", "hi", true, "xy"]));
+    assert_eq!(
+        r.ok(),
+        &json!(["héllo world", [0, 1, 2, 255], "000102ff", "hi", true, "xy"])
+    );
 }
 
 #[tokio::test]
 async fn files_written_by_js_are_visible_to_the_engine_and_back() {
     let c = computer();
     let dir = c.fs.mkdir(ROOT_INO, b"shared", 0o755, Owner::ROOT).unwrap();
-    c.fs.write_all(dir.ino, b"from-engine.txt", b"engine wrote this", WriteMode::Truncate, 0o644, Owner::ROOT)
-        .unwrap();
+    c.fs.write_all(
+        dir.ino,
+        b"from-engine.txt",
+        b"engine wrote this",
+        WriteMode::Truncate,
+        0o644,
+        Owner::ROOT,
+    )
+    .unwrap();
     let r = run(
         &c.fs,
         "import fs from 'node:fs';\n\
@@ -40,7 +50,9 @@ async fn files_written_by_js_are_visible_to_the_engine_and_back() {
     )
     .await;
     assert_eq!(r.ok(), &json!("engine wrote this"));
-    let a = c.fs.resolve(ROOT_INO, b"/shared/from-js.txt", true).unwrap();
+    let a =
+        c.fs.resolve(ROOT_INO, b"/shared/from-js.txt", true)
+            .unwrap();
     assert_eq!(c.fs.read_all(a.ino).unwrap(), b"js wrote this");
     assert_eq!(a.perm, 0o644, "0o666 minus the 022 umask");
 }
@@ -187,10 +199,26 @@ async fn errors_carry_node_fields() {
     assert_eq!(
         r.ok(),
         &json!([
-            ["ENOENT: no such file or directory, open '/workspace/missing.txt'", "ENOENT", -2, "open", "/workspace/missing.txt", true],
-            ["EEXIST: file already exists, mkdir 'd'", "EEXIST", -17, "mkdir", "d"],
+            [
+                "ENOENT: no such file or directory, open '/workspace/missing.txt'",
+                "ENOENT",
+                -2,
+                "open",
+                "/workspace/missing.txt",
+                true
+            ],
+            [
+                "EEXIST: file already exists, mkdir 'd'",
+                "EEXIST",
+                -17,
+                "mkdir",
+                "d"
+            ],
             ["EISDIR", "read"],
-            ["ENOENT: no such file or directory, rename 'nope' -> 'x'", "x"]
+            [
+                "ENOENT: no such file or directory, rename 'nope' -> 'x'",
+                "x"
+            ]
         ])
     );
 }
@@ -236,11 +264,18 @@ async fn tmp_is_private_scratch_per_exec() {
          export default async () => ({ xdev, list: (await fs.readdir('/tmp')).sort(), cwd: process.cwd() });",
     )
     .await;
-    assert_eq!(r.ok(), &json!({"xdev": "EXDEV", "list": ["rel.txt", "scratch.txt"], "cwd": "/tmp"}));
+    assert_eq!(
+        r.ok(),
+        &json!({"xdev": "EXDEV", "list": ["rel.txt", "scratch.txt"], "cwd": "/tmp"})
+    );
     // The copy reached the computer; the scratch space did not survive.
     assert!(c.fs.resolve(ROOT_INO, b"/copied.txt", true).is_ok());
     assert!(c.fs.resolve(ROOT_INO, b"/tmp", true).is_err());
-    let r = run(&c.fs, "import fs from 'node:fs/promises'; export default async () => fs.readdir('/tmp');").await;
+    let r = run(
+        &c.fs,
+        "import fs from 'node:fs/promises'; export default async () => fs.readdir('/tmp');",
+    )
+    .await;
     assert_eq!(r.ok(), &json!([]));
 }
 
@@ -272,7 +307,10 @@ async fn sync_and_callback_apis() {
 #[tokio::test]
 async fn quota_errors_reach_js_as_enospc() {
     let dir = tempfile::tempdir().unwrap();
-    let limits = agentcomputer_fs::Limits { max_bytes: 64 * 1024, max_inodes: 1000 };
+    let limits = agentcomputer_fs::Limits {
+        max_bytes: 64 * 1024,
+        max_inodes: 1000,
+    };
     let fs = agentcomputer_fs::Fs::create(&dir.path().join("small.db"), limits).unwrap();
     let r = run(
         &fs,

@@ -132,8 +132,14 @@ async fn fetch_is_denied_by_default() {
          await fetch('http://169.254.169.254/latest/meta-data/');",
     )
     .await;
-    assert_eq!(r.stdout, "TypeError: fetch: egress denied by the computer's policy EGRESS_DENIED\n");
-    assert_eq!(r.err(), "TypeError: fetch: egress denied by the computer's policy");
+    assert_eq!(
+        r.stdout,
+        "TypeError: fetch: egress denied by the computer's policy EGRESS_DENIED\n"
+    );
+    assert_eq!(
+        r.err(),
+        "TypeError: fetch: egress denied by the computer's policy"
+    );
 }
 
 #[tokio::test]
@@ -152,10 +158,16 @@ async fn fetch_goes_through_a_supplied_fetcher() {
                 url: req.url.clone(),
             })
         } else {
-            Err(FetchError::Denied(format!("fetch: egress to {} denied by the computer's policy", req.url)))
+            Err(FetchError::Denied(format!(
+                "fetch: egress to {} denied by the computer's policy",
+                req.url
+            )))
         }
     };
-    let options = RunOptions { fetcher: Arc::new(fetcher), ..RunOptions::default() };
+    let options = RunOptions {
+        fetcher: Arc::new(fetcher),
+        ..RunOptions::default()
+    };
     let r = run_with(
         &c.fs,
         request(
@@ -176,13 +188,26 @@ async fn fetch_goes_through_a_supplied_fetcher() {
     let seen = seen.lock().unwrap();
     assert_eq!(seen[0].method, "POST");
     assert_eq!(seen[0].body, br#"{"a":1}"#);
-    assert!(seen[0].headers.contains(&("x-token".to_string(), "t".to_string())));
+    assert!(
+        seen[0]
+            .headers
+            .contains(&("x-token".to_string(), "t".to_string()))
+    );
 }
 
 #[tokio::test]
 async fn globals_do_not_leak_between_execs() {
     let c = computer();
-    run(&c.fs, "globalThis.leak = 1; Buffer.poisoned = true; Array.prototype.evil = 1;").await.ok();
-    let r = run(&c.fs, "export default () => [typeof leak, Buffer.poisoned ?? null, [].evil ?? null]").await;
+    run(
+        &c.fs,
+        "globalThis.leak = 1; Buffer.poisoned = true; Array.prototype.evil = 1;",
+    )
+    .await
+    .ok();
+    let r = run(
+        &c.fs,
+        "export default () => [typeof leak, Buffer.poisoned ?? null, [].evil ?? null]",
+    )
+    .await;
     assert_eq!(r.ok(), &json!(["undefined", null, null]));
 }

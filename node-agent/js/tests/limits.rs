@@ -58,9 +58,15 @@ async fn a_memory_bomb_hits_the_memory_limit() {
     let r = run_req(&c.fs, req).await;
     // Ropes make doubling cheap, so QuickJS's string length cap may come first.
     let e = r.err();
-    assert!(e == "javascript: memory limit of 16 MiB exceeded" || e == "InternalError: string too long", "{e}");
+    assert!(
+        e == "javascript: memory limit of 16 MiB exceeded" || e == "InternalError: string too long",
+        "{e}"
+    );
     // The next exec on the same computer is fine.
-    assert_eq!(run(&c.fs, "export default () => 'alive'").await.ok(), &json!("alive"));
+    assert_eq!(
+        run(&c.fs, "export default () => 'alive'").await.ok(),
+        &json!("alive")
+    );
 }
 
 #[tokio::test]
@@ -122,7 +128,13 @@ async fn cancellation_stops_a_running_exec() {
         tokio::time::sleep(Duration::from_millis(100)).await;
         trigger.cancel();
     });
-    let r = run_with(&c.fs, request("await new Promise(r => setTimeout(r, 60_000))"), Default::default(), cancel).await;
+    let r = run_with(
+        &c.fs,
+        request("await new Promise(r => setTimeout(r, 60_000))"),
+        Default::default(),
+        cancel,
+    )
+    .await;
     assert_eq!(r.err(), "javascript: cancelled");
 }
 
@@ -155,12 +167,19 @@ async fn a_runaway_exec_does_not_stall_others() {
         assert_eq!(r.ok(), &json!(i * 2));
     }
     assert!(t.elapsed() < Duration::from_secs(2), "{:?}", t.elapsed());
-    assert_eq!(spinning.await.unwrap().err(), "javascript: timed out after 3s");
+    assert_eq!(
+        spinning.await.unwrap().err(),
+        "javascript: timed out after 3s"
+    );
 }
 
 #[tokio::test]
 async fn too_many_timers_is_an_error() {
     let c = computer();
-    let r = run(&c.fs, "for (let i = 0; i < 200000; i++) setTimeout(() => {}, 1e9);").await;
+    let r = run(
+        &c.fs,
+        "for (let i = 0; i < 200000; i++) setTimeout(() => {}, 1e9);",
+    )
+    .await;
     assert!(r.err().contains("too many pending timers"), "{}", r.err());
 }

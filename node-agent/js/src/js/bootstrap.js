@@ -73,6 +73,18 @@ for (const t of ['setTimeout', 'setInterval', 'setImmediate', 'clearTimeout', 'c
 lazy('structuredClone', 'ac:clone');
 for (const f of ['fetch', 'Headers', 'Request', 'Response']) lazy(f, 'ac:fetch');
 define('global', g);
+// CommonJS-style access to the built-ins (`require('fs')`); files are
+// imported with `import`.
+define('require', function require(name) {
+  if (typeof name !== 'string') throw new TypeError('The "id" argument must be of type string');
+  if (name.startsWith('.') || name.startsWith('/') || name.startsWith('file:')) {
+    const e = new Error(`require('${name}'): files are loaded with import in this runtime`);
+    e.code = 'ERR_REQUIRE_ESM';
+    throw e;
+  }
+  const ns = req(name.startsWith('node:') ? name : 'node:' + name);
+  return ns.default !== undefined ? ns.default : ns;
+});
 define('crypto', {
   getRandomValues(arr) {
     if (!ArrayBuffer.isView(arr) || arr instanceof Float32Array || arr instanceof Float64Array || arr instanceof DataView) {

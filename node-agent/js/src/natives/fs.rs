@@ -57,7 +57,12 @@ fn write_mode(ctx: &Ctx<'_>, flag: &str) -> Result<WriteMode> {
         "w" | "w+" => WriteMode::Truncate,
         "a" | "a+" | "as" | "as+" => WriteMode::Append,
         "wx" | "xw" | "wx+" | "xw+" | "ax" | "xa" => WriteMode::CreateNew,
-        other => return Err(type_error(ctx, &format!("unsupported flag '{other}' for writeFile"))),
+        other => {
+            return Err(type_error(
+                ctx,
+                &format!("unsupported flag '{other}' for writeFile"),
+            ));
+        }
     })
 }
 
@@ -74,31 +79,47 @@ fn open_flags<'js>(ctx: &Ctx<'js>, flags: &Value<'js>) -> Result<OpenFlags> {
 }
 
 fn position(p: Opt<Value<'_>>) -> Option<u64> {
-    p.0.and_then(|v| v.as_number()).filter(|n| *n >= 0.0).map(|n| n as u64)
+    p.0.and_then(|v| v.as_number())
+        .filter(|n| *n >= 0.0)
+        .map(|n| n as u64)
 }
 
 pub(super) fn install<'js>(obj: &Object<'js>, st: &Rc<ExecState>) -> Result<()> {
     let s = st.clone();
-    set_fn(obj, "stat", move |ctx: Ctx<'js>, path: String, follow: bool| {
-        s.ops.stat(&path, follow).map(|n| stat_array(&n)).map_err(|e| throw_sys(&ctx, e))
-    })?;
+    set_fn(
+        obj,
+        "stat",
+        move |ctx: Ctx<'js>, path: String, follow: bool| {
+            s.ops
+                .stat(&path, follow)
+                .map(|n| stat_array(&n))
+                .map_err(|e| throw_sys(&ctx, e))
+        },
+    )?;
     let s = st.clone();
     set_fn(obj, "fstat", move |ctx: Ctx<'js>, fd: i32| {
-        s.ops.fstat(fd).map(|n| stat_array(&n)).map_err(|e| throw_sys(&ctx, e))
+        s.ops
+            .fstat(fd)
+            .map(|n| stat_array(&n))
+            .map_err(|e| throw_sys(&ctx, e))
     })?;
     let s = st.clone();
-    set_fn(obj, "readFile", move |ctx: Ctx<'js>, path: String, utf8: bool| -> Result<Value<'js>> {
-        let data = s.ops.read_file(&path).map_err(|e| throw_sys(&ctx, e))?;
-        if utf8 {
-            let text = match String::from_utf8(data) {
-                Ok(t) => t,
-                Err(e) => String::from_utf8_lossy(e.as_bytes()).into_owned(),
-            };
-            Ok(rquickjs::String::from_str(ctx, &text)?.into_value())
-        } else {
-            u8_array(&ctx, data)
-        }
-    })?;
+    set_fn(
+        obj,
+        "readFile",
+        move |ctx: Ctx<'js>, path: String, utf8: bool| -> Result<Value<'js>> {
+            let data = s.ops.read_file(&path).map_err(|e| throw_sys(&ctx, e))?;
+            if utf8 {
+                let text = match String::from_utf8(data) {
+                    Ok(t) => t,
+                    Err(e) => String::from_utf8_lossy(e.as_bytes()).into_owned(),
+                };
+                Ok(rquickjs::String::from_str(ctx, &text)?.into_value())
+            } else {
+                u8_array(&ctx, data)
+            }
+        },
+    )?;
     let s = st.clone();
     set_fn(
         obj,
@@ -111,20 +132,30 @@ pub(super) fn install<'js>(obj: &Object<'js>, st: &Rc<ExecState>) -> Result<()> 
         },
     )?;
     let s = st.clone();
-    set_fn(obj, "mkdir", move |ctx: Ctx<'js>, path: String, mode: u32, recursive: bool| {
-        s.ops.mkdir(&path, mode, recursive).map_err(|e| throw_sys(&ctx, e))
-    })?;
+    set_fn(
+        obj,
+        "mkdir",
+        move |ctx: Ctx<'js>, path: String, mode: u32, recursive: bool| {
+            s.ops
+                .mkdir(&path, mode, recursive)
+                .map_err(|e| throw_sys(&ctx, e))
+        },
+    )?;
     let s = st.clone();
-    set_fn(obj, "readdir", move |ctx: Ctx<'js>, path: String| -> Result<rquickjs::Array<'js>> {
-        // [name, type, name, type, ...]
-        let entries = s.ops.readdir(&path).map_err(|e| throw_sys(&ctx, e))?;
-        let arr = rquickjs::Array::new(ctx.clone())?;
-        for (i, (n, k)) in entries.into_iter().enumerate() {
-            arr.set(2 * i, String::from_utf8_lossy(&n).into_owned())?;
-            arr.set(2 * i + 1, dirent_type(k))?;
-        }
-        Ok(arr)
-    })?;
+    set_fn(
+        obj,
+        "readdir",
+        move |ctx: Ctx<'js>, path: String| -> Result<rquickjs::Array<'js>> {
+            // [name, type, name, type, ...]
+            let entries = s.ops.readdir(&path).map_err(|e| throw_sys(&ctx, e))?;
+            let arr = rquickjs::Array::new(ctx.clone())?;
+            for (i, (n, k)) in entries.into_iter().enumerate() {
+                arr.set(2 * i, String::from_utf8_lossy(&n).into_owned())?;
+                arr.set(2 * i + 1, dirent_type(k))?;
+            }
+            Ok(arr)
+        },
+    )?;
     let s = st.clone();
     set_fn(obj, "unlink", move |ctx: Ctx<'js>, path: String| {
         s.ops.unlink(&path).map_err(|e| throw_sys(&ctx, e))
@@ -134,21 +165,43 @@ pub(super) fn install<'js>(obj: &Object<'js>, st: &Rc<ExecState>) -> Result<()> 
         s.ops.rmdir(&path).map_err(|e| throw_sys(&ctx, e))
     })?;
     let s = st.clone();
-    set_fn(obj, "rm", move |ctx: Ctx<'js>, path: String, recursive: bool, force: bool| {
-        s.ops.rm(&path, recursive, force).map_err(|e| throw_sys(&ctx, e))
-    })?;
+    set_fn(
+        obj,
+        "rm",
+        move |ctx: Ctx<'js>, path: String, recursive: bool, force: bool| {
+            s.ops
+                .rm(&path, recursive, force)
+                .map_err(|e| throw_sys(&ctx, e))
+        },
+    )?;
     let s = st.clone();
-    set_fn(obj, "rename", move |ctx: Ctx<'js>, from: String, to: String| {
-        s.ops.rename(&from, &to).map_err(|e| throw_sys(&ctx, e))
-    })?;
+    set_fn(
+        obj,
+        "rename",
+        move |ctx: Ctx<'js>, from: String, to: String| {
+            s.ops.rename(&from, &to).map_err(|e| throw_sys(&ctx, e))
+        },
+    )?;
     let s = st.clone();
-    set_fn(obj, "copyFile", move |ctx: Ctx<'js>, from: String, to: String, excl: bool| {
-        s.ops.copy_file(&from, &to, excl).map_err(|e| throw_sys(&ctx, e))
-    })?;
+    set_fn(
+        obj,
+        "copyFile",
+        move |ctx: Ctx<'js>, from: String, to: String, excl: bool| {
+            s.ops
+                .copy_file(&from, &to, excl)
+                .map_err(|e| throw_sys(&ctx, e))
+        },
+    )?;
     let s = st.clone();
-    set_fn(obj, "symlink", move |ctx: Ctx<'js>, target: String, path: String| {
-        s.ops.symlink(&target, &path).map_err(|e| throw_sys(&ctx, e))
-    })?;
+    set_fn(
+        obj,
+        "symlink",
+        move |ctx: Ctx<'js>, target: String, path: String| {
+            s.ops
+                .symlink(&target, &path)
+                .map_err(|e| throw_sys(&ctx, e))
+        },
+    )?;
     let s = st.clone();
     set_fn(obj, "readlink", move |ctx: Ctx<'js>, path: String| {
         s.ops
@@ -157,29 +210,49 @@ pub(super) fn install<'js>(obj: &Object<'js>, st: &Rc<ExecState>) -> Result<()> 
             .map_err(|e| throw_sys(&ctx, e))
     })?;
     let s = st.clone();
-    set_fn(obj, "link", move |ctx: Ctx<'js>, existing: String, new: String| {
-        s.ops.link(&existing, &new).map_err(|e| throw_sys(&ctx, e))
-    })?;
+    set_fn(
+        obj,
+        "link",
+        move |ctx: Ctx<'js>, existing: String, new: String| {
+            s.ops.link(&existing, &new).map_err(|e| throw_sys(&ctx, e))
+        },
+    )?;
     let s = st.clone();
-    set_fn(obj, "chmod", move |ctx: Ctx<'js>, path: String, mode: u32| {
-        s.ops.chmod(&path, mode).map_err(|e| throw_sys(&ctx, e))
-    })?;
+    set_fn(
+        obj,
+        "chmod",
+        move |ctx: Ctx<'js>, path: String, mode: u32| {
+            s.ops.chmod(&path, mode).map_err(|e| throw_sys(&ctx, e))
+        },
+    )?;
     let s = st.clone();
     set_fn(
         obj,
         "utimes",
         move |ctx: Ctx<'js>, path: String, atime: f64, mtime: f64, follow: bool| {
-            s.ops.utimes(&path, atime, mtime, follow).map_err(|e| throw_sys(&ctx, e))
+            s.ops
+                .utimes(&path, atime, mtime, follow)
+                .map_err(|e| throw_sys(&ctx, e))
         },
     )?;
     let s = st.clone();
-    set_fn(obj, "truncate", move |ctx: Ctx<'js>, path: String, len: f64| {
-        s.ops.truncate(&path, len.max(0.0) as u64).map_err(|e| throw_sys(&ctx, e))
-    })?;
+    set_fn(
+        obj,
+        "truncate",
+        move |ctx: Ctx<'js>, path: String, len: f64| {
+            s.ops
+                .truncate(&path, len.max(0.0) as u64)
+                .map_err(|e| throw_sys(&ctx, e))
+        },
+    )?;
     let s = st.clone();
-    set_fn(obj, "access", move |ctx: Ctx<'js>, path: String, mode: u32| {
-        s.ops.access(&path, mode).map_err(|e| throw_sys(&ctx, e))
-    })?;
+    set_fn(
+        obj,
+        "access",
+        move |ctx: Ctx<'js>, path: String, mode: u32| {
+            s.ops.access(&path, mode).map_err(|e| throw_sys(&ctx, e))
+        },
+    )?;
     let s = st.clone();
     set_fn(obj, "realpath", move |ctx: Ctx<'js>, path: String| {
         s.ops.realpath(&path).map_err(|e| throw_sys(&ctx, e))
@@ -189,10 +262,16 @@ pub(super) fn install<'js>(obj: &Object<'js>, st: &Rc<ExecState>) -> Result<()> 
         s.ops.mkdtemp(&prefix).map_err(|e| throw_sys(&ctx, e))
     })?;
     let s = st.clone();
-    set_fn(obj, "open", move |ctx: Ctx<'js>, path: String, flags: Value<'js>, mode: u32| {
-        let flags = open_flags(&ctx, &flags)?;
-        s.ops.open(&path, flags, mode).map_err(|e| throw_sys(&ctx, e))
-    })?;
+    set_fn(
+        obj,
+        "open",
+        move |ctx: Ctx<'js>, path: String, flags: Value<'js>, mode: u32| {
+            let flags = open_flags(&ctx, &flags)?;
+            s.ops
+                .open(&path, flags, mode)
+                .map_err(|e| throw_sys(&ctx, e))
+        },
+    )?;
     let s = st.clone();
     set_fn(obj, "close", move |ctx: Ctx<'js>, fd: i32| {
         s.ops.close(fd).map_err(|e| throw_sys(&ctx, e))
@@ -202,13 +281,21 @@ pub(super) fn install<'js>(obj: &Object<'js>, st: &Rc<ExecState>) -> Result<()> 
     set_fn(
         obj,
         "read",
-        move |ctx: Ctx<'js>, fd: i32, target: TypedArray<'js, u8>, offset: usize, len: usize, pos: Opt<Value<'js>>| {
+        move |ctx: Ctx<'js>,
+              fd: i32,
+              target: TypedArray<'js, u8>,
+              offset: usize,
+              len: usize,
+              pos: Opt<Value<'js>>| {
             let total = target.len();
             if offset > total {
                 return Err(type_error(&ctx, "offset is out of bounds"));
             }
             let len = len.min(total - offset);
-            let data = s.ops.read(fd, len, position(pos)).map_err(|e| throw_sys(&ctx, e))?;
+            let data = s
+                .ops
+                .read(fd, len, position(pos))
+                .map_err(|e| throw_sys(&ctx, e))?;
             let raw = target
                 .as_raw()
                 .ok_or_else(|| type_error(&ctx, "the buffer is detached"))?;
@@ -232,7 +319,9 @@ pub(super) fn install<'js>(obj: &Object<'js>, st: &Rc<ExecState>) -> Result<()> 
     )?;
     let s = st.clone();
     set_fn(obj, "ftruncate", move |ctx: Ctx<'js>, fd: i32, len: f64| {
-        s.ops.ftruncate(fd, len.max(0.0) as u64).map_err(|e| throw_sys(&ctx, e))
+        s.ops
+            .ftruncate(fd, len.max(0.0) as u64)
+            .map_err(|e| throw_sys(&ctx, e))
     })?;
     let s = st.clone();
     set_fn(obj, "fsync", move |ctx: Ctx<'js>, fd: i32| {

@@ -53,7 +53,11 @@ pub(crate) fn type_error(ctx: &Ctx<'_>, message: &str) -> rquickjs::Error {
 
 /// Runs `f` on the bytes of a string (UTF-8), `Uint8Array` (also `Buffer`)
 /// or `ArrayBuffer`, without copying typed arrays.
-pub(crate) fn with_bytes<'js, T>(ctx: &Ctx<'js>, v: &Value<'js>, f: impl FnOnce(&[u8]) -> T) -> Result<T> {
+pub(crate) fn with_bytes<'js, T>(
+    ctx: &Ctx<'js>,
+    v: &Value<'js>,
+    f: impl FnOnce(&[u8]) -> T,
+) -> Result<T> {
     if let Some(s) = v.as_string() {
         let s = s.to_string()?;
         return Ok(f(s.as_bytes()));
@@ -68,7 +72,10 @@ pub(crate) fn with_bytes<'js, T>(ctx: &Ctx<'js>, v: &Value<'js>, f: impl FnOnce(
         let bytes = unsafe { ab.as_bytes() }.unwrap_or(&[]);
         return Ok(f(bytes));
     }
-    Err(type_error(ctx, "expected a string, Buffer, Uint8Array or ArrayBuffer"))
+    Err(type_error(
+        ctx,
+        "expected a string, Buffer, Uint8Array or ArrayBuffer",
+    ))
 }
 
 /// A new `Uint8Array` owning `bytes`.
@@ -90,32 +97,47 @@ fn build<'js>(ctx: &Ctx<'js>, st: Rc<ExecState>) -> Result<Object<'js>> {
 /// and evaluated on first use (synchronously: built-ins have no top-level
 /// await), so globals like `Buffer` cost nothing until touched.
 fn install_require<'js>(obj: &Object<'js>, st: Rc<ExecState>) -> Result<()> {
-    set_fn(obj, "require", move |ctx: Ctx<'js>, name: String| -> Result<Object<'js>> {
-        if let Some(ns) = st.internals.borrow().get(&name) {
-            return ns.clone().restore(&ctx);
-        }
-        if !name.starts_with("ac:") || !crate::internal::exists(&name) {
-            return Err(type_error(&ctx, &format!("no built-in module {name}")));
-        }
-        if !st.loading.borrow_mut().insert(name.clone()) {
-            return Err(type_error(&ctx, &format!("built-in module {name} requires itself")));
-        }
-        let loaded = (|| -> Result<Object<'js>> {
-            let (module, promise) = crate::internal::load(&ctx, &name)?.eval()?;
-            if promise.state() == rquickjs::promise::PromiseState::Rejected {
-                st.forget_rejection(&ctx, promise.as_value());
-                let _ = promise.result::<Value>();
-                return Err(rquickjs::Error::Exception);
+    set_fn(
+        obj,
+        "require",
+        move |ctx: Ctx<'js>, name: String| -> Result<Object<'js>> {
+            // `fs`, `node:fs`, ... name the same built-in.
+            let name = match crate::internal::builtin_name(&name) {
+                Some(b) => b.to_string(),
+                None => name,
+            };
+            if let Some(ns) = st.internals.borrow().get(&name) {
+                return ns.clone().restore(&ctx);
             }
-            module.namespace()
-        })();
-        st.loading.borrow_mut().remove(&name);
-        let ns = loaded?;
-        st.internals
-            .borrow_mut()
-            .insert(name, rquickjs::Persistent::save(&ctx, ns.clone()));
-        Ok(ns)
-    })
+            if !crate::internal::exists(&name) || name == "ac:native" {
+                let msg = format!("Cannot find module '{name}'");
+                let e = Exception::from_message(ctx.clone(), &msg)?;
+                e.as_object().set("code", "MODULE_NOT_FOUND")?;
+                return Err(e.throw());
+            }
+            if !st.loading.borrow_mut().insert(name.clone()) {
+                return Err(type_error(
+                    &ctx,
+                    &format!("built-in module {name} requires itself"),
+                ));
+            }
+            let loaded = (|| -> Result<Object<'js>> {
+                let (module, promise) = crate::internal::load(&ctx, &name)?.eval()?;
+                if promise.state() == rquickjs::promise::PromiseState::Rejected {
+                    st.forget_rejection(&ctx, promise.as_value());
+                    let _ = promise.result::<Value>();
+                    return Err(rquickjs::Error::Exception);
+                }
+                module.namespace()
+            })();
+            st.loading.borrow_mut().remove(&name);
+            let ns = loaded?;
+            st.internals
+                .borrow_mut()
+                .insert(name, rquickjs::Persistent::save(&ctx, ns.clone()));
+            Ok(ns)
+        },
+    )
 }
 
 /// The `ac:native` module.

@@ -47,14 +47,22 @@ pub(super) fn install<'js>(obj: &Object<'js>, st: &Rc<ExecState>) -> Result<()> 
     let s = st.clone();
     // writeOut(fd, data): 1 = stdout, 2 = stderr. Throws (uncatchably)
     // once the output cap is reached.
-    set_fn(obj, "writeOut", move |ctx: Ctx<'js>, fd: i32, data: Value<'js>| -> Result<bool> {
-        let stream = if fd == 2 { Stream::Stderr } else { Stream::Stdout };
-        let ok = with_bytes(&ctx, &data, |b| s.out.write(stream, b))?;
-        if !ok {
-            return Err(throw_uncatchable(&ctx, "output limit reached"));
-        }
-        Ok(true)
-    })?;
+    set_fn(
+        obj,
+        "writeOut",
+        move |ctx: Ctx<'js>, fd: i32, data: Value<'js>| -> Result<bool> {
+            let stream = if fd == 2 {
+                Stream::Stderr
+            } else {
+                Stream::Stdout
+            };
+            let ok = with_bytes(&ctx, &data, |b| s.out.write(stream, b))?;
+            if !ok {
+                return Err(throw_uncatchable(&ctx, "output limit reached"));
+            }
+            Ok(true)
+        },
+    )?;
     let s = st.clone();
     set_fn(obj, "exit", move |ctx: Ctx<'js>, code: i32| -> Result<()> {
         s.stop.stop(StopReason::Exit(code));
@@ -84,22 +92,34 @@ pub(super) fn install<'js>(obj: &Object<'js>, st: &Rc<ExecState>) -> Result<()> 
         argv
     })?;
     let s = st.clone();
-    set_fn(obj, "stdin", move |ctx: Ctx<'js>| u8_array(&ctx, s.stdin.clone()))?;
+    set_fn(obj, "stdin", move |ctx: Ctx<'js>| {
+        u8_array(&ctx, s.stdin.clone())
+    })?;
     set_fn(obj, "hrtime", move || -> Vec<f64> {
         let d = hr_origin().elapsed();
         vec![d.as_secs() as f64, d.subsec_nanos() as f64]
     })?;
     let s = st.clone();
-    set_fn(obj, "memoryUsage", move |ctx: Ctx<'js>| -> Result<Vec<f64>> {
-        let _ = &s;
-        // SAFETY: the runtime is locked while natives run.
-        let usage = unsafe {
-            let mut u = std::mem::MaybeUninit::<qjs::JSMemoryUsage>::zeroed();
-            qjs::JS_ComputeMemoryUsage(qjs::JS_GetRuntime(ctx.as_raw().as_ptr()), u.as_mut_ptr());
-            u.assume_init()
-        };
-        Ok(vec![usage.malloc_size as f64, usage.memory_used_size as f64])
-    })?;
+    set_fn(
+        obj,
+        "memoryUsage",
+        move |ctx: Ctx<'js>| -> Result<Vec<f64>> {
+            let _ = &s;
+            // SAFETY: the runtime is locked while natives run.
+            let usage = unsafe {
+                let mut u = std::mem::MaybeUninit::<qjs::JSMemoryUsage>::zeroed();
+                qjs::JS_ComputeMemoryUsage(
+                    qjs::JS_GetRuntime(ctx.as_raw().as_ptr()),
+                    u.as_mut_ptr(),
+                );
+                u.assume_init()
+            };
+            Ok(vec![
+                usage.malloc_size as f64,
+                usage.memory_used_size as f64,
+            ])
+        },
+    )?;
     let s = st.clone();
     set_fn(obj, "limits", move || -> Vec<f64> {
         vec![
@@ -110,47 +130,70 @@ pub(super) fn install<'js>(obj: &Object<'js>, st: &Rc<ExecState>) -> Result<()> 
     })?;
 
     // promiseState(p) -> [0 pending | 1 fulfilled | 2 rejected, value]
-    set_fn(obj, "promiseState", |ctx: Ctx<'js>, p: rquickjs::Promise<'js>| -> Result<Vec<Value<'js>>> {
-        use rquickjs::promise::PromiseState;
-        let (state, value) = match p.state() {
-            PromiseState::Pending => (0, Value::new_undefined(ctx.clone())),
-            PromiseState::Resolved => (1, p.result::<Value>().and_then(|r| r.ok()).unwrap_or_default_value(&ctx)),
-            PromiseState::Rejected => {
-                let _ = p.result::<Value>();
-                (2, ctx.catch())
-            }
-        };
-        Ok(vec![Value::new_int(ctx, state), value])
-    })?;
+    set_fn(
+        obj,
+        "promiseState",
+        |ctx: Ctx<'js>, p: rquickjs::Promise<'js>| -> Result<Vec<Value<'js>>> {
+            use rquickjs::promise::PromiseState;
+            let (state, value) = match p.state() {
+                PromiseState::Pending => (0, Value::new_undefined(ctx.clone())),
+                PromiseState::Resolved => (
+                    1,
+                    p.result::<Value>()
+                        .and_then(|r| r.ok())
+                        .unwrap_or_default_value(&ctx),
+                ),
+                PromiseState::Rejected => {
+                    let _ = p.result::<Value>();
+                    (2, ctx.catch())
+                }
+            };
+            Ok(vec![Value::new_int(ctx, state), value])
+        },
+    )?;
 
     // Timers: the JS side keeps the callbacks, Rust keeps the schedule.
     let s = st.clone();
-    set_fn(obj, "timerAdd", move |ctx: Ctx<'js>, ms: f64, repeat: bool| -> Result<u32> {
-        let delay = if ms.is_finite() && ms > 0.0 {
-            Duration::from_secs_f64(ms.min(2_147_483_647.0) / 1e3)
-        } else {
-            Duration::ZERO
-        };
-        s.timers
-            .borrow_mut()
-            .add(delay, repeat)
-            .ok_or_else(|| type_error(&ctx, "too many pending timers"))
+    set_fn(
+        obj,
+        "timerAdd",
+        move |ctx: Ctx<'js>, ms: f64, repeat: bool| -> Result<u32> {
+            let delay = if ms.is_finite() && ms > 0.0 {
+                Duration::from_secs_f64(ms.min(2_147_483_647.0) / 1e3)
+            } else {
+                Duration::ZERO
+            };
+            s.timers
+                .borrow_mut()
+                .add(delay, repeat)
+                .ok_or_else(|| type_error(&ctx, "too many pending timers"))
+        },
+    )?;
+    let s = st.clone();
+    set_fn(obj, "timerClear", move |id: u32| {
+        s.timers.borrow_mut().clear(id)
     })?;
     let s = st.clone();
-    set_fn(obj, "timerClear", move |id: u32| s.timers.borrow_mut().clear(id))?;
+    set_fn(obj, "timerRef", move |id: u32, on: bool| {
+        s.timers.borrow_mut().set_ref(id, on)
+    })?;
     let s = st.clone();
-    set_fn(obj, "timerRef", move |id: u32, on: bool| s.timers.borrow_mut().set_ref(id, on))?;
-    let s = st.clone();
-    set_fn(obj, "timerHasRef", move |id: u32| s.timers.borrow().has_ref(id))?;
+    set_fn(obj, "timerHasRef", move |id: u32| {
+        s.timers.borrow().has_ref(id)
+    })?;
     let s = st.clone();
     set_fn(obj, "timerRefresh", move |id: u32, ms: f64| {
         let delay = Duration::from_secs_f64(ms.clamp(0.0, 2_147_483_647.0) / 1e3);
         s.timers.borrow_mut().refresh(id, delay)
     })?;
     let s = st.clone();
-    set_fn(obj, "setTimerHook", move |ctx: Ctx<'js>, f: Function<'js>| {
-        *s.timer_hook.borrow_mut() = Some(Persistent::save(&ctx, f));
-    })?;
+    set_fn(
+        obj,
+        "setTimerHook",
+        move |ctx: Ctx<'js>, f: Function<'js>| {
+            *s.timer_hook.borrow_mut() = Some(Persistent::save(&ctx, f));
+        },
+    )?;
     let _ = st;
     Ok(())
 }

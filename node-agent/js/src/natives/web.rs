@@ -85,72 +85,103 @@ fn url_parts(u: &url::Url) -> Vec<String> {
 }
 
 pub(super) fn install<'js>(obj: &Object<'js>, st: &Rc<ExecState>) -> Result<()> {
-    set_fn(obj, "utf8Encode", |ctx: Ctx<'js>, s: String| u8_array(&ctx, s.into_bytes()))?;
+    set_fn(obj, "utf8Encode", |ctx: Ctx<'js>, s: String| {
+        u8_array(&ctx, s.into_bytes())
+    })?;
     // utf8Decode(bytes, fatal): WHATWG "UTF-8 decode" with replacement, or a
     // TypeError on malformed input when `fatal`.
-    set_fn(obj, "utf8Decode", |ctx: Ctx<'js>, data: Value<'js>, fatal: Opt<bool>| -> Result<String> {
-        let fatal = fatal.0.unwrap_or(false);
-        let r = with_bytes(&ctx, &data, |b| match std::str::from_utf8(b) {
-            Ok(s) => Ok(s.to_string()),
-            Err(_) if fatal => Err(()),
-            Err(_) => Ok(String::from_utf8_lossy(b).into_owned()),
-        })?;
-        r.map_err(|_| type_error(&ctx, "The encoded data was not valid for encoding utf-8"))
-    })?;
+    set_fn(
+        obj,
+        "utf8Decode",
+        |ctx: Ctx<'js>, data: Value<'js>, fatal: Opt<bool>| -> Result<String> {
+            let fatal = fatal.0.unwrap_or(false);
+            let r = with_bytes(&ctx, &data, |b| match std::str::from_utf8(b) {
+                Ok(s) => Ok(s.to_string()),
+                Err(_) if fatal => Err(()),
+                Err(_) => Ok(String::from_utf8_lossy(b).into_owned()),
+            })?;
+            r.map_err(|_| type_error(&ctx, "The encoded data was not valid for encoding utf-8"))
+        },
+    )?;
     set_fn(obj, "utf8Length", |s: String| s.len())?;
-    set_fn(obj, "base64Encode", |ctx: Ctx<'js>, data: Value<'js>, url: Opt<bool>| {
-        with_bytes(&ctx, &data, |b| {
-            if url.0.unwrap_or(false) {
-                URL_SAFE_NO_PAD.encode(b)
-            } else {
-                STANDARD.encode(b)
-            }
-        })
+    set_fn(
+        obj,
+        "base64Encode",
+        |ctx: Ctx<'js>, data: Value<'js>, url: Opt<bool>| {
+            with_bytes(&ctx, &data, |b| {
+                if url.0.unwrap_or(false) {
+                    URL_SAFE_NO_PAD.encode(b)
+                } else {
+                    STANDARD.encode(b)
+                }
+            })
+        },
+    )?;
+    set_fn(obj, "base64Decode", |ctx: Ctx<'js>, s: String| {
+        u8_array(&ctx, base64_decode_lenient(&s))
     })?;
-    set_fn(obj, "base64Decode", |ctx: Ctx<'js>, s: String| u8_array(&ctx, base64_decode_lenient(&s)))?;
-    set_fn(obj, "hexEncode", |ctx: Ctx<'js>, data: Value<'js>| with_bytes(&ctx, &data, hex_encode))?;
-    set_fn(obj, "hexDecode", |ctx: Ctx<'js>, s: String| u8_array(&ctx, hex_decode_lenient(&s)))?;
+    set_fn(obj, "hexEncode", |ctx: Ctx<'js>, data: Value<'js>| {
+        with_bytes(&ctx, &data, hex_encode)
+    })?;
+    set_fn(obj, "hexDecode", |ctx: Ctx<'js>, s: String| {
+        u8_array(&ctx, hex_decode_lenient(&s))
+    })?;
 
-    set_fn(obj, "randomFill", |ctx: Ctx<'js>, target: TypedArray<'js, u8>| -> Result<()> {
-        let raw = target
-            .as_raw()
-            .ok_or_else(|| type_error(&ctx, "the buffer is detached"))?;
-        // SAFETY: `raw` is the live backing store of `target`.
-        let bytes = unsafe { std::slice::from_raw_parts_mut(raw.as_ptr() as *mut u8, raw.len()) };
-        getrandom::fill(bytes).map_err(|e| type_error(&ctx, &format!("no randomness: {e}")))
-    })?;
+    set_fn(
+        obj,
+        "randomFill",
+        |ctx: Ctx<'js>, target: TypedArray<'js, u8>| -> Result<()> {
+            let raw = target
+                .as_raw()
+                .ok_or_else(|| type_error(&ctx, "the buffer is detached"))?;
+            // SAFETY: `raw` is the live backing store of `target`.
+            let bytes =
+                unsafe { std::slice::from_raw_parts_mut(raw.as_ptr() as *mut u8, raw.len()) };
+            getrandom::fill(bytes).map_err(|e| type_error(&ctx, &format!("no randomness: {e}")))
+        },
+    )?;
     set_fn(obj, "randomUUID", || uuid::Uuid::new_v4().to_string())?;
 
     // urlParse(input, base?) -> parts, or null when invalid.
-    set_fn(obj, "urlParse", |input: String, base: Opt<String>| -> Option<Vec<String>> {
-        let parsed = match base.0 {
-            Some(b) => url::Url::parse(&b).ok()?.join(&input).ok()?,
-            None => url::Url::parse(&input).ok()?,
-        };
-        Some(url_parts(&parsed))
-    })?;
+    set_fn(
+        obj,
+        "urlParse",
+        |input: String, base: Opt<String>| -> Option<Vec<String>> {
+            let parsed = match base.0 {
+                Some(b) => url::Url::parse(&b).ok()?.join(&input).ok()?,
+                None => url::Url::parse(&input).ok()?,
+            };
+            Some(url_parts(&parsed))
+        },
+    )?;
     // urlSet(href, part, value) -> new parts (the WHATWG setters; a setter
     // that rejects the value leaves the URL unchanged).
-    set_fn(obj, "urlSet", |ctx: Ctx<'js>, href: String, part: String, value: String| -> Result<Vec<String>> {
-        use url::quirks as q;
-        let mut u = url::Url::parse(&href).map_err(|e| type_error(&ctx, &format!("Invalid URL: {e}")))?;
-        match part.as_str() {
-            "href" => {
-                u = url::Url::parse(&value).map_err(|_| type_error(&ctx, &format!("Invalid URL: {value}")))?;
+    set_fn(
+        obj,
+        "urlSet",
+        |ctx: Ctx<'js>, href: String, part: String, value: String| -> Result<Vec<String>> {
+            use url::quirks as q;
+            let mut u = url::Url::parse(&href)
+                .map_err(|e| type_error(&ctx, &format!("Invalid URL: {e}")))?;
+            match part.as_str() {
+                "href" => {
+                    u = url::Url::parse(&value)
+                        .map_err(|_| type_error(&ctx, &format!("Invalid URL: {value}")))?;
+                }
+                "protocol" => drop(q::set_protocol(&mut u, &value)),
+                "username" => drop(q::set_username(&mut u, &value)),
+                "password" => drop(q::set_password(&mut u, &value)),
+                "host" => drop(q::set_host(&mut u, &value)),
+                "hostname" => drop(q::set_hostname(&mut u, &value)),
+                "port" => drop(q::set_port(&mut u, &value)),
+                "pathname" => q::set_pathname(&mut u, &value),
+                "search" => q::set_search(&mut u, &value),
+                "hash" => q::set_hash(&mut u, &value),
+                other => return Err(type_error(&ctx, &format!("unknown URL part {other}"))),
             }
-            "protocol" => drop(q::set_protocol(&mut u, &value)),
-            "username" => drop(q::set_username(&mut u, &value)),
-            "password" => drop(q::set_password(&mut u, &value)),
-            "host" => drop(q::set_host(&mut u, &value)),
-            "hostname" => drop(q::set_hostname(&mut u, &value)),
-            "port" => drop(q::set_port(&mut u, &value)),
-            "pathname" => q::set_pathname(&mut u, &value),
-            "search" => q::set_search(&mut u, &value),
-            "hash" => q::set_hash(&mut u, &value),
-            other => return Err(type_error(&ctx, &format!("unknown URL part {other}"))),
-        }
-        Ok(url_parts(&u))
-    })?;
+            Ok(url_parts(&u))
+        },
+    )?;
     // application/x-www-form-urlencoded, as URLSearchParams uses it.
     set_fn(obj, "formParse", |s: String| -> Vec<Vec<String>> {
         url::form_urlencoded::parse(s.as_bytes())
@@ -172,9 +203,16 @@ pub(super) fn install<'js>(obj: &Object<'js>, st: &Rc<ExecState>) -> Result<()> 
     set_fn(
         obj,
         "fetch",
-        move |ctx: Ctx<'js>, url: String, method: String, headers: Vec<Vec<String>>, body: Opt<Value<'js>>| -> Result<Vec<Value<'js>>> {
+        move |ctx: Ctx<'js>,
+              url: String,
+              method: String,
+              headers: Vec<Vec<String>>,
+              body: Opt<Value<'js>>|
+              -> Result<Vec<Value<'js>>> {
             let body = match body.0 {
-                Some(b) if !b.is_undefined() && !b.is_null() => with_bytes(&ctx, &b, |b| b.to_vec())?,
+                Some(b) if !b.is_undefined() && !b.is_null() => {
+                    with_bytes(&ctx, &b, |b| b.to_vec())?
+                }
                 _ => Vec::new(),
             };
             let headers = headers
@@ -193,7 +231,8 @@ pub(super) fn install<'js>(obj: &Object<'js>, st: &Rc<ExecState>) -> Result<()> 
             };
             match s.fetcher.fetch(req) {
                 Ok(r) => {
-                    let headers: Vec<Vec<String>> = r.headers.into_iter().map(|(k, v)| vec![k, v]).collect();
+                    let headers: Vec<Vec<String>> =
+                        r.headers.into_iter().map(|(k, v)| vec![k, v]).collect();
                     Ok(vec![
                         rquickjs::IntoJs::into_js(r.status as i32, &ctx)?,
                         rquickjs::IntoJs::into_js(r.status_text, &ctx)?,

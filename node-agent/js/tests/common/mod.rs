@@ -39,7 +39,11 @@ impl Ran {
     }
 
     pub fn err(&self) -> &str {
-        assert_ne!(self.outcome.exit_code, 0, "exec succeeded: {:?} stdout: {}", self.outcome.result, self.stdout);
+        assert_ne!(
+            self.outcome.exit_code, 0,
+            "exec succeeded: {:?} stdout: {}",
+            self.outcome.result, self.stdout
+        );
         self.outcome.error.as_deref().unwrap()
     }
 }
@@ -56,7 +60,12 @@ pub async fn run_req(fs: &Fs, req: JsRequest) -> Ran {
     run_with(fs, req, RunOptions::default(), CancellationToken::new()).await
 }
 
-pub async fn run_with(fs: &Fs, req: JsRequest, options: RunOptions, cancel: CancellationToken) -> Ran {
+pub async fn run_with(
+    fs: &Fs,
+    req: JsRequest,
+    options: RunOptions,
+    cancel: CancellationToken,
+) -> Ran {
     let (tx, mut rx) = mpsc::channel(64);
     let collector = tokio::spawn(async move {
         let mut chunks = Vec::new();
