@@ -153,3 +153,24 @@ where
     }
     out
 }
+
+#[tokio::test]
+async fn the_scratch_tree_is_size_capped() {
+    let c = Computer::new();
+    let limits = agentcomputer_shell::ShellLimits {
+        scratch_bytes: 4 * 1024 * 1024,
+        ..Default::default()
+    };
+    let req = agentcomputer_shell::ExecRequest {
+        script: "for i in $(seq 1 10); do head -c 1048576 /dev/zero >> /tmp/big || { echo full at $i; break; }; done; wc -c < /tmp/big".into(),
+        ..Default::default()
+    };
+    let out = common::exec_with_limits(&c.fs, req, Default::default(), limits).await;
+    // 4 MiB fit; the 5th MiB does not, and the file keeps what it had.
+    assert_eq!(out.ok(), "full at 5\n4194304\n");
+    assert!(
+        out.stderr().contains("4194304 byte limit"),
+        "{}",
+        out.stderr()
+    );
+}

@@ -3,7 +3,7 @@
 #![allow(dead_code)]
 
 use agentcomputer_fs::{Fs, Limits, Owner, ROOT_INO, WriteMode};
-use agentcomputer_shell::{ExecOutcome, ExecRequest, OutputChunk, run};
+use agentcomputer_shell::{ExecOutcome, ExecRequest, OutputChunk, ShellLimits, run_with_limits};
 use std::time::Duration;
 use tempfile::TempDir;
 use tokio::sync::mpsc;
@@ -140,6 +140,16 @@ impl Run {
 
 /// Runs `req` against `fs`, collecting output concurrently.
 pub async fn exec(fs: &Fs, req: ExecRequest, cancel: CancellationToken) -> Run {
+    exec_with_limits(fs, req, cancel, ShellLimits::default()).await
+}
+
+/// Runs `req` against `fs` under `limits`, collecting output concurrently.
+pub async fn exec_with_limits(
+    fs: &Fs,
+    req: ExecRequest,
+    cancel: CancellationToken,
+    limits: ShellLimits,
+) -> Run {
     let (tx, mut rx) = mpsc::channel(64);
     let collector = tokio::spawn(async move {
         let mut chunks = Vec::new();
@@ -148,7 +158,7 @@ pub async fn exec(fs: &Fs, req: ExecRequest, cancel: CancellationToken) -> Run {
         }
         chunks
     });
-    let outcome = run(fs.clone(), req, tx, cancel).await;
+    let outcome = run_with_limits(fs.clone(), req, tx, cancel, limits).await;
     let chunks = collector.await.expect("collector");
     Run { chunks, outcome }
 }
