@@ -31,7 +31,13 @@ start_agent() {
 stop_agent() { [ -n "$AGENT_PID" ] && kill "$AGENT_PID" 2>/dev/null && wait "$AGENT_PID" 2>/dev/null || true; AGENT_PID=; }
 trap stop_agent EXIT
 
-kc() { echo "\$ kubectl-computer $*"; "$BIN/kubectl-computer" "$@"; }
+# Echoes the command (the script argument in quotes) before running it.
+kc() {
+    local shown=("$@")
+    [ $# -gt 1 ] && [ "${shown[-2]}" = "--" ] && shown[-1]="'${shown[-1]}'"
+    echo "\$ kubectl-computer ${shown[*]}"
+    "$BIN/kubectl-computer" "$@"
+}
 
 step "starting node-agent local (data dir $DATA_DIR)"
 start_agent
