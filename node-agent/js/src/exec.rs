@@ -95,13 +95,16 @@ pub(crate) async fn spawn(
                 thread_cancel,
                 limits.output,
             );
+            let mut answer = Some(tx);
             let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| {
-                exec_blocking(fs, req, options, sink, thread_stop, &limits)
+                exec_blocking(fs, req, options, sink, thread_stop, &limits, &mut answer)
             }))
             .unwrap_or_else(|_| {
                 failure("javascript: internal error (the runtime panicked)".into())
             });
-            let _ = tx.send(outcome);
+            if let Some(tx) = answer {
+                let _ = tx.send(outcome);
+            }
         });
     let thread = match spawned {
         Ok(h) => h.thread().clone(),
@@ -143,6 +146,7 @@ fn exec_blocking(
     out: OutputSink,
     stop: Arc<Stopper>,
     limits: &Limits,
+    answer: &mut Option<tokio::sync::oneshot::Sender<JsOutcome>>,
 ) -> JsOutcome {
     let vfs = Vfs::new(fs, options.owner);
     let cwd = if req.cwd.is_empty() {
@@ -203,6 +207,11 @@ fn exec_blocking(
         let _ = ctx.remove_userdata::<StateRef>();
         outcome
     });
+    // All output is queued by now; answer before freeing the runtime, which
+    // is work the caller need not wait for.
+    if let Some(tx) = answer.take() {
+        let _ = tx.send(outcome.clone());
+    }
     rt.set_host_promise_rejection_tracker(None);
     drop(ctx);
     drop(rt);

@@ -284,3 +284,62 @@ async fn a_promise_that_never_settles_is_reported() {
         r.err()
     );
 }
+
+#[tokio::test]
+async fn output_streams_while_the_exec_runs() {
+    let c = computer();
+    let (tx, mut rx) = tokio::sync::mpsc::channel(16);
+    let fs = c.fs.clone();
+    let exec = tokio::spawn(async move {
+        agentcomputer_js::run(
+            fs,
+            request("console.log('early'); await new Promise(r => setTimeout(r, 500)); console.log('late');"),
+            tx,
+            Default::default(),
+        )
+        .await
+    });
+    let first = tokio::time::timeout(std::time::Duration::from_millis(400), rx.recv())
+        .await
+        .expect("the first line arrives before the exec ends")
+        .unwrap();
+    assert_eq!(
+        first,
+        agentcomputer_js::OutputChunk::Stdout(b"early\n".to_vec())
+    );
+    assert!(!exec.is_finished());
+    let outcome = exec.await.unwrap();
+    assert_eq!(outcome.exit_code, 0);
+    assert_eq!(
+        rx.recv().await,
+        Some(agentcomputer_js::OutputChunk::Stdout(b"late\n".to_vec()))
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_execs_share_the_computer() {
+    let c = computer();
+    let mut tasks = Vec::new();
+    for i in 0..8 {
+        let fs = c.fs.clone();
+        tasks.push(tokio::spawn(async move {
+            run(
+                &fs,
+                &format!(
+                    "import fs from 'node:fs/promises';\n\
+                     await fs.mkdir('shared', {{ recursive: true }});\n\
+                     for (let j = 0; j < 20; j++) await fs.writeFile(`shared/{i}-${{j}}.txt`, 'x'.repeat(j));\n\
+                     export default async () => (await fs.readdir('shared')).filter(n => n.startsWith('{i}-')).length;"
+                ),
+            )
+            .await
+        }));
+    }
+    for t in tasks {
+        assert_eq!(t.await.unwrap().ok(), &json!(20));
+    }
+    let dir =
+        c.fs.resolve(agentcomputer_fs::ROOT_INO, b"/shared", true)
+            .unwrap();
+    assert_eq!(c.fs.readdir(dir.ino, 0, 1000).unwrap().len(), 160);
+}
