@@ -159,7 +159,7 @@ async fn main() -> anyhow::Result<()> {
         .run(reconcile, error_policy, ctx)
         .for_each(|res| async move {
             if let Err(e) = res {
-                tracing::debug!(error = %e, "reconcile finished with error");
+                tracing::warn!(error = %e, "controller error");
             }
         });
     match &lock {

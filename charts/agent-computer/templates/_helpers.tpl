@@ -1,0 +1,44 @@
+{{/* Chart name, overridable. */}}
+{{- define "ac.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/* Release-qualified prefix of every object name. */}}
+{{- define "ac.fullname" -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- $name := default .Chart.Name .Values.nameOverride -}}
+{{- if contains $name .Release.Name -}}
+{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Labels on every object. */}}
+{{- define "ac.labels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
+app.kubernetes.io/part-of: agent-computer
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- end -}}
+
+{{/* Selector labels of the operator pods. */}}
+{{- define "ac.operator.selector" -}}
+app.kubernetes.io/name: agentcomputer-operator
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end -}}
+
+{{/* Selector labels of the node-agent pods; the operator finds agents by the name label. */}}
+{{- define "ac.agent.selector" -}}
+app.kubernetes.io/name: agentcomputer-node-agent
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end -}}
+
+{{/* Image reference: registry/repository:tag. */}}
+{{- define "ac.image" -}}
+{{- printf "%s/%s:%s" .root.Values.image.registry .repository (default .root.Chart.AppVersion .root.Values.image.tag) -}}
+{{- end -}}

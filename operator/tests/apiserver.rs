@@ -1,0 +1,652 @@
+//! The operator, the CRD and the Helm chart against a real kube-apiserver
+//! and etcd (see `support`). There is no kubelet, scheduler or
+//! controller-manager: Nodes and node-agent pods are created by the test and
+//! their status is set through the status subresource, sandbox pods stay
+//! Pending, and garbage collection does not run (owner references are
+//! checked instead).
+//!
+//! One test function walks through the whole life cycle so that the control
+//! plane starts once; every step says what it checks.
+
+mod support;
+
+use std::path::Path;
+
+use agentcomputer_crds::{AgentComputer, ComputerPhase};
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{
+    Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod, Secret, ServiceAccount,
+};
+use k8s_openapi::api::networking::v1::NetworkPolicy;
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use kube::{Client, ResourceExt};
+use serde_json::json;
+use support::{Cluster, RELEASE, SYSTEM_NS, eventually};
+
+const NS: &str = "team";
+
+fn repo() -> &'static Path {
+    Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
+}
+
+fn ok(out: &std::process::Output, what: &str) -> String {
+    assert!(
+        out.status.success(),
+        "{what} failed:\nstdout: {}\nstderr: {}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+async fn create_ns(client: &Client, name: &str) {
+    let nss: Api<Namespace> = Api::all(client.clone());
+    nss.create(
+        &PostParams::default(),
+        &serde_json::from_value(json!({"metadata": {"name": name}})).unwrap(),
+    )
+    .await
+    .unwrap();
+    // No controller-manager creates the default service account that pod
+    // admission looks up.
+    let sas: Api<ServiceAccount> = Api::namespaced(client.clone(), name);
+    sas.create(
+        &PostParams::default(),
+        &serde_json::from_value(json!({"metadata": {"name": "default"}})).unwrap(),
+    )
+    .await
+    .unwrap();
+}
+
+/// A Ready Node, as a kubelet would report it.
+async fn add_node(client: &Client, name: &str) {
+    let nodes: Api<Node> = Api::all(client.clone());
+    let node = json!({"metadata": {"name": name, "labels": {
+        "kubernetes.io/hostname": name, "kubernetes.io/os": "linux"}}});
+    nodes
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(node).unwrap(),
+        )
+        .await
+        .unwrap();
+    set_node_ready(client, name, true).await;
+    // Admission taints new nodes not-ready; the node lifecycle controller
+    // (absent here) lifts the taint once the kubelet reports Ready.
+    let untaint = json!({"spec": {"taints": null}});
+    nodes
+        .patch(name, &PatchParams::default(), &Patch::Merge(untaint))
+        .await
+        .unwrap();
+}
+
+async fn set_node_ready(client: &Client, name: &str, ready: bool) {
+    let nodes: Api<Node> = Api::all(client.clone());
+    let status = json!({"status": {"conditions": [{
+        "type": "Ready", "status": if ready { "True" } else { "False" },
+        "reason": "KubeletReady", "message": "test", "lastHeartbeatTime": "2026-01-01T00:00:00Z",
+        "lastTransitionTime": "2026-01-01T00:00:00Z"}]}});
+    nodes
+        .patch_status(name, &PatchParams::default(), &Patch::Merge(status))
+        .await
+        .unwrap();
+}
+
+/// A node-agent pod bound to `node`, as the DaemonSet would create it, made
+/// Running and Ready (or not) through the status subresource.
+async fn add_agent(client: &Client, node: &str, ip: &str) {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), SYSTEM_NS);
+    let pod = json!({
+        "metadata": {"name": format!("node-agent-{node}"), "labels": {
+            "app.kubernetes.io/name": "agentcomputer-node-agent", "app.kubernetes.io/instance": RELEASE}},
+        "spec": {"nodeName": node, "containers": [{"name": "node-agent", "image": "node-agent:test"}]}
+    });
+    pods.create(
+        &PostParams::default(),
+        &serde_json::from_value(pod).unwrap(),
+    )
+    .await
+    .unwrap();
+    set_agent_ready(client, node, ip, true).await;
+}
+
+async fn set_agent_ready(client: &Client, node: &str, ip: &str, ready: bool) {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), SYSTEM_NS);
+    let status = json!({"status": {"phase": "Running", "podIP": ip, "podIPs": [{"ip": ip}],
+        "conditions": [{"type": "Ready", "status": if ready { "True" } else { "False" }}]}});
+    pods.patch_status(
+        &format!("node-agent-{node}"),
+        &PatchParams::default(),
+        &Patch::Merge(status),
+    )
+    .await
+    .unwrap();
+}
+
+async fn wait_phase(
+    api: &Api<AgentComputer>,
+    name: &str,
+    phase: ComputerPhase,
+    secs: u64,
+) -> AgentComputer {
+    let last = api
+        .get_opt(name)
+        .await
+        .ok()
+        .flatten()
+        .and_then(|c| c.status);
+    let what = format!("{name} to be {phase:?} (status when the wait began: {last:?})");
+    eventually(secs, &what, || async {
+        let c = api.get_opt(name).await.ok()??;
+        (c.status.as_ref()?.phase == Some(phase)).then_some(c)
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn operator_chart_and_crd_against_a_real_apiserver() {
+    if support::skipped() {
+        return;
+    }
+    let cluster = Cluster::start().await;
+    let admin = cluster.admin().await;
+    create_ns(&admin, SYSTEM_NS).await;
+    create_ns(&admin, NS).await;
+
+    // --- The chart: lint, render, server-side dry run, then install. ---
+    let chart = repo().join("charts/agent-computer");
+    let chart = chart.to_str().unwrap();
+    ok(&cluster.helm(&["lint", "--strict", chart]), "helm lint");
+    let rendered = ok(
+        &cluster.helm(&[
+            "template",
+            RELEASE,
+            chart,
+            "--namespace",
+            SYSTEM_NS,
+            "--include-crds",
+            "--set",
+            "metrics.serviceMonitor.enabled=false",
+        ]),
+        "helm template",
+    );
+    // CRDs first: the dry run of a CR-free chart needs no established CRD,
+    // but installs apply CRDs before the rest, as helm does.
+    let out = cluster.kubectl(&["apply", "--dry-run=server", "-f", "-"], Some(&rendered));
+    ok(&out, "kubectl apply --dry-run=server of the rendered chart");
+    ok(
+        &cluster.kubectl(&["apply", "--server-side", "-f", "-"], Some(&rendered)),
+        "kubectl apply of the chart",
+    );
+    ok(
+        &cluster.kubectl(
+            &[
+                "wait",
+                "--for=condition=Established",
+                "crd/agentcomputers.agentcomputer.dev",
+                "--timeout=60s",
+            ],
+            None,
+        ),
+        "CRD established",
+    );
+    // The committed manifest is the one the chart carries (the drift test
+    // guarantees both equal the types); applying it again is a no-op.
+    let crd_file = repo().join("crds/agentcomputer.yaml");
+    ok(
+        &cluster.kubectl(
+            &["apply", "--server-side", "-f", crd_file.to_str().unwrap()],
+            None,
+        ),
+        "apply committed CRD",
+    );
+
+    // --- kubectl explain reads the schema docs. ---
+    // The OpenAPI document picks the CRD up a moment after it is established.
+    let explain = eventually(30, "kubectl explain to know the CRD", || async {
+        let out = cluster.kubectl(&["explain", "agentcomputer.spec.egress"], None);
+        out.status
+            .success()
+            .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+    })
+    .await;
+    assert!(explain.contains("Outbound network policy"), "{explain}");
+    assert!(
+        explain.contains("allowMetadata") && explain.contains("hosts"),
+        "{explain}"
+    );
+    let explain_mode = ok(
+        &cluster.kubectl(&["explain", "agentcomputer.spec.egress.mode"], None),
+        "explain mode",
+    );
+    assert!(explain_mode.contains("allow-list"), "{explain_mode}");
+
+    // --- Invalid manifests are rejected with clear messages. ---
+    let invalid = [
+        (
+            r#"{"metadata":{"name":"tiny"},"spec":{"storage":{"size":"10"}}}"#,
+            "storage.size must be a quantity of at least 1Mi",
+        ),
+        (
+            r#"{"metadata":{"name":"mode"},"spec":{"storage":{"size":"1Gi"},"egress":{"mode":"open"}}}"#,
+            "Unsupported value: \"open\"",
+        ),
+        (
+            r#"{"metadata":{"name":"lists"},"spec":{"storage":{"size":"1Gi"},"egress":{"hosts":["pypi.org"]}}}"#,
+            "may only be set when egress.mode is allow-list",
+        ),
+        (
+            r#"{"metadata":{"name":"cidr"},"spec":{"storage":{"size":"1Gi"},"egress":{"mode":"allow-list","cidrs":[{"cidr":"10.0.0.300/8"}]}}}"#,
+            "cidr must be an IPv4 or IPv6 CIDR",
+        ),
+        (
+            r#"{"metadata":{"name":"port"},"spec":{"storage":{"size":"1Gi"},"egress":{"mode":"allow-list","cidrs":[{"cidr":"10.0.0.0/8","ports":[{"port":70000}]}]}}}"#,
+            "should be less than or equal to 65535",
+        ),
+        (
+            r#"{"metadata":{"name":"host"},"spec":{"storage":{"size":"1Gi"},"egress":{"mode":"allow-list","hosts":["not a host"]}}}"#,
+            "should match",
+        ),
+        (
+            r#"{"metadata":{"name":"this-name-is-far-too-long-for-an-agent-computer-object-x"},"spec":{"storage":{"size":"1Gi"}}}"#,
+            "at most 52 characters",
+        ),
+        (
+            r#"{"metadata":{"name":"nosize"},"spec":{"storage":{}}}"#,
+            "spec.storage.size: Required value",
+        ),
+        (
+            r#"{"metadata":{"name":"policy"},"spec":{"storage":{"size":"1Gi","reclaimPolicy":"Recycle"}}}"#,
+            "Unsupported value: \"Recycle\"",
+        ),
+    ];
+    for (body, want) in invalid {
+        let mut v: serde_json::Value = serde_json::from_str(body).unwrap();
+        v["apiVersion"] = json!("agentcomputer.dev/v1alpha1");
+        v["kind"] = json!("AgentComputer");
+        let out = cluster.kubectl(&["apply", "-n", NS, "-f", "-"], Some(&v.to_string()));
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !out.status.success(),
+            "accepted an invalid computer: {body}"
+        );
+        assert!(
+            stderr.contains(want),
+            "rejection of {body} should say {want:?}, got: {stderr}"
+        );
+    }
+
+    // --- Nodes with node agents, and the operator (two replicas). ---
+    add_node(&admin, "node-a").await;
+    add_node(&admin, "node-b").await;
+    add_agent(&admin, "node-a", "10.244.1.10").await;
+    add_agent(&admin, "node-b", "10.244.2.10").await;
+    let (mut op1, port1) = cluster.start_operator("operator-1", true);
+    let leases: Api<Lease> = Api::namespaced(admin.clone(), SYSTEM_NS);
+    let lease_name = format!("{RELEASE}-agent-computer-operator");
+    let first_leader = eventually(30, "a leader lease", || async {
+        leases
+            .get_opt(&lease_name)
+            .await
+            .ok()??
+            .spec?
+            .holder_identity
+    })
+    .await;
+    assert_eq!(first_leader, "operator-1");
+    let (mut op2, _port2) = cluster.start_operator("operator-2", true);
+
+    // --- kubectl apply of the examples creates the objects. ---
+    let computers: Api<AgentComputer> = Api::namespaced(admin.clone(), NS);
+    for ex in ["basic.yaml", "full.yaml"] {
+        let f = repo().join("crds/examples").join(ex);
+        ok(
+            &cluster.kubectl(&["apply", "-n", NS, "-f", f.to_str().unwrap()], None),
+            &format!("apply {ex}"),
+        );
+    }
+    let scratch = wait_phase(&computers, "scratch", ComputerPhase::Ready, 60).await;
+    let builder = wait_phase(&computers, "builder", ComputerPhase::Ready, 60).await;
+    let (sn, bn) = (
+        scratch.status.clone().unwrap().node.unwrap(),
+        builder.status.clone().unwrap().node.unwrap(),
+    );
+    assert_ne!(sn, bn, "two computers on two empty nodes are spread");
+    let st = scratch.status.clone().unwrap();
+    let ip = if sn == "node-a" {
+        "10.244.1.10"
+    } else {
+        "10.244.2.10"
+    };
+    assert_eq!(st.endpoint.as_deref(), Some(format!("{ip}:7433").as_str()));
+    assert_eq!(st.observed_generation, scratch.metadata.generation);
+    for t in [
+        "Placed",
+        "VolumeReady",
+        "CredentialReady",
+        "EgressReady",
+        "Ready",
+    ] {
+        let c = st
+            .conditions
+            .iter()
+            .find(|c| c.type_ == t)
+            .unwrap_or_else(|| panic!("condition {t}"));
+        assert_eq!(c.status, "True", "{t}: {c:?}");
+    }
+    assert!(
+        scratch
+            .finalizers()
+            .contains(&"agentcomputer.dev/volume".to_string())
+    );
+
+    let get = ok(
+        &cluster.kubectl(&["get", "computers", "-n", NS], None),
+        "kubectl get computers",
+    );
+    let line = get
+        .lines()
+        .find(|l| l.starts_with("scratch"))
+        .unwrap_or_else(|| panic!("{get}"));
+    assert!(
+        line.contains("Ready") && line.contains(&sn) && line.contains("5Gi"),
+        "{get}"
+    );
+    assert!(
+        get.lines()
+            .next()
+            .unwrap()
+            .split_whitespace()
+            .eq(["NAME", "PHASE", "NODE", "SIZE", "AGE"]),
+        "{get}"
+    );
+
+    // The volume: PV pinned to the node, pre-bound to the claim.
+    let pvs: Api<PersistentVolume> = Api::all(admin.clone());
+    let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(admin.clone(), NS);
+    let pv_name = format!("agentcomputer-{}", scratch.uid().unwrap());
+    let pv = pvs.get(&pv_name).await.unwrap();
+    let spec = pv.spec.clone().unwrap();
+    assert_eq!(spec.csi.as_ref().unwrap().driver, "agentcomputer.dev");
+    assert_eq!(
+        spec.csi.as_ref().unwrap().volume_handle,
+        scratch.uid().unwrap()
+    );
+    assert_eq!(spec.capacity.as_ref().unwrap()["storage"].0, "5Gi");
+    assert_eq!(
+        spec.claim_ref.as_ref().unwrap().name.as_deref(),
+        Some("scratch-workspace")
+    );
+    let term = &spec
+        .node_affinity
+        .unwrap()
+        .required
+        .unwrap()
+        .node_selector_terms[0];
+    assert_eq!(
+        term.match_expressions.as_ref().unwrap()[0]
+            .values
+            .as_ref()
+            .unwrap()[0],
+        sn
+    );
+    let pvc = pvcs.get("scratch-workspace").await.unwrap();
+    assert_eq!(
+        pvc.spec.as_ref().unwrap().volume_name.as_deref(),
+        Some(pv_name.as_str())
+    );
+    assert_eq!(pvc.owner_references()[0].uid, scratch.uid().unwrap());
+    let listed = ok(
+        &cluster.kubectl(&["get", "pvc", "-n", NS, "-o", "name"], None),
+        "kubectl get pvc",
+    );
+    assert!(
+        listed.contains("scratch-workspace") && listed.contains("builder-workspace"),
+        "{listed}"
+    );
+
+    // Credential and egress policy.
+    let secrets: Api<Secret> = Api::namespaced(admin.clone(), NS);
+    let token = secrets
+        .get("scratch-credential")
+        .await
+        .unwrap()
+        .data
+        .unwrap()["token"]
+        .0
+        .clone();
+    assert_eq!(token.len(), 64);
+    let nps: Api<NetworkPolicy> = Api::namespaced(admin.clone(), NS);
+    let deny = nps.get("scratch-egress").await.unwrap().spec.unwrap();
+    // deny-all: Egress is a policy type and no egress rule admits anything.
+    assert!(
+        deny.policy_types
+            .as_ref()
+            .unwrap()
+            .contains(&"Egress".to_string())
+    );
+    assert!(
+        deny.egress.unwrap_or_default().is_empty(),
+        "deny-all by default"
+    );
+    let allow = nps.get("builder-egress").await.unwrap().spec.unwrap();
+    let rules = allow.egress.unwrap();
+    assert_eq!(rules.len(), 3, "cidr, dns, proxy: {rules:?}");
+    assert_eq!(
+        rules[0].to.as_ref().unwrap()[0]
+            .ip_block
+            .as_ref()
+            .unwrap()
+            .cidr,
+        "10.20.0.0/16"
+    );
+    assert!(
+        ok(
+            &cluster.kubectl(&["get", "pods", "-n", NS], None),
+            "get pods"
+        )
+        .contains("builder-sandbox")
+    );
+
+    // Sandbox pod of the container runtime (Pending: no scheduler here).
+    let pods: Api<Pod> = Api::namespaced(admin.clone(), NS);
+    let sandbox = pods.get("builder-sandbox").await.unwrap();
+    let pspec = sandbox.spec.unwrap();
+    let ctr = &pspec.containers[0];
+    assert_eq!(ctr.image.as_deref(), Some("debian:bookworm-slim"));
+    let sc = ctr.security_context.as_ref().unwrap();
+    assert_eq!(sc.allow_privilege_escalation, Some(false));
+    assert_eq!(
+        sc.capabilities.as_ref().unwrap().drop.as_deref(),
+        Some(&["ALL".to_string()][..])
+    );
+    assert_eq!(
+        pspec.security_context.as_ref().unwrap().run_as_non_root,
+        Some(true)
+    );
+    assert_eq!(
+        ctr.volume_mounts.as_ref().unwrap()[0].mount_path,
+        "/workspace"
+    );
+    assert!(
+        pods.get_opt("scratch-sandbox").await.unwrap().is_none(),
+        "no sandbox without the container runtime"
+    );
+    let events = ok(
+        &cluster.kubectl(
+            &["get", "events", "-n", NS, "-o", "custom-columns=R:.reason"],
+            None,
+        ),
+        "events",
+    );
+    assert!(events.contains("Placed"), "{events}");
+
+    // --- Updates: growing storage is accepted, shrinking is rejected. ---
+    let grow = json!({"spec": {"storage": {"size": "6Gi"}}});
+    computers
+        .patch("scratch", &PatchParams::default(), &Patch::Merge(&grow))
+        .await
+        .unwrap();
+    eventually(30, "PV capacity to follow the quota", || async {
+        let pv = pvs.get(&pv_name).await.ok()?;
+        (pv.spec?.capacity?["storage"].0 == "6Gi").then_some(())
+    })
+    .await;
+    let shrink = json!({"spec": {"storage": {"size": "1Gi"}}});
+    let err = computers
+        .patch("scratch", &PatchParams::default(), &Patch::Merge(&shrink))
+        .await
+        .unwrap_err();
+    assert!(
+        err.to_string().contains("storage.size may only grow"),
+        "{err}"
+    );
+
+    // --- Node agent loss and recovery. ---
+    set_agent_ready(&admin, &sn, ip, false).await;
+    let lost = wait_phase(&computers, "scratch", ComputerPhase::Unavailable, 30).await;
+    assert_eq!(
+        lost.status.unwrap().node.as_deref(),
+        Some(sn.as_str()),
+        "not moved off its node"
+    );
+    set_agent_ready(&admin, &sn, ip, true).await;
+    wait_phase(&computers, "scratch", ComputerPhase::Ready, 30).await;
+
+    // --- Metrics and health of the leader. ---
+    let metrics = http_get(port1, "/metrics").await;
+    assert!(
+        metrics.contains("agentcomputer_operator_reconciles_total{result=\"ok\"}"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("agentcomputer_operator_computers{phase=\"Ready\"} 2"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("agentcomputer_operator_leader 1"),
+        "{metrics}"
+    );
+    assert_eq!(http_get(port1, "/healthz").await.trim(), "ok");
+
+    // --- Deletion with reclaim policy Delete. ---
+    computers
+        .delete("scratch", &DeleteParams::default())
+        .await
+        .unwrap();
+    eventually(30, "scratch to be gone", || async {
+        computers
+            .get_opt("scratch")
+            .await
+            .ok()?
+            .is_none()
+            .then_some(())
+    })
+    .await;
+    assert!(
+        secrets
+            .get_opt("scratch-credential")
+            .await
+            .unwrap()
+            .is_none()
+    );
+    assert!(nps.get_opt("scratch-egress").await.unwrap().is_none());
+    // PV and PVC carry the API server's *-protection finalizers, which the
+    // (absent) controller-manager would lift: they must at least be deleting.
+    let gone_or_deleting =
+        |ts: Option<&k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>| ts.is_some();
+    if let Some(pvc) = pvcs.get_opt("scratch-workspace").await.unwrap() {
+        assert!(
+            gone_or_deleting(pvc.metadata.deletion_timestamp.as_ref()),
+            "claim deleted"
+        );
+    }
+    if let Some(pv) = pvs.get_opt(&pv_name).await.unwrap() {
+        assert!(
+            gone_or_deleting(pv.metadata.deletion_timestamp.as_ref()),
+            "volume deleted"
+        );
+    }
+
+    // --- Deletion with reclaim policy Retain. ---
+    let builder_pv = format!("agentcomputer-{}", builder.uid().unwrap());
+    computers
+        .delete("builder", &DeleteParams::default())
+        .await
+        .unwrap();
+    eventually(30, "builder to be gone", || async {
+        computers
+            .get_opt("builder")
+            .await
+            .ok()?
+            .is_none()
+            .then_some(())
+    })
+    .await;
+    let kept_pvc = pvcs.get("builder-workspace").await.unwrap();
+    assert!(
+        kept_pvc.metadata.deletion_timestamp.is_none() && kept_pvc.owner_references().is_empty(),
+        "claim kept and orphaned"
+    );
+    let kept_pv = pvs.get(&builder_pv).await.unwrap();
+    assert!(kept_pv.metadata.deletion_timestamp.is_none());
+    assert_eq!(
+        kept_pv.annotations()["agentcomputer.dev/retained-from"],
+        format!("{NS}/builder")
+    );
+    assert!(
+        pods.get_opt("builder-sandbox")
+            .await
+            .unwrap()
+            .is_none_or(|p| p.metadata.deletion_timestamp.is_some())
+    );
+
+    // --- Leader failover: kill the leader, the standby takes over. ---
+    assert!(op2.alive(), "standby runs:\n{}", op2.log_tail());
+    assert_eq!(
+        leases
+            .get(&lease_name)
+            .await
+            .unwrap()
+            .spec
+            .unwrap()
+            .holder_identity
+            .as_deref(),
+        Some("operator-1")
+    );
+    op1.kill();
+    eventually(40, "operator-2 to take the lease", || async {
+        let holder = leases.get(&lease_name).await.ok()?.spec?.holder_identity?;
+        (holder == "operator-2").then_some(())
+    })
+    .await;
+    let after = json!({"apiVersion": "agentcomputer.dev/v1alpha1", "kind": "AgentComputer",
+                       "metadata": {"name": "after-failover"}, "spec": {"storage": {"size": "1Gi"}}});
+    computers
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(after).unwrap(),
+        )
+        .await
+        .unwrap();
+    wait_phase(&computers, "after-failover", ComputerPhase::Ready, 60).await;
+    assert!(op2.alive(), "operator-2 exited:\n{}", op2.log_tail());
+    drop(op2);
+    drop(cluster);
+}
+
+/// GET from the operator's metrics server on loopback.
+async fn http_get(port: u16, path: &str) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .unwrap();
+    s.write_all(format!("GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n").as_bytes())
+        .await
+        .unwrap();
+    let mut buf = String::new();
+    s.read_to_string(&mut buf).await.unwrap();
+    buf.split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or(buf)
+}

@@ -1,0 +1,387 @@
+//! A real control plane for tests: etcd and kube-apiserver built from their
+//! published Go modules by `operator/tools/build-k8s-tools.sh`, started on
+//! 127.0.0.1 only, with a self-signed serving certificate, static token
+//! authentication and RBAC authorization. Processes are killed on drop.
+//!
+//! Tests fail loudly when the tools cannot be built or started, unless
+//! `AGENTCOMPUTER_SKIP_APISERVER_TESTS=1` opts out explicitly.
+
+#![allow(dead_code)]
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::{Client, Config};
+
+/// Token of the cluster admin (group system:masters).
+pub const ADMIN_TOKEN: &str = "admin-token-for-tests-only";
+/// Token of the operator's service account identity (what the chart's RBAC grants).
+pub const OPERATOR_TOKEN: &str = "operator-token-for-tests-only";
+/// Namespace of the chart release (node agents, operator lease).
+pub const SYSTEM_NS: &str = "agentcomputer-system";
+/// Helm release name used by the tests.
+pub const RELEASE: &str = "ac";
+
+/// True when the caller opted out of the real API server tests.
+pub fn skipped() -> bool {
+    if std::env::var("AGENTCOMPUTER_SKIP_APISERVER_TESTS").as_deref() == Ok("1") {
+        eprintln!(
+            "AGENTCOMPUTER_SKIP_APISERVER_TESTS=1: real kube-apiserver tests skipped on request"
+        );
+        return true;
+    }
+    false
+}
+
+/// Directory with kube-apiserver, etcd and helm: $AGENTCOMPUTER_K8S_BIN, or
+/// whatever the build script prints (it builds once, then answers from cache).
+pub fn tools_bin() -> PathBuf {
+    if let Ok(dir) = std::env::var("AGENTCOMPUTER_K8S_BIN") {
+        return PathBuf::from(dir);
+    }
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tools/build-k8s-tools.sh");
+    let out = Command::new("bash")
+        .arg(&script)
+        .stderr(Stdio::inherit())
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {}: {e}", script.display()));
+    assert!(
+        out.status.success(),
+        "{} failed ({}); the real API server tests need kube-apiserver and etcd \
+         (set AGENTCOMPUTER_SKIP_APISERVER_TESTS=1 to opt out)",
+        script.display(),
+        out.status
+    );
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    PathBuf::from(
+        stdout
+            .lines()
+            .last()
+            .expect("script prints the bin dir")
+            .trim(),
+    )
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A child process killed (and reaped) on drop.
+pub struct Proc {
+    pub name: String,
+    pub child: Child,
+    pub log: PathBuf,
+}
+
+impl Proc {
+    pub fn spawn(name: &str, cmd: &mut Command, log: PathBuf) -> Proc {
+        let f = std::fs::File::create(&log).unwrap();
+        let child = cmd
+            .stdin(Stdio::null())
+            .stdout(f.try_clone().unwrap())
+            .stderr(f)
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start {name}: {e}"));
+        Proc {
+            name: name.into(),
+            child,
+            log,
+        }
+    }
+
+    pub fn log_tail(&self) -> String {
+        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
+        let lines: Vec<&str> = text.lines().collect();
+        lines[lines.len().saturating_sub(40)..].join("\n")
+    }
+
+    pub fn alive(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// A running etcd + kube-apiserver.
+pub struct Cluster {
+    pub dir: tempfile::TempDir,
+    pub bin: PathBuf,
+    pub url: String,
+    pub ca: PathBuf,
+    pub kubeconfig: PathBuf,
+    pub operator_kubeconfig: PathBuf,
+    // Field order: the API server stops before etcd.
+    pub apiserver: Proc,
+    pub etcd: Proc,
+}
+
+fn run_ok(cmd: &mut Command, what: &str) {
+    let out = cmd.output().unwrap_or_else(|e| panic!("{what}: {e}"));
+    assert!(
+        out.status.success(),
+        "{what} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+impl Cluster {
+    /// Starts etcd and kube-apiserver and waits until /readyz answers.
+    pub async fn start() -> Cluster {
+        let bin = tools_bin();
+        for tool in ["kube-apiserver", "etcd", "helm"] {
+            assert!(
+                bin.join(tool).is_file(),
+                "{} missing in {}",
+                tool,
+                bin.display()
+            );
+        }
+        let mut dir = tempfile::Builder::new()
+            .prefix("ac-apiserver-")
+            .tempdir()
+            .unwrap();
+        if std::env::var_os("AGENTCOMPUTER_KEEP_TEST_DIR").is_some() {
+            dir.disable_cleanup(true);
+            eprintln!("test control plane files kept in {}", dir.path().display());
+        }
+        let d = dir.path();
+
+        let (client_port, peer_port) = (free_port(), free_port());
+        let etcd_url = format!("http://127.0.0.1:{client_port}");
+        let peer_url = format!("http://127.0.0.1:{peer_port}");
+        let etcd = Proc::spawn(
+            "etcd",
+            Command::new(bin.join("etcd"))
+                .arg("--name=test")
+                .arg(format!("--data-dir={}", d.join("etcd").display()))
+                .arg(format!("--listen-client-urls={etcd_url}"))
+                .arg(format!("--advertise-client-urls={etcd_url}"))
+                .arg(format!("--listen-peer-urls={peer_url}"))
+                .arg(format!("--initial-advertise-peer-urls={peer_url}"))
+                .arg(format!("--initial-cluster=test={peer_url}"))
+                .arg("--unsafe-no-fsync")
+                .arg("--log-level=warn"),
+            d.join("etcd.log"),
+        );
+
+        // Service account signing key (required flags of kube-apiserver).
+        let key = d.join("sa.key");
+        run_ok(
+            Command::new("openssl")
+                .args([
+                    "genpkey",
+                    "-algorithm",
+                    "RSA",
+                    "-pkeyopt",
+                    "rsa_keygen_bits:2048",
+                    "-out",
+                ])
+                .arg(&key),
+            "openssl genpkey",
+        );
+        let tokens = d.join("tokens.csv");
+        std::fs::write(
+            &tokens,
+            format!(
+                "{ADMIN_TOKEN},admin,admin-uid,\"system:masters\"\n\
+                 {OPERATOR_TOKEN},system:serviceaccount:{SYSTEM_NS}:{RELEASE}-agent-computer-operator,operator-uid,\"system:serviceaccounts,system:serviceaccounts:{SYSTEM_NS},system:authenticated\"\n"
+            ),
+        )
+        .unwrap();
+        let port = free_port();
+        let certs = d.join("certs");
+        let apiserver = Proc::spawn(
+            "kube-apiserver",
+            Command::new(bin.join("kube-apiserver"))
+                .arg(format!("--etcd-servers={etcd_url}"))
+                .arg("--bind-address=127.0.0.1")
+                .arg("--advertise-address=127.0.0.1")
+                .arg(format!("--secure-port={port}"))
+                .arg(format!("--cert-dir={}", certs.display()))
+                .arg(format!("--token-auth-file={}", tokens.display()))
+                .arg("--authorization-mode=RBAC")
+                // As on real clusters: the node agent DaemonSet is privileged.
+                .arg("--allow-privileged=true")
+                .arg("--service-account-issuer=https://kubernetes.default.svc")
+                .arg(format!("--service-account-key-file={}", key.display()))
+                .arg(format!(
+                    "--service-account-signing-key-file={}",
+                    key.display()
+                ))
+                .arg("--service-cluster-ip-range=10.96.0.0/24")
+                .arg("--endpoint-reconciler-type=none")
+                .arg("--enable-priority-and-fairness=false")
+                .arg("--max-requests-inflight=2000")
+                .arg("--max-mutating-requests-inflight=1000")
+                .arg("--profiling=false")
+                .arg("--v=0"),
+            d.join("kube-apiserver.log"),
+        );
+        let url = format!("https://127.0.0.1:{port}");
+        let ca = certs.join("apiserver.crt");
+        let mut cluster = Cluster {
+            kubeconfig: d.join("admin.kubeconfig"),
+            operator_kubeconfig: d.join("operator.kubeconfig"),
+            dir,
+            bin,
+            url,
+            ca,
+            apiserver,
+            etcd,
+        };
+        cluster.wait_ready().await;
+        cluster.write_kubeconfig(&cluster.kubeconfig, ADMIN_TOKEN);
+        cluster.write_kubeconfig(&cluster.operator_kubeconfig, OPERATOR_TOKEN);
+        cluster
+    }
+
+    async fn wait_ready(&mut self) {
+        let deadline = Instant::now() + Duration::from_secs(120);
+        loop {
+            assert!(self.etcd.alive(), "etcd exited:\n{}", self.etcd.log_tail());
+            assert!(
+                self.apiserver.alive(),
+                "kube-apiserver exited:\n{}",
+                self.apiserver.log_tail()
+            );
+            if self.ca.exists() {
+                self.write_kubeconfig(&self.kubeconfig, ADMIN_TOKEN);
+                let client = self.admin().await;
+                let req = http::Request::get("/readyz").body(Vec::new()).unwrap();
+                if client
+                    .request_text(req)
+                    .await
+                    .is_ok_and(|t| t.trim() == "ok")
+                {
+                    return;
+                }
+            }
+            assert!(
+                Instant::now() < deadline,
+                "kube-apiserver not ready after 120 s:\n{}",
+                self.apiserver.log_tail()
+            );
+            tokio::time::sleep(Duration::from_millis(300)).await;
+        }
+    }
+
+    fn write_kubeconfig(&self, path: &Path, token: &str) {
+        let yaml = format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: test\n  cluster:\n    server: {}\n    certificate-authority: {}\n\
+             users:\n- name: user\n  user:\n    token: {token}\ncontexts:\n- name: test\n  context:\n    cluster: test\n    user: user\n    namespace: default\n\
+             current-context: test\n",
+            self.url,
+            self.ca.display()
+        );
+        std::fs::write(path, yaml).unwrap();
+    }
+
+    /// A client with the given kubeconfig.
+    pub async fn client_from(&self, kubeconfig: &Path) -> Client {
+        let kc = Kubeconfig::read_from(kubeconfig).unwrap();
+        let cfg = Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
+            .await
+            .unwrap();
+        Client::try_from(cfg).unwrap()
+    }
+
+    /// An admin client.
+    pub async fn admin(&self) -> Client {
+        self.client_from(&self.kubeconfig).await
+    }
+
+    /// Runs /usr/bin/kubectl against the cluster as admin.
+    pub fn kubectl(&self, args: &[&str], stdin: Option<&str>) -> Output {
+        self.tool("kubectl", Path::new("kubectl"), args, stdin)
+    }
+
+    /// Runs the built helm.
+    pub fn helm(&self, args: &[&str]) -> Output {
+        self.tool("helm", &self.bin.join("helm"), args, None)
+    }
+
+    fn tool(&self, name: &str, exe: &Path, args: &[&str], stdin: Option<&str>) -> Output {
+        use std::io::Write;
+        let mut child = Command::new(exe)
+            .args(args)
+            .env("KUBECONFIG", &self.kubeconfig)
+            .env("HOME", self.dir.path())
+            .stdin(if stdin.is_some() {
+                Stdio::piped()
+            } else {
+                Stdio::null()
+            })
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot run {name}: {e}"));
+        if let Some(input) = stdin {
+            child
+                .stdin
+                .take()
+                .unwrap()
+                .write_all(input.as_bytes())
+                .unwrap();
+        }
+        child.wait_with_output().unwrap()
+    }
+
+    /// Starts the `operator` binary with the operator's (RBAC-limited)
+    /// identity; its metrics listen on the returned port.
+    pub fn start_operator(&self, identity: &str, leader_election: bool) -> (Proc, u16) {
+        let port = free_port();
+        let p = Proc::spawn(
+            identity,
+            Command::new(env!("CARGO_BIN_EXE_operator"))
+                .env("KUBECONFIG", &self.operator_kubeconfig)
+                .env("RUST_LOG", std::env::var("AGENTCOMPUTER_TEST_OPERATOR_LOG").unwrap_or_else(|_| "info,kube=warn".into()))
+                .arg(format!("--metrics-addr=127.0.0.1:{port}"))
+                .arg(format!("--agent-namespace={SYSTEM_NS}"))
+                .arg(format!(
+                    "--agent-selector=app.kubernetes.io/name=agentcomputer-node-agent,app.kubernetes.io/instance={RELEASE}"
+                ))
+                .arg(format!("--leader-election={leader_election}"))
+                .arg(format!("--lease-name={RELEASE}-agent-computer-operator"))
+                .arg("--lease-duration-seconds=6")
+                .arg("--resync-seconds=60")
+                .arg(format!("--identity={identity}")),
+            self.dir.path().join(format!("{identity}.log")),
+        );
+        (p, port)
+    }
+}
+
+/// Polls `f` every 200 ms until it returns Some, or panics after `secs`.
+pub async fn eventually<T, F, Fut>(secs: u64, what: &str, mut f: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    loop {
+        if let Some(v) = f().await {
+            return v;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "timed out after {secs} s waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
