@@ -170,14 +170,18 @@ impl FsOps {
         }
     }
 
-    /// The whole content of a regular file (following symlinks).
-    pub fn read_file(&self, path: &str) -> R<Vec<u8>> {
+    /// The whole content of a regular file (following symlinks); `EFBIG`
+    /// past `max` bytes, so a huge file cannot be pulled into host memory.
+    pub fn read_file(&self, path: &str, max: u64) -> R<Vec<u8>> {
         let node = self
             .vfs
             .resolve(path, true)
             .map_err(|e| Self::err(e, "open", path))?;
         if node.attr.kind == FileKind::Directory {
             return Err(Self::err(Errno::EISDIR, "read", path));
+        }
+        if node.attr.size > max {
+            return Err(Self::err(Errno::EFBIG, "read", path));
         }
         let fs = self.fs_of(&node, "open", path)?;
         fs.read_all(node.attr.ino)
@@ -366,7 +370,7 @@ impl FsOps {
             };
             return Err(with_dest(Self::err(errno, "copyfile", from)));
         }
-        let data = self.read_file(from).map_err(with_dest)?;
+        let data = self.read_file(from, u64::MAX).map_err(with_dest)?;
         let mode = if excl {
             WriteMode::CreateNew
         } else {

@@ -202,7 +202,7 @@ impl Loader for ModuleLoader {
         }
         let bytes = st
             .ops
-            .read_file(name)
+            .read_file(name, MAX_MODULE_BYTES)
             .map_err(|e| throw_code(ctx, "ERR_MODULE_NOT_FOUND", e.message()))?;
         let Ok(source) = String::from_utf8(bytes) else {
             return Err(throw_code(

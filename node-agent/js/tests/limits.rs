@@ -183,3 +183,28 @@ async fn too_many_timers_is_an_error() {
     .await;
     assert!(r.err().contains("too many pending timers"), "{}", r.err());
 }
+
+#[tokio::test]
+async fn buffers_from_the_host_count_against_the_memory_limit() {
+    let c = computer();
+    c.fs.write_all(
+        agentcomputer_fs::ROOT_INO,
+        b"big.bin",
+        &vec![7u8; 1 << 20],
+        agentcomputer_fs::WriteMode::Truncate,
+        0o644,
+        agentcomputer_fs::Owner::ROOT,
+    )
+    .unwrap();
+    let mut req = request(
+        "import fs from 'node:fs'; const keep = []; for (;;) keep.push(fs.readFileSync('big.bin'));",
+    );
+    req.memory_limit_bytes = 32 << 20;
+    let r = run_req(&c.fs, req).await;
+    assert_eq!(r.err(), "javascript: memory limit of 32 MiB exceeded");
+    // A file larger than the whole heap is refused before it is read.
+    let mut req = request("import fs from 'node:fs'; fs.readFileSync('big.bin');");
+    req.memory_limit_bytes = 512 * 1024;
+    let r = run_req(&c.fs, req).await;
+    assert_eq!(r.err(), "Error: EFBIG: file too large, read 'big.bin'");
+}

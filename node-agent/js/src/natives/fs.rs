@@ -108,7 +108,10 @@ pub(super) fn install<'js>(obj: &Object<'js>, st: &Rc<ExecState>) -> Result<()> 
         obj,
         "readFile",
         move |ctx: Ctx<'js>, path: String, utf8: bool| -> Result<Value<'js>> {
-            let data = s.ops.read_file(&path).map_err(|e| throw_sys(&ctx, e))?;
+            let data = s
+                .ops
+                .read_file(&path, s.memory_limit as u64)
+                .map_err(|e| throw_sys(&ctx, e))?;
             if utf8 {
                 let text = match String::from_utf8(data) {
                     Ok(t) => t,

@@ -78,9 +78,11 @@ pub(crate) fn with_bytes<'js, T>(
     ))
 }
 
-/// A new `Uint8Array` owning `bytes`.
+/// A new `Uint8Array` holding a copy of `bytes` in QuickJS's heap, so that
+/// it counts against the exec's memory limit (a buffer handed over without
+/// copying would live outside it).
 pub(crate) fn u8_array<'js>(ctx: &Ctx<'js>, bytes: Vec<u8>) -> Result<Value<'js>> {
-    Ok(TypedArray::<u8>::new(ctx.clone(), bytes)?.into_value())
+    Ok(TypedArray::<u8>::new_copy(ctx.clone(), bytes)?.into_value())
 }
 
 /// Builds the natives object of an exec.
