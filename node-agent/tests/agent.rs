@@ -51,7 +51,7 @@ async fn exec_outputs_exit_codes_and_files_survive_a_restart() {
     let r = run(&mut c, req).await;
     assert_eq!(r.stdout, "hello world in /workspace/src\n", "{r:?}");
 
-    assert!(agent.stop().success(), "clean exit on SIGTERM");
+    assert!(agent.stop().await.success(), "clean exit on SIGTERM");
     let agent = Agent::start(dir.path(), &[]);
     let mut c = agent.client().await;
     let info = c
@@ -217,6 +217,7 @@ async fn write_modes() {
         pb::WriteRequest {
             msg: Some(pb::write_request::Msg::Data(b"WORLD".to_vec())),
         },
+        end_msg(5),
     ];
     c.write(futures::stream::iter(msgs)).await.unwrap();
     assert_eq!(read(&mut c, "demo", "f").await.unwrap(), b"hello WORLD");
@@ -224,6 +225,41 @@ async fn write_modes() {
     write(&mut c, "demo", "f", pb::WriteMode::Truncate, b"new")
         .await
         .unwrap();
+    assert_eq!(read(&mut c, "demo", "f").await.unwrap(), b"new");
+
+    // Without its end message, or with a wrong byte count, nothing is
+    // published.
+    let header = |path: &str| pb::WriteRequest {
+        msg: Some(pb::write_request::Msg::Header(pb::WriteHeader {
+            computer: "demo".into(),
+            path: path.into(),
+            mode: pb::WriteMode::Truncate as i32,
+            perm: 0,
+            offset: 0,
+        })),
+    };
+    let data = || pb::WriteRequest {
+        msg: Some(pb::write_request::Msg::Data(b"partial".to_vec())),
+    };
+    let err = c
+        .write(futures::stream::iter(vec![header("f"), data()]))
+        .await
+        .unwrap_err();
+    assert_errno(&err, Code::Cancelled, "ECANCELED");
+    let err = c
+        .write(futures::stream::iter(vec![
+            header("f"),
+            data(),
+            end_msg(99),
+        ]))
+        .await
+        .unwrap_err();
+    assert_errno(&err, Code::InvalidArgument, "EINVAL");
+    let err = c
+        .write(futures::stream::iter(vec![header("f"), end_msg(0), data()]))
+        .await
+        .unwrap_err();
+    assert_errno(&err, Code::InvalidArgument, "EINVAL");
     assert_eq!(read(&mut c, "demo", "f").await.unwrap(), b"new");
 
     // A stream without a header is refused.
@@ -272,15 +308,15 @@ async fn write_modes() {
     call.abort();
     let _ = call.await;
     // ...and is gone once the client left, with the old content in place.
-    let mut cleaned = false;
+    let mut left = Vec::new();
     for _ in 0..500 {
         tokio::time::sleep(Duration::from_millis(20)).await;
-        if names(&mut c, "demo", "").await == ["f"] {
-            cleaned = true;
+        left = names(&mut c, "demo", "").await;
+        if left == ["f"] {
             break;
         }
     }
-    assert!(cleaned, "temporary file left behind");
+    assert_eq!(left, ["f"], "temporary file left behind");
     assert_eq!(read(&mut c, "demo", "f").await.unwrap(), b"new");
     drop(tx);
 }
@@ -436,7 +472,7 @@ async fn runs_on_different_computers_do_not_wait_on_each_other() {
     assert!(pending.is_err(), "the busy run ended early: {pending:?}");
     // SIGTERM cancels the spinning run and the agent exits cleanly.
     drop(c);
-    assert!(agent.stop().success());
+    assert!(agent.stop().await.success());
 }
 
 #[tokio::test]

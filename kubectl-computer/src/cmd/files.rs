@@ -84,8 +84,8 @@ pub async fn cat(client: &mut Client, computer: String, path: String) -> Result<
 
 /// Uploads `local` to `remote` (atomic replace). A `remote` ending in `/`
 /// receives the local file's name. The local file is streamed in 1 MiB
-/// pieces; if reading it fails, the upload is aborted and the remote file
-/// is left as it was.
+/// pieces and published only after its end message; if reading it fails,
+/// the upload is abandoned and the remote file is left as it was.
 pub async fn put(
     client: &mut Client,
     computer: String,
@@ -116,7 +116,7 @@ pub async fn put(
         offset: 0,
     };
     let (tx, rx) = mpsc::channel::<pb::WriteRequest>(4);
-    let (fail_tx, fail_rx) = oneshot::channel::<(CliError, mpsc::Sender<pb::WriteRequest>)>();
+    let (fail_tx, fail_rx) = oneshot::channel::<CliError>();
     let local_owned = local.to_path_buf();
     let reader = tokio::task::spawn_blocking(move || {
         let send = |msg| {
@@ -126,28 +126,38 @@ pub async fn put(
         if !send(pb::write_request::Msg::Header(header)) {
             return;
         }
+        let mut total = 0u64;
         loop {
             let mut buf = vec![0u8; CHUNK_BYTES];
             match read_full(&mut file, &mut buf) {
-                Ok(0) => return, // dropping tx ends the upload
+                Ok(0) => {
+                    // Only the end message makes the node agent publish.
+                    send(pb::write_request::Msg::End(pb::WriteEnd {
+                        total_bytes: total,
+                    }));
+                    return;
+                }
                 Ok(n) => {
+                    total += n as u64;
                     buf.truncate(n);
                     if !send(pb::write_request::Msg::Data(buf)) {
                         return;
                     }
                 }
                 Err(e) => {
-                    // Hand tx over too: while it is open the upload cannot
-                    // finish, and dropping the call aborts it.
-                    let _ = fail_tx.send((local_io("cannot read", &local_owned, e), tx));
+                    // Ending the stream without its end message makes the
+                    // node agent discard the upload.
+                    let _ = fail_tx.send(local_io("cannot read", &local_owned, e));
                     return;
                 }
             }
         }
     });
     let result = tokio::select! {
+        // A local read error explains the upload's failure best.
+        biased;
+        Ok(e) = fail_rx => Err(e),
         r = client.write(ReceiverStream::new(rx)) => r.map(|_| ()).map_err(CliError::from),
-        Ok((e, _open)) = fail_rx => Err(e),
     };
     reader.abort();
     result

@@ -67,7 +67,9 @@ impl Drop for TempGuard {
 }
 
 /// Serves one Write stream. Errors: `EINVAL` for a stream not starting with
-/// a header (or with two), path errors, `EEXIST` for EXCLUSIVE over an
+/// a header (or with two, or with anything after the end, or a byte count
+/// that disagrees with the end message), `ECANCELED` for a stream without
+/// an end message, path errors, `EEXIST` for EXCLUSIVE over an
 /// existing path, `EISDIR`, `ENOSPC` past the quota, and the client's own
 /// stream error when it aborts.
 pub async fn write(
@@ -107,9 +109,16 @@ pub async fn write(
     };
 
     let mut buf: Vec<u8> = Vec::with_capacity(CHUNK_BYTES);
+    let mut end: Option<u64> = None;
     while let Some(msg) = stream.message().await? {
-        match msg.msg {
-            Some(Msg::Data(data)) => {
+        match (msg.msg, end) {
+            (_, Some(_)) => {
+                return Err(errno_detail(
+                    Errno::EINVAL,
+                    "nothing may follow the end of a Write stream",
+                ));
+            }
+            (Some(Msg::Data(data)), None) => {
                 if buf.is_empty() {
                     buf = data;
                 } else {
@@ -119,16 +128,34 @@ pub async fn write(
                     buf = flush(&fs, &mut target, buf, &shown).await?;
                 }
             }
-            Some(Msg::Header(_)) => {
+            (Some(Msg::End(e)), None) => end = Some(e.total_bytes),
+            (Some(Msg::Header(_)), None) => {
                 return Err(errno_detail(
                     Errno::EINVAL,
                     "a Write stream takes one header",
                 ));
             }
-            None => {}
+            (None, None) => {}
         }
     }
     flush(&fs, &mut target, buf, &shown).await?;
+    // A stream can end cleanly at the transport level even though the
+    // client gave up; only the end message makes the upload complete.
+    let Some(total) = end else {
+        return Err(errno_detail(
+            Errno::ECANCELED,
+            format_args!("upload of {shown} ended before its end message; nothing was published"),
+        ));
+    };
+    if total != target.written {
+        return Err(errno_detail(
+            Errno::EINVAL,
+            format_args!(
+                "upload of {shown}: end message says {total} bytes, {} arrived",
+                target.written
+            ),
+        ));
+    }
 
     let bytes_written = target.written;
     let info = blocking(move || finish(&fs, &target, &shown)).await?;

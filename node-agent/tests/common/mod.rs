@@ -58,8 +58,9 @@ impl Agent {
             .max_decoding_message_size(agentcomputer_proto::MAX_MESSAGE_BYTES)
     }
 
-    /// Sends SIGTERM and waits (at most 20 s) for the process to exit.
-    pub fn stop(mut self) -> ExitStatus {
+    /// Sends SIGTERM and waits (at most 20 s) for the process to exit,
+    /// letting this runtime's client connections answer the shutdown.
+    pub async fn stop(mut self) -> ExitStatus {
         let mut child = self.child.take().unwrap();
         let pid = nix::unistd::Pid::from_raw(child.id() as i32);
         nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).unwrap();
@@ -69,7 +70,7 @@ impl Agent {
                 return status;
             }
             assert!(Instant::now() < deadline, "node-agent ignored SIGTERM");
-            std::thread::sleep(Duration::from_millis(20));
+            tokio::time::sleep(Duration::from_millis(20)).await;
         }
     }
 }
@@ -154,9 +155,17 @@ pub async fn write(
             msg: Some(pb::write_request::Msg::Data(piece.to_vec())),
         });
     }
+    msgs.push(end_msg(data.len() as u64));
     c.write(futures::stream::iter(msgs))
         .await
         .map(|r| r.into_inner())
+}
+
+/// The end message of a Write stream that sent `total_bytes`.
+pub fn end_msg(total_bytes: u64) -> pb::WriteRequest {
+    pb::WriteRequest {
+        msg: Some(pb::write_request::Msg::End(pb::WriteEnd { total_bytes })),
+    }
 }
 
 pub async fn read(c: &mut Client, computer: &str, path: &str) -> Result<Vec<u8>, tonic::Status> {
