@@ -208,3 +208,50 @@ async fn buffers_from_the_host_count_against_the_memory_limit() {
     let r = run_req(&c.fs, req).await;
     assert_eq!(r.err(), "Error: EFBIG: file too large, read 'big.bin'");
 }
+
+#[tokio::test]
+async fn a_microtask_spin_times_out() {
+    let c = computer();
+    let mut req = request("for (;;) await null;");
+    req.timeout = Duration::from_millis(200);
+    assert_eq!(
+        run_req(&c.fs, req).await.err(),
+        "javascript: timed out after 0.2s"
+    );
+    let mut req = request("const spin = () => Promise.resolve().then(spin); spin();");
+    req.timeout = Duration::from_millis(200);
+    assert_eq!(
+        run_req(&c.fs, req).await.err(),
+        "javascript: timed out after 0.2s"
+    );
+}
+
+#[tokio::test]
+async fn a_host_call_that_ignores_the_deadline_is_answered_for() {
+    let c = computer();
+    let slow = |_req: agentcomputer_js::FetchRequest| -> Result<agentcomputer_js::FetchResponse, agentcomputer_js::FetchError> {
+        std::thread::sleep(Duration::from_secs(4));
+        Err(agentcomputer_js::FetchError::Failed("too late".into()))
+    };
+    let options = agentcomputer_js::RunOptions {
+        fetcher: std::sync::Arc::new(slow),
+        ..Default::default()
+    };
+    let mut req = request("await fetch('https://slow.test/')");
+    req.timeout = Duration::from_millis(200);
+    let (tx, _rx) = tokio::sync::mpsc::channel(16);
+    let t = Instant::now();
+    let out =
+        agentcomputer_js::run_with(c.fs.clone(), req, tx, CancellationToken::new(), options).await;
+    // The answer comes after the deadline plus the grace, not when the
+    // stuck call returns.
+    assert_eq!(
+        out.error.as_deref(),
+        Some("javascript: timed out after 0.2s")
+    );
+    assert!(
+        t.elapsed() < Duration::from_millis(3500),
+        "{:?}",
+        t.elapsed()
+    );
+}
