@@ -34,6 +34,8 @@ pub async fn ls(client: &mut Client, computer: String, path: String, long: bool)
         let _ = writeln!(out, "{line}");
         return Ok(());
     }
+    // Like ls(1), print sorted by name: readdir order is storage order.
+    let mut lines: Vec<(String, String)> = Vec::new();
     let mut token = String::new();
     loop {
         let page = client
@@ -51,15 +53,20 @@ pub async fn ls(client: &mut Client, computer: String, path: String, long: bool)
                 (Some(info), true) => long_line(&e.name, info),
                 _ => e.name.clone(),
             };
-            if writeln!(out, "{line}").is_err() {
-                return Ok(()); // stdout closed
-            }
+            lines.push((e.name.clone(), line));
         }
         if page.next_page_token.is_empty() {
-            return Ok(());
+            break;
         }
         token = page.next_page_token;
     }
+    lines.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+    for (_, line) in lines {
+        if writeln!(out, "{line}").is_err() {
+            return Ok(()); // stdout closed
+        }
+    }
+    Ok(())
 }
 
 pub async fn cat(client: &mut Client, computer: String, path: String) -> Result<()> {
