@@ -38,9 +38,8 @@ pub(crate) fn read_in(
     }
     let end = size.min(offset.saturating_add(len as u64));
     let mut out = vec![0u8; (end - offset) as usize];
-    let mut st = conn.prepare_cached(
-        "SELECT idx, data FROM chunks WHERE ino = ?1 AND idx BETWEEN ?2 AND ?3 ORDER BY idx",
-    )?;
+    let mut st = conn
+        .prepare_cached("SELECT idx, data FROM chunks WHERE ino = ?1 AND idx BETWEEN ?2 AND ?3")?;
     let first = offset / cs;
     let last = (end - 1) / cs;
     let mut rows = st.query(params![ino as i64, first as i64, last as i64])?;

@@ -42,10 +42,24 @@ pub(crate) fn open_writer(path: &Path, create: bool, page_size: Option<u32>) -> 
         "PRAGMA synchronous = NORMAL;
          PRAGMA foreign_keys = OFF;
          PRAGMA temp_store = MEMORY;
-         PRAGMA cache_size = -8192;",
+         PRAGMA cache_size = -8192;
+         PRAGMA mmap_size = 268435456;",
     )?;
+    tune_planner(&conn)?;
     conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
     Ok(conn)
+}
+
+/// Query-planner stability (SQLITE_DBCONFIG_ENABLE_QPSG): without it the
+/// bundled SQLite (built with STAT4) re-prepares statements whose plan might
+/// depend on a bound value — our joins and range scans — on every run, which
+/// showed as SQL parsing in the hot path of `resolve` and `read`.
+fn tune_planner(conn: &Connection) -> Result<()> {
+    conn.set_db_config(
+        rusqlite::config::DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG,
+        true,
+    )?;
+    Ok(())
 }
 
 fn open_reader(path: &Path) -> Result<Connection> {
@@ -54,9 +68,19 @@ fn open_reader(path: &Path) -> Result<Connection> {
         OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
     )?;
     conn.busy_timeout(BUSY_TIMEOUT)?;
-    conn.execute_batch("PRAGMA cache_size = -4096; PRAGMA temp_store = MEMORY;")?;
+    conn.execute_batch(
+        "PRAGMA cache_size = -4096; PRAGMA temp_store = MEMORY; PRAGMA mmap_size = 268435456;",
+    )?;
+    tune_planner(&conn)?;
     conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
     Ok(conn)
+}
+
+/// Runs a statement without parameters through the statement cache, so
+/// hot statements such as `BEGIN` and `COMMIT` are parsed once per connection.
+pub(crate) fn exec_cached(conn: &Connection, sql: &str) -> Result<()> {
+    conn.prepare_cached(sql)?.execute([])?;
+    Ok(())
 }
 
 /// A pool of read-only connections.
@@ -98,10 +122,10 @@ impl ReadConn<'_> {
     /// snapshot of the database.
     pub(crate) fn snapshot<T>(&self, f: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
         let conn: &Connection = self;
-        conn.execute_batch("BEGIN DEFERRED")?;
+        exec_cached(conn, "BEGIN DEFERRED")?;
         let r = f(conn);
         // A read transaction has nothing to keep: ending it can't lose data.
-        let end = conn.execute_batch("COMMIT");
+        let end = exec_cached(conn, "COMMIT");
         let value = r?;
         end?;
         Ok(value)

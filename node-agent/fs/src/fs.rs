@@ -14,7 +14,7 @@ use crate::{Errno, Error, FileKind, Ino, Limits, NAME_MAX, ROOT_INO, Result, Sta
 
 /// Default size of one content chunk, in bytes; chosen by
 /// `examples/chunk_size.rs` (numbers in docs/engine.md).
-pub const DEFAULT_CHUNK_SIZE: u32 = 64 * 1024;
+pub const DEFAULT_CHUNK_SIZE: u32 = 32 * 1024;
 /// Default SQLite page size, in bytes; chosen with the chunk size.
 pub const DEFAULT_PAGE_SIZE: u32 = 4096;
 /// Largest file size, in bytes (2^43 = 8 TiB); writes or truncates past it
@@ -113,7 +113,7 @@ impl WriteTxn<'_> {
 
     /// Commits, then tells subscribers what changed.
     pub(crate) fn commit(mut self) -> Result<()> {
-        self.conn.execute_batch("COMMIT")?;
+        db::exec_cached(&self.conn, "COMMIT")?;
         self.done = true;
         let changes = std::mem::take(&mut self.changes);
         let inner = self.inner;
@@ -125,10 +125,11 @@ impl WriteTxn<'_> {
 
 impl Drop for WriteTxn<'_> {
     fn drop(&mut self) {
-        if !self.done && !self.conn.is_autocommit() {
-            if let Err(e) = self.conn.execute_batch("ROLLBACK") {
-                tracing::error!(error = %e, "rollback failed");
-            }
+        if !self.done
+            && !self.conn.is_autocommit()
+            && let Err(e) = self.conn.execute_batch("ROLLBACK")
+        {
+            tracing::error!(error = %e, "rollback failed");
         }
     }
 }
@@ -140,7 +141,7 @@ impl Inner {
 
     pub(crate) fn begin(&self) -> Result<WriteTxn<'_>> {
         let conn = self.writer();
-        conn.execute_batch("BEGIN IMMEDIATE")?;
+        db::exec_cached(&conn, "BEGIN IMMEDIATE")?;
         Ok(WriteTxn {
             inner: self,
             conn,

@@ -46,10 +46,12 @@ impl Drop for Handle {
                 }
             }
         };
-        if last {
-            if let Err(e) = release_orphan(&self.inner, self.ino) {
-                tracing::error!(ino = self.ino, error = %e, "freeing an unlinked inode failed; it is purged at next open");
-            }
+        if last && let Err(e) = release_orphan(&self.inner, self.ino) {
+            tracing::error!(
+                ino = self.ino,
+                error = %e,
+                "freeing an unlinked inode failed; it is purged at next open"
+            );
         }
     }
 }

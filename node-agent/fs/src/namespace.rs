@@ -209,18 +209,17 @@ impl WriteTxn<'_> {
             return Err(Errno::EINVAL.into());
         }
         // Target must not be an ancestor of the source's directory.
-        if let Some(d) = &dst {
-            if parent != new_parent
-                && d.is_dir()
-                && dirent::is_ancestor_or_self(self.conn(), d.attr.ino, parent)?
-            {
-                return Err(if flags.exchange {
-                    Errno::EINVAL
-                } else {
-                    Errno::ENOTEMPTY
-                }
-                .into());
-            }
+        if let Some(d) = &dst
+            && parent != new_parent
+            && d.is_dir()
+            && dirent::is_ancestor_or_self(self.conn(), d.attr.ino, parent)?
+        {
+            let e = if flags.exchange {
+                Errno::EINVAL
+            } else {
+                Errno::ENOTEMPTY
+            };
+            return Err(e.into());
         }
         if dst.as_ref().is_some_and(|d| d.attr.ino == src_ino) {
             // Two names of one inode: rename(2) does nothing and succeeds.

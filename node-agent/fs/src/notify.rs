@@ -24,9 +24,12 @@ pub type Subscriber = Box<dyn Fn(&Change) + Send + Sync>;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct SubscriptionId(u64);
 
+/// The last id handed out, and the callbacks by id.
+type Registry = (u64, Vec<(u64, Arc<Subscriber>)>);
+
 #[derive(Default)]
 pub(crate) struct Subscribers {
-    list: Mutex<(u64, Vec<(u64, Arc<Subscriber>)>)>,
+    list: Mutex<Registry>,
 }
 
 impl Subscribers {
