@@ -62,8 +62,11 @@ impl std::fmt::Debug for Fs {
 
 pub(crate) struct Inner {
     pub(crate) path: PathBuf,
-    writer: Mutex<Connection>,
+    /// Declared before `writer` so readers close first: the last connection
+    /// to close checkpoints the WAL and deletes it, leaving a closed
+    /// (hibernated) computer as one file.
     pub(crate) readers: Readers,
+    writer: Mutex<Connection>,
     limits: RwLock<Limits>,
     pub(crate) chunk_size: u64,
     /// Open handles per inode; see [`crate::Handle`].
@@ -275,8 +278,8 @@ impl Fs {
         purge_orphans(&conn)?;
         let inner = Inner {
             path: db_path.to_path_buf(),
-            writer: Mutex::new(conn),
             readers: Readers::new(db_path.to_path_buf()),
+            writer: Mutex::new(conn),
             limits: RwLock::new(limits),
             chunk_size,
             open: Mutex::new(HashMap::new()),

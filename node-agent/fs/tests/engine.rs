@@ -51,6 +51,24 @@ fn create_and_open_errors() {
 }
 
 #[test]
+fn a_closed_database_is_one_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("fs.db");
+    let fs = Fs::create(&p, Limits::default()).unwrap();
+    let f = file(&fs, ROOT_INO, "f");
+    fs.write(f, 0, b"x").unwrap();
+    fs.read_all(f).unwrap();
+    drop(fs);
+    let names: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    assert_eq!(names, vec!["fs.db".to_string()]);
+    let fs = Fs::open(&p).unwrap();
+    assert_eq!(fs.read_all(f).unwrap(), b"x");
+}
+
+#[test]
 fn names_are_checked() {
     let (_d, fs) = new_fs();
     let long = vec![b'x'; 256];
