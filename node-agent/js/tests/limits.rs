@@ -157,7 +157,7 @@ async fn a_dropped_output_receiver_cancels() {
 async fn a_runaway_exec_does_not_stall_others() {
     let c = computer();
     let mut spin = request("for (;;) {}");
-    spin.timeout = Duration::from_secs(3);
+    spin.timeout = Duration::from_secs(10);
     let fs = c.fs.clone();
     let spinning = tokio::spawn(async move { run_req(&fs, spin).await });
     tokio::time::sleep(Duration::from_millis(50)).await;
@@ -166,10 +166,11 @@ async fn a_runaway_exec_does_not_stall_others() {
         let r = run(&c.fs, &format!("export default () => {i} * 2")).await;
         assert_eq!(r.ok(), &json!(i * 2));
     }
-    assert!(t.elapsed() < Duration::from_secs(2), "{:?}", t.elapsed());
+    // Had the spinner blocked them, they would finish only after its 10 s.
+    assert!(t.elapsed() < Duration::from_secs(8), "{:?}", t.elapsed());
     assert_eq!(
         spinning.await.unwrap().err(),
-        "javascript: timed out after 3s"
+        "javascript: timed out after 10s"
     );
 }
 
