@@ -249,6 +249,7 @@ impl Real {
 
     fn parent(&self, p: &str) -> Result<(OwnedFd, String), &'static str> {
         let (dir, name) = match p.rfind('/') {
+            Some(0) => ("/", &p[1..]),
             Some(i) => (&p[..i], &p[i + 1..]),
             None => (".", p),
         };
@@ -462,14 +463,30 @@ impl Real {
 
 // ----------------------------------------------------------- generators --
 
+/// A path of 1-3 names; sometimes with `.` or `..` components or a
+/// leading `/` (the root of the computer).
 fn path() -> impl Strategy<Value = String> {
-    let name = || prop::sample::select(vec!["a", "b", "c"]);
-    prop_oneof![
+    let name = || {
+        prop_oneof![
+            12 => prop::sample::select(vec!["a", "b", "c"]),
+            1 => prop::sample::select(vec![".", ".."]),
+        ]
+    };
+    let names = prop_oneof![
         3 => prop::collection::vec(name(), 1..=1),
         4 => prop::collection::vec(name(), 2..=2),
         1 => prop::collection::vec(name(), 3..=3),
-    ]
-    .prop_map(|v| v.join("/"))
+    ];
+    (names, prop::bool::weighted(0.1)).prop_map(|(v, abs)| {
+        let p = v.join("/");
+        if abs { format!("/{p}") } else { p }
+    })
+}
+
+/// A path for calls that resolve it whole, where a trailing `/` matters.
+fn whole_path() -> impl Strategy<Value = String> {
+    (path(), prop::bool::weighted(0.15))
+        .prop_map(|(p, slash)| if slash { format!("{p}/") } else { p })
 }
 
 /// A starting tree, so random operations find something to work on.
@@ -513,17 +530,17 @@ fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
         3 => (path(), perm()).prop_map(|(p, m)| Op::Mknod(p, m)),
         3 => (path(), perm()).prop_map(|(p, m)| Op::Mkdir(p, m)),
-        4 => (path(), offset(), 0usize..9000, any::<u8>()).prop_map(|(p, o, l, s)| Op::Write(p, o, l, s)),
-        2 => (path(), offset()).prop_map(|(p, l)| Op::Truncate(p, l)),
+        4 => (whole_path(), offset(), 0usize..9000, any::<u8>()).prop_map(|(p, o, l, s)| Op::Write(p, o, l, s)),
+        2 => (whole_path(), offset()).prop_map(|(p, l)| Op::Truncate(p, l)),
         4 => (path(), path(), prop::sample::select(vec![0u8, 0, 0, 1, 2])).prop_map(|(a, b, f)| Op::Rename(a, b, f)),
         2 => (path(), path()).prop_map(|(a, b)| Op::Link(a, b)),
         2 => path().prop_map(Op::Unlink),
         2 => path().prop_map(Op::Rmdir),
         2 => (target(), path()).prop_map(|(t, p)| Op::Symlink(t, p)),
-        1 => (path(), perm()).prop_map(|(p, m)| Op::Chmod(p, m)),
-        2 => (path(), any::<bool>()).prop_map(|(p, f)| Op::Stat(p, f)),
-        2 => path().prop_map(Op::ReadDir),
-        3 => (path(), offset(), 0usize..10_000).prop_map(|(p, o, l)| Op::Read(p, o, l)),
+        1 => (whole_path(), perm()).prop_map(|(p, m)| Op::Chmod(p, m)),
+        2 => (whole_path(), any::<bool>()).prop_map(|(p, f)| Op::Stat(p, f)),
+        2 => whole_path().prop_map(Op::ReadDir),
+        3 => (whole_path(), offset(), 0usize..10_000).prop_map(|(p, o, l)| Op::Read(p, o, l)),
         1 => path().prop_map(Op::Readlink),
     ]
 }
