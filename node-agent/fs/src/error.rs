@@ -23,10 +23,21 @@ pub enum Error {
 }
 
 impl Error {
-    /// The errno this error maps to; storage failures are `EIO`.
+    /// The errno this error maps to. Storage failures are `EIO`, except a
+    /// full host disk (`SQLITE_FULL`: `ENOSPC`), a read-only database file
+    /// (`SQLITE_READONLY`: `EROFS`) and a lock held too long by another
+    /// process (`SQLITE_BUSY`: `EBUSY`).
     pub fn errno(&self) -> Errno {
         match self {
             Error::Errno { errno, .. } => *errno,
+            Error::Storage(rusqlite::Error::SqliteFailure(e, _)) => match e.code {
+                rusqlite::ErrorCode::DiskFull => Errno::ENOSPC,
+                rusqlite::ErrorCode::ReadOnly => Errno::EROFS,
+                rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked => {
+                    Errno::EBUSY
+                }
+                _ => Errno::EIO,
+            },
             Error::Storage(_) => Errno::EIO,
         }
     }
@@ -91,5 +102,27 @@ pub fn errno_name(errno: Errno) -> &'static str {
         Errno::EOVERFLOW => "EOVERFLOW",
         Errno::ESTALE => "ESTALE",
         _ => "EIO",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn storage_errors_map_to_errnos() {
+        let full = Error::Storage(rusqlite::Error::SqliteFailure(
+            rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_FULL),
+            None,
+        ));
+        assert_eq!(full.errno_name(), "ENOSPC");
+        let ro = Error::Storage(rusqlite::Error::SqliteFailure(
+            rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_READONLY),
+            None,
+        ));
+        assert_eq!(ro.errno(), Errno::EROFS);
+        let other = Error::Storage(rusqlite::Error::InvalidQuery);
+        assert_eq!(other.errno(), Errno::EIO);
+        assert_eq!(Error::from(Errno::ENOENT).errno_name(), "ENOENT");
     }
 }

@@ -51,6 +51,13 @@ fn create_and_open_errors() {
 }
 
 #[test]
+fn fs_and_handles_cross_threads() {
+    fn send_sync<T: Send + Sync>() {}
+    send_sync::<Fs>();
+    send_sync::<agentcomputer_fs::Handle>();
+}
+
+#[test]
 fn a_closed_database_is_one_file() {
     let dir = tempfile::tempdir().unwrap();
     let p = dir.path().join("fs.db");
