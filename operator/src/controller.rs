@@ -122,8 +122,16 @@ pub async fn apply(c: Arc<AgentComputer>, ctx: Arc<Context>) -> Result<Action> {
     let agents = ctx.ready_agents();
     let now = Timestamp::now();
 
-    // 1. Placement.
-    let node = match old.node.clone() {
+    // 1. Placement. The PV is authoritative once it exists: its node
+    // affinity is immutable, and the cache may not show our last status yet.
+    let pvs: Api<PersistentVolume> = Api::all(client.clone());
+    let pv_name = resources::pv_name(&c);
+    let known = match old.node.clone() {
+        Some(n) => Some(n),
+        None => pvs.get_opt(&pv_name).await?.as_ref().and_then(pv::node_of),
+    };
+    let newly_placed = known.is_none();
+    let node = match known {
         Some(n) => n,
         None => {
             let nodes = ctx.nodes.state();
@@ -180,8 +188,6 @@ pub async fn apply(c: Arc<AgentComputer>, ctx: Arc<Context>) -> Result<Action> {
     apply_obj(&secrets, &secret_name, &secret::build(&c, &token)).await?;
 
     // 3. Volume.
-    let pvs: Api<PersistentVolume> = Api::all(client.clone());
-    let pv_name = resources::pv_name(&c);
     apply_obj(
         &pvs,
         &pv_name,

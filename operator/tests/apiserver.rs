@@ -14,9 +14,7 @@ use std::path::Path;
 
 use agentcomputer_crds::{AgentComputer, ComputerPhase};
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{
-    Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod, Secret, ServiceAccount,
-};
+use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim, Pod, Secret};
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
@@ -37,25 +35,6 @@ fn ok(out: &std::process::Output, what: &str) -> String {
         String::from_utf8_lossy(&out.stderr)
     );
     String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-async fn create_ns(client: &Client, name: &str) {
-    let nss: Api<Namespace> = Api::all(client.clone());
-    nss.create(
-        &PostParams::default(),
-        &serde_json::from_value(json!({"metadata": {"name": name}})).unwrap(),
-    )
-    .await
-    .unwrap();
-    // No controller-manager creates the default service account that pod
-    // admission looks up.
-    let sas: Api<ServiceAccount> = Api::namespaced(client.clone(), name);
-    sas.create(
-        &PostParams::default(),
-        &serde_json::from_value(json!({"metadata": {"name": "default"}})).unwrap(),
-    )
-    .await
-    .unwrap();
 }
 
 /// A Ready Node, as a kubelet would report it.
@@ -150,8 +129,8 @@ async fn operator_chart_and_crd_against_a_real_apiserver() {
     }
     let cluster = Cluster::start().await;
     let admin = cluster.admin().await;
-    create_ns(&admin, SYSTEM_NS).await;
-    create_ns(&admin, NS).await;
+    support::create_namespace(&admin, SYSTEM_NS).await;
+    support::create_namespace(&admin, NS).await;
 
     // --- The chart: lint, render, server-side dry run, then install. ---
     let chart = repo().join("charts/agent-computer");

@@ -754,3 +754,36 @@ async fn missing_uid_is_a_clear_error() {
     let err = reconcile(Arc::new(c), env.ctx.clone()).await.unwrap_err();
     assert!(err.to_string().contains("metadata.uid"), "{err}");
 }
+
+#[tokio::test]
+async fn existing_volume_pins_the_node_even_when_status_is_stale() {
+    let mut env = env();
+    two_nodes(&mut env);
+    computer(&env, "c1", json!({"storage": {"size": "1Gi"}}));
+    settle(&env, "c1").await.unwrap();
+    let node = status(&current(&env, "c1")).node.unwrap();
+    // A reconcile from a cache that has not seen the status yet, while the
+    // other node is now the least loaded one.
+    let mut stale = current(&env, "c1");
+    stale.status = None;
+    let mut busy = computer(&env, "busy", json!({"storage": {"size": "1Gi"}}));
+    busy.status = Some(agentcomputer_crds::AgentComputerStatus {
+        node: Some(node.clone()),
+        ..Default::default()
+    });
+    add(&mut env.computers, busy.clone());
+    let mut busy2 = busy.clone();
+    busy2.metadata.name = Some("busy2".into());
+    add(&mut env.computers, busy2);
+    reconcile(Arc::new(stale), env.ctx.clone()).await.unwrap();
+    assert_eq!(
+        status(&current(&env, "c1")).node,
+        Some(node),
+        "the PV's node wins over a new choice"
+    );
+    assert_eq!(
+        env.fake.calls(Method::POST, "/events"),
+        1,
+        "no second Placed event"
+    );
+}

@@ -82,7 +82,19 @@ pub struct Proc {
 
 impl Proc {
     pub fn spawn(name: &str, cmd: &mut Command, log: PathBuf) -> Proc {
+        use std::os::unix::process::CommandExt;
         let f = std::fs::File::create(&log).unwrap();
+        // If the test process dies without unwinding (SIGKILL, SIGTERM), take
+        // the child with it instead of leaving it orphaned.
+        // SAFETY: prctl is async-signal-safe and touches no shared state.
+        unsafe {
+            cmd.pre_exec(|| {
+                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
         let child = cmd
             .stdin(Stdio::null())
             .stdout(f.try_clone().unwrap())
@@ -345,11 +357,24 @@ impl Cluster {
     /// Starts the `operator` binary with the operator's (RBAC-limited)
     /// identity; its metrics listen on the returned port.
     pub fn start_operator(&self, identity: &str, leader_election: bool) -> (Proc, u16) {
+        self.start_operator_with(&self.operator_kubeconfig, identity, leader_election, &[])
+    }
+
+    /// Like [`Cluster::start_operator`] with another identity's kubeconfig
+    /// and extra flags.
+    pub fn start_operator_with(
+        &self,
+        kubeconfig: &Path,
+        identity: &str,
+        leader_election: bool,
+        extra: &[&str],
+    ) -> (Proc, u16) {
         let port = free_port();
         let p = Proc::spawn(
             identity,
             Command::new(env!("CARGO_BIN_EXE_operator"))
-                .env("KUBECONFIG", &self.operator_kubeconfig)
+                .args(extra)
+                .env("KUBECONFIG", kubeconfig)
                 .env("RUST_LOG", std::env::var("AGENTCOMPUTER_TEST_OPERATOR_LOG").unwrap_or_else(|_| "info,kube=warn".into()))
                 .arg(format!("--metrics-addr=127.0.0.1:{port}"))
                 .arg(format!("--agent-namespace={SYSTEM_NS}"))
@@ -384,4 +409,17 @@ where
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
+}
+
+/// Creates a namespace and its `default` service account (which pod
+/// admission looks up and no controller-manager creates here).
+pub async fn create_namespace(client: &Client, name: &str) {
+    use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
+    use kube::api::{Api, PostParams};
+    let nss: Api<Namespace> = Api::all(client.clone());
+    let ns = serde_json::from_value(serde_json::json!({"metadata": {"name": name}})).unwrap();
+    nss.create(&PostParams::default(), &ns).await.unwrap();
+    let sas: Api<ServiceAccount> = Api::namespaced(client.clone(), name);
+    let sa = serde_json::from_value(serde_json::json!({"metadata": {"name": "default"}})).unwrap();
+    sas.create(&PostParams::default(), &sa).await.unwrap();
 }
