@@ -772,6 +772,57 @@ fn reads_do_not_wait_for_writes_and_threads_share_one_fs() {
     fs.fsync(Some(f)).unwrap();
 }
 
+/// Opening, reading and closing an inode races with unlinking and
+/// recreating it: a handle either fails with ENOENT or keeps the data it
+/// opened readable until dropped, and nothing leaks.
+#[test]
+fn open_races_unlink() {
+    let (_d, fs) = new_fs();
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let current = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let writer = {
+        let (fs, stop, current) = (fs.clone(), stop.clone(), current.clone());
+        std::thread::spawn(move || {
+            for i in 0..300u32 {
+                let a = fs
+                    .write_all(
+                        ROOT_INO,
+                        b"f",
+                        &i.to_le_bytes(),
+                        WriteMode::CreateNew,
+                        0o644,
+                        O,
+                    )
+                    .unwrap();
+                current.store(a.ino, std::sync::atomic::Ordering::SeqCst);
+                fs.unlink(ROOT_INO, b"f").unwrap();
+            }
+            stop.store(true, std::sync::atomic::Ordering::SeqCst);
+        })
+    };
+    let mut held = 0;
+    while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+        let ino = current.load(std::sync::atomic::Ordering::SeqCst);
+        if ino == 0 {
+            continue;
+        }
+        match fs.open_inode(ino) {
+            Ok(h) => {
+                held += 1;
+                // Whatever happens to its name, an open inode stays readable.
+                assert_eq!(fs.read_all(h.ino()).unwrap().len(), 4);
+                drop(h);
+            }
+            Err(e) => assert_eq!(e.errno(), Errno::ENOENT),
+        }
+    }
+    writer.join().unwrap();
+    assert!(held > 0, "no open ever won the race");
+    assert_eq!(fs.statfs().unwrap().used_inodes, 1);
+    assert_eq!(fs.statfs().unwrap().used_bytes, 0);
+    assert_consistent(&fs);
+}
+
 /// 256 MiB written in 1 MiB pieces, checked by hash without holding the file
 /// in memory. Slow in debug builds: run with `--ignored` (and `--release`).
 #[test]
