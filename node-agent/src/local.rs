@@ -58,6 +58,8 @@ where
 
     let stop = CancellationToken::new();
     tokio::spawn(registry.clone().run_sweeper(stop.clone()));
+    // Compile the JavaScript built-ins now rather than in the first exec.
+    tokio::task::spawn_blocking(agentcomputer_js::warm_up);
 
     let on_signal = {
         let registry = registry.clone();

@@ -24,7 +24,7 @@ use tonic::{Request, Response, Status, Streaming};
 use crate::blocking::blocking;
 use crate::registry::Registry;
 
-pub use exec::{DEFAULT_MAX_OUTPUT, DEFAULT_TIMEOUT, MAX_TIMEOUT};
+pub use exec::{DEFAULT_MAX_OUTPUT, DEFAULT_TIMEOUT, MAX_RESULT_BYTES, MAX_TIMEOUT};
 
 /// The service implementation over a [`Registry`].
 #[derive(Clone)]
