@@ -102,12 +102,25 @@ pub struct Ran {
     pub stderr: String,
     pub code: i32,
     pub error: String,
+    /// `ExecExit.result_json`.
+    pub result: String,
 }
 
 pub fn exec_req(computer: &str, script: &str) -> pb::ExecRequest {
     pb::ExecRequest {
         computer: computer.into(),
         script: script.into(),
+        ..Default::default()
+    }
+}
+
+/// A RUNTIME_JAVASCRIPT request running `source` with `input_json`.
+pub fn js_req(computer: &str, source: &str, input_json: &str) -> pb::ExecRequest {
+    pb::ExecRequest {
+        computer: computer.into(),
+        runtime: pb::Runtime::Javascript as i32,
+        script: source.into(),
+        input_json: input_json.into(),
         ..Default::default()
     }
 }
@@ -122,6 +135,7 @@ pub async fn run(c: &mut Client, req: pb::ExecRequest) -> Ran {
             Event::Exit(e) => {
                 ran.code = e.code;
                 ran.error = e.error;
+                ran.result = e.result_json;
                 return ran;
             }
         }
