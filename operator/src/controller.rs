@@ -292,7 +292,7 @@ pub async fn apply(c: Arc<AgentComputer>, ctx: Arc<Context>) -> Result<Action> {
         conditions: conditions::merge(&old.conditions, &next, c.metadata.generation, now),
         observed_generation: c.metadata.generation,
     };
-    if old.node.is_none() {
+    if newly_placed {
         publish(
             &ctx,
             &c,
