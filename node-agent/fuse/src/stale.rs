@@ -36,12 +36,9 @@ pub fn cleanup_stale_mounts(under: &Path) -> io::Result<Vec<PathBuf>> {
         }
         // statfs always asks the server; stat may be answered from the
         // kernel's attribute cache even after the connection died.
-        match nix::sys::statfs::statfs(&mountpoint) {
-            Err(nix::errno::Errno::ENOTCONN) => {
-                lazy_unmount(&mountpoint)?;
-                removed.push(mountpoint);
-            }
-            _ => {}
+        if let Err(nix::errno::Errno::ENOTCONN) = nix::sys::statfs::statfs(&mountpoint) {
+            lazy_unmount(&mountpoint)?;
+            removed.push(mountpoint);
         }
     }
     Ok(removed)

@@ -52,6 +52,7 @@ fn pread_pwrite_at_offsets_and_across_holes() {
         .read(true)
         .write(true)
         .create(true)
+        .truncate(true)
         .open(&p)
         .unwrap();
     f.write_all_at(b"head", 0).unwrap();
@@ -130,6 +131,7 @@ fn unlinked_open_file_keeps_its_data_until_closed() {
         .read(true)
         .write(true)
         .create(true)
+        .truncate(true)
         .open(&p)
         .unwrap();
     f.write_all(&vec![7u8; 300_000]).unwrap();
@@ -344,6 +346,7 @@ fn mmap_read_and_write() {
         .read(true)
         .write(true)
         .create(true)
+        .truncate(true)
         .open(&p)
         .unwrap();
     f.write_all_at(&vec![b'a'; 3 * 4096], 0).unwrap();
@@ -583,6 +586,7 @@ fn fallocate_and_copy_file_range() {
         .read(true)
         .write(true)
         .create(true)
+        .truncate(true)
         .open(&p)
         .unwrap();
     nix::fcntl::fallocate(&f, nix::fcntl::FallocateFlags::empty(), 0, 1 << 20).unwrap();

@@ -103,8 +103,9 @@ impl Server {
 
     fn open_flags(&self) -> FopenFlags {
         // External changes are invalidated explicitly, so cached pages stay
-        // valid across opens.
-        FopenFlags::FOPEN_KEEP_CACHE
+        // valid across opens. FLUSH has nothing to do (writes are committed
+        // when answered, locks are the kernel's), so close(2) skips it.
+        FopenFlags::FOPEN_KEEP_CACHE | FopenFlags::FOPEN_NOFLUSH
     }
 
     fn do_setattr(&self, ino: Ino, set: &SetAttr) -> Result<Attr> {
@@ -435,17 +436,13 @@ impl Filesystem for Server {
         }
     }
 
-    fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
-        self.enter();
-        match self.fs.getattr(ino.0) {
-            Ok(a) if a.kind != FileKind::Directory => reply.error(fuser::Errno::ENOTDIR),
-            // Listings may be cached: changes to the directory invalidate it.
-            Ok(_) => reply.opened(
-                FileHandle(0),
-                FopenFlags::FOPEN_CACHE_DIR | FopenFlags::FOPEN_KEEP_CACHE,
-            ),
-            Err(e) => reply.error(errno(&e)),
-        }
+    fn opendir(&self, _req: &Request, _ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+        // Listings need no handle. ENOSYS makes the kernel stop sending
+        // OPENDIR and RELEASEDIR (two round trips per directory read) and
+        // open directories with FOPEN_KEEP_CACHE | FOPEN_CACHE_DIR
+        // (fs/fuse/file.c, fuse_file_open): listings stay cached until a
+        // change to the directory invalidates them.
+        reply.error(fuser::Errno::ENOSYS);
     }
 
     fn readdir(
