@@ -32,12 +32,37 @@ pub(crate) fn read_in(
     len: usize,
 ) -> Result<Vec<u8>> {
     let f = regular(inode::get(conn, ino)?)?;
-    let size = f.attr.size;
-    if offset >= size || len == 0 {
-        return Ok(Vec::new());
+    let n = f.attr.size.saturating_sub(offset).min(len as u64) as usize;
+    let mut out = vec![0u8; n];
+    fill(conn, cs, ino, offset, &mut out)?;
+    Ok(out)
+}
+
+/// Reads into `buf` from `offset` of file `ino`; returns the bytes read
+/// (short at end of file).
+pub(crate) fn read_into_in(
+    conn: &Connection,
+    cs: u64,
+    ino: Ino,
+    offset: u64,
+    buf: &mut [u8],
+) -> Result<usize> {
+    let f = regular(inode::get(conn, ino)?)?;
+    let n = f.attr.size.saturating_sub(offset).min(buf.len() as u64) as usize;
+    let out = &mut buf[..n];
+    out.fill(0);
+    fill(conn, cs, ino, offset, out)?;
+    Ok(n)
+}
+
+/// Copies the stored bytes of `[offset, offset + out.len())` into `out`,
+/// which the caller zeroed (holes stay zero). Loads only the overlapping
+/// chunks, in one range scan.
+fn fill(conn: &Connection, cs: u64, ino: Ino, offset: u64, out: &mut [u8]) -> Result<()> {
+    if out.is_empty() {
+        return Ok(());
     }
-    let end = size.min(offset.saturating_add(len as u64));
-    let mut out = vec![0u8; (end - offset) as usize];
+    let end = offset + out.len() as u64;
     let mut st = conn
         .prepare_cached("SELECT idx, data FROM chunks WHERE ino = ?1 AND idx BETWEEN ?2 AND ?3")?;
     let first = offset / cs;
@@ -55,7 +80,7 @@ pub(crate) fn read_in(
                 .copy_from_slice(&data[(lo - start) as usize..(hi - start) as usize]);
         }
     }
-    Ok(out)
+    Ok(())
 }
 
 impl WriteTxn<'_> {
@@ -211,6 +236,15 @@ impl Fs {
         let r = self.inner.reader()?;
         let cs = self.inner.chunk_size;
         r.snapshot(|c| read_in(c, cs, ino, offset, len))
+    }
+
+    /// Like [`Fs::read`], into the caller's buffer (no allocation): reads
+    /// up to `buf.len()` bytes at `offset` and returns how many were read
+    /// (0 at or past end of file). Same errors as [`Fs::read`].
+    pub fn read_into(&self, ino: Ino, offset: u64, buf: &mut [u8]) -> Result<usize> {
+        let r = self.inner.reader()?;
+        let cs = self.inner.chunk_size;
+        r.snapshot(|c| read_into_in(c, cs, ino, offset, buf))
     }
 
     /// Writes `data` at `offset` of file `ino` in one transaction touching

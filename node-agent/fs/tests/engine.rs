@@ -327,6 +327,10 @@ fn sparse_files_and_holes() {
     assert_eq!(fs.read(f, 1000, 10).unwrap(), vec![0; 10]);
     assert_eq!(fs.read(f, (1 << 30) - 2, 10).unwrap(), b"\0\0end");
     assert_eq!(fs.read(f, (1 << 30) + 3, 10).unwrap(), b"");
+    let mut buf = [0xAAu8; 8];
+    assert_eq!(fs.read_into(f, (1 << 30) - 2, &mut buf).unwrap(), 5);
+    assert_eq!(&buf, b"\0\0end\xAA\xAA\xAA");
+    assert_eq!(fs.read_into(f, 1 << 31, &mut buf).unwrap(), 0);
     // A write straddling a chunk boundary, then holes inside a chunk.
     fs.write(f, 4090, b"0123456789").unwrap();
     assert_eq!(fs.read(f, 4088, 14).unwrap(), b"\0\x000123456789\0\0");
