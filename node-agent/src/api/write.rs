@@ -312,7 +312,6 @@ async fn flush(fs: &Fs, target: &mut Target, buf: Vec<u8>, shown: &str) -> Resul
 /// Makes the upload durable, publishes a temporary file, and describes the
 /// result.
 fn finish(fs: &Fs, target: &Target, shown: &str) -> Result<pb::FileInfo, Status> {
-    fs.fsync(Some(target.ino)).map_err(on(shown))?;
     if let Some(p) = &target.publish {
         let flags = RenameFlags {
             noreplace: p.noreplace,
@@ -321,6 +320,9 @@ fn finish(fs: &Fs, target: &Target, shown: &str) -> Result<pb::FileInfo, Status>
         fs.rename(p.dir, &p.temp, p.dir, &p.name, flags)
             .map_err(on(shown))?;
     }
+    // One sync after publishing covers the content and the rename: a
+    // completed Write survives power loss (docs/durability.md).
+    fs.fsync(Some(target.ino)).map_err(on(shown))?;
     let attr = fs.getattr(target.ino).map_err(on(shown))?;
     Ok(file_info(fs, &attr))
 }
