@@ -3,8 +3,9 @@
 //!
 //! Every command talks to a node agent's gRPC API (`--endpoint`, or
 //! `AGENTCOMPUTER_ENDPOINT`, default `http://127.0.0.1:7433`). Failures print
-//! one line, `error: ...`, on stderr and exit with status 1; `exec` exits
-//! with the script's own status.
+//! one line, `error: ...`, on stderr and exit with status 1 (a bad
+//! command line: clap's message and status 2); `exec` exits with the
+//! program's own status.
 
 mod client;
 mod cmd;
@@ -17,7 +18,8 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use agentcomputer_proto::v1::Runtime;
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::error::ErrorKind;
+use clap::{CommandFactory, Parser, Subcommand, ValueEnum};
 
 use crate::cmd::exec::ExecArgs;
 use crate::cmd::search::GrepArgs;
@@ -34,11 +36,13 @@ struct Cli {
     command: Command,
 }
 
-#[derive(Clone, Copy, ValueEnum)]
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
 enum RuntimeArg {
     /// bash, in-process on the computer's files.
     Shell,
-    /// JavaScript, in-process (not available yet).
+    /// JavaScript (or js): an ES module, in-process on the computer's files;
+    /// its default export's result is printed as JSON.
+    #[value(alias = "js")]
     Javascript,
     /// A Linux container (not available yet).
     Container,
@@ -68,7 +72,8 @@ enum Command {
     /// List computers.
     #[command(alias = "ls-computers")]
     List,
-    /// Run a script on a computer; exits with the script's status.
+    /// Run a script (or, with --runtime javascript, an ES module) on a
+    /// computer; exits with its status.
     Exec {
         name: String,
         #[arg(long, value_enum, default_value = "shell")]
@@ -85,7 +90,11 @@ enum Command {
         /// Pass this command's standard input to the script.
         #[arg(long, short = 'i')]
         stdin: bool,
-        /// The script; several words are joined with spaces.
+        /// JSON given to the module's default-exported function
+        /// (--runtime javascript only) [default: null].
+        #[arg(long, value_name = "JSON", value_parser = parse_json)]
+        input: Option<String>,
+        /// The script or module source; several words are joined with spaces.
         #[arg(last = true, required = true, num_args = 1..)]
         script: Vec<String>,
     },
@@ -173,6 +182,14 @@ fn parse_env(s: &str) -> Result<(String, String), String> {
     }
 }
 
+/// Checks that `s` is JSON and keeps it as written.
+fn parse_json(s: &str) -> Result<String, String> {
+    match serde_json::from_str::<serde_json::Value>(s) {
+        Ok(_) => Ok(s.to_string()),
+        Err(e) => Err(format!("not valid JSON: {e}")),
+    }
+}
+
 fn parse_seconds(s: &str) -> Result<Duration, String> {
     let secs: f64 = s
         .parse()
@@ -195,6 +212,7 @@ async fn run(cli: Cli) -> Result<u8> {
             env,
             timeout,
             stdin,
+            input,
             script,
         } => {
             let args = ExecArgs {
@@ -204,6 +222,7 @@ async fn run(cli: Cli) -> Result<u8> {
                 env,
                 timeout,
                 stdin,
+                input_json: input.unwrap_or_default(),
                 script: script.join(" "),
             };
             let code = cmd::exec::exec(&mut c, args).await?;
@@ -270,6 +289,18 @@ async fn run(cli: Cli) -> Result<u8> {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    let input_misused = matches!(
+        &cli.command,
+        Command::Exec { runtime, input: Some(_), .. } if *runtime != RuntimeArg::Javascript
+    );
+    if input_misused {
+        Cli::command()
+            .error(
+                ErrorKind::ArgumentConflict,
+                "--input is only for --runtime javascript (a shell script reads --stdin)",
+            )
+            .exit();
+    }
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

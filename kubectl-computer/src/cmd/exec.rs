@@ -1,4 +1,5 @@
-//! `exec`: run a script and mirror its output and exit status.
+//! `exec`: run a program and mirror its output and exit status; a
+//! JavaScript run's result follows its output on stdout.
 
 use std::collections::HashMap;
 use std::io::{Read, Write};
@@ -18,12 +19,16 @@ pub struct ExecArgs {
     pub env: Vec<(String, String)>,
     pub timeout: Option<Duration>,
     pub stdin: bool,
+    /// JSON text for a JavaScript module's default export; empty is null.
+    pub input_json: String,
     pub script: String,
 }
 
 /// Streams the run's output to our stdout/stderr as it arrives and returns
-/// the script's exit code. The runtime's own error (timeout, output cap) is
-/// printed as `error: ...` unless the run already wrote it to stderr.
+/// the program's exit code. The runtime's own error (timeout, output cap) is
+/// printed as `error: ...` unless the run already wrote it to stderr. A
+/// JavaScript result other than `null` is printed last on stdout as one line
+/// of compact JSON, on a line of its own.
 pub async fn exec(client: &mut Client, args: ExecArgs) -> Result<i32> {
     let mut stdin = Vec::new();
     if args.stdin {
@@ -40,18 +45,23 @@ pub async fn exec(client: &mut Client, args: ExecArgs) -> Result<i32> {
         stdin,
         timeout_ms: args.timeout.map_or(0, |t| t.as_millis().max(1) as u64),
         max_output_bytes: 0,
-        input_json: String::new(),
+        input_json: args.input_json,
     };
     let mut stream = client.exec(req).await?.into_inner();
     let mut out = std::io::stdout().lock();
     let mut err = std::io::stderr().lock();
     // The end of stderr, to avoid printing the runtime's message twice.
     let mut err_tail: Vec<u8> = Vec::new();
+    // Whether stdout so far ends mid-line.
+    let mut open_line = false;
     while let Some(event) = stream.message().await? {
         match event.event {
             Some(Event::Stdout(b)) => {
                 // A closed stdout (`| head`) must not fail the run.
                 let _ = out.write_all(&b).and_then(|()| out.flush());
+                if let Some(&last) = b.last() {
+                    open_line = last != b'\n';
+                }
             }
             Some(Event::Stderr(b)) => {
                 let _ = err.write_all(&b).and_then(|()| err.flush());
@@ -66,6 +76,10 @@ pub async fn exec(client: &mut Client, args: ExecArgs) -> Result<i32> {
                     if !tail.contains(&exit.error) {
                         let _ = writeln!(err, "error: {}", exit.error);
                     }
+                }
+                if !exit.result_json.is_empty() && exit.result_json != "null" {
+                    let sep = if open_line { "\n" } else { "" };
+                    let _ = writeln!(out, "{sep}{}", exit.result_json).and_then(|()| out.flush());
                 }
                 return Ok(exit.code);
             }
