@@ -186,6 +186,155 @@ fn exec_streams_output_and_exit_codes_and_files_persist() {
 }
 
 #[test]
+fn javascript_exec_prints_results_and_shares_files_with_the_shell() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path());
+    ok(server.cli(&["create", "demo"]));
+    ok(server.cli(&["exec", "demo", "--", "mkdir src; touch a b"]));
+
+    let out = server.cli(&[
+        "exec",
+        "demo",
+        "--runtime",
+        "javascript",
+        "--input",
+        r#"{"n":3}"#,
+        "--",
+        r#"import {readdir} from "node:fs/promises"; export default async ({n}) => ({n, files: (await readdir(".")).length})"#,
+    ]);
+    assert_eq!(ok(out), "{\"n\":3,\"files\":3}\n");
+
+    // A module's file read by the shell, and the other way round.
+    let js = |source: &str| server.cli(&["exec", "demo", "--runtime", "js", "--", source]);
+    ok(js(
+        r#"import {writeFile} from "node:fs/promises"; await writeFile("out.json", JSON.stringify({x: 1}))"#,
+    ));
+    assert_eq!(
+        ok(server.cli(&["exec", "demo", "--", "jq .x out.json"])),
+        "1\n"
+    );
+    ok(server.cli(&["exec", "demo", "--", "echo from shell > src/s.txt"]));
+    let out = js(
+        r#"import fs from "node:fs"; export default () => fs.readFileSync("src/s.txt", "utf8")"#,
+    );
+    assert_eq!(ok(out), "\"from shell\\n\"\n");
+
+    // Output comes first; a null result prints nothing; the result starts a
+    // line of its own.
+    assert_eq!(
+        ok(js(
+            "console.log('a'); console.error('b'); export default () => [1, 'x']"
+        )),
+        "a\n[1,\"x\"]\n"
+    );
+    assert_eq!(ok(js("console.log('only output')")), "only output\n");
+    assert_eq!(
+        ok(js(
+            "process.stdout.write('no newline'); export default () => 42"
+        )),
+        "no newline\n42\n"
+    );
+    assert_eq!(js("process.exit(7)").status.code(), Some(7));
+
+    // An uncaught error: status 1, the error's stack on stderr, once.
+    let err = fails(js("export default () => { throw new Error('boom') }"));
+    assert!(err.starts_with("Error: boom\n    at "), "{err}");
+    assert_eq!(err.matches("boom").count(), 1, "{err}");
+
+    // Malformed --input is refused before anything runs.
+    let out = server.cli(&[
+        "exec",
+        "demo",
+        "--runtime",
+        "javascript",
+        "--input",
+        "{\"n\":",
+        "--",
+        "1",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = text(&out.stderr);
+    assert!(
+        err.starts_with("error: invalid value '{\"n\":' for '--input <JSON>': not valid JSON: EOF while parsing a value at line 1 column 5"),
+        "{err}"
+    );
+    let out = server.cli(&["exec", "demo", "--input", "1", "--", "cat"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).starts_with("error: --input is only for --runtime javascript"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+#[test]
+fn javascript_timeout_and_streaming() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path());
+    ok(server.cli(&["create", "demo"]));
+    let started = std::time::Instant::now();
+    let out = server.cli(&[
+        "exec",
+        "demo",
+        "--runtime",
+        "javascript",
+        "--timeout",
+        "2",
+        "--",
+        "while(true){}",
+    ]);
+    let took = started.elapsed();
+    let err = fails(out);
+    assert_eq!(err.trim_end(), "javascript: timed out after 2s");
+    assert!(
+        took >= Duration::from_secs(2) && took < Duration::from_secs(6),
+        "{took:?}"
+    );
+    let out = server.cli(&[
+        "exec",
+        "demo",
+        "--runtime",
+        "javascript",
+        "--",
+        "export default () => 'next'",
+    ]);
+    assert_eq!(ok(out), "\"next\"\n");
+
+    // The module prints a line, then waits for a file that is made only
+    // once that line has come out of the CLI.
+    let source = r#"import {existsSync} from "node:fs";
+        console.log("ready");
+        await new Promise((ok) => { const t = setInterval(() => { if (existsSync("go")) { clearInterval(t); ok(); } }, 5); });
+        export default () => "done";"#;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_kubectl-computer"))
+        .args([
+            "exec",
+            "demo",
+            "--runtime",
+            "javascript",
+            "--timeout",
+            "30",
+            "--",
+            source,
+        ])
+        .env("AGENTCOMPUTER_ENDPOINT", &server.url)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut stdout, &mut line).unwrap();
+    assert_eq!(line, "ready\n");
+    ok(server.cli(&["exec", "demo", "--", "touch go"]));
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut stdout, &mut rest).unwrap();
+    assert!(child.wait().unwrap().success());
+    assert_eq!(rest, "\"done\"\n");
+}
+
+#[test]
 fn put_and_get_fifty_mib_byte_for_byte() {
     let dir = tempfile::tempdir().unwrap();
     let server = Server::start(&dir.path().join("data"));
@@ -261,9 +410,9 @@ fn file_commands() {
     assert_eq!(err, "error: ENOENT: no such file or directory: src/nope\n");
     let err = fails(server.cli(&["cat", "ghost", "x"]));
     assert_eq!(err, "error: computer \"ghost\" not found\n");
-    let err = fails(server.cli(&["exec", "demo", "--runtime", "javascript", "--", "1"]));
+    let err = fails(server.cli(&["exec", "demo", "--runtime", "container", "--", "1"]));
     assert!(
-        err.starts_with("error: runtime RUNTIME_JAVASCRIPT is not available"),
+        err.starts_with("error: runtime RUNTIME_CONTAINER is not available"),
         "{err}"
     );
     ok(server.cli(&["delete", "demo"]));
