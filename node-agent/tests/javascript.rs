@@ -153,7 +153,7 @@ async fn runaway_module_stops_at_its_timeout_and_the_next_exec_runs() {
     let took = started.elapsed();
     assert_eq!(
         (r.code, r.error.as_str(), r.result.as_str()),
-        (1, "javascript: timed out after 2s", "null"),
+        (124, "javascript: timed out after 2s", "null"),
         "{r:?}"
     );
     assert!(r.stderr.contains("timed out after 2s"), "{r:?}");

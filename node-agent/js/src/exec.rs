@@ -21,8 +21,8 @@ use crate::stop::{StopReason, Stopper, human_bytes, human_secs};
 use crate::vfs::Vfs;
 use crate::{
     DEFAULT_MAX_OUTPUT_BYTES, DEFAULT_MEMORY_LIMIT_BYTES, DEFAULT_STACK_LIMIT_BYTES,
-    DEFAULT_TIMEOUT, EXIT_FAILURE, JsOutcome, JsRequest, MAX_STACK_LIMIT_BYTES, OutputChunk,
-    RunOptions, internal,
+    DEFAULT_TIMEOUT, EXIT_CANCELLED, EXIT_FAILURE, EXIT_OUTPUT_CAP, EXIT_TIMEOUT, JsOutcome,
+    JsRequest, MAX_STACK_LIMIT_BYTES, OutputChunk, RunOptions, internal,
 };
 
 /// Native stack beyond the JavaScript limit, for host calls (SQLite, ...)
@@ -126,7 +126,26 @@ pub(crate) async fn spawn(
     // host call is left to finish on its own.
     match tokio::time::timeout(STUCK_GRACE, rx).await {
         Ok(Ok(outcome)) => outcome,
-        _ => failure(stop_message(&stop, StopReason::Timeout)),
+        _ => {
+            let reason = stop.reason().unwrap_or(StopReason::Timeout);
+            stopped_outcome(reason, stop_message(&stop, reason))
+        }
+    }
+}
+
+/// The outcome of a run stopped by a limit or by cancellation; exit codes
+/// match the shell runtime's.
+fn stopped_outcome(reason: StopReason, error: String) -> JsOutcome {
+    let exit_code = match reason {
+        StopReason::Timeout => EXIT_TIMEOUT,
+        StopReason::Cancelled => EXIT_CANCELLED,
+        StopReason::OutputCap => EXIT_OUTPUT_CAP,
+        StopReason::Exit(code) => code,
+    };
+    JsOutcome {
+        exit_code,
+        result: None,
+        error: Some(error),
     }
 }
 
@@ -380,13 +399,13 @@ fn report<'js>(
                 );
                 st.out
                     .write_final(Stream::Stderr, format!("\n{msg}\n").as_bytes());
-                failure(msg)
+                stopped_outcome(StopReason::OutputCap, msg)
             }
             other => {
                 let msg = stop_message(&st.stop, other);
                 st.out
                     .write_final(Stream::Stderr, format!("{msg}\n").as_bytes());
-                failure(msg)
+                stopped_outcome(other, msg)
             }
         };
     }

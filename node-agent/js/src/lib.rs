@@ -55,8 +55,15 @@ pub const MAX_STACK_LIMIT_BYTES: usize = 64 * 1024 * 1024;
 /// Byte quota of the per-exec `/tmp` scratch filesystem.
 pub const SCRATCH_MAX_BYTES: u64 = 256 * 1024 * 1024;
 
-/// Exit code of an exec that ended with an uncaught error or a limit.
+/// Exit code of an exec that ended with an uncaught error, or at the memory
+/// or stack limit.
 pub const EXIT_FAILURE: i32 = 1;
+/// Exit code of a run stopped at its timeout (as `timeout(1)` and the shell runtime).
+pub const EXIT_TIMEOUT: i32 = 124;
+/// Exit code of a cancelled run (128 + SIGINT, as the shell runtime).
+pub const EXIT_CANCELLED: i32 = 130;
+/// Exit code of a run stopped at its output cap (128 + SIGPIPE, as the shell runtime).
+pub const EXIT_OUTPUT_CAP: i32 = 141;
 
 /// One JavaScript exec.
 ///
@@ -119,7 +126,9 @@ pub enum OutputChunk {
 /// How an exec ended.
 #[derive(Debug, Clone, PartialEq)]
 pub struct JsOutcome {
-    /// 0 on success, [`EXIT_FAILURE`] on an uncaught error or a limit, or the
+    /// 0 on success, [`EXIT_FAILURE`] on an uncaught error or the memory/stack
+    /// limits, [`EXIT_TIMEOUT`], [`EXIT_CANCELLED`] or [`EXIT_OUTPUT_CAP`] when
+    /// the run was stopped, or the
     /// code given to `process.exit`.
     pub exit_code: i32,
     /// The JSON result of the default export; `None` when the exec failed,

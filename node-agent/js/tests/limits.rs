@@ -17,6 +17,7 @@ async fn an_infinite_loop_times_out() {
     let t = Instant::now();
     let r = run_req(&c.fs, req).await;
     assert_eq!(r.err(), "javascript: timed out after 0.3s");
+    assert_eq!(r.outcome.exit_code, agentcomputer_js::EXIT_TIMEOUT);
     assert!(r.stderr.contains("timed out after 0.3s"));
     assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
 }
@@ -96,6 +97,7 @@ async fn output_past_the_cap_ends_the_exec() {
     req.max_output_bytes = 1000;
     let r = run_req(&c.fs, req).await;
     assert_eq!(r.err(), "javascript: output limit of 1000 bytes exceeded");
+    assert_eq!(r.outcome.exit_code, agentcomputer_js::EXIT_OUTPUT_CAP);
     let stdout_bytes: usize = r
         .chunks
         .iter()
@@ -120,6 +122,7 @@ async fn cancellation_stops_a_running_exec() {
     let t = Instant::now();
     let r = run_with(&c.fs, request("for (;;) {}"), Default::default(), cancel).await;
     assert_eq!(r.err(), "javascript: cancelled");
+    assert_eq!(r.outcome.exit_code, agentcomputer_js::EXIT_CANCELLED);
     assert!(t.elapsed() < Duration::from_secs(5));
     // Also while waiting on a timer.
     let cancel = CancellationToken::new();
