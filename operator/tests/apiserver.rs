@@ -460,6 +460,67 @@ async fn operator_chart_and_crd_against_a_real_apiserver() {
     );
     assert!(events.contains("Placed"), "{events}");
 
+    // --- Reconciling an unchanged computer writes nothing. ---
+    async fn versions(admin: &Client, pv: &str) -> Vec<String> {
+        let rv = |m: &kube::api::ObjectMeta| m.resource_version.clone().unwrap_or_default();
+        let mut out = vec![rv(&Api::<PersistentVolume>::all(admin.clone())
+            .get(pv)
+            .await
+            .unwrap()
+            .metadata)];
+        for name in ["scratch", "builder"] {
+            out.push(rv(&Api::<Secret>::namespaced(admin.clone(), NS)
+                .get(&format!("{name}-credential"))
+                .await
+                .unwrap()
+                .metadata));
+            out.push(rv(&Api::<NetworkPolicy>::namespaced(admin.clone(), NS)
+                .get(&format!("{name}-egress"))
+                .await
+                .unwrap()
+                .metadata));
+            out.push(rv(&Api::<PersistentVolumeClaim>::namespaced(
+                admin.clone(),
+                NS,
+            )
+            .get(&format!("{name}-workspace"))
+            .await
+            .unwrap()
+            .metadata));
+        }
+        out.push(rv(&Api::<Pod>::namespaced(admin.clone(), NS)
+            .get("builder-sandbox")
+            .await
+            .unwrap()
+            .metadata));
+        out
+    }
+    let before = versions(&admin, &pv_name).await;
+    let reconciles = |m: &str| -> u64 {
+        m.lines()
+            .find(|l| l.starts_with("agentcomputer_operator_reconciles_total{result=\"ok\"}"))
+            .and_then(|l| l.split_whitespace().last()?.parse().ok())
+            .unwrap_or(0)
+    };
+    let count_before = reconciles(&http_get(port1, "/metrics").await);
+    for name in ["scratch", "builder"] {
+        let poke = json!({"metadata": {"annotations": {"test/poke": "1"}}});
+        computers
+            .patch(name, &PatchParams::default(), &Patch::Merge(&poke))
+            .await
+            .unwrap();
+    }
+    eventually(30, "the poked computers to be reconciled", || async {
+        (reconciles(&http_get(port1, "/metrics").await) >= count_before + 2).then_some(())
+    })
+    .await;
+    tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+    assert_eq!(
+        versions(&admin, &pv_name).await,
+        before,
+        "an unchanged computer's objects were rewritten"
+    );
+
     // --- Updates: growing storage is accepted, shrinking is rejected. ---
     let grow = json!({"spec": {"storage": {"size": "6Gi"}}});
     computers

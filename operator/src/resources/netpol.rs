@@ -57,9 +57,12 @@ pub fn build(c: &AgentComputer, cfg: &Config) -> NetworkPolicy {
         },
         spec: Some(NetworkPolicySpec {
             pod_selector: Some(sandbox_selector(c)),
+            // No rule lists at all rather than empty ones: the API server
+            // drops empty lists, and applying them would rewrite the object
+            // on every reconcile.
             policy_types: Some(vec!["Ingress".into(), "Egress".into()]),
-            ingress: Some(vec![]),
-            egress: Some(rules),
+            ingress: None,
+            egress: (!rules.is_empty()).then_some(rules),
         }),
     }
 }
@@ -214,7 +217,7 @@ mod tests {
     }
 
     fn egress_of(np: &NetworkPolicy) -> Vec<NetworkPolicyEgressRule> {
-        np.spec.as_ref().unwrap().egress.clone().unwrap()
+        np.spec.as_ref().unwrap().egress.clone().unwrap_or_default()
     }
 
     #[test]
@@ -222,8 +225,8 @@ mod tests {
         let np = build(&computer(EgressSpec::default()), &Config::default());
         let spec = np.spec.as_ref().unwrap();
         assert_eq!(spec.policy_types.as_deref().unwrap(), ["Ingress", "Egress"]);
-        assert!(spec.egress.as_ref().unwrap().is_empty());
-        assert!(spec.ingress.as_ref().unwrap().is_empty());
+        assert!(spec.egress.is_none(), "no egress rule admits nothing");
+        assert!(spec.ingress.is_none(), "no ingress rule admits nothing");
         assert_eq!(
             spec.pod_selector
                 .as_ref()
