@@ -153,6 +153,30 @@ async fn operator_chart_and_crd_against_a_real_apiserver() {
     // but installs apply CRDs before the rest, as helm does.
     let out = cluster.kubectl(&["apply", "--dry-run=server", "-f", "-"], Some(&rendered));
     ok(&out, "kubectl apply --dry-run=server of the rendered chart");
+    // The plain form, with helm's default release name and namespace.
+    let plain = ok(
+        &cluster.helm(&["template", chart]),
+        "helm template with defaults",
+    );
+    ok(
+        &cluster.kubectl(&["apply", "--dry-run=server", "-f", "-"], Some(&plain)),
+        "dry run of the default render",
+    );
+    let monitored = ok(
+        &cluster.helm(&[
+            "template",
+            RELEASE,
+            chart,
+            "--set",
+            "metrics.serviceMonitor.enabled=true",
+        ]),
+        "helm template with ServiceMonitors",
+    );
+    assert_eq!(
+        monitored.matches("kind: ServiceMonitor").count(),
+        2,
+        "{monitored}"
+    );
     ok(
         &cluster.kubectl(&["apply", "--server-side", "-f", "-"], Some(&rendered)),
         "kubectl apply of the chart",
