@@ -37,7 +37,7 @@ pub struct MountOptions {
 }
 
 /// Default attribute and entry timeout; see `docs/fuse.md` for the benchmark.
-pub const DEFAULT_TTL: Duration = Duration::from_secs(60);
+pub const DEFAULT_TTL: Duration = Duration::from_secs(600);
 
 impl Default for MountOptions {
     fn default() -> Self {
