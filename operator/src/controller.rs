@@ -329,21 +329,26 @@ fn endpoint_of(ip: &str) -> String {
     }
 }
 
-/// Applies the PVC. A statically bound claim cannot be resized (the API
-/// server rejects the change), so an existing claim keeps its request; the
-/// quota the node agent enforces follows the PV's capacity instead.
+/// Applies the PVC requesting the quota. A statically bound claim cannot be
+/// resized (the API server rejects the change as invalid), so after a quota
+/// increase the claim keeps the request it has; the quota the node agent
+/// enforces follows the PV's capacity instead.
 async fn apply_claim(
     pvcs: &Api<PersistentVolumeClaim>,
     c: &AgentComputer,
     name: &str,
     storage_class: &str,
 ) -> Result<PersistentVolumeClaim> {
-    let existing = pvcs.get_opt(name).await?;
-    let request = existing
-        .as_ref()
-        .and_then(pvc::request_of)
-        .unwrap_or_else(|| c.spec.storage.size.clone());
-    apply_obj(pvcs, name, &pvc::build(c, storage_class, request)).await
+    let desired = pvc::build(c, storage_class, c.spec.storage.size.clone());
+    match apply_obj(pvcs, name, &desired).await {
+        Err(Error::Kube(kube::Error::Api(s))) if s.code == 422 => {
+            let Some(request) = pvcs.get_opt(name).await?.as_ref().and_then(pvc::request_of) else {
+                return Err(Error::Kube(kube::Error::Api(s)));
+            };
+            apply_obj(pvcs, name, &pvc::build(c, storage_class, request)).await
+        }
+        other => other,
+    }
 }
 
 struct SandboxState {

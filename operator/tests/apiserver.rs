@@ -556,6 +556,20 @@ async fn operator_chart_and_crd_against_a_real_apiserver() {
         (pv.spec?.capacity?["storage"].0 == "6Gi").then_some(())
     })
     .await;
+    // The API server does not resize a statically bound claim; it keeps its
+    // request and the computer stays Ready. The status is written after the
+    // claim, so once it shows the new capacity the claim was applied.
+    eventually(30, "status to show the new capacity", || async {
+        let c = computers.get("scratch").await.ok()?;
+        (c.status?.volume?.capacity?.0 == "6Gi").then_some(())
+    })
+    .await;
+    let claim = pvcs.get("scratch-workspace").await.unwrap();
+    assert_eq!(
+        claim.spec.unwrap().resources.unwrap().requests.unwrap()["storage"].0,
+        "5Gi"
+    );
+    wait_phase(&computers, "scratch", ComputerPhase::Ready, 10).await;
     let shrink = json!({"spec": {"storage": {"size": "1Gi"}}});
     let err = computers
         .patch("scratch", &PatchParams::default(), &Patch::Merge(&shrink))

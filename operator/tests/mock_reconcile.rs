@@ -788,3 +788,32 @@ async fn existing_volume_pins_the_node_even_when_status_is_stale() {
         "no second Placed event"
     );
 }
+
+#[tokio::test]
+async fn growing_storage_resizes_the_volume_and_keeps_the_claim_request() {
+    let mut env = env();
+    two_nodes(&mut env);
+    computer(&env, "c1", json!({"storage": {"size": "1Gi"}}));
+    settle(&env, "c1").await.unwrap();
+    let mut c = env.fake.get(&computer_path("c1")).unwrap();
+    c["spec"]["storage"]["size"] = json!("3Gi");
+    env.fake.put(&computer_path("c1"), c);
+    // The API server refuses to resize a statically bound claim.
+    env.fake.fail(
+        Method::PATCH,
+        "/persistentvolumeclaims/c1-workspace",
+        422,
+        1,
+    );
+    settle(&env, "c1").await.unwrap();
+    assert_eq!(
+        env.fake.get(PV).unwrap()["spec"]["capacity"]["storage"],
+        "3Gi"
+    );
+    assert_eq!(
+        env.fake.get(PVC).unwrap()["spec"]["resources"]["requests"]["storage"],
+        "1Gi"
+    );
+    let st = status(&current(&env, "c1"));
+    assert_eq!(st.volume.unwrap().capacity.unwrap().0, "3Gi");
+}
