@@ -20,7 +20,8 @@ impl TestMount {
         self.mnt.join(rel)
     }
 
-    pub fn unmount(mut self) {
+    /// Unmounts now; the engine, database and directories stay until drop.
+    pub fn unmount(&mut self) {
         self.handle.take().unwrap().unmount().unwrap();
     }
 }
@@ -33,11 +34,20 @@ impl Drop for TestMount {
 
 /// Whether FUSE can be used here; prints why not when it can't.
 pub fn fuse_available() -> bool {
-    if Path::new("/dev/fuse").exists() {
-        return true;
+    if !Path::new("/dev/fuse").exists() {
+        eprintln!("SKIPPED: /dev/fuse is absent, FUSE tests cannot run on this machine");
+        return false;
     }
-    eprintln!("SKIPPED: /dev/fuse is absent, FUSE tests cannot run on this machine");
-    false
+    if !is_root() && !Path::new("/usr/bin/fusermount3").exists() {
+        eprintln!("SKIPPED: not root and no fusermount3 (Debian package fuse3): cannot mount");
+        return false;
+    }
+    true
+}
+
+/// Whether this process runs as root (needed to act as another user).
+pub fn is_root() -> bool {
+    nix::unistd::geteuid().is_root()
 }
 
 /// A fresh engine mounted with `opts`, or `None` (skip) without /dev/fuse.

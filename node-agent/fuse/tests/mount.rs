@@ -1,0 +1,55 @@
+//! Mount lifecycle: unmounting (also while busy) and stale-mount cleanup.
+
+mod common;
+
+use std::io::Read;
+use std::path::Path;
+
+use agentcomputer_fuse::{MountOptions, cleanup_stale_mounts, mount};
+use common::mount_new;
+
+fn is_mountpoint(p: &Path) -> bool {
+    let info = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    let p = p.to_str().unwrap();
+    info.lines().any(|l| l.split(' ').nth(4) == Some(p))
+}
+
+#[test]
+fn unmount_frees_the_path_and_keeps_the_data() {
+    let Some(mut m) = mount_new() else { return };
+    std::fs::write(m.path("kept"), b"still here").unwrap();
+    let (fs, mnt) = (m.fs.clone(), m.mnt.clone());
+    assert!(is_mountpoint(&mnt));
+    m.unmount();
+    assert!(!is_mountpoint(&mnt));
+    assert!(!mnt.join("kept").exists());
+    // Mount the same engine again: the data is there.
+    let h = mount(fs, &mnt, MountOptions::default()).unwrap();
+    assert_eq!(std::fs::read(mnt.join("kept")).unwrap(), b"still here");
+    drop(h);
+    assert!(!is_mountpoint(&mnt));
+}
+
+#[test]
+fn busy_mount_is_detached_and_open_files_keep_working() {
+    let Some(mut m) = mount_new() else { return };
+    std::fs::write(m.path("open"), b"served after detach").unwrap();
+    let mut held = std::fs::File::open(m.path("open")).unwrap();
+    let mnt = m.mnt.clone();
+    m.unmount();
+    assert!(!is_mountpoint(&mnt), "the path is free at once");
+    let mut s = String::new();
+    held.read_to_string(&mut s).unwrap();
+    assert_eq!(s, "served after detach");
+}
+
+#[test]
+fn cleanup_leaves_live_mounts_alone() {
+    let Some(m) = mount_new() else { return };
+    assert_eq!(
+        cleanup_stale_mounts(m.dir.path()).unwrap(),
+        Vec::<std::path::PathBuf>::new()
+    );
+    assert!(is_mountpoint(&m.mnt));
+    std::fs::write(m.path("alive"), b"yes").unwrap();
+}
