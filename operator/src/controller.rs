@@ -187,13 +187,13 @@ pub async fn apply(c: Arc<AgentComputer>, ctx: Arc<Context>) -> Result<Action> {
     let token = token.unwrap_or_else(secret::new_token);
     apply_obj(&secrets, &secret_name, &secret::build(&c, &token)).await?;
 
-    // 3. Volume.
-    apply_obj(
-        &pvs,
-        &pv_name,
-        &pv::build(&c, &node, &hostname, &ctx.config.storage_class),
-    )
-    .await?;
+    // 3. Volume. While the Node object is gone its hostname label is unknown,
+    // and the PV's node affinity cannot change anyway: leave an existing PV be.
+    let keep_pv = node_obj.is_none() && pvs.get_opt(&pv_name).await?.is_some();
+    if !keep_pv {
+        let desired = pv::build(&c, &node, &hostname, &ctx.config.storage_class);
+        apply_obj(&pvs, &pv_name, &desired).await?;
+    }
     let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), &ns);
     let pvc_name = resources::pvc_name(&c);
     let claim = apply_claim(&pvcs, &c, &pvc_name, &ctx.config.storage_class).await?;

@@ -1,7 +1,8 @@
 //! Caches of Nodes and node-agent pods, and the trigger that re-reconciles
 //! every computer when placement inputs change (an agent becomes ready or
-//! goes away, a node's labels, taints, cordon or readiness change). Node
-//! heartbeats that change none of these do not trigger.
+//! goes away, a node's labels, taints, cordon or readiness change, a node or
+//! agent pod is deleted). Node heartbeats that change none of these do not
+//! trigger.
 
 use std::collections::hash_map::DefaultHasher;
 use std::collections::{BTreeMap, HashMap};
@@ -38,7 +39,6 @@ pub fn watch_placement_inputs(
         ),
     )
     .default_backoff()
-    .touched_objects()
     .filter_map(changed_by(node_key));
     let agent_api = Api::<Pod>::namespaced(client.clone(), &cfg.agent_namespace);
     let agent_events = reflector::reflector(
@@ -51,7 +51,6 @@ pub fn watch_placement_inputs(
         ),
     )
     .default_backoff()
-    .touched_objects()
     .filter_map(changed_by(agent_key));
     (
         nodes,
@@ -60,23 +59,29 @@ pub fn watch_placement_inputs(
     )
 }
 
-/// Passes an event on only when `key` of that object differs from the last
-/// one seen (or the object was deleted).
+/// Passes an event on when `key` of an object differs from the last one
+/// seen, when an object is deleted, and when a relist completes (it may have
+/// hidden deletions).
 fn changed_by<K: kube::Resource, F: Fn(&K) -> u64>(
     key: F,
-) -> impl FnMut(Result<K, watcher::Error>) -> future::Ready<Option<()>> {
+) -> impl FnMut(Result<watcher::Event<K>, watcher::Error>) -> future::Ready<Option<()>> {
     let mut seen: HashMap<String, u64> = HashMap::new();
     move |ev| {
         let out = match ev {
-            Ok(obj) => {
+            Ok(watcher::Event::Apply(obj) | watcher::Event::InitApply(obj)) => {
                 let k = if obj.meta().deletion_timestamp.is_some() {
                     0
                 } else {
                     key(&obj)
                 };
-                let name = obj.name_any();
-                (seen.insert(name, k) != Some(k)).then_some(())
+                (seen.insert(obj.name_any(), k) != Some(k)).then_some(())
             }
+            Ok(watcher::Event::Delete(obj)) => {
+                seen.remove(&obj.name_any());
+                Some(())
+            }
+            Ok(watcher::Event::InitDone) => Some(()),
+            Ok(watcher::Event::Init) => None,
             Err(e) => {
                 tracing::warn!(error = %e, "watch of placement inputs failed; retrying");
                 None
@@ -114,4 +119,45 @@ fn agent_key(p: &Pod) -> u64 {
     let node = p.spec.as_ref().and_then(|s| s.node_name.clone());
     let ip = p.status.as_ref().and_then(|s| s.pod_ip.clone());
     hash((node, ip, placement::pod_ready(p)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use futures::FutureExt;
+
+    fn node(name: &str, ready: bool, label: &str) -> Node {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": name, "labels": {"pool": label}},
+            "status": {"conditions": [{"type": "Ready", "status": if ready { "True" } else { "False" }}]}
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn only_placement_relevant_changes_and_deletions_trigger() {
+        let mut f = changed_by(node_key);
+        let mut fire = |ev: watcher::Event<Node>| f(Ok(ev)).now_or_never().unwrap().is_some();
+        assert!(!fire(watcher::Event::Init));
+        assert!(fire(watcher::Event::InitApply(node("a", true, "x"))));
+        assert!(fire(watcher::Event::InitDone));
+        // A heartbeat: same labels, taints, readiness.
+        assert!(!fire(watcher::Event::Apply(node("a", true, "x"))));
+        assert!(
+            fire(watcher::Event::Apply(node("a", false, "x"))),
+            "readiness changed"
+        );
+        assert!(
+            fire(watcher::Event::Apply(node("a", false, "y"))),
+            "labels changed"
+        );
+        assert!(
+            fire(watcher::Event::Delete(node("a", false, "y"))),
+            "deleted"
+        );
+        assert!(
+            fire(watcher::Event::Apply(node("a", false, "y"))),
+            "recreated"
+        );
+    }
 }

@@ -590,6 +590,21 @@ async fn operator_chart_and_crd_against_a_real_apiserver() {
     );
     set_agent_ready(&admin, &sn, ip, true).await;
     wait_phase(&computers, "scratch", ComputerPhase::Ready, 30).await;
+    // The Node object itself goes away and comes back (the PV, pinned to it,
+    // is left alone meanwhile: its node affinity is immutable).
+    let nodes: Api<Node> = Api::all(admin.clone());
+    nodes.delete(&sn, &DeleteParams::default()).await.unwrap();
+    let gone = wait_phase(&computers, "scratch", ComputerPhase::Unavailable, 30).await;
+    let ready = gone
+        .status
+        .unwrap()
+        .conditions
+        .into_iter()
+        .find(|c| c.type_ == "Ready")
+        .unwrap();
+    assert_eq!(ready.reason, "NodeGone", "{ready:?}");
+    add_node(&admin, &sn).await;
+    wait_phase(&computers, "scratch", ComputerPhase::Ready, 30).await;
 
     // --- Metrics and health of the leader. ---
     let metrics = http_get(port1, "/metrics").await;

@@ -128,6 +128,17 @@ impl Fake {
                     return (200, obj.clone());
                 }
                 let existing = objects.get(&path).cloned();
+                // Like the API server: a PV's node affinity is immutable.
+                if let Some(old) = &existing
+                    && path.contains("/persistentvolumes/")
+                    && !body["spec"]["nodeAffinity"].is_null()
+                    && body["spec"]["nodeAffinity"] != old["spec"]["nodeAffinity"]
+                {
+                    return (
+                        422,
+                        status_body(422, "Invalid", "nodeAffinity: field is immutable"),
+                    );
+                }
                 let next = if ctype.contains("apply-patch") {
                     let mut next = body;
                     match existing {
