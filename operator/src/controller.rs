@@ -42,6 +42,12 @@ use crate::{FIELD_MANAGER, FINALIZER, conditions, placement};
 pub const PENDING_RETRY: Duration = Duration::from_secs(30);
 /// How often a computer whose node agent is gone is rechecked.
 pub const UNAVAILABLE_RETRY: Duration = Duration::from_secs(30);
+/// How often a sandbox pod refused by the API server is tried again.
+pub const SANDBOX_REJECTED_RETRY: Duration = Duration::from_secs(30);
+/// Reason of `SandboxReady=False` (and of the Warning event) when the API
+/// server refuses the sandbox pod (HTTP 403 or 400, e.g. an exceeded
+/// ResourceQuota or an admission webhook).
+pub const SANDBOX_REJECTED: &str = "SandboxRejected";
 
 /// Entry point for the controller: wraps [`apply`] and [`cleanup`] in the
 /// finalizer protocol and records metrics.
@@ -302,6 +308,22 @@ pub async fn apply(c: Arc<AgentComputer>, ctx: Arc<Context>) -> Result<Action> {
         )
         .await;
     }
+    if let Some(s) = sandbox.as_ref().filter(|s| s.reason == SANDBOX_REJECTED) {
+        let was_rejected = old
+            .conditions
+            .iter()
+            .any(|x| x.type_ == ct::SANDBOX_READY && x.reason == SANDBOX_REJECTED);
+        if !was_rejected {
+            publish(
+                &ctx,
+                &c,
+                EventType::Warning,
+                SANDBOX_REJECTED,
+                s.message.clone(),
+            )
+            .await;
+        }
+    }
     match (old.phase, phase) {
         (Some(ComputerPhase::Ready), ComputerPhase::Unavailable) => {
             publish(&ctx, &c, EventType::Warning, "NodeAgentLost", ready_msg).await
@@ -405,6 +427,19 @@ async fn reconcile_sandbox(
                 message: "sandbox spec changed; the pod is being replaced".into(),
             };
             return Ok((Some(st), Some(Duration::from_secs(2))));
+        }
+        // Admission refused the pod (quota, Pod Security, a webhook, a
+        // missing service account): report it on the computer rather than
+        // fail the whole reconcile, so the volume, endpoint and in-process
+        // runtimes stay usable and the user sees why there is no sandbox.
+        Err(Error::Kube(kube::Error::Api(s))) if s.code == 403 || s.code == 400 => {
+            let st = SandboxState {
+                ready: false,
+                running: false,
+                reason: SANDBOX_REJECTED,
+                message: format!("the API server refused pod {name}: {}", s.message),
+            };
+            return Ok((Some(st), Some(SANDBOX_REJECTED_RETRY)));
         }
         Err(e) => return Err(e),
     };

@@ -727,6 +727,59 @@ async fn immutable_pod_change_replaces_the_sandbox() {
 }
 
 #[tokio::test]
+async fn refused_sandbox_pod_is_reported_and_the_computer_stays_usable() {
+    let mut env = env();
+    two_nodes(&mut env);
+    computer(
+        &env,
+        "c1",
+        json!({"storage": {"size": "1Gi"}, "runtimes": {"container": true}, "sandbox": {"image": "busybox"}}),
+    );
+    // As when a ResourceQuota or an admission webhook refuses the pod.
+    env.fake.fail(Method::PATCH, "/pods/c1-sandbox", 403, 2);
+    let action = settle(&env, "c1").await.unwrap();
+    let c = current(&env, "c1");
+    let st = status(&c);
+    assert_eq!(st.phase, Some(ComputerPhase::Ready));
+    assert!(st.endpoint.is_some(), "in-process runtimes stay reachable");
+    assert_eq!(st.sandbox_pod, None);
+    assert_eq!(condition(&c, "SandboxReady"), ("False", "SandboxRejected"));
+    let msg = &st
+        .conditions
+        .iter()
+        .find(|x| x.type_ == "SandboxReady")
+        .unwrap()
+        .message;
+    assert!(
+        msg.contains("injected fault"),
+        "API server's reason kept: {msg}"
+    );
+    assert_eq!(
+        action,
+        kube::runtime::controller::Action::requeue(std::time::Duration::from_secs(30))
+    );
+    assert_eq!(
+        env.fake.calls(Method::POST, "/events"),
+        2,
+        "Placed and SandboxRejected"
+    );
+
+    // Still refused: no second Warning for the same cause.
+    reconcile(Arc::new(current(&env, "c1")), env.ctx.clone())
+        .await
+        .unwrap();
+    assert_eq!(env.fake.calls(Method::POST, "/events"), 2);
+
+    // Once admitted the pod is created and the condition moves on.
+    settle(&env, "c1").await.unwrap();
+    assert!(env.fake.get(POD).is_some());
+    assert_eq!(
+        condition(&current(&env, "c1"), "SandboxReady"),
+        ("False", "Starting")
+    );
+}
+
+#[tokio::test]
 async fn idle_sandbox_is_stopped_and_restarted_on_activity() {
     let mut env = env();
     two_nodes(&mut env);
