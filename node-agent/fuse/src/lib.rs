@@ -14,8 +14,8 @@
 //! Semantics, caching and measurements: `docs/fuse.md`.
 
 mod convert;
-mod handles;
 mod invalidate;
+mod lookups;
 mod mount;
 mod options;
 mod server;

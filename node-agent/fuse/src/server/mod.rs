@@ -27,8 +27,8 @@ use fuser::{
 };
 
 use crate::convert::{errno, file_attr, file_type, negative_attr, timespec};
-use crate::handles::OpenFiles;
 use crate::invalidate::mark_serving;
+use crate::lookups::Lookups;
 use crate::options::MountOptions;
 use owner::new_inode_owner;
 
@@ -42,7 +42,8 @@ pub(crate) struct Server {
     /// `st_blksize`: the engine's chunk size, so `cp` and stdio use
     /// buffers that fill whole chunks.
     blksize: u32,
-    files: OpenFiles,
+    /// Kernel references to inodes, each holding an engine handle.
+    lookups: Lookups,
 }
 
 impl Server {
@@ -53,7 +54,7 @@ impl Server {
             id,
             opts,
             blksize,
-            files: OpenFiles::default(),
+            lookups: Lookups::default(),
         }
     }
 
@@ -67,7 +68,9 @@ impl Server {
         file_attr(a, self.blksize)
     }
 
+    /// Answers with an entry, counting the kernel's new reference first.
     fn reply_entry(&self, reply: ReplyEntry, r: Result<Attr>) {
+        let r = r.and_then(|a| self.lookups.remember(&self.fs, a.ino).map(|()| a));
         match r {
             Ok(a) => reply.entry_with_ttls(
                 &self.opts.attr_ttl,
@@ -170,7 +173,7 @@ impl Filesystem for Server {
     }
 
     fn destroy(&mut self) {
-        self.files.clear();
+        self.lookups.clear();
     }
 
     fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
@@ -185,6 +188,12 @@ impl Filesystem for Server {
                 ),
             r => self.reply_entry(reply, r),
         }
+    }
+
+    fn forget(&self, _req: &Request, ino: INodeNo, nlookup: u64) {
+        self.enter();
+        // Dropping the last handle of an unlinked inode frees its data.
+        drop(self.lookups.forget(ino.0, nlookup));
     }
 
     fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
@@ -345,12 +354,12 @@ impl Filesystem for Server {
         self.reply_entry(reply, r);
     }
 
-    fn open(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
-        self.enter();
-        match self.fs.open_inode(ino.0) {
-            Ok(h) => reply.opened(FileHandle(self.files.insert(h)), self.open_flags()),
-            Err(e) => reply.error(errno(&e)),
-        }
+    fn open(&self, _req: &Request, _ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+        // ENOSYS: the kernel opens files without asking from now on (no
+        // OPEN and RELEASE round trips) with FOPEN_KEEP_CACHE
+        // (fs/fuse/file.c, fuse_file_open). Lookup counts keep unlinked
+        // open files alive instead of per-open handles.
+        reply.error(fuser::Errno::ENOSYS);
     }
 
     fn read(
@@ -400,24 +409,23 @@ impl Filesystem for Server {
         _lock_owner: LockOwner,
         reply: ReplyEmpty,
     ) {
-        // Every write is committed when it is answered: nothing to flush.
-        reply.ok();
+        // Writes are committed when answered and locks are the kernel's:
+        // nothing to flush. ENOSYS stops FLUSH for good (fs/fuse/file.c,
+        // fuse_flush sets no_flush), also for files opened without OPEN.
+        reply.error(fuser::Errno::ENOSYS);
     }
 
     fn release(
         &self,
         _req: &Request,
         _ino: INodeNo,
-        fh: FileHandle,
+        _fh: FileHandle,
         _flags: OpenFlags,
         _lock_owner: Option<LockOwner>,
         _flush: bool,
         reply: ReplyEmpty,
     ) {
-        self.enter();
-        let h = self.files.remove(fh.0);
-        // Dropping the last handle of an unlinked inode frees its data.
-        drop(h);
+        // Only files made by CREATE are released; they hold nothing.
         reply.ok();
     }
 
@@ -477,17 +485,30 @@ impl Filesystem for Server {
         mut reply: ReplyDirectoryPlus,
     ) {
         self.enter();
-        let r = dir::list(&self.fs, ino.0, offset, |e| match self.fs.getattr(e.ino) {
-            Ok(a) => reply.add(
+        let r = dir::list(&self.fs, ino.0, offset, |e| {
+            // `.` and `..` give the kernel no reference (fs/fuse/readdir.c,
+            // fuse_direntplus_link); every other entry does.
+            let counted = e.name != b"." && e.name != b"..";
+            let Ok(a) = self.fs.getattr(e.ino) else {
+                // Removed since the listing was read: skip it.
+                return false;
+            };
+            if counted && self.lookups.remember(&self.fs, e.ino).is_err() {
+                return false;
+            }
+            let full = reply.add(
                 INodeNo(e.ino),
                 e.offset,
                 OsStr::from_bytes(e.name),
                 &self.opts.entry_ttl,
                 &self.attr(&a),
                 GEN,
-            ),
-            // Removed since the listing was read: skip it.
-            Err(_) => false,
+            );
+            if full && counted {
+                // Not sent after all: give the reference back.
+                drop(self.lookups.forget(e.ino, 1));
+            }
+            full
         });
         match r {
             Ok(()) => reply.ok(),
@@ -612,18 +633,15 @@ impl Filesystem for Server {
                 }),
             r => r,
         };
-        let r = made.and_then(|a| Ok((self.fs.open_inode(a.ino)?, a)));
+        let r = made.and_then(|a| self.lookups.remember(&self.fs, a.ino).map(|()| a));
         match r {
-            Ok((h, a)) => {
-                let fh = self.files.insert(h);
-                reply.created(
-                    &self.opts.entry_ttl,
-                    &self.attr(&a),
-                    GEN,
-                    FileHandle(fh),
-                    self.open_flags(),
-                )
-            }
+            Ok(a) => reply.created(
+                &self.opts.entry_ttl,
+                &self.attr(&a),
+                GEN,
+                FileHandle(0),
+                self.open_flags(),
+            ),
             Err(e) => reply.error(errno(&e)),
         }
     }

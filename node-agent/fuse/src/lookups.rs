@@ -1,0 +1,119 @@
+//! Kernel inode references, each backed by an engine [`Handle`].
+//!
+//! Every entry reply (lookup, create, mknod, mkdir, symlink, link,
+//! readdirplus) gives the kernel one more reference to an inode, and
+//! FORGET gives them back (fuse_lowlevel.h, "lookup count"). While the
+//! kernel holds a reference it may use the inode, in particular for files
+//! a process still has open or mapped after they were unlinked. So the
+//! mount keeps one engine handle per referenced inode: the engine keeps an
+//! unlinked inode's data until FORGET, exactly as long as the kernel can
+//! still read it. This replaces per-open handles, so the server can let
+//! the kernel open files without asking it (no OPEN or RELEASE round
+//! trips).
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use agentcomputer_fs::{Fs, Handle, Ino, ROOT_INO, Result};
+
+const SHARDS: usize = 16;
+
+/// Lookup counts of one mount, sharded by inode number so concurrent
+/// requests rarely meet on a lock.
+pub(crate) struct Lookups {
+    shards: Vec<Mutex<HashMap<Ino, (u64, Handle)>>>,
+}
+
+impl Default for Lookups {
+    fn default() -> Self {
+        Lookups {
+            shards: (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect(),
+        }
+    }
+}
+
+impl Lookups {
+    fn shard(&self, ino: Ino) -> std::sync::MutexGuard<'_, HashMap<Ino, (u64, Handle)>> {
+        self.shards[(ino as usize) % SHARDS]
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Counts one more kernel reference to `ino`, opening an engine handle
+    /// for the first. The root is never forgotten and needs none.
+    ///
+    /// Errors: `ENOENT` if the inode is already gone (a concurrent removal).
+    pub(crate) fn remember(&self, fs: &Fs, ino: Ino) -> Result<()> {
+        if ino == ROOT_INO {
+            return Ok(());
+        }
+        let mut shard = self.shard(ino);
+        if let Some((n, _)) = shard.get_mut(&ino) {
+            *n += 1;
+            return Ok(());
+        }
+        let h = fs.open_inode(ino)?;
+        shard.insert(ino, (1, h));
+        Ok(())
+    }
+
+    /// Takes back `n` references; the last one returns the engine handle,
+    /// which the caller drops outside the lock (dropping the last handle
+    /// of an unlinked inode writes to the database).
+    pub(crate) fn forget(&self, ino: Ino, n: u64) -> Option<Handle> {
+        let mut shard = self.shard(ino);
+        let (count, _) = shard.get_mut(&ino)?;
+        *count = count.saturating_sub(n);
+        if *count > 0 {
+            return None;
+        }
+        shard.remove(&ino).map(|(_, h)| h)
+    }
+
+    /// Drops every handle (the connection ended).
+    pub(crate) fn clear(&self) {
+        for s in &self.shards {
+            let all: Vec<(u64, Handle)> = s
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .drain()
+                .map(|(_, v)| v)
+                .collect();
+            drop(all);
+        }
+    }
+
+    /// Inodes the kernel holds references to (for tests and metrics).
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
+        self.shards.iter().map(|s| s.lock().unwrap().len()).sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use agentcomputer_fs::{FileKind, Limits, Owner};
+
+    #[test]
+    fn unlinked_inode_lives_until_the_last_reference_is_forgotten() {
+        let dir = tempfile::tempdir().unwrap();
+        let fs = Fs::create(&dir.path().join("db"), Limits::default()).unwrap();
+        let a = fs
+            .mknod(ROOT_INO, b"f", FileKind::RegularFile, 0o644, 0, Owner::ROOT)
+            .unwrap();
+        fs.write(a.ino, 0, b"data").unwrap();
+        let l = Lookups::default();
+        l.remember(&fs, a.ino).unwrap();
+        l.remember(&fs, a.ino).unwrap();
+        l.remember(&fs, ROOT_INO).unwrap();
+        assert_eq!(l.len(), 1);
+        fs.unlink(ROOT_INO, b"f").unwrap();
+        assert!(l.forget(a.ino, 1).is_none());
+        assert_eq!(fs.read(a.ino, 0, 10).unwrap(), b"data");
+        drop(l.forget(a.ino, 1).expect("last reference"));
+        assert!(fs.getattr(a.ino).is_err(), "freed with the last reference");
+        assert!(l.forget(a.ino, 1).is_none());
+        assert!(fs.check().unwrap().is_empty());
+    }
+}
