@@ -68,6 +68,23 @@ fn engine_writes_are_visible_through_the_mount_at_once() {
     .unwrap();
     assert_eq!(cat(&note), "version two, appended");
 
+    // Shrinking through the engine shrinks what the kernel reports.
+    let put = |data: &[u8]| {
+        fs.write_all(
+            ROOT_INO,
+            b"/note",
+            data,
+            WriteMode::Truncate,
+            0o644,
+            Owner::ROOT,
+        )
+        .unwrap()
+    };
+    put(b"v3");
+    assert_eq!(cat(&note), "v3");
+    assert_eq!(std::fs::metadata(&note).unwrap().len(), 2);
+    put(b"version two, appended");
+
     fs.write_all(
         ROOT_INO,
         b"/later",
@@ -154,4 +171,22 @@ fn two_mounts_of_one_engine_see_each_other() {
         std::thread::sleep(Duration::from_millis(5));
     }
     b.unmount().unwrap();
+}
+
+#[test]
+fn engine_unlink_of_a_cached_file_frees_its_data_once_the_kernel_forgets() {
+    let Some(m) = mount_new() else { return };
+    std::fs::write(m.path("big"), vec![3u8; 500_000]).unwrap();
+    assert_eq!(std::fs::read(m.path("big")).unwrap().len(), 500_000);
+    m.fs.unlink(ROOT_INO, b"big").unwrap();
+    assert!(std::fs::metadata(m.path("big")).is_err());
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while m.fs.statfs().unwrap().used_bytes >= 500_000 {
+        assert!(
+            Instant::now() < deadline,
+            "the kernel never forgot the unlinked inode"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert!(m.fs.check().unwrap().is_empty());
 }
