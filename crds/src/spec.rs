@@ -27,6 +27,7 @@ use crate::status::AgentComputerStatus;
     namespaced,
     status = "AgentComputerStatus",
     derive = "PartialEq",
+    validation = Rule::new("!(has(self.spec.runtimes) && has(self.spec.runtimes.container) && self.spec.runtimes.container) || has(self.spec.sandbox)").message("spec.sandbox (with at least its image) is required when spec.runtimes.container is true"),
     validation = Rule::new("size(self.metadata.name) <= 52").message("metadata.name of an AgentComputer must be at most 52 characters: it also names the computer's volume claim, secret and sandbox pod"),
     doc = "AgentComputer is a persistent computer for an AI agent: one SQLite database holding a whole POSIX filesystem, placed on a node that runs the node agent, with in-process shell and JavaScript runtimes and an optional sandbox pod that mounts the same files at /workspace.",
     printcolumn(name = "Phase", type_ = "string", json_path = ".status.phase", description = "Lifecycle phase of the computer"),
@@ -46,8 +47,8 @@ pub struct AgentComputerSpec {
     #[serde(default)]
     pub runtimes: RuntimesSpec,
 
-    /// The sandbox pod used by the container runtime. Ignored unless
-    /// runtimes.container is true.
+    /// The sandbox pod used by the container runtime. Required when
+    /// runtimes.container is true, ignored otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sandbox: Option<SandboxSpec>,
 

@@ -262,6 +262,10 @@ async fn operator_chart_and_crd_against_a_real_apiserver() {
             r#"{"metadata":{"name":"policy"},"spec":{"storage":{"size":"1Gi","reclaimPolicy":"Recycle"}}}"#,
             "Unsupported value: \"Recycle\"",
         ),
+        (
+            r#"{"metadata":{"name":"nosandbox"},"spec":{"storage":{"size":"1Gi"},"runtimes":{"container":true}}}"#,
+            "spec.sandbox (with at least its image) is required when spec.runtimes.container is true",
+        ),
     ];
     for (body, want) in invalid {
         let mut v: serde_json::Value = serde_json::from_str(body).unwrap();
