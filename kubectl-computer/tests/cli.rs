@@ -284,7 +284,9 @@ fn javascript_timeout_and_streaming() {
         "while(true){}",
     ]);
     let took = started.elapsed();
-    let err = fails(out);
+    // 124 like timeout(1) and the shell runtime.
+    assert_eq!(out.status.code(), Some(124), "{}", text(&out.stderr));
+    let err = text(&out.stderr);
     assert_eq!(err.trim_end(), "javascript: timed out after 2s");
     assert!(
         took >= Duration::from_secs(2) && took < Duration::from_secs(6),
