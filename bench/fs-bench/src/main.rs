@@ -64,6 +64,8 @@ fn main() -> Result<()> {
 
     let disk = tempdir_in(&args.disk, "fs-bench")?;
     let shm = tempdir_in(&args.tmpfs, "fs-bench")?;
+    // Declared before the mount, so dropped (removed) after it, also on error.
+    let _cleanup = RemoveOnDrop(vec![disk.clone(), shm.clone()]);
     let home = disk.join("home");
     std::fs::create_dir(&home)?;
     let random_src = shm.join("random-64MiB");
@@ -154,9 +156,18 @@ fn main() -> Result<()> {
     }
     std::fs::write(&args.json, serde_json::to_string_pretty(&doc)?)?;
     eprintln!("wrote {}", args.json.display());
-    let _ = std::fs::remove_dir_all(&shm);
-    let _ = std::fs::remove_dir_all(&disk);
     Ok(())
+}
+
+/// Removes the benchmark's scratch directories when dropped.
+struct RemoveOnDrop(Vec<PathBuf>);
+
+impl Drop for RemoveOnDrop {
+    fn drop(&mut self) {
+        for d in &self.0 {
+            let _ = std::fs::remove_dir_all(d);
+        }
+    }
 }
 
 fn tempdir_in(parent: &Path, prefix: &str) -> Result<PathBuf> {
