@@ -53,3 +53,32 @@ fn cleanup_leaves_live_mounts_alone() {
     assert!(is_mountpoint(&m.mnt));
     std::fs::write(m.path("alive"), b"yes").unwrap();
 }
+
+#[test]
+fn writeback_cache_mode_serves_reads_and_writes() {
+    use std::io::Write;
+    let Some(m) = common::mount_with(MountOptions {
+        writeback_cache: true,
+        ..MountOptions::default()
+    }) else {
+        return;
+    };
+    let p = m.path("wb");
+    let mut f = std::fs::File::create(&p).unwrap();
+    for i in 0..1000 {
+        writeln!(f, "line {i}").unwrap();
+    }
+    // The kernel holds the data until fsync or close.
+    f.sync_all().unwrap();
+    let ino = std::os::unix::fs::MetadataExt::ino(&f.metadata().unwrap());
+    let stored = m.fs.read_all(ino).unwrap();
+    assert_eq!(
+        stored.len(),
+        (0..1000)
+            .map(|i| format!("line {i}\n").len())
+            .sum::<usize>()
+    );
+    drop(f);
+    let back = std::fs::read_to_string(&p).unwrap();
+    assert!(back.starts_with("line 0\nline 1\n") && back.ends_with("line 999\n"));
+}
