@@ -10,6 +10,7 @@ pub mod api;
 mod blocking;
 pub mod computer;
 pub mod local;
+pub mod mounts;
 pub mod registry;
 
 pub use local::{LocalConfig, serve};

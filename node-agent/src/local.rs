@@ -39,9 +39,21 @@ pub fn default_data_dir() -> Option<PathBuf> {
     dirs::data_dir().map(|d| d.join("agentcomputer"))
 }
 
+/// Lazily unmounts the dead host mounts that a previous run on `data_dir`
+/// recorded (it was killed while mounted, so they fail with `ENOTCONN`).
+/// Failures are logged: they must not stop the agent from starting.
+pub fn cleanup_stale_mounts(data_dir: &std::path::Path) {
+    if data_dir.is_dir()
+        && let Err(e) = crate::mounts::cleanup_recorded(data_dir)
+    {
+        warn!(error = %e, "could not clean up the mounts of a previous run");
+    }
+}
+
 /// Serves the API on `listener` until `shutdown` completes. Then running
 /// execs are cancelled, calls get [`SHUTDOWN_GRACE`] to finish, and every
-/// computer is closed cleanly (its usage recorded). Errors: the data
+/// computer is unmounted and closed cleanly (its usage recorded). Call
+/// [`cleanup_stale_mounts`] before, so a killed previous run's mounts are gone. Errors: the data
 /// directory cannot be prepared, or the server fails.
 pub async fn serve<S>(listener: TcpListener, config: LocalConfig, shutdown: S) -> anyhow::Result<()>
 where

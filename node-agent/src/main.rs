@@ -3,7 +3,9 @@
 //! `node-agent local [--data-dir DIR] [--listen ADDR] [--idle-timeout DUR]`
 //! serves the gRPC API without a cluster. It prints `listening on ADDR` on
 //! stdout once ready (useful with `--listen 127.0.0.1:0`), logs to stderr
-//! (`RUST_LOG`, default `info`), and shuts down cleanly on SIGINT or SIGTERM.
+//! (`RUST_LOG`, default `info`), and shuts down cleanly on SIGINT or SIGTERM
+//! (unmounting its host mounts). At start it removes the dead host mounts a
+//! killed previous run left behind.
 
 use std::io::IsTerminal;
 use std::net::SocketAddr;
@@ -62,6 +64,9 @@ fn main() -> anyhow::Result<()> {
                         "no data directory: pass --data-dir (no home directory is known)",
                     )?,
                 };
+                // Before announcing readiness: a client may use the old
+                // mountpoints as soon as it sees the address.
+                local::cleanup_stale_mounts(&data_dir);
                 let listener = tokio::net::TcpListener::bind(listen)
                     .await
                     .with_context(|| format!("cannot listen on {listen}"))?;

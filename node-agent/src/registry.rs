@@ -7,6 +7,10 @@
 //! (hibernated): its usage is written to `computer.json` and the engine is
 //! dropped, so idle computers cost no memory; the next request reopens it.
 //!
+//! A computer mounted on the host over FUSE ([`Registry::mount`]) holds its
+//! engine, so it is never hibernated; its mounts end on unmount, delete and
+//! shutdown, and are recorded in `<data>/mounts.json` ([`crate::mounts`]).
+//!
 //! Opening, closing, creating and deleting are serialised by one async lock,
 //! so there is never more than one engine instance per computer. Requests for
 //! an already open computer take only a short synchronous lock.
@@ -19,11 +23,13 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use agentcomputer_fs::{Fs, Limits};
+use agentcomputer_fuse::{MountHandle, MountOptions};
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
 use crate::blocking::blocking;
 use crate::computer::{self, DB_FILE, SETTINGS_FILE, Settings, Usage};
+use crate::mounts::{self, MountRecord};
 
 /// Why a registry call failed.
 #[derive(Debug, thiserror::Error)]
@@ -48,6 +54,10 @@ pub enum RegistryError {
         name: String,
         source: agentcomputer_fs::Error,
     },
+    /// A host mount or unmount failed; `source` carries the errno
+    /// (`EINVAL`, `ENOENT`, `ENOTDIR`, `EBUSY`, or the kernel's).
+    #[error("{path}: {source}")]
+    Mount { path: String, source: io::Error },
 }
 
 /// What the registry reports about one computer.
@@ -69,6 +79,7 @@ pub struct Registry {
 }
 
 struct Inner {
+    data_dir: PathBuf,
     computers_dir: PathBuf,
     idle_timeout: Duration,
     open: Mutex<HashMap<String, Arc<Slot>>>,
@@ -85,6 +96,9 @@ struct Slot {
     last_used: Mutex<Instant>,
     /// Cancelled when the computer is deleted or the agent shuts down.
     cancel: CancellationToken,
+    /// Host FUSE mounts of this engine, by mountpoint. Non-empty keeps the
+    /// slot open. Changed only under the lifecycle lock.
+    mounts: Mutex<HashMap<PathBuf, MountHandle>>,
 }
 
 /// The right to use one computer's engine; keeps it open while held.
@@ -145,6 +159,7 @@ impl Registry {
         }
         Ok(Registry {
             inner: Arc::new(Inner {
+                data_dir: data_dir.to_path_buf(),
                 computers_dir,
                 idle_timeout,
                 open: Mutex::new(HashMap::new()),
@@ -213,8 +228,11 @@ impl Registry {
         if !dir.join(SETTINGS_FILE).exists() {
             return Err(RegistryError::NotFound(name.to_string()));
         }
-        if let Some(slot) = lock(&self.inner.open).remove(name) {
+        let removed = lock(&self.inner.open).remove(name);
+        if let Some(slot) = removed {
             slot.cancel.cancel();
+            unmount_all(&slot).await;
+            self.save_mounts().await;
         }
         let trash = self
             .inner
@@ -257,6 +275,7 @@ impl Registry {
             active: AtomicUsize::new(1),
             last_used: Mutex::new(Instant::now()),
             cancel: self.inner.shutdown.child_token(),
+            mounts: Mutex::new(HashMap::new()),
         });
         lock(&self.inner.open).insert(name.to_string(), slot.clone());
         info!(computer = name, "opened computer");
@@ -350,7 +369,9 @@ impl Registry {
             let names: Vec<String> = map
                 .iter()
                 .filter(|(_, s)| {
-                    s.active.load(Ordering::SeqCst) == 0 && lock(&s.last_used).elapsed() >= idle
+                    s.active.load(Ordering::SeqCst) == 0
+                        && lock(&s.last_used).elapsed() >= idle
+                        && lock(&s.mounts).is_empty()
                 })
                 .map(|(n, _)| n.clone())
                 .collect();
@@ -368,10 +389,16 @@ impl Registry {
         self.inner.shutdown.cancel();
     }
 
-    /// Closes every open computer that has no lease, recording its usage.
-    /// Computers still leased are left open (and logged). For shutdown.
+    /// Unmounts every host mount, then closes every open computer that has
+    /// no lease, recording its usage. Computers still leased are left open
+    /// (and logged). For shutdown.
     pub async fn close_all(&self) {
         let _guard = self.inner.lifecycle.lock().await;
+        let all: Vec<Arc<Slot>> = lock(&self.inner.open).values().cloned().collect();
+        for slot in &all {
+            unmount_all(slot).await;
+        }
+        self.save_mounts().await;
         let slots: Vec<Arc<Slot>> = {
             let mut map = lock(&self.inner.open);
             let names: Vec<String> = map.keys().cloned().collect();
@@ -389,6 +416,104 @@ impl Registry {
         };
         for slot in slots {
             close_slot(slot).await;
+        }
+    }
+
+    /// Mounts computer `name` over FUSE at the host directory `path`
+    /// (see [`crate::mounts::check_mount_dir`] for its checks) and records
+    /// the mount. Errors: as [`Registry::acquire`], or `Mount` with
+    /// `EINVAL`, `ENOENT`, `ENOTDIR`, `EBUSY` or the kernel's errno.
+    pub async fn mount(&self, name: &str, path: &Path) -> Result<(), RegistryError> {
+        let lease = self.acquire(name).await?;
+        let _guard = self.inner.lifecycle.lock().await;
+        if lease.slot.cancel.is_cancelled() {
+            // Deleted (or shutting down) while we waited.
+            return Err(RegistryError::NotFound(name.to_string()));
+        }
+        let mount_err = |source| RegistryError::Mount {
+            path: path.display().to_string(),
+            source,
+        };
+        let busy = lock(&self.inner.open)
+            .values()
+            .any(|s| lock(&s.mounts).contains_key(path));
+        if busy {
+            return Err(mount_err(io::Error::from_raw_os_error(
+                nix::errno::Errno::EBUSY as i32,
+            )));
+        }
+        let fs = lease.fs().clone();
+        let target = path.to_path_buf();
+        let opts = MountOptions {
+            fsname: format!("agentcomputer:{name}"),
+            ..MountOptions::default()
+        };
+        let handle = blocking(move || {
+            mounts::check_mount_dir(&target)?;
+            agentcomputer_fuse::mount(fs, &target, opts)
+        })
+        .await
+        .map_err(mount_err)?;
+        lock(&lease.slot.mounts).insert(path.to_path_buf(), handle);
+        info!(computer = name, path = %path.display(), "mounted computer");
+        self.save_mounts().await;
+        Ok(())
+    }
+
+    /// Unmounts the mount of computer `name` at `path` and updates the
+    /// record. A busy mount is detached lazily. Errors: `InvalidName`,
+    /// `Mount` with `EINVAL` (relative path), `ENOENT` (no such mount) or
+    /// the errno of `umount2(2)`.
+    pub async fn unmount(&self, name: &str, path: &Path) -> Result<(), RegistryError> {
+        check_name(name)?;
+        let mount_err = |errno: nix::errno::Errno| RegistryError::Mount {
+            path: path.display().to_string(),
+            source: io::Error::from_raw_os_error(errno as i32),
+        };
+        if !path.is_absolute() {
+            return Err(mount_err(nix::errno::Errno::EINVAL));
+        }
+        let _guard = self.inner.lifecycle.lock().await;
+        let slot = lock(&self.inner.open).get(name).cloned();
+        let handle = slot.and_then(|s| lock(&s.mounts).remove(path));
+        let Some(handle) = handle else {
+            return Err(mount_err(nix::errno::Errno::ENOENT));
+        };
+        let result = blocking(move || handle.unmount()).await;
+        self.save_mounts().await;
+        result.map_err(|source| RegistryError::Mount {
+            path: path.display().to_string(),
+            source,
+        })?;
+        info!(computer = name, path = %path.display(), "unmounted computer");
+        Ok(())
+    }
+
+    /// The host mounts now, sorted by computer then path.
+    pub fn mounts(&self) -> Vec<MountRecord> {
+        let mut out: Vec<MountRecord> = lock(&self.inner.open)
+            .iter()
+            .flat_map(|(name, s)| {
+                lock(&s.mounts)
+                    .keys()
+                    .map(|p| MountRecord {
+                        computer: name.clone(),
+                        path: p.clone(),
+                    })
+                    .collect::<Vec<_>>()
+            })
+            .collect();
+        out.sort_by(|a, b| (&a.computer, &a.path).cmp(&(&b.computer, &b.path)));
+        out
+    }
+
+    /// Rewrites `mounts.json` from the live mounts; failures are logged
+    /// (the record only helps the next start clean up).
+    async fn save_mounts(&self) {
+        let records = self.mounts();
+        let dir = self.inner.data_dir.clone();
+        if let Err(e) = blocking(move || mounts::save_records(&dir, &records)).await {
+            warn!(error = %e, "could not record host mounts");
         }
     }
 
@@ -509,6 +634,18 @@ async fn live_info(lease: Lease) -> Result<ComputerInfo, RegistryError> {
         },
         open: true,
     })
+}
+
+/// Unmounts every host mount of `slot`, logging failures.
+async fn unmount_all(slot: &Arc<Slot>) {
+    let handles: Vec<(PathBuf, MountHandle)> = lock(&slot.mounts).drain().collect();
+    for (path, handle) in handles {
+        let name = slot.settings.name.clone();
+        match blocking(move || handle.unmount()).await {
+            Ok(()) => info!(computer = %name, path = %path.display(), "unmounted computer"),
+            Err(e) => warn!(computer = %name, path = %path.display(), error = %e, "unmount failed"),
+        }
+    }
 }
 
 /// Records a closed computer's usage and drops its engine.

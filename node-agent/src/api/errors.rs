@@ -110,6 +110,10 @@ impl From<RegistryError> for Status {
                 tracing::error!(%message, "engine failed to open or create");
                 errno_detail(source.errno(), message)
             }
+            RegistryError::Mount { path, source } => match source.raw_os_error() {
+                Some(raw) => errno_status(Errno::from_raw(raw), &path),
+                None => errno_detail(Errno::EIO, message),
+            },
         }
     }
 }
@@ -164,5 +168,11 @@ mod tests {
             Status::from(RegistryError::InvalidName("Bad".into())).code(),
             Code::InvalidArgument
         );
+        let s = Status::from(RegistryError::Mount {
+            path: "/tmp/m".into(),
+            source: std::io::Error::from_raw_os_error(Errno::EBUSY as i32),
+        });
+        assert_eq!(s.code(), Code::FailedPrecondition);
+        assert_eq!(s.message(), "EBUSY: device or resource busy: /tmp/m");
     }
 }

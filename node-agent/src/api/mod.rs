@@ -10,6 +10,7 @@ mod convert;
 pub mod errors;
 mod exec;
 mod fs;
+mod mount;
 pub mod paths;
 mod read;
 mod search;
@@ -91,6 +92,24 @@ impl AgentComputer for Service {
         _req: Request<pb::ListComputersRequest>,
     ) -> Result<Response<pb::ListComputersResponse>, Status> {
         computers::list(&self.registry).await.map(Response::new)
+    }
+
+    async fn mount(
+        &self,
+        req: Request<pb::MountRequest>,
+    ) -> Result<Response<pb::MountResponse>, Status> {
+        mount::mount(&self.registry, req.into_inner())
+            .await
+            .map(Response::new)
+    }
+
+    async fn unmount(
+        &self,
+        req: Request<pb::UnmountRequest>,
+    ) -> Result<Response<pb::UnmountResponse>, Status> {
+        mount::unmount(&self.registry, req.into_inner())
+            .await
+            .map(Response::new)
     }
 
     async fn stat(&self, req: Request<pb::StatRequest>) -> Result<Response<pb::FileInfo>, Status> {

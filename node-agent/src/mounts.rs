@@ -1,0 +1,153 @@
+//! Host FUSE mounts of computers (local mode): checking a mount directory,
+//! and the record of live mounts that lets the next start clean up after
+//! an agent that was killed.
+//!
+//! The record is `<data-dir>/mounts.json`, a JSON array of
+//! `{"computer": NAME, "path": ABSOLUTE_DIR}`, rewritten atomically after
+//! every mount and unmount. A killed agent's mounts stay in the kernel with
+//! no server (every access fails with `ENOTCONN`); at the next start
+//! [`cleanup_recorded`] lazily unmounts those that are dead.
+
+use std::io;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use tracing::{info, warn};
+
+/// File name of the mount record inside the data directory.
+pub const RECORD_FILE: &str = "mounts.json";
+
+/// One recorded mount.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MountRecord {
+    /// The mounted computer.
+    pub computer: String,
+    /// The absolute host directory it is mounted at.
+    pub path: PathBuf,
+}
+
+/// Checks that `path` can take a new mount: absolute (else `EINVAL`), an
+/// existing directory (`ENOENT`, `ENOTDIR`), and not already a mountpoint
+/// (`EBUSY`; a mountpoint is on another device than its parent, or is `/`).
+/// Errors carry the errno as their raw OS error.
+pub fn check_mount_dir(path: &Path) -> io::Result<()> {
+    if !path.is_absolute() {
+        return Err(io::Error::from_raw_os_error(libc_errno::EINVAL));
+    }
+    let meta = std::fs::metadata(path)?;
+    if !meta.is_dir() {
+        return Err(io::Error::from_raw_os_error(libc_errno::ENOTDIR));
+    }
+    let parent = match path.parent() {
+        Some(p) => std::fs::metadata(p)?,
+        None => return Err(io::Error::from_raw_os_error(libc_errno::EBUSY)),
+    };
+    if parent.dev() != meta.dev() {
+        return Err(io::Error::from_raw_os_error(libc_errno::EBUSY));
+    }
+    Ok(())
+}
+
+/// Errno values as `i32` for `io::Error::from_raw_os_error`.
+mod libc_errno {
+    use nix::errno::Errno;
+    pub const EINVAL: i32 = Errno::EINVAL as i32;
+    pub const ENOTDIR: i32 = Errno::ENOTDIR as i32;
+    pub const EBUSY: i32 = Errno::EBUSY as i32;
+}
+
+/// Writes the record of live mounts atomically (temporary file, fsync,
+/// rename), so a crash leaves the old or the new list.
+pub fn save_records(data_dir: &Path, records: &[MountRecord]) -> io::Result<()> {
+    let tmp = data_dir.join(format!(".{RECORD_FILE}.tmp"));
+    let mut text = serde_json::to_vec_pretty(records).map_err(io::Error::other)?;
+    text.push(b'\n');
+    {
+        use std::io::Write;
+        let mut f = std::fs::File::create(&tmp)?;
+        f.write_all(&text)?;
+        f.sync_all()?;
+    }
+    std::fs::rename(&tmp, data_dir.join(RECORD_FILE))
+}
+
+/// Reads the record; a missing file is an empty list. Errors: I/O, or
+/// `InvalidData` for a file that is not a valid record.
+pub fn load_records(data_dir: &Path) -> io::Result<Vec<MountRecord>> {
+    match std::fs::read(data_dir.join(RECORD_FILE)) {
+        Ok(text) => {
+            serde_json::from_slice(&text).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
+        }
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(Vec::new()),
+        Err(e) => Err(e),
+    }
+}
+
+/// Lazily unmounts the dead FUSE mounts at the directories recorded by a
+/// previous run (live mounts, whoever serves them, are left alone), then
+/// empties the record. Returns the mountpoints removed. An unreadable
+/// record is logged and replaced. Errors: writing the empty record.
+pub fn cleanup_recorded(data_dir: &Path) -> io::Result<Vec<PathBuf>> {
+    let records = load_records(data_dir).unwrap_or_else(|e| {
+        warn!(error = %e, "unreadable mount record; no stale mounts cleaned");
+        Vec::new()
+    });
+    let mut removed = Vec::new();
+    for r in &records {
+        match agentcomputer_fuse::cleanup_stale_mounts(&r.path) {
+            Ok(paths) => {
+                for p in &paths {
+                    info!(computer = %r.computer, path = %p.display(), "removed stale mount of a previous run");
+                }
+                removed.extend(paths);
+            }
+            Err(e) => {
+                warn!(computer = %r.computer, path = %r.path.display(), error = %e, "could not remove stale mount")
+            }
+        }
+    }
+    if !records.is_empty() || data_dir.join(RECORD_FILE).exists() {
+        save_records(data_dir, &[])?;
+    }
+    Ok(removed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mount_dir_checks() {
+        let dir = tempfile::tempdir().unwrap();
+        let errno = |p: &Path| check_mount_dir(p).unwrap_err().raw_os_error();
+        assert_eq!(errno(Path::new("rel/dir")), Some(libc_errno::EINVAL));
+        assert_eq!(
+            errno(&dir.path().join("missing")),
+            Some(nix::errno::Errno::ENOENT as i32)
+        );
+        let file = dir.path().join("f");
+        std::fs::write(&file, b"x").unwrap();
+        assert_eq!(errno(&file), Some(libc_errno::ENOTDIR));
+        assert_eq!(errno(Path::new("/")), Some(libc_errno::EBUSY));
+        assert_eq!(errno(Path::new("/proc")), Some(libc_errno::EBUSY));
+        check_mount_dir(dir.path()).unwrap();
+    }
+
+    #[test]
+    fn records_round_trip_and_cleanup_empties_them() {
+        let dir = tempfile::tempdir().unwrap();
+        assert!(load_records(dir.path()).unwrap().is_empty());
+        let live = tempfile::tempdir().unwrap();
+        let recs = vec![MountRecord {
+            computer: "demo".into(),
+            path: live.path().to_path_buf(),
+        }];
+        save_records(dir.path(), &recs).unwrap();
+        assert_eq!(load_records(dir.path()).unwrap(), recs);
+        // A recorded directory that is not a mount is left as it is.
+        assert!(cleanup_recorded(dir.path()).unwrap().is_empty());
+        assert!(live.path().is_dir());
+        assert!(load_records(dir.path()).unwrap().is_empty());
+    }
+}

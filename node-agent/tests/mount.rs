@@ -1,0 +1,204 @@
+//! Host FUSE mounts through a real `node-agent local` process: files
+//! written on the mount are seen by exec at once and the reverse, unmount,
+//! a SIGKILLed agent's stale mount removed at the next start, and delete of
+//! a mounted computer. Needs /dev/fuse and root (prints SKIPPED otherwise).
+
+mod common;
+
+use std::path::Path;
+use std::time::Duration;
+
+use agentcomputer_proto::v1 as pb;
+use common::{Agent, Client, create, sh};
+use tonic::Code;
+
+fn fuse_available() -> bool {
+    if !Path::new("/dev/fuse").exists() {
+        eprintln!("SKIPPED: /dev/fuse is absent, FUSE tests cannot run on this machine");
+        return false;
+    }
+    if !nix::unistd::geteuid().is_root() {
+        eprintln!("SKIPPED: mounting from the node agent needs root");
+        return false;
+    }
+    true
+}
+
+async fn mount(c: &mut Client, computer: &str, dir: &Path) -> Result<(), tonic::Status> {
+    c.mount(pb::MountRequest {
+        computer: computer.into(),
+        host_path: dir.to_str().unwrap().into(),
+    })
+    .await
+    .map(|_| ())
+}
+
+async fn unmount(c: &mut Client, computer: &str, dir: &Path) -> Result<(), tonic::Status> {
+    c.unmount(pb::UnmountRequest {
+        computer: computer.into(),
+        host_path: dir.to_str().unwrap().into(),
+    })
+    .await
+    .map(|_| ())
+}
+
+fn assert_errno(r: Result<(), tonic::Status>, code: Code, errno: &str) {
+    let s = r.expect_err("call should fail");
+    assert_eq!(s.code(), code, "{}", s.message());
+    assert!(s.message().starts_with(errno), "{}", s.message());
+}
+
+fn recorded(data: &Path) -> Vec<serde_json::Value> {
+    let text = std::fs::read(data.join("mounts.json")).unwrap();
+    serde_json::from_slice(&text).unwrap()
+}
+
+fn entries(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    names.sort();
+    names
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn mount_is_shared_with_exec_and_unmounts() {
+    if !fuse_available() {
+        return;
+    }
+    let data = tempfile::tempdir().unwrap();
+    let mnt = tempfile::tempdir().unwrap();
+    // A short idle timeout: the mounted computer must stay open anyway.
+    let agent = Agent::start(data.path(), &["--idle-timeout", "100ms"]);
+    let mut c = agent.client().await;
+    create(&mut c, "demo", 0).await;
+    mount(&mut c, "demo", mnt.path()).await.unwrap();
+    assert_eq!(
+        recorded(data.path()),
+        vec![serde_json::json!({"computer": "demo", "path": mnt.path()})]
+    );
+
+    std::fs::write(mnt.path().join("a"), "hi\n").unwrap();
+    let ran = sh(&mut c, "demo", "cat a; echo yo > b").await;
+    assert_eq!((ran.stdout.as_str(), ran.code), ("hi\n", 0), "{ran:?}");
+    assert_eq!(
+        std::fs::read_to_string(mnt.path().join("b")).unwrap(),
+        "yo\n"
+    );
+
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    let got = c
+        .get_computer(pb::GetComputerRequest {
+            name: "demo".into(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(got.open, "a mounted computer was hibernated");
+    assert_eq!(entries(mnt.path()), ["a", "b"]);
+
+    assert_errno(
+        mount(&mut c, "demo", mnt.path()).await,
+        Code::FailedPrecondition,
+        "EBUSY",
+    );
+    assert_errno(
+        mount(&mut c, "demo", Path::new("rel/dir")).await,
+        Code::InvalidArgument,
+        "EINVAL",
+    );
+    let other = tempfile::tempdir().unwrap();
+    assert_errno(
+        mount(&mut c, "demo", &other.path().join("missing")).await,
+        Code::NotFound,
+        "ENOENT",
+    );
+    std::fs::write(other.path().join("f"), "").unwrap();
+    assert_errno(
+        mount(&mut c, "demo", &other.path().join("f")).await,
+        Code::FailedPrecondition,
+        "ENOTDIR",
+    );
+    let missing = mount(&mut c, "nope", other.path()).await.unwrap_err();
+    assert_eq!(missing.code(), Code::NotFound);
+
+    unmount(&mut c, "demo", mnt.path()).await.unwrap();
+    assert!(entries(mnt.path()).is_empty(), "still mounted");
+    assert!(recorded(data.path()).is_empty());
+    assert_errno(
+        unmount(&mut c, "demo", mnt.path()).await,
+        Code::NotFound,
+        "ENOENT",
+    );
+    // The files stay in the computer.
+    let ran = sh(&mut c, "demo", "cat a b").await;
+    assert_eq!(ran.stdout, "hi\nyo\n");
+    assert!(agent.stop().await.success());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn stale_mount_of_a_killed_agent_is_removed_at_restart() {
+    if !fuse_available() {
+        return;
+    }
+    let data = tempfile::tempdir().unwrap();
+    let mnt = tempfile::tempdir().unwrap();
+    let agent = Agent::start(data.path(), &[]);
+    let mut c = agent.client().await;
+    create(&mut c, "demo", 0).await;
+    mount(&mut c, "demo", mnt.path()).await.unwrap();
+    std::fs::write(mnt.path().join("a"), "hi\n").unwrap();
+    drop(c);
+    // Dropping the agent sends SIGKILL: no chance to unmount.
+    drop(agent);
+    assert_eq!(
+        nix::sys::statfs::statfs(mnt.path()).err(),
+        Some(nix::errno::Errno::ENOTCONN),
+        "the killed agent's mount should be dead"
+    );
+
+    let agent = Agent::start(data.path(), &[]);
+    let meta = std::fs::metadata(mnt.path()).expect("stat of the old mountpoint");
+    assert!(meta.is_dir());
+    assert!(
+        entries(mnt.path()).is_empty(),
+        "the stale mount is still there"
+    );
+    assert!(recorded(data.path()).is_empty());
+
+    let mut c = agent.client().await;
+    mount(&mut c, "demo", mnt.path()).await.unwrap();
+    assert_eq!(
+        std::fs::read_to_string(mnt.path().join("a")).unwrap(),
+        "hi\n"
+    );
+    // A clean stop unmounts.
+    drop(c);
+    assert!(agent.stop().await.success());
+    assert!(entries(mnt.path()).is_empty(), "shutdown left the mount");
+    assert!(recorded(data.path()).is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn deleting_a_mounted_computer_unmounts_it() {
+    if !fuse_available() {
+        return;
+    }
+    let data = tempfile::tempdir().unwrap();
+    let mnt = tempfile::tempdir().unwrap();
+    let agent = Agent::start(data.path(), &[]);
+    let mut c = agent.client().await;
+    create(&mut c, "demo", 0).await;
+    mount(&mut c, "demo", mnt.path()).await.unwrap();
+    std::fs::write(mnt.path().join("a"), "hi\n").unwrap();
+    c.delete_computer(pb::DeleteComputerRequest {
+        name: "demo".into(),
+    })
+    .await
+    .unwrap();
+    assert!(std::fs::metadata(mnt.path()).unwrap().is_dir());
+    assert!(entries(mnt.path()).is_empty(), "delete left the mount");
+    assert!(recorded(data.path()).is_empty());
+    assert!(agent.stop().await.success());
+}
