@@ -72,6 +72,11 @@ enum Command {
     /// List computers.
     #[command(alias = "ls-computers")]
     List,
+    /// Mount a computer's files at a directory over FUSE (local mode: the
+    /// node agent mounts it on its own host).
+    Mount { name: String, dir: PathBuf },
+    /// Unmount a computer mounted with `mount`.
+    Unmount { name: String, dir: PathBuf },
     /// Run a script (or, with --runtime javascript, an ES module) on a
     /// computer; exits with its status.
     Exec {
@@ -205,6 +210,8 @@ async fn run(cli: Cli) -> Result<u8> {
         Command::Create { name, quota } => cmd::computers::create(&mut c, name, quota).await?,
         Command::Delete { name } => cmd::computers::delete(&mut c, name).await?,
         Command::List => cmd::computers::list(&mut c).await?,
+        Command::Mount { name, dir } => cmd::mount::mount(&mut c, name, &dir).await?,
+        Command::Unmount { name, dir } => cmd::mount::unmount(&mut c, name, &dir).await?,
         Command::Exec {
             name,
             runtime,

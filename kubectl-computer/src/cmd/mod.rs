@@ -3,4 +3,5 @@
 pub mod computers;
 pub mod exec;
 pub mod files;
+pub mod mount;
 pub mod search;

@@ -1,0 +1,105 @@
+//! `mount` and `unmount` through the real `kubectl-computer` binary against
+//! a node agent served in-process, with a real FUSE mount. Needs /dev/fuse
+//! and root (prints SKIPPED otherwise).
+
+use std::path::Path;
+use std::process::{Command, Output};
+use std::time::Duration;
+
+use agentcomputer_node_agent::{LocalConfig, serve};
+
+fn fuse_available() -> bool {
+    if !Path::new("/dev/fuse").exists() {
+        eprintln!("SKIPPED: /dev/fuse is absent, FUSE tests cannot run on this machine");
+        return false;
+    }
+    if !nix::unistd::geteuid().is_root() {
+        eprintln!("SKIPPED: mounting from the node agent needs root");
+        return false;
+    }
+    true
+}
+
+/// Runs the CLI in `cwd` against `url`; asserts success, returns stdout.
+fn cli(url: &str, cwd: &Path, args: &[&str]) -> String {
+    let out: Output = Command::new(env!("CARGO_BIN_EXE_kubectl-computer"))
+        .args(args)
+        .current_dir(cwd)
+        .env("AGENTCOMPUTER_ENDPOINT", url)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{args:?}: {:?}\nstderr: {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+#[test]
+fn mount_exec_and_unmount() {
+    if !fuse_available() {
+        return;
+    }
+    let data = tempfile::tempdir().unwrap();
+    let host = tempfile::tempdir().unwrap();
+    let mnt = host.path().join("m");
+    std::fs::create_dir(&mnt).unwrap();
+
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let config = LocalConfig {
+        data_dir: data.path().to_path_buf(),
+        idle_timeout: Duration::from_secs(300),
+    };
+    let server = std::thread::spawn(move || {
+        let rt = tokio::runtime::Runtime::new().unwrap();
+        rt.block_on(async move {
+            let listener = tokio::net::TcpListener::from_std(listener).unwrap();
+            serve(listener, config, async {
+                let _ = stopped.await;
+            })
+            .await
+            .unwrap();
+        });
+        rt.shutdown_timeout(Duration::from_secs(1));
+    });
+
+    let cwd = host.path();
+    cli(&url, cwd, &["create", "demo"]);
+    // A relative directory is made absolute on the client's side.
+    let out = cli(&url, cwd, &["mount", "demo", "m"]);
+    assert_eq!(out, format!("computer demo mounted at {}\n", mnt.display()));
+    std::fs::write(mnt.join("a"), "hi\n").unwrap();
+    let out = cli(&url, cwd, &["exec", "demo", "--", "cat a; echo yo > b"]);
+    assert_eq!(out, "hi\n");
+    assert_eq!(std::fs::read_to_string(mnt.join("b")).unwrap(), "yo\n");
+
+    let out = cli(&url, cwd, &["unmount", "demo", &mnt.to_string_lossy()]);
+    assert_eq!(
+        out,
+        format!("computer demo unmounted from {}\n", mnt.display())
+    );
+    assert_eq!(std::fs::read_dir(&mnt).unwrap().count(), 0);
+
+    let again = Command::new(env!("CARGO_BIN_EXE_kubectl-computer"))
+        .args(["unmount", "demo", "m"])
+        .current_dir(cwd)
+        .env("AGENTCOMPUTER_ENDPOINT", &url)
+        .output()
+        .unwrap();
+    assert_eq!(again.status.code(), Some(1));
+    assert_eq!(
+        String::from_utf8_lossy(&again.stderr),
+        format!(
+            "error: ENOENT: no such file or directory: {}\n",
+            mnt.display()
+        )
+    );
+
+    stop.send(()).unwrap();
+    server.join().unwrap();
+}
