@@ -21,6 +21,7 @@
 
 mod attr;
 mod check;
+mod checkpoint;
 mod convenience;
 mod data;
 mod db;

@@ -1,0 +1,100 @@
+//! WAL checkpoints run off the commit path but keep the WAL bounded, and
+//! closing still leaves one file.
+
+use std::path::{Path, PathBuf};
+
+use agentcomputer_fs::{FileKind, Fs, Limits, Owner, ROOT_INO};
+
+fn side_file(db: &Path, suffix: &str) -> PathBuf {
+    let mut p = db.as_os_str().to_owned();
+    p.push(suffix);
+    PathBuf::from(p)
+}
+
+fn wal_len(db: &Path) -> u64 {
+    std::fs::metadata(side_file(db, "-wal"))
+        .map(|m| m.len())
+        .unwrap_or(0)
+}
+
+/// A writer that never pauses must not grow the WAL past a few times the
+/// checkpoint thresholds, whatever the checkpoint thread manages meanwhile.
+#[test]
+fn wal_stays_bounded_under_a_stream_of_writes() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("c.db");
+    let fs = Fs::create(&db, Limits::default()).unwrap();
+    let f = fs
+        .mknod(
+            ROOT_INO,
+            b"big",
+            FileKind::RegularFile,
+            0o644,
+            0,
+            Owner::ROOT,
+        )
+        .unwrap()
+        .ino;
+    let piece = vec![0x5au8; 128 * 1024];
+    let total: u64 = 48 << 20;
+    let mut max_wal = 0;
+    for round in 0..2 {
+        for i in 0..total / piece.len() as u64 {
+            fs.write(f, i * piece.len() as u64, &piece).unwrap();
+            max_wal = max_wal.max(wal_len(&db));
+        }
+        assert_eq!(fs.getattr(f).unwrap().size, total, "round {round}");
+    }
+    // The writer checkpoints itself past 4 MiB; one more 128 KiB
+    // transaction (and its b-tree pages) may follow before the next
+    // commit restarts the WAL.
+    assert!(
+        max_wal < 6 << 20,
+        "WAL grew to {max_wal} bytes while writing {total} bytes twice"
+    );
+    let back = fs.read(f, total - 4096, 8192).unwrap();
+    assert_eq!(back, vec![0x5au8; 4096]);
+    assert!(fs.check().unwrap().is_empty());
+}
+
+/// Many small commits: the checkpoint thread keeps up, and dropping the
+/// `Fs` stops it and checkpoints everything into the one database file.
+#[test]
+fn closing_leaves_one_file_after_background_checkpoints() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("c.db");
+    let fs = Fs::create(&db, Limits::default()).unwrap();
+    let d = fs.mkdir(ROOT_INO, b"d", 0o755, Owner::ROOT).unwrap().ino;
+    for i in 0..3000u32 {
+        let ino = fs
+            .mknod(
+                d,
+                format!("f{i}").as_bytes(),
+                FileKind::RegularFile,
+                0o644,
+                0,
+                Owner::ROOT,
+            )
+            .unwrap()
+            .ino;
+        fs.write(ino, 0, &i.to_le_bytes()).unwrap();
+    }
+    let clone = fs.clone();
+    drop(fs);
+    // A clone keeps the database open.
+    assert!(side_file(&db, "-wal").exists());
+    drop(clone);
+    let names: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(names, vec![std::ffi::OsString::from("c.db")]);
+
+    let fs = Fs::open(&db).unwrap();
+    let d = fs.lookup(ROOT_INO, b"d").unwrap().ino;
+    for i in [0u32, 1234, 2999] {
+        let ino = fs.lookup(d, format!("f{i}").as_bytes()).unwrap().ino;
+        assert_eq!(fs.read(ino, 0, 8).unwrap(), i.to_le_bytes());
+    }
+    assert!(fs.check().unwrap().is_empty());
+}
