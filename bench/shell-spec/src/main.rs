@@ -1,0 +1,199 @@
+//! `shell-spec`: runs the Oils spec tests through the shell runtime,
+//! just-bash and bash, and writes the comparison as Markdown.
+
+use anyhow::{Context, Result};
+use clap::Parser;
+use serde_json::json;
+use shell_spec::judge::{Verdict, judge, skip_reason};
+use shell_spec::report::{self, CaseResult, FileResult, Meta};
+use shell_spec::{Job, Observed, corpus, runners, select};
+use std::io::Write;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+#[derive(Parser)]
+#[command(about = "Oils spec tests: agentcomputer-shell vs just-bash vs bash")]
+struct Args {
+    /// Corpus directory (holds `spec/*.test.sh`), relative to the working directory.
+    #[arg(long, default_value = "../shared/oils-spec")]
+    corpus: PathBuf,
+    /// Markdown output; its hand-written section is kept. Stdout if absent.
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// Per-case timeout in seconds.
+    #[arg(long, default_value_t = 5)]
+    timeout: u64,
+    /// Directory where `npm install just-bash` put `node_modules`.
+    #[arg(long, default_value = "target/shell-spec")]
+    node_dir: PathBuf,
+    /// Path of real bash.
+    #[arg(long, default_value = "/bin/bash")]
+    bash: PathBuf,
+    /// Only files whose name contains this.
+    #[arg(long)]
+    only: Option<String>,
+}
+
+fn main() -> Result<()> {
+    let args = Args::parse();
+    let corpus_dir = args
+        .corpus
+        .canonicalize()
+        .with_context(|| format!("corpus {}", args.corpus.display()))?;
+    let timeout = Duration::from_secs(args.timeout);
+    let mut files = Vec::new();
+    for p in select::spec_files(&corpus_dir)? {
+        let f = corpus::load(&p)?;
+        if args
+            .only
+            .as_ref()
+            .is_none_or(|o| f.name.contains(o.as_str()))
+        {
+            files.push(f);
+        }
+    }
+    let testdata = runners::testdata(&corpus_dir)?;
+    // Flatten runnable cases; skipped ones are judged without running.
+    let mut jobs = Vec::new();
+    let mut index = Vec::new();
+    for (fi, f) in files.iter().enumerate() {
+        for (ci, c) in f.cases.iter().enumerate() {
+            if skip_reason(c).is_none() {
+                jobs.push(Job::new(c));
+                index.push((fi, ci));
+            }
+        }
+    }
+    eprintln!("{} files, {} runnable cases", files.len(), jobs.len());
+    let started = Instant::now();
+    let tick = |name: &'static str, total: usize| {
+        move |n: usize| {
+            if n % 250 == 0 || n == total {
+                eprintln!("{name}: {n}/{total} ({:.0?})", started.elapsed());
+            }
+        }
+    };
+    let n = jobs.len();
+    let (ours, jb, bash) = std::thread::scope(|s| {
+        let o = s.spawn(|| {
+            runners::ours::run_all(&jobs, &testdata, timeout, tick("agentcomputer-shell", n))
+        });
+        let j = s.spawn(|| {
+            runners::justbash::run_all(
+                &args.node_dir,
+                &jobs,
+                &testdata,
+                timeout,
+                tick("just-bash", n),
+            )
+        });
+        let b = s.spawn(|| {
+            runners::bash::run_all(&args.bash, &jobs, &corpus_dir, timeout, tick("bash", n))
+        });
+        (o.join(), j.join(), b.join())
+    });
+    let ours = ours.expect("runner thread")?;
+    let jb = match jb.expect("runner thread") {
+        Ok(v) => Some(v),
+        Err(e) => {
+            eprintln!("just-bash not run: {e:#}");
+            None
+        }
+    };
+    let bash = bash.expect("runner thread")?;
+
+    let mut results: Vec<FileResult> = files
+        .iter()
+        .map(|f| FileResult {
+            name: f.name.clone(),
+            cases: f
+                .cases
+                .iter()
+                .map(|c| {
+                    let skip = Verdict::Skip(skip_reason(c).unwrap_or_default());
+                    CaseResult {
+                        name: c.name.clone(),
+                        line: c.line,
+                        verdicts: [skip.clone(), skip.clone(), skip],
+                    }
+                })
+                .collect(),
+        })
+        .collect();
+    let mut failures = Vec::new();
+    for (k, &(fi, ci)) in index.iter().enumerate() {
+        let case = &files[fi].cases[ci];
+        let v = |o: &Observed| judge(case, o);
+        let r = &mut results[fi].cases[ci];
+        r.verdicts[0] = v(&ours[k]);
+        r.verdicts[1] = match &jb {
+            Some(j) => v(&j[k]),
+            None => Verdict::Skip("just-bash not installed".into()),
+        };
+        r.verdicts[2] = v(&bash[k]);
+        if let Verdict::Fail(why) = &r.verdicts[0] {
+            failures.push(json!({
+                "file": files[fi].name, "line": case.line, "case": case.name, "why": why,
+                "stdout": String::from_utf8_lossy(&ours[k].stdout),
+                "stderr": String::from_utf8_lossy(&ours[k].stderr),
+                "status": ours[k].status,
+                "bash_passes": matches!(r.verdicts[2], Verdict::Pass),
+            }));
+        }
+    }
+    std::fs::create_dir_all(&args.node_dir)?;
+    let mut fl = std::fs::File::create(args.node_dir.join("failures.jsonl"))?;
+    for f in &failures {
+        writeln!(fl, "{f}")?;
+    }
+
+    let readme = std::fs::read_to_string(corpus_dir.join("README.md")).unwrap_or_default();
+    let commit = readme
+        .split_whitespace()
+        .find(|w| w.len() >= 40 && w.chars().take(40).all(|c| c.is_ascii_hexdigit()))
+        .map(|w| format!("oils-for-unix/oils@{}", &w[..12]))
+        .unwrap_or_else(|| "unknown".into());
+    let meta = Meta {
+        corpus: &commit,
+        versions: [
+            "bashkit 0.20.2".into(),
+            runners::justbash::version(&args.node_dir).unwrap_or_else(|| "not installed".into()),
+            bash_version(&args.bash),
+        ],
+        timeout_secs: args.timeout,
+        excluded: select::EXCLUDED
+            .iter()
+            .map(|(a, b)| (a.to_string(), b.to_string()))
+            .collect(),
+    };
+    let hand = args
+        .out
+        .as_ref()
+        .and_then(|p| std::fs::read_to_string(p).ok())
+        .and_then(|d| report::hand_written(&d))
+        .unwrap_or_else(|| "## Failure classes\n\n(to be written after a run)".into());
+    let doc = report::render(&results, &meta, &hand);
+    match &args.out {
+        Some(p) => std::fs::write(p, doc)?,
+        None => print!("{doc}"),
+    }
+    let all: Vec<&CaseResult> = results.iter().flat_map(|f| &f.cases).collect();
+    for (s, name) in report::SHELLS.iter().enumerate() {
+        let (p, f, k) = report::counts(all.iter().copied(), s);
+        eprintln!("{name}: pass {p} fail {f} skip {k}");
+    }
+    eprintln!("done in {:.1?}", started.elapsed());
+    Ok(())
+}
+
+fn bash_version(bash: &std::path::Path) -> String {
+    std::process::Command::new(bash)
+        .arg("-c")
+        .arg("echo $BASH_VERSION")
+        .output()
+        .ok()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .filter(|v| !v.is_empty())
+        .map(|v| format!("GNU bash {v}"))
+        .unwrap_or_else(|| "unknown".into())
+}

@@ -1,0 +1,83 @@
+//! Runner for real bash: each case runs as `/bin/bash case.sh` in a fresh
+//! temp dir, in its own process group that is killed on timeout.
+
+use super::TIMEOUT_STATUS;
+use crate::{Job, Observed};
+use anyhow::Result;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Runs `job` with `bash` (a path); `corpus` is `$REPO_ROOT`.
+pub fn run_one(bash: &Path, job: &Job, corpus: &Path, timeout: Duration) -> Result<Observed> {
+    let dir = tempfile::tempdir()?;
+    let tmp = dir.path().join("tmp");
+    std::fs::create_dir(&tmp)?;
+    let script = dir.path().join("case.sh");
+    std::fs::write(&script, &job.script)?;
+    let out_path = dir.path().join("stdout");
+    let err_path = dir.path().join("stderr");
+    let mut child = Command::new(bash)
+        .arg(&script)
+        .current_dir(&tmp)
+        .env_clear()
+        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+        .env("HOME", &tmp)
+        .env("LC_ALL", "C.UTF-8")
+        .env("SH", bash)
+        .env("TMP", &tmp)
+        .env("REPO_ROOT", corpus)
+        .stdin(Stdio::null())
+        .stdout(std::fs::File::create(&out_path)?)
+        .stderr(std::fs::File::create(&err_path)?)
+        .process_group(0)
+        .spawn()?;
+    let pgid = child.id() as i32;
+    let deadline = Instant::now() + timeout;
+    let (status, timed_out) = loop {
+        if let Some(st) = child.try_wait()? {
+            break (
+                st.code().unwrap_or_else(|| 128 + st.signal().unwrap_or(0)),
+                false,
+            );
+        }
+        if Instant::now() >= deadline {
+            kill_group(pgid);
+            child.wait()?;
+            break (TIMEOUT_STATUS, true);
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    };
+    // Background jobs the case left behind die with the case.
+    kill_group(pgid);
+    Ok(Observed {
+        stdout: std::fs::read(&out_path)?,
+        stderr: std::fs::read(&err_path)?,
+        status,
+        timed_out,
+    })
+}
+
+fn kill_group(pgid: i32) {
+    // SAFETY: kill(2) with a negative pid signals that process group only.
+    unsafe {
+        libc::kill(-pgid, libc::SIGKILL);
+    }
+}
+
+/// Runs every job in order.
+pub fn run_all(
+    bash: &Path,
+    jobs: &[Job],
+    corpus: &Path,
+    timeout: Duration,
+    progress: impl Fn(usize),
+) -> Result<Vec<Observed>> {
+    let mut out = Vec::with_capacity(jobs.len());
+    for (i, job) in jobs.iter().enumerate() {
+        out.push(run_one(bash, job, corpus, timeout)?);
+        progress(i + 1);
+    }
+    Ok(out)
+}
