@@ -12,7 +12,7 @@ use rusqlite::{Connection, OpenFlags};
 use crate::Result;
 
 /// How long a connection waits for a lock held by another connection.
-pub(crate) const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
+const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 /// Readers kept open between calls; more are opened under load and closed after.
 const MAX_IDLE_READERS: usize = 4;
 /// Cached prepared statements per connection.

@@ -6,7 +6,6 @@ use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
 use rusqlite::{Connection, params};
 
-use crate::checkpoint::Checkpointer;
 use crate::db::{self, ReadConn, Readers};
 use crate::inode::{self, NewInode};
 use crate::notify::{Change, Subscriber, Subscribers, SubscriptionId};
@@ -63,9 +62,6 @@ impl std::fmt::Debug for Fs {
 
 pub(crate) struct Inner {
     pub(crate) path: PathBuf,
-    /// Declared first: its thread and connection stop before the others
-    /// close.
-    checkpointer: Checkpointer,
     /// Declared before `writer` so readers close first: the last connection
     /// to close checkpoints the WAL and deletes it, leaving a closed
     /// (hibernated) computer as one file.
@@ -122,7 +118,6 @@ impl WriteTxn<'_> {
     pub(crate) fn commit(mut self) -> Result<()> {
         db::exec_cached(&self.conn, "COMMIT")?;
         self.done = true;
-        self.inner.checkpointer.after_commit(&self.conn);
         let changes = std::mem::take(&mut self.changes);
         let inner = self.inner;
         drop(self);
@@ -270,7 +265,7 @@ impl Fs {
         if !db_path.exists() {
             return Err(Errno::ENOENT.into());
         }
-        let mut conn = db::open_writer(db_path, false, None)?;
+        let conn = db::open_writer(db_path, false, None)?;
         if schema::version(&conn)? == 0 {
             return Err(einval("not a filesystem database".into()));
         }
@@ -281,11 +276,8 @@ impl Fs {
             max_inodes: inode::meta_get(&conn, "max_inodes")? as u64,
         };
         purge_orphans(&conn)?;
-        let page_size: u32 = conn.query_row("PRAGMA page_size", [], |r| r.get(0))?;
-        let checkpointer = Checkpointer::start(db_path, &mut conn, page_size)?;
         let inner = Inner {
             path: db_path.to_path_buf(),
-            checkpointer,
             readers: Readers::new(db_path.to_path_buf()),
             writer: Mutex::new(conn),
             limits: RwLock::new(limits),
@@ -387,9 +379,6 @@ impl Fs {
             let _ = conn.execute_batch("ROLLBACK");
         }
         let restore = conn.execute_batch("PRAGMA synchronous = NORMAL");
-        if r.is_ok() {
-            self.inner.checkpointer.after_commit(&conn);
-        }
         r?;
         restore?;
         Ok(())

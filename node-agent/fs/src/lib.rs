@@ -21,7 +21,6 @@
 
 mod attr;
 mod check;
-mod checkpoint;
 mod convenience;
 mod data;
 mod db;

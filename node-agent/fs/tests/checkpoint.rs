@@ -1,5 +1,5 @@
-//! WAL checkpoints run off the commit path but keep the WAL bounded, and
-//! closing still leaves one file.
+//! WAL checkpoints keep the WAL bounded under a stream of writes, and
+//! closing leaves one file (docs/engine.md, "Checkpoints").
 
 use std::path::{Path, PathBuf};
 
@@ -17,8 +17,8 @@ fn wal_len(db: &Path) -> u64 {
         .unwrap_or(0)
 }
 
-/// A writer that never pauses must not grow the WAL past a few times the
-/// checkpoint thresholds, whatever the checkpoint thread manages meanwhile.
+/// A writer that never pauses must not grow the WAL much past SQLite's
+/// checkpoint threshold (1000 pages): a long WAL slows every page lookup.
 #[test]
 fn wal_stays_bounded_under_a_stream_of_writes() {
     let dir = tempfile::tempdir().unwrap();
@@ -45,9 +45,8 @@ fn wal_stays_bounded_under_a_stream_of_writes() {
         }
         assert_eq!(fs.getattr(f).unwrap().size, total, "round {round}");
     }
-    // The writer checkpoints itself past 4 MiB; one more 128 KiB
-    // transaction (and its b-tree pages) may follow before the next
-    // commit restarts the WAL.
+    // The commit that passes 1000 pages (4 MiB) checkpoints; the next
+    // transaction restarts the WAL from its beginning.
     assert!(
         max_wal < 6 << 20,
         "WAL grew to {max_wal} bytes while writing {total} bytes twice"
@@ -57,8 +56,8 @@ fn wal_stays_bounded_under_a_stream_of_writes() {
     assert!(fs.check().unwrap().is_empty());
 }
 
-/// Many small commits: the checkpoint thread keeps up, and dropping the
-/// `Fs` stops it and checkpoints everything into the one database file.
+/// Many small commits, then dropping the last clone checkpoints everything
+/// into the one database file and removes the WAL and shared-memory files.
 #[test]
 fn closing_leaves_one_file_after_background_checkpoints() {
     let dir = tempfile::tempdir().unwrap();
