@@ -265,6 +265,15 @@ pub fn parse(text: &str) -> Result<Vec<Case>> {
                         if l.trim_end() == "## END" || l.trim_end() == "## END:" {
                             break;
                         }
+                        // A block may also end where the next expectation
+                        // or case starts, without `## END`.
+                        if l.starts_with("#### ")
+                            || l.strip_prefix("## ")
+                                .is_some_and(|r| !matches!(parse_meta(r), Meta::Other))
+                        {
+                            i -= 1;
+                            break;
+                        }
                         body.push_str(l);
                         body.push('\n');
                         i += 1;
@@ -290,15 +299,21 @@ pub fn parse(text: &str) -> Result<Vec<Case>> {
 mod tests {
     use super::*;
 
-    const SAMPLE: &str = "## compare_shells: bash dash\n\n#### one\necho hi\n## stdout: hi\n\n#### two\necho a; exit 3\n## STDOUT:\na\n## END\n## status: 3\n## OK bash status: 4\n## N-I dash/mksh stdout-json: \"\"\n## BUG-2 bash-4.4 STDOUT:\nx\n## END\n";
+    const SAMPLE: &str = "## compare_shells: bash dash\n\n#### one\necho hi\n## stdout: hi\n\n#### open\necho a\n## STDOUT:\na\n## OK bash STDOUT:\nb\n## END\n\n#### two\necho a; exit 3\n## STDOUT:\na\n## END\n## status: 3\n## OK bash status: 4\n## N-I dash/mksh stdout-json: \"\"\n## BUG-2 bash-4.4 STDOUT:\nx\n## END\n";
 
     #[test]
     fn parses_plain_and_qualified_fields() {
         let cases = parse(SAMPLE).unwrap();
-        assert_eq!(cases.len(), 2);
+        assert_eq!(cases.len(), 3);
         assert_eq!(cases[0].script, "echo hi\n");
         assert_eq!(cases[0].default.stdout.as_deref(), Some("hi\n"));
-        let two = &cases[1];
+        // A block without `## END` ends at the next expectation.
+        assert_eq!(cases[1].default.stdout.as_deref(), Some("a\n"));
+        assert_eq!(
+            cases[1].accepted_for("bash")[0].stdout.as_deref(),
+            Some("b\n")
+        );
+        let two = &cases[2];
         assert_eq!(two.default.stdout.as_deref(), Some("a\n"));
         assert_eq!(two.default.status, Some(3));
         assert_eq!(two.qualified.len(), 3);

@@ -31,7 +31,8 @@ pub struct Observed {
 pub struct Job {
     /// Full script text.
     pub script: String,
-    /// The case reads `$REPO_ROOT/spec/testdata`, which must be provided.
+    /// The case reads `spec/testdata` (relative or under `$REPO_ROOT`),
+    /// which must be provided.
     pub needs_testdata: bool,
 }
 
@@ -39,8 +40,8 @@ impl Job {
     /// The job for `case`'s script.
     pub fn new(case: &corpus::Case) -> Job {
         Job {
-            script: format!("{}{}", prelude::PRELUDE, case.script),
-            needs_testdata: case.script.contains("REPO_ROOT"),
+            script: prelude::wrap(&case.script),
+            needs_testdata: case.script.contains("REPO_ROOT") || case.script.contains("testdata"),
         }
     }
 }

@@ -88,7 +88,7 @@ fn main() -> Result<()> {
             )
         });
         let b = s.spawn(|| {
-            runners::bash::run_all(&args.bash, &jobs, &corpus_dir, timeout, tick("bash", n))
+            runners::bash::run_all(&args.bash, &jobs, &testdata, timeout, tick("bash", n))
         });
         (o.join(), j.join(), b.join())
     });
@@ -131,14 +131,17 @@ fn main() -> Result<()> {
             None => Verdict::Skip("just-bash not installed".into()),
         };
         r.verdicts[2] = v(&bash[k]);
-        if let Verdict::Fail(why) = &r.verdicts[0] {
-            failures.push(json!({
-                "file": files[fi].name, "line": case.line, "case": case.name, "why": why,
-                "stdout": String::from_utf8_lossy(&ours[k].stdout),
-                "stderr": String::from_utf8_lossy(&ours[k].stderr),
-                "status": ours[k].status,
-                "bash_passes": matches!(r.verdicts[2], Verdict::Pass),
-            }));
+        let outs = [Some(&ours[k]), jb.as_ref().map(|j| &j[k]), Some(&bash[k])];
+        for (s, o) in outs.into_iter().enumerate() {
+            if let (Verdict::Fail(why), Some(o)) = (&r.verdicts[s], o) {
+                failures.push(json!({
+                    "shell": report::SHELLS[s], "file": files[fi].name, "line": case.line,
+                    "case": case.name, "why": why,
+                    "stdout": String::from_utf8_lossy(&o.stdout),
+                    "stderr": String::from_utf8_lossy(&o.stderr),
+                    "status": o.status,
+                }));
+            }
         }
     }
     std::fs::create_dir_all(&args.node_dir)?;

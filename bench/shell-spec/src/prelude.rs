@@ -6,69 +6,36 @@
 //! `stdout_stderr.py [OUT [ERR [STATUS]]]` writes to both streams,
 //! `read_from_fd.py FD...` prints `FD: contents` per descriptor). The shell
 //! runtime has no way to register host commands, so every shell under test
-//! gets the same functions prepended to each case, keeping the comparison
-//! fair. `export -f` (bash only) lets `$SH -c` children see them.
+//! gets the same functions in front of each case, keeping the comparison
+//! fair. The prelude is one line that the case's first line continues, so
+//! `$LINENO` and error line numbers match the spec file's expectations.
 
-/// Shell text prepended to every case for all three shells.
-pub const PRELUDE: &str = r#"__py_repr() {
-  local __s=$1 __q="'" __o='' __i __c __n __h __w __bytes=0
-  case $__s in *"'"*) case $__s in *'"'*) ;; *) __q='"' ;; esac ;; esac
-  local LC_ALL=C
-  __w=$'\xe2\x98\xa0'
-  [ "${#__w}" = 3 ] && __bytes=1
-  for ((__i = 0; __i < ${#__s}; __i++)); do
-    __c=${__s:__i:1}
-    printf -v __n '%d' "'$__c"
-    ((__n < 0)) && ((__n += 256))
-    if ((__n == 92)); then __o+='\\'
-    elif [ "$__c" = "$__q" ]; then __o+="\\$__q"
-    elif ((__n == 9)); then __o+='\t'
-    elif ((__n == 10)); then __o+='\n'
-    elif ((__n == 13)); then __o+='\r'
-    elif ((__n < 32 || __n == 127)); then printf -v __h '\\x%02x' "$__n"; __o+=$__h
-    elif ((__n < 127)); then __o+=$__c
-    elif ((__bytes || __n < 128)); then printf -v __h '\\x%02x' "$__n"; __o+=$__h
-    elif ((__n < 0x800)); then
-      printf -v __h '\\x%02x\\x%02x' $((0xc0 | __n >> 6)) $((0x80 | (__n & 63))); __o+=$__h
-    elif ((__n < 0x10000)); then
-      printf -v __h '\\x%02x\\x%02x\\x%02x' $((0xe0 | __n >> 12)) $((0x80 | (__n >> 6 & 63))) $((0x80 | (__n & 63))); __o+=$__h
-    else
-      printf -v __h '\\x%02x\\x%02x\\x%02x\\x%02x' $((0xf0 | __n >> 18)) $((0x80 | (__n >> 12 & 63))) $((0x80 | (__n >> 6 & 63))) $((0x80 | (__n & 63))); __o+=$__h
-    fi
-  done
-  printf '%s' "$__q$__o$__q"
-}
-argv.py() {
-  local __o='[' __sep='' __a
-  for __a in "$@"; do
-    __o+="$__sep$(__py_repr "$__a")"
-    __sep=', '
-  done
-  printf '%s]\n' "$__o"
-}
-printenv.py() {
-  local __v
-  for __v in "$@"; do
-    printenv "$__v" 2>/dev/null || echo None
-  done
-}
-stdout_stderr.py() {
-  echo "${1-STDOUT}"
-  echo "${2-STDERR}" >&2
-  return "${3-0}"
-}
-read_from_fd.py() {
-  local __fd __c
-  for __fd in "$@"; do
-    __c=$(cat <&"$__fd")
-    echo "$__fd: $__c"
-  done
-}
-export -f __py_repr argv.py printenv.py stdout_stderr.py read_from_fd.py 2>/dev/null
-true
-"#;
+/// Shell text put in front of every case (same line as its first line),
+/// for all three shells. Ends with `; `.
+pub const PRELUDE: &str = concat!(
+    // Python 2 repr of one argument's bytes; a shell that counts
+    // characters (no byte locale) gets code points UTF-8-encoded here.
+    r#"__py_repr() { local __s=$1 __q="'" __o='' __i __c __n __h __w __bytes=0; "#,
+    r#"case $__s in *"'"*) case $__s in *'"'*) ;; *) __q='"' ;; esac ;; esac; "#,
+    r#"local LC_ALL=C; __w=$'\xe2\x98\xa0'; [ "${#__w}" = 3 ] && __bytes=1; "#,
+    r#"for ((__i = 0; __i < ${#__s}; __i++)); do __c=${__s:__i:1}; printf -v __n '%d' "'$__c"; ((__n < 0)) && ((__n += 256)); "#,
+    r#"if ((__n == 92)); then __o+='\\'; elif [ "$__c" = "$__q" ]; then __o+="\\$__q"; "#,
+    r#"elif ((__n == 9)); then __o+='\t'; elif ((__n == 10)); then __o+='\n'; elif ((__n == 13)); then __o+='\r'; "#,
+    r#"elif ((__n < 32 || __n == 127)); then printf -v __h '\\x%02x' "$__n"; __o+=$__h; "#,
+    r#"elif ((__n < 127)); then __o+=$__c; "#,
+    r#"elif ((__bytes || __n < 128)); then printf -v __h '\\x%02x' "$__n"; __o+=$__h; "#,
+    r#"elif ((__n < 0x800)); then printf -v __h '\\x%02x\\x%02x' $((0xc0 | __n >> 6)) $((0x80 | (__n & 63))); __o+=$__h; "#,
+    r#"elif ((__n < 0x10000)); then printf -v __h '\\x%02x\\x%02x\\x%02x' $((0xe0 | __n >> 12)) $((0x80 | (__n >> 6 & 63))) $((0x80 | (__n & 63))); __o+=$__h; "#,
+    r#"else printf -v __h '\\x%02x\\x%02x\\x%02x\\x%02x' $((0xf0 | __n >> 18)) $((0x80 | (__n >> 12 & 63))) $((0x80 | (__n >> 6 & 63))) $((0x80 | (__n & 63))); __o+=$__h; fi; "#,
+    r#"done; printf '%s' "$__q$__o$__q"; }; "#,
+    r#"argv.py() { local __o='[' __sep='' __a; for __a in "$@"; do __o+="$__sep$(__py_repr "$__a")"; __sep=', '; done; printf '%s]\n' "$__o"; }; "#,
+    r#"printenv.py() { local __v; for __v in "$@"; do printenv "$__v" 2>/dev/null || echo None; done; }; "#,
+    r#"stdout_stderr.py() { echo "${1-STDOUT}"; echo "${2-STDERR}" >&2; return "${3-0}"; }; "#,
+    r#"read_from_fd.py() { local __fd __c; for __fd in "$@"; do __c=$(cat <&"$__fd"); echo "$__fd: $__c"; done; }; "#,
+    "true; ",
+);
 
-/// Lines [`PRELUDE`] adds in front of a case (to map error line numbers).
-pub fn prelude_lines() -> usize {
-    PRELUDE.lines().count()
+/// `script` with [`PRELUDE`] in front of its first line.
+pub fn wrap(script: &str) -> String {
+    format!("{PRELUDE}{script}")
 }

@@ -1,4 +1,4 @@
-//! Runner for real bash: each case runs as `/bin/bash case.sh` in a fresh
+//! Runner for real bash: each case runs as `bash -c SCRIPT` in a fresh
 //! temp dir, in its own process group that is killed on timeout.
 
 use super::TIMEOUT_STATUS;
@@ -9,25 +9,48 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// Runs `job` with `bash` (a path); `corpus` is `$REPO_ROOT`.
-pub fn run_one(bash: &Path, job: &Job, corpus: &Path, timeout: Duration) -> Result<Observed> {
+/// Runs `job` with `bash` (a path) in a fresh checkout-like directory
+/// (`$REPO_ROOT`): [`super::LAYOUT_DIRS`] and, when the job needs it,
+/// a copy of `testdata`.
+pub fn run_one(
+    bash: &Path,
+    job: &Job,
+    testdata: &[(String, Vec<u8>)],
+    timeout: Duration,
+) -> Result<Observed> {
     let dir = tempfile::tempdir()?;
     let tmp = dir.path().join("tmp");
     std::fs::create_dir(&tmp)?;
-    let script = dir.path().join("case.sh");
-    std::fs::write(&script, &job.script)?;
+    let root = dir.path().join("repo");
+    std::fs::create_dir(&root)?;
+    for d in super::LAYOUT_DIRS {
+        std::fs::create_dir_all(root.join(d))?;
+    }
+    if job.needs_testdata {
+        for (path, bytes) in testdata {
+            let p = root.join(path);
+            if let Some(parent) = p.parent() {
+                std::fs::create_dir_all(parent)?;
+            }
+            std::fs::write(p, bytes)?;
+        }
+    }
     let out_path = dir.path().join("stdout");
     let err_path = dir.path().join("stderr");
+    // `bash -c` as the Oils harness runs cases: `$0` is the shell,
+    // `BASH_SOURCE` is empty, `FUNCNAME` has no `main`.
     let mut child = Command::new(bash)
-        .arg(&script)
-        .current_dir(&tmp)
+        .arg0("bash")
+        .arg("-c")
+        .arg(&job.script)
+        .current_dir(&root)
         .env_clear()
         .env("PATH", "/usr/local/bin:/usr/bin:/bin")
         .env("HOME", &tmp)
         .env("LC_ALL", "C.UTF-8")
         .env("SH", bash)
         .env("TMP", &tmp)
-        .env("REPO_ROOT", corpus)
+        .env("REPO_ROOT", &root)
         .stdin(Stdio::null())
         .stdout(std::fs::File::create(&out_path)?)
         .stderr(std::fs::File::create(&err_path)?)
@@ -70,13 +93,13 @@ fn kill_group(pgid: i32) {
 pub fn run_all(
     bash: &Path,
     jobs: &[Job],
-    corpus: &Path,
+    testdata: &[(String, Vec<u8>)],
     timeout: Duration,
     progress: impl Fn(usize),
 ) -> Result<Vec<Observed>> {
     let mut out = Vec::with_capacity(jobs.len());
     for (i, job) in jobs.iter().enumerate() {
-        out.push(run_one(bash, job, corpus, timeout)?);
+        out.push(run_one(bash, job, testdata, timeout)?);
         progress(i + 1);
     }
     Ok(out)

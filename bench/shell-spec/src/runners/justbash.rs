@@ -19,6 +19,7 @@ use std::time::Duration;
 const DRIVER: &str = r#"import { Bash } from "just-bash";
 import { createInterface } from "node:readline";
 const timeoutMs = Number(process.argv[2]);
+const layoutDirs = JSON.parse(process.argv[3]);
 let testdata = {};
 const rl = createInterface({ input: process.stdin, crlfDelay: Infinity });
 for await (const line of rl) {
@@ -29,10 +30,11 @@ for await (const line of rl) {
   const timer = setTimeout(() => ctl.abort(), timeoutMs);
   try {
     const bash = new Bash({
-      cwd: "/tmp",
+      cwd: "/repo",
       env: { SH: "bash", TMP: "/tmp", REPO_ROOT: "/repo" },
       files: msg.needsTestdata ? testdata : {},
     });
+    for (const d of layoutDirs) await bash.fs.mkdir("/repo/" + d, { recursive: true });
     const r = await bash.exec(msg.script, { rawScript: true, signal: ctl.signal });
     reply = { stdout: r.stdout, stderr: r.stderr, status: r.exitCode, timedOut: ctl.signal.aborted };
   } catch (e) {
@@ -55,6 +57,7 @@ impl Driver {
         let mut child = Command::new("node")
             .arg(dir.join("driver.mjs"))
             .arg(timeout.as_millis().to_string())
+            .arg(json!(super::LAYOUT_DIRS).to_string())
             .current_dir(dir)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())

@@ -7,6 +7,12 @@ pub mod ours;
 
 use std::path::Path;
 
+/// Directories the cases expect in their working directory, which is the
+/// root of an Oils checkout when the suite runs (`_tmp/` and
+/// `_tmp/spec-tmp/` for scratch files, `bin/` for a glob case); each runner
+/// creates them empty, and the working directory is `$REPO_ROOT`.
+pub const LAYOUT_DIRS: &[&str] = &["_tmp/spec-tmp", "bin"];
+
 /// Exit status reported for a case the timeout stopped (as `timeout(1)`).
 pub const TIMEOUT_STATUS: i32 = 124;
 

@@ -3,7 +3,7 @@
 
 use super::TIMEOUT_STATUS;
 use crate::{Job, Observed};
-use agentcomputer_fs::{Fs, Limits, Owner, ROOT_INO, WriteMode};
+use agentcomputer_fs::{Fs, Ino, Limits, Owner, ROOT_INO, WriteMode};
 use agentcomputer_shell::{EXIT_TIMEOUT, ExecRequest, OutputChunk, run};
 use anyhow::{Context, Result};
 use std::time::Duration;
@@ -23,6 +23,9 @@ pub async fn run_one(
     let dir = tempfile::tempdir()?;
     let fs = Fs::create(&dir.path().join("computer.db"), Limits::default())
         .map_err(|e| anyhow::anyhow!("create engine: {e}"))?;
+    for d in super::LAYOUT_DIRS {
+        mkdir_p(&fs, d)?;
+    }
     if job.needs_testdata {
         for (path, bytes) in testdata {
             write_with_parents(&fs, path, bytes).with_context(|| format!("writing {path}"))?;
@@ -72,41 +75,42 @@ pub async fn run_one(
     Ok(o)
 }
 
+/// The identity scripts run as (`id` prints uid 1000).
+const OWNER: Owner = Owner {
+    uid: 1000,
+    gid: 1000,
+};
+
 fn write_with_parents(fs: &Fs, path: &str, bytes: &[u8]) -> Result<()> {
-    let mut dir = ROOT_INO;
-    let parts: Vec<&str> = path.split('/').collect();
-    let (name, parents) = parts.split_last().context("empty path")?;
-    for p in parents {
-        dir = match fs.lookup(dir, p.as_bytes()) {
-            Ok(a) => a.ino,
-            Err(_) => {
-                fs.mkdir(
-                    dir,
-                    p.as_bytes(),
-                    0o755,
-                    Owner {
-                        uid: 1000,
-                        gid: 1000,
-                    },
-                )
-                .map_err(|e| anyhow::anyhow!("mkdir {p}: {e}"))?
-                .ino
-            }
-        };
-    }
+    let (parents, name) = path.rsplit_once('/').unwrap_or(("", path));
+    let dir = mkdir_p(fs, parents)?;
     fs.write_all(
         dir,
         name.as_bytes(),
         bytes,
         WriteMode::Truncate,
         0o644,
-        Owner {
-            uid: 1000,
-            gid: 1000,
-        },
+        OWNER,
     )
     .map_err(|e| anyhow::anyhow!("write: {e}"))?;
     Ok(())
+}
+
+/// Creates `path` (relative to the engine root) and missing parents;
+/// returns its inode.
+fn mkdir_p(fs: &Fs, path: &str) -> Result<Ino> {
+    let mut dir = ROOT_INO;
+    for p in path.split('/').filter(|p| !p.is_empty()) {
+        dir = match fs.lookup(dir, p.as_bytes()) {
+            Ok(a) => a.ino,
+            Err(_) => {
+                fs.mkdir(dir, p.as_bytes(), 0o755, OWNER)
+                    .map_err(|e| anyhow::anyhow!("mkdir {p}: {e}"))?
+                    .ino
+            }
+        };
+    }
+    Ok(dir)
 }
 
 /// Runs every job in order on one multi-threaded tokio runtime.
