@@ -104,7 +104,7 @@ fn read_from_fd_helper_case_is_judged_on_the_runtime() {
 #[test]
 fn argv_helper_prints_python_repr() {
     let case = &corpus::parse(
-        "#### argv\nargv.py 'a b' \"it's\" $'\\t' '\\' ''\n## stdout: ['a b', \"it's\", '\\t', '\\\\', '']\n",
+        "#### argv\nargv.py 'a b' \"it's\" $'\\t' '\\' '' $'\\x01' $'\\xe2\\x98\\xa0'\n## stdout: ['a b', \"it's\", '\\t', '\\\\', '', '\\x01', '\\xe2\\x98\\xa0']\n",
     )
     .unwrap()[0];
     let got = rt()
