@@ -4,7 +4,7 @@
 //! script follows; `## ` lines carry expectations:
 //! `## stdout: text`, `## stdout-json: "json string"`, `## status: N`,
 //! `## STDOUT:` ... `## END` (block, each line newline-terminated), the same
-//! for stderr, and the shell-qualified forms `## OK bash stdout: ...`,
+//! for stderr, `## code: SCRIPT` (a one-line script), and the shell-qualified forms `## OK bash stdout: ...`,
 //! `## N-I dash/mksh status: 2`, `## BUG-2 bash STDOUT:` ... `## END`.
 //! Source of the format: the corpus README and the Oils `sh_spec.py`
 //! conventions (status defaults to 0, stdout is only checked when given).
@@ -129,7 +129,9 @@ enum Meta {
     Line(Option<(String, Vec<String>)>, Field, String, bool),
     /// `[qual shells] STDOUT:` — block until `## END`.
     Block(Option<(String, Vec<String>)>, Field),
-    /// Anything else (`compare_shells`, `tags`, `code`, ...).
+    /// `code: SCRIPT` — the case's script on one line.
+    Code(String),
+    /// Anything else (`compare_shells`, `tags`, ...).
     Other,
 }
 
@@ -169,6 +171,7 @@ fn parse_meta(rest: &str) -> Meta {
         "stdout-json" => Meta::Line(qual, Field::Stdout, value.to_string(), true),
         "stderr-json" => Meta::Line(qual, Field::Stderr, value.to_string(), true),
         "status" => Meta::Line(qual, Field::Status, value.to_string(), false),
+        "code" if qual.is_none() => Meta::Code(value.to_string()),
         _ => Meta::Other,
     }
 }
@@ -280,6 +283,7 @@ pub fn parse(text: &str) -> Result<Vec<Case>> {
                     }
                     set(target(case, q), field, body)?;
                 }
+                Meta::Code(code) => case.script = format!("{code}\n"),
                 Meta::Other => {}
             }
         } else if !in_meta {
@@ -333,6 +337,12 @@ mod tests {
         let a = cases[0].accepted_for("bash");
         assert_eq!(a[0].status, Some(0));
         assert_eq!(a[0].stdout, None);
+    }
+
+    #[test]
+    fn code_line_is_the_script() {
+        let cases = parse("#### x\n## code: foo()\n## status: 2\n").unwrap();
+        assert_eq!(cases[0].script, "foo()\n");
     }
 
     #[test]
