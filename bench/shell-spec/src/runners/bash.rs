@@ -1,4 +1,4 @@
-//! Runner for real bash: each case runs as `bash -c SCRIPT` in a fresh
+//! Runner for real bash: each case runs as `bash < SCRIPT` in a fresh
 //! temp dir, in its own process group that is killed on timeout.
 
 use super::TIMEOUT_STATUS;
@@ -6,7 +6,7 @@ use crate::{Job, Observed};
 use anyhow::Result;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 /// Runs `job` with `bash` (a path) in a fresh checkout-like directory
@@ -37,12 +37,13 @@ pub fn run_one(
     }
     let out_path = dir.path().join("stdout");
     let err_path = dir.path().join("stderr");
-    // `bash -c` as the Oils harness runs cases: `$0` is the shell,
-    // `BASH_SOURCE` is empty, `FUNCNAME` has no `main`.
+    // The script on stdin, as the Oils harness feeds cases: `$0` is the
+    // shell, `BASH_SOURCE` is empty, `FUNCNAME` has no `main`, and a fatal
+    // error exits 1 (not 127 as under `-c`).
+    let script = dir.path().join("case.sh");
+    std::fs::write(&script, &job.script)?;
     let mut child = Command::new(bash)
         .arg0("bash")
-        .arg("-c")
-        .arg(&job.script)
         .current_dir(&root)
         .env_clear()
         .env("PATH", "/usr/local/bin:/usr/bin:/bin")
@@ -51,7 +52,7 @@ pub fn run_one(
         .env("SH", bash)
         .env("TMP", &tmp)
         .env("REPO_ROOT", &root)
-        .stdin(Stdio::null())
+        .stdin(std::fs::File::open(&script)?)
         .stdout(std::fs::File::create(&out_path)?)
         .stderr(std::fs::File::create(&err_path)?)
         .process_group(0)
