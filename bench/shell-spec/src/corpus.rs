@@ -192,7 +192,7 @@ fn set(e: &mut Expect, field: Field, value: String) -> Result<()> {
     Ok(())
 }
 
-fn target<'a>(case: &'a mut Case, qual: Option<(String, Vec<String>)>) -> &'a mut Expect {
+fn target(case: &mut Case, qual: Option<(String, Vec<String>)>) -> &mut Expect {
     match qual {
         None => &mut case.default,
         Some((qualifier, shells)) => {

@@ -68,7 +68,7 @@ fn main() -> Result<()> {
     let started = Instant::now();
     let tick = |name: &'static str, total: usize| {
         move |n: usize| {
-            if n % 250 == 0 || n == total {
+            if n.is_multiple_of(250) || n == total {
                 eprintln!("{name}: {n}/{total} ({:.0?})", started.elapsed());
             }
         }
