@@ -42,11 +42,12 @@ kc() {
 step "starting node-agent local (data dir $DATA_DIR)"
 start_agent
 
-step "a computer and a few scripts"
+step "a computer, a few shell scripts and a JavaScript module"
 kc create demo --quota 1GiB
 kc exec demo -- 'mkdir -p src && printf "a\nb\n" > src/x.txt && wc -l < src/x.txt'
 kc exec demo -- 'for i in 1 2 3; do echo "line $i" >> src/log.txt; done; grep -c line src/log.txt; ls -l src'
 kc exec demo -- 'echo "{\"x\": 42}" > out.json && jq .x out.json'
+kc exec demo --runtime js --input '{"file":"src/x.txt"}' -- 'import {readFile} from "node:fs/promises"; export default async ({file}) => ({file, lines: (await readFile(file, "utf8")).split("\n").length - 1})'
 set +e
 kc exec demo -- 'echo oops >&2; exit 3'; echo "(exit code $?)"
 set -e
