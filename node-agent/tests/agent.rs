@@ -433,21 +433,7 @@ async fn client_disconnect_cancels_the_run() {
     let mut c = agent.client().await;
     create(&mut c, "demo", 0).await;
     let script = "i=0; while true; do i=$((i+1)); echo $i > counter; echo tick; sleep 0.01; done";
-    let mut stream = c.exec(exec_req("demo", script)).await.unwrap().into_inner();
-    // Wait until it is really running.
-    match stream.message().await.unwrap().unwrap().event.unwrap() {
-        Event::Stdout(b) => assert_eq!(b, b"tick\n"),
-        other => panic!("unexpected {other:?}"),
-    }
-    drop(stream);
-    tokio::time::sleep(Duration::from_millis(1000)).await;
-    let first = read(&mut c, "demo", "counter").await.unwrap();
-    tokio::time::sleep(Duration::from_millis(1000)).await;
-    let second = read(&mut c, "demo", "counter").await.unwrap();
-    assert_eq!(
-        first, second,
-        "the script kept running after its client left"
-    );
+    assert_run_stops_when_client_leaves(&mut c, "demo", exec_req("demo", script), "script").await;
 }
 
 #[tokio::test]

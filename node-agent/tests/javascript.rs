@@ -224,24 +224,7 @@ async fn client_disconnect_cancels_the_module() {
     let source = r#"import {writeFileSync} from "node:fs";
         let i = 0;
         setInterval(() => { writeFileSync("counter", String(++i)); console.log("tick"); }, 10);"#;
-    let mut stream = c
-        .exec(js_req("demo", source, ""))
-        .await
-        .unwrap()
-        .into_inner();
-    match stream.message().await.unwrap().unwrap().event.unwrap() {
-        Event::Stdout(b) => assert_eq!(b, b"tick\n"),
-        other => panic!("unexpected {other:?}"),
-    }
-    drop(stream);
-    tokio::time::sleep(Duration::from_millis(1000)).await;
-    let first = read(&mut c, "demo", "counter").await.unwrap();
-    tokio::time::sleep(Duration::from_millis(1000)).await;
-    let second = read(&mut c, "demo", "counter").await.unwrap();
-    assert_eq!(
-        first, second,
-        "the module kept running after its client left"
-    );
+    assert_run_stops_when_client_leaves(&mut c, "demo", js_req("demo", source, ""), "module").await;
 }
 
 #[tokio::test]

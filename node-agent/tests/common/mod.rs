@@ -251,3 +251,30 @@ pub fn assert_errno(status: &tonic::Status, code: tonic::Code, errno: &str) {
         Some(errno)
     );
 }
+
+/// Starts `req` (a run that writes an increasing number to `counter` and
+/// prints `tick` on each step), disconnects after the first tick, and
+/// asserts that `counter` stops changing: the agent cancelled the run when
+/// its client went away. `what` names the run in the failure message.
+pub async fn assert_run_stops_when_client_leaves(
+    c: &mut Client,
+    computer: &str,
+    req: pb::ExecRequest,
+    what: &str,
+) {
+    let mut stream = c.exec(req).await.unwrap().into_inner();
+    // Wait until it is really running.
+    match stream.message().await.unwrap().unwrap().event.unwrap() {
+        Event::Stdout(b) => assert_eq!(b, b"tick\n"),
+        other => panic!("unexpected {other:?}"),
+    }
+    drop(stream);
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    let first = read(c, computer, "counter").await.unwrap();
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    let second = read(c, computer, "counter").await.unwrap();
+    assert_eq!(
+        first, second,
+        "the {what} kept running after its client left"
+    );
+}
