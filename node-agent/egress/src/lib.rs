@@ -1,0 +1,24 @@
+//! The outbound network policy of a computer, and the HTTP client the
+//! in-process runtimes use to obey it.
+//!
+//! * [`EgressConfig`] is the stored shape, the same JSON as the
+//!   AgentComputer resource's `spec.egress`; [`Policy::new`] validates it.
+//! * [`Policy::check`] decides one TCP destination (host name, IP, port):
+//!   deny-all by default, cloud metadata refused unless `allowMetadata`,
+//!   the node's own loopback reachable only through a loopback CIDR rule.
+//! * [`resolve()`] looks a name up once and keeps the allowed addresses;
+//!   [`http::send`] connects to exactly those, so DNS rebinding between the
+//!   check and the connection is not possible, and re-checks every
+//!   redirect hop.
+//!
+//! Semantics and limits: `docs/egress.md`.
+
+mod config;
+mod host;
+pub mod http;
+mod policy;
+mod resolve;
+
+pub use config::{CidrConfig, EgressConfig, Mode, PortConfig, Protocol};
+pub use policy::{DenyReason, Denial, MAX_PORTS, MAX_RULES, METADATA_ADDRS, Policy, PolicyError};
+pub use resolve::{ResolveError, Target, resolve};

@@ -1,0 +1,510 @@
+//! The decision: may this computer open a TCP connection to (host, IP, port)?
+
+use std::fmt;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::ops::RangeInclusive;
+
+use ipnet::IpNet;
+
+use crate::config::{EgressConfig, Mode, Protocol};
+use crate::host::{HostPattern, normalize};
+
+/// Cloud metadata endpoints: the IPv4 address every major cloud uses, and
+/// AWS's IPv6 one (EC2 instance metadata service documentation).
+pub const METADATA_ADDRS: [IpAddr; 2] = [
+    IpAddr::V4(Ipv4Addr::new(169, 254, 169, 254)),
+    IpAddr::V6(Ipv6Addr::new(0xfd00, 0xec2, 0, 0, 0, 0, 0, 0x254)),
+];
+
+/// Most rules of each kind a policy may have (the resource's limits).
+pub const MAX_RULES: usize = 64;
+/// Most port rules per CIDR rule (the resource's limit).
+pub const MAX_PORTS: usize = 32;
+
+/// A validated egress policy. [`Policy::default`] denies everything.
+///
+/// Semantics (the AgentComputer resource's `spec.egress`, applied to the
+/// connections the in-process runtimes open):
+/// * `deny-all`: nothing.
+/// * `allow-all`: every address except cloud metadata ([`METADATA_ADDRS`])
+///   unless `allowMetadata`.
+/// * `allow-list`: an address inside a CIDR rule on an allowed TCP port
+///   (UDP and SCTP port rules admit no TCP connection), or any address of a
+///   host name matching a host rule. Metadata stays excluded from every
+///   rule unless `allowMetadata`. Host rules match names only, never IP
+///   literals.
+/// * Loopback and "this host" addresses (127.0.0.0/8, ::1, 0.0.0.0/8, ::)
+///   are the node agent's own in local mode, not the computer's, so only a
+///   CIDR rule lying inside 127.0.0.0/8 or ::1/128 reaches them; allow-all
+///   and host rules never do. IPv4-mapped IPv6 addresses are judged as the
+///   IPv4 address they carry.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Policy {
+    config: EgressConfig,
+    cidrs: Vec<CidrRule>,
+    hosts: Vec<HostPattern>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct CidrRule {
+    net: IpNet,
+    /// TCP port ranges; `None` allows every port.
+    ports: Option<Vec<RangeInclusive<u16>>>,
+}
+
+impl CidrRule {
+    fn admits(&self, ip: IpAddr, port: u16) -> bool {
+        self.net.contains(&ip)
+            && self
+                .ports
+                .as_ref()
+                .is_none_or(|ranges| ranges.iter().any(|r| r.contains(&port)))
+    }
+}
+
+/// Why a policy could not be built; the text names the offending field.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct PolicyError(pub String);
+
+/// Why a destination was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DenyReason {
+    /// The mode is deny-all.
+    DenyAll,
+    /// Allow-list mode and no rule admits the destination.
+    NotListed,
+    /// A cloud metadata address without `allowMetadata`.
+    Metadata,
+    /// A loopback or "this host" address without a loopback CIDR rule.
+    Local,
+}
+
+/// A refused destination, printable for people:
+/// `10.0.0.5:80 is not in the allow-list`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Denial {
+    /// `10.0.0.5:80`, `example.com:443` or `example.com (10.0.0.5:443)`.
+    pub target: String,
+    pub reason: DenyReason,
+}
+
+impl fmt::Display for Denial {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let target = &self.target;
+        match self.reason {
+            DenyReason::DenyAll => write!(f, "{target}: the egress mode is deny-all"),
+            DenyReason::NotListed => write!(f, "{target} is not in the allow-list"),
+            DenyReason::Metadata => write!(
+                f,
+                "{target} is the cloud metadata address and allowMetadata is off"
+            ),
+            DenyReason::Local => write!(
+                f,
+                "{target} is a loopback address; only a cidr rule inside 127.0.0.0/8 or ::1/128 allows it"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for Denial {}
+
+impl Policy {
+    /// Validates `config` as the resource's schema does. Errors: host or
+    /// CIDR rules outside allow-list mode, more than [`MAX_RULES`] rules of
+    /// a kind or [`MAX_PORTS`] ports in a rule, a CIDR that does not parse,
+    /// a port outside 1-65535 or an `endPort` below `port`, a host rule
+    /// that is not a lowercase DNS name with an optional `*.` prefix.
+    pub fn new(config: EgressConfig) -> Result<Policy, PolicyError> {
+        let err = |m: String| Err(PolicyError(m));
+        if config.mode != Mode::AllowList && (!config.cidrs.is_empty() || !config.hosts.is_empty())
+        {
+            return err(
+                "egress.cidrs and egress.hosts may only be set when egress.mode is allow-list"
+                    .into(),
+            );
+        }
+        if config.cidrs.len() > MAX_RULES || config.hosts.len() > MAX_RULES {
+            return err(format!(
+                "at most {MAX_RULES} cidr rules and {MAX_RULES} host rules"
+            ));
+        }
+        let mut cidrs = Vec::with_capacity(config.cidrs.len());
+        for rule in &config.cidrs {
+            let net: IpNet = match rule.cidr.parse() {
+                Ok(net) => net,
+                Err(_) => {
+                    return err(format!(
+                        "cidr must be an IPv4 or IPv6 CIDR such as 10.0.0.0/8, not {:?}",
+                        rule.cidr
+                    ));
+                }
+            };
+            if rule.ports.len() > MAX_PORTS {
+                return err(format!("at most {MAX_PORTS} ports per cidr rule"));
+            }
+            let mut ports = Vec::new();
+            for p in &rule.ports {
+                let start = port_number(p.port)?;
+                let end = match p.end_port {
+                    Some(end) => port_number(end)?,
+                    None => start,
+                };
+                if end < start {
+                    return err(format!("endPort {end} is below port {start}"));
+                }
+                if p.protocol == Protocol::TCP {
+                    ports.push(start..=end);
+                }
+            }
+            cidrs.push(CidrRule {
+                net: net.trunc(),
+                ports: (!rule.ports.is_empty()).then_some(ports),
+            });
+        }
+        let hosts = config
+            .hosts
+            .iter()
+            .map(|h| HostPattern::parse(h).map_err(PolicyError))
+            .collect::<Result<_, _>>()?;
+        Ok(Policy {
+            config,
+            cidrs,
+            hosts,
+        })
+    }
+
+    /// A policy that allows every destination but metadata and loopback.
+    pub fn allow_all() -> Policy {
+        Policy {
+            config: EgressConfig {
+                mode: Mode::AllowAll,
+                ..EgressConfig::default()
+            },
+            ..Policy::default()
+        }
+    }
+
+    /// The configuration this policy was built from.
+    pub fn config(&self) -> &EgressConfig {
+        &self.config
+    }
+
+    /// Decides a TCP connection to `ip:port`. `host` is the name the
+    /// address was resolved from (`None` for an IP literal); only host
+    /// rules look at it.
+    pub fn check(&self, host: Option<&str>, ip: IpAddr, port: u16) -> Result<(), Denial> {
+        let ip = ip.to_canonical();
+        let deny = |reason| {
+            Err(Denial {
+                target: target(host, Some(ip), port),
+                reason,
+            })
+        };
+        if self.config.mode == Mode::DenyAll {
+            return deny(DenyReason::DenyAll);
+        }
+        if !self.config.allow_metadata && METADATA_ADDRS.contains(&ip) {
+            return deny(DenyReason::Metadata);
+        }
+        if is_local(ip) {
+            let inside_loopback = |net: &IpNet| LOOPBACK.iter().any(|lo| lo.contains(net));
+            return match self
+                .cidrs
+                .iter()
+                .any(|r| inside_loopback(&r.net) && r.admits(ip, port))
+            {
+                true => Ok(()),
+                false => deny(DenyReason::Local),
+            };
+        }
+        if self.config.mode == Mode::AllowAll
+            || self.cidrs.iter().any(|r| r.admits(ip, port))
+            || host.is_some_and(|h| self.host_listed(h))
+        {
+            return Ok(());
+        }
+        deny(DenyReason::NotListed)
+    }
+
+    /// Decides what can be decided about a host name before looking it up,
+    /// so a lookup that cannot lead anywhere is never made: deny-all, or an
+    /// allow-list without CIDR rules whose host rules do not match.
+    pub fn precheck_name(&self, host: &str, port: u16) -> Result<(), Denial> {
+        let reason = match self.config.mode {
+            Mode::DenyAll => DenyReason::DenyAll,
+            Mode::AllowList if self.cidrs.is_empty() && !self.host_listed(host) => {
+                DenyReason::NotListed
+            }
+            _ => return Ok(()),
+        };
+        Err(Denial {
+            target: target(Some(host), None, port),
+            reason,
+        })
+    }
+
+    fn host_listed(&self, host: &str) -> bool {
+        let host = normalize(host);
+        self.hosts.iter().any(|p| p.matches(&host))
+    }
+}
+
+const LOOPBACK: [IpNet; 2] = [
+    IpNet::V4(ipnet::Ipv4Net::new_assert(Ipv4Addr::new(127, 0, 0, 0), 8)),
+    IpNet::V6(ipnet::Ipv6Net::new_assert(Ipv6Addr::LOCALHOST, 128)),
+];
+
+/// Loopback, or an address Linux treats as this host (0.0.0.0/8, ::).
+fn is_local(ip: IpAddr) -> bool {
+    match ip {
+        IpAddr::V4(v4) => v4.is_loopback() || v4.octets()[0] == 0,
+        IpAddr::V6(v6) => v6.is_loopback() || v6.is_unspecified(),
+    }
+}
+
+fn port_number(n: i32) -> Result<u16, PolicyError> {
+    u16::try_from(n)
+        .ok()
+        .filter(|p| *p != 0)
+        .ok_or_else(|| PolicyError(format!("port {n} is outside 1-65535")))
+}
+
+/// `10.0.0.5:80`, `[::1]:80`, `example.com:443`, `example.com (10.0.0.5:443)`.
+fn target(host: Option<&str>, ip: Option<IpAddr>, port: u16) -> String {
+    let addr = ip.map(|ip| std::net::SocketAddr::new(ip, port).to_string());
+    match (host, addr) {
+        (Some(h), Some(a)) => format!("{h} ({a})"),
+        (Some(h), None) => format!("{h}:{port}"),
+        (None, Some(a)) => a,
+        (None, None) => format!("port {port}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{CidrConfig, PortConfig};
+
+    fn ip(s: &str) -> IpAddr {
+        s.parse().unwrap()
+    }
+
+    fn list(cidrs: &[(&str, &[(i32, Option<i32>)])], hosts: &[&str]) -> Policy {
+        Policy::new(EgressConfig {
+            mode: Mode::AllowList,
+            cidrs: cidrs
+                .iter()
+                .map(|(cidr, ports)| CidrConfig {
+                    cidr: cidr.to_string(),
+                    ports: ports
+                        .iter()
+                        .map(|(port, end_port)| PortConfig {
+                            port: *port,
+                            end_port: *end_port,
+                            protocol: Protocol::TCP,
+                        })
+                        .collect(),
+                })
+                .collect(),
+            hosts: hosts.iter().map(|h| h.to_string()).collect(),
+            allow_metadata: false,
+        })
+        .unwrap()
+    }
+
+    fn reason(r: Result<(), Denial>) -> Option<DenyReason> {
+        r.err().map(|d| d.reason)
+    }
+
+    #[test]
+    fn default_denies_everything() {
+        let p = Policy::default();
+        assert_eq!(
+            reason(p.check(None, ip("93.184.215.14"), 443)),
+            Some(DenyReason::DenyAll)
+        );
+        assert_eq!(
+            reason(p.precheck_name("example.com", 443)),
+            Some(DenyReason::DenyAll)
+        );
+    }
+
+    #[test]
+    fn allow_all_keeps_metadata_and_loopback_out() {
+        let p = Policy::allow_all();
+        assert!(p.check(None, ip("93.184.215.14"), 443).is_ok());
+        assert!(p.check(Some("x.example"), ip("10.1.2.3"), 22).is_ok());
+        for m in ["169.254.169.254", "fd00:ec2::254", "::ffff:169.254.169.254"] {
+            assert_eq!(
+                reason(p.check(None, ip(m), 80)),
+                Some(DenyReason::Metadata),
+                "{m}"
+            );
+        }
+        for l in ["127.0.0.1", "127.9.9.9", "::1", "0.0.0.0", "::", "::ffff:127.0.0.1"] {
+            assert_eq!(reason(p.check(None, ip(l), 80)), Some(DenyReason::Local), "{l}");
+        }
+        let with_metadata = Policy::new(EgressConfig {
+            mode: Mode::AllowAll,
+            allow_metadata: true,
+            ..EgressConfig::default()
+        })
+        .unwrap();
+        assert!(with_metadata.check(None, ip("169.254.169.254"), 80).is_ok());
+    }
+
+    #[test]
+    fn cidr_rules_with_ports() {
+        let p = list(
+            &[
+                ("10.0.0.0/8", &[(443, None), (8000, Some(8099))]),
+                ("192.168.1.7/32", &[]),
+                ("2001:db8::/32", &[(443, None)]),
+            ],
+            &[],
+        );
+        assert!(p.check(None, ip("10.1.2.3"), 443).is_ok());
+        assert!(p.check(None, ip("10.1.2.3"), 8050).is_ok());
+        assert_eq!(
+            reason(p.check(None, ip("10.1.2.3"), 80)),
+            Some(DenyReason::NotListed)
+        );
+        assert!(p.check(None, ip("192.168.1.7"), 1).is_ok());
+        assert!(p.check(None, ip("192.168.1.8"), 1).is_err());
+        assert!(p.check(None, ip("2001:db8::1"), 443).is_ok());
+        assert!(p.check(None, ip("::ffff:10.0.0.1"), 443).is_ok());
+        assert!(p.check(None, ip("11.0.0.1"), 443).is_err());
+    }
+
+    #[test]
+    fn udp_port_rules_admit_no_tcp() {
+        let p = Policy::new(EgressConfig {
+            mode: Mode::AllowList,
+            cidrs: vec![CidrConfig {
+                cidr: "10.0.0.0/8".into(),
+                ports: vec![PortConfig {
+                    port: 53,
+                    end_port: None,
+                    protocol: Protocol::UDP,
+                }],
+            }],
+            ..EgressConfig::default()
+        })
+        .unwrap();
+        assert!(p.check(None, ip("10.0.0.1"), 53).is_err());
+    }
+
+    #[test]
+    fn metadata_stays_out_of_ranges() {
+        let p = list(&[("169.254.0.0/16", &[]), ("0.0.0.0/0", &[])], &[]);
+        assert!(p.check(None, ip("169.254.1.1"), 80).is_ok());
+        assert_eq!(
+            reason(p.check(None, ip("169.254.169.254"), 80)),
+            Some(DenyReason::Metadata)
+        );
+        // 0.0.0.0/0 is not a loopback rule.
+        assert_eq!(
+            reason(p.check(None, ip("127.0.0.1"), 80)),
+            Some(DenyReason::Local)
+        );
+    }
+
+    #[test]
+    fn loopback_needs_a_loopback_rule() {
+        let p = list(&[("127.0.0.1/32", &[(8080, None)]), ("::1/128", &[])], &[]);
+        assert!(p.check(None, ip("127.0.0.1"), 8080).is_ok());
+        assert!(p.check(Some("localhost"), ip("127.0.0.1"), 8080).is_ok());
+        assert_eq!(
+            reason(p.check(None, ip("127.0.0.1"), 8081)),
+            Some(DenyReason::Local)
+        );
+        assert_eq!(
+            reason(p.check(None, ip("127.0.0.2"), 8080)),
+            Some(DenyReason::Local)
+        );
+        assert!(p.check(None, ip("::1"), 1).is_ok());
+        assert!(p.check(None, ip("0.0.0.0"), 8080).is_err());
+    }
+
+    #[test]
+    fn host_rules_are_checked_against_the_addresses() {
+        let p = list(&[], &["pypi.org", "*.example.com"]);
+        assert!(p.precheck_name("pypi.org", 443).is_ok());
+        assert!(p.precheck_name("PyPI.org.", 443).is_ok());
+        assert!(p.precheck_name("a.example.com", 80).is_ok());
+        assert_eq!(
+            reason(p.precheck_name("example.com", 443)),
+            Some(DenyReason::NotListed)
+        );
+        assert!(p.check(Some("pypi.org"), ip("151.101.0.223"), 443).is_ok());
+        // A listed name does not open metadata or loopback (DNS rebinding).
+        assert_eq!(
+            reason(p.check(Some("a.example.com"), ip("169.254.169.254"), 80)),
+            Some(DenyReason::Metadata)
+        );
+        assert_eq!(
+            reason(p.check(Some("a.example.com"), ip("127.0.0.1"), 80)),
+            Some(DenyReason::Local)
+        );
+        // Host rules match names, not the address itself.
+        assert!(p.check(None, ip("151.101.0.223"), 443).is_err());
+        assert!(p.check(Some("evil.org"), ip("151.101.0.223"), 443).is_err());
+    }
+
+    #[test]
+    fn prechecks_need_a_lookup_when_cidrs_exist() {
+        let p = list(&[("10.0.0.0/8", &[])], &[]);
+        assert!(p.precheck_name("anything.internal", 80).is_ok());
+        assert!(Policy::allow_all().precheck_name("x", 1).is_ok());
+    }
+
+    #[test]
+    fn invalid_configs_are_refused() {
+        let bad = |config: EgressConfig| Policy::new(config).unwrap_err().0;
+        let cidr = |c: &str, port: i32, end: Option<i32>| CidrConfig {
+            cidr: c.into(),
+            ports: vec![PortConfig {
+                port,
+                end_port: end,
+                protocol: Protocol::TCP,
+            }],
+        };
+        let allow_list = |cidrs, hosts: &[&str]| EgressConfig {
+            mode: Mode::AllowList,
+            cidrs,
+            hosts: hosts.iter().map(|h| h.to_string()).collect(),
+            allow_metadata: false,
+        };
+        assert!(
+            bad(EgressConfig {
+                mode: Mode::AllowAll,
+                hosts: vec!["a.com".into()],
+                ..EgressConfig::default()
+            })
+            .contains("only be set when egress.mode is allow-list")
+        );
+        assert!(bad(allow_list(vec![cidr("10.0.0.0/33", 1, None)], &[])).contains("cidr"));
+        assert!(bad(allow_list(vec![cidr("10.0.0.0/8", 0, None)], &[])).contains("port 0"));
+        assert!(bad(allow_list(vec![cidr("10.0.0.0/8", 70000, None)], &[])).contains("70000"));
+        assert!(bad(allow_list(vec![cidr("10.0.0.0/8", 90, Some(80))], &[])).contains("endPort"));
+        assert!(bad(allow_list(vec![], &["*.Bad.com"])).contains("host rule"));
+        // Host bits are allowed, as Kubernetes' isCIDR allows them.
+        let p = Policy::new(allow_list(vec![cidr("10.1.2.3/8", 80, None)], &[])).unwrap();
+        assert!(p.check(None, ip("10.9.9.9"), 80).is_ok());
+    }
+
+    #[test]
+    fn denials_read_well() {
+        let p = list(&[("10.0.0.0/8", &[(443, None)])], &[]);
+        let d = p.check(None, ip("10.0.0.5"), 80).unwrap_err();
+        assert_eq!(d.to_string(), "10.0.0.5:80 is not in the allow-list");
+        let d = p.check(Some("db.internal"), ip("11.0.0.5"), 443).unwrap_err();
+        assert_eq!(
+            d.to_string(),
+            "db.internal (11.0.0.5:443) is not in the allow-list"
+        );
+        let d = Policy::default().precheck_name("pypi.org", 443).unwrap_err();
+        assert_eq!(d.to_string(), "pypi.org:443: the egress mode is deny-all");
+    }
+}
