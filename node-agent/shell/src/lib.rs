@@ -14,6 +14,7 @@
 //!
 //! Design notes and measurements: `docs/shell-runtime.md`.
 
+mod builtins;
 mod engine_fs;
 mod errno;
 mod limits;

@@ -2,6 +2,7 @@
 //! namespace, run the script with output streamed through the gate, and say
 //! how it ended.
 
+use crate::builtins;
 use crate::engine_fs::EngineFs;
 use crate::limits::ShellLimits;
 use crate::output::{OutputGate, Refusal};
@@ -55,8 +56,8 @@ pub(crate) struct Job {
 /// Runs `job` to completion on the current (exec) thread's runtime.
 pub(crate) async fn execute(job: Job) -> Finished {
     let cwd = resolve_cwd(&job.cwd);
-    let sandbox = SandboxFs::new(EngineFs::new(job.fs), job.limits.scratch(), HOME);
-    let mut builder = Bash::builder()
+    let sandbox = SandboxFs::new(EngineFs::new(job.fs.clone()), job.limits.scratch(), HOME);
+    let mut builder = builtins::install(Bash::builder(), &job.fs)
         .fs(Arc::new(sandbox))
         .limits(job.limits.execution(job.timeout, job.gate.cap()))
         .memory_limits(job.limits.memory())

@@ -142,17 +142,6 @@ async fn ln_makes_symlinks() {
 }
 
 #[tokio::test]
-async fn ln_without_s_makes_a_symlink_too() {
-    // bashkit's VFS has no hard links: `ln` always links symbolically.
-    // Pinned so a bashkit upgrade that adds them is noticed.
-    let c = Computer::new();
-    let out = c
-        .sh("echo x > t; ln t h; [ -L h ] && echo symlink; cat h")
-        .await;
-    assert_eq!(out.ok(), "symlink\nx\n");
-}
-
-#[tokio::test]
 async fn mkfifo_makes_an_engine_fifo_that_buffers_within_an_exec() {
     let c = Computer::new();
     let out = c
