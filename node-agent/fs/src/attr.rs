@@ -75,7 +75,7 @@ impl Fs {
     /// Errors: `ENOENT`; for `size`: `EISDIR`, `EINVAL` (not a regular
     /// file), `EFBIG` past [`crate::MAX_FILE_SIZE`].
     pub fn setattr(&self, ino: Ino, set: &SetAttr) -> Result<Attr> {
-        let mut t = self.inner.begin()?;
+        let mut t = self.begin()?;
         let a = t.setattr(ino, set)?;
         t.commit()?;
         Ok(a)

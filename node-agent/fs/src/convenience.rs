@@ -50,7 +50,7 @@ impl Fs {
         perm: u32,
         owner: Owner,
     ) -> Result<Attr> {
-        let mut t = self.inner.begin()?;
+        let mut t = self.begin()?;
         let existing = match resolve_in(t.conn(), cwd, path, true) {
             Ok(a) => {
                 if mode == WriteMode::CreateNew {

@@ -255,7 +255,7 @@ impl Fs {
     /// written), `EFBIG` past [`MAX_FILE_SIZE`], `ENOENT`, `EISDIR`,
     /// `EINVAL` for other non-regular files.
     pub fn write(&self, ino: Ino, offset: u64, data: &[u8]) -> Result<usize> {
-        let mut t = self.inner.begin()?;
+        let mut t = self.begin()?;
         let n = t.write_data(ino, offset, data)?;
         t.commit()?;
         Ok(n)

@@ -4,12 +4,13 @@
 //! works, so reads never wait for writes (SQLite docs, "Write-Ahead Logging").
 
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
 use rusqlite::{Connection, OpenFlags};
 
 use crate::Result;
+use crate::commit::Writer;
 
 /// How long a connection waits for a lock held by another connection.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
@@ -105,23 +106,39 @@ impl Readers {
             None => open_reader(&self.path)?,
         };
         Ok(ReadConn {
-            pool: self,
+            pool: Some(self),
             conn: Some(conn),
+            writer: None,
         })
     }
 }
 
-/// A reader lent by [`Readers`]; returns to the pool when dropped.
+/// A connection lent for reading: a pooled reader (back to the pool when
+/// dropped), or the writer while a batch is open.
 pub(crate) struct ReadConn<'a> {
-    pool: &'a Readers,
+    pool: Option<&'a Readers>,
     conn: Option<Connection>,
+    writer: Option<MutexGuard<'a, Writer>>,
 }
 
-impl ReadConn<'_> {
+impl<'a> ReadConn<'a> {
+    /// Reads on the writer connection, inside its open batch.
+    pub(crate) fn writer(w: MutexGuard<'a, Writer>) -> ReadConn<'a> {
+        ReadConn {
+            pool: None,
+            conn: None,
+            writer: Some(w),
+        }
+    }
+
     /// Runs `f` inside one read transaction, so all its queries see one
-    /// snapshot of the database.
+    /// snapshot of the database. On the writer, the open batch is that
+    /// transaction (nothing else writes while the lock is held).
     pub(crate) fn snapshot<T>(&self, f: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
         let conn: &Connection = self;
+        if self.writer.is_some() {
+            return f(conn);
+        }
         exec_cached(conn, "BEGIN DEFERRED")?;
         let r = f(conn);
         // A read transaction has nothing to keep: ending it can't lose data.
@@ -135,18 +152,21 @@ impl ReadConn<'_> {
 impl std::ops::Deref for ReadConn<'_> {
     type Target = Connection;
     fn deref(&self) -> &Connection {
-        self.conn.as_ref().expect("reader present until drop")
+        match &self.writer {
+            Some(w) => &w.conn,
+            None => self.conn.as_ref().expect("reader present until drop"),
+        }
     }
 }
 
 impl Drop for ReadConn<'_> {
     fn drop(&mut self) {
-        if let Some(conn) = self.conn.take() {
+        if let (Some(conn), Some(pool)) = (self.conn.take(), self.pool) {
             if !conn.is_autocommit() {
                 // A failed snapshot left a transaction open: don't pool it.
                 return;
             }
-            let mut idle = self.pool.idle.lock().unwrap_or_else(|e| e.into_inner());
+            let mut idle = pool.idle.lock().unwrap_or_else(|e| e.into_inner());
             if idle.len() < MAX_IDLE_READERS {
                 idle.push(conn);
             }

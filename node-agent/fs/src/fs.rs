@@ -2,10 +2,13 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, MutexGuard, RwLock};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock, Weak};
+use std::time::Duration;
 
 use rusqlite::{Connection, params};
 
+use crate::commit::{self, Writer};
 use crate::db::{self, ReadConn, Readers};
 use crate::inode::{self, NewInode};
 use crate::notify::{Change, Subscriber, Subscribers, SubscriptionId};
@@ -49,6 +52,9 @@ impl Default for Tuning {
 #[derive(Clone)]
 pub struct Fs {
     pub(crate) inner: Arc<Inner>,
+    /// How long a mutating call of this view may leave its transaction
+    /// uncommitted; zero commits every call before it returns.
+    pub(crate) window: Duration,
 }
 
 impl std::fmt::Debug for Fs {
@@ -56,6 +62,7 @@ impl std::fmt::Debug for Fs {
         f.debug_struct("Fs")
             .field("db_path", &self.inner.path)
             .field("chunk_size", &self.inner.chunk_size)
+            .field("commit_window", &self.window)
             .finish_non_exhaustive()
     }
 }
@@ -66,7 +73,14 @@ pub(crate) struct Inner {
     /// to close checkpoints the WAL and deletes it, leaving a closed
     /// (hibernated) computer as one file.
     pub(crate) readers: Readers,
-    writer: Mutex<Connection>,
+    writer: Mutex<Writer>,
+    /// True while a batch may be open: reads must then look at the writer.
+    pending: AtomicBool,
+    /// Why completed calls were lost (a batch failed to commit); reported
+    /// once by the next `fsync`.
+    lost: Mutex<Option<Error>>,
+    /// This `Inner` itself, for the flusher thread.
+    me: Weak<Inner>,
     limits: RwLock<Limits>,
     pub(crate) chunk_size: u64,
     /// Open handles per inode; see [`crate::Handle`].
@@ -74,11 +88,18 @@ pub(crate) struct Inner {
     subs: Subscribers,
 }
 
-/// The writer's transaction: `BEGIN IMMEDIATE` on creation, rolled back on
-/// drop unless [`WriteTxn::commit`] ran. Changes are announced after commit.
+/// The writer's transaction for one call: `BEGIN IMMEDIATE` on creation,
+/// rolled back on drop unless [`WriteTxn::commit`] ran. Inside a batch (see
+/// the `commit` module) it is a `SAVEPOINT` of the batch instead, so a
+/// failing call undoes only its own changes. Changes are announced when
+/// the call completes.
 pub(crate) struct WriteTxn<'a> {
     pub(crate) inner: &'a Inner,
-    conn: MutexGuard<'a, Connection>,
+    w: MutexGuard<'a, Writer>,
+    /// The commit window of the view that made the call.
+    window: Duration,
+    /// The call runs in a savepoint of a batch.
+    savepoint: bool,
     pub(crate) changes: Vec<Change>,
     /// The time of this transaction, in ns since the epoch.
     pub(crate) now: i64,
@@ -90,7 +111,7 @@ pub(crate) struct WriteTxn<'a> {
 
 impl WriteTxn<'_> {
     pub(crate) fn conn(&self) -> &Connection {
-        &self.conn
+        &self.w.conn
     }
 
     /// Open handles on `ino`, holding the counts locked until the end of
@@ -114,10 +135,23 @@ impl WriteTxn<'_> {
         });
     }
 
-    /// Commits, then tells subscribers what changed.
+    /// Completes the call: commits its transaction, or, inside a batch,
+    /// releases its savepoint and commits the batch once the window has
+    /// passed (at once for a call without a window). Then tells
+    /// subscribers what changed.
     pub(crate) fn commit(mut self) -> Result<()> {
-        db::exec_cached(&self.conn, "COMMIT")?;
-        self.done = true;
+        if self.savepoint {
+            db::exec_cached(self.conn(), "RELEASE call")?;
+            self.done = true;
+            let batch = self.w.batch.as_mut().expect("a savepoint lives in a batch");
+            batch.calls += 1;
+            if self.window.is_zero() || batch.since.elapsed() >= self.window {
+                self.inner.end_batch(&mut self.w)?;
+            }
+        } else {
+            db::exec_cached(self.conn(), "COMMIT")?;
+            self.done = true;
+        }
         let changes = std::mem::take(&mut self.changes);
         let inner = self.inner;
         drop(self);
@@ -128,26 +162,62 @@ impl WriteTxn<'_> {
 
 impl Drop for WriteTxn<'_> {
     fn drop(&mut self) {
-        if !self.done
-            && !self.conn.is_autocommit()
-            && let Err(e) = self.conn.execute_batch("ROLLBACK")
-        {
-            tracing::error!(error = %e, "rollback failed");
+        if self.done {
+            return;
+        }
+        if !self.savepoint {
+            if !self.w.conn.is_autocommit()
+                && let Err(e) = self.w.conn.execute_batch("ROLLBACK")
+            {
+                tracing::error!(error = %e, "rollback failed");
+            }
+            return;
+        }
+        if self.w.conn.is_autocommit() {
+            // SQLite rolled the whole batch back itself (an I/O error or a
+            // full disk): the calls completed in it are lost.
+            if let Some(batch) = self.w.batch.take() {
+                self.inner.pending.store(false, Ordering::SeqCst);
+                if batch.calls > 0 {
+                    let cause = Error::from(Errno::EIO);
+                    self.inner.record_lost(commit::lost(batch.calls, &cause));
+                }
+            }
+            return;
+        }
+        if let Err(e) = self.w.conn.execute_batch("ROLLBACK TO call; RELEASE call") {
+            tracing::error!(error = %e, "rollback to savepoint failed");
         }
     }
 }
 
 impl Inner {
-    fn writer(&self) -> MutexGuard<'_, Connection> {
+    fn writer(&self) -> MutexGuard<'_, Writer> {
         self.writer.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    pub(crate) fn begin(&self) -> Result<WriteTxn<'_>> {
-        let conn = self.writer();
-        db::exec_cached(&conn, "BEGIN IMMEDIATE")?;
+    /// Starts the transaction of one call made through a view with commit
+    /// window `window` (zero: commit when the call completes).
+    pub(crate) fn begin(&self, window: Duration) -> Result<WriteTxn<'_>> {
+        let mut w = self.writer();
+        let savepoint = w.batch.is_some() || !window.is_zero();
+        if w.batch.is_none() {
+            if window.is_zero() {
+                db::exec_cached(&w.conn, "BEGIN IMMEDIATE")?;
+            } else {
+                let generation = w.open_batch()?;
+                self.pending.store(true, Ordering::SeqCst);
+                commit::schedule(self.me.clone(), generation, window);
+            }
+        }
+        if savepoint {
+            db::exec_cached(&w.conn, "SAVEPOINT call")?;
+        }
         Ok(WriteTxn {
             inner: self,
-            conn,
+            w,
+            window,
+            savepoint,
             changes: Vec::new(),
             now: Timespec::now().as_nanos(),
             done: false,
@@ -155,12 +225,58 @@ impl Inner {
         })
     }
 
+    /// Commits the open batch of `w`, if any; a failure is recorded for
+    /// `fsync` and returned.
+    fn end_batch(&self, w: &mut Writer) -> Result<()> {
+        let r = w.commit_batch();
+        self.pending.store(false, Ordering::SeqCst);
+        if let Err(e) = &r {
+            self.record_lost(Error::Errno {
+                errno: e.errno(),
+                context: Some(e.to_string()),
+            });
+        }
+        r
+    }
+
+    fn record_lost(&self, e: Error) {
+        tracing::error!(error = %e, "completed filesystem calls were lost");
+        let mut lost = self.lost.lock().unwrap_or_else(|e| e.into_inner());
+        lost.get_or_insert(e);
+    }
+
+    /// Commits batch `generation` if it is still open (the flusher's call).
+    pub(crate) fn flush_generation(&self, generation: u64) {
+        let mut w = self.writer();
+        if w.batch.is_some_and(|b| b.generation == generation) {
+            let _ = self.end_batch(&mut w);
+        }
+    }
+
+    /// A connection for a read: a pooled reader, or the writer itself while
+    /// a batch is open (only the writer sees the batch's changes).
     pub(crate) fn reader(&self) -> Result<ReadConn<'_>> {
+        if self.pending.load(Ordering::SeqCst) {
+            let w = self.writer();
+            if w.batch.is_some() {
+                return Ok(ReadConn::writer(w));
+            }
+        }
         self.readers.get()
     }
 
     pub(crate) fn limits(&self) -> Limits {
         *self.limits.read().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        // Closing the filesystem commits what its calls returned.
+        let w = self.writer.get_mut().unwrap_or_else(|e| e.into_inner());
+        if let Err(e) = w.commit_batch() {
+            tracing::error!(error = %e, "committing the last batch at close failed");
+        }
     }
 }
 
@@ -276,17 +392,21 @@ impl Fs {
             max_inodes: inode::meta_get(&conn, "max_inodes")? as u64,
         };
         purge_orphans(&conn)?;
-        let inner = Inner {
+        let inner = Arc::new_cyclic(|me| Inner {
             path: db_path.to_path_buf(),
             readers: Readers::new(db_path.to_path_buf()),
-            writer: Mutex::new(conn),
+            writer: Mutex::new(Writer::new(conn)),
+            pending: AtomicBool::new(false),
+            lost: Mutex::new(None),
+            me: me.clone(),
             limits: RwLock::new(limits),
             chunk_size,
             open: Mutex::new(HashMap::new()),
             subs: Subscribers::default(),
-        };
+        });
         Ok(Fs {
-            inner: Arc::new(inner),
+            inner,
+            window: Duration::ZERO,
         })
     }
 
@@ -323,7 +443,7 @@ impl Fs {
     /// Changes the quotas. Lowering them below current usage is allowed:
     /// nothing is deleted, further growth fails with `ENOSPC`.
     pub fn set_limits(&self, limits: Limits) -> Result<()> {
-        let t = self.inner.begin()?;
+        let t = self.begin()?;
         inode::meta_set(t.conn(), "max_bytes", limits.max_bytes as i64)?;
         inode::meta_set(t.conn(), "max_inodes", limits.max_inodes as i64)?;
         // Hold the writer while swapping so no write checks a stale quota.
@@ -359,16 +479,21 @@ impl Fs {
         })
     }
 
-    /// Makes everything committed so far survive power loss.
+    /// Makes every completed call survive power loss.
     ///
-    /// Every call already commits before returning (surviving a process
-    /// crash); this commits one more small transaction with
-    /// `synchronous = FULL`, which syncs the WAL file, and with it every
-    /// earlier frame (SQLite docs, "PRAGMA synchronous"). `ino` is accepted
-    /// for symmetry with `fsync(2)`; the whole database is synced.
+    /// Commits the open batch (see [`Fs::with_commit_window`]), then one
+    /// more small transaction with `synchronous = FULL`, which syncs the WAL
+    /// file, and with it every earlier frame (SQLite docs, "PRAGMA
+    /// synchronous"). `ino` is accepted for symmetry with `fsync(2)`; the
+    /// whole database is synced.
+    ///
+    /// Errors: `EIO` once after completed calls were lost because their
+    /// batch failed to commit (like fsync(2) after a failed writeback).
     pub fn fsync(&self, ino: Option<Ino>) -> Result<()> {
         let _ = ino;
-        let conn = self.inner.writer();
+        let mut w = self.inner.writer();
+        self.inner.end_batch(&mut w)?;
+        let conn = &w.conn;
         conn.execute_batch("PRAGMA synchronous = FULL")?;
         let r = conn.execute_batch(
             "BEGIN IMMEDIATE;
@@ -381,7 +506,54 @@ impl Fs {
         let restore = conn.execute_batch("PRAGMA synchronous = NORMAL");
         r?;
         restore?;
-        Ok(())
+        drop(w);
+        match self
+            .inner
+            .lost
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()
+        {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+
+    /// A view of this filesystem whose mutating calls may return before
+    /// their transaction commits: calls within `window` of the first
+    /// uncommitted one share one transaction (group commit). The view
+    /// shares everything else with `self`; reads through any view see the
+    /// changes at once.
+    ///
+    /// A call that returned through such a view survives a crash of the
+    /// process only once its batch committed: after `window` (plus the
+    /// length of a running call), at [`Fs::flush`] or [`Fs::fsync`], at any
+    /// call through a view without a window, or when the last view is
+    /// dropped. `Duration::ZERO` gives back the default: every call commits
+    /// before it returns. Meant for the FUSE server, whose kernel client
+    /// expects page-cache semantics (data is durable at `fsync`).
+    pub fn with_commit_window(&self, window: Duration) -> Fs {
+        Fs {
+            inner: Arc::clone(&self.inner),
+            window,
+        }
+    }
+
+    /// The commit window of this view (zero: every call commits).
+    pub fn commit_window(&self) -> Duration {
+        self.window
+    }
+
+    /// Commits the open batch now, so every completed call survives a
+    /// process crash. Errors: `EIO` if the batch failed to commit.
+    pub fn flush(&self) -> Result<()> {
+        let mut w = self.inner.writer();
+        self.inner.end_batch(&mut w)
+    }
+
+    /// The transaction of one mutating call through this view.
+    pub(crate) fn begin(&self) -> Result<WriteTxn<'_>> {
+        self.inner.begin(self.window)
     }
 
     /// Registers `f`, called after each commit for every inode and entry

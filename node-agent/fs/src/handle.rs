@@ -5,6 +5,7 @@
 //! open frees every orphan.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use rusqlite::OptionalExtension;
 
@@ -16,6 +17,8 @@ use crate::{Errno, Fs, Ino, Result, inode};
 pub struct Handle {
     inner: Arc<Inner>,
     ino: Ino,
+    /// Commit window of the view that opened it (see `Fs::with_commit_window`).
+    window: Duration,
 }
 
 impl std::fmt::Debug for Handle {
@@ -46,7 +49,7 @@ impl Drop for Handle {
                 }
             }
         };
-        if last && let Err(e) = release_orphan(&self.inner, self.ino) {
+        if last && let Err(e) = release_orphan(&self.inner, self.ino, self.window) {
             tracing::error!(
                 ino = self.ino,
                 error = %e,
@@ -57,8 +60,8 @@ impl Drop for Handle {
 }
 
 /// Frees `ino` if it is an orphan nobody holds open any more.
-fn release_orphan(inner: &Inner, ino: Ino) -> Result<()> {
-    let mut t = inner.begin()?;
+fn release_orphan(inner: &Inner, ino: Ino, window: Duration) -> Result<()> {
+    let mut t = inner.begin(window)?;
     let is_orphan = t
         .conn()
         .prepare_cached("SELECT 1 FROM orphans WHERE ino = ?1")?
@@ -105,8 +108,9 @@ impl Fs {
     ///
     /// Errors: `ENOENT` if the inode does not exist.
     pub fn open_inode(&self, ino: Ino) -> Result<Handle> {
-        let mut open = self.inner.open.lock().unwrap_or_else(|e| e.into_inner());
+        // Lock order: the reader first (it may be the writer), then counts.
         let r = self.inner.reader()?;
+        let mut open = self.inner.open.lock().unwrap_or_else(|e| e.into_inner());
         if inode::find(&r, ino)?.is_none() {
             return Err(Errno::ENOENT.into());
         }
@@ -114,6 +118,7 @@ impl Fs {
         Ok(Handle {
             inner: self.inner.clone(),
             ino,
+            window: self.window,
         })
     }
 }

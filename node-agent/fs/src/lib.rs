@@ -21,6 +21,7 @@
 
 mod attr;
 mod check;
+mod commit;
 mod convenience;
 mod data;
 mod db;

@@ -393,7 +393,7 @@ impl Fs {
         } else {
             0
         };
-        let mut t = self.inner.begin()?;
+        let mut t = self.begin()?;
         let a = t.create(parent, name, NewKind::Node(kind, rdev), perm, owner)?;
         t.commit()?;
         Ok(a)
@@ -403,7 +403,7 @@ impl Fs {
     ///
     /// Errors: as [`Fs::mknod`].
     pub fn mkdir(&self, parent: Ino, name: &[u8], perm: u32, owner: Owner) -> Result<Attr> {
-        let mut t = self.inner.begin()?;
+        let mut t = self.begin()?;
         let a = t.create(parent, name, NewKind::Dir, perm, owner)?;
         t.commit()?;
         Ok(a)
@@ -415,7 +415,7 @@ impl Fs {
     /// Errors: as [`Fs::mknod`]; `ENOENT` for an empty target,
     /// `ENAMETOOLONG` for a target of 4096 bytes or more.
     pub fn symlink(&self, parent: Ino, name: &[u8], target: &[u8], owner: Owner) -> Result<Attr> {
-        let mut t = self.inner.begin()?;
+        let mut t = self.begin()?;
         let a = t.create(parent, name, NewKind::Symlink(target), 0o777, owner)?;
         t.commit()?;
         Ok(a)
@@ -432,7 +432,7 @@ impl Fs {
     /// Errors: `ENOENT` (no such inode, or it has no links left), `EEXIST`,
     /// `EPERM` for a directory, `ENOTDIR`, `EMLINK`.
     pub fn link(&self, ino: Ino, new_parent: Ino, new_name: &[u8]) -> Result<Attr> {
-        let mut t = self.inner.begin()?;
+        let mut t = self.begin()?;
         let a = t.link(ino, new_parent, new_name)?;
         t.commit()?;
         Ok(a)
@@ -444,7 +444,7 @@ impl Fs {
     /// Errors: `ENOENT`, `ENOTDIR`, `EISDIR` for a directory (Linux; also
     /// for `.`, `..`).
     pub fn unlink(&self, parent: Ino, name: &[u8]) -> Result<()> {
-        let mut t = self.inner.begin()?;
+        let mut t = self.begin()?;
         t.unlink(parent, name)?;
         t.commit()
     }
@@ -454,7 +454,7 @@ impl Fs {
     /// Errors: `ENOENT`, `ENOTDIR`, `ENOTEMPTY` (also for `..`), `EINVAL`
     /// for `.`, `EBUSY` for the root (`/`).
     pub fn rmdir(&self, parent: Ino, name: &[u8]) -> Result<()> {
-        let mut t = self.inner.begin()?;
+        let mut t = self.begin()?;
         t.rmdir(parent, name)?;
         t.commit()
     }
@@ -475,7 +475,7 @@ impl Fs {
         new_name: &[u8],
         flags: RenameFlags,
     ) -> Result<()> {
-        let mut t = self.inner.begin()?;
+        let mut t = self.begin()?;
         t.rename(parent, name, new_parent, new_name, flags)?;
         t.commit()
     }

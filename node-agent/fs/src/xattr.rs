@@ -59,7 +59,7 @@ impl Fs {
         if value.len() > XATTR_SIZE_MAX {
             return Err(Errno::E2BIG.into());
         }
-        let mut t = self.inner.begin()?;
+        let mut t = self.begin()?;
         inode::get(t.conn(), ino)?;
         let exists = t
             .conn()
@@ -103,7 +103,7 @@ impl Fs {
     /// Errors: `ENODATA` if absent, `ENOENT`, `ERANGE`.
     pub fn removexattr(&self, ino: Ino, name: &[u8]) -> Result<()> {
         check_name(name)?;
-        let mut t = self.inner.begin()?;
+        let mut t = self.begin()?;
         inode::get(t.conn(), ino)?;
         let n = t
             .conn()

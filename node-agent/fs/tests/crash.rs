@@ -39,6 +39,18 @@ fn expected(fields: &[&str]) -> (String, Vec<u8>) {
 
 #[test]
 fn acknowledged_writes_survive_sigkill() {
+    kill_and_check(None);
+}
+
+/// The same through a view with a commit window (as the FUSE server uses):
+/// calls return before they commit, but `fsync` commits their batch first,
+/// so every record acknowledged after an `fsync` survives.
+#[test]
+fn acknowledged_writes_survive_sigkill_with_group_commit() {
+    kill_and_check(Some(20));
+}
+
+fn kill_and_check(window_ms: Option<u64>) {
     let tmp = tempfile::tempdir().unwrap();
     let db = tmp.path().join("crash.db");
     let mut rng = rand::rng();
@@ -50,6 +62,7 @@ fn acknowledged_writes_survive_sigkill() {
         let mut child = Command::new(env!("CARGO_BIN_EXE_fs-crash-writer"))
             .arg(&db)
             .arg(next_id.to_string())
+            .args(window_ms.map(|w| w.to_string()))
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()

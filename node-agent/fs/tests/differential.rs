@@ -574,7 +574,10 @@ fn template() -> &'static std::path::Path {
     path
 }
 
-fn run(ops: &[Op]) -> Result<(), TestCaseError> {
+/// Runs `ops` on both sides; with `batched`, through one group-commit batch
+/// (every call a savepoint of it), then checks the tree again after the
+/// batch committed and the database was reopened.
+fn run(ops: &[Op], batched: bool) -> Result<(), TestCaseError> {
     // mknodat/mkdirat on the real side apply the umask; the engine leaves
     // that to its callers.
     nix::sys::stat::umask(Mode::empty());
@@ -600,7 +603,16 @@ fn run(ops: &[Op]) -> Result<(), TestCaseError> {
     let db_dir = memory_tempdir();
     let db = db_dir.path().join("fs.db");
     std::fs::copy(template(), &db).unwrap();
-    let fs = Fs::open(&db).unwrap();
+    let opened = Fs::open(&db).unwrap();
+    let fs = if batched {
+        // Only the view may keep the database open: the reopen below must
+        // be the sole `Fs` on the file.
+        let view = opened.with_commit_window(std::time::Duration::from_secs(3600));
+        drop(opened);
+        view
+    } else {
+        opened
+    };
     let engine = Engine { fs };
     for (i, op) in setup().iter().chain(ops).enumerate() {
         let want = real.apply(op);
@@ -618,6 +630,14 @@ fn run(ops: &[Op]) -> Result<(), TestCaseError> {
     }
     prop_assert_eq!(got.len(), want.len(), "tree sizes");
     prop_assert_eq!(engine.fs.check().unwrap(), Vec::<String>::new());
+    if batched {
+        drop(engine);
+        let engine = Engine {
+            fs: Fs::open(&db).unwrap(),
+        };
+        prop_assert_eq!(engine.tree(), got, "tree after commit and reopen");
+        prop_assert_eq!(engine.fs.check().unwrap(), Vec::<String>::new());
+    }
     Ok(())
 }
 
@@ -626,6 +646,11 @@ proptest! {
 
     #[test]
     fn engine_matches_local_disk(ops in prop::collection::vec(op(), 1..50)) {
-        run(&ops)?;
+        run(&ops, false)?;
+    }
+
+    #[test]
+    fn engine_matches_local_disk_in_one_commit_batch(ops in prop::collection::vec(op(), 1..50)) {
+        run(&ops, true)?;
     }
 }

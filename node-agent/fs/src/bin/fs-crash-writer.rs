@@ -1,6 +1,7 @@
 //! Crash-test driver for the engine (used by `tests/crash.rs`).
 //!
-//! Usage: `fs-crash-writer DB FIRST_ID`. Writes records through the engine
+//! Usage: `fs-crash-writer DB FIRST_ID [COMMIT_WINDOW_MS]` (the window: a
+//! group-commit view, see `Fs::with_commit_window`). Writes records through the engine
 //! forever, starting at record `FIRST_ID`; after each record is fsynced it
 //! prints one line describing it, so whatever was printed before a SIGKILL
 //! is what the engine acknowledged:
@@ -30,9 +31,17 @@ fn pattern(seed: u64, len: usize) -> Vec<u8> {
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut args = std::env::args().skip(1);
-    let db = PathBuf::from(args.next().ok_or("usage: fs-crash-writer DB FIRST_ID")?);
+    let db = PathBuf::from(
+        args.next()
+            .ok_or("usage: fs-crash-writer DB FIRST_ID [COMMIT_WINDOW_MS]")?,
+    );
     let first: u64 = args.next().ok_or("missing FIRST_ID")?.parse()?;
     let fs = Fs::open_or_create(&db, Limits::default())?;
+    // Optional third argument: a commit window in ms (group commit).
+    let fs = match args.next() {
+        Some(ms) => fs.with_commit_window(std::time::Duration::from_millis(ms.parse()?)),
+        None => fs,
+    };
     let own = Owner::ROOT;
     for k in 0..8 {
         match fs.mkdir(ROOT_INO, format!("d{k}").as_bytes(), 0o755, own) {
