@@ -49,6 +49,9 @@ struct Args {
     /// Turn the kernel writeback cache on for the mount.
     #[arg(long)]
     writeback: bool,
+    /// Group commit window of the mount in milliseconds (default: the library's).
+    #[arg(long)]
+    commit_window_ms: Option<u64>,
 }
 
 fn main() -> Result<()> {
@@ -101,6 +104,9 @@ fn main() -> Result<()> {
     }
     if let Some(n) = args.threads {
         opts.threads = n;
+    }
+    if let Some(ms) = args.commit_window_ms {
+        opts.commit_window = Duration::from_millis(ms);
     }
     eprintln!("mount options: {opts:?}");
     let fs = Fs::create(

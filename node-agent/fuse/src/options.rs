@@ -34,10 +34,18 @@ pub struct MountOptions {
     pub allow_other: Option<bool>,
     /// Name shown as the mount's source in `/proc/self/mountinfo`.
     pub fsname: String,
+    /// Group commit window of requests from the kernel (see
+    /// `agentcomputer_fs::Fs::with_commit_window`): requests within it share
+    /// one engine transaction. Data is durable at `fsync`, as on a local
+    /// disk; zero commits every request before answering it.
+    pub commit_window: Duration,
 }
 
 /// Default attribute and entry timeout; see `docs/fuse.md` for the benchmark.
 pub const DEFAULT_TTL: Duration = Duration::from_secs(600);
+
+/// Default group commit window; see `docs/fuse.md` for the benchmark.
+pub const DEFAULT_COMMIT_WINDOW: Duration = Duration::from_millis(10);
 
 impl Default for MountOptions {
     fn default() -> Self {
@@ -51,6 +59,7 @@ impl Default for MountOptions {
             max_readahead: 1 << 20,
             allow_other: None,
             fsname: "agentcomputer".to_string(),
+            commit_window: DEFAULT_COMMIT_WINDOW,
         }
     }
 }

@@ -50,7 +50,7 @@ impl Server {
     pub(crate) fn new(fs: Fs, id: u64, opts: MountOptions) -> Server {
         let blksize = u32::try_from(fs.chunk_size()).unwrap_or(1 << 16);
         Server {
-            fs,
+            fs: fs.with_commit_window(opts.commit_window),
             id,
             opts,
             blksize,
@@ -174,6 +174,10 @@ impl Filesystem for Server {
 
     fn destroy(&mut self) {
         self.lookups.clear();
+        // The kernel is gone: what it was told is written must be committed.
+        if let Err(e) = self.fs.flush() {
+            tracing::error!(error = %e, "committing the last requests at unmount failed");
+        }
     }
 
     fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
