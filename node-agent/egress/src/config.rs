@@ -115,7 +115,11 @@ impl CidrConfig {
                 "" => (range, None),
                 _ => (
                     range,
-                    Some(after.strip_prefix(':').ok_or_else(|| bad("expected ':PORT'"))?),
+                    Some(
+                        after
+                            .strip_prefix(':')
+                            .ok_or_else(|| bad("expected ':PORT'"))?,
+                    ),
                 ),
             }
         } else if text.matches(':').count() == 1 {
@@ -173,7 +177,10 @@ mod tests {
         assert_eq!(one.cidr, "127.0.0.1/32");
         assert!(one.ports.is_empty());
         let port = CidrConfig::parse_flag("10.0.0.0/8:443").unwrap();
-        assert_eq!((port.cidr.as_str(), port.ports[0].port), ("10.0.0.0/8", 443));
+        assert_eq!(
+            (port.cidr.as_str(), port.ports[0].port),
+            ("10.0.0.0/8", 443)
+        );
         let range = CidrConfig::parse_flag("10.0.0.0/8:8000-8099").unwrap();
         assert_eq!(range.ports[0].end_port, Some(8099));
         let v6 = CidrConfig::parse_flag("[2001:db8::/32]:443").unwrap();

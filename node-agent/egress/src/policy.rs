@@ -290,7 +290,9 @@ mod tests {
         s.parse().unwrap()
     }
 
-    fn list(cidrs: &[(&str, &[(i32, Option<i32>)])], hosts: &[&str]) -> Policy {
+    type Ports<'a> = &'a [(i32, Option<i32>)];
+
+    fn list(cidrs: &[(&str, Ports)], hosts: &[&str]) -> Policy {
         Policy::new(EgressConfig {
             mode: Mode::AllowList,
             cidrs: cidrs
@@ -342,8 +344,19 @@ mod tests {
                 "{m}"
             );
         }
-        for l in ["127.0.0.1", "127.9.9.9", "::1", "0.0.0.0", "::", "::ffff:127.0.0.1"] {
-            assert_eq!(reason(p.check(None, ip(l), 80)), Some(DenyReason::Local), "{l}");
+        for l in [
+            "127.0.0.1",
+            "127.9.9.9",
+            "::1",
+            "0.0.0.0",
+            "::",
+            "::ffff:127.0.0.1",
+        ] {
+            assert_eq!(
+                reason(p.check(None, ip(l), 80)),
+                Some(DenyReason::Local),
+                "{l}"
+            );
         }
         let with_metadata = Policy::new(EgressConfig {
             mode: Mode::AllowAll,
@@ -499,12 +512,16 @@ mod tests {
         let p = list(&[("10.0.0.0/8", &[(443, None)])], &[]);
         let d = p.check(None, ip("10.0.0.5"), 80).unwrap_err();
         assert_eq!(d.to_string(), "10.0.0.5:80 is not in the allow-list");
-        let d = p.check(Some("db.internal"), ip("11.0.0.5"), 443).unwrap_err();
+        let d = p
+            .check(Some("db.internal"), ip("11.0.0.5"), 443)
+            .unwrap_err();
         assert_eq!(
             d.to_string(),
             "db.internal (11.0.0.5:443) is not in the allow-list"
         );
-        let d = Policy::default().precheck_name("pypi.org", 443).unwrap_err();
+        let d = Policy::default()
+            .precheck_name("pypi.org", 443)
+            .unwrap_err();
         assert_eq!(d.to_string(), "pypi.org:443: the egress mode is deny-all");
     }
 }

@@ -25,8 +25,11 @@ mod runtime;
 mod sandbox_fs;
 mod session;
 
+pub use agentcomputer_egress::{EgressConfig, Policy as EgressPolicy};
 pub use engine_fs::{EngineFs, SHELL_OWNER};
-pub use limits::{DEFAULT_MAX_OUTPUT_BYTES, DEFAULT_TIMEOUT, ShellLimits};
+pub use limits::{
+    DEFAULT_MAX_DOWNLOAD_BYTES, DEFAULT_MAX_OUTPUT_BYTES, DEFAULT_TIMEOUT, ShellLimits,
+};
 pub use paths::resolve_cwd;
 pub use runtime::{
     EXIT_CANCELLED, EXIT_LIMIT, EXIT_OUTPUT_CAP, EXIT_TIMEOUT, ExecOutcome, ExecRequest,

@@ -16,6 +16,9 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
 /// Output cap (stdout and stderr together, bytes) used when a request gives 0.
 pub const DEFAULT_MAX_OUTPUT_BYTES: u64 = 16 * 1024 * 1024;
 
+/// Response body cap of `curl` and `wget` (bytes) in [`ShellLimits::default`].
+pub const DEFAULT_MAX_DOWNLOAD_BYTES: u64 = 64 * 1024 * 1024;
+
 /// Limits of one exec beyond what [`crate::ExecRequest`] carries.
 #[derive(Debug, Clone)]
 pub struct ShellLimits {
@@ -43,6 +46,9 @@ pub struct ShellLimits {
     pub scratch_bytes: u64,
     /// Files in the scratch tree.
     pub scratch_files: u64,
+    /// Largest response body `curl` or `wget` accepts, bytes; past it they
+    /// fail (curl exit 63). `curl --max-filesize` may lower it.
+    pub max_download_bytes: u64,
 }
 
 impl Default for ShellLimits {
@@ -58,6 +64,7 @@ impl Default for ShellLimits {
             max_input_bytes: 16 * 1024 * 1024 * 1024,
             scratch_bytes: 64 * 1024 * 1024,
             scratch_files: 10_000,
+            max_download_bytes: DEFAULT_MAX_DOWNLOAD_BYTES,
         }
     }
 }

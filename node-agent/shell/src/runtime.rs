@@ -45,6 +45,8 @@ pub struct ExecRequest {
     /// [`DEFAULT_MAX_OUTPUT_BYTES`]. The runtime's own closing message does
     /// not count.
     pub max_output_bytes: u64,
+    /// Where `curl` and `wget` may connect; the default denies everything.
+    pub egress: Arc<agentcomputer_egress::Policy>,
 }
 
 /// A piece of output, in the order the script produced it.
@@ -123,6 +125,7 @@ pub async fn run_with_limits(
         limits,
         gate: Arc::clone(&gate),
         stop: Arc::clone(&stop),
+        egress: req.egress,
     };
 
     let (done_tx, mut done_rx) = oneshot::channel();
@@ -169,8 +172,9 @@ impl Drop for Abandon {
 
 fn spawn_exec_thread(job: Job, done: oneshot::Sender<Finished>) -> std::io::Result<()> {
     crate::pool::spawn(move || {
+        // IO as well as time: `curl` and `wget` open sockets on this runtime.
         let runtime = match tokio::runtime::Builder::new_current_thread()
-            .enable_time()
+            .enable_all()
             .build()
         {
             Ok(rt) => rt,

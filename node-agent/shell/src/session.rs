@@ -51,6 +51,8 @@ pub(crate) struct Job {
     pub gate: Arc<OutputGate>,
     /// bashkit's cancellation flag, set by the caller's task.
     pub stop: Arc<AtomicBool>,
+    /// Decides the connections of `curl` and `wget`.
+    pub egress: Arc<agentcomputer_egress::Policy>,
 }
 
 /// Runs `job` to completion on the current (exec) thread's runtime.
@@ -63,6 +65,11 @@ pub(crate) async fn execute(job: Job) -> Finished {
         .memory_limits(job.limits.memory())
         .session_limits(job.limits.session())
         .cwd(&cwd);
+    let network = builtins::http::Network {
+        policy: job.egress,
+        max_download_bytes: job.limits.max_download_bytes,
+    };
+    builder = builtins::http::install(builder, network);
     for (key, value) in job.env {
         builder = builder.env(key, value);
     }

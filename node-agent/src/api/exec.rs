@@ -108,6 +108,7 @@ pub async fn start(registry: &Registry, req: pb::ExecRequest) -> Result<ExecStre
             stdin: req.stdin,
             timeout,
             max_output_bytes,
+            egress: Default::default(),
         }),
         Some(input) => Program::JavaScript(JsRequest {
             source: req.script,

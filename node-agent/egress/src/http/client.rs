@@ -123,8 +123,11 @@ impl Response {
 /// refuses fails before any connection is made.
 pub async fn send(policy: &Policy, req: &Request, limits: Limits) -> Result<Response, HttpError> {
     let started = Instant::now();
-    match tokio::time::timeout_at(limits.deadline.into(), exchange(policy, req, limits, started))
-        .await
+    match tokio::time::timeout_at(
+        limits.deadline.into(),
+        exchange(policy, req, limits, started),
+    )
+    .await
     {
         Ok(result) => result,
         Err(_) => Err(HttpError::Timeout(started.elapsed())),
@@ -270,7 +273,10 @@ fn build(req: &Request) -> Result<http::Request<Full<Bytes>>, HttpError> {
 }
 
 fn tls_error(e: std::io::Error) -> HttpError {
-    match e.get_ref().and_then(|inner| inner.downcast_ref::<rustls::Error>()) {
+    match e
+        .get_ref()
+        .and_then(|inner| inner.downcast_ref::<rustls::Error>())
+    {
         Some(rustls::Error::InvalidCertificate(why)) => HttpError::Certificate(format!("{why:?}")),
         Some(other) => HttpError::Tls(other.to_string()),
         None => HttpError::Tls(e.to_string()),

@@ -127,7 +127,10 @@ mod tests {
             "egress denied by policy: 10.0.0.5:80 is not in the allow-list"
         );
         assert_eq!(HttpError::Resolve("x".into()).curl_code(), 6);
-        assert_eq!(HttpError::Timeout(Duration::from_millis(1500)).curl_code(), 28);
+        assert_eq!(
+            HttpError::Timeout(Duration::from_millis(1500)).curl_code(),
+            28
+        );
         assert_eq!(
             HttpError::Timeout(Duration::from_millis(1500)).to_string(),
             "Operation timed out after 1500 milliseconds"

@@ -2,8 +2,12 @@
 //! or correcting bashkit's own where they differ from bash and coreutils.
 //! One file per command.
 
+mod curl;
+mod curl_write_out;
+pub(crate) mod http;
 mod ln;
 mod printf_format;
+mod wget;
 
 use agentcomputer_fs::Fs;
 use bashkit::BashBuilder;
