@@ -66,6 +66,8 @@ enum Command {
         /// Storage quota, e.g. 10Gi, 500Mi, 2G [default: 10Gi].
         #[arg(long, value_parser = size::parse_size)]
         quota: Option<u64>,
+        #[command(flatten)]
+        egress: cmd::egress::EgressArgs,
     },
     /// Delete a computer and all its files.
     Delete { name: String },
@@ -207,7 +209,11 @@ async fn run(cli: Cli) -> Result<u8> {
     let mut c = client::connect(&cli.endpoint).await?;
     let found = |any: bool| if any { 0 } else { 1 };
     match cli.command {
-        Command::Create { name, quota } => cmd::computers::create(&mut c, name, quota).await?,
+        Command::Create {
+            name,
+            quota,
+            egress,
+        } => cmd::computers::create(&mut c, name, quota, egress.to_proto()?).await?,
         Command::Delete { name } => cmd::computers::delete(&mut c, name).await?,
         Command::List => cmd::computers::list(&mut c).await?,
         Command::Mount { name, dir } => cmd::mount::mount(&mut c, name, &dir).await?,

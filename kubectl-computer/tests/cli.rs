@@ -489,3 +489,46 @@ fn killed_upload_keeps_the_old_file() {
     assert!(cleaned, "temporary file left behind");
     assert_eq!(ok(server.cli(&["cat", "demo", "f.txt"])), "old content\n");
 }
+
+/// `create --allow-cidr` opens exactly that range to the shell's curl; a
+/// computer created without egress flags stays closed.
+#[test]
+fn create_sets_the_egress_policy() {
+    let http = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/", http.local_addr().unwrap());
+    std::thread::spawn(move || {
+        use std::io::Read;
+        for stream in http.incoming() {
+            let Ok(mut s) = stream else { return };
+            let mut buf = [0u8; 4096];
+            let _ = s.read(&mut buf);
+            let _ = s.write_all(
+                b"HTTP/1.1 200 OK\r\ncontent-length: 3\r\nconnection: close\r\n\r\nhi\n",
+            );
+        }
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path());
+    let out = ok(server.cli(&["create", "web", "--allow-cidr", "127.0.0.1"]));
+    assert!(out.contains("egress allow-list: 0 hosts, 1 cidr"), "{out}");
+    let out = ok(server.cli(&["create", "sealed"]));
+    assert!(out.contains("egress deny-all"), "{out}");
+
+    let script = format!("curl -sS {url}");
+    assert_eq!(ok(server.cli(&["exec", "web", "--", &script])), "hi\n");
+    let denied = server.cli(&["exec", "sealed", "--", &script]);
+    assert_eq!(denied.status.code(), Some(7));
+    assert!(text(&denied.stderr).contains("egress denied by policy"));
+
+    let err = fails(server.cli(&[
+        "create",
+        "x",
+        "--egress",
+        "allow-all",
+        "--allow-host",
+        "a.com",
+    ]));
+    assert!(err.contains("--egress allow-list"), "{err}");
+    let err = fails(server.cli(&["create", "x", "--allow-host", "Bad Host"]));
+    assert!(err.contains("host rule"), "{err}");
+}

@@ -7,6 +7,7 @@
 use std::io;
 use std::path::Path;
 
+use agentcomputer_egress::EgressConfig;
 use agentcomputer_fs::Limits;
 use serde::{Deserialize, Serialize};
 
@@ -58,6 +59,10 @@ pub struct Settings {
     /// is open (or after a crash), meaning "open the engine to find out".
     #[serde(default)]
     pub usage_at_close: Option<Usage>,
+    /// Where the computer's programs may connect. Files written before
+    /// the field existed load as deny-all.
+    #[serde(default)]
+    pub egress: EgressConfig,
 }
 
 impl Settings {
@@ -134,11 +139,26 @@ mod tests {
                 used_bytes: 7,
                 used_inodes: 2,
             }),
+            egress: EgressConfig {
+                mode: agentcomputer_egress::Mode::AllowList,
+                hosts: vec!["pypi.org".into()],
+                ..EgressConfig::default()
+            },
         };
         s.save(dir.path()).unwrap();
         assert_eq!(Settings::load(dir.path()).unwrap(), s);
         std::fs::write(dir.path().join(SETTINGS_FILE), b"{nope").unwrap();
         let err = Settings::load(dir.path()).unwrap_err();
         assert_eq!(err.kind(), io::ErrorKind::InvalidData);
+    }
+
+    #[test]
+    fn settings_without_egress_load_as_deny_all() {
+        let dir = tempfile::tempdir().unwrap();
+        let old = br#"{"name":"demo","created_unix_nanos":1,"max_bytes":10,"max_inodes":10,"usage_at_close":null}"#;
+        std::fs::write(dir.path().join(SETTINGS_FILE), old).unwrap();
+        let s = Settings::load(dir.path()).unwrap();
+        assert_eq!(s.egress, EgressConfig::default());
+        assert_eq!(s.egress.mode, agentcomputer_egress::Mode::DenyAll);
     }
 }

@@ -22,6 +22,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use agentcomputer_egress::EgressConfig;
 use agentcomputer_fs::{Fs, Limits};
 use agentcomputer_fuse::{MountHandle, MountOptions};
 use tokio_util::sync::CancellationToken;
@@ -115,6 +116,11 @@ impl Lease {
         &self.slot.fs
     }
 
+    /// The computer's egress policy as stored in its settings.
+    pub fn egress(&self) -> &EgressConfig {
+        &self.slot.settings.egress
+    }
+
     /// The computer's name.
     pub fn name(&self) -> &str {
         &self.slot.settings.name
@@ -178,11 +184,17 @@ impl Registry {
         self.inner.computers_dir.join(name)
     }
 
-    /// Creates computer `name` with `limits`. The directory is built under a
+    /// Creates computer `name` with `limits` and egress policy `egress`
+    /// (validated by the caller). The directory is built under a
     /// temporary name and renamed into place, so a crash never leaves a
     /// half-made computer. Errors: `InvalidName`, `AlreadyExists`, `Io`,
     /// `Engine`.
-    pub async fn create(&self, name: &str, limits: Limits) -> Result<ComputerInfo, RegistryError> {
+    pub async fn create(
+        &self,
+        name: &str,
+        limits: Limits,
+        egress: EgressConfig,
+    ) -> Result<ComputerInfo, RegistryError> {
         check_name(name)?;
         let _guard = self.inner.lifecycle.lock().await;
         let dir = self.dir_of(name);
@@ -195,7 +207,7 @@ impl Registry {
             .join(format!(".creating-{name}-{:016x}", rand::random::<u64>()));
         let owned = name.to_string();
         let settings = blocking(move || {
-            let result = build_computer(&owned, &tmp, &dir, limits);
+            let result = build_computer(&owned, &tmp, &dir, limits, egress);
             if result.is_err() {
                 let _ = std::fs::remove_dir_all(&tmp);
             }
@@ -554,6 +566,7 @@ fn build_computer(
     tmp: &Path,
     dir: &Path,
     limits: Limits,
+    egress: EgressConfig,
 ) -> Result<Settings, RegistryError> {
     let io_err = |source| RegistryError::Io {
         name: name.to_string(),
@@ -578,6 +591,7 @@ fn build_computer(
             used_bytes: st.used_bytes,
             used_inodes: st.used_inodes,
         }),
+        egress,
     };
     settings.save(tmp).map_err(io_err)?;
     std::fs::rename(tmp, dir).map_err(|e| {

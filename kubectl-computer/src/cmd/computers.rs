@@ -7,16 +7,27 @@ use crate::error::Result;
 use crate::format::time;
 use crate::size::human;
 
-pub async fn create(client: &mut Client, name: String, quota: Option<u64>) -> Result<()> {
+pub async fn create(
+    client: &mut Client,
+    name: String,
+    quota: Option<u64>,
+    egress: pb::Egress,
+) -> Result<()> {
     let c = client
         .create_computer(pb::CreateComputerRequest {
             name,
             max_bytes: quota.unwrap_or(0),
             max_inodes: 0,
+            egress: Some(egress),
         })
         .await?
         .into_inner();
-    println!("computer {} created (quota {})", c.name, human(c.max_bytes));
+    println!(
+        "computer {} created (quota {}, egress {})",
+        c.name,
+        human(c.max_bytes),
+        super::egress::describe(c.egress.as_ref())
+    );
     Ok(())
 }
 

@@ -1,6 +1,7 @@
 //! One module per group of subcommands.
 
 pub mod computers;
+pub mod egress;
 pub mod exec;
 pub mod files;
 pub mod mount;

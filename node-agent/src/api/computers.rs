@@ -16,6 +16,7 @@ pub fn to_proto(info: ComputerInfo) -> pb::Computer {
         used_inodes: info.usage.used_inodes,
         created_unix_nanos: info.settings.created_unix_nanos,
         open: info.open,
+        egress: Some(super::egress::to_proto(&info.settings.egress)),
     }
 }
 
@@ -36,7 +37,8 @@ pub async fn create(
             req.max_inodes
         },
     };
-    Ok(to_proto(registry.create(&req.name, limits).await?))
+    let egress = super::egress::from_proto(req.egress)?;
+    Ok(to_proto(registry.create(&req.name, limits, egress).await?))
 }
 
 pub async fn delete(

@@ -8,10 +8,14 @@
 //! (the response stream is dropped), when the computer is deleted, or when
 //! the agent shuts down.
 
+mod fetch;
 mod program;
 mod pump;
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+use agentcomputer_egress::Policy;
 
 use agentcomputer_fs::FileKind;
 use agentcomputer_js::JsRequest;
@@ -22,7 +26,7 @@ use pb::exec_event::Event;
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::Status;
-use tracing::info;
+use tracing::{info, warn};
 
 use super::convert::resolve;
 use super::errors::{errno_detail, errno_status};
@@ -98,6 +102,7 @@ pub async fn start(registry: &Registry, req: pb::ExecRequest) -> Result<ExecStre
         0 => DEFAULT_MAX_OUTPUT,
         n => n,
     };
+    let egress = policy_of(&lease);
     let mut env: Vec<(String, String)> = req.env.into_iter().collect();
     env.sort();
     let program = match input {
@@ -108,21 +113,24 @@ pub async fn start(registry: &Registry, req: pb::ExecRequest) -> Result<ExecStre
             stdin: req.stdin,
             timeout,
             max_output_bytes,
-            egress: Default::default(),
+            egress,
         }),
-        Some(input) => Program::JavaScript(JsRequest {
-            source: req.script,
-            input,
-            cwd: cwd.runtime_path(),
-            env,
-            argv: Vec::new(),
-            stdin: req.stdin,
-            timeout,
-            max_output_bytes,
-            // Zero: the runtime's own heap and stack defaults.
-            memory_limit_bytes: 0,
-            stack_limit_bytes: 0,
-        }),
+        Some(input) => Program::JavaScript(
+            JsRequest {
+                source: req.script,
+                input,
+                cwd: cwd.runtime_path(),
+                env,
+                argv: Vec::new(),
+                stdin: req.stdin,
+                timeout,
+                max_output_bytes,
+                // Zero: the runtime's own heap and stack defaults.
+                memory_limit_bytes: 0,
+                stack_limit_bytes: 0,
+            },
+            egress,
+        ),
     };
 
     let (tx, rx) = mpsc::channel(EVENT_BUFFER);
@@ -152,6 +160,18 @@ pub async fn start(registry: &Registry, req: pb::ExecRequest) -> Result<ExecStre
         drop(lease);
     });
     Ok(ReceiverStream::new(rx))
+}
+
+/// The computer's egress policy. A settings file edited into an invalid
+/// policy denies everything rather than failing every exec.
+fn policy_of(lease: &crate::registry::Lease) -> Arc<Policy> {
+    match Policy::new(lease.egress().clone()) {
+        Ok(policy) => Arc::new(policy),
+        Err(e) => {
+            warn!(computer = lease.name(), error = %e, "invalid egress policy in settings; denying all egress");
+            Arc::default()
+        }
+    }
 }
 
 /// Parses a JavaScript run's `input_json`: empty is `null`. Errors:

@@ -7,6 +7,7 @@
 
 mod computers;
 mod convert;
+mod egress;
 pub mod errors;
 mod exec;
 mod fs;

@@ -89,6 +89,7 @@ pub async fn create(c: &mut Client, name: &str, max_bytes: u64) -> pb::Computer 
         name: name.into(),
         max_bytes,
         max_inodes: 0,
+        egress: None,
     })
     .await
     .expect("create computer")

@@ -1,6 +1,9 @@
 //! What an exec runs: a request for one of the in-process runtimes, started
 //! the same way for each so that one pump serves them all.
 
+use std::sync::Arc;
+
+use agentcomputer_egress::Policy;
 use agentcomputer_fs::Fs;
 use agentcomputer_js::{JsOutcome, JsRequest, RunOptions};
 use agentcomputer_proto::v1::exec_event::Event;
@@ -8,6 +11,8 @@ use agentcomputer_shell::{ExecOutcome, ExecRequest as ShellRequest, SHELL_OWNER}
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
+
+use super::fetch::PolicyFetcher;
 
 /// Output chunks buffered ahead of a slow client; past that the program
 /// waits.
@@ -22,8 +27,8 @@ pub const MAX_RESULT_BYTES: usize = agentcomputer_proto::MAX_MESSAGE_BYTES - 64 
 pub enum Program {
     /// A bash script for the shell runtime.
     Shell(ShellRequest),
-    /// An ES module for the JavaScript runtime.
-    JavaScript(JsRequest),
+    /// An ES module for the JavaScript runtime; `fetch` obeys the policy.
+    JavaScript(JsRequest, Arc<Policy>),
 }
 
 impl Program {
@@ -42,12 +47,12 @@ impl Program {
                     runtime: "shell",
                 }
             }
-            Program::JavaScript(req) => {
+            Program::JavaScript(req, egress) => {
                 // Files made by either runtime get the same owner, so `ls -l`
                 // shows one identity whichever runtime wrote them.
                 let options = RunOptions {
                     owner: SHELL_OWNER,
-                    ..RunOptions::default()
+                    fetcher: Arc::new(PolicyFetcher::new(egress)),
                 };
                 let (tx, rx) = mpsc::channel(OUTPUT_BUFFER);
                 let done = tokio::spawn(async move {
