@@ -514,6 +514,47 @@ impl Fs {
         })
     }
 
+    /// Like [`Fs::readdir`], with each entry's attributes, all read in one
+    /// snapshot (one query instead of one per entry, for FUSE
+    /// `READDIRPLUS`). Also returns the parent (`..`) of `dir`.
+    ///
+    /// Errors: `ENOENT`, `ENOTDIR`.
+    pub fn readdir_plus(
+        &self,
+        dir: Ino,
+        after_cookie: u64,
+        limit: usize,
+    ) -> Result<(Ino, Vec<(DirEntry, Attr)>)> {
+        let r = self.inner.reader()?;
+        r.snapshot(|c| {
+            let parent = inode::parent_of(c, dir)?;
+            let mut st = c.prepare_cached(
+                "SELECT d.name, d.cookie, i.ino, i.mode, i.uid, i.gid, i.nlink, i.size,
+                        i.stored, i.atime, i.mtime, i.ctime, i.rdev
+                 FROM dirents d JOIN inodes i ON i.ino = d.ino
+                 WHERE d.parent = ?1 AND d.cookie > ?2
+                 ORDER BY d.cookie LIMIT ?3",
+            )?;
+            let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+            let rows = st.query_map(
+                params![dir as i64, after_cookie.min(i64::MAX as u64) as i64, limit],
+                |r| {
+                    let attr = inode::from_row(r, 2)?.attr;
+                    Ok((
+                        DirEntry {
+                            name: r.get(0)?,
+                            ino: attr.ino,
+                            cookie: r.get::<_, i64>(1)? as u64,
+                            kind: attr.kind,
+                        },
+                        attr,
+                    ))
+                },
+            )?;
+            Ok((parent, rows.collect::<rusqlite::Result<Vec<_>>>()?))
+        })
+    }
+
     /// The parent (`..`) of directory `dir`; the root's parent is the root.
     ///
     /// Errors: `ENOENT`, `ENOTDIR`.

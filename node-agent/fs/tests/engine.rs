@@ -855,3 +855,41 @@ fn file_larger_than_the_cache() {
     assert_eq!(fs.statfs().unwrap().used_bytes, 256 << 20);
     assert_consistent(&fs);
 }
+
+#[test]
+fn readdir_plus_matches_readdir_and_getattr() {
+    let (_d, fs) = new_fs();
+    let dir = fs.mkdir(ROOT_INO, b"d", 0o750, Owner::ROOT).unwrap().ino;
+    for i in 0..300 {
+        let f = file(&fs, dir, &format!("f{i}"));
+        fs.write(f, 0, &vec![1u8; i]).unwrap();
+    }
+    fs.symlink(dir, b"s", b"f1", Owner::ROOT).unwrap();
+    let sub = fs.mkdir(dir, b"sub", 0o700, Owner::ROOT).unwrap().ino;
+    let mut plain = Vec::new();
+    let mut after = 0;
+    loop {
+        let page = fs.readdir(dir, after, 128).unwrap();
+        let Some(last) = page.last() else { break };
+        after = last.cookie;
+        plain.extend(page);
+    }
+    let mut plus = Vec::new();
+    let mut after = 0;
+    loop {
+        let (parent, page) = fs.readdir_plus(dir, after, 128).unwrap();
+        assert_eq!(parent, ROOT_INO);
+        let Some((last, _)) = page.last() else { break };
+        after = last.cookie;
+        plus.extend(page);
+    }
+    assert_eq!(plain.len(), 302);
+    assert_eq!(plus.len(), plain.len());
+    for ((e, a), p) in plus.iter().zip(&plain) {
+        assert_eq!(e, p);
+        assert_eq!(*a, fs.getattr(e.ino).unwrap(), "attributes of {:?}", e.name);
+    }
+    assert_eq!(fs.readdir_plus(sub, 0, 10).unwrap(), (dir, Vec::new()));
+    assert_eq!(errno(fs.readdir_plus(plain[0].ino, 0, 10)), Errno::ENOTDIR);
+    assert_eq!(errno(fs.readdir_plus(999_999, 0, 10)), Errno::ENOENT);
+}

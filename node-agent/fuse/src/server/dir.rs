@@ -4,7 +4,7 @@
 //! stable cookie (never below 3), so the kernel resumes a listing with the
 //! offset of the last entry it took (fuse_lowlevel.h, `readdir`).
 
-use agentcomputer_fs::{Errno, FileKind, Fs, Ino, Result};
+use agentcomputer_fs::{Attr, Errno, FileKind, Fs, Ino, Result};
 
 /// Entries fetched from the engine per query.
 const BATCH: usize = 256;
@@ -16,6 +16,9 @@ pub(crate) struct Entry<'a> {
     pub(crate) offset: u64,
     pub(crate) kind: FileKind,
     pub(crate) name: &'a [u8],
+    /// The entry's attributes, read with the listing (`None` for `.` and
+    /// `..`).
+    pub(crate) attr: Option<&'a Attr>,
 }
 
 /// Calls `emit` for the entries of `dir` after `offset` until it returns
@@ -27,8 +30,10 @@ pub(crate) fn list(
     offset: u64,
     mut emit: impl FnMut(Entry<'_>) -> bool,
 ) -> Result<()> {
-    let parent = match fs.parent_of(dir) {
-        Ok(p) => p,
+    let mut after = if offset <= 2 { 0 } else { offset };
+    // The first batch comes with the parent, so `..` costs no extra query.
+    let (parent, mut batch) = match fs.readdir_plus(dir, after, BATCH) {
+        Ok(b) => b,
         Err(e) if e.errno() == Errno::ENOENT => return Ok(()),
         Err(e) => return Err(e),
     };
@@ -38,6 +43,7 @@ pub(crate) fn list(
             offset: 1,
             kind: FileKind::Directory,
             name: b".",
+            attr: None,
         })
     {
         return Ok(());
@@ -48,23 +54,19 @@ pub(crate) fn list(
             offset: 2,
             kind: FileKind::Directory,
             name: b"..",
+            attr: None,
         })
     {
         return Ok(());
     }
-    let mut after = if offset <= 2 { 0 } else { offset };
     loop {
-        let batch = match fs.readdir(dir, after, BATCH) {
-            Ok(b) => b,
-            Err(e) if e.errno() == Errno::ENOENT => return Ok(()),
-            Err(e) => return Err(e),
-        };
-        for e in &batch {
+        for (e, a) in &batch {
             if emit(Entry {
                 ino: e.ino,
                 offset: e.cookie,
                 kind: e.kind,
                 name: &e.name,
+                attr: Some(a),
             }) {
                 return Ok(());
             }
@@ -73,5 +75,10 @@ pub(crate) fn list(
         if batch.len() < BATCH {
             return Ok(());
         }
+        batch = match fs.readdir_plus(dir, after, BATCH) {
+            Ok((_, b)) => b,
+            Err(e) if e.errno() == Errno::ENOENT => return Ok(()),
+            Err(e) => return Err(e),
+        };
     }
 }

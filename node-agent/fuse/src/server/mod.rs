@@ -493,9 +493,17 @@ impl Filesystem for Server {
             // `.` and `..` give the kernel no reference (fs/fuse/readdir.c,
             // fuse_direntplus_link); every other entry does.
             let counted = e.name != b"." && e.name != b"..";
-            let Ok(a) = self.fs.getattr(e.ino) else {
-                // Removed since the listing was read: skip it.
-                return false;
+            let looked_up;
+            let a = match e.attr {
+                Some(a) => a,
+                None => match self.fs.getattr(e.ino) {
+                    Ok(a) => {
+                        looked_up = a;
+                        &looked_up
+                    }
+                    // Removed since the listing was read: skip it.
+                    Err(_) => return false,
+                },
             };
             if counted && self.lookups.remember(&self.fs, e.ino).is_err() {
                 return false;
@@ -505,7 +513,7 @@ impl Filesystem for Server {
                 e.offset,
                 OsStr::from_bytes(e.name),
                 &self.opts.entry_ttl,
-                &self.attr(&a),
+                &self.attr(a),
                 GEN,
             );
             if full && counted {
