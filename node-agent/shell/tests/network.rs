@@ -402,6 +402,22 @@ async fn the_exec_timeout_and_cancel_stop_a_hanging_download() {
 }
 
 #[tokio::test]
+async fn bodies_stream_to_stdout_as_they_arrive() {
+    let c = Computer::new();
+    let s = Server::start("127.0.0.1").await;
+    let run = c
+        .exec(ExecRequest {
+            timeout: Duration::from_secs(1),
+            ..request(&format!("curl -s {}", s.url("/partial")), first_loopback())
+        })
+        .await;
+    assert_eq!(run.code(), EXIT_TIMEOUT);
+    // Delivered before the transfer ended, not held until it finished.
+    assert_eq!(run.stdout(), "0123456789");
+    wait_until(|| *s.hangs_closed.lock().unwrap() == 1).await;
+}
+
+#[tokio::test]
 async fn wget_saves_files_like_wget() {
     let c = Computer::new();
     let s = Server::start("127.0.0.1").await;

@@ -137,6 +137,19 @@ async fn serve(mut stream: TcpStream, seen: Arc<Mutex<Vec<Seen>>>, closed: Arc<M
             head.extend_from_slice(&vec![b'y'; 5000]);
             head
         }
+        "/partial" => {
+            // Ten bytes of a promised thousand, then silence.
+            let head = b"HTTP/1.1 200 OK\r\ncontent-length: 1000\r\n\r\n0123456789";
+            let _ = stream.write_all(head).await;
+            let mut buf = [0u8; 64];
+            while let Ok(n) = stream.read(&mut buf).await {
+                if n == 0 {
+                    break;
+                }
+            }
+            *closed.lock().unwrap() += 1;
+            return;
+        }
         "/hang" => {
             // Never answer; note when the client goes away.
             let mut buf = [0u8; 64];
