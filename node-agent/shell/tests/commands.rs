@@ -121,7 +121,8 @@ async fn mkdir_rm_cp_mv_touch() {
         .sh("mkdir -p x/y/z; touch x/y/z/f; cp x/y/z/f x/g; cp -r x w; mv x/g x/h; rm -r x/y; ls -R x w | tr '\\n' ' '; \
              rm x/h; rmdir x; [ -e x ] || echo gone")
         .await;
-    assert_eq!(out.ok(), "x: h  w: g y  w/y: z  w/y/z: f gone\n");
+    // Directory operands are listed in sorted order, as GNU ls does.
+    assert_eq!(out.ok(), "w: g y  w/y: z  w/y/z: f  x: h gone\n");
     assert!(
         c.fs.resolve(agentcomputer_fs::ROOT_INO, b"w/y/z/f", true)
             .is_ok()

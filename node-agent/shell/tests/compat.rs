@@ -204,3 +204,96 @@ async fn while_read_from_a_redirected_file_keeps_variables() {
         .await;
     assert_eq!(out.ok(), "2000 2001000\n2000\n");
 }
+
+#[tokio::test]
+async fn ls_long_format_has_links_owners_and_total() {
+    let c = Computer::new();
+    c.write("root-owned", b"0123456789");
+    let out = c
+        .sh("printf 'abc' > a; ln a b; mkdir d; ln -s a l; ls -l; ls -la d; ls -ln a; ls -lo a; ls -lg a")
+        .await;
+    let text = out.ok();
+    let lines: Vec<&str> = text.lines().collect();
+    // Dates vary; everything up to the size column and the names do not.
+    let cols = |line: &str| -> (String, String) {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        (f[..5].join(" "), f[8..].join(" "))
+    };
+    // st_blocks as the engine counts them: one 512-byte block per small file.
+    assert_eq!(lines[0], "total 3");
+    assert_eq!(
+        cols(lines[1]),
+        ("-rw-r--r-- 2 sandbox sandbox 3".into(), "a".into())
+    );
+    assert_eq!(
+        cols(lines[2]),
+        ("-rw-r--r-- 2 sandbox sandbox 3".into(), "b".into())
+    );
+    assert_eq!(
+        cols(lines[3]),
+        ("drwxr-xr-x 2 sandbox sandbox 0".into(), "d".into())
+    );
+    assert_eq!(
+        cols(lines[4]),
+        ("lrwxrwxrwx 1 sandbox sandbox 1".into(), "l -> a".into())
+    );
+    assert_eq!(
+        cols(lines[5]),
+        ("-rw-r--r-- 1 root root 10".into(), "root-owned".into())
+    );
+    assert_eq!(lines[6], "total 0");
+    assert!(lines[7].starts_with("drwxr-xr-x 2 sandbox sandbox 0 ") && lines[7].ends_with(" ."));
+    assert!(lines[8].starts_with("drwxr-xr-x ") && lines[8].ends_with(" .."));
+    assert!(
+        lines[9].starts_with("-rw-r--r-- 2 1000 1000 3 "),
+        "{}",
+        lines[9]
+    );
+    assert!(
+        lines[10].starts_with("-rw-r--r-- 2 sandbox 3 "),
+        "{}",
+        lines[10]
+    );
+    assert!(
+        lines[11].starts_with("-rw-r--r-- 2 sandbox 3 "),
+        "{}",
+        lines[11]
+    );
+    assert_eq!(lines.len(), 12);
+}
+
+#[tokio::test]
+async fn ls_sorts_reverses_and_marks() {
+    let c = Computer::new();
+    let out = c
+        .sh("printf 1 > small; printf 12345 > big; printf 123 > mid; touch -d '2020-01-01' old; mkdir dir; \
+             ls -S; echo; ls -Sr; echo; ls -t | tail -1; ls -ltr | sed -n 2p | awk '{print $NF}'; \
+             ls -p; echo; ls -m; ls --color=auto -A -1 --group-directories-first | head -1; ls -i big | cut -d' ' -f2")
+        .await;
+    assert_eq!(
+        out.ok(),
+        "big\nmid\nsmall\ndir\nold\n\nold\ndir\nsmall\nmid\nbig\n\n\
+         old\nold\n\
+         big\ndir/\nmid\nold\nsmall\n\n\
+         big, dir, mid, old, small\n\
+         dir\nbig\n"
+    );
+}
+
+#[tokio::test]
+async fn ls_operands_headers_and_errors() {
+    let c = Computer::new();
+    let out = c
+        .sh("mkdir -p x/y; touch x/f x/y/g; ls missing x/f x; echo status=$?; ls -d x; ls -R x; ls -C x/y x/f; ls -z")
+        .await;
+    assert_eq!(
+        out.stdout(),
+        "x/f\n\nx:\nf\ny\nstatus=2\nx\nx:\nf\ny\n\nx/y:\ng\nx/f\n\nx/y:\ng\n"
+    );
+    assert_eq!(
+        out.stderr(),
+        "ls: cannot access 'missing': No such file or directory\n\
+         ls: invalid option -- 'z'\nTry 'ls --help' for more information.\n"
+    );
+    assert_eq!(out.code(), 2);
+}

@@ -8,10 +8,10 @@
 //! namespace as before. Behaviour and messages follow GNU coreutils 9
 //! `ln(1)` and `link(1)`.
 
+use super::workspace::{engine_path, reason, resolve};
 use crate::errno::io_error;
-use crate::sandbox_fs::WORKSPACE;
 use agentcomputer_fs::{Errno, Fs, ROOT_INO};
-use bashkit::{Builtin, BuiltinContext, ExecResult, async_trait, normalize_path, vfs_join};
+use bashkit::{Builtin, BuiltinContext, ExecResult, async_trait};
 use std::path::{Component, Path, PathBuf};
 
 /// `ln [-sfnTLPrv] [-t DIR] TARGET... [LINK_NAME|DIRECTORY]`.
@@ -120,20 +120,6 @@ fn usage_error(cmd: &str, message: &str) -> ExecResult {
     )
 }
 
-/// The text bash and coreutils print for a filesystem error.
-fn reason(err: &bashkit::Error) -> String {
-    match err {
-        bashkit::Error::Io(e) => e.to_string(),
-        other => other.to_string(),
-    }
-}
-
-/// `path` relative to the engine root when it lies under `/workspace`.
-fn engine_path(abs: &Path) -> Option<Vec<u8>> {
-    let rest = abs.strip_prefix(WORKSPACE).ok()?;
-    Some(format!("/{}", rest.to_string_lossy()).into_bytes())
-}
-
 /// Why a hard link from `src` to `dst` (absolute, normalized) failed.
 enum HardLinkError {
     /// The source is missing or unreadable.
@@ -200,10 +186,6 @@ fn relative_to(target: &Path, from: &Path) -> PathBuf {
         out.push(".");
     }
     out
-}
-
-fn resolve(cwd: &Path, path: &str) -> PathBuf {
-    normalize_path(&vfs_join(cwd, Path::new(path)))
 }
 
 #[async_trait]
@@ -405,17 +387,6 @@ mod tests {
         assert_eq!(rel("/w/a", "/w"), PathBuf::from("a"));
         assert_eq!(rel("/w", "/w"), PathBuf::from("."));
         assert_eq!(rel("/tmp/x", "/w/d/e"), PathBuf::from("../../../tmp/x"));
-    }
-
-    #[test]
-    fn workspace_paths_map_to_the_engine_root() {
-        assert_eq!(
-            engine_path(Path::new("/workspace/a/b")),
-            Some(b"/a/b".to_vec())
-        );
-        assert_eq!(engine_path(Path::new("/workspace")), Some(b"/".to_vec()));
-        assert_eq!(engine_path(Path::new("/workspaces/a")), None);
-        assert_eq!(engine_path(Path::new("/tmp/a")), None);
     }
 
     #[test]

@@ -6,8 +6,11 @@ mod curl;
 mod curl_write_out;
 pub(crate) mod http;
 mod ln;
+mod ls;
+mod ls_format;
 mod printf_format;
 mod wget;
+mod workspace;
 
 use agentcomputer_fs::Fs;
 use bashkit::BashBuilder;
@@ -18,5 +21,6 @@ pub(crate) fn install(builder: BashBuilder, engine: &Fs) -> BashBuilder {
     builder
         .builtin("ln", Box::new(ln::Ln::new(engine.clone())))
         .builtin("link", Box::new(ln::Link::new(engine.clone())))
+        .builtin("ls", Box::new(ls::Ls::new(engine.clone())))
         .before_tool(Box::new(printf_format::hook))
 }
