@@ -13,7 +13,9 @@
 //!   no path can leave the computer (see the `path` module docs for
 //!   symlinks).
 //! * Every mutating call is one SQLite transaction, committed before it
-//!   returns; [`Fs::fsync`] makes committed work survive power loss.
+//!   returns, unless it is made through a view with a commit window
+//!   ([`Fs::with_commit_window`]: group commit, used by the FUSE server);
+//!   [`Fs::fsync`] makes every completed call survive power loss.
 //! * Every error is an [`Error`] that carries a POSIX errno.
 //!
 //! Storage layout and measurements: `docs/engine.md`; crash guarantees:
