@@ -297,3 +297,41 @@ async fn ls_operands_headers_and_errors() {
     );
     assert_eq!(out.code(), 2);
 }
+
+#[tokio::test]
+async fn stat_reports_engine_links_owners_and_formats() {
+    let c = Computer::new();
+    c.write("root-owned", b"0123456789");
+    let out = c
+        .sh("printf abc > a; ln a b; ln -s a l; mkdir d; touch e; \
+             stat -c '%n|%s|%a|%A|%F|%U|%G|%u|%g|%h|%N|%-4s|%05a|%%' a l d e root-owned /tmp; \
+             stat --printf='%s\\t%n\\n' a; stat -L -c %F l; stat -c %i a b | uniq | wc -l; stat a | sed -n '1p;3,4p;8p'")
+        .await;
+    let ino = attr(&c, "a").ino;
+    assert_eq!(
+        out.ok(),
+        format!(
+            "a|3|644|-rw-r--r--|regular file|sandbox|sandbox|1000|1000|2|'a'|3   |00644|%\n\
+             l|1|777|lrwxrwxrwx|symbolic link|sandbox|sandbox|1000|1000|1|'l' -> 'a'|1   |00777|%\n\
+             d|0|755|drwxr-xr-x|directory|sandbox|sandbox|1000|1000|2|'d'|0   |00755|%\n\
+             e|0|644|-rw-r--r--|regular empty file|sandbox|sandbox|1000|1000|1|'e'|0   |00644|%\n\
+             root-owned|10|644|-rw-r--r--|regular file|root|root|0|0|1|'root-owned'|10  |00644|%\n\
+             /tmp|0|1777|drwxrwxrwt|directory|sandbox|sandbox|1000|1000|2|'/tmp'|0   |01777|%\n\
+             3\ta\nregular file\n1\n  File: a\n\
+             Device: 0,0\tInode: {ino:<11} Links: 2\n\
+             Access: (0644/-rw-r--r--)  Uid: ( 1000/ sandbox)   Gid: ( 1000/ sandbox)\n \
+             Birth: -\n"
+        )
+    );
+    // Modification times match the engine's to the nanosecond.
+    let mtime = attr(&c, "a").mtime;
+    let y = c.sh("stat -c '%Y %y' a").await.ok();
+    assert_eq!(y.split(' ').next().unwrap(), mtime.sec.to_string());
+    assert!(y.contains(&format!(".{:09} +0000", mtime.nsec)), "{y}");
+    let missing = c.sh("stat nope").await;
+    assert_eq!(missing.code(), 1);
+    assert_eq!(
+        missing.stderr(),
+        "stat: cannot statx 'nope': No such file or directory\n"
+    );
+}

@@ -82,7 +82,7 @@ pub(crate) fn human_size(bytes: u64) -> String {
 
 /// Civil date (year, month 1-12, day) of `days` since 1970-01-01
 /// (Howard Hinnant's `civil_from_days`).
-fn civil(days: i64) -> (i64, u32, u32) {
+pub(crate) fn civil(days: i64) -> (i64, u32, u32) {
     let z = days + 719_468;
     let era = z.div_euclid(146_097);
     let doe = z.rem_euclid(146_097);

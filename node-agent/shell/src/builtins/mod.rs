@@ -9,6 +9,7 @@ mod ln;
 mod ls;
 mod ls_format;
 mod printf_format;
+mod stat;
 mod wget;
 mod workspace;
 
@@ -22,5 +23,6 @@ pub(crate) fn install(builder: BashBuilder, engine: &Fs) -> BashBuilder {
         .builtin("ln", Box::new(ln::Ln::new(engine.clone())))
         .builtin("link", Box::new(ln::Link::new(engine.clone())))
         .builtin("ls", Box::new(ls::Ls::new(engine.clone())))
+        .builtin("stat", Box::new(stat::Stat::new(engine.clone())))
         .before_tool(Box::new(printf_format::hook))
 }
