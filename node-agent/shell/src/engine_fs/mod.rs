@@ -6,6 +6,8 @@
 //! call, so the cost is one short SQLite read per path component plus the
 //! operation itself; nothing walks or caches the whole tree (bashkit's
 //! `PosixFs` would add `exists`/`stat` round trips per call on top).
+//! Directories already looked up in this exec come from [`DirCache`]
+//! instead, kept exact by the engine's change notifications.
 //!
 //! Symlinks are never followed here: bashkit's outermost layer follows them
 //! in the shell's own namespace, where an absolute target such as
@@ -13,12 +15,14 @@
 //! in the middle of a path fails the walk with `ENOENT`, and that layer
 //! retries with the link resolved (see bashkit `fs/follow.rs`).
 
+mod dir_cache;
 mod ops;
 
 use crate::errno::{errno_error, from_engine};
 use agentcomputer_fs::Errno;
 use agentcomputer_fs::{Attr, FileKind, Fs, Ino, Owner, ROOT_INO, Timespec};
 use bashkit::{FileType, Metadata};
+use dir_cache::DirCache;
 use std::collections::HashMap;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
@@ -52,12 +56,14 @@ const READDIR_PAGE: usize = 512;
 /// Named pipes are inodes in the engine (other runtimes see them), but the
 /// bytes a script writes into one are buffered here, as bashkit's own
 /// filesystems do: a write appends, a read takes everything buffered. The
-/// buffer lives as long as this value (one exec).
+/// buffer lives as long as this value (one exec), as does the cache of
+/// directories looked up.
 #[derive(Clone)]
 pub struct EngineFs {
     fs: Fs,
     owner: Owner,
     fifos: Arc<Mutex<HashMap<Ino, Vec<u8>>>>,
+    dirs: Arc<DirCache>,
 }
 
 impl EngineFs {
@@ -69,6 +75,7 @@ impl EngineFs {
     /// Wraps `fs`; new inodes are owned by `owner`.
     pub fn with_owner(fs: Fs, owner: Owner) -> Self {
         Self {
+            dirs: Arc::new(DirCache::new(&fs)),
             fs,
             owner,
             fifos: Arc::default(),
@@ -87,7 +94,18 @@ impl EngineFs {
             return self.fs.getattr(ROOT_INO).map_err(from_engine);
         };
         let parent = self.walk_dirs(dirs)?;
-        self.fs.lookup(parent, last).map_err(from_engine)
+        self.lookup(parent, last)
+    }
+
+    /// Entry `name` of `parent`, from the directory cache when it holds it.
+    fn lookup(&self, parent: Ino, name: &[u8]) -> bashkit::Result<Attr> {
+        if let Some(attr) = self.dirs.get(parent, name) {
+            return Ok(attr);
+        }
+        let seen = self.dirs.generation();
+        let attr = self.fs.lookup(parent, name).map_err(from_engine)?;
+        self.dirs.insert(seen, parent, name, &attr);
+        Ok(attr)
     }
 
     /// The parent directory's inode and the final name of `path`.
@@ -106,7 +124,7 @@ impl EngineFs {
     fn walk_dirs(&self, names: &[Vec<u8>]) -> bashkit::Result<Ino> {
         let mut dir = ROOT_INO;
         for name in names {
-            let attr = self.fs.lookup(dir, name).map_err(from_engine)?;
+            let attr = self.lookup(dir, name)?;
             dir = match attr.kind {
                 FileKind::Directory => attr.ino,
                 // Let the following layer resolve the link and retry.

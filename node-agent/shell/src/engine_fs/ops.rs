@@ -101,25 +101,23 @@ impl EngineFs {
         Ok(())
     }
 
+    /// Every entry of `dir` with its attributes, one engine snapshot per
+    /// page of entries; subdirectories go into the directory cache, since a
+    /// listing is usually followed by walks into them (`find`, `grep -r`).
     fn list(&self, dir: Ino) -> bashkit::Result<Vec<DirEntry>> {
         let mut out = Vec::new();
         let mut cookie = 0;
         loop {
-            let page = self
+            let seen = self.dirs.generation();
+            let (_, page) = self
                 .fs
-                .readdir(dir, cookie, READDIR_PAGE)
+                .readdir_plus(dir, cookie, READDIR_PAGE)
                 .map_err(from_engine)?;
-            let Some(last) = page.last() else { break };
+            let Some((last, _)) = page.last() else { break };
             cookie = last.cookie;
             let full = page.len() == READDIR_PAGE;
-            for entry in page {
-                // An entry removed between readdir and getattr is skipped,
-                // as a concurrent unlink would hide it from readdir anyway.
-                let attr = match self.fs.getattr(entry.ino) {
-                    Ok(attr) => attr,
-                    Err(e) if e.errno() == Errno::ENOENT => continue,
-                    Err(e) => return Err(from_engine(e)),
-                };
+            for (entry, attr) in page {
+                self.dirs.insert(seen, dir, &entry.name, &attr);
                 out.push(DirEntry {
                     name: String::from_utf8_lossy(&entry.name).into_owned(),
                     metadata: metadata(&attr),
@@ -298,17 +296,20 @@ impl FileSystemExt for EngineFs {
     }
 
     /// The computer's quota as bashkit limits: `max_total_bytes` and
-    /// `max_file_size` are the byte quota, the file and directory counts the
-    /// inode quota; name and path lengths are Linux `NAME_MAX`/`PATH_MAX`.
+    /// `max_file_size` are the byte quota (in whole statfs blocks), the file
+    /// and directory counts the inode quota; name and path lengths are Linux
+    /// `NAME_MAX`/`PATH_MAX`. bashkit asks for these on every path it
+    /// checks, so they come from the engine's in-memory quota, not a
+    /// transaction.
     fn limits(&self) -> FsLimits {
         let mut limits = FsLimits::default();
-        if let Ok(s) = self.fs.statfs() {
-            let bytes = s.blocks.saturating_mul(u64::from(s.block_size));
-            limits.max_total_bytes = bytes;
-            limits.max_file_size = bytes;
-            limits.max_file_count = s.files;
-            limits.max_dir_count = s.files;
-        }
+        let quota = self.fs.limits();
+        let block = u64::from(agentcomputer_fs::STATFS_BLOCK_SIZE);
+        let bytes = quota.max_bytes / block * block;
+        limits.max_total_bytes = bytes;
+        limits.max_file_size = bytes;
+        limits.max_file_count = quota.max_inodes;
+        limits.max_dir_count = quota.max_inodes;
         limits.max_filename_length = agentcomputer_fs::NAME_MAX;
         limits.max_path_length = agentcomputer_fs::PATH_MAX;
         limits
