@@ -59,7 +59,7 @@ pub(crate) struct Job {
 pub(crate) async fn execute(job: Job) -> Finished {
     let cwd = resolve_cwd(&job.cwd);
     let sandbox = SandboxFs::new(EngineFs::new(job.fs.clone()), job.limits.scratch(), HOME);
-    let mut builder = builtins::install(Bash::builder(), &job.fs)
+    let mut builder = builtins::install(Bash::builder(), &job.fs, HOME)
         .fs(Arc::new(sandbox))
         .limits(job.limits.execution(job.timeout, job.gate.cap()))
         .memory_limits(job.limits.memory())

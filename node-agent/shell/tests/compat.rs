@@ -335,3 +335,24 @@ async fn stat_reports_engine_links_owners_and_formats() {
         "stat: cannot statx 'nope': No such file or directory\n"
     );
 }
+
+#[tokio::test]
+async fn login_variables_are_exported_and_requests_override_them() {
+    let c = Computer::new();
+    let out = c
+        .sh("env | grep -E '^(HOME|PATH|USER|LOGNAME|SHELL)=' | sort; printenv HOME; bash -c 'echo $USER'")
+        .await;
+    assert_eq!(
+        out.ok(),
+        "HOME=/home/sandbox\nLOGNAME=sandbox\nPATH=/usr/local/bin:/usr/bin:/bin\n\
+         SHELL=/bin/bash\nUSER=sandbox\n/home/sandbox\nsandbox\n"
+    );
+    let custom = c
+        .exec(agentcomputer_shell::ExecRequest {
+            script: "printenv PATH; echo $PATH".into(),
+            env: vec![("PATH".into(), "/opt/bin:/usr/bin".into())],
+            ..Default::default()
+        })
+        .await;
+    assert_eq!(custom.ok(), "/opt/bin:/usr/bin\n/opt/bin:/usr/bin\n");
+}

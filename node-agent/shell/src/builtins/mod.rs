@@ -4,6 +4,7 @@
 
 mod curl;
 mod curl_write_out;
+mod environment;
 pub(crate) mod http;
 mod ln;
 mod ls;
@@ -16,10 +17,11 @@ mod workspace;
 use agentcomputer_fs::Fs;
 use bashkit::BashBuilder;
 
-/// Installs this module's commands and hooks on `builder`; `engine` is the
-/// computer behind `/workspace`.
-pub(crate) fn install(builder: BashBuilder, engine: &Fs) -> BashBuilder {
-    builder
+/// Installs this module's commands and hooks, and the exported login
+/// environment of bashkit's user `sandbox` with home directory `home`, on
+/// `builder`; `engine` is the computer behind `/workspace`.
+pub(crate) fn install(builder: BashBuilder, engine: &Fs, home: &str) -> BashBuilder {
+    environment::export_login(builder, "sandbox", home)
         .builtin("ln", Box::new(ln::Ln::new(engine.clone())))
         .builtin("link", Box::new(ln::Link::new(engine.clone())))
         .builtin("ls", Box::new(ls::Ls::new(engine.clone())))
