@@ -148,7 +148,12 @@ async fn stale_mount_of_a_killed_agent_is_removed_at_restart() {
     let mut c = agent.client().await;
     create(&mut c, "demo", 0).await;
     mount(&mut c, "demo", mnt.path()).await.unwrap();
-    std::fs::write(mnt.path().join("a"), "hi\n").unwrap();
+    // Durable at fsync, as on a local disk (the mount commits requests in
+    // groups: docs/durability.md).
+    let mut f = std::fs::File::create(mnt.path().join("a")).unwrap();
+    std::io::Write::write_all(&mut f, b"hi\n").unwrap();
+    f.sync_all().unwrap();
+    drop(f);
     drop(c);
     // Dropping the agent sends SIGKILL: no chance to unmount.
     drop(agent);
