@@ -29,6 +29,9 @@ struct Args {
     /// Turn the kernel's writeback cache off.
     #[arg(long)]
     no_writeback: bool,
+    /// Group commit window, in milliseconds (0: commit every request).
+    #[arg(long, default_value_t = MountOptions::default().commit_window.as_millis() as u64)]
+    commit_window_ms: u64,
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -48,6 +51,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut opts = MountOptions {
         threads: args.threads,
         writeback_cache: !args.no_writeback,
+        commit_window: Duration::from_millis(args.commit_window_ms),
         ..MountOptions::default()
     };
     if let Some(ms) = args.ttl_ms {
