@@ -492,7 +492,11 @@ impl Fs {
     pub fn fsync(&self, ino: Option<Ino>) -> Result<()> {
         let _ = ino;
         let mut w = self.inner.writer();
-        self.inner.end_batch(&mut w)?;
+        if let Err(e) = self.inner.end_batch(&mut w) {
+            // Reported here: the next fsync must not report it again.
+            self.inner.lost.lock().unwrap_or_else(|e| e.into_inner()).take();
+            return Err(e);
+        }
         let conn = &w.conn;
         conn.execute_batch("PRAGMA synchronous = FULL")?;
         let r = conn.execute_batch(
