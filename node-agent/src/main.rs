@@ -18,6 +18,13 @@ use clap::{Parser, Subcommand};
 use tokio::signal::unix::{SignalKind, signal};
 use tracing_subscriber::EnvFilter;
 
+/// mimalloc instead of glibc malloc: the runtimes allocate and free many
+/// small objects per script (bashkit's jq, sort, word expansion), and glibc
+/// malloc took ~30% of their CPU; `jq` over 5 MB went from 414 to 189 ms
+/// (bench/shell, docs/shell-runtime.md).
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[derive(Parser)]
 #[command(name = "node-agent", version, about = "Agent Computer node agent")]
 struct Cli {

@@ -12,6 +12,11 @@
 //! the targets in turn, so a change in machine load hits all of them alike.
 //! Prints a table of medians and writes `target/shell-bench.json`.
 
+/// The node agent's allocator, so the in-process target runs the runtime
+/// as the agent ships it.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 mod data;
 mod report;
 mod scenarios;
