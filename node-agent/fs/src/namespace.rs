@@ -488,30 +488,8 @@ impl Fs {
     ///
     /// Errors: `ENOENT`, `ENOTDIR`.
     pub fn readdir(&self, dir: Ino, after_cookie: u64, limit: usize) -> Result<Vec<DirEntry>> {
-        let r = self.inner.reader()?;
-        r.snapshot(|c| {
-            inode::get_dir(c, dir)?;
-            let mut st = c.prepare_cached(
-                "SELECT d.name, d.ino, d.cookie, i.mode
-                 FROM dirents d JOIN inodes i ON i.ino = d.ino
-                 WHERE d.parent = ?1 AND d.cookie > ?2
-                 ORDER BY d.cookie LIMIT ?3",
-            )?;
-            let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-            let rows = st.query_map(
-                params![dir as i64, after_cookie.min(i64::MAX as u64) as i64, limit],
-                |r| {
-                    let mode: u32 = r.get(3)?;
-                    Ok(DirEntry {
-                        name: r.get(0)?,
-                        ino: r.get::<_, i64>(1)? as Ino,
-                        cookie: r.get::<_, i64>(2)? as u64,
-                        kind: FileKind::from_mode(mode).unwrap_or(FileKind::RegularFile),
-                    })
-                },
-            )?;
-            Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
-        })
+        let (_, entries) = self.readdir_plus(dir, after_cookie, limit)?;
+        Ok(entries.into_iter().map(|(e, _)| e).collect())
     }
 
     /// Like [`Fs::readdir`], with each entry's attributes, all read in one

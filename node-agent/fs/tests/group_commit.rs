@@ -37,6 +37,16 @@ fn touch(fs: &Fs, name: &str) -> u64 {
 /// A window long enough that only the explicit events commit.
 const LONG: Duration = Duration::from_secs(3600);
 
+/// A new database in a temp dir and a view of it with commit window `window`.
+fn batched_fs(window: Duration) -> (tempfile::TempDir, std::path::PathBuf, Fs) {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("c.db");
+    let fs = Fs::create(&db, Limits::default())
+        .unwrap()
+        .with_commit_window(window);
+    (dir, db, fs)
+}
+
 #[test]
 fn batched_calls_are_visible_at_once_and_committed_by_flush() {
     let dir = tempfile::tempdir().unwrap();
@@ -75,11 +85,7 @@ fn a_call_without_a_window_commits_the_open_batch() {
 
 #[test]
 fn fsync_commits_the_batch() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("c.db");
-    let batched = Fs::create(&db, Limits::default())
-        .unwrap()
-        .with_commit_window(LONG);
+    let (_dir, db, batched) = batched_fs(LONG);
     touch(&batched, "a");
     batched.fsync(None).unwrap();
     assert_eq!(committed_names(&db), ["a"]);
@@ -87,11 +93,7 @@ fn fsync_commits_the_batch() {
 
 #[test]
 fn the_flusher_commits_a_batch_once_its_window_passed() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("c.db");
-    let batched = Fs::create(&db, Limits::default())
-        .unwrap()
-        .with_commit_window(Duration::from_millis(20));
+    let (_dir, db, batched) = batched_fs(Duration::from_millis(20));
     touch(&batched, "a");
     // No further call: only the flusher thread can commit it. Poll
     // (generously, the machine may be loaded) instead of sleeping a guess.
@@ -105,11 +107,7 @@ fn the_flusher_commits_a_batch_once_its_window_passed() {
 
 #[test]
 fn closing_commits_the_batch() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("c.db");
-    let batched = Fs::create(&db, Limits::default())
-        .unwrap()
-        .with_commit_window(LONG);
+    let (_dir, db, batched) = batched_fs(LONG);
     let a = touch(&batched, "a");
     batched.write(a, 0, b"kept").unwrap();
     assert!(batched.check().unwrap().is_empty());
@@ -155,11 +153,7 @@ fn a_failing_call_undoes_only_itself() {
 
 #[test]
 fn unlink_while_open_and_forget_in_one_batch() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("c.db");
-    let batched = Fs::create(&db, Limits::default())
-        .unwrap()
-        .with_commit_window(LONG);
+    let (_dir, db, batched) = batched_fs(LONG);
     let a = touch(&batched, "a");
     batched.write(a, 0, b"data").unwrap();
     let h = batched.open_inode(a).unwrap();
