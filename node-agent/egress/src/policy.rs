@@ -76,7 +76,9 @@ pub enum DenyReason {
     NotListed,
     /// A cloud metadata address without `allowMetadata`.
     Metadata,
-    /// A loopback or "this host" address without a loopback CIDR rule.
+    /// A loopback or "this host" address, and the policy has no CIDR rule
+    /// inside 127.0.0.0/8 or ::1/128 at all (with one, a loopback address
+    /// or port it does not admit is [`DenyReason::NotListed`]).
     Local,
 }
 
@@ -209,13 +211,15 @@ impl Policy {
         }
         if is_local(ip) {
             let inside_loopback = |net: &IpNet| LOOPBACK.iter().any(|lo| lo.contains(net));
-            return match self
-                .cidrs
-                .iter()
-                .any(|r| inside_loopback(&r.net) && r.admits(ip, port))
-            {
-                true => Ok(()),
-                false => deny(DenyReason::Local),
+            let mut loopback_rules = self.cidrs.iter().filter(|r| inside_loopback(&r.net));
+            if loopback_rules.clone().any(|r| r.admits(ip, port)) {
+                return Ok(());
+            }
+            // With a loopback rule in place, pointing at loopback rules is
+            // no help: the address or port is simply not listed.
+            return match loopback_rules.next() {
+                Some(_) => deny(DenyReason::NotListed),
+                None => deny(DenyReason::Local),
             };
         }
         if self.config.mode == Mode::AllowAll
@@ -430,14 +434,20 @@ mod tests {
         assert!(p.check(Some("localhost"), ip("127.0.0.1"), 8080).is_ok());
         assert_eq!(
             reason(p.check(None, ip("127.0.0.1"), 8081)),
-            Some(DenyReason::Local)
+            Some(DenyReason::NotListed)
         );
         assert_eq!(
             reason(p.check(None, ip("127.0.0.2"), 8080)),
-            Some(DenyReason::Local)
+            Some(DenyReason::NotListed)
         );
         assert!(p.check(None, ip("::1"), 1).is_ok());
         assert!(p.check(None, ip("0.0.0.0"), 8080).is_err());
+        // Without any loopback rule the message explains what would be needed.
+        let wide = list(&[("10.0.0.0/8", &[])], &[]);
+        assert_eq!(
+            reason(wide.check(None, ip("127.0.0.1"), 8080)),
+            Some(DenyReason::Local)
+        );
     }
 
     #[test]
@@ -523,5 +533,8 @@ mod tests {
             .precheck_name("pypi.org", 443)
             .unwrap_err();
         assert_eq!(d.to_string(), "pypi.org:443: the egress mode is deny-all");
+        let lo = list(&[("127.0.0.1/32", &[(18080, None)])], &[]);
+        let d = lo.check(None, ip("127.0.0.1"), 18081).unwrap_err();
+        assert_eq!(d.to_string(), "127.0.0.1:18081 is not in the allow-list");
     }
 }

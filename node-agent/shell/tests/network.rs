@@ -191,12 +191,58 @@ async fn a_denied_destination_is_never_contacted() {
     assert_eq!(
         run.stderr(),
         format!(
-            "curl: (7) egress denied by policy: {} is a loopback address; only a cidr rule inside 127.0.0.0/8 or ::1/128 allows it\n",
+            "curl: (7) egress denied by policy: {} is not in the allow-list\n",
             other.addr
         )
     );
     assert_eq!(other.connection_count(), 0);
     assert_eq!(sh(&c, "ls").await.ok(), "");
+
+    // A loopback rule for one port: another port is simply not listed.
+    let one_port = Arc::new(
+        Policy::new(EgressConfig {
+            mode: Mode::AllowList,
+            cidrs: vec![CidrConfig::parse_flag(&format!("127.0.0.2:{}", other.addr.port())).unwrap()],
+            ..EgressConfig::default()
+        })
+        .unwrap(),
+    );
+    let other_port = other.addr.port().wrapping_add(1).max(1);
+    let run = c
+        .exec(request(
+            &format!("curl -sS http://127.0.0.2:{other_port}/"),
+            one_port.clone(),
+        ))
+        .await;
+    assert_eq!(run.code(), 7);
+    assert_eq!(
+        run.stderr(),
+        format!("curl: (7) egress denied by policy: 127.0.0.2:{other_port} is not in the allow-list\n")
+    );
+    let allowed = c
+        .exec(request(&format!("curl -sS {}", other.url("/hello")), one_port))
+        .await;
+    assert_eq!(allowed.ok(), "hello\n");
+    // No loopback rule at all: the message says what would allow it.
+    let wide = Arc::new(
+        Policy::new(EgressConfig {
+            mode: Mode::AllowList,
+            cidrs: vec![CidrConfig::parse_flag("10.0.0.0/8").unwrap()],
+            ..EgressConfig::default()
+        })
+        .unwrap(),
+    );
+    let run = c
+        .exec(request(&format!("curl -sS {}", other.url("/hello")), wide))
+        .await;
+    assert_eq!(
+        run.stderr(),
+        format!(
+            "curl: (7) egress denied by policy: {} is a loopback address; only a cidr rule inside 127.0.0.0/8 or ::1/128 allows it\n",
+            other.addr
+        )
+    );
+    assert_eq!(other.connection_count(), 1);
 
     let run = sh(&c, "curl -sS http://10.0.0.5/").await;
     assert_eq!(run.code(), 7);
