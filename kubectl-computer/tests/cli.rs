@@ -531,4 +531,7 @@ fn create_sets_the_egress_policy() {
     assert!(err.contains("--egress allow-list"), "{err}");
     let err = fails(server.cli(&["create", "x", "--allow-host", "Bad Host"]));
     assert!(err.contains("host rule"), "{err}");
+    // Host rules never match IP literals: the refusal names the flag that does.
+    let err = fails(server.cli(&["create", "x", "--allow-host", "10.0.0.1"]));
+    assert!(err.contains("--allow-cidr 10.0.0.1"), "{err}");
 }

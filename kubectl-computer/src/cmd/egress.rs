@@ -14,7 +14,8 @@ pub struct EgressArgs {
     #[arg(long = "egress", value_enum)]
     mode: Option<ModeArg>,
     /// Host name the computer may reach, e.g. pypi.org or *.example.com
-    /// (any subdomain); repeatable.
+    /// (any subdomain); names only, an IP address needs --allow-cidr;
+    /// repeatable.
     #[arg(long = "allow-host", value_name = "HOST")]
     hosts: Vec<String>,
     /// IP range the computer may reach: CIDR[:PORT[-END]], e.g. 10.0.0.0/8,

@@ -1,5 +1,8 @@
 //! Host-name rules of an allow-list: `pypi.org` or `*.example.com`.
 
+/// Longest DNS label, bytes (RFC 1035 section 2.3.4).
+const MAX_LABEL: usize = 63;
+
 /// One validated host rule.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum HostPattern {
@@ -14,7 +17,11 @@ pub(crate) enum HostPattern {
 impl HostPattern {
     /// Validates a rule by the resource's pattern
     /// `^(\*\.)?([a-z0-9]([-a-z0-9]*[a-z0-9])?\.)*[a-z0-9]([-a-z0-9]*[a-z0-9])?$`,
-    /// at most 253 characters (RFC 1035 section 2.3.4).
+    /// at most 253 characters and 63 per label (RFC 1035 section 2.3.4).
+    /// Stricter than the pattern: a rule whose last label is all digits
+    /// (`10.0.0.1`) is refused, since URLs read such a host as an IPv4
+    /// address (WHATWG URL Standard, "ends in a number") and host rules
+    /// never match IP literals; the message points to a CIDR rule.
     pub(crate) fn parse(rule: &str) -> Result<HostPattern, String> {
         let bad = |why: &str| Err(format!("bad host rule {rule:?}: {why}"));
         if rule.is_empty() || rule.len() > 253 {
@@ -37,6 +44,19 @@ impl HostPattern {
                     "expected a lowercase DNS name such as pypi.org, optionally starting with '*.'",
                 );
             }
+            if bytes.len() > MAX_LABEL {
+                return bad("a DNS label is at most 63 characters (RFC 1035 section 2.3.4)");
+            }
+        }
+        if name
+            .rsplit('.')
+            .next()
+            .is_some_and(|last| last.bytes().all(|b| b.is_ascii_digit()))
+        {
+            return Err(format!(
+                "bad host rule {rule:?}: an IP address, and host rules match names only; \
+                 allow it with a cidr rule instead (kubectl-computer create --allow-cidr {name})"
+            ));
         }
         Ok(if wildcard {
             HostPattern::Subdomains(name.to_string())
@@ -100,9 +120,19 @@ mod tests {
             "a_b.com",
             "**.a.com",
             &"a".repeat(254),
+            &format!("{}.com", "a".repeat(64)),
+            "10.0.0.1",
+            "*.10.0.0.1",
+            "host.123",
         ] {
             assert!(HostPattern::parse(bad).is_err(), "{bad}");
         }
+        assert!(HostPattern::parse(&format!("{}.com", "a".repeat(63))).is_ok());
+        assert!(HostPattern::parse("123.example.com").is_ok());
+        let ip = HostPattern::parse("10.0.0.1").unwrap_err();
+        assert!(ip.contains("--allow-cidr 10.0.0.1"), "{ip}");
+        let long = HostPattern::parse(&format!("{}.com", "a".repeat(64))).unwrap_err();
+        assert!(long.contains("63 characters"), "{long}");
     }
 
     #[test]
