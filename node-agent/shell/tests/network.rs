@@ -180,6 +180,45 @@ async fn headers_with_include_and_head() {
     assert!(head.starts_with("HTTP/1.1 200 OK\r\n"), "{head}");
     assert!(head.ends_with("\r\n\r\n"), "{head}");
     assert_eq!(s.requests().last().unwrap().method, "HEAD");
+
+    // Names and the reason phrase as the server sent them, so scripts can
+    // grep for them as they would with curl.
+    let cased = sh(&c, &format!("curl -sI {}", s.url("/cased"))).await.ok();
+    assert_eq!(
+        cased,
+        "HTTP/1.1 200 Fine\r\nContent-Length: 6\r\nX-Request-ID: r1\r\nETag: \"v1\"\r\nx-lower: yes\r\nConnection: close\r\n\r\n"
+    );
+    let grep = sh(
+        &c,
+        &format!(
+            "curl -sI {} | grep '^Content-Length' | tr -d '\\r'",
+            s.url("/cased")
+        ),
+    )
+    .await
+    .ok();
+    assert_eq!(grep, "Content-Length: 6\n");
+    let verbose = sh(&c, &format!("curl -sv -o /dev/null {}", s.url("/cased"))).await;
+    verbose.ok();
+    let err = verbose.stderr();
+    assert!(
+        err.starts_with(&format!(
+            "> GET /cased HTTP/1.1\r\n> Host: {}\r\n> User-Agent: curl/8.5.0\r\n> Accept: */*\r\n>\r\n",
+            s.addr
+        )),
+        "{err}"
+    );
+    assert!(
+        err.contains("< HTTP/1.1 200 Fine\r\n< Content-Length: 6\r\n< X-Request-ID: r1\r\n"),
+        "{err}"
+    );
+    let w = sh(&c, &format!("wget -S -O /dev/null {}", s.url("/cased"))).await;
+    w.ok();
+    assert!(
+        w.stderr().contains("  X-Request-ID: r1\n"),
+        "{}",
+        w.stderr()
+    );
 }
 
 #[tokio::test]
@@ -202,7 +241,9 @@ async fn a_denied_destination_is_never_contacted() {
     let one_port = Arc::new(
         Policy::new(EgressConfig {
             mode: Mode::AllowList,
-            cidrs: vec![CidrConfig::parse_flag(&format!("127.0.0.2:{}", other.addr.port())).unwrap()],
+            cidrs: vec![
+                CidrConfig::parse_flag(&format!("127.0.0.2:{}", other.addr.port())).unwrap(),
+            ],
             ..EgressConfig::default()
         })
         .unwrap(),
@@ -217,10 +258,15 @@ async fn a_denied_destination_is_never_contacted() {
     assert_eq!(run.code(), 7);
     assert_eq!(
         run.stderr(),
-        format!("curl: (7) egress denied by policy: 127.0.0.2:{other_port} is not in the allow-list\n")
+        format!(
+            "curl: (7) egress denied by policy: 127.0.0.2:{other_port} is not in the allow-list\n"
+        )
     );
     let allowed = c
-        .exec(request(&format!("curl -sS {}", other.url("/hello")), one_port))
+        .exec(request(
+            &format!("curl -sS {}", other.url("/hello")),
+            one_port,
+        ))
         .await;
     assert_eq!(allowed.ok(), "hello\n");
     // No loopback rule at all: the message says what would allow it.

@@ -22,6 +22,7 @@ use tokio::task::AbortHandle;
 use url::Url;
 
 use super::error::HttpError;
+use super::raw_head::{RawHead, Tap, title_case};
 use super::tls;
 use crate::policy::Policy;
 use crate::resolve::{Target, resolve};
@@ -64,6 +65,8 @@ pub struct Response {
     pub remote: SocketAddr,
     /// The URL this response answers.
     pub url: Url,
+    /// The head as received, when it could be captured.
+    raw: Option<RawHead>,
     body: Incoming,
     received: u64,
     limits: Limits,
@@ -73,9 +76,27 @@ pub struct Response {
 
 impl Response {
     /// The reason phrase as the server sent it (`Not Found`), or the
-    /// standard one for the status.
+    /// standard one for the status when it sent none.
     pub fn reason(&self) -> &str {
-        self.status.canonical_reason().unwrap_or("")
+        match &self.raw {
+            Some(raw) if !raw.reason.is_empty() => &raw.reason,
+            _ => self.status.canonical_reason().unwrap_or(""),
+        }
+    }
+
+    /// Header lines as `curl -i` shows them: in arrival order, names spelled
+    /// as the server sent them (`Content-Length`, `x-request-id`). When the
+    /// head could not be kept (over 64 KiB), the names of
+    /// [`Response::headers`] in Title-Case instead.
+    pub fn header_lines(&self) -> Vec<(String, Vec<u8>)> {
+        match &self.raw {
+            Some(raw) => raw.headers.clone(),
+            None => self
+                .headers
+                .iter()
+                .map(|(n, v)| (title_case(n.as_str()), v.as_bytes().to_vec()))
+                .collect(),
+        }
     }
 
     /// The next piece of the body; `None` at its end. Errors: the cap
@@ -180,6 +201,7 @@ async fn exchange(
         .await
         .map_err(|_| HttpError::Timeout(started.elapsed()))??;
 
+    let (io, captured) = Tap::new(io);
     let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(io))
         .await
         .map_err(|e| HttpError::Receive(e.to_string()))?;
@@ -209,6 +231,8 @@ async fn exchange(
         headers: parts.headers,
         remote,
         url: url.clone(),
+        // hyper has read the whole head by now, through the tap.
+        raw: captured.take(),
         body,
         received: 0,
         limits,

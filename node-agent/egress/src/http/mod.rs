@@ -3,6 +3,7 @@
 
 mod client;
 mod error;
+mod raw_head;
 mod redirect;
 mod tls;
 

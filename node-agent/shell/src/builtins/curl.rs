@@ -519,7 +519,8 @@ async fn open<'s>(
     Ok(sink.as_mut().expect("opened above"))
 }
 
-/// The status line and headers as curl prints them (`-i`, `-I`, `-v`).
+/// The status line and headers as curl prints them (`-i`, `-I`, `-v`),
+/// header names spelled as the server sent them.
 fn head_text(resp: &Response, prefix: &str) -> Vec<u8> {
     let version = match resp.version {
         http::Version::HTTP_10 => "HTTP/1.0",
@@ -531,11 +532,11 @@ fn head_text(resp: &Response, prefix: &str) -> Vec<u8> {
         resp.reason()
     )
     .into_bytes();
-    for (name, value) in &resp.headers {
+    for (name, value) in resp.header_lines() {
         out.extend_from_slice(prefix.as_bytes());
-        out.extend_from_slice(name.as_str().as_bytes());
+        out.extend_from_slice(name.as_bytes());
         out.extend_from_slice(b": ");
-        out.extend_from_slice(value.as_bytes());
+        out.extend_from_slice(&value);
         out.extend_from_slice(b"\r\n");
     }
     out.extend_from_slice(prefix.as_bytes());
@@ -550,6 +551,18 @@ async fn log_request(stderr: &CommandOutput, req: &Request) -> Result<(), Failur
         req.method,
         &url[url::Position::BeforePath..url::Position::AfterQuery]
     );
+    // The Host line comes first, as curl sends it, unless -H replaced it.
+    if !req
+        .headers
+        .iter()
+        .any(|(n, _)| n.eq_ignore_ascii_case("host"))
+    {
+        let host = url.host_str().unwrap_or_default();
+        match url.port() {
+            Some(port) => text.push_str(&format!("> Host: {host}:{port}\r\n")),
+            None => text.push_str(&format!("> Host: {host}\r\n")),
+        }
+    }
     for (name, value) in &req.headers {
         text.push_str(&format!("> {name}: {value}\r\n"));
     }

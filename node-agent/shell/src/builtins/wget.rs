@@ -384,12 +384,8 @@ async fn open(
 
 fn headers_text(resp: &Response) -> String {
     let mut out = format!("  HTTP/1.1 {} {}\n", resp.status.as_u16(), resp.reason());
-    for (name, value) in &resp.headers {
-        out.push_str(&format!(
-            "  {}: {}\n",
-            name,
-            String::from_utf8_lossy(value.as_bytes())
-        ));
+    for (name, value) in resp.header_lines() {
+        out.push_str(&format!("  {name}: {}\n", String::from_utf8_lossy(&value)));
     }
     out
 }

@@ -107,6 +107,18 @@ async fn serve(mut stream: TcpStream, seen: Arc<Mutex<Vec<Seen>>>, closed: Arc<M
     let bytes = match path {
         "/hello" => reply("200 OK", &text, b"hello\n"),
         "/binary" => reply("200 OK", &[], &binary_body()),
+        "/cased" => {
+            // Header names in the spellings servers use, and a custom reason.
+            let body = b"cased\n";
+            format!(
+                "HTTP/1.1 200 Fine\r\nContent-Length: {}\r\nX-Request-ID: r1\r\nETag: \"v1\"\r\nx-lower: yes\r\nConnection: close\r\n\r\n",
+                body.len()
+            )
+            .into_bytes()
+            .into_iter()
+            .chain(body.iter().copied())
+            .collect()
+        }
         "/missing" => reply("404 Not Found", &text, b"no such page\n"),
         "/echo" => {
             let mut body = format!("{} {}\n", req.method, req.path);
