@@ -410,10 +410,41 @@ async fn responses_are_capped() {
         "{}",
         sized.stderr()
     );
-    // No length announced: stopped once past the cap.
+    // No length announced: stopped once past the cap, and the part already
+    // written is removed rather than left looking like a whole download.
     let no_length = run(format!("curl -sS -o u {}", s.url("/unsized"))).await;
     assert_eq!(no_length.code(), 63, "{}", no_length.stderr());
-    assert!(c.read("u").len() <= 1000);
+    let cleaned = |name: &str| format!("test -e {name} && echo kept || echo removed");
+    assert_eq!(sh(&c, &cleaned("u")).await.ok(), "removed\n");
+    let lowered = sh(
+        &c,
+        &format!("curl -s --max-filesize 1000 -o m {}", s.url("/unsized")),
+    )
+    .await;
+    assert_eq!(lowered.code(), 63);
+    assert_eq!(sh(&c, &cleaned("m")).await.ok(), "removed\n");
+    let named = sh(
+        &c,
+        &format!("curl -s --max-filesize 1000 -O {}", s.url("/unsized")),
+    )
+    .await;
+    assert_eq!(named.code(), 63);
+    assert_eq!(sh(&c, &cleaned("unsized")).await.ok(), "removed\n");
+    // A body that broke off mid-transfer goes too (wget: -O and named).
+    let broken = sh(&c, &format!("wget -q -O p -T 1 {}", s.url("/partial"))).await;
+    assert_ne!(broken.code(), 0);
+    assert_eq!(sh(&c, &cleaned("p")).await.ok(), "removed\n");
+    let w = run(format!("wget -q {}", s.url("/unsized"))).await;
+    assert_eq!(w.code(), 1);
+    assert_eq!(sh(&c, &cleaned("unsized")).await.ok(), "removed\n");
+    // --fail-with-body keeps the error page it was asked to save.
+    let kept = sh(
+        &c,
+        &format!("curl -s --fail-with-body -o e {}", s.url("/missing")),
+    )
+    .await;
+    assert_eq!(kept.code(), 22);
+    assert_eq!(c.read("e"), b"no such page\n");
     assert_eq!(
         run(format!("curl -s {} | wc -c", s.url("/big?n=1000")))
             .await
@@ -523,6 +554,20 @@ async fn wget_saves_files_like_wget() {
     assert_eq!(c.read("hello"), b"hello\n");
     assert_eq!(c.read("hello.1"), b"hello\n");
     assert_eq!(c.read("sub/hello"), b"hello\n");
+    let brief = sh(&c, &format!("wget -nv -O nv {url}")).await;
+    brief.ok();
+    let line = brief.stderr();
+    // `2025-01-02 03:04:05 URL:http://... [6/6] -> "nv" [1]`
+    assert_eq!(
+        line.len(),
+        20 + format!("URL:{url} [6/6] -> \"nv\" [1]\n").len(),
+        "{line}"
+    );
+    assert!(
+        line.ends_with(&format!(" URL:{url} [6/6] -> \"nv\" [1]\n")),
+        "{line}"
+    );
+    assert_eq!(c.read("nv"), b"hello\n");
     let chatty = sh(&c, &format!("wget -O named {url}")).await;
     chatty.ok();
     assert!(chatty.stderr().contains("200 OK"), "{}", chatty.stderr());

@@ -197,6 +197,12 @@ impl Command for Curl {
             None => Ok(()),
         };
         let failure = result.err().or(flushed.err());
+        // A body that --fail-with-body delivered on purpose stays.
+        let delivered = matches!(failure, None | Some(Failure::Status(_)) if job.fail == Fail::WithBody)
+            || failure.is_none();
+        if !delivered && let Some(s) = sink {
+            s.discard().await;
+        }
         if let Some(Failure::Fatal(e)) = failure {
             return Err(e);
         }

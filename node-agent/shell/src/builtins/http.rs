@@ -178,8 +178,7 @@ impl Sink {
         }
     }
 
-    /// Writes what is buffered; call once the body is complete (and also
-    /// after a failure, so a partial download is kept as curl keeps it).
+    /// Writes what is buffered; call once the body is complete.
     pub async fn flush(&mut self) -> Result<(), SinkError> {
         if let Sink::File { fs, path, pending } = self
             && !pending.is_empty()
@@ -188,6 +187,15 @@ impl Sink {
             pending.clear();
         }
         Ok(())
+    }
+
+    /// Removes the file this sink created, after a failed transfer, so a
+    /// partial body never passes for a whole one; best effort (the failure
+    /// being reported matters more than a failed removal).
+    pub async fn discard(self) {
+        if let Sink::File { fs, path, .. } = self {
+            let _ = fs.remove(&path, false).await;
+        }
     }
 }
 

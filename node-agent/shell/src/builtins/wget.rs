@@ -17,6 +17,7 @@ use http::Method;
 use super::http::{
     Network, Sink, SinkError, Spec, parse_url, read_source, remote_name, resolve, seconds,
 };
+use super::ls_format::civil;
 
 const USER_AGENT: &str = "Wget/1.21.4";
 /// wget's default `--max-redirect`.
@@ -84,7 +85,7 @@ struct Job {
     request: Request,
     output: Option<String>,
     prefix: Option<String>,
-    quiet: bool,
+    verbosity: Verbosity,
     show_headers: bool,
     spider: bool,
     content_on_error: bool,
@@ -129,7 +130,7 @@ impl Command for Wget {
         };
         let log = Log {
             out: ctx.stderr.clone(),
-            quiet: job.quiet,
+            verbosity: job.verbosity,
         };
         let (code, message) = match download(&self.network, &job, &ctx, &log).await {
             Ok(()) => return Ok(CommandStatus::success()),
@@ -138,7 +139,7 @@ impl Command for Wget {
             Err(Failure::Status(code, reason)) => (8, format!("ERROR {code}: {reason}.\n")),
             Err(Failure::Write(m)) => (3, format!("wget: cannot write to file: {m}\n")),
         };
-        if !log.quiet {
+        if log.verbosity != Verbosity::Quiet {
             say(&ctx.stderr, &message).await?;
         }
         Ok(CommandStatus::with_code(code))
@@ -171,7 +172,7 @@ impl Wget {
             },
             output: None,
             prefix: None,
-            quiet: false,
+            verbosity: Verbosity::Full,
             show_headers: false,
             spider: false,
             content_on_error: false,
@@ -190,9 +191,9 @@ impl Wget {
         for (name, value) in parsed.opts {
             let v = value.unwrap_or_default();
             match name.as_str() {
-                "quiet" => job.quiet = true,
-                "no-verbose" => job.quiet = true,
-                "verbose" => job.quiet = false,
+                "quiet" => job.verbosity = Verbosity::Quiet,
+                "no-verbose" => job.verbosity = Verbosity::Brief,
+                "verbose" => job.verbosity = Verbosity::Full,
                 "server-response" => job.show_headers = true,
                 "no-check-certificate" => job.request.insecure = true,
                 "spider" => job.spider = true,
@@ -328,14 +329,26 @@ async fn download(
     }
     log.line(&format!("Saving to: '{shown}'\n\n")).await?;
     let streamed = stream_body(&mut resp, &mut sink).await;
-    let flushed = sink.flush().await;
-    streamed?;
-    flushed?;
+    let flushed = sink.flush().await.map_err(Failure::from);
+    if let Err(e) = streamed.and(flushed) {
+        sink.discard().await;
+        return Err(e);
+    }
     if failed {
         return Err(Failure::Status(status, resp.reason().to_string()));
     }
     log.line(&format!("'{shown}' saved [{}]\n", resp.received()))
         .await?;
+    let size = match resp.headers.get(http::header::CONTENT_LENGTH) {
+        Some(len) => format!("{}/{}", resp.received(), len.to_str().unwrap_or("?")),
+        None => resp.received().to_string(),
+    };
+    log.brief(&format!(
+        "{} URL:{} [{size}] -> \"{shown}\" [1]\n",
+        utc_timestamp(std::time::SystemTime::now()),
+        resp.url
+    ))
+    .await?;
     Ok(())
 }
 
@@ -399,19 +412,56 @@ fn has_header(headers: &[(String, String)], name: &str) -> bool {
     headers.iter().any(|(n, _)| n.eq_ignore_ascii_case(name))
 }
 
-/// wget's progress and error lines on stderr, silenced by `-q`.
+/// How much wget says on stderr.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Verbosity {
+    /// `-q`: nothing.
+    Quiet,
+    /// `-nv`: errors and one line per saved file.
+    Brief,
+    /// The default: progress lines too.
+    Full,
+}
+
+/// wget's progress and error lines on stderr.
 struct Log {
     out: CommandOutput,
-    quiet: bool,
+    verbosity: Verbosity,
 }
 
 impl Log {
+    /// A progress line (default verbosity only).
     async fn line(&self, text: &str) -> Result<(), Failure> {
-        if self.quiet {
+        self.at(Verbosity::Full, text).await
+    }
+
+    /// The one-line summary of `-nv`.
+    async fn brief(&self, text: &str) -> Result<(), Failure> {
+        self.at(Verbosity::Brief, text).await
+    }
+
+    async fn at(&self, level: Verbosity, text: &str) -> Result<(), Failure> {
+        if self.verbosity != level {
             return Ok(());
         }
         say(&self.out, text).await.map_err(Failure::Fatal)
     }
+}
+
+/// `2025-01-02 03:04:05`, in UTC as every time the shell shows.
+fn utc_timestamp(at: std::time::SystemTime) -> String {
+    let secs = at
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs() as i64)
+        .unwrap_or(0);
+    let (year, month, day) = civil(secs.div_euclid(86_400));
+    let t = secs.rem_euclid(86_400);
+    format!(
+        "{year:04}-{month:02}-{day:02} {:02}:{:02}:{:02}",
+        t / 3600,
+        t / 60 % 60,
+        t % 60
+    )
 }
 
 /// Writes to stderr; only the exec ending is an error.
@@ -419,5 +469,16 @@ async fn say(stderr: &CommandOutput, text: &str) -> bashkit::Result<()> {
     match stderr.write_all(text.as_bytes()).await {
         Err(e @ (bashkit::Error::ResourceLimit(_) | bashkit::Error::Cancelled)) => Err(e),
         _ => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timestamps_are_utc() {
+        let at = std::time::UNIX_EPOCH + Duration::from_secs(1_735_787_045);
+        assert_eq!(utc_timestamp(at), "2025-01-02 03:04:05");
     }
 }
