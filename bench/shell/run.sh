@@ -12,7 +12,7 @@ for tool in node npm jq; do
 done
 if [ ! -f target/shell-spec/node_modules/just-bash/package.json ]; then
     mkdir -p target/shell-spec
-    npm install --prefix target/shell-spec just-bash
+    npm install --prefix target/shell-spec just-bash@3.4.2
 fi
 cargo build --release -q -p agentcomputer-node-agent --bin node-agent -p shell-bench
 exec ./target/release/shell-bench "$@"
