@@ -494,7 +494,11 @@ impl Fs {
         let mut w = self.inner.writer();
         if let Err(e) = self.inner.end_batch(&mut w) {
             // Reported here: the next fsync must not report it again.
-            self.inner.lost.lock().unwrap_or_else(|e| e.into_inner()).take();
+            self.inner
+                .lost
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .take();
             return Err(e);
         }
         let conn = &w.conn;
