@@ -78,7 +78,7 @@ pub fn render(files: &[FileResult], meta: &Meta, hand: &str) -> String {
     );
     let _ = writeln!(
         d,
-        "```sh\nmkdir -p target/shell-spec && npm install --prefix target/shell-spec just-bash\n\
+        "```sh\nmkdir -p target/shell-spec && npm install --prefix target/shell-spec just-bash@3.4.2\n\
          cargo run --release -p shell-spec -- --corpus ../shared/oils-spec --out docs/shell-conformance.md\n```\n"
     );
     let _ = writeln!(d, "{HAND_START}\n{}\n{HAND_END}\n", hand.trim());
