@@ -26,9 +26,10 @@ struct Args {
     /// Attribute, entry and negative-entry cache timeout, in milliseconds.
     #[arg(long)]
     ttl_ms: Option<u64>,
-    /// Turn the kernel's writeback cache off.
+    /// Turn the kernel's writeback cache on (off by default, as for the
+    /// node agent's mounts: docs/fuse.md, "Why the writeback cache is off").
     #[arg(long)]
-    no_writeback: bool,
+    writeback: bool,
     /// Group commit window, in milliseconds (0: commit every request).
     #[arg(long, default_value_t = MountOptions::default().commit_window.as_millis() as u64)]
     commit_window_ms: u64,
@@ -50,7 +51,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let fs = Fs::open_or_create(&args.db, Limits::default())?;
     let mut opts = MountOptions {
         threads: args.threads,
-        writeback_cache: !args.no_writeback,
+        writeback_cache: args.writeback,
         commit_window: Duration::from_millis(args.commit_window_ms),
         ..MountOptions::default()
     };
