@@ -2,7 +2,7 @@
 //! configuration, metrics and the event recorder.
 
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use agentcomputer_crds::AgentComputer;
 use k8s_openapi::api::core::v1::{Node, Pod};
@@ -83,6 +83,12 @@ pub struct Context {
     pub metrics: Arc<Metrics>,
     /// Publishes Events on AgentComputers.
     pub recorder: Recorder,
+    /// Placements decided but not yet visible in the `computers` cache, by
+    /// computer uid. Reconciles of different computers run concurrently and
+    /// the cache lags our own status writes, so without these two computers
+    /// applied together would both see an empty cluster and pick the same
+    /// node (the scheduler's "assume" step, in small).
+    assumed: Mutex<HashMap<String, String>>,
 }
 
 impl Context {
@@ -112,6 +118,7 @@ impl Context {
             computers,
             metrics,
             recorder,
+            assumed: Mutex::new(HashMap::new()),
         }
     }
 
@@ -121,16 +128,61 @@ impl Context {
         placement::ready_agents(pods.iter().map(|p| p.as_ref()))
     }
 
-    /// Computers per node, from the cache (status.node of live computers).
+    /// Computers per node: `status.node` of live computers in the cache, and
+    /// for those without one yet, the node assumed for them by [`Self::place`].
     pub fn load(&self) -> HashMap<String, usize> {
+        let mut assumed = self.assumed.lock().unwrap_or_else(|e| e.into_inner());
+        self.load_locked(&mut assumed)
+    }
+
+    /// Chooses a node for computer `uid` with `choose` (given the current
+    /// load) and records the choice, so that concurrent placements count it
+    /// before our status write reaches the cache. Returns `choose`'s result.
+    pub fn place(
+        &self,
+        uid: &str,
+        choose: impl FnOnce(&HashMap<String, usize>) -> Option<String>,
+    ) -> Option<String> {
+        let mut assumed = self.assumed.lock().unwrap_or_else(|e| e.into_inner());
+        assumed.remove(uid);
+        let load = self.load_locked(&mut assumed);
+        let node = choose(&load)?;
+        assumed.insert(uid.to_string(), node.clone());
+        Some(node)
+    }
+
+    /// Drops the assumed placement of a deleted computer.
+    pub fn forget(&self, uid: &str) {
+        self.assumed
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(uid);
+    }
+
+    /// Counts computers per node and prunes assumptions the cache has caught
+    /// up with (status.node now set) or that name computers no longer cached.
+    fn load_locked(&self, assumed: &mut HashMap<String, String>) -> HashMap<String, usize> {
         let mut load = HashMap::new();
+        let mut pending = HashMap::new();
         for c in self.computers.state() {
+            let uid = c.metadata.uid.clone().unwrap_or_default();
             if c.metadata.deletion_timestamp.is_some() {
+                assumed.remove(&uid);
                 continue;
             }
-            if let Some(node) = c.status.as_ref().and_then(|s| s.node.clone()) {
-                *load.entry(node).or_default() += 1;
+            match c.status.as_ref().and_then(|s| s.node.clone()) {
+                Some(node) => {
+                    assumed.remove(&uid);
+                    *load.entry(node).or_default() += 1;
+                }
+                None => {
+                    pending.insert(uid, ());
+                }
             }
+        }
+        assumed.retain(|uid, _| pending.contains_key(uid));
+        for node in assumed.values() {
+            *load.entry(node.clone()).or_default() += 1;
         }
         load
     }

@@ -141,12 +141,10 @@ pub async fn apply(c: Arc<AgentComputer>, ctx: Arc<Context>) -> Result<Action> {
         Some(n) => n,
         None => {
             let nodes = ctx.nodes.state();
-            match placement::choose(
-                &c.spec,
-                nodes.iter().map(|n| n.as_ref()),
-                &agents,
-                &ctx.load(),
-            ) {
+            let uid = c.uid().unwrap_or_default();
+            match ctx.place(&uid, |load| {
+                placement::choose(&c.spec, nodes.iter().map(|n| n.as_ref()), &agents, load)
+            }) {
                 Some(n) => n,
                 None => {
                     let why =
@@ -509,6 +507,7 @@ pub async fn cleanup(c: Arc<AgentComputer>, ctx: Arc<Context>) -> Result<Action>
         .namespace()
         .ok_or(Error::MissingField("metadata.namespace"))?;
     let client = &ctx.client;
+    ctx.forget(&c.uid().unwrap_or_default());
     let old = c.status.clone().unwrap_or_default();
     if old.phase != Some(ComputerPhase::Terminating) {
         let mut status = old.clone();

@@ -394,6 +394,35 @@ async fn create_places_on_least_loaded_node_and_applies_all_objects() {
 }
 
 #[tokio::test]
+async fn computers_placed_before_the_cache_catches_up_are_still_spread() {
+    let mut env = env();
+    two_nodes(&mut env);
+    // Both computers sit in the cache without a status, as they do when
+    // applied together: the cache has not seen either status write yet.
+    for name in ["c1", "c2"] {
+        let c = computer(&env, name, json!({"storage": {"size": "1Gi"}}));
+        add(&mut env.computers, c);
+    }
+    settle(&env, "c1").await.unwrap();
+    settle(&env, "c2").await.unwrap();
+    let n1 = status(&current(&env, "c1")).node.unwrap();
+    let n2 = status(&current(&env, "c2")).node.unwrap();
+    assert_ne!(n1, n2, "the first placement counts before the cache shows it");
+
+    // Once the cache shows both, a third computer still sees one per node and
+    // takes the first by name; the assumptions were dropped, not double counted.
+    for name in ["c1", "c2"] {
+        let c = current(&env, name);
+        add(&mut env.computers, c);
+    }
+    let load = env.ctx.load();
+    assert_eq!((load.get("a"), load.get("b")), (Some(&1), Some(&1)));
+    computer(&env, "c3", json!({"storage": {"size": "1Gi"}}));
+    settle(&env, "c3").await.unwrap();
+    assert_eq!(status(&current(&env, "c3")).node.as_deref(), Some("a"));
+}
+
+#[tokio::test]
 async fn update_keeps_the_token_changes_policy_and_adds_sandbox() {
     let mut env = env();
     two_nodes(&mut env);
