@@ -68,7 +68,7 @@ impl Writer {
         let Some(batch) = self.batch.take() else {
             return Ok(());
         };
-        match db::exec_cached(&self.conn, "COMMIT") {
+        match db::commit(&self.conn) {
             Ok(()) => Ok(()),
             Err(e) => {
                 if !self.conn.is_autocommit() {

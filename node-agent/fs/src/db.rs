@@ -33,7 +33,7 @@ pub(crate) fn open_writer(path: &Path, create: bool, page_size: Option<u32>) -> 
     if create {
         flags |= OpenFlags::SQLITE_OPEN_CREATE;
     }
-    let conn = Connection::open_with_flags(path, flags)?;
+    let conn = Connection::open_with_flags_and_vfs(path, flags, crate::vfs::name()?)?;
     conn.busy_timeout(BUSY_TIMEOUT)?;
     if let Some(ps) = page_size {
         conn.execute_batch(&format!("PRAGMA page_size = {ps};"))?;
@@ -74,9 +74,10 @@ fn tune_planner(conn: &Connection) -> Result<()> {
 }
 
 fn open_reader(path: &Path) -> Result<Connection> {
-    let conn = Connection::open_with_flags(
+    let conn = Connection::open_with_flags_and_vfs(
         path,
         OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        crate::vfs::name()?,
     )?;
     conn.busy_timeout(BUSY_TIMEOUT)?;
     conn.execute_batch(
@@ -92,6 +93,12 @@ fn open_reader(path: &Path) -> Result<Connection> {
 pub(crate) fn exec_cached(conn: &Connection, sql: &str) -> Result<()> {
     conn.prepare_cached(sql)?.execute([])?;
     Ok(())
+}
+
+/// Commits the writer's open transaction, writing its WAL frames in large
+/// pieces (see [`crate::vfs`]).
+pub(crate) fn commit(conn: &Connection) -> Result<()> {
+    crate::vfs::coalesce(|| exec_cached(conn, "COMMIT"))
 }
 
 /// A pool of read-only connections.

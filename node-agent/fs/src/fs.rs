@@ -149,7 +149,7 @@ impl WriteTxn<'_> {
                 self.inner.end_batch(&mut self.w)?;
             }
         } else {
-            db::exec_cached(self.conn(), "COMMIT")?;
+            db::commit(self.conn())?;
             self.done = true;
         }
         let changes = std::mem::take(&mut self.changes);
@@ -503,11 +503,13 @@ impl Fs {
         }
         let conn = &w.conn;
         conn.execute_batch("PRAGMA synchronous = FULL")?;
-        let r = conn.execute_batch(
-            "BEGIN IMMEDIATE;
-             UPDATE meta SET value = value + 1 WHERE key = 'fsync_seq';
-             COMMIT;",
-        );
+        let r = conn
+            .execute_batch(
+                "BEGIN IMMEDIATE;
+                 UPDATE meta SET value = value + 1 WHERE key = 'fsync_seq';",
+            )
+            .map_err(Error::from)
+            .and_then(|()| db::commit(conn));
         if r.is_err() && !conn.is_autocommit() {
             let _ = conn.execute_batch("ROLLBACK");
         }

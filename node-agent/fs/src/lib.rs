@@ -38,6 +38,7 @@ mod notify;
 mod path;
 mod schema;
 mod types;
+mod vfs;
 mod xattr;
 
 pub use convenience::WriteMode;
