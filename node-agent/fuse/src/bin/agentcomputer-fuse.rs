@@ -1,5 +1,6 @@
 //! `agentcomputer-fuse`: mounts one computer database at a directory until
-//! SIGINT or SIGTERM. Used by the crash test, the pjdfstest script and the
+//! SIGINT or SIGTERM, or until the mount is unmounted from outside
+//! (`fusermount3 -u`, `umount`). Used by the crash test, the pjdfstest script and the
 //! filesystem benchmark; the node agent mounts through the library instead.
 
 use std::io::Write;
@@ -62,8 +63,36 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let handle = mount(fs, &args.mountpoint, opts)?;
     println!("mounted {}", args.mountpoint.display());
     std::io::stdout().flush()?;
-    let sig = stop.wait()?;
-    eprintln!("{sig}: unmounting");
+    loop {
+        if let Some(sig) = wait_signal(&stop, Duration::from_millis(200))? {
+            eprintln!("{sig}: unmounting");
+            break;
+        }
+        if !handle.is_serving() {
+            eprintln!("unmounted from outside: exiting");
+            break;
+        }
+    }
     handle.unmount()?;
     Ok(())
+}
+
+/// Waits up to `timeout` for one of the blocked signals in `set`
+/// (`sigtimedwait(2)`); `None` when none arrived.
+fn wait_signal(set: &SigSet, timeout: Duration) -> std::io::Result<Option<Signal>> {
+    let ts = libc::timespec {
+        tv_sec: timeout.as_secs() as libc::time_t,
+        tv_nsec: timeout.subsec_nanos() as libc::c_long,
+    };
+    // SAFETY: `set` is a valid sigset_t, `ts` a valid timespec, and a null
+    // siginfo pointer is allowed.
+    let n = unsafe { libc::sigtimedwait(set.as_ref(), std::ptr::null_mut(), &ts) };
+    if n < 0 {
+        let e = std::io::Error::last_os_error();
+        return match e.raw_os_error() {
+            Some(libc::EAGAIN) | Some(libc::EINTR) => Ok(None),
+            _ => Err(e),
+        };
+    }
+    Signal::try_from(n).map(Some).map_err(std::io::Error::from)
 }
