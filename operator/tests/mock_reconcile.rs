@@ -407,7 +407,10 @@ async fn computers_placed_before_the_cache_catches_up_are_still_spread() {
     settle(&env, "c2").await.unwrap();
     let n1 = status(&current(&env, "c1")).node.unwrap();
     let n2 = status(&current(&env, "c2")).node.unwrap();
-    assert_ne!(n1, n2, "the first placement counts before the cache shows it");
+    assert_ne!(
+        n1, n2,
+        "the first placement counts before the cache shows it"
+    );
 
     // Once the cache shows both, a third computer still sees one per node and
     // takes the first by name; the assumptions were dropped, not double counted.

@@ -92,8 +92,15 @@ pub(crate) fn coalesce<T>(f: impl FnOnce() -> crate::Result<T>) -> crate::Result
             continue;
         }
         // Unreachable if the module doc's reasoning holds: tests fail here.
-        debug_assert!(false, "{} WAL bytes left buffered after a commit", b.data.len());
-        tracing::error!(bytes = b.data.len(), "WAL bytes left buffered after a commit");
+        debug_assert!(
+            false,
+            "{} WAL bytes left buffered after a commit",
+            b.data.len()
+        );
+        tracing::error!(
+            bytes = b.data.len(),
+            "WAL bytes left buffered after a commit"
+        );
         // SAFETY: the buffer's file is open while its state is alive.
         let rc = unsafe { b.flush() };
         if rc != ffi::SQLITE_OK {
@@ -261,7 +268,11 @@ impl Buffer {
         if rc == ffi::SQLITE_OK {
             // A write at offset 0 is the WAL header of a restarted log: the
             // frames after it are appended from there again.
-            self.hwm = if off == 0 { len } else { self.hwm.max(off + len) };
+            self.hwm = if off == 0 {
+                len
+            } else {
+                self.hwm.max(off + len)
+            };
         }
         rc
     }
@@ -376,7 +387,11 @@ unsafe extern "C" fn x_close(f: *mut ffi::sqlite3_file) -> c_int {
             drop(Box::from_raw((*shim).state));
             (*shim).state = ptr::null_mut();
         }
-        if flushed != ffi::SQLITE_OK { flushed } else { rc }
+        if flushed != ffi::SQLITE_OK {
+            flushed
+        } else {
+            rc
+        }
     }
 }
 
@@ -515,7 +530,10 @@ mod tests {
     }
 
     fn writer(p: &Path) -> Connection {
-        let c = open(p, OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE);
+        let c = open(
+            p,
+            OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE,
+        );
         c.execute_batch("PRAGMA journal_mode = WAL;").unwrap();
         c
     }
@@ -544,11 +562,11 @@ mod tests {
         frames: c_int,
     ) -> c_int {
         let db = DB.lock().unwrap().clone().unwrap();
-        let wal = db.with_file_name(format!(
-            "{}-wal",
-            db.file_name().unwrap().to_str().unwrap()
-        ));
-        WAL_BYTES.store(std::fs::metadata(wal).unwrap().len() as i64, Ordering::SeqCst);
+        let wal = db.with_file_name(format!("{}-wal", db.file_name().unwrap().to_str().unwrap()));
+        WAL_BYTES.store(
+            std::fs::metadata(wal).unwrap().len() as i64,
+            Ordering::SeqCst,
+        );
         FRAMES.store(i64::from(frames), Ordering::SeqCst);
         let r = open(&db, OpenFlags::SQLITE_OPEN_READ_ONLY);
         let v: i64 = r
@@ -580,14 +598,24 @@ mod tests {
         unsafe { ffi::sqlite3_wal_hook(second.handle(), Some(at_publish), ptr::null_mut()) };
         for v in 1..=3 {
             second
-                .execute_batch(&format!("BEGIN IMMEDIATE; UPDATE t SET v = {v} WHERE id = 1;"))
+                .execute_batch(&format!(
+                    "BEGIN IMMEDIATE; UPDATE t SET v = {v} WHERE id = 1;"
+                ))
                 .unwrap();
             commit(&second);
             let frames = FRAMES.load(Ordering::SeqCst);
             let needed = 32 + frames * (4096 + 24);
             let have = WAL_BYTES.load(Ordering::SeqCst);
-            assert!(have >= needed, "published with {} bytes not written", needed - have);
-            assert_eq!(READ_V.load(Ordering::SeqCst), v, "a reader saw the commit whole");
+            assert!(
+                have >= needed,
+                "published with {} bytes not written",
+                needed - have
+            );
+            assert_eq!(
+                READ_V.load(Ordering::SeqCst),
+                v,
+                "a reader saw the commit whole"
+            );
         }
     }
 
@@ -635,7 +663,9 @@ mod tests {
             .query_row("SELECT count(*) FROM t", [], |x| x.get(0))
             .unwrap();
         assert_eq!(n, 1200, "recovery dropped frames");
-        let ic: String = c.query_row("PRAGMA integrity_check", [], |x| x.get(0)).unwrap();
+        let ic: String = c
+            .query_row("PRAGMA integrity_check", [], |x| x.get(0))
+            .unwrap();
         assert_eq!(ic, "ok");
     }
 }

@@ -78,7 +78,11 @@ fn readers_see_each_commit_whole_and_at_once() {
         put(&fs, "f", &data).unwrap();
         latest.store(generation, Ordering::SeqCst);
         // Fs::read goes through a pooled reader connection, not the writer.
-        assert_eq!(get(&fs, "f"), data, "commit {generation} not visible at once");
+        assert_eq!(
+            get(&fs, "f"),
+            data,
+            "commit {generation} not visible at once"
+        );
     }
     stop.store(true, Ordering::SeqCst);
     let reads = reader.join().unwrap();
@@ -121,11 +125,19 @@ fn batched_commits_are_visible_after_flush() {
     let fs = Fs::create(&dir.path().join("fs.db"), Limits::default()).unwrap();
     let batched = fs.with_commit_window(Duration::from_millis(20));
     for i in 0..40u64 {
-        put(&batched, &format!("f{i}"), &body(i, 50_000 + i as usize * 1000)).unwrap();
+        put(
+            &batched,
+            &format!("f{i}"),
+            &body(i, 50_000 + i as usize * 1000),
+        )
+        .unwrap();
     }
     batched.flush().unwrap();
     for i in 0..40u64 {
-        assert_eq!(get(&fs, &format!("f{i}")), body(i, 50_000 + i as usize * 1000));
+        assert_eq!(
+            get(&fs, &format!("f{i}")),
+            body(i, 50_000 + i as usize * 1000)
+        );
     }
     assert_eq!(fs.check().unwrap(), Vec::<String>::new());
 }
