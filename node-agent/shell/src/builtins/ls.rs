@@ -11,9 +11,9 @@
 //! user and group, and no inode number (`?`).
 
 use super::ls_format::{Entry, LongStyle, columns, human_size, long_lines};
-use super::workspace::{engine_path, reason, resolve};
+use super::workspace::{SANDBOX_ID, engine_path, kind_char, reason, resolve};
 use agentcomputer_fs::{Fs, ROOT_INO};
-use bashkit::{Builtin, BuiltinContext, ExecResult, FileType, Metadata, async_trait};
+use bashkit::{Builtin, BuiltinContext, ExecResult, Metadata, async_trait};
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -201,15 +201,6 @@ fn parse(args: &[String]) -> Result<(Opts, Vec<String>), String> {
     Ok((opts, operands))
 }
 
-fn kind_char(t: FileType) -> char {
-    match t {
-        FileType::Directory => 'd',
-        FileType::Symlink => 'l',
-        FileType::Fifo => 'p',
-        FileType::File => '-',
-    }
-}
-
 fn epoch_secs(t: SystemTime) -> i64 {
     match t.duration_since(UNIX_EPOCH) {
         Ok(d) => d.as_secs() as i64,
@@ -243,8 +234,8 @@ impl Lister<'_, '_> {
             kind,
             perm: meta.mode & 0o7777,
             nlink: if kind == 'd' { 2 } else { 1 },
-            uid: 1000,
-            gid: 1000,
+            uid: SANDBOX_ID,
+            gid: SANDBOX_ID,
             ino: None,
             size: meta.size,
             blocks_k: meta.size.div_ceil(4096) * 4,

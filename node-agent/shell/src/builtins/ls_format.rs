@@ -2,6 +2,8 @@
 //! layout, as GNU coreutils 9 prints them in the C locale (ls(1),
 //! coreutils `src/ls.c`), with times in UTC.
 
+use super::workspace::SANDBOX_ID;
+
 /// One entry to print, with what `stat(2)` tells about it.
 #[derive(Debug, Clone)]
 pub(crate) struct Entry {
@@ -118,7 +120,7 @@ fn id_name(id: u32, numeric: bool) -> String {
     match id {
         _ if numeric => id.to_string(),
         0 => "root".into(),
-        1000 => "sandbox".into(),
+        SANDBOX_ID => "sandbox".into(),
         other => other.to_string(),
     }
 }

@@ -10,9 +10,9 @@
 //! system status (`-f`) is not available.
 
 use super::ls_format::{civil, mode_string};
-use super::workspace::{engine_path, reason, resolve};
+use super::workspace::{SANDBOX_ID, engine_path, kind_char, reason, resolve};
 use agentcomputer_fs::{Attr, FileKind, Fs, ROOT_INO};
-use bashkit::{Builtin, BuiltinContext, ExecResult, FileType, Metadata, async_trait};
+use bashkit::{Builtin, BuiltinContext, ExecResult, Metadata, async_trait};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 /// The `stat` command; `engine` is the computer behind `/workspace`.
@@ -65,20 +65,15 @@ fn system_time(t: SystemTime) -> Time {
 
 impl Info {
     fn from_metadata(name: String, meta: &Metadata) -> Self {
-        let kind = match meta.file_type {
-            FileType::Directory => 'd',
-            FileType::Symlink => 'l',
-            FileType::Fifo => 'p',
-            FileType::File => '-',
-        };
+        let kind = kind_char(meta.file_type);
         let mtime = system_time(meta.modified);
         Self {
             name,
             kind,
             perm: meta.mode & 0o7777,
             nlink: if kind == 'd' { 2 } else { 1 },
-            uid: 1000,
-            gid: 1000,
+            uid: SANDBOX_ID,
+            gid: SANDBOX_ID,
             ino: 0,
             size: meta.size,
             blocks: meta.size.div_ceil(4096) * 8,
@@ -144,7 +139,7 @@ impl Info {
 fn id_name(id: u32) -> String {
     match id {
         0 => "root".into(),
-        1000 => "sandbox".into(),
+        SANDBOX_ID => "sandbox".into(),
         _ => "UNKNOWN".into(),
     }
 }

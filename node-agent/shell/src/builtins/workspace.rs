@@ -2,8 +2,22 @@
 //! trait to the engine behind `/workspace`.
 
 use crate::sandbox_fs::WORKSPACE;
-use bashkit::{normalize_path, vfs_join};
+use bashkit::{FileType, normalize_path, vfs_join};
 use std::path::{Path, PathBuf};
+
+/// uid and gid of the virtual user `sandbox` of `/etc/passwd`, shown as
+/// the owner of files bashkit's own trees hold.
+pub(crate) const SANDBOX_ID: u32 = 1000;
+
+/// The type letter `ls -l` and `stat` print for `t`.
+pub(crate) fn kind_char(t: FileType) -> char {
+    match t {
+        FileType::Directory => 'd',
+        FileType::Symlink => 'l',
+        FileType::Fifo => 'p',
+        FileType::File => '-',
+    }
+}
 
 /// `path` (absolute, normalized) relative to the engine root when it lies
 /// under `/workspace`: `/workspace/a/b` is `/a/b`; `None` elsewhere.
