@@ -269,9 +269,34 @@ async fn write_modes() {
     let err = c.write(futures::stream::iter(msgs)).await.unwrap_err();
     assert_errno(&err, Code::InvalidArgument, "EINVAL");
 
-    // An upload whose client goes away midway leaves the old file and no
-    // temporary file. The upload runs on a connection of its own; dropping
-    // the call while the data stream is still open resets the HTTP/2 stream.
+    // An upload whose client goes away midway leaves the old file, no other
+    // name, and no space used. The upload runs on a connection of its own;
+    // dropping the call while the data stream is still open resets the
+    // HTTP/2 stream.
+    let (call, tx) = start_upload(&agent, "demo", "f", 3 << 20).await;
+    // The upload's data is stored while it runs, under no name...
+    wait_used_bytes(&mut c, "demo", |used| used > 3 + (1 << 20)).await;
+    assert_eq!(names(&mut c, "demo", "").await, ["f"]);
+    call.abort();
+    let _ = call.await;
+    // ...and freed once the client left, with the old content in place.
+    wait_used_bytes(&mut c, "demo", |used| used == 3).await;
+    assert_eq!(names(&mut c, "demo", "").await, ["f"]);
+    assert_eq!(read(&mut c, "demo", "f").await.unwrap(), b"new");
+    drop(tx);
+}
+
+/// Starts a TRUNCATE upload of `path` on a connection of its own, sends the
+/// header and `len` bytes, and returns the running call and its sender.
+async fn start_upload(
+    agent: &Agent,
+    computer: &str,
+    path: &str,
+    len: usize,
+) -> (
+    tokio::task::JoinHandle<Result<tonic::Response<pb::WriteResponse>, tonic::Status>>,
+    tokio::sync::mpsc::Sender<pb::WriteRequest>,
+) {
     let mut uploader = agent.client().await;
     let (tx, rx) = tokio::sync::mpsc::channel(4);
     let call = tokio::spawn(async move {
@@ -281,8 +306,8 @@ async fn write_modes() {
     });
     tx.send(pb::WriteRequest {
         msg: Some(pb::write_request::Msg::Header(pb::WriteHeader {
-            computer: "demo".into(),
-            path: "f".into(),
+            computer: computer.into(),
+            path: path.into(),
             mode: pb::WriteMode::Truncate as i32,
             perm: 0,
             offset: 0,
@@ -291,34 +316,52 @@ async fn write_modes() {
     .await
     .unwrap();
     tx.send(pb::WriteRequest {
-        msg: Some(pb::write_request::Msg::Data(vec![b'z'; 3 << 20])),
+        msg: Some(pb::write_request::Msg::Data(vec![b'z'; len])),
     })
     .await
     .unwrap();
-    // The temporary file exists while the upload runs...
-    let mut seen_temp = false;
+    (call, tx)
+}
+
+/// Polls the computer's `used_bytes` (for up to 10 s) until `ok` holds.
+async fn wait_used_bytes(c: &mut Client, computer: &str, ok: impl Fn(u64) -> bool) {
+    let mut used = 0;
     for _ in 0..500 {
-        if names(&mut c, "demo", "").await.len() == 2 {
-            seen_temp = true;
-            break;
+        used = c
+            .statfs(pb::StatfsRequest {
+                computer: computer.into(),
+            })
+            .await
+            .unwrap()
+            .into_inner()
+            .used_bytes;
+        if ok(used) {
+            return;
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    assert!(seen_temp, "upload never started");
-    call.abort();
-    let _ = call.await;
-    // ...and is gone once the client left, with the old content in place.
-    let mut left = Vec::new();
-    for _ in 0..500 {
-        tokio::time::sleep(Duration::from_millis(20)).await;
-        left = names(&mut c, "demo", "").await;
-        if left == ["f"] {
-            break;
-        }
-    }
-    assert_eq!(left, ["f"], "temporary file left behind");
-    assert_eq!(read(&mut c, "demo", "f").await.unwrap(), b"new");
-    drop(tx);
+    panic!("used_bytes stayed at {used}");
+}
+
+#[tokio::test]
+async fn an_upload_cut_by_a_crash_leaves_nothing_after_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let agent = Agent::start(dir.path(), &[]);
+    let mut c = agent.client().await;
+    create(&mut c, "demo", 0).await;
+    write(&mut c, "demo", "f", pb::WriteMode::Truncate, b"old")
+        .await
+        .unwrap();
+    let (_call, _tx) = start_upload(&agent, "demo", "f", 3 << 20).await;
+    wait_used_bytes(&mut c, "demo", |used| used > 3 + (1 << 20)).await;
+    // SIGKILL in the middle of the upload.
+    drop(agent);
+
+    let agent = Agent::start(dir.path(), &[]);
+    let mut c = agent.client().await;
+    assert_eq!(names(&mut c, "demo", "").await, ["f"]);
+    assert_eq!(read(&mut c, "demo", "f").await.unwrap(), b"old");
+    wait_used_bytes(&mut c, "demo", |used| used == 3).await;
 }
 
 #[tokio::test]
@@ -389,7 +432,7 @@ async fn quota_gives_enospc_and_keeps_earlier_files() {
     assert_eq!(
         names(&mut c, "small", "").await,
         ["keep.bin"],
-        "no temporary files left"
+        "no other names left"
     );
     let st = c
         .statfs(pb::StatfsRequest {

@@ -37,6 +37,7 @@ mod namespace;
 mod notify;
 mod path;
 mod schema;
+mod tmpfile;
 mod types;
 mod vfs;
 mod xattr;

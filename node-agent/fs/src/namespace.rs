@@ -25,7 +25,7 @@ pub(crate) enum NewKind<'a> {
 impl WriteTxn<'_> {
     /// Directory `dir` as a place to add entries: `ENOENT` if missing or
     /// already removed, `ENOTDIR` if not a directory.
-    fn live_dir(&self, dir: Ino) -> Result<Inode> {
+    pub(crate) fn live_dir(&self, dir: Ino) -> Result<Inode> {
         let d = inode::get_dir(self.conn(), dir)?;
         if d.attr.nlink == 0 {
             return Err(Errno::ENOENT.into());
@@ -33,7 +33,8 @@ impl WriteTxn<'_> {
         Ok(d)
     }
 
-    fn check_inode_quota(&self) -> Result<()> {
+    /// `ENOSPC` when the inode quota is used up.
+    pub(crate) fn check_inode_quota(&self) -> Result<()> {
         let used = inode::meta_get(self.conn(), "used_inodes")?.max(0) as u64;
         if used >= self.inner.limits().max_inodes {
             return Err(Errno::ENOSPC.into());

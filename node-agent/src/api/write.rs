@@ -1,12 +1,15 @@
 //! The Write call: a client-streamed upload into one regular file.
 //!
 //! Data is written to the engine in pieces of about [`CHUNK_BYTES`] as it
-//! arrives, never buffered whole. TRUNCATE and EXCLUSIVE uploads go into a
-//! hidden temporary file in the target's directory that is renamed over the
-//! target only after the last byte; if the upload fails, is aborted or runs
-//! out of quota, the temporary file is removed and the old file is intact.
+//! arrives, never buffered whole. TRUNCATE and EXCLUSIVE uploads go into an
+//! unnamed file (`O_TMPFILE` semantics, [`Fs::create_unnamed`]) that is
+//! linked over the target only after the last byte. If the upload fails, is
+//! aborted or runs out of quota, the old file is intact and the unnamed file
+//! is freed with its handle; after a crash of the node agent, the engine
+//! purges it when the computer is next opened. No temporary name ever
+//! appears in a directory.
 
-use agentcomputer_fs::{FileKind, Fs, Ino, RenameFlags, SetAttr};
+use agentcomputer_fs::{FileKind, Fs, Ino, SetAttr};
 use agentcomputer_proto::{CHUNK_BYTES, v1 as pb};
 use nix::errno::Errno;
 use pb::write_request::Msg;
@@ -29,38 +32,28 @@ struct Target {
     append: bool,
     /// Bytes written so far.
     written: u64,
-    /// Keeps the inode alive while the upload runs.
-    _open: agentcomputer_fs::Handle,
-    /// Set for atomic uploads: rename `temp` to `name` in `dir` at the end.
+    /// Keeps the inode alive while the upload runs; for an unpublished
+    /// unnamed file, dropping it frees the data.
+    open: Option<agentcomputer_fs::Handle>,
+    /// Set for atomic uploads: link the unnamed file as `name` in `dir`.
     publish: Option<Publish>,
 }
 
 struct Publish {
     dir: Ino,
-    temp: Vec<u8>,
     name: Vec<u8>,
     noreplace: bool,
 }
 
-/// Removes an unpublished temporary file when the upload ends early,
-/// including when the call's future is dropped because the client left.
-struct TempGuard {
-    fs: Fs,
-    temp: Option<(Ino, Vec<u8>)>,
-}
-
-impl Drop for TempGuard {
+impl Drop for Target {
     fn drop(&mut self) {
-        if let Some((dir, name)) = self.temp.take() {
-            let fs = self.fs.clone();
-            let unlink = move || {
-                if let Err(e) = fs.unlink(dir, &name) {
-                    tracing::warn!(error = %e, "could not remove an aborted upload's temporary file");
-                }
-            };
+        // Freeing an abandoned upload's data is a database transaction of
+        // any size: keep it off the async threads, also when the call's
+        // future is dropped because the client left.
+        if let Some(handle) = self.open.take() {
             match tokio::runtime::Handle::try_current() {
-                Ok(rt) => drop(rt.spawn_blocking(unlink)),
-                Err(_) => unlink(),
+                Ok(rt) => drop(rt.spawn_blocking(move || drop(handle))),
+                Err(_) => drop(handle),
             }
         }
     }
@@ -103,11 +96,6 @@ pub async fn write(
         let fs = fs.clone();
         blocking(move || prepare(&fs, &path, mode, &header)).await?
     };
-    let mut guard = TempGuard {
-        fs: fs.clone(),
-        temp: target.publish.as_ref().map(|p| (p.dir, p.temp.clone())),
-    };
-
     let mut buf: Vec<u8> = Vec::with_capacity(CHUNK_BYTES);
     let mut end: Option<u64> = None;
     while let Some(msg) = stream.message().await? {
@@ -159,7 +147,6 @@ pub async fn write(
 
     let bytes_written = target.written;
     let info = blocking(move || finish(&fs, &target, &shown)).await?;
-    guard.temp = None; // published, or never temporary
     drop(lease);
     Ok(pb::WriteResponse {
         bytes_written,
@@ -205,7 +192,7 @@ fn prepare(
                 append,
                 written: 0,
                 publish: None,
-                _open: fs.open_inode(attr.ino).map_err(on(shown))?,
+                open: Some(fs.open_inode(attr.ino).map_err(on(shown))?),
             }),
             FileKind::Directory => Err(errno_status(Errno::EISDIR, shown)),
             _ => Err(errno_status(Errno::EINVAL, shown)),
@@ -246,19 +233,8 @@ fn prepare(
             Err(errno_status(Errno::EISDIR, shown))
         }
         (mode, existing) => {
-            let temp = format!(".agentcomputer-upload-{:016x}", rand::random::<u64>()).into_bytes();
             let perm = new_perm(existing.as_ref().map(|a| a.perm));
-            let attr = fs
-                .mknod(dir, &temp, FileKind::RegularFile, perm, 0, OWNER)
-                .map_err(on(shown))?;
-            let open = fs.open_inode(attr.ino);
-            let open = match open {
-                Ok(h) => h,
-                Err(e) => {
-                    let _ = fs.unlink(dir, &temp);
-                    return Err(on(shown)(e));
-                }
-            };
+            let (attr, open) = fs.create_unnamed(dir, perm, OWNER).map_err(on(shown))?;
             Ok(Target {
                 ino: attr.ino,
                 offset: 0,
@@ -266,11 +242,10 @@ fn prepare(
                 written: 0,
                 publish: Some(Publish {
                     dir,
-                    temp,
                     name: name.as_bytes().to_vec(),
                     noreplace: mode == pb::WriteMode::Exclusive,
                 }),
-                _open: open,
+                open: Some(open),
             })
         }
     }
@@ -309,18 +284,14 @@ async fn flush(fs: &Fs, target: &mut Target, buf: Vec<u8>, shown: &str) -> Resul
     Ok(buf)
 }
 
-/// Makes the upload durable, publishes a temporary file, and describes the
+/// Makes the upload durable, publishes an unnamed file, and describes the
 /// result.
 fn finish(fs: &Fs, target: &Target, shown: &str) -> Result<pb::FileInfo, Status> {
     if let Some(p) = &target.publish {
-        let flags = RenameFlags {
-            noreplace: p.noreplace,
-            exchange: false,
-        };
-        fs.rename(p.dir, &p.temp, p.dir, &p.name, flags)
+        fs.link_unnamed(target.ino, p.dir, &p.name, !p.noreplace)
             .map_err(on(shown))?;
     }
-    // One sync after publishing covers the content and the rename: a
+    // One sync after publishing covers the content and the link: a
     // completed Write survives power loss (docs/durability.md).
     fs.fsync(Some(target.ino)).map_err(on(shown))?;
     let attr = fs.getattr(target.ino).map_err(on(shown))?;
