@@ -81,11 +81,17 @@ impl Writer {
 }
 
 /// The error recorded when completed calls of a batch could not be
-/// committed: later `fsync` calls report it (as `EIO`), like a page-cache
-/// filesystem reports a failed writeback (see fsync(2), "ERRORS").
+/// committed: later `fsync` calls report it, like a page-cache filesystem
+/// reports a failed writeback. `ENOSPC` when the host disk was full (the
+/// caller can act on that), otherwise `EIO`; fsync(2), "ERRORS", lists both.
 pub(crate) fn lost(calls: u32, cause: &crate::Error) -> crate::Error {
+    let errno = if cause.errno() == crate::Errno::ENOSPC {
+        crate::Errno::ENOSPC
+    } else {
+        crate::Errno::EIO
+    };
     crate::Error::Errno {
-        errno: crate::Errno::EIO,
+        errno,
         context: Some(format!(
             "committing a batch of {calls} completed calls failed: {cause}"
         )),

@@ -101,6 +101,20 @@ pub(crate) fn commit(conn: &Connection) -> Result<()> {
     crate::vfs::coalesce(|| exec_cached(conn, "COMMIT"))
 }
 
+/// The errno of the last failed SQLite call on `conn`: `ENOSPC` for a full
+/// disk (`SQLITE_FULL`), otherwise `EIO`. Used where the failing call's own
+/// error is no longer at hand (SQLite rolled a transaction back by itself).
+pub(crate) fn last_error_errno(conn: &Connection) -> crate::Errno {
+    // SAFETY: the handle stays valid while `conn` is borrowed, and
+    // sqlite3_errcode only reads the connection's last result code.
+    let code = unsafe { rusqlite::ffi::sqlite3_errcode(conn.handle()) };
+    if code == rusqlite::ffi::SQLITE_FULL {
+        crate::Errno::ENOSPC
+    } else {
+        crate::Errno::EIO
+    }
+}
+
 /// A pool of read-only connections.
 pub(crate) struct Readers {
     path: PathBuf,

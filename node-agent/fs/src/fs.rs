@@ -179,7 +179,7 @@ impl Drop for WriteTxn<'_> {
             if let Some(batch) = self.w.batch.take() {
                 self.inner.pending.store(false, Ordering::SeqCst);
                 if batch.calls > 0 {
-                    let cause = Error::from(Errno::EIO);
+                    let cause = Error::from(db::last_error_errno(&self.w.conn));
                     self.inner.record_lost(commit::lost(batch.calls, &cause));
                 }
             }
@@ -487,8 +487,10 @@ impl Fs {
     /// synchronous"). `ino` is accepted for symmetry with `fsync(2)`; the
     /// whole database is synced.
     ///
-    /// Errors: `EIO` once after completed calls were lost because their
-    /// batch failed to commit (like fsync(2) after a failed writeback).
+    /// Errors: once after completed calls were lost because their batch
+    /// failed to commit, `ENOSPC` if the host disk was full and `EIO`
+    /// otherwise (like fsync(2) after a failed writeback); `ENOSPC` or `EIO`
+    /// if the sync itself fails.
     pub fn fsync(&self, ino: Option<Ino>) -> Result<()> {
         let _ = ino;
         let mut w = self.inner.writer();
@@ -555,7 +557,8 @@ impl Fs {
     }
 
     /// Commits the open batch now, so every completed call survives a
-    /// process crash. Errors: `EIO` if the batch failed to commit.
+    /// process crash. Errors: `ENOSPC` if the host disk is full, `EIO` if
+    /// the batch failed to commit otherwise; its calls are lost.
     pub fn flush(&self) -> Result<()> {
         let mut w = self.inner.writer();
         self.inner.end_batch(&mut w)

@@ -219,3 +219,71 @@ fn a_full_disk_refuses_the_commit_and_keeps_what_was_committed() {
     assert_eq!(get(&fs, "after"), body(7, 1 << 20));
     assert_eq!(fs.check().unwrap(), Vec::<String>::new());
 }
+
+/// A batch of calls made through a commit window that cannot commit
+/// because the host disk filled up in the meantime: the call that commits
+/// it (here an API-like call without a window) and the next `fsync` once
+/// there is room again report `ENOSPC`, not a bare `EIO`, so callers
+/// know to free space. The batch's
+/// calls are lost as a whole; everything committed before stays intact.
+#[test]
+fn a_batch_that_cannot_commit_on_a_full_disk_reports_enospc() {
+    if !nix::unistd::geteuid().is_root() {
+        eprintln!("SKIPPED: mounting a small tmpfs needs root");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let _disk = SmallDisk::mount(dir.path(), "24m");
+    let db = dir.path().join("fs.db");
+    let fs = Fs::create(&db, Limits::default()).unwrap();
+    put(&fs, "before", &body(1, 1 << 20)).unwrap();
+    fs.fsync(None).unwrap();
+
+    // Fits in the writer's page cache, so nothing reaches the WAL before
+    // the batch commits.
+    let batched = fs.with_commit_window(Duration::from_secs(600));
+    for i in 0..3u64 {
+        put(&batched, &format!("batched{i}"), &body(i, 1 << 20)).unwrap();
+    }
+    // Something else on the host takes every free byte.
+    let filler = dir.path().join("filler");
+    {
+        use std::io::Write;
+        let mut f = std::fs::File::create(&filler).unwrap();
+        let block = vec![9u8; 1 << 20];
+        while f.write_all(&block).is_ok() {}
+        let _ = f.write_all(&block[..4096]);
+        let _ = f.write_all(&block[..1]);
+    }
+
+    let err = fs.mkdir(ROOT_INO, b"api", 0o755, Owner::ROOT).unwrap_err();
+    assert_eq!(err.errno(), Errno::ENOSPC, "{err}");
+    assert!(err.to_string().contains("completed calls failed"), "{err}");
+    // The disk is still full: fsync fails on its own.
+    let err = batched.fsync(None).unwrap_err();
+    assert_eq!(err.errno(), Errno::ENOSPC, "{err}");
+
+    // With room again, the first fsync tells the batch's callers that their
+    // calls were lost (once), as fsync(2) reports a failed writeback.
+    std::fs::remove_file(&filler).unwrap();
+    let err = batched.fsync(None).unwrap_err();
+    assert_eq!(err.errno(), Errno::ENOSPC, "{err}");
+    assert!(err.to_string().contains("completed calls failed"), "{err}");
+    fs.fsync(None).unwrap();
+    assert_eq!(get(&fs, "before"), body(1, 1 << 20));
+    for i in 0..3u64 {
+        let name = format!("batched{i}");
+        let r = fs.resolve(ROOT_INO, name.as_bytes(), true);
+        assert_eq!(
+            r.unwrap_err().errno(),
+            Errno::ENOENT,
+            "{name} was lost with its batch"
+        );
+    }
+    fs.mkdir(ROOT_INO, b"api", 0o755, Owner::ROOT).unwrap();
+    assert_eq!(fs.check().unwrap(), Vec::<String>::new());
+    drop((batched, fs));
+    let fs = Fs::open(&db).unwrap();
+    assert_eq!(get(&fs, "before"), body(1, 1 << 20));
+    assert_eq!(fs.check().unwrap(), Vec::<String>::new());
+}
