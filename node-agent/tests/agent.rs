@@ -852,3 +852,90 @@ async fn metadata_calls() {
     assert_eq!((st.used_bytes, st.used_inodes), (0, 1));
     assert!(st.blocks > 0 && st.name_max == 255);
 }
+
+/// A path ending in `/` names a directory, as on Linux: calls on `file/`
+/// fail with the errno Linux gives instead of acting on `file`.
+#[tokio::test]
+async fn a_trailing_slash_names_a_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let agent = Agent::start(dir.path(), &[]);
+    let mut c = agent.client().await;
+    create(&mut c, "demo", 0).await;
+    let demo = || "demo".to_string();
+    write(&mut c, "demo", "f", pb::WriteMode::Truncate, b"data")
+        .await
+        .unwrap();
+    c.mkdir(pb::MkdirRequest {
+        computer: demo(),
+        path: "d/".into(),
+        parents: false,
+        perm: 0,
+    })
+    .await
+    .unwrap();
+    c.symlink(pb::SymlinkRequest {
+        computer: demo(),
+        path: "ld".into(),
+        target: "d".into(),
+    })
+    .await
+    .unwrap();
+
+    let stat = |path: &str, follow: bool| pb::StatRequest {
+        computer: demo(),
+        path: path.into(),
+        follow_symlinks: follow,
+    };
+    let err = c.stat(stat("f/", true)).await.unwrap_err();
+    assert_errno(&err, Code::FailedPrecondition, "ENOTDIR");
+    // lstat of `link/` follows the link to its directory.
+    let d = c.stat(stat("ld/", false)).await.unwrap().into_inner();
+    assert_eq!(d.kind(), pb::FileKind::Directory);
+    let err = read(&mut c, "demo", "f/").await.unwrap_err();
+    assert_errno(&err, Code::FailedPrecondition, "ENOTDIR");
+
+    for mode in [
+        pb::WriteMode::Truncate,
+        pb::WriteMode::Create,
+        pb::WriteMode::Append,
+    ] {
+        for path in ["f/", "new/", "d/"] {
+            let err = write(&mut c, "demo", path, mode, b"x").await.unwrap_err();
+            assert_errno(&err, Code::FailedPrecondition, "EISDIR");
+        }
+    }
+    let remove = |path: &str| pb::RemoveRequest {
+        computer: demo(),
+        path: path.into(),
+        recursive: false,
+    };
+    for path in ["f/", "ld/"] {
+        let err = c.remove(remove(path)).await.unwrap_err();
+        assert_errno(&err, Code::FailedPrecondition, "ENOTDIR");
+    }
+    let rename = |from: &str, to: &str| pb::RenameRequest {
+        computer: demo(),
+        from: from.into(),
+        to: to.into(),
+        noreplace: false,
+    };
+    for (from, to) in [("f/", "g"), ("f", "g/")] {
+        let err = c.rename(rename(from, to)).await.unwrap_err();
+        assert_errno(&err, Code::FailedPrecondition, "ENOTDIR");
+    }
+    let err = c
+        .symlink(pb::SymlinkRequest {
+            computer: demo(),
+            path: "s/".into(),
+            target: "f".into(),
+        })
+        .await
+        .unwrap_err();
+    assert_errno(&err, Code::NotFound, "ENOENT");
+    // Nothing was touched, and directories still take the slash.
+    assert_eq!(read(&mut c, "demo", "f").await.unwrap(), b"data");
+    assert_eq!(names(&mut c, "demo", "").await, ["d", "f", "ld"]);
+    c.rename(rename("d/", "e/")).await.unwrap();
+    c.remove(remove("e/")).await.unwrap();
+    assert_eq!(names(&mut c, "demo", "").await, ["f", "ld"]);
+}

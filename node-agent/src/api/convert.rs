@@ -52,10 +52,30 @@ pub fn file_info(fs: &Fs, attr: &Attr) -> pb::FileInfo {
     }
 }
 
-/// Resolves `path`, following a final symlink when `follow` is set.
+/// Resolves `path`, following a final symlink when `follow` is set or the
+/// path ends in `/` (which must then name a directory: `ENOTDIR`).
 pub fn resolve(fs: &Fs, path: &ApiPath, follow: bool) -> Result<Attr, Status> {
-    fs.resolve(agentcomputer_fs::ROOT_INO, &path.engine_path(), follow)
-        .map_err(on(path.shown()))
+    let attr = fs
+        .resolve(
+            agentcomputer_fs::ROOT_INO,
+            &path.engine_path(),
+            follow || path.dir_only(),
+        )
+        .map_err(on(path.shown()))?;
+    if path.dir_only() && attr.kind != FileKind::Directory {
+        return Err(errno_status(Errno::ENOTDIR, path.shown()));
+    }
+    Ok(attr)
+}
+
+/// `ENOTDIR` when `path` ends in `/` but the entry it names (`kind`, not
+/// following a final symlink) is not a directory: what unlink, rmdir and
+/// rename give for `file/` on Linux.
+pub fn check_dir_only(path: &ApiPath, kind: FileKind) -> Result<(), Status> {
+    if path.dir_only() && kind != FileKind::Directory {
+        return Err(errno_status(Errno::ENOTDIR, path.shown()));
+    }
+    Ok(())
 }
 
 /// The directory holding `path`'s last component, and that component.

@@ -7,7 +7,7 @@ use agentcomputer_proto::v1 as pb;
 use nix::errno::Errno;
 use tonic::Status;
 
-use super::convert::{OWNER, file_info, kind, parent_of, resolve};
+use super::convert::{OWNER, check_dir_only, file_info, kind, parent_of, resolve};
 use super::errors::{errno_detail, errno_status, on};
 use super::paths::ApiPath;
 
@@ -140,6 +140,7 @@ pub fn remove(fs: &Fs, req: &pb::RemoveRequest) -> Result<(), Status> {
     let attr = fs
         .lookup(parent, name.as_bytes())
         .map_err(on(path.shown()))?;
+    check_dir_only(&path, attr.kind)?;
     let result = match (attr.kind, req.recursive) {
         (FileKind::Directory, true) => remove_tree(fs, parent, name.as_bytes(), attr.ino),
         (FileKind::Directory, false) => fs.rmdir(parent, name.as_bytes()),
@@ -176,6 +177,16 @@ pub fn rename(fs: &Fs, req: &pb::RenameRequest) -> Result<(), Status> {
     let to = ApiPath::parse(&req.to)?;
     let (from_dir, from_name) = parent_of(fs, &from)?;
     let (to_dir, to_name) = parent_of(fs, &to)?;
+    if from.dir_only() || to.dir_only() {
+        // A trailing slash on either side makes the source a directory.
+        let src = fs
+            .lookup(from_dir, from_name.as_bytes())
+            .map_err(on(from.shown()))?;
+        if src.kind != FileKind::Directory {
+            let shown = if from.dir_only() { &from } else { &to };
+            return Err(errno_status(Errno::ENOTDIR, shown.shown()));
+        }
+    }
     let flags = RenameFlags {
         noreplace: req.noreplace,
         exchange: false,
@@ -204,6 +215,15 @@ pub fn symlink(fs: &Fs, req: &pb::SymlinkRequest) -> Result<pb::FileInfo, Status
         return Err(errno_detail(Errno::ENOENT, "empty symlink target"));
     }
     let (parent, name) = parent_of(fs, &path)?;
+    if path.dir_only() {
+        // symlink(2) on `name/`: EEXIST if taken, else ENOENT (a directory
+        // that does not exist), as Linux answers.
+        let errno = match fs.lookup(parent, name.as_bytes()) {
+            Ok(_) => Errno::EEXIST,
+            Err(_) => Errno::ENOENT,
+        };
+        return Err(errno_status(errno, path.shown()));
+    }
     let attr = fs
         .symlink(parent, name.as_bytes(), req.target.as_bytes(), OWNER)
         .map_err(on(path.shown()))?;

@@ -6,6 +6,12 @@
 //! components vanish and `..` drops the previous component but stops at
 //! `/workspace`, so no request can name anything outside the computer. The
 //! engine receives the result as an absolute path from its root inode.
+//!
+//! A path that ends in `/` (or in a `.` or `..` component) names a
+//! directory, as in POSIX (XBD 4.13, "Pathname Resolution": a trailing
+//! slash resolves as if `.` followed). [`ApiPath::dir_only`] keeps that
+//! fact, so calls can answer `ENOTDIR` for `file/` as a local filesystem
+//! does, instead of acting on `file`.
 
 use agentcomputer_fs::{NAME_MAX, PATH_MAX};
 use nix::errno::Errno;
@@ -23,6 +29,9 @@ pub struct ApiPath {
     components: Vec<String>,
     /// The path as the client wrote it, for error messages.
     shown: String,
+    /// The client's path ended in `/`, `/.` or `/..`: it must name a
+    /// directory.
+    dir_only: bool,
 }
 
 impl ApiPath {
@@ -69,9 +78,12 @@ impl ApiPath {
                 }
             }
         }
+        let last = rest.rsplit('/').next().unwrap_or("");
+        let dir_only = !components.is_empty() && matches!(last, "" | "." | "..");
         Ok(ApiPath {
             components,
             shown: path.to_string(),
+            dir_only,
         })
     }
 
@@ -80,7 +92,15 @@ impl ApiPath {
         ApiPath {
             components: Vec::new(),
             shown: WORKSPACE.to_string(),
+            dir_only: false,
         }
+    }
+
+    /// Whether the client's path ended in `/`, `/.` or `/..`, so it may
+    /// only name a directory (or a symlink to one, which it then follows).
+    /// Always false for the root, which is a directory anyway.
+    pub fn dir_only(&self) -> bool {
+        self.dir_only
     }
 
     /// Whether this is the root directory.
@@ -125,6 +145,7 @@ impl ApiPath {
             ApiPath {
                 components: parents.to_vec(),
                 shown: self.shown.clone(),
+                dir_only: false,
             },
             last.as_str(),
         ))
@@ -200,6 +221,28 @@ mod tests {
                 .message()
                 .starts_with("ENAMETOOLONG")
         );
+    }
+
+    #[test]
+    fn a_trailing_slash_or_dot_names_a_directory() {
+        for p in ["a/", "a//", "a/.", "a/b/..", "/workspace/a/", "./a/./"] {
+            assert!(ApiPath::parse(p).unwrap().dir_only(), "{p}");
+        }
+        for p in [
+            "a",
+            "a/b",
+            "/workspace/a",
+            "",
+            "/workspace/",
+            ".",
+            "a/..",
+            "/workspace/..",
+        ] {
+            assert!(!ApiPath::parse(p).unwrap().dir_only(), "{p}");
+        }
+        // The parent part of a split never carries the flag.
+        let p = ApiPath::parse("a/b/").unwrap();
+        assert!(!p.split_last().unwrap().0.dir_only());
     }
 
     #[test]

@@ -174,6 +174,11 @@ fn prepare(
         Err(e) if e.errno() == Errno::ENOENT => None,
         Err(e) => return Err(on(shown)(e)),
     };
+    if path.dir_only() {
+        // Linux answers open(2) with O_CREAT on `name/` with EISDIR, whatever
+        // `name` is or whether it exists.
+        return Err(errno_status(Errno::EISDIR, shown));
+    }
     let new_perm = |old: Option<u32>| match header.perm {
         0 => old.unwrap_or(FILE_PERM),
         p => p & 0o7777,
