@@ -321,3 +321,50 @@ async fn quota_errors_reach_js_as_enospc() {
     r.ok();
     assert_eq!(r.stdout, "ENOSPC open\n");
 }
+
+/// A path ending in `/` names a directory, as on Linux: calls on `file/`
+/// fail as Node on Linux fails, and never act on `file`.
+#[tokio::test]
+async fn a_trailing_slash_names_a_directory() {
+    let c = computer();
+    let r = run(
+        &c.fs,
+        "import fs from 'node:fs';\n\
+         fs.writeFileSync('f', 'data'); fs.mkdirSync('d/');\n\
+         const code = (f) => { try { f(); return 'ok' } catch (e) { return e.code } };\n\
+         export default () => [\n\
+           code(() => fs.writeFileSync('new/', 'x')),\n\
+           code(() => fs.readFileSync('f/')),\n\
+           code(() => fs.statSync('f/')),\n\
+           code(() => fs.unlinkSync('f/')),\n\
+           code(() => fs.renameSync('f/', 'g')),\n\
+           code(() => fs.renameSync('f', 'g/')),\n\
+           code(() => fs.symlinkSync('f', 'n/')),\n\
+           code(() => fs.symlinkSync('f', 'd/')),\n\
+           code(() => fs.linkSync('f', 'n/')),\n\
+           fs.readFileSync('f', 'utf8'),\n\
+           code(() => fs.renameSync('d/', 'e/')),\n\
+           code(() => fs.rmdirSync('e/')),\n\
+           fs.readdirSync('.'),\n\
+         ];",
+    )
+    .await;
+    assert_eq!(
+        r.ok(),
+        &json!([
+            "EISDIR",
+            "ENOTDIR",
+            "ENOTDIR",
+            "ENOTDIR",
+            "ENOTDIR",
+            "ENOTDIR",
+            "ENOENT",
+            "EEXIST",
+            "ENOENT",
+            "data",
+            "ok",
+            "ok",
+            ["f"]
+        ])
+    );
+}
