@@ -57,7 +57,7 @@ fn main() -> Result<()> {
     let disk_label = format!("local disk ({})", fs_type(&disk));
     let uring = UringSwitch::on();
 
-    println!("null server, lstat of a missing name: one LOOKUP per call");
+    println!("lstat of a missing name: one LOOKUP per call on a FUSE mount");
     println!(
         "{:<34} {:>8} {:>12} {:>10}",
         "transport", "clients", "us per call", "vs disk"
@@ -73,6 +73,11 @@ fn main() -> Result<()> {
                 Ok(t) => row(&label, clients, t, base),
                 Err(e) => println!("{label:<34} {clients:>8} failed: {e:#}"),
             }
+        }
+        let label = "/dev/fuse, agentcomputer-fuse";
+        match with_engine_mount(work.path(), |m| measure(m, clients, &args)) {
+            Ok(t) => row(label, clients, t, base),
+            Err(e) => println!("{label:<34} {clients:>8} failed: {e:#}"),
         }
         let label = "io_uring, fractal-fuse, 1/CPU";
         match (
@@ -157,6 +162,22 @@ fn fs_type(dir: &Path) -> String {
         0x9123_683E => "btrfs".into(),
         other => format!("f_type {other:#x}"),
     }
+}
+
+/// Mounts a fresh computer with the node agent's FUSE server and default
+/// options (4 request threads, group commit), calls `f`, unmounts.
+fn with_engine_mount<T>(work: &Path, f: impl FnOnce(&Path) -> Result<T>) -> Result<T> {
+    let dir = tempfile::tempdir_in(work)?;
+    let mnt = dir.path().join("mnt");
+    std::fs::create_dir(&mnt)?;
+    let fs = agentcomputer_fs::Fs::create(
+        &dir.path().join("computer.db"),
+        agentcomputer_fs::Limits::default(),
+    )?;
+    let handle = agentcomputer_fuse::mount(fs, &mnt, agentcomputer_fuse::MountOptions::default())?;
+    let r = f(&mnt);
+    handle.unmount()?;
+    r
 }
 
 fn is_fuse(dir: &Path) -> bool {
