@@ -260,4 +260,18 @@ impl Fs {
         t.commit()?;
         Ok(n)
     }
+
+    /// Appends `data` at the end of file `ino` as it is inside the
+    /// transaction (`O_APPEND`: the end is read and written atomically, so
+    /// concurrent appends from any runtime never overwrite each other).
+    /// Returns the offset the data went to and `data.len()`.
+    ///
+    /// Errors: as [`Fs::write`].
+    pub fn append(&self, ino: Ino, data: &[u8]) -> Result<(u64, usize)> {
+        let mut t = self.begin()?;
+        let at = regular(inode::get(t.conn(), ino)?)?.attr.size;
+        let n = t.write_data(ino, at, data)?;
+        t.commit()?;
+        Ok((at, n))
+    }
 }

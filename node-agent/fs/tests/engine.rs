@@ -893,3 +893,30 @@ fn readdir_plus_matches_readdir_and_getattr() {
     assert_eq!(errno(fs.readdir_plus(plain[0].ino, 0, 10)), Errno::ENOTDIR);
     assert_eq!(errno(fs.readdir_plus(999_999, 0, 10)), Errno::ENOENT);
 }
+
+#[test]
+fn appends_from_many_threads_never_overwrite_each_other() {
+    let (_d, fs) = new_fs();
+    let ino = file(&fs, ROOT_INO, "log");
+    std::thread::scope(|s| {
+        for t in 0..4 {
+            let fs = fs.clone();
+            s.spawn(move || {
+                for i in 0..100 {
+                    let line = format!("{t}:{i:03}\n");
+                    let (at, n) = fs.append(ino, line.as_bytes()).unwrap();
+                    assert_eq!(n, line.len());
+                    assert_eq!(at % 6, 0, "appended at a line boundary");
+                }
+            });
+        }
+    });
+    let text = String::from_utf8(fs.read_all(ino).unwrap()).unwrap();
+    let mut lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 400);
+    lines.sort();
+    lines.dedup();
+    assert_eq!(lines.len(), 400, "every line once");
+    assert_eq!(errno(fs.append(ROOT_INO, b"x")), Errno::EISDIR);
+    assert_consistent(&fs);
+}

@@ -12,6 +12,10 @@
 //!   thread: a request-serving thread must not wait for the kernel, which
 //!   may hold locks until requests are answered (libfuse docs,
 //!   `fuse_lowlevel_notify_inval_entry`).
+//!
+//! A mount's own server also queues an invalidation for its kernel through
+//! [`OwnQueue`] when it wrote elsewhere than the kernel believes (an
+//! `O_APPEND` write placed after data the kernel's cached size missed).
 
 use std::cell::Cell;
 use std::collections::HashSet;
@@ -49,32 +53,67 @@ pub(crate) fn mark_serving(id: u64) {
 /// Most changes handled in one batch (duplicates within a batch are sent once).
 const BATCH: usize = 1024;
 
+/// A message for a mount's invalidation thread.
+pub(crate) enum Msg {
+    Change(Change),
+    /// Send what came before, then end.
+    Stop,
+}
+
+/// The queue of a mount's invalidation thread: create it, hand an
+/// [`OwnQueue`] to the server, then start the [`Invalidator`] on it.
+pub(crate) fn queue() -> (mpsc::Sender<Msg>, Receiver<Msg>) {
+    mpsc::channel()
+}
+
+/// Lets a mount's server invalidate its own kernel's cache of an inode
+/// after the current request is answered (never synchronously: the kernel
+/// may hold the inode's page locks until then).
+#[derive(Clone)]
+pub(crate) struct OwnQueue(pub(crate) mpsc::Sender<Msg>);
+
+impl OwnQueue {
+    /// Queues dropping the kernel's attributes and pages of `ino`.
+    pub(crate) fn inode(&self, ino: u64) {
+        // A closed queue means the mount is going away.
+        let _ = self.0.send(Msg::Change(Change::Inode(ino)));
+    }
+}
+
 /// Forwards engine changes to the kernel as `inval_inode` / `inval_entry`.
 pub(crate) struct Invalidator {
     fs: Fs,
     sub: Option<SubscriptionId>,
+    tx: mpsc::Sender<Msg>,
     thread: Option<JoinHandle<()>>,
 }
 
 impl Invalidator {
-    /// Subscribes to `fs` on behalf of mount `id` and starts the sending thread.
-    pub(crate) fn start(fs: &Fs, notifier: Notifier, id: u64) -> std::io::Result<Invalidator> {
-        let (tx, rx) = mpsc::channel::<Change>();
+    /// Subscribes to `fs` on behalf of mount `id` and starts the sending
+    /// thread, which serves the queue `(tx, rx)` from [`queue`].
+    pub(crate) fn start(
+        fs: &Fs,
+        notifier: Notifier,
+        id: u64,
+        (tx, rx): (mpsc::Sender<Msg>, Receiver<Msg>),
+    ) -> std::io::Result<Invalidator> {
         let queued = notifier.clone();
         let thread = std::thread::Builder::new()
             .name(format!("fuse-inval-{id}"))
             .spawn(move || run(rx, queued))?;
+        let to_thread = tx.clone();
         let sub = fs.subscribe(Box::new(move |c: &Change| {
             match SERVING.with(Cell::get) {
                 own if own == id => {}
                 0 => send(&notifier, c),
                 // A closed channel means the mount is going away.
-                _ => drop(tx.send(c.clone())),
+                _ => drop(to_thread.send(Msg::Change(c.clone()))),
             }
         }));
         Ok(Invalidator {
             fs: fs.clone(),
             sub: Some(sub),
+            tx,
             thread: Some(thread),
         })
     }
@@ -82,9 +121,9 @@ impl Invalidator {
     /// Unsubscribes; the thread sends what is queued and ends.
     pub(crate) fn stop(&mut self) {
         if let Some(sub) = self.sub.take() {
-            // Dropping the subscriber drops the channel's sender.
             self.fs.unsubscribe(sub);
         }
+        let _ = self.tx.send(Msg::Stop);
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
@@ -97,20 +136,27 @@ impl Drop for Invalidator {
     }
 }
 
-fn run(rx: Receiver<Change>, notifier: Notifier) {
+fn run(rx: Receiver<Msg>, notifier: Notifier) {
     let mut seen = HashSet::new();
-    while let Ok(first) = rx.recv() {
+    let mut stop = false;
+    while !stop {
+        let Ok(first) = rx.recv() else { break };
         seen.clear();
         let mut batch = vec![first];
         while batch.len() < BATCH {
             match rx.try_recv() {
-                Ok(c) => batch.push(c),
+                Ok(m) => batch.push(m),
                 Err(_) => break,
             }
         }
-        for c in batch {
-            if seen.insert(c.clone()) {
-                send(&notifier, &c);
+        for m in batch {
+            match m {
+                Msg::Change(c) => {
+                    if seen.insert(c.clone()) {
+                        send(&notifier, &c);
+                    }
+                }
+                Msg::Stop => stop = true,
             }
         }
     }

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use agentcomputer_fs::Fs;
 use fuser::{Config, MountOption, Session, SessionACL, SessionUnmounter};
 
-use crate::invalidate::{Invalidator, new_mount_id};
+use crate::invalidate::{Invalidator, OwnQueue, new_mount_id, queue};
 use crate::options::{MountOptions, SUBTYPE};
 use crate::server::Server;
 use crate::stale::lazy_unmount;
@@ -51,9 +51,10 @@ pub fn mount(fs: Fs, mountpoint: &Path, opts: MountOptions) -> io::Result<MountH
     };
     config.n_threads = Some(threads);
     config.clone_fd = threads > 1;
-    let server = Server::new(fs.clone(), id, opts);
+    let (tx, rx) = queue();
+    let server = Server::new(fs.clone(), id, opts, OwnQueue(tx.clone()));
     let mut session = Session::new(server, mountpoint, &config)?;
-    let invalidator = Invalidator::start(&fs, session.notifier(), id)?;
+    let invalidator = Invalidator::start(&fs, session.notifier(), id, (tx, rx))?;
     let unmounter = session.unmount_callable();
     let thread = std::thread::Builder::new()
         .name(format!("fuse-session-{id}"))

@@ -190,3 +190,65 @@ fn engine_unlink_of_a_cached_file_frees_its_data_once_the_kernel_forgets() {
     }
     assert!(m.fs.check().unwrap().is_empty());
 }
+
+/// An `O_APPEND` descriptor on the mount and appends made elsewhere (the
+/// engine, as the API and runtimes write, and a second mount) interleave
+/// without overwriting each other, although the kernel's cached size does
+/// not see the other appends.
+#[test]
+fn appends_from_the_mount_and_elsewhere_interleave_without_loss() {
+    let Some(m) = mount_new() else { return };
+    let path = m.path("log");
+    let mut log = std::fs::OpenOptions::new()
+        .append(true)
+        .create(true)
+        .open(&path)
+        .unwrap();
+    let ino = std::fs::metadata(&path).unwrap().ino();
+    let engine_append = |line: &str| {
+        m.fs.write_all(
+            ROOT_INO,
+            b"log",
+            line.as_bytes(),
+            WriteMode::Append,
+            0o644,
+            Owner::ROOT,
+        )
+        .unwrap();
+    };
+    log.write_all(b"mount-1\n").unwrap();
+    engine_append("engine-2\n");
+    log.write_all(b"mount-3\n").unwrap();
+    engine_append("engine-4\n");
+    log.write_all(b"mount-5\n").unwrap();
+    let want = "mount-1\nengine-2\nmount-3\nengine-4\nmount-5\n";
+    assert_eq!(m.fs.read_all(ino).unwrap(), want.as_bytes());
+    // The mount's own view catches up once its cache is dropped.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while cat(&path) != want {
+        assert!(Instant::now() < deadline, "mount kept {:?}", cat(&path));
+        std::thread::sleep(Duration::from_millis(5));
+    }
+
+    // Many interleaved appends, and a second mount appending too.
+    let mnt_b = m.dir.path().join("second");
+    std::fs::create_dir(&mnt_b).unwrap();
+    let b = mount(m.fs.clone(), &mnt_b, MountOptions::default()).unwrap();
+    let mut log_b = std::fs::OpenOptions::new()
+        .append(true)
+        .open(mnt_b.join("log"))
+        .unwrap();
+    for i in 0..300 {
+        log.write_all(format!("a{i}\n").as_bytes()).unwrap();
+        engine_append(&format!("e{i}\n"));
+        log_b.write_all(format!("b{i}\n").as_bytes()).unwrap();
+    }
+    let text = String::from_utf8(m.fs.read_all(ino).unwrap()).unwrap();
+    let lines: Vec<&str> = text.lines().skip(5).collect();
+    let expected: Vec<String> = (0..300)
+        .flat_map(|i| [format!("a{i}"), format!("e{i}"), format!("b{i}")])
+        .collect();
+    assert_eq!(lines, expected);
+    drop(log_b);
+    b.unmount().unwrap();
+}

@@ -27,7 +27,7 @@ use fuser::{
 };
 
 use crate::convert::{errno, file_attr, file_type, negative_attr, timespec};
-use crate::invalidate::mark_serving;
+use crate::invalidate::{OwnQueue, mark_serving};
 use crate::lookups::Lookups;
 use crate::options::MountOptions;
 use owner::new_inode_owner;
@@ -44,10 +44,12 @@ pub(crate) struct Server {
     blksize: u32,
     /// Kernel references to inodes, each holding an engine handle.
     lookups: Lookups,
+    /// Invalidations of this mount's own kernel cache, sent after replies.
+    own: OwnQueue,
 }
 
 impl Server {
-    pub(crate) fn new(fs: Fs, id: u64, opts: MountOptions) -> Server {
+    pub(crate) fn new(fs: Fs, id: u64, opts: MountOptions, own: OwnQueue) -> Server {
         let blksize = u32::try_from(fs.chunk_size()).unwrap_or(1 << 16);
         Server {
             fs: fs.with_commit_window(opts.commit_window),
@@ -55,6 +57,7 @@ impl Server {
             opts,
             blksize,
             lookups: Lookups::default(),
+            own,
         }
     }
 
@@ -391,14 +394,33 @@ impl Filesystem for Server {
         _fh: FileHandle,
         offset: u64,
         data: &[u8],
-        _write_flags: WriteFlags,
-        _flags: OpenFlags,
+        write_flags: WriteFlags,
+        flags: OpenFlags,
         _lock_owner: Option<LockOwner>,
         reply: ReplyWrite,
     ) {
         self.enter();
-        // The kernel resolves O_APPEND to an offset itself (with and without
-        // the writeback cache), so the offset is always the place to write.
+        // Without the writeback cache the kernel places an O_APPEND write at
+        // its cached size, which misses what the API, the runtimes or another
+        // mount appended since (fs/fuse/file.c, fuse_cache_write_iter refreshes
+        // the size only in writeback mode). The engine appends at its own end
+        // instead; if that is elsewhere, this mount's cache is dropped once
+        // the reply is out. Page-cache flushes (FUSE_WRITE_CACHE) carry
+        // offsets that are always meant.
+        let append =
+            flags.0 & libc::O_APPEND != 0 && !write_flags.contains(WriteFlags::FUSE_WRITE_CACHE);
+        if append {
+            match self.fs.append(ino.0, data) {
+                Ok((at, n)) => {
+                    reply.written(n as u32);
+                    if at != offset {
+                        self.own.inode(ino.0);
+                    }
+                }
+                Err(e) => reply.error(errno(&e)),
+            }
+            return;
+        }
         match self.fs.write(ino.0, offset, data) {
             Ok(n) => reply.written(n as u32),
             Err(e) => reply.error(errno(&e)),
