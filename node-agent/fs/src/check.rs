@@ -210,9 +210,20 @@ fn check_in(conn: &Connection, cs: i64) -> Result<Vec<String>> {
         }
     }
     let used_bytes = inode::meta_get(conn, "used_bytes")?;
-    if used_bytes != total_stored {
+    let xattr_bytes: i64 = conn.query_row(
+        "SELECT COALESCE(SUM(length(name) + length(value)), 0) FROM xattrs",
+        [],
+        |r| r.get(0),
+    )?;
+    let target_bytes: i64 = conn.query_row(
+        "SELECT COALESCE(SUM(length(target)), 0) FROM symlinks",
+        [],
+        |r| r.get(0),
+    )?;
+    let expected = total_stored + xattr_bytes + target_bytes;
+    if used_bytes != expected {
         problems.push(format!(
-            "meta used_bytes {used_bytes} != stored {total_stored}"
+            "meta used_bytes {used_bytes} != chunks {total_stored} + xattrs {xattr_bytes} + symlink targets {target_bytes}"
         ));
     }
     let used_inodes = inode::meta_get(conn, "used_inodes")?;

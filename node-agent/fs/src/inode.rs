@@ -166,17 +166,26 @@ pub(crate) fn free(conn: &Connection, ino: Ino) -> Result<()> {
     let id = ino as i64;
     conn.prepare_cached("DELETE FROM chunks WHERE ino = ?1")?
         .execute([id])?;
+    // Xattrs and a symlink's target count in used_bytes too.
+    let mut extra: i64 = conn
+        .prepare_cached(
+            "SELECT COALESCE(SUM(length(name) + length(value)), 0) FROM xattrs WHERE ino = ?1",
+        )?
+        .query_row([id], |r| r.get(0))?;
     conn.prepare_cached("DELETE FROM xattrs WHERE ino = ?1")?
         .execute([id])?;
     if i.attr.kind == FileKind::Symlink {
-        conn.prepare_cached("DELETE FROM symlinks WHERE ino = ?1")?
-            .execute([id])?;
+        extra += conn
+            .prepare_cached("DELETE FROM symlinks WHERE ino = ?1 RETURNING length(target)")?
+            .query_row([id], |r| r.get::<_, i64>(0))
+            .optional()?
+            .unwrap_or(0);
     }
     conn.prepare_cached("DELETE FROM orphans WHERE ino = ?1")?
         .execute([id])?;
     conn.prepare_cached("DELETE FROM inodes WHERE ino = ?1")?
         .execute([id])?;
-    meta_add(conn, "used_bytes", -(i.stored as i64))?;
+    meta_add(conn, "used_bytes", -(i.stored as i64) - extra)?;
     meta_add(conn, "used_inodes", -1)?;
     Ok(())
 }

@@ -60,6 +60,8 @@ impl WriteTxn<'_> {
         }
         if let NewKind::Symlink(target) = kind {
             check_symlink_target(target)?;
+            // Targets count against the byte quota.
+            self.check_byte_quota(target.len() as i64)?;
         }
         self.check_inode_quota()?;
         let (fkind, rdev, nlink, size, dparent) = match kind {
@@ -85,6 +87,7 @@ impl WriteTxn<'_> {
             self.conn()
                 .prepare_cached("INSERT INTO symlinks (ino, target) VALUES (?1, ?2)")?
                 .execute(params![ino as i64, target])?;
+            inode::meta_add(self.conn(), "used_bytes", target.len() as i64)?;
         }
         inode::meta_add(self.conn(), "used_inodes", 1)?;
         dirent::insert(self.conn(), parent, name, ino)?;

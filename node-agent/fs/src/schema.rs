@@ -88,6 +88,17 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         ALTER TABLE chunks_v3 RENAME TO chunks;
         ",
     },
+    // 3 -> 4: the byte quota also counts xattrs (name and value bytes) and
+    // symlink targets, so neither can grow a computer past its quota on
+    // the host's disk. The counter takes in what is already stored.
+    Migration {
+        sql: "
+        UPDATE meta SET value = value
+            + (SELECT COALESCE(SUM(length(name) + length(value)), 0) FROM xattrs)
+            + (SELECT COALESCE(SUM(length(target)), 0) FROM symlinks)
+        WHERE key = 'used_bytes';
+        ",
+    },
 ];
 
 /// The version a fully migrated database has.
@@ -167,9 +178,16 @@ mod tests {
                  INSERT INTO dirents (parent, name, ino, cookie) VALUES (1, CAST('old' AS BLOB), 2, 3);
                  UPDATE inodes SET next_cookie = 4 WHERE ino = 1;
                  INSERT INTO chunks (ino, idx, data) VALUES (2, 0, CAST('abc' AS BLOB));
+                 INSERT INTO xattrs (ino, name, value) VALUES (2, CAST('user.k' AS BLOB), CAST('vvvv' AS BLOB));
+                 INSERT INTO inodes (mode, uid, gid, nlink, size, stored, atime, mtime, ctime)
+                 VALUES ({}, 0, 0, 1, 3, 0, {now}, {now}, {now});
+                 INSERT INTO symlinks (ino, target) VALUES (3, CAST('old' AS BLOB));
+                 INSERT INTO dirents (parent, name, ino, cookie) VALUES (1, CAST('link' AS BLOB), 3, 4);
+                 UPDATE inodes SET next_cookie = 5 WHERE ino = 1;
                  UPDATE meta SET value = 3 WHERE key = 'used_bytes';
-                 UPDATE meta SET value = 2 WHERE key = 'used_inodes';",
-                libc::S_IFREG | 0o644
+                 UPDATE meta SET value = 3 WHERE key = 'used_inodes';",
+                libc::S_IFREG | 0o644,
+                libc::S_IFLNK | 0o777
             ))
             .unwrap();
             assert_eq!(version(&conn).unwrap(), 1);
@@ -181,6 +199,10 @@ mod tests {
         }
         let old = fs.lookup(ROOT_INO, b"old").unwrap();
         assert_eq!(fs.read_all(old.ino).unwrap(), b"abc");
+        // Migration 4 counts the xattr (6 + 4 bytes) and the symlink target
+        // (3 bytes) in the byte quota.
+        assert_eq!(fs.statfs().unwrap().used_bytes, 3 + 10 + 3);
+        assert_eq!(fs.check().unwrap(), Vec::<String>::new());
         // Migration 3 rebuilt chunks as a rowid table with its key index.
         {
             let r = fs.inner.reader().unwrap();

@@ -49,11 +49,12 @@ impl Fs {
         })
     }
 
-    /// Sets attribute `name` of inode `ino` to `value`; sets ctime.
+    /// Sets attribute `name` of inode `ino` to `value`; sets ctime. The
+    /// name and value bytes count against the byte quota.
     ///
     /// Errors: `EEXIST` (`create` and present), `ENODATA` (`replace` and
     /// absent), `E2BIG` for a value over [`XATTR_SIZE_MAX`], `ERANGE` for a
-    /// bad name, `ENOENT`.
+    /// bad name, `ENOSPC` past the quota, `ENOENT`.
     pub fn setxattr(&self, ino: Ino, name: &[u8], value: &[u8], flags: XattrFlags) -> Result<()> {
         check_name(name)?;
         if value.len() > XATTR_SIZE_MAX {
@@ -61,24 +62,30 @@ impl Fs {
         }
         let mut t = self.begin()?;
         inode::get(t.conn(), ino)?;
-        let exists = t
+        let old_len: Option<i64> = t
             .conn()
-            .prepare_cached("SELECT 1 FROM xattrs WHERE ino = ?1 AND name = ?2")?
-            .query_row(params![ino as i64, name], |_| Ok(()))
-            .optional()?
-            .is_some();
-        if flags.create && exists {
+            .prepare_cached("SELECT length(value) FROM xattrs WHERE ino = ?1 AND name = ?2")?
+            .query_row(params![ino as i64, name], |r| r.get(0))
+            .optional()?;
+        if flags.create && old_len.is_some() {
             return Err(Errno::EEXIST.into());
         }
-        if flags.replace && !exists {
+        if flags.replace && old_len.is_none() {
             return Err(Errno::ENODATA.into());
         }
+        // Names and values count against the byte quota.
+        let delta = match old_len {
+            Some(old) => value.len() as i64 - old,
+            None => (name.len() + value.len()) as i64,
+        };
+        t.check_byte_quota(delta)?;
         t.conn()
             .prepare_cached(
                 "INSERT INTO xattrs (ino, name, value) VALUES (?1, ?2, ?3)
                  ON CONFLICT (ino, name) DO UPDATE SET value = excluded.value",
             )?
             .execute(params![ino as i64, name, value])?;
+        inode::meta_add(t.conn(), "used_bytes", delta)?;
         inode::add_nlink(t.conn(), ino, 0, t.now)?;
         t.changed_inode(ino);
         t.commit()
@@ -105,13 +112,15 @@ impl Fs {
         check_name(name)?;
         let mut t = self.begin()?;
         inode::get(t.conn(), ino)?;
-        let n = t
+        let old_len: i64 = t
             .conn()
-            .prepare_cached("DELETE FROM xattrs WHERE ino = ?1 AND name = ?2")?
-            .execute(params![ino as i64, name])?;
-        if n == 0 {
-            return Err(Errno::ENODATA.into());
-        }
+            .prepare_cached(
+                "DELETE FROM xattrs WHERE ino = ?1 AND name = ?2 RETURNING length(value)",
+            )?
+            .query_row(params![ino as i64, name], |r| r.get(0))
+            .optional()?
+            .ok_or(Errno::ENODATA)?;
+        inode::meta_add(t.conn(), "used_bytes", -(name.len() as i64 + old_len))?;
         inode::add_nlink(t.conn(), ino, 0, t.now)?;
         t.changed_inode(ino);
         t.commit()

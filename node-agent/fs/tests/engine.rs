@@ -920,3 +920,44 @@ fn appends_from_many_threads_never_overwrite_each_other() {
     assert_eq!(errno(fs.append(ROOT_INO, b"x")), Errno::EISDIR);
     assert_consistent(&fs);
 }
+
+#[test]
+fn xattrs_and_symlink_targets_count_against_the_byte_quota() {
+    let dir = tempfile::tempdir().unwrap();
+    let limits = Limits {
+        max_bytes: 10_000,
+        max_inodes: 100,
+    };
+    let fs = Fs::create(&dir.path().join("fs.db"), limits).unwrap();
+    let used = |fs: &Fs| fs.statfs().unwrap().used_bytes;
+    let f = file(&fs, ROOT_INO, "f");
+    let set = XattrFlags::default();
+    fs.setxattr(f, b"user.a", &[1u8; 5000], set).unwrap();
+    assert_eq!(used(&fs), 5006);
+    assert_eq!(
+        errno(fs.setxattr(f, b"user.b", &[2u8; 5000], set)),
+        Errno::ENOSPC
+    );
+    assert_eq!(used(&fs), 5006, "a refused xattr stores nothing");
+    // Replacing a value counts the difference.
+    fs.setxattr(f, b"user.a", &[1u8; 1000], set).unwrap();
+    assert_eq!(used(&fs), 1006);
+    fs.setxattr(f, b"user.b", &[2u8; 5000], set).unwrap();
+    assert_eq!(used(&fs), 6012);
+    fs.removexattr(f, b"user.a").unwrap();
+    assert_eq!(used(&fs), 5006);
+
+    let target = vec![b't'; 4000];
+    fs.symlink(ROOT_INO, b"l", &target, O).unwrap();
+    assert_eq!(used(&fs), 9006);
+    assert_eq!(
+        errno(fs.symlink(ROOT_INO, b"l2", &target, O)),
+        Errno::ENOSPC
+    );
+    assert_consistent(&fs);
+    // Freeing the inodes gives their xattr and target bytes back.
+    fs.unlink(ROOT_INO, b"l").unwrap();
+    fs.unlink(ROOT_INO, b"f").unwrap();
+    assert_eq!(used(&fs), 0);
+    assert_consistent(&fs);
+}
