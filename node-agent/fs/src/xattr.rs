@@ -18,12 +18,23 @@ pub struct XattrFlags {
     pub replace: bool,
 }
 
-/// `ERANGE` for an empty name or one over [`XATTR_NAME_MAX`] bytes, as Linux.
+/// Namespaces a name must start with, as on ext4 (`xattr(7)`): `system.`
+/// names (POSIX ACLs) are the kernel's business, never stored here.
+const NAMESPACES: [&[u8]; 3] = [b"user.", b"trusted.", b"security."];
+
+/// `ERANGE` for an empty name or one over [`XATTR_NAME_MAX`] bytes, as
+/// Linux; as ext4 answers, `ENOTSUP` for a name outside [`NAMESPACES`] and
+/// `EINVAL` for a bare prefix such as `user.`, so tools such as
+/// `cp --preserve=xattr` see on the mount what they see on a local disk.
 fn check_name(name: &[u8]) -> Result<()> {
     if name.is_empty() || name.len() > XATTR_NAME_MAX {
         return Err(Errno::ERANGE.into());
     }
-    Ok(())
+    match NAMESPACES.iter().find(|ns| name.starts_with(ns)) {
+        None => Err(Errno::ENOTSUP.into()),
+        Some(ns) if name.len() == ns.len() => Err(Errno::EINVAL.into()),
+        Some(_) => Ok(()),
+    }
 }
 
 impl Fs {

@@ -637,6 +637,16 @@ fn xattrs() {
         errno(fs.setxattr(f, &[b'n'; 256], b"x", create)),
         Errno::ERANGE
     );
+    // Namespaces as on ext4: unknown ones are ENOTSUP, a bare prefix EINVAL.
+    for bad in [&b"bogus.ns"[..], b"user", b"system.posix_acl_access"] {
+        assert_eq!(errno(fs.setxattr(f, bad, b"x", create)), Errno::ENOTSUP);
+        assert_eq!(errno(fs.getxattr(f, bad)), Errno::ENOTSUP);
+    }
+    assert_eq!(errno(fs.setxattr(f, b"user.", b"x", create)), Errno::EINVAL);
+    fs.setxattr(f, b"trusted.t", b"x", create).unwrap();
+    fs.setxattr(f, b"security.s", b"x", create).unwrap();
+    fs.removexattr(f, b"trusted.t").unwrap();
+    fs.removexattr(f, b"security.s").unwrap();
     assert_eq!(
         errno(fs.setxattr(f, b"user.big", &vec![0; 65537], create)),
         Errno::E2BIG
