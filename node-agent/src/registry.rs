@@ -59,6 +59,9 @@ pub enum RegistryError {
     /// (`EINVAL`, `ENOENT`, `ENOTDIR`, `EBUSY`, or the kernel's).
     #[error("{path}: {source}")]
     Mount { path: String, source: io::Error },
+    /// `unmount` of a path where this agent has no mount of the computer.
+    #[error("computer \"{name}\" is not mounted at {path}")]
+    NotMounted { name: String, path: String },
 }
 
 /// What the registry reports about one computer.
@@ -474,8 +477,8 @@ impl Registry {
 
     /// Unmounts the mount of computer `name` at `path` and updates the
     /// record. A busy mount is detached lazily. Errors: `InvalidName`,
-    /// `Mount` with `EINVAL` (relative path), `ENOENT` (no such mount) or
-    /// the errno of `umount2(2)`.
+    /// `NotMounted`, `Mount` with `EINVAL` (relative path) or the errno of
+    /// `umount2(2)`.
     pub async fn unmount(&self, name: &str, path: &Path) -> Result<(), RegistryError> {
         check_name(name)?;
         let mount_err = |errno: nix::errno::Errno| RegistryError::Mount {
@@ -489,7 +492,10 @@ impl Registry {
         let slot = lock(&self.inner.open).get(name).cloned();
         let handle = slot.and_then(|s| lock(&s.mounts).remove(path));
         let Some(handle) = handle else {
-            return Err(mount_err(nix::errno::Errno::ENOENT));
+            return Err(RegistryError::NotMounted {
+                name: name.to_string(),
+                path: path.display().to_string(),
+            });
         };
         let result = blocking(move || handle.unmount()).await;
         self.save_mounts().await;

@@ -126,10 +126,12 @@ async fn mount_is_shared_with_exec_and_unmounts() {
     unmount(&mut c, "demo", mnt.path()).await.unwrap();
     assert!(entries(mnt.path()).is_empty(), "still mounted");
     assert!(recorded(data.path()).is_empty());
-    assert_errno(
-        unmount(&mut c, "demo", mnt.path()).await,
-        Code::NotFound,
-        "ENOENT",
+    let err = unmount(&mut c, "demo", mnt.path()).await.unwrap_err();
+    assert_errno(Err::<(), _>(err.clone()), Code::InvalidArgument, "EINVAL");
+    assert!(
+        err.message().contains("is not mounted at"),
+        "{}",
+        err.message()
     );
     // The files stay in the computer.
     let ran = sh(&mut c, "demo", "cat a b").await;

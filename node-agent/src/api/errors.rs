@@ -110,6 +110,8 @@ impl From<RegistryError> for Status {
                 tracing::error!(%message, "engine failed to open or create");
                 errno_detail(source.errno(), message)
             }
+            // umount(2) says EINVAL for a target that is not a mount point.
+            RegistryError::NotMounted { .. } => errno_detail(Errno::EINVAL, message),
             RegistryError::Mount { path, source } => match source.raw_os_error() {
                 Some(raw) => errno_status(Errno::from_raw(raw), &path),
                 None => errno_detail(Errno::EIO, message),
