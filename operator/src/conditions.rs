@@ -41,6 +41,13 @@ pub fn status_of<'a>(conditions: &'a [Condition], type_: &str) -> Option<&'a str
         .map(|c| c.status.as_str())
 }
 
+/// Whether the condition of that type is present with that reason.
+pub fn has_reason(conditions: &[Condition], type_: &str, reason: &str) -> bool {
+    conditions
+        .iter()
+        .any(|c| c.type_ == type_ && c.reason == reason)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,6 +1,9 @@
 //! The reconciler of AgentComputer.
 //!
 //! One reconcile, for a live computer:
+//! 0. a claim of the computer's name left by an earlier computer (reclaim
+//!    policy Retain) is reported and the computer waits, Pending: a claim
+//!    stays bound to its volume, so it cannot serve the new computer;
 //! 1. placement: keep `status.node`, or choose a node ([`crate::placement`]);
 //!    with none eligible the computer stays Pending and is retried;
 //! 2. credential Secret (created once with a random token, then kept);
@@ -44,6 +47,11 @@ pub const PENDING_RETRY: Duration = Duration::from_secs(30);
 pub const UNAVAILABLE_RETRY: Duration = Duration::from_secs(30);
 /// How often a sandbox pod refused by the API server is tried again.
 pub const SANDBOX_REJECTED_RETRY: Duration = Duration::from_secs(30);
+/// How often a computer blocked by a kept claim checks whether it is gone.
+pub const KEPT_CLAIM_RETRY: Duration = Duration::from_secs(10);
+/// Reason of `VolumeReady=False` (and of the Warning event) when a claim of
+/// the computer's name exists that this computer does not own.
+pub const KEPT_CLAIM: &str = "ClaimFromEarlierComputer";
 /// Reason of `SandboxReady=False` (and of the Warning event) when the API
 /// server refuses the sandbox pod (HTTP 403 or 400, e.g. an exceeded
 /// ResourceQuota or an admission webhook).
@@ -128,10 +136,41 @@ pub async fn apply(c: Arc<AgentComputer>, ctx: Arc<Context>) -> Result<Action> {
     let agents = ctx.ready_agents();
     let now = Timestamp::now();
 
-    // 1. Placement. The PV is authoritative once it exists: its node
-    // affinity is immutable, and the cache may not show our last status yet.
+    // 0. A kept claim of this name. Only before the computer is placed: once
+    // it is, the claim is its own.
     let pvs: Api<PersistentVolume> = Api::all(client.clone());
     let pv_name = resources::pv_name(&c);
+    if old.node.is_none()
+        && let Some(why) = kept_claim(&c, &ns, client, &pv_name).await?
+    {
+        let status = AgentComputerStatus {
+            phase: Some(ComputerPhase::Pending),
+            conditions: conditions::merge(
+                &old.conditions,
+                &[
+                    (ct::VOLUME_READY, false, KEPT_CLAIM, why.clone()),
+                    (
+                        ct::READY,
+                        false,
+                        "VolumeNotReady",
+                        "waiting for the claim of an earlier computer to be deleted".into(),
+                    ),
+                ],
+                c.metadata.generation,
+                now,
+            ),
+            observed_generation: c.metadata.generation,
+            ..Default::default()
+        };
+        if !conditions::has_reason(&old.conditions, ct::VOLUME_READY, KEPT_CLAIM) {
+            publish(&ctx, &c, EventType::Warning, KEPT_CLAIM, why).await;
+        }
+        write_status(&ctx, &c, &ns, &old, status).await?;
+        return Ok(Action::requeue(KEPT_CLAIM_RETRY));
+    }
+
+    // 1. Placement. The PV is authoritative once it exists: its node
+    // affinity is immutable, and the cache may not show our last status yet.
     let known = match old.node.clone() {
         Some(n) => Some(n),
         None => pvs.get_opt(&pv_name).await?.as_ref().and_then(pv::node_of),
@@ -307,11 +346,7 @@ pub async fn apply(c: Arc<AgentComputer>, ctx: Arc<Context>) -> Result<Action> {
         .await;
     }
     if let Some(s) = sandbox.as_ref().filter(|s| s.reason == SANDBOX_REJECTED) {
-        let was_rejected = old
-            .conditions
-            .iter()
-            .any(|x| x.type_ == ct::SANDBOX_READY && x.reason == SANDBOX_REJECTED);
-        if !was_rejected {
+        if !conditions::has_reason(&old.conditions, ct::SANDBOX_READY, SANDBOX_REJECTED) {
             publish(
                 &ctx,
                 &c,
@@ -347,6 +382,47 @@ fn endpoint_of(ip: &str) -> String {
     } else {
         format!("{ip}:{NODE_AGENT_GRPC_PORT}")
     }
+}
+
+/// Why this computer cannot use the claim of its name, if one exists that
+/// it does not own: kept by an earlier computer of the same name under
+/// reclaim policy Retain (or made by someone else). Such a claim is bound
+/// to another volume, and `spec.volumeName` of a claim cannot change.
+async fn kept_claim(
+    c: &AgentComputer,
+    ns: &str,
+    client: &kube::Client,
+    pv_name: &str,
+) -> Result<Option<String>> {
+    let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), ns);
+    let name = resources::pvc_name(c);
+    let Some(claim) = pvcs.get_opt(&name).await? else {
+        return Ok(None);
+    };
+    let uid = c.uid().unwrap_or_default();
+    if claim.owner_references().iter().any(|o| o.uid == uid) {
+        return Ok(None);
+    }
+    let volume = claim
+        .spec
+        .as_ref()
+        .and_then(|s| s.volume_name.clone())
+        .unwrap_or_default();
+    if volume == pv_name {
+        return Ok(None);
+    }
+    let deleting = if claim.metadata.deletion_timestamp.is_some() {
+        " It is being deleted; this computer starts once it is gone."
+    } else {
+        ""
+    };
+    Ok(Some(format!(
+        "claim {name} already exists and is bound to volume {volume}, not this computer's: \
+         it was kept (reclaimPolicy Retain) by an earlier computer named {}, and a \
+         claim cannot move to another volume. Delete the claim to start with an empty \
+         volume; the kept volume {volume} stays until deleted.{deleting}",
+        c.name_any()
+    )))
 }
 
 /// Applies the PVC requesting the quota. A statically bound claim cannot be

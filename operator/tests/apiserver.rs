@@ -698,6 +698,67 @@ async fn operator_chart_and_crd_against_a_real_apiserver() {
             .is_none_or(|p| p.metadata.deletion_timestamp.is_some())
     );
 
+    // --- Re-creating a computer whose claim was kept: reported, not stuck. ---
+    let full = repo().join("crds/examples/full.yaml");
+    ok(
+        &cluster.kubectl(&["apply", "-n", NS, "-f", full.to_str().unwrap()], None),
+        "re-apply full.yaml",
+    );
+    let blocked = eventually(30, "the kept claim to be reported", || async {
+        let c = computers.get_opt("builder").await.ok()??;
+        let st = c.status.clone()?;
+        let cond = st.conditions.iter().find(|x| x.type_ == "VolumeReady")?;
+        (cond.status == "False" && cond.reason == "ClaimFromEarlierComputer").then_some(c)
+    })
+    .await;
+    let status = blocked.status.clone().unwrap();
+    assert_eq!(status.phase, Some(ComputerPhase::Pending));
+    let message = &status
+        .conditions
+        .iter()
+        .find(|x| x.type_ == "VolumeReady")
+        .unwrap()
+        .message;
+    assert!(
+        message.contains("builder-workspace") && message.contains(&builder_pv),
+        "{message}"
+    );
+    let new_pv = format!("agentcomputer-{}", blocked.uid().unwrap());
+    assert!(
+        pvs.get_opt(&new_pv).await.unwrap().is_none(),
+        "no volume made"
+    );
+    let kept = pvcs.get("builder-workspace").await.unwrap();
+    assert_eq!(
+        kept.spec.unwrap().volume_name.as_deref(),
+        Some(builder_pv.as_str())
+    );
+    // Deleting the kept claim (no controller-manager here lifts its
+    // protection finalizer, so the test does) lets the computer start with
+    // a volume of its own.
+    pvcs.delete("builder-workspace", &DeleteParams::default())
+        .await
+        .unwrap();
+    let lift = json!({"metadata": {"finalizers": null}});
+    let _ = pvcs
+        .patch(
+            "builder-workspace",
+            &PatchParams::default(),
+            &Patch::Merge(&lift),
+        )
+        .await;
+    let reborn = wait_phase(&computers, "builder", ComputerPhase::Ready, 60).await;
+    assert_eq!(reborn.uid(), blocked.uid());
+    let claim = pvcs.get("builder-workspace").await.unwrap();
+    assert_eq!(
+        claim.spec.unwrap().volume_name.as_deref(),
+        Some(new_pv.as_str())
+    );
+    assert!(
+        pvs.get_opt(&builder_pv).await.unwrap().is_some(),
+        "kept volume stays"
+    );
+
     // --- Leader failover: kill the leader, the standby takes over. ---
     assert!(op2.alive(), "standby runs:\n{}", op2.log_tail());
     assert_eq!(
