@@ -45,6 +45,7 @@ fn main() -> Result<()> {
         return match s[0].split_once(':') {
             Some(("dev", n)) => Ok(servers::dev_fuse::serve(dir, n.parse()?)?),
             None if s[0] == "uring" => Ok(servers::io_uring::serve(dir)?),
+            None if s[0] == "engine" => serve_engine(dir),
             _ => bail!("unknown server kind {}", s[0]),
         };
     }
@@ -75,7 +76,7 @@ fn main() -> Result<()> {
             }
         }
         let label = "/dev/fuse, agentcomputer-fuse";
-        match with_engine_mount(work.path(), |m| measure(m, clients, &args)) {
+        match with_server(work.path(), "engine", |m| measure(m, clients, &args)) {
             Ok(t) => row(label, clients, t, base),
             Err(e) => println!("{label:<34} {clients:>8} failed: {e:#}"),
         }
@@ -164,20 +165,19 @@ fn fs_type(dir: &Path) -> String {
     }
 }
 
-/// Mounts a fresh computer with the node agent's FUSE server and default
-/// options (4 request threads, group commit), calls `f`, unmounts.
-fn with_engine_mount<T>(work: &Path, f: impl FnOnce(&Path) -> Result<T>) -> Result<T> {
-    let dir = tempfile::tempdir_in(work)?;
-    let mnt = dir.path().join("mnt");
-    std::fs::create_dir(&mnt)?;
+/// Serves a fresh computer at `dir` with the node agent's FUSE server and
+/// default options (4 request threads, group commit) until unmounted.
+fn serve_engine(dir: &Path) -> Result<()> {
+    let db = tempfile::tempdir()?;
     let fs = agentcomputer_fs::Fs::create(
-        &dir.path().join("computer.db"),
+        &db.path().join("computer.db"),
         agentcomputer_fs::Limits::default(),
     )?;
-    let handle = agentcomputer_fuse::mount(fs, &mnt, agentcomputer_fuse::MountOptions::default())?;
-    let r = f(&mnt);
-    handle.unmount()?;
-    r
+    let handle = agentcomputer_fuse::mount(fs, dir, agentcomputer_fuse::MountOptions::default())?;
+    while handle.is_serving() {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    Ok(())
 }
 
 fn is_fuse(dir: &Path) -> bool {

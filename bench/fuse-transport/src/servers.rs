@@ -15,8 +15,8 @@ const FILE_INO: u64 = 2;
 pub mod dev_fuse {
     use super::*;
     use fuser::{
-        Config, Errno, FileAttr, FileHandle, FileType, Filesystem, Generation, INodeNo,
-        MountOption, ReplyAttr, ReplyEntry, Request, Session,
+        Config, Errno, FileAttr, FileHandle, FileType, Filesystem, Generation, INodeNo, InitFlags,
+        KernelConfig, MountOption, ReplyAttr, ReplyEntry, Request, Session,
     };
 
     struct Null;
@@ -47,6 +47,13 @@ pub mod dev_fuse {
     }
 
     impl Filesystem for Null {
+        fn init(&mut self, _: &Request, config: &mut KernelConfig) -> std::io::Result<()> {
+            // As the node agent's server asks: lookups in one directory run
+            // in parallel.
+            let _ = config.add_capabilities(InitFlags::FUSE_PARALLEL_DIROPS);
+            Ok(())
+        }
+
         fn lookup(&self, _: &Request, _: INodeNo, name: &OsStr, reply: ReplyEntry) {
             if name == "f" {
                 reply.entry(&NO_CACHE, &attr(FILE_INO), Generation(0));
