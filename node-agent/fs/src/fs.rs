@@ -11,6 +11,7 @@ use rusqlite::{Connection, params};
 use crate::commit::{self, Writer};
 use crate::db::{self, ReadConn, Readers};
 use crate::inode::{self, NewInode};
+use crate::lock::ProcessLock;
 use crate::notify::{Change, Subscriber, Subscribers, SubscriptionId};
 use crate::schema;
 use crate::{Errno, Error, FileKind, Ino, Limits, NAME_MAX, ROOT_INO, Result, StatFs, Timespec};
@@ -48,7 +49,8 @@ impl Default for Tuning {
 ///
 /// Cheap to clone (an `Arc` inside), `Send + Sync`. Only one `Fs` per
 /// database file may be open at a time (open-file tracking and orphan purge
-/// assume it); the node agent's registry guarantees that.
+/// assume it): another process gets `EBUSY` from [`Fs::open`]; within a
+/// process the node agent's registry guarantees it.
 #[derive(Clone)]
 pub struct Fs {
     pub(crate) inner: Arc<Inner>,
@@ -86,6 +88,8 @@ pub(crate) struct Inner {
     /// Open handles per inode; see [`crate::Handle`].
     pub(crate) open: Mutex<HashMap<Ino, u32>>,
     subs: Subscribers,
+    /// Last, so it is released after every connection closed.
+    _lock: ProcessLock,
 }
 
 /// The writer's transaction for one call: `BEGIN IMMEDIATE` on creation,
@@ -372,15 +376,18 @@ impl Fs {
         Fs::open(db_path)
     }
 
-    /// Opens an existing database: applies pending migrations and frees the
-    /// inodes left unlinked-but-open by a crash.
+    /// Opens an existing database: locks it for this process (see the
+    /// `lock` module: a second process gets `EBUSY`), applies pending
+    /// migrations and frees the inodes left unlinked-but-open by a crash.
     ///
-    /// Errors: `ENOENT` if the file is missing; `EINVAL` if it is not an
-    /// engine database; `ENOTSUP` if its schema is newer than this build.
+    /// Errors: `ENOENT` if the file is missing; `EBUSY` if another process
+    /// has it open; `EINVAL` if it is not an engine database; `ENOTSUP` if
+    /// its schema is newer than this build.
     pub fn open(db_path: &Path) -> Result<Fs> {
         if !db_path.exists() {
             return Err(Errno::ENOENT.into());
         }
+        let lock = ProcessLock::acquire(db_path)?;
         let conn = db::open_writer(db_path, false, None)?;
         if schema::version(&conn)? == 0 {
             return Err(einval("not a filesystem database".into()));
@@ -403,6 +410,7 @@ impl Fs {
             chunk_size,
             open: Mutex::new(HashMap::new()),
             subs: Subscribers::default(),
+            _lock: lock,
         });
         Ok(Fs {
             inner,

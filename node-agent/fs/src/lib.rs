@@ -32,6 +32,7 @@ mod error;
 mod fs;
 mod handle;
 mod inode;
+mod lock;
 mod names;
 mod namespace;
 mod notify;
