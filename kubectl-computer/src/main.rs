@@ -63,9 +63,14 @@ enum Command {
     /// Create a computer.
     Create {
         name: String,
-        /// Storage quota, e.g. 10Gi, 500Mi, 2G [default: 10Gi].
+        /// Storage quota, e.g. 10Gi, 500Mi, 2G [default: 10Gi]. File data,
+        /// xattrs and symlink targets count against it.
         #[arg(long, value_parser = size::parse_size)]
         quota: Option<u64>,
+        /// Most files, directories and other inodes the computer may hold
+        /// [default: 1000000].
+        #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+        max_inodes: Option<u64>,
         #[command(flatten)]
         egress: cmd::egress::EgressArgs,
     },
@@ -212,8 +217,9 @@ async fn run(cli: Cli) -> Result<u8> {
         Command::Create {
             name,
             quota,
+            max_inodes,
             egress,
-        } => cmd::computers::create(&mut c, name, quota, egress.to_proto()?).await?,
+        } => cmd::computers::create(&mut c, name, quota, max_inodes, egress.to_proto()?).await?,
         Command::Delete { name } => cmd::computers::delete(&mut c, name).await?,
         Command::List => cmd::computers::list(&mut c).await?,
         Command::Mount { name, dir } => cmd::mount::mount(&mut c, name, &dir).await?,

@@ -129,6 +129,24 @@ fn exec_streams_output_and_exit_codes_and_files_persist() {
     assert!(ok(server.cli(&["create", "demo", "--quota", "1Gi"])).contains("demo"));
     let err = fails(server.cli(&["create", "demo"]));
     assert_eq!(err, "error: computer \"demo\" already exists\n");
+    // An inode quota: the third inode (the root is one) is refused.
+    let made = ok(server.cli(&["create", "tiny", "--max-inodes", "2"]));
+    assert!(made.contains("2 inodes"), "{made}");
+    ok(server.cli(&["exec", "tiny", "--", "touch one"]));
+    let out = server.cli(&["exec", "tiny", "--", "touch two"]);
+    assert_ne!(out.status.code(), Some(0));
+    assert!(
+        text(&out.stderr).contains("No space left on device"),
+        "{}",
+        text(&out.stderr)
+    );
+    let out = server.cli(&["create", "zero", "--max-inodes", "0"]);
+    assert_eq!(out.status.code(), Some(2), "a usage error");
+    assert!(
+        text(&out.stderr).contains("invalid value '0'"),
+        "{}",
+        text(&out.stderr)
+    );
 
     let out = ok(server.cli(&[
         "exec",
@@ -465,28 +483,42 @@ fn killed_upload_keeps_the_old_file() {
         .unwrap();
     let mut pipe = child.stdin.take().unwrap();
     pipe.write_all(&vec![b'z'; 3 << 20]).unwrap();
+    // The upload's data is stored while it runs (the INODES column counts
+    // its unnamed file), but no name appears for it.
+    let inodes = || -> u64 {
+        let listing = ok(server.cli(&["list"]));
+        let row = listing
+            .lines()
+            .find(|l| l.starts_with("demo "))
+            .unwrap()
+            .to_string();
+        row.split_whitespace().nth(5).unwrap().parse().unwrap()
+    };
+    let before = 2; // the root and f.txt
     let mut uploading = false;
     for _ in 0..500 {
-        if ok(server.cli(&["ls", "demo"])).lines().count() == 2 {
+        if inodes() == before + 1 {
             uploading = true;
             break;
         }
         std::thread::sleep(Duration::from_millis(20));
     }
-    assert!(uploading, "the upload's temporary file never appeared");
+    assert!(uploading, "the upload never started");
+    assert_eq!(ok(server.cli(&["ls", "demo"])), "f.txt\n");
     child.kill().unwrap();
     child.wait().unwrap();
     drop(pipe);
 
     let mut cleaned = false;
     for _ in 0..500 {
-        if ok(server.cli(&["ls", "demo"])) == "f.txt\n" {
+        if inodes() == before {
             cleaned = true;
             break;
         }
         std::thread::sleep(Duration::from_millis(20));
     }
-    assert!(cleaned, "temporary file left behind");
+    assert!(cleaned, "the aborted upload's file was not freed");
+    assert_eq!(ok(server.cli(&["ls", "demo"])), "f.txt\n");
     assert_eq!(ok(server.cli(&["cat", "demo", "f.txt"])), "old content\n");
 }
 

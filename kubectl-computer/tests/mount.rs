@@ -95,7 +95,7 @@ fn mount_exec_and_unmount() {
     assert_eq!(
         String::from_utf8_lossy(&again.stderr),
         format!(
-            "error: ENOENT: no such file or directory: {}\n",
+            "error: EINVAL: computer \"demo\" is not mounted at {}\n",
             mnt.display()
         )
     );

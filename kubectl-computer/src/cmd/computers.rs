@@ -11,21 +11,23 @@ pub async fn create(
     client: &mut Client,
     name: String,
     quota: Option<u64>,
+    max_inodes: Option<u64>,
     egress: pb::Egress,
 ) -> Result<()> {
     let c = client
         .create_computer(pb::CreateComputerRequest {
             name,
             max_bytes: quota.unwrap_or(0),
-            max_inodes: 0,
+            max_inodes: max_inodes.unwrap_or(0),
             egress: Some(egress),
         })
         .await?
         .into_inner();
     println!(
-        "computer {} created (quota {}, egress {})",
+        "computer {} created (quota {}, {} inodes, egress {})",
         c.name,
         human(c.max_bytes),
+        c.max_inodes,
         super::egress::describe(c.egress.as_ref())
     );
     Ok(())
