@@ -40,7 +40,11 @@ pub(crate) struct ProcessLock {
 impl Drop for ProcessLock {
     fn drop(&mut self) {
         // While still locked: whoever opened the old file sees it replaced.
-        let _ = std::fs::remove_file(&self.path);
+        // Only our own file: the path may name a newer database's lock by
+        // now (the directory was replaced while this engine was still open).
+        if same_file(&self._file, &self.path) {
+            let _ = std::fs::remove_file(&self.path);
+        }
     }
 }
 
