@@ -387,6 +387,10 @@ impl Registry {
                     s.active.load(Ordering::SeqCst) == 0
                         && lock(&s.last_used).elapsed() >= idle
                         && lock(&s.mounts).is_empty()
+                        // A lazily detached mount still serving processes
+                        // holds the engine: closing would let the next use
+                        // open a second engine on the same database.
+                        && !s.fs.is_shared()
                 })
                 .map(|(n, _)| n.clone())
                 .collect();

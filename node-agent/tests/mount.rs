@@ -209,3 +209,61 @@ async fn deleting_a_mounted_computer_unmounts_it() {
     assert!(recorded(data.path()).is_empty());
     assert!(agent.stop().await.success());
 }
+
+/// A busy unmount detaches lazily and the session keeps serving the
+/// processes that hold files; the computer stays open (one engine) until
+/// they let go, however short the idle timeout.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_lazily_detached_mount_keeps_its_computer_open_until_released() {
+    if !fuse_available() {
+        return;
+    }
+    let data = tempfile::tempdir().unwrap();
+    let mnt = tempfile::tempdir().unwrap();
+    let agent = Agent::start(data.path(), &["--idle-timeout", "100ms"]);
+    let mut c = agent.client().await;
+    create(&mut c, "demo", 0).await;
+    mount(&mut c, "demo", mnt.path()).await.unwrap();
+    std::fs::write(mnt.path().join("held"), "before\n").unwrap();
+    let mut held = std::fs::OpenOptions::new()
+        .append(true)
+        .open(mnt.path().join("held"))
+        .unwrap();
+    unmount(&mut c, "demo", mnt.path()).await.unwrap();
+    assert!(entries(mnt.path()).is_empty(), "the path is free at once");
+
+    let is_open = |c: &mut Client| {
+        let mut c = c.clone();
+        async move {
+            c.get_computer(pb::GetComputerRequest {
+                name: "demo".into(),
+            })
+            .await
+            .unwrap()
+            .into_inner()
+            .open
+        }
+    };
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    assert!(is_open(&mut c).await, "closed under a live detached mount");
+    // The detached session and the runtimes share one engine.
+    use std::io::Write;
+    held.write_all(b"through the detached mount\n").unwrap();
+    let ran = sh(&mut c, "demo", "cat held").await;
+    assert_eq!(ran.stdout, "before\nthrough the detached mount\n");
+
+    drop(held);
+    let mut closed = false;
+    for _ in 0..100 {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        if !is_open(&mut c).await {
+            closed = true;
+            break;
+        }
+    }
+    assert!(
+        closed,
+        "the computer never closed after the last file was released"
+    );
+    assert!(agent.stop().await.success());
+}

@@ -559,6 +559,15 @@ impl Fs {
         }
     }
 
+    /// Whether anything else keeps this database open: another clone or
+    /// view of this `Fs`, or an open [`crate::Handle`]. An owner about to
+    /// drop what it takes for the last clone learns that the engine (and its
+    /// database) would stay open, for example behind a lazily detached FUSE
+    /// mount still serving processes that hold files.
+    pub fn is_shared(&self) -> bool {
+        Arc::strong_count(&self.inner) > 1
+    }
+
     /// The commit window of this view (zero: every call commits).
     pub fn commit_window(&self) -> Duration {
         self.window
