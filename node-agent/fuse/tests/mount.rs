@@ -82,3 +82,45 @@ fn writeback_cache_mode_serves_reads_and_writes() {
     let back = std::fs::read_to_string(&p).unwrap();
     assert!(back.starts_with("line 0\nline 1\n") && back.ends_with("line 999\n"));
 }
+
+/// With the writeback cache the kernel's size is authoritative: an
+/// `O_DIRECT | O_APPEND` write after buffered appends that are still dirty
+/// in the kernel lands after them, not at the engine's older end.
+#[test]
+fn writeback_mode_takes_append_offsets_from_the_kernel() {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let Some(m) = common::mount_with(MountOptions {
+        writeback_cache: true,
+        ..MountOptions::default()
+    }) else {
+        return;
+    };
+    let p = m.path("log");
+    let mut buffered = std::fs::OpenOptions::new()
+        .append(true)
+        .create(true)
+        .open(&p)
+        .unwrap();
+    buffered.write_all(&[b'a'; 8192]).unwrap();
+    let mut direct = std::fs::OpenOptions::new()
+        .append(true)
+        .custom_flags(libc::O_DIRECT)
+        .open(&p)
+        .unwrap();
+    // O_DIRECT wants an aligned buffer.
+    let layout = std::alloc::Layout::from_size_align(4096, 4096).unwrap();
+    // SAFETY: a non-zero size; freed below with the same layout.
+    let buf = unsafe { std::alloc::alloc_zeroed(layout) };
+    // SAFETY: `buf` holds 4096 initialised bytes.
+    let block = unsafe { std::slice::from_raw_parts_mut(buf, 4096) };
+    block.fill(b'd');
+    direct.write_all(block).unwrap();
+    // SAFETY: allocated above with `layout`.
+    unsafe { std::alloc::dealloc(buf, layout) };
+    buffered.sync_all().unwrap();
+    let back = std::fs::read(&p).unwrap();
+    assert_eq!(back.len(), 12288);
+    assert!(back[..8192].iter().all(|&b| b == b'a'));
+    assert!(back[8192..].iter().all(|&b| b == b'd'));
+}

@@ -405,10 +405,12 @@ impl Filesystem for Server {
         // mount appended since (fs/fuse/file.c, fuse_cache_write_iter refreshes
         // the size only in writeback mode). The engine appends at its own end
         // instead; if that is elsewhere, this mount's cache is dropped once
-        // the reply is out. Page-cache flushes (FUSE_WRITE_CACHE) carry
-        // offsets that are always meant.
-        let append =
-            flags.0 & libc::O_APPEND != 0 && !write_flags.contains(WriteFlags::FUSE_WRITE_CACHE);
+        // the reply is out. In writeback mode the kernel's size is the truth
+        // (its dirty pages are not in the engine yet), and page-cache flushes
+        // (FUSE_WRITE_CACHE) carry offsets that are always meant.
+        let append = !self.opts.writeback_cache
+            && flags.0 & libc::O_APPEND != 0
+            && !write_flags.contains(WriteFlags::FUSE_WRITE_CACHE);
         if append {
             match self.fs.append(ino.0, data) {
                 Ok((at, n)) => {
