@@ -2,7 +2,7 @@
 
 use rusqlite::{OptionalExtension, params};
 
-use crate::{Errno, Fs, Ino, Result, inode};
+use crate::{Errno, Error, Fs, Ino, Result, inode};
 
 /// Longest xattr name, in bytes (Linux `XATTR_NAME_MAX`).
 pub const XATTR_NAME_MAX: usize = 255;
@@ -23,13 +23,20 @@ pub struct XattrFlags {
 const NAMESPACES: [&[u8]; 3] = [b"user.", b"trusted.", b"security."];
 
 /// `ERANGE` for an empty name or one over [`XATTR_NAME_MAX`] bytes, as
-/// Linux; as ext4 answers, `ENOTSUP` for a name outside [`NAMESPACES`] and
-/// `EINVAL` for a bare prefix such as `user.`, so tools such as
-/// `cp --preserve=xattr` see on the mount what they see on a local disk.
+/// Linux.
 fn check_name(name: &[u8]) -> Result<()> {
     if name.is_empty() || name.len() > XATTR_NAME_MAX {
         return Err(Errno::ERANGE.into());
     }
+    Ok(())
+}
+
+/// As ext4 answers: `ENOTSUP` for a name outside [`NAMESPACES`], `EINVAL`
+/// for a bare prefix such as `user.`, so tools such as
+/// `cp --preserve=xattr` see on the mount what they see on a local disk.
+/// Only new names are held to it: names stored before the check existed
+/// stay readable and removable.
+fn check_namespace(name: &[u8]) -> Result<()> {
     match NAMESPACES.iter().find(|ns| name.starts_with(ns)) {
         None => Err(Errno::ENOTSUP.into()),
         Some(ns) if name.len() == ns.len() => Err(Errno::EINVAL.into()),
@@ -37,11 +44,21 @@ fn check_name(name: &[u8]) -> Result<()> {
     }
 }
 
+/// The error for a name that is not stored: the namespace's error if the
+/// name could never be stored, else `ENODATA`.
+fn absent(name: &[u8]) -> Error {
+    match check_namespace(name) {
+        Err(e) => e,
+        Ok(()) => Errno::ENODATA.into(),
+    }
+}
+
 impl Fs {
     /// The value of attribute `name` of inode `ino`.
     ///
     /// Errors: `ENODATA` if absent, `ENOENT` if no such inode, `ERANGE`
-    /// for a bad name.
+    /// for a bad name, `ENOTSUP`/`EINVAL` for a name outside the `user.`,
+    /// `trusted.` and `security.` namespaces that is not stored.
     pub fn getxattr(&self, ino: Ino, name: &[u8]) -> Result<Vec<u8>> {
         check_name(name)?;
         let r = self.inner.reader()?;
@@ -54,7 +71,7 @@ impl Fs {
                 Some(v) => Ok(v),
                 None => {
                     inode::get(c, ino)?;
-                    Err(Errno::ENODATA.into())
+                    Err(absent(name))
                 }
             }
         })
@@ -65,9 +82,12 @@ impl Fs {
     ///
     /// Errors: `EEXIST` (`create` and present), `ENODATA` (`replace` and
     /// absent), `E2BIG` for a value over [`XATTR_SIZE_MAX`], `ERANGE` for a
-    /// bad name, `ENOSPC` past the quota, `ENOENT`.
+    /// bad name, `ENOTSUP` outside the `user.`, `trusted.` and `security.`
+    /// namespaces (`EINVAL` for a bare prefix), `ENOSPC` past the quota,
+    /// `ENOENT`.
     pub fn setxattr(&self, ino: Ino, name: &[u8], value: &[u8], flags: XattrFlags) -> Result<()> {
         check_name(name)?;
+        check_namespace(name)?;
         if value.len() > XATTR_SIZE_MAX {
             return Err(Errno::E2BIG.into());
         }
@@ -118,7 +138,8 @@ impl Fs {
     }
 
     /// Removes attribute `name` of inode `ino`; sets ctime.
-    /// Errors: `ENODATA` if absent, `ENOENT`, `ERANGE`.
+    /// Errors: `ENODATA` if absent, `ENOENT`, `ERANGE`, `ENOTSUP`/`EINVAL`
+    /// as [`Fs::getxattr`].
     pub fn removexattr(&self, ino: Ino, name: &[u8]) -> Result<()> {
         check_name(name)?;
         let mut t = self.begin()?;
@@ -130,7 +151,7 @@ impl Fs {
             )?
             .query_row(params![ino as i64, name], |r| r.get(0))
             .optional()?
-            .ok_or(Errno::ENODATA)?;
+            .ok_or_else(|| absent(name))?;
         inode::meta_add(t.conn(), "used_bytes", -(name.len() as i64 + old_len))?;
         inode::add_nlink(t.conn(), ino, 0, t.now)?;
         t.changed_inode(ino);

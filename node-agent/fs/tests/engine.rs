@@ -971,3 +971,37 @@ fn xattrs_and_symlink_targets_count_against_the_byte_quota() {
     assert_eq!(used(&fs), 0);
     assert_consistent(&fs);
 }
+
+/// Names outside `user.`, `trusted.` and `security.` stored before the
+/// namespace check (through an older build) stay readable and removable,
+/// so their space can be reclaimed; new ones are refused.
+#[test]
+fn xattrs_stored_under_other_namespaces_stay_readable_and_removable() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("fs.db");
+    let fs = Fs::create(&db, Limits::default()).unwrap();
+    let f = file(&fs, ROOT_INO, "f");
+    drop(fs);
+    {
+        let conn = rusqlite::Connection::open(&db).unwrap();
+        conn.execute_batch(&format!(
+            "INSERT INTO xattrs (ino, name, value) VALUES ({f}, CAST('bogus.ns' AS BLOB), CAST('v' AS BLOB));
+             UPDATE meta SET value = value + 9 WHERE key = 'used_bytes';"
+        ))
+        .unwrap();
+    }
+    let fs = Fs::open(&db).unwrap();
+    assert_consistent(&fs);
+    assert_eq!(fs.listxattr(f).unwrap(), vec![b"bogus.ns".to_vec()]);
+    assert_eq!(fs.getxattr(f, b"bogus.ns").unwrap(), b"v");
+    assert_eq!(
+        errno(fs.setxattr(f, b"bogus.ns", b"w", XattrFlags::default())),
+        Errno::ENOTSUP
+    );
+    fs.removexattr(f, b"bogus.ns").unwrap();
+    assert_eq!(errno(fs.getxattr(f, b"bogus.ns")), Errno::ENOTSUP);
+    assert_eq!(errno(fs.removexattr(f, b"bogus.ns")), Errno::ENOTSUP);
+    assert_eq!(errno(fs.getxattr(f, b"user.none")), Errno::ENODATA);
+    assert_eq!(fs.statfs().unwrap().used_bytes, 0);
+    assert_consistent(&fs);
+}
