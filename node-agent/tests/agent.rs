@@ -935,7 +935,36 @@ async fn a_trailing_slash_names_a_directory() {
     // Nothing was touched, and directories still take the slash.
     assert_eq!(read(&mut c, "demo", "f").await.unwrap(), b"data");
     assert_eq!(names(&mut c, "demo", "").await, ["d", "f", "ld"]);
+    // `d/x/..` normalises to `d`, but removing or renaming it is refused.
+    c.mkdir(pb::MkdirRequest {
+        computer: demo(),
+        path: "d/x".into(),
+        parents: false,
+        perm: 0,
+    })
+    .await
+    .unwrap();
+    for path in ["d/x/..", "d/.", "d/x/."] {
+        let err = c
+            .remove(pb::RemoveRequest {
+                computer: demo(),
+                path: path.into(),
+                recursive: true,
+            })
+            .await
+            .unwrap_err();
+        assert_errno(&err, Code::InvalidArgument, "EINVAL");
+        let err = c.rename(rename(path, "moved")).await.unwrap_err();
+        assert_errno(&err, Code::InvalidArgument, "EINVAL");
+    }
+    assert_eq!(names(&mut c, "demo", "d").await, ["x"]);
     c.rename(rename("d/", "e/")).await.unwrap();
-    c.remove(remove("e/")).await.unwrap();
+    c.remove(pb::RemoveRequest {
+        computer: demo(),
+        path: "e/".into(),
+        recursive: true,
+    })
+    .await
+    .unwrap();
     assert_eq!(names(&mut c, "demo", "").await, ["f", "ld"]);
 }

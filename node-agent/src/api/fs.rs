@@ -136,6 +136,7 @@ pub fn readdir(fs: &Fs, req: &pb::ReadDirRequest) -> Result<pb::ReadDirResponse,
 
 pub fn remove(fs: &Fs, req: &pb::RemoveRequest) -> Result<(), Status> {
     let path = ApiPath::parse(&req.path)?;
+    refuse_dot(&path)?;
     let (parent, name) = parent_of(fs, &path)?;
     let attr = fs
         .lookup(parent, name.as_bytes())
@@ -175,6 +176,8 @@ fn remove_tree(fs: &Fs, parent: Ino, name: &[u8], ino: Ino) -> agentcomputer_fs:
 pub fn rename(fs: &Fs, req: &pb::RenameRequest) -> Result<(), Status> {
     let from = ApiPath::parse(&req.from)?;
     let to = ApiPath::parse(&req.to)?;
+    refuse_dot(&from)?;
+    refuse_dot(&to)?;
     let (from_dir, from_name) = parent_of(fs, &from)?;
     let (to_dir, to_name) = parent_of(fs, &to)?;
     if from.dir_only() || to.dir_only() {
@@ -207,6 +210,18 @@ pub fn rename(fs: &Fs, req: &pb::RenameRequest) -> Result<(), Status> {
         };
         on(shown)(e)
     })
+}
+
+/// `EINVAL` for a path whose last component is `.` or `..` (as `rm`
+/// refuses them): `a/b/..` must not remove `a`.
+fn refuse_dot(path: &ApiPath) -> Result<(), Status> {
+    if path.dot_last() {
+        return Err(errno_detail(
+            Errno::EINVAL,
+            format_args!("refusing to remove or rename '.' or '..': {}", path.shown()),
+        ));
+    }
+    Ok(())
 }
 
 pub fn symlink(fs: &Fs, req: &pb::SymlinkRequest) -> Result<pb::FileInfo, Status> {

@@ -32,6 +32,9 @@ pub struct ApiPath {
     /// The client's path ended in `/`, `/.` or `/..`: it must name a
     /// directory.
     dir_only: bool,
+    /// The client's last component was `.` or `..`: a name that cannot be
+    /// removed or renamed, although normalisation resolved it.
+    dot_last: bool,
 }
 
 impl ApiPath {
@@ -80,10 +83,12 @@ impl ApiPath {
         }
         let last = rest.rsplit('/').next().unwrap_or("");
         let dir_only = !components.is_empty() && matches!(last, "" | "." | "..");
+        let dot_last = matches!(last, "." | "..");
         Ok(ApiPath {
             components,
             shown: path.to_string(),
             dir_only,
+            dot_last,
         })
     }
 
@@ -93,6 +98,7 @@ impl ApiPath {
             components: Vec::new(),
             shown: WORKSPACE.to_string(),
             dir_only: false,
+            dot_last: false,
         }
     }
 
@@ -101,6 +107,13 @@ impl ApiPath {
     /// Always false for the root, which is a directory anyway.
     pub fn dir_only(&self) -> bool {
         self.dir_only
+    }
+
+    /// Whether the client's last component was `.` or `..` (`a/b/..`
+    /// normalises to `a`, but removing or renaming it must fail, as
+    /// rmdir(2) and rename(2) refuse such names).
+    pub fn dot_last(&self) -> bool {
+        self.dot_last
     }
 
     /// Whether this is the root directory.
@@ -146,6 +159,7 @@ impl ApiPath {
                 components: parents.to_vec(),
                 shown: self.shown.clone(),
                 dir_only: false,
+                dot_last: false,
             },
             last.as_str(),
         ))
