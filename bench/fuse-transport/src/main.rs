@@ -8,7 +8,7 @@
 //! every metadata benchmark of the real server from below.
 //!
 //! Usage (root; io_uring needs `/sys/module/fuse/parameters/enable_uring`,
-//! which this program sets for the run and restores):
+//! which this program sets for the run and restores, unless it is killed):
 //! `cargo run --release -p fuse-transport -- [--ops N] [--reps R]`
 
 mod servers;
@@ -28,11 +28,11 @@ const FUSE_SUPER_MAGIC: i64 = 0x6573_5546;
 #[command(about = "Round-trip cost of a null FUSE server per transport")]
 struct Args {
     /// `lstat` calls per client thread and repetition.
-    #[arg(long, default_value_t = 20_000)]
-    ops: usize,
+    #[arg(long, default_value_t = 20_000, value_parser = clap::value_parser!(u64).range(1..))]
+    ops: u64,
     /// Measured repetitions (after one warm-up); the median is reported.
-    #[arg(long, default_value_t = 3)]
-    reps: usize,
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u64).range(1..))]
+    reps: u64,
     /// Internal: serve a null filesystem (`dev:THREADS` or `uring`) at DIR.
     #[arg(long, num_args = 2, value_names = ["KIND", "DIR"], hide = true)]
     serve: Option<Vec<String>>,

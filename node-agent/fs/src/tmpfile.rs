@@ -101,9 +101,13 @@ impl Fs {
     /// replaced in the same transaction (as `rename(2)` would replace it),
     /// so readers see either the old file or the whole new one.
     ///
+    /// Unlike linkat(2), any regular file whose last name is gone while a
+    /// handle holds it is accepted, not only one from
+    /// [`Fs::create_unnamed`]: callers pass inodes they created.
+    ///
     /// Errors: `EEXIST` (name taken and not `replace`), `EISDIR` (the name
-    /// is a directory), `EINVAL` (`ino` is not an unnamed regular file, or
-    /// already has a name), `ENOENT`, `ENOTDIR`, `ENAMETOOLONG`.
+    /// is a directory), `EINVAL` (`ino` is not a regular file without a
+    /// name), `ENOENT`, `ENOTDIR`, `ENAMETOOLONG`.
     pub fn link_unnamed(&self, ino: Ino, parent: Ino, name: &[u8], replace: bool) -> Result<Attr> {
         let mut t = self.begin()?;
         let a = t.link_unnamed(ino, parent, name, replace)?;
