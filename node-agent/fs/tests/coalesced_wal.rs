@@ -287,3 +287,41 @@ fn a_batch_that_cannot_commit_on_a_full_disk_reports_enospc() {
     assert_eq!(get(&fs, "before"), body(1, 1 << 20));
     assert_eq!(fs.check().unwrap(), Vec::<String>::new());
 }
+
+/// A call inside a batch that itself hits the full disk (its pages spill
+/// from the page cache into the WAL): the call fails with `ENOSPC`,
+/// SQLite rolls the whole batch back, and the next `fsync` reports the
+/// lost calls with `ENOSPC` too.
+#[test]
+fn a_batch_rolled_back_by_a_full_disk_mid_call_reports_enospc() {
+    if !nix::unistd::geteuid().is_root() {
+        eprintln!("SKIPPED: mounting a small tmpfs needs root");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let _disk = SmallDisk::mount(dir.path(), "24m");
+    let db = dir.path().join("fs.db");
+    let fs = Fs::create(&db, Limits::default()).unwrap();
+    put(&fs, "before", &body(1, 1 << 20)).unwrap();
+    fs.fsync(None).unwrap();
+    let batched = fs.with_commit_window(Duration::from_secs(600));
+    put(&batched, "small", b"lost with its batch").unwrap();
+    // Leave a few MiB free, then write more than the page cache (8 MiB)
+    // and the free space together hold.
+    let filler = dir.path().join("filler");
+    std::fs::write(&filler, vec![9u8; 16 << 20]).unwrap();
+    let err = put(&batched, "big", &body(2, 20 << 20)).unwrap_err();
+    assert_eq!(err.errno(), Errno::ENOSPC, "{err}");
+
+    std::fs::remove_file(&filler).unwrap();
+    let err = batched.fsync(None).unwrap_err();
+    assert_eq!(err.errno(), Errno::ENOSPC, "{err}");
+    assert!(err.to_string().contains("completed calls failed"), "{err}");
+    fs.fsync(None).unwrap();
+    for name in ["small", "big"] {
+        let r = fs.resolve(ROOT_INO, name.as_bytes(), true);
+        assert_eq!(r.unwrap_err().errno(), Errno::ENOENT, "{name}");
+    }
+    assert_eq!(get(&fs, "before"), body(1, 1 << 20));
+    assert_eq!(fs.check().unwrap(), Vec::<String>::new());
+}
