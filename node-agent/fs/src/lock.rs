@@ -75,7 +75,8 @@ impl ProcessLock {
                 }
                 // SAFETY: as above; F_GETLK fills in the holder.
                 let got = unsafe { libc::fcntl(file.as_raw_fd(), libc::F_GETLK, &mut fl) };
-                let holder = if got == 0 && fl.l_type != libc::F_UNLCK as i16 {
+                // A holder in another PID namespace shows as pid 0.
+                let holder = if got == 0 && fl.l_type != libc::F_UNLCK as i16 && fl.l_pid > 0 {
                     format!("process {}", fl.l_pid)
                 } else {
                     "another process".to_string()
