@@ -220,24 +220,43 @@ fn a_full_disk_refuses_the_commit_and_keeps_what_was_committed() {
     assert_eq!(fs.check().unwrap(), Vec::<String>::new());
 }
 
+/// A 24 MiB tmpfs holding a fresh database with one fsynced 1 MiB file,
+/// `before` (`body(1, ..)`); `None` (skipped) without root.
+struct FullDisk {
+    dir: tempfile::TempDir,
+    // Unmounted before `dir` is removed.
+    _disk: SmallDisk,
+    db: std::path::PathBuf,
+    fs: Fs,
+}
+
+impl FullDisk {
+    fn with_one_durable_file() -> Option<FullDisk> {
+        if !nix::unistd::geteuid().is_root() {
+            eprintln!("SKIPPED: mounting a small tmpfs needs root");
+            return None;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let _disk = SmallDisk::mount(dir.path(), "24m");
+        let db = dir.path().join("fs.db");
+        let fs = Fs::create(&db, Limits::default()).unwrap();
+        put(&fs, "before", &body(1, 1 << 20)).unwrap();
+        fs.fsync(None).unwrap();
+        Some(FullDisk { dir, _disk, db, fs })
+    }
+}
+
 /// A batch of calls made through a commit window that cannot commit
 /// because the host disk filled up in the meantime: the call that commits
 /// it (here an API-like call without a window) and the next `fsync` once
 /// there is room again report `ENOSPC`, not a bare `EIO`, so callers
-/// know to free space. The batch's
-/// calls are lost as a whole; everything committed before stays intact.
+/// know to free space. The batch's calls are lost as a whole; everything
+/// committed before stays intact.
 #[test]
 fn a_batch_that_cannot_commit_on_a_full_disk_reports_enospc() {
-    if !nix::unistd::geteuid().is_root() {
-        eprintln!("SKIPPED: mounting a small tmpfs needs root");
+    let Some(FullDisk { dir, _disk, db, fs }) = FullDisk::with_one_durable_file() else {
         return;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let _disk = SmallDisk::mount(dir.path(), "24m");
-    let db = dir.path().join("fs.db");
-    let fs = Fs::create(&db, Limits::default()).unwrap();
-    put(&fs, "before", &body(1, 1 << 20)).unwrap();
-    fs.fsync(None).unwrap();
+    };
 
     // Fits in the writer's page cache, so nothing reaches the WAL before
     // the batch commits.
@@ -294,16 +313,9 @@ fn a_batch_that_cannot_commit_on_a_full_disk_reports_enospc() {
 /// lost calls with `ENOSPC` too.
 #[test]
 fn a_batch_rolled_back_by_a_full_disk_mid_call_reports_enospc() {
-    if !nix::unistd::geteuid().is_root() {
-        eprintln!("SKIPPED: mounting a small tmpfs needs root");
+    let Some(FullDisk { dir, _disk, fs, .. }) = FullDisk::with_one_durable_file() else {
         return;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let _disk = SmallDisk::mount(dir.path(), "24m");
-    let db = dir.path().join("fs.db");
-    let fs = Fs::create(&db, Limits::default()).unwrap();
-    put(&fs, "before", &body(1, 1 << 20)).unwrap();
-    fs.fsync(None).unwrap();
+    };
     let batched = fs.with_commit_window(Duration::from_secs(600));
     put(&batched, "small", b"lost with its batch").unwrap();
     // Leave a few MiB free, then write more than the page cache (8 MiB)
