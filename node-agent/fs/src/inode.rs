@@ -166,14 +166,18 @@ pub(crate) fn free(conn: &Connection, ino: Ino) -> Result<()> {
     let id = ino as i64;
     conn.prepare_cached("DELETE FROM chunks WHERE ino = ?1")?
         .execute([id])?;
-    // Xattrs and a symlink's target count in used_bytes too.
-    let mut extra: i64 = conn
-        .prepare_cached(
-            "SELECT COALESCE(SUM(length(name) + length(value)), 0) FROM xattrs WHERE ino = ?1",
-        )?
-        .query_row([id], |r| r.get(0))?;
-    conn.prepare_cached("DELETE FROM xattrs WHERE ino = ?1")?
-        .execute([id])?;
+    // Xattrs and a symlink's target count in used_bytes too: one statement
+    // deletes the xattrs and yields their sizes.
+    let mut extra: i64 = 0;
+    {
+        let mut st = conn.prepare_cached(
+            "DELETE FROM xattrs WHERE ino = ?1 RETURNING length(name) + length(value)",
+        )?;
+        let mut rows = st.query([id])?;
+        while let Some(r) = rows.next()? {
+            extra += r.get::<_, i64>(0)?;
+        }
+    }
     if i.attr.kind == FileKind::Symlink {
         extra += conn
             .prepare_cached("DELETE FROM symlinks WHERE ino = ?1 RETURNING length(target)")?
