@@ -246,6 +246,26 @@ impl FullDisk {
     }
 }
 
+/// After a batch was lost to a full disk and space was freed: the next
+/// `fsync` through `batched` reports the loss with `ENOSPC`, the one after
+/// succeeds, none of `names` exists, and the durable file `before` of
+/// [`FullDisk`] is intact.
+fn assert_lost_once(batched: &Fs, fs: &Fs, names: &[&str]) {
+    let err = batched.fsync(None).unwrap_err();
+    assert_eq!(err.errno(), Errno::ENOSPC, "{err}");
+    assert!(err.to_string().contains("completed calls failed"), "{err}");
+    fs.fsync(None).unwrap();
+    for name in names {
+        let r = fs.resolve(ROOT_INO, name.as_bytes(), true);
+        assert_eq!(
+            r.unwrap_err().errno(),
+            Errno::ENOENT,
+            "{name} was lost with its batch"
+        );
+    }
+    assert_eq!(get(fs, "before"), body(1, 1 << 20));
+}
+
 /// A batch of calls made through a commit window that cannot commit
 /// because the host disk filled up in the meantime: the call that commits
 /// it (here an API-like call without a window) and the next `fsync` once
@@ -285,20 +305,7 @@ fn a_batch_that_cannot_commit_on_a_full_disk_reports_enospc() {
     // With room again, the first fsync tells the batch's callers that their
     // calls were lost (once), as fsync(2) reports a failed writeback.
     std::fs::remove_file(&filler).unwrap();
-    let err = batched.fsync(None).unwrap_err();
-    assert_eq!(err.errno(), Errno::ENOSPC, "{err}");
-    assert!(err.to_string().contains("completed calls failed"), "{err}");
-    fs.fsync(None).unwrap();
-    assert_eq!(get(&fs, "before"), body(1, 1 << 20));
-    for i in 0..3u64 {
-        let name = format!("batched{i}");
-        let r = fs.resolve(ROOT_INO, name.as_bytes(), true);
-        assert_eq!(
-            r.unwrap_err().errno(),
-            Errno::ENOENT,
-            "{name} was lost with its batch"
-        );
-    }
+    assert_lost_once(&batched, &fs, &["batched0", "batched1", "batched2"]);
     fs.mkdir(ROOT_INO, b"api", 0o755, Owner::ROOT).unwrap();
     assert_eq!(fs.check().unwrap(), Vec::<String>::new());
     drop((batched, fs));
@@ -326,14 +333,6 @@ fn a_batch_rolled_back_by_a_full_disk_mid_call_reports_enospc() {
     assert_eq!(err.errno(), Errno::ENOSPC, "{err}");
 
     std::fs::remove_file(&filler).unwrap();
-    let err = batched.fsync(None).unwrap_err();
-    assert_eq!(err.errno(), Errno::ENOSPC, "{err}");
-    assert!(err.to_string().contains("completed calls failed"), "{err}");
-    fs.fsync(None).unwrap();
-    for name in ["small", "big"] {
-        let r = fs.resolve(ROOT_INO, name.as_bytes(), true);
-        assert_eq!(r.unwrap_err().errno(), Errno::ENOENT, "{name}");
-    }
-    assert_eq!(get(&fs, "before"), body(1, 1 << 20));
+    assert_lost_once(&batched, &fs, &["small", "big"]);
     assert_eq!(fs.check().unwrap(), Vec::<String>::new());
 }
