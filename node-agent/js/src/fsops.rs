@@ -142,25 +142,6 @@ impl FsOps {
         })
     }
 
-    /// `ENOTDIR` when `path` ends in `/` (so it must name a directory) and
-    /// entry `name` of `dir` exists but is not a directory: Linux's answer
-    /// for unlink and rename of `file/`. A missing entry is left to the call.
-    fn check_trailing_slash(
-        fs: &Fs,
-        dir: u64,
-        name: &[u8],
-        path: &str,
-        syscall: &'static str,
-    ) -> R<()> {
-        if !ends_in_slash(path) {
-            return Ok(());
-        }
-        match fs.lookup(dir, name) {
-            Ok(a) if a.kind != FileKind::Directory => Err(Self::err(Errno::ENOTDIR, syscall, path)),
-            _ => Ok(()),
-        }
-    }
-
     /// The engine and path-inside-mount for the whole-file calls.
     fn placed(
         &self,
@@ -303,7 +284,7 @@ impl FsOps {
     /// `unlink(2)`.
     pub fn unlink(&self, path: &str) -> R<()> {
         let (_, fs, dir, name) = self.parent(path, "unlink", Errno::EISDIR, Errno::ENOENT)?;
-        Self::check_trailing_slash(&fs, dir, &name, path, "unlink")?;
+        trailing_slash(&fs, dir, &name, path, "unlink", Slash::Source)?;
         fs.unlink(dir, &name)
             .map_err(|e| SysError::from_fs(&e, "unlink", path))
     }
@@ -372,9 +353,9 @@ impl FsOps {
         }
         if ends_in_slash(to) && !ends_in_slash(from) {
             // `to/` too makes the source a directory or ENOTDIR.
-            Self::check_trailing_slash(&fs, d1, &n1, to, "rename").map_err(with_dest)?;
+            trailing_slash(&fs, d1, &n1, to, "rename", Slash::Source).map_err(with_dest)?;
         }
-        Self::check_trailing_slash(&fs, d1, &n1, from, "rename").map_err(with_dest)?;
+        trailing_slash(&fs, d1, &n1, from, "rename", Slash::Source).map_err(with_dest)?;
         fs.rename(d1, &n1, d2, &n2, RenameFlags::default())
             .map_err(|e| SysError::from_fs(&e, "rename", from).with_dest(to))
     }
@@ -430,7 +411,7 @@ impl FsOps {
         let (_, fs, dir, name) = self
             .parent(path, "symlink", Errno::EEXIST, Errno::EACCES)
             .map_err(with_dest)?;
-        new_name_without_slash(&fs, dir, &name, path, "symlink").map_err(with_dest)?;
+        trailing_slash(&fs, dir, &name, path, "symlink", Slash::NewName).map_err(with_dest)?;
         fs.symlink(dir, &name, target.as_bytes(), self.vfs.owner)
             .map_err(|e| with_dest(SysError::from_fs(&e, "symlink", path)))?;
         Ok(())
@@ -469,7 +450,7 @@ impl FsOps {
         if node.mount != Some(m) {
             return Err(with_dest(Self::err(Errno::EXDEV, "link", existing)));
         }
-        new_name_without_slash(&fs, dir, &name, new, "link").map_err(with_dest)?;
+        trailing_slash(&fs, dir, &name, new, "link", Slash::NewName).map_err(with_dest)?;
         fs.link(node.attr.ino, dir, &name)
             .map_err(|e| with_dest(SysError::from_fs(&e, "link", existing)))?;
         Ok(())
@@ -760,22 +741,36 @@ fn ends_in_slash(path: &str) -> bool {
     path.len() > 1 && path.ends_with('/')
 }
 
-/// symlink(2) and link(2) create a non-directory, so a new name written as
-/// `name/` fails as on Linux: `EEXIST` if it exists, else `ENOENT`.
-fn new_name_without_slash(
+/// What a path ending in `/` names for a call.
+#[derive(Clone, Copy)]
+enum Slash {
+    /// An existing entry the call acts on (unlink, rename): `ENOTDIR` if it
+    /// is not a directory; a missing one is left to the call.
+    Source,
+    /// A non-directory the call creates (symlink, link): `EEXIST` if the
+    /// name exists, else `ENOENT`.
+    NewName,
+}
+
+/// Linux's answer for `path` written with a trailing `/` whose final name
+/// is `name` in `dir`; `Ok` when `path` has none or the call may go on.
+fn trailing_slash(
     fs: &Fs,
     dir: u64,
     name: &[u8],
     path: &str,
     syscall: &'static str,
+    role: Slash,
 ) -> R<()> {
     if !ends_in_slash(path) {
         return Ok(());
     }
-    let errno = if fs.lookup(dir, name).is_ok() {
-        Errno::EEXIST
-    } else {
-        Errno::ENOENT
+    let found = fs.lookup(dir, name).ok();
+    let errno = match (role, found) {
+        (Slash::Source, Some(a)) if a.kind != FileKind::Directory => Errno::ENOTDIR,
+        (Slash::Source, _) => return Ok(()),
+        (Slash::NewName, Some(_)) => Errno::EEXIST,
+        (Slash::NewName, None) => Errno::ENOENT,
     };
     Err(FsOps::err(errno, syscall, path))
 }
