@@ -62,18 +62,39 @@ fn entries(dir: &Path) -> Vec<String> {
     names
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn mount_is_shared_with_exec_and_unmounts() {
+/// A node agent with a 100 ms idle timeout, on a fresh data directory,
+/// with computer `demo` mounted at a fresh directory: (data, mountpoint,
+/// agent, client). `None` (skipped) without FUSE.
+async fn mounted_demo() -> Option<(tempfile::TempDir, tempfile::TempDir, Agent, Client)> {
     if !fuse_available() {
-        return;
+        return None;
     }
     let data = tempfile::tempdir().unwrap();
     let mnt = tempfile::tempdir().unwrap();
-    // A short idle timeout: the mounted computer must stay open anyway.
     let agent = Agent::start(data.path(), &["--idle-timeout", "100ms"]);
     let mut c = agent.client().await;
     create(&mut c, "demo", 0).await;
     mount(&mut c, "demo", mnt.path()).await.unwrap();
+    Some((data, mnt, agent, c))
+}
+
+/// Whether computer `demo` is open (not hibernated).
+async fn is_open(c: &mut Client) -> bool {
+    c.get_computer(pb::GetComputerRequest {
+        name: "demo".into(),
+    })
+    .await
+    .unwrap()
+    .into_inner()
+    .open
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn mount_is_shared_with_exec_and_unmounts() {
+    // A short idle timeout: a mounted computer must stay open anyway.
+    let Some((data, mnt, agent, mut c)) = mounted_demo().await else {
+        return;
+    };
     assert_eq!(
         recorded(data.path()),
         vec![serde_json::json!({"computer": "demo", "path": mnt.path()})]
@@ -88,14 +109,7 @@ async fn mount_is_shared_with_exec_and_unmounts() {
     );
 
     tokio::time::sleep(Duration::from_millis(600)).await;
-    let got = c
-        .get_computer(pb::GetComputerRequest {
-            name: "demo".into(),
-        })
-        .await
-        .unwrap()
-        .into_inner();
-    assert!(got.open, "a mounted computer was hibernated");
+    assert!(is_open(&mut c).await, "a mounted computer was hibernated");
     assert_eq!(entries(mnt.path()), ["a", "b"]);
 
     assert_errno(
@@ -215,15 +229,10 @@ async fn deleting_a_mounted_computer_unmounts_it() {
 /// they let go, however short the idle timeout.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_lazily_detached_mount_keeps_its_computer_open_until_released() {
-    if !fuse_available() {
+    // A short idle timeout: a mounted computer must stay open anyway.
+    let Some((_data, mnt, agent, mut c)) = mounted_demo().await else {
         return;
-    }
-    let data = tempfile::tempdir().unwrap();
-    let mnt = tempfile::tempdir().unwrap();
-    let agent = Agent::start(data.path(), &["--idle-timeout", "100ms"]);
-    let mut c = agent.client().await;
-    create(&mut c, "demo", 0).await;
-    mount(&mut c, "demo", mnt.path()).await.unwrap();
+    };
     std::fs::write(mnt.path().join("held"), "before\n").unwrap();
     let mut held = std::fs::OpenOptions::new()
         .append(true)
@@ -232,18 +241,6 @@ async fn a_lazily_detached_mount_keeps_its_computer_open_until_released() {
     unmount(&mut c, "demo", mnt.path()).await.unwrap();
     assert!(entries(mnt.path()).is_empty(), "the path is free at once");
 
-    let is_open = |c: &mut Client| {
-        let mut c = c.clone();
-        async move {
-            c.get_computer(pb::GetComputerRequest {
-                name: "demo".into(),
-            })
-            .await
-            .unwrap()
-            .into_inner()
-            .open
-        }
-    };
     tokio::time::sleep(Duration::from_millis(600)).await;
     assert!(is_open(&mut c).await, "closed under a live detached mount");
     // The detached session and the runtimes share one engine.
