@@ -185,10 +185,7 @@ pub fn rename(fs: &Fs, req: &pb::RenameRequest) -> Result<(), Status> {
         let src = fs
             .lookup(from_dir, from_name.as_bytes())
             .map_err(on(from.shown()))?;
-        if src.kind != FileKind::Directory {
-            let shown = if from.dir_only() { &from } else { &to };
-            return Err(errno_status(Errno::ENOTDIR, shown.shown()));
-        }
+        check_dir_only(if from.dir_only() { &from } else { &to }, src.kind)?;
     }
     let flags = RenameFlags {
         noreplace: req.noreplace,
