@@ -23,7 +23,7 @@ use std::path::{Path, PathBuf};
 use crate::{Errno, Error, Result};
 
 /// The lock file of database `db`: its path with `-lock` appended.
-pub(crate) fn lock_path(db: &Path) -> PathBuf {
+fn lock_path(db: &Path) -> PathBuf {
     let mut p = db.as_os_str().to_owned();
     p.push("-lock");
     PathBuf::from(p)
@@ -34,7 +34,7 @@ pub(crate) fn lock_path(db: &Path) -> PathBuf {
 #[derive(Debug)]
 pub(crate) struct ProcessLock {
     path: PathBuf,
-    _file: File,
+    file: File,
 }
 
 impl Drop for ProcessLock {
@@ -42,7 +42,7 @@ impl Drop for ProcessLock {
         // While still locked: whoever opened the old file sees it replaced.
         // Only our own file: the path may name a newer database's lock by
         // now (the directory was replaced while this engine was still open).
-        if same_file(&self._file, &self.path) {
+        if same_file(&self.file, &self.path) {
             let _ = std::fs::remove_file(&self.path);
         }
     }
@@ -90,7 +90,7 @@ impl ProcessLock {
                 });
             }
             if same_file(&file, &path) {
-                return Ok(ProcessLock { path, _file: file });
+                return Ok(ProcessLock { path, file });
             }
             // Removed by a closing holder after we opened it: try again.
         }
