@@ -79,7 +79,8 @@ pub struct AgentComputerSpec {
 #[serde(rename_all = "camelCase")]
 #[x_kube(
     validation = Rule::new("isQuantity(string(self.size)) && quantity(string(self.size)).compareTo(quantity('1Mi')) >= 0").message("storage.size must be a quantity of at least 1Mi, e.g. 10Gi").field_path(".size"),
-    validation = Rule::new("quantity(string(self.size)).compareTo(quantity(string(oldSelf.size))) >= 0").message("storage.size may only grow").field_path(".size")
+    validation = Rule::new("quantity(string(self.size)).compareTo(quantity(string(oldSelf.size))) >= 0").message("storage.size may only grow").field_path(".size"),
+    validation = Rule::new("!has(oldSelf.maxInodes) || (has(self.maxInodes) && self.maxInodes >= oldSelf.maxInodes)").message("storage.maxInodes may only grow").field_path(".maxInodes")
 )]
 pub struct StorageSpec {
     /// Quota of the computer's filesystem (file contents and metadata), e.g.
@@ -92,6 +93,14 @@ pub struct StorageSpec {
     /// Retain keeps them for later recovery.
     #[serde(default)]
     pub reclaim_policy: ReclaimPolicy,
+
+    /// Most inodes (files, directories, symlinks...) the filesystem may
+    /// hold; creating one more fails with ENOSPC. Unset: the node agent's
+    /// default (one inode per 4 KiB of size, as mkfs.ext4 gives by default,
+    /// at least 1,024). May only grow.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub max_inodes: Option<i64>,
 }
 
 /// What happens to a computer's volume when the computer is deleted.

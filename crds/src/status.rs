@@ -36,6 +36,13 @@ pub struct AgentComputerStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub credential_secret: Option<String>,
 
+    /// Fingerprint of the computer's access credential, "sha256:" and the
+    /// lowercase hex SHA-256 (FIPS 180-4) of the Secret's token. The node
+    /// agent checks tokens against it and never reads the Secret; a
+    /// rotated token changes it, which revokes the old token.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub credential_hash: Option<String>,
+
     /// Name of the sandbox pod, while the container runtime has one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sandbox_pod: Option<String>,

@@ -7,6 +7,7 @@
 //! the `node-agent` binary wraps it with command-line parsing and signals.
 
 pub mod api;
+pub mod auth;
 mod blocking;
 pub mod computer;
 pub mod local;

@@ -11,7 +11,10 @@ use tokio_util::sync::CancellationToken;
 use tonic::transport::server::TcpIncoming;
 use tracing::{info, warn};
 
+use std::sync::Arc;
+
 use crate::api::Service;
+use crate::auth::AllowAll;
 use crate::registry::Registry;
 
 /// Default address of the API in local mode.
@@ -85,7 +88,7 @@ where
     };
     let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
     let server = tonic::transport::Server::builder()
-        .add_service(Service::new(registry.clone()).into_server())
+        .add_service(Service::new(registry.clone(), Arc::new(AllowAll)).into_server())
         .serve_with_incoming_shutdown(incoming, on_signal);
     let forced = async {
         stop.cancelled().await;

@@ -329,6 +329,7 @@ pub async fn apply(c: Arc<AgentComputer>, ctx: Arc<Context>) -> Result<Action> {
         }),
         endpoint,
         credential_secret: Some(secret_name),
+        credential_hash: None,
         sandbox_pod: sandbox
             .as_ref()
             .and_then(|s| s.running.then(|| resources::pod_name(&c))),

@@ -23,21 +23,42 @@ use agentcomputer_proto::v1 as pb;
 use agentcomputer_proto::v1::agent_computer_server::{AgentComputer, AgentComputerServer};
 use tonic::{Request, Response, Status, Streaming};
 
+use std::sync::Arc;
+
+use crate::auth::{Authorizer, Caller};
 use crate::blocking::blocking;
 use crate::registry::Registry;
 
 pub use exec::{DEFAULT_MAX_OUTPUT, DEFAULT_TIMEOUT, MAX_RESULT_BYTES, MAX_TIMEOUT};
 
-/// The service implementation over a [`Registry`].
+/// The service implementation over a [`Registry`]. Every call is checked
+/// by its [`Authorizer`] before it touches a computer.
 #[derive(Clone)]
 pub struct Service {
     registry: Registry,
+    auth: Arc<dyn Authorizer>,
 }
 
 impl Service {
-    /// A service serving the computers of `registry`.
-    pub fn new(registry: Registry) -> Service {
-        Service { registry }
+    /// A service serving the computers of `registry` to the callers `auth`
+    /// admits.
+    pub fn new(registry: Registry, auth: Arc<dyn Authorizer>) -> Service {
+        Service { registry, auth }
+    }
+
+    /// The credential of `req`, to be checked by the service's rule.
+    fn caller<T>(&self, req: &Request<T>) -> Caller {
+        Caller::new(req.metadata(), self.auth.clone())
+    }
+
+    /// Checks the credential of `req` for the computer it names and
+    /// returns the message with that name replaced by the registry key.
+    fn authorized<T: NamesComputer>(&self, req: Request<T>) -> Result<T, Status> {
+        let caller = self.caller(&req);
+        let mut msg = req.into_inner();
+        let key = caller.computer(msg.computer_field())?;
+        *msg.computer_field() = key;
+        Ok(msg)
     }
 
     /// The tonic server for this service, accepting and sending messages of
@@ -59,12 +80,34 @@ impl Service {
     }
 }
 
+/// A request message that names one computer.
+trait NamesComputer {
+    fn computer_field(&mut self) -> &mut String;
+}
+
+macro_rules! names_computer {
+    ($field:ident: $($t:ty),+) => {
+        $(impl NamesComputer for $t {
+            fn computer_field(&mut self) -> &mut String {
+                &mut self.$field
+            }
+        })+
+    };
+}
+
+names_computer!(name: pb::GetComputerRequest);
+names_computer!(computer: pb::MountRequest, pb::UnmountRequest, pb::StatRequest,
+    pb::ReadRequest, pb::MkdirRequest, pb::ReadDirRequest, pb::RemoveRequest,
+    pb::RenameRequest, pb::SymlinkRequest, pb::ReadlinkRequest, pb::ChmodRequest,
+    pb::GlobRequest, pb::GrepRequest, pb::StatfsRequest, pb::ExecRequest);
+
 #[tonic::async_trait]
 impl AgentComputer for Service {
     async fn create_computer(
         &self,
         req: Request<pb::CreateComputerRequest>,
     ) -> Result<Response<pb::Computer>, Status> {
+        self.caller(&req).manage()?;
         computers::create(&self.registry, req.into_inner())
             .await
             .map(Response::new)
@@ -74,6 +117,7 @@ impl AgentComputer for Service {
         &self,
         req: Request<pb::DeleteComputerRequest>,
     ) -> Result<Response<pb::DeleteComputerResponse>, Status> {
+        self.caller(&req).manage()?;
         computers::delete(&self.registry, req.into_inner())
             .await
             .map(Response::new)
@@ -83,15 +127,17 @@ impl AgentComputer for Service {
         &self,
         req: Request<pb::GetComputerRequest>,
     ) -> Result<Response<pb::Computer>, Status> {
-        computers::get(&self.registry, req.into_inner())
+        let req = self.authorized(req)?;
+        computers::get(&self.registry, req)
             .await
             .map(Response::new)
     }
 
     async fn list_computers(
         &self,
-        _req: Request<pb::ListComputersRequest>,
+        req: Request<pb::ListComputersRequest>,
     ) -> Result<Response<pb::ListComputersResponse>, Status> {
+        self.caller(&req).manage()?;
         computers::list(&self.registry).await.map(Response::new)
     }
 
@@ -99,7 +145,8 @@ impl AgentComputer for Service {
         &self,
         req: Request<pb::MountRequest>,
     ) -> Result<Response<pb::MountResponse>, Status> {
-        mount::mount(&self.registry, req.into_inner())
+        let req = self.authorized(req)?;
+        mount::mount(&self.registry, req)
             .await
             .map(Response::new)
     }
@@ -108,13 +155,14 @@ impl AgentComputer for Service {
         &self,
         req: Request<pb::UnmountRequest>,
     ) -> Result<Response<pb::UnmountResponse>, Status> {
-        mount::unmount(&self.registry, req.into_inner())
+        let req = self.authorized(req)?;
+        mount::unmount(&self.registry, req)
             .await
             .map(Response::new)
     }
 
     async fn stat(&self, req: Request<pb::StatRequest>) -> Result<Response<pb::FileInfo>, Status> {
-        let req = req.into_inner();
+        let req = self.authorized(req)?;
         self.with_fs(&req.computer.clone(), move |fs| fs::stat(fs, &req))
             .await
     }
@@ -125,7 +173,7 @@ impl AgentComputer for Service {
         &self,
         req: Request<pb::ReadRequest>,
     ) -> Result<Response<Self::ReadStream>, Status> {
-        let req = req.into_inner();
+        let req = self.authorized(req)?;
         let lease = self.registry.acquire(&req.computer).await?;
         read::start(lease, req).await.map(Response::new)
     }
@@ -134,7 +182,8 @@ impl AgentComputer for Service {
         &self,
         req: Request<Streaming<pb::WriteRequest>>,
     ) -> Result<Response<pb::WriteResponse>, Status> {
-        write::write(&self.registry, req.into_inner())
+        let caller = self.caller(&req);
+        write::write(&self.registry, &caller, req.into_inner())
             .await
             .map(Response::new)
     }
@@ -143,7 +192,7 @@ impl AgentComputer for Service {
         &self,
         req: Request<pb::MkdirRequest>,
     ) -> Result<Response<pb::FileInfo>, Status> {
-        let req = req.into_inner();
+        let req = self.authorized(req)?;
         self.with_fs(&req.computer.clone(), move |fs| fs::mkdir(fs, &req))
             .await
     }
@@ -152,7 +201,7 @@ impl AgentComputer for Service {
         &self,
         req: Request<pb::ReadDirRequest>,
     ) -> Result<Response<pb::ReadDirResponse>, Status> {
-        let req = req.into_inner();
+        let req = self.authorized(req)?;
         self.with_fs(&req.computer.clone(), move |fs| fs::readdir(fs, &req))
             .await
     }
@@ -161,7 +210,7 @@ impl AgentComputer for Service {
         &self,
         req: Request<pb::RemoveRequest>,
     ) -> Result<Response<pb::RemoveResponse>, Status> {
-        let req = req.into_inner();
+        let req = self.authorized(req)?;
         self.with_fs(&req.computer.clone(), move |fs| {
             fs::remove(fs, &req).map(|()| pb::RemoveResponse {})
         })
@@ -172,7 +221,7 @@ impl AgentComputer for Service {
         &self,
         req: Request<pb::RenameRequest>,
     ) -> Result<Response<pb::RenameResponse>, Status> {
-        let req = req.into_inner();
+        let req = self.authorized(req)?;
         self.with_fs(&req.computer.clone(), move |fs| {
             fs::rename(fs, &req).map(|()| pb::RenameResponse {})
         })
@@ -183,7 +232,7 @@ impl AgentComputer for Service {
         &self,
         req: Request<pb::SymlinkRequest>,
     ) -> Result<Response<pb::FileInfo>, Status> {
-        let req = req.into_inner();
+        let req = self.authorized(req)?;
         self.with_fs(&req.computer.clone(), move |fs| fs::symlink(fs, &req))
             .await
     }
@@ -192,7 +241,7 @@ impl AgentComputer for Service {
         &self,
         req: Request<pb::ReadlinkRequest>,
     ) -> Result<Response<pb::ReadlinkResponse>, Status> {
-        let req = req.into_inner();
+        let req = self.authorized(req)?;
         self.with_fs(&req.computer.clone(), move |fs| fs::readlink(fs, &req))
             .await
     }
@@ -201,7 +250,7 @@ impl AgentComputer for Service {
         &self,
         req: Request<pb::ChmodRequest>,
     ) -> Result<Response<pb::FileInfo>, Status> {
-        let req = req.into_inner();
+        let req = self.authorized(req)?;
         self.with_fs(&req.computer.clone(), move |fs| fs::chmod(fs, &req))
             .await
     }
@@ -210,7 +259,7 @@ impl AgentComputer for Service {
         &self,
         req: Request<pb::GlobRequest>,
     ) -> Result<Response<pb::GlobResponse>, Status> {
-        let req = req.into_inner();
+        let req = self.authorized(req)?;
         self.with_fs(&req.computer.clone(), move |fs| search::glob(fs, &req))
             .await
     }
@@ -221,7 +270,7 @@ impl AgentComputer for Service {
         &self,
         req: Request<pb::GrepRequest>,
     ) -> Result<Response<Self::GrepStream>, Status> {
-        let req = req.into_inner();
+        let req = self.authorized(req)?;
         let lease = self.registry.acquire(&req.computer).await?;
         search::grep(lease, req).await.map(Response::new)
     }
@@ -230,7 +279,7 @@ impl AgentComputer for Service {
         &self,
         req: Request<pb::StatfsRequest>,
     ) -> Result<Response<pb::StatfsResponse>, Status> {
-        let req = req.into_inner();
+        let req = self.authorized(req)?;
         self.with_fs(&req.computer, fs::statfs).await
     }
 
@@ -240,7 +289,8 @@ impl AgentComputer for Service {
         &self,
         req: Request<pb::ExecRequest>,
     ) -> Result<Response<Self::ExecStream>, Status> {
-        exec::start(&self.registry, req.into_inner())
+        let req = self.authorized(req)?;
+        exec::start(&self.registry, req)
             .await
             .map(Response::new)
     }

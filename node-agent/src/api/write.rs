@@ -19,6 +19,7 @@ use super::convert::{OWNER, file_info, parent_of, resolve};
 use super::errors::{errno_detail, errno_status, on};
 use super::paths::ApiPath;
 use crate::blocking::blocking;
+use crate::auth::Caller;
 use crate::registry::Registry;
 
 /// Default permission bits of a new file.
@@ -67,6 +68,7 @@ impl Drop for Target {
 /// stream error when it aborts.
 pub async fn write(
     registry: &Registry,
+    caller: &Caller,
     mut stream: Streaming<pb::WriteRequest>,
 ) -> Result<pb::WriteResponse, Status> {
     let header = match stream.message().await? {
@@ -81,7 +83,8 @@ pub async fn write(
         }
         None => return Err(errno_detail(Errno::EINVAL, "empty Write stream")),
     };
-    let lease = registry.acquire(&header.computer).await?;
+    let key = caller.computer(&header.computer)?;
+    let lease = registry.acquire(&key).await?;
     let path = ApiPath::parse(&header.path)?;
     let mode = pb::WriteMode::try_from(header.mode).map_err(|_| {
         errno_detail(

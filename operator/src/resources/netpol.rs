@@ -202,6 +202,7 @@ mod tests {
                 storage: StorageSpec {
                     size: Quantity("1Gi".into()),
                     reclaim_policy: Default::default(),
+                    max_inodes: None,
                 },
                 runtimes: Default::default(),
                 sandbox: None,
