@@ -12,6 +12,7 @@
 //! (<https://kubernetes.io/docs/reference/using-api/cel/>) for rules across
 //! fields and across updates.
 
+pub mod quantity;
 mod spec;
 mod status;
 
@@ -35,6 +36,25 @@ pub const NODE_AGENT_GRPC_PORT: u16 = 7433;
 /// Port of the node agent's HTTP egress proxy, used by sandbox pods whose egress
 /// policy allows host names.
 pub const NODE_AGENT_PROXY_PORT: u16 = 3128;
+/// uid the sandbox pod runs as (`runAsUser`), and so the owner of the files
+/// the node agent serves to it: the PV's `agentcomputer.dev/uid` attribute.
+pub const SANDBOX_UID: u32 = 1000;
+/// gid of the sandbox pod (`runAsGroup`, `fsGroup`): the PV's
+/// `agentcomputer.dev/gid` attribute.
+pub const SANDBOX_GID: u32 = 1000;
+/// storageClassName of computers' PersistentVolumes and claims, and of the
+/// CSIStorageCapacity objects the node agents publish.
+pub const STORAGE_CLASS: &str = "agentcomputer";
+/// Field manager of the node agent's server-side applies (status.volume
+/// usage, CSIStorageCapacity).
+pub const NODE_AGENT_FIELD_MANAGER: &str = "agentcomputer-node-agent";
+
+/// Name of the CSIStorageCapacity a node agent publishes for `node` in its
+/// own namespace.
+pub fn capacity_name(node: &str) -> String {
+    format!("agentcomputer-{node}")
+}
+
 /// The well-known cloud metadata address (AWS, GCP, Azure, OpenStack), denied
 /// to sandboxes unless `spec.egress.allowMetadata` is true.
 pub const CLOUD_METADATA_CIDR: &str = "169.254.169.254/32";
@@ -55,6 +75,27 @@ pub mod labels {
     /// the computer was last used; the operator stops the sandbox pod once it is
     /// older than `spec.sandbox.idleTimeoutSeconds`.
     pub const LAST_ACTIVITY: &str = "agentcomputer.dev/last-activity";
+    /// Label with the serving node's name: on an AgentComputer once placed, on
+    /// its PersistentVolume, and on each node agent's CSIStorageCapacity.
+    pub const NODE: &str = "agentcomputer.dev/node";
+    /// Annotation `"true"` the operator puts on a PersistentVolume before
+    /// deleting it under reclaim policy Delete (or a cluster admin, to remove
+    /// a Retained volume's data): the node agent then deletes the database.
+    /// Without it a deleted PV's data is kept.
+    pub const DELETE_DATA: &str = "agentcomputer.dev/delete-data";
+    /// Finalizer on every computer's PersistentVolume from its creation; the
+    /// node agent of the PV's node removes it once it has deleted (or, without
+    /// [`DELETE_DATA`], kept) the data.
+    pub const NODE_DATA_FINALIZER: &str = "agentcomputer.dev/node-data";
+    /// CSI volumeAttributes key: the computer's namespace.
+    pub const ATTR_NAMESPACE: &str = "agentcomputer.dev/namespace";
+    /// CSI volumeAttributes key: the computer's name.
+    pub const ATTR_NAME: &str = "agentcomputer.dev/name";
+    /// CSI volumeAttributes key: uid owning the files as the sandbox sees them
+    /// (decimal, [`crate::SANDBOX_UID`]).
+    pub const ATTR_UID: &str = "agentcomputer.dev/uid";
+    /// CSI volumeAttributes key: gid of the sandbox (decimal, [`crate::SANDBOX_GID`]).
+    pub const ATTR_GID: &str = "agentcomputer.dev/gid";
 }
 
 /// The CustomResourceDefinition of [`AgentComputer`] as YAML, exactly as
