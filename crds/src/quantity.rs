@@ -187,7 +187,9 @@ mod tests {
 
     #[test]
     fn bad_input_is_a_clear_error() {
-        for q in ["", "Gi", "1.2.3", "1Gb", "1 Gi", "e3", "1e", "1e+", "abc", "."] {
+        for q in [
+            "", "Gi", "1.2.3", "1Gb", "1 Gi", "e3", "1e", "1e+", "abc", ".",
+        ] {
             assert!(
                 matches!(parse_bytes(q), Err(QuantityError::Syntax(_))),
                 "{q}: {:?}",
@@ -202,7 +204,10 @@ mod tests {
             parse_bytes("16Ei"),
             Err(QuantityError::TooLarge("16Ei".into()))
         );
-        assert!(matches!(parse_bytes("1e30"), Err(QuantityError::TooLarge(_))));
+        assert!(matches!(
+            parse_bytes("1e30"),
+            Err(QuantityError::TooLarge(_))
+        ));
         assert!(
             parse_bytes("1Gb")
                 .unwrap_err()

@@ -1,11 +1,13 @@
-//! What every reconcile shares: the client, caches of nodes and node agents,
-//! configuration, metrics and the event recorder.
+//! What every reconcile shares: the client, caches of nodes, node agents and
+//! their published capacity, configuration, metrics, the event recorder and
+//! the placements decided but not yet visible elsewhere.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use agentcomputer_crds::AgentComputer;
 use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::storage::v1::CSIStorageCapacity;
 use kube::Client;
 use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::reflector::Store;
@@ -67,6 +69,17 @@ impl Config {
     }
 }
 
+/// Caches of the placement inputs.
+pub struct PlacementCaches {
+    /// All Nodes.
+    pub nodes: Store<Node>,
+    /// Node-agent pods (agent namespace, agent selector).
+    pub agents: Store<Pod>,
+    /// CSIStorageCapacity objects labelled `agentcomputer.dev/node` in the
+    /// agent namespace.
+    pub capacities: Store<CSIStorageCapacity>,
+}
+
 /// Shared state of the reconciler.
 pub struct Context {
     /// API client.
@@ -77,18 +90,43 @@ pub struct Context {
     pub nodes: Store<Node>,
     /// Cache of node-agent pods.
     pub agents: Store<Pod>,
+    /// Cache of the CSIStorageCapacity objects node agents publish in the
+    /// agent namespace.
+    pub capacities: Store<CSIStorageCapacity>,
     /// Cache of AgentComputers (the controller's own), for spreading.
     pub computers: Store<AgentComputer>,
     /// Prometheus metrics.
     pub metrics: Arc<Metrics>,
     /// Publishes Events on AgentComputers.
     pub recorder: Recorder,
-    /// Placements decided but not yet visible in the `computers` cache, by
-    /// computer uid. Reconciles of different computers run concurrently and
-    /// the cache lags our own status writes, so without these two computers
-    /// applied together would both see an empty cluster and pick the same
-    /// node (the scheduler's "assume" step, in small).
-    assumed: Mutex<HashMap<String, String>>,
+    /// Placements decided here that other inputs do not show yet.
+    decided: Mutex<Decided>,
+}
+
+/// Placements decided here, by computer uid.
+#[derive(Default)]
+struct Decided {
+    /// Node of each placement not yet visible in the `computers` cache.
+    /// Reconciles of different computers run concurrently and the cache lags
+    /// our own status writes, so without these two computers applied
+    /// together would both see an empty cluster and pick the same node (the
+    /// scheduler's "assume" step, in small).
+    assumed: HashMap<String, String>,
+    /// Quota reserved on a node by each placement that its published
+    /// capacity does not reflect yet: the node agent recomputes its room only
+    /// after it has seen the new volume, so until its CSIStorageCapacity
+    /// changes, the room it shows still counts the placed computer as free.
+    reserved: HashMap<String, Reservation>,
+}
+
+/// Bytes reserved on a node by one placement.
+#[derive(Clone, Debug)]
+struct Reservation {
+    node: String,
+    bytes: u64,
+    /// resourceVersion of the node's CSIStorageCapacity when placed; the
+    /// reservation ends once the object has another.
+    version: String,
 }
 
 impl Context {
@@ -97,8 +135,7 @@ impl Context {
     pub fn new(
         client: Client,
         config: Config,
-        nodes: Store<Node>,
-        agents: Store<Pod>,
+        caches: PlacementCaches,
         computers: Store<AgentComputer>,
         metrics: Arc<Metrics>,
         instance: Option<String>,
@@ -113,12 +150,13 @@ impl Context {
         Self {
             client,
             config,
-            nodes,
-            agents,
+            nodes: caches.nodes,
+            agents: caches.agents,
+            capacities: caches.capacities,
             computers,
             metrics,
             recorder,
-            assumed: Mutex::new(HashMap::new()),
+            decided: Mutex::new(Decided::default()),
         }
     }
 
@@ -131,32 +169,93 @@ impl Context {
     /// Computers per node: `status.node` of live computers in the cache, and
     /// for those without one yet, the node assumed for them by [`Self::place`].
     pub fn load(&self) -> HashMap<String, usize> {
-        let mut assumed = self.assumed.lock().unwrap_or_else(|e| e.into_inner());
-        self.load_locked(&mut assumed)
+        let mut d = self.decided.lock().unwrap_or_else(|e| e.into_inner());
+        self.load_locked(&mut d.assumed)
     }
 
-    /// Chooses a node for computer `uid` with `choose` (given the current
-    /// load) and records the choice, so that concurrent placements count it
-    /// before our status write reaches the cache. Returns `choose`'s result.
+    /// Free bytes by node: each node agent's published room less the quotas
+    /// of placements it does not reflect yet. Nodes without a published
+    /// capacity are absent.
+    pub fn room(&self) -> HashMap<String, u64> {
+        let mut d = self.decided.lock().unwrap_or_else(|e| e.into_inner());
+        let published = self.published();
+        self.room_locked(&mut d.reserved, &published)
+    }
+
+    fn published(&self) -> HashMap<String, placement::Published> {
+        let caps = self.capacities.state();
+        placement::published_capacity(caps.iter().map(|c| c.as_ref()), &self.config.storage_class)
+    }
+
+    /// Chooses a node for computer `uid` of `bytes` with `choose` (given the
+    /// current load and free room by node) and records the choice, so that
+    /// concurrent placements count it before our status write reaches the
+    /// cache and before the node agent's capacity reflects it. Returns
+    /// `choose`'s result.
     pub fn place(
         &self,
         uid: &str,
-        choose: impl FnOnce(&HashMap<String, usize>) -> Option<String>,
+        bytes: u64,
+        choose: impl FnOnce(&HashMap<String, usize>, &HashMap<String, u64>) -> Option<String>,
     ) -> Option<String> {
-        let mut assumed = self.assumed.lock().unwrap_or_else(|e| e.into_inner());
-        assumed.remove(uid);
-        let load = self.load_locked(&mut assumed);
-        let node = choose(&load)?;
-        assumed.insert(uid.to_string(), node.clone());
+        let mut d = self.decided.lock().unwrap_or_else(|e| e.into_inner());
+        d.assumed.remove(uid);
+        d.reserved.remove(uid);
+        let load = self.load_locked(&mut d.assumed);
+        let published = self.published();
+        let room = self.room_locked(&mut d.reserved, &published);
+        let node = choose(&load, &room)?;
+        d.assumed.insert(uid.to_string(), node.clone());
+        if let Some(p) = published.get(&node) {
+            d.reserved.insert(
+                uid.to_string(),
+                Reservation {
+                    node: node.clone(),
+                    bytes,
+                    version: p.version.clone(),
+                },
+            );
+        }
         Some(node)
     }
 
-    /// Drops the assumed placement of a deleted computer.
+    /// Drops what was recorded for the placement of a deleted computer.
     pub fn forget(&self, uid: &str) {
-        self.assumed
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(uid);
+        let mut d = self.decided.lock().unwrap_or_else(|e| e.into_inner());
+        d.assumed.remove(uid);
+        d.reserved.remove(uid);
+    }
+
+    /// Room by node, after dropping reservations the published capacity now
+    /// reflects (its object changed) or whose computer is gone or deleting.
+    fn room_locked(
+        &self,
+        reserved: &mut HashMap<String, Reservation>,
+        published: &HashMap<String, placement::Published>,
+    ) -> HashMap<String, u64> {
+        let live: HashMap<String, ()> = self
+            .computers
+            .state()
+            .iter()
+            .filter(|c| c.metadata.deletion_timestamp.is_none())
+            .filter_map(|c| c.metadata.uid.clone().map(|u| (u, ())))
+            .collect();
+        reserved.retain(|uid, r| {
+            live.contains_key(uid)
+                && published
+                    .get(&r.node)
+                    .is_some_and(|p| p.version == r.version)
+        });
+        let mut room: HashMap<String, u64> = published
+            .iter()
+            .map(|(n, p)| (n.clone(), p.bytes))
+            .collect();
+        for r in reserved.values() {
+            if let Some(free) = room.get_mut(&r.node) {
+                *free = free.saturating_sub(r.bytes);
+            }
+        }
+        room
     }
 
     /// Counts computers per node and prunes assumptions the cache has caught

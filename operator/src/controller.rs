@@ -4,10 +4,14 @@
 //! 0. a claim of the computer's name left by an earlier computer (reclaim
 //!    policy Retain) is reported and the computer waits, Pending: a claim
 //!    stays bound to its volume, so it cannot serve the new computer;
-//! 1. placement: keep `status.node`, or choose a node ([`crate::placement`]);
-//!    with none eligible the computer stays Pending and is retried;
-//! 2. credential Secret (created once with a random token, then kept);
-//! 3. PersistentVolume and PersistentVolumeClaim, pre-bound to each other;
+//! 1. placement: keep `status.node` (or the PV's node), or choose a node with
+//!    room ([`crate::placement`]); with none eligible the computer stays
+//!    Pending and is retried; once placed the computer is labelled
+//!    `agentcomputer.dev/node`;
+//! 2. credential Secret (created once with a random token; a token the user
+//!    writes is kept), whose SHA-256 becomes `status.credentialHash`;
+//! 3. PersistentVolume (with the node agent's finalizer) and
+//!    PersistentVolumeClaim, pre-bound to each other;
 //! 4. NetworkPolicy from `spec.egress`;
 //! 5. sandbox Pod when `runtimes.container` is on and not idle, else none;
 //! 6. status (phase, node, endpoint, volume, conditions), written only when
@@ -15,11 +19,15 @@
 //!
 //! Deletion runs through the finalizer `agentcomputer.dev/volume`: the
 //! sandbox, credential and policy go; the PV and PVC are deleted (reclaim
-//! policy Delete) or orphaned and kept (Retain).
+//! policy Delete, the PV first annotated `agentcomputer.dev/delete-data`)
+//! or orphaned and kept (Retain). A deleted PV stays Terminating until the
+//! node agent of its node has dealt with the data and removed its finalizer
+//! `agentcomputer.dev/node-data`; the computer does not wait for that.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use agentcomputer_crds::quantity::quantity_bytes;
 use agentcomputer_crds::{
     AgentComputer, AgentComputerStatus, ComputerPhase, NODE_AGENT_GRPC_PORT, ReclaimPolicy,
     VolumeStatus, condition_types as ct, labels,
@@ -27,7 +35,7 @@ use agentcomputer_crds::{
 use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim, Pod, Secret};
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{Api, DeleteParams, Patch, PatchParams};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::runtime::controller::Action;
 use kube::runtime::events::{Event as KubeEvent, EventType};
 use kube::runtime::finalizer::{Event as Finalizer, finalizer};
@@ -52,6 +60,16 @@ pub const KEPT_CLAIM_RETRY: Duration = Duration::from_secs(10);
 /// Reason of `VolumeReady=False` (and of the Warning event) when a claim of
 /// the computer's name exists that this computer does not own.
 pub const KEPT_CLAIM: &str = "ClaimFromEarlierComputer";
+/// Reason of `Placed=False` (and of the Warning event) when no node is
+/// eligible; the message counts nodes per cause.
+pub const NO_ELIGIBLE_NODE: &str = "NoEligibleNode";
+/// Reason of `Placed=False` when `spec.storage.size` has no byte count.
+pub const INVALID_SIZE: &str = "InvalidSize";
+/// Reason of `CredentialReady=False` when the Secret's token is malformed.
+pub const INVALID_TOKEN: &str = "InvalidToken";
+/// Reason of `Ready=False` (and of the Warning event) while the computer has
+/// no usable credential.
+pub const CREDENTIAL_INVALID: &str = "CredentialInvalid";
 /// Reason of `SandboxReady=False` (and of the Warning event) when the API
 /// server refuses the sandbox pod (HTTP 403 or 400, e.g. an exceeded
 /// ResourceQuota or an admission webhook).
@@ -86,6 +104,14 @@ pub fn error_policy(c: Arc<AgentComputer>, err: &Error, _ctx: Arc<Context>) -> A
 
 fn ssa() -> PatchParams {
     PatchParams::apply(FIELD_MANAGER).force()
+}
+
+/// A merge patch recorded under the operator's field manager.
+fn merge_params() -> PatchParams {
+    PatchParams {
+        field_manager: Some(FIELD_MANAGER.into()),
+        ..Default::default()
+    }
 }
 
 async fn apply_obj<K>(api: &Api<K>, name: &str, obj: &K) -> Result<K>
@@ -181,24 +207,54 @@ pub async fn apply(c: Arc<AgentComputer>, ctx: Arc<Context>) -> Result<Action> {
         None => {
             let nodes = ctx.nodes.state();
             let uid = c.uid().unwrap_or_default();
-            match ctx.place(&uid, |load| {
-                placement::choose(&c.spec, nodes.iter().map(|n| n.as_ref()), &agents, load)
-            }) {
+            let size = quantity_bytes(&c.spec.storage.size);
+            let chosen = match &size {
+                Ok(bytes) => ctx.place(&uid, *bytes, |load, room| {
+                    let cands = placement::Candidates {
+                        agents: &agents,
+                        room,
+                        size: *bytes,
+                    };
+                    placement::choose(&c.spec, nodes.iter().map(|n| n.as_ref()), &cands, load)
+                }),
+                Err(_) => None,
+            };
+            match chosen {
                 Some(n) => n,
                 None => {
-                    let why =
-                        placement::explain(&c.spec, nodes.iter().map(|n| n.as_ref()), &agents);
+                    let (reason, why) = match &size {
+                        Ok(bytes) => {
+                            let room = ctx.room();
+                            let cands = placement::Candidates {
+                                agents: &agents,
+                                room: &room,
+                                size: *bytes,
+                            };
+                            (
+                                NO_ELIGIBLE_NODE,
+                                placement::explain(
+                                    &c.spec,
+                                    nodes.iter().map(|n| n.as_ref()),
+                                    &cands,
+                                ),
+                            )
+                        }
+                        Err(e) => (INVALID_SIZE, format!("spec.storage.size: {e}")),
+                    };
                     let status = AgentComputerStatus {
                         phase: Some(ComputerPhase::Pending),
                         conditions: conditions::merge(
                             &old.conditions,
                             &[
-                                (ct::PLACED, false, "NoEligibleNode", why.clone()),
+                                (ct::PLACED, false, reason, why.clone()),
                                 (
                                     ct::READY,
                                     false,
                                     "NotPlaced",
-                                    "waiting for a node with a ready node agent".into(),
+                                    format!(
+                                        "waiting for a node with a ready node agent and room for {}",
+                                        c.spec.storage.size.0
+                                    ),
                                 ),
                             ],
                             c.metadata.generation,
@@ -207,8 +263,8 @@ pub async fn apply(c: Arc<AgentComputer>, ctx: Arc<Context>) -> Result<Action> {
                         observed_generation: c.metadata.generation,
                         ..Default::default()
                     };
-                    if old.phase != Some(ComputerPhase::Pending) {
-                        publish(&ctx, &c, EventType::Warning, "NoEligibleNode", why).await;
+                    if !conditions::has_reason(&old.conditions, ct::PLACED, reason) {
+                        publish(&ctx, &c, EventType::Warning, reason, why).await;
                     }
                     write_status(&ctx, &c, &ns, &old, status).await?;
                     return Ok(Action::requeue(PENDING_RETRY));
@@ -216,6 +272,14 @@ pub async fn apply(c: Arc<AgentComputer>, ctx: Arc<Context>) -> Result<Action> {
             }
         }
     };
+    // The node agent finds the computers of its node by this label. Kept
+    // whatever the cache says of the status: the node never changes.
+    if c.labels().get(labels::NODE) != Some(&node) {
+        let label = serde_json::json!({"metadata": {"labels": {labels::NODE: node}}});
+        Api::<AgentComputer>::namespaced(client.clone(), &ns)
+            .patch(&c.name_any(), &merge_params(), &Patch::Merge(&label))
+            .await?;
+    }
     let node_obj: Option<Arc<Node>> = ctx.nodes.get(&ObjectRef::new(&node));
     let hostname = placement::hostname_label(node_obj.as_deref(), &node);
     let agent = agents.get(&node).cloned();
@@ -223,12 +287,8 @@ pub async fn apply(c: Arc<AgentComputer>, ctx: Arc<Context>) -> Result<Action> {
     // 2. Credential.
     let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
     let secret_name = resources::secret_name(&c);
-    let token = match secrets.get_opt(&secret_name).await? {
-        Some(s) => secret::token_of(&s),
-        None => None,
-    };
-    let token = token.unwrap_or_else(secret::new_token);
-    apply_obj(&secrets, &secret_name, &secret::build(&c, &token)).await?;
+    let credential = reconcile_credential(&c, &secrets, &secret_name).await?;
+    let credential_hash = credential.as_ref().ok().map(|t| secret::credential_hash(t));
 
     // 3. Volume. While the Node object is gone its hostname label is unknown,
     // and the PV's node affinity cannot change anyway: leave an existing PV be.
@@ -263,7 +323,8 @@ pub async fn apply(c: Arc<AgentComputer>, ctx: Arc<Context>) -> Result<Action> {
 
     // 6. Status.
     let node_alive = node_obj.is_some();
-    let phase = if agent.is_some() && node_alive {
+    let serving = agent.is_some() && node_alive;
+    let phase = if serving && credential.is_ok() {
         ComputerPhase::Ready
     } else {
         ComputerPhase::Unavailable
@@ -273,6 +334,10 @@ pub async fn apply(c: Arc<AgentComputer>, ctx: Arc<Context>) -> Result<Action> {
         .and_then(|a| a.ip.as_ref())
         .map(|ip| endpoint_of(ip));
     let (ready_reason, ready_msg) = match (&agent, node_alive) {
+        (Some(_), true) if credential.is_err() => (
+            CREDENTIAL_INVALID,
+            "no usable credential: every request is refused (see CredentialReady)".to_string(),
+        ),
         (Some(a), true) => (
             "NodeAgentReady",
             format!("served by node agent {} on {node}", a.pod),
@@ -294,12 +359,15 @@ pub async fn apply(c: Arc<AgentComputer>, ctx: Arc<Context>) -> Result<Action> {
             "Applied",
             format!("claim {pvc_name} is {claim_phase}, volume {pv_name}"),
         ),
-        (
-            ct::CREDENTIAL_READY,
-            true,
-            "Applied",
-            format!("secret {secret_name}"),
-        ),
+        match &credential {
+            Ok(_) => (
+                ct::CREDENTIAL_READY,
+                true,
+                "Applied",
+                format!("secret {secret_name}"),
+            ),
+            Err(why) => (ct::CREDENTIAL_READY, false, INVALID_TOKEN, why.clone()),
+        },
         (
             ct::EGRESS_READY,
             true,
@@ -328,8 +396,8 @@ pub async fn apply(c: Arc<AgentComputer>, ctx: Arc<Context>) -> Result<Action> {
             inodes_used: None,
         }),
         endpoint,
-        credential_secret: Some(secret_name),
-        credential_hash: None,
+        credential_secret: Some(secret_name.clone()),
+        credential_hash: credential_hash.clone(),
         sandbox_pod: sandbox
             .as_ref()
             .and_then(|s| s.running.then(|| resources::pod_name(&c))),
@@ -358,12 +426,44 @@ pub async fn apply(c: Arc<AgentComputer>, ctx: Arc<Context>) -> Result<Action> {
             .await;
         }
     }
-    match (old.phase, phase) {
-        (Some(ComputerPhase::Ready), ComputerPhase::Unavailable) => {
+    match (was_serving(&old), serving) {
+        (Some(true), false) => {
             publish(&ctx, &c, EventType::Warning, "NodeAgentLost", ready_msg).await
         }
-        (Some(ComputerPhase::Unavailable), ComputerPhase::Ready) => {
-            publish(&ctx, &c, EventType::Normal, "NodeAgentRecovered", ready_msg).await
+        (Some(false), true) => {
+            publish(
+                &ctx,
+                &c,
+                EventType::Normal,
+                "NodeAgentRecovered",
+                format!("served by node agent on {node}"),
+            )
+            .await
+        }
+        _ => {}
+    }
+    match (&credential, &old.credential_hash, &credential_hash) {
+        (Err(why), _, _)
+            if !conditions::has_reason(&old.conditions, ct::CREDENTIAL_READY, INVALID_TOKEN) =>
+        {
+            publish(
+                &ctx,
+                &c,
+                EventType::Warning,
+                CREDENTIAL_INVALID,
+                why.clone(),
+            )
+            .await
+        }
+        (Ok(_), Some(before), Some(after)) if before != after => {
+            publish(
+                &ctx,
+                &c,
+                EventType::Normal,
+                "CredentialRotated",
+                format!("the token of secret {secret_name} changed; the previous one is refused"),
+            )
+            .await
         }
         _ => {}
     }
@@ -375,6 +475,58 @@ pub async fn apply(c: Arc<AgentComputer>, ctx: Arc<Context>) -> Result<Action> {
         UNAVAILABLE_RETRY
     };
     Ok(Action::requeue(requeue_idle.map_or(base, |d| d.min(base))))
+}
+
+/// Whether the node agent served the computer at the last status: None
+/// before placement, else false when Ready was False for the node or agent.
+fn was_serving(old: &AgentComputerStatus) -> Option<bool> {
+    match old.phase? {
+        ComputerPhase::Ready => Some(true),
+        ComputerPhase::Unavailable => Some(
+            !conditions::has_reason(&old.conditions, ct::READY, "NodeAgentNotReady")
+                && !conditions::has_reason(&old.conditions, ct::READY, "NodeGone"),
+        ),
+        _ => None,
+    }
+}
+
+/// Makes sure the credential Secret exists and returns its token, or why the
+/// token in it is unusable.
+///
+/// - No Secret (first reconcile, or deleted: a rotation): created with a new
+///   random token. A create, not an apply, so that a Secret someone else
+///   creates meanwhile is never overwritten (the 409 is retried).
+/// - A Secret with a well-formed token, ours or written by the user (a
+///   rotation): the token is kept; labels and owner are applied with the
+///   resourceVersion read as precondition, so an edit made between the read
+///   and the apply fails it (409, retried) instead of being undone.
+/// - A token that is not 64 hex characters: nothing is written (the user's
+///   value is not lost) and the message says what to do.
+async fn reconcile_credential(
+    c: &AgentComputer,
+    secrets: &Api<Secret>,
+    name: &str,
+) -> Result<std::result::Result<String, String>> {
+    match secrets.get_opt(name).await? {
+        None => {
+            let token = secret::new_token();
+            let pp = PostParams {
+                field_manager: Some(FIELD_MANAGER.into()),
+                ..Default::default()
+            };
+            secrets.create(&pp, &secret::build(c, &token)).await?;
+            Ok(Ok(token))
+        }
+        Some(existing) => match secret::read_token(&existing) {
+            Ok(token) => {
+                let mut desired = secret::build(c, &token);
+                desired.metadata.resource_version = existing.metadata.resource_version.clone();
+                apply_obj(secrets, name, &desired).await?;
+                Ok(Ok(token))
+            }
+            Err(why) => Ok(Err(why)),
+        },
+    }
 }
 
 fn endpoint_of(ip: &str) -> String {
@@ -615,13 +767,31 @@ pub async fn cleanup(c: Arc<AgentComputer>, ctx: Arc<Context>) -> Result<Action>
     match c.spec.storage.reclaim_policy {
         ReclaimPolicy::Delete => {
             delete_ignoring_absent(&pvcs, &pvc_name).await?;
-            delete_ignoring_absent(&pvs, &pv_name).await?;
+            // The node agent deletes the database of a deleted PV only with
+            // this annotation; it must be there before the deletion is.
+            let mark =
+                serde_json::json!({"metadata": {"annotations": {labels::DELETE_DATA: "true"}}});
+            let marked = match pvs
+                .patch(&pv_name, &merge_params(), &Patch::Merge(&mark))
+                .await
+            {
+                Ok(_) => true,
+                Err(e) if is_not_found(&e) => false,
+                Err(e) => return Err(e.into()),
+            };
+            if marked {
+                delete_ignoring_absent(&pvs, &pv_name).await?;
+            }
+            let node = old.node.as_deref().unwrap_or("its node");
             publish(
                 &ctx,
                 &c,
                 EventType::Normal,
                 "VolumeDeleted",
-                format!("deleted claim {pvc_name} and volume {pv_name}"),
+                format!(
+                    "deleted claim {pvc_name} and volume {pv_name}; the volume is gone once \
+                     the node agent on {node} has deleted its data"
+                ),
             )
             .await;
         }

@@ -21,6 +21,7 @@ use futures::StreamExt;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Secret};
 use k8s_openapi::api::networking::v1::NetworkPolicy;
+use k8s_openapi::api::storage::v1::CSIStorageCapacity;
 use kube::Client;
 use kube::api::Api;
 use kube::runtime::{Controller, watcher};
@@ -125,30 +126,40 @@ async fn main() -> anyhow::Result<()> {
     }
     metrics.leader.set(1);
 
-    let (nodes, agents, placement_changes) = triggers::watch_placement_inputs(&client, &config);
+    let (caches, placement_changes) = triggers::watch_placement_inputs(&client, &config);
     let owned =
         watcher::Config::default().labels(&format!("app.kubernetes.io/managed-by={MANAGED_BY}"));
     let controller = Controller::new(
         Api::<AgentComputer>::all(client.clone()),
         watcher::Config::default().any_semantic(),
-    )
-    .owns(
-        Api::<PersistentVolumeClaim>::all(client.clone()),
-        owned.clone(),
-    )
-    .owns(Api::<Secret>::all(client.clone()), owned.clone())
-    .owns(Api::<NetworkPolicy>::all(client.clone()), owned.clone())
-    .owns(Api::<Pod>::all(client.clone()), owned)
-    .reconcile_all_on(placement_changes)
-    .with_config(kube::runtime::controller::Config::default().concurrency(args.concurrency));
+    );
+    // Computers waiting for a node are retried when a node agent's published
+    // room changes (and every 30 s regardless).
+    let on_capacity = triggers::pending_on_capacity_change(controller.store());
+    let controller = controller
+        .watches(
+            Api::<CSIStorageCapacity>::namespaced(client.clone(), &config.agent_namespace),
+            triggers::capacity_watch_config(),
+            on_capacity,
+        )
+        // Owned children: a change or deletion (a Secret's token edited or the
+        // Secret deleted, a claim or pod gone) reconciles the owning computer.
+        .owns(
+            Api::<PersistentVolumeClaim>::all(client.clone()),
+            owned.clone(),
+        )
+        .owns(Api::<Secret>::all(client.clone()), owned.clone())
+        .owns(Api::<NetworkPolicy>::all(client.clone()), owned.clone())
+        .owns(Api::<Pod>::all(client.clone()), owned)
+        .reconcile_all_on(placement_changes)
+        .with_config(kube::runtime::controller::Config::default().concurrency(args.concurrency));
     let computers = controller.store();
     *health.computers.write().await = Some(computers.clone());
     health.ready.store(true, Ordering::Relaxed);
     let ctx = Arc::new(Context::new(
         client.clone(),
         config,
-        nodes,
-        agents,
+        caches,
         computers,
         metrics,
         Some(identity),

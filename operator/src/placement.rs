@@ -9,7 +9,11 @@
 //! - every `NoSchedule`/`NoExecute` taint is tolerated by `spec.tolerations`
 //!   (matching rules of the Kubernetes scheduler, see the Toleration API
 //!   reference: empty effect matches every effect, `Exists` ignores the value,
-//!   an empty key with `Exists` matches every taint).
+//!   an empty key with `Exists` matches every taint), and
+//! - its node agent published a CSIStorageCapacity (storage.k8s.io/v1) whose
+//!   room, less the sizes of placements decided here that it does not reflect
+//!   yet ([`crate::context::Context::place`]), is at least
+//!   `spec.storage.size`. A node without one is not eligible.
 //!
 //! Among eligible nodes the one serving the fewest computers wins (ties: node
 //! name), which spreads computers by count. Placement is sticky: once chosen,
@@ -18,8 +22,10 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use agentcomputer_crds::AgentComputerSpec;
+use agentcomputer_crds::quantity::{format_bytes, quantity_bytes};
+use agentcomputer_crds::{AgentComputerSpec, labels};
 use k8s_openapi::api::core::v1::{Node, Pod, Taint, Toleration};
+use k8s_openapi::api::storage::v1::CSIStorageCapacity;
 
 /// A ready node agent on a node.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -46,6 +52,59 @@ pub fn ready_agents<'a>(pods: impl IntoIterator<Item = &'a Pod>) -> HashMap<Stri
         };
         let ip = pod.status.as_ref().and_then(|s| s.pod_ip.clone());
         out.insert(node, Agent { pod: name, ip });
+    }
+    out
+}
+
+/// Room a node agent published for its node.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Published {
+    /// Bytes a new computer's quota may take on the node: the smaller of
+    /// `capacity` and `maximumVolumeSize` (equal by the node agent's contract).
+    pub bytes: u64,
+    /// `metadata.resourceVersion` of the object: a placement decided at one
+    /// version is reflected in the room once the object has changed.
+    pub version: String,
+}
+
+/// Room by node name, from the CSIStorageCapacity objects of `storage_class`
+/// labelled `agentcomputer.dev/node` (objects being deleted, of other classes
+/// or with neither quantity readable are skipped; a node with several keeps
+/// the smallest room).
+pub fn published_capacity<'a>(
+    objects: impl IntoIterator<Item = &'a CSIStorageCapacity>,
+    storage_class: &str,
+) -> HashMap<String, Published> {
+    let mut out: HashMap<String, Published> = HashMap::new();
+    for o in objects {
+        if o.storage_class_name != storage_class || o.metadata.deletion_timestamp.is_some() {
+            continue;
+        }
+        let Some(node) = o.metadata.labels.as_ref().and_then(|l| l.get(labels::NODE)) else {
+            continue;
+        };
+        let bytes = [o.capacity.as_ref(), o.maximum_volume_size.as_ref()]
+            .into_iter()
+            .flatten()
+            .filter_map(|q| match quantity_bytes(q) {
+                Ok(b) => Some(b),
+                Err(e) => {
+                    tracing::warn!(node = %node, error = %e, "unreadable published capacity");
+                    None
+                }
+            })
+            .min();
+        let Some(bytes) = bytes else { continue };
+        let p = Published {
+            bytes,
+            version: o.metadata.resource_version.clone().unwrap_or_default(),
+        };
+        match out.get(node) {
+            Some(old) if old.bytes <= p.bytes => {}
+            _ => {
+                out.insert(node.clone(), p);
+            }
+        }
     }
     out
 }
@@ -86,6 +145,40 @@ pub enum Unfit {
     Selector(String),
     /// A taint is not tolerated.
     Taint(String),
+    /// The node agent published no CSIStorageCapacity.
+    NoCapacity,
+    /// Less room than the computer's size: bytes free.
+    NoRoom(u64),
+}
+
+/// What placement needs besides the computer's spec: ready agents, free room
+/// by node (published capacity less placements it does not reflect yet), and
+/// the computer's size in bytes.
+pub struct Candidates<'a> {
+    /// Ready node agents by node name.
+    pub agents: &'a HashMap<String, Agent>,
+    /// Free bytes by node name; a node absent here published no capacity.
+    pub room: &'a HashMap<String, u64>,
+    /// `spec.storage.size` in bytes.
+    pub size: u64,
+}
+
+impl Candidates<'_> {
+    /// Why `node` cannot serve a computer of `spec`, if it cannot.
+    pub fn unfit(&self, node: &Node, spec: &AgentComputerSpec) -> Option<Unfit> {
+        let name = node.metadata.name.as_deref().unwrap_or_default();
+        if !self.agents.contains_key(name) {
+            return Some(Unfit::NoAgent);
+        }
+        if let Err(u) = node_fits(node, spec) {
+            return Some(u);
+        }
+        match self.room.get(name) {
+            None => Some(Unfit::NoCapacity),
+            Some(&free) if free < self.size => Some(Unfit::NoRoom(free)),
+            Some(_) => None,
+        }
+    }
 }
 
 /// Checks everything but the agent (see the module docs).
@@ -139,13 +232,13 @@ pub fn tolerates(tol: &Toleration, taint: &Taint) -> bool {
 pub fn choose<'a>(
     spec: &AgentComputerSpec,
     nodes: impl IntoIterator<Item = &'a Node>,
-    agents: &HashMap<String, Agent>,
+    cands: &Candidates<'_>,
     load: &HashMap<String, usize>,
 ) -> Option<String> {
     nodes
         .into_iter()
         .filter_map(|n| n.metadata.name.as_deref().map(|name| (name, n)))
-        .filter(|(name, n)| agents.contains_key(*name) && node_fits(n, spec).is_ok())
+        .filter(|(_, n)| cands.unfit(n, spec).is_none())
         .min_by(|(a, _), (b, _)| {
             let la = load.get(*a).copied().unwrap_or(0);
             let lb = load.get(*b).copied().unwrap_or(0);
@@ -154,24 +247,22 @@ pub fn choose<'a>(
         .map(|(name, _)| name.to_string())
 }
 
-/// Human-readable summary of why no node fits, for the Placed condition.
+/// Human-readable summary of why no node fits, for the Placed condition:
+/// nodes counted per reason, e.g. `0/3 nodes are eligible: 1 no room for 5Gi
+/// (2Gi free), 2 no published capacity` (for several nodes without room, the
+/// largest free room is shown).
 pub fn explain<'a>(
     spec: &AgentComputerSpec,
     nodes: impl IntoIterator<Item = &'a Node>,
-    agents: &HashMap<String, Agent>,
+    cands: &Candidates<'_>,
 ) -> String {
     let mut counts: BTreeMap<&'static str, usize> = BTreeMap::new();
+    let mut no_room: Option<(usize, u64)> = None;
     let mut total = 0;
     for n in nodes {
         total += 1;
-        let name = n.metadata.name.as_deref().unwrap_or_default();
-        let why = if !agents.contains_key(name) {
-            Unfit::NoAgent
-        } else {
-            match node_fits(n, spec) {
-                Ok(()) => continue,
-                Err(u) => u,
-            }
+        let Some(why) = cands.unfit(n, spec) else {
+            continue;
         };
         let key = match why {
             Unfit::NoAgent => "no ready node agent",
@@ -179,10 +270,25 @@ pub fn explain<'a>(
             Unfit::Unschedulable => "node cordoned",
             Unfit::Selector(_) => "nodeSelector mismatch",
             Unfit::Taint(_) => "untolerated taint",
+            Unfit::NoCapacity => "no published capacity",
+            Unfit::NoRoom(free) => {
+                let (count, most) = no_room.get_or_insert((0, 0));
+                *count += 1;
+                *most = (*most).max(free);
+                continue;
+            }
         };
         *counts.entry(key).or_default() += 1;
     }
-    let parts: Vec<String> = counts.iter().map(|(k, v)| format!("{v} {k}")).collect();
+    let mut parts: Vec<String> = Vec::new();
+    if let Some((count, most)) = no_room {
+        parts.push(format!(
+            "{count} no room for {} ({} free)",
+            spec.storage.size.0,
+            format_bytes(most)
+        ));
+    }
+    parts.extend(counts.iter().map(|(k, v)| format!("{v} {k}")));
     format!(
         "0/{total} nodes are eligible: {}",
         if parts.is_empty() {
@@ -268,6 +374,23 @@ mod tests {
         }
     }
 
+    const GI: u64 = 1 << 30;
+
+    fn room(nodes: &[(&str, u64)]) -> HashMap<String, u64> {
+        nodes.iter().map(|(n, b)| (n.to_string(), *b)).collect()
+    }
+
+    fn cands<'a>(
+        agents: &'a HashMap<String, Agent>,
+        room: &'a HashMap<String, u64>,
+    ) -> Candidates<'a> {
+        Candidates {
+            agents,
+            room,
+            size: GI,
+        }
+    }
+
     #[test]
     fn only_nodes_with_ready_agents_are_chosen() {
         let nodes = [node("a", true), node("b", true)];
@@ -276,16 +399,90 @@ mod tests {
             agent_pod("agent-b", "b", true),
         ]);
         assert_eq!(agents.len(), 1);
+        let r = room(&[("a", 10 * GI), ("b", 10 * GI)]);
         assert_eq!(
-            choose(&spec(), &nodes, &agents, &HashMap::new()).as_deref(),
+            choose(&spec(), &nodes, &cands(&agents, &r), &HashMap::new()).as_deref(),
             Some("b")
         );
         let none = ready_agents(&[agent_pod("agent-a", "a", false)]);
-        assert_eq!(choose(&spec(), &nodes, &none, &HashMap::new()), None);
         assert_eq!(
-            explain(&spec(), &nodes, &none),
+            choose(&spec(), &nodes, &cands(&none, &r), &HashMap::new()),
+            None
+        );
+        assert_eq!(
+            explain(&spec(), &nodes, &cands(&none, &r)),
             "0/2 nodes are eligible: 2 no ready node agent"
         );
+    }
+
+    #[test]
+    fn room_and_published_capacity_decide() {
+        let nodes = [node("a", true), node("b", true), node("c", true)];
+        let agents = ready_agents(&[
+            agent_pod("x", "a", true),
+            agent_pod("y", "b", true),
+            agent_pod("z", "c", true),
+        ]);
+        let mut s = spec();
+        s.storage.size = Quantity("5Gi".into());
+        // a has 2Gi, b exactly 5Gi, c published nothing.
+        let r = room(&[("a", 2 * GI), ("b", 5 * GI)]);
+        let c = Candidates {
+            agents: &agents,
+            room: &r,
+            size: 5 * GI,
+        };
+        assert_eq!(
+            choose(&s, &nodes, &c, &HashMap::new()).as_deref(),
+            Some("b")
+        );
+        let r = room(&[("a", 2 * GI), ("b", 3 * GI + GI / 2)]);
+        let c = Candidates {
+            agents: &agents,
+            room: &r,
+            size: 5 * GI,
+        };
+        assert_eq!(choose(&s, &nodes, &c, &HashMap::new()), None);
+        assert_eq!(
+            explain(&s, &nodes, &c),
+            "0/3 nodes are eligible: 2 no room for 5Gi (3.5Gi free), 1 no published capacity"
+        );
+    }
+
+    #[test]
+    fn published_capacity_is_read_per_node() {
+        let cap = |name: &str, node: Option<&str>, class: &str, cap: &str, max: Option<&str>| {
+            let mut v = serde_json::json!({
+                "metadata": {"name": name, "resourceVersion": "7"},
+                "storageClassName": class,
+                "capacity": cap,
+            });
+            if let Some(n) = node {
+                v["metadata"]["labels"] = serde_json::json!({"agentcomputer.dev/node": n});
+            }
+            if let Some(m) = max {
+                v["maximumVolumeSize"] = m.into();
+            }
+            serde_json::from_value::<CSIStorageCapacity>(v).unwrap()
+        };
+        let objs = [
+            cap(
+                "agentcomputer-a",
+                Some("a"),
+                "agentcomputer",
+                "10Gi",
+                Some("8Gi"),
+            ),
+            cap("agentcomputer-b", Some("b"), "agentcomputer", "3Gi", None),
+            cap("other-class", Some("c"), "fast", "100Gi", None),
+            cap("unlabelled", None, "agentcomputer", "100Gi", None),
+            cap("unreadable", Some("d"), "agentcomputer", "lots", None),
+        ];
+        let p = published_capacity(&objs, "agentcomputer");
+        assert_eq!(p.len(), 2, "{p:?}");
+        assert_eq!(p["a"].bytes, 8 * GI, "the smaller of the two quantities");
+        assert_eq!(p["b"].bytes, 3 * GI);
+        assert_eq!(p["b"].version, "7");
     }
 
     #[test]
@@ -297,17 +494,13 @@ mod tests {
             agent_pod("z", "c", true),
         ]);
         let mut load = HashMap::new();
-        assert_eq!(
-            choose(&spec(), &nodes, &agents, &load).as_deref(),
-            Some("a")
-        );
+        let r = room(&[("a", GI), ("b", GI), ("c", GI)]);
+        let c = cands(&agents, &r);
+        assert_eq!(choose(&spec(), &nodes, &c, &load).as_deref(), Some("a"));
         load.insert("a".to_string(), 2);
         load.insert("b".to_string(), 1);
         load.insert("c".to_string(), 1);
-        assert_eq!(
-            choose(&spec(), &nodes, &agents, &load).as_deref(),
-            Some("b")
-        );
+        assert_eq!(choose(&spec(), &nodes, &c, &load).as_deref(), Some("b"));
     }
 
     #[test]

@@ -1,17 +1,20 @@
 //! Reconcile logic against a mocked API server (tower-test): an in-memory
 //! object store answers GET/PATCH/DELETE/POST the way the API server does
-//! for the calls the operator makes, and can inject failures.
+//! for the calls the operator makes (including finalizers: a deleted object
+//! with finalizers stays, marked, until they are removed), and can inject
+//! failures.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use agentcomputer_crds::{AgentComputer, ComputerPhase, EgressMode, ReclaimPolicy};
-use agentcomputer_operator::context::{Config, Context};
+use agentcomputer_operator::context::{Config, Context, PlacementCaches};
 use agentcomputer_operator::controller::reconcile;
 use agentcomputer_operator::metrics::Metrics;
 use agentcomputer_operator::{Error, FINALIZER};
 use http::{Method, Request, Response};
 use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::storage::v1::CSIStorageCapacity;
 use kube::client::Body;
 use kube::runtime::reflector::{self, Store, store::Writer};
 use kube::runtime::watcher;
@@ -101,8 +104,20 @@ impl Fake {
                     status_body(404, "NotFound", &format!("{path} not found")),
                 ),
             },
-            Method::DELETE => match objects.remove(&path) {
-                Some(v) => (200, v),
+            Method::DELETE => match objects.get_mut(&path) {
+                // Like the API server: an object with finalizers is only
+                // marked for deletion.
+                Some(v)
+                    if v["metadata"]["finalizers"]
+                        .as_array()
+                        .is_some_and(|f| !f.is_empty()) =>
+                {
+                    if v["metadata"]["deletionTimestamp"].is_null() {
+                        v["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:00:00Z");
+                    }
+                    (200, v.clone())
+                }
+                Some(_) => (200, objects.remove(&path).unwrap()),
                 None => (
                     404,
                     status_body(404, "NotFound", &format!("{path} not found")),
@@ -175,6 +190,15 @@ impl Fake {
                     json_patch::merge(&mut old, &body);
                     old
                 };
+                // The last finalizer of a deleted object gone: it goes.
+                if !next["metadata"]["deletionTimestamp"].is_null()
+                    && next["metadata"]["finalizers"]
+                        .as_array()
+                        .is_none_or(|f| f.is_empty())
+                {
+                    objects.remove(&path);
+                    return (200, next);
+                }
                 objects.insert(path, next.clone());
                 (200, next)
             }
@@ -214,6 +238,7 @@ struct Env {
     fake: Arc<Fake>,
     nodes: Writer<Node>,
     agents: Writer<Pod>,
+    capacities: Writer<CSIStorageCapacity>,
     computers: Writer<AgentComputer>,
 }
 
@@ -224,12 +249,16 @@ fn env() -> Env {
     let client = Client::new(svc, "default");
     let (ns, nw): (Store<Node>, Writer<Node>) = reflector::store();
     let (ag, aw): (Store<Pod>, Writer<Pod>) = reflector::store();
+    let (caps, capw): (Store<CSIStorageCapacity>, Writer<CSIStorageCapacity>) = reflector::store();
     let (cs, cw): (Store<AgentComputer>, Writer<AgentComputer>) = reflector::store();
     let ctx = Arc::new(Context::new(
         client,
         Config::default(),
-        ns,
-        ag,
+        PlacementCaches {
+            nodes: ns,
+            agents: ag,
+            capacities: caps,
+        },
         cs,
         Arc::new(Metrics::new()),
         None,
@@ -239,6 +268,7 @@ fn env() -> Env {
         fake,
         nodes: nw,
         agents: aw,
+        capacities: capw,
         computers: cw,
     }
 }
@@ -257,6 +287,20 @@ fn agent(node: &str, ip: &str) -> Pod {
         "metadata": {"name": format!("agent-{node}"), "namespace": "agentcomputer-system"},
         "spec": {"nodeName": node, "containers": []},
         "status": {"phase": "Running", "podIP": ip, "conditions": [{"type": "Ready", "status": "True"}]}
+    }))
+    .unwrap()
+}
+
+/// The CSIStorageCapacity the node agent of `node` publishes, with `room`
+/// (a quantity) at resourceVersion `rv`.
+fn capacity(node: &str, room: &str, rv: &str) -> CSIStorageCapacity {
+    serde_json::from_value(json!({
+        "metadata": {"name": format!("agentcomputer-{node}"), "namespace": "agentcomputer-system",
+                     "resourceVersion": rv, "labels": {"agentcomputer.dev/node": node}},
+        "storageClassName": "agentcomputer",
+        "nodeTopology": {"matchLabels": {"kubernetes.io/hostname": format!("host-{node}")}},
+        "capacity": room,
+        "maximumVolumeSize": room,
     }))
     .unwrap()
 }
@@ -310,6 +354,18 @@ fn two_nodes(env: &mut Env) {
     add(&mut env.nodes, node("b"));
     add(&mut env.agents, agent("a", "10.0.0.1"));
     add(&mut env.agents, agent("b", "10.0.0.2"));
+    add(&mut env.capacities, capacity("a", "100Gi", "1"));
+    add(&mut env.capacities, capacity("b", "100Gi", "1"));
+}
+
+/// The computer's finalizer is released: the object is gone (no finalizer
+/// left) or has none of ours.
+fn released(env: &Env, name: &str) -> bool {
+    env.fake.get(&computer_path(name)).is_none_or(|c| {
+        c["metadata"]["finalizers"]
+            .as_array()
+            .is_none_or(|f| f.is_empty())
+    })
 }
 
 fn status(c: &AgentComputer) -> agentcomputer_crds::AgentComputerStatus {
@@ -371,6 +427,23 @@ async fn create_places_on_least_loaded_node_and_applies_all_objects() {
         pv["metadata"]["ownerReferences"].is_null(),
         "a PV must not have a namespaced owner"
     );
+    // What the node agent reads off the PV.
+    assert_eq!(pv["metadata"]["labels"]["agentcomputer.dev/node"], "b");
+    assert_eq!(
+        pv["metadata"]["finalizers"],
+        json!(["agentcomputer.dev/node-data"]),
+        "the node agent's finalizer from creation"
+    );
+    let attrs = &pv["spec"]["csi"]["volumeAttributes"];
+    assert_eq!(attrs["agentcomputer.dev/namespace"], NS);
+    assert_eq!(attrs["agentcomputer.dev/name"], "c1");
+    assert_eq!(attrs["agentcomputer.dev/uid"], "1000");
+    assert_eq!(attrs["agentcomputer.dev/gid"], "1000");
+    assert_eq!(
+        c.labels().get("agentcomputer.dev/node").map(String::as_str),
+        Some("b"),
+        "the computer is labelled with its node"
+    );
     let pvc = env.fake.get(PVC).expect("PVC applied");
     assert_eq!(pvc["spec"]["volumeName"], "agentcomputer-c1-uid");
     assert_eq!(pvc["metadata"]["ownerReferences"][0]["uid"], "c1-uid");
@@ -379,6 +452,7 @@ async fn create_places_on_least_loaded_node_and_applies_all_objects() {
     let token: k8s_openapi::ByteString =
         serde_json::from_value(secret["data"]["token"].clone()).unwrap();
     assert_eq!(token.0.len(), 64);
+    assert_eq!(st.credential_hash, Some(sha256_of(&token.0)));
     let np = env.fake.get(NETPOL).expect("network policy applied");
     assert!(np["spec"]["egress"].is_null(), "deny-all by default");
     assert_eq!(np["spec"]["policyTypes"], json!(["Ingress", "Egress"]));
@@ -539,8 +613,9 @@ async fn no_ready_agent_keeps_the_computer_pending() {
         "one NoEligibleNode warning"
     );
 
-    // The agent becomes ready: the computer is placed.
+    // The agent becomes ready and publishes its room: the computer is placed.
     add(&mut env.agents, agent("a", "10.0.0.1"));
+    add(&mut env.capacities, capacity("a", "10Gi", "1"));
     settle(&env, "c1").await.unwrap();
     assert_eq!(
         status(&current(&env, "c1")).phase,
@@ -567,6 +642,7 @@ async fn node_selector_and_taints_steer_placement() {
     }]);
     add(&mut env.nodes, tainted);
     add(&mut env.agents, agent("c", "10.0.0.3"));
+    add(&mut env.capacities, capacity("c", "10Gi", "1"));
     computer(
         &env,
         "c1",
@@ -654,14 +730,54 @@ async fn deletion_with_delete_policy_removes_volume_and_finalizer() {
     for p in [PV, PVC, SECRET, NETPOL, POD] {
         assert!(env.fake.get(p).is_some(), "{p} exists before deletion");
     }
+    let before = env.fake.log.lock().unwrap().len();
     delete_computer(&env, "c1").await;
-    for p in [PV, PVC, SECRET, NETPOL, POD] {
+    for p in [PVC, SECRET, NETPOL, POD] {
         assert!(env.fake.get(p).is_none(), "{p} deleted");
     }
-    assert!(
-        current(&env, "c1").finalizers().is_empty(),
-        "finalizer released"
+    // The PV waits, Terminating, for the node agent: marked to have its data
+    // deleted before the deletion was requested.
+    let pv = env
+        .fake
+        .get(PV)
+        .expect("PV kept by the node agent's finalizer");
+    assert!(!pv["metadata"]["deletionTimestamp"].is_null(), "PV deleted");
+    assert_eq!(
+        pv["metadata"]["annotations"]["agentcomputer.dev/delete-data"],
+        "true"
     );
+    assert_eq!(
+        pv["metadata"]["finalizers"],
+        json!(["agentcomputer.dev/node-data"])
+    );
+    let log = env.fake.log.lock().unwrap()[before..].to_vec();
+    let mark = log
+        .iter()
+        .position(|(m, p)| *m == Method::PATCH && p == PV)
+        .expect("PV annotated");
+    let delete = log
+        .iter()
+        .rposition(|(m, p)| *m == Method::DELETE && p == PV)
+        .expect("PV deleted");
+    assert!(mark < delete, "annotation before deletion: {log:?}");
+    assert!(
+        released(&env, "c1"),
+        "the computer does not wait for the node agent"
+    );
+    // The node agent removes its finalizer once the data is gone: the PV goes.
+    let pv_patch = json!([{"op": "remove", "path": "/metadata/finalizers/0"}]);
+    assert_eq!(
+        env.fake
+            .handle(
+                Method::PATCH,
+                PV.into(),
+                "application/json-patch+json".into(),
+                pv_patch
+            )
+            .0,
+        200
+    );
+    assert!(env.fake.get(PV).is_none());
 }
 
 #[tokio::test]
@@ -689,9 +805,14 @@ async fn deletion_with_retain_policy_keeps_and_orphans_the_volume() {
         pv["metadata"]["annotations"]["agentcomputer.dev/retained-from"],
         "team/c1"
     );
+    assert!(
+        pv["metadata"]["annotations"]["agentcomputer.dev/delete-data"].is_null(),
+        "a kept volume's data is never marked for deletion"
+    );
+    assert!(pv["metadata"]["deletionTimestamp"].is_null());
     assert!(env.fake.get(SECRET).is_none());
     assert!(env.fake.get(NETPOL).is_none());
-    assert!(current(&env, "c1").finalizers().is_empty());
+    assert!(released(&env, "c1"));
 }
 
 #[tokio::test]
@@ -733,7 +854,7 @@ async fn api_failures_surface_as_errors_and_metrics() {
     reconcile(Arc::new(current(&env, "c1")), env.ctx.clone())
         .await
         .unwrap();
-    assert!(current(&env, "c1").finalizers().is_empty());
+    assert!(released(&env, "c1"));
 }
 
 #[tokio::test]
@@ -912,4 +1033,214 @@ async fn growing_storage_resizes_the_volume_and_keeps_the_claim_request() {
     );
     let st = status(&current(&env, "c1"));
     assert_eq!(st.volume.unwrap().capacity.unwrap().0, "3Gi");
+}
+
+fn sha256_of(token: &[u8]) -> String {
+    // Independent of the operator's code path: the coreutils tool.
+    use std::io::Write;
+    let mut child = std::process::Command::new("sha256sum")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("sha256sum");
+    child.stdin.take().unwrap().write_all(token).unwrap();
+    let out = child.wait_with_output().unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    format!("sha256:{}", text.split_whitespace().next().unwrap())
+}
+
+fn secret_token(env: &Env) -> String {
+    let secret = env.fake.get(SECRET).expect("secret");
+    let token: k8s_openapi::ByteString =
+        serde_json::from_value(secret["data"]["token"].clone()).unwrap();
+    String::from_utf8(token.0).unwrap()
+}
+
+fn set_secret_token(env: &Env, token: &[u8]) {
+    let mut secret = env.fake.get(SECRET).expect("secret");
+    secret["data"]["token"] =
+        serde_json::to_value(k8s_openapi::ByteString(token.to_vec())).unwrap();
+    env.fake.put(SECRET, secret);
+}
+
+#[tokio::test]
+async fn rotated_deleted_and_malformed_tokens() {
+    let mut env = env();
+    two_nodes(&mut env);
+    computer(&env, "c1", json!({"storage": {"size": "1Gi"}}));
+    settle(&env, "c1").await.unwrap();
+    let first = secret_token(&env);
+    assert_eq!(
+        status(&current(&env, "c1")).credential_hash,
+        Some(sha256_of(first.as_bytes()))
+    );
+    let events = env.fake.calls(Method::POST, "/events");
+
+    // The user rotates the token: kept, and the hash follows.
+    let rotated = "ab".repeat(32);
+    set_secret_token(&env, rotated.as_bytes());
+    settle(&env, "c1").await.unwrap();
+    assert_eq!(
+        secret_token(&env),
+        rotated,
+        "the user's token is not overwritten"
+    );
+    let st = status(&current(&env, "c1"));
+    assert_eq!(st.credential_hash, Some(sha256_of(rotated.as_bytes())));
+    assert_eq!(st.phase, Some(ComputerPhase::Ready));
+    assert_eq!(
+        env.fake.calls(Method::POST, "/events"),
+        events + 1,
+        "CredentialRotated"
+    );
+
+    // The Secret is deleted: a new token, another rotation.
+    env.fake.objects.lock().unwrap().remove(SECRET);
+    settle(&env, "c1").await.unwrap();
+    let fresh = secret_token(&env);
+    assert_eq!(fresh.len(), 64);
+    assert_ne!(fresh, rotated);
+    assert_ne!(fresh, first);
+    assert_eq!(
+        status(&current(&env, "c1")).credential_hash,
+        Some(sha256_of(fresh.as_bytes()))
+    );
+
+    // A malformed token: kept as written, every request refused, and said so.
+    set_secret_token(&env, b"hunter2");
+    settle(&env, "c1").await.unwrap();
+    assert_eq!(secret_token(&env), "hunter2", "bad input loses nothing");
+    let c = current(&env, "c1");
+    let st = status(&c);
+    assert_eq!(st.credential_hash, None, "no hash: no token is accepted");
+    assert_eq!(st.phase, Some(ComputerPhase::Unavailable));
+    assert_eq!(condition(&c, "CredentialReady"), ("False", "InvalidToken"));
+    assert_eq!(condition(&c, "Ready"), ("False", "CredentialInvalid"));
+    let msg = &st
+        .conditions
+        .iter()
+        .find(|x| x.type_ == "CredentialReady")
+        .unwrap()
+        .message;
+    assert!(msg.contains("64 hexadecimal characters"), "{msg}");
+
+    // Fixed: Ready again with the new hash.
+    let good = "0f".repeat(32);
+    set_secret_token(&env, good.as_bytes());
+    settle(&env, "c1").await.unwrap();
+    let st = status(&current(&env, "c1"));
+    assert_eq!(st.phase, Some(ComputerPhase::Ready));
+    assert_eq!(st.credential_hash, Some(sha256_of(good.as_bytes())));
+}
+
+#[tokio::test]
+async fn a_computer_that_fits_nowhere_stays_pending_and_says_why() {
+    let mut env = env();
+    for n in ["a", "b", "c"] {
+        add(&mut env.nodes, node(n));
+        add(&mut env.agents, agent(n, "10.0.0.1"));
+    }
+    add(&mut env.capacities, capacity("a", "2Gi", "1"));
+    // A capacity of another storage class is not this driver's.
+    let mut other = capacity("c", "100Gi", "1");
+    other.storage_class_name = "fast".into();
+    add(&mut env.capacities, other);
+    computer(&env, "c1", json!({"storage": {"size": "5Gi"}}));
+    let action = settle(&env, "c1").await.unwrap();
+    assert_eq!(
+        action,
+        kube::runtime::controller::Action::requeue(std::time::Duration::from_secs(30))
+    );
+    let c = current(&env, "c1");
+    assert_eq!(status(&c).phase, Some(ComputerPhase::Pending));
+    let placed = status(&c)
+        .conditions
+        .into_iter()
+        .find(|x| x.type_ == "Placed")
+        .unwrap();
+    assert_eq!(placed.reason, "NoEligibleNode");
+    assert_eq!(
+        placed.message,
+        "0/3 nodes are eligible: 1 no room for 5Gi (2Gi free), 2 no published capacity"
+    );
+    assert!(env.fake.get(PV).is_none());
+    assert!(c.labels().get("agentcomputer.dev/node").is_none());
+
+    // Node b's agent publishes enough room: placed there.
+    add(&mut env.capacities, capacity("b", "8Gi", "1"));
+    settle(&env, "c1").await.unwrap();
+    assert_eq!(status(&current(&env, "c1")).node.as_deref(), Some("b"));
+}
+
+#[tokio::test]
+async fn placements_the_capacity_does_not_reflect_yet_do_not_overfill_a_node() {
+    let mut env = env();
+    add(&mut env.nodes, node("a"));
+    add(&mut env.agents, agent("a", "10.0.0.1"));
+    add(&mut env.capacities, capacity("a", "5Gi", "1"));
+    for name in ["c1", "c2"] {
+        let c = computer(&env, name, json!({"storage": {"size": "3Gi"}}));
+        add(&mut env.computers, c);
+    }
+    settle(&env, "c1").await.unwrap();
+    assert_eq!(status(&current(&env, "c1")).node.as_deref(), Some("a"));
+    // The agent has not republished: 5Gi still shows, but 3Gi are promised.
+    settle(&env, "c2").await.unwrap();
+    let c2 = current(&env, "c2");
+    assert_eq!(status(&c2).phase, Some(ComputerPhase::Pending));
+    let placed = status(&c2)
+        .conditions
+        .into_iter()
+        .find(|x| x.type_ == "Placed")
+        .unwrap();
+    assert_eq!(
+        placed.message,
+        "0/1 nodes are eligible: 1 no room for 3Gi (2Gi free)"
+    );
+    assert_eq!(env.ctx.room().get("a"), Some(&(2u64 << 30)));
+    // The computers cache catches up with c1's status: its quota still
+    // counts until the capacity changes.
+    let c1 = current(&env, "c1");
+    add(&mut env.computers, c1);
+    settle(&env, "c2").await.unwrap();
+    assert_eq!(
+        status(&current(&env, "c2")).phase,
+        Some(ComputerPhase::Pending)
+    );
+
+    // The agent republishes with c1 counted (and a grown disk): the
+    // reservation ends and c2 fits.
+    add(&mut env.capacities, capacity("a", "4Gi", "2"));
+    assert_eq!(env.ctx.room().get("a"), Some(&(4u64 << 30)));
+    settle(&env, "c2").await.unwrap();
+    assert_eq!(status(&current(&env, "c2")).node.as_deref(), Some("a"));
+}
+
+#[tokio::test]
+async fn the_node_label_is_kept_when_the_status_is_stale() {
+    let mut env = env();
+    two_nodes(&mut env);
+    computer(&env, "c1", json!({"storage": {"size": "1Gi"}}));
+    settle(&env, "c1").await.unwrap();
+    let node = status(&current(&env, "c1")).node.unwrap();
+    // Someone strips the label; a reconcile from a stale cache (no status)
+    // puts it back from the PV, without a new placement.
+    let mut c = env.fake.get(&computer_path("c1")).unwrap();
+    c["metadata"]["labels"] = json!({});
+    env.fake.put(&computer_path("c1"), c);
+    let mut stale = current(&env, "c1");
+    stale.status = None;
+    reconcile(Arc::new(stale), env.ctx.clone()).await.unwrap();
+    assert_eq!(
+        current(&env, "c1").labels().get("agentcomputer.dev/node"),
+        Some(&node)
+    );
+    // Labelled already: no further computer patch.
+    let patches = env.fake.calls(Method::PATCH, &computer_path("c1"));
+    settle(&env, "c1").await.unwrap();
+    assert_eq!(
+        env.fake.calls(Method::PATCH, &computer_path("c1")),
+        patches,
+        "labelled and unchanged: nothing written"
+    );
 }

@@ -5,7 +5,9 @@
 //! token, resources from `spec.sandbox.resources`. The scheduler places it on
 //! the serving node through the PV's node affinity.
 
-use agentcomputer_crds::{AgentComputer, NODE_AGENT_PROXY_PORT, SandboxSpec};
+use agentcomputer_crds::{
+    AgentComputer, NODE_AGENT_PROXY_PORT, SANDBOX_GID, SANDBOX_UID as UID, SandboxSpec,
+};
 use k8s_openapi::api::core::v1::{
     Capabilities, Container, EnvVar, PersistentVolumeClaimVolumeSource, Pod, PodSecurityContext,
     PodSpec, SeccompProfile, SecurityContext, Volume, VolumeMount,
@@ -15,8 +17,11 @@ use kube::api::ObjectMeta;
 
 use super::{child_labels, owner, pod_name, pvc_name};
 
-/// uid/gid the sandbox runs as.
-pub const SANDBOX_UID: i64 = 1000;
+/// uid the sandbox runs as ([`agentcomputer_crds::SANDBOX_UID`], which the
+/// PV also hands to the node agent).
+pub const SANDBOX_UID: i64 = UID as i64;
+/// gid the sandbox runs as, also its fsGroup ([`agentcomputer_crds::SANDBOX_GID`]).
+pub const SANDBOX_GROUP: i64 = SANDBOX_GID as i64;
 
 /// Builds the pod. `proxy` is the node agent's pod IP when the egress policy
 /// lists host names: the pod then gets HTTP(S)_PROXY pointing at it.
@@ -75,8 +80,8 @@ pub fn build(c: &AgentComputer, sandbox: &SandboxSpec, proxy: Option<&str>) -> P
             security_context: Some(PodSecurityContext {
                 run_as_non_root: Some(true),
                 run_as_user: Some(SANDBOX_UID),
-                run_as_group: Some(SANDBOX_UID),
-                fs_group: Some(SANDBOX_UID),
+                run_as_group: Some(SANDBOX_GROUP),
+                fs_group: Some(SANDBOX_GROUP),
                 seccomp_profile: Some(SeccompProfile {
                     type_: "RuntimeDefault".into(),
                     localhost_profile: None,

@@ -2,10 +2,16 @@
 //! the computer's uid, node affinity to the serving node, capacity = quota,
 //! pre-bound to the computer's PVC through `claimRef` (see "Reserving a
 //! PersistentVolume" in the Kubernetes persistent volumes docs).
+//!
+//! For the node agent it carries the label `agentcomputer.dev/node`, the
+//! volumeAttributes namespace, name, uid and gid, and from its creation the
+//! finalizer `agentcomputer.dev/node-data`, which the node agent removes once
+//! it has deleted (annotation `agentcomputer.dev/delete-data: "true"`) or
+//! kept the data of a deleted PV.
 
 use std::collections::BTreeMap;
 
-use agentcomputer_crds::{AgentComputer, CSI_DRIVER, labels};
+use agentcomputer_crds::{AgentComputer, CSI_DRIVER, SANDBOX_GID, SANDBOX_UID, labels};
 use k8s_openapi::api::core::v1::{
     CSIPersistentVolumeSource, NodeSelector, NodeSelectorRequirement, NodeSelectorTerm,
     ObjectReference, PersistentVolume, PersistentVolumeSpec, VolumeNodeAffinity,
@@ -15,10 +21,7 @@ use kube::api::ObjectMeta;
 
 use super::{child_labels, pv_name, pvc_name};
 
-/// volumeAttributes key: the computer's namespace.
-pub const ATTR_NAMESPACE: &str = "agentcomputer.dev/namespace";
-/// volumeAttributes key: the computer's name.
-pub const ATTR_NAME: &str = "agentcomputer.dev/name";
+pub use agentcomputer_crds::labels::{ATTR_GID, ATTR_NAME, ATTR_NAMESPACE, ATTR_UID};
 /// Annotation with the serving node's name.
 pub const NODE_ANNOTATION: &str = "agentcomputer.dev/node";
 
@@ -36,11 +39,13 @@ pub fn build(
     let mut lbl = child_labels(c, "volume");
     lbl.insert(labels::COMPUTER_NAMESPACE.into(), ns.clone());
     lbl.insert(labels::COMPUTER_UID.into(), uid.clone());
+    lbl.insert(labels::NODE.into(), node.to_string());
     PersistentVolume {
         metadata: ObjectMeta {
             name: Some(pv_name(c)),
             labels: Some(lbl),
             annotations: Some([(NODE_ANNOTATION.to_string(), node.to_string())].into()),
+            finalizers: Some(vec![labels::NODE_DATA_FINALIZER.to_string()]),
             ..Default::default()
         },
         spec: Some(PersistentVolumeSpec {
@@ -55,6 +60,8 @@ pub fn build(
                 volume_attributes: Some(BTreeMap::from([
                     (ATTR_NAMESPACE.to_string(), ns.clone()),
                     (ATTR_NAME.to_string(), c.name_any()),
+                    (ATTR_UID.to_string(), SANDBOX_UID.to_string()),
+                    (ATTR_GID.to_string(), SANDBOX_GID.to_string()),
                 ])),
                 ..Default::default()
             }),
@@ -83,10 +90,14 @@ pub fn build(
     }
 }
 
-/// The node a PV is pinned to, from its annotation (the node name) or its
-/// node affinity (the hostname label value).
+/// The node a PV is pinned to, from its label or annotation (the node name)
+/// or its node affinity (the hostname label value).
 pub fn node_of(pv: &PersistentVolume) -> Option<String> {
-    if let Some(n) = pv.annotations().get(NODE_ANNOTATION) {
+    if let Some(n) = pv
+        .labels()
+        .get(labels::NODE)
+        .or_else(|| pv.annotations().get(NODE_ANNOTATION))
+    {
         return Some(n.clone());
     }
     pv.spec

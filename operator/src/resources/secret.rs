@@ -1,6 +1,11 @@
 //! The computer's access credential: a Secret whose `token` key holds 32
-//! random bytes, hex-encoded (64 characters). The node agent accepts a
-//! request for the computer only with that token.
+//! random bytes, hex-encoded (64 characters). The node agent never reads the
+//! Secret: it accepts a request for the computer only with a token whose
+//! SHA-256 matches `status.credentialHash` ([`credential_hash`]).
+//!
+//! The operator creates the Secret once. A token the user writes (rotation)
+//! is kept as long as it is 64 hex characters; a deleted Secret is created
+//! again with a new token, which is a rotation too.
 
 use agentcomputer_crds::AgentComputer;
 use k8s_openapi::ByteString;
@@ -8,6 +13,7 @@ use k8s_openapi::api::core::v1::Secret;
 use kube::ResourceExt;
 use kube::api::ObjectMeta;
 use rand::RngCore;
+use sha2::{Digest, Sha256};
 
 use super::{child_labels, owner, secret_name};
 
@@ -39,9 +45,33 @@ pub fn build(c: &AgentComputer, token: &str) -> Secret {
 
 /// The token of an existing Secret, if it holds a well-formed one.
 pub fn token_of(s: &Secret) -> Option<String> {
-    let raw = s.data.as_ref()?.get(TOKEN_KEY)?;
-    let t = String::from_utf8(raw.0.clone()).ok()?;
-    (t.len() == 64 && t.bytes().all(|b| b.is_ascii_hexdigit())).then_some(t)
+    read_token(s).ok()
+}
+
+/// The token of an existing Secret, or why it is unusable (the message
+/// names the Secret and what a token must be).
+pub fn read_token(s: &Secret) -> Result<String, String> {
+    let name = s.metadata.name.as_deref().unwrap_or_default();
+    let Some(raw) = s.data.as_ref().and_then(|d| d.get(TOKEN_KEY)) else {
+        return Err(format!(
+            "secret {name} has no {TOKEN_KEY:?} key; delete the secret to get a new token"
+        ));
+    };
+    match std::str::from_utf8(&raw.0) {
+        Ok(t) if t.len() == 64 && t.bytes().all(|b| b.is_ascii_hexdigit()) => Ok(t.to_string()),
+        _ => Err(format!(
+            "the {TOKEN_KEY:?} of secret {name} must be 64 hexadecimal characters (32 random \
+             bytes, e.g. `openssl rand -hex 32`), got {} bytes; requests are refused until it \
+             is fixed or the secret is deleted (which makes a new token)",
+            raw.0.len()
+        )),
+    }
+}
+
+/// `"sha256:"` and the lowercase hex SHA-256 (FIPS 180-4) of the token's
+/// bytes: the value of `status.credentialHash`.
+pub fn credential_hash(token: &str) -> String {
+    format!("sha256:{}", hex::encode(Sha256::digest(token.as_bytes())))
 }
 
 #[cfg(test)]
@@ -64,5 +94,20 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(token_of(&bad), None);
+        assert!(read_token(&bad).unwrap_err().contains("64 hexadecimal"));
+        assert!(
+            read_token(&Secret::default())
+                .unwrap_err()
+                .contains("no \"token\" key")
+        );
+    }
+
+    #[test]
+    fn hash_is_sha256_of_the_token_bytes() {
+        // SHA-256("abc") from FIPS 180-2, appendix B.1.
+        assert_eq!(
+            credential_hash("abc"),
+            "sha256:ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        );
     }
 }
