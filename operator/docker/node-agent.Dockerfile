@@ -1,5 +1,9 @@
-# Image of the Agent Computer node agent (DaemonSet): CSI node plugin, FUSE
-# server, gRPC API and in-process runtimes.
+# Image of the node side of Agent Computer. It carries both programs, each
+# run by its own DaemonSet of the Helm chart:
+# - node-agent (unprivileged, uid 65532 set by the pod): engines, FUSE
+#   serving over handed-over descriptors, gRPC API, runtimes, egress proxy;
+# - agentcomputer-mounter (privileged): CSI node plugin; mounts /dev/fuse
+#   descriptors into pod volume paths and hands them to the agent.
 # Build from the repository root:
 #   docker build -f operator/docker/node-agent.Dockerfile -t ghcr.io/agentcomputer/node-agent:0.1.0 .
 FROM rust:1.95-bookworm AS build
@@ -7,15 +11,15 @@ WORKDIR /src
 COPY . .
 RUN --mount=type=cache,target=/usr/local/cargo/registry \
     --mount=type=cache,target=/src/target \
-    cargo build --release --locked -p agentcomputer-node-agent --bin node-agent \
- && cp target/release/node-agent /node-agent
+    cargo build --release --locked --bin node-agent --bin agentcomputer-mounter \
+ && cp target/release/node-agent target/release/agentcomputer-mounter /
 
-# The agent mounts FUSE filesystems into pod volume paths: it needs fuse3's
-# fusermount3 and util-linux's mount/umount; it runs privileged as root.
+# The mounter uses util-linux's umount for stale mounts and fuse3's
+# fusermount3 as a fallback; the agent needs neither but shares the image.
 FROM debian:bookworm-slim
 RUN apt-get update \
  && apt-get install -y --no-install-recommends fuse3 util-linux ca-certificates \
  && rm -rf /var/lib/apt/lists/*
-COPY --from=build /node-agent /usr/local/bin/node-agent
+COPY --from=build /node-agent /agentcomputer-mounter /usr/local/bin/
 EXPOSE 7433 3128 9090
 ENTRYPOINT ["/usr/local/bin/node-agent"]

@@ -85,6 +85,7 @@ async fn setup_nodes(client: &Client, n: usize) {
         )
         .await
         .unwrap();
+        support::publish_capacity(client, &name, "100Ti").await;
     }
 }
 

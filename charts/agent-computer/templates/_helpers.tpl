@@ -38,6 +38,30 @@ app.kubernetes.io/name: agentcomputer-node-agent
 app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end -}}
 
+{{/* Selector labels of the mounter pods (not the agent's name: the operator
+finds node agents by that). */}}
+{{- define "ac.mounter.selector" -}}
+app.kubernetes.io/name: agentcomputer-mounter
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end -}}
+
+{{/* Host directories of the node side, all under nodeAgent.hostDir. */}}
+{{- define "ac.dataDir" -}}{{ .Values.nodeAgent.hostDir }}/data{{- end -}}
+{{- define "ac.runDir" -}}{{ .Values.nodeAgent.hostDir }}/run{{- end -}}
+{{- define "ac.handoverSocket" -}}{{ include "ac.runDir" . }}/mounter.sock{{- end -}}
+
+{{/* Node placement shared by both DaemonSets: a node needs both parts. */}}
+{{- define "ac.nodePlacement" -}}
+{{- with .Values.nodeAgent.nodeSelector }}
+nodeSelector:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .Values.nodeAgent.tolerations }}
+tolerations:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end -}}
+
 {{/* Image reference: registry/repository:tag. */}}
 {{- define "ac.image" -}}
 {{- printf "%s/%s:%s" .root.Values.image.registry .repository (default .root.Chart.AppVersion .root.Values.image.tag) -}}

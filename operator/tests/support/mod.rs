@@ -423,3 +423,28 @@ pub async fn create_namespace(client: &Client, name: &str) {
     let sa = serde_json::from_value(serde_json::json!({"metadata": {"name": "default"}})).unwrap();
     sas.create(&PostParams::default(), &sa).await.unwrap();
 }
+
+/// Publishes (creates or replaces) the CSIStorageCapacity a node agent keeps
+/// for `node` in the agent namespace, with `room` (a quantity) as capacity
+/// and maximumVolumeSize, as the node agent's contract describes.
+pub async fn publish_capacity(client: &Client, node: &str, room: &str) {
+    use k8s_openapi::api::storage::v1::CSIStorageCapacity;
+    use kube::api::{Api, Patch, PatchParams};
+    let caps: Api<CSIStorageCapacity> = Api::namespaced(client.clone(), SYSTEM_NS);
+    let name = format!("agentcomputer-{node}");
+    let cap = serde_json::json!({
+        "apiVersion": "storage.k8s.io/v1", "kind": "CSIStorageCapacity",
+        "metadata": {"name": name, "labels": {"agentcomputer.dev/node": node}},
+        "storageClassName": "agentcomputer",
+        "nodeTopology": {"matchLabels": {"kubernetes.io/hostname": node}},
+        "capacity": room,
+        "maximumVolumeSize": room,
+    });
+    caps.patch(
+        &name,
+        &PatchParams::apply("agentcomputer-node-agent").force(),
+        &Patch::Apply(cap),
+    )
+    .await
+    .unwrap();
+}
