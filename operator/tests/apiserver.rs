@@ -19,7 +19,7 @@ use k8s_openapi::api::networking::v1::NetworkPolicy;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
 use serde_json::json;
-use support::{Cluster, RELEASE, SYSTEM_NS, eventually};
+use support::{Cluster, RELEASE, SYSTEM_NS, eventually, publish_capacity};
 
 const NS: &str = "team";
 
@@ -288,6 +288,10 @@ async fn operator_chart_and_crd_against_a_real_apiserver() {
     add_node(&admin, "node-b").await;
     add_agent(&admin, "node-a", "10.244.1.10").await;
     add_agent(&admin, "node-b", "10.244.2.10").await;
+    // Each node agent publishes its room, under the chart's node-agent RBAC.
+    let agent_id = cluster.client_from(&cluster.node_agent_kubeconfig).await;
+    publish_capacity(&agent_id, "node-a", "100Gi").await;
+    publish_capacity(&agent_id, "node-b", "100Gi").await;
     let (mut op1, port1) = cluster.start_operator("operator-1", true);
     let leases: Api<Lease> = Api::namespaced(admin.clone(), SYSTEM_NS);
     let lease_name = format!("{RELEASE}-agent-computer-operator");
@@ -346,6 +350,11 @@ async fn operator_chart_and_crd_against_a_real_apiserver() {
             .finalizers()
             .contains(&"agentcomputer.dev/volume".to_string())
     );
+    assert_eq!(
+        scratch.labels().get("agentcomputer.dev/node"),
+        Some(&sn),
+        "labelled with its node for the node agent"
+    );
 
     let get = ok(
         &cluster.kubectl(&["get", "computers", "-n", NS], None),
@@ -397,6 +406,24 @@ async fn operator_chart_and_crd_against_a_real_apiserver() {
             .unwrap()[0],
         sn
     );
+    assert_eq!(pv.labels().get("agentcomputer.dev/node"), Some(&sn));
+    assert!(
+        pv.finalizers()
+            .contains(&"agentcomputer.dev/node-data".to_string()),
+        "{:?}",
+        pv.finalizers()
+    );
+    let attrs = spec
+        .csi
+        .as_ref()
+        .unwrap()
+        .volume_attributes
+        .clone()
+        .unwrap();
+    assert_eq!(attrs["agentcomputer.dev/uid"], "1000");
+    assert_eq!(attrs["agentcomputer.dev/gid"], "1000");
+    assert_eq!(attrs["agentcomputer.dev/namespace"], NS);
+    assert_eq!(attrs["agentcomputer.dev/name"], "scratch");
     let pvc = pvcs.get("scratch-workspace").await.unwrap();
     assert_eq!(
         pvc.spec.as_ref().unwrap().volume_name.as_deref(),
@@ -423,6 +450,7 @@ async fn operator_chart_and_crd_against_a_real_apiserver() {
         .0
         .clone();
     assert_eq!(token.len(), 64);
+    assert_eq!(st.credential_hash, Some(sha256_hex(&token)));
     let nps: Api<NetworkPolicy> = Api::namespaced(admin.clone(), NS);
     let deny = nps.get("scratch-egress").await.unwrap().spec.unwrap();
     // deny-all: Egress is a policy type and no egress rule admits anything.
@@ -626,6 +654,109 @@ async fn operator_chart_and_crd_against_a_real_apiserver() {
     );
     assert_eq!(http_get(port1, "/healthz").await.trim(), "ok");
 
+    // --- The node agent's RBAC: what it needs, and no Secrets. ---
+    let agent_secrets: Api<Secret> = Api::namespaced(agent_id.clone(), NS);
+    let denied = agent_secrets.get("scratch-credential").await.unwrap_err();
+    assert!(
+        matches!(&denied, kube::Error::Api(s) if s.code == 403),
+        "the node agent must not read secrets: {denied}"
+    );
+    let agent_computers: Api<AgentComputer> = Api::namespaced(agent_id.clone(), NS);
+    let usage = json!({"apiVersion": "agentcomputer.dev/v1alpha1", "kind": "AgentComputer", "metadata": {"name": "scratch"},
+        "status": {"volume": {"bytesUsed": 12345, "inodesUsed": 7}}});
+    agent_computers
+        .patch_status(
+            "scratch",
+            &PatchParams::apply("agentcomputer-node-agent"),
+            &Patch::Apply(&usage),
+        )
+        .await
+        .unwrap();
+    let activity = json!({"metadata": {"annotations": {
+        "agentcomputer.dev/last-activity": "2026-01-01T00:00:00Z"}}});
+    agent_computers
+        .patch("scratch", &PatchParams::default(), &Patch::Merge(&activity))
+        .await
+        .unwrap();
+
+    // --- Rotating the token: the user's token is kept, the hash follows,
+    // and the node agent's usage fields survive the operator's writes. ---
+    let rotated = "5a".repeat(32);
+    let edit = json!({"stringData": {"token": rotated}});
+    secrets
+        .patch(
+            "scratch-credential",
+            &PatchParams::default(),
+            &Patch::Merge(&edit),
+        )
+        .await
+        .unwrap();
+    let want = sha256_hex(rotated.as_bytes());
+    let after = eventually(30, "the credential hash to follow the rotation", || async {
+        let c = computers.get("scratch").await.ok()?;
+        (c.status.as_ref()?.credential_hash.as_deref() == Some(want.as_str())).then_some(c)
+    })
+    .await;
+    let volume = after.status.unwrap().volume.unwrap();
+    assert_eq!(
+        (volume.bytes_used, volume.inodes_used),
+        (Some(12345), Some(7))
+    );
+    let kept = secrets
+        .get("scratch-credential")
+        .await
+        .unwrap()
+        .data
+        .unwrap()["token"]
+        .0
+        .clone();
+    assert_eq!(
+        kept,
+        rotated.as_bytes(),
+        "the user's token is not overwritten"
+    );
+
+    // --- Capacity-aware placement. ---
+    let big = json!({"apiVersion": "agentcomputer.dev/v1alpha1", "kind": "AgentComputer",
+                     "metadata": {"name": "big"}, "spec": {"storage": {"size": "200Gi"}}});
+    computers
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(big).unwrap(),
+        )
+        .await
+        .unwrap();
+    let waiting = eventually(30, "big to wait for room", || async {
+        let c = computers.get("big").await.ok()?;
+        let st = c.status?;
+        let placed = st.conditions.iter().find(|x| x.type_ == "Placed")?.clone();
+        (st.phase == Some(ComputerPhase::Pending)).then_some(placed)
+    })
+    .await;
+    assert_eq!(waiting.reason, "NoEligibleNode");
+    assert!(
+        waiting
+            .message
+            .starts_with("0/2 nodes are eligible: 2 no room for 200Gi ("),
+        "{}",
+        waiting.message
+    );
+    // A node agent publishes more room: the waiting computer is placed at
+    // once (the capacity watch), well before its 30 s retry.
+    let t0 = std::time::Instant::now();
+    publish_capacity(&agent_id, "node-b", "300Gi").await;
+    let placed = wait_phase(&computers, "big", ComputerPhase::Ready, 20).await;
+    assert!(t0.elapsed() < std::time::Duration::from_secs(20));
+    assert_eq!(placed.status.unwrap().node.as_deref(), Some("node-b"));
+    computers
+        .delete("big", &DeleteParams::default())
+        .await
+        .unwrap();
+    eventually(30, "big to be gone", || async {
+        computers.get_opt("big").await.ok()?.is_none().then_some(())
+    })
+    .await;
+
     // --- Deletion with reclaim policy Delete. ---
     computers
         .delete("scratch", &DeleteParams::default())
@@ -658,10 +789,44 @@ async fn operator_chart_and_crd_against_a_real_apiserver() {
             "claim deleted"
         );
     }
+    // The PV stays Terminating, marked for data deletion, until the node
+    // agent has deleted the data and removed its finalizer.
+    let terminating = pvs.get(&pv_name).await.unwrap();
+    assert!(
+        gone_or_deleting(terminating.metadata.deletion_timestamp.as_ref()),
+        "volume deleted"
+    );
+    assert_eq!(
+        terminating
+            .annotations()
+            .get("agentcomputer.dev/delete-data")
+            .map(String::as_str),
+        Some("true")
+    );
+    let fins = terminating.finalizers().to_vec();
+    let at = fins
+        .iter()
+        .position(|f| f == "agentcomputer.dev/node-data")
+        .unwrap_or_else(|| panic!("node agent's finalizer holds the PV: {fins:?}"));
+    // The node agent (its own RBAC) releases it.
+    let release = json!([
+        {"op": "test", "path": format!("/metadata/finalizers/{at}"), "value": "agentcomputer.dev/node-data"},
+        {"op": "remove", "path": format!("/metadata/finalizers/{at}")}
+    ]);
+    Api::<PersistentVolume>::all(agent_id.clone())
+        .patch(
+            &pv_name,
+            &PatchParams::default(),
+            &Patch::Json::<()>(serde_json::from_value(release).unwrap()),
+        )
+        .await
+        .unwrap();
     if let Some(pv) = pvs.get_opt(&pv_name).await.unwrap() {
         assert!(
-            gone_or_deleting(pv.metadata.deletion_timestamp.as_ref()),
-            "volume deleted"
+            !pv.finalizers()
+                .contains(&"agentcomputer.dev/node-data".to_string()),
+            "{:?}",
+            pv.finalizers()
         );
     }
 
@@ -791,6 +956,21 @@ async fn operator_chart_and_crd_against_a_real_apiserver() {
     assert!(op2.alive(), "operator-2 exited:\n{}", op2.log_tail());
     drop(op2);
     drop(cluster);
+}
+
+/// "sha256:" and the hex SHA-256 of `bytes`, from coreutils' sha256sum (an
+/// implementation independent of the operator's).
+fn sha256_hex(bytes: &[u8]) -> String {
+    use std::io::Write;
+    let mut child = std::process::Command::new("sha256sum")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("sha256sum");
+    child.stdin.take().unwrap().write_all(bytes).unwrap();
+    let out = child.wait_with_output().unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    format!("sha256:{}", text.split_whitespace().next().unwrap())
 }
 
 /// GET from the operator's metrics server on loopback.

@@ -20,6 +20,9 @@ use kube::{Client, Config};
 pub const ADMIN_TOKEN: &str = "admin-token-for-tests-only";
 /// Token of the operator's service account identity (what the chart's RBAC grants).
 pub const OPERATOR_TOKEN: &str = "operator-token-for-tests-only";
+/// Token of the node agent's service account identity (what the chart's
+/// RBAC grants the node agent).
+pub const NODE_AGENT_TOKEN: &str = "node-agent-token-for-tests-only";
 /// Namespace of the chart release (node agents, operator lease).
 pub const SYSTEM_NS: &str = "agentcomputer-system";
 /// Helm release name used by the tests.
@@ -138,6 +141,7 @@ pub struct Cluster {
     pub ca: PathBuf,
     pub kubeconfig: PathBuf,
     pub operator_kubeconfig: PathBuf,
+    pub node_agent_kubeconfig: PathBuf,
     // Field order: the API server stops before etcd.
     pub apiserver: Proc,
     pub etcd: Proc,
@@ -212,7 +216,8 @@ impl Cluster {
             &tokens,
             format!(
                 "{ADMIN_TOKEN},admin,admin-uid,\"system:masters\"\n\
-                 {OPERATOR_TOKEN},system:serviceaccount:{SYSTEM_NS}:{RELEASE}-agent-computer-operator,operator-uid,\"system:serviceaccounts,system:serviceaccounts:{SYSTEM_NS},system:authenticated\"\n"
+                 {OPERATOR_TOKEN},system:serviceaccount:{SYSTEM_NS}:{RELEASE}-agent-computer-operator,operator-uid,\"system:serviceaccounts,system:serviceaccounts:{SYSTEM_NS},system:authenticated\"\n\
+                 {NODE_AGENT_TOKEN},system:serviceaccount:{SYSTEM_NS}:{RELEASE}-agent-computer-node-agent,node-agent-uid,\"system:serviceaccounts,system:serviceaccounts:{SYSTEM_NS},system:authenticated\"\n"
             ),
         )
         .unwrap();
@@ -250,6 +255,7 @@ impl Cluster {
         let mut cluster = Cluster {
             kubeconfig: d.join("admin.kubeconfig"),
             operator_kubeconfig: d.join("operator.kubeconfig"),
+            node_agent_kubeconfig: d.join("node-agent.kubeconfig"),
             dir,
             bin,
             url,
@@ -260,6 +266,7 @@ impl Cluster {
         cluster.wait_ready().await;
         cluster.write_kubeconfig(&cluster.kubeconfig, ADMIN_TOKEN);
         cluster.write_kubeconfig(&cluster.operator_kubeconfig, OPERATOR_TOKEN);
+        cluster.write_kubeconfig(&cluster.node_agent_kubeconfig, NODE_AGENT_TOKEN);
         cluster
     }
 
