@@ -14,8 +14,8 @@ RUN --mount=type=cache,target=/usr/local/cargo/registry \
     cargo build --release --locked --bin node-agent --bin agentcomputer-mounter \
  && cp target/release/node-agent target/release/agentcomputer-mounter /
 
-# The mounter uses util-linux's umount for stale mounts and fuse3's
-# fusermount3 as a fallback; the agent needs neither but shares the image.
+# fuse3 and util-linux: the FUSE and mount tools a mounter may call; the
+# agent needs neither but shares the image.
 FROM debian:bookworm-slim
 RUN apt-get update \
  && apt-get install -y --no-install-recommends fuse3 util-linux ca-certificates \
