@@ -149,6 +149,7 @@ async fn operator_chart_and_crd_against_a_real_apiserver() {
         ]),
         "helm template",
     );
+    check_node_side_shape(&rendered);
     // CRDs first: the dry run of a CR-free chart needs no established CRD,
     // but installs apply CRDs before the rest, as helm does.
     let out = cluster.kubectl(&["apply", "--dry-run=server", "-f", "-"], Some(&rendered));
@@ -956,6 +957,94 @@ async fn operator_chart_and_crd_against_a_real_apiserver() {
     assert!(op2.alive(), "operator-2 exited:\n{}", op2.log_tail());
     drop(op2);
     drop(cluster);
+}
+
+/// The privilege split as rendered: the mounter privileged with the kubelet
+/// directory and no API token, the agent unprivileged without it.
+fn check_node_side_shape(rendered: &str) {
+    use serde::Deserialize;
+    let mut daemonsets = std::collections::HashMap::new();
+    for doc in serde_yaml::Deserializer::from_str(rendered) {
+        let v = serde_json::Value::deserialize(doc).unwrap();
+        if v["kind"] == "DaemonSet" {
+            daemonsets.insert(v["metadata"]["name"].as_str().unwrap().to_string(), v);
+        }
+    }
+    let mounter =
+        &daemonsets[&format!("{RELEASE}-agent-computer-mounter")]["spec"]["template"]["spec"];
+    let agent =
+        &daemonsets[&format!("{RELEASE}-agent-computer-node-agent")]["spec"]["template"]["spec"];
+    assert_eq!(daemonsets.len(), 2, "{:?}", daemonsets.keys());
+
+    assert_eq!(mounter["automountServiceAccountToken"], false);
+    let m = &mounter["containers"][0];
+    assert_eq!(m["securityContext"]["privileged"], true);
+    assert_eq!(m["command"], json!(["agentcomputer-mounter"]));
+    let margs: Vec<&str> = m["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap())
+        .collect();
+    for want in [
+        "--csi-endpoint=unix:///var/lib/kubelet/plugins/agentcomputer.dev/csi.sock",
+        "--registration-dir=/var/lib/kubelet/plugins_registry",
+        "--handover-socket=/var/lib/agentcomputer/run/mounter.sock",
+        "--agent-uid=65532",
+        "--agent-gid=65532",
+        "--data-dir=/var/lib/agentcomputer/data",
+    ] {
+        assert!(margs.contains(&want), "mounter lacks {want}: {margs:?}");
+    }
+    let kubelet = m["volumeMounts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["mountPath"] == "/var/lib/kubelet")
+        .expect("mounter mounts the kubelet directory");
+    assert_eq!(kubelet["mountPropagation"], "Bidirectional");
+
+    let a = &agent["containers"][0];
+    let sc = &a["securityContext"];
+    assert_eq!(sc["allowPrivilegeEscalation"], false);
+    assert_eq!(sc["readOnlyRootFilesystem"], true);
+    assert_eq!(sc["capabilities"]["drop"], json!(["ALL"]));
+    assert!(sc["capabilities"]["add"].is_null());
+    assert_eq!(agent["securityContext"]["runAsNonRoot"], true);
+    assert_eq!(agent["securityContext"]["runAsUser"], 65532);
+    assert_eq!(
+        agent["securityContext"]["seccompProfile"]["type"],
+        "RuntimeDefault"
+    );
+    let host_paths: Vec<&str> = agent["volumes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|v| v["hostPath"]["path"].as_str())
+        .collect();
+    assert_eq!(
+        host_paths,
+        ["/var/lib/agentcomputer/data", "/var/lib/agentcomputer/run"],
+        "the agent sees only its data and run directories"
+    );
+    let aargs: Vec<&str> = a["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap())
+        .collect();
+    assert_eq!(aargs[0], "cluster");
+    for want in [
+        "--namespace=$(POD_NAMESPACE)",
+        "--overcommit=1.0",
+        "--handover-socket=/var/lib/agentcomputer/run/mounter.sock",
+    ] {
+        assert!(aargs.contains(&want), "agent lacks {want}: {aargs:?}");
+    }
+    assert!(
+        rendered.contains("kind: NetworkPolicy"),
+        "agent NetworkPolicy rendered"
+    );
 }
 
 /// "sha256:" and the hex SHA-256 of `bytes`, from coreutils' sha256sum (an
