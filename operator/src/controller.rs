@@ -65,6 +65,9 @@ pub const KEPT_CLAIM: &str = "ClaimFromEarlierComputer";
 pub const NO_ELIGIBLE_NODE: &str = "NoEligibleNode";
 /// Reason of `Placed=False` when `spec.storage.size` has no byte count.
 pub const INVALID_SIZE: &str = "InvalidSize";
+/// Reason of `VolumeReady=False` while the computer's PV is being deleted
+/// although the computer lives (someone deleted the PV).
+pub const VOLUME_DELETING: &str = "VolumeDeleting";
 /// Reason of `CredentialReady=False` when the Secret's token is malformed.
 pub const INVALID_TOKEN: &str = "InvalidToken";
 /// Reason of `Ready=False` (and of the Warning event) while the computer has
@@ -292,7 +295,13 @@ pub async fn apply(c: Arc<AgentComputer>, ctx: Arc<Context>) -> Result<Action> {
 
     // 3. Volume. While the Node object is gone its hostname label is unknown,
     // and the PV's node affinity cannot change anyway: leave an existing PV be.
-    let keep_pv = node_obj.is_none() && pvs.get_opt(&pv_name).await?.is_some();
+    // A PV someone deleted while the computer lives is left to finish (its
+    // finalizers cannot be re-added); once gone it is made again, empty.
+    let existing_pv = pvs.get_opt(&pv_name).await?;
+    let pv_deleting = existing_pv
+        .as_ref()
+        .is_some_and(|p| p.metadata.deletion_timestamp.is_some());
+    let keep_pv = pv_deleting || (node_obj.is_none() && existing_pv.is_some());
     if !keep_pv {
         let desired = pv::build(&c, &node, &hostname, &ctx.config.storage_class);
         apply_obj(&pvs, &pv_name, &desired).await?;
@@ -324,7 +333,7 @@ pub async fn apply(c: Arc<AgentComputer>, ctx: Arc<Context>) -> Result<Action> {
     // 6. Status.
     let node_alive = node_obj.is_some();
     let serving = agent.is_some() && node_alive;
-    let phase = if serving && credential.is_ok() {
+    let phase = if serving && credential.is_ok() && !pv_deleting {
         ComputerPhase::Ready
     } else {
         ComputerPhase::Unavailable
@@ -334,6 +343,10 @@ pub async fn apply(c: Arc<AgentComputer>, ctx: Arc<Context>) -> Result<Action> {
         .and_then(|a| a.ip.as_ref())
         .map(|ip| endpoint_of(ip));
     let (ready_reason, ready_msg) = match (&agent, node_alive) {
+        (Some(_), true) if pv_deleting => (
+            VOLUME_DELETING,
+            format!("volume {pv_name} is being deleted"),
+        ),
         (Some(_), true) if credential.is_err() => (
             CREDENTIAL_INVALID,
             "no usable credential: every request is refused (see CredentialReady)".to_string(),
@@ -355,9 +368,20 @@ pub async fn apply(c: Arc<AgentComputer>, ctx: Arc<Context>) -> Result<Action> {
         (ct::PLACED, true, "Placed", format!("placed on node {node}")),
         (
             ct::VOLUME_READY,
-            true,
-            "Applied",
-            format!("claim {pvc_name} is {claim_phase}, volume {pv_name}"),
+            !pv_deleting,
+            if pv_deleting {
+                VOLUME_DELETING
+            } else {
+                "Applied"
+            },
+            if pv_deleting {
+                format!(
+                    "volume {pv_name} was deleted while the computer exists; it is made again, \
+                     empty, once the node agent has released it"
+                )
+            } else {
+                format!("claim {pvc_name} is {claim_phase}, volume {pv_name}")
+            },
         ),
         match &credential {
             Ok(_) => (
@@ -469,7 +493,7 @@ pub async fn apply(c: Arc<AgentComputer>, ctx: Arc<Context>) -> Result<Action> {
     }
     write_status(&ctx, &c, &ns, &old, status).await?;
 
-    let base = if phase == ComputerPhase::Ready {
+    let base = if phase == ComputerPhase::Ready && !pv_deleting {
         Duration::from_secs(ctx.config.resync_seconds)
     } else {
         UNAVAILABLE_RETRY

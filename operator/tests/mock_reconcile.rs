@@ -1244,3 +1244,42 @@ async fn the_node_label_is_kept_when_the_status_is_stale() {
         "labelled and unchanged: nothing written"
     );
 }
+
+#[tokio::test]
+async fn a_volume_deleted_under_a_live_computer_is_left_to_finish_then_made_again() {
+    let mut env = env();
+    two_nodes(&mut env);
+    computer(&env, "c1", json!({"storage": {"size": "1Gi"}}));
+    settle(&env, "c1").await.unwrap();
+    // Someone deletes the PV: the node agent's finalizer holds it.
+    env.fake
+        .handle(Method::DELETE, PV.into(), String::new(), Value::Null);
+    assert!(!env.fake.get(PV).unwrap()["metadata"]["deletionTimestamp"].is_null());
+    let action = settle(&env, "c1")
+        .await
+        .expect("no error loop on a terminating PV");
+    assert_eq!(
+        action,
+        kube::runtime::controller::Action::requeue(std::time::Duration::from_secs(30))
+    );
+    let c = current(&env, "c1");
+    assert_eq!(condition(&c, "VolumeReady"), ("False", "VolumeDeleting"));
+    assert_eq!(condition(&c, "Ready"), ("False", "VolumeDeleting"));
+    assert_eq!(status(&c).phase, Some(ComputerPhase::Unavailable));
+    // The node agent releases it; the next reconcile makes a new one.
+    let release = json!([{"op": "remove", "path": "/metadata/finalizers/0"}]);
+    env.fake.handle(
+        Method::PATCH,
+        PV.into(),
+        "application/json-patch+json".into(),
+        release,
+    );
+    assert!(env.fake.get(PV).is_none());
+    settle(&env, "c1").await.unwrap();
+    let pv = env.fake.get(PV).expect("PV made again");
+    assert!(pv["metadata"]["deletionTimestamp"].is_null());
+    assert_eq!(
+        status(&current(&env, "c1")).phase,
+        Some(ComputerPhase::Ready)
+    );
+}
