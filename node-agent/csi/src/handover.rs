@@ -1,0 +1,576 @@
+//! The hand-over protocol between the privileged mounter and the
+//! unprivileged node agent: both ends.
+//!
+//! # Transport
+//!
+//! A unix `SOCK_SEQPACKET` socket (default
+//! `/var/lib/agentcomputer/run/mounter.sock`). The mounter listens
+//! ([`Listener`]); the agent connects ([`AgentEnd::connect`]). The mounter
+//! accepts a peer only when its `SO_PEERCRED` uid equals the agent's uid
+//! (`--agent-uid`; a root peer therefore only when that uid is 0) and keeps
+//! one agent at a time: a newly accepted agent replaces the previous
+//! connection.
+//!
+//! # Framing
+//!
+//! One message is one seqpacket record: a UTF-8 JSON object of at most
+//! [`MAX_MESSAGE`] bytes (a longer record is a protocol error and ends the
+//! connection). File descriptors travel as one `SCM_RIGHTS` control message
+//! on the record they belong to; only `serve` carries one (exactly one).
+//! A record of length 0 is the peer closing the connection.
+//!
+//! # Messages
+//!
+//! Every message is `{"type": ..., ...}` ([`Message`]):
+//!
+//! 1. agent → mounter, first: `{"type":"hello","protocol":1}`.
+//! 2. mounter → agent: `{"type":"welcome","protocol":1}`, or
+//!    `{"type":"refused","message":...}` followed by closing (wrong uid,
+//!    unsupported protocol). The agent must send `hello` within
+//!    [`HELLO_TIMEOUT`].
+//! 3. mounter → agent requests `{"type":"request","id":N,"request":{...}}`
+//!    ([`Request`]), answered in any order by
+//!    `{"type":"reply","id":N,"reply":{...}}` ([`Reply`]):
+//!    * `check {volume}` → `known` | `not_found` | `error`: does the agent
+//!      have this volume (asked before mounting);
+//!    * `serve {volume, uid, gid, readonly}` + one `/dev/fuse` descriptor
+//!      of a mount made for the volume → `served` once the agent answered
+//!      the kernel's `FUSE_INIT` and serves the connection | `not_found` |
+//!      `error`;
+//!    * `stats {volume}` → `stats {total_bytes, used_bytes,
+//!      available_bytes, total_inodes, used_inodes, available_inodes}` from
+//!      the engine's counters | `not_found` | `error`.
+//!
+//!    The mounter waits [`CHECK_TIMEOUT`] for `check` and `stats` and
+//!    [`SERVE_TIMEOUT`] for `serve`; a request that times out or whose
+//!    connection ends fails with [`HandoverError`].
+//!
+//! # Resumption (reserved)
+//!
+//! The mounter keeps a duplicate of every served descriptor, so a FUSE
+//! connection outlives an agent restart. Protocol version 1 has no message
+//! to hand those descriptors to a reconnecting agent: a later version adds
+//! it (the `hello`/`welcome` version exchange lets both ends agree on it).
+//! Until then the mounter logs, when an agent connects, which published
+//! volumes are left without a server.
+
+use std::io::{IoSlice, IoSliceMut};
+use std::os::fd::{BorrowedFd, OwnedFd};
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use tokio::sync::oneshot;
+use tokio_seqpacket::ancillary::{AncillaryMessageWriter, OwnedAncillaryMessage};
+use tokio_seqpacket::{UnixSeqpacket, UnixSeqpacketListener};
+use tokio_util::sync::CancellationToken;
+use tracing::{info, warn};
+
+/// The protocol version this crate speaks.
+pub const PROTOCOL_VERSION: u32 = 1;
+
+/// Largest message, in bytes of JSON.
+pub const MAX_MESSAGE: usize = 64 * 1024;
+
+/// How long the mounter waits for an accepted peer's `hello`, and the agent
+/// for the mounter's `welcome`.
+pub const HELLO_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// How long the mounter waits for the answer to `check` or `stats`.
+pub const CHECK_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How long the mounter waits for the answer to `serve` (opening the
+/// engine, if hibernated, and the `FUSE_INIT` exchange).
+pub const SERVE_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Room for the control message of one record (one descriptor is sent;
+/// extra ones received are closed and the message refused).
+const CONTROL_BUFFER: usize = 128;
+
+/// One protocol message (see the module documentation).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Message {
+    /// Agent → mounter, first message.
+    Hello { protocol: u32 },
+    /// Mounter → agent: accepted.
+    Welcome { protocol: u32 },
+    /// Mounter → agent: not accepted; the mounter closes the connection.
+    Refused { message: String },
+    /// Mounter → agent.
+    Request { id: u64, request: Request },
+    /// Agent → mounter, answering the request with the same id.
+    Reply { id: u64, reply: Reply },
+}
+
+/// What the mounter asks the agent.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case")]
+pub enum Request {
+    /// Does the agent have this volume? Answer: `Known` or `NotFound`.
+    Check { volume: String },
+    /// Serve the FUSE connection whose descriptor comes with this message.
+    /// `uid`/`gid` are the mount's owner, `readonly` whether it is mounted
+    /// read-only. Answer: `Served` (after `FUSE_INIT`) or `NotFound`.
+    Serve {
+        volume: String,
+        uid: u32,
+        gid: u32,
+        readonly: bool,
+    },
+    /// The engine's usage counters of the volume. Answer: `Stats`.
+    Stats { volume: String },
+}
+
+impl Request {
+    /// The volume the request is about.
+    pub fn volume(&self) -> &str {
+        match self {
+            Request::Check { volume } | Request::Serve { volume, .. } | Request::Stats { volume } => {
+                volume
+            }
+        }
+    }
+}
+
+/// Usage of one volume, from the engine's O(1) counters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VolumeStats {
+    /// The quota, in bytes.
+    pub total_bytes: u64,
+    /// Bytes held by file contents.
+    pub used_bytes: u64,
+    /// Quota minus used, in bytes (0 when over).
+    pub available_bytes: u64,
+    /// The inode quota.
+    pub total_inodes: u64,
+    /// Inodes in use.
+    pub used_inodes: u64,
+    /// Inode quota minus used.
+    pub available_inodes: u64,
+}
+
+/// The agent's answer to a [`Request`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "result", rename_all = "snake_case")]
+pub enum Reply {
+    /// `Check`: the agent has the volume.
+    Known,
+    /// `Serve`: the connection is served.
+    Served,
+    /// `Stats`: the counters.
+    Stats(VolumeStats),
+    /// The agent has no such volume.
+    NotFound,
+    /// The request failed; `message` says why.
+    Error { message: String },
+}
+
+/// Why a hand-over exchange failed.
+#[derive(Debug, thiserror::Error)]
+pub enum HandoverError {
+    /// No agent is connected to the mounter.
+    #[error("node agent not connected")]
+    NotConnected,
+    /// The connection ended before the answer came.
+    #[error("node agent disconnected before answering")]
+    Disconnected,
+    /// No answer within the timeout.
+    #[error("node agent did not answer within {0:?}")]
+    TimedOut(Duration),
+    /// The peer broke the protocol (bad JSON, oversized or unexpected message).
+    #[error("hand-over protocol error: {0}")]
+    Protocol(String),
+    /// The peer refused the connection.
+    #[error("refused by the mounter: {0}")]
+    Refused(String),
+    /// A socket call failed.
+    #[error("hand-over socket: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// Sends `msg` as one record, with `fd` attached when given.
+async fn send(sock: &UnixSeqpacket, msg: &Message, fd: Option<BorrowedFd<'_>>) -> Result<(), HandoverError> {
+    let bytes = serde_json::to_vec(msg).map_err(|e| HandoverError::Protocol(e.to_string()))?;
+    if bytes.len() > MAX_MESSAGE {
+        return Err(HandoverError::Protocol(format!(
+            "message of {} bytes exceeds {MAX_MESSAGE}",
+            bytes.len()
+        )));
+    }
+    let iov = [IoSlice::new(&bytes)];
+    match fd {
+        None => {
+            sock.send_vectored(&iov).await?;
+        }
+        Some(fd) => {
+            let mut control = [0u8; CONTROL_BUFFER];
+            let mut writer = AncillaryMessageWriter::new(&mut control);
+            writer
+                .add_fds(&[fd])
+                .map_err(|_| HandoverError::Protocol("control buffer too small".into()))?;
+            sock.send_vectored_with_ancillary(&iov, &mut writer).await?;
+        }
+    }
+    Ok(())
+}
+
+/// Receives one record: `Ok(None)` when the peer closed the connection.
+async fn recv(sock: &UnixSeqpacket) -> Result<Option<(Message, Vec<OwnedFd>)>, HandoverError> {
+    // One byte more than allowed tells an oversized record from a full one.
+    let mut buf = vec![0u8; MAX_MESSAGE + 1];
+    let mut control = [0u8; CONTROL_BUFFER];
+    let (len, ancillary) = sock
+        .recv_vectored_with_ancillary(&mut [IoSliceMut::new(&mut buf)], &mut control)
+        .await?;
+    let truncated = ancillary.is_truncated();
+    let mut fds = Vec::new();
+    for m in ancillary.into_messages() {
+        if let OwnedAncillaryMessage::FileDescriptors(list) = m {
+            fds.extend(list);
+        }
+    }
+    if len == 0 {
+        return Ok(None);
+    }
+    if len > MAX_MESSAGE {
+        return Err(HandoverError::Protocol(format!("message larger than {MAX_MESSAGE} bytes")));
+    }
+    if truncated {
+        return Err(HandoverError::Protocol("control message truncated".into()));
+    }
+    let msg = serde_json::from_slice(&buf[..len])
+        .map_err(|e| HandoverError::Protocol(format!("bad message: {e}")))?;
+    Ok(Some((msg, fds)))
+}
+
+// ---------------------------------------------------------------- mounter end
+
+/// The mounter's end: listens for the agent and sends it requests.
+pub struct Listener {
+    listener: tokio::sync::Mutex<UnixSeqpacketListener>,
+    agent_uid: u32,
+    current: Mutex<Option<Arc<AgentConn>>>,
+    /// Called with each newly accepted agent connection, before it is used.
+    on_connect: Box<dyn Fn() + Send + Sync>,
+}
+
+/// One accepted agent connection (mounter side).
+pub struct AgentConn {
+    sock: UnixSeqpacket,
+    pending: Mutex<std::collections::HashMap<u64, oneshot::Sender<Reply>>>,
+    next_id: AtomicU64,
+    closed: CancellationToken,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl Listener {
+    /// Binds the hand-over socket at `path` (a stale socket file there is
+    /// removed first), mode 0600 owned by `agent_uid:agent_gid` so that
+    /// only the agent (and root) can connect. `on_connect` runs each time
+    /// an agent is accepted. Errors: the `bind(2)`/`chown(2)` error.
+    pub fn bind(
+        path: &Path,
+        agent_uid: u32,
+        agent_gid: u32,
+        on_connect: Box<dyn Fn() + Send + Sync>,
+    ) -> std::io::Result<Listener> {
+        crate::sockets::remove_stale(path)?;
+        let listener = UnixSeqpacketListener::bind(path)?;
+        crate::sockets::restrict(path, Some((agent_uid, agent_gid)))?;
+        Ok(Listener {
+            listener: tokio::sync::Mutex::new(listener),
+            agent_uid,
+            current: Mutex::new(None),
+            on_connect,
+        })
+    }
+
+    /// The connected agent, if any.
+    pub fn agent(&self) -> Option<Arc<AgentConn>> {
+        lock(&self.current)
+            .as_ref()
+            .filter(|c| !c.closed.is_cancelled())
+            .cloned()
+    }
+
+    /// Whether an agent is connected now.
+    pub fn is_connected(&self) -> bool {
+        self.agent().is_some()
+    }
+
+    /// Accepts agents until `stop` is cancelled. Each accepted peer is
+    /// checked (uid, `hello`) on its own task, so a silent peer cannot hold
+    /// up the next one.
+    pub async fn run(self: Arc<Self>, stop: CancellationToken) {
+        let mut listener = self.listener.lock().await;
+        loop {
+            let sock = tokio::select! {
+                _ = stop.cancelled() => break,
+                r = listener.accept() => match r {
+                    Ok(s) => s,
+                    Err(e) => {
+                        warn!(error = %e, "accepting on the hand-over socket failed");
+                        tokio::time::sleep(Duration::from_millis(100)).await;
+                        continue;
+                    }
+                },
+            };
+            let this = self.clone();
+            let stop = stop.clone();
+            tokio::spawn(async move { this.admit(sock, stop).await });
+        }
+        if let Some(c) = lock(&self.current).take() {
+            c.closed.cancel();
+        }
+    }
+
+    async fn admit(self: Arc<Self>, sock: UnixSeqpacket, stop: CancellationToken) {
+        let peer = match sock.peer_cred() {
+            Ok(c) => c,
+            Err(e) => {
+                warn!(error = %e, "cannot read the hand-over peer's credentials; closing");
+                return;
+            }
+        };
+        if peer.uid() != self.agent_uid {
+            let message = format!(
+                "peer uid {} is not the node agent's uid {}",
+                peer.uid(),
+                self.agent_uid
+            );
+            warn!(pid = ?peer.pid(), "hand-over connection refused: {message}");
+            let _ = send(&sock, &Message::Refused { message }, None).await;
+            return;
+        }
+        let hello = tokio::time::timeout(HELLO_TIMEOUT, recv(&sock)).await;
+        let protocol = match hello {
+            Ok(Ok(Some((Message::Hello { protocol }, _)))) => protocol,
+            Ok(Ok(Some((other, _)))) => {
+                warn!(message = ?other, "hand-over peer did not start with hello; closing");
+                return;
+            }
+            Ok(Ok(None)) => return,
+            Ok(Err(e)) => {
+                warn!(error = %e, "hand-over peer failed before hello; closing");
+                return;
+            }
+            Err(_) => {
+                warn!(timeout = ?HELLO_TIMEOUT, "hand-over peer sent no hello; closing");
+                return;
+            }
+        };
+        if protocol != PROTOCOL_VERSION {
+            let message = format!(
+                "protocol {protocol} is not supported; this mounter speaks {PROTOCOL_VERSION}"
+            );
+            warn!("hand-over connection refused: {message}");
+            let _ = send(&sock, &Message::Refused { message }, None).await;
+            return;
+        }
+        if let Err(e) = send(&sock, &Message::Welcome { protocol: PROTOCOL_VERSION }, None).await {
+            warn!(error = %e, "hand-over welcome failed; closing");
+            return;
+        }
+        let conn = Arc::new(AgentConn {
+            sock,
+            pending: Mutex::new(Default::default()),
+            next_id: AtomicU64::new(1),
+            closed: CancellationToken::new(),
+        });
+        let previous = lock(&self.current).replace(conn.clone());
+        if let Some(p) = previous {
+            info!("a new node agent connection replaces the previous one");
+            p.closed.cancel();
+        }
+        info!(pid = ?peer.pid(), uid = peer.uid(), "node agent connected");
+        (self.on_connect)();
+        conn.read_replies(stop).await;
+        info!("node agent disconnected");
+    }
+}
+
+impl AgentConn {
+    /// Reads replies and hands them to the waiting requests until the
+    /// connection ends (EOF, error, replaced, or `stop`).
+    async fn read_replies(&self, stop: CancellationToken) {
+        loop {
+            let r = tokio::select! {
+                _ = stop.cancelled() => break,
+                _ = self.closed.cancelled() => break,
+                r = recv(&self.sock) => r,
+            };
+            match r {
+                Ok(Some((Message::Reply { id, reply }, fds))) => {
+                    if !fds.is_empty() {
+                        warn!("the node agent sent descriptors with a reply; closed them");
+                    }
+                    match lock(&self.pending).remove(&id) {
+                        Some(tx) => {
+                            let _ = tx.send(reply);
+                        }
+                        None => warn!(id, "reply to no pending request (timed out?)"),
+                    }
+                }
+                Ok(Some((other, _))) => {
+                    warn!(message = ?other, "unexpected message from the node agent; closing");
+                    break;
+                }
+                Ok(None) => break,
+                Err(e) => {
+                    warn!(error = %e, "hand-over connection failed");
+                    break;
+                }
+            }
+        }
+        self.closed.cancel();
+        // Waiting requests fail with `Disconnected`.
+        lock(&self.pending).clear();
+    }
+
+    /// Sends `request` (with `fd` for `Serve`) and waits up to `timeout`
+    /// for its reply. Errors: `Disconnected`, `TimedOut`, `Io`, `Protocol`.
+    pub async fn request(
+        &self,
+        request: Request,
+        fd: Option<BorrowedFd<'_>>,
+        timeout: Duration,
+    ) -> Result<Reply, HandoverError> {
+        if self.closed.is_cancelled() {
+            return Err(HandoverError::Disconnected);
+        }
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let (tx, rx) = oneshot::channel();
+        lock(&self.pending).insert(id, tx);
+        let result = async {
+            send(&self.sock, &Message::Request { id, request }, fd).await?;
+            tokio::select! {
+                r = rx => r.map_err(|_| HandoverError::Disconnected),
+                _ = tokio::time::sleep(timeout) => Err(HandoverError::TimedOut(timeout)),
+            }
+        }
+        .await;
+        lock(&self.pending).remove(&id);
+        result
+    }
+}
+
+// ------------------------------------------------------------------ agent end
+
+/// The agent's end of an established hand-over connection.
+pub struct AgentEnd {
+    sock: UnixSeqpacket,
+}
+
+/// One request received by the agent: answer it with [`AgentEnd::reply`].
+#[derive(Debug)]
+pub struct Incoming {
+    /// Pass back to [`AgentEnd::reply`].
+    pub id: u64,
+    /// What the mounter asks.
+    pub request: Request,
+    /// The descriptor that came with `Serve` (`None` for other requests,
+    /// or when the mounter sent none, which the agent must refuse).
+    pub fd: Option<OwnedFd>,
+}
+
+impl AgentEnd {
+    /// Connects to the mounter at `path` and exchanges `hello`/`welcome`
+    /// (waiting at most [`HELLO_TIMEOUT`]). Errors: `Io` (no socket,
+    /// permission), `Refused`, `TimedOut`, `Disconnected`, `Protocol`.
+    pub async fn connect(path: &Path) -> Result<AgentEnd, HandoverError> {
+        let sock = UnixSeqpacket::connect(path).await?;
+        send(&sock, &Message::Hello { protocol: PROTOCOL_VERSION }, None).await?;
+        let answer = tokio::time::timeout(HELLO_TIMEOUT, recv(&sock))
+            .await
+            .map_err(|_| HandoverError::TimedOut(HELLO_TIMEOUT))??;
+        match answer {
+            Some((Message::Welcome { protocol }, _)) if protocol == PROTOCOL_VERSION => {
+                Ok(AgentEnd { sock })
+            }
+            Some((Message::Welcome { protocol }, _)) => Err(HandoverError::Protocol(format!(
+                "mounter speaks protocol {protocol}, this agent {PROTOCOL_VERSION}"
+            ))),
+            Some((Message::Refused { message }, _)) => Err(HandoverError::Refused(message)),
+            Some((other, _)) => Err(HandoverError::Protocol(format!("expected welcome, got {other:?}"))),
+            None => Err(HandoverError::Disconnected),
+        }
+    }
+
+    /// The next request: `Ok(None)` when the mounter closed the connection.
+    /// Errors: `Io`, `Protocol` (the connection should then be dropped).
+    pub async fn next(&self) -> Result<Option<Incoming>, HandoverError> {
+        match recv(&self.sock).await? {
+            None => Ok(None),
+            Some((Message::Request { id, request }, fds)) => {
+                let mut fds = fds.into_iter();
+                let fd = fds.next();
+                if fds.next().is_some() {
+                    return Err(HandoverError::Protocol("more than one descriptor in a request".into()));
+                }
+                Ok(Some(Incoming { id, request, fd }))
+            }
+            Some((other, _)) => Err(HandoverError::Protocol(format!("expected a request, got {other:?}"))),
+        }
+    }
+
+    /// Answers request `id`. Safe to call from several tasks at once (each
+    /// reply is one record). Errors: `Io`.
+    pub async fn reply(&self, id: u64, reply: Reply) -> Result<(), HandoverError> {
+        send(&self.sock, &Message::Reply { id, reply }, None).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn messages_have_the_documented_json_shape() {
+        let m = Message::Request {
+            id: 7,
+            request: Request::Serve {
+                volume: "v".into(),
+                uid: 1000,
+                gid: 1000,
+                readonly: false,
+            },
+        };
+        assert_eq!(
+            serde_json::to_string(&m).unwrap(),
+            r#"{"type":"request","id":7,"request":{"op":"serve","volume":"v","uid":1000,"gid":1000,"readonly":false}}"#
+        );
+        let r = Message::Reply { id: 7, reply: Reply::Error { message: "x".into() } };
+        assert_eq!(
+            serde_json::to_string(&r).unwrap(),
+            r#"{"type":"reply","id":7,"reply":{"result":"error","message":"x"}}"#
+        );
+    }
+
+    #[tokio::test]
+    async fn a_descriptor_travels_with_its_record_and_oversized_records_are_refused() {
+        let (a, b) = UnixSeqpacket::pair().unwrap();
+        let file = tempfile::tempfile().unwrap();
+        use std::os::fd::AsFd;
+        let msg = Message::Request { id: 1, request: Request::Stats { volume: "v".into() } };
+        send(&a, &msg, Some(file.as_fd())).await.unwrap();
+        let (got, fds) = recv(&b).await.unwrap().unwrap();
+        assert_eq!(got, msg);
+        assert_eq!(fds.len(), 1);
+        let st_sent = nix::sys::stat::fstat(file.as_fd()).unwrap();
+        let st_got = nix::sys::stat::fstat(fds[0].as_fd()).unwrap();
+        assert_eq!((st_sent.st_dev, st_sent.st_ino), (st_got.st_dev, st_got.st_ino));
+
+        a.send(&vec![b'x'; MAX_MESSAGE + 1]).await.unwrap();
+        assert!(matches!(recv(&b).await, Err(HandoverError::Protocol(_))));
+        a.send(b"{not json").await.unwrap();
+        assert!(matches!(recv(&b).await, Err(HandoverError::Protocol(_))));
+        drop(a);
+        assert!(recv(&b).await.unwrap().is_none());
+    }
+}

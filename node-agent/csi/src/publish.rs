@@ -1,0 +1,438 @@
+//! Publishing volumes: FUSE mounts at the kubelet's target paths, the
+//! descriptors the mounter keeps, and the agent's part through the
+//! hand-over connection.
+//!
+//! A publish opens `/dev/fuse`, mounts the target with `fd=N`, keeps that
+//! descriptor in a table (target → volume, descriptor) and sends it to the
+//! agent, which answers once it serves the connection. Calls for one volume
+//! are serialised by a per-volume lock; different volumes proceed in
+//! parallel. The mounter never reads the descriptor itself.
+
+use std::collections::HashMap;
+use std::io;
+use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::fs::DirBuilderExt;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use nix::errno::Errno;
+use nix::mount::{MntFlags, MsFlags};
+use tracing::{info, warn};
+
+use crate::handover::{CHECK_TIMEOUT, HandoverError, Listener, Reply, Request, SERVE_TIMEOUT, VolumeStats};
+use crate::mountinfo;
+
+/// The filesystem type of every mount (`fuse.<subtype>`, the subtype the
+/// agent's FUSE server reports).
+pub const FSTYPE: &str = "fuse.agentcomputer";
+
+/// Mode of a target directory the mounter creates (hidden by the mount).
+const TARGET_MODE: u32 = 0o750;
+
+/// The mount's source: `agentcomputer:<volume>`.
+pub fn mount_source(volume: &str) -> String {
+    format!("agentcomputer:{volume}")
+}
+
+/// One publish to do, already validated.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PublishSpec {
+    /// The CSI volume id (the computer's uid).
+    pub volume: String,
+    /// Absolute target path.
+    pub target: PathBuf,
+    /// Owner of the mount (`user_id=`, `group_id=`).
+    pub uid: u32,
+    pub gid: u32,
+    /// Mount read-only (`MS_RDONLY`).
+    pub readonly: bool,
+}
+
+/// Why a publish, unpublish or stats call failed; each maps to one gRPC code.
+#[derive(Debug, thiserror::Error)]
+pub enum PublishError {
+    /// The agent has no such volume, or it is not published at the path.
+    #[error("{0}")]
+    NotFound(String),
+    /// The agent is not connected or did not answer in time (retry later).
+    #[error("{0}")]
+    Unavailable(String),
+    /// The target is published with other settings or holds another mount.
+    #[error("{0}")]
+    AlreadyExists(String),
+    /// A system call or the agent failed.
+    #[error("{0}")]
+    Internal(String),
+}
+
+impl From<HandoverError> for PublishError {
+    fn from(e: HandoverError) -> Self {
+        match e {
+            HandoverError::NotConnected | HandoverError::Disconnected | HandoverError::TimedOut(_) => {
+                PublishError::Unavailable(e.to_string())
+            }
+            other => PublishError::Internal(other.to_string()),
+        }
+    }
+}
+
+/// One published target.
+struct Published {
+    volume: String,
+    readonly: bool,
+    /// The mounter's descriptor of the FUSE connection (the agent got a
+    /// duplicate through SCM_RIGHTS). Kept so the connection survives an
+    /// agent restart; closed at unpublish.
+    #[allow(dead_code)]
+    fd: OwnedFd,
+}
+
+/// Published targets of this mounter, by target path.
+#[derive(Default)]
+pub struct Table {
+    by_target: Mutex<HashMap<PathBuf, Published>>,
+}
+
+impl Table {
+    /// The volumes published now, sorted, one entry per target.
+    pub fn volumes(&self) -> Vec<(String, PathBuf)> {
+        let mut v: Vec<(String, PathBuf)> = lock(&self.by_target)
+            .iter()
+            .map(|(t, p)| (p.volume.clone(), t.clone()))
+            .collect();
+        v.sort();
+        v
+    }
+
+    /// Whether `volume` is published at `target`.
+    pub fn contains(&self, volume: &str, target: &Path) -> bool {
+        lock(&self.by_target)
+            .get(target)
+            .is_some_and(|p| p.volume == volume)
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Publishes and unpublishes volumes; shared by the CSI Node service.
+pub struct Publisher {
+    handover: Arc<Listener>,
+    table: Arc<Table>,
+    locks: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+}
+
+impl Publisher {
+    /// A publisher using the agent connected on `handover`, recording its
+    /// targets in `table`.
+    pub fn new(handover: Arc<Listener>, table: Arc<Table>) -> Publisher {
+        Publisher {
+            handover,
+            table,
+            locks: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The published targets.
+    pub fn table(&self) -> &Table {
+        &self.table
+    }
+
+    /// Runs `f` holding the lock of `volume`.
+    async fn with_volume_lock<T>(&self, volume: &str, f: impl AsyncFnOnce() -> T) -> T {
+        let l = lock(&self.locks)
+            .entry(volume.to_string())
+            .or_default()
+            .clone();
+        let result = {
+            let _guard = l.lock().await;
+            f().await
+        };
+        let mut locks = lock(&self.locks);
+        // Only the map and this call hold it: nobody waits, forget it.
+        if Arc::strong_count(&l) == 2 {
+            locks.remove(volume);
+        }
+        result
+    }
+
+    /// Mounts `spec.volume` at `spec.target` and has the agent serve it.
+    /// Idempotent: the same volume already published there with the same
+    /// `readonly` is a success without a second mount.
+    ///
+    /// Errors: `AlreadyExists` (published there read-only vs read-write,
+    /// another volume or mount at the target), `NotFound` (the agent has no
+    /// such volume), `Unavailable` (no agent connected, or it did not
+    /// answer), `Internal` (mkdir, open, mount or the agent failed). On
+    /// every error nothing stays mounted.
+    pub async fn publish(&self, spec: &PublishSpec) -> Result<(), PublishError> {
+        self.with_volume_lock(&spec.volume, async || self.publish_locked(spec).await)
+            .await
+    }
+
+    async fn publish_locked(&self, spec: &PublishSpec) -> Result<(), PublishError> {
+        let target = &spec.target;
+        let existing = mount_at(target)?;
+        let known = lock(&self.table.by_target)
+            .get(target)
+            .map(|p| (p.volume.clone(), p.readonly));
+        match (known, existing) {
+            (Some((volume, _)), _) if volume != spec.volume => {
+                return Err(PublishError::AlreadyExists(format!(
+                    "{} is where volume {volume} is published",
+                    target.display()
+                )));
+            }
+            (Some((_, readonly)), Some(_)) => return same_mode(target, readonly, spec.readonly),
+            (Some(_), None) => {
+                warn!(volume = %spec.volume, target = %target.display(), "published target is no longer mounted; mounting again");
+                lock(&self.table.by_target).remove(target);
+            }
+            (None, Some(m)) if m.fstype == FSTYPE && m.source == mount_source(&spec.volume) => {
+                // Mounted by an earlier run of the mounter: its descriptor is gone.
+                warn!(volume = %spec.volume, target = %target.display(), "target was published by an earlier mounter; its descriptor is not kept");
+                return same_mode(target, m.read_only(), spec.readonly);
+            }
+            (None, Some(m)) => {
+                return Err(PublishError::AlreadyExists(format!(
+                    "{} already has a {} mount of {}",
+                    target.display(),
+                    m.fstype,
+                    m.source
+                )));
+            }
+            (None, None) => {}
+        }
+
+        let agent = self
+            .handover
+            .agent()
+            .ok_or_else(|| PublishError::from(HandoverError::NotConnected))?;
+        let check = Request::Check { volume: spec.volume.clone() };
+        match agent.request(check, None, CHECK_TIMEOUT).await? {
+            Reply::Known => {}
+            Reply::NotFound => return Err(not_on_node(&spec.volume)),
+            other => return Err(agent_failed("check", other)),
+        }
+
+        let created = create_target(target)?;
+        let fd = match mount_fuse(spec).await {
+            Ok(fd) => fd,
+            Err(e) => {
+                remove_created(target, created);
+                return Err(e);
+            }
+        };
+        let serve = Request::Serve {
+            volume: spec.volume.clone(),
+            uid: spec.uid,
+            gid: spec.gid,
+            readonly: spec.readonly,
+        };
+        let result = match agent.request(serve, Some(fd.as_fd()), SERVE_TIMEOUT).await {
+            Ok(Reply::Served) => Ok(()),
+            Ok(Reply::NotFound) => Err(not_on_node(&spec.volume)),
+            Ok(other) => Err(agent_failed("serve", other)),
+            Err(e) => Err(e.into()),
+        };
+        if let Err(e) = result {
+            if let Err(u) = unmount(target).await {
+                warn!(target = %target.display(), error = %u, "unmount after a failed publish failed");
+            }
+            drop(fd);
+            remove_created(target, created);
+            return Err(e);
+        }
+        lock(&self.table.by_target).insert(
+            target.clone(),
+            Published {
+                volume: spec.volume.clone(),
+                readonly: spec.readonly,
+                fd,
+            },
+        );
+        info!(volume = %spec.volume, target = %target.display(), readonly = spec.readonly, "published volume");
+        Ok(())
+    }
+
+    /// Unmounts `target` (lazily if busy), removes the directory and drops
+    /// the kept descriptor. Idempotent: a target that is not mounted or
+    /// does not exist is a success. Errors: `Internal` (umount or rmdir failed).
+    pub async fn unpublish(&self, volume: &str, target: &Path) -> Result<(), PublishError> {
+        self.with_volume_lock(volume, async || {
+            if mount_at(target)?.is_some() {
+                unmount(target).await.map_err(|e| {
+                    PublishError::Internal(format!("unmount {}: {e}", target.display()))
+                })?;
+            }
+            let kept = lock(&self.table.by_target).remove(target);
+            if let Some(p) = &kept
+                && p.volume != volume
+            {
+                warn!(target = %target.display(), published = %p.volume, asked = volume, "unpublished a target of another volume");
+            }
+            drop(kept);
+            match std::fs::remove_dir(target) {
+                Ok(()) => {}
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                Err(e) => {
+                    return Err(PublishError::Internal(format!(
+                        "remove {}: {e}",
+                        target.display()
+                    )));
+                }
+            }
+            info!(volume, target = %target.display(), "unpublished volume");
+            Ok(())
+        })
+        .await
+    }
+
+    /// The engine's usage counters of `volume`, published at `path`.
+    /// Errors: `NotFound` (not published there, or the agent does not
+    /// know it), `Unavailable`, `Internal`.
+    pub async fn stats(&self, volume: &str, path: &Path) -> Result<VolumeStats, PublishError> {
+        if !self.table.contains(volume, path) {
+            return Err(PublishError::NotFound(format!(
+                "volume {volume} is not published at {}",
+                path.display()
+            )));
+        }
+        let agent = self
+            .handover
+            .agent()
+            .ok_or_else(|| PublishError::from(HandoverError::NotConnected))?;
+        match agent
+            .request(Request::Stats { volume: volume.to_string() }, None, CHECK_TIMEOUT)
+            .await?
+        {
+            Reply::Stats(s) => Ok(s),
+            Reply::NotFound => Err(not_on_node(volume)),
+            other => Err(agent_failed("stats", other)),
+        }
+    }
+}
+
+fn same_mode(target: &Path, published_ro: bool, wanted_ro: bool) -> Result<(), PublishError> {
+    if published_ro == wanted_ro {
+        Ok(())
+    } else {
+        let mode = |ro| if ro { "read-only" } else { "read-write" };
+        Err(PublishError::AlreadyExists(format!(
+            "{} is published {}, asked {}",
+            target.display(),
+            mode(published_ro),
+            mode(wanted_ro)
+        )))
+    }
+}
+
+fn not_on_node(volume: &str) -> PublishError {
+    PublishError::NotFound(format!("volume {volume} is not on this node's agent"))
+}
+
+fn agent_failed(what: &str, reply: Reply) -> PublishError {
+    match reply {
+        Reply::Error { message } => PublishError::Internal(format!("node agent {what}: {message}")),
+        other => PublishError::Internal(format!("node agent answered {what} with {other:?}")),
+    }
+}
+
+fn mount_at(target: &Path) -> Result<Option<mountinfo::MountEntry>, PublishError> {
+    mountinfo::mount_at(target)
+        .map_err(|e| PublishError::Internal(format!("reading /proc/self/mountinfo: {e}")))
+}
+
+/// Creates the target directory if missing (the kubelet creates only its
+/// parent); true when this call created it.
+fn create_target(target: &Path) -> Result<bool, PublishError> {
+    match std::fs::DirBuilder::new().mode(TARGET_MODE).create(target) {
+        Ok(()) => Ok(true),
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists && target.is_dir() => Ok(false),
+        Err(e) => Err(PublishError::Internal(format!(
+            "create {}: {e}",
+            target.display()
+        ))),
+    }
+}
+
+fn remove_created(target: &Path, created: bool) {
+    if created && let Err(e) = std::fs::remove_dir(target) {
+        warn!(target = %target.display(), error = %e, "could not remove the target directory after a failed publish");
+    }
+}
+
+/// Opens `/dev/fuse` and mounts `spec.target` on it; returns the descriptor.
+async fn mount_fuse(spec: &PublishSpec) -> Result<OwnedFd, PublishError> {
+    let spec = spec.clone();
+    tokio::task::spawn_blocking(move || {
+        let dev = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open("/dev/fuse")
+            .map_err(|e| PublishError::Internal(format!("open /dev/fuse: {e}")))?;
+        let fd = OwnedFd::from(dev);
+        let data = mount_data(std::os::fd::AsRawFd::as_raw_fd(&fd), spec.uid, spec.gid);
+        let mut flags = MsFlags::MS_NOSUID | MsFlags::MS_NODEV;
+        if spec.readonly {
+            flags |= MsFlags::MS_RDONLY;
+        }
+        nix::mount::mount(
+            Some(mount_source(&spec.volume).as_str()),
+            &spec.target,
+            Some(FSTYPE),
+            flags,
+            Some(data.as_str()),
+        )
+        .map_err(|e| PublishError::Internal(format!("mount {}: {e}", spec.target.display())))?;
+        Ok(fd)
+    })
+    .await
+    .map_err(|e| PublishError::Internal(format!("mount task: {e}")))?
+}
+
+/// The FUSE mount data (fs/fuse/inode.c, `fuse_parse_param`): the
+/// connection's descriptor, root mode `S_IFDIR` (octal 40000), the owner,
+/// `allow_other` (pods run as any user) and `default_permissions` (the
+/// kernel checks modes).
+pub fn mount_data(fd: i32, uid: u32, gid: u32) -> String {
+    format!("fd={fd},rootmode=40000,user_id={uid},group_id={gid},allow_other,default_permissions")
+}
+
+/// Unmounts `target`; a busy mount is detached lazily (`MNT_DETACH`). A
+/// target that is not a mount point (`EINVAL`) or missing is fine.
+async fn unmount(target: &Path) -> io::Result<()> {
+    let target = target.to_path_buf();
+    tokio::task::spawn_blocking(move || match nix::mount::umount2(&target, MntFlags::empty()) {
+        Ok(()) | Err(Errno::EINVAL) | Err(Errno::ENOENT) => Ok(()),
+        Err(Errno::EBUSY) => {
+            info!(target = %target.display(), "target busy; detaching it lazily");
+            nix::mount::umount2(&target, MntFlags::MNT_DETACH).map_err(io::Error::from)
+        }
+        Err(e) => Err(e.into()),
+    })
+    .await
+    .map_err(io::Error::other)?
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mount_data_names_descriptor_owner_and_permissions() {
+        assert_eq!(
+            mount_data(7, 1000, 1001),
+            "fd=7,rootmode=40000,user_id=1000,group_id=1001,allow_other,default_permissions"
+        );
+        assert_eq!(mount_source("abc"), "agentcomputer:abc");
+    }
+
+    #[test]
+    fn modes_must_match() {
+        let t = Path::new("/t");
+        assert!(same_mode(t, true, true).is_ok());
+        assert!(matches!(same_mode(t, false, true), Err(PublishError::AlreadyExists(_))));
+    }
+}
