@@ -10,9 +10,13 @@
 //!   kernel as cache invalidations, sent from a dedicated thread, so a
 //!   `cat` in a container sees an API write at once.
 //! * [`cleanup_stale_mounts`] removes mounts left behind by a killed server.
+//! * [`serve_connection`] serves a connection another process mounted and
+//!   handed over (the cluster's privileged mounter), for an agent that
+//!   cannot mount.
 //!
 //! Semantics, caching and measurements: `docs/fuse.md`.
 
+mod connection;
 mod convert;
 mod invalidate;
 mod lookups;
@@ -21,6 +25,7 @@ mod options;
 mod server;
 mod stale;
 
+pub use connection::{ConnectionHandle, INIT_TIMEOUT, serve_connection};
 pub use mount::{MountHandle, mount};
 pub use options::{DEFAULT_TTL, MountOptions, SUBTYPE};
 pub use stale::cleanup_stale_mounts;

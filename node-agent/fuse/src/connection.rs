@@ -1,0 +1,180 @@
+//! Serving a FUSE connection that another process mounted.
+//!
+//! In a cluster the privileged mounter opens `/dev/fuse`, mounts the
+//! target with `fd=N` and hands the descriptor to the unprivileged agent
+//! (see `docs/csi.md`). The agent cannot open `/dev/fuse` itself, so every
+//! serving thread reads the one descriptor it was given (the kernel hands
+//! each request to exactly one reader). Caching and invalidation are those
+//! of [`crate::mount`].
+
+use std::io;
+use std::os::fd::{AsFd, OwnedFd};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+use agentcomputer_fs::Fs;
+use fuser::{Config, Session, SessionACL};
+use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+
+use crate::invalidate::{Invalidator, OwnQueue, new_mount_id, queue};
+use crate::options::MountOptions;
+use crate::server::Server;
+
+/// How long [`serve_connection`] waits for the kernel's `FUSE_INIT`.
+pub const INIT_TIMEOUT: Duration = Duration::from_secs(10);
+
+type EndHook = Box<dyn FnOnce() + Send>;
+
+#[derive(Default)]
+struct State {
+    ended: bool,
+    on_end: Option<EndHook>,
+}
+
+#[derive(Default)]
+struct Shared {
+    state: Mutex<State>,
+    cond: Condvar,
+}
+
+fn lock(m: &Mutex<State>) -> std::sync::MutexGuard<'_, State> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Serves `fs` over the FUSE connection `fd`: a `/dev/fuse` descriptor
+/// whose filesystem another process mounted (`mount(2)` with `fd=N`).
+///
+/// Answers the kernel's `FUSE_INIT` before returning (waiting at most
+/// [`INIT_TIMEOUT`] for it), then serves requests on
+/// [`MountOptions::threads`] threads that share `fd`. Every user may use
+/// the mount (the kernel enforces `allow_other` and modes). The session
+/// ends when the kernel ends the connection (unmount, or an abort through
+/// `/sys/fs/fuse/connections`); the agent cannot end it by itself.
+/// [`MountOptions::allow_other`] and `fsname` do not apply: the mounting
+/// process chose them.
+///
+/// Errors: `InvalidInput` for a `/dev/fuse` descriptor that no filesystem
+/// was mounted with or whose filesystem was unmounted already, `TimedOut` when no `FUSE_INIT` came, `NotConnected`
+/// when the connection ended first, `InvalidData` for data that is not
+/// FUSE, or the error of reading the descriptor.
+pub fn serve_connection(fs: Fs, fd: OwnedFd, opts: MountOptions) -> io::Result<ConnectionHandle> {
+    wait_readable(&fd, INIT_TIMEOUT)?;
+    let id = new_mount_id();
+    let mut config = Config::default();
+    config.acl = SessionACL::All;
+    config.n_threads = Some(opts.threads.max(1));
+    // Cloning needs a new open of /dev/fuse, which the agent cannot do.
+    config.clone_fd = false;
+    let (tx, rx) = queue();
+    let server = Server::new(fs.clone(), id, opts, OwnQueue(tx.clone()));
+    let session = Session::from_fd(server, fd, SessionACL::All, config)?;
+    let mut invalidator = Invalidator::start(&fs, session.notifier(), id, (tx, rx))?;
+    let shared = Arc::new(Shared::default());
+    let ends = shared.clone();
+    std::thread::Builder::new()
+        .name(format!("fuse-conn-{id}"))
+        .spawn(move || {
+            if let Err(e) = session.run() {
+                tracing::warn!(connection = id, error = %e, "FUSE connection ended with an error");
+            }
+            // Drops the last clone of the descriptor with the notifier.
+            invalidator.stop();
+            drop(invalidator);
+            let hook = {
+                let mut st = lock(&ends.state);
+                st.ended = true;
+                st.on_end.take()
+            };
+            ends.cond.notify_all();
+            if let Some(hook) = hook {
+                hook();
+            }
+        })?;
+    Ok(ConnectionHandle { id, shared })
+}
+
+/// Waits until `fd` has a request to read (the kernel queues `FUSE_INIT`
+/// when the filesystem is mounted).
+fn wait_readable(fd: &OwnedFd, timeout: Duration) -> io::Result<()> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                format!("no FUSE_INIT on the handed-over connection within {timeout:?}"),
+            ));
+        }
+        let mut fds = [PollFd::new(fd.as_fd(), PollFlags::POLLIN)];
+        let wait = PollTimeout::try_from(left).unwrap_or(PollTimeout::MAX);
+        match poll(&mut fds, wait) {
+            Ok(0) => continue,
+            Ok(_) => {
+                // /dev/fuse reports POLLERR for a descriptor with no
+                // connection (fs/fuse/dev.c, fuse_dev_poll).
+                let revents = fds[0].revents().unwrap_or(PollFlags::empty());
+                if revents.contains(PollFlags::POLLERR) {
+                    return Err(io::Error::new(
+                        io::ErrorKind::InvalidInput,
+                        "the descriptor has no live FUSE connection (never mounted, or unmounted already)",
+                    ));
+                }
+                return Ok(());
+            }
+            Err(nix::errno::Errno::EINTR) => continue,
+            Err(e) => return Err(e.into()),
+        }
+    }
+}
+
+/// A FUSE connection being served. Dropping the handle does not end the
+/// session: only the kernel does (see [`serve_connection`]).
+pub struct ConnectionHandle {
+    id: u64,
+    shared: Arc<Shared>,
+}
+
+impl std::fmt::Debug for ConnectionHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ConnectionHandle")
+            .field("id", &self.id)
+            .field("serving", &self.is_serving())
+            .finish()
+    }
+}
+
+impl ConnectionHandle {
+    /// A number identifying the connection within this process.
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
+    /// Whether the session still serves requests.
+    pub fn is_serving(&self) -> bool {
+        !lock(&self.shared.state).ended
+    }
+
+    /// Waits up to `timeout` for the session to end; true if it has.
+    pub fn wait_ended(&self, timeout: Duration) -> bool {
+        let st = lock(&self.shared.state);
+        let (st, _) = self
+            .shared
+            .cond
+            .wait_timeout_while(st, timeout, |s| !s.ended)
+            .unwrap_or_else(|p| p.into_inner());
+        st.ended
+    }
+
+    /// Runs `f` once when the session ends, on the session's thread (or
+    /// right away if it has ended). Replaces an earlier hook. `f` must not
+    /// wait for the kernel or for this connection.
+    pub fn on_end(&self, f: impl FnOnce() + Send + 'static) {
+        let mut st = lock(&self.shared.state);
+        if st.ended {
+            drop(st);
+            f();
+        } else {
+            st.on_end = Some(Box::new(f));
+        }
+    }
+}
