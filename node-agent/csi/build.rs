@@ -5,10 +5,7 @@
 //! tests that act as the kubelet.
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let protos = [
-        "csi/v1/csi.proto",
-        "pluginregistration/v1/api.proto",
-    ];
+    let protos = ["csi/v1/csi.proto", "pluginregistration/v1/api.proto"];
     for p in protos {
         println!("cargo:rerun-if-changed=proto/{p}");
     }

@@ -10,6 +10,7 @@ pub mod api;
 pub mod auth;
 mod blocking;
 pub mod computer;
+pub mod fuse_link;
 pub mod local;
 pub mod mounts;
 pub mod registry;

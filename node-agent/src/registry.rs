@@ -10,6 +10,8 @@
 //! A computer mounted on the host over FUSE ([`Registry::mount`]) holds its
 //! engine, so it is never hibernated; its mounts end on unmount, delete and
 //! shutdown, and are recorded in `<data>/mounts.json` ([`crate::mounts`]).
+//! So does a FUSE connection that the cluster's mounter handed over
+//! ([`Registry::attach_connection`]), until the kernel ends it.
 //!
 //! Opening, closing, creating and deleting are serialised by one async lock,
 //! so there is never more than one engine instance per computer. Requests for
@@ -19,12 +21,12 @@ use std::collections::HashMap;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
 use agentcomputer_egress::EgressConfig;
 use agentcomputer_fs::{Fs, Limits};
-use agentcomputer_fuse::{MountHandle, MountOptions};
+use agentcomputer_fuse::{ConnectionHandle, MountHandle, MountOptions};
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
@@ -103,6 +105,10 @@ struct Slot {
     /// Host FUSE mounts of this engine, by mountpoint. Non-empty keeps the
     /// slot open. Changed only under the lifecycle lock.
     mounts: Mutex<HashMap<PathBuf, MountHandle>>,
+    /// Handed-over FUSE connections served over this engine, by
+    /// connection id. Non-empty keeps the slot open; each removes itself
+    /// when the kernel ends it.
+    connections: Mutex<HashMap<u64, ConnectionHandle>>,
 }
 
 /// The right to use one computer's engine; keeps it open while held.
@@ -246,6 +252,14 @@ impl Registry {
         let removed = lock(&self.inner.open).remove(name);
         if let Some(slot) = removed {
             slot.cancel.cancel();
+            let served = lock(&slot.connections).len();
+            if served > 0 {
+                warn!(
+                    computer = name,
+                    connections = served,
+                    "deleted computer still serves handed-over FUSE connections until the mounter unmounts them"
+                );
+            }
             unmount_all(&slot).await;
             self.save_mounts().await;
         }
@@ -291,6 +305,7 @@ impl Registry {
             last_used: Mutex::new(Instant::now()),
             cancel: self.inner.shutdown.child_token(),
             mounts: Mutex::new(HashMap::new()),
+            connections: Mutex::new(HashMap::new()),
         });
         lock(&self.inner.open).insert(name.to_string(), slot.clone());
         info!(computer = name, "opened computer");
@@ -387,6 +402,7 @@ impl Registry {
                     s.active.load(Ordering::SeqCst) == 0
                         && lock(&s.last_used).elapsed() >= idle
                         && lock(&s.mounts).is_empty()
+                        && lock(&s.connections).is_empty()
                         // A lazily detached mount still serving processes
                         // holds the engine: closing would let the next use
                         // open a second engine on the same database.
@@ -424,11 +440,15 @@ impl Registry {
             names
                 .iter()
                 .filter_map(|n| {
-                    if map[n].active.load(Ordering::SeqCst) == 0 {
-                        map.remove(n)
-                    } else {
+                    if map[n].active.load(Ordering::SeqCst) != 0 {
                         warn!(computer = %n, "computer still in use at shutdown; leaving it open");
                         None
+                    } else if !lock(&map[n].connections).is_empty() {
+                        // Only the kernel ends them (the mounter unmounts).
+                        warn!(computer = %n, "computer still serves handed-over FUSE connections at shutdown; leaving it open");
+                        None
+                    } else {
+                        map.remove(n)
                     }
                 })
                 .collect()
@@ -509,6 +529,47 @@ impl Registry {
         })?;
         info!(computer = name, path = %path.display(), "unmounted computer");
         Ok(())
+    }
+
+    /// Keeps `conn`, a FUSE connection served over `lease`'s engine (handed
+    /// over by the cluster's mounter), with the computer: it is not
+    /// hibernated while the connection lives. The connection removes itself
+    /// when the kernel ends it. Errors: `NotFound` when the computer was
+    /// deleted (or the agent is shutting down) since `lease` was taken; the
+    /// connection is then dropped, still served until the kernel ends it.
+    pub async fn attach_connection(
+        &self,
+        lease: &Lease,
+        conn: ConnectionHandle,
+    ) -> Result<(), RegistryError> {
+        let _guard = self.inner.lifecycle.lock().await;
+        if lease.slot.cancel.is_cancelled() {
+            return Err(RegistryError::NotFound(lease.name().to_string()));
+        }
+        let id = conn.id();
+        let weak: Weak<Slot> = Arc::downgrade(&lease.slot);
+        let name = lease.name().to_string();
+        conn.on_end(move || {
+            if let Some(slot) = weak.upgrade() {
+                *lock(&slot.last_used) = Instant::now();
+                lock(&slot.connections).remove(&id);
+            }
+            info!(computer = %name, connection = id, "FUSE connection ended");
+        });
+        // Checked under the map's lock: a session ending now runs the hook
+        // after the insert, and one that already ended is not inserted.
+        let mut connections = lock(&lease.slot.connections);
+        if conn.is_serving() {
+            connections.insert(id, conn);
+        }
+        Ok(())
+    }
+
+    /// How many handed-over FUSE connections serve computer `name` now.
+    pub fn connection_count(&self, name: &str) -> usize {
+        lock(&self.inner.open)
+            .get(name)
+            .map_or(0, |s| lock(&s.connections).len())
     }
 
     /// The host mounts now, sorted by computer then path.

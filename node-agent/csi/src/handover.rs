@@ -68,6 +68,9 @@ use tokio_seqpacket::{UnixSeqpacket, UnixSeqpacketListener};
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
+/// The hand-over socket's default path.
+pub const DEFAULT_SOCKET: &str = "/var/lib/agentcomputer/run/mounter.sock";
+
 /// The protocol version this crate speaks.
 pub const PROTOCOL_VERSION: u32 = 1;
 
@@ -128,9 +131,9 @@ impl Request {
     /// The volume the request is about.
     pub fn volume(&self) -> &str {
         match self {
-            Request::Check { volume } | Request::Serve { volume, .. } | Request::Stats { volume } => {
-                volume
-            }
+            Request::Check { volume }
+            | Request::Serve { volume, .. }
+            | Request::Stats { volume } => volume,
         }
     }
 }
@@ -192,7 +195,11 @@ pub enum HandoverError {
 }
 
 /// Sends `msg` as one record, with `fd` attached when given.
-async fn send(sock: &UnixSeqpacket, msg: &Message, fd: Option<BorrowedFd<'_>>) -> Result<(), HandoverError> {
+async fn send(
+    sock: &UnixSeqpacket,
+    msg: &Message,
+    fd: Option<BorrowedFd<'_>>,
+) -> Result<(), HandoverError> {
     let bytes = serde_json::to_vec(msg).map_err(|e| HandoverError::Protocol(e.to_string()))?;
     if bytes.len() > MAX_MESSAGE {
         return Err(HandoverError::Protocol(format!(
@@ -236,7 +243,9 @@ async fn recv(sock: &UnixSeqpacket) -> Result<Option<(Message, Vec<OwnedFd>)>, H
         return Ok(None);
     }
     if len > MAX_MESSAGE {
-        return Err(HandoverError::Protocol(format!("message larger than {MAX_MESSAGE} bytes")));
+        return Err(HandoverError::Protocol(format!(
+            "message larger than {MAX_MESSAGE} bytes"
+        )));
     }
     if truncated {
         return Err(HandoverError::Protocol("control message truncated".into()));
@@ -247,6 +256,26 @@ async fn recv(sock: &UnixSeqpacket) -> Result<Option<(Message, Vec<OwnedFd>)>, H
 }
 
 // ---------------------------------------------------------------- mounter end
+
+/// How long a refused peer gets to read the refusal and close.
+const REFUSE_LINGER: Duration = Duration::from_secs(1);
+
+/// Sends `refused` and waits (at most [`REFUSE_LINGER`]) for the peer to
+/// close, reading what it sent: closing a unix socket with unread data
+/// resets the connection, and the peer would see `ECONNRESET` instead of
+/// the reason.
+async fn refuse(sock: &UnixSeqpacket, message: String) {
+    if send(sock, &Message::Refused { message }, None)
+        .await
+        .is_err()
+    {
+        return;
+    }
+    let _ = tokio::time::timeout(REFUSE_LINGER, async {
+        while let Ok(Some(_)) = recv(sock).await {}
+    })
+    .await;
+}
 
 /// The mounter's end: listens for the agent and sends it requests.
 pub struct Listener {
@@ -345,7 +374,7 @@ impl Listener {
                 self.agent_uid
             );
             warn!(pid = ?peer.pid(), "hand-over connection refused: {message}");
-            let _ = send(&sock, &Message::Refused { message }, None).await;
+            refuse(&sock, message).await;
             return;
         }
         let hello = tokio::time::timeout(HELLO_TIMEOUT, recv(&sock)).await;
@@ -370,10 +399,18 @@ impl Listener {
                 "protocol {protocol} is not supported; this mounter speaks {PROTOCOL_VERSION}"
             );
             warn!("hand-over connection refused: {message}");
-            let _ = send(&sock, &Message::Refused { message }, None).await;
+            refuse(&sock, message).await;
             return;
         }
-        if let Err(e) = send(&sock, &Message::Welcome { protocol: PROTOCOL_VERSION }, None).await {
+        if let Err(e) = send(
+            &sock,
+            &Message::Welcome {
+                protocol: PROTOCOL_VERSION,
+            },
+            None,
+        )
+        .await
+        {
             warn!(error = %e, "hand-over welcome failed; closing");
             return;
         }
@@ -485,7 +522,24 @@ impl AgentEnd {
     /// permission), `Refused`, `TimedOut`, `Disconnected`, `Protocol`.
     pub async fn connect(path: &Path) -> Result<AgentEnd, HandoverError> {
         let sock = UnixSeqpacket::connect(path).await?;
-        send(&sock, &Message::Hello { protocol: PROTOCOL_VERSION }, None).await?;
+        let hello = send(
+            &sock,
+            &Message::Hello {
+                protocol: PROTOCOL_VERSION,
+            },
+            None,
+        )
+        .await;
+        if let Err(e) = hello {
+            // A refusing mounter may have closed before the hello arrived;
+            // its reason is still queued for us.
+            if let Ok(Ok(Some((Message::Refused { message }, _)))) =
+                tokio::time::timeout(Duration::from_millis(100), recv(&sock)).await
+            {
+                return Err(HandoverError::Refused(message));
+            }
+            return Err(e);
+        }
         let answer = tokio::time::timeout(HELLO_TIMEOUT, recv(&sock))
             .await
             .map_err(|_| HandoverError::TimedOut(HELLO_TIMEOUT))??;
@@ -497,7 +551,9 @@ impl AgentEnd {
                 "mounter speaks protocol {protocol}, this agent {PROTOCOL_VERSION}"
             ))),
             Some((Message::Refused { message }, _)) => Err(HandoverError::Refused(message)),
-            Some((other, _)) => Err(HandoverError::Protocol(format!("expected welcome, got {other:?}"))),
+            Some((other, _)) => Err(HandoverError::Protocol(format!(
+                "expected welcome, got {other:?}"
+            ))),
             None => Err(HandoverError::Disconnected),
         }
     }
@@ -511,11 +567,15 @@ impl AgentEnd {
                 let mut fds = fds.into_iter();
                 let fd = fds.next();
                 if fds.next().is_some() {
-                    return Err(HandoverError::Protocol("more than one descriptor in a request".into()));
+                    return Err(HandoverError::Protocol(
+                        "more than one descriptor in a request".into(),
+                    ));
                 }
                 Ok(Some(Incoming { id, request, fd }))
             }
-            Some((other, _)) => Err(HandoverError::Protocol(format!("expected a request, got {other:?}"))),
+            Some((other, _)) => Err(HandoverError::Protocol(format!(
+                "expected a request, got {other:?}"
+            ))),
         }
     }
 
@@ -545,7 +605,12 @@ mod tests {
             serde_json::to_string(&m).unwrap(),
             r#"{"type":"request","id":7,"request":{"op":"serve","volume":"v","uid":1000,"gid":1000,"readonly":false}}"#
         );
-        let r = Message::Reply { id: 7, reply: Reply::Error { message: "x".into() } };
+        let r = Message::Reply {
+            id: 7,
+            reply: Reply::Error {
+                message: "x".into(),
+            },
+        };
         assert_eq!(
             serde_json::to_string(&r).unwrap(),
             r#"{"type":"reply","id":7,"reply":{"result":"error","message":"x"}}"#
@@ -557,14 +622,20 @@ mod tests {
         let (a, b) = UnixSeqpacket::pair().unwrap();
         let file = tempfile::tempfile().unwrap();
         use std::os::fd::AsFd;
-        let msg = Message::Request { id: 1, request: Request::Stats { volume: "v".into() } };
+        let msg = Message::Request {
+            id: 1,
+            request: Request::Stats { volume: "v".into() },
+        };
         send(&a, &msg, Some(file.as_fd())).await.unwrap();
         let (got, fds) = recv(&b).await.unwrap().unwrap();
         assert_eq!(got, msg);
         assert_eq!(fds.len(), 1);
         let st_sent = nix::sys::stat::fstat(file.as_fd()).unwrap();
         let st_got = nix::sys::stat::fstat(fds[0].as_fd()).unwrap();
-        assert_eq!((st_sent.st_dev, st_sent.st_ino), (st_got.st_dev, st_got.st_ino));
+        assert_eq!(
+            (st_sent.st_dev, st_sent.st_ino),
+            (st_got.st_dev, st_got.st_ino)
+        );
 
         a.send(&vec![b'x'; MAX_MESSAGE + 1]).await.unwrap();
         assert!(matches!(recv(&b).await, Err(HandoverError::Protocol(_))));

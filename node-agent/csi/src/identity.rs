@@ -11,8 +11,8 @@ use tracing::{error, info};
 use crate::handover::Listener;
 use crate::pb::csi::identity_server::Identity;
 use crate::pb::csi::{self as csi};
-use crate::pb::registration::registration_server::Registration;
 use crate::pb::registration as reg;
+use crate::pb::registration::registration_server::Registration;
 
 /// The CSI driver's name (the PV's `spec.csi.driver`).
 pub const DRIVER_NAME: &str = "agentcomputer.dev";

@@ -10,6 +10,7 @@
 use std::io::IsTerminal;
 use std::path::PathBuf;
 
+use agentcomputer_csi::handover;
 use agentcomputer_csi::mounter::{self, MounterConfig};
 use agentcomputer_csi::sockets::endpoint_path;
 use anyhow::Context;
@@ -18,7 +19,11 @@ use tokio::signal::unix::{SignalKind, signal};
 use tracing_subscriber::EnvFilter;
 
 #[derive(Parser)]
-#[command(name = "agentcomputer-mounter", version, about = "Agent Computer CSI node plugin (privileged mounter)")]
+#[command(
+    name = "agentcomputer-mounter",
+    version,
+    about = "Agent Computer CSI node plugin (privileged mounter)"
+)]
 struct Cli {
     /// This node's name (the CSI node id).
     #[arg(long, env = "AGENTCOMPUTER_NODE_NAME")]
@@ -31,10 +36,14 @@ struct Cli {
     )]
     csi_endpoint: String,
     /// The kubelet's plugin registration directory.
-    #[arg(long, env = "AGENTCOMPUTER_REGISTRATION_DIR", default_value = "/var/lib/kubelet/plugins_registry")]
+    #[arg(
+        long,
+        env = "AGENTCOMPUTER_REGISTRATION_DIR",
+        default_value = "/var/lib/kubelet/plugins_registry"
+    )]
     registration_dir: PathBuf,
     /// The socket the node agent connects to for FUSE descriptors.
-    #[arg(long, env = "AGENTCOMPUTER_HANDOVER_SOCKET", default_value = "/var/lib/agentcomputer/run/mounter.sock")]
+    #[arg(long, env = "AGENTCOMPUTER_HANDOVER_SOCKET", default_value = handover::DEFAULT_SOCKET)]
     handover_socket: PathBuf,
     /// The node agent's uid (the only peer accepted on the hand-over socket).
     #[arg(long, env = "AGENTCOMPUTER_AGENT_UID", default_value_t = 65532)]
@@ -43,14 +52,20 @@ struct Cli {
     #[arg(long, env = "AGENTCOMPUTER_AGENT_GID", default_value_t = 65532)]
     agent_gid: u32,
     /// The node agent's data directory (created mode 0700, owned by the agent).
-    #[arg(long, env = "AGENTCOMPUTER_DATA_DIR", default_value = "/var/lib/agentcomputer/data")]
+    #[arg(
+        long,
+        env = "AGENTCOMPUTER_DATA_DIR",
+        default_value = "/var/lib/agentcomputer/data"
+    )]
     data_dir: PathBuf,
 }
 
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     tracing_subscriber::fmt()
-        .with_env_filter(EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")))
+        .with_env_filter(
+            EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")),
+        )
         .with_writer(std::io::stderr)
         .with_ansi(std::io::stderr().is_terminal())
         .init();

@@ -45,7 +45,8 @@ pub struct MounterConfig {
 impl MounterConfig {
     /// `<registration_dir>/agentcomputer.dev-reg.sock`.
     pub fn registration_socket(&self) -> PathBuf {
-        self.registration_dir.join(format!("{DRIVER_NAME}-reg.sock"))
+        self.registration_dir
+            .join(format!("{DRIVER_NAME}-reg.sock"))
     }
 }
 
@@ -60,7 +61,8 @@ fn agent_dir(dir: &Path, uid: u32, gid: u32, mode: u32) -> anyhow::Result<()> {
 
 fn bind_grpc(path: &Path) -> anyhow::Result<UnixListener> {
     sockets::remove_stale(path).with_context(|| format!("cannot prepare {}", path.display()))?;
-    let l = UnixListener::bind(path).with_context(|| format!("cannot listen on {}", path.display()))?;
+    let l =
+        UnixListener::bind(path).with_context(|| format!("cannot listen on {}", path.display()))?;
     sockets::restrict(path, None).with_context(|| format!("cannot restrict {}", path.display()))?;
     Ok(l)
 }
@@ -115,11 +117,19 @@ pub async fn run(config: MounterConfig, shutdown: impl Future<Output = ()>) -> a
     let handover_task = tokio::spawn(handover.clone().run(stop.clone()));
     let csi_server = tonic::transport::Server::builder()
         .add_service(IdentityServer::new(IdentityService::new(handover.clone())))
-        .add_service(NodeServer::new(NodeService::new(config.node_name.clone(), publisher)))
+        .add_service(NodeServer::new(NodeService::new(
+            config.node_name.clone(),
+            publisher,
+        )))
         .serve_with_incoming_shutdown(UnixListenerStream::new(csi), stop.clone().cancelled_owned());
     let reg_server = tonic::transport::Server::builder()
-        .add_service(RegistrationServer::new(RegistrationService::new(config.csi_socket.clone())))
-        .serve_with_incoming_shutdown(UnixListenerStream::new(registration), stop.clone().cancelled_owned());
+        .add_service(RegistrationServer::new(RegistrationService::new(
+            config.csi_socket.clone(),
+        )))
+        .serve_with_incoming_shutdown(
+            UnixListenerStream::new(registration),
+            stop.clone().cancelled_owned(),
+        );
     info!(
         node = %config.node_name,
         csi = %config.csi_socket.display(),
@@ -144,7 +154,10 @@ pub async fn run(config: MounterConfig, shutdown: impl Future<Output = ()>) -> a
     }
     let live = table.volumes();
     if !live.is_empty() {
-        info!(count = live.len(), "leaving published volumes mounted; the node agent keeps serving them");
+        info!(
+            count = live.len(),
+            "leaving published volumes mounted; the node agent keeps serving them"
+        );
     }
     result
 }

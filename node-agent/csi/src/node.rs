@@ -55,7 +55,11 @@ pub fn publish_spec(req: &csi::NodePublishVolumeRequest) -> Result<PublishSpec, 
         .as_ref()
         .ok_or_else(|| Status::invalid_argument("volume_capability is required"))?;
     match &cap.access_type {
-        None => return Err(Status::invalid_argument("volume_capability.access_type is required")),
+        None => {
+            return Err(Status::invalid_argument(
+                "volume_capability.access_type is required",
+            ));
+        }
         Some(AccessType::Block(_)) => {
             return Err(Status::invalid_argument(
                 "block access is not supported: agentcomputer volumes are filesystems (use a mount volume)",
@@ -82,16 +86,24 @@ pub fn publish_spec(req: &csi::NodePublishVolumeRequest) -> Result<PublishSpec, 
         .ok_or_else(|| Status::invalid_argument("volume_capability.access_mode is required"))?
         .mode;
     let reader_only = match Mode::try_from(mode) {
-        Ok(Mode::SingleNodeWriter | Mode::SingleNodeSingleWriter | Mode::SingleNodeMultiWriter) => false,
+        Ok(Mode::SingleNodeWriter | Mode::SingleNodeSingleWriter | Mode::SingleNodeMultiWriter) => {
+            false
+        }
         Ok(Mode::SingleNodeReaderOnly) => true,
-        Ok(m @ (Mode::MultiNodeReaderOnly | Mode::MultiNodeSingleWriter | Mode::MultiNodeMultiWriter)) => {
+        Ok(
+            m @ (Mode::MultiNodeReaderOnly
+            | Mode::MultiNodeSingleWriter
+            | Mode::MultiNodeMultiWriter),
+        ) => {
             return Err(Status::invalid_argument(format!(
                 "access mode {} is not supported: an agentcomputer volume lives on one node",
                 m.as_str_name()
             )));
         }
         Ok(Mode::Unknown) | Err(_) => {
-            return Err(Status::invalid_argument(format!("access mode {mode} is not supported")));
+            return Err(Status::invalid_argument(format!(
+                "access mode {mode} is not supported"
+            )));
         }
     };
     Ok(PublishSpec {
@@ -118,7 +130,9 @@ fn volume_id(id: &str) -> Result<&str, Status> {
         return Err(Status::invalid_argument("volume_id is required"));
     }
     let label = id.len() <= 63
-        && id.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
         && !id.starts_with('-')
         && !id.ends_with('-');
     if !label {
@@ -135,7 +149,9 @@ fn target_path(p: &str, field: &str) -> Result<PathBuf, Status> {
     }
     let path = Path::new(p);
     if !path.is_absolute() {
-        return Err(Status::invalid_argument(format!("{field} {p:?} is not absolute")));
+        return Err(Status::invalid_argument(format!(
+            "{field} {p:?} is not absolute"
+        )));
     }
     Ok(path.to_path_buf())
 }
@@ -150,14 +166,18 @@ impl Node for NodeService {
         &self,
         _: Request<csi::NodeStageVolumeRequest>,
     ) -> Result<Response<csi::NodeStageVolumeResponse>, Status> {
-        Err(Status::unimplemented("NodeStageVolume: no STAGE_UNSTAGE_VOLUME capability"))
+        Err(Status::unimplemented(
+            "NodeStageVolume: no STAGE_UNSTAGE_VOLUME capability",
+        ))
     }
 
     async fn node_unstage_volume(
         &self,
         _: Request<csi::NodeUnstageVolumeRequest>,
     ) -> Result<Response<csi::NodeUnstageVolumeResponse>, Status> {
-        Err(Status::unimplemented("NodeUnstageVolume: no STAGE_UNSTAGE_VOLUME capability"))
+        Err(Status::unimplemented(
+            "NodeUnstageVolume: no STAGE_UNSTAGE_VOLUME capability",
+        ))
     }
 
     async fn node_publish_volume(
@@ -212,7 +232,9 @@ impl Node for NodeService {
         &self,
         _: Request<csi::NodeExpandVolumeRequest>,
     ) -> Result<Response<csi::NodeExpandVolumeResponse>, Status> {
-        Err(Status::unimplemented("NodeExpandVolume: no EXPAND_VOLUME capability"))
+        Err(Status::unimplemented(
+            "NodeExpandVolume: no EXPAND_VOLUME capability",
+        ))
     }
 
     async fn node_get_capabilities(
@@ -263,8 +285,15 @@ mod tests {
         let mut r = request(Mode::SingleNodeWriter);
         r.volume_context.insert(CONTEXT_UID.into(), "1001".into());
         let s = publish_spec(&r).unwrap();
-        assert_eq!((s.volume.as_str(), s.uid, s.gid, s.readonly), ("vol-1", 1001, DEFAULT_OWNER, false));
-        assert!(publish_spec(&request(Mode::SingleNodeReaderOnly)).unwrap().readonly);
+        assert_eq!(
+            (s.volume.as_str(), s.uid, s.gid, s.readonly),
+            ("vol-1", 1001, DEFAULT_OWNER, false)
+        );
+        assert!(
+            publish_spec(&request(Mode::SingleNodeReaderOnly))
+                .unwrap()
+                .readonly
+        );
     }
 
     #[test]
@@ -285,7 +314,12 @@ mod tests {
         let mut r = request(Mode::SingleNodeWriter);
         r.volume_capability.as_mut().unwrap().access_type = Some(AccessType::Block(BlockVolume {}));
         assert_eq!(code(&r), tonic::Code::InvalidArgument);
-        for m in [Mode::MultiNodeMultiWriter, Mode::MultiNodeReaderOnly, Mode::MultiNodeSingleWriter, Mode::Unknown] {
+        for m in [
+            Mode::MultiNodeMultiWriter,
+            Mode::MultiNodeReaderOnly,
+            Mode::MultiNodeSingleWriter,
+            Mode::Unknown,
+        ] {
             assert_eq!(code(&request(m)), tonic::Code::InvalidArgument, "{m:?}");
         }
         let mut r = request(Mode::SingleNodeWriter);

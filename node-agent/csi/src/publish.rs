@@ -19,7 +19,9 @@ use nix::errno::Errno;
 use nix::mount::{MntFlags, MsFlags};
 use tracing::{info, warn};
 
-use crate::handover::{CHECK_TIMEOUT, HandoverError, Listener, Reply, Request, SERVE_TIMEOUT, VolumeStats};
+use crate::handover::{
+    CHECK_TIMEOUT, HandoverError, Listener, Reply, Request, SERVE_TIMEOUT, VolumeStats,
+};
 use crate::mountinfo;
 
 /// The filesystem type of every mount (`fuse.<subtype>`, the subtype the
@@ -68,9 +70,9 @@ pub enum PublishError {
 impl From<HandoverError> for PublishError {
     fn from(e: HandoverError) -> Self {
         match e {
-            HandoverError::NotConnected | HandoverError::Disconnected | HandoverError::TimedOut(_) => {
-                PublishError::Unavailable(e.to_string())
-            }
+            HandoverError::NotConnected
+            | HandoverError::Disconnected
+            | HandoverError::TimedOut(_) => PublishError::Unavailable(e.to_string()),
             other => PublishError::Internal(other.to_string()),
         }
     }
@@ -209,7 +211,9 @@ impl Publisher {
             .handover
             .agent()
             .ok_or_else(|| PublishError::from(HandoverError::NotConnected))?;
-        let check = Request::Check { volume: spec.volume.clone() };
+        let check = Request::Check {
+            volume: spec.volume.clone(),
+        };
         match agent.request(check, None, CHECK_TIMEOUT).await? {
             Reply::Known => {}
             Reply::NotFound => return Err(not_on_node(&spec.volume)),
@@ -304,7 +308,13 @@ impl Publisher {
             .agent()
             .ok_or_else(|| PublishError::from(HandoverError::NotConnected))?;
         match agent
-            .request(Request::Stats { volume: volume.to_string() }, None, CHECK_TIMEOUT)
+            .request(
+                Request::Stats {
+                    volume: volume.to_string(),
+                },
+                None,
+                CHECK_TIMEOUT,
+            )
             .await?
         {
             Reply::Stats(s) => Ok(s),
@@ -404,14 +414,16 @@ pub fn mount_data(fd: i32, uid: u32, gid: u32) -> String {
 /// target that is not a mount point (`EINVAL`) or missing is fine.
 async fn unmount(target: &Path) -> io::Result<()> {
     let target = target.to_path_buf();
-    tokio::task::spawn_blocking(move || match nix::mount::umount2(&target, MntFlags::empty()) {
-        Ok(()) | Err(Errno::EINVAL) | Err(Errno::ENOENT) => Ok(()),
-        Err(Errno::EBUSY) => {
-            info!(target = %target.display(), "target busy; detaching it lazily");
-            nix::mount::umount2(&target, MntFlags::MNT_DETACH).map_err(io::Error::from)
-        }
-        Err(e) => Err(e.into()),
-    })
+    tokio::task::spawn_blocking(
+        move || match nix::mount::umount2(&target, MntFlags::empty()) {
+            Ok(()) | Err(Errno::EINVAL) | Err(Errno::ENOENT) => Ok(()),
+            Err(Errno::EBUSY) => {
+                info!(target = %target.display(), "target busy; detaching it lazily");
+                nix::mount::umount2(&target, MntFlags::MNT_DETACH).map_err(io::Error::from)
+            }
+            Err(e) => Err(e.into()),
+        },
+    )
     .await
     .map_err(io::Error::other)?
 }
@@ -433,6 +445,9 @@ mod tests {
     fn modes_must_match() {
         let t = Path::new("/t");
         assert!(same_mode(t, true, true).is_ok());
-        assert!(matches!(same_mode(t, false, true), Err(PublishError::AlreadyExists(_))));
+        assert!(matches!(
+            same_mode(t, false, true),
+            Err(PublishError::AlreadyExists(_))
+        ));
     }
 }

@@ -19,7 +19,10 @@ pub fn remove_stale(path: &Path) -> io::Result<()> {
         Ok(m) if m.file_type().is_socket() => std::fs::remove_file(path),
         Ok(_) => Err(io::Error::new(
             io::ErrorKind::AlreadyExists,
-            format!("{} exists and is not a socket; not replacing it", path.display()),
+            format!(
+                "{} exists and is not a socket; not replacing it",
+                path.display()
+            ),
         )),
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
         Err(e) => Err(e),
@@ -54,7 +57,10 @@ mod tests {
 
     #[test]
     fn endpoints() {
-        assert_eq!(endpoint_path("unix:///a/b.sock").unwrap(), Path::new("/a/b.sock"));
+        assert_eq!(
+            endpoint_path("unix:///a/b.sock").unwrap(),
+            Path::new("/a/b.sock")
+        );
         assert_eq!(endpoint_path("/a/b.sock").unwrap(), Path::new("/a/b.sock"));
         assert!(endpoint_path("tcp://1.2.3.4:5").is_err());
         assert!(endpoint_path("unix://rel.sock").is_err());
@@ -70,7 +76,10 @@ mod tests {
         assert!(!sock.exists());
         let file = dir.path().join("f");
         std::fs::write(&file, b"x").unwrap();
-        assert_eq!(remove_stale(&file).unwrap_err().kind(), io::ErrorKind::AlreadyExists);
+        assert_eq!(
+            remove_stale(&file).unwrap_err().kind(),
+            io::ErrorKind::AlreadyExists
+        );
         assert!(file.exists());
     }
 }

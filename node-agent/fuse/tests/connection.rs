@@ -73,13 +73,23 @@ fn a_handed_over_connection_is_served_until_the_kernel_ends_it() {
     assert_eq!(fs.read_all(a.ino).unwrap(), b"hi\n");
     // From the engine out through the kernel (cached entry invalidated).
     assert!(std::fs::metadata(target.join("b")).is_err());
-    fs.write_all(ROOT_INO, b"b", b"from the engine", WriteMode::Truncate, 0o644, Owner::ROOT)
-        .unwrap();
+    fs.write_all(
+        ROOT_INO,
+        b"b",
+        b"from the engine",
+        WriteMode::Truncate,
+        0o644,
+        Owner::ROOT,
+    )
+    .unwrap();
     assert_eq!(std::fs::read(target.join("b")).unwrap(), b"from the engine");
 
     // The mounter still holds its descriptor: only the unmount ends it.
     umount2(&target, MntFlags::empty()).unwrap();
-    assert!(conn.wait_ended(Duration::from_secs(5)), "session still running after unmount");
+    assert!(
+        conn.wait_ended(Duration::from_secs(5)),
+        "session still running after unmount"
+    );
     assert!(ended.load(Ordering::SeqCst), "end hook not called");
     assert!(!conn.is_serving());
     // A hook set after the end runs at once.
