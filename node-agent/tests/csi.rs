@@ -398,6 +398,17 @@ async fn kubelet_registers_publishes_writes_reads_stats_and_unpublishes() {
     assert_eq!(inodes.available as u64, st.files_free);
     drop(lease);
 
+    // Concurrent publishes of one volume at one target: serialised, one mount.
+    let race = node.target("pod-race");
+    let (r1, r2) = tokio::join!(
+        publish(&c, publish_request(vol, &race, false)),
+        publish(&c, publish_request(vol, &race, false))
+    );
+    r1.unwrap();
+    r2.unwrap();
+    assert_eq!(mounts_at(&race), 1, "concurrent publishes mounted twice");
+    unpublish(&c, vol, &race).await.unwrap();
+
     // A second, read-only publish of the same volume.
     let ro_target = node.target("pod-ro");
     publish(&c, publish_request(vol, &ro_target, true))

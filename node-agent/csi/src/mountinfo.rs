@@ -31,9 +31,9 @@ pub fn mount_at(path: &Path) -> io::Result<Option<MountEntry>> {
     let info = std::fs::read("/proc/self/mountinfo")?;
     Ok(info
         .split(|&b| b == b'\n')
+        .rev()
         .filter_map(parse_line)
-        .filter(|e| e.mountpoint == path)
-        .last())
+        .find(|e| e.mountpoint == path))
 }
 
 /// How many mounts there are at exactly `path`.
