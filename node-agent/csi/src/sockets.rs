@@ -2,11 +2,15 @@
 //! who may connect.
 
 use std::io;
+use std::os::fd::AsRawFd;
 use std::os::unix::fs::{FileTypeExt, PermissionsExt};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
-/// Removes a socket file left at `path` by a previous run, so that `bind(2)`
-/// does not fail with `EADDRINUSE`. Anything other than a socket there is
+use nix::fcntl::OFlag;
+use nix::sys::stat::Mode;
+
+/// Removes a socket file (or a symlink) left at `path` by a previous run,
+/// so that `bind(2)` does not fail with `EADDRINUSE`. Anything else there is
 /// left alone and reported (`AlreadyExists`), so a wrong path never deletes
 /// a user's file. A missing parent directory is created (mode 0755).
 pub fn remove_stale(path: &Path) -> io::Result<()> {
@@ -16,7 +20,9 @@ pub fn remove_stale(path: &Path) -> io::Result<()> {
         std::fs::create_dir_all(parent)?;
     }
     match std::fs::symlink_metadata(path) {
-        Ok(m) if m.file_type().is_socket() => std::fs::remove_file(path),
+        Ok(m) if m.file_type().is_socket() || m.file_type().is_symlink() => {
+            std::fs::remove_file(path)
+        }
         Ok(_) => Err(io::Error::new(
             io::ErrorKind::AlreadyExists,
             format!(
@@ -32,23 +38,45 @@ pub fn remove_stale(path: &Path) -> io::Result<()> {
 /// Makes the socket at `path` mode 0600 and, when `owner` is given, owned
 /// by that uid and gid (connecting to a unix socket needs write permission
 /// on it, unix(7)).
+///
+/// The socket is opened with `O_PATH | O_NOFOLLOW` and changed through
+/// `/proc/self/fd`, so a symlink planted at `path` by whoever can write its
+/// directory (the agent owns the hand-over socket's directory) never makes
+/// the mounter change another file. Errors: `InvalidInput` when `path` is
+/// no longer a socket, or the error of `open`, `chown` or `chmod`.
 pub fn restrict(path: &Path, owner: Option<(u32, u32)>) -> io::Result<()> {
-    if let Some((uid, gid)) = owner {
-        std::os::unix::fs::chown(path, Some(uid), Some(gid))?;
+    let fd = nix::fcntl::open(
+        path,
+        OFlag::O_PATH | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    )?;
+    let st = nix::sys::stat::fstat(&fd)?;
+    if st.st_mode & libc::S_IFMT != libc::S_IFSOCK {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!(
+                "{} was replaced by something else than a socket",
+                path.display()
+            ),
+        ));
     }
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
+    let by_fd = PathBuf::from(format!("/proc/self/fd/{}", fd.as_raw_fd()));
+    if let Some((uid, gid)) = owner {
+        std::os::unix::fs::chown(&by_fd, Some(uid), Some(gid))?;
+    }
+    std::fs::set_permissions(&by_fd, std::fs::Permissions::from_mode(0o600))
 }
 
 /// Parses a CSI endpoint: `unix:///abs/path` or a plain absolute path.
 /// Errors: any other scheme, or a relative path.
-pub fn endpoint_path(endpoint: &str) -> Result<std::path::PathBuf, String> {
+pub fn endpoint_path(endpoint: &str) -> Result<PathBuf, String> {
     let path = endpoint.strip_prefix("unix://").unwrap_or(endpoint);
     if path.contains("://") || !path.starts_with('/') {
         return Err(format!(
             "CSI endpoint {endpoint:?}: expected unix:///absolute/path or an absolute path"
         ));
     }
-    Ok(std::path::PathBuf::from(path))
+    Ok(PathBuf::from(path))
 }
 
 #[cfg(test)]
@@ -81,5 +109,28 @@ mod tests {
             io::ErrorKind::AlreadyExists
         );
         assert!(file.exists());
+    }
+
+    #[test]
+    fn restrict_changes_the_socket_and_never_a_symlink_target() {
+        let dir = tempfile::tempdir().unwrap();
+        let sock = dir.path().join("s.sock");
+        let _l = std::os::unix::net::UnixListener::bind(&sock).unwrap();
+        std::fs::set_permissions(&sock, std::fs::Permissions::from_mode(0o777)).unwrap();
+        restrict(&sock, None).unwrap();
+        let mode = std::fs::metadata(&sock).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+
+        let victim = dir.path().join("victim");
+        std::fs::write(&victim, b"x").unwrap();
+        std::fs::set_permissions(&victim, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let link = dir.path().join("planted.sock");
+        std::os::unix::fs::symlink(&victim, &link).unwrap();
+        assert!(restrict(&link, None).is_err());
+        let mode = std::fs::metadata(&victim).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o644, "the symlink's target was changed");
+        // A planted symlink is removed before binding, its target kept.
+        remove_stale(&link).unwrap();
+        assert!(std::fs::symlink_metadata(&link).is_err() && victim.exists());
     }
 }
