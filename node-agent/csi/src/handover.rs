@@ -484,14 +484,17 @@ impl AgentConn {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let (tx, rx) = oneshot::channel();
         lock(&self.pending).insert(id, tx);
-        let result = async {
+        // The timeout covers the send too: a peer that stops reading fills
+        // the socket's buffer.
+        let exchange = async {
             send(&self.sock, &Message::Request { id, request }, fd).await?;
-            tokio::select! {
-                r = rx => r.map_err(|_| HandoverError::Disconnected),
-                _ = tokio::time::sleep(timeout) => Err(HandoverError::TimedOut(timeout)),
-            }
-        }
-        .await;
+            rx.await.map_err(|_| HandoverError::Disconnected)
+        };
+        let result = tokio::select! {
+            r = exchange => r,
+            _ = tokio::time::sleep(timeout) => Err(HandoverError::TimedOut(timeout)),
+            _ = self.closed.cancelled() => Err(HandoverError::Disconnected),
+        };
         lock(&self.pending).remove(&id);
         result
     }
@@ -580,9 +583,15 @@ impl AgentEnd {
     }
 
     /// Answers request `id`. Safe to call from several tasks at once (each
-    /// reply is one record). Errors: `Io`.
+    /// reply is one record). Errors: `Io`, `TimedOut` when the mounter has
+    /// not made room in the socket within [`CHECK_TIMEOUT`].
     pub async fn reply(&self, id: u64, reply: Reply) -> Result<(), HandoverError> {
-        send(&self.sock, &Message::Reply { id, reply }, None).await
+        tokio::time::timeout(
+            CHECK_TIMEOUT,
+            send(&self.sock, &Message::Reply { id, reply }, None),
+        )
+        .await
+        .map_err(|_| HandoverError::TimedOut(CHECK_TIMEOUT))?
     }
 }
 
