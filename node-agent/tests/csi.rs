@@ -9,7 +9,7 @@ use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use agentcomputer_csi::handover::{AgentEnd, HandoverError};
+use agentcomputer_csi::handover::{AgentEnd, HandoverError, Reply, Request};
 use agentcomputer_csi::mounter::{self, MounterConfig};
 use agentcomputer_csi::mountinfo;
 use agentcomputer_csi::pb::csi::identity_client::IdentityClient;
@@ -602,4 +602,53 @@ async fn the_handover_socket_refuses_a_peer_with_another_uid() {
     }
     assert!(!probe(&c).await, "a refused peer made the plugin ready");
     node.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_serve_the_agent_fails_is_unmounted() {
+    if !can_run() {
+        return;
+    }
+    let node = Node::start(0).await;
+    let c = node.csi().await;
+    // An agent that knows every volume but fails to serve any.
+    let end = AgentEnd::connect(&node.config.handover_socket)
+        .await
+        .unwrap();
+    let agent = tokio::spawn(async move {
+        let mut served = 0;
+        while let Ok(Some(incoming)) = end.next().await {
+            let reply = match incoming.request {
+                Request::Check { .. } => Reply::Known,
+                Request::Serve { .. } => {
+                    assert!(incoming.fd.is_some(), "serve without a descriptor");
+                    served += 1;
+                    Reply::Error {
+                        message: "engine exploded".into(),
+                    }
+                }
+                Request::Stats { .. } => Reply::NotFound,
+            };
+            end.reply(incoming.id, reply).await.unwrap();
+        }
+        served
+    });
+    wait_ready(&c, true).await;
+    let target = node.target("pod-fail");
+    let err = publish(&c, publish_request("vol-x", &target, false))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::Internal, "{}", err.message());
+    assert!(
+        err.message().contains("engine exploded"),
+        "{}",
+        err.message()
+    );
+    assert_eq!(mounts_at(&target), 0, "a failed serve left a mount");
+    assert!(
+        !target.exists(),
+        "a failed publish left the target it created"
+    );
+    node.shutdown().await;
+    assert_eq!(agent.await.unwrap(), 1);
 }
