@@ -51,8 +51,9 @@
 //! connection outlives an agent restart. Protocol version 1 has no message
 //! to hand those descriptors to a reconnecting agent: a later version adds
 //! it (the `hello`/`welcome` version exchange lets both ends agree on it).
-//! Until then the mounter logs, when an agent connects, which published
-//! volumes are left without a server.
+//! Until then the mounter logs, when a new agent process connects, which
+//! published volumes (served by an earlier process) are left without a
+//! server.
 
 use std::io::{IoSlice, IoSliceMut};
 use std::os::fd::{BorrowedFd, OwnedFd};
@@ -282,8 +283,8 @@ pub struct Listener {
     listener: tokio::sync::Mutex<UnixSeqpacketListener>,
     agent_uid: u32,
     current: Mutex<Option<Arc<AgentConn>>>,
-    /// Called with each newly accepted agent connection, before it is used.
-    on_connect: Box<dyn Fn() + Send + Sync>,
+    /// Called with the process id of each newly accepted agent.
+    on_connect: Box<dyn Fn(Option<i32>) + Send + Sync>,
 }
 
 /// One accepted agent connection (mounter side).
@@ -292,6 +293,7 @@ pub struct AgentConn {
     pending: Mutex<std::collections::HashMap<u64, oneshot::Sender<Reply>>>,
     next_id: AtomicU64,
     closed: CancellationToken,
+    pid: Option<i32>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -302,12 +304,13 @@ impl Listener {
     /// Binds the hand-over socket at `path` (a stale socket file there is
     /// removed first), mode 0600 owned by `agent_uid:agent_gid` so that
     /// only the agent (and root) can connect. `on_connect` runs each time
-    /// an agent is accepted. Errors: the `bind(2)`/`chown(2)` error.
+    /// an agent is accepted, with its process id (`SO_PEERCRED`, in the
+    /// mounter's pid namespace). Errors: the `bind(2)`/`chown(2)` error.
     pub fn bind(
         path: &Path,
         agent_uid: u32,
         agent_gid: u32,
-        on_connect: Box<dyn Fn() + Send + Sync>,
+        on_connect: Box<dyn Fn(Option<i32>) + Send + Sync>,
     ) -> std::io::Result<Listener> {
         crate::sockets::remove_stale(path)?;
         let listener = UnixSeqpacketListener::bind(path)?;
@@ -419,6 +422,7 @@ impl Listener {
             pending: Mutex::new(Default::default()),
             next_id: AtomicU64::new(1),
             closed: CancellationToken::new(),
+            pid: peer.pid(),
         });
         let previous = lock(&self.current).replace(conn.clone());
         if let Some(p) = previous {
@@ -426,13 +430,18 @@ impl Listener {
             p.closed.cancel();
         }
         info!(pid = ?peer.pid(), uid = peer.uid(), "node agent connected");
-        (self.on_connect)();
+        (self.on_connect)(peer.pid());
         conn.read_replies(stop).await;
         info!("node agent disconnected");
     }
 }
 
 impl AgentConn {
+    /// The agent's process id (`SO_PEERCRED`), if the kernel reported one.
+    pub fn pid(&self) -> Option<i32> {
+        self.pid
+    }
+
     /// Reads replies and hands them to the waiting requests until the
     /// connection ends (EOF, error, replaced, or `stop`).
     async fn read_replies(&self, stop: CancellationToken) {

@@ -90,8 +90,8 @@ pub async fn run(config: MounterConfig, shutdown: impl Future<Output = ()>) -> a
     let table = Arc::new(Table::default());
     let on_connect = {
         let table = table.clone();
-        Box::new(move || {
-            let orphaned = table.volumes();
+        Box::new(move |pid: Option<i32>| {
+            let orphaned = table.served_by_others(pid);
             if !orphaned.is_empty() {
                 let list: Vec<String> = orphaned
                     .iter()
@@ -99,7 +99,7 @@ pub async fn run(config: MounterConfig, shutdown: impl Future<Output = ()>) -> a
                     .collect();
                 warn!(
                     volumes = %list.join(", "),
-                    "a node agent connected while volumes published for an earlier one are live: they stay without a server (this protocol version cannot hand their descriptors back); unpublish and publish them again"
+                    "a new node agent process connected while volumes served by an earlier one are published: they are left without a server (this protocol version cannot hand their descriptors back); unpublish and publish them again"
                 );
             }
         })

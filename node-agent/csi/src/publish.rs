@@ -82,6 +82,8 @@ impl From<HandoverError> for PublishError {
 struct Published {
     volume: String,
     readonly: bool,
+    /// Process id of the agent that serves it.
+    agent_pid: Option<i32>,
     /// The mounter's descriptor of the FUSE connection (the agent got a
     /// duplicate through SCM_RIGHTS). Kept so the connection survives an
     /// agent restart; closed at unpublish.
@@ -100,6 +102,19 @@ impl Table {
     pub fn volumes(&self) -> Vec<(String, PathBuf)> {
         let mut v: Vec<(String, PathBuf)> = lock(&self.by_target)
             .iter()
+            .map(|(t, p)| (p.volume.clone(), t.clone()))
+            .collect();
+        v.sort();
+        v
+    }
+
+    /// The published (volume, target) pairs that a process other than
+    /// `agent_pid` serves (or whose server is unknown), sorted: after a new
+    /// agent process connects, those are left without a server.
+    pub fn served_by_others(&self, agent_pid: Option<i32>) -> Vec<(String, PathBuf)> {
+        let mut v: Vec<(String, PathBuf)> = lock(&self.by_target)
+            .iter()
+            .filter(|(_, p)| p.agent_pid.is_none() || p.agent_pid != agent_pid)
             .map(|(t, p)| (p.volume.clone(), t.clone()))
             .collect();
         v.sort();
@@ -253,6 +268,7 @@ impl Publisher {
             Published {
                 volume: spec.volume.clone(),
                 readonly: spec.readonly,
+                agent_pid: agent.pid(),
                 fd,
             },
         );
@@ -439,6 +455,27 @@ mod tests {
             "fd=7,rootmode=40000,user_id=1000,group_id=1001,allow_other,default_permissions"
         );
         assert_eq!(mount_source("abc"), "agentcomputer:abc");
+    }
+
+    #[test]
+    fn volumes_of_another_agent_process_are_orphans() {
+        let table = Table::default();
+        let dev = || OwnedFd::from(std::fs::File::open("/dev/null").unwrap());
+        for (target, pid) in [("/t/a", Some(10)), ("/t/b", Some(11)), ("/t/c", None)] {
+            lock(&table.by_target).insert(
+                PathBuf::from(target),
+                Published {
+                    volume: format!("v{}", &target[3..]),
+                    readonly: false,
+                    agent_pid: pid,
+                    fd: dev(),
+                },
+            );
+        }
+        let names = |v: Vec<(String, PathBuf)>| v.into_iter().map(|(n, _)| n).collect::<Vec<_>>();
+        assert_eq!(names(table.served_by_others(Some(10))), ["vb", "vc"]);
+        assert_eq!(names(table.served_by_others(Some(12))), ["va", "vb", "vc"]);
+        assert_eq!(table.volumes().len(), 3);
     }
 
     #[test]
