@@ -4,9 +4,12 @@
 #   kube-apiserver  (k8s.io/kubernetes/cmd/kube-apiserver)
 #   etcd            (go.etcd.io/etcd/server/v3/etcdmain, the version Kubernetes pins)
 #   helm            (helm.sh/helm/v3/cmd/helm)
+# and, with --cluster, the rest of a node for the end-to-end cluster (e2e/cluster):
+#   kube-controller-manager, kube-scheduler, kubelet, kube-proxy, kubectl
+#                   (k8s.io/kubernetes/cmd/..., the same version as kube-apiserver)
 # Go is used here only to build these tools, never for the product.
 #
-# Usage: operator/tools/build-k8s-tools.sh        # prints the bin directory last
+# Usage: operator/tools/build-k8s-tools.sh [--cluster]   # prints the bin directory last
 # Env:   AGENTCOMPUTER_K8S_TOOLS  cache root (default ~/.cache/agentcomputer/k8s-tools)
 #
 # k8s.io/kubernetes is not meant to be a dependency: its go.mod requires every
@@ -23,6 +26,14 @@ root="${AGENTCOMPUTER_K8S_TOOLS:-$HOME/.cache/agentcomputer/k8s-tools}"
 bin="$root/$KUBE_VERSION-helm-$HELM_VERSION/bin"
 mkdir -p "$bin"
 
+# Commands of k8s.io/kubernetes built here (kube-apiserver always).
+kube_cmds=(kube-apiserver)
+case "${1:-}" in
+    "") ;;
+    --cluster) kube_cmds+=(kube-controller-manager kube-scheduler kubelet kube-proxy kubectl) ;;
+    *) echo "usage: $0 [--cluster]" >&2; exit 2 ;;
+esac
+
 log() { echo "build-k8s-tools: $*" >&2; }
 
 command -v go >/dev/null || { [ -x /usr/local/go/bin/go ] && export PATH="/usr/local/go/bin:$PATH"; }
@@ -30,7 +41,9 @@ command -v go >/dev/null || { log "go not found (needed to build kube-apiserver,
 export GOFLAGS="${GOFLAGS:--buildvcs=false}"
 export CGO_ENABLED=0
 
-if [ -x "$bin/kube-apiserver" ] && [ -x "$bin/etcd" ] && [ -x "$bin/helm" ]; then
+missing_kube=()
+for c in "${kube_cmds[@]}"; do [ -x "$bin/$c" ] || missing_kube+=("$c"); done
+if [ ${#missing_kube[@]} -eq 0 ] && [ -x "$bin/etcd" ] && [ -x "$bin/helm" ]; then
     log "cached in $bin"
     echo "$bin"
     exit 0
@@ -40,7 +53,7 @@ work="$root/src-$KUBE_VERSION"
 mkdir -p "$work"
 cd "$work"
 
-if [ ! -x "$bin/kube-apiserver" ] || [ ! -x "$bin/etcd" ]; then
+if [ ${#missing_kube[@]} -gt 0 ] || [ ! -x "$bin/etcd" ]; then
     # The upstream go.mod tells which staging modules to replace and which etcd
     # version Kubernetes is tested with.
     modjson="$(go mod download -json "k8s.io/kubernetes@$KUBE_VERSION")"
@@ -78,25 +91,27 @@ import (
 
 func main() { etcdmain.Main(os.Args) }
 GO
-    cat > tools.go <<'GO'
-//go:build tools
-
-package tools
-
-import _ "k8s.io/kubernetes/cmd/kube-apiserver"
-GO
+    {
+        echo "//go:build tools"
+        echo
+        echo "package tools"
+        echo
+        for c in "${kube_cmds[@]}"; do echo "import _ \"k8s.io/kubernetes/cmd/$c\""; done
+    } > tools.go
     log "resolving modules for kubernetes $KUBE_VERSION (staging $STAGING_VERSION, etcd $etcd_version)"
     go mod tidy >&2
-    log "building kube-apiserver"
     # The version variables are what upstream's build stamps in (hack/lib/version.sh).
     minor="${KUBE_VERSION#v1.}"; minor="${minor%%.*}"
     vpkg=k8s.io/component-base/version
-    go build -trimpath -ldflags="-s -w -X $vpkg.gitVersion=$KUBE_VERSION -X $vpkg.gitMajor=1 -X $vpkg.gitMinor=$minor -X $vpkg.gitTreeState=clean" \
-        -o "$bin/kube-apiserver.tmp" k8s.io/kubernetes/cmd/kube-apiserver >&2
-    mv "$bin/kube-apiserver.tmp" "$bin/kube-apiserver"
-    log "building etcd"
+    for c in "${missing_kube[@]}"; do
+        log "building $c"
+        go build -trimpath -ldflags="-s -w -X $vpkg.gitVersion=$KUBE_VERSION -X $vpkg.gitMajor=1 -X $vpkg.gitMinor=$minor -X $vpkg.gitTreeState=clean" \
+            -o "$bin/$c.tmp" "k8s.io/kubernetes/cmd/$c" >&2
+        mv "$bin/$c.tmp" "$bin/$c"
+    done
+    [ -x "$bin/etcd" ] || { log "building etcd"
     go build -trimpath -ldflags="-s -w -X go.etcd.io/etcd/api/v3/version.GitSHA=$etcd_version" -o "$bin/etcd.tmp" ./cmd/etcd >&2
-    mv "$bin/etcd.tmp" "$bin/etcd"
+    mv "$bin/etcd.tmp" "$bin/etcd"; }
 fi
 
 if [ ! -x "$bin/helm" ]; then
