@@ -40,7 +40,7 @@ E2E_REPO="$(cd "$E2E_DIR/../.." && pwd)"
 # each backed by a directory under $S/host (created empty on the host when
 # missing and removed again by `down`).
 E2E_HOST_DIRS=(/var/lib/kubelet /var/lib/containerd /run/containerd /var/lib/cni
-    /var/log/pods /var/log/containers /var/lib/agentcomputer /run/netns /etc/cni/net.d)
+    /var/log/pods /var/log/containers /var/lib/agentcomputer /etc/cni/net.d)
 
 # Kernel settings the kubelet changes (its "kernel tunables"); `up` records
 # them and `down` puts them back.
