@@ -14,7 +14,9 @@
 #                         "pod egress", any other by "forwarded egress".
 #   mangle POSTROUTING -> ACE2E-GUARD-OUT: every packet leaving an interface
 #                         (so also the node's own processes and proxies, after
-#                         any DNAT) obeys the same list, else "node egress".
+#                         any DNAT) obeys the same list, else "node egress";
+#                         replies to connections the host opened over the
+#                         veth link pass as well.
 #   filter OUTPUT/FORWARD: the documentation range 192.0.2.0/24 (RFC 5737,
 #                         TEST-NET-1, the probe's target) is dropped again: the
 #                         second wall.
@@ -52,6 +54,8 @@ node_rules() {
     echo "-A ACE2E-GUARD-FWD -s $E2E_POD_CIDR -m comment --comment \"$TAG: pod egress\" -j DROP"
     echo "-A ACE2E-GUARD-FWD -m comment --comment \"$TAG: forwarded egress\" -j DROP"
     allowed_rules ACE2E-GUARD-OUT
+    # Replies to connections the host opened (kubectl, the suite).
+    echo "-A ACE2E-GUARD-OUT -d $E2E_LINK_HOST/32 -m conntrack --ctstate ESTABLISHED -j RETURN"
     echo "-A ACE2E-GUARD-OUT -m comment --comment \"$TAG: node egress\" -j DROP"
     echo "-I FORWARD 1 -j ACE2E-GUARD-FWD"
     echo "-I POSTROUTING 1 -j ACE2E-GUARD-OUT"
