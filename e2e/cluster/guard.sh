@@ -17,15 +17,18 @@
 #                         any DNAT) obeys the same list, else "node egress";
 #                         replies to connections the host opened over the
 #                         veth link pass as well.
-#   filter OUTPUT/FORWARD: the documentation range 192.0.2.0/24 (RFC 5737,
-#                         TEST-NET-1, the probe's target) is dropped again: the
-#                         second wall.
+#   mangle OUTPUT, filter FORWARD: the documentation range 192.0.2.0/24
+#                         (RFC 5737, TEST-NET-1, the probe's target) is dropped
+#                         again: the second wall (for the node's own packets
+#                         before anything else sees them; for forwarded ones
+#                         after the guard).
 #   ip6tables mangle POSTROUTING: everything but loopback is dropped (the
 #                         cluster is IPv4-only and IPv6 is disabled there).
 # The mangle table is used because the filter chains are shared with
 # kube-proxy and kube-router, which insert ACCEPT rules ahead of anything
-# appended there; nothing in the cluster touches the mangle FORWARD or
-# POSTROUTING chains, and `check` verifies the jumps are still first.
+# appended there, and kube-router rewrites the filter table with
+# iptables-restore (resetting its counters); nothing in the cluster touches the
+# mangle chains used here, and `check` verifies the jumps are still first.
 #
 # On the host (root network namespace), for the veth link to the node:
 #   filter FORWARD: nothing coming from the link is routed anywhere;
@@ -59,9 +62,9 @@ node_rules() {
     echo "-A ACE2E-GUARD-OUT -m comment --comment \"$TAG: node egress\" -j DROP"
     echo "-I FORWARD 1 -j ACE2E-GUARD-FWD"
     echo "-I POSTROUTING 1 -j ACE2E-GUARD-OUT"
+    echo "-I OUTPUT 1 -d $TESTNET1 -m comment --comment \"$TAG: second wall output\" -j DROP"
     echo "COMMIT"
     echo "*filter"
-    echo "-I OUTPUT 1 -d $TESTNET1 -m comment --comment \"$TAG: second wall output\" -j DROP"
     echo "-I FORWARD 1 -d $TESTNET1 -m comment --comment \"$TAG: second wall forward\" -j DROP"
     echo "COMMIT"
 }
@@ -123,7 +126,8 @@ check_node() {
         || { log "guard: ACE2E-GUARD-FWD does not end with DROP"; ok=1; }
     in_net iptables -w -t mangle -S ACE2E-GUARD-OUT | tail -n1 | grep -q -- '-j DROP$' \
         || { log "guard: ACE2E-GUARD-OUT does not end with DROP"; ok=1; }
-    in_net iptables -w -S OUTPUT | grep -q "$TAG: second wall" || { log "guard: OUTPUT second wall missing"; ok=1; }
+    in_net iptables -w -t mangle -S OUTPUT | sed -n 2p | grep -q "$TAG: second wall output" \
+        || { log "guard: mangle OUTPUT does not start with the second wall"; ok=1; }
     return $ok
 }
 
@@ -141,7 +145,7 @@ counters() {
     {
         in_net iptables -w -t mangle -L ACE2E-GUARD-FWD -v -x -n
         in_net iptables -w -t mangle -L ACE2E-GUARD-OUT -v -x -n
-        in_net iptables -w -L OUTPUT -v -x -n
+        in_net iptables -w -t mangle -L OUTPUT -v -x -n
         in_net iptables -w -L FORWARD -v -x -n
         in_net ip6tables -w -t mangle -L ACE2E-GUARD-OUT -v -x -n
         iptables -w -L FORWARD -v -x -n
