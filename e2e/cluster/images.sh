@@ -16,28 +16,13 @@ out="$S/images"
 work="$S/images/work"
 rm -rf "$work"; mkdir -p "$work" "$out"
 
-# new_image NAME TAG: an empty image in its own OCI layout.
-new_image() {
-    umoci init --layout "$work/$1"
-    umoci new --image "$work/$1:$2"
-}
-
-# finish NAME TAG: drops unreferenced blobs and writes the archive.
+. "$E2E_DIR/oci.sh"
+new_image() { oci_new "$work/$1" "$2"; }
 finish() {
-    umoci gc --layout "$work/$1"
-    tar -C "$work/$1" -cf "$out/$1.tar.tmp" .
-    mv "$out/$1.tar.tmp" "$out/$1.tar"
+    oci_finish "$work/$1" "$2" "$out/$1.tar"
     log "image $1:$2 -> $out/$1.tar"
 }
-
-# A minimal root: /etc/passwd and /etc/group for root and nobody, /tmp.
-base_root() {
-    local r="$1"
-    mkdir -p "$r/etc" "$r/tmp"
-    chmod 1777 "$r/tmp"
-    printf 'root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/bin/false\n' >"$r/etc/passwd"
-    printf 'root:x:0:\nnogroup:x:65534:\n' >"$r/etc/group"
-}
+base_root() { oci_base_root "$1"; }
 
 # pause
 r="$work/pause-root"; mkdir -p "$r"

@@ -1,0 +1,119 @@
+#!/usr/bin/env bash
+# Builds the product's images as OCI archives without a container engine
+# (umoci), for the end-to-end cluster; the Dockerfiles under operator/docker
+# stay what users build with. Each archive holds one image whose reference name
+# is the tag; import with
+#   ctr -n k8s.io images import --base-name localhost/agentcomputer-e2e/NAME OUT/NAME.tar
+# and install the chart with image.registry=localhost/agentcomputer-e2e,
+# image.tag=TAG, image.pullPolicy=Never.
+#
+#   operator    the operator binary, the shared libraries it links (from this
+#               Debian host's packages: libc6, libgcc-s1, ...), CA certificates;
+#               runs as 65532:65532 like the distroless image of the Dockerfile
+#   node-agent  node-agent (and agentcomputer-mounter when built), fusermount3
+#               (fuse3), mount and umount (util-linux), their libraries, CA
+#               certificates
+#   sandbox     a Debian bookworm userland made by mmdebstrap from Debian's
+#               packages: bash, coreutils, git, python3, nodejs, npm, curl,
+#               ca-certificates, and the sandbox user "agent" (1000:1000);
+#               cached in ~/.cache/agentcomputer/e2e-images by package list
+#
+# Usage: e2e/images/build.sh [--bin-dir DIR] [--out DIR] [--tag TAG] [NAME...]
+#   --bin-dir  where the product binaries are (default: $CARGO_TARGET_DIR or
+#              target, then /release)
+#   --out      directory of the archives (default $E2E_STATE/images)
+#   --tag      image tag (default e2e)
+#   NAME       operator, node-agent, sandbox (default: all three)
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+. "$here/../cluster/lib.sh"
+. "$here/../cluster/oci.sh"
+
+bin_dir="${CARGO_TARGET_DIR:-$E2E_REPO/target}/release"
+out="$S/images"
+tag=e2e
+names=()
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --bin-dir) bin_dir="$2"; shift 2 ;;
+        --out) out="$2"; shift 2 ;;
+        --tag) tag="$2"; shift 2 ;;
+        operator|node-agent|sandbox) names+=("$1"); shift ;;
+        *) die "unknown argument $1 (usage: build.sh [--bin-dir DIR] [--out DIR] [--tag TAG] [operator|node-agent|sandbox...])" ;;
+    esac
+done
+[ ${#names[@]} -gt 0 ] || names=(operator node-agent sandbox)
+command -v umoci >/dev/null || die "umoci is missing (Debian package umoci)"
+mkdir -p "$out"
+work="$(mktemp -d "$out/work.XXXXXX")"
+trap 'rm -rf "$work"' EXIT
+
+need_bin() { [ -x "$bin_dir/$1" ] || die "$bin_dir/$1 is missing: build it first (cargo build --release -p ...)"; }
+certs() { install -D -m 0644 /etc/ssl/certs/ca-certificates.crt "$1/etc/ssl/certs/ca-certificates.crt"; }
+
+build_operator() {
+    need_bin operator
+    local r="$work/operator-root"
+    oci_base_root "$r"
+    certs "$r"
+    oci_copy_elf "$r" "$bin_dir/operator" /usr/local/bin/operator
+    oci_new "$work/operator" "$tag"
+    umoci insert --image "$work/operator:$tag" "$r" /
+    umoci config --image "$work/operator:$tag" --config.entrypoint /usr/local/bin/operator \
+        --config.user 65532:65532 --config.exposedports 8080/tcp
+    oci_finish "$work/operator" "$tag" "$out/operator.tar"
+}
+
+build_node_agent() {
+    need_bin node-agent
+    local r="$work/node-agent-root" p
+    command -v fusermount3 >/dev/null || die "fusermount3 is missing (Debian package fuse3)"
+    oci_base_root "$r"
+    certs "$r"
+    oci_copy_elf "$r" "$bin_dir/node-agent" /usr/local/bin/node-agent
+    if [ -x "$bin_dir/agentcomputer-mounter" ]; then
+        oci_copy_elf "$r" "$bin_dir/agentcomputer-mounter" /usr/local/bin/agentcomputer-mounter
+    fi
+    for p in fusermount3 mount umount; do oci_copy_elf "$r" "$(command -v "$p")" "/usr/bin/$p"; done
+    chmod 4755 "$r/usr/bin/fusermount3"
+    oci_new "$work/node-agent" "$tag"
+    umoci insert --image "$work/node-agent:$tag" "$r" /
+    umoci config --image "$work/node-agent:$tag" --config.entrypoint /usr/local/bin/node-agent \
+        --config.exposedports 7433/tcp --config.exposedports 3128/tcp --config.exposedports 9090/tcp
+    oci_finish "$work/node-agent" "$tag" "$out/node-agent.tar"
+}
+
+SANDBOX_PACKAGES=bash,coreutils,findutils,grep,sed,procps,git,python3,nodejs,npm,curl,ca-certificates
+build_sandbox() {
+    command -v mmdebstrap >/dev/null || die "mmdebstrap is missing (Debian package mmdebstrap)"
+    local cache="${AGENTCOMPUTER_E2E_IMAGES:-$HOME/.cache/agentcomputer/e2e-images}"
+    local key
+    key="$(printf 'bookworm minbase %s uid1000' "$SANDBOX_PACKAGES" | sha256sum | cut -c1-16)"
+    local layer="$cache/sandbox-rootfs-$key.tar"
+    mkdir -p "$cache"
+    if [ ! -f "$layer" ]; then
+        log "building the sandbox userland with mmdebstrap (Debian bookworm: $SANDBOX_PACKAGES)"
+        nice mmdebstrap --variant=minbase --include="$SANDBOX_PACKAGES" \
+            --customize-hook='chroot "$1" useradd --create-home --uid 1000 --user-group --shell /bin/bash agent' \
+            --customize-hook='rm -rf "$1"/var/lib/apt/lists/* "$1"/var/cache/apt/*.bin' \
+            bookworm "$layer.tmp.tar" >&2
+        mv "$layer.tmp.tar" "$layer"
+    fi
+    oci_new "$work/sandbox" "$tag"
+    umoci raw add-layer --image "$work/sandbox:$tag" "$layer"
+    umoci config --image "$work/sandbox:$tag" --config.cmd /bin/bash --config.user 1000:1000 \
+        --config.workingdir /home/agent \
+        --config.env PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
+        --config.env HOME=/home/agent --config.env LANG=C.UTF-8
+    oci_finish "$work/sandbox" "$tag" "$out/sandbox.tar"
+}
+
+for n in "${names[@]}"; do
+    start=$SECONDS
+    case "$n" in
+        operator) build_operator ;;
+        node-agent) build_node_agent ;;
+        sandbox) build_sandbox ;;
+    esac
+    log "image $n:$tag -> $out/$n.tar ($(du -h "$out/$n.tar" | cut -f1), $((SECONDS - start))s)"
+done
