@@ -4,8 +4,10 @@
 # product suite, and tears the cluster down (e2e/cluster/down) whatever
 # happened. Exit status 0 only when every step passed.
 #
-# Env: E2E_KEEP=1   leave the cluster up afterwards (KUBECONFIG is printed)
-#      E2E_STATE    state directory (default /var/tmp/agentcomputer-e2e)
+# Env: E2E_KEEP=1      leave the cluster up afterwards (KUBECONFIG is printed)
+#      E2E_STATE       state directory (default /var/tmp/agentcomputer-e2e)
+#      E2E_BIN_DIR     directory of already built operator and node-agent binaries;
+#                      without it they are built with `cargo build --release`
 # Needs root. Logs of every component stay in $E2E_STATE/log after `down`.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -33,6 +35,17 @@ trap teardown EXIT
 
 step "cluster up" bash e2e/cluster/up || exit 1
 step "cluster smoke test" bash e2e/cluster/smoke || exit 1
+
+product_bins() {
+    if [ -z "${E2E_BIN_DIR:-}" ]; then
+        cargo build --release --locked -p agentcomputer-operator --bin operator \
+            -p agentcomputer-node-agent --bin node-agent || return 1
+        E2E_BIN_DIR="${CARGO_TARGET_DIR:-target}/release"
+    fi
+}
+step "product binaries" product_bins || exit 1
+step "product images" bash e2e/images/build.sh --bin-dir "$E2E_BIN_DIR" || exit 1
+step "product images start on the cluster" bash e2e/images/smoke || exit 1
 # The product suite (helm install of charts/agent-computer, computers, runtimes,
 # egress, persistence, deletion, bad input, upgrade, scale) runs here once it
 # exists; it needs the cluster mode of the node agent and the mounter.
