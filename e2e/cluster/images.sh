@@ -26,7 +26,7 @@ base_root() { oci_base_root "$1"; }
 
 # pause
 r="$work/pause-root"; mkdir -p "$r"
-install -m 0755 "$(command -v catatonit)" "$r/catatonit"
+oci_copy_elf "$r" "$(command -v catatonit)" /catatonit
 new_image pause catatonit
 umoci insert --image "$work/pause:catatonit" "$r" /
 umoci config --image "$work/pause:catatonit" --config.entrypoint /catatonit --config.entrypoint -P \
@@ -36,7 +36,7 @@ finish pause catatonit
 # busybox
 r="$work/busybox-root"; mkdir -p "$r/bin"
 base_root "$r"
-install -m 0755 "$(command -v busybox)" "$r/bin/busybox"
+oci_copy_elf "$r" "$(command -v busybox)" /bin/busybox
 for applet in $("$r/bin/busybox" --list); do
     [ "$applet" = busybox ] || ln -s busybox "$r/bin/$applet"
 done

@@ -51,6 +51,29 @@ log() { echo "e2e-cluster: $*" >&2; }
 die() { log "error: $*"; exit 1; }
 need_root() { [ "$(id -u)" = 0 ] || die "must run as root (network and mount namespaces, iptables)"; }
 
+# Holds a lock on the state directory for the rest of the script, so that two
+# `up`/`down` never run at once.
+lock_state() {
+    mkdir -p "$S"
+    exec 9<"$S"
+    flock -n 9 || die "another e2e/cluster up or down is running on $S"
+}
+
+# ensure_packages COMMAND:PACKAGE...: installs the Debian packages whose
+# command (a name on PATH or an absolute path) is missing.
+ensure_packages() {
+    local need=() pair cmd
+    for pair in "$@"; do
+        cmd="${pair%%:*}"
+        if [[ "$cmd" == /* ]]; then [ -x "$cmd" ] && continue; else command -v "$cmd" >/dev/null && continue; fi
+        need+=("${pair#*:}")
+    done
+    [ ${#need[@]} -gt 0 ] || return 0
+    log "installing Debian packages: ${need[*]}"
+    apt-get update -q >&2
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${need[@]}" >&2
+}
+
 # Runs a command inside the cluster's network (and mount) namespace.
 in_net() { nsenter --net="$NETNS" -- "$@"; }
 in_ns() { nsenter --net="$NETNS" --mount="$MNTNS" -- "$@"; }

@@ -43,7 +43,7 @@ while [ $# -gt 0 ]; do
     esac
 done
 [ ${#names[@]} -gt 0 ] || names=(operator node-agent sandbox)
-command -v umoci >/dev/null || die "umoci is missing (Debian package umoci)"
+ensure_packages umoci:umoci
 mkdir -p "$out"
 work="$(mktemp -d "$out/work.XXXXXX")"
 trap 'rm -rf "$work"' EXIT
@@ -67,7 +67,7 @@ build_operator() {
 build_node_agent() {
     need_bin node-agent
     local r="$work/node-agent-root" p
-    command -v fusermount3 >/dev/null || die "fusermount3 is missing (Debian package fuse3)"
+    ensure_packages fusermount3:fuse3
     oci_base_root "$r"
     certs "$r"
     oci_copy_elf "$r" "$bin_dir/node-agent" /usr/local/bin/node-agent
@@ -85,7 +85,7 @@ build_node_agent() {
 
 SANDBOX_PACKAGES=bash,coreutils,findutils,grep,sed,procps,git,python3,nodejs,npm,curl,ca-certificates
 build_sandbox() {
-    command -v mmdebstrap >/dev/null || die "mmdebstrap is missing (Debian package mmdebstrap)"
+    ensure_packages mmdebstrap:mmdebstrap
     local cache="${AGENTCOMPUTER_E2E_IMAGES:-$HOME/.cache/agentcomputer/e2e-images}"
     local key
     key="$(printf 'bookworm minbase %s uid1000' "$SANDBOX_PACKAGES" | sha256sum | cut -c1-16)"
