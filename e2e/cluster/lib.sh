@@ -100,7 +100,8 @@ start_component() {
     local name="$1"; shift
     if component_pid "$name" >/dev/null; then return 0; fi
     log "starting $name"
-    nsenter --net="$NETNS" --mount="$MNTNS" -- setsid "$@" >>"$S/log/$name.log" 2>&1 </dev/null &
+    # fd 9 (the state lock) stays with the scripts, not the daemons.
+    nsenter --net="$NETNS" --mount="$MNTNS" -- setsid "$@" >>"$S/log/$name.log" 2>&1 </dev/null 9<&- &
     echo $! >"$S/run/pids/$name"
 }
 
