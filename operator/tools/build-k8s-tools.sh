@@ -109,9 +109,11 @@ GO
             -o "$bin/$c.tmp" "k8s.io/kubernetes/cmd/$c" >&2
         mv "$bin/$c.tmp" "$bin/$c"
     done
-    [ -x "$bin/etcd" ] || { log "building etcd"
-    go build -trimpath -ldflags="-s -w -X go.etcd.io/etcd/api/v3/version.GitSHA=$etcd_version" -o "$bin/etcd.tmp" ./cmd/etcd >&2
-    mv "$bin/etcd.tmp" "$bin/etcd"; }
+    if [ ! -x "$bin/etcd" ]; then
+        log "building etcd"
+        go build -trimpath -ldflags="-s -w -X go.etcd.io/etcd/api/v3/version.GitSHA=$etcd_version" -o "$bin/etcd.tmp" ./cmd/etcd >&2
+        mv "$bin/etcd.tmp" "$bin/etcd"
+    fi
 fi
 
 if [ ! -x "$bin/helm" ]; then
