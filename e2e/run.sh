@@ -10,7 +10,7 @@
 #                      without it they are built with `cargo build --release`
 # Needs root. Logs of every component stay in $E2E_STATE/log after `down`.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 
 status=0
 step() { # NAME CMD...

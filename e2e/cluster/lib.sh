@@ -1,4 +1,5 @@
 # shellcheck shell=bash
+# shellcheck disable=SC2034  # settings used by the scripts that source this file
 # Settings and helpers shared by e2e/cluster/{up,down,guard,images,smoke}.
 #
 # The cluster lives in a network namespace and a mount namespace of its own,
