@@ -55,7 +55,17 @@ need_root() { [ "$(id -u)" = 0 ] || die "must run as root (network and mount nam
 # Holds a lock on the state directory for the rest of the script, so that two
 # `up`/`down` never run at once.
 lock_state() {
+    # up and down delete things under $S: only in a directory made for it.
+    case "$S" in
+        /*) ;;
+        *) die "E2E_STATE must be an absolute path (got $S)" ;;
+    esac
+    [ "$(readlink -m "$S")" != / ] || die "E2E_STATE must not be /"
+    if [ -d "$S" ] && [ ! -f "$S/.agentcomputer-e2e" ] && [ -n "$(ls -A "$S")" ]; then
+        die "$S is not empty and was not made by e2e/cluster/up; choose another E2E_STATE"
+    fi
     mkdir -p "$S"
+    touch "$S/.agentcomputer-e2e"
     exec 9<"$S"
     flock -n 9 || die "another e2e/cluster up or down is running on $S"
 }
