@@ -38,8 +38,12 @@ step "cluster smoke test" bash e2e/cluster/smoke || exit 1
 
 product_bins() {
     if [ -z "${E2E_BIN_DIR:-}" ]; then
-        cargo build --release --locked -p agentcomputer-operator --bin operator \
-            -p agentcomputer-node-agent --bin node-agent || return 1
+        local bins=(--bin operator --bin node-agent)
+        # The mounter's binary, once the workspace has it (like the Dockerfile).
+        if grep -rqs --include=Cargo.toml --exclude-dir=target 'name = "agentcomputer-mounter"' .; then
+            bins+=(--bin agentcomputer-mounter)
+        fi
+        cargo build --release --locked "${bins[@]}" || return 1
         E2E_BIN_DIR="${CARGO_TARGET_DIR:-target}/release"
     fi
 }

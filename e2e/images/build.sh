@@ -10,7 +10,7 @@
 #   operator    the operator binary, the shared libraries it links (from this
 #               Debian host's packages: libc6, libgcc-s1, ...), CA certificates;
 #               runs as 65532:65532 like the distroless image of the Dockerfile
-#   node-agent  node-agent (and agentcomputer-mounter when built), fusermount3
+#   node-agent  node-agent and agentcomputer-mounter (when built), fusermount3
 #               (fuse3), mount and umount (util-linux), their libraries, CA
 #               certificates
 #   sandbox     a Debian bookworm userland made by mmdebstrap from Debian's
@@ -48,6 +48,7 @@ mkdir -p "$out"
 work="$(mktemp -d "$out/work.XXXXXX")"
 trap 'rm -rf "$work"' EXIT
 
+IMAGE_PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 need_bin() { [ -x "$bin_dir/$1" ] || die "$bin_dir/$1 is missing: build it first (cargo build --release -p ...)"; }
 certs() { install -D -m 0644 /etc/ssl/certs/ca-certificates.crt "$1/etc/ssl/certs/ca-certificates.crt"; }
 
@@ -60,7 +61,7 @@ build_operator() {
     oci_new "$work/operator" "$tag"
     umoci insert --image "$work/operator:$tag" "$r" /
     umoci config --image "$work/operator:$tag" --config.entrypoint /usr/local/bin/operator \
-        --config.user 65532:65532 --config.exposedports 8080/tcp
+        --config.user 65532:65532 --config.env "PATH=$IMAGE_PATH" --config.exposedports 8080/tcp
     oci_finish "$work/operator" "$tag" "$out/operator.tar"
 }
 
@@ -71,16 +72,22 @@ build_node_agent() {
     oci_base_root "$r"
     certs "$r"
     oci_copy_elf "$r" "$bin_dir/node-agent" /usr/local/bin/node-agent
+    echo node-agent >"$work/node-agent.programs"
     if [ -x "$bin_dir/agentcomputer-mounter" ]; then
         oci_copy_elf "$r" "$bin_dir/agentcomputer-mounter" /usr/local/bin/agentcomputer-mounter
+        echo agentcomputer-mounter >>"$work/node-agent.programs"
     fi
     for p in fusermount3 mount umount; do oci_copy_elf "$r" "$(command -v "$p")" "/usr/bin/$p"; done
     chmod 4755 "$r/usr/bin/fusermount3"
     oci_new "$work/node-agent" "$tag"
     umoci insert --image "$work/node-agent:$tag" "$r" /
+    # The chart starts the mounter as `command: [agentcomputer-mounter]`: by PATH.
     umoci config --image "$work/node-agent:$tag" --config.entrypoint /usr/local/bin/node-agent \
+        --config.env "PATH=$IMAGE_PATH" \
         --config.exposedports 7433/tcp --config.exposedports 3128/tcp --config.exposedports 9090/tcp
     oci_finish "$work/node-agent" "$tag" "$out/node-agent.tar"
+    # Which product programs the image carries, for e2e/images/smoke.
+    mv "$work/node-agent.programs" "$out/node-agent.programs"
 }
 
 SANDBOX_PACKAGES=bash,coreutils,findutils,grep,sed,procps,git,python3,nodejs,npm,curl,ca-certificates
@@ -103,7 +110,7 @@ build_sandbox() {
     umoci raw add-layer --image "$work/sandbox:$tag" "$layer"
     umoci config --image "$work/sandbox:$tag" --config.cmd /bin/bash --config.user 1000:1000 \
         --config.workingdir /home/agent \
-        --config.env PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
+        --config.env "PATH=$IMAGE_PATH" \
         --config.env HOME=/home/agent --config.env LANG=C.UTF-8
     oci_finish "$work/sandbox" "$tag" "$out/sandbox.tar"
 }
