@@ -83,13 +83,14 @@ impl Settings {
 
     /// Writes `dir/computer.json` atomically (temporary file, fsync, rename),
     /// so a crash leaves either the old or the new settings.
+    /// The file is private to the agent's user (`0600`).
     pub fn save(&self, dir: &Path) -> io::Result<()> {
         let tmp = dir.join(format!(".{SETTINGS_FILE}.tmp"));
         let mut text = serde_json::to_vec_pretty(self).map_err(io::Error::other)?;
         text.push(b'\n');
         {
             use std::io::Write;
-            let mut f = std::fs::File::create(&tmp)?;
+            let mut f = crate::private::create_file(&tmp)?;
             f.write_all(&text)?;
             f.sync_all()?;
         }

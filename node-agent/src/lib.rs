@@ -13,6 +13,9 @@ pub mod computer;
 pub mod fuse_link;
 pub mod local;
 pub mod mounts;
+pub mod private;
 pub mod registry;
+pub mod tls;
+pub mod token;
 
 pub use local::{LocalConfig, serve};

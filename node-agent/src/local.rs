@@ -1,5 +1,9 @@
 //! Local mode: the node agent with no cluster, serving the API on loopback
 //! over the computers of one data directory.
+//!
+//! The data directory is private to the agent's user ([`crate::private`]) and
+//! every call must carry the agent token kept in it ([`crate::token`]); with
+//! a certificate the API is served over TLS ([`crate::tls`]).
 
 use std::future::Future;
 use std::path::PathBuf;
@@ -8,14 +12,15 @@ use std::time::Duration;
 use anyhow::Context;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
+use tonic::transport::ServerTlsConfig;
 use tonic::transport::server::TcpIncoming;
 use tracing::{info, warn};
 
 use std::sync::Arc;
 
 use crate::api::Service;
-use crate::auth::AllowAll;
 use crate::registry::Registry;
+use crate::token::AgentToken;
 
 /// Default address of the API in local mode.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:7433";
@@ -33,6 +38,19 @@ pub struct LocalConfig {
     pub data_dir: PathBuf,
     /// Idle time after which an unused computer's engine is closed.
     pub idle_timeout: Duration,
+    /// Serve the API over TLS with this identity ([`crate::tls::server_tls`]);
+    /// `None` serves plain HTTP/2.
+    pub tls: Option<ServerTlsConfig>,
+}
+
+/// Makes the data directory ready for clients before the agent announces
+/// its address: creates it or makes it private to this user
+/// ([`crate::private::secure_data_dir`], logging what it tightened), and
+/// loads or makes the agent token `<data_dir>/token`. Calling it again is
+/// harmless: the token is kept. Errors name the directory or file.
+pub fn prepare(data_dir: &std::path::Path) -> anyhow::Result<AgentToken> {
+    crate::private::secure_data_dir(data_dir)?;
+    Ok(AgentToken::load_or_create(data_dir)?)
 }
 
 /// The default data directory: `$XDG_DATA_HOME/agentcomputer`, else
@@ -56,12 +74,15 @@ pub fn cleanup_stale_mounts(data_dir: &std::path::Path) {
 /// Serves the API on `listener` until `shutdown` completes. Then running
 /// execs are cancelled, calls get [`SHUTDOWN_GRACE`] to finish, and every
 /// computer is unmounted and closed cleanly (its usage recorded). Call
-/// [`cleanup_stale_mounts`] before, so a killed previous run's mounts are gone. Errors: the data
-/// directory cannot be prepared, or the server fails.
+/// [`cleanup_stale_mounts`] before, so a killed previous run's mounts are gone,
+/// and [`prepare`] before printing the address, so clients find the token.
+/// Every call must carry the agent token. Errors: the data directory or the
+/// token cannot be prepared, or the server fails.
 pub async fn serve<S>(listener: TcpListener, config: LocalConfig, shutdown: S) -> anyhow::Result<()>
 where
     S: Future<Output = ()> + Send + 'static,
 {
+    let token = prepare(&config.data_dir)?;
     let registry = Registry::new(&config.data_dir, config.idle_timeout).with_context(|| {
         format!(
             "cannot prepare data directory {}",
@@ -69,7 +90,7 @@ where
         )
     })?;
     let addr = listener.local_addr()?;
-    info!(%addr, data_dir = %config.data_dir.display(), idle_timeout = ?config.idle_timeout, "node agent serving");
+    info!(%addr, data_dir = %config.data_dir.display(), idle_timeout = ?config.idle_timeout, tls = config.tls.is_some(), "node agent serving");
 
     let stop = CancellationToken::new();
     tokio::spawn(registry.clone().run_sweeper(stop.clone()));
@@ -87,8 +108,14 @@ where
         }
     };
     let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
-    let server = tonic::transport::Server::builder()
-        .add_service(Service::new(registry.clone(), Arc::new(AllowAll)).into_server())
+    let mut builder = tonic::transport::Server::builder();
+    if let Some(tls) = config.tls {
+        builder = builder
+            .tls_config(tls)
+            .context("cannot set up TLS for the API")?;
+    }
+    let server = builder
+        .add_service(Service::new(registry.clone(), Arc::new(token)).into_server())
         .serve_with_incoming_shutdown(incoming, on_signal);
     let forced = async {
         stop.cancelled().await;

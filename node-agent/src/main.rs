@@ -1,8 +1,10 @@
 //! `node-agent`: the Agent Computer node agent.
 //!
-//! `node-agent local [--data-dir DIR] [--listen ADDR] [--idle-timeout DUR]`
-//! serves the gRPC API without a cluster. It prints `listening on ADDR` on
-//! stdout once ready (useful with `--listen 127.0.0.1:0`), logs to stderr
+//! `node-agent local [--data-dir DIR] [--listen ADDR] [--idle-timeout DUR]
+//! [--tls-cert PEM --tls-key PEM]` serves the gRPC API without a cluster.
+//! It makes the data directory private to its user and keeps the agent token
+//! that every call must carry in `DIR/token`. It prints `listening on ADDR`
+//! on stdout once ready (useful with `--listen 127.0.0.1:0`), logs to stderr
 //! (`RUST_LOG`, default `info`), and shuts down cleanly on SIGINT or SIGTERM
 //! (unmounting its host mounts). At start it removes the dead host mounts a
 //! killed previous run left behind.
@@ -13,6 +15,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use agentcomputer_node_agent::local::{self, DEFAULT_LISTEN, LocalConfig};
+use agentcomputer_node_agent::tls;
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 use tokio::signal::unix::{SignalKind, signal};
@@ -45,6 +48,12 @@ enum Command {
         /// Close a computer after it has been unused this long, e.g. 5m, 30s.
         #[arg(long, default_value = "5m", value_parser = humantime::parse_duration)]
         idle_timeout: Duration,
+        /// Serve the API over TLS with this certificate chain (PEM, leaf first).
+        #[arg(long, value_name = "PEM", requires = "tls_key")]
+        tls_cert: Option<PathBuf>,
+        /// The private key of --tls-cert (PEM).
+        #[arg(long, value_name = "PEM", requires = "tls_cert")]
+        tls_key: Option<PathBuf>,
     },
 }
 
@@ -64,6 +73,8 @@ fn main() -> anyhow::Result<()> {
                 data_dir,
                 listen,
                 idle_timeout,
+                tls_cert,
+                tls_key,
             } => {
                 let data_dir = match data_dir {
                     Some(d) => d,
@@ -74,6 +85,12 @@ fn main() -> anyhow::Result<()> {
                 // Before announcing readiness: a client may use the old
                 // mountpoints as soon as it sees the address.
                 local::cleanup_stale_mounts(&data_dir);
+                let tls = match (tls_cert, tls_key) {
+                    (Some(cert), Some(key)) => Some(tls::server_tls(&cert, &key)?),
+                    _ => None,
+                };
+                // The token exists before the address is announced.
+                local::prepare(&data_dir)?;
                 let listener = tokio::net::TcpListener::bind(listen)
                     .await
                     .with_context(|| format!("cannot listen on {listen}"))?;
@@ -81,6 +98,7 @@ fn main() -> anyhow::Result<()> {
                 let config = LocalConfig {
                     data_dir,
                     idle_timeout,
+                    tls,
                 };
                 local::serve(listener, config, shutdown_signal()?).await
             }

@@ -49,6 +49,11 @@ pub fn check_mount_dir(path: &Path) -> io::Result<()> {
     Ok(())
 }
 
+/// The uid owning `path` (following symlinks, as a mount does).
+pub fn owner(path: &Path) -> io::Result<u32> {
+    Ok(std::fs::metadata(path)?.uid())
+}
+
 /// Errno values as `i32` for `io::Error::from_raw_os_error`.
 mod libc_errno {
     use nix::errno::Errno;
@@ -59,13 +64,14 @@ mod libc_errno {
 
 /// Writes the record of live mounts atomically (temporary file, fsync,
 /// rename), so a crash leaves the old or the new list.
+/// The file is private to the agent's user (`0600`).
 pub fn save_records(data_dir: &Path, records: &[MountRecord]) -> io::Result<()> {
     let tmp = data_dir.join(format!(".{RECORD_FILE}.tmp"));
     let mut text = serde_json::to_vec_pretty(records).map_err(io::Error::other)?;
     text.push(b'\n');
     {
         use std::io::Write;
-        let mut f = std::fs::File::create(&tmp)?;
+        let mut f = crate::private::create_file(&tmp)?;
         f.write_all(&text)?;
         f.sync_all()?;
     }

@@ -33,6 +33,7 @@ use tracing::{info, warn};
 use crate::blocking::blocking;
 use crate::computer::{self, DB_FILE, SETTINGS_FILE, Settings, Usage};
 use crate::mounts::{self, MountRecord};
+use crate::private;
 
 /// Why a registry call failed.
 #[derive(Debug, thiserror::Error)]
@@ -61,6 +62,16 @@ pub enum RegistryError {
     /// (`EINVAL`, `ENOENT`, `ENOTDIR`, `EBUSY`, or the kernel's).
     #[error("{path}: {source}")]
     Mount { path: String, source: io::Error },
+    /// A mount over a directory that another user owns: the agent acts for
+    /// its own user only.
+    #[error(
+        "cannot mount over {path}: it belongs to uid {owner}, not to the node agent's user (uid {agent})"
+    )]
+    MountNotOwned {
+        path: String,
+        owner: u32,
+        agent: u32,
+    },
     /// `unmount` of a path where this agent has no mount of the computer.
     #[error("computer \"{name}\" is not mounted at {path}")]
     NotMounted { name: String, path: String },
@@ -158,11 +169,13 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 
 impl Registry {
     /// Opens the registry of `data_dir`, creating `data_dir/computers` if
-    /// needed and removing leftovers of interrupted creates and deletes.
+    /// needed (directories private to the agent's user, `0700`) and
+    /// removing leftovers of interrupted creates and deletes.
     /// Computers idle for `idle_timeout` are closed by [`Registry::close_idle`].
     pub fn new(data_dir: &Path, idle_timeout: Duration) -> io::Result<Registry> {
         let computers_dir = data_dir.join("computers");
-        std::fs::create_dir_all(&computers_dir)?;
+        private::ensure_dir(data_dir)?;
+        private::ensure_dir(&computers_dir)?;
         for entry in std::fs::read_dir(&computers_dir)? {
             let entry = entry?;
             let name = entry.file_name();
@@ -460,8 +473,9 @@ impl Registry {
 
     /// Mounts computer `name` over FUSE at the host directory `path`
     /// (see [`crate::mounts::check_mount_dir`] for its checks) and records
-    /// the mount. Errors: as [`Registry::acquire`], or `Mount` with
-    /// `EINVAL`, `ENOENT`, `ENOTDIR`, `EBUSY` or the kernel's errno.
+    /// the mount. The directory must belong to the agent's (effective)
+    /// user. Errors: as [`Registry::acquire`], `MountNotOwned`, or `Mount`
+    /// with `EINVAL`, `ENOENT`, `ENOTDIR`, `EBUSY` or the kernel's errno.
     pub async fn mount(&self, name: &str, path: &Path) -> Result<(), RegistryError> {
         let lease = self.acquire(name).await?;
         let _guard = self.inner.lifecycle.lock().await;
@@ -488,11 +502,23 @@ impl Registry {
             ..MountOptions::default()
         };
         let handle = blocking(move || {
-            mounts::check_mount_dir(&target)?;
-            agentcomputer_fuse::mount(fs, &target, opts)
+            let mount_err = |source| RegistryError::Mount {
+                path: target.display().to_string(),
+                source,
+            };
+            mounts::check_mount_dir(&target).map_err(mount_err)?;
+            let agent = nix::unistd::geteuid().as_raw();
+            let owner = mounts::owner(&target).map_err(mount_err)?;
+            if owner != agent {
+                return Err(RegistryError::MountNotOwned {
+                    path: target.display().to_string(),
+                    owner,
+                    agent,
+                });
+            }
+            agentcomputer_fuse::mount(fs, &target, opts).map_err(mount_err)
         })
-        .await
-        .map_err(mount_err)?;
+        .await?;
         lock(&lease.slot.mounts).insert(path.to_path_buf(), handle);
         info!(computer = name, path = %path.display(), "mounted computer");
         self.save_mounts().await;
@@ -643,7 +669,7 @@ fn build_computer(
         name: name.to_string(),
         source,
     };
-    std::fs::create_dir(tmp).map_err(io_err)?;
+    private::create_dir(tmp).map_err(io_err)?;
     let fs = Fs::create(&tmp.join(DB_FILE), limits).map_err(|source| RegistryError::Engine {
         name: name.to_string(),
         source,

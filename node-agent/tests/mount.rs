@@ -264,3 +264,49 @@ async fn a_lazily_detached_mount_keeps_its_computer_open_until_released() {
     );
     assert!(agent.stop().await.success());
 }
+
+/// The agent mounts only over directories of its own user: another user's
+/// directory is refused with EPERM and a message naming both users, and
+/// nothing is mounted there.
+#[tokio::test(flavor = "multi_thread")]
+async fn mount_over_another_users_directory_is_refused() {
+    if !fuse_available() {
+        return;
+    }
+    let data = tempfile::tempdir().unwrap();
+    let host = tempfile::tempdir().unwrap();
+    let theirs = host.path().join("theirs");
+    std::fs::create_dir(&theirs).unwrap();
+    nix::unistd::chown(
+        &theirs,
+        Some(nix::unistd::Uid::from_raw(65534)),
+        Some(nix::unistd::Gid::from_raw(65534)),
+    )
+    .unwrap();
+    let agent = Agent::start(data.path(), &[]);
+    let mut c = agent.client().await;
+    create(&mut c, "demo", 0).await;
+    let err = mount(&mut c, "demo", &theirs).await.unwrap_err();
+    assert_eq!(err.code(), Code::PermissionDenied, "{}", err.message());
+    assert_eq!(
+        err.message(),
+        format!(
+            "EPERM: cannot mount over {}: it belongs to uid 65534, not to the node agent's user (uid 0)",
+            theirs.display()
+        )
+    );
+    assert_eq!(
+        nix::sys::statfs::statfs(&theirs).unwrap().filesystem_type(),
+        nix::sys::statfs::statfs(host.path())
+            .unwrap()
+            .filesystem_type(),
+        "something was mounted"
+    );
+    assert!(!data.path().join("mounts.json").exists() || recorded(data.path()).is_empty());
+    // Their own directory is fine.
+    let ours = host.path().join("ours");
+    std::fs::create_dir(&ours).unwrap();
+    mount(&mut c, "demo", &ours).await.unwrap();
+    unmount(&mut c, "demo", &ours).await.unwrap();
+    assert!(agent.stop().await.success());
+}

@@ -1,6 +1,7 @@
 //! [`Fs`]: construction, transactions, limits, statfs, fsync, subscriptions.
 
 use std::collections::HashMap;
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock, Weak};
@@ -320,6 +321,9 @@ pub(crate) fn initialize(conn: &Connection, limits: Limits, tuning: Tuning) -> R
     Ok(())
 }
 
+/// Mode of a database file made by [`Fs::create_with`]: its owner's only.
+pub const DB_FILE_MODE: u32 = 0o600;
+
 impl Fs {
     /// Creates a new database at `db_path` with the default [`Tuning`].
     ///
@@ -329,6 +333,8 @@ impl Fs {
     }
 
     /// Creates a new database with an explicit storage layout (benchmarks).
+    /// The file is readable and writable by its owner only
+    /// ([`DB_FILE_MODE`], whatever the umask).
     ///
     /// The database is built under a temporary name and linked into place
     /// without replacing anything, so `db_path` never names a half-made
@@ -353,6 +359,7 @@ impl Fs {
             std::fs::OpenOptions::new()
                 .write(true)
                 .create_new(true)
+                .mode(DB_FILE_MODE)
                 .open(&tmp)
                 .map_err(io_error)?;
             let conn = db::open_writer(&tmp, false, Some(ps))?;
@@ -360,8 +367,14 @@ impl Fs {
             initialize(&conn, limits, tuning)?;
             // Closing checkpoints the WAL into the main file and removes it.
             conn.close().map_err(|(_, e)| e)?;
+            // SQLite sets an empty database file it opens to its default
+            // mode (0644, ignoring the umask); set ours again. The WAL and
+            // shared-memory files, made later, copy the database's mode.
             std::fs::File::open(&tmp)
-                .and_then(|f| f.sync_all())
+                .and_then(|f| {
+                    f.set_permissions(std::fs::Permissions::from_mode(DB_FILE_MODE))?;
+                    f.sync_all()
+                })
                 .map_err(io_error)?;
             std::fs::hard_link(&tmp, db_path).map_err(io_error)?;
             Ok(())

@@ -45,7 +45,10 @@ mod xattr;
 
 pub use convenience::WriteMode;
 pub use error::{Errno, Error, Result, errno_name};
-pub use fs::{DEFAULT_CHUNK_SIZE, DEFAULT_PAGE_SIZE, Fs, MAX_FILE_SIZE, STATFS_BLOCK_SIZE, Tuning};
+pub use fs::{
+    DB_FILE_MODE, DEFAULT_CHUNK_SIZE, DEFAULT_PAGE_SIZE, Fs, MAX_FILE_SIZE, STATFS_BLOCK_SIZE,
+    Tuning,
+};
 pub use handle::Handle;
 pub use notify::{Change, Subscriber, SubscriptionId};
 pub use path::WORKSPACE;

@@ -18,6 +18,7 @@
 
 use std::fs::File;
 use std::os::fd::AsRawFd;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use crate::{Errno, Error, Result};
@@ -64,6 +65,7 @@ impl ProcessLock {
                 .write(true)
                 .create(true)
                 .truncate(false)
+                .mode(0o600)
                 .open(&path)
                 .map_err(|e| io(&path, e))?;
             let mut fl = whole_file(libc::F_WRLCK);

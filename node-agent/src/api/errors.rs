@@ -112,6 +112,7 @@ impl From<RegistryError> for Status {
             }
             // umount(2) says EINVAL for a target that is not a mount point.
             RegistryError::NotMounted { .. } => errno_detail(Errno::EINVAL, message),
+            RegistryError::MountNotOwned { .. } => errno_detail(Errno::EPERM, message),
             RegistryError::Mount { path, source } => match source.raw_os_error() {
                 Some(raw) => errno_status(Errno::from_raw(raw), &path),
                 None => errno_detail(Errno::EIO, message),

@@ -1,5 +1,5 @@
 //! A real `node-agent local` process on an ephemeral loopback port, and a
-//! tonic client for it.
+//! tonic client for it that sends the agent token from its data directory.
 
 #![allow(dead_code)]
 
@@ -11,9 +11,26 @@ use std::time::{Duration, Instant};
 use agentcomputer_proto::v1 as pb;
 use agentcomputer_proto::v1::agent_computer_client::AgentComputerClient;
 use pb::exec_event::Event;
+use tonic::metadata::{Ascii, MetadataValue};
+use tonic::service::Interceptor;
+use tonic::service::interceptor::InterceptedService;
 use tonic::transport::Channel;
 
-pub type Client = AgentComputerClient<Channel>;
+pub type Client = AgentComputerClient<InterceptedService<Channel, Bearer>>;
+
+/// Adds `authorization: Bearer <token>` to every call (none if `None`).
+#[derive(Clone)]
+pub struct Bearer(pub Option<String>);
+
+impl Interceptor for Bearer {
+    fn call(&mut self, mut req: tonic::Request<()>) -> Result<tonic::Request<()>, tonic::Status> {
+        if let Some(token) = &self.0 {
+            let value: MetadataValue<Ascii> = format!("Bearer {token}").parse().unwrap();
+            req.metadata_mut().insert("authorization", value);
+        }
+        Ok(req)
+    }
+}
 
 /// A running agent; killed on drop if not stopped.
 pub struct Agent {
@@ -26,15 +43,20 @@ impl Agent {
     /// Starts `node-agent local` on `data` with extra arguments and waits
     /// until it prints its address.
     pub fn start(data: &Path, extra: &[&str]) -> Agent {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_node-agent"))
-            .args(["local", "--listen", "127.0.0.1:0", "--data-dir"])
+        Agent::start_with(data, extra, |_| {})
+    }
+
+    /// Like [`Agent::start`], letting `setup` change the command first.
+    pub fn start_with(data: &Path, extra: &[&str], setup: impl FnOnce(&mut Command)) -> Agent {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_node-agent"));
+        cmd.args(["local", "--listen", "127.0.0.1:0", "--data-dir"])
             .arg(data)
             .args(extra)
             .env("RUST_LOG", "warn")
             .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("spawn node-agent");
+            .stderr(Stdio::inherit());
+        setup(&mut cmd);
+        let mut child = cmd.spawn().expect("spawn node-agent");
         let mut line = String::new();
         BufReader::new(child.stdout.take().unwrap())
             .read_line(&mut line)
@@ -51,10 +73,33 @@ impl Agent {
         }
     }
 
+    /// The agent's stderr, when [`Agent::start_with`] made it a pipe.
+    pub fn take_stderr(&mut self) -> std::process::ChildStderr {
+        let child = self.child.as_mut().unwrap();
+        child.stderr.take().expect("stderr is not piped")
+    }
+
+    /// The agent token the agent keeps in its data directory.
+    pub fn token(&self) -> String {
+        std::fs::read_to_string(self.data.join("token"))
+            .expect("read the agent token")
+            .trim()
+            .to_string()
+    }
+
+    /// A client sending the agent's token.
     pub async fn client(&self) -> Client {
-        AgentComputerClient::connect(self.url.clone())
+        self.client_with(Some(self.token())).await
+    }
+
+    /// A client sending `token` (none: `None`).
+    pub async fn client_with(&self, token: Option<String>) -> Client {
+        let channel = tonic::transport::Endpoint::from_shared(self.url.clone())
+            .unwrap()
+            .connect()
             .await
-            .expect("connect")
+            .expect("connect");
+        AgentComputerClient::with_interceptor(channel, Bearer(token))
             .max_decoding_message_size(agentcomputer_proto::MAX_MESSAGE_BYTES)
     }
 
