@@ -1,34 +1,313 @@
-//! Connecting to a node agent.
+//! Connecting to a node agent: the endpoint, TLS, and the agent token sent
+//! with every call.
+//!
+//! The token is found in this order: `--token` / `AGENTCOMPUTER_TOKEN`, the
+//! file `AGENTCOMPUTER_TOKEN_FILE` (or `--token-file`), and, for an endpoint
+//! on this machine (a loopback address or `localhost`), the file `token` of
+//! the default data directory (`AGENTCOMPUTER_DATA_DIR`, else
+//! `$XDG_DATA_HOME/agentcomputer`, as `node-agent local` computes it).
 
+use std::io;
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use agentcomputer_proto::v1::agent_computer_client::AgentComputerClient;
-use tonic::transport::{Channel, Endpoint};
+use rustls::pki_types::CertificateDer;
+use rustls::pki_types::pem::PemObject;
+use tonic::metadata::{Ascii, MetadataValue};
+use tonic::service::Interceptor;
+use tonic::service::interceptor::InterceptedService;
+use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint};
 
 use crate::error::{CliError, Result};
 
 /// Endpoint used when neither `--endpoint` nor `AGENTCOMPUTER_ENDPOINT` is set.
 pub const DEFAULT_ENDPOINT: &str = "http://127.0.0.1:7433";
 
-/// A connected API client.
-pub type Client = AgentComputerClient<Channel>;
+/// Name of the token file in a data directory (node-agent's `token::TOKEN_FILE`).
+const TOKEN_FILE: &str = "token";
 
-/// Connects to the node agent at `url`. Errors: a malformed URL, or the
-/// agent is unreachable (`cannot connect to node agent at URL: connection
-/// refused (start one with: node-agent local)`).
-pub async fn connect(url: &str) -> Result<Client> {
-    let endpoint = Endpoint::from_shared(url.to_string())
+/// A connected API client that sends the agent token with every call.
+pub type Client = AgentComputerClient<InterceptedService<Channel, Bearer>>;
+
+/// Credentials and trust for the connection (global flags).
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct Credentials {
+    /// The node agent's token (prefer AGENTCOMPUTER_TOKEN_FILE: a command
+    /// line is visible to other users) [default: the `token` file of the
+    /// local agent's data directory, for an endpoint on this machine].
+    #[arg(
+        long,
+        global = true,
+        env = "AGENTCOMPUTER_TOKEN",
+        hide_env_values = true
+    )]
+    pub token: Option<String>,
+    /// File holding the node agent's token.
+    #[arg(
+        long,
+        global = true,
+        env = "AGENTCOMPUTER_TOKEN_FILE",
+        value_name = "FILE"
+    )]
+    pub token_file: Option<PathBuf>,
+    /// CA certificate(s) (PEM) to trust for an https:// endpoint, instead of
+    /// the platform's roots. Not used for http:// endpoints.
+    #[arg(long, global = true, env = "AGENTCOMPUTER_CA_CERT", value_name = "PEM")]
+    pub ca_cert: Option<PathBuf>,
+}
+
+/// Adds `authorization: Bearer <token>` (RFC 6750) to every call.
+#[derive(Clone)]
+pub struct Bearer(Option<MetadataValue<Ascii>>);
+
+impl Interceptor for Bearer {
+    fn call(&mut self, mut req: tonic::Request<()>) -> Result<tonic::Request<()>, tonic::Status> {
+        if let Some(value) = &self.0 {
+            req.metadata_mut().insert("authorization", value.clone());
+        }
+        Ok(req)
+    }
+}
+
+/// Connects to the node agent at `url` (`http://` or `https://`) with
+/// `creds`. Errors, one line each: a malformed URL; a token that cannot be
+/// read (`no token readable at PATH: permission denied — the agent belongs
+/// to another user`); a CA file without certificates; the agent is
+/// unreachable (`cannot connect to node agent at URL: connection refused
+/// (start one with: node-agent local)`) or its certificate is not trusted.
+pub async fn connect(url: &str, creds: &Credentials) -> Result<Client> {
+    let uri: http::Uri = url
+        .parse()
+        .map_err(|e| CliError(format!("invalid endpoint {url:?}: {e}")))?;
+    let https = match uri.scheme_str() {
+        Some("https") => true,
+        Some("http") => false,
+        _ => {
+            return Err(CliError(format!(
+                "invalid endpoint {url:?}: it must start with http:// or https://"
+            )));
+        }
+    };
+    let host = uri.host().unwrap_or_default();
+    let local = is_local_host(host);
+    let token = find_token(creds, local)?;
+    if token.is_some() && !https && !local {
+        eprintln!(
+            "warning: sending the agent token unencrypted to {url}; use an https:// endpoint"
+        );
+    }
+    let mut endpoint = Endpoint::from_shared(url.to_string())
         .map_err(|e| CliError(format!("invalid endpoint {url:?}: {e}")))?
         .connect_timeout(Duration::from_secs(5));
+    if https {
+        endpoint = endpoint
+            .tls_config(tls_config(creds.ca_cert.as_deref())?)
+            .map_err(|e| CliError(format!("cannot set up TLS for {url}: {e}")))?;
+    }
     let channel = endpoint.connect().await.map_err(|e| {
+        let why = match tls_failure(&e, host) {
+            Some(why) => why,
+            None => format!("{} (start one with: node-agent local)", root_cause(&e)),
+        };
+        CliError(format!("cannot connect to node agent at {url}: {why}"))
+    })?;
+    let bearer = match token {
+        Some(t) => Some(bearer_value(&t.text).map_err(|()| {
+            CliError(format!(
+                "the token from {} is not a valid token (it holds characters a header cannot carry)",
+                t.source
+            ))
+        })?),
+        None => None,
+    };
+    Ok(
+        AgentComputerClient::with_interceptor(channel, Bearer(bearer))
+            .max_decoding_message_size(agentcomputer_proto::MAX_MESSAGE_BYTES)
+            .max_encoding_message_size(agentcomputer_proto::MAX_MESSAGE_BYTES),
+    )
+}
+
+/// A token and where it came from (for messages).
+#[derive(Debug, PartialEq, Eq)]
+struct Token {
+    text: String,
+    source: String,
+}
+
+/// The token to send, found as the module documentation says; `None` when
+/// there is none to send. `local`: the endpoint is on this machine.
+fn find_token(creds: &Credentials, local: bool) -> Result<Option<Token>> {
+    if let Some(t) = creds
+        .token
+        .as_deref()
+        .map(str::trim)
+        .filter(|t| !t.is_empty())
+    {
+        return Ok(Some(Token {
+            text: t.to_string(),
+            source: "--token / AGENTCOMPUTER_TOKEN".into(),
+        }));
+    }
+    if let Some(file) = &creds.token_file {
+        return match read_token(file) {
+            Ok(t) => Ok(Some(t)),
+            Err(e) if e.kind() == io::ErrorKind::PermissionDenied => Err(CliError(format!(
+                "no token readable at {}: permission denied",
+                file.display()
+            ))),
+            Err(e) => Err(CliError(format!(
+                "cannot read token file {} (AGENTCOMPUTER_TOKEN_FILE): {}",
+                file.display(),
+                io_text(&e)
+            ))),
+        };
+    }
+    if !local {
+        return Ok(None);
+    }
+    let Some(data_dir) = default_data_dir() else {
+        return Ok(None);
+    };
+    let file = data_dir.join(TOKEN_FILE);
+    match read_token(&file) {
+        Ok(t) => Ok(Some(t)),
+        // No local agent has run with this data directory: send nothing,
+        // the agent's refusal says how to find its token.
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(e) if e.kind() == io::ErrorKind::PermissionDenied => Err(CliError(format!(
+            "no token readable at {}: permission denied — the agent belongs to another user",
+            file.display()
+        ))),
+        Err(e) => Err(CliError(format!(
+            "cannot read the agent token {}: {}",
+            file.display(),
+            io_text(&e)
+        ))),
+    }
+}
+
+/// Reads a token file: its text without surrounding whitespace. An empty
+/// file is `InvalidData`.
+fn read_token(path: &Path) -> io::Result<Token> {
+    let text = std::fs::read_to_string(path)?;
+    let text = text.trim();
+    if text.is_empty() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            "the file is empty",
+        ));
+    }
+    Ok(Token {
+        text: text.to_string(),
+        source: path.display().to_string(),
+    })
+}
+
+/// The default data directory of `node-agent local`: `AGENTCOMPUTER_DATA_DIR`,
+/// else `$XDG_DATA_HOME/agentcomputer` (`~/.local/share/agentcomputer`).
+fn default_data_dir() -> Option<PathBuf> {
+    match std::env::var_os("AGENTCOMPUTER_DATA_DIR") {
+        Some(d) if !d.is_empty() => Some(PathBuf::from(d)),
+        _ => dirs::data_dir().map(|d| d.join("agentcomputer")),
+    }
+}
+
+/// Whether `host` (a URI host, IPv6 in brackets) names this machine: a
+/// loopback address or `localhost`.
+fn is_local_host(host: &str) -> bool {
+    let bare = host.trim_start_matches('[').trim_end_matches(']');
+    bare.eq_ignore_ascii_case("localhost")
+        || bare.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback())
+}
+
+/// `Bearer <token>` as a sensitive header value; `Err` for characters a
+/// header cannot hold.
+fn bearer_value(token: &str) -> std::result::Result<MetadataValue<Ascii>, ()> {
+    let mut value: MetadataValue<Ascii> = format!("Bearer {token}").parse().map_err(|_| ())?;
+    value.set_sensitive(true);
+    Ok(value)
+}
+
+/// TLS settings: trust the certificates in `ca_cert`, or the platform's
+/// roots. Errors: the file cannot be read or holds no PEM certificate.
+fn tls_config(ca_cert: Option<&Path>) -> Result<ClientTlsConfig> {
+    let config = ClientTlsConfig::new();
+    let Some(path) = ca_cert else {
+        return Ok(config.with_native_roots());
+    };
+    let pem = std::fs::read(path).map_err(|e| {
         CliError(format!(
-            "cannot connect to node agent at {url}: {} (start one with: node-agent local)",
-            root_cause(&e)
+            "cannot read CA certificate {} (--ca-cert / AGENTCOMPUTER_CA_CERT): {}",
+            path.display(),
+            io_text(&e)
         ))
     })?;
-    Ok(AgentComputerClient::new(channel)
-        .max_decoding_message_size(agentcomputer_proto::MAX_MESSAGE_BYTES)
-        .max_encoding_message_size(agentcomputer_proto::MAX_MESSAGE_BYTES))
+    let certs = CertificateDer::pem_slice_iter(&pem)
+        .collect::<std::result::Result<Vec<_>, _>>()
+        .map_err(|e| {
+            CliError(format!(
+                "CA certificate {} is not valid PEM: {e}",
+                path.display()
+            ))
+        })?;
+    if certs.is_empty() {
+        return Err(CliError(format!(
+            "no certificate (-----BEGIN CERTIFICATE-----) in CA certificate file {}",
+            path.display()
+        )));
+    }
+    Ok(config.ca_certificate(Certificate::from_pem(pem)))
+}
+
+/// A one-line explanation of a failed TLS handshake, if `err` is one.
+fn tls_failure(err: &tonic::transport::Error, host: &str) -> Option<String> {
+    use rustls::CertificateError as C;
+    let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(err);
+    let tls = loop {
+        let e = cause?;
+        if let Some(t) = e.downcast_ref::<rustls::Error>() {
+            break t;
+        }
+        if let Some(t) = e
+            .downcast_ref::<io::Error>()
+            .and_then(|io| io.get_ref())
+            .and_then(|inner| inner.downcast_ref::<rustls::Error>())
+        {
+            break t;
+        }
+        cause = e.source();
+    };
+    const TRUST: &str = "pass the CA's certificate with --ca-cert PEM or AGENTCOMPUTER_CA_CERT";
+    Some(match tls {
+        rustls::Error::InvalidCertificate(c) => match c {
+            C::UnknownIssuer | C::BadSignature => format!(
+                "the agent's TLS certificate is not signed by a trusted certificate authority ({TRUST})"
+            ),
+            C::NotValidForName | C::NotValidForNameContext { .. } => {
+                format!("the agent's TLS certificate is not valid for host {host}")
+            }
+            C::Expired | C::ExpiredContext { .. } => {
+                "the agent's TLS certificate has expired".to_string()
+            }
+            C::NotValidYet | C::NotValidYetContext { .. } => {
+                "the agent's TLS certificate is not valid yet".to_string()
+            }
+            other => format!("the agent's TLS certificate is not acceptable: {other:?}"),
+        },
+        rustls::Error::InvalidMessage(_) => {
+            "the agent did not answer in TLS (is it serving plain http://?)".to_string()
+        }
+        other => format!("TLS handshake failed: {other}"),
+    })
+}
+
+/// The text of an I/O error without its OS error code, lowercase first.
+fn io_text(err: &io::Error) -> String {
+    let text = err.to_string();
+    let text = text.split(" (os error").next().unwrap_or(&text);
+    lowercase_first(text)
 }
 
 /// The innermost cause, which names what really went wrong (for example
@@ -38,11 +317,8 @@ fn root_cause(err: &tonic::transport::Error) -> String {
     while let Some(next) = cause.source() {
         cause = next;
     }
-    if let Some(io) = cause.downcast_ref::<std::io::Error>() {
-        let text = io.to_string();
-        // "Connection refused (os error 111)" -> "connection refused"
-        let text = text.split(" (os error").next().unwrap_or(&text);
-        return lowercase_first(text);
+    if let Some(io) = cause.downcast_ref::<io::Error>() {
+        return io_text(io);
     }
     lowercase_first(&cause.to_string())
 }
@@ -52,5 +328,76 @@ fn lowercase_first(s: &str) -> String {
     match chars.next() {
         Some(c) => c.to_lowercase().chain(chars).collect(),
         None => String::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn local_hosts() {
+        for h in ["127.0.0.1", "127.1.2.3", "[::1]", "localhost", "LOCALHOST"] {
+            assert!(is_local_host(h), "{h}");
+        }
+        for h in ["10.0.0.1", "example.com", "[::2]", "0.0.0.0", ""] {
+            assert!(!is_local_host(h), "{h}");
+        }
+    }
+
+    #[test]
+    fn token_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("t");
+        std::fs::write(&file, "from-file\n").unwrap();
+        let flag = Credentials {
+            token: Some("from-flag".into()),
+            token_file: Some(file.clone()),
+            ca_cert: None,
+        };
+        assert_eq!(find_token(&flag, false).unwrap().unwrap().text, "from-flag");
+        let from_file = Credentials {
+            token: Some("  ".into()),
+            token_file: Some(file.clone()),
+            ca_cert: None,
+        };
+        let t = find_token(&from_file, false).unwrap().unwrap();
+        assert_eq!(t.text, "from-file");
+        assert_eq!(t.source, file.display().to_string());
+        // A remote endpoint gets no token unless one is given.
+        assert_eq!(find_token(&Credentials::default(), false).unwrap(), None);
+
+        let missing = Credentials {
+            token_file: Some(dir.path().join("nope")),
+            ..Credentials::default()
+        };
+        let err = find_token(&missing, false).unwrap_err().0;
+        assert!(err.contains("cannot read token file"), "{err}");
+        assert!(err.contains("nope"), "{err}");
+        std::fs::write(&file, "\n").unwrap();
+        let err = find_token(&from_file, false).unwrap_err().0;
+        assert!(err.ends_with("the file is empty"), "{err}");
+    }
+
+    #[test]
+    fn bearer_values() {
+        let v = bearer_value("abc").unwrap();
+        assert_eq!(v.to_str().unwrap(), "Bearer abc");
+        assert!(v.is_sensitive());
+        assert!(bearer_value("a\nb").is_err());
+    }
+
+    #[test]
+    fn ca_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("ca.pem");
+        std::fs::write(&f, "not pem").unwrap();
+        let err = tls_config(Some(&f)).unwrap_err().0;
+        assert!(err.starts_with("no certificate"), "{err}");
+        let err = tls_config(Some(&dir.path().join("none.pem")))
+            .unwrap_err()
+            .0;
+        assert!(err.contains("cannot read CA certificate"), "{err}");
+        assert!(err.ends_with("no such file or directory"), "{err}");
     }
 }

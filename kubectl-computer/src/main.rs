@@ -2,7 +2,8 @@
 //! the PATH it also works as the kubectl plugin `kubectl computer`.
 //!
 //! Every command talks to a node agent's gRPC API (`--endpoint`, or
-//! `AGENTCOMPUTER_ENDPOINT`, default `http://127.0.0.1:7433`). Failures print
+//! `AGENTCOMPUTER_ENDPOINT`, default `http://127.0.0.1:7433`; `https://`
+//! with `--ca-cert`), sending the agent token it finds (see [`client`]). Failures print
 //! one line, `error: ...`, on stderr and exit with status 1 (a bad
 //! command line: clap's message and status 2); `exec` exits with the
 //! program's own status.
@@ -32,6 +33,8 @@ struct Cli {
     /// URL of the node agent's API.
     #[arg(long, global = true, env = "AGENTCOMPUTER_ENDPOINT", default_value = client::DEFAULT_ENDPOINT)]
     endpoint: String,
+    #[command(flatten)]
+    credentials: client::Credentials,
     #[command(subcommand)]
     command: Command,
 }
@@ -211,7 +214,7 @@ fn parse_seconds(s: &str) -> Result<Duration, String> {
 
 /// Runs one command; `Ok` carries the process exit status.
 async fn run(cli: Cli) -> Result<u8> {
-    let mut c = client::connect(&cli.endpoint).await?;
+    let mut c = client::connect(&cli.endpoint, &cli.credentials).await?;
     let found = |any: bool| if any { 0 } else { 1 };
     match cli.command {
         Command::Create {

@@ -1,6 +1,8 @@
 //! The real `kubectl-computer` binary against a node agent served in-process
 //! (the `agentcomputer-node-agent` library) on an ephemeral loopback port,
-//! with a temporary data directory.
+//! with a temporary data directory. The CLI finds the agent token in that
+//! data directory on its own (`AGENTCOMPUTER_DATA_DIR`, as a user sets it
+//! for `node-agent local`).
 
 use std::io::Write;
 use std::path::Path;
@@ -13,6 +15,7 @@ use rand::RngCore;
 /// An in-process node agent on its own runtime thread.
 struct Server {
     url: String,
+    data: std::path::PathBuf,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
@@ -23,9 +26,12 @@ impl Server {
         listener.set_nonblocking(true).unwrap();
         let url = format!("http://{}", listener.local_addr().unwrap());
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        // The token exists before the first client comes, as with the binary.
+        agentcomputer_node_agent::local::prepare(data).unwrap();
         let config = LocalConfig {
             data_dir: data.to_path_buf(),
             idle_timeout: Duration::from_secs(300),
+            tls: None,
         };
         let thread = std::thread::spawn(move || {
             let rt = tokio::runtime::Runtime::new().unwrap();
@@ -41,6 +47,7 @@ impl Server {
         });
         Server {
             url,
+            data: data.to_path_buf(),
             stop: Some(stop),
             thread: Some(thread),
         }
@@ -61,11 +68,18 @@ impl Server {
     }
 
     fn cli(&self, args: &[&str]) -> Output {
-        cli_at(&self.url, args, None)
+        run(self.command(), args, None)
     }
 
     fn cli_stdin(&self, args: &[&str], stdin: &[u8]) -> Output {
-        cli_at(&self.url, args, Some(stdin))
+        run(self.command(), args, Some(stdin))
+    }
+
+    /// The CLI, set to reach this agent and find its token.
+    fn command(&self) -> Command {
+        let mut cmd = command(&self.url);
+        cmd.env("AGENTCOMPUTER_DATA_DIR", &self.data);
+        cmd
     }
 }
 
@@ -75,10 +89,24 @@ impl Drop for Server {
     }
 }
 
+/// The CLI with endpoint `url`, and no token or CA from this environment.
+fn command(url: &str) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_kubectl-computer"));
+    cmd.env("AGENTCOMPUTER_ENDPOINT", url)
+        .env_remove("AGENTCOMPUTER_TOKEN")
+        .env_remove("AGENTCOMPUTER_TOKEN_FILE")
+        .env_remove("AGENTCOMPUTER_CA_CERT")
+        .env_remove("AGENTCOMPUTER_DATA_DIR");
+    cmd
+}
+
 fn cli_at(url: &str, args: &[&str], stdin: Option<&[u8]>) -> Output {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_kubectl-computer"))
+    run(command(url), args, stdin)
+}
+
+fn run(mut cmd: Command, args: &[&str], stdin: Option<&[u8]>) -> Output {
+    let mut child = cmd
         .args(args)
-        .env("AGENTCOMPUTER_ENDPOINT", url)
         .stdin(if stdin.is_some() {
             Stdio::piped()
         } else {
@@ -326,7 +354,8 @@ fn javascript_timeout_and_streaming() {
         console.log("ready");
         await new Promise((ok) => { const t = setInterval(() => { if (existsSync("go")) { clearInterval(t); ok(); } }, 5); });
         export default () => "done";"#;
-    let mut child = Command::new(env!("CARGO_BIN_EXE_kubectl-computer"))
+    let mut child = server
+        .command()
         .args([
             "exec",
             "demo",
@@ -337,7 +366,6 @@ fn javascript_timeout_and_streaming() {
             "--",
             source,
         ])
-        .env("AGENTCOMPUTER_ENDPOINT", &server.url)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -473,9 +501,9 @@ fn killed_upload_keeps_the_old_file() {
     ok(server.cli(&["put", "demo", old.to_str().unwrap(), "f.txt"]));
 
     // An upload from a pipe that never ends, killed midway.
-    let mut child = Command::new(env!("CARGO_BIN_EXE_kubectl-computer"))
+    let mut child = server
+        .command()
         .args(["put", "demo", "/dev/stdin", "f.txt"])
-        .env("AGENTCOMPUTER_ENDPOINT", &server.url)
         .stdin(Stdio::piped())
         .stdout(Stdio::null())
         .stderr(Stdio::null())

@@ -20,14 +20,19 @@ fn fuse_available() -> bool {
     true
 }
 
-/// Runs the CLI in `cwd` against `url`; asserts success, returns stdout.
-fn cli(url: &str, cwd: &Path, args: &[&str]) -> String {
-    let out: Output = Command::new(env!("CARGO_BIN_EXE_kubectl-computer"))
-        .args(args)
-        .current_dir(cwd)
+/// The CLI in `cwd` against `url`, with the agent token from `token_file`.
+fn command(url: &str, token_file: &Path, cwd: &Path) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_kubectl-computer"));
+    cmd.current_dir(cwd)
         .env("AGENTCOMPUTER_ENDPOINT", url)
-        .output()
-        .unwrap();
+        .env("AGENTCOMPUTER_TOKEN_FILE", token_file)
+        .env_remove("AGENTCOMPUTER_TOKEN");
+    cmd
+}
+
+/// Runs the CLI in `cwd` against `url`; asserts success, returns stdout.
+fn cli(url: &str, token_file: &Path, cwd: &Path, args: &[&str]) -> String {
+    let out: Output = command(url, token_file, cwd).args(args).output().unwrap();
     assert!(
         out.status.success(),
         "{args:?}: {:?}\nstderr: {}",
@@ -51,9 +56,13 @@ fn mount_exec_and_unmount() {
     listener.set_nonblocking(true).unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let token = agentcomputer_node_agent::local::prepare(data.path()).unwrap();
+    let token_file = host.path().join("token");
+    std::fs::write(&token_file, token.expose()).unwrap();
     let config = LocalConfig {
         data_dir: data.path().to_path_buf(),
         idle_timeout: Duration::from_secs(300),
+        tls: None,
     };
     let server = std::thread::spawn(move || {
         let rt = tokio::runtime::Runtime::new().unwrap();
@@ -69,26 +78,34 @@ fn mount_exec_and_unmount() {
     });
 
     let cwd = host.path();
-    cli(&url, cwd, &["create", "demo"]);
+    cli(&url, &token_file, cwd, &["create", "demo"]);
     // A relative directory is made absolute on the client's side.
-    let out = cli(&url, cwd, &["mount", "demo", "m"]);
+    let out = cli(&url, &token_file, cwd, &["mount", "demo", "m"]);
     assert_eq!(out, format!("computer demo mounted at {}\n", mnt.display()));
     std::fs::write(mnt.join("a"), "hi\n").unwrap();
-    let out = cli(&url, cwd, &["exec", "demo", "--", "cat a; echo yo > b"]);
+    let out = cli(
+        &url,
+        &token_file,
+        cwd,
+        &["exec", "demo", "--", "cat a; echo yo > b"],
+    );
     assert_eq!(out, "hi\n");
     assert_eq!(std::fs::read_to_string(mnt.join("b")).unwrap(), "yo\n");
 
-    let out = cli(&url, cwd, &["unmount", "demo", &mnt.to_string_lossy()]);
+    let out = cli(
+        &url,
+        &token_file,
+        cwd,
+        &["unmount", "demo", &mnt.to_string_lossy()],
+    );
     assert_eq!(
         out,
         format!("computer demo unmounted from {}\n", mnt.display())
     );
     assert_eq!(std::fs::read_dir(&mnt).unwrap().count(), 0);
 
-    let again = Command::new(env!("CARGO_BIN_EXE_kubectl-computer"))
+    let again = command(&url, &token_file, cwd)
         .args(["unmount", "demo", "m"])
-        .current_dir(cwd)
-        .env("AGENTCOMPUTER_ENDPOINT", &url)
         .output()
         .unwrap();
     assert_eq!(again.status.code(), Some(1));
