@@ -79,12 +79,18 @@ pub fn create_new_file(path: &Path) -> io::Result<File> {
     Ok(file)
 }
 
+/// The directory of the computers inside a data directory.
+const COMPUTERS_DIR: &str = "computers";
+
 /// Makes `data_dir` private to this process's user: creates it with mode
 /// [`DIR_MODE`] if missing, then removes the group and other permission bits
-/// of it and of every directory and regular file below it (directories also
-/// get `u+rwx`). Symbolic links are not followed and other file types are
-/// left alone; nothing on another filesystem (a mount inside the data
-/// directory) is touched. Every change is logged and returned.
+/// of it, of the regular files directly in it, and of every directory and
+/// regular file under `computers/` (directories also get `u+rwx`). Other
+/// directories in it are not the agent's and are left alone (the data
+/// directory's own mode already keeps other users out). Symbolic links are
+/// not followed and other file types are left alone; nothing on another
+/// filesystem (a mount inside the data directory) is touched. Every change
+/// is logged and returned.
 ///
 /// Errors: the directory cannot be created or read, or a mode cannot be
 /// changed (a file owned by another user: `PermissionDenied`); the message
@@ -100,7 +106,7 @@ pub fn secure_data_dir(data_dir: &Path) -> anyhow::Result<Vec<Tightened>> {
     }
     let mut changes = Vec::new();
     tighten(data_dir, &meta, &mut changes)?;
-    walk(data_dir, meta.dev(), &mut changes)?;
+    walk(data_dir, meta.dev(), true, &mut changes)?;
     for c in &changes {
         info!(path = %c.path.display(), from = %format!("{:04o}", c.from), to = %format!("{:04o}", c.to), "made private to the agent's user");
     }
@@ -114,7 +120,9 @@ pub fn secure_data_dir(data_dir: &Path) -> anyhow::Result<Vec<Tightened>> {
     Ok(changes)
 }
 
-fn walk(dir: &Path, dev: u64, changes: &mut Vec<Tightened>) -> anyhow::Result<()> {
+/// Tightens the entries of `dir`, descending into directories. At the top
+/// (`top`), only into the agent's own directory `computers`.
+fn walk(dir: &Path, dev: u64, top: bool, changes: &mut Vec<Tightened>) -> anyhow::Result<()> {
     use anyhow::Context;
     let entries =
         std::fs::read_dir(dir).with_context(|| format!("cannot read {}", dir.display()))?;
@@ -131,9 +139,13 @@ fn walk(dir: &Path, dev: u64, changes: &mut Vec<Tightened>) -> anyhow::Result<()
             warn!(path = %path.display(), "not making a mount inside the data directory private");
             continue;
         }
+        if top && meta.is_dir() && entry.file_name() != COMPUTERS_DIR {
+            warn!(path = %path.display(), "leaving a directory the agent did not make as it is");
+            continue;
+        }
         tighten(&path, &meta, changes)?;
         if meta.is_dir() {
-            walk(&path, dev, changes)?;
+            walk(&path, dev, false, changes)?;
         }
     }
     Ok(())
@@ -220,6 +232,9 @@ mod tests {
         std::fs::set_permissions(comp.join("fs.db"), Permissions::from_mode(0o644)).unwrap();
         std::fs::write(data.join("ro"), b"x").unwrap();
         std::fs::set_permissions(data.join("ro"), Permissions::from_mode(0o444)).unwrap();
+        let foreign = data.join("not-ours");
+        std::fs::create_dir(&foreign).unwrap();
+        std::fs::set_permissions(&foreign, Permissions::from_mode(0o755)).unwrap();
 
         let changes = secure_data_dir(&data).unwrap();
         assert_eq!(mode(&data), 0o700);
@@ -228,8 +243,10 @@ mod tests {
         assert_eq!(mode(&comp.join("fs.db")), 0o600);
         // Only group and other bits go: a read-only file stays read-only.
         assert_eq!(mode(&data.join("ro")), 0o400);
-        // The link's target is outside and stays as it was.
+        // The link's target is outside and stays as it was, and so does a
+        // directory that is not the agent's.
         assert_eq!(mode(&outside), 0o644);
+        assert_eq!(mode(&foreign), 0o755);
         assert_eq!(changes.len(), 5, "{changes:?}");
         assert!(changes.contains(&Tightened {
             path: comp.join("fs.db"),
