@@ -10,6 +10,8 @@ cd "$(dirname "$0")/.."
 LISTEN=${LISTEN:-127.0.0.1:7433}
 DATA_DIR=${DATA_DIR:-$(mktemp -d -t agentcomputer-demo.XXXXXX)}
 export AGENTCOMPUTER_ENDPOINT="http://$LISTEN"
+# The CLI reads the agent token from the agent's data directory.
+export AGENTCOMPUTER_DATA_DIR=$DATA_DIR
 
 step() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
 

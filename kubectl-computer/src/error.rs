@@ -16,8 +16,18 @@ impl std::error::Error for CliError {}
 
 impl From<tonic::Status> for CliError {
     /// The node agent's message already leads with the errno name
-    /// (`ENOENT: no such file or directory: src/x`); show it as is.
+    /// (`ENOENT: no such file or directory: src/x`); show it as is. A broken
+    /// HTTP/2 connection gets a hint about TLS.
     fn from(status: tonic::Status) -> CliError {
+        // What plain HTTP/2 gets from a TLS port: the server hangs up.
+        let broken = status.message().starts_with("h2 protocol error")
+            || status.message() == "transport error";
+        if broken {
+            return CliError(format!(
+                "{} (if the agent serves TLS, use an https:// endpoint)",
+                status.message()
+            ));
+        }
         if status.message().is_empty() {
             CliError(format!("{:?}", status.code()))
         } else {

@@ -325,6 +325,15 @@ fn the_cli_speaks_tls_with_a_private_ca() {
             "error: cannot connect to node agent at {by_ip}: the agent's TLS certificate is not valid for host 127.0.0.1\n"
         )
     );
+    // Plain http:// to the TLS port.
+    let http_url = format!("http://localhost:{}", server.addr.port());
+    let mut cmd = cli(&http_url, dir.path());
+    with_token(&mut cmd);
+    let err = fails(cmd.arg("list").output());
+    assert!(
+        err.ends_with("(if the agent serves TLS, use an https:// endpoint)\n"),
+        "{err}"
+    );
     // A CA file without a certificate.
     let mut cmd = cli(&url, dir.path());
     with_token(&mut cmd);
