@@ -58,6 +58,9 @@ pub struct Fs {
     /// How long a mutating call of this view may leave its transaction
     /// uncommitted; zero commits every call before it returns.
     pub(crate) window: Duration,
+    /// The fence mutating calls of this view pass through, if any (see
+    /// [`Fs::fenced`]).
+    pub(crate) fence: Option<Arc<crate::fence::Fence>>,
 }
 
 impl std::fmt::Debug for Fs {
@@ -112,6 +115,9 @@ pub(crate) struct WriteTxn<'a> {
     /// The open-handle counts, locked from the first look until after commit
     /// so `open_inode` can't slip in between a decision and its commit.
     open_guard: Option<MutexGuard<'a, HashMap<Ino, u32>>>,
+    /// Holds the view's fence open until the transaction ends (declared
+    /// last: released after the commit or rollback in `drop`).
+    fence: Option<crate::fence::FenceGuard<'a>>,
 }
 
 impl WriteTxn<'_> {
@@ -227,6 +233,7 @@ impl Inner {
             now: Timespec::now().as_nanos(),
             done: false,
             open_guard: None,
+            fence: None,
         })
     }
 
@@ -428,6 +435,7 @@ impl Fs {
         Ok(Fs {
             inner,
             window: Duration::ZERO,
+            fence: None,
         })
     }
 
@@ -569,6 +577,7 @@ impl Fs {
         Fs {
             inner: Arc::clone(&self.inner),
             window,
+            fence: self.fence.clone(),
         }
     }
 
@@ -596,7 +605,15 @@ impl Fs {
 
     /// The transaction of one mutating call through this view.
     pub(crate) fn begin(&self) -> Result<WriteTxn<'_>> {
-        self.inner.begin(self.window)
+        // Fence first, then the writer: `Fence::close` never waits while
+        // holding the writer, so the order cannot deadlock.
+        let guard = match &self.fence {
+            Some(fence) => Some(fence.enter()?),
+            None => None,
+        };
+        let mut t = self.inner.begin(self.window)?;
+        t.fence = guard;
+        Ok(t)
     }
 
     /// Registers `f`, called after each commit for every inode and entry

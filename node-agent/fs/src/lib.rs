@@ -25,10 +25,12 @@ mod attr;
 mod check;
 mod commit;
 mod convenience;
+mod copy;
 mod data;
 mod db;
 mod dirent;
 mod error;
+mod fence;
 mod fs;
 mod handle;
 mod inode;
@@ -44,7 +46,9 @@ mod vfs;
 mod xattr;
 
 pub use convenience::WriteMode;
+pub use copy::COPY_STEP_BYTES;
 pub use error::{Errno, Error, Result, errno_name};
+pub use fence::Fence;
 pub use fs::{
     DB_FILE_MODE, DEFAULT_CHUNK_SIZE, DEFAULT_PAGE_SIZE, Fs, MAX_FILE_SIZE, STATFS_BLOCK_SIZE,
     Tuning,
