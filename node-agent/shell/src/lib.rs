@@ -14,6 +14,7 @@
 //!
 //! Design notes and measurements: `docs/shell-runtime.md`.
 
+mod budget;
 mod builtins;
 mod engine_fs;
 mod errno;
@@ -28,7 +29,8 @@ mod session;
 pub use agentcomputer_egress::{EgressConfig, Policy as EgressPolicy};
 pub use engine_fs::{EngineFs, SHELL_OWNER};
 pub use limits::{
-    DEFAULT_MAX_DOWNLOAD_BYTES, DEFAULT_MAX_OUTPUT_BYTES, DEFAULT_TIMEOUT, ShellLimits,
+    DEFAULT_MAX_DOWNLOAD_BYTES, DEFAULT_MAX_OUTPUT_BYTES, DEFAULT_MEMORY_BYTES, DEFAULT_TIMEOUT,
+    ShellLimits,
 };
 pub use paths::resolve_cwd;
 pub use runtime::{

@@ -16,6 +16,9 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
 /// Output cap (stdout and stderr together, bytes) used when a request gives 0.
 pub const DEFAULT_MAX_OUTPUT_BYTES: u64 = 16 * 1024 * 1024;
 
+/// Memory budget of one exec (bytes) in [`ShellLimits::default`]: 256 MiB.
+pub const DEFAULT_MEMORY_BYTES: u64 = 256 * 1024 * 1024;
+
 /// Response body cap of `curl` and `wget` (bytes) in [`ShellLimits::default`].
 pub const DEFAULT_MAX_DOWNLOAD_BYTES: u64 = 64 * 1024 * 1024;
 
@@ -35,10 +38,16 @@ pub struct ShellLimits {
     pub max_variable_bytes: usize,
     /// Entries of all arrays (bashkit default 100 000).
     pub max_array_entries: usize,
-    /// Bytes of file contents and pipe buffers held at once, bytes (bashkit
-    /// default 32 MB). Builtins read whole files, so this is also the largest
-    /// file a pipeline can handle.
-    pub max_live_bytes: u64,
+    /// The exec's memory budget, bytes: file contents, pipe buffers and
+    /// command output held at once (bashkit's live intermediate bytes), the
+    /// largest file a command that needs its whole input (`sort`, `sed`,
+    /// `jq`) may read, and the largest FIFO buffer. Checked before the
+    /// allocation: a whole-file read of a larger file (by its logical size:
+    /// a sparse file counts its holes) fails with `EFBIG` and a message
+    /// naming this limit. The project's streaming commands (`cat`, `wc`,
+    /// `head`, `tail`, `tee`, `base64`, `md5sum`, `sha*sum`, `cp`) hold
+    /// only bounded buffers and handle inputs of any size.
+    pub memory_bytes: u64,
     /// Bytes all commands of one exec may read in total (bashkit default
     /// 100 MB).
     pub max_input_bytes: u64,
@@ -60,7 +69,7 @@ impl Default for ShellLimits {
             max_function_depth: 16,
             max_variable_bytes: 64 * 1024 * 1024,
             max_array_entries: 1_000_000,
-            max_live_bytes: 256 * 1024 * 1024,
+            memory_bytes: DEFAULT_MEMORY_BYTES,
             max_input_bytes: 16 * 1024 * 1024 * 1024,
             scratch_bytes: 64 * 1024 * 1024,
             scratch_files: 10_000,
@@ -81,7 +90,7 @@ impl ShellLimits {
             .max_loop_iterations(self.max_loop_iterations)
             .max_total_loop_iterations(self.max_total_loop_iterations)
             .max_function_depth(self.max_function_depth)
-            .max_live_intermediate_bytes(self.max_live_bytes)
+            .max_live_intermediate_bytes(self.memory_bytes)
             .max_aggregate_input_bytes(self.max_input_bytes)
             // The timeout and the byte budgets bound work; a unit budget
             // would only stop long but legitimate scans early.
@@ -94,7 +103,7 @@ impl ShellLimits {
     /// bashkit memory limits for shell variables and functions.
     pub(crate) fn memory(&self) -> MemoryLimits {
         MemoryLimits::new()
-            .max_total_variable_bytes(self.max_variable_bytes)
+            .max_total_variable_bytes(self.max_variable_bytes.min(self.memory_bytes as usize))
             .max_array_entries(self.max_array_entries)
             .max_variable_count(100_000)
     }

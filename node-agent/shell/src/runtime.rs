@@ -3,7 +3,7 @@
 use crate::limits::{DEFAULT_MAX_OUTPUT_BYTES, DEFAULT_TIMEOUT, ShellLimits};
 use crate::output::OutputGate;
 use crate::session::{self, Finished, Job, Stop};
-use agentcomputer_fs::Fs;
+use agentcomputer_fs::{Fence, Fs};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -110,6 +110,11 @@ pub async fn run_with_limits(
     };
     let gate = Arc::new(OutputGate::new(out.clone(), cap));
     let stop = Arc::new(AtomicBool::new(false));
+    // Every change the script makes goes through this fence; it is closed
+    // before the caller hears how the run ended, so nothing the script
+    // started is committed afterwards.
+    let fence = Fence::new();
+    let fs = fs.fenced(Arc::clone(&fence));
     // If the caller drops this future mid-run, the script stops too.
     let _abandon = Abandon {
         stop: Arc::clone(&stop),
@@ -137,6 +142,7 @@ pub async fn run_with_limits(
     let halted = tokio::select! {
         biased;
         done = &mut done_rx => {
+            close_fence(&fence).await;
             return match done {
                 Ok(Finished { exit_code, stop }) => conclude(stop, exit_code, timeout, &gate, &out).await,
                 // The thread panicked: its sender dropped without a result.
@@ -154,7 +160,19 @@ pub async fn run_with_limits(
     // the usual case nothing touches the computer after we answer.
     stop.store(true, Ordering::Relaxed);
     let _ = tokio::time::timeout(STOP_GRACE, &mut done_rx).await;
+    // A thread still running past the grace may be inside an engine call:
+    // wait for that call, and refuse the thread's later ones.
+    close_fence(&fence).await;
     conclude(Some(halted), 0, timeout, &gate, &out).await
+}
+
+/// Closes `fence` without blocking the caller's async worker. The wait is
+/// for one engine call in flight at most (one transaction).
+async fn close_fence(fence: &Arc<Fence>) {
+    let fence = Arc::clone(fence);
+    if let Err(e) = tokio::task::spawn_blocking(move || fence.close()).await {
+        tracing::error!(error = %e, "closing the exec's write fence failed");
+    }
 }
 
 /// Stops the script and its output when dropped.

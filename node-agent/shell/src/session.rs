@@ -2,6 +2,7 @@
 //! namespace, run the script with output streamed through the gate, and say
 //! how it ended.
 
+use crate::budget::ExecBudget;
 use crate::builtins;
 use crate::engine_fs::EngineFs;
 use crate::limits::ShellLimits;
@@ -58,8 +59,13 @@ pub(crate) struct Job {
 /// Runs `job` to completion on the current (exec) thread's runtime.
 pub(crate) async fn execute(job: Job) -> Finished {
     let cwd = resolve_cwd(&job.cwd);
-    let sandbox = SandboxFs::new(EngineFs::new(job.fs.clone()), job.limits.scratch(), HOME);
-    let mut builder = builtins::install(Bash::builder(), &job.fs, HOME)
+    let budget = ExecBudget {
+        memory: job.limits.memory_bytes,
+        stop: Arc::clone(&job.stop),
+    };
+    let engine = EngineFs::new(job.fs.clone()).with_budget(budget.clone());
+    let sandbox = SandboxFs::new(engine.clone(), job.limits.scratch(), HOME);
+    let mut builder = builtins::install(Bash::builder(), &engine, &budget, HOME)
         .fs(Arc::new(sandbox))
         .limits(job.limits.execution(job.timeout, job.gate.cap()))
         .memory_limits(job.limits.memory())

@@ -11,16 +11,30 @@ mod ls;
 mod ls_format;
 mod printf_format;
 mod stat;
+mod stream;
 mod wget;
 mod workspace;
 
-use agentcomputer_fs::Fs;
+use crate::budget::ExecBudget;
+use crate::engine_fs::EngineFs;
 use bashkit::BashBuilder;
 
 /// Installs this module's commands and hooks, and the exported login
 /// environment of bashkit's user `sandbox` with home directory `home`, on
-/// `builder`; `engine` is the computer behind `/workspace`.
-pub(crate) fn install(builder: BashBuilder, engine: &Fs, home: &str) -> BashBuilder {
+/// `builder`; `engine_fs` is the computer behind `/workspace`, `budget` the
+/// exec's memory budget and stop flag.
+pub(crate) fn install(
+    builder: BashBuilder,
+    engine_fs: &EngineFs,
+    budget: &ExecBudget,
+    home: &str,
+) -> BashBuilder {
+    let engine = engine_fs.engine();
+    let env = stream::Env {
+        engine: engine_fs.clone(),
+        budget: budget.clone(),
+    };
+    let builder = stream::install(builder, &env);
     environment::export_login(builder, "sandbox", home)
         .builtin("ln", Box::new(ln::Ln::new(engine.clone())))
         .builtin("link", Box::new(ln::Link::new(engine.clone())))

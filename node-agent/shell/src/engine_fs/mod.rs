@@ -18,6 +18,7 @@
 mod dir_cache;
 mod ops;
 
+use crate::budget::ExecBudget;
 use crate::errno::{errno_error, from_engine};
 use agentcomputer_fs::Errno;
 use agentcomputer_fs::{Attr, FileKind, Fs, Ino, Owner, ROOT_INO, Timespec};
@@ -64,6 +65,7 @@ pub struct EngineFs {
     owner: Owner,
     fifos: Arc<Mutex<HashMap<Ino, Vec<u8>>>>,
     dirs: Arc<DirCache>,
+    budget: ExecBudget,
 }
 
 impl EngineFs {
@@ -72,14 +74,27 @@ impl EngineFs {
         Self::with_owner(fs, SHELL_OWNER)
     }
 
-    /// Wraps `fs`; new inodes are owned by `owner`.
+    /// Wraps `fs`; new inodes are owned by `owner`. Whole-file reads are
+    /// held to the default exec memory budget
+    /// ([`crate::ShellLimits::default`]'s `memory_bytes`).
     pub fn with_owner(fs: Fs, owner: Owner) -> Self {
         Self {
             dirs: Arc::new(DirCache::new(&fs)),
             fs,
             owner,
             fifos: Arc::default(),
+            budget: ExecBudget {
+                memory: crate::limits::DEFAULT_MEMORY_BYTES,
+                stop: Arc::default(),
+            },
         }
+    }
+
+    /// Holds whole-file reads and FIFO buffers to `budget`, and stops long
+    /// calls (copies) between steps once its stop flag is set.
+    pub(crate) fn with_budget(mut self, budget: ExecBudget) -> Self {
+        self.budget = budget;
+        self
     }
 
     /// The engine handle.

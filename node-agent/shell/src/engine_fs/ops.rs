@@ -30,10 +30,11 @@ impl EngineFs {
             // Not a regular file: a named pipe takes the bytes in its buffer.
             Err(e) if e.errno() == Errno::EINVAL => match self.fs.lookup(parent, &name) {
                 Ok(attr) if attr.kind == FileKind::NamedPipe => {
-                    self.fifo_buffer()
-                        .entry(attr.ino)
-                        .or_default()
-                        .extend_from_slice(data);
+                    let mut fifos = self.fifo_buffer();
+                    let buffer = fifos.entry(attr.ino).or_default();
+                    let held = (buffer.len() + data.len()) as u64;
+                    self.budget.admit(held, "the named pipe's buffer")?;
+                    buffer.extend_from_slice(data);
                     Ok(())
                 }
                 _ => Err(from_engine(e)),
@@ -140,7 +141,13 @@ impl FileSystem for EngineFs {
             // The following layer resolves the link and retries.
             FileKind::Symlink => Err(errno_error(Errno::ENOENT)),
             FileKind::NamedPipe => Ok(self.fifo_buffer().remove(&attr.ino).unwrap_or_default()),
-            _ => self.fs.read_all(attr.ino).map_err(from_engine),
+            _ => {
+                // The logical size, not what is stored: a sparse file can
+                // claim terabytes. Refuse before allocating.
+                self.budget
+                    .admit(attr.size, &format!("{} ({} bytes)", path.display(), attr.size))?;
+                self.fs.read_all(attr.ino).map_err(from_engine)
+            }
         }
     }
 
@@ -217,6 +224,11 @@ impl FileSystem for EngineFs {
             .map_err(from_engine)
     }
 
+    /// Streams the content through the engine in bounded steps (see
+    /// `Fs::copy_file`), stopping between steps when the exec must stop;
+    /// the target appears whole at the end or not at all. An existing
+    /// target is replaced by the copy and keeps its permission bits; a new
+    /// one gets the source's, less the umask, as cp(1) does.
     async fn copy(&self, from: &Path, to: &Path) -> bashkit::Result<()> {
         let src = self.walk(from)?;
         match src.kind {
@@ -224,21 +236,34 @@ impl FileSystem for EngineFs {
             FileKind::Symlink => return Err(errno_error(Errno::ENOENT)),
             _ => {}
         }
-        let data = self.fs.read_all(src.ino).map_err(from_engine)?;
-        let (parent, name) = self.walk_parent(to, Errno::EISDIR)?;
-        // A new copy gets the source's mode (less the umask), as cp(1) does;
-        // an existing target keeps its own.
-        self.fs
-            .write_all(
-                parent,
-                &name,
-                &data,
-                WriteMode::Truncate,
-                src.perm & 0o777 & !UMASK,
-                self.owner,
-            )
-            .map(drop)
-            .map_err(from_engine)
+        let (mut parent, mut name) = self.walk_parent(to, Errno::EISDIR)?;
+        let mut perm = src.perm & 0o777 & !UMASK;
+        // Follow a symlink at the target, as open(2) of the target would.
+        for _ in 0..=agentcomputer_fs::MAX_SYMLINK_HOPS {
+            match self.fs.lookup(parent, &name) {
+                Ok(attr) if attr.kind == FileKind::Symlink => {
+                    let target = self.fs.readlink(attr.ino).map_err(from_engine)?;
+                    (parent, name) = self
+                        .fs
+                        .resolve_parent(parent, rebase_target(&target))
+                        .map_err(from_engine)?;
+                    continue;
+                }
+                Ok(attr) if attr.kind == FileKind::Directory => {
+                    return Err(errno_error(Errno::EISDIR));
+                }
+                Ok(attr) => perm = attr.perm,
+                Err(e) if e.errno() == Errno::ENOENT => {}
+                Err(e) => return Err(from_engine(e)),
+            }
+            let stop = || self.budget.stopped();
+            return self
+                .fs
+                .copy_file(src.ino, parent, &name, perm, self.owner, true, &stop)
+                .map(drop)
+                .map_err(from_engine);
+        }
+        Err(errno_error(Errno::ELOOP))
     }
 
     async fn symlink(&self, target: &Path, link: &Path) -> bashkit::Result<()> {
@@ -334,5 +359,16 @@ impl FileSystemExt for EngineFs {
 
     fn backend_kind(&self) -> &'static str {
         "agentcomputer-engine"
+    }
+}
+
+/// An absolute symlink target (a path of the shell's namespace) as a path
+/// from the engine's root: `/workspace/a` is `/a`.
+fn rebase_target(target: &[u8]) -> &[u8] {
+    let prefix = crate::WORKSPACE.as_bytes();
+    match target.strip_prefix(prefix) {
+        Some(b"") => b"/",
+        Some(rest) if rest.starts_with(b"/") => rest,
+        _ => target,
     }
 }

@@ -1,0 +1,73 @@
+//! The memory budget and stop flag of one exec, as the filesystem layer and
+//! the streaming commands see them.
+//!
+//! Every place that would hold a whole input in memory asks the budget
+//! first, with the size it is about to allocate: a file's logical size (a
+//! sparse file can claim terabytes while storing nothing), a FIFO's buffer.
+//! A request that cannot fit fails before anything is allocated, with an
+//! error naming the limit, instead of growing the node agent's memory.
+
+use crate::errno::kind_of;
+use agentcomputer_fs::Errno;
+use std::io::Error as IoError;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// What one exec may hold in memory and whether it must stop.
+#[derive(Debug, Clone)]
+pub(crate) struct ExecBudget {
+    /// The exec's memory budget, bytes (`ShellLimits::memory_bytes`).
+    pub memory: u64,
+    /// Set when the exec must stop (timeout, cancellation); long calls
+    /// check it between steps.
+    pub stop: Arc<AtomicBool>,
+}
+
+impl ExecBudget {
+    /// `Ok` if `bytes` more may be held at once; else `EFBIG` with a
+    /// message naming `what`, its size and the limit.
+    pub fn admit(&self, bytes: u64, what: &str) -> Result<(), IoError> {
+        if bytes <= self.memory {
+            return Ok(());
+        }
+        Err(over_budget(Errno::EFBIG, what, bytes, self.memory))
+    }
+
+    /// Whether the exec was asked to stop.
+    pub fn stopped(&self) -> bool {
+        self.stop.load(Ordering::Relaxed)
+    }
+}
+
+/// `"File too large: <what> needs N bytes in memory; memory limit of M
+/// bytes exceeded"`, with the kind of `errno`.
+pub(crate) fn over_budget(errno: Errno, what: &str, bytes: u64, limit: u64) -> IoError {
+    let reason = match errno {
+        Errno::ENOMEM => "Cannot allocate memory",
+        _ => "File too large",
+    };
+    IoError::new(
+        kind_of(errno),
+        format!("{reason}: {what} needs {bytes} bytes in memory; memory limit of {limit} bytes exceeded"),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn admits_up_to_the_limit_and_names_it_past() {
+        let b = ExecBudget {
+            memory: 100,
+            stop: Arc::default(),
+        };
+        assert!(b.admit(100, "f").is_ok());
+        let e = b.admit(101, "the file").unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::FileTooLarge);
+        assert_eq!(
+            e.to_string(),
+            "File too large: the file needs 101 bytes in memory; memory limit of 100 bytes exceeded"
+        );
+    }
+}
