@@ -77,7 +77,6 @@ impl Command for Base64 {
             let mut dec = Decoder {
                 ignore_garbage,
                 held: Vec::new(),
-                finished: false,
             };
             while let Some(piece) = input.read().await? {
                 match dec.feed(&piece) {
@@ -155,7 +154,6 @@ impl Encoder {
 struct Decoder {
     ignore_garbage: bool,
     held: Vec<u8>,
-    finished: bool,
 }
 
 impl Decoder {
@@ -163,9 +161,6 @@ impl Decoder {
         for &c in piece {
             let alphabet = c.is_ascii_alphanumeric() || c == b'+' || c == b'/' || c == b'=';
             if alphabet {
-                if self.finished {
-                    return Err(());
-                }
                 self.held.push(c);
             } else if !(c.is_ascii_whitespace() || self.ignore_garbage) {
                 return Err(());
@@ -176,11 +171,12 @@ impl Decoder {
         if whole == self.held.len() && whole > 0 {
             whole -= 4;
         }
+        // These groups are not the last: padding in them is an error.
+        if self.held[..whole].contains(&b'=') {
+            return Err(());
+        }
         let out = decode(&self.held[..whole])?;
         self.held.drain(..whole);
-        if self.held.contains(&b'=') && self.held.len() == 4 {
-            self.finished = true;
-        }
         Ok(out)
     }
 
@@ -217,7 +213,7 @@ mod tests {
             o.extend(e.feed(&data[cut..]));
             o.extend(e.finish());
             assert_eq!(o, one);
-            let mut d = Decoder { ignore_garbage: false, held: Vec::new(), finished: false };
+            let mut d = Decoder { ignore_garbage: false, held: Vec::new() };
             let mut back = d.feed(&o[..cut]).unwrap();
             back.extend(d.feed(&o[cut..]).unwrap());
             back.extend(d.finish().unwrap());
@@ -229,11 +225,11 @@ mod tests {
 
     #[test]
     fn decoding_rejects_garbage_and_inner_padding() {
-        let mut d = Decoder { ignore_garbage: false, held: Vec::new(), finished: false };
+        let mut d = Decoder { ignore_garbage: false, held: Vec::new() };
         assert!(d.feed(b"YQ==YQ==").and_then(|_| d.finish()).is_err());
-        let mut d = Decoder { ignore_garbage: false, held: Vec::new(), finished: false };
+        let mut d = Decoder { ignore_garbage: false, held: Vec::new() };
         assert!(d.feed(b"Y!Q==").is_err());
-        let mut d = Decoder { ignore_garbage: true, held: Vec::new(), finished: false };
+        let mut d = Decoder { ignore_garbage: true, held: Vec::new() };
         let mut out = d.feed(b"Y!Q==\n").unwrap();
         out.extend(d.finish().unwrap());
         assert_eq!(out, b"a");
