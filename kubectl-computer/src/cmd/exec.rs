@@ -46,6 +46,8 @@ pub async fn exec(client: &mut Client, args: ExecArgs) -> Result<i32> {
         timeout_ms: args.timeout.map_or(0, |t| t.as_millis().max(1) as u64),
         max_output_bytes: 0,
         input_json: args.input_json,
+        // The node agent's default budget.
+        memory_limit_bytes: 0,
     };
     let mut stream = client.exec(req).await?.into_inner();
     let mut out = std::io::stdout().lock();

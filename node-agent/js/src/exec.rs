@@ -70,7 +70,27 @@ impl Limits {
     }
 }
 
+/// Runs `req` on an exec thread of its own. Every change the program
+/// makes to `fs` goes through a write fence closed before the outcome is
+/// returned: a thread left running past its timeout (stuck in a host call)
+/// cannot change the computer after the caller was told the run ended.
 pub(crate) async fn spawn(
+    fs: agentcomputer_fs::Fs,
+    req: JsRequest,
+    out: Sender<OutputChunk>,
+    cancel: CancellationToken,
+    options: RunOptions,
+) -> JsOutcome {
+    let fence = agentcomputer_fs::Fence::new();
+    let outcome = spawn_thread(fs.fenced(Arc::clone(&fence)), req, out, cancel, options).await;
+    // Waits for one engine call in flight at most.
+    if let Err(e) = tokio::task::spawn_blocking(move || fence.close()).await {
+        tracing::error!(error = %e, "closing the exec's write fence failed");
+    }
+    outcome
+}
+
+async fn spawn_thread(
     fs: agentcomputer_fs::Fs,
     req: JsRequest,
     out: Sender<OutputChunk>,

@@ -361,7 +361,15 @@ impl FsOps {
     }
 
     /// `copyFile`: content and permission bits; `excl` fails if `to` exists.
-    pub fn copy_file(&self, from: &str, to: &str, excl: bool) -> R<()> {
+    ///
+    /// The content moves in bounded steps ([`agentcomputer_fs::COPY_STEP_BYTES`]),
+    /// never whole: a sparse file of any logical size copies in memory of
+    /// one step, its holes skipped. `stop` is asked between steps; when it
+    /// says yes the copy fails with `ECANCELED`. Within one filesystem the
+    /// copy is built unnamed and named at the end (the target is the old
+    /// file or the whole copy, never a part); across filesystems (`/tmp`
+    /// and `/workspace`), or onto a symlink, it is written in place.
+    pub fn copy_file(&self, from: &str, to: &str, excl: bool, stop: &dyn Fn() -> bool) -> R<()> {
         let with_dest = |mut e: SysError| {
             e.syscall = "copyfile";
             e.path = Some(from.to_string());
@@ -376,26 +384,58 @@ impl FsOps {
             };
             return Err(with_dest(Self::err(errno, "copyfile", from)));
         }
-        let data = self.read_file(from, u64::MAX).map_err(with_dest)?;
+        let src_fs = self.fs_of(&node, "open", from).map_err(with_dest)?;
+        let (mount, fs, rel) = self
+            .placed(to, "copyfile", Errno::EACCES)
+            .map_err(with_dest)?;
+        let fail = |e: agentcomputer_fs::Error| with_dest(SysError::from_fs(&e, "copyfile", from));
+        if node.mount == Some(mount) {
+            let (dir, name) = fs.resolve_parent(ROOT_INO, &rel).map_err(fail)?;
+            let target = match fs.lookup(dir, &name) {
+                Ok(a) => Some(a),
+                Err(e) if e.errno() == Errno::ENOENT => None,
+                Err(e) => return Err(fail(e)),
+            };
+            match target {
+                Some(_) if excl => return Err(fail(Errno::EEXIST.into())),
+                Some(a) if a.kind == FileKind::Directory => return Err(fail(Errno::EISDIR.into())),
+                Some(a) if a.kind == FileKind::Symlink => {}
+                _ => {
+                    fs.copy_file(node.attr.ino, dir, &name, node.attr.perm, self.vfs.owner, !excl, stop)
+                        .map_err(fail)?;
+                    return Ok(());
+                }
+            }
+        }
         let mode = if excl {
             WriteMode::CreateNew
         } else {
             WriteMode::Truncate
         };
-        let (_, fs, rel) = self
-            .placed(to, "copyfile", Errno::EACCES)
-            .map_err(with_dest)?;
         let attr = fs
-            .write_all(ROOT_INO, &rel, &data, mode, node.attr.perm, self.vfs.owner)
-            .map_err(|e| with_dest(SysError::from_fs(&e, "copyfile", from)))?;
-        if attr.perm != node.attr.perm {
-            let set = SetAttr {
-                perm: Some(node.attr.perm),
-                ..Default::default()
-            };
-            fs.setattr(attr.ino, &set)
-                .map_err(|e| with_dest(SysError::from_fs(&e, "copyfile", from)))?;
+            .write_all(ROOT_INO, &rel, &[], mode, node.attr.perm, self.vfs.owner)
+            .map_err(fail)?;
+        let mut buf = vec![0u8; agentcomputer_fs::COPY_STEP_BYTES];
+        let mut offset = 0u64;
+        loop {
+            if stop() {
+                return Err(fail(Errno::ECANCELED.into()));
+            }
+            let n = src_fs.read_into(node.attr.ino, offset, &mut buf).map_err(fail)?;
+            if n == 0 {
+                break;
+            }
+            if buf[..n].iter().any(|&b| b != 0) {
+                fs.write(attr.ino, offset, &buf[..n]).map_err(fail)?;
+            }
+            offset += n as u64;
         }
+        let set = SetAttr {
+            size: Some(offset),
+            perm: (attr.perm != node.attr.perm).then_some(node.attr.perm),
+            ..Default::default()
+        };
+        fs.setattr(attr.ino, &set).map_err(fail)?;
         Ok(())
     }
 

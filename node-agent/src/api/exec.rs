@@ -20,7 +20,7 @@ use agentcomputer_egress::Policy;
 use agentcomputer_fs::FileKind;
 use agentcomputer_js::JsRequest;
 use agentcomputer_proto::v1 as pb;
-use agentcomputer_shell::ExecRequest as ShellRequest;
+use agentcomputer_shell::{ExecRequest as ShellRequest, ShellLimits};
 use nix::errno::Errno;
 use pb::exec_event::Event;
 use tokio::sync::mpsc;
@@ -43,6 +43,10 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
 pub const MAX_TIMEOUT: Duration = Duration::from_secs(3600);
 /// Output cap when the request gives none (16 MiB).
 pub const DEFAULT_MAX_OUTPUT: u64 = 16 * 1024 * 1024;
+/// Memory budget of one exec when the request gives none, and the most a
+/// request may ask for (256 MiB): the shell's `ShellLimits::memory_bytes`,
+/// the JavaScript heap limit. See docs/isolation.md.
+pub const DEFAULT_EXEC_MEMORY: u64 = 256 * 1024 * 1024;
 /// Events buffered ahead of a slow client.
 const EVENT_BUFFER: usize = 64;
 /// `input_json` longer than this is parsed on the blocking pool.
@@ -102,19 +106,29 @@ pub async fn start(registry: &Registry, req: pb::ExecRequest) -> Result<ExecStre
         0 => DEFAULT_MAX_OUTPUT,
         n => n,
     };
+    let memory = match req.memory_limit_bytes {
+        0 => DEFAULT_EXEC_MEMORY,
+        n => n.min(DEFAULT_EXEC_MEMORY),
+    };
     let egress = policy_of(&lease);
     let mut env: Vec<(String, String)> = req.env.into_iter().collect();
     env.sort();
     let program = match input {
-        None => Program::Shell(ShellRequest {
-            script: req.script,
-            cwd: cwd.runtime_path(),
-            env,
-            stdin: req.stdin,
-            timeout,
-            max_output_bytes,
-            egress,
-        }),
+        None => Program::Shell(
+            ShellRequest {
+                script: req.script,
+                cwd: cwd.runtime_path(),
+                env,
+                stdin: req.stdin,
+                timeout,
+                max_output_bytes,
+                egress,
+            },
+            ShellLimits {
+                memory_bytes: memory,
+                ..ShellLimits::default()
+            },
+        ),
         Some(input) => Program::JavaScript(
             JsRequest {
                 source: req.script,
@@ -125,8 +139,8 @@ pub async fn start(registry: &Registry, req: pb::ExecRequest) -> Result<ExecStre
                 stdin: req.stdin,
                 timeout,
                 max_output_bytes,
-                // Zero: the runtime's own heap and stack defaults.
-                memory_limit_bytes: 0,
+                memory_limit_bytes: usize::try_from(memory).unwrap_or(usize::MAX),
+                // Zero: the runtime's own stack default.
                 stack_limit_bytes: 0,
             },
             egress,

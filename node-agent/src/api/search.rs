@@ -24,6 +24,9 @@ const GREP_DEFAULT_MAX: usize = 1000;
 const BINARY_SNIFF: usize = 8192;
 /// Longest line returned by Grep, in bytes.
 const LINE_MAX: usize = 4096;
+/// Bytes of one line matched against the pattern (16 MiB); the rest of a
+/// longer line is not searched. Bounds Grep's memory per call.
+const LINE_SCAN_MAX: usize = 16 * 1024 * 1024;
 
 fn compile_glob(pattern: &str) -> Result<GlobMatcher, Status> {
     GlobBuilder::new(pattern)
@@ -169,32 +172,60 @@ struct Search<'a> {
 }
 
 impl Search<'_> {
-    /// Greps one file chunk by chunk. Breaks when the match budget is spent
-    /// or the client is gone.
+    /// Greps one file chunk by chunk, in time linear in its size: each
+    /// byte is looked at once for newlines, and each line is matched once.
+    /// A line's first [`LINE_SCAN_MAX`] bytes are matched; the rest of a
+    /// longer line is skipped, so memory stays bounded whatever the file
+    /// (a sparse file can hold a terabyte-long line of zeros). Breaks when
+    /// the match budget is spent or the client is gone, checked between
+    /// chunks.
     fn file(&mut self, ino: Ino, path: &str) -> agentcomputer_fs::Result<ControlFlow<()>> {
         let mut offset = 0u64;
         let mut line_no = 0u64;
+        // The current line's bytes so far, at most LINE_SCAN_MAX.
         let mut carry: Vec<u8> = Vec::new();
+        let mut pending = false;
         loop {
+            if self.tx.is_closed() {
+                return Ok(ControlFlow::Break(()));
+            }
             let data = self.fs.read(ino, offset, CHUNK_BYTES)?;
             if offset == 0 && data[..data.len().min(BINARY_SNIFF)].contains(&0) {
                 return Ok(ControlFlow::Continue(()));
             }
             let eof = data.len() < CHUNK_BYTES;
             offset += data.len() as u64;
-            carry.extend_from_slice(&data);
-            let mut start = 0;
-            while let Some(nl) = carry[start..].iter().position(|b| *b == b'\n') {
+            let mut pos = 0;
+            while pos < data.len() {
+                let rest = &data[pos..];
+                let (line_part, ended) = match rest.iter().position(|b| *b == b'\n') {
+                    Some(nl) => (&rest[..nl], true),
+                    None => (rest, false),
+                };
+                pos += line_part.len() + usize::from(ended);
+                if !ended {
+                    let room = LINE_SCAN_MAX - carry.len();
+                    carry.extend_from_slice(&line_part[..line_part.len().min(room)]);
+                    pending = true;
+                    continue;
+                }
                 line_no += 1;
-                let line = &carry[start..start + nl];
-                start += nl + 1;
-                if self.check(path, line_no, line).is_break() {
+                let flow = if pending {
+                    let room = LINE_SCAN_MAX - carry.len();
+                    carry.extend_from_slice(&line_part[..line_part.len().min(room)]);
+                    let flow = self.check(path, line_no, &carry);
+                    carry.clear();
+                    pending = false;
+                    flow
+                } else {
+                    self.check(path, line_no, &line_part[..line_part.len().min(LINE_SCAN_MAX)])
+                };
+                if flow.is_break() {
                     return Ok(ControlFlow::Break(()));
                 }
             }
-            carry.drain(..start);
             if eof {
-                if !carry.is_empty() {
+                if pending {
                     line_no += 1;
                     if self.check(path, line_no, &carry).is_break() {
                         return Ok(ControlFlow::Break(()));

@@ -190,8 +190,9 @@ pub(super) fn install<'js>(obj: &Object<'js>, st: &Rc<ExecState>) -> Result<()> 
         obj,
         "copyFile",
         move |ctx: Ctx<'js>, from: String, to: String, excl: bool| {
+            let stop = || s.stop.reason().is_some();
             s.ops
-                .copy_file(&from, &to, excl)
+                .copy_file(&from, &to, excl, &stop)
                 .map_err(|e| throw_sys(&ctx, e))
         },
     )?;

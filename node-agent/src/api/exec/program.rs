@@ -7,7 +7,7 @@ use agentcomputer_egress::Policy;
 use agentcomputer_fs::Fs;
 use agentcomputer_js::{JsOutcome, JsRequest, RunOptions};
 use agentcomputer_proto::v1::exec_event::Event;
-use agentcomputer_shell::{ExecOutcome, ExecRequest as ShellRequest, SHELL_OWNER};
+use agentcomputer_shell::{ExecOutcome, ExecRequest as ShellRequest, SHELL_OWNER, ShellLimits};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
@@ -25,8 +25,8 @@ pub const MAX_RESULT_BYTES: usize = agentcomputer_proto::MAX_MESSAGE_BYTES - 64 
 
 /// A validated program for one runtime.
 pub enum Program {
-    /// A bash script for the shell runtime.
-    Shell(ShellRequest),
+    /// A bash script for the shell runtime, under its limits.
+    Shell(ShellRequest, ShellLimits),
     /// An ES module for the JavaScript runtime; `fetch` obeys the policy.
     JavaScript(JsRequest, Arc<Policy>),
 }
@@ -36,10 +36,12 @@ impl Program {
     /// their own, so the task spawned here only waits.
     pub fn start(self, fs: Fs, cancel: CancellationToken) -> Started {
         match self {
-            Program::Shell(req) => {
+            Program::Shell(req, limits) => {
                 let (tx, rx) = mpsc::channel(OUTPUT_BUFFER);
                 let done = tokio::spawn(async move {
-                    Finished::from(agentcomputer_shell::run(fs, req, tx, cancel).await)
+                    let outcome =
+                        agentcomputer_shell::run_with_limits(fs, req, tx, cancel, limits).await;
+                    Finished::from(outcome)
                 });
                 Started {
                     output: Output::Shell(rx),
