@@ -41,12 +41,18 @@ struct Counts {
 }
 
 impl Counts {
+    /// Counts `piece` as coreutils' `wc` does in a UTF-8 locale: a word is
+    /// a run of printable characters between white space (control
+    /// characters and encoding errors neither start nor end one); `-m`
+    /// counts characters, not encoding errors; `-L` counts display columns
+    /// (tabs to the next multiple of 8, non-printables none).
     fn add(&mut self, piece: &[u8]) {
         self.bytes += piece.len() as u64;
         for &b in piece {
-            // UTF-8 continuation bytes are part of the previous character.
-            let continuation = (0x80..0xc0).contains(&b);
-            if !continuation {
+            // The first byte of a character: ASCII or a UTF-8 lead byte.
+            let lead = b < 0x80 || (0xc2..=0xf4).contains(&b);
+            let printable = (0x21..0x7f).contains(&b) || (0xc2..=0xf4).contains(&b);
+            if lead {
                 self.chars += 1;
             }
             match b {
@@ -57,13 +63,13 @@ impl Counts {
                 }
                 b'\t' => self.column = (self.column / 8 + 1) * 8,
                 b'\r' | b'\x0c' => self.column = 0,
-                _ if !continuation && b >= 0x20 && b != 0x7f => self.column += 1,
+                b' ' => self.column += 1,
+                _ if printable => self.column += 1,
                 _ => {}
             }
-            let space = matches!(b, b' ' | b'\t' | b'\n' | b'\x0b' | b'\x0c' | b'\r');
-            if space {
+            if matches!(b, b' ' | b'\t' | b'\n' | b'\x0b' | b'\x0c' | b'\r') {
                 self.in_word = false;
-            } else if !self.in_word && !continuation {
+            } else if printable && !self.in_word {
                 self.in_word = true;
                 self.words += 1;
             }
