@@ -48,7 +48,43 @@ impl Agent {
 
     /// Like [`Agent::start`], letting `setup` change the command first.
     pub fn start_with(data: &Path, extra: &[&str], setup: impl FnOnce(&mut Command)) -> Agent {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_node-agent"));
+        Self::spawn(
+            Command::new(env!("CARGO_BIN_EXE_node-agent")),
+            data,
+            extra,
+            setup,
+        )
+    }
+
+    /// Like [`Agent::start`], with the process's address space limited to
+    /// `bytes` (`prlimit --as`, util-linux): an allocation past it fails
+    /// in the agent instead of growing the machine's memory.
+    pub fn start_with_address_space(data: &Path, extra: &[&str], bytes: u64) -> Agent {
+        let mut cmd = Command::new("prlimit");
+        cmd.arg(format!("--as={bytes}"))
+            .arg("--")
+            .arg(env!("CARGO_BIN_EXE_node-agent"));
+        Self::spawn(cmd, data, extra, |_| {})
+    }
+
+    /// The agent's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().expect("running").id()
+    }
+
+    /// Whether the process is still running.
+    pub fn alive(&mut self) -> bool {
+        self.child
+            .as_mut()
+            .is_some_and(|c| c.try_wait().expect("try_wait").is_none())
+    }
+
+    fn spawn(
+        mut cmd: Command,
+        data: &Path,
+        extra: &[&str],
+        setup: impl FnOnce(&mut Command),
+    ) -> Agent {
         cmd.args(["local", "--listen", "127.0.0.1:0", "--data-dir"])
             .arg(data)
             .args(extra)
