@@ -31,8 +31,9 @@ const STACK_MARGIN: usize = 4 * 1024 * 1024;
 /// Extra heap granted after a failure, to build the error report.
 const REPORT_HEAP: usize = 8 * 1024 * 1024;
 /// How long past the deadline the caller waits for a thread stuck in a
-/// host call before answering without it.
-const STUCK_GRACE: Duration = Duration::from_secs(2);
+/// host call before answering without it (the write fence then keeps that
+/// thread from changing the computer; docs/isolation.md).
+const STUCK_GRACE: Duration = Duration::from_millis(500);
 
 fn failure(error: String) -> JsOutcome {
     JsOutcome {

@@ -12,6 +12,7 @@ use agentcomputer_fs::Errno;
 use std::io::Error as IoError;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
 
 /// What one exec may hold in memory and whether it must stop.
 #[derive(Debug, Clone)]
@@ -21,6 +22,12 @@ pub(crate) struct ExecBudget {
     /// Set when the exec must stop (timeout, cancellation); long calls
     /// check it between steps.
     pub stop: Arc<AtomicBool>,
+    /// When the exec's timeout ends, and the timeout; long calls stop at
+    /// it without waiting for the runtime to set `stop`.
+    pub deadline: Option<(Instant, Duration)>,
+    /// Set when a long call stopped because the deadline had passed: the
+    /// run then ended by its timeout, whatever the script did after.
+    pub timed_out: Arc<AtomicBool>,
 }
 
 impl ExecBudget {
@@ -33,9 +40,33 @@ impl ExecBudget {
         Err(over_budget(Errno::EFBIG, what, bytes, self.memory))
     }
 
-    /// Whether the exec was asked to stop.
+    /// Whether the exec was asked to stop or its timeout has passed.
     pub fn stopped(&self) -> bool {
-        self.stop.load(Ordering::Relaxed)
+        if self.stop.load(Ordering::Relaxed) {
+            return true;
+        }
+        let late = self.deadline.is_some_and(|(at, _)| Instant::now() >= at);
+        if late {
+            self.timed_out.store(true, Ordering::Relaxed);
+        }
+        late
+    }
+
+    /// Whether a long call was stopped by the deadline.
+    pub fn timed_out(&self) -> bool {
+        self.timed_out.load(Ordering::Relaxed)
+    }
+
+    /// The error a long call ends with once [`ExecBudget::stopped`]: the
+    /// timeout when it has passed (so the run reports a timeout), else a
+    /// cancellation.
+    pub fn stop_error(&self) -> bashkit::Error {
+        match self.deadline {
+            Some((at, timeout)) if Instant::now() >= at => {
+                bashkit::Error::ResourceLimit(bashkit::LimitExceeded::Timeout(timeout))
+            }
+            _ => bashkit::Error::Cancelled,
+        }
     }
 }
 
@@ -61,6 +92,8 @@ mod tests {
         let b = ExecBudget {
             memory: 100,
             stop: Arc::default(),
+            deadline: None,
+            timed_out: Arc::default(),
         };
         assert!(b.admit(100, "f").is_ok());
         let e = b.admit(101, "the file").unwrap_err();

@@ -14,7 +14,7 @@ use bashkit::{Bash, ExecOptions, LimitExceeded};
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// bashkit's user; `$HOME` is `/home/<user>` in the scratch tree.
 const HOME: &str = "/home/sandbox";
@@ -62,6 +62,10 @@ pub(crate) async fn execute(job: Job) -> Finished {
     let budget = ExecBudget {
         memory: job.limits.memory_bytes,
         stop: Arc::clone(&job.stop),
+        deadline: Instant::now()
+            .checked_add(job.timeout)
+            .map(|at| (at, job.timeout)),
+        timed_out: Arc::default(),
     };
     let engine = EngineFs::new(job.fs.clone()).with_budget(budget.clone());
     let sandbox = SandboxFs::new(engine.clone(), job.limits.scratch(), HOME);
@@ -106,6 +110,12 @@ pub(crate) async fn execute(job: Job) -> Finished {
         .await;
 
     match result {
+        // A long call (a copy, a streaming read) was cut by the deadline
+        // and the script went on to its end: the run ended by its timeout.
+        Ok(_) if budget.timed_out() => Finished {
+            exit_code: 1,
+            stop: Some(Stop::Timeout),
+        },
         Ok(done) => Finished {
             exit_code: done.exit_code,
             stop: None,

@@ -100,6 +100,7 @@ async fn reading_a_sparse_terabyte_stops_at_the_timeout() {
     add_sparse(&c, "f", TB);
     for cmd in ["md5sum f", "sha256sum f", "cat f | wc -c", "base64 f | wc -c", "cat f | tee g | wc -c"] {
         let (ran, took) = run(&c, cmd, Duration::from_secs(1)).await;
+        eprintln!("{cmd}: answered after {took:?} (timeout 1s)");
         assert_eq!(ran.code(), EXIT_TIMEOUT, "{cmd}: {}", ran.stderr());
         assert!(ran.stderr().contains("timed out after 1s"), "{cmd}: {}", ran.stderr());
         assert!(took < Duration::from_secs(2), "{cmd} stopped after {took:?}");
@@ -132,6 +133,7 @@ async fn a_copy_stopped_by_its_timeout_is_never_committed() {
     drop(data);
     let before = c.fs.statfs().unwrap();
     let (ran, took) = run(&c, "cp big copy", Duration::from_millis(300)).await;
+    eprintln!("cp of 160 MiB: answered after {took:?} (timeout 300ms)");
     assert_eq!(ran.code(), EXIT_TIMEOUT, "{}", ran.stderr());
     assert!(took < Duration::from_millis(1300), "stopped after {took:?}");
     // Nothing of it appears later, and the unnamed copy was freed.

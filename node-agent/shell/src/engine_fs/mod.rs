@@ -86,6 +86,8 @@ impl EngineFs {
             budget: ExecBudget {
                 memory: crate::limits::DEFAULT_MEMORY_BYTES,
                 stop: Arc::default(),
+                deadline: None,
+                timed_out: Arc::default(),
             },
         }
     }

@@ -74,11 +74,11 @@ impl Input {
     }
 
     /// The next piece (at most [`STEP_BYTES`] for files, a pipe's worth for
-    /// stdin); `None` at end of input. Fails with `Cancelled` once the exec
-    /// must stop.
+    /// stdin); `None` at end of input. Fails with the timeout or `Cancelled`
+    /// once the exec must stop.
     pub async fn read(&mut self) -> bashkit::Result<Option<Vec<u8>>> {
         if self.budget.stopped() {
-            return Err(bashkit::Error::Cancelled);
+            return Err(self.budget.stop_error());
         }
         match &mut self.source {
             Source::Stdin(input) => input.read_chunk().await,
@@ -121,7 +121,7 @@ impl Input {
     /// from its end); empty for stdin.
     pub fn read_at(&mut self, at: u64, len: usize) -> bashkit::Result<Vec<u8>> {
         if self.budget.stopped() {
-            return Err(bashkit::Error::Cancelled);
+            return Err(self.budget.stop_error());
         }
         match &self.source {
             Source::Stdin(_) => Ok(Vec::new()),
