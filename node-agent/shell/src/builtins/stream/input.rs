@@ -34,11 +34,12 @@ impl Input {
         }
     }
 
-    /// Opens operand `name` (`-` is stdin), following symlinks. Errors are
+    /// Opens operand `name` (`-`, `/dev/stdin` and `/dev/fd/0` are stdin),
+    /// following symlinks. Errors are
     /// the filesystem's (`ENOENT`, `EISDIR`, `EFBIG` for a scratch file
     /// past the memory budget).
     pub async fn open(ctx: &CommandContext<'_>, env: &Env, name: &str) -> bashkit::Result<Input> {
-        if name == "-" {
+        if matches!(name, "-" | "/dev/stdin" | "/dev/fd/0") {
             return Ok(Self::stdin(ctx, env));
         }
         let path = absolute(ctx.cwd, name);
