@@ -1,15 +1,17 @@
-//! Connecting to a node agent: the endpoint, TLS, and the agent token sent
-//! with every call.
+//! Connecting to a node agent: the endpoint, TLS, and the token sent with
+//! every call by the [`Bearer`] interceptor, over a TCP connection to a URL
+//! ([`connect`]) or over a channel opened elsewhere ([`over`], as cluster
+//! mode's port-forwards do).
 //!
-//! The token is found in this order: `--token` / `AGENTCOMPUTER_TOKEN`, the
-//! file `AGENTCOMPUTER_TOKEN_FILE` (or `--token-file`), and, for an endpoint
-//! on this machine (a loopback address or `localhost`), the file `token` of
-//! the default data directory (`AGENTCOMPUTER_DATA_DIR`, else
-//! `$XDG_DATA_HOME/agentcomputer`, as `node-agent local` computes it).
+//! For a URL, the token is found in the order [`crate::target`] documents:
+//! `--token` / `AGENTCOMPUTER_TOKEN`, the file `--token-file` /
+//! `AGENTCOMPUTER_TOKEN_FILE`, and, for an endpoint on this machine (a
+//! loopback address or `localhost`), the file `token` of the local agent's
+//! data directory ([`crate::target::default_data_dir`]).
 
 use std::io;
 use std::net::IpAddr;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 
 use agentcomputer_proto::v1::agent_computer_client::AgentComputerClient;
@@ -21,46 +23,36 @@ use tonic::service::interceptor::InterceptedService;
 use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint};
 
 use crate::error::{CliError, Result};
+use crate::target::{TOKEN_FILE, TargetArgs};
 
 /// Endpoint used when neither `--endpoint` nor `AGENTCOMPUTER_ENDPOINT` is set.
 pub const DEFAULT_ENDPOINT: &str = "http://127.0.0.1:7433";
 
-/// Name of the token file in a data directory (node-agent's `token::TOKEN_FILE`).
-const TOKEN_FILE: &str = "token";
-
 /// A connected API client that sends the agent token with every call.
 pub type Client = AgentComputerClient<InterceptedService<Channel, Bearer>>;
 
-/// Credentials and trust for the connection (global flags).
-#[derive(clap::Args, Debug, Clone, Default)]
-pub struct Credentials {
-    /// The node agent's token (prefer AGENTCOMPUTER_TOKEN_FILE: a command
-    /// line is visible to other users) [default: the `token` file of the
-    /// local agent's data directory, for an endpoint on this machine].
-    #[arg(
-        long,
-        global = true,
-        env = "AGENTCOMPUTER_TOKEN",
-        hide_env_values = true
-    )]
-    pub token: Option<String>,
-    /// File holding the node agent's token.
-    #[arg(
-        long,
-        global = true,
-        env = "AGENTCOMPUTER_TOKEN_FILE",
-        value_name = "FILE"
-    )]
-    pub token_file: Option<PathBuf>,
-    /// CA certificate(s) (PEM) to trust for an https:// endpoint, instead of
-    /// the platform's roots. Not used for http:// endpoints.
-    #[arg(long, global = true, env = "AGENTCOMPUTER_CA_CERT", value_name = "PEM")]
-    pub ca_cert: Option<PathBuf>,
-}
-
-/// Adds `authorization: Bearer <token>` (RFC 6750) to every call.
+/// Adds `authorization: Bearer <token>` (RFC 6750) to every call; nothing
+/// without a token.
 #[derive(Clone)]
 pub struct Bearer(Option<MetadataValue<Ascii>>);
+
+impl Bearer {
+    /// Sends no token.
+    pub fn none() -> Bearer {
+        Bearer(None)
+    }
+
+    /// Sends `token`, kept out of logs (a sensitive header value). Errors:
+    /// the token holds characters a header cannot carry; `source` says where
+    /// it came from (`--token / AGENTCOMPUTER_TOKEN`, a file, a Secret).
+    pub fn new(token: &str, source: &str) -> Result<Bearer> {
+        bearer_value(token).map(|v| Bearer(Some(v))).map_err(|()| {
+            CliError(format!(
+                "the token from {source} is not a valid token (it holds characters a header cannot carry)"
+            ))
+        })
+    }
+}
 
 impl Interceptor for Bearer {
     fn call(&mut self, mut req: tonic::Request<()>) -> Result<tonic::Request<()>, tonic::Status> {
@@ -71,13 +63,22 @@ impl Interceptor for Bearer {
     }
 }
 
-/// Connects to the node agent at `url` (`http://` or `https://`) with
-/// `creds`. Errors, one line each: a malformed URL; a token that cannot be
+/// An API client over an open `channel`, sending what `bearer` holds.
+pub fn over(channel: Channel, bearer: Bearer) -> Client {
+    AgentComputerClient::with_interceptor(channel, bearer)
+        .max_decoding_message_size(agentcomputer_proto::MAX_MESSAGE_BYTES)
+        .max_encoding_message_size(agentcomputer_proto::MAX_MESSAGE_BYTES)
+}
+
+/// Connects to the node agent at `url` (`http://` or `https://`) with the
+/// token and CA of `args`; `data_dir` is the local agent's data directory,
+/// whose token file is read for an endpoint on this machine when `args`
+/// gives no token. Errors, one line each: a malformed URL; a token that cannot be
 /// read (`no token readable at PATH: permission denied — the agent belongs
 /// to another user`); a CA file without certificates; the agent is
 /// unreachable (`cannot connect to node agent at URL: connection refused
 /// (start one with: node-agent local)`) or its certificate is not trusted.
-pub async fn connect(url: &str, creds: &Credentials) -> Result<Client> {
+pub async fn connect(url: &str, args: &TargetArgs, data_dir: Option<&Path>) -> Result<Client> {
     let uri: http::Uri = url
         .parse()
         .map_err(|e| CliError(format!("invalid endpoint {url:?}: {e}")))?;
@@ -92,7 +93,7 @@ pub async fn connect(url: &str, creds: &Credentials) -> Result<Client> {
     };
     let host = uri.host().unwrap_or_default();
     let local = is_local_host(host);
-    let token = find_token(creds, local)?;
+    let token = find_token(args, data_dir.filter(|_| local))?;
     if token.is_some() && !https && !local {
         eprintln!(
             "warning: sending the agent token unencrypted to {url}; use an https:// endpoint"
@@ -103,7 +104,7 @@ pub async fn connect(url: &str, creds: &Credentials) -> Result<Client> {
         .connect_timeout(Duration::from_secs(5));
     if https {
         endpoint = endpoint
-            .tls_config(tls_config(creds.ca_cert.as_deref())?)
+            .tls_config(tls_config(args.ca_cert.as_deref())?)
             .map_err(|e| CliError(format!("cannot set up TLS for {url}: {e}")))?;
     }
     let channel = endpoint.connect().await.map_err(|e| {
@@ -114,19 +115,10 @@ pub async fn connect(url: &str, creds: &Credentials) -> Result<Client> {
         CliError(format!("cannot connect to node agent at {url}: {why}"))
     })?;
     let bearer = match token {
-        Some(t) => Some(bearer_value(&t.text).map_err(|()| {
-            CliError(format!(
-                "the token from {} is not a valid token (it holds characters a header cannot carry)",
-                t.source
-            ))
-        })?),
-        None => None,
+        Some(t) => Bearer::new(&t.text, &t.source)?,
+        None => Bearer::none(),
     };
-    Ok(
-        AgentComputerClient::with_interceptor(channel, Bearer(bearer))
-            .max_decoding_message_size(agentcomputer_proto::MAX_MESSAGE_BYTES)
-            .max_encoding_message_size(agentcomputer_proto::MAX_MESSAGE_BYTES),
-    )
+    Ok(over(channel, bearer))
 }
 
 /// A token and where it came from (for messages).
@@ -137,9 +129,10 @@ struct Token {
 }
 
 /// The token to send, found as the module documentation says; `None` when
-/// there is none to send. `local`: the endpoint is on this machine.
-fn find_token(creds: &Credentials, local: bool) -> Result<Option<Token>> {
-    if let Some(t) = creds
+/// there is none to send. `data_dir`: the local agent's data directory, for
+/// an endpoint on this machine only.
+fn find_token(args: &TargetArgs, data_dir: Option<&Path>) -> Result<Option<Token>> {
+    if let Some(t) = args
         .token
         .as_deref()
         .map(str::trim)
@@ -150,7 +143,7 @@ fn find_token(creds: &Credentials, local: bool) -> Result<Option<Token>> {
             source: "--token / AGENTCOMPUTER_TOKEN".into(),
         }));
     }
-    if let Some(file) = &creds.token_file {
+    if let Some(file) = &args.token_file {
         return match read_token(file) {
             Ok(t) => Ok(Some(t)),
             Err(e) if e.kind() == io::ErrorKind::PermissionDenied => Err(CliError(format!(
@@ -164,10 +157,7 @@ fn find_token(creds: &Credentials, local: bool) -> Result<Option<Token>> {
             ))),
         };
     }
-    if !local {
-        return Ok(None);
-    }
-    let Some(data_dir) = default_data_dir() else {
+    let Some(data_dir) = data_dir else {
         return Ok(None);
     };
     let file = data_dir.join(TOKEN_FILE);
@@ -203,15 +193,6 @@ fn read_token(path: &Path) -> io::Result<Token> {
         text: text.to_string(),
         source: path.display().to_string(),
     })
-}
-
-/// The default data directory of `node-agent local`: `AGENTCOMPUTER_DATA_DIR`,
-/// else `$XDG_DATA_HOME/agentcomputer` (`~/.local/share/agentcomputer`).
-fn default_data_dir() -> Option<PathBuf> {
-    match std::env::var_os("AGENTCOMPUTER_DATA_DIR") {
-        Some(d) if !d.is_empty() => Some(PathBuf::from(d)),
-        _ => dirs::data_dir().map(|d| d.join("agentcomputer")),
-    }
 }
 
 /// Whether `host` (a URI host, IPv6 in brackets) names this machine: a
@@ -312,7 +293,7 @@ fn io_text(err: &io::Error) -> String {
 
 /// The innermost cause, which names what really went wrong (for example
 /// "connection refused"), with an OS error code stripped.
-fn root_cause(err: &tonic::transport::Error) -> String {
+pub fn root_cause(err: &tonic::transport::Error) -> String {
     let mut cause: &dyn std::error::Error = err;
     while let Some(next) = cause.source() {
         cause = next;
@@ -350,32 +331,49 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("t");
         std::fs::write(&file, "from-file\n").unwrap();
-        let flag = Credentials {
+        let data = dir.path().join("data");
+        std::fs::create_dir(&data).unwrap();
+        std::fs::write(data.join(TOKEN_FILE), "from-data-dir\n").unwrap();
+        let flag = TargetArgs {
             token: Some("from-flag".into()),
             token_file: Some(file.clone()),
-            ca_cert: None,
+            ..TargetArgs::default()
         };
-        assert_eq!(find_token(&flag, false).unwrap().unwrap().text, "from-flag");
-        let from_file = Credentials {
+        assert_eq!(
+            find_token(&flag, Some(&data)).unwrap().unwrap().text,
+            "from-flag"
+        );
+        let from_file = TargetArgs {
             token: Some("  ".into()),
             token_file: Some(file.clone()),
-            ca_cert: None,
+            ..TargetArgs::default()
         };
-        let t = find_token(&from_file, false).unwrap().unwrap();
+        let t = find_token(&from_file, Some(&data)).unwrap().unwrap();
         assert_eq!(t.text, "from-file");
         assert_eq!(t.source, file.display().to_string());
+        // An endpoint on this machine: the local agent's token file.
+        let t = find_token(&TargetArgs::default(), Some(&data))
+            .unwrap()
+            .unwrap();
+        assert_eq!(t.text, "from-data-dir");
         // A remote endpoint gets no token unless one is given.
-        assert_eq!(find_token(&Credentials::default(), false).unwrap(), None);
+        assert_eq!(find_token(&TargetArgs::default(), None).unwrap(), None);
+        // No local agent has run there: nothing to send.
+        let fresh = dir.path().join("fresh");
+        assert_eq!(
+            find_token(&TargetArgs::default(), Some(&fresh)).unwrap(),
+            None
+        );
 
-        let missing = Credentials {
+        let missing = TargetArgs {
             token_file: Some(dir.path().join("nope")),
-            ..Credentials::default()
+            ..TargetArgs::default()
         };
-        let err = find_token(&missing, false).unwrap_err().0;
+        let err = find_token(&missing, None).unwrap_err().0;
         assert!(err.contains("cannot read token file"), "{err}");
         assert!(err.contains("nope"), "{err}");
         std::fs::write(&file, "\n").unwrap();
-        let err = find_token(&from_file, false).unwrap_err().0;
+        let err = find_token(&from_file, None).unwrap_err().0;
         assert!(err.ends_with("the file is empty"), "{err}");
     }
 
@@ -385,6 +383,13 @@ mod tests {
         assert_eq!(v.to_str().unwrap(), "Bearer abc");
         assert!(v.is_sensitive());
         assert!(bearer_value("a\nb").is_err());
+        let Err(CliError(err)) = Bearer::new("a\nb", "the credential Secret ns/c") else {
+            panic!("a token with a newline was taken");
+        };
+        assert!(
+            err.starts_with("the token from the credential Secret ns/c is not a valid token"),
+            "{err}"
+        );
     }
 
     #[test]

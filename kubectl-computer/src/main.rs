@@ -1,19 +1,23 @@
 //! `kubectl-computer`: the Agent Computer command-line client. Installed on
 //! the PATH it also works as the kubectl plugin `kubectl computer`.
 //!
-//! Every command talks to a node agent's gRPC API (`--endpoint`, or
-//! `AGENTCOMPUTER_ENDPOINT`, default `http://127.0.0.1:7433`; `https://`
-//! with `--ca-cert`), sending the agent token it finds (see [`client`]). Failures print
-//! one line, `error: ...`, on stderr and exit with status 1 (a bad
-//! command line: clap's message and status 2); `exec` exits with the
-//! program's own status.
+//! It works on a local node agent, on one agent given by URL (`https://`
+//! with `--ca-cert`), or on a cluster's AgentComputer resources; [`target`]
+//! documents the rule that picks one and the order in which the agent token
+//! is found, [`backend`] opens it. Failures print one line, `error: ...`,
+//! on stderr and exit with status 1 (a bad command line: clap's message and
+//! status 2); `exec` exits with the program's own status.
 
+mod backend;
 mod client;
+mod cluster;
 mod cmd;
 mod error;
 mod format;
 mod size;
+mod target;
 
+use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -22,21 +26,55 @@ use agentcomputer_proto::v1::Runtime;
 use clap::error::ErrorKind;
 use clap::{CommandFactory, Parser, Subcommand, ValueEnum};
 
+use crate::backend::Backend;
+use crate::cluster::computers::CreateArgs;
 use crate::cmd::exec::ExecArgs;
 use crate::cmd::search::GrepArgs;
 use crate::error::{CliError, Result};
 
+/// How the target and the token are chosen, shown by `--help` (the
+/// documentation of [`target`] and docs/cli.md say the same).
+const TARGET_HELP: &str = "\
+Which agent or cluster (first match wins):
+  1. --endpoint URL (or AGENTCOMPUTER_ENDPOINT): that node agent (https:// trusts --ca-cert)
+  2. --local: the node agent on this machine (http://127.0.0.1:7433)
+  3. --kube, --context or -n/--namespace: the cluster of the kubeconfig
+  4. a local agent's token file exists ($AGENTCOMPUTER_DATA_DIR or ~/.local/share/agentcomputer): local
+  5. a kubeconfig exists (KUBECONFIG or ~/.kube/config): the cluster
+  6. otherwise local
+
+Token for a direct or local agent (first found wins):
+  --token (or AGENTCOMPUTER_TOKEN), the file --token-file (or AGENTCOMPUTER_TOKEN_FILE),
+  then, for an endpoint on this machine, the token file of the local agent's data directory.
+  In a cluster each computer's token comes from its credential Secret.";
+
 #[derive(Parser)]
 #[command(name = "kubectl-computer", bin_name = "kubectl computer", version)]
 #[command(about = "Manage Agent Computers: persistent computers for AI agents")]
+#[command(after_help = TARGET_HELP)]
 struct Cli {
-    /// URL of the node agent's API.
-    #[arg(long, global = true, env = "AGENTCOMPUTER_ENDPOINT", default_value = client::DEFAULT_ENDPOINT)]
-    endpoint: String,
     #[command(flatten)]
-    credentials: client::Credentials,
+    target: target::TargetArgs,
     #[command(subcommand)]
     command: Command,
+}
+
+/// `--wait` and `--timeout` of `create` and `delete` (cluster mode).
+#[derive(clap::Args)]
+struct WaitArgs {
+    /// Wait until the computer is Ready (create) or gone (delete); cluster
+    /// mode only, a local agent answers when it is done.
+    #[arg(long, num_args = 0..=1, default_value_t = true, default_missing_value = "true", action = clap::ArgAction::Set)]
+    wait: bool,
+    /// How long to wait, e.g. 90s, 5m.
+    #[arg(long, default_value = "2m", value_parser = humantime::parse_duration)]
+    timeout: Duration,
+}
+
+impl WaitArgs {
+    fn limit(&self) -> Option<Duration> {
+        self.wait.then_some(self.timeout)
+    }
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -76,14 +114,28 @@ enum Command {
         max_inodes: Option<u64>,
         #[command(flatten)]
         egress: cmd::egress::EgressArgs,
+        /// Runtimes the computer may use (cluster mode), repeatable or
+        /// comma-separated [default: shell,javascript]; container needs
+        /// --sandbox-image.
+        #[arg(long = "runtime", value_enum, value_delimiter = ',')]
+        runtimes: Vec<RuntimeArg>,
+        /// Image of the sandbox pod of the container runtime (cluster mode).
+        #[arg(long, value_name = "IMAGE")]
+        sandbox_image: Option<String>,
+        #[command(flatten)]
+        wait: WaitArgs,
     },
     /// Delete a computer and all its files.
-    Delete { name: String },
+    Delete {
+        name: String,
+        #[command(flatten)]
+        wait: WaitArgs,
+    },
     /// List computers.
     #[command(alias = "ls-computers")]
     List,
-    /// Mount a computer's files at a directory over FUSE (local mode: the
-    /// node agent mounts it on its own host).
+    /// Mount a computer's files at a directory over FUSE (local mode only:
+    /// the node agent mounts it on its own host).
     Mount { name: String, dir: PathBuf },
     /// Unmount a computer mounted with `mount`.
     Unmount { name: String, dir: PathBuf },
@@ -165,8 +217,9 @@ enum Command {
         name: String,
         from: String,
         to: String,
-        /// Fail instead of replacing an existing target.
-        #[arg(short = 'n', long)]
+        /// Fail instead of replacing an existing target (no short form:
+        /// -n is the namespace).
+        #[arg(long)]
         no_clobber: bool,
     },
     /// Print paths matching a glob such as 'src/**/*.rs'.
@@ -187,6 +240,18 @@ enum Command {
         /// Stop after this many matches.
         #[arg(short = 'm', long, default_value_t = 1000)]
         max_count: u32,
+    },
+    /// Forward a local port to the node agent serving a computer (cluster
+    /// mode) and print the endpoint and token to use with --endpoint and
+    /// --token; runs until interrupted.
+    PortForward {
+        name: String,
+        /// Local address to listen on.
+        #[arg(long, default_value = "127.0.0.1")]
+        address: IpAddr,
+        /// Local port (0 picks a free one).
+        #[arg(long, default_value_t = 0)]
+        port: u16,
     },
 }
 
@@ -214,7 +279,7 @@ fn parse_seconds(s: &str) -> Result<Duration, String> {
 
 /// Runs one command; `Ok` carries the process exit status.
 async fn run(cli: Cli) -> Result<u8> {
-    let mut c = client::connect(&cli.endpoint, &cli.credentials).await?;
+    let backend = Backend::open(&cli.target).await?;
     let found = |any: bool| if any { 0 } else { 1 };
     match cli.command {
         Command::Create {
@@ -222,11 +287,82 @@ async fn run(cli: Cli) -> Result<u8> {
             quota,
             max_inodes,
             egress,
-        } => cmd::computers::create(&mut c, name, quota, max_inodes, egress.to_proto()?).await?,
-        Command::Delete { name } => cmd::computers::delete(&mut c, name).await?,
-        Command::List => cmd::computers::list(&mut c).await?,
-        Command::Mount { name, dir } => cmd::mount::mount(&mut c, name, &dir).await?,
-        Command::Unmount { name, dir } => cmd::mount::unmount(&mut c, name, &dir).await?,
+            runtimes,
+            sandbox_image,
+            wait,
+        } => {
+            let egress = egress.to_proto()?;
+            match &backend {
+                Backend::Cluster(cluster) => {
+                    let args = CreateArgs {
+                        name,
+                        quota,
+                        max_inodes,
+                        egress,
+                        runtimes: runtimes.into_iter().map(Runtime::from).collect(),
+                        sandbox_image,
+                        wait: wait.limit(),
+                    };
+                    cluster::computers::create(cluster, args).await?
+                }
+                Backend::Agent { .. } => {
+                    if !runtimes.is_empty() || sandbox_image.is_some() {
+                        return Err(CliError(
+                            "--runtime and --sandbox-image are for cluster mode: a local agent runs the shell and JavaScript runtimes".into(),
+                        ));
+                    }
+                    let (mut c, name) = backend.client(name).await?;
+                    cmd::computers::create(&mut c, name, quota, max_inodes, egress).await?
+                }
+            }
+        }
+        Command::Delete { name, wait } => match &backend {
+            Backend::Cluster(cluster) => {
+                cluster::computers::delete(cluster, &name, wait.limit()).await?
+            }
+            Backend::Agent { .. } => {
+                let (mut c, name) = backend.client(name).await?;
+                cmd::computers::delete(&mut c, name).await?
+            }
+        },
+        Command::List => match &backend {
+            Backend::Cluster(cluster) => cluster::computers::list(cluster).await?,
+            Backend::Agent { .. } => {
+                let (mut c, _) = backend.client(String::new()).await?;
+                cmd::computers::list(&mut c).await?
+            }
+        },
+        Command::Mount { .. } | Command::Unmount { .. }
+            if matches!(backend, Backend::Cluster(_)) =>
+        {
+            return Err(CliError(
+                "mount works in local mode only: in a cluster, sandbox pods mount a computer's volume (spec.runtimes.container)".into(),
+            ));
+        }
+        Command::PortForward {
+            name,
+            address,
+            port,
+        } => match &backend {
+            Backend::Cluster(cluster) => {
+                cluster
+                    .port_forward(&name, SocketAddr::new(address, port))
+                    .await?
+            }
+            Backend::Agent { url, .. } => {
+                return Err(CliError(format!(
+                    "port-forward works in cluster mode only: this node agent is already at {url}"
+                )));
+            }
+        },
+        Command::Mount { name, dir } => {
+            let (mut c, name) = backend.client(name).await?;
+            cmd::mount::mount(&mut c, name, &dir).await?
+        }
+        Command::Unmount { name, dir } => {
+            let (mut c, name) = backend.client(name).await?;
+            cmd::mount::unmount(&mut c, name, &dir).await?
+        }
         Command::Exec {
             name,
             runtime,
@@ -237,6 +373,7 @@ async fn run(cli: Cli) -> Result<u8> {
             input,
             script,
         } => {
+            let (mut c, name) = backend.client(name).await?;
             let args = ExecArgs {
                 computer: name,
                 runtime: runtime.into(),
@@ -251,40 +388,65 @@ async fn run(cli: Cli) -> Result<u8> {
             // Exit statuses are 0-255, as the shell reports them.
             return Ok((code & 0xff) as u8);
         }
-        Command::Ls { name, path, long } => cmd::files::ls(&mut c, name, path, long).await?,
-        Command::Cat { name, path } => cmd::files::cat(&mut c, name, path).await?,
+        Command::Ls { name, path, long } => {
+            let (mut c, name) = backend.client(name).await?;
+            cmd::files::ls(&mut c, name, path, long).await?
+        }
+        Command::Cat { name, path } => {
+            let (mut c, name) = backend.client(name).await?;
+            cmd::files::cat(&mut c, name, path).await?
+        }
         Command::Put {
             name,
             local,
             remote,
-        } => cmd::files::put(&mut c, name, &local, remote).await?,
+        } => {
+            let (mut c, name) = backend.client(name).await?;
+            cmd::files::put(&mut c, name, &local, remote).await?
+        }
         Command::Get {
             name,
             remote,
             local,
-        } => cmd::files::get(&mut c, name, remote, &local).await?,
+        } => {
+            let (mut c, name) = backend.client(name).await?;
+            cmd::files::get(&mut c, name, remote, &local).await?
+        }
         Command::Stat {
             name,
             path,
             dereference,
-        } => cmd::files::stat(&mut c, name, path, dereference).await?,
+        } => {
+            let (mut c, name) = backend.client(name).await?;
+            cmd::files::stat(&mut c, name, path, dereference).await?
+        }
         Command::Mkdir {
             name,
             path,
             parents,
-        } => cmd::files::mkdir(&mut c, name, path, parents).await?,
+        } => {
+            let (mut c, name) = backend.client(name).await?;
+            cmd::files::mkdir(&mut c, name, path, parents).await?
+        }
         Command::Rm {
             name,
             path,
             recursive,
-        } => cmd::files::rm(&mut c, name, path, recursive).await?,
+        } => {
+            let (mut c, name) = backend.client(name).await?;
+            cmd::files::rm(&mut c, name, path, recursive).await?
+        }
         Command::Mv {
             name,
             from,
             to,
             no_clobber,
-        } => cmd::files::mv(&mut c, name, from, to, no_clobber).await?,
+        } => {
+            let (mut c, name) = backend.client(name).await?;
+            cmd::files::mv(&mut c, name, from, to, no_clobber).await?
+        }
         Command::Glob { name, pattern } => {
+            let (mut c, name) = backend.client(name).await?;
             return Ok(found(cmd::search::glob(&mut c, name, pattern).await?));
         }
         Command::Grep {
@@ -295,6 +457,7 @@ async fn run(cli: Cli) -> Result<u8> {
             ignore_case,
             max_count,
         } => {
+            let (mut c, name) = backend.client(name).await?;
             let args = GrepArgs {
                 computer: name,
                 pattern,
@@ -336,7 +499,10 @@ fn main() -> ExitCode {
     match runtime.block_on(run(cli)) {
         Ok(code) => ExitCode::from(code),
         Err(CliError(message)) => {
-            eprintln!("error: {message}");
+            match cluster::agent::take_forward_failure() {
+                Some(forward) => eprintln!("error: {message} ({forward})"),
+                None => eprintln!("error: {message}"),
+            }
             ExitCode::FAILURE
         }
     }

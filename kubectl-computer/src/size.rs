@@ -70,9 +70,49 @@ pub fn human(bytes: u64) -> String {
     }
 }
 
+/// `bytes` as a Kubernetes quantity string: with the suffix (`Ki` … `Ei`,
+/// `k` … `E`) that divides it exactly into the smallest number, else a
+/// plain number: `10737418240` → `10Gi`,
+/// `2000000000` → `2G`, `1500` → `1500`. [`parse_size`] reads it back.
+pub fn quantity(bytes: u64) -> String {
+    if bytes == 0 {
+        return "0".into();
+    }
+    const BINARY: [&str; 6] = ["Ki", "Mi", "Gi", "Ti", "Pi", "Ei"];
+    const DECIMAL: [&str; 6] = ["k", "M", "G", "T", "P", "E"];
+    let binary = (0..6).map(|i| (1u64 << (10 * (i + 1)), BINARY[i]));
+    let decimal = (0..6).map(|i| (1000u64.pow(i as u32 + 1), DECIMAL[i]));
+    binary
+        .chain(decimal)
+        .filter(|(unit, _)| bytes % unit == 0)
+        .map(|(unit, suffix)| (bytes / unit, suffix))
+        .min_by_key(|(count, _)| *count)
+        .map_or_else(
+            || bytes.to_string(),
+            |(count, suffix)| format!("{count}{suffix}"),
+        )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn quantities_round_trip() {
+        for (bytes, text) in [
+            (10 << 30, "10Gi"),
+            (500 << 20, "500Mi"),
+            (1536, "1536"),
+            (2_000_000_000, "2G"),
+            (3 << 60, "3Ei"),
+            (1500, "1500"),
+            (1000, "1k"),
+            (0, "0"),
+        ] {
+            assert_eq!(quantity(bytes), text);
+            assert_eq!(parse_size(text).unwrap(), bytes, "{text}");
+        }
+    }
 
     #[test]
     fn parses_quantities() {

@@ -24,13 +24,55 @@ pub async fn create(
         .await?
         .into_inner();
     println!(
-        "computer {} created (quota {}, {} inodes, egress {})",
-        c.name,
-        human(c.max_bytes),
-        c.max_inodes,
-        super::egress::describe(c.egress.as_ref())
+        "{}",
+        created_line(&c.name, c.max_bytes, c.max_inodes, c.egress.as_ref())
     );
     Ok(())
+}
+
+/// What `create` prints in every mode:
+/// `computer NAME created (quota 10 GiB, 2621440 inodes, egress deny-all)`.
+pub fn created_line(name: &str, quota: u64, inodes: u64, egress: Option<&pb::Egress>) -> String {
+    format!(
+        "computer {name} created (quota {}, {inodes} inodes, egress {})",
+        human(quota),
+        super::egress::describe(egress)
+    )
+}
+
+/// One line of `list`, whatever the mode.
+pub struct Row {
+    pub name: String,
+    /// Bytes used; `None` when not reported yet.
+    pub used_bytes: Option<u64>,
+    /// The quota as text (`10 GiB`).
+    pub quota: String,
+    /// Inodes used; `None` when not reported yet.
+    pub used_inodes: Option<u64>,
+    /// `open`/`idle` for a local agent, the phase in a cluster.
+    pub state: String,
+    /// RFC 3339 creation time.
+    pub created: String,
+}
+
+/// Prints `list`'s table: a header, then one line per row.
+pub fn print_table(rows: &[Row]) {
+    println!(
+        "{:<30} {:>10} {:>10} {:>8} {:<8} CREATED",
+        "NAME", "USED", "QUOTA", "INODES", "STATE"
+    );
+    let or_dash = |v: Option<String>| v.unwrap_or_else(|| "-".into());
+    for r in rows {
+        println!(
+            "{:<30} {:>10} {:>10} {:>8} {:<8} {}",
+            r.name,
+            or_dash(r.used_bytes.map(human)),
+            r.quota,
+            or_dash(r.used_inodes.map(|n| n.to_string())),
+            r.state,
+            r.created
+        );
+    }
 }
 
 pub async fn delete(client: &mut Client, name: String) -> Result<()> {
@@ -46,20 +88,18 @@ pub async fn list(client: &mut Client) -> Result<()> {
         .list_computers(pb::ListComputersRequest {})
         .await?
         .into_inner();
-    println!(
-        "{:<30} {:>10} {:>10} {:>8} {:<8} CREATED",
-        "NAME", "USED", "QUOTA", "INODES", "STATE"
-    );
-    for c in list.computers {
-        println!(
-            "{:<30} {:>10} {:>10} {:>8} {:<8} {}",
-            c.name,
-            human(c.used_bytes),
-            human(c.max_bytes),
-            c.used_inodes,
-            if c.open { "open" } else { "idle" },
-            time(c.created_unix_nanos)
-        );
-    }
+    let rows: Vec<Row> = list
+        .computers
+        .into_iter()
+        .map(|c| Row {
+            used_bytes: Some(c.used_bytes),
+            quota: human(c.max_bytes),
+            used_inodes: Some(c.used_inodes),
+            state: if c.open { "open" } else { "idle" }.into(),
+            created: time(c.created_unix_nanos),
+            name: c.name,
+        })
+        .collect();
+    print_table(&rows);
     Ok(())
 }

@@ -1,0 +1,255 @@
+//! Which node agent the CLI talks to, chosen once at start, and with which
+//! token and trust.
+//!
+//! The rule (also in `--help` and docs/cli.md), first match wins:
+//! 1. `--endpoint URL` (or `AGENTCOMPUTER_ENDPOINT`): that agent directly
+//!    (`http://`, or `https://` trusting `--ca-cert` or the platform's roots);
+//! 2. `--local`: the local agent (`http://127.0.0.1:7433`);
+//! 3. `--kube`, `--context` or `-n/--namespace`: the cluster of the kubeconfig;
+//! 4. a local agent's token file in the default data directory exists: local;
+//! 5. a kubeconfig exists (`KUBECONFIG`, else `~/.kube/config`): the cluster;
+//! 6. else local (its connection error says how to start an agent).
+//!
+//! The token sent to a direct or local agent, first found wins:
+//! `--token` (or `AGENTCOMPUTER_TOKEN`); the file `--token-file` (or
+//! `AGENTCOMPUTER_TOKEN_FILE`); for an endpoint on this machine (loopback or
+//! `localhost`), `<data-dir>/token` of [`default_data_dir`]. In a cluster
+//! each computer's token comes from its credential Secret instead.
+
+use std::path::{Path, PathBuf};
+
+use clap::Args;
+
+/// Name of the local agent's token file in its data directory (mode 0600,
+/// written by `node-agent local`).
+pub const TOKEN_FILE: &str = "token";
+
+/// Flags that select the target; global, so they may come before or after
+/// the subcommand.
+#[derive(Args, Debug, Default, Clone)]
+pub struct TargetArgs {
+    /// URL of a node agent's API to talk to directly (for example what
+    /// `port-forward` prints).
+    #[arg(
+        long,
+        global = true,
+        env = "AGENTCOMPUTER_ENDPOINT",
+        value_name = "URL"
+    )]
+    pub endpoint: Option<String>,
+    /// The node agent's token, sent as `authorization: Bearer TOKEN` (prefer
+    /// --token-file: a command line is visible to other users) [default: the
+    /// `token` file of the local agent's data directory, for an endpoint on
+    /// this machine]. Not used in cluster mode: each computer's token comes
+    /// from its credential Secret.
+    #[arg(
+        long,
+        global = true,
+        env = "AGENTCOMPUTER_TOKEN",
+        hide_env_values = true
+    )]
+    pub token: Option<String>,
+    /// File holding the node agent's token (used when --token is not given).
+    #[arg(
+        long,
+        global = true,
+        env = "AGENTCOMPUTER_TOKEN_FILE",
+        value_name = "FILE"
+    )]
+    pub token_file: Option<PathBuf>,
+    /// CA certificate(s) (PEM) to trust for an https:// endpoint, instead of
+    /// the platform's roots. Not used for http:// endpoints.
+    #[arg(long, global = true, env = "AGENTCOMPUTER_CA_CERT", value_name = "PEM")]
+    pub ca_cert: Option<PathBuf>,
+    /// Talk to the node agent on this machine (http://127.0.0.1:7433).
+    #[arg(long, global = true, conflicts_with_all = ["kube", "context", "namespace"])]
+    pub local: bool,
+    /// Talk to the cluster of the kubeconfig (`KUBECONFIG` or ~/.kube/config).
+    #[arg(long, global = true)]
+    pub kube: bool,
+    /// Kubeconfig context to use (implies --kube).
+    #[arg(long, global = true, value_name = "NAME")]
+    pub context: Option<String>,
+    /// Namespace of the computers (implies --kube) [default: the context's].
+    #[arg(short = 'n', long, global = true, value_name = "NS")]
+    pub namespace: Option<String>,
+    /// Namespace of the node agent pods.
+    #[arg(
+        long,
+        global = true,
+        value_name = "NS",
+        env = "AGENTCOMPUTER_AGENT_NAMESPACE",
+        default_value = "agentcomputer-system"
+    )]
+    pub agent_namespace: String,
+}
+
+/// The mode the rule picked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Mode {
+    /// One agent at a URL given by the user.
+    Direct { url: String },
+    /// The agent on this machine; `data_dir` holds its token file.
+    Local { data_dir: Option<PathBuf> },
+    /// The cluster of the kubeconfig.
+    Cluster,
+}
+
+/// What the rule needs to know about this machine.
+#[derive(Debug, Clone, Default)]
+pub struct Environment {
+    /// The local agent's data directory (`AGENTCOMPUTER_DATA_DIR`, else
+    /// `$XDG_DATA_HOME/agentcomputer`, as `node-agent local` picks it).
+    pub local_data_dir: Option<PathBuf>,
+    /// True when `<local_data_dir>/token` exists.
+    pub local_token_exists: bool,
+    /// True when a kubeconfig file exists.
+    pub kubeconfig_exists: bool,
+}
+
+impl Environment {
+    /// Looks at the files the rule depends on.
+    pub fn probe() -> Environment {
+        let local_data_dir = default_data_dir();
+        let local_token_exists = local_data_dir
+            .as_deref()
+            .is_some_and(|d| d.join(TOKEN_FILE).is_file());
+        Environment {
+            local_data_dir,
+            local_token_exists,
+            kubeconfig_exists: kubeconfig_exists(
+                std::env::var_os("KUBECONFIG").as_deref(),
+                dirs::home_dir().as_deref(),
+            ),
+        }
+    }
+}
+
+/// The local agent's data directory, as `node-agent local` picks it:
+/// `AGENTCOMPUTER_DATA_DIR`, else `$XDG_DATA_HOME/agentcomputer`
+/// (`~/.local/share/agentcomputer`); `None` without a home directory.
+pub fn default_data_dir() -> Option<PathBuf> {
+    match std::env::var_os("AGENTCOMPUTER_DATA_DIR") {
+        Some(d) if !d.is_empty() => Some(PathBuf::from(d)),
+        _ => dirs::data_dir().map(|d| d.join("agentcomputer")),
+    }
+}
+
+/// True when `KUBECONFIG` (a list of paths, `:`-separated) names an existing
+/// file, or, when `KUBECONFIG` is unset or empty, `~/.kube/config` exists
+/// (kubectl's lookup).
+fn kubeconfig_exists(kubeconfig: Option<&std::ffi::OsStr>, home: Option<&Path>) -> bool {
+    match kubeconfig {
+        Some(list) if !list.is_empty() => std::env::split_paths(list).any(|p| p.is_file()),
+        _ => home.is_some_and(|h| h.join(".kube").join("config").is_file()),
+    }
+}
+
+/// Applies the rule of this module's documentation.
+pub fn choose(args: &TargetArgs, env: &Environment) -> Mode {
+    if let Some(url) = &args.endpoint {
+        return Mode::Direct { url: url.clone() };
+    }
+    let local = Mode::Local {
+        data_dir: env.local_data_dir.clone(),
+    };
+    if args.local {
+        return local;
+    }
+    if args.kube || args.context.is_some() || args.namespace.is_some() {
+        return Mode::Cluster;
+    }
+    if env.local_token_exists {
+        return local;
+    }
+    if env.kubeconfig_exists {
+        return Mode::Cluster;
+    }
+    local
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env(token: bool, kubeconfig: bool) -> Environment {
+        Environment {
+            local_data_dir: Some("/data".into()),
+            local_token_exists: token,
+            kubeconfig_exists: kubeconfig,
+        }
+    }
+
+    const LOCAL: fn() -> Mode = || Mode::Local {
+        data_dir: Some("/data".into()),
+    };
+
+    #[test]
+    fn endpoint_wins_over_everything() {
+        let args = TargetArgs {
+            endpoint: Some("http://10.0.0.1:7433".into()),
+            token: Some("t".into()),
+            kube: true,
+            namespace: Some("ns".into()),
+            ..TargetArgs::default()
+        };
+        assert_eq!(
+            choose(&args, &env(true, true)),
+            Mode::Direct {
+                url: "http://10.0.0.1:7433".into()
+            }
+        );
+    }
+
+    #[test]
+    fn explicit_flags() {
+        let local = TargetArgs {
+            local: true,
+            ..TargetArgs::default()
+        };
+        assert_eq!(choose(&local, &env(false, true)), LOCAL());
+        for args in [
+            TargetArgs {
+                kube: true,
+                ..TargetArgs::default()
+            },
+            TargetArgs {
+                context: Some("prod".into()),
+                ..TargetArgs::default()
+            },
+            TargetArgs {
+                namespace: Some("team".into()),
+                ..TargetArgs::default()
+            },
+        ] {
+            // Even with a local agent's token present.
+            assert_eq!(choose(&args, &env(true, false)), Mode::Cluster);
+        }
+    }
+
+    #[test]
+    fn defaults_look_at_the_machine() {
+        let none = TargetArgs::default();
+        assert_eq!(choose(&none, &env(true, true)), LOCAL());
+        assert_eq!(choose(&none, &env(true, false)), LOCAL());
+        assert_eq!(choose(&none, &env(false, true)), Mode::Cluster);
+        assert_eq!(choose(&none, &env(false, false)), LOCAL());
+    }
+
+    #[test]
+    fn kubeconfig_lookup() {
+        let dir = tempfile::tempdir().unwrap();
+        let home = dir.path();
+        assert!(!kubeconfig_exists(None, Some(home)));
+        std::fs::create_dir(home.join(".kube")).unwrap();
+        std::fs::write(home.join(".kube/config"), "").unwrap();
+        assert!(kubeconfig_exists(None, Some(home)));
+        assert!(kubeconfig_exists(Some("".as_ref()), Some(home)));
+        // KUBECONFIG set: ~/.kube/config is not consulted.
+        let other = home.join("other");
+        assert!(!kubeconfig_exists(Some(other.as_os_str()), Some(home)));
+        std::fs::write(&other, "").unwrap();
+        let list = std::env::join_paths([home.join("missing"), other]).unwrap();
+        assert!(kubeconfig_exists(Some(&list), None));
+    }
+}
