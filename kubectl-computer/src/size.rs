@@ -84,7 +84,7 @@ pub fn quantity(bytes: u64) -> String {
     let decimal = (0..6).map(|i| (1000u64.pow(i as u32 + 1), DECIMAL[i]));
     binary
         .chain(decimal)
-        .filter(|(unit, _)| bytes % unit == 0)
+        .filter(|(unit, _)| bytes.is_multiple_of(*unit))
         .map(|(unit, suffix)| (bytes / unit, suffix))
         .min_by_key(|(count, _)| *count)
         .map_or_else(

@@ -146,14 +146,16 @@ impl Cluster {
             .map_err(|e| CliError(format!("invalid pod name {:?}: {e}", route.pod)))?
             .connect_with_connector(connector)
             .await
-            .map_err(|e| {
-                CliError(format!(
+            .map_err(|e| match forwarding_error(&e) {
+                // The port-forward's own message names the pod already.
+                Some(message) => CliError(message),
+                None => CliError(format!(
                     "cannot reach the node agent {}/{} on node {}: {}",
                     self.agent_namespace,
                     route.pod,
                     route.node,
                     client::root_cause(&e)
-                ))
+                )),
             })?;
         let source = format!("the credential Secret of computer {}", route.computer);
         let bearer = Bearer::new(&route.token, &source)?;
@@ -245,6 +247,18 @@ async fn forward(pods: Api<Pod>, pod: &str) -> Result<DuplexStream> {
     // The forwarder's task keeps running until the stream closes.
     drop(forwarder);
     Ok(stream)
+}
+
+/// The connector's message, if the connection failed in the port-forward.
+fn forwarding_error(err: &(dyn std::error::Error + 'static)) -> Option<String> {
+    let mut cause = Some(err);
+    while let Some(e) = cause {
+        if let Some(CliError(message)) = e.downcast_ref::<CliError>() {
+            return Some(message.clone());
+        }
+        cause = e.source();
+    }
+    None
 }
 
 fn pod_ready(p: &Pod) -> bool {

@@ -206,7 +206,7 @@ async fn wait_ready(cluster: &Cluster, name: &str, limit: Duration) -> Result<()
         Err(_) => {
             let c = cluster.get(name).await?;
             Err(CliError(format!(
-                "computer {name} is not Ready after {}: {} (still being created; see kubectl describe agentcomputer {name} -n {})",
+                "computer {name} is not Ready after {}: {}; it was created, see kubectl describe agentcomputer {name} -n {}",
                 humantime::format_duration(limit),
                 not_ready_reason(&c),
                 cluster.namespace

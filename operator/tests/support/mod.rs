@@ -45,7 +45,8 @@ pub fn tools_bin() -> PathBuf {
     if let Ok(dir) = std::env::var("AGENTCOMPUTER_K8S_BIN") {
         return PathBuf::from(dir);
     }
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tools/build-k8s-tools.sh");
+    // Through the workspace, so that other crates' tests find it too.
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../operator/tools/build-k8s-tools.sh");
     let out = Command::new("bash")
         .arg(&script)
         .stderr(Stdio::inherit())
@@ -376,10 +377,15 @@ impl Cluster {
         leader_election: bool,
         extra: &[&str],
     ) -> (Proc, u16) {
+        // Set only when this module is compiled into the operator's own
+        // tests; other crates' tests use the control plane without it.
+        let Some(operator) = option_env!("CARGO_BIN_EXE_operator") else {
+            panic!("start_operator is for the operator crate's tests");
+        };
         let port = free_port();
         let p = Proc::spawn(
             identity,
-            Command::new(env!("CARGO_BIN_EXE_operator"))
+            Command::new(operator)
                 .args(extra)
                 .env("KUBECONFIG", kubeconfig)
                 .env("RUST_LOG", std::env::var("AGENTCOMPUTER_TEST_OPERATOR_LOG").unwrap_or_else(|_| "info,kube=warn".into()))

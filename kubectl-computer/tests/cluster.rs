@@ -1,0 +1,602 @@
+//! The real `kubectl-computer` binary in cluster mode against a real
+//! kube-apiserver and etcd (operator/tests/support), with the CRD installed
+//! and no operator: the test writes the status the operator would.
+//!
+//! Reaching a node agent through `pods/portforward` needs a kubelet, which
+//! this control plane has not; the end-to-end suite covers that path. Here
+//! every step before it is checked: the computer's readiness, its Secret,
+//! the choice of the agent pod, and the API server's refusals.
+
+#[path = "../../operator/tests/support/mod.rs"]
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::Duration;
+
+use agentcomputer_crds::{AgentComputer, EgressMode};
+use k8s_openapi::api::core::v1::{Pod, Secret};
+use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::{Client, CustomResourceExt};
+use serde_json::json;
+use support::{Cluster, SYSTEM_NS, eventually};
+
+/// Identity of the operator's token in the test control plane: used here as
+/// a user whose rights the test grants.
+const LIMITED_USER: &str = "system:serviceaccount:agentcomputer-system:ac-agent-computer-operator";
+
+/// Runs the CLI as a user of `kubeconfig` would: nothing else in its
+/// environment points it at an agent.
+struct Cli {
+    kubeconfig: PathBuf,
+    home: tempfile::TempDir,
+}
+
+impl Cli {
+    fn new(kubeconfig: &Path) -> Cli {
+        Cli {
+            kubeconfig: kubeconfig.to_path_buf(),
+            home: tempfile::tempdir().unwrap(),
+        }
+    }
+
+    fn command(&self, args: &[&str]) -> Command {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_kubectl-computer"));
+        cmd.args(args)
+            .env("KUBECONFIG", &self.kubeconfig)
+            .env("HOME", self.home.path())
+            .env("AGENTCOMPUTER_DATA_DIR", self.home.path().join("data"))
+            .env_remove("AGENTCOMPUTER_ENDPOINT")
+            .env_remove("AGENTCOMPUTER_TOKEN")
+            .env_remove("AGENTCOMPUTER_TOKEN_FILE")
+            .env_remove("AGENTCOMPUTER_CA_CERT")
+            .env_remove("AGENTCOMPUTER_AGENT_NAMESPACE")
+            .env_remove("XDG_DATA_HOME")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        cmd
+    }
+
+    fn run(&self, args: &[&str]) -> Output {
+        self.command(args).output().unwrap()
+    }
+
+    fn spawn(&self, args: &[&str]) -> Child {
+        self.command(args).spawn().unwrap()
+    }
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+fn ok(out: Output) -> String {
+    assert!(
+        out.status.success(),
+        "status {:?}\nstdout: {}\nstderr: {}",
+        out.status,
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+    text(&out.stdout)
+}
+
+/// Asserts failure with `status` and a one-line stderr; returns that line.
+fn fails_with(out: Output, status: i32) -> String {
+    let stderr = text(&out.stderr);
+    assert_eq!(
+        out.status.code(),
+        Some(status),
+        "stdout: {}\nstderr: {stderr}",
+        text(&out.stdout)
+    );
+    if status == 1 {
+        assert_eq!(stderr.lines().count(), 1, "one line: {stderr}");
+        assert!(stderr.starts_with("error: "), "{stderr}");
+    }
+    stderr
+}
+
+fn fails(out: Output) -> String {
+    fails_with(out, 1)
+}
+
+async fn install_crd(client: &Client) {
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    crds.create(&PostParams::default(), &AgentComputer::crd())
+        .await
+        .unwrap();
+    eventually(30, "the CRD to be established", || {
+        let crds = crds.clone();
+        async move {
+            let crd = crds.get("agentcomputers.agentcomputer.dev").await.ok()?;
+            let conditions = crd.status?.conditions?;
+            conditions
+                .iter()
+                .any(|c| c.type_ == "Established" && c.status == "True")
+                .then_some(())
+        }
+    })
+    .await;
+}
+
+/// Writes `status` as the operator would (status subresource).
+async fn set_status(api: &Api<AgentComputer>, name: &str, status: serde_json::Value) {
+    api.patch_status(
+        name,
+        &PatchParams::default(),
+        &Patch::Merge(json!({ "status": status })),
+    )
+    .await
+    .unwrap();
+}
+
+fn condition(t: &str, status: &str, reason: &str, message: &str) -> serde_json::Value {
+    json!({"type": t, "status": status, "reason": reason, "message": message,
+           "lastTransitionTime": "2026-01-01T00:00:00Z"})
+}
+
+/// Waits for `child` to end, at most `secs`.
+fn wait_child(mut child: Child, secs: u64) -> Output {
+    let deadline = std::time::Instant::now() + Duration::from_secs(secs);
+    while child.try_wait().unwrap().is_none() {
+        if std::time::Instant::now() > deadline {
+            child.kill().unwrap();
+            panic!("the CLI did not end within {secs} s");
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    child.wait_with_output().unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cluster_mode_against_a_real_apiserver() {
+    if support::skipped() {
+        return;
+    }
+    let cluster = Cluster::start().await;
+    let admin = cluster.admin().await;
+    install_crd(&admin).await;
+    support::create_namespace(&admin, "team").await;
+    support::create_namespace(&admin, SYSTEM_NS).await;
+    let cli = Cli::new(&cluster.kubeconfig);
+
+    create_list_delete(&cli, &admin).await;
+    refusals(&cli).await;
+    waiting(&cli, &admin).await;
+    mode_rule(&cluster, &cli);
+    routing(&cluster, &cli, &admin).await;
+}
+
+/// create maps its flags to the spec, list shows the resources as the local
+/// table, namespaces separate them, delete removes them.
+async fn create_list_delete(cli: &Cli, admin: &Client) {
+    let api: Api<AgentComputer> = Api::namespaced(admin.clone(), "default");
+    let out = ok(cli.run(&[
+        "create",
+        "demo",
+        "--quota",
+        "500Mi",
+        "--max-inodes",
+        "5000",
+        "--allow-host",
+        "pypi.org",
+        "--allow-cidr",
+        "10.0.0.0/8:443",
+        "--runtime",
+        "shell,container",
+        "--sandbox-image",
+        "debian:bookworm-slim",
+        "--wait=false",
+    ]));
+    assert_eq!(
+        out,
+        "computer demo created (quota 500 MiB, 5000 inodes, egress allow-list: 1 host, 1 cidr)\n"
+    );
+    let demo = api.get("demo").await.unwrap();
+    let spec = &demo.spec;
+    assert_eq!(spec.storage.size.0, "500Mi");
+    assert_eq!(spec.storage.max_inodes, Some(5000));
+    assert_eq!(spec.egress.mode, EgressMode::AllowList);
+    assert_eq!(spec.egress.hosts, ["pypi.org"]);
+    assert_eq!(spec.egress.cidrs[0].cidr, "10.0.0.0/8");
+    assert_eq!(spec.egress.cidrs[0].ports[0].port, 443);
+    assert!(spec.runtimes.shell && !spec.runtimes.javascript && spec.runtimes.container);
+    assert_eq!(spec.sandbox.as_ref().unwrap().image, "debian:bookworm-slim");
+
+    // Defaults: 10Gi, the node agent's inode default, deny-all.
+    let out = ok(cli.run(&["create", "plain", "--wait=false"]));
+    assert_eq!(
+        out,
+        "computer plain created (quota 10 GiB, 2621440 inodes, egress deny-all)\n"
+    );
+    let plain = api.get("plain").await.unwrap();
+    assert_eq!(plain.spec.storage.size.0, "10Gi");
+    assert_eq!(plain.spec.storage.max_inodes, None);
+
+    // Before the node agent reports usage: dashes.
+    let table = ok(cli.run(&["list"]));
+    let lines: Vec<&str> = table.lines().collect();
+    assert_eq!(lines.len(), 3, "{table}");
+    assert!(
+        lines[0].starts_with("NAME") && lines[0].ends_with("CREATED"),
+        "{table}"
+    );
+    let demo_line: Vec<&str> = lines[1].split_whitespace().collect();
+    assert_eq!(
+        &demo_line[..6],
+        ["demo", "-", "500", "MiB", "-", "-"],
+        "{table}"
+    );
+    assert!(
+        demo_line[6].ends_with('Z'),
+        "RFC 3339 creation time: {table}"
+    );
+    assert!(lines[2].starts_with("plain "), "{table}");
+
+    // The node agent's usage and the operator's phase.
+    set_status(
+        &api,
+        "demo",
+        json!({"phase": "Ready", "volume": {"bytesUsed": 3 << 20, "inodesUsed": 12}}),
+    )
+    .await;
+    let table = ok(cli.run(&["list"]));
+    let demo_line: Vec<&str> = table.lines().nth(1).unwrap().split_whitespace().collect();
+    assert_eq!(
+        &demo_line[..7],
+        ["demo", "3.0", "MiB", "500", "MiB", "12", "Ready"],
+        "{table}"
+    );
+
+    // -n picks the namespace (and the cluster).
+    ok(cli.run(&["-n", "team", "create", "other", "--wait=false"]));
+    let team = ok(cli.run(&["list", "--namespace", "team"]));
+    assert!(team.lines().nth(1).unwrap().starts_with("other "), "{team}");
+    assert_eq!(team.lines().count(), 2, "{team}");
+    assert!(!ok(cli.run(&["list"])).contains("other"));
+
+    // delete waits until gone; the name is then free.
+    assert_eq!(
+        ok(cli.run(&["delete", "plain"])),
+        "computer plain deleted\n"
+    );
+    assert!(api.get_opt("plain").await.unwrap().is_none());
+    let err = fails(cli.run(&["delete", "plain"]));
+    assert_eq!(
+        err,
+        "error: computer plain not found in namespace default\n"
+    );
+    ok(cli.run(&["-n", "team", "delete", "other"]));
+
+    // A finalizer keeps it: delete waits, says so at its timeout, and
+    // --wait=false does not wait.
+    api.patch(
+        "demo",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"finalizers": ["agentcomputer.dev/volume"]}})),
+    )
+    .await
+    .unwrap();
+    let err = fails(cli.run(&["delete", "demo", "--timeout", "1s"]));
+    assert!(
+        err.contains("computer demo is still being deleted after 1s"),
+        "{err}"
+    );
+    assert_eq!(
+        ok(cli.run(&["delete", "demo", "--wait=false"])),
+        "computer demo deleted\n"
+    );
+    let child = cli.spawn(&["delete", "demo", "--timeout", "30s"]);
+    // Time for the CLI to start and send its delete.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    api.patch(
+        "demo",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+    )
+    .await
+    .unwrap();
+    // Deleting a computer already being deleted is not an error; the wait
+    // ends when the finalizer goes.
+    assert_eq!(ok(wait_child(child, 30)), "computer demo deleted\n");
+    assert!(api.get_opt("demo").await.unwrap().is_none());
+}
+
+/// Bad names and quotas get the API server's or the CLI's message.
+async fn refusals(cli: &Cli) {
+    let err = fails(cli.run(&["create", "Bad_Name", "--wait=false"]));
+    assert!(
+        err.contains("Bad_Name") && err.contains("RFC 1123"),
+        "the API server's name rule: {err}"
+    );
+    let long = "a".repeat(53);
+    let err = fails(cli.run(&["create", &long, "--wait=false"]));
+    assert!(
+        err.contains("at most 52 characters"),
+        "the CRD's rule: {err}"
+    );
+    let err = fails(cli.run(&["create", "tiny", "--quota", "1k", "--wait=false"]));
+    assert!(
+        err.contains("storage.size must be a quantity of at least 1Mi"),
+        "the CRD's rule: {err}"
+    );
+    let err = fails_with(cli.run(&["create", "x", "--quota", "10XB"]), 2);
+    assert!(
+        err.contains("unknown size suffix"),
+        "the CLI's parser: {err}"
+    );
+    let err = fails(cli.run(&["create", "x", "--runtime", "container", "--wait=false"]));
+    assert!(err.contains("spec.sandbox"), "the CRD's rule: {err}");
+
+    ok(cli.run(&["create", "dup", "--wait=false"]));
+    let err = fails(cli.run(&["create", "dup", "--wait=false"]));
+    assert!(err.contains("already exists"), "{err}");
+    ok(cli.run(&["delete", "dup"]));
+
+    let err = fails(cli.run(&["mount", "dup", "/tmp/nowhere"]));
+    assert!(err.contains("mount works in local mode only"), "{err}");
+    let err = fails(cli.run(&["ls", "nothere"]));
+    assert_eq!(
+        err,
+        "error: computer nothere not found in namespace default\n"
+    );
+}
+
+/// create waits for the Ready condition and, when it does not come, names
+/// the condition that holds it.
+async fn waiting(cli: &Cli, admin: &Client) {
+    let api: Api<AgentComputer> = Api::namespaced(admin.clone(), "default");
+    let exists = |name: &'static str| {
+        let api = api.clone();
+        move || {
+            let api = api.clone();
+            async move { api.get_opt(name).await.ok().flatten().map(|_| ()) }
+        }
+    };
+
+    let child = cli.spawn(&["create", "stuck", "--timeout", "4s"]);
+    eventually(10, "stuck to be created", exists("stuck")).await;
+    set_status(
+        &api,
+        "stuck",
+        json!({"phase": "Pending", "conditions": [
+            condition("Placed", "False", "NoEligibleNode", "0/1 nodes are eligible: 1 no published capacity"),
+            condition("Ready", "False", "NotPlaced", "not placed"),
+        ]}),
+    )
+    .await;
+    let err = fails(wait_child(child, 30));
+    assert_eq!(
+        err,
+        "error: computer stuck is not Ready after 4s: Pending: Placed=False NoEligibleNode: \
+         0/1 nodes are eligible: 1 no published capacity; it was created, see kubectl \
+         describe agentcomputer stuck -n default\n"
+    );
+
+    // No operator at all.
+    let err = fails(cli.run(&["create", "lonely", "--timeout", "1s"]));
+    assert!(
+        err.contains("no status yet (is the operator running?)"),
+        "{err}"
+    );
+
+    let child = cli.spawn(&["create", "quick", "--timeout", "30s"]);
+    eventually(10, "quick to be created", exists("quick")).await;
+    set_status(
+        &api,
+        "quick",
+        json!({"phase": "Ready", "conditions": [condition("Ready", "True", "Ready", "")]}),
+    )
+    .await;
+    let out = ok(wait_child(child, 30));
+    assert!(out.starts_with("computer quick created"), "{out}");
+    for name in ["stuck", "lonely", "quick"] {
+        ok(cli.run(&["delete", name]));
+    }
+}
+
+/// Which mode the binary picks from the files on the machine.
+fn mode_rule(cluster: &Cluster, cli: &Cli) {
+    ok(cli.run(&["create", "here", "--wait=false"]));
+    // KUBECONFIG unset: ~/.kube/config counts.
+    let home = tempfile::tempdir().unwrap();
+    std::fs::create_dir(home.path().join(".kube")).unwrap();
+    std::fs::copy(&cluster.kubeconfig, home.path().join(".kube/config")).unwrap();
+    let data = home.path().join("data");
+    let run = |extra: &[&str], args: &[&str]| {
+        let mut cmd = cli.command(args);
+        cmd.env_remove("KUBECONFIG")
+            .env("HOME", home.path())
+            .env("AGENTCOMPUTER_DATA_DIR", &data);
+        for pair in extra.chunks(2) {
+            cmd.env(pair[0], pair[1]);
+        }
+        cmd.output().unwrap()
+    };
+    let listed_here = |out: &Output| text(&out.stdout).contains("\nhere ");
+    assert!(listed_here(&run(&[], &["list"])), "~/.kube/config: cluster");
+
+    // A local agent's token file makes local the default...
+    std::fs::create_dir(&data).unwrap();
+    std::fs::write(data.join("token"), "0".repeat(64)).unwrap();
+    let local = run(&[], &["list"]);
+    assert!(!listed_here(&local), "token file: local");
+    if !local.status.success() {
+        let err = text(&local.stderr);
+        assert!(err.contains("http://127.0.0.1:7433"), "local agent: {err}");
+    }
+    // ...unless the cluster is asked for.
+    for flags in [&["--kube"][..], &["-n", "default"], &["--context", "test"]] {
+        let args: Vec<&str> = flags.iter().copied().chain(["list"]).collect();
+        assert!(listed_here(&run(&[], &args)), "{flags:?}: cluster");
+    }
+    let err = fails(run(&[], &["--context", "nope", "list"]));
+    assert!(err.contains("nope"), "unknown context: {err}");
+
+    // --endpoint beats everything.
+    let err = fails(run(
+        &[],
+        &["--endpoint", "http://127.0.0.1:1", "-n", "default", "list"],
+    ));
+    assert!(err.contains("http://127.0.0.1:1"), "direct: {err}");
+    let err = fails(run(
+        &["AGENTCOMPUTER_ENDPOINT", "http://127.0.0.1:1"],
+        &["--kube", "list"],
+    ));
+    assert!(err.contains("http://127.0.0.1:1"), "direct: {err}");
+    let err = fails(run(
+        &["AGENTCOMPUTER_ENDPOINT", "http://127.0.0.1:1"],
+        &["port-forward", "here"],
+    ));
+    assert!(
+        err.contains("port-forward works in cluster mode only"),
+        "{err}"
+    );
+    ok(cli.run(&["delete", "here"]));
+}
+
+/// File commands find the computer's credential and a ready agent pod on
+/// its node, and say in one line what is missing.
+async fn routing(cluster: &Cluster, cli: &Cli, admin: &Client) {
+    let api: Api<AgentComputer> = Api::namespaced(admin.clone(), "default");
+    ok(cli.run(&["create", "work", "--wait=false"]));
+    let err = fails(cli.run(&["ls", "work"]));
+    assert_eq!(
+        err,
+        "error: computer work is not Ready: no status yet (is the operator running?)\n"
+    );
+    set_status(
+        &api,
+        "work",
+        json!({"phase": "Ready", "node": "node-a", "credentialSecret": "work-credential",
+               "conditions": [condition("Ready", "True", "Ready", "")]}),
+    )
+    .await;
+    let err = fails(cli.run(&["exec", "work", "--", "true"]));
+    assert_eq!(
+        err,
+        "error: cannot read the credential Secret default/work-credential: secrets \"work-credential\" not found\n"
+    );
+    let secrets: Api<Secret> = Api::namespaced(admin.clone(), "default");
+    let secret = serde_json::from_value(json!({
+        "metadata": {"name": "work-credential"},
+        "stringData": {"token": "ab".repeat(32)}
+    }))
+    .unwrap();
+    secrets
+        .create(&PostParams::default(), &secret)
+        .await
+        .unwrap();
+
+    let no_agent = "error: no ready node agent on node node-a (pods labelled \
+                    app.kubernetes.io/name=agentcomputer-node-agent in namespace agentcomputer-system)\n";
+    assert_eq!(fails(cli.run(&["cat", "work", "x"])), no_agent);
+
+    // An agent pod on another node, and one on node-a that is not ready.
+    let pods: Api<Pod> = Api::namespaced(admin.clone(), SYSTEM_NS);
+    for (name, node) in [("agent-b", "node-b"), ("agent-a", "node-a")] {
+        let pod = serde_json::from_value(json!({
+            "metadata": {"name": name, "labels": {"app.kubernetes.io/name": "agentcomputer-node-agent"}},
+            "spec": {"nodeName": node, "containers": [{"name": "agent", "image": "agent"}]}
+        }))
+        .unwrap();
+        pods.create(&PostParams::default(), &pod).await.unwrap();
+    }
+    let ready = |name: &'static str| {
+        let pods = pods.clone();
+        async move {
+            pods.patch_status(
+                name,
+                &PatchParams::default(),
+                &Patch::Merge(json!({"status": {"phase": "Running", "conditions": [
+                    {"type": "Ready", "status": "True"}]}})),
+            )
+            .await
+            .unwrap();
+        }
+    };
+    ready("agent-b").await;
+    assert_eq!(fails(cli.run(&["cat", "work", "x"])), no_agent);
+    assert_eq!(fails(cli.run(&["port-forward", "work"])), no_agent);
+
+    // Ready on node-a: the CLI asks the API server for a port-forward,
+    // which needs that node's kubelet (there is none here).
+    ready("agent-a").await;
+    let err = fails(cli.run(&["ls", "work"]));
+    assert!(
+        err.starts_with("error: port-forward to node agent pod agent-a: "),
+        "{err}"
+    );
+    let err = fails(cli.run(&["port-forward", "work"]));
+    assert!(
+        err.starts_with("error: port-forward to node agent pod agent-a: "),
+        "{err}"
+    );
+
+    // A user who may read the computer, its Secret and the agent pods but
+    // not forward to them gets the API server's refusal.
+    let read = |ns: &str, rules: serde_json::Value| {
+        let (roles, bindings): (Api<Role>, Api<RoleBinding>) = (
+            Api::namespaced(admin.clone(), ns),
+            Api::namespaced(admin.clone(), ns),
+        );
+        let role =
+            serde_json::from_value(json!({"metadata": {"name": "cli"}, "rules": rules})).unwrap();
+        let binding = serde_json::from_value(json!({
+            "metadata": {"name": "cli"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "cli"},
+            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": LIMITED_USER}]
+        }))
+        .unwrap();
+        async move {
+            roles.create(&PostParams::default(), &role).await.unwrap();
+            bindings
+                .create(&PostParams::default(), &binding)
+                .await
+                .unwrap();
+        }
+    };
+    read(
+        "default",
+        json!([
+            {"apiGroups": ["agentcomputer.dev"], "resources": ["agentcomputers"], "verbs": ["get", "list"]},
+            {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]}
+        ]),
+    )
+    .await;
+    read(
+        SYSTEM_NS,
+        json!([{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list"]}]),
+    )
+    .await;
+    let limited = Cli::new(&cluster.operator_kubeconfig);
+    let err = eventually(10, "the RBAC rules to apply", || {
+        let out = limited.run(&["ls", "work"]);
+        async move {
+            let err = text(&out.stderr);
+            err.contains("pods/portforward").then_some(err)
+        }
+    })
+    .await;
+    assert!(
+        err.starts_with(
+            "error: RBAC forbids pods/portforward: pods \"agent-a\" is forbidden: User \""
+        ) && err.contains("cannot get resource \"pods/portforward\""),
+        "{err}"
+    );
+    let err = fails(limited.run(&["port-forward", "work"]));
+    assert!(
+        err.starts_with("error: RBAC forbids pods/portforward: "),
+        "{err}"
+    );
+    let err = fails(limited.run(&["delete", "work"]));
+    assert!(
+        err.contains("cannot delete resource \"agentcomputers\""),
+        "{err}"
+    );
+    ok(cli.run(&["delete", "work"]));
+}
