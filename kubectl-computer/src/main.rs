@@ -507,3 +507,74 @@ fn main() -> ExitCode {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn command_line_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    /// Global flags share one namespace of ids with every subcommand's
+    /// arguments; a clash only shows when that subcommand is parsed.
+    #[test]
+    fn global_flags_and_positionals_do_not_clash() {
+        for args in [
+            &["kc", "--local", "put", "demo", "a", "b"][..],
+            &[
+                "kc",
+                "get",
+                "demo",
+                "a",
+                "b",
+                "-n",
+                "team",
+                "--context",
+                "c",
+            ],
+            &["kc", "mv", "demo", "a", "b", "--no-clobber", "--kube"],
+            &[
+                "kc",
+                "create",
+                "demo",
+                "--runtime",
+                "shell,javascript",
+                "--wait=false",
+            ],
+            &["kc", "delete", "demo", "--wait", "--timeout", "5m"],
+            &[
+                "kc",
+                "port-forward",
+                "demo",
+                "--address",
+                "::1",
+                "--port",
+                "8080",
+            ],
+            &[
+                "kc",
+                "--endpoint",
+                "http://x:1",
+                "--token",
+                "t",
+                "exec",
+                "demo",
+                "--timeout",
+                "3",
+                "--",
+                "true",
+            ],
+        ] {
+            let cli = Cli::try_parse_from(args).unwrap_or_else(|e| panic!("{args:?}: {e}"));
+            assert!(!matches!(cli.command, Command::List), "{args:?}");
+        }
+        let cli = Cli::try_parse_from(["kc", "--local", "put", "demo", "a", "b"]).unwrap();
+        assert!(cli.target.local);
+        assert!(
+            matches!(cli.command, Command::Put { local, .. } if local == std::path::Path::new("a"))
+        );
+        assert!(Cli::try_parse_from(["kc", "--local", "-n", "x", "list"]).is_err());
+    }
+}

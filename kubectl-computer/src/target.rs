@@ -62,7 +62,8 @@ pub struct TargetArgs {
     #[arg(long, global = true, env = "AGENTCOMPUTER_CA_CERT", value_name = "PEM")]
     pub ca_cert: Option<PathBuf>,
     /// Talk to the node agent on this machine (http://127.0.0.1:7433).
-    #[arg(long, global = true, conflicts_with_all = ["kube", "context", "namespace"])]
+    // Its own id: `put` and `get` have a positional `local`.
+    #[arg(id = "local_agent", long = "local", global = true, conflicts_with_all = ["kube", "context", "namespace"])]
     pub local: bool,
     /// Talk to the cluster of the kubeconfig (`KUBECONFIG` or ~/.kube/config).
     #[arg(long, global = true)]
