@@ -159,10 +159,16 @@ async fn cluster_mode_against_a_real_apiserver() {
     }
     let cluster = Cluster::start().await;
     let admin = cluster.admin().await;
+    let cli = Cli::new(&cluster.kubeconfig);
+    let err = fails(cli.run(&["list"]));
+    assert_eq!(
+        err,
+        "error: this cluster does not serve AgentComputers (agentcomputer.dev/v1alpha1): \
+         install the chart charts/agent-computer\n"
+    );
     install_crd(&admin).await;
     support::create_namespace(&admin, "team").await;
     support::create_namespace(&admin, SYSTEM_NS).await;
-    let cli = Cli::new(&cluster.kubeconfig);
 
     create_list_delete(&cli, &admin).await;
     refusals(&cli).await;

@@ -197,6 +197,9 @@ impl Cluster {
                 match forward(pods, &pod).await {
                     Ok(mut upstream) => {
                         let _ = tokio::io::copy_bidirectional(&mut conn, &mut upstream).await;
+                        if let Some(failure) = take_forward_failure() {
+                            eprintln!("error: {failure}");
+                        }
                     }
                     Err(CliError(e)) => eprintln!("error: {e}"),
                 }

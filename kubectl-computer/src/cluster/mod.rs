@@ -92,6 +92,19 @@ impl Cluster {
 /// cannot get ...`), else the innermost cause (`connection refused`).
 pub fn api_error(err: &kube::Error) -> CliError {
     match err {
+        // What the API server answers for an API group it does not serve
+        // (a plain-text 404) or a resource type missing from a served one.
+        kube::Error::Api(status)
+            if status.code == 404
+                && matches!(
+                    status.message.trim(),
+                    "404 page not found" | "the server could not find the requested resource"
+                ) =>
+        {
+            CliError(
+                "this cluster does not serve AgentComputers (agentcomputer.dev/v1alpha1): install the chart charts/agent-computer".into(),
+            )
+        }
         kube::Error::Api(status) if !status.message.is_empty() => CliError(status.message.clone()),
         other => CliError(format!("Kubernetes API: {}", innermost(other))),
     }
