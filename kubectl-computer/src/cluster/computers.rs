@@ -2,6 +2,7 @@
 
 use std::time::Duration;
 
+use agentcomputer_crds::quantity::quantity_bytes;
 use agentcomputer_crds::{
     AgentComputer, AgentComputerSpec, CidrRule, EgressMode, EgressSpec, ExecLimits, PortRule,
     Protocol, RuntimesSpec, SandboxSpec, StorageSpec, condition_types,
@@ -15,7 +16,7 @@ use kube::runtime::wait::{await_condition, conditions};
 use super::{Cluster, api_error};
 use crate::cmd::computers::{Row, created_line, print_table};
 use crate::error::{CliError, Result};
-use crate::size::{human, parse_size, quantity};
+use crate::size::{human, quantity};
 
 /// Quota of a computer created without `--quota` (as a local agent's).
 pub const DEFAULT_QUOTA: u64 = 10 << 30;
@@ -134,7 +135,7 @@ pub async fn create(cluster: &Cluster, args: CreateArgs) -> Result<()> {
     if let Some(limit) = args.wait {
         wait_ready(cluster, &args.name, limit).await?;
     }
-    let quota = parse_size(&created.spec.storage.size.0).unwrap_or(0);
+    let quota = quantity_bytes(&created.spec.storage.size).unwrap_or(0);
     let inodes = match created.spec.storage.max_inodes {
         Some(n) => n.max(0) as u64,
         None => default_inodes(quota),
@@ -271,7 +272,9 @@ fn row(c: &AgentComputer) -> Row {
     Row {
         name: c.metadata.name.clone().unwrap_or_default(),
         used_bytes: volume.and_then(|v| v.bytes_used).map(|n| n.max(0) as u64),
-        quota: parse_size(size).map(human).unwrap_or_else(|_| size.clone()),
+        quota: quantity_bytes(&c.spec.storage.size)
+            .map(human)
+            .unwrap_or_else(|_| size.clone()),
         used_inodes: volume.and_then(|v| v.inodes_used).map(|n| n.max(0) as u64),
         state: c
             .status
