@@ -63,9 +63,100 @@ pub struct Settings {
     /// the field existed load as deny-all.
     #[serde(default)]
     pub egress: EgressConfig,
+    /// Which in-process runtimes may run. Files written before the field
+    /// existed load with both on.
+    #[serde(default)]
+    pub runtimes: Runtimes,
+    /// Per-computer default and maximum of every exec. Files written
+    /// before the field existed load with the agent's defaults.
+    #[serde(default)]
+    pub exec: ExecLimits,
+    /// The name people know the computer by when it differs from the
+    /// directory's name: in a cluster `NAMESPACE/NAME` of its
+    /// AgentComputer (the directory is named by the resource's uid).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub display_name: Option<String>,
+}
+
+/// The in-process runtimes a computer may use (an AgentComputer's
+/// `spec.runtimes.shell` and `spec.runtimes.javascript`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Runtimes {
+    /// The bash interpreter.
+    #[serde(default = "enabled")]
+    pub shell: bool,
+    /// The JavaScript (QuickJS) runtime.
+    #[serde(default = "enabled")]
+    pub javascript: bool,
+}
+
+fn enabled() -> bool {
+    true
+}
+
+impl Default for Runtimes {
+    /// Both runtimes on (local mode's computers).
+    fn default() -> Self {
+        Runtimes {
+            shell: true,
+            javascript: true,
+        }
+    }
+}
+
+/// Limits of one exec on a computer, each both the default (when the
+/// request gives none) and the maximum (a request asking for more gets
+/// this). `None` keeps the agent-wide default and maximum
+/// ([`crate::api::DEFAULT_TIMEOUT`], [`crate::api::MAX_TIMEOUT`],
+/// [`crate::api::DEFAULT_MAX_OUTPUT`], [`crate::api::DEFAULT_EXEC_MEMORY`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ExecLimits {
+    /// Wall-clock limit in milliseconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_ms: Option<u64>,
+    /// Cap on stdout plus stderr bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_output_bytes: Option<u64>,
+    /// Memory budget of an exec in bytes (the shell's memory limit, the
+    /// JavaScript heap limit).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_bytes: Option<u64>,
+}
+
+/// What a computer's owner decides about it: everything in [`Settings`]
+/// except identity and bookkeeping. Applied at create and on update
+/// ([`crate::registry::Registry::update`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Config {
+    /// Quota on bytes and inodes.
+    pub limits: Limits,
+    /// Egress policy (validated by the caller).
+    pub egress: EgressConfig,
+    /// Runtimes enabled.
+    pub runtimes: Runtimes,
+    /// Exec limits.
+    pub exec: ExecLimits,
+    /// See [`Settings::display_name`].
+    pub display_name: Option<String>,
 }
 
 impl Settings {
+    /// Replaces the owner's decisions in these settings with `config`.
+    pub fn apply(&mut self, config: Config) {
+        self.max_bytes = config.limits.max_bytes;
+        self.max_inodes = config.limits.max_inodes;
+        self.egress = config.egress;
+        self.runtimes = config.runtimes;
+        self.exec = config.exec;
+        self.display_name = config.display_name;
+    }
+
+    /// The name to show people: [`Settings::display_name`], else the
+    /// directory's name.
+    pub fn shown_name(&self) -> &str {
+        self.display_name.as_deref().unwrap_or(&self.name)
+    }
+
     /// The engine limits these settings ask for.
     pub fn limits(&self) -> Limits {
         Limits {
@@ -145,6 +236,16 @@ mod tests {
                 hosts: vec!["pypi.org".into()],
                 ..EgressConfig::default()
             },
+            runtimes: Runtimes {
+                shell: true,
+                javascript: false,
+            },
+            exec: ExecLimits {
+                timeout_ms: Some(5000),
+                max_output_bytes: None,
+                memory_bytes: Some(1 << 20),
+            },
+            display_name: Some("team-a/demo".into()),
         };
         s.save(dir.path()).unwrap();
         assert_eq!(Settings::load(dir.path()).unwrap(), s);
@@ -161,5 +262,8 @@ mod tests {
         let s = Settings::load(dir.path()).unwrap();
         assert_eq!(s.egress, EgressConfig::default());
         assert_eq!(s.egress.mode, agentcomputer_egress::Mode::DenyAll);
+        assert_eq!(s.runtimes, Runtimes::default());
+        assert_eq!(s.exec, ExecLimits::default());
+        assert_eq!(s.shown_name(), "demo");
     }
 }

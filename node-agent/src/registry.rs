@@ -31,7 +31,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
 use crate::blocking::blocking;
-use crate::computer::{self, DB_FILE, SETTINGS_FILE, Settings, Usage};
+use crate::computer::{self, Config, DB_FILE, SETTINGS_FILE, Settings, Usage};
 use crate::mounts::{self, MountRecord};
 use crate::private;
 
@@ -107,7 +107,9 @@ struct Inner {
 /// One open computer.
 struct Slot {
     fs: Fs,
-    settings: Settings,
+    name: String,
+    /// Replaced by [`Registry::update`] while the engine stays open.
+    settings: Mutex<Settings>,
     dir: PathBuf,
     active: AtomicUsize,
     last_used: Mutex<Instant>,
@@ -137,13 +139,19 @@ impl Lease {
     }
 
     /// The computer's egress policy as stored in its settings.
-    pub fn egress(&self) -> &EgressConfig {
-        &self.slot.settings.egress
+    pub fn egress(&self) -> EgressConfig {
+        lock(&self.slot.settings).egress.clone()
+    }
+
+    /// The computer's settings now (they may change while the lease is
+    /// held, by [`Registry::update`]).
+    pub fn settings(&self) -> Settings {
+        lock(&self.slot.settings).clone()
     }
 
     /// The computer's name.
     pub fn name(&self) -> &str {
-        &self.slot.settings.name
+        &self.slot.name
     }
 
     /// A token cancelled when the computer is deleted or the agent shuts down.
@@ -217,7 +225,23 @@ impl Registry {
         limits: Limits,
         egress: EgressConfig,
     ) -> Result<ComputerInfo, RegistryError> {
+        let config = Config {
+            limits,
+            egress,
+            ..Config::default()
+        };
+        self.create_with(name, config).await
+    }
+
+    /// Creates computer `name` with all of `config` (see
+    /// [`Registry::create`]). Errors: as [`Registry::create`].
+    pub async fn create_with(
+        &self,
+        name: &str,
+        config: Config,
+    ) -> Result<ComputerInfo, RegistryError> {
         check_name(name)?;
+        let limits = config.limits;
         let _guard = self.inner.lifecycle.lock().await;
         let dir = self.dir_of(name);
         if dir.exists() {
@@ -229,7 +253,7 @@ impl Registry {
             .join(format!(".creating-{name}-{:016x}", rand::random::<u64>()));
         let owned = name.to_string();
         let settings = blocking(move || {
-            let result = build_computer(&owned, &tmp, &dir, limits, egress);
+            let result = build_computer(&owned, &tmp, &dir, config);
             if result.is_err() {
                 let _ = std::fs::remove_dir_all(&tmp);
             }
@@ -250,6 +274,59 @@ impl Registry {
             usage,
             open: false,
         })
+    }
+
+    /// Replaces the owner's decisions about computer `name` with `config`:
+    /// `computer.json` is rewritten, and an open engine gets the new quota
+    /// at once (a grown quota admits the next write; no reopen). Running
+    /// execs keep the limits they started with; later ones get the new.
+    /// Errors: `InvalidName`, `NotFound`, `Io`, `Engine` (the quota could
+    /// not be stored in the database; the settings are then unchanged).
+    pub async fn update(&self, name: &str, config: Config) -> Result<(), RegistryError> {
+        check_name(name)?;
+        let _guard = self.inner.lifecycle.lock().await;
+        let dir = self.dir_of(name);
+        let slot = lock(&self.inner.open).get(name).cloned();
+        let owned = name.to_string();
+        blocking(move || {
+            let io_err = |source| RegistryError::Io {
+                name: owned.clone(),
+                source,
+            };
+            let mut stored = match Settings::load(&dir) {
+                Ok(s) => s,
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                    return Err(RegistryError::NotFound(owned.clone()));
+                }
+                Err(e) => return Err(io_err(e)),
+            };
+            let mut wanted = stored.clone();
+            wanted.apply(config);
+            if wanted == stored {
+                return Ok(());
+            }
+            if let Some(slot) = &slot {
+                if slot.fs.limits() != wanted.limits() {
+                    slot.fs
+                        .set_limits(wanted.limits())
+                        .map_err(|source| RegistryError::Engine {
+                            name: owned.clone(),
+                            source,
+                        })?;
+                }
+                // The open engine's record says "open" (usage unknown):
+                // keep it so.
+                wanted.usage_at_close = None;
+            }
+            stored = wanted;
+            stored.save(&dir).map_err(io_err)?;
+            if let Some(slot) = &slot {
+                *lock(&slot.settings) = stored;
+            }
+            Ok(())
+        })
+        .await?;
+        Ok(())
     }
 
     /// Deletes computer `name` and all its files. Its running work is
@@ -313,7 +390,8 @@ impl Registry {
         let slot = Arc::new(Slot {
             fs,
             dir: self.dir_of(name),
-            settings,
+            name: name.to_string(),
+            settings: Mutex::new(settings),
             active: AtomicUsize::new(1),
             last_used: Mutex::new(Instant::now()),
             cancel: self.inner.shutdown.child_token(),
@@ -662,9 +740,9 @@ fn build_computer(
     name: &str,
     tmp: &Path,
     dir: &Path,
-    limits: Limits,
-    egress: EgressConfig,
+    config: Config,
 ) -> Result<Settings, RegistryError> {
+    let limits = config.limits;
     let io_err = |source| RegistryError::Io {
         name: name.to_string(),
         source,
@@ -679,7 +757,7 @@ fn build_computer(
         source,
     })?;
     drop(fs);
-    let settings = Settings {
+    let mut settings = Settings {
         name: name.to_string(),
         created_unix_nanos: computer::now_unix_nanos(),
         max_bytes: limits.max_bytes,
@@ -688,8 +766,12 @@ fn build_computer(
             used_bytes: st.used_bytes,
             used_inodes: st.used_inodes,
         }),
-        egress,
+        egress: EgressConfig::default(),
+        runtimes: Default::default(),
+        exec: Default::default(),
+        display_name: None,
     };
+    settings.apply(config);
     settings.save(tmp).map_err(io_err)?;
     std::fs::rename(tmp, dir).map_err(|e| {
         if matches!(
@@ -733,7 +815,7 @@ fn open_computer(name: &str, dir: &Path) -> Result<(Fs, Settings), RegistryError
 
 async fn live_info(lease: Lease) -> Result<ComputerInfo, RegistryError> {
     let name = lease.name().to_string();
-    let settings = lease.slot.settings.clone();
+    let settings = lease.settings();
     let st = blocking(move || lease.fs().statfs())
         .await
         .map_err(|source| RegistryError::Engine { name, source })?;
@@ -751,7 +833,7 @@ async fn live_info(lease: Lease) -> Result<ComputerInfo, RegistryError> {
 async fn unmount_all(slot: &Arc<Slot>) {
     let handles: Vec<(PathBuf, MountHandle)> = lock(&slot.mounts).drain().collect();
     for (path, handle) in handles {
-        let name = slot.settings.name.clone();
+        let name = slot.name.clone();
         match blocking(move || handle.unmount()).await {
             Ok(()) => info!(computer = %name, path = %path.display(), "unmounted computer"),
             Err(e) => warn!(computer = %name, path = %path.display(), error = %e, "unmount failed"),
@@ -761,9 +843,9 @@ async fn unmount_all(slot: &Arc<Slot>) {
 
 /// Records a closed computer's usage and drops its engine.
 async fn close_slot(slot: Arc<Slot>) {
-    let name = slot.settings.name.clone();
+    let name = slot.name.clone();
     blocking(move || {
-        let mut settings = slot.settings.clone();
+        let mut settings = lock(&slot.settings).clone();
         match slot.fs.statfs() {
             Ok(st) => {
                 settings.usage_at_close = Some(Usage {

@@ -6,10 +6,11 @@ use tonic::Status;
 
 use crate::registry::{ComputerInfo, Registry};
 
-/// The API's view of a computer.
+/// The API's view of a computer; its name is the one people know it by
+/// (in a cluster `NAMESPACE/NAME`, see [`crate::computer::Settings::display_name`]).
 pub fn to_proto(info: ComputerInfo) -> pb::Computer {
     pb::Computer {
-        name: info.settings.name,
+        name: info.settings.shown_name().to_string(),
         max_bytes: info.settings.max_bytes,
         max_inodes: info.settings.max_inodes,
         used_bytes: info.usage.used_bytes,

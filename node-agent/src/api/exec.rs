@@ -15,7 +15,7 @@ mod pump;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use agentcomputer_egress::Policy;
+use agentcomputer_egress::{EgressConfig, Policy};
 
 use agentcomputer_fs::FileKind;
 use agentcomputer_js::JsRequest;
@@ -31,6 +31,7 @@ use tracing::{info, warn};
 use super::convert::resolve;
 use super::errors::{errno_detail, errno_status};
 use super::paths::ApiPath;
+use super::observe::{ExecOutcome, Observer};
 use crate::blocking::blocking;
 use crate::registry::Registry;
 use program::Program;
@@ -55,18 +56,50 @@ const INLINE_PARSE_BYTES: usize = 64 * 1024;
 /// The stream of an Exec call.
 pub type ExecStream = ReceiverStream<Result<pb::ExecEvent, Status>>;
 
-/// Validates `req`, starts the run and returns its event stream. Errors
-/// before the run: an unknown runtime or `input_json` that is not JSON
-/// (INVALID_ARGUMENT), `input_json` for a runtime other than JavaScript
-/// (INVALID_ARGUMENT), RUNTIME_CONTAINER (UNIMPLEMENTED), an unknown
-/// computer, a bad or missing `cwd`.
-pub async fn start(registry: &Registry, req: pb::ExecRequest) -> Result<ExecStream, Status> {
+/// Validates `req`, starts the run and returns its event stream; reports
+/// the end (or the refusal) of every shell and JavaScript exec to
+/// `observer`. Errors before the run: an unknown runtime or `input_json`
+/// that is not JSON (INVALID_ARGUMENT), `input_json` for a runtime other
+/// than JavaScript (INVALID_ARGUMENT), RUNTIME_CONTAINER (UNIMPLEMENTED),
+/// an unknown computer, a runtime the computer does not enable
+/// (FAILED_PRECONDITION), a bad or missing `cwd`.
+///
+/// Limits: a request's timeout, output cap and memory of 0 take the
+/// computer's ([`crate::computer::ExecLimits`]), else the agent's defaults;
+/// larger ones are cut to the computer's (else to [`MAX_TIMEOUT`] and
+/// [`DEFAULT_EXEC_MEMORY`]).
+pub async fn start(
+    registry: &Registry,
+    req: pb::ExecRequest,
+    observer: Arc<dyn Observer>,
+) -> Result<ExecStream, Status> {
     let runtime = pb::Runtime::try_from(req.runtime).map_err(|_| {
         errno_detail(
             Errno::EINVAL,
             format_args!("unknown runtime {}", req.runtime),
         )
     })?;
+    let name = match runtime {
+        pb::Runtime::Unspecified | pb::Runtime::Shell => "shell",
+        pb::Runtime::Javascript => "javascript",
+        pb::Runtime::Container => "container",
+    };
+    let started = start_runtime(registry, runtime, name, req, observer.clone()).await;
+    if started.is_err() && name != "container" {
+        observer.exec_finished(name, ExecOutcome::Rejected, Duration::ZERO);
+    }
+    started
+}
+
+/// Starts a run of `runtime`, named `runtime_name` in messages and in
+/// `spec.runtimes`.
+async fn start_runtime(
+    registry: &Registry,
+    runtime: pb::Runtime,
+    runtime_name: &'static str,
+    req: pb::ExecRequest,
+    observer: Arc<dyn Observer>,
+) -> Result<ExecStream, Status> {
     let input = match runtime {
         pb::Runtime::Unspecified | pb::Runtime::Shell => {
             if !req.input_json.is_empty() {
@@ -85,6 +118,16 @@ pub async fn start(registry: &Registry, req: pb::ExecRequest) -> Result<ExecStre
         }
     };
     let lease = registry.acquire(&req.computer).await?;
+    let settings = lease.settings();
+    let enabled = match runtime {
+        pb::Runtime::Javascript => settings.runtimes.javascript,
+        _ => settings.runtimes.shell,
+    };
+    if !enabled {
+        return Err(Status::failed_precondition(format!(
+            "runtime {runtime_name} is disabled for this computer (spec.runtimes.{runtime_name})"
+        )));
+    }
     let cwd = ApiPath::parse(&req.cwd)?;
     {
         let fs = lease.fs().clone();
@@ -98,19 +141,22 @@ pub async fn start(registry: &Registry, req: pb::ExecRequest) -> Result<ExecStre
         })
         .await?;
     }
+    let limits = settings.exec;
+    let most_time = limits.timeout_ms.map_or(MAX_TIMEOUT, Duration::from_millis);
     let timeout = match req.timeout_ms {
-        0 => DEFAULT_TIMEOUT,
-        ms => Duration::from_millis(ms).min(MAX_TIMEOUT),
+        0 => limits.timeout_ms.map_or(DEFAULT_TIMEOUT, Duration::from_millis),
+        ms => Duration::from_millis(ms).min(most_time),
     };
     let max_output_bytes = match req.max_output_bytes {
-        0 => DEFAULT_MAX_OUTPUT,
-        n => n,
+        0 => limits.max_output_bytes.unwrap_or(DEFAULT_MAX_OUTPUT),
+        n => limits.max_output_bytes.map_or(n, |most| n.min(most)),
     };
+    let most_memory = limits.memory_bytes.unwrap_or(DEFAULT_EXEC_MEMORY);
     let memory = match req.memory_limit_bytes {
-        0 => DEFAULT_EXEC_MEMORY,
-        n => n.min(DEFAULT_EXEC_MEMORY),
+        0 => most_memory,
+        n => n.min(most_memory),
     };
-    let egress = policy_of(&lease);
+    let egress = policy_of(&lease, &settings.egress);
     let mut env: Vec<(String, String)> = req.env.into_iter().collect();
     env.sort();
     let program = match input {
@@ -156,8 +202,19 @@ pub async fn start(registry: &Registry, req: pb::ExecRequest) -> Result<ExecStre
         info!(%computer, runtime, timeout_ms = timeout.as_millis() as u64, "exec started");
         let run = program.start(lease.fs().clone(), cancel.clone());
         let (client_gone, finished) = pump::pump(run, &tx, &cancel, timeout).await;
-        let duration_ms = started.elapsed().as_millis() as u64;
+        let elapsed = started.elapsed();
+        let duration_ms = elapsed.as_millis() as u64;
         info!(%computer, runtime, code = finished.exit_code, error = ?finished.error, duration_ms, client_gone, "exec finished");
+        let outcome = if client_gone || (cancel.is_cancelled() && finished.error.is_some()) {
+            ExecOutcome::Cancelled
+        } else if finished.error.is_some() {
+            ExecOutcome::Error
+        } else if finished.exit_code == 0 {
+            ExecOutcome::Success
+        } else {
+            ExecOutcome::Failure
+        };
+        observer.exec_finished(runtime_name, outcome, elapsed);
         if !client_gone {
             let exit = pb::ExecExit {
                 code: finished.exit_code,
@@ -178,8 +235,8 @@ pub async fn start(registry: &Registry, req: pb::ExecRequest) -> Result<ExecStre
 
 /// The computer's egress policy. A settings file edited into an invalid
 /// policy denies everything rather than failing every exec.
-fn policy_of(lease: &crate::registry::Lease) -> Arc<Policy> {
-    match Policy::new(lease.egress().clone()) {
+fn policy_of(lease: &crate::registry::Lease, egress: &EgressConfig) -> Arc<Policy> {
+    match Policy::new(egress.clone()) {
         Ok(policy) => Arc::new(policy),
         Err(e) => {
             warn!(computer = lease.name(), error = %e, "invalid egress policy in settings; denying all egress");

@@ -12,6 +12,7 @@ pub mod errors;
 mod exec;
 mod fs;
 mod mount;
+pub mod observe;
 pub mod paths;
 mod read;
 mod search;
@@ -29,7 +30,10 @@ use crate::auth::{Authorizer, Caller};
 use crate::blocking::blocking;
 use crate::registry::Registry;
 
-pub use exec::{DEFAULT_MAX_OUTPUT, DEFAULT_TIMEOUT, MAX_RESULT_BYTES, MAX_TIMEOUT};
+pub use exec::{
+    DEFAULT_EXEC_MEMORY, DEFAULT_MAX_OUTPUT, DEFAULT_TIMEOUT, MAX_RESULT_BYTES, MAX_TIMEOUT,
+};
+pub use observe::{ExecOutcome, Observer, Unobserved};
 
 /// The service implementation over a [`Registry`]. Every call is checked
 /// by its [`Authorizer`] before it touches a computer.
@@ -37,13 +41,24 @@ pub use exec::{DEFAULT_MAX_OUTPUT, DEFAULT_TIMEOUT, MAX_RESULT_BYTES, MAX_TIMEOU
 pub struct Service {
     registry: Registry,
     auth: Arc<dyn Authorizer>,
+    observer: Arc<dyn Observer>,
 }
 
 impl Service {
     /// A service serving the computers of `registry` to the callers `auth`
     /// admits.
     pub fn new(registry: Registry, auth: Arc<dyn Authorizer>) -> Service {
-        Service { registry, auth }
+        Service {
+            registry,
+            auth,
+            observer: Arc::new(Unobserved),
+        }
+    }
+
+    /// The same service reporting its calls to `observer`.
+    pub fn with_observer(mut self, observer: Arc<dyn Observer>) -> Service {
+        self.observer = observer;
+        self
     }
 
     /// The credential of `req`, to be checked by the service's rule.
@@ -51,14 +66,32 @@ impl Service {
         Caller::new(req.metadata(), self.auth.clone())
     }
 
+    /// Reports the outcome of a credential check to the observer.
+    fn observed(&self, checked: Result<String, Status>) -> Result<String, Status> {
+        match &checked {
+            Ok(key) => self.observer.used(key),
+            Err(status) => self.observer.refused(status.code()),
+        }
+        checked
+    }
+
     /// Checks the credential of `req` for the computer it names and
     /// returns the message with that name replaced by the registry key.
     fn authorized<T: NamesComputer>(&self, req: Request<T>) -> Result<T, Status> {
         let caller = self.caller(&req);
         let mut msg = req.into_inner();
-        let key = caller.computer(msg.computer_field())?;
+        let key = self.observed(caller.computer(msg.computer_field()))?;
         *msg.computer_field() = key;
         Ok(msg)
+    }
+
+    /// Checks that the caller of `req` may manage computers.
+    fn manager<T>(&self, req: &Request<T>) -> Result<(), Status> {
+        let checked = self.caller(req).manage();
+        if let Err(status) = &checked {
+            self.observer.refused(status.code());
+        }
+        checked
     }
 
     /// The tonic server for this service, accepting and sending messages of
@@ -107,7 +140,7 @@ impl AgentComputer for Service {
         &self,
         req: Request<pb::CreateComputerRequest>,
     ) -> Result<Response<pb::Computer>, Status> {
-        self.caller(&req).manage()?;
+        self.manager(&req)?;
         computers::create(&self.registry, req.into_inner())
             .await
             .map(Response::new)
@@ -117,7 +150,7 @@ impl AgentComputer for Service {
         &self,
         req: Request<pb::DeleteComputerRequest>,
     ) -> Result<Response<pb::DeleteComputerResponse>, Status> {
-        self.caller(&req).manage()?;
+        self.manager(&req)?;
         computers::delete(&self.registry, req.into_inner())
             .await
             .map(Response::new)
@@ -137,7 +170,7 @@ impl AgentComputer for Service {
         &self,
         req: Request<pb::ListComputersRequest>,
     ) -> Result<Response<pb::ListComputersResponse>, Status> {
-        self.caller(&req).manage()?;
+        self.manager(&req)?;
         computers::list(&self.registry).await.map(Response::new)
     }
 
@@ -183,7 +216,8 @@ impl AgentComputer for Service {
         req: Request<Streaming<pb::WriteRequest>>,
     ) -> Result<Response<pb::WriteResponse>, Status> {
         let caller = self.caller(&req);
-        write::write(&self.registry, &caller, req.into_inner())
+        let check = |requested: &str| self.observed(caller.computer(requested));
+        write::write(&self.registry, check, req.into_inner())
             .await
             .map(Response::new)
     }
@@ -290,7 +324,7 @@ impl AgentComputer for Service {
         req: Request<pb::ExecRequest>,
     ) -> Result<Response<Self::ExecStream>, Status> {
         let req = self.authorized(req)?;
-        exec::start(&self.registry, req)
+        exec::start(&self.registry, req, self.observer.clone())
             .await
             .map(Response::new)
     }

@@ -19,7 +19,6 @@ use super::convert::{OWNER, file_info, parent_of, resolve};
 use super::errors::{errno_detail, errno_status, on};
 use super::paths::ApiPath;
 use crate::blocking::blocking;
-use crate::auth::Caller;
 use crate::registry::Registry;
 
 /// Default permission bits of a new file.
@@ -60,7 +59,8 @@ impl Drop for Target {
     }
 }
 
-/// Serves one Write stream. Errors: `EINVAL` for a stream not starting with
+/// Serves one Write stream; `authorize` checks the caller's credential for
+/// the computer the header names and returns its registry key. Errors: `EINVAL` for a stream not starting with
 /// a header (or with two, or with anything after the end, or a byte count
 /// that disagrees with the end message), `ECANCELED` for a stream without
 /// an end message, path errors, `EEXIST` for EXCLUSIVE over an
@@ -68,7 +68,7 @@ impl Drop for Target {
 /// stream error when it aborts.
 pub async fn write(
     registry: &Registry,
-    caller: &Caller,
+    authorize: impl FnOnce(&str) -> Result<String, Status>,
     mut stream: Streaming<pb::WriteRequest>,
 ) -> Result<pb::WriteResponse, Status> {
     let header = match stream.message().await? {
@@ -83,7 +83,7 @@ pub async fn write(
         }
         None => return Err(errno_detail(Errno::EINVAL, "empty Write stream")),
     };
-    let key = caller.computer(&header.computer)?;
+    let key = authorize(&header.computer)?;
     let lease = registry.acquire(&key).await?;
     let path = ApiPath::parse(&header.path)?;
     let mode = pb::WriteMode::try_from(header.mode).map_err(|_| {
