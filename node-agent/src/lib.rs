@@ -3,12 +3,14 @@
 //! It keeps a [`registry::Registry`] of computers (each one SQLite database
 //! driven by the `agentcomputer-fs` engine), serves the `agentcomputer.v1`
 //! gRPC API over them ([`api::Service`]) and runs code on them with the
-//! in-process runtimes. [`local::serve`] is the whole agent in local mode;
-//! the `node-agent` binary wraps it with command-line parsing and signals.
+//! in-process runtimes. [`local::serve`] is the whole agent in local mode,
+//! [`cluster::serve`] the agent of one Kubernetes node; the `node-agent`
+//! binary wraps them with command-line parsing and signals.
 
 pub mod api;
 pub mod auth;
 mod blocking;
+pub mod cluster;
 pub mod computer;
 pub mod fuse_link;
 pub mod local;

@@ -8,12 +8,17 @@
 //! (`RUST_LOG`, default `info`), and shuts down cleanly on SIGINT or SIGTERM
 //! (unmounting its host mounts). At start it removes the dead host mounts a
 //! killed previous run left behind.
+//!
+//! `node-agent cluster --node-name N --data-dir D --namespace NS ...` is the
+//! agent of one Kubernetes node (docs/cluster.md). It prints `listening on
+//! ADDR` and `metrics on ADDR` on stdout once bound.
 
 use std::io::IsTerminal;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use agentcomputer_node_agent::cluster::{self, ClusterConfig};
 use agentcomputer_node_agent::local::{self, DEFAULT_LISTEN, LocalConfig};
 use agentcomputer_node_agent::tls;
 use anyhow::Context;
@@ -55,6 +60,52 @@ enum Command {
         #[arg(long, value_name = "PEM", requires = "tls_cert")]
         tls_key: Option<PathBuf>,
     },
+    /// Serve the computers placed on one Kubernetes node (unprivileged).
+    /// The Kubernetes client comes from the in-cluster service account or
+    /// KUBECONFIG.
+    Cluster(ClusterArgs),
+}
+
+#[derive(clap::Args)]
+struct ClusterArgs {
+    /// This node's name (the agent pod's spec.nodeName).
+    #[arg(long, env = "NODE_NAME")]
+    node_name: String,
+    /// Where computers live (computers/<uid>/).
+    #[arg(long, env = "AGENTCOMPUTER_DATA_DIR", default_value = "/var/lib/agentcomputer/data")]
+    data_dir: PathBuf,
+    /// The agent's own namespace, where it publishes its CSIStorageCapacity.
+    #[arg(long, env = "POD_NAMESPACE")]
+    namespace: String,
+    /// Address of the gRPC API.
+    #[arg(long, env = "AGENTCOMPUTER_LISTEN", default_value = cluster::DEFAULT_LISTEN)]
+    listen: SocketAddr,
+    /// Address of /metrics, /healthz and /readyz.
+    #[arg(long, env = "AGENTCOMPUTER_METRICS_ADDR", default_value = cluster::DEFAULT_METRICS_ADDR)]
+    metrics_addr: SocketAddr,
+    /// Close a computer after it has been unused this long, e.g. 5m, 30s.
+    #[arg(long, env = "AGENTCOMPUTER_IDLE_TIMEOUT", default_value = "5m", value_parser = humantime::parse_duration)]
+    idle_timeout: Duration,
+    /// Factor on the disk space offered to quotas in the published capacity
+    /// (1.0 offers exactly the free space; 2.0 promises twice as much).
+    #[arg(long, env = "AGENTCOMPUTER_OVERCOMMIT", default_value_t = 1.0, value_parser = parse_overcommit)]
+    overcommit: f64,
+    /// Shortest time between two status.volume reports of one computer.
+    #[arg(long, env = "AGENTCOMPUTER_STATUS_INTERVAL", default_value = "10s", value_parser = humantime::parse_duration)]
+    status_interval: Duration,
+    /// Time running calls get to finish after SIGTERM.
+    #[arg(long, env = "AGENTCOMPUTER_SHUTDOWN_GRACE", default_value = "20s", value_parser = humantime::parse_duration)]
+    shutdown_grace: Duration,
+}
+
+/// An overcommit factor: a finite number above 0.
+fn parse_overcommit(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(v) if v.is_finite() && v > 0.0 => Ok(v),
+        _ => Err(format!(
+            "{text:?} is not a factor above 0 (e.g. 1.0, 1.5)"
+        )),
+    }
 }
 
 fn main() -> anyhow::Result<()> {
@@ -102,11 +153,36 @@ fn main() -> anyhow::Result<()> {
                 };
                 local::serve(listener, config, shutdown_signal()?).await
             }
+            Command::Cluster(args) => run_cluster(args).await,
         }
     });
     // Do not wait on blocking-pool threads left behind by cancelled work.
     runtime.shutdown_timeout(Duration::from_secs(1));
     result
+}
+
+async fn run_cluster(args: ClusterArgs) -> anyhow::Result<()> {
+    let client = kube::Client::try_default()
+        .await
+        .context("no Kubernetes client: neither an in-cluster service account nor KUBECONFIG works")?;
+    let listener = tokio::net::TcpListener::bind(args.listen)
+        .await
+        .with_context(|| format!("cannot listen on {}", args.listen))?;
+    let http = tokio::net::TcpListener::bind(args.metrics_addr)
+        .await
+        .with_context(|| format!("cannot listen on {}", args.metrics_addr))?;
+    println!("listening on {}", listener.local_addr()?);
+    println!("metrics on {}", http.local_addr()?);
+    let config = ClusterConfig {
+        node_name: args.node_name,
+        data_dir: args.data_dir,
+        namespace: args.namespace,
+        idle_timeout: args.idle_timeout,
+        overcommit: args.overcommit,
+        status_interval: args.status_interval,
+        shutdown_grace: args.shutdown_grace,
+    };
+    cluster::serve(client, listener, http, config, shutdown_signal()?).await
 }
 
 /// Completes on the first SIGINT or SIGTERM.

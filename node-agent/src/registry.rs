@@ -448,6 +448,22 @@ impl Registry {
     /// Describes all computers, sorted by name. Entries that are not valid
     /// computers (stray files, unreadable settings) are skipped with a warning.
     pub async fn list(&self) -> Result<Vec<ComputerInfo>, RegistryError> {
+        let names = self.names().await?;
+        let mut out = Vec::with_capacity(names.len());
+        for name in names {
+            match self.get(&name).await {
+                Ok(info) => out.push(info),
+                // Deleted while listing.
+                Err(RegistryError::NotFound(_)) => {}
+                Err(err) => warn!(computer = %name, error = %err, "skipping computer in list"),
+            }
+        }
+        Ok(out)
+    }
+
+    /// The names of all computers, sorted, without opening or reading them.
+    /// Errors: `Io` when the computers directory cannot be read.
+    pub async fn names(&self) -> Result<Vec<String>, RegistryError> {
         let dir = self.inner.computers_dir.clone();
         let mut names = blocking(move || -> io::Result<Vec<String>> {
             let mut names = Vec::new();
@@ -468,16 +484,7 @@ impl Registry {
             source,
         })?;
         names.sort();
-        let mut out = Vec::with_capacity(names.len());
-        for name in names {
-            match self.get(&name).await {
-                Ok(info) => out.push(info),
-                // Deleted while listing.
-                Err(RegistryError::NotFound(_)) => {}
-                Err(err) => warn!(computer = %name, error = %err, "skipping computer in list"),
-            }
-        }
-        Ok(out)
+        Ok(names)
     }
 
     /// Closes every open computer that has had no lease for the idle timeout.

@@ -1,0 +1,118 @@
+//! The watch of this node's AgentComputers: each one placed here gets its
+//! database (created when missing) and the settings its spec asks for; its
+//! identity and credential fingerprint go to the [`super::index::Index`].
+//! A deleted AgentComputer only leaves the index: its data is dealt with by
+//! the PersistentVolume protocol ([`super::volumes`]).
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use agentcomputer_crds::AgentComputer;
+use futures::StreamExt;
+use kube::Api;
+use kube::runtime::watcher::{self, Event};
+use kube::runtime::WatchStreamExt;
+use tokio_util::sync::CancellationToken;
+use tracing::{info, warn};
+
+use super::Node;
+use super::index::{Entry, parse_credential_hash};
+use super::keys::NODE_LABEL;
+use super::spec;
+use crate::registry::RegistryError;
+
+/// Watches AgentComputers in all namespaces labelled for this node until
+/// `stop`; marks the watch synced after its first complete listing has
+/// been applied.
+pub async fn run(node: Arc<Node>, stop: CancellationToken) {
+    let api: Api<AgentComputer> = Api::all(node.client.clone());
+    let selector = format!("{NODE_LABEL}={}", node.config.node_name);
+    let mut events = watcher::watcher(api, watcher::Config::default().labels(&selector))
+        .default_backoff()
+        .boxed();
+    // uids listed since the last (re)start of the watch.
+    let mut listing: Option<HashSet<String>> = None;
+    loop {
+        let event = tokio::select! {
+            _ = stop.cancelled() => return,
+            event = events.next() => event,
+        };
+        match event {
+            None => return,
+            Some(Err(e)) => warn!(error = %e, "AgentComputer watch failed; retrying"),
+            Some(Ok(Event::Init)) => listing = Some(HashSet::new()),
+            Some(Ok(Event::InitApply(computer))) => {
+                if let (Some(seen), Some(uid)) = (&mut listing, computer.metadata.uid.clone()) {
+                    seen.insert(uid);
+                }
+                apply(&node, &computer).await;
+            }
+            Some(Ok(Event::InitDone)) => {
+                if let Some(seen) = listing.take() {
+                    // Gone (or moved off this node) while the watch was down.
+                    let dropped = node.index.retain(|uid| seen.contains(uid));
+                    if dropped > 0 {
+                        info!(dropped, "forgot AgentComputers no longer placed here");
+                    }
+                }
+                node.placement_changed.notify_one();
+                node.readiness.set_computers_synced();
+            }
+            Some(Ok(Event::Apply(computer))) => apply(&node, &computer).await,
+            Some(Ok(Event::Delete(computer))) => {
+                if let Some(uid) = &computer.metadata.uid {
+                    node.index.remove(uid);
+                    node.activity.forget(uid);
+                    info!(computer = %spec::display_name(&computer), %uid, "AgentComputer gone; its data stays until its volume is deleted");
+                    node.placement_changed.notify_one();
+                }
+            }
+        }
+    }
+}
+
+/// Brings computer `computer` on this node in line with its spec.
+async fn apply(node: &Node, computer: &AgentComputer) {
+    let shown = spec::display_name(computer);
+    let Some(uid) = computer.metadata.uid.clone() else {
+        warn!(computer = %shown, "AgentComputer without metadata.uid; ignored");
+        return;
+    };
+    let credential = computer
+        .status
+        .as_ref()
+        .and_then(|s| s.credential_hash.as_deref());
+    let parsed = credential.and_then(parse_credential_hash);
+    if credential.is_some() && parsed.is_none() {
+        warn!(computer = %shown, "status.credentialHash is not sha256:<64 lowercase hex>; refusing every call");
+    }
+    node.index.upsert(Entry {
+        uid: uid.clone(),
+        namespace: computer.metadata.namespace.clone().unwrap_or_default(),
+        name: computer.metadata.name.clone().unwrap_or_default(),
+        credential: parsed,
+    });
+    if computer.metadata.deletion_timestamp.is_some() {
+        // Being deleted: never create (or grow) its database now.
+        return;
+    }
+    let config = match spec::config_of(computer) {
+        Ok(c) => c,
+        Err(e) => {
+            warn!(computer = %shown, error = %e, "cannot apply the spec; keeping the current settings");
+            return;
+        }
+    };
+    let quota = config.limits.max_bytes;
+    match node.registry.update(&uid, config.clone()).await {
+        Ok(()) => {}
+        Err(RegistryError::NotFound(_)) => match node.registry.create_with(&uid, config).await {
+            Ok(_) => info!(computer = %shown, %uid, quota, "created the computer's database"),
+            Err(RegistryError::AlreadyExists(_)) => {}
+            Err(e) => warn!(computer = %shown, error = %e, "cannot create the computer's database"),
+        },
+        Err(e) => warn!(computer = %shown, error = %e, "cannot apply the spec"),
+    }
+    // The capacity depends on the quotas; the publisher skips unchanged values.
+    node.placement_changed.notify_one();
+}

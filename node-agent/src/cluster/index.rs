@@ -1,0 +1,192 @@
+//! The computers this node serves, as the AgentComputer watch last saw
+//! them: who they are and the fingerprint of their credential.
+
+use std::collections::HashMap;
+use std::sync::RwLock;
+
+/// One computer placed on this node.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Entry {
+    /// `metadata.uid`: the registry key and CSI volume handle.
+    pub uid: String,
+    /// `metadata.namespace`.
+    pub namespace: String,
+    /// `metadata.name`.
+    pub name: String,
+    /// SHA-256 of the computer's token from `status.credentialHash`; `None`
+    /// while none is published (or it is malformed): every call refused.
+    pub credential: Option<[u8; 32]>,
+}
+
+impl Entry {
+    /// `NAMESPACE/NAME`.
+    pub fn shown(&self) -> String {
+        format!("{}/{}", self.namespace, self.name)
+    }
+}
+
+/// Why a requested computer name does not lead to one computer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Lookup {
+    /// No computer on this node has that uid, `NAMESPACE/NAME` or name.
+    NotFound,
+    /// Several computers here have that name (in different namespaces).
+    Ambiguous(Vec<String>),
+}
+
+/// Parses `status.credentialHash`: `sha256:` and 64 lowercase hex digits.
+/// `None` for anything else.
+pub fn parse_credential_hash(text: &str) -> Option<[u8; 32]> {
+    let hex_digits = text.strip_prefix("sha256:")?;
+    if hex_digits.len() != 64
+        || !hex_digits
+            .bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    {
+        return None;
+    }
+    let mut out = [0u8; 32];
+    hex::decode_to_slice(hex_digits, &mut out).ok()?;
+    Some(out)
+}
+
+/// The computers of this node by uid. Shared by the watch (writer), the
+/// credential check and the reporters (readers).
+#[derive(Debug, Default)]
+pub struct Index {
+    by_uid: RwLock<HashMap<String, Entry>>,
+}
+
+impl Index {
+    /// Adds or replaces `entry`; returns whether anything changed.
+    pub fn upsert(&self, entry: Entry) -> bool {
+        let mut map = self.by_uid.write().unwrap_or_else(|e| e.into_inner());
+        match map.get(&entry.uid) {
+            Some(old) if *old == entry => false,
+            _ => {
+                map.insert(entry.uid.clone(), entry);
+                true
+            }
+        }
+    }
+
+    /// Forgets computer `uid`; returns whether it was known.
+    pub fn remove(&self, uid: &str) -> bool {
+        let mut map = self.by_uid.write().unwrap_or_else(|e| e.into_inner());
+        map.remove(uid).is_some()
+    }
+
+    /// Keeps only the computers whose uid `keep` accepts; returns how many
+    /// were dropped.
+    pub fn retain(&self, mut keep: impl FnMut(&str) -> bool) -> usize {
+        let mut map = self.by_uid.write().unwrap_or_else(|e| e.into_inner());
+        let before = map.len();
+        map.retain(|uid, _| keep(uid));
+        before - map.len()
+    }
+
+    /// Computer `uid`, if known.
+    pub fn get(&self, uid: &str) -> Option<Entry> {
+        let map = self.by_uid.read().unwrap_or_else(|e| e.into_inner());
+        map.get(uid).cloned()
+    }
+
+    /// Every known computer, in no particular order.
+    pub fn entries(&self) -> Vec<Entry> {
+        let map = self.by_uid.read().unwrap_or_else(|e| e.into_inner());
+        map.values().cloned().collect()
+    }
+
+    /// How many computers are known.
+    pub fn len(&self) -> usize {
+        self.by_uid.read().unwrap_or_else(|e| e.into_inner()).len()
+    }
+
+    /// Whether no computer is known.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Runs `f` over all entries under one read lock.
+    pub fn with_entries<T>(&self, f: impl FnOnce(&mut dyn Iterator<Item = &Entry>) -> T) -> T {
+        let map = self.by_uid.read().unwrap_or_else(|e| e.into_inner());
+        f(&mut map.values())
+    }
+
+    /// The computer a client means by `requested`: its uid, its
+    /// `NAMESPACE/NAME`, or a `NAME` only one computer on this node has.
+    pub fn resolve(&self, requested: &str) -> Result<Entry, Lookup> {
+        let map = self.by_uid.read().unwrap_or_else(|e| e.into_inner());
+        if let Some(e) = map.get(requested) {
+            return Ok(e.clone());
+        }
+        if let Some((ns, name)) = requested.split_once('/') {
+            return map
+                .values()
+                .find(|e| e.namespace == ns && e.name == name)
+                .cloned()
+                .ok_or(Lookup::NotFound);
+        }
+        let mut found: Vec<&Entry> = map.values().filter(|e| e.name == requested).collect();
+        match found.len() {
+            0 => Err(Lookup::NotFound),
+            1 => Ok(found[0].clone()),
+            _ => {
+                found.sort_by(|a, b| a.namespace.cmp(&b.namespace));
+                Err(Lookup::Ambiguous(found.iter().map(|e| e.shown()).collect()))
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(uid: &str, ns: &str, name: &str) -> Entry {
+        Entry {
+            uid: uid.into(),
+            namespace: ns.into(),
+            name: name.into(),
+            credential: None,
+        }
+    }
+
+    #[test]
+    fn resolves_uid_namespace_name_and_unique_name() {
+        let index = Index::default();
+        assert!(index.upsert(entry("u1", "a", "demo")));
+        assert!(!index.upsert(entry("u1", "a", "demo")));
+        index.upsert(entry("u2", "b", "demo"));
+        index.upsert(entry("u3", "b", "solo"));
+        assert_eq!(index.resolve("u1").unwrap().uid, "u1");
+        assert_eq!(index.resolve("b/demo").unwrap().uid, "u2");
+        assert_eq!(index.resolve("solo").unwrap().uid, "u3");
+        assert_eq!(
+            index.resolve("demo"),
+            Err(Lookup::Ambiguous(vec!["a/demo".into(), "b/demo".into()]))
+        );
+        assert_eq!(index.resolve("c/demo"), Err(Lookup::NotFound));
+        assert_eq!(index.resolve("nope"), Err(Lookup::NotFound));
+        assert_eq!(index.retain(|uid| uid != "u2"), 1);
+        assert_eq!(index.resolve("demo").unwrap().uid, "u1");
+    }
+
+    #[test]
+    fn credential_hash_form() {
+        let hex64 = "ab".repeat(32);
+        assert_eq!(
+            parse_credential_hash(&format!("sha256:{hex64}")),
+            Some([0xab; 32])
+        );
+        for bad in [
+            hex64.clone(),
+            format!("sha256:{}", "AB".repeat(32)),
+            format!("sha256:{}", &hex64[..62]),
+            format!("sha1:{hex64}"),
+            "sha256:".into(),
+        ] {
+            assert_eq!(parse_credential_hash(&bad), None, "{bad}");
+        }
+    }
+}

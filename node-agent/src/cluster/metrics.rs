@@ -1,0 +1,223 @@
+//! The node agent's Prometheus metrics (the `prometheus` crate), served at
+//! `/metrics` in the text exposition format.
+//!
+//! | family | type | labels |
+//! |---|---|---|
+//! | `agentcomputer_node_execs_total` | counter | `runtime`, `outcome` |
+//! | `agentcomputer_node_exec_duration_seconds` | histogram | `runtime` |
+//! | `agentcomputer_node_computers` | gauge | `state` (`open`, `hibernated`) |
+//! | `agentcomputer_node_stored_bytes` | gauge | |
+//! | `agentcomputer_node_stored_inodes` | gauge | |
+//! | `agentcomputer_node_fuse_connections` | gauge | |
+//! | `agentcomputer_node_credential_refusals_total` | counter | `code` |
+
+use std::time::Duration;
+
+use prometheus::{
+    Encoder, HistogramOpts, HistogramVec, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry,
+    TextEncoder,
+};
+use tonic::Code;
+
+use crate::api::ExecOutcome;
+
+/// Upper bounds of the exec latency buckets, seconds: from the in-process
+/// runtimes' sub-millisecond starts to the longest timeouts.
+const EXEC_BUCKETS: [f64; 14] = [
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 5.0, 30.0, 300.0,
+];
+
+/// Every metric of the node agent.
+pub struct Metrics {
+    registry: Registry,
+    execs: IntCounterVec,
+    exec_seconds: HistogramVec,
+    computers: IntGaugeVec,
+    stored_bytes: IntGauge,
+    stored_inodes: IntGauge,
+    fuse_connections: IntGauge,
+    refusals: IntCounterVec,
+}
+
+impl Metrics {
+    /// Registers every family, with the exec counters and refusal codes
+    /// present at zero so dashboards see them before the first event.
+    pub fn new() -> Metrics {
+        let registry = Registry::new();
+        let execs = IntCounterVec::new(
+            Opts::new(
+                "agentcomputer_node_execs_total",
+                "Execs ended, by runtime and outcome",
+            ),
+            &["runtime", "outcome"],
+        )
+        .expect("valid metric");
+        let exec_seconds = HistogramVec::new(
+            HistogramOpts::new(
+                "agentcomputer_node_exec_duration_seconds",
+                "Wall-clock time of execs that ran, by runtime",
+            )
+            .buckets(EXEC_BUCKETS.to_vec()),
+            &["runtime"],
+        )
+        .expect("valid metric");
+        let computers = IntGaugeVec::new(
+            Opts::new(
+                "agentcomputer_node_computers",
+                "Computers stored on this node, by state: open (engine loaded) or hibernated",
+            ),
+            &["state"],
+        )
+        .expect("valid metric");
+        let stored_bytes = IntGauge::new(
+            "agentcomputer_node_stored_bytes",
+            "Bytes of file content stored by this node's computers",
+        )
+        .expect("valid metric");
+        let stored_inodes = IntGauge::new(
+            "agentcomputer_node_stored_inodes",
+            "Inodes in use in this node's computers",
+        )
+        .expect("valid metric");
+        let fuse_connections = IntGauge::new(
+            "agentcomputer_node_fuse_connections",
+            "FUSE connections this agent serves",
+        )
+        .expect("valid metric");
+        let refusals = IntCounterVec::new(
+            Opts::new(
+                "agentcomputer_node_credential_refusals_total",
+                "API calls refused by the credential check, by gRPC code",
+            ),
+            &["code"],
+        )
+        .expect("valid metric");
+        for c in [
+            Box::new(execs.clone()) as Box<dyn prometheus::core::Collector>,
+            Box::new(exec_seconds.clone()),
+            Box::new(computers.clone()),
+            Box::new(stored_bytes.clone()),
+            Box::new(stored_inodes.clone()),
+            Box::new(fuse_connections.clone()),
+            Box::new(refusals.clone()),
+        ] {
+            registry.register(c).expect("metric names are unique");
+        }
+        for runtime in ["shell", "javascript"] {
+            for outcome in ExecOutcome::ALL {
+                execs.with_label_values(&[runtime, outcome.as_str()]);
+            }
+            exec_seconds.with_label_values(&[runtime]);
+        }
+        for code in [Code::Unauthenticated, Code::PermissionDenied] {
+            refusals.with_label_values(&[code_name(code)]);
+        }
+        Metrics {
+            registry,
+            execs,
+            exec_seconds,
+            computers,
+            stored_bytes,
+            stored_inodes,
+            fuse_connections,
+            refusals,
+        }
+    }
+
+    /// Counts an exec's end; runs that ran also feed the latency histogram.
+    pub fn exec_finished(&self, runtime: &str, outcome: ExecOutcome, duration: Duration) {
+        self.execs
+            .with_label_values(&[runtime, outcome.as_str()])
+            .inc();
+        if outcome != ExecOutcome::Rejected {
+            self.exec_seconds
+                .with_label_values(&[runtime])
+                .observe(duration.as_secs_f64());
+        }
+    }
+
+    /// Counts a call refused by the credential check.
+    pub fn refused(&self, code: Code) {
+        self.refusals.with_label_values(&[code_name(code)]).inc();
+    }
+
+    /// Sets the computer counts.
+    pub fn set_computers(&self, open: usize, hibernated: usize) {
+        self.computers
+            .with_label_values(&["open"])
+            .set(open as i64);
+        self.computers
+            .with_label_values(&["hibernated"])
+            .set(hibernated as i64);
+    }
+
+    /// Sets the stored totals.
+    pub fn set_stored(&self, bytes: u64, inodes: u64) {
+        self.stored_bytes.set(i64::try_from(bytes).unwrap_or(i64::MAX));
+        self.stored_inodes
+            .set(i64::try_from(inodes).unwrap_or(i64::MAX));
+    }
+
+    /// Sets the number of FUSE connections served.
+    pub fn set_fuse_connections(&self, n: usize) {
+        self.fuse_connections.set(n as i64);
+    }
+
+    /// Every family in the Prometheus text format (version 0.0.4).
+    pub fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::new();
+        TextEncoder::new()
+            .encode(&self.registry.gather(), &mut out)
+            .expect("encoding into memory does not fail");
+        out
+    }
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Metrics::new()
+    }
+}
+
+/// The gRPC code's canonical name (`UNAUTHENTICATED`, ...), as clients
+/// print it.
+fn code_name(code: Code) -> &'static str {
+    match code {
+        Code::Unauthenticated => "UNAUTHENTICATED",
+        Code::PermissionDenied => "PERMISSION_DENIED",
+        Code::FailedPrecondition => "FAILED_PRECONDITION",
+        Code::NotFound => "NOT_FOUND",
+        Code::InvalidArgument => "INVALID_ARGUMENT",
+        _ => "OTHER",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn families_and_counts() {
+        let m = Metrics::new();
+        m.exec_finished("shell", ExecOutcome::Success, Duration::from_millis(2));
+        m.exec_finished("javascript", ExecOutcome::Rejected, Duration::ZERO);
+        m.refused(Code::PermissionDenied);
+        m.set_computers(2, 3);
+        m.set_stored(10, 4);
+        let text = String::from_utf8(m.encode()).unwrap();
+        for line in [
+            r#"agentcomputer_node_execs_total{outcome="success",runtime="shell"} 1"#,
+            r#"agentcomputer_node_execs_total{outcome="rejected",runtime="javascript"} 1"#,
+            r#"agentcomputer_node_exec_duration_seconds_count{runtime="shell"} 1"#,
+            r#"agentcomputer_node_exec_duration_seconds_count{runtime="javascript"} 0"#,
+            r#"agentcomputer_node_credential_refusals_total{code="PERMISSION_DENIED"} 1"#,
+            r#"agentcomputer_node_credential_refusals_total{code="UNAUTHENTICATED"} 0"#,
+            r#"agentcomputer_node_computers{state="hibernated"} 3"#,
+            "agentcomputer_node_stored_bytes 10",
+            "agentcomputer_node_stored_inodes 4",
+            "agentcomputer_node_fuse_connections 0",
+        ] {
+            assert!(text.contains(line), "{line} missing in\n{text}");
+        }
+    }
+}

@@ -1,0 +1,227 @@
+//! Cluster mode: the unprivileged node agent of one Kubernetes node.
+//!
+//! It serves the computers placed on its node (AgentComputers labelled
+//! `agentcomputer.dev/node=<node>`, each keyed by its `metadata.uid`) with
+//! the same gRPC service as local mode, checking each computer's own
+//! credential. It keeps their databases in line with their specs
+//! ([`computers`]), finishes the deletion of their volumes ([`volumes`]),
+//! reports usage and activity on them ([`status`]), publishes the node's
+//! storage capacity ([`capacity`]), and serves metrics and probes
+//! ([`http`]). docs/cluster.md describes the contract with the operator.
+
+pub mod activity;
+pub mod capacity;
+mod computers;
+pub mod credentials;
+mod http;
+pub mod index;
+pub mod keys;
+pub mod metrics;
+pub mod quantity;
+pub mod spec;
+mod status;
+mod volumes;
+
+use std::future::Future;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use anyhow::Context;
+use tokio::net::TcpListener;
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+use tonic::transport::server::TcpIncoming;
+use tracing::{info, warn};
+
+use crate::api::Service;
+use crate::registry::Registry;
+use activity::{Activity, NodeObserver};
+use credentials::ClusterAuthorizer;
+use index::Index;
+use metrics::Metrics;
+
+/// Default address of the gRPC API in cluster mode (all interfaces: pods
+/// reach it at the agent pod's IP).
+pub const DEFAULT_LISTEN: &str = "0.0.0.0:7433";
+
+/// Default address of `/metrics`, `/healthz` and `/readyz`.
+pub const DEFAULT_METRICS_ADDR: &str = "0.0.0.0:9090";
+
+/// Default shortest time between two usage reports of one computer.
+pub const DEFAULT_STATUS_INTERVAL: Duration = Duration::from_secs(10);
+
+/// Default time running calls get to finish after SIGTERM (below the 30 s
+/// a pod gets by default between SIGTERM and SIGKILL).
+pub const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(20);
+
+/// Settings of cluster mode.
+#[derive(Debug, Clone)]
+pub struct ClusterConfig {
+    /// This node's name (`spec.nodeName` of the agent pod).
+    pub node_name: String,
+    /// Directory holding `computers/<uid>/`.
+    pub data_dir: PathBuf,
+    /// The agent's own namespace, where its CSIStorageCapacity lives.
+    pub namespace: String,
+    /// Idle time after which an unused computer's engine is closed.
+    pub idle_timeout: Duration,
+    /// Factor on the disk space offered to quotas (1.0: none).
+    pub overcommit: f64,
+    /// Shortest time between two usage reports of one computer.
+    pub status_interval: Duration,
+    /// Time running calls get after SIGTERM before they are cancelled.
+    pub shutdown_grace: Duration,
+}
+
+/// What `/readyz` waits for.
+#[derive(Debug, Default)]
+pub struct Readiness {
+    computers_synced: AtomicBool,
+    volumes_synced: AtomicBool,
+    capacity_published: AtomicBool,
+    serving: AtomicBool,
+}
+
+impl Readiness {
+    fn set_computers_synced(&self) {
+        self.computers_synced.store(true, Ordering::SeqCst);
+    }
+    fn set_volumes_synced(&self) {
+        self.volumes_synced.store(true, Ordering::SeqCst);
+    }
+    fn set_capacity_published(&self) {
+        self.capacity_published.store(true, Ordering::SeqCst);
+    }
+
+    /// What is not ready yet; empty when ready.
+    pub fn missing(&self) -> Vec<&'static str> {
+        [
+            (&self.computers_synced, "AgentComputer watch not synced"),
+            (&self.volumes_synced, "PersistentVolume watch not synced"),
+            (&self.capacity_published, "storage capacity not published"),
+            (&self.serving, "gRPC API not serving"),
+        ]
+        .into_iter()
+        .filter(|(flag, _)| !flag.load(Ordering::SeqCst))
+        .map(|(_, what)| what)
+        .collect()
+    }
+}
+
+/// Everything the parts of cluster mode share.
+pub struct Node {
+    client: kube::Client,
+    registry: Registry,
+    index: Arc<Index>,
+    config: ClusterConfig,
+    metrics: Arc<Metrics>,
+    activity: Arc<Activity>,
+    readiness: Readiness,
+    /// Signalled when the computers placed here (or their quotas) change.
+    placement_changed: Notify,
+}
+
+/// Runs the agent of node `config.node_name` with Kubernetes client
+/// `client`: gRPC on `listener`, metrics and probes on `http_listener`,
+/// until `shutdown` completes. Then the API stops accepting calls, running
+/// calls get `config.shutdown_grace` to finish, the rest are cancelled and
+/// every computer is closed cleanly. FUSE connections belong to the
+/// mounter's mounts: nothing is unmounted. Errors: the data directory
+/// cannot be prepared, or a server fails.
+pub async fn serve<S>(
+    client: kube::Client,
+    listener: TcpListener,
+    http_listener: TcpListener,
+    config: ClusterConfig,
+    shutdown: S,
+) -> anyhow::Result<()>
+where
+    S: Future<Output = ()> + Send + 'static,
+{
+    let registry = Registry::new(&config.data_dir, config.idle_timeout).with_context(|| {
+        format!(
+            "cannot prepare data directory {}",
+            config.data_dir.display()
+        )
+    })?;
+    let addr = listener.local_addr()?;
+    info!(%addr, node = %config.node_name, data_dir = %config.data_dir.display(), "node agent serving in cluster mode");
+    let node = Arc::new(Node {
+        client,
+        registry: registry.clone(),
+        index: Arc::new(Index::default()),
+        config,
+        metrics: Arc::new(Metrics::new()),
+        activity: Arc::new(Activity::default()),
+        readiness: Readiness::default(),
+        placement_changed: Notify::new(),
+    });
+
+    let stop = CancellationToken::new();
+    let http = tokio::spawn(http::serve(http_listener, node.clone(), stop.clone()));
+    tokio::spawn(registry.clone().run_sweeper(stop.clone()));
+    tokio::spawn(computers::run(node.clone(), stop.clone()));
+    tokio::spawn(volumes::run(node.clone(), stop.clone()));
+    tokio::spawn(capacity::run(node.clone(), stop.clone()));
+    tokio::spawn(status::run(node.clone(), stop.clone()));
+    // FUSE hand-over from the mounter: call
+    // `crate::fuse_link::run(registry.clone(), <--handover-socket>, stop.clone())`
+    // here once that module exists (see docs/cluster.md, "FUSE").
+    tokio::task::spawn_blocking(agentcomputer_js::warm_up);
+
+    let observer = Arc::new(NodeObserver {
+        metrics: node.metrics.clone(),
+        activity: node.activity.clone(),
+    });
+    let service = Service::new(
+        registry.clone(),
+        Arc::new(ClusterAuthorizer::new(node.index.clone())),
+    )
+    .with_observer(observer);
+    let stopping = CancellationToken::new();
+    let on_signal = {
+        let stopping = stopping.clone();
+        async move {
+            shutdown.await;
+            info!("shutting down: no new calls; running calls may finish");
+            stopping.cancel();
+        }
+    };
+    let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
+    let server = tonic::transport::Server::builder()
+        .add_service(service.into_server())
+        .serve_with_incoming_shutdown(incoming, on_signal);
+    node.readiness.serving.store(true, Ordering::SeqCst);
+    let grace = node.config.shutdown_grace;
+    let forced = async {
+        stopping.cancelled().await;
+        tokio::time::sleep(grace).await;
+    };
+    tokio::pin!(server);
+    let served = tokio::select! {
+        result = &mut server => result,
+        _ = forced => {
+            warn!(?grace, "calls still running after the shutdown grace period; cancelling them");
+            registry.cancel_all();
+            // Cancelled execs end at once; give their streams a moment.
+            match tokio::time::timeout(Duration::from_secs(2), &mut server).await {
+                Ok(result) => result,
+                Err(_) => Ok(()),
+            }
+        }
+    };
+    node.readiness.serving.store(false, Ordering::SeqCst);
+    registry.cancel_all();
+    stop.cancel();
+    registry.close_all().await;
+    match http.await {
+        Ok(Err(e)) => warn!(error = %e, "metrics endpoint failed"),
+        Err(e) => warn!(error = %e, "metrics endpoint task failed"),
+        Ok(Ok(())) => {}
+    }
+    served.context("gRPC server failed")?;
+    info!("node agent stopped");
+    Ok(())
+}
