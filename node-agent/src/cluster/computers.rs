@@ -106,6 +106,9 @@ async fn apply(node: &Node, computer: &AgentComputer) {
     let quota = config.limits.max_bytes;
     match node.registry.update(&uid, config.clone()).await {
         Ok(()) => {}
+        Err(RegistryError::NotFound(_)) if node.was_deleted(&uid) => {
+            warn!(computer = %shown, %uid, "its volume and data were deleted; not creating a new database");
+        }
         Err(RegistryError::NotFound(_)) => match node.registry.create_with(&uid, config).await {
             Ok(_) => info!(computer = %shown, %uid, quota, "created the computer's database"),
             Err(RegistryError::AlreadyExists(_)) => {}

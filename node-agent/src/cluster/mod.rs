@@ -121,6 +121,26 @@ pub struct Node {
     readiness: Readiness,
     /// Signalled when the computers placed here (or their quotas) change.
     placement_changed: Notify,
+    /// uids whose data this process deleted by the volume protocol: their
+    /// volume is gone for good, so no later event of a lingering
+    /// AgentComputer may create an empty database for them again.
+    deleted: std::sync::Mutex<std::collections::HashSet<String>>,
+}
+
+impl Node {
+    fn mark_deleted(&self, uid: &str) {
+        self.deleted
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(uid.to_string());
+    }
+
+    fn was_deleted(&self, uid: &str) -> bool {
+        self.deleted
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .contains(uid)
+    }
 }
 
 /// Runs the agent of node `config.node_name` with Kubernetes client
@@ -157,6 +177,7 @@ where
         activity: Arc::new(Activity::default()),
         readiness: Readiness::default(),
         placement_changed: Notify::new(),
+        deleted: Default::default(),
     });
 
     let stop = CancellationToken::new();

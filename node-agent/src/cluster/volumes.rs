@@ -99,6 +99,7 @@ async fn handle(node: &Node, api: &Api<PersistentVolume>, pv: &PersistentVolume)
         if !is_valid_name(uid) {
             warn!(pv = %name, volume_handle = uid, "volume handle is not a computer uid; no data to delete");
         } else {
+            node.mark_deleted(uid);
             match node.registry.delete(uid).await {
                 Ok(()) => info!(pv = %name, %uid, "deleted the computer's data (volume deleted with {DELETE_DATA_ANNOTATION}=true)"),
                 Err(RegistryError::NotFound(_)) => {

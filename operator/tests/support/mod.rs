@@ -5,6 +5,11 @@
 //!
 //! Tests fail loudly when the tools cannot be built or started, unless
 //! `AGENTCOMPUTER_SKIP_APISERVER_TESTS=1` opts out explicitly.
+//!
+//! Shared: the node agent's tests include this file with
+//! `#[path = "../../operator/tests/support/mod.rs"]`, so paths here are
+//! spelled from the repository root and the operator binary is looked up
+//! only where it exists.
 
 #![allow(dead_code)]
 
@@ -23,6 +28,9 @@ pub const OPERATOR_TOKEN: &str = "operator-token-for-tests-only";
 /// Token of the node agent's service account identity (what the chart's
 /// RBAC grants the node agent).
 pub const NODE_AGENT_TOKEN: &str = "node-agent-token-for-tests-only";
+/// User name of the node agent's service account identity.
+pub const NODE_AGENT_USER: &str =
+    "system:serviceaccount:agentcomputer-system:ac-agent-computer-node-agent";
 /// Namespace of the chart release (node agents, operator lease).
 pub const SYSTEM_NS: &str = "agentcomputer-system";
 /// Helm release name used by the tests.

@@ -1,0 +1,643 @@
+//! `node-agent cluster` against a real kube-apiserver and etcd (started by
+//! the operator's test support), running as the node agent's service
+//! account under the RBAC docs/cluster.md lists, with real gRPC clients.
+
+#[path = "../../operator/tests/support/mod.rs"]
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use agentcomputer_crds::AgentComputer;
+use agentcomputer_proto::v1 as pb;
+use agentcomputer_proto::v1::agent_computer_client::AgentComputerClient;
+use k8s_openapi::api::core::v1::PersistentVolume;
+use k8s_openapi::api::storage::v1::CSIStorageCapacity;
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use pb::exec_event::Event;
+use sha2::{Digest, Sha256};
+use support::{Cluster, Proc, SYSTEM_NS, eventually};
+use tonic::Code;
+use tonic::service::interceptor::InterceptedService;
+use tonic::transport::Channel;
+
+const NODE: &str = "n1";
+const NS_A: &str = "team-a";
+const NS_B: &str = "team-b";
+
+/// The node agent's RBAC, as docs/cluster.md lists it.
+fn rbac() -> String {
+    format!(
+        r#"
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {{name: agentcomputer-node-agent}}
+rules:
+- apiGroups: [agentcomputer.dev]
+  resources: [agentcomputers]
+  verbs: [get, list, watch, patch]
+- apiGroups: [agentcomputer.dev]
+  resources: [agentcomputers/status]
+  verbs: [patch]
+- apiGroups: [""]
+  resources: [persistentvolumes]
+  verbs: [get, list, watch, patch]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {{name: agentcomputer-node-agent}}
+roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: agentcomputer-node-agent}}
+subjects:
+- {{kind: User, apiGroup: rbac.authorization.k8s.io, name: "{user}"}}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {{name: agentcomputer-node-agent, namespace: {ns}}}
+rules:
+- apiGroups: [storage.k8s.io]
+  resources: [csistoragecapacities]
+  verbs: [get, create, patch]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {{name: agentcomputer-node-agent, namespace: {ns}}}
+roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: Role, name: agentcomputer-node-agent}}
+subjects:
+- {{kind: User, apiGroup: rbac.authorization.k8s.io, name: "{user}"}}
+"#,
+        user = support::NODE_AGENT_USER,
+        ns = SYSTEM_NS
+    )
+}
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn ok(out: std::process::Output, what: &str) {
+    assert!(
+        out.status.success(),
+        "{what}: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// A running `node-agent cluster` of node `node` and its addresses.
+struct Agent {
+    proc: Proc,
+    grpc: String,
+    http: String,
+}
+
+impl Agent {
+    async fn start(cluster: &Cluster, data: &Path, log: &str) -> Agent {
+        let log = cluster.dir.path().join(log);
+        let mut proc = Proc::spawn(
+            "node-agent",
+            Command::new(env!("CARGO_BIN_EXE_node-agent"))
+                .args(["cluster", "--node-name", NODE, "--namespace", SYSTEM_NS])
+                .args(["--listen", "127.0.0.1:0", "--metrics-addr", "127.0.0.1:0"])
+                .args(["--status-interval", "1s", "--idle-timeout", "2s"])
+                .arg("--data-dir")
+                .arg(data)
+                .env("KUBECONFIG", &cluster.node_agent_kubeconfig)
+                .env("RUST_LOG", "info,kube=warn"),
+            log.clone(),
+        );
+        let (grpc, http) = eventually(30, "the agent's addresses", || {
+            let text = std::fs::read_to_string(&log).unwrap_or_default();
+            let find = |prefix: &str| {
+                text.lines()
+                    .find_map(|l| l.strip_prefix(prefix).map(|a| a.trim().to_string()))
+            };
+            let found = find("listening on ").zip(find("metrics on "));
+            async move { found }
+        })
+        .await;
+        assert!(proc.alive(), "node-agent exited:\n{}", proc.log_tail());
+        let agent = Agent {
+            proc,
+            grpc: format!("http://{grpc}"),
+            http: format!("http://{http}"),
+        };
+        eventually(30, "/readyz ok", || {
+            let url = format!("{}/readyz", agent.http);
+            async move { (get(&url).await.0 == 200).then_some(()) }
+        })
+        .await;
+        agent
+    }
+
+    /// SIGTERM; the agent must exit cleanly within 30 s.
+    async fn stop(mut self) {
+        let pid = nix::unistd::Pid::from_raw(self.proc.child.id() as i32);
+        nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).unwrap();
+        let status = eventually(30, "the agent's exit", || {
+            let s = self.proc.child.try_wait().unwrap();
+            async move { s }
+        })
+        .await;
+        assert!(status.success(), "exit {status}:\n{}", self.proc.log_tail());
+    }
+
+    async fn client(&self, token: Option<&str>) -> Api_ {
+        let channel = Channel::from_shared(self.grpc.clone())
+            .unwrap()
+            .connect()
+            .await
+            .unwrap();
+        AgentComputerClient::with_interceptor(channel, Bearer(token.map(str::to_string)))
+            .max_decoding_message_size(agentcomputer_proto::MAX_MESSAGE_BYTES)
+    }
+}
+
+/// Adds `authorization: Bearer <token>` to every call.
+#[derive(Clone)]
+struct Bearer(Option<String>);
+
+impl tonic::service::Interceptor for Bearer {
+    fn call(&mut self, mut req: tonic::Request<()>) -> Result<tonic::Request<()>, tonic::Status> {
+        if let Some(t) = &self.0 {
+            req.metadata_mut()
+                .insert("authorization", format!("Bearer {t}").parse().unwrap());
+        }
+        Ok(req)
+    }
+}
+
+type Api_ = AgentComputerClient<InterceptedService<Channel, Bearer>>;
+
+/// A GET over plain HTTP/1.1 to loopback: status and body.
+async fn get(url: &str) -> (u16, String) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let rest = url.strip_prefix("http://").unwrap();
+    let (host, path) = rest.split_once('/').unwrap();
+    let Ok(mut s) = tokio::net::TcpStream::connect(host).await else {
+        return (0, String::new());
+    };
+    let req = format!("GET /{path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n");
+    s.write_all(req.as_bytes()).await.unwrap();
+    let mut buf = Vec::new();
+    s.read_to_end(&mut buf).await.unwrap();
+    let text = String::from_utf8_lossy(&buf).to_string();
+    let code = text
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    let body = text.split_once("\r\n\r\n").map(|x| x.1).unwrap_or("").to_string();
+    (code, body)
+}
+
+async fn write(c: &mut Api_, computer: &str, path: &str, data: &[u8]) -> Result<(), tonic::Status> {
+    let mut msgs = vec![pb::WriteRequest {
+        msg: Some(pb::write_request::Msg::Header(pb::WriteHeader {
+            computer: computer.into(),
+            path: path.into(),
+            mode: pb::WriteMode::Truncate as i32,
+            perm: 0,
+            offset: 0,
+        })),
+    }];
+    for piece in data.chunks(agentcomputer_proto::CHUNK_BYTES) {
+        msgs.push(pb::WriteRequest {
+            msg: Some(pb::write_request::Msg::Data(piece.to_vec())),
+        });
+    }
+    msgs.push(pb::WriteRequest {
+        msg: Some(pb::write_request::Msg::End(pb::WriteEnd {
+            total_bytes: data.len() as u64,
+        })),
+    });
+    c.write(futures::stream::iter(msgs)).await.map(|_| ())
+}
+
+async fn stat(c: &mut Api_, computer: &str, path: &str) -> Result<pb::FileInfo, tonic::Status> {
+    c.stat(pb::StatRequest {
+        computer: computer.into(),
+        path: path.into(),
+        ..Default::default()
+    })
+    .await
+    .map(|r| r.into_inner())
+}
+
+/// Runs an exec to its end: (stdout, exit code), or the call's refusal.
+async fn exec(
+    c: &mut Api_,
+    computer: &str,
+    runtime: pb::Runtime,
+    script: &str,
+) -> Result<(String, i32), tonic::Status> {
+    let mut stream = c
+        .exec(pb::ExecRequest {
+            computer: computer.into(),
+            runtime: runtime as i32,
+            script: script.into(),
+            ..Default::default()
+        })
+        .await?
+        .into_inner();
+    let mut out = String::new();
+    while let Some(ev) = stream.message().await? {
+        match ev.event.unwrap() {
+            Event::Stdout(b) => out.push_str(&String::from_utf8_lossy(&b)),
+            Event::Stderr(_) => {}
+            Event::Exit(e) => return Ok((out, e.code)),
+        }
+    }
+    panic!("exec ended without an exit event");
+}
+
+fn token(seed: &str) -> String {
+    hex::encode(Sha256::digest(format!("token {seed}").as_bytes()))
+}
+
+fn credential_hash(token: &str) -> String {
+    format!("sha256:{}", hex::encode(Sha256::digest(token.as_bytes())))
+}
+
+/// Creates an AgentComputer placed on `node` with `spec`, publishes the
+/// hash of `token` as the operator would, and creates its PV with the
+/// node-data finalizer. Returns its uid.
+async fn computer(
+    admin: &kube::Client,
+    ns: &str,
+    name: &str,
+    node: &str,
+    spec: serde_json::Value,
+    token: &str,
+) -> String {
+    let api: Api<AgentComputer> = Api::namespaced(admin.clone(), ns);
+    let obj: AgentComputer = serde_json::from_value(serde_json::json!({
+        "apiVersion": "agentcomputer.dev/v1alpha1",
+        "kind": "AgentComputer",
+        "metadata": {"name": name, "labels": {"agentcomputer.dev/node": node}},
+        "spec": spec,
+    }))
+    .unwrap();
+    let created = api.create(&PostParams::default(), &obj).await.unwrap();
+    let uid = created.metadata.uid.unwrap();
+    set_hash(admin, ns, name, token).await;
+    let pvs: Api<PersistentVolume> = Api::all(admin.clone());
+    let pv: PersistentVolume = serde_json::from_value(serde_json::json!({
+        "metadata": {
+            "name": format!("agentcomputer-{uid}"),
+            "labels": {"agentcomputer.dev/node": node},
+            "finalizers": ["agentcomputer.dev/node-data"],
+        },
+        "spec": {
+            "capacity": {"storage": spec_size(&created.spec)},
+            "accessModes": ["ReadWriteOnce"],
+            "persistentVolumeReclaimPolicy": "Retain",
+            "storageClassName": "agentcomputer",
+            "csi": {
+                "driver": "agentcomputer.dev",
+                "volumeHandle": uid,
+                "volumeAttributes": {
+                    "agentcomputer.dev/namespace": ns,
+                    "agentcomputer.dev/name": name,
+                    "agentcomputer.dev/uid": "1000",
+                    "agentcomputer.dev/gid": "1000",
+                },
+            },
+        },
+    }))
+    .unwrap();
+    pvs.create(&PostParams::default(), &pv).await.unwrap();
+    uid
+}
+
+fn spec_size(spec: &agentcomputer_crds::AgentComputerSpec) -> String {
+    spec.storage.size.0.clone()
+}
+
+async fn set_hash(admin: &kube::Client, ns: &str, name: &str, token: &str) {
+    let api: Api<AgentComputer> = Api::namespaced(admin.clone(), ns);
+    api.patch_status(
+        name,
+        &PatchParams::default(),
+        &Patch::Merge(serde_json::json!({"status": {"credentialHash": credential_hash(token)}})),
+    )
+    .await
+    .unwrap();
+}
+
+/// Deletes computer `uid`'s PV, annotated to delete the data or not.
+async fn delete_volume(admin: &kube::Client, uid: &str, delete_data: bool) {
+    let pvs: Api<PersistentVolume> = Api::all(admin.clone());
+    let name = format!("agentcomputer-{uid}");
+    if delete_data {
+        pvs.patch(
+            &name,
+            &PatchParams::default(),
+            &Patch::Merge(serde_json::json!({"metadata": {"annotations": {"agentcomputer.dev/delete-data": "true"}}})),
+        )
+        .await
+        .unwrap();
+    }
+    pvs.delete(&name, &DeleteParams::default()).await.unwrap();
+}
+
+/// Whether the node-data finalizer is off computer `uid`'s PV (or the PV is gone).
+async fn finalizer_removed(admin: &kube::Client, uid: &str) -> bool {
+    let pvs: Api<PersistentVolume> = Api::all(admin.clone());
+    match pvs.get_opt(&format!("agentcomputer-{uid}")).await.unwrap() {
+        None => true,
+        Some(pv) => !pv
+            .metadata
+            .finalizers
+            .unwrap_or_default()
+            .iter()
+            .any(|f| f == "agentcomputer.dev/node-data"),
+    }
+}
+
+async fn published_capacity(admin: &kube::Client) -> Option<(u64, CSIStorageCapacity)> {
+    let api: Api<CSIStorageCapacity> = Api::namespaced(admin.clone(), SYSTEM_NS);
+    let cap = api.get_opt(&format!("agentcomputer-{NODE}")).await.unwrap()?;
+    let bytes = cap.capacity.as_ref()?.0.parse().ok()?;
+    Some((bytes, cap))
+}
+
+fn available(dir: &Path) -> u64 {
+    let st = nix::sys::statvfs::statvfs(dir).unwrap();
+    st.blocks_available() as u64 * st.fragment_size() as u64
+}
+
+fn code_of<T: std::fmt::Debug>(r: Result<T, tonic::Status>) -> (Code, String) {
+    let s = r.unwrap_err();
+    (s.code(), s.message().to_string())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn node_agent_in_a_cluster() {
+    if support::skipped() {
+        return;
+    }
+    let cluster = Cluster::start().await;
+    let admin = cluster.admin().await;
+    let crd = repo().join("crds/agentcomputer.yaml");
+    ok(
+        cluster.kubectl(&["apply", "--server-side", "-f", crd.to_str().unwrap()], None),
+        "apply CRD",
+    );
+    ok(
+        cluster.kubectl(
+            &["wait", "--for=condition=Established", "crd/agentcomputers.agentcomputer.dev", "--timeout=60s"],
+            None,
+        ),
+        "CRD established",
+    );
+    for ns in [SYSTEM_NS, NS_A, NS_B] {
+        support::create_namespace(&admin, ns).await;
+    }
+    for node in ["n1", "n2"] {
+        let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(admin.clone());
+        let n = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": node, "labels": {"kubernetes.io/hostname": node}}
+        }))
+        .unwrap();
+        nodes.create(&PostParams::default(), &n).await.unwrap();
+    }
+    ok(cluster.kubectl(&["apply", "-f", "-"], Some(&rbac())), "apply RBAC");
+
+    let data = cluster.dir.path().join("node-data");
+    let agent = Agent::start(&cluster, &data, "node-agent-1.log").await;
+
+    // Capacity: published before ready, by the formula (no computers yet:
+    // the free space of the data directory's filesystem, which other work
+    // on this machine changes a little meanwhile).
+    let (empty_room, cap) = published_capacity(&admin).await.expect("capacity published");
+    let free = available(&data);
+    assert!(
+        empty_room.abs_diff(free) < 2 << 30,
+        "capacity {empty_room} vs free {free}"
+    );
+    assert_eq!(cap.storage_class_name, "agentcomputer");
+    assert_eq!(cap.maximum_volume_size, cap.capacity);
+    let labels = cap.metadata.labels.clone().unwrap();
+    assert_eq!(labels["agentcomputer.dev/node"], NODE);
+    let topology = cap.node_topology.clone().unwrap().match_labels.unwrap();
+    assert_eq!(topology["kubernetes.io/hostname"], NODE);
+
+    // Computers: two on n1 (same name in two namespaces), one on n2.
+    let (ta, tb, tc) = (token("a"), token("b"), token("c"));
+    let uid_a = computer(&admin, NS_A, "demo", NODE, serde_json::json!({"storage": {"size": "2Mi"}}), &ta).await;
+    let uid_b = computer(
+        &admin,
+        NS_B,
+        "demo",
+        NODE,
+        serde_json::json!({"storage": {"size": "1Gi", "reclaimPolicy": "Retain"},
+                           "runtimes": {"javascript": false}}),
+        &tb,
+    )
+    .await;
+    let uid_c = computer(&admin, NS_A, "elsewhere", "n2", serde_json::json!({"storage": {"size": "1Mi"}}), &tc).await;
+    let db = |uid: &str| data.join("computers").join(uid).join("fs.db");
+    for uid in [&uid_a, &uid_b] {
+        let path = db(uid);
+        eventually(20, "the computer's database", || {
+            let exists = path.exists();
+            async move { exists.then_some(()) }
+        })
+        .await;
+    }
+    assert!(!data.join("computers").join(&uid_c).exists(), "a computer of n2 got a database on n1");
+
+    // The quotas are taken off the published room: 2 MiB + 1 GiB.
+    let quotas = (2u64 << 20) + (1 << 30);
+    eventually(20, "capacity minus the new quotas", || {
+        let admin = admin.clone();
+        async move {
+            let (room, _) = published_capacity(&admin).await?;
+            let expected = empty_room.saturating_sub(quotas);
+            (room.abs_diff(expected) < 256 << 20 && room < empty_room - (512 << 20)).then_some(())
+        }
+    })
+    .await;
+
+    // Credentials.
+    let mut a = agent.client(Some(&ta)).await;
+    write(&mut a, "team-a/demo", "hello.txt", b"hi").await.expect("right token writes");
+    let got = a
+        .get_computer(pb::GetComputerRequest { name: uid_a.clone() })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(got.name, "team-a/demo");
+    assert_eq!(got.max_bytes, 2 << 20);
+    assert_eq!(got.max_inodes, 1024);
+    assert_eq!(stat(&mut a, &uid_a, "hello.txt").await.unwrap().size, 2);
+    let mut none = agent.client(None).await;
+    let mut wrong = agent.client(Some(&token("nobody"))).await;
+    let mut other = agent.client(Some(&tb)).await;
+    assert_eq!(code_of(write(&mut none, "team-a/demo", "x.txt", b"x").await).0, Code::Unauthenticated);
+    assert_eq!(code_of(write(&mut wrong, "team-a/demo", "x.txt", b"x").await).0, Code::Unauthenticated);
+    assert_eq!(code_of(write(&mut other, "team-a/demo", "x.txt", b"x").await).0, Code::PermissionDenied);
+    assert_eq!(code_of(exec(&mut other, &uid_a, pb::Runtime::Shell, "echo x > y.txt").await).0, Code::PermissionDenied);
+    assert_eq!(code_of(stat(&mut a, &uid_a, "x.txt").await).0, Code::NotFound, "a refused write changed nothing");
+    assert_eq!(code_of(stat(&mut a, &uid_a, "y.txt").await).0, Code::NotFound, "a refused exec changed nothing");
+    let (code, msg) = code_of(stat(&mut a, "demo", "hello.txt").await);
+    assert_eq!(code, Code::FailedPrecondition);
+    assert!(msg.contains("NAMESPACE/NAME"), "{msg}");
+    let (code, msg) = code_of(stat(&mut a, "team-a/elsewhere", "/").await);
+    assert_eq!(code, Code::NotFound, "a computer of another node is not served here: {msg}");
+    let (code, msg) = code_of(
+        a.create_computer(pb::CreateComputerRequest { name: "x".into(), ..Default::default() })
+            .await,
+    );
+    assert_eq!(code, Code::FailedPrecondition);
+    assert!(msg.contains("kubectl computer create"), "{msg}");
+
+    // Runtimes: team-b/demo has JavaScript off.
+    let (code, msg) = code_of(exec(&mut other, "team-b/demo", pb::Runtime::Javascript, "export default () => 1").await);
+    assert_eq!(code, Code::FailedPrecondition);
+    assert_eq!(msg, "runtime javascript is disabled for this computer (spec.runtimes.javascript)");
+    let (out, code) = exec(&mut other, "team-b/demo", pb::Runtime::Shell, "echo hello").await.unwrap();
+    assert_eq!((out.as_str(), code), ("hello\n", 0));
+    let (out, code) = exec(&mut a, "team-a/demo", pb::Runtime::Javascript, "export default () => { console.log('js'); return 1 }").await.unwrap();
+    assert_eq!((out.as_str(), code), ("js\n", 0));
+
+    // Usage: 1 MB written shows in status.volume.bytesUsed.
+    let megabyte = vec![7u8; 1_000_000];
+    write(&mut a, &uid_a, "one-mb.bin", &megabyte).await.unwrap();
+    let computers_a: Api<AgentComputer> = Api::namespaced(admin.clone(), NS_A);
+    let used = eventually(20, "status.volume.bytesUsed", || {
+        let api = computers_a.clone();
+        async move {
+            let c = api.get("demo").await.ok()?;
+            let v = c.status?.volume?;
+            let used = v.bytes_used?;
+            (used >= 1_000_000 && v.inodes_used? >= 3).then_some(used)
+        }
+    })
+    .await;
+    assert!(used < 1_000_000 + 64 * 1024, "bytesUsed {used}");
+    let managers = computers_a.get("demo").await.unwrap().metadata.managed_fields.unwrap();
+    assert!(
+        managers.iter().any(|m| m.manager.as_deref() == Some("agentcomputer-node-agent")
+            && m.subresource.as_deref() == Some("status")),
+        "status written under the agent's field manager"
+    );
+
+    // Quota growth without restart.
+    let more = vec![8u8; 1_500_000];
+    let (code, _) = code_of(write(&mut a, &uid_a, "more.bin", &more).await);
+    assert_eq!(code, Code::ResourceExhausted, "past the 2 MiB quota");
+    computers_a
+        .patch("demo", &PatchParams::default(), &Patch::Merge(serde_json::json!({"spec": {"storage": {"size": "4Mi"}}})))
+        .await
+        .unwrap();
+    eventually(20, "the grown quota to admit the write", || {
+        let mut a = a.clone();
+        let more = more.clone();
+        let uid = uid_a.clone();
+        async move { write(&mut a, &uid, "more.bin", &more).await.ok() }
+    })
+    .await;
+    assert_eq!(stat(&mut a, &uid_a, "one-mb.bin").await.unwrap().size, 1_000_000);
+
+    // Last activity.
+    let stamp = eventually(20, "last-activity annotation", || {
+        let api = computers_a.clone();
+        async move {
+            let c = api.get("demo").await.ok()?;
+            c.metadata.annotations?.get("agentcomputer.dev/last-activity").cloned()
+        }
+    })
+    .await;
+    let when: k8s_openapi::jiff::Timestamp = stamp.parse().expect("RFC 3339");
+    let age = k8s_openapi::jiff::Timestamp::now().duration_since(when);
+    assert!(age.as_secs() < 120, "last activity {stamp}");
+
+    // Rotation: a new hash revokes the old token within seconds.
+    let ta2 = token("a2");
+    set_hash(&admin, NS_A, "demo", &ta2).await;
+    eventually(10, "the old token refused", || {
+        let mut a = a.clone();
+        let uid = uid_a.clone();
+        async move { (stat(&mut a, &uid, "hello.txt").await.err()?.code() == Code::Unauthenticated).then_some(()) }
+    })
+    .await;
+    let mut a2 = agent.client(Some(&ta2)).await;
+    assert_eq!(stat(&mut a2, "team-a/demo", "hello.txt").await.unwrap().size, 2);
+
+    // Metrics and probes.
+    let (code, text) = get(&format!("{}/metrics", agent.http)).await;
+    assert_eq!(code, 200);
+    for family in [
+        "agentcomputer_node_execs_total",
+        "agentcomputer_node_exec_duration_seconds_bucket",
+        "agentcomputer_node_computers",
+        "agentcomputer_node_stored_bytes",
+        "agentcomputer_node_stored_inodes",
+        "agentcomputer_node_fuse_connections",
+        "agentcomputer_node_credential_refusals_total",
+    ] {
+        assert!(text.contains(family), "{family} missing:\n{text}");
+    }
+    assert!(text.contains(r#"agentcomputer_node_execs_total{outcome="success",runtime="shell"} 1"#), "{text}");
+    assert!(text.contains(r#"agentcomputer_node_execs_total{outcome="rejected",runtime="javascript"} 1"#), "{text}");
+    let refused = text
+        .lines()
+        .find(|l| l.starts_with(r#"agentcomputer_node_credential_refusals_total{code="UNAUTHENTICATED"}"#))
+        .and_then(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+        .unwrap();
+    assert!(refused >= 3, "{text}");
+    assert_eq!(get(&format!("{}/healthz", agent.http)).await.0, 200);
+    assert_eq!(get(&format!("{}/readyz", agent.http)).await, (200, "ok\n".to_string()));
+
+    // Deletion: Delete (annotated PV deleted) removes the data, Retain keeps it.
+    delete_volume(&admin, &uid_a, true).await;
+    delete_volume(&admin, &uid_b, false).await;
+    for uid in [&uid_a, &uid_b] {
+        eventually(20, "the node-data finalizer removed", || {
+            let admin = admin.clone();
+            let uid = uid.clone();
+            async move { finalizer_removed(&admin, &uid).await.then_some(()) }
+        })
+        .await;
+    }
+    assert!(!data.join("computers").join(&uid_a).exists(), "Delete removes the database");
+    assert!(db(&uid_b).exists(), "Retain keeps the database");
+
+    // A deletion decided while the agent is down is carried out at start.
+    let td = token("d");
+    let uid_d = computer(&admin, NS_A, "later", NODE, serde_json::json!({"storage": {"size": "1Mi"}}), &td).await;
+    let path = db(&uid_d);
+    eventually(20, "the database of team-a/later", || {
+        let exists = path.exists();
+        async move { exists.then_some(()) }
+    })
+    .await;
+    agent.stop().await;
+    // As the operator does under Delete: the computer goes, then its volume.
+    let later: Api<AgentComputer> = Api::namespaced(admin.clone(), NS_A);
+    later.delete("later", &DeleteParams::default()).await.unwrap();
+    delete_volume(&admin, &uid_d, true).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(db(&uid_d).exists(), "nothing deletes data while the agent is down");
+    assert!(!finalizer_removed(&admin, &uid_d).await);
+    let agent = Agent::start(&cluster, &data, "node-agent-2.log").await;
+    eventually(20, "the deletion done at start", || {
+        let admin = admin.clone();
+        let uid = uid_d.clone();
+        async move { finalizer_removed(&admin, &uid).await.then_some(()) }
+    })
+    .await;
+    assert!(!data.join("computers").join(&uid_d).exists());
+    assert!(db(&uid_b).exists(), "a restart deletes nothing else");
+
+    // A quota larger than the disk leaves no room at all.
+    computer(&admin, NS_B, "huge", NODE, serde_json::json!({"storage": {"size": "1Ei"}}), &token("h")).await;
+    eventually(20, "capacity 0", || {
+        let admin = admin.clone();
+        async move { (published_capacity(&admin).await?.0 == 0).then_some(()) }
+    })
+    .await;
+    agent.stop().await;
+}
