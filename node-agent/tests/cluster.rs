@@ -36,7 +36,7 @@ metadata: {{name: agentcomputer-node-agent}}
 rules:
 - apiGroups: [agentcomputer.dev]
   resources: [agentcomputers]
-  verbs: [get, list, watch, patch]
+  verbs: [list, watch, patch]
 - apiGroups: [agentcomputer.dev]
   resources: [agentcomputers/status]
   verbs: [patch]
@@ -57,7 +57,7 @@ metadata: {{name: agentcomputer-node-agent, namespace: {ns}}}
 rules:
 - apiGroups: [storage.k8s.io]
   resources: [csistoragecapacities]
-  verbs: [get, create, patch]
+  verbs: [create, patch]
 ---
 apiVersion: rbac.authorization.k8s.io/v1
 kind: RoleBinding
