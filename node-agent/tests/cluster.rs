@@ -639,5 +639,29 @@ async fn node_agent_in_a_cluster() {
         async move { (published_capacity(&admin).await?.0 == 0).then_some(()) }
     })
     .await;
-    agent.stop().await;
+
+    // SIGTERM lets a running exec finish within the grace period.
+    let mut b = agent.client(Some(&tb)).await;
+    let mut stream = b
+        .exec(pb::ExecRequest {
+            computer: "team-b/demo".into(),
+            script: "sleep 1; echo finished".into(),
+            ..Default::default()
+        })
+        .await
+        .expect("exec started")
+        .into_inner();
+    let stopping = tokio::spawn(agent.stop());
+    let mut out = String::new();
+    let mut exit = None;
+    while let Some(ev) = stream.message().await.expect("exec stream survives SIGTERM") {
+        match ev.event.unwrap() {
+            Event::Stdout(b) => out.push_str(&String::from_utf8_lossy(&b)),
+            Event::Stderr(_) => {}
+            Event::Exit(e) => exit = Some(e.code),
+        }
+    }
+    assert_eq!((out.as_str(), exit), ("finished\n", Some(0)));
+    stopping.await.unwrap();
+    assert!(db(&uid_b).exists());
 }
