@@ -280,9 +280,10 @@ impl Registry {
     /// `computer.json` is rewritten, and an open engine gets the new quota
     /// at once (a grown quota admits the next write; no reopen). Running
     /// execs keep the limits they started with; later ones get the new.
-    /// Errors: `InvalidName`, `NotFound`, `Io`, `Engine` (the quota could
-    /// not be stored in the database; the settings are then unchanged).
-    pub async fn update(&self, name: &str, config: Config) -> Result<(), RegistryError> {
+    /// Returns whether anything changed. Errors: `InvalidName`, `NotFound`,
+    /// `Io`, `Engine` (the quota could not be stored in the database; the
+    /// settings are then unchanged).
+    pub async fn update(&self, name: &str, config: Config) -> Result<bool, RegistryError> {
         check_name(name)?;
         let _guard = self.inner.lifecycle.lock().await;
         let dir = self.dir_of(name);
@@ -303,7 +304,7 @@ impl Registry {
             let mut wanted = stored.clone();
             wanted.apply(config);
             if wanted == stored {
-                return Ok(());
+                return Ok(false);
             }
             if let Some(slot) = &slot {
                 if slot.fs.limits() != wanted.limits() {
@@ -323,10 +324,9 @@ impl Registry {
             if let Some(slot) = &slot {
                 *lock(&slot.settings) = stored;
             }
-            Ok(())
+            Ok(true)
         })
-        .await?;
-        Ok(())
+        .await
     }
 
     /// Deletes computer `name` and all its files. Its running work is

@@ -10,6 +10,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use agentcomputer_crds::AgentComputer;
+use agentcomputer_node_agent::cluster::quantity;
 use agentcomputer_proto::v1 as pb;
 use agentcomputer_proto::v1::agent_computer_client::AgentComputerClient;
 use k8s_openapi::api::core::v1::PersistentVolume;
@@ -358,7 +359,8 @@ async fn finalizer_removed(admin: &kube::Client, uid: &str) -> bool {
 async fn published_capacity(admin: &kube::Client) -> Option<(u64, CSIStorageCapacity)> {
     let api: Api<CSIStorageCapacity> = Api::namespaced(admin.clone(), SYSTEM_NS);
     let cap = api.get_opt(&format!("agentcomputer-{NODE}")).await.unwrap()?;
-    let bytes = cap.capacity.as_ref()?.0.parse().ok()?;
+    // The API server writes quantities in canonical form ("48G", "512Ki").
+    let bytes = quantity::to_bytes(&cap.capacity.as_ref()?.0).expect("a quantity");
     Some((bytes, cap))
 }
 

@@ -86,6 +86,7 @@ async fn apply(node: &Node, computer: &AgentComputer) {
     if credential.is_some() && parsed.is_none() {
         warn!(computer = %shown, "status.credentialHash is not sha256:<64 lowercase hex>; refusing every call");
     }
+    let new_here = node.index.get(&uid).is_none();
     node.index.upsert(Entry {
         uid: uid.clone(),
         namespace: computer.metadata.namespace.clone().unwrap_or_default(),
@@ -104,18 +105,24 @@ async fn apply(node: &Node, computer: &AgentComputer) {
         }
     };
     let quota = config.limits.max_bytes;
+    let mut changed = new_here;
     match node.registry.update(&uid, config.clone()).await {
-        Ok(()) => {}
+        Ok(updated) => changed |= updated,
         Err(RegistryError::NotFound(_)) if node.was_deleted(&uid) => {
             warn!(computer = %shown, %uid, "its volume and data were deleted; not creating a new database");
         }
         Err(RegistryError::NotFound(_)) => match node.registry.create_with(&uid, config).await {
-            Ok(_) => info!(computer = %shown, %uid, quota, "created the computer's database"),
+            Ok(_) => {
+                info!(computer = %shown, %uid, quota, "created the computer's database");
+                changed = true;
+            }
             Err(RegistryError::AlreadyExists(_)) => {}
             Err(e) => warn!(computer = %shown, error = %e, "cannot create the computer's database"),
         },
         Err(e) => warn!(computer = %shown, error = %e, "cannot apply the spec"),
     }
-    // The capacity depends on the quotas; the publisher skips unchanged values.
-    node.placement_changed.notify_one();
+    if changed {
+        // The capacity depends on the computers here and their quotas.
+        node.placement_changed.notify_one();
+    }
 }

@@ -50,11 +50,10 @@ impl Authorizer for ClusterAuthorizer {
         let matches = |published: &Option<[u8; 32]>| -> bool {
             published.is_some_and(|p| bool::from(p.ct_eq(&digest)))
         };
+        // Every fingerprint is compared, without stopping at a match.
         let known = self
             .index
-            .entries()
-            .iter()
-            .fold(false, |any, e| any | matches(&e.credential));
+            .with_entries(|all| all.fold(false, |any, e| any | matches(&e.credential)));
         if !known {
             return Err(Status::unauthenticated(
                 "invalid credential: the token is not the current token of any computer on this node",
