@@ -590,6 +590,23 @@ async fn node_agent_in_a_cluster() {
         .and_then(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
         .unwrap();
     assert!(refused >= 3, "{text}");
+    // Hibernation: unused computers close after the idle timeout (2 s
+    // here) and reopen on the next call.
+    let gauge = |text: &str, state: &str| -> Option<u64> {
+        let prefix = format!("agentcomputer_node_computers{{state=\"{state}\"}} ");
+        text.lines().find_map(|l| l.strip_prefix(&prefix)?.parse().ok())
+    };
+    let metrics_url = format!("{}/metrics", agent.http);
+    eventually(20, "idle computers hibernated", || {
+        let url = metrics_url.clone();
+        async move {
+            let text = get(&url).await.1;
+            (gauge(&text, "open")? == 0 && gauge(&text, "hibernated")? == 2).then_some(())
+        }
+    })
+    .await;
+    assert_eq!(stat(&mut a2, "team-a/demo", "one-mb.bin").await.unwrap().size, 1_000_000);
+    assert_eq!(gauge(&get(&metrics_url).await.1, "open"), Some(1), "reopened on demand");
     assert_eq!(get(&format!("{}/healthz", agent.http)).await.0, 200);
     assert_eq!(get(&format!("{}/readyz", agent.http)).await, (200, "ok\n".to_string()));
 

@@ -28,6 +28,16 @@ pub async fn serve(listener: TcpListener, node: Arc<Node>, stop: CancellationTok
 }
 
 async fn metrics(State(node): State<Arc<Node>>) -> impl IntoResponse {
+    // Counts read at scrape time, so they are exact when scraped.
+    let open = node.registry.open_count();
+    match node.registry.names().await {
+        Ok(names) => node
+            .metrics
+            .set_computers(open, names.len().saturating_sub(open)),
+        Err(e) => tracing::warn!(error = %e, "cannot count computers"),
+    }
+    node.metrics
+        .set_fuse_connections(node.registry.mounts().len());
     (
         [(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")],
         node.metrics.encode(),

@@ -3,8 +3,8 @@
 //! subresource, field manager `agentcomputer-node-agent`, only when changed
 //! and at most once per `status_interval` per computer) and the annotation
 //! `agentcomputer.dev/last-activity` (RFC 3339, merge patch, at most every
-//! [`ACTIVITY_INTERVAL`] per computer). It also keeps the stored totals and
-//! computer counts of the metrics current.
+//! [`ACTIVITY_INTERVAL`] per computer). It also keeps the stored totals of
+//! the metrics current.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -61,14 +61,6 @@ pub async fn run(node: Arc<Node>, stop: CancellationToken) {
                 report_activity(&node, &entry, used_at, state).await;
             }
         }
-        let open = node.registry.open_count();
-        match node.registry.names().await {
-            Ok(names) => node
-                .metrics
-                .set_computers(open, names.len().saturating_sub(open)),
-            Err(e) => warn!(error = %e, "cannot count computers"),
-        }
-        node.metrics.set_fuse_connections(node.registry.mounts().len());
     }
 }
 
