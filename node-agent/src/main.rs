@@ -72,7 +72,11 @@ struct ClusterArgs {
     #[arg(long, env = "NODE_NAME")]
     node_name: String,
     /// Where computers live (computers/<uid>/).
-    #[arg(long, env = "AGENTCOMPUTER_DATA_DIR", default_value = "/var/lib/agentcomputer/data")]
+    #[arg(
+        long,
+        env = "AGENTCOMPUTER_DATA_DIR",
+        default_value = "/var/lib/agentcomputer/data"
+    )]
     data_dir: PathBuf,
     /// The agent's own namespace, where it publishes its CSIStorageCapacity.
     #[arg(long, env = "POD_NAMESPACE")]
@@ -102,9 +106,7 @@ struct ClusterArgs {
 fn parse_overcommit(text: &str) -> Result<f64, String> {
     match text.parse::<f64>() {
         Ok(v) if v.is_finite() && v > 0.0 => Ok(v),
-        _ => Err(format!(
-            "{text:?} is not a factor above 0 (e.g. 1.0, 1.5)"
-        )),
+        _ => Err(format!("{text:?} is not a factor above 0 (e.g. 1.0, 1.5)")),
     }
 }
 
@@ -162,9 +164,9 @@ fn main() -> anyhow::Result<()> {
 }
 
 async fn run_cluster(args: ClusterArgs) -> anyhow::Result<()> {
-    let client = kube::Client::try_default()
-        .await
-        .context("no Kubernetes client: neither an in-cluster service account nor KUBECONFIG works")?;
+    let client = kube::Client::try_default().await.context(
+        "no Kubernetes client: neither an in-cluster service account nor KUBECONFIG works",
+    )?;
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
         .with_context(|| format!("cannot listen on {}", args.listen))?;

@@ -308,12 +308,12 @@ impl Registry {
             }
             if let Some(slot) = &slot {
                 if slot.fs.limits() != wanted.limits() {
-                    slot.fs
-                        .set_limits(wanted.limits())
-                        .map_err(|source| RegistryError::Engine {
+                    slot.fs.set_limits(wanted.limits()).map_err(|source| {
+                        RegistryError::Engine {
                             name: owned.clone(),
                             source,
-                        })?;
+                        }
+                    })?;
                 }
                 // The open engine's record says "open" (usage unknown):
                 // keep it so.

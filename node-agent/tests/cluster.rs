@@ -188,7 +188,11 @@ async fn get(url: &str) -> (u16, String) {
         .nth(1)
         .and_then(|c| c.parse().ok())
         .unwrap_or(0);
-    let body = text.split_once("\r\n\r\n").map(|x| x.1).unwrap_or("").to_string();
+    let body = text
+        .split_once("\r\n\r\n")
+        .map(|x| x.1)
+        .unwrap_or("")
+        .to_string();
     (code, body)
 }
 
@@ -358,7 +362,10 @@ async fn finalizer_removed(admin: &kube::Client, uid: &str) -> bool {
 
 async fn published_capacity(admin: &kube::Client) -> Option<(u64, CSIStorageCapacity)> {
     let api: Api<CSIStorageCapacity> = Api::namespaced(admin.clone(), SYSTEM_NS);
-    let cap = api.get_opt(&format!("agentcomputer-{NODE}")).await.unwrap()?;
+    let cap = api
+        .get_opt(&format!("agentcomputer-{NODE}"))
+        .await
+        .unwrap()?;
     // The API server writes quantities in canonical form ("48G", "512Ki").
     let bytes = quantity::to_bytes(&cap.capacity.as_ref()?.0).expect("a quantity");
     Some((bytes, cap))
@@ -383,12 +390,20 @@ async fn node_agent_in_a_cluster() {
     let admin = cluster.admin().await;
     let crd = repo().join("crds/agentcomputer.yaml");
     ok(
-        cluster.kubectl(&["apply", "--server-side", "-f", crd.to_str().unwrap()], None),
+        cluster.kubectl(
+            &["apply", "--server-side", "-f", crd.to_str().unwrap()],
+            None,
+        ),
         "apply CRD",
     );
     ok(
         cluster.kubectl(
-            &["wait", "--for=condition=Established", "crd/agentcomputers.agentcomputer.dev", "--timeout=60s"],
+            &[
+                "wait",
+                "--for=condition=Established",
+                "crd/agentcomputers.agentcomputer.dev",
+                "--timeout=60s",
+            ],
             None,
         ),
         "CRD established",
@@ -404,7 +419,10 @@ async fn node_agent_in_a_cluster() {
         .unwrap();
         nodes.create(&PostParams::default(), &n).await.unwrap();
     }
-    ok(cluster.kubectl(&["apply", "-f", "-"], Some(&rbac())), "apply RBAC");
+    ok(
+        cluster.kubectl(&["apply", "-f", "-"], Some(&rbac())),
+        "apply RBAC",
+    );
 
     let data = cluster.dir.path().join("node-data");
     let agent = Agent::start(&cluster, &data, "node-agent-1.log").await;
@@ -412,7 +430,9 @@ async fn node_agent_in_a_cluster() {
     // Capacity: published before ready, by the formula (no computers yet:
     // the free space of the data directory's filesystem, which other work
     // on this machine changes a little meanwhile).
-    let (empty_room, cap) = published_capacity(&admin).await.expect("capacity published");
+    let (empty_room, cap) = published_capacity(&admin)
+        .await
+        .expect("capacity published");
     let free = available(&data);
     assert!(
         empty_room.abs_diff(free) < 2 << 30,
@@ -427,7 +447,15 @@ async fn node_agent_in_a_cluster() {
 
     // Computers: two on n1 (same name in two namespaces), one on n2.
     let (ta, tb, tc) = (token("a"), token("b"), token("c"));
-    let uid_a = computer(&admin, NS_A, "demo", NODE, serde_json::json!({"storage": {"size": "2Mi"}}), &ta).await;
+    let uid_a = computer(
+        &admin,
+        NS_A,
+        "demo",
+        NODE,
+        serde_json::json!({"storage": {"size": "2Mi"}}),
+        &ta,
+    )
+    .await;
     let uid_b = computer(
         &admin,
         NS_B,
@@ -438,7 +466,15 @@ async fn node_agent_in_a_cluster() {
         &tb,
     )
     .await;
-    let uid_c = computer(&admin, NS_A, "elsewhere", "n2", serde_json::json!({"storage": {"size": "1Mi"}}), &tc).await;
+    let uid_c = computer(
+        &admin,
+        NS_A,
+        "elsewhere",
+        "n2",
+        serde_json::json!({"storage": {"size": "1Mi"}}),
+        &tc,
+    )
+    .await;
     let db = |uid: &str| data.join("computers").join(uid).join("fs.db");
     for uid in [&uid_a, &uid_b] {
         let path = db(uid);
@@ -448,7 +484,10 @@ async fn node_agent_in_a_cluster() {
         })
         .await;
     }
-    assert!(!data.join("computers").join(&uid_c).exists(), "a computer of n2 got a database on n1");
+    assert!(
+        !data.join("computers").join(&uid_c).exists(),
+        "a computer of n2 got a database on n1"
+    );
 
     // The quotas are taken off the published room: 2 MiB + 1 GiB.
     let quotas = (2u64 << 20) + (1 << 30);
@@ -464,9 +503,13 @@ async fn node_agent_in_a_cluster() {
 
     // Credentials.
     let mut a = agent.client(Some(&ta)).await;
-    write(&mut a, "team-a/demo", "hello.txt", b"hi").await.expect("right token writes");
+    write(&mut a, "team-a/demo", "hello.txt", b"hi")
+        .await
+        .expect("right token writes");
     let got = a
-        .get_computer(pb::GetComputerRequest { name: uid_a.clone() })
+        .get_computer(pb::GetComputerRequest {
+            name: uid_a.clone(),
+        })
         .await
         .unwrap()
         .into_inner();
@@ -477,36 +520,85 @@ async fn node_agent_in_a_cluster() {
     let mut none = agent.client(None).await;
     let mut wrong = agent.client(Some(&token("nobody"))).await;
     let mut other = agent.client(Some(&tb)).await;
-    assert_eq!(code_of(write(&mut none, "team-a/demo", "x.txt", b"x").await).0, Code::Unauthenticated);
-    assert_eq!(code_of(write(&mut wrong, "team-a/demo", "x.txt", b"x").await).0, Code::Unauthenticated);
-    assert_eq!(code_of(write(&mut other, "team-a/demo", "x.txt", b"x").await).0, Code::PermissionDenied);
-    assert_eq!(code_of(exec(&mut other, &uid_a, pb::Runtime::Shell, "echo x > y.txt").await).0, Code::PermissionDenied);
-    assert_eq!(code_of(stat(&mut a, &uid_a, "x.txt").await).0, Code::NotFound, "a refused write changed nothing");
-    assert_eq!(code_of(stat(&mut a, &uid_a, "y.txt").await).0, Code::NotFound, "a refused exec changed nothing");
+    assert_eq!(
+        code_of(write(&mut none, "team-a/demo", "x.txt", b"x").await).0,
+        Code::Unauthenticated
+    );
+    assert_eq!(
+        code_of(write(&mut wrong, "team-a/demo", "x.txt", b"x").await).0,
+        Code::Unauthenticated
+    );
+    assert_eq!(
+        code_of(write(&mut other, "team-a/demo", "x.txt", b"x").await).0,
+        Code::PermissionDenied
+    );
+    assert_eq!(
+        code_of(exec(&mut other, &uid_a, pb::Runtime::Shell, "echo x > y.txt").await).0,
+        Code::PermissionDenied
+    );
+    assert_eq!(
+        code_of(stat(&mut a, &uid_a, "x.txt").await).0,
+        Code::NotFound,
+        "a refused write changed nothing"
+    );
+    assert_eq!(
+        code_of(stat(&mut a, &uid_a, "y.txt").await).0,
+        Code::NotFound,
+        "a refused exec changed nothing"
+    );
     let (code, msg) = code_of(stat(&mut a, "demo", "hello.txt").await);
     assert_eq!(code, Code::FailedPrecondition);
     assert!(msg.contains("NAMESPACE/NAME"), "{msg}");
     let (code, msg) = code_of(stat(&mut a, "team-a/elsewhere", "/").await);
-    assert_eq!(code, Code::NotFound, "a computer of another node is not served here: {msg}");
+    assert_eq!(
+        code,
+        Code::NotFound,
+        "a computer of another node is not served here: {msg}"
+    );
     let (code, msg) = code_of(
-        a.create_computer(pb::CreateComputerRequest { name: "x".into(), ..Default::default() })
-            .await,
+        a.create_computer(pb::CreateComputerRequest {
+            name: "x".into(),
+            ..Default::default()
+        })
+        .await,
     );
     assert_eq!(code, Code::FailedPrecondition);
     assert!(msg.contains("kubectl computer create"), "{msg}");
 
     // Runtimes: team-b/demo has JavaScript off.
-    let (code, msg) = code_of(exec(&mut other, "team-b/demo", pb::Runtime::Javascript, "export default () => 1").await);
+    let (code, msg) = code_of(
+        exec(
+            &mut other,
+            "team-b/demo",
+            pb::Runtime::Javascript,
+            "export default () => 1",
+        )
+        .await,
+    );
     assert_eq!(code, Code::FailedPrecondition);
-    assert_eq!(msg, "runtime javascript is disabled for this computer (spec.runtimes.javascript)");
-    let (out, code) = exec(&mut other, "team-b/demo", pb::Runtime::Shell, "echo hello").await.unwrap();
+    assert_eq!(
+        msg,
+        "runtime javascript is disabled for this computer (spec.runtimes.javascript)"
+    );
+    let (out, code) = exec(&mut other, "team-b/demo", pb::Runtime::Shell, "echo hello")
+        .await
+        .unwrap();
     assert_eq!((out.as_str(), code), ("hello\n", 0));
-    let (out, code) = exec(&mut a, "team-a/demo", pb::Runtime::Javascript, "export default () => { console.log('js'); return 1 }").await.unwrap();
+    let (out, code) = exec(
+        &mut a,
+        "team-a/demo",
+        pb::Runtime::Javascript,
+        "export default () => { console.log('js'); return 1 }",
+    )
+    .await
+    .unwrap();
     assert_eq!((out.as_str(), code), ("js\n", 0));
 
     // Usage: 1 MB written shows in status.volume.bytesUsed.
     let megabyte = vec![7u8; 1_000_000];
-    write(&mut a, &uid_a, "one-mb.bin", &megabyte).await.unwrap();
+    write(&mut a, &uid_a, "one-mb.bin", &megabyte)
+        .await
+        .unwrap();
     let computers_a: Api<AgentComputer> = Api::namespaced(admin.clone(), NS_A);
     let used = eventually(20, "status.volume.bytesUsed", || {
         let api = computers_a.clone();
@@ -519,10 +611,18 @@ async fn node_agent_in_a_cluster() {
     })
     .await;
     assert!(used < 1_000_000 + 64 * 1024, "bytesUsed {used}");
-    let managers = computers_a.get("demo").await.unwrap().metadata.managed_fields.unwrap();
+    let managers = computers_a
+        .get("demo")
+        .await
+        .unwrap()
+        .metadata
+        .managed_fields
+        .unwrap();
     assert!(
-        managers.iter().any(|m| m.manager.as_deref() == Some("agentcomputer-node-agent")
-            && m.subresource.as_deref() == Some("status")),
+        managers
+            .iter()
+            .any(|m| m.manager.as_deref() == Some("agentcomputer-node-agent")
+                && m.subresource.as_deref() == Some("status")),
         "status written under the agent's field manager"
     );
 
@@ -531,7 +631,11 @@ async fn node_agent_in_a_cluster() {
     let (code, _) = code_of(write(&mut a, &uid_a, "more.bin", &more).await);
     assert_eq!(code, Code::ResourceExhausted, "past the 2 MiB quota");
     computers_a
-        .patch("demo", &PatchParams::default(), &Patch::Merge(serde_json::json!({"spec": {"storage": {"size": "4Mi"}}})))
+        .patch(
+            "demo",
+            &PatchParams::default(),
+            &Patch::Merge(serde_json::json!({"spec": {"storage": {"size": "4Mi"}}})),
+        )
         .await
         .unwrap();
     eventually(20, "the grown quota to admit the write", || {
@@ -541,14 +645,20 @@ async fn node_agent_in_a_cluster() {
         async move { write(&mut a, &uid, "more.bin", &more).await.ok() }
     })
     .await;
-    assert_eq!(stat(&mut a, &uid_a, "one-mb.bin").await.unwrap().size, 1_000_000);
+    assert_eq!(
+        stat(&mut a, &uid_a, "one-mb.bin").await.unwrap().size,
+        1_000_000
+    );
 
     // Last activity.
     let stamp = eventually(20, "last-activity annotation", || {
         let api = computers_a.clone();
         async move {
             let c = api.get("demo").await.ok()?;
-            c.metadata.annotations?.get("agentcomputer.dev/last-activity").cloned()
+            c.metadata
+                .annotations?
+                .get("agentcomputer.dev/last-activity")
+                .cloned()
         }
     })
     .await;
@@ -562,11 +672,20 @@ async fn node_agent_in_a_cluster() {
     eventually(10, "the old token refused", || {
         let mut a = a.clone();
         let uid = uid_a.clone();
-        async move { (stat(&mut a, &uid, "hello.txt").await.err()?.code() == Code::Unauthenticated).then_some(()) }
+        async move {
+            (stat(&mut a, &uid, "hello.txt").await.err()?.code() == Code::Unauthenticated)
+                .then_some(())
+        }
     })
     .await;
     let mut a2 = agent.client(Some(&ta2)).await;
-    assert_eq!(stat(&mut a2, "team-a/demo", "hello.txt").await.unwrap().size, 2);
+    assert_eq!(
+        stat(&mut a2, "team-a/demo", "hello.txt")
+            .await
+            .unwrap()
+            .size,
+        2
+    );
 
     // Metrics and probes.
     let (code, text) = get(&format!("{}/metrics", agent.http)).await;
@@ -582,11 +701,21 @@ async fn node_agent_in_a_cluster() {
     ] {
         assert!(text.contains(family), "{family} missing:\n{text}");
     }
-    assert!(text.contains(r#"agentcomputer_node_execs_total{outcome="success",runtime="shell"} 1"#), "{text}");
-    assert!(text.contains(r#"agentcomputer_node_execs_total{outcome="rejected",runtime="javascript"} 1"#), "{text}");
+    assert!(
+        text.contains(r#"agentcomputer_node_execs_total{outcome="success",runtime="shell"} 1"#),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            r#"agentcomputer_node_execs_total{outcome="rejected",runtime="javascript"} 1"#
+        ),
+        "{text}"
+    );
     let refused = text
         .lines()
-        .find(|l| l.starts_with(r#"agentcomputer_node_credential_refusals_total{code="UNAUTHENTICATED"}"#))
+        .find(|l| {
+            l.starts_with(r#"agentcomputer_node_credential_refusals_total{code="UNAUTHENTICATED"}"#)
+        })
         .and_then(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
         .unwrap();
     assert!(refused >= 3, "{text}");
@@ -594,7 +723,8 @@ async fn node_agent_in_a_cluster() {
     // here) and reopen on the next call.
     let gauge = |text: &str, state: &str| -> Option<u64> {
         let prefix = format!("agentcomputer_node_computers{{state=\"{state}\"}} ");
-        text.lines().find_map(|l| l.strip_prefix(&prefix)?.parse().ok())
+        text.lines()
+            .find_map(|l| l.strip_prefix(&prefix)?.parse().ok())
     };
     let metrics_url = format!("{}/metrics", agent.http);
     eventually(20, "idle computers hibernated", || {
@@ -605,10 +735,23 @@ async fn node_agent_in_a_cluster() {
         }
     })
     .await;
-    assert_eq!(stat(&mut a2, "team-a/demo", "one-mb.bin").await.unwrap().size, 1_000_000);
-    assert_eq!(gauge(&get(&metrics_url).await.1, "open"), Some(1), "reopened on demand");
+    assert_eq!(
+        stat(&mut a2, "team-a/demo", "one-mb.bin")
+            .await
+            .unwrap()
+            .size,
+        1_000_000
+    );
+    assert_eq!(
+        gauge(&get(&metrics_url).await.1, "open"),
+        Some(1),
+        "reopened on demand"
+    );
     assert_eq!(get(&format!("{}/healthz", agent.http)).await.0, 200);
-    assert_eq!(get(&format!("{}/readyz", agent.http)).await, (200, "ok\n".to_string()));
+    assert_eq!(
+        get(&format!("{}/readyz", agent.http)).await,
+        (200, "ok\n".to_string())
+    );
 
     // Deletion: Delete (annotated PV deleted) removes the data, Retain keeps it.
     delete_volume(&admin, &uid_a, true).await;
@@ -621,12 +764,23 @@ async fn node_agent_in_a_cluster() {
         })
         .await;
     }
-    assert!(!data.join("computers").join(&uid_a).exists(), "Delete removes the database");
+    assert!(
+        !data.join("computers").join(&uid_a).exists(),
+        "Delete removes the database"
+    );
     assert!(db(&uid_b).exists(), "Retain keeps the database");
 
     // A deletion decided while the agent is down is carried out at start.
     let td = token("d");
-    let uid_d = computer(&admin, NS_A, "later", NODE, serde_json::json!({"storage": {"size": "1Mi"}}), &td).await;
+    let uid_d = computer(
+        &admin,
+        NS_A,
+        "later",
+        NODE,
+        serde_json::json!({"storage": {"size": "1Mi"}}),
+        &td,
+    )
+    .await;
     let path = db(&uid_d);
     eventually(20, "the database of team-a/later", || {
         let exists = path.exists();
@@ -636,10 +790,16 @@ async fn node_agent_in_a_cluster() {
     agent.stop().await;
     // As the operator does under Delete: the computer goes, then its volume.
     let later: Api<AgentComputer> = Api::namespaced(admin.clone(), NS_A);
-    later.delete("later", &DeleteParams::default()).await.unwrap();
+    later
+        .delete("later", &DeleteParams::default())
+        .await
+        .unwrap();
     delete_volume(&admin, &uid_d, true).await;
     tokio::time::sleep(Duration::from_millis(500)).await;
-    assert!(db(&uid_d).exists(), "nothing deletes data while the agent is down");
+    assert!(
+        db(&uid_d).exists(),
+        "nothing deletes data while the agent is down"
+    );
     assert!(!finalizer_removed(&admin, &uid_d).await);
     let agent = Agent::start(&cluster, &data, "node-agent-2.log").await;
     eventually(20, "the deletion done at start", || {
@@ -652,7 +812,15 @@ async fn node_agent_in_a_cluster() {
     assert!(db(&uid_b).exists(), "a restart deletes nothing else");
 
     // A quota larger than the disk leaves no room at all.
-    computer(&admin, NS_B, "huge", NODE, serde_json::json!({"storage": {"size": "1Ei"}}), &token("h")).await;
+    computer(
+        &admin,
+        NS_B,
+        "huge",
+        NODE,
+        serde_json::json!({"storage": {"size": "1Ei"}}),
+        &token("h"),
+    )
+    .await;
     eventually(20, "capacity 0", || {
         let admin = admin.clone();
         async move { (published_capacity(&admin).await?.0 == 0).then_some(()) }
@@ -673,7 +841,11 @@ async fn node_agent_in_a_cluster() {
     let stopping = tokio::spawn(agent.stop());
     let mut out = String::new();
     let mut exit = None;
-    while let Some(ev) = stream.message().await.expect("exec stream survives SIGTERM") {
+    while let Some(ev) = stream
+        .message()
+        .await
+        .expect("exec stream survives SIGTERM")
+    {
         match ev.event.unwrap() {
             Event::Stdout(b) => out.push_str(&String::from_utf8_lossy(&b)),
             Event::Stderr(_) => {}

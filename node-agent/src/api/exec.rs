@@ -30,8 +30,8 @@ use tracing::{info, warn};
 
 use super::convert::resolve;
 use super::errors::{errno_detail, errno_status};
-use super::paths::ApiPath;
 use super::observe::{ExecOutcome, Observer};
+use super::paths::ApiPath;
 use crate::blocking::blocking;
 use crate::registry::Registry;
 use program::Program;
@@ -144,7 +144,9 @@ async fn start_runtime(
     let limits = settings.exec;
     let most_time = limits.timeout_ms.map_or(MAX_TIMEOUT, Duration::from_millis);
     let timeout = match req.timeout_ms {
-        0 => limits.timeout_ms.map_or(DEFAULT_TIMEOUT, Duration::from_millis),
+        0 => limits
+            .timeout_ms
+            .map_or(DEFAULT_TIMEOUT, Duration::from_millis),
         ms => Duration::from_millis(ms).min(most_time),
     };
     let max_output_bytes = match req.max_output_bytes {

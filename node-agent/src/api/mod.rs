@@ -161,9 +161,7 @@ impl AgentComputer for Service {
         req: Request<pb::GetComputerRequest>,
     ) -> Result<Response<pb::Computer>, Status> {
         let req = self.authorized(req)?;
-        computers::get(&self.registry, req)
-            .await
-            .map(Response::new)
+        computers::get(&self.registry, req).await.map(Response::new)
     }
 
     async fn list_computers(
@@ -179,9 +177,7 @@ impl AgentComputer for Service {
         req: Request<pb::MountRequest>,
     ) -> Result<Response<pb::MountResponse>, Status> {
         let req = self.authorized(req)?;
-        mount::mount(&self.registry, req)
-            .await
-            .map(Response::new)
+        mount::mount(&self.registry, req).await.map(Response::new)
     }
 
     async fn unmount(
@@ -189,9 +185,7 @@ impl AgentComputer for Service {
         req: Request<pb::UnmountRequest>,
     ) -> Result<Response<pb::UnmountResponse>, Status> {
         let req = self.authorized(req)?;
-        mount::unmount(&self.registry, req)
-            .await
-            .map(Response::new)
+        mount::unmount(&self.registry, req).await.map(Response::new)
     }
 
     async fn stat(&self, req: Request<pb::StatRequest>) -> Result<Response<pb::FileInfo>, Status> {

@@ -79,8 +79,7 @@ async fn compute(node: &Node) -> anyhow::Result<u64> {
 
 /// Publishes the capacity object (server-side apply: created or updated).
 async fn publish(node: &Node, bytes: u64) -> kube::Result<()> {
-    let api: Api<CSIStorageCapacity> =
-        Api::namespaced(node.client.clone(), &node.config.namespace);
+    let api: Api<CSIStorageCapacity> = Api::namespaced(node.client.clone(), &node.config.namespace);
     let name = capacity_name(&node.config.node_name);
     let body = serde_json::json!({
         "apiVersion": "storage.k8s.io/v1",
@@ -94,9 +93,13 @@ async fn publish(node: &Node, bytes: u64) -> kube::Result<()> {
         "capacity": bytes.to_string(),
         "maximumVolumeSize": bytes.to_string(),
     });
-    api.patch(&name, &PatchParams::apply(FIELD_MANAGER).force(), &Patch::Apply(body))
-        .await
-        .map(|_| ())
+    api.patch(
+        &name,
+        &PatchParams::apply(FIELD_MANAGER).force(),
+        &Patch::Apply(body),
+    )
+    .await
+    .map(|_| ())
 }
 
 /// Publishes at start, whenever the computers placed here change, and at

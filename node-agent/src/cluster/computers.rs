@@ -10,8 +10,8 @@ use std::sync::Arc;
 use agentcomputer_crds::AgentComputer;
 use futures::StreamExt;
 use kube::Api;
-use kube::runtime::watcher::{self, Event};
 use kube::runtime::WatchStreamExt;
+use kube::runtime::watcher::{self, Event};
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 

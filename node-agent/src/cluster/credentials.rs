@@ -60,9 +60,9 @@ impl Authorizer for ClusterAuthorizer {
             ));
         }
         let target = self.index.resolve(requested).map_err(|err| match err {
-            Lookup::NotFound => Status::not_found(format!(
-                "computer \"{requested}\" not found on this node"
-            )),
+            Lookup::NotFound => {
+                Status::not_found(format!("computer \"{requested}\" not found on this node"))
+            }
             Lookup::Ambiguous(all) => Status::failed_precondition(format!(
                 "computer name \"{requested}\" is ambiguous on this node ({}): use NAMESPACE/NAME",
                 all.join(", ")
@@ -123,10 +123,16 @@ mod tests {
         assert_eq!(code(r.computer("u1", None)), Code::Unauthenticated);
         assert_eq!(code(r.computer("u1", Some("wrong"))), Code::Unauthenticated);
         assert_eq!(code(r.computer("u1", Some("t2"))), Code::PermissionDenied);
-        assert_eq!(code(r.computer("nohash", Some("t1"))), Code::PermissionDenied);
+        assert_eq!(
+            code(r.computer("nohash", Some("t1"))),
+            Code::PermissionDenied
+        );
         assert_eq!(code(r.computer("missing", Some("t1"))), Code::NotFound);
         // An unknown computer with a bad token reveals nothing.
-        assert_eq!(code(r.computer("missing", Some("x"))), Code::Unauthenticated);
+        assert_eq!(
+            code(r.computer("missing", Some("x"))),
+            Code::Unauthenticated
+        );
         let ambiguous = r.computer("demo", Some("t1")).unwrap_err();
         assert_eq!(ambiguous.code(), Code::FailedPrecondition);
         assert!(ambiguous.message().contains("NAMESPACE/NAME"));

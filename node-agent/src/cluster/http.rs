@@ -16,7 +16,11 @@ use tokio_util::sync::CancellationToken;
 use super::Node;
 
 /// Serves the endpoints on `listener` until `stop`.
-pub async fn serve(listener: TcpListener, node: Arc<Node>, stop: CancellationToken) -> std::io::Result<()> {
+pub async fn serve(
+    listener: TcpListener,
+    node: Arc<Node>,
+    stop: CancellationToken,
+) -> std::io::Result<()> {
     let app = Router::new()
         .route("/metrics", get(metrics))
         .route("/healthz", get(|| async { "ok\n" }))
@@ -39,7 +43,10 @@ async fn metrics(State(node): State<Arc<Node>>) -> impl IntoResponse {
     node.metrics
         .set_fuse_connections(node.registry.mounts().len());
     (
-        [(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")],
+        [(
+            header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
         node.metrics.encode(),
     )
 }

@@ -143,9 +143,7 @@ impl Metrics {
 
     /// Sets the computer counts.
     pub fn set_computers(&self, open: usize, hibernated: usize) {
-        self.computers
-            .with_label_values(&["open"])
-            .set(open as i64);
+        self.computers.with_label_values(&["open"]).set(open as i64);
         self.computers
             .with_label_values(&["hibernated"])
             .set(hibernated as i64);
@@ -153,7 +151,8 @@ impl Metrics {
 
     /// Sets the stored totals.
     pub fn set_stored(&self, bytes: u64, inodes: u64) {
-        self.stored_bytes.set(i64::try_from(bytes).unwrap_or(i64::MAX));
+        self.stored_bytes
+            .set(i64::try_from(bytes).unwrap_or(i64::MAX));
         self.stored_inodes
             .set(i64::try_from(inodes).unwrap_or(i64::MAX));
     }

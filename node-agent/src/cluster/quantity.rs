@@ -123,7 +123,10 @@ mod tests {
         }
         assert!(matches!(to_bytes("8Ei"), Err(QuantityError::TooLarge(_))));
         for bad in ["", "Gi", "1.2.3", "1Gb", "1 Gi", "abc", "1e", "."] {
-            assert!(matches!(to_bytes(bad), Err(QuantityError::Syntax(_))), "{bad}");
+            assert!(
+                matches!(to_bytes(bad), Err(QuantityError::Syntax(_))),
+                "{bad}"
+            );
         }
         assert!(matches!(to_bytes("-1Gi"), Err(QuantityError::Negative(_))));
     }

@@ -95,7 +95,10 @@ async fn report_usage(node: &Node, entry: &Entry, state: &mut Reported) {
         }},
     });
     let params = PatchParams::apply(FIELD_MANAGER).force();
-    match api.patch_status(&entry.name, &params, &Patch::Apply(body)).await {
+    match api
+        .patch_status(&entry.name, &params, &Patch::Apply(body))
+        .await
+    {
         Ok(_) => {
             debug!(computer = %entry.shown(), bytes = usage.used_bytes, inodes = usage.used_inodes, "reported usage");
             state.usage = Some((usage, Instant::now()));

@@ -101,7 +101,9 @@ async fn handle(node: &Node, api: &Api<PersistentVolume>, pv: &PersistentVolume)
         } else {
             node.mark_deleted(uid);
             match node.registry.delete(uid).await {
-                Ok(()) => info!(pv = %name, %uid, "deleted the computer's data (volume deleted with {DELETE_DATA_ANNOTATION}=true)"),
+                Ok(()) => {
+                    info!(pv = %name, %uid, "deleted the computer's data (volume deleted with {DELETE_DATA_ANNOTATION}=true)")
+                }
                 Err(RegistryError::NotFound(_)) => {
                     info!(pv = %name, %uid, "volume deleted; the computer has no data on this node")
                 }
