@@ -204,9 +204,12 @@ where
     let stopping = CancellationToken::new();
     let on_signal = {
         let stopping = stopping.clone();
+        let node = node.clone();
         async move {
             shutdown.await;
             info!("shutting down: no new calls; running calls may finish");
+            // /readyz fails from now on, so no new traffic is sent here.
+            node.readiness.serving.store(false, Ordering::SeqCst);
             stopping.cancel();
         }
     };
