@@ -236,21 +236,24 @@ async fn exec(
     runtime: pb::Runtime,
     script: &str,
 ) -> Result<(String, i32), tonic::Status> {
-    let mut stream = c
-        .exec(pb::ExecRequest {
-            computer: computer.into(),
-            runtime: runtime as i32,
-            script: script.into(),
-            ..Default::default()
-        })
-        .await?
-        .into_inner();
+    let req = pb::ExecRequest {
+        computer: computer.into(),
+        runtime: runtime as i32,
+        script: script.into(),
+        ..Default::default()
+    };
+    run(c, req).await.map(|(out, exit)| (out, exit.code))
+}
+
+/// Runs `req` to its end: stdout and the exit event.
+async fn run(c: &mut Api_, req: pb::ExecRequest) -> Result<(String, pb::ExecExit), tonic::Status> {
+    let mut stream = c.exec(req).await?.into_inner();
     let mut out = String::new();
     while let Some(ev) = stream.message().await? {
         match ev.event.unwrap() {
             Event::Stdout(b) => out.push_str(&String::from_utf8_lossy(&b)),
             Event::Stderr(_) => {}
-            Event::Exit(e) => return Ok((out, e.code)),
+            Event::Exit(e) => return Ok((out, e)),
         }
     }
     panic!("exec ended without an exit event");
@@ -462,7 +465,8 @@ async fn node_agent_in_a_cluster() {
         "demo",
         NODE,
         serde_json::json!({"storage": {"size": "1Gi", "reclaimPolicy": "Retain"},
-                           "runtimes": {"javascript": false}}),
+                           "runtimes": {"javascript": false},
+                           "limits": {"timeoutSeconds": 2, "outputBytes": 1024}}),
         &tb,
     )
     .await;
@@ -579,6 +583,43 @@ async fn node_agent_in_a_cluster() {
     assert_eq!(
         msg,
         "runtime javascript is disabled for this computer (spec.runtimes.javascript)"
+    );
+    // Exec limits: the computer's are the default and the maximum.
+    let noisy = "for i in $(seq 1 200); do echo 0123456789; done";
+    for asked in [0, 1 << 20] {
+        let (out, exit) = run(
+            &mut other,
+            pb::ExecRequest {
+                computer: "team-b/demo".into(),
+                script: noisy.into(),
+                max_output_bytes: asked,
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+        assert!(
+            out.len() <= 1024 && !exit.error.is_empty(),
+            "asked {asked}: {} bytes, {exit:?}",
+            out.len()
+        );
+    }
+    let started = std::time::Instant::now();
+    let (_, exit) = run(
+        &mut other,
+        pb::ExecRequest {
+            computer: "team-b/demo".into(),
+            script: "sleep 30".into(),
+            timeout_ms: 60_000,
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+    assert!(!exit.error.is_empty(), "{exit:?}");
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "cut to spec.limits.timeoutSeconds"
     );
     let (out, code) = exec(&mut other, "team-b/demo", pb::Runtime::Shell, "echo hello")
         .await
