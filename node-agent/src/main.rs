@@ -97,6 +97,9 @@ struct ClusterArgs {
     /// Shortest time between two status.volume reports of one computer.
     #[arg(long, env = "AGENTCOMPUTER_STATUS_INTERVAL", default_value = "10s", value_parser = humantime::parse_duration)]
     status_interval: Duration,
+    /// The mounter's hand-over socket (FUSE connections of sandbox mounts).
+    #[arg(long, env = "AGENTCOMPUTER_HANDOVER_SOCKET", default_value = agentcomputer_csi::handover::DEFAULT_SOCKET)]
+    handover_socket: PathBuf,
     /// Time running calls get to finish after SIGTERM.
     #[arg(long, env = "AGENTCOMPUTER_SHUTDOWN_GRACE", default_value = "20s", value_parser = humantime::parse_duration)]
     shutdown_grace: Duration,
@@ -183,6 +186,7 @@ async fn run_cluster(args: ClusterArgs) -> anyhow::Result<()> {
         overcommit: args.overcommit,
         status_interval: args.status_interval,
         shutdown_grace: args.shutdown_grace,
+        handover_socket: args.handover_socket,
     };
     cluster::serve(client, listener, http, config, shutdown_signal()?).await
 }

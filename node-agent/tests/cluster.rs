@@ -103,6 +103,9 @@ impl Agent {
                 .args(["--status-interval", "1s", "--idle-timeout", "2s"])
                 .arg("--data-dir")
                 .arg(data)
+                // No mounter in this test: the link retries quietly.
+                .arg("--handover-socket")
+                .arg(cluster.dir.path().join("mounter.sock"))
                 .env("KUBECONFIG", &cluster.node_agent_kubeconfig)
                 .env("RUST_LOG", "info,kube=warn"),
             log.clone(),

@@ -35,13 +35,19 @@ async fn metrics(State(node): State<Arc<Node>>) -> impl IntoResponse {
     // Counts read at scrape time, so they are exact when scraped.
     let open = node.registry.open_count();
     match node.registry.names().await {
-        Ok(names) => node
-            .metrics
-            .set_computers(open, names.len().saturating_sub(open)),
+        Ok(names) => {
+            node.metrics
+                .set_computers(open, names.len().saturating_sub(open));
+            // Handed-over connections of sandbox mounts, plus host mounts.
+            let handed: usize = names
+                .iter()
+                .map(|n| node.registry.connection_count(n))
+                .sum();
+            node.metrics
+                .set_fuse_connections(handed + node.registry.mounts().len());
+        }
         Err(e) => tracing::warn!(error = %e, "cannot count computers"),
     }
-    node.metrics
-        .set_fuse_connections(node.registry.mounts().len());
     (
         [(
             header::CONTENT_TYPE,

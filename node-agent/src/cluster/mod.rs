@@ -6,7 +6,8 @@
 //! credential. It keeps their databases in line with their specs
 //! ([`computers`]), finishes the deletion of their volumes ([`volumes`]),
 //! reports usage and activity on them ([`status`]), publishes the node's
-//! storage capacity ([`capacity`]), and serves metrics and probes
+//! storage capacity ([`capacity`]), serves the FUSE connections the
+//! mounter hands over ([`crate::fuse_link`]), and serves metrics and probes
 //! ([`http`]). docs/cluster.md describes the contract with the operator.
 
 pub mod activity;
@@ -73,6 +74,9 @@ pub struct ClusterConfig {
     pub status_interval: Duration,
     /// Time running calls get after SIGTERM before they are cancelled.
     pub shutdown_grace: Duration,
+    /// The mounter's hand-over socket, where FUSE connections of sandbox
+    /// mounts come from ([`crate::fuse_link`]).
+    pub handover_socket: PathBuf,
 }
 
 /// What `/readyz` waits for.
@@ -187,9 +191,11 @@ where
     tokio::spawn(volumes::run(node.clone(), stop.clone()));
     tokio::spawn(capacity::run(node.clone(), stop.clone()));
     tokio::spawn(status::run(node.clone(), stop.clone()));
-    // FUSE hand-over from the mounter: call
-    // `crate::fuse_link::run(registry.clone(), <--handover-socket>, stop.clone())`
-    // here once that module exists (see docs/cluster.md, "FUSE").
+    tokio::spawn(crate::fuse_link::run(
+        registry.clone(),
+        node.config.handover_socket.clone(),
+        stop.clone(),
+    ));
     tokio::task::spawn_blocking(agentcomputer_js::warm_up);
 
     let observer = Arc::new(NodeObserver {
