@@ -97,6 +97,22 @@ struct ClusterArgs {
     /// Shortest time between two status.volume reports of one computer.
     #[arg(long, env = "AGENTCOMPUTER_STATUS_INTERVAL", default_value = "10s", value_parser = humantime::parse_duration)]
     status_interval: Duration,
+    /// Serve the API over TLS with this certificate chain (PEM).
+    #[arg(
+        long,
+        env = "AGENTCOMPUTER_TLS_CERT",
+        value_name = "PEM",
+        requires = "tls_key"
+    )]
+    tls_cert: Option<PathBuf>,
+    /// The private key of --tls-cert (PEM).
+    #[arg(
+        long,
+        env = "AGENTCOMPUTER_TLS_KEY",
+        value_name = "PEM",
+        requires = "tls_cert"
+    )]
+    tls_key: Option<PathBuf>,
     /// The mounter's hand-over socket (FUSE connections of sandbox mounts).
     #[arg(long, env = "AGENTCOMPUTER_HANDOVER_SOCKET", default_value = agentcomputer_csi::handover::DEFAULT_SOCKET)]
     handover_socket: PathBuf,
@@ -167,6 +183,10 @@ fn main() -> anyhow::Result<()> {
 }
 
 async fn run_cluster(args: ClusterArgs) -> anyhow::Result<()> {
+    let tls = match (&args.tls_cert, &args.tls_key) {
+        (Some(cert), Some(key)) => Some(tls::server_tls(cert, key)?),
+        _ => None,
+    };
     let client = kube::Client::try_default().await.context(
         "no Kubernetes client: neither an in-cluster service account nor KUBECONFIG works",
     )?;
@@ -187,6 +207,7 @@ async fn run_cluster(args: ClusterArgs) -> anyhow::Result<()> {
         status_interval: args.status_interval,
         shutdown_grace: args.shutdown_grace,
         handover_socket: args.handover_socket,
+        tls,
     };
     cluster::serve(client, listener, http, config, shutdown_signal()?).await
 }

@@ -77,6 +77,9 @@ pub struct ClusterConfig {
     /// The mounter's hand-over socket, where FUSE connections of sandbox
     /// mounts come from ([`crate::fuse_link`]).
     pub handover_socket: PathBuf,
+    /// Serve the API over TLS with this identity ([`crate::tls::server_tls`]);
+    /// `None` serves plain HTTP/2.
+    pub tls: Option<tonic::transport::ServerTlsConfig>,
 }
 
 /// What `/readyz` waits for.
@@ -220,7 +223,13 @@ where
         }
     };
     let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
-    let server = tonic::transport::Server::builder()
+    let mut builder = tonic::transport::Server::builder();
+    if let Some(tls) = node.config.tls.clone() {
+        builder = builder
+            .tls_config(tls)
+            .context("cannot set up TLS for the API")?;
+    }
+    let server = builder
         .add_service(service.into_server())
         .serve_with_incoming_shutdown(incoming, on_signal);
     node.readiness.serving.store(true, Ordering::SeqCst);
