@@ -30,6 +30,14 @@ pub trait Authorizer: Send + Sync + 'static {
     /// Errors: `UNAUTHENTICATED`, or `FAILED_PRECONDITION` where computers
     /// are managed elsewhere (as Kubernetes resources in a cluster).
     fn manage(&self, token: Option<&str>) -> Result<(), Status>;
+
+    /// Checks that this agent may make mounts on its own host (`Mount`,
+    /// `Unmount`), asked after the credential was accepted. The default
+    /// allows them (local mode). Errors: `FAILED_PRECONDITION` where
+    /// volumes are mounted by someone else (the CSI driver in a cluster).
+    fn host_mounts(&self) -> Result<(), Status> {
+        Ok(())
+    }
 }
 
 /// Lets every call through with the requested name unchanged: the API
@@ -84,6 +92,11 @@ impl Caller {
     /// See [`Authorizer::manage`].
     pub fn manage(&self) -> Result<(), Status> {
         self.rule.manage(self.token.as_deref())
+    }
+
+    /// See [`Authorizer::host_mounts`].
+    pub fn host_mounts(&self) -> Result<(), Status> {
+        self.rule.host_mounts()
     }
 }
 

@@ -25,7 +25,7 @@ use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
 use agentcomputer_egress::EgressConfig;
-use agentcomputer_fs::{Fs, Limits};
+use agentcomputer_fs::{Fs, Limits, Owner, ROOT_INO, SetAttr};
 use agentcomputer_fuse::{ConnectionHandle, MountHandle, MountOptions};
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
@@ -230,15 +230,19 @@ impl Registry {
             egress,
             ..Config::default()
         };
-        self.create_with(name, config).await
+        self.create_with(name, config, Owner::ROOT).await
     }
 
     /// Creates computer `name` with all of `config` (see
-    /// [`Registry::create`]). Errors: as [`Registry::create`].
+    /// [`Registry::create`]), its root directory owned by `root` (uid and
+    /// gid as the FUSE mounts show them; [`Owner::ROOT`] in local mode, the
+    /// sandbox user in a cluster, so that it can write at the volume's
+    /// root). Errors: as [`Registry::create`].
     pub async fn create_with(
         &self,
         name: &str,
         config: Config,
+        root: Owner,
     ) -> Result<ComputerInfo, RegistryError> {
         check_name(name)?;
         let limits = config.limits;
@@ -253,7 +257,7 @@ impl Registry {
             .join(format!(".creating-{name}-{:016x}", rand::random::<u64>()));
         let owned = name.to_string();
         let settings = blocking(move || {
-            let result = build_computer(&owned, &tmp, &dir, config);
+            let result = build_computer(&owned, &tmp, &dir, config, root);
             if result.is_err() {
                 let _ = std::fs::remove_dir_all(&tmp);
             }
@@ -748,6 +752,7 @@ fn build_computer(
     tmp: &Path,
     dir: &Path,
     config: Config,
+    root: Owner,
 ) -> Result<Settings, RegistryError> {
     let limits = config.limits;
     let io_err = |source| RegistryError::Io {
@@ -759,6 +764,18 @@ fn build_computer(
         name: name.to_string(),
         source,
     })?;
+    if root != Owner::ROOT {
+        let owner = SetAttr {
+            uid: Some(root.uid),
+            gid: Some(root.gid),
+            ..SetAttr::default()
+        };
+        fs.setattr(ROOT_INO, &owner)
+            .map_err(|source| RegistryError::Engine {
+                name: name.to_string(),
+                source,
+            })?;
+    }
     let st = fs.statfs().map_err(|source| RegistryError::Engine {
         name: name.to_string(),
         source,

@@ -85,6 +85,17 @@ impl Service {
         Ok(msg)
     }
 
+    /// [`Service::authorized`] for `Mount` and `Unmount`, unless the rule
+    /// refuses them outright ([`Authorizer::host_mounts`]): then nothing is
+    /// looked at, not even the computer's name.
+    fn host_mount<T: NamesComputer>(&self, req: Request<T>) -> Result<T, Status> {
+        if let Err(status) = self.caller(&req).host_mounts() {
+            self.observer.refused(status.code());
+            return Err(status);
+        }
+        self.authorized(req)
+    }
+
     /// Checks that the caller of `req` may manage computers.
     fn manager<T>(&self, req: &Request<T>) -> Result<(), Status> {
         let checked = self.caller(req).manage();
@@ -176,7 +187,7 @@ impl AgentComputer for Service {
         &self,
         req: Request<pb::MountRequest>,
     ) -> Result<Response<pb::MountResponse>, Status> {
-        let req = self.authorized(req)?;
+        let req = self.host_mount(req)?;
         mount::mount(&self.registry, req).await.map(Response::new)
     }
 
@@ -184,7 +195,7 @@ impl AgentComputer for Service {
         &self,
         req: Request<pb::UnmountRequest>,
     ) -> Result<Response<pb::UnmountResponse>, Status> {
-        let req = self.authorized(req)?;
+        let req = self.host_mount(req)?;
         mount::unmount(&self.registry, req).await.map(Response::new)
     }
 

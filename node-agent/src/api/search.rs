@@ -218,7 +218,11 @@ impl Search<'_> {
                     pending = false;
                     flow
                 } else {
-                    self.check(path, line_no, &line_part[..line_part.len().min(LINE_SCAN_MAX)])
+                    self.check(
+                        path,
+                        line_no,
+                        &line_part[..line_part.len().min(LINE_SCAN_MAX)],
+                    )
                 };
                 if flow.is_break() {
                     return Ok(ControlFlow::Break(()));

@@ -7,8 +7,10 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 
-use agentcomputer_crds::AgentComputer;
+use agentcomputer_crds::{AgentComputer, SANDBOX_GID, SANDBOX_UID, labels};
+use agentcomputer_fs::Owner;
 use futures::StreamExt;
+use k8s_openapi::api::core::v1::PersistentVolume;
 use kube::Api;
 use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
@@ -17,7 +19,7 @@ use tracing::{info, warn};
 
 use super::Node;
 use super::index::{Entry, parse_credential_hash};
-use super::keys::NODE_LABEL;
+use super::keys::{NODE_LABEL, volume_name};
 use super::spec;
 use crate::registry::RegistryError;
 
@@ -111,18 +113,62 @@ async fn apply(node: &Node, computer: &AgentComputer) {
         Err(RegistryError::NotFound(_)) if node.was_deleted(&uid) => {
             warn!(computer = %shown, %uid, "its volume and data were deleted; not creating a new database");
         }
-        Err(RegistryError::NotFound(_)) => match node.registry.create_with(&uid, config).await {
-            Ok(_) => {
-                info!(computer = %shown, %uid, quota, "created the computer's database");
-                changed = true;
+        Err(RegistryError::NotFound(_)) => {
+            let root = sandbox_owner(node, &uid).await;
+            match node.registry.create_with(&uid, config, root).await {
+                Ok(_) => {
+                    info!(computer = %shown, %uid, quota, root.uid, root.gid, "created the computer's database");
+                    changed = true;
+                }
+                Err(RegistryError::AlreadyExists(_)) => {}
+                Err(e) => {
+                    warn!(computer = %shown, error = %e, "cannot create the computer's database")
+                }
             }
-            Err(RegistryError::AlreadyExists(_)) => {}
-            Err(e) => warn!(computer = %shown, error = %e, "cannot create the computer's database"),
-        },
+        }
         Err(e) => warn!(computer = %shown, error = %e, "cannot apply the spec"),
     }
     if changed {
         // The capacity depends on the computers here and their quotas.
         node.placement_changed.notify_one();
+    }
+}
+
+/// The owner of a new computer's root directory: the sandbox user, so that
+/// it can write at the root of its volume. Read from the CSI volume
+/// attributes `agentcomputer.dev/uid` and `agentcomputer.dev/gid` of the
+/// computer's PersistentVolume (written by the operator); where the PV is
+/// not there yet, cannot be read, or holds no valid number, the CRD's
+/// [`SANDBOX_UID`] / [`SANDBOX_GID`] (what the operator writes today).
+async fn sandbox_owner(node: &Node, uid: &str) -> Owner {
+    let fallback = Owner {
+        uid: SANDBOX_UID,
+        gid: SANDBOX_GID,
+    };
+    let api: Api<PersistentVolume> = Api::all(node.client.clone());
+    let pv = match api.get_opt(&volume_name(uid)).await {
+        Ok(pv) => pv,
+        Err(e) => {
+            warn!(%uid, error = %e, "cannot read the computer's PersistentVolume; its root directory gets the default sandbox owner");
+            None
+        }
+    };
+    let attributes = pv
+        .and_then(|pv| pv.spec)
+        .and_then(|spec| spec.csi)
+        .and_then(|csi| csi.volume_attributes)
+        .unwrap_or_default();
+    let id = |key: &str, default: u32| -> u32 {
+        match attributes.get(key) {
+            None => default,
+            Some(v) => v.parse().unwrap_or_else(|_| {
+                warn!(%uid, key, value = %v, "volume attribute is not a decimal id; using the default");
+                default
+            }),
+        }
+    };
+    Owner {
+        uid: id(labels::ATTR_UID, fallback.uid),
+        gid: id(labels::ATTR_GID, fallback.gid),
     }
 }

@@ -14,6 +14,10 @@ use crate::auth::Authorizer;
 /// Message of `manage` calls in a cluster.
 pub const MANAGE_REFUSED: &str = "in a cluster, computers are AgentComputer resources: use kubectl computer create / kubectl apply";
 
+/// Message of `Mount` and `Unmount` calls in a cluster.
+pub const MOUNT_REFUSED: &str =
+    "in a cluster, sandbox pods mount a computer's volume through the CSI driver";
+
 /// The [`Authorizer`] of cluster mode over the node's [`Index`].
 ///
 /// For a call naming `requested` with bearer `token`:
@@ -80,6 +84,12 @@ impl Authorizer for ClusterAuthorizer {
     fn manage(&self, _token: Option<&str>) -> Result<(), Status> {
         Err(Status::failed_precondition(MANAGE_REFUSED))
     }
+
+    /// Host mounts would put a computer's files on the node outside any
+    /// pod, from the unprivileged agent: refused with [`MOUNT_REFUSED`].
+    fn host_mounts(&self) -> Result<(), Status> {
+        Err(Status::failed_precondition(MOUNT_REFUSED))
+    }
 }
 
 #[cfg(test)]
@@ -139,5 +149,9 @@ mod tests {
         let manage = r.manage(Some("t1")).unwrap_err();
         assert_eq!(manage.code(), Code::FailedPrecondition);
         assert_eq!(manage.message(), MANAGE_REFUSED);
+        let mount = r.host_mounts().unwrap_err();
+        assert_eq!(mount.code(), Code::FailedPrecondition);
+        assert_eq!(mount.message(), MOUNT_REFUSED);
+        assert!(crate::auth::AllowAll.host_mounts().is_ok());
     }
 }

@@ -31,3 +31,9 @@ pub const HOSTNAME_LABEL: &str = "kubernetes.io/hostname";
 pub fn capacity_name(node: &str) -> String {
     format!("agentcomputer-{node}")
 }
+
+/// Name of the PersistentVolume the operator creates for the computer whose
+/// `metadata.uid` is `uid` (its CSI volume handle is `uid`).
+pub fn volume_name(uid: &str) -> String {
+    format!("agentcomputer-{uid}")
+}
