@@ -387,11 +387,9 @@ fn code_of<T: std::fmt::Debug>(r: Result<T, tonic::Status>) -> (Code, String) {
     (s.code(), s.message().to_string())
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn node_agent_in_a_cluster() {
-    if support::skipped() {
-        return;
-    }
+/// A fresh API server with the CRD, the namespaces, nodes n1 and n2 and
+/// the node agent's RBAC; returns it and an admin client.
+async fn prepared_cluster() -> (Cluster, kube::Client) {
     let cluster = Cluster::start().await;
     let admin = cluster.admin().await;
     let crd = repo().join("crds/agentcomputer.yaml");
@@ -429,6 +427,16 @@ async fn node_agent_in_a_cluster() {
         cluster.kubectl(&["apply", "-f", "-"], Some(&rbac())),
         "apply RBAC",
     );
+
+    (cluster, admin)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn node_agent_in_a_cluster() {
+    if support::skipped() {
+        return;
+    }
+    let (cluster, admin) = prepared_cluster().await;
 
     let data = cluster.dir.path().join("node-data");
     let agent = Agent::start(&cluster, &data, "node-agent-1.log").await;
@@ -899,4 +907,209 @@ async fn node_agent_in_a_cluster() {
     assert_eq!((out.as_str(), exit), ("finished\n", Some(0)));
     stopping.await.unwrap();
     assert!(db(&uid_b).exists());
+}
+
+/// The whole node side: the real `node-agent cluster` binary serves a
+/// computer placed on its node, the mounter (its library, in this process,
+/// as root) publishes the computer's volume to a test acting as the
+/// kubelet, the sandbox user writes at the volume's root through the
+/// target, and an exec through the agent reads the file back. Also: Mount
+/// over gRPC is refused in a cluster, and another computer's token reads
+/// nothing. Needs root and /dev/fuse (prints SKIPPED otherwise).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_published_volume_is_served_by_the_cluster_agent() {
+    use agentcomputer_csi::mounter::{self, MounterConfig};
+    use agentcomputer_csi::pb::csi;
+    use agentcomputer_csi::pb::csi::node_client::NodeClient;
+    use agentcomputer_csi::pb::csi::volume_capability::access_mode::Mode;
+    use agentcomputer_csi::pb::csi::volume_capability::{AccessMode, AccessType, MountVolume};
+    use std::os::unix::fs::PermissionsExt;
+    use std::os::unix::process::CommandExt;
+
+    if support::skipped() {
+        return;
+    }
+    if !Path::new("/dev/fuse").exists() || !nix::unistd::geteuid().is_root() {
+        eprintln!("SKIPPED: publishing a volume needs root and /dev/fuse");
+        return;
+    }
+    const SANDBOX: u32 = 1000;
+    let (cluster, admin) = prepared_cluster().await;
+    let data = cluster.dir.path().join("node-data");
+    let kubelet = tempfile::tempdir().unwrap();
+    // The sandbox user must reach the target below it.
+    std::fs::set_permissions(kubelet.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let config = MounterConfig {
+        node_name: NODE.into(),
+        csi_socket: kubelet.path().join("plugins/agentcomputer.dev/csi.sock"),
+        registration_dir: kubelet.path().join("plugins_registry"),
+        // Where Agent::start points the agent.
+        handover_socket: cluster.dir.path().join("mounter.sock"),
+        agent_uid: nix::unistd::geteuid().as_raw(),
+        agent_gid: nix::unistd::getegid().as_raw(),
+        data_dir: data.clone(),
+    };
+    let (stop_mounter, stopped) = tokio::sync::oneshot::channel::<()>();
+    let mounter = tokio::spawn(mounter::run(config.clone(), async move {
+        let _ = stopped.await;
+    }));
+    eventually(10, "the mounter's CSI socket", || {
+        let up = config.csi_socket.exists().then_some(());
+        async move { up }
+    })
+    .await;
+    let agent = Agent::start(&cluster, &data, "node-agent-volume.log").await;
+
+    let (tb, to) = (token("basic"), token("other"));
+    let uid = computer(
+        &admin,
+        NS_A,
+        "basic",
+        NODE,
+        serde_json::json!({"storage": {"size": "64Mi"}}),
+        &tb,
+    )
+    .await;
+    let other = computer(
+        &admin,
+        NS_A,
+        "other",
+        NODE,
+        serde_json::json!({"storage": {"size": "64Mi"}}),
+        &to,
+    )
+    .await;
+    let db = data.join("computers").join(&uid).join("fs.db");
+    eventually(30, "the computer's database", || {
+        let made = db.exists().then_some(());
+        async move { made }
+    })
+    .await;
+    let mut c = agent.client(Some(&tb)).await;
+    eventually(30, "the computer's credential on the agent", || {
+        let mut c = c.clone();
+        async move { stat(&mut c, "basic", "/").await.ok() }
+    })
+    .await;
+
+    // Host mounts are the CSI driver's job in a cluster.
+    let host = kubelet.path().join("host-mount");
+    std::fs::create_dir_all(&host).unwrap();
+    let refused = c
+        .mount(pb::MountRequest {
+            computer: "basic".into(),
+            host_path: host.display().to_string(),
+        })
+        .await;
+    let (code, message) = code_of(refused);
+    assert_eq!(code, Code::FailedPrecondition, "{message}");
+    assert!(message.contains("CSI driver"), "{message}");
+    let refused = c
+        .unmount(pb::UnmountRequest {
+            computer: "basic".into(),
+            host_path: host.display().to_string(),
+        })
+        .await;
+    assert_eq!(code_of(refused).0, Code::FailedPrecondition);
+
+    // The kubelet publishes the volume at a pod's target path.
+    let pod = kubelet.path().join("pods/p1/volumes");
+    std::fs::create_dir_all(&pod).unwrap();
+    for dir in [
+        kubelet.path().join("pods"),
+        kubelet.path().join("pods/p1"),
+        pod.clone(),
+    ] {
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let target = pod.join("mount");
+    let channel = tonic::transport::Endpoint::try_from("http://[::]:50051")
+        .unwrap()
+        .connect_with_connector(tower::service_fn({
+            let path = config.csi_socket.clone();
+            move |_: tonic::transport::Uri| {
+                let path = path.clone();
+                async move {
+                    Ok::<_, std::io::Error>(hyper_util::rt::TokioIo::new(
+                        tokio::net::UnixStream::connect(path).await?,
+                    ))
+                }
+            }
+        }))
+        .await
+        .unwrap();
+    let mut node = NodeClient::new(channel);
+    let mut attributes = std::collections::HashMap::new();
+    for (k, v) in [
+        ("agentcomputer.dev/namespace", NS_A.to_string()),
+        ("agentcomputer.dev/name", "basic".to_string()),
+        ("agentcomputer.dev/uid", SANDBOX.to_string()),
+        ("agentcomputer.dev/gid", SANDBOX.to_string()),
+    ] {
+        attributes.insert(k.to_string(), v);
+    }
+    let publish = csi::NodePublishVolumeRequest {
+        volume_id: uid.clone(),
+        target_path: target.display().to_string(),
+        volume_capability: Some(csi::VolumeCapability {
+            access_mode: Some(AccessMode {
+                mode: Mode::SingleNodeWriter as i32,
+            }),
+            access_type: Some(AccessType::Mount(MountVolume::default())),
+        }),
+        volume_context: attributes,
+        ..Default::default()
+    };
+    node.node_publish_volume(publish).await.unwrap();
+
+    // The sandbox user writes at the volume's root (the computer's root
+    // directory is theirs) ...
+    let out = Command::new("sh")
+        .arg("-c")
+        .arg("echo hi > \"$1/a\"")
+        .arg("sh")
+        .arg(&target)
+        .uid(SANDBOX)
+        .gid(SANDBOX)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "write as the sandbox user: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // ... and an exec through the agent reads it back.
+    let (stdout, exit) = exec(&mut c, "basic", pb::Runtime::Shell, "cat /workspace/a")
+        .await
+        .unwrap();
+    assert_eq!((stdout.as_str(), exit), ("hi\n", 0));
+    let info = stat(&mut c, "basic", "/workspace/a").await.unwrap();
+    assert_eq!(info.size, 3);
+
+    // Another computer's token reads and writes nothing of it.
+    let mut o = agent.client(Some(&to)).await;
+    let (code, _) =
+        code_of(exec(&mut o, "basic", pb::Runtime::Shell, "echo x > /workspace/a").await);
+    assert_eq!(code, Code::PermissionDenied);
+    let (code, _) = code_of(exec(&mut o, &uid, pb::Runtime::Shell, "cat /workspace/a").await);
+    assert_eq!(code, Code::PermissionDenied);
+    let (stdout, _) = exec(&mut c, "basic", pb::Runtime::Shell, "cat /workspace/a")
+        .await
+        .unwrap();
+    assert_eq!(stdout, "hi\n");
+    let (stdout, _) = exec(&mut o, &other, pb::Runtime::Shell, "ls /workspace")
+        .await
+        .unwrap();
+    assert_eq!(stdout, "");
+
+    node.node_unpublish_volume(csi::NodeUnpublishVolumeRequest {
+        volume_id: uid.clone(),
+        target_path: target.display().to_string(),
+    })
+    .await
+    .unwrap();
+    assert_eq!(agentcomputer_csi::mountinfo::count_at(&target).unwrap(), 0);
+    agent.stop().await;
+    let _ = stop_mounter.send(());
+    mounter.await.unwrap().unwrap();
 }
