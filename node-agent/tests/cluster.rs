@@ -988,7 +988,7 @@ async fn a_published_volume_is_served_by_the_cluster_agent() {
     let mut c = agent.client(Some(&tb)).await;
     eventually(30, "the computer's credential on the agent", || {
         let mut c = c.clone();
-        async move { stat(&mut c, "basic", "/").await.ok() }
+        async move { stat(&mut c, "basic", "/workspace").await.ok() }
     })
     .await;
 
