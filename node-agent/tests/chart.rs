@@ -33,7 +33,12 @@ fn the_chart_starts_node_agent_with_arguments_it_accepts() {
     let container = serde_yaml::Deserializer::from_str(&rendered)
         .map(|doc| serde_json::Value::deserialize(doc).unwrap())
         .filter(|v| v["kind"] == "DaemonSet")
-        .flat_map(|v| v["spec"]["template"]["spec"]["containers"].as_array().cloned().unwrap_or_default())
+        .flat_map(|v| {
+            v["spec"]["template"]["spec"]["containers"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+        })
         .find(|c| c["command"] == serde_json::json!(["node-agent"]))
         .expect("a DaemonSet container running node-agent");
     // The kubelet expands $(VAR) from the container's environment.
@@ -48,7 +53,11 @@ fn the_chart_starts_node_agent_with_arguments_it_accepts() {
                 .replace("$(POD_NAMESPACE)", support::SYSTEM_NS)
         })
         .collect();
-    assert_eq!(args.first().map(String::as_str), Some("cluster"), "{args:?}");
+    assert_eq!(
+        args.first().map(String::as_str),
+        Some("cluster"),
+        "{args:?}"
+    );
     // Without a Kubernetes client the agent stops right after parsing its
     // arguments, before it binds or creates anything.
     let out = Command::new(env!("CARGO_BIN_EXE_node-agent"))
