@@ -991,6 +991,15 @@ async fn a_published_volume_is_served_by_the_cluster_agent() {
         async move { stat(&mut c, "basic", "/workspace").await.ok() }
     })
     .await;
+    // The other computer's credential too: until the agent has seen it, its
+    // token is unknown (UNAUTHENTICATED) rather than someone else's.
+    let o = agent.client(Some(&to)).await;
+    eventually(30, "the other computer's credential on the agent", || {
+        let mut o = o.clone();
+        let other = other.clone();
+        async move { stat(&mut o, &other, "/workspace").await.ok() }
+    })
+    .await;
 
     // Host mounts are the CSI driver's job in a cluster.
     let host = kubelet.path().join("host-mount");
@@ -1087,7 +1096,7 @@ async fn a_published_volume_is_served_by_the_cluster_agent() {
     assert_eq!(info.size, 3);
 
     // Another computer's token reads and writes nothing of it.
-    let mut o = agent.client(Some(&to)).await;
+    let mut o = o;
     let (code, _) =
         code_of(exec(&mut o, "basic", pb::Runtime::Shell, "echo x > /workspace/a").await);
     assert_eq!(code, Code::PermissionDenied);
