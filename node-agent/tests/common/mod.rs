@@ -85,7 +85,14 @@ impl Agent {
         extra: &[&str],
         setup: impl FnOnce(&mut Command),
     ) -> Agent {
-        cmd.args(["local", "--listen", "127.0.0.1:0", "--data-dir"])
+        cmd.args([
+            "local",
+            "--listen",
+            "127.0.0.1:0",
+            "--proxy-listen",
+            "127.0.0.1:0",
+            "--data-dir",
+        ])
             .arg(data)
             .args(extra)
             .env("RUST_LOG", "warn")
