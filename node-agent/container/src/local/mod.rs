@@ -321,9 +321,15 @@ impl Backend for LocalSandbox {
         // The namespace descriptor stays open until the child has joined it.
         drop(spec);
         let memory_hit = cgroup.hit_memory_limit();
-        if let Err(e) = tokio::task::spawn_blocking(move || cgroup.remove()).await.unwrap_or(Ok(())) {
-            warn!(%computer, error = %e, "could not remove a container run's cgroup");
-        }
+        // Every process is gone (the PID namespace died with its init, and
+        // the readers saw the pipes close); removing the directories takes
+        // the kernel several milliseconds per hierarchy, so it happens
+        // after the answer.
+        tokio::task::spawn_blocking(move || {
+            if let Err(e) = cgroup.remove() {
+                warn!(%computer, error = %e, "could not remove a container run's cgroup");
+            }
+        });
         let mut outcome = outcome;
         if memory_hit && outcome.error.is_none() && outcome.exit_code != 0 {
             let message = "container: the run reached its memory limit".to_string();
