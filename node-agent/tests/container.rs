@@ -233,6 +233,8 @@ async fn the_sandbox_walls_hold() {
         ("/home", "ls /home".into()),
         ("writing the userland", "touch /usr/bin/planted".into()),
         ("writing /etc", "echo x >> /etc/passwd".into()),
+        ("adding to /etc", "touch /etc/planted".into()),
+        ("adding to /", "mkdir /planted".into()),
         ("the agent's API", format!("exec 3<>/dev/tcp/127.0.0.1/{port}")),
         ("the network", "exec 3<>/dev/tcp/1.1.1.1/80".into()),
         ("raising privileges", "su -c true root </dev/null".into()),

@@ -128,6 +128,9 @@ pub fn bwrap_args(l: &Layout<'_>) -> Vec<OsString> {
         &"--bind",
         &l.workspace,
         &crate::WORKSPACE,
+        // The root tmpfs itself (holding the mountpoints) read-only too.
+        &"--remount-ro",
+        &"/",
         &"--chdir",
         &l.cwd,
         &"--cap-add",
@@ -194,7 +197,7 @@ mod tests {
             "--ro-bind /run/x/passwd /etc/passwd",
             "--perms 01777 --size 1048576 --tmpfs /tmp",
             "--bind /data/run/workspaces/demo /workspace",
-            "--chdir /workspace/src",
+            "--remount-ro / --chdir /workspace/src",
             "-- /usr/bin/setpriv --reuid=1000 --regid=1000 --clear-groups",
             "--no-new-privs -- /bin/bash -c echo hi",
         ] {
