@@ -83,7 +83,10 @@ async fn the_exec_contract_holds_in_the_container() {
     req.stdin = b"from stdin\n".to_vec();
     req.env.insert("FOO".into(), "bar baz".into());
     let r = run(&mut c, req).await;
-    assert_eq!(r.stdout, "from stdin\nbar baz\n/workspace\n/workspace\n", "{r:?}");
+    assert_eq!(
+        r.stdout, "from stdin\nbar baz\n/workspace\n/workspace\n",
+        "{r:?}"
+    );
     sh(&mut c, "box", "mkdir -p src/deep").await;
     let mut req = box_req("box", "pwd");
     req.cwd = "src/deep".into();
@@ -102,7 +105,11 @@ async fn the_exec_contract_holds_in_the_container() {
         .into_inner();
     let first = stream.message().await.unwrap().unwrap().event.unwrap();
     assert_eq!(first, Event::Stdout(b"first\n".to_vec()));
-    assert!(started.elapsed() < Duration::from_millis(1500), "{:?}", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_millis(1500),
+        "{:?}",
+        started.elapsed()
+    );
     while stream.message().await.unwrap().is_some() {}
 
     // The output cap cuts exactly there and stops the script.
@@ -112,7 +119,10 @@ async fn the_exec_contract_holds_in_the_container() {
     assert_eq!(r.code, 141, "{r:?}");
     assert_eq!(r.stdout.len(), 1000);
     assert!(r.error.contains("output exceeded 1000 bytes"), "{r:?}");
-    assert!(r.stderr.ends_with("output truncated and script stopped\n"), "{r:?}");
+    assert!(
+        r.stderr.ends_with("output truncated and script stopped\n"),
+        "{r:?}"
+    );
 
     // A timeout kills the whole tree, background children included.
     let marker = format!("{}.{}", 100 + std::process::id() % 800, 7);
@@ -126,14 +136,23 @@ async fn the_exec_contract_holds_in_the_container() {
     let took = started.elapsed();
     assert_eq!(r.code, 124, "{r:?}");
     assert_eq!(r.error, "container: script timed out after 2s");
-    assert!(took >= Duration::from_secs(2) && took < Duration::from_secs(4), "{took:?}");
-    assert_eq!(host_processes_with(&format!("sleep {marker}")), Vec::<String>::new());
+    assert!(
+        took >= Duration::from_secs(2) && took < Duration::from_secs(4),
+        "{took:?}"
+    );
+    assert_eq!(
+        host_processes_with(&format!("sleep {marker}")),
+        Vec::<String>::new()
+    );
 
     // Background jobs do not outlive a script that ends by itself either.
     let marker2 = format!("{}.{}", 100 + std::process::id() % 800, 3);
     let r = boxed(&mut c, "box", &format!("sleep {marker2} & echo started")).await;
     assert_eq!((r.code, r.stdout.as_str()), (0, "started\n"));
-    assert_eq!(host_processes_with(&format!("sleep {marker2}")), Vec::<String>::new());
+    assert_eq!(
+        host_processes_with(&format!("sleep {marker2}")),
+        Vec::<String>::new()
+    );
 
     // A client that goes away stops the run and its processes.
     let marker3 = format!("{}.{}", 100 + std::process::id() % 800, 9);
@@ -141,12 +160,19 @@ async fn the_exec_contract_holds_in_the_container() {
         "sleep {marker3} & i=0; while true; do i=$((i+1)); echo $i > counter; echo tick; sleep 0.1; done"
     );
     assert_run_stops_when_client_leaves(&mut c, "box", box_req("box", &script), "container").await;
-    assert_eq!(host_processes_with(&format!("sleep {marker3}")), Vec::<String>::new());
+    assert_eq!(
+        host_processes_with(&format!("sleep {marker3}")),
+        Vec::<String>::new()
+    );
 
     // input_json belongs to JavaScript.
     let mut req = box_req("box", "true");
     req.input_json = "{}".into();
-    assert_errno(&c.exec(req).await.unwrap_err(), Code::InvalidArgument, "EINVAL");
+    assert_errno(
+        &c.exec(req).await.unwrap_err(),
+        Code::InvalidArgument,
+        "EINVAL",
+    );
     agent.stop().await;
 }
 
@@ -160,7 +186,12 @@ async fn files_are_shared_with_the_shell_and_javascript_at_once() {
     let mut c = agent.client().await;
     create(&mut c, "shared", 0).await;
 
-    let r = boxed(&mut c, "shared", "echo from-container > /workspace/c.txt; mkdir d; echo x > d/y").await;
+    let r = boxed(
+        &mut c,
+        "shared",
+        "echo from-container > /workspace/c.txt; mkdir d; echo x > d/y",
+    )
+    .await;
     assert_eq!(r.code, 0, "{r:?}");
     let r = sh(&mut c, "shared", "cat c.txt d/y").await;
     assert_eq!(r.stdout, "from-container\nx\n", "{r:?}");
@@ -170,7 +201,10 @@ async fn files_are_shared_with_the_shell_and_javascript_at_once() {
     assert_eq!(r.stdout, "1000:1000\n1000:1000\n", "{r:?}");
     let js = r#"import fs from "node:fs/promises";
 export default async () => (await fs.readFile("/workspace/c.txt", "utf8")).trim();"#;
-    assert_eq!(run(&mut c, js_req("shared", js, "")).await.result, r#""from-container""#);
+    assert_eq!(
+        run(&mut c, js_req("shared", js, "")).await.result,
+        r#""from-container""#
+    );
 
     sh(&mut c, "shared", "echo from-shell > s.txt").await;
     let js = r#"import fs from "node:fs/promises";
@@ -178,7 +212,10 @@ export default async () => { await fs.writeFile("/workspace/j.txt", "from-js\n")
     run(&mut c, js_req("shared", js, "")).await;
     let r = boxed(&mut c, "shared", "cat s.txt j.txt; echo more >> s.txt").await;
     assert_eq!(r.stdout, "from-shell\nfrom-js\n", "{r:?}");
-    assert_eq!(sh(&mut c, "shared", "cat s.txt").await.stdout, "from-shell\nmore\n");
+    assert_eq!(
+        sh(&mut c, "shared", "cat s.txt").await.stdout,
+        "from-shell\nmore\n"
+    );
 
     // While a container run is going, a file the shell writes appears in
     // it, and a file it writes appears to the shell.
@@ -227,25 +264,42 @@ async fn the_sandbox_walls_hold() {
     let check = |script: String| box_req("walled", &script);
     let cases: Vec<(&str, String)> = vec![
         ("the data directory", format!("ls {data}")),
-        ("the data directory's databases", format!("cat {data}/computers/other/fs.db")),
-        ("another computer's files", "grep -rs other-secret-7731 / --exclude-dir=proc --exclude-dir=sys -l".into()),
+        (
+            "the data directory's databases",
+            format!("cat {data}/computers/other/fs.db"),
+        ),
+        (
+            "another computer's files",
+            "grep -rs other-secret-7731 / --exclude-dir=proc --exclude-dir=sys -l".into(),
+        ),
         ("/root", "ls /root".into()),
         ("/home", "ls /home".into()),
         ("writing the userland", "touch /usr/bin/planted".into()),
         ("writing /etc", "echo x >> /etc/passwd".into()),
         ("adding to /etc", "touch /etc/planted".into()),
         ("adding to /", "mkdir /planted".into()),
-        ("the agent's API", format!("exec 3<>/dev/tcp/127.0.0.1/{port}")),
+        (
+            "the agent's API",
+            format!("exec 3<>/dev/tcp/127.0.0.1/{port}"),
+        ),
         ("the network", "exec 3<>/dev/tcp/1.1.1.1/80".into()),
         ("raising privileges", "su -c true root </dev/null".into()),
     ];
     for (what, script) in cases {
         let r = run(&mut c, check(format!("{script} && echo REACHED"))).await;
-        assert!(!r.stdout.contains("REACHED") && !r.stdout.contains("other-secret"), "the container reached {what}: {r:?}");
+        assert!(
+            !r.stdout.contains("REACHED") && !r.stdout.contains("other-secret"),
+            "the container reached {what}: {r:?}"
+        );
     }
 
     // Identity and privileges: the sandbox user, no capabilities.
-    let r = boxed(&mut c, "walled", "id -u; id -g; grep -E '^(CapEff|CapBnd|NoNewPrivs)' /proc/self/status").await;
+    let r = boxed(
+        &mut c,
+        "walled",
+        "id -u; id -g; grep -E '^(CapEff|CapBnd|NoNewPrivs)' /proc/self/status",
+    )
+    .await;
     assert!(r.stdout.starts_with("1000\n1000\n"), "{r:?}");
     assert!(r.stdout.contains("CapEff:\t0000000000000000"), "{r:?}");
     assert!(r.stdout.contains("CapBnd:\t0000000000000000"), "{r:?}");
@@ -257,22 +311,43 @@ async fn the_sandbox_walls_hold() {
     assert!(count <= 5, "the container sees {count} processes");
 
     // Only loopback exists under deny-all.
-    let r = boxed(&mut c, "walled", "tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' '").await;
+    let r = boxed(
+        &mut c,
+        "walled",
+        "tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' '",
+    )
+    .await;
     assert_eq!(r.stdout, "lo\n", "{r:?}");
     let r = boxed(&mut c, "walled", "env | grep -ci proxy").await;
-    assert_eq!(r.stdout.trim(), "0", "deny-all gets no proxy settings: {r:?}");
+    assert_eq!(
+        r.stdout.trim(),
+        "0",
+        "deny-all gets no proxy settings: {r:?}"
+    );
 
     // Host binaries work; /tmp is private and writable.
-    let r = boxed(&mut c, "walled", "echo t > /tmp/t && cat /tmp/t && git --version >/dev/null && echo ok").await;
+    let r = boxed(
+        &mut c,
+        "walled",
+        "echo t > /tmp/t && cat /tmp/t && git --version >/dev/null && echo ok",
+    )
+    .await;
     assert_eq!(r.stdout, "t\nok\n", "{r:?}");
     let r = boxed(&mut c, "walled", "cat /tmp/t").await;
     assert_ne!(r.code, 0, "/tmp survived between runs: {r:?}");
 
     // A process limit holds (the pids cgroup, 1024 by default).
-    let mut req = box_req("walled", "for i in $(seq 1100); do sleep 3 & done 2>&1 | head -c 300 >&2");
+    let mut req = box_req(
+        "walled",
+        "for i in $(seq 1100); do sleep 3 & done 2>&1 | head -c 300 >&2",
+    );
     req.timeout_ms = 5000;
     let r = run(&mut c, req).await;
-    assert!(r.stderr.contains("Resource temporarily unavailable"), "no process limit: {}", &r.stderr[..r.stderr.len().min(500)]);
+    assert!(
+        r.stderr.contains("Resource temporarily unavailable"),
+        "no process limit: {}",
+        &r.stderr[..r.stderr.len().min(500)]
+    );
     agent.stop().await;
 }
 

@@ -115,7 +115,10 @@ fn serve(ns: &Netns, addr: &str, name: &'static str) -> Arc<AtomicUsize> {
                     "HTTP/1.1 302 Found\r\nlocation: http://10.203.0.2/\r\ncontent-length: 0\r\nconnection: close\r\n\r\n".to_string()
                 } else {
                     let body = format!("server-{name}\n");
-                    format!("HTTP/1.1 200 OK\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}", body.len())
+                    format!(
+                        "HTTP/1.1 200 OK\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                        body.len()
+                    )
                 };
                 let _ = s.write_all(reply.as_bytes()).await;
             });
@@ -188,7 +191,15 @@ async fn in_js(c: &mut Client, computer: &str, url: &str) -> (Got, Ran) {
         try { const r = await fetch(url); return r.status === 200 ? await r.text() : `status ${r.status}`; }
         catch (e) { return `error ${e.message}`; }
     }"#;
-    let r = run(c, js_req(computer, src, &serde_json::json!({ "url": url }).to_string())).await;
+    let r = run(
+        c,
+        js_req(
+            computer,
+            src,
+            &serde_json::json!({ "url": url }).to_string(),
+        ),
+    )
+    .await;
     let text: String = serde_json::from_str(&r.result).unwrap_or_default();
     (got(&text), r)
 }
@@ -226,11 +237,24 @@ async fn every_runtime_gets_the_same_egress_decisions() {
     let data = dir.path().join("data");
     // A free port in the namespace for the shared proxy listener.
     let proxy_port = ns.inside(|| {
-        std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+        std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port()
     });
     let mut cmd = Command::new("nsenter");
     cmd.arg(format!("--net={}", ns.path()))
-        .args(["--", "unshare", "--mount", "--propagation", "private", "--", "sh", "-c"])
+        .args([
+            "--",
+            "unshare",
+            "--mount",
+            "--propagation",
+            "private",
+            "--",
+            "sh",
+            "-c",
+        ])
         .arg("mount --bind \"$0\" /etc/hosts && exec \"$@\"")
         .arg(&hosts)
         .arg(env!("CARGO_BIN_EXE_node-agent"))
@@ -302,7 +326,11 @@ async fn every_runtime_gets_the_same_egress_decisions() {
     assert_eq!(g, Got::Refused, "{r:?}");
 
     assert_eq!(s2.load(Ordering::SeqCst), 0, "a denied server was reached");
-    assert_eq!(s3_other_port.load(Ordering::SeqCst), 0, "a denied port was reached");
+    assert_eq!(
+        s3_other_port.load(Ordering::SeqCst),
+        0,
+        "a denied port was reached"
+    );
     assert!(s1.load(Ordering::SeqCst) >= 4 && s3.load(Ordering::SeqCst) == 3);
 
     // allow-all: everything but metadata and the node's loopback, still
@@ -333,7 +361,8 @@ async fn every_runtime_gets_the_same_egress_decisions() {
     let answer = ns.inside(move || {
         use std::io::{Read, Write};
         let mut s = std::net::TcpStream::connect(("127.0.0.1", proxy_port)).unwrap();
-        s.write_all(b"GET http://10.203.0.1/ HTTP/1.1\r\nhost: 10.203.0.1\r\n\r\n").unwrap();
+        s.write_all(b"GET http://10.203.0.1/ HTTP/1.1\r\nhost: 10.203.0.1\r\n\r\n")
+            .unwrap();
         let mut out = String::new();
         s.read_to_string(&mut out).unwrap();
         out
@@ -351,6 +380,9 @@ async fn every_runtime_gets_the_same_egress_decisions() {
         },
     )
     .await;
-    assert_eq!(r.stdout, "http://computer:TOKEN@127.0.0.1:3128\nlocalhost,127.0.0.1,::1\n");
+    assert_eq!(
+        r.stdout,
+        "http://computer:TOKEN@127.0.0.1:3128\nlocalhost,127.0.0.1,::1\n"
+    );
     agent.stop().await;
 }

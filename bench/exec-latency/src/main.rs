@@ -28,11 +28,36 @@ struct Case {
 }
 
 const CASES: &[Case] = &[
-    Case { name: "shell `true`", computer: "bench", runtime: pb::Runtime::Shell, script: "true" },
-    Case { name: "javascript `export default () => 1`", computer: "bench", runtime: pb::Runtime::Javascript, script: "export default () => 1" },
-    Case { name: "container `true` (deny-all)", computer: "bench", runtime: pb::Runtime::Container, script: "true" },
-    Case { name: "container `python3 -c 'print(1)'` (deny-all)", computer: "bench", runtime: pb::Runtime::Container, script: "python3 -c 'print(1)'" },
-    Case { name: "container `true` (allow-list: netns + proxy)", computer: "bench-net", runtime: pb::Runtime::Container, script: "true" },
+    Case {
+        name: "shell `true`",
+        computer: "bench",
+        runtime: pb::Runtime::Shell,
+        script: "true",
+    },
+    Case {
+        name: "javascript `export default () => 1`",
+        computer: "bench",
+        runtime: pb::Runtime::Javascript,
+        script: "export default () => 1",
+    },
+    Case {
+        name: "container `true` (deny-all)",
+        computer: "bench",
+        runtime: pb::Runtime::Container,
+        script: "true",
+    },
+    Case {
+        name: "container `python3 -c 'print(1)'` (deny-all)",
+        computer: "bench",
+        runtime: pb::Runtime::Container,
+        script: "python3 -c 'print(1)'",
+    },
+    Case {
+        name: "container `true` (allow-list: netns + proxy)",
+        computer: "bench-net",
+        runtime: pb::Runtime::Container,
+        script: "true",
+    },
 ];
 
 #[tokio::main(flavor = "current_thread")]
@@ -55,9 +80,13 @@ async fn main() -> anyhow::Result<()> {
             }),
         ),
     ] {
-        c.create_computer(pb::CreateComputerRequest { name: name.into(), egress, ..Default::default() })
-            .await
-            .with_context(|| format!("create computer {name}"))?;
+        c.create_computer(pb::CreateComputerRequest {
+            name: name.into(),
+            egress,
+            ..Default::default()
+        })
+        .await
+        .with_context(|| format!("create computer {name}"))?;
     }
     let warm = (args.runs / 10).max(5);
     println!("| exec | p50 | p99 | runs |");
@@ -71,7 +100,13 @@ async fn main() -> anyhow::Result<()> {
             }
         }
         let (p50, p99) = percentiles(&mut times);
-        println!("| {} | {} | {} | {} |", case.name, ms(p50), ms(p99), args.runs);
+        println!(
+            "| {} | {} | {} | {} |",
+            case.name,
+            ms(p50),
+            ms(p99),
+            args.runs
+        );
     }
     // The interpreter the sandbox runs (its PATH has no user-installed
     // shims such as pyenv's).
@@ -80,13 +115,24 @@ async fn main() -> anyhow::Result<()> {
         .find(|p| std::path::Path::new(p).exists())
         .unwrap_or("python3");
     for (name, program, argv) in [
-        ("host `bash -c true` (no sandbox, for reference)", "/bin/bash", &["-c", "true"][..]),
-        ("host `python3 -c 'print(1)'` (no sandbox, for reference)", python, &["-c", "print(1)"][..]),
+        (
+            "host `bash -c true` (no sandbox, for reference)",
+            "/bin/bash",
+            &["-c", "true"][..],
+        ),
+        (
+            "host `python3 -c 'print(1)'` (no sandbox, for reference)",
+            python,
+            &["-c", "print(1)"][..],
+        ),
     ] {
         let mut times = Vec::with_capacity(args.runs);
         for i in 0..warm + args.runs {
             let start = Instant::now();
-            let out = tokio::process::Command::new(program).args(argv).output().await?;
+            let out = tokio::process::Command::new(program)
+                .args(argv)
+                .output()
+                .await?;
             if !out.status.success() {
                 bail!("{program} failed: {}", String::from_utf8_lossy(&out.stderr));
             }
@@ -101,7 +147,10 @@ async fn main() -> anyhow::Result<()> {
 }
 
 /// One exec to its exit event; fails on a non-zero exit.
-async fn exec(c: &mut AgentComputerClient<tonic::transport::Channel>, case: &Case) -> anyhow::Result<Duration> {
+async fn exec(
+    c: &mut AgentComputerClient<tonic::transport::Channel>,
+    case: &Case,
+) -> anyhow::Result<Duration> {
     let start = Instant::now();
     let mut stream = c
         .exec(pb::ExecRequest {
@@ -118,7 +167,13 @@ async fn exec(c: &mut AgentComputerClient<tonic::transport::Channel>, case: &Cas
             Some(Event::Exit(e)) => {
                 let took = start.elapsed();
                 if e.code != 0 {
-                    bail!("{}: exit {} {} {}", case.name, e.code, e.error, String::from_utf8_lossy(&stderr));
+                    bail!(
+                        "{}: exit {} {} {}",
+                        case.name,
+                        e.code,
+                        e.error,
+                        String::from_utf8_lossy(&stderr)
+                    );
                 }
                 return Ok(took);
             }

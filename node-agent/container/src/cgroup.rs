@@ -69,7 +69,10 @@ impl Cgroup {
             else {
                 continue;
             };
-            let dir = Path::new(CGROUP_ROOT).join(controller).join(rel(path)).join(&name);
+            let dir = Path::new(CGROUP_ROOT)
+                .join(controller)
+                .join(rel(path))
+                .join(&name);
             if std::fs::create_dir(&dir).is_err() {
                 continue;
             }
@@ -113,7 +116,11 @@ impl Cgroup {
     }
 
     fn adopt(&mut self, dir: &Path) {
-        if let Ok(p) = CString::new(dir.join("cgroup.procs").into_os_string().into_encoded_bytes()) {
+        if let Ok(p) = CString::new(
+            dir.join("cgroup.procs")
+                .into_os_string()
+                .into_encoded_bytes(),
+        ) {
             self.procs.push(p);
         }
         self.dirs.push(dir.to_path_buf());
@@ -152,7 +159,11 @@ impl Cgroup {
             .dirs
             .iter()
             .filter_map(|d| std::fs::read_to_string(d.join("cgroup.procs")).ok())
-            .flat_map(|s| s.lines().filter_map(|l| l.trim().parse().ok()).collect::<Vec<_>>())
+            .flat_map(|s| {
+                s.lines()
+                    .filter_map(|l| l.trim().parse().ok())
+                    .collect::<Vec<_>>()
+            })
             .collect();
         pids.sort_unstable();
         pids.dedup();
@@ -193,7 +204,10 @@ impl Cgroup {
             loop {
                 match std::fs::remove_dir(dir) {
                     Ok(()) => break,
-                    Err(e) if e.raw_os_error() == Some(libc::EBUSY) && start.elapsed() < KILL_PATIENCE => {
+                    Err(e)
+                        if e.raw_os_error() == Some(libc::EBUSY)
+                            && start.elapsed() < KILL_PATIENCE =>
+                    {
                         std::thread::sleep(Duration::from_millis(5));
                     }
                     Err(e) => {
@@ -240,7 +254,10 @@ mod tests {
             eprintln!("SKIPPED: no writable cgroup hierarchy on this machine");
             return;
         }
-        let mut child = std::process::Command::new("sleep").arg("100").spawn().unwrap();
+        let mut child = std::process::Command::new("sleep")
+            .arg("100")
+            .spawn()
+            .unwrap();
         let pid = child.id().to_string();
         for p in cg.procs_files() {
             std::fs::write(p.to_str().unwrap(), &pid).unwrap();

@@ -42,7 +42,10 @@ impl Budget {
         let mut left = self.left.load(Ordering::SeqCst);
         loop {
             let grant = left.min(n);
-            match self.left.compare_exchange(left, left - grant, Ordering::SeqCst, Ordering::SeqCst) {
+            match self
+                .left
+                .compare_exchange(left, left - grant, Ordering::SeqCst, Ordering::SeqCst)
+            {
                 Ok(_) => {
                     if grant < n {
                         self.passed.store(true, Ordering::SeqCst);

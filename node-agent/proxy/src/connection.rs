@@ -27,7 +27,9 @@ const HOP_HEADERS: &[&str] = &[
 pub async fn serve(proxy: &Proxy, mut client: TcpStream, peer: SocketAddr) {
     let _ = client.set_nodelay(true);
     let s = &proxy.settings;
-    let head = match tokio::time::timeout(s.head_timeout, read_head(&mut client, s.max_head_bytes)).await {
+    let head = match tokio::time::timeout(s.head_timeout, read_head(&mut client, s.max_head_bytes))
+        .await
+    {
         Ok(Ok(Some(head))) => head,
         Ok(Ok(None)) => return,
         Ok(Err(why)) => {
@@ -40,13 +42,19 @@ pub async fn serve(proxy: &Proxy, mut client: TcpStream, peer: SocketAddr) {
     let (buf, head_len) = head;
     let mut headers = [httparse::EMPTY_HEADER; 96];
     let mut req = httparse::Request::new(&mut headers);
-    let parsed = match req.parse(&buf[..head_len]) {
-        Ok(httparse::Status::Complete(_)) => true,
-        _ => false,
-    };
+    let parsed = matches!(
+        req.parse(&buf[..head_len]),
+        Ok(httparse::Status::Complete(_))
+    );
     let (Some(method), Some(target), true) = (req.method, req.path, parsed) else {
         proxy.metrics.count("denied", "bad-request");
-        let _ = reply(&mut client, 400, "Bad Request", "malformed HTTP request head").await;
+        let _ = reply(
+            &mut client,
+            400,
+            "Bad Request",
+            "malformed HTTP request head",
+        )
+        .await;
         return;
     };
     let auth = req
@@ -73,7 +81,11 @@ pub async fn serve(proxy: &Proxy, mut client: TcpStream, peer: SocketAddr) {
         let Some(mut upstream) = open(proxy, &mut client, &caller, &dest, "CONNECT").await else {
             return;
         };
-        if client.write_all(b"HTTP/1.1 200 Connection established\r\n\r\n").await.is_err() {
+        if client
+            .write_all(b"HTTP/1.1 200 Connection established\r\n\r\n")
+            .await
+            .is_err()
+        {
             return;
         }
         if !rest.is_empty() && upstream.write_all(rest).await.is_err() {
@@ -88,7 +100,10 @@ pub async fn serve(proxy: &Proxy, mut client: TcpStream, peer: SocketAddr) {
     };
     let mut upstream_head = format!("{method} {origin} HTTP/1.1\r\n").into_bytes();
     for h in req.headers.iter() {
-        if HOP_HEADERS.iter().any(|hop| h.name.eq_ignore_ascii_case(hop)) {
+        if HOP_HEADERS
+            .iter()
+            .any(|hop| h.name.eq_ignore_ascii_case(hop))
+        {
             continue;
         }
         upstream_head.extend_from_slice(h.name.as_bytes());
@@ -163,7 +178,13 @@ async fn open(
     proxy.metrics.count("failed", "connect");
     let why = last_error.unwrap_or_default();
     warn!(%computer, method, target = %dest, error = %why, "egress proxy: allowed but could not connect");
-    let _ = reply(client, 502, "Bad Gateway", &format!("cannot connect to {dest}: {why}")).await;
+    let _ = reply(
+        client,
+        502,
+        "Bad Gateway",
+        &format!("cannot connect to {dest}: {why}"),
+    )
+    .await;
     None
 }
 

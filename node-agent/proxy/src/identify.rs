@@ -80,7 +80,10 @@ impl Credentials {
     /// `caller` until the guard is dropped. Panics on a shorter token: a
     /// guessable credential is a programming error.
     pub fn issue(&self, token: String, caller: Caller) -> CredentialGuard {
-        assert!(token.len() >= 32, "proxy credentials must be at least 32 characters");
+        assert!(
+            token.len() >= 32,
+            "proxy credentials must be at least 32 characters"
+        );
         lock(&self.tokens).insert(token.clone(), caller);
         CredentialGuard {
             tokens: Arc::clone(&self.tokens),
@@ -96,7 +99,9 @@ impl Identify for Credentials {
         if !scheme.eq_ignore_ascii_case("basic") {
             return None;
         }
-        let decoded = base64::engine::general_purpose::STANDARD.decode(encoded.trim()).ok()?;
+        let decoded = base64::engine::general_purpose::STANDARD
+            .decode(encoded.trim())
+            .ok()?;
         let text = String::from_utf8(decoded).ok()?;
         let (_, token) = text.split_once(':')?;
         let tokens = lock(&self.tokens);
@@ -158,9 +163,20 @@ mod tests {
 
     #[test]
     fn sources_map_through_the_hook() {
-        let hook = BySource(|ip: IpAddr| (ip == "10.1.2.3".parse::<IpAddr>().unwrap()).then(|| caller("pod")));
-        assert!(hook.identify("10.1.2.3:5000".parse().unwrap(), None).is_some());
-        assert!(hook.identify("[::ffff:10.1.2.3]:5000".parse().unwrap(), None).is_some());
-        assert!(hook.identify("10.1.2.4:5000".parse().unwrap(), None).is_none());
+        let hook = BySource(|ip: IpAddr| {
+            (ip == "10.1.2.3".parse::<IpAddr>().unwrap()).then(|| caller("pod"))
+        });
+        assert!(
+            hook.identify("10.1.2.3:5000".parse().unwrap(), None)
+                .is_some()
+        );
+        assert!(
+            hook.identify("[::ffff:10.1.2.3]:5000".parse().unwrap(), None)
+                .is_some()
+        );
+        assert!(
+            hook.identify("10.1.2.4:5000".parse().unwrap(), None)
+                .is_none()
+        );
     }
 }

@@ -26,7 +26,7 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tracing::warn;
 
-pub use identify::{BySource, Caller, Credentials, CredentialGuard, Fixed, Identify};
+pub use identify::{BySource, Caller, CredentialGuard, Credentials, Fixed, Identify};
 pub use metrics::Metrics;
 pub use target::{TargetError, parse_authority};
 

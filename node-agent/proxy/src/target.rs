@@ -66,7 +66,10 @@ pub fn parse_absolute(text: &str) -> Result<(Dest, String), TargetError> {
     if !url.username().is_empty() || url.password().is_some() {
         return Err(TargetError::NotAbsolute(text.to_string()));
     }
-    let host = url.host().ok_or_else(|| TargetError::NotAbsolute(text.to_string()))?.to_owned();
+    let host = url
+        .host()
+        .ok_or_else(|| TargetError::NotAbsolute(text.to_string()))?
+        .to_owned();
     let port = url.port_or_known_default().unwrap_or(80);
     let mut origin = url.path().to_string();
     if let Some(q) = url.query() {
@@ -90,10 +93,20 @@ mod tests {
 
     #[test]
     fn ip_literal_tricks_are_addresses() {
-        for text in ["2130706433:80", "0x7f.1:80", "127.1:80", "0177.0.0.1:80", "[::ffff:127.0.0.1]:80"] {
+        for text in [
+            "2130706433:80",
+            "0x7f.1:80",
+            "127.1:80",
+            "0177.0.0.1:80",
+            "[::ffff:127.0.0.1]:80",
+        ] {
             let d = parse_authority(text).unwrap();
             let got = ip(&d).unwrap_or_else(|| panic!("{text} read as a name"));
-            assert_eq!(got.to_canonical(), "127.0.0.1".parse::<IpAddr>().unwrap(), "{text}");
+            assert_eq!(
+                got.to_canonical(),
+                "127.0.0.1".parse::<IpAddr>().unwrap(),
+                "{text}"
+            );
         }
         let name = parse_authority("Example.COM.:443").unwrap();
         assert_eq!(name.target(), Target::Name("example.com."));
@@ -101,7 +114,15 @@ mod tests {
 
     #[test]
     fn bad_authorities_are_refused() {
-        for text in ["example.com", "example.com:", "example.com:0", "example.com:99999", "a@b:80", "a/b:80", ""] {
+        for text in [
+            "example.com",
+            "example.com:",
+            "example.com:0",
+            "example.com:99999",
+            "a@b:80",
+            "a/b:80",
+            "",
+        ] {
             assert!(parse_authority(text).is_err(), "{text}");
         }
     }
@@ -109,11 +130,20 @@ mod tests {
     #[test]
     fn absolute_targets() {
         let (d, origin) = parse_absolute("http://h.test:8080/a/b?c=1").unwrap();
-        assert_eq!((d.to_string(), origin.as_str()), ("h.test:8080".into(), "/a/b?c=1"));
+        assert_eq!(
+            (d.to_string(), origin.as_str()),
+            ("h.test:8080".into(), "/a/b?c=1")
+        );
         let (d, origin) = parse_absolute("http://h.test").unwrap();
         assert_eq!((d.port, origin.as_str()), (80, "/"));
-        assert!(matches!(parse_absolute("/index.html"), Err(TargetError::NotAbsolute(_))));
-        assert!(matches!(parse_absolute("https://h.test/"), Err(TargetError::Scheme(_))));
+        assert!(matches!(
+            parse_absolute("/index.html"),
+            Err(TargetError::NotAbsolute(_))
+        ));
+        assert!(matches!(
+            parse_absolute("https://h.test/"),
+            Err(TargetError::Scheme(_))
+        ));
         assert!(parse_absolute("http://u:p@h.test/").is_err());
     }
 }

@@ -89,11 +89,16 @@ async fn the_policy_decides_every_request_and_each_decision_is_counted() {
         &format!("GET http://127.0.0.1:{up}/a?b=1 HTTP/1.1\r\nhost: 127.0.0.1:{up}\r\nproxy-authorization: Basic eDp5\r\n\r\n"),
     )
     .await;
-    assert!(got.contains("hello GET /a?b=1 HTTP/1.1 leaked=false"), "{got}");
+    assert!(
+        got.contains("hello GET /a?b=1 HTTP/1.1 leaked=false"),
+        "{got}"
+    );
 
     // CONNECT: a tunnel, then anything over it.
     let mut s = TcpStream::connect(("127.0.0.1", port)).await.unwrap();
-    s.write_all(format!("CONNECT 127.0.0.1:{up} HTTP/1.1\r\nhost: x\r\n\r\n").as_bytes()).await.unwrap();
+    s.write_all(format!("CONNECT 127.0.0.1:{up} HTTP/1.1\r\nhost: x\r\n\r\n").as_bytes())
+        .await
+        .unwrap();
     let mut head = [0u8; 39];
     s.read_exact(&mut head).await.unwrap();
     assert_eq!(&head, b"HTTP/1.1 200 Connection established\r\n\r\n");
@@ -106,16 +111,40 @@ async fn the_policy_decides_every_request_and_each_decision_is_counted() {
     // Refusals: another port, metadata, IP-literal spellings of loopback
     // ports not listed, and a name that resolves to loopback.
     for (request, reason) in [
-        (format!("CONNECT 127.0.0.1:{} HTTP/1.1\r\n\r\n", up.wrapping_add(1).max(1)), "not-listed"),
-        ("CONNECT 169.254.169.254:80 HTTP/1.1\r\n\r\n".to_string(), "metadata"),
-        ("GET http://2130706433:1/ HTTP/1.1\r\n\r\n".to_string(), "not-listed"),
-        ("GET http://0x7f.1:1/ HTTP/1.1\r\n\r\n".to_string(), "not-listed"),
-        ("CONNECT [::ffff:127.0.0.1]:1 HTTP/1.1\r\n\r\n".to_string(), "not-listed"),
-        ("CONNECT localhost:1 HTTP/1.1\r\n\r\n".to_string(), "not-listed"),
+        (
+            format!(
+                "CONNECT 127.0.0.1:{} HTTP/1.1\r\n\r\n",
+                up.wrapping_add(1).max(1)
+            ),
+            "not-listed",
+        ),
+        (
+            "CONNECT 169.254.169.254:80 HTTP/1.1\r\n\r\n".to_string(),
+            "metadata",
+        ),
+        (
+            "GET http://2130706433:1/ HTTP/1.1\r\n\r\n".to_string(),
+            "not-listed",
+        ),
+        (
+            "GET http://0x7f.1:1/ HTTP/1.1\r\n\r\n".to_string(),
+            "not-listed",
+        ),
+        (
+            "CONNECT [::ffff:127.0.0.1]:1 HTTP/1.1\r\n\r\n".to_string(),
+            "not-listed",
+        ),
+        (
+            "CONNECT localhost:1 HTTP/1.1\r\n\r\n".to_string(),
+            "not-listed",
+        ),
     ] {
         let before = metrics.get("denied", reason);
         let got = exchange(port, &request).await;
-        assert!(got.starts_with("HTTP/1.1 403 Forbidden"), "{request}: {got}");
+        assert!(
+            got.starts_with("HTTP/1.1 403 Forbidden"),
+            "{request}: {got}"
+        );
         assert!(got.contains("egress denied by policy"), "{request}: {got}");
         assert_eq!(metrics.get("denied", reason), before + 1, "{request}");
     }
@@ -127,7 +156,12 @@ async fn the_policy_decides_every_request_and_each_decision_is_counted() {
     let text = prometheus::TextEncoder::new()
         .encode_to_string(&registry.gather())
         .unwrap();
-    assert!(text.contains(r#"agentcomputer_egress_proxy_decisions_total{decision="allowed",reason=""} 2"#), "{text}");
+    assert!(
+        text.contains(
+            r#"agentcomputer_egress_proxy_decisions_total{decision="allowed",reason=""} 2"#
+        ),
+        "{text}"
+    );
     stop.cancel();
 }
 
@@ -137,9 +171,7 @@ async fn a_credential_listener_serves_only_issued_credentials() {
     let creds = Credentials::new();
     let metrics = Metrics::new();
     let (port, stop) = start(Proxy::new(Arc::new(creds.clone()), metrics.clone())).await;
-    let request = |auth: &str| {
-        format!("GET http://127.0.0.1:{up}/ HTTP/1.1\r\n{auth}\r\n")
-    };
+    let request = |auth: &str| format!("GET http://127.0.0.1:{up}/ HTTP/1.1\r\n{auth}\r\n");
     let got = exchange(port, &request("")).await;
     assert!(got.starts_with("HTTP/1.1 407"), "{got}");
     assert!(got.contains("Proxy-Authenticate: Basic"), "{got}");
@@ -153,11 +185,22 @@ async fn a_credential_listener_serves_only_issued_credentials() {
     );
     use base64::Engine;
     let basic = base64::engine::general_purpose::STANDARD.encode(format!("computer:{token}"));
-    let got = exchange(port, &request(&format!("proxy-authorization: Basic {basic}\r\n"))).await;
+    let got = exchange(
+        port,
+        &request(&format!("proxy-authorization: Basic {basic}\r\n")),
+    )
+    .await;
     assert!(got.contains("hello GET / HTTP/1.1 leaked=false"), "{got}");
     drop(guard);
-    let got = exchange(port, &request(&format!("proxy-authorization: Basic {basic}\r\n"))).await;
-    assert!(got.starts_with("HTTP/1.1 407"), "revoked credential accepted: {got}");
+    let got = exchange(
+        port,
+        &request(&format!("proxy-authorization: Basic {basic}\r\n")),
+    )
+    .await;
+    assert!(
+        got.starts_with("HTTP/1.1 407"),
+        "revoked credential accepted: {got}"
+    );
     assert_eq!(connections.load(Ordering::SeqCst), 1);
     assert_eq!(metrics.get("denied", "unauthenticated"), 2);
     stop.cancel();

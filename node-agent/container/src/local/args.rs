@@ -7,7 +7,9 @@ use std::path::{Path, PathBuf};
 /// Host directories that make up the userland, bound read-only where they
 /// are directories and recreated as the same symlink where the host has a
 /// symlink (merged-/usr systems: `/bin -> usr/bin`).
-pub const USERLAND: &[&str] = &["/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/opt"];
+pub const USERLAND: &[&str] = &[
+    "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/opt",
+];
 
 /// Entries of the host's `/etc` the sandbox sees (read-only), when they
 /// exist: what a userland needs to load libraries, resolve users it is
@@ -162,7 +164,10 @@ mod tests {
     use super::*;
 
     fn text(args: &[OsString]) -> String {
-        args.iter().map(|a| a.to_string_lossy().into_owned()).collect::<Vec<_>>().join(" ")
+        args.iter()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect::<Vec<_>>()
+            .join(" ")
     }
 
     #[test]

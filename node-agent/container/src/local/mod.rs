@@ -98,14 +98,14 @@ impl LocalSandbox {
             ));
         }
         let bwrap = find_program("bwrap").ok_or_else(|| {
-            Unavailable("bwrap (bubblewrap) is not installed; install the Debian package bubblewrap".into())
+            Unavailable(
+                "bwrap (bubblewrap) is not installed; install the Debian package bubblewrap".into(),
+            )
         })?;
-        let setpriv = find_program("setpriv").ok_or_else(|| {
-            Unavailable("setpriv (util-linux) is not installed".into())
-        })?;
-        let unavailable = |what: &str, e: io::Error| {
-            Unavailable(format!("{what} {}: {e}", state_dir.display()))
-        };
+        let setpriv = find_program("setpriv")
+            .ok_or_else(|| Unavailable("setpriv (util-linux) is not installed".into()))?;
+        let unavailable =
+            |what: &str, e: io::Error| Unavailable(format!("{what} {}: {e}", state_dir.display()));
         std::fs::create_dir_all(state_dir).map_err(|e| unavailable("cannot create", e))?;
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(state_dir, std::fs::Permissions::from_mode(0o700))
@@ -169,7 +169,11 @@ impl LocalSandbox {
             missing.join(", "),
             missing
                 .iter()
-                .map(|c| if *c == "memory" { "memory limits are" } else { "process limits are only per user and" })
+                .map(|c| if *c == "memory" {
+                    "memory limits are"
+                } else {
+                    "process limits are only per user and"
+                })
                 .collect::<Vec<_>>()
                 .join(", ")
         ))
@@ -314,7 +318,11 @@ impl Backend for LocalSandbox {
         out: mpsc::Sender<OutputChunk>,
         cancel: CancellationToken,
     ) -> Outcome {
-        let id = format!("{}-{}", std::process::id(), self.runs.fetch_add(1, Ordering::Relaxed));
+        let id = format!(
+            "{}-{}",
+            std::process::id(),
+            self.runs.fetch_add(1, Ordering::Relaxed)
+        );
         let cgroup = Cgroup::create(&id, &spec.limits);
         let outcome = self.run_in(&spec, &cgroup, &out, &cancel).await;
         let computer = spec.computer.clone();
@@ -333,7 +341,9 @@ impl Backend for LocalSandbox {
         let mut outcome = outcome;
         if memory_hit && outcome.error.is_none() && outcome.exit_code != 0 {
             let message = "container: the run reached its memory limit".to_string();
-            let _ = out.send(OutputChunk::Stderr(format!("{message}\n").into_bytes())).await;
+            let _ = out
+                .send(OutputChunk::Stderr(format!("{message}\n").into_bytes()))
+                .await;
             outcome.error = Some(message);
         }
         outcome
@@ -359,8 +369,14 @@ impl LocalSandbox {
         let pid = child.id().map(|p| Pid::from_raw(p as i32));
         info!(computer = %spec.computer, pid = ?pid, "container run started");
         let budget = Budget::new(spec.max_output_bytes);
-        let stdout = child.stdout.take().map(|s| tokio::spawn(forward(s, true, budget.clone(), out.clone())));
-        let stderr = child.stderr.take().map(|s| tokio::spawn(forward(s, false, budget.clone(), out.clone())));
+        let stdout = child
+            .stdout
+            .take()
+            .map(|s| tokio::spawn(forward(s, true, budget.clone(), out.clone())));
+        let stderr = child
+            .stderr
+            .take()
+            .map(|s| tokio::spawn(forward(s, false, budget.clone(), out.clone())));
         if let Some(mut stdin) = child.stdin.take() {
             let bytes = spec.stdin.clone();
             // A script that never reads its stdin must not block the run.
@@ -383,11 +399,17 @@ impl LocalSandbox {
                 }
                 let _ = child.wait().await;
                 let message = match stop {
-                    Stop::Timeout => (EXIT_TIMEOUT, format!("container: script timed out after {}", human(spec.timeout))),
+                    Stop::Timeout => (
+                        EXIT_TIMEOUT,
+                        format!("container: script timed out after {}", human(spec.timeout)),
+                    ),
                     Stop::Cancelled => (EXIT_CANCELLED, "container: script cancelled".to_string()),
                     Stop::OutputCap => (
                         EXIT_OUTPUT_CAP,
-                        format!("container: output exceeded {} bytes; output truncated and script stopped", budget.cap),
+                        format!(
+                            "container: output exceeded {} bytes; output truncated and script stopped",
+                            budget.cap
+                        ),
                     ),
                 };
                 finish_streams(stdout, stderr, cgroup).await;
@@ -408,7 +430,9 @@ impl LocalSandbox {
                 "container: output exceeded {} bytes; output truncated and script stopped",
                 budget.cap
             );
-            let _ = out.send(OutputChunk::Stderr(format!("{message}\n").into_bytes())).await;
+            let _ = out
+                .send(OutputChunk::Stderr(format!("{message}\n").into_bytes()))
+                .await;
             return Outcome {
                 exit_code: EXIT_OUTPUT_CAP,
                 error: Some(message),
@@ -440,9 +464,15 @@ async fn finish_streams(
         }
     };
     tokio::pin!(readers);
-    if tokio::time::timeout(DRAIN_GRACE, &mut readers).await.is_err() {
+    if tokio::time::timeout(DRAIN_GRACE, &mut readers)
+        .await
+        .is_err()
+    {
         let pids = cgroup.pids();
-        warn!(?pids, "container processes still hold the output after the script ended; killing them");
+        warn!(
+            ?pids,
+            "container processes still hold the output after the script ended; killing them"
+        );
         cgroup.kill_all();
         let _ = tokio::time::timeout(DRAIN_GRACE, readers).await;
     }
@@ -464,5 +494,8 @@ fn find_program(name: &str) -> Option<PathBuf> {
     let path = std::env::var_os("PATH").unwrap_or_else(|| PATH.into());
     std::env::split_paths(&path)
         .map(|d| d.join(name))
-        .find(|p| p.metadata().is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0))
+        .find(|p| {
+            p.metadata()
+                .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        })
 }
