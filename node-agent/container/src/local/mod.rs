@@ -164,18 +164,17 @@ impl LocalSandbox {
         if missing.is_empty() {
             return None;
         }
+        let effects: Vec<&str> = missing
+            .iter()
+            .map(|c| match *c {
+                "memory" => "memory use is not limited",
+                _ => "the process limit is RLIMIT_NPROC (counted per user, not per run)",
+            })
+            .collect();
         Some(format!(
-            "no usable cgroup controller {}: {} not enforced for container runs (RLIMIT_NPROC stands in for pids)",
-            missing.join(", "),
-            missing
-                .iter()
-                .map(|c| if *c == "memory" {
-                    "memory limits are"
-                } else {
-                    "process limits are only per user and"
-                })
-                .collect::<Vec<_>>()
-                .join(", ")
+            "no usable cgroup controller for {}: {}",
+            missing.join(" and "),
+            effects.join("; ")
         ))
     }
 
