@@ -127,8 +127,8 @@ fn serve(ns: &Netns, addr: &str, name: &'static str) -> Arc<AtomicUsize> {
     count
 }
 
-/// A gRPC client whose connections are made inside `ns`.
-async fn client_in(ns: &Netns, url: &str) -> Client {
+/// A gRPC client sending `token` whose connections are made inside `ns`.
+async fn client_in(ns: &Netns, url: &str, token: String) -> Client {
     let path = ns.path();
     let channel = tonic::transport::Endpoint::from_shared(url.to_string())
         .unwrap()
@@ -150,7 +150,7 @@ async fn client_in(ns: &Netns, url: &str) -> Client {
         }))
         .await
         .expect("connect in the namespace");
-    AgentComputerClient::new(channel)
+    AgentComputerClient::with_interceptor(channel, Bearer(Some(token)))
 }
 
 /// What a runtime got from a URL: the server that answered, or refused.
@@ -266,7 +266,7 @@ async fn every_runtime_gets_the_same_egress_decisions() {
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit());
     let agent = Agent::spawn(cmd);
-    let mut c = client_in(&ns, &agent.url).await;
+    let mut c = client_in(&ns, &agent.url, agent.token()).await;
 
     let listed = pb::Egress {
         mode: pb::EgressMode::AllowList as i32,
