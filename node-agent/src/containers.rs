@@ -64,6 +64,9 @@ impl Containers {
     /// reason (logged now as a warning).
     pub fn local(data_dir: &Path) -> Containers {
         let run_dir = data_dir.join("run");
+        if let Err(e) = private_dir(&run_dir) {
+            warn!(path = %run_dir.display(), error = %e, "cannot prepare the container runtime's directory");
+        }
         let backend = LocalSandbox::probe(&run_dir.join("sandbox")).map(|sandbox| {
             info!(cgroup_controllers = ?sandbox.controllers(), "container runtime: bubblewrap sandbox ready");
             if let Some(weaker) = sandbox.weaker_walls() {
@@ -240,9 +243,9 @@ fn mount_workspace(
     dir: &Path,
     computer: &str,
 ) -> std::io::Result<agentcomputer_fuse::MountHandle> {
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::create_dir_all(dir)?;
-    std::fs::set_permissions(run_dir, std::fs::Permissions::from_mode(0o700))?;
+    private_dir(run_dir)?;
+    private_dir(&run_dir.join("exec"))?;
+    std::fs::create_dir(dir)?;
     let root = fs.getattr(ROOT_INO).map_err(std::io::Error::other)?;
     if root.uid == 0 && root.gid == 0 {
         fs.setattr(
@@ -266,6 +269,17 @@ fn mount_workspace(
             Err(e)
         }
     }
+}
+
+/// Makes `dir` (and missing parents) and sets it to mode 0700, as
+/// everything in the data directory is.
+fn private_dir(dir: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)?;
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
 }
 
 async fn unmount(mount: agentcomputer_fuse::MountHandle, dir: &Path) {

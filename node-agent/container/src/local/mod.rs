@@ -83,7 +83,8 @@ pub struct LocalSandbox {
 
 impl LocalSandbox {
     /// Checks that every wall can be built here and prepares the sandbox's
-    /// own `/etc` files under `state_dir` (made mode 0700). Errors: not
+    /// own `/etc` files under `state_dir` (made mode 0700, as its parent
+    /// must be). Errors: not
     /// root (the message lists the walls that cannot be built), no `bwrap`
     /// or `setpriv` on `PATH`, `state_dir` not writable.
     pub fn probe(state_dir: &Path) -> Result<LocalSandbox, Unavailable> {
@@ -117,8 +118,15 @@ impl LocalSandbox {
             ("hosts", "/etc/hosts", HOSTS),
         ] {
             let host = state_dir.join(name);
+            // Mode 0600 like everything under the data directory, owned by
+            // the sandbox user so that it can read it inside (bound
+            // read-only there); `state_dir` (0700, root) keeps everyone
+            // else out.
             std::fs::write(&host, text).map_err(|e| unavailable("cannot write into", e))?;
-            std::fs::set_permissions(&host, std::fs::Permissions::from_mode(0o644))
+            std::fs::set_permissions(&host, std::fs::Permissions::from_mode(0o600))
+                .and_then(|()| {
+                    std::os::unix::fs::chown(&host, Some(SANDBOX_UID), Some(SANDBOX_GID))
+                })
                 .map_err(|e| unavailable("cannot write into", e))?;
             etc_files.push((host, inside));
         }
