@@ -56,6 +56,9 @@ pub struct ContainerRun {
     pub stdin: Vec<u8>,
     pub timeout: std::time::Duration,
     pub max_output_bytes: u64,
+    /// Memory of the whole process tree in bytes (the exec's
+    /// `memory_limit_bytes`); 0 takes [`Limits::default`]'s.
+    pub memory_limit_bytes: u64,
 }
 
 impl Containers {
@@ -225,7 +228,13 @@ impl Containers {
             timeout: run.timeout,
             max_output_bytes: run.max_output_bytes,
             network,
-            limits: Limits::default(),
+            limits: Limits {
+                memory_bytes: match run.memory_limit_bytes {
+                    0 => Limits::default().memory_bytes,
+                    n => n,
+                },
+                ..Limits::default()
+            },
         };
         let outcome = backend.run(spec, out, cancel).await;
         stop_proxy.cancel();

@@ -8,7 +8,7 @@
 mod common;
 
 use std::net::SocketAddr;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -257,15 +257,9 @@ async fn every_runtime_gets_the_same_egress_decisions() {
         ])
         .arg("mount --bind \"$0\" /etc/hosts && exec \"$@\"")
         .arg(&hosts)
-        .arg(env!("CARGO_BIN_EXE_node-agent"))
-        .args(["local", "--listen", "127.0.0.1:0", "--proxy-listen"])
-        .arg(format!("127.0.0.1:{proxy_port}"))
-        .arg("--data-dir")
-        .arg(&data)
-        .env("RUST_LOG", "warn")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit());
-    let agent = Agent::spawn(cmd);
+        .arg(env!("CARGO_BIN_EXE_node-agent"));
+    let proxy_addr = format!("127.0.0.1:{proxy_port}");
+    let agent = Agent::start_wrapped(cmd, &data, &["--proxy-listen", &proxy_addr]);
     let mut c = client_in(&ns, &agent.url, agent.token()).await;
 
     let listed = pb::Egress {

@@ -180,6 +180,7 @@ async fn start_runtime(
                 stdin: req.stdin,
                 timeout,
                 max_output_bytes,
+                memory_limit_bytes: req.memory_limit_bytes,
             },
         ),
         None => Program::Shell(
