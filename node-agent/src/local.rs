@@ -77,6 +77,8 @@ pub fn cleanup_stale_mounts(data_dir: &std::path::Path) {
     {
         warn!(error = %e, "could not clean up the mounts of a previous run");
     }
+    // The container runs' mountpoints of a killed agent, too.
+    Containers::cleanup_stale(data_dir);
 }
 
 /// Serves the API on `listener` until `shutdown` completes. Then running
@@ -101,7 +103,6 @@ where
     info!(%addr, data_dir = %config.data_dir.display(), idle_timeout = ?config.idle_timeout, tls = config.tls.is_some(), "node agent serving");
 
     let stop = CancellationToken::new();
-    Containers::cleanup_stale(&config.data_dir);
     let containers = Arc::new(Containers::local(&config.data_dir));
     if let Some(proxy_addr) = config.proxy_listen {
         let proxy_listener = TcpListener::bind(proxy_addr).await.with_context(|| {

@@ -339,9 +339,11 @@ async fn the_sandbox_walls_hold() {
     // A process limit holds (the pids cgroup, 1024 by default).
     let mut req = box_req(
         "walled",
-        "for i in $(seq 1100); do sleep 3 & done 2>&1 | head -c 300 >&2",
+        "for i in $(seq 1100); do sleep 60 & done 2>&1 | head -c 300 >&2",
     );
-    req.timeout_ms = 5000;
+    // Generous: forking a thousand processes is slow on a loaded machine;
+    // the loop ends as soon as the limit refuses a fork for good.
+    req.timeout_ms = 30_000;
     let r = run(&mut c, req).await;
     assert!(
         r.stderr.contains("Resource temporarily unavailable"),
