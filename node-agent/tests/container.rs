@@ -336,20 +336,22 @@ async fn the_sandbox_walls_hold() {
     let r = boxed(&mut c, "walled", "cat /tmp/t").await;
     assert_ne!(r.code, 0, "/tmp survived between runs: {r:?}");
 
-    // A process limit holds (the pids cgroup, 1024 by default).
-    let mut req = box_req(
+    // A process limit holds (the pids cgroup, 1024 tasks by default):
+    // threads count as tasks and are cheap to make.
+    let r = boxed(
+        &mut c,
         "walled",
-        "for i in $(seq 1100); do sleep 60 & done 2>&1 | head -c 300 >&2",
-    );
-    // Generous: forking a thousand processes is slow on a loaded machine;
-    // the loop ends as soon as the limit refuses a fork for good.
-    req.timeout_ms = 30_000;
-    let r = run(&mut c, req).await;
-    assert!(
-        r.stderr.contains("Resource temporarily unavailable"),
-        "no process limit: {}",
-        &r.stderr[..r.stderr.len().min(500)]
-    );
+        "python3 -c '\nimport threading, time\nn = 0\ntry:\n    for i in range(1100):\n        threading.Thread(target=time.sleep, args=(30,), daemon=True).start()\n        n += 1\nexcept RuntimeError as e:\n    print(\"refused after\", n)\n'",
+    )
+    .await;
+    let refused: u32 = r
+        .stdout
+        .trim()
+        .strip_prefix("refused after ")
+        .unwrap_or_else(|| panic!("no process limit: {r:?}"))
+        .parse()
+        .unwrap();
+    assert!(refused < 1024, "{refused} threads started");
     agent.stop().await;
 }
 
