@@ -380,3 +380,29 @@ async fn without_root_container_runs_are_refused_with_the_reason() {
     assert_eq!(sh(&mut c, "plain", "echo ok").await.stdout, "ok\n");
     agent.stop().await;
 }
+
+/// A computer whose settings turn the container runtime off is refused.
+#[tokio::test]
+async fn a_computer_without_the_container_runtime_is_refused() {
+    if !sandbox_possible() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let agent = Agent::start(dir.path(), &[]);
+    let mut c = agent.client().await;
+    create(&mut c, "nobox", 0).await;
+    drop(c);
+    assert!(agent.stop().await.success());
+    let file = dir.path().join("computers/nobox/computer.json");
+    let mut settings: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
+    settings["runtimes"]["container"] = serde_json::Value::Bool(false);
+    std::fs::write(&file, serde_json::to_vec(&settings).unwrap()).unwrap();
+    let agent = Agent::start(dir.path(), &[]);
+    let mut c = agent.client().await;
+    let err = c.exec(box_req("nobox", "true")).await.unwrap_err();
+    assert_eq!(err.code(), Code::FailedPrecondition, "{err:?}");
+    assert!(err.message().contains("runtime container is disabled"), "{err:?}");
+    assert_eq!(sh(&mut c, "nobox", "echo ok").await.stdout, "ok\n");
+    agent.stop().await;
+}
