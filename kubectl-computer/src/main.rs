@@ -85,7 +85,8 @@ enum RuntimeArg {
     /// its default export's result is printed as JSON.
     #[value(alias = "js")]
     Javascript,
-    /// A Linux container (not available yet).
+    /// bash with the host's real binaries (python3, node, git...) in a
+    /// sandbox over the computer's files (local mode: bubblewrap).
     Container,
 }
 

@@ -78,8 +78,7 @@ pub struct Settings {
     pub display_name: Option<String>,
 }
 
-/// The in-process runtimes a computer may use (an AgentComputer's
-/// `spec.runtimes.shell` and `spec.runtimes.javascript`).
+/// The runtimes a computer may use (an AgentComputer's `spec.runtimes`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Runtimes {
     /// The bash interpreter.
@@ -88,6 +87,11 @@ pub struct Runtimes {
     /// The JavaScript (QuickJS) runtime.
     #[serde(default = "enabled")]
     pub javascript: bool,
+    /// The container runtime (local mode: the bubblewrap sandbox). On in
+    /// local mode, also for `computer.json` files written before the field
+    /// existed; a cluster sets it from `spec.runtimes.container`.
+    #[serde(default = "enabled")]
+    pub container: bool,
 }
 
 fn enabled() -> bool {
@@ -95,11 +99,12 @@ fn enabled() -> bool {
 }
 
 impl Default for Runtimes {
-    /// Both runtimes on (local mode's computers).
+    /// Every runtime on (local mode's computers).
     fn default() -> Self {
         Runtimes {
             shell: true,
             javascript: true,
+            container: true,
         }
     }
 }
@@ -239,6 +244,7 @@ mod tests {
             runtimes: Runtimes {
                 shell: true,
                 javascript: false,
+                container: true,
             },
             exec: ExecLimits {
                 timeout_ms: Some(5000),

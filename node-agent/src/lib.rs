@@ -12,6 +12,7 @@ pub mod auth;
 mod blocking;
 pub mod cluster;
 pub mod computer;
+pub mod containers;
 pub mod fuse_link;
 pub mod local;
 pub mod mounts;

@@ -19,6 +19,7 @@ use tracing::{info, warn};
 use std::sync::Arc;
 
 use crate::api::Service;
+use crate::containers::Containers;
 use crate::registry::Registry;
 use crate::token::AgentToken;
 
@@ -41,6 +42,10 @@ pub struct LocalConfig {
     /// Serve the API over TLS with this identity ([`crate::tls::server_tls`]);
     /// `None` serves plain HTTP/2.
     pub tls: Option<ServerTlsConfig>,
+    /// Where the egress proxy also listens for host-side clients holding a
+    /// running container exec's credential; `None`: nowhere (sandboxes
+    /// reach the proxy inside their own network namespace either way).
+    pub proxy_listen: Option<std::net::SocketAddr>,
 }
 
 /// Makes the data directory ready for clients before the agent announces
@@ -52,6 +57,9 @@ pub fn prepare(data_dir: &std::path::Path) -> anyhow::Result<AgentToken> {
     crate::private::secure_data_dir(data_dir)?;
     Ok(AgentToken::load_or_create(data_dir)?)
 }
+
+/// Default address of the egress proxy in local mode: loopback only.
+pub const DEFAULT_PROXY_LISTEN: &str = "127.0.0.1:3128";
 
 /// The default data directory: `$XDG_DATA_HOME/agentcomputer`, else
 /// `~/.local/share/agentcomputer` (the `dirs` crate's `data_dir`, XDG Base
@@ -69,6 +77,8 @@ pub fn cleanup_stale_mounts(data_dir: &std::path::Path) {
     {
         warn!(error = %e, "could not clean up the mounts of a previous run");
     }
+    // The container runs' mountpoints of a killed agent, too.
+    Containers::cleanup_stale(data_dir);
 }
 
 /// Serves the API on `listener` until `shutdown` completes. Then running
@@ -93,6 +103,16 @@ where
     info!(%addr, data_dir = %config.data_dir.display(), idle_timeout = ?config.idle_timeout, tls = config.tls.is_some(), "node agent serving");
 
     let stop = CancellationToken::new();
+    let containers = Arc::new(Containers::local(&config.data_dir));
+    if let Some(proxy_addr) = config.proxy_listen {
+        let proxy_listener = TcpListener::bind(proxy_addr).await.with_context(|| {
+            format!("cannot listen on {proxy_addr} for the egress proxy (--proxy-listen)")
+        })?;
+        info!(addr = %proxy_listener.local_addr()?, "egress proxy serving");
+        let containers = Arc::clone(&containers);
+        let stop = stop.clone();
+        tokio::spawn(async move { containers.serve_proxy(proxy_listener, stop).await });
+    }
     tokio::spawn(registry.clone().run_sweeper(stop.clone()));
     // Compile the JavaScript built-ins now rather than in the first exec.
     tokio::task::spawn_blocking(agentcomputer_js::warm_up);
@@ -115,7 +135,11 @@ where
             .context("cannot set up TLS for the API")?;
     }
     let server = builder
-        .add_service(Service::new(registry.clone(), Arc::new(token)).into_server())
+        .add_service(
+            Service::new(registry.clone(), Arc::new(token))
+                .with_containers(containers)
+                .into_server(),
+        )
         .serve_with_incoming_shutdown(incoming, on_signal);
     let forced = async {
         stop.cancelled().await;

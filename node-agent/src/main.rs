@@ -1,7 +1,7 @@
 //! `node-agent`: the Agent Computer node agent.
 //!
 //! `node-agent local [--data-dir DIR] [--listen ADDR] [--idle-timeout DUR]
-//! [--tls-cert PEM --tls-key PEM]` serves the gRPC API without a cluster.
+//! [--tls-cert PEM --tls-key PEM] [--proxy-listen ADDR|off]` serves the gRPC API without a cluster.
 //! It makes the data directory private to its user and keeps the agent token
 //! that every call must carry in `DIR/token`. It prints `listening on ADDR`
 //! on stdout once ready (useful with `--listen 127.0.0.1:0`), logs to stderr
@@ -19,7 +19,8 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use agentcomputer_node_agent::cluster::{self, ClusterConfig};
-use agentcomputer_node_agent::local::{self, DEFAULT_LISTEN, LocalConfig};
+use agentcomputer_node_agent::containers::parse_proxy_listen;
+use agentcomputer_node_agent::local::{self, DEFAULT_LISTEN, DEFAULT_PROXY_LISTEN, LocalConfig};
 use agentcomputer_node_agent::tls;
 use anyhow::Context;
 use clap::{Parser, Subcommand};
@@ -59,6 +60,11 @@ enum Command {
         /// The private key of --tls-cert (PEM).
         #[arg(long, value_name = "PEM", requires = "tls_cert")]
         tls_key: Option<PathBuf>,
+        /// Address of the egress proxy for host-side clients holding a
+        /// container run's credential, or `off`. Sandboxes reach the proxy
+        /// inside their own network namespace whatever this says.
+        #[arg(long, default_value = DEFAULT_PROXY_LISTEN)]
+        proxy_listen: String,
     },
     /// Serve the computers placed on one Kubernetes node (unprivileged).
     /// The Kubernetes client comes from the in-cluster service account or
@@ -147,6 +153,7 @@ fn main() -> anyhow::Result<()> {
                 idle_timeout,
                 tls_cert,
                 tls_key,
+                proxy_listen,
             } => {
                 let data_dir = match data_dir {
                     Some(d) => d,
@@ -171,6 +178,7 @@ fn main() -> anyhow::Result<()> {
                     data_dir,
                     idle_timeout,
                     tls,
+                    proxy_listen: parse_proxy_listen(&proxy_listen).map_err(anyhow::Error::msg)?,
                 };
                 local::serve(listener, config, shutdown_signal()?).await
             }

@@ -81,11 +81,15 @@ pub fn create_new_file(path: &Path) -> io::Result<File> {
 
 /// The directory of the computers inside a data directory.
 const COMPUTERS_DIR: &str = "computers";
+/// The container runtime's directory inside a data directory
+/// ([`crate::containers`]).
+const RUN_DIR: &str = "run";
 
 /// Makes `data_dir` private to this process's user: creates it with mode
 /// [`DIR_MODE`] if missing, then removes the group and other permission bits
 /// of it, of the regular files directly in it, and of every directory and
-/// regular file under `computers/` (directories also get `u+rwx`). Other
+/// regular file under `computers/` and `run/` (directories also get
+/// `u+rwx`). Other
 /// directories in it are not the agent's and are left alone (the data
 /// directory's own mode already keeps other users out). Symbolic links are
 /// not followed and other file types are left alone; nothing on another
@@ -121,7 +125,7 @@ pub fn secure_data_dir(data_dir: &Path) -> anyhow::Result<Vec<Tightened>> {
 }
 
 /// Tightens the entries of `dir`, descending into directories. At the top
-/// (`top`), only into the agent's own directory `computers`.
+/// (`top`), only into the agent's own directories `computers` and `run`.
 fn walk(dir: &Path, dev: u64, top: bool, changes: &mut Vec<Tightened>) -> anyhow::Result<()> {
     use anyhow::Context;
     let entries =
@@ -139,7 +143,11 @@ fn walk(dir: &Path, dev: u64, top: bool, changes: &mut Vec<Tightened>) -> anyhow
             warn!(path = %path.display(), "not making a mount inside the data directory private");
             continue;
         }
-        if top && meta.is_dir() && entry.file_name() != COMPUTERS_DIR {
+        if top
+            && meta.is_dir()
+            && entry.file_name() != COMPUTERS_DIR
+            && entry.file_name() != RUN_DIR
+        {
             warn!(path = %path.display(), "leaving a directory the agent did not make as it is");
             continue;
         }

@@ -459,11 +459,6 @@ async fn runaway_script_stops_at_its_timeout() {
     assert_eq!((r.stdout.as_str(), r.code), ("still here\n", 0));
 
     let mut req = exec_req("demo", "true");
-    req.runtime = pb::Runtime::Container as i32;
-    let err = c.exec(req).await.unwrap_err();
-    assert_eq!(err.code(), Code::Unimplemented);
-    assert!(err.message().contains("RUNTIME_CONTAINER"), "{err:?}");
-    let mut req = exec_req("demo", "true");
     req.cwd = "missing".into();
     let err = c.exec(req).await.unwrap_err();
     assert_errno(&err, Code::NotFound, "ENOENT");

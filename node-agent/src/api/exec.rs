@@ -1,8 +1,10 @@
 //! The Exec call: runs a program on a computer and streams its output.
 //!
 //! Two runtimes run in-process: the shell (a bash script) and JavaScript (an
-//! ES module whose default export gets `input_json` and returns the result).
-//! Each runs a program on an OS thread of its own, so a busy program never
+//! ES module whose default export gets `input_json` and returns the result);
+//! the third, the container, runs the bash script with real binaries in a
+//! sandbox ([`crate::containers`]). The in-process runtimes run a program
+//! on an OS thread of its own, so a busy program never
 //! occupies the server's worker threads and runs on different computers
 //! never wait on each other. The run is cancelled when the client goes away
 //! (the response stream is dropped), when the computer is deleted, or when
@@ -33,6 +35,7 @@ use super::errors::{errno_detail, errno_status};
 use super::observe::{ExecOutcome, Observer};
 use super::paths::ApiPath;
 use crate::blocking::blocking;
+use crate::containers::{ContainerRun, Containers};
 use crate::registry::Registry;
 use program::Program;
 
@@ -57,11 +60,11 @@ const INLINE_PARSE_BYTES: usize = 64 * 1024;
 pub type ExecStream = ReceiverStream<Result<pb::ExecEvent, Status>>;
 
 /// Validates `req`, starts the run and returns its event stream; reports
-/// the end (or the refusal) of every shell and JavaScript exec to
-/// `observer`. Errors before the run: an unknown runtime or `input_json`
+/// the end (or the refusal) of every exec to `observer`. Errors before the run: an unknown runtime or `input_json`
 /// that is not JSON (INVALID_ARGUMENT), `input_json` for a runtime other
-/// than JavaScript (INVALID_ARGUMENT), RUNTIME_CONTAINER (UNIMPLEMENTED),
-/// an unknown computer, a runtime the computer does not enable
+/// than JavaScript (INVALID_ARGUMENT), RUNTIME_CONTAINER on an agent that
+/// cannot build the sandbox (FAILED_PRECONDITION, saying which walls are
+/// missing), an unknown computer, a runtime the computer does not enable
 /// (FAILED_PRECONDITION), a bad or missing `cwd`.
 ///
 /// Limits: a request's timeout, output cap and memory of 0 take the
@@ -70,6 +73,7 @@ pub type ExecStream = ReceiverStream<Result<pb::ExecEvent, Status>>;
 /// [`DEFAULT_EXEC_MEMORY`]).
 pub async fn start(
     registry: &Registry,
+    containers: &Arc<Containers>,
     req: pb::ExecRequest,
     observer: Arc<dyn Observer>,
 ) -> Result<ExecStream, Status> {
@@ -84,8 +88,8 @@ pub async fn start(
         pb::Runtime::Javascript => "javascript",
         pb::Runtime::Container => "container",
     };
-    let started = start_runtime(registry, runtime, name, req, observer.clone()).await;
-    if started.is_err() && name != "container" {
+    let started = start_runtime(registry, containers, runtime, name, req, observer.clone()).await;
+    if started.is_err() {
         observer.exec_finished(name, ExecOutcome::Rejected, Duration::ZERO);
     }
     started
@@ -95,13 +99,14 @@ pub async fn start(
 /// `spec.runtimes`.
 async fn start_runtime(
     registry: &Registry,
+    containers: &Arc<Containers>,
     runtime: pb::Runtime,
     runtime_name: &'static str,
     req: pb::ExecRequest,
     observer: Arc<dyn Observer>,
 ) -> Result<ExecStream, Status> {
     let input = match runtime {
-        pb::Runtime::Unspecified | pb::Runtime::Shell => {
+        pb::Runtime::Unspecified | pb::Runtime::Shell | pb::Runtime::Container => {
             if !req.input_json.is_empty() {
                 return Err(errno_detail(
                     Errno::EINVAL,
@@ -111,16 +116,17 @@ async fn start_runtime(
             None
         }
         pb::Runtime::Javascript => Some(parse_input(req.input_json).await?),
-        pb::Runtime::Container => {
-            return Err(Status::unimplemented(
-                "runtime RUNTIME_CONTAINER is not available on this node agent yet; use RUNTIME_SHELL or RUNTIME_JAVASCRIPT",
-            ));
-        }
     };
+    if runtime == pb::Runtime::Container
+        && let Some(why) = containers.unavailable_reason()
+    {
+        return Err(Status::failed_precondition(why.to_string()));
+    }
     let lease = registry.acquire(&req.computer).await?;
     let settings = lease.settings();
     let enabled = match runtime {
         pb::Runtime::Javascript => settings.runtimes.javascript,
+        pb::Runtime::Container => settings.runtimes.container,
         _ => settings.runtimes.shell,
     };
     if !enabled {
@@ -162,6 +168,21 @@ async fn start_runtime(
     let mut env: Vec<(String, String)> = req.env.into_iter().collect();
     env.sort();
     let program = match input {
+        None if runtime == pb::Runtime::Container => Program::Container(
+            Arc::clone(containers),
+            ContainerRun {
+                computer: lease.name().to_string(),
+                fs: lease.fs().clone(),
+                egress,
+                script: req.script,
+                cwd: cwd.runtime_path(),
+                env,
+                stdin: req.stdin,
+                timeout,
+                max_output_bytes,
+                memory_limit_bytes: req.memory_limit_bytes,
+            },
+        ),
         None => Program::Shell(
             ShellRequest {
                 script: req.script,

@@ -28,6 +28,7 @@ use std::sync::Arc;
 
 use crate::auth::{Authorizer, Caller};
 use crate::blocking::blocking;
+use crate::containers::Containers;
 use crate::registry::Registry;
 
 pub use exec::{
@@ -42,22 +43,33 @@ pub struct Service {
     registry: Registry,
     auth: Arc<dyn Authorizer>,
     observer: Arc<dyn Observer>,
+    containers: Arc<Containers>,
 }
 
 impl Service {
     /// A service serving the computers of `registry` to the callers `auth`
-    /// admits.
+    /// admits. The container runtime refuses runs until one is set with
+    /// [`Service::with_containers`].
     pub fn new(registry: Registry, auth: Arc<dyn Authorizer>) -> Service {
         Service {
             registry,
             auth,
             observer: Arc::new(Unobserved),
+            containers: Arc::new(Containers::unavailable(
+                "this node agent was started without a container runtime",
+            )),
         }
     }
 
     /// The same service reporting its calls to `observer`.
     pub fn with_observer(mut self, observer: Arc<dyn Observer>) -> Service {
         self.observer = observer;
+        self
+    }
+
+    /// The same service running container execs on `containers`.
+    pub fn with_containers(mut self, containers: Arc<Containers>) -> Service {
+        self.containers = containers;
         self
     }
 
@@ -329,7 +341,7 @@ impl AgentComputer for Service {
         req: Request<pb::ExecRequest>,
     ) -> Result<Response<Self::ExecStream>, Status> {
         let req = self.authorized(req)?;
-        exec::start(&self.registry, req, self.observer.clone())
+        exec::start(&self.registry, &self.containers, req, self.observer.clone())
             .await
             .map(Response::new)
     }

@@ -73,6 +73,7 @@ pub fn config_of(computer: &AgentComputer) -> Result<Config, SpecError> {
         runtimes: Runtimes {
             shell: spec.runtimes.shell,
             javascript: spec.runtimes.javascript,
+            container: spec.runtimes.container,
         },
         exec: ExecLimits {
             timeout_ms: Some(timeout_s * 1000),
@@ -126,7 +127,14 @@ mod tests {
         let c = config_of(&computer(serde_json::json!({"storage": {"size": "1Gi"}}))).unwrap();
         assert_eq!(c.limits.max_bytes, 1 << 30);
         assert_eq!(c.limits.max_inodes, (1 << 30) / 4096);
-        assert_eq!(c.runtimes, Runtimes::default());
+        // The container runtime is opt-in in a cluster (a sandbox pod).
+        assert_eq!(
+            c.runtimes,
+            Runtimes {
+                container: false,
+                ..Runtimes::default()
+            }
+        );
         assert_eq!(c.exec.timeout_ms, Some(300_000));
         assert_eq!(c.exec.max_output_bytes, Some(16 << 20));
         assert_eq!(c.exec.memory_bytes, None);

@@ -67,6 +67,20 @@ impl Agent {
         Self::spawn(cmd, data, extra, |_| {})
     }
 
+    /// Starts the agent as user and group `uid`.
+    pub fn start_as(data: &Path, extra: &[&str], uid: u32) -> Agent {
+        use std::os::unix::process::CommandExt;
+        Agent::start_with(data, extra, |cmd| {
+            cmd.uid(uid).gid(uid);
+        })
+    }
+
+    /// Starts the agent through `wrapper`, a command line that ends with
+    /// the program to run the agent (its arguments are appended).
+    pub fn start_wrapped(wrapper: Command, data: &Path, extra: &[&str]) -> Agent {
+        Self::spawn(wrapper, data, extra, |_| {})
+    }
+
     /// The agent's process id.
     pub fn pid(&self) -> u32 {
         self.child.as_ref().expect("running").id()
@@ -85,7 +99,13 @@ impl Agent {
         extra: &[&str],
         setup: impl FnOnce(&mut Command),
     ) -> Agent {
-        cmd.args(["local", "--listen", "127.0.0.1:0", "--data-dir"])
+        cmd.args(["local", "--listen", "127.0.0.1:0"]);
+        // The egress proxy's host-side listener on a free port, unless the
+        // caller picks one.
+        if !extra.contains(&"--proxy-listen") {
+            cmd.args(["--proxy-listen", "127.0.0.1:0"]);
+        }
+        cmd.arg("--data-dir")
             .arg(data)
             .args(extra)
             .env("RUST_LOG", "warn")

@@ -13,6 +13,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use super::fetch::PolicyFetcher;
+use crate::containers::{ContainerRun, Containers};
 
 /// Output chunks buffered ahead of a slow client; past that the program
 /// waits.
@@ -29,11 +30,14 @@ pub enum Program {
     Shell(ShellRequest, ShellLimits),
     /// An ES module for the JavaScript runtime; `fetch` obeys the policy.
     JavaScript(JsRequest, Arc<Policy>),
+    /// A bash script for the container runtime.
+    Container(Arc<Containers>, ContainerRun),
 }
 
 impl Program {
-    /// Starts the program on `fs`. Both runtimes run it on an OS thread of
-    /// their own, so the task spawned here only waits.
+    /// Starts the program on `fs`. The in-process runtimes run it on an OS
+    /// thread of their own and the container in processes of its own, so
+    /// the task spawned here only waits.
     pub fn start(self, fs: Fs, cancel: CancellationToken) -> Started {
         match self {
             Program::Shell(req, limits) => {
@@ -67,6 +71,22 @@ impl Program {
                     runtime: "javascript",
                 }
             }
+            Program::Container(containers, run) => {
+                let (tx, rx) = mpsc::channel(OUTPUT_BUFFER);
+                let done = tokio::spawn(async move {
+                    let o = containers.run(run, tx, cancel).await;
+                    Finished {
+                        exit_code: o.exit_code,
+                        error: o.error,
+                        result_json: String::new(),
+                    }
+                });
+                Started {
+                    output: Output::Container(rx),
+                    done,
+                    runtime: "container",
+                }
+            }
         }
     }
 }
@@ -78,7 +98,8 @@ pub struct Started {
     pub output: Output,
     /// How the run ended.
     pub done: JoinHandle<Finished>,
-    /// The runtime's name, for messages (`"shell"`, `"javascript"`).
+    /// The runtime's name, for messages (`"shell"`, `"javascript"`,
+    /// `"container"`).
     pub runtime: &'static str,
 }
 
@@ -86,6 +107,7 @@ pub struct Started {
 pub enum Output {
     Shell(mpsc::Receiver<agentcomputer_shell::OutputChunk>),
     JavaScript(mpsc::Receiver<agentcomputer_js::OutputChunk>),
+    Container(mpsc::Receiver<agentcomputer_container::OutputChunk>),
 }
 
 impl Output {
@@ -100,6 +122,10 @@ impl Output {
             Output::JavaScript(rx) => rx.recv().await.map(|chunk| match chunk {
                 agentcomputer_js::OutputChunk::Stdout(b) => Event::Stdout(b),
                 agentcomputer_js::OutputChunk::Stderr(b) => Event::Stderr(b),
+            }),
+            Output::Container(rx) => rx.recv().await.map(|chunk| match chunk {
+                agentcomputer_container::OutputChunk::Stdout(b) => Event::Stdout(b),
+                agentcomputer_container::OutputChunk::Stderr(b) => Event::Stderr(b),
             }),
         }
     }

@@ -1,0 +1,272 @@
+//! A cgroup per run: memory and process limits for the whole tree, and a
+//! way to find and kill every process of it.
+//!
+//! Both hierarchies are supported: cgroup v2 (one unified tree with
+//! `memory.max`, `pids.max`, `cgroup.kill`) and v1 (one tree per
+//! controller, `memory.limit_in_bytes`, `pids.max`), including the hybrid
+//! layout where v1 controllers sit beside an empty v2 tree. The run's
+//! cgroup is made below the agent's own cgroup (from `/proc/self/cgroup`),
+//! named `agentcomputer-<run id>`. A controller that cannot be used (not
+//! mounted, read-only, not delegated) is left out and reported by
+//! [`Cgroup::controllers`].
+
+use std::ffi::CString;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+
+use crate::Limits;
+
+/// Where cgroup file systems are mounted (the systemd and OCI convention).
+const CGROUP_ROOT: &str = "/sys/fs/cgroup";
+/// How long [`Cgroup::kill_all`] keeps killing before it gives up.
+const KILL_PATIENCE: Duration = Duration::from_secs(5);
+
+/// One run's cgroup, in every hierarchy that could take it.
+#[derive(Debug)]
+pub struct Cgroup {
+    /// Directories made, one per hierarchy.
+    dirs: Vec<PathBuf>,
+    /// `cgroup.procs` of each, for the child to join itself before exec.
+    procs: Vec<CString>,
+    /// Controllers that enforce this run's limits (`memory`, `pids`).
+    controllers: Vec<&'static str>,
+    /// v2 only: `cgroup.kill` is present.
+    kill_file: Option<PathBuf>,
+}
+
+impl Cgroup {
+    /// Makes the cgroup `agentcomputer-<id>` and sets `limits` (zero fields
+    /// are left unlimited). Controllers that cannot be used are skipped;
+    /// the result may enforce nothing (see [`Cgroup::controllers`]).
+    pub fn create(id: &str, limits: &Limits) -> Cgroup {
+        let name = format!("agentcomputer-{id}");
+        let mut cg = Cgroup {
+            dirs: Vec::new(),
+            procs: Vec::new(),
+            controllers: Vec::new(),
+            kill_file: None,
+        };
+        let own = own_cgroups();
+        let unified = Path::new(CGROUP_ROOT).join("cgroup.controllers");
+        if unified.exists() {
+            if let Some(path) = own.iter().find(|(c, _)| c.is_empty()).map(|(_, p)| p) {
+                cg.create_v2(&Path::new(CGROUP_ROOT).join(rel(path)), &name, limits);
+            }
+            return cg;
+        }
+        for (controller, file, value) in [
+            ("memory", "memory.limit_in_bytes", limits.memory_bytes),
+            ("pids", "pids.max", limits.max_processes),
+        ] {
+            let Some(path) = own
+                .iter()
+                .find(|(c, _)| c.split(',').any(|c| c == controller))
+                .map(|(_, p)| p)
+            else {
+                continue;
+            };
+            let dir = Path::new(CGROUP_ROOT)
+                .join(controller)
+                .join(rel(path))
+                .join(&name);
+            if std::fs::create_dir(&dir).is_err() {
+                continue;
+            }
+            cg.adopt(&dir);
+            if value > 0 && std::fs::write(dir.join(file), value.to_string()).is_ok() {
+                cg.controllers.push(controller);
+            }
+            if controller == "memory" && value > 0 {
+                // Swap counts too where the kernel accounts it.
+                let _ = std::fs::write(dir.join("memory.memsw.limit_in_bytes"), value.to_string());
+            }
+        }
+        cg
+    }
+
+    fn create_v2(&mut self, parent: &Path, name: &str, limits: &Limits) {
+        // Controllers must be enabled for children by the parent; this
+        // fails where the parent has processes of its own (not the root)
+        // or was not delegated, and then nothing is enforced.
+        let _ = std::fs::write(parent.join("cgroup.subtree_control"), "+memory +pids");
+        let dir = parent.join(name);
+        if std::fs::create_dir(&dir).is_err() {
+            return;
+        }
+        self.adopt(&dir);
+        for (controller, file, value) in [
+            ("memory", "memory.max", limits.memory_bytes),
+            ("pids", "pids.max", limits.max_processes),
+        ] {
+            if value > 0 && std::fs::write(dir.join(file), value.to_string()).is_ok() {
+                self.controllers.push(controller);
+            }
+        }
+        if limits.memory_bytes > 0 {
+            let _ = std::fs::write(dir.join("memory.swap.max"), "0");
+        }
+        let kill = dir.join("cgroup.kill");
+        if kill.exists() {
+            self.kill_file = Some(kill);
+        }
+    }
+
+    fn adopt(&mut self, dir: &Path) {
+        if let Ok(p) = CString::new(
+            dir.join("cgroup.procs")
+                .into_os_string()
+                .into_encoded_bytes(),
+        ) {
+            self.procs.push(p);
+        }
+        self.dirs.push(dir.to_path_buf());
+    }
+
+    /// Controllers enforcing this run's limits, e.g. `["memory", "pids"]`.
+    pub fn controllers(&self) -> &[&'static str] {
+        &self.controllers
+    }
+
+    /// `cgroup.procs` paths the child writes its pid to before it execs.
+    pub fn procs_files(&self) -> &[CString] {
+        &self.procs
+    }
+
+    /// Whether the run went past its memory limit at least once (v1
+    /// `memory.failcnt`, v2 `memory.events` `max`/`oom_kill`).
+    pub fn hit_memory_limit(&self) -> bool {
+        self.dirs.iter().any(|d| {
+            let read = |f: &str| std::fs::read_to_string(d.join(f)).ok();
+            if let Some(n) = read("memory.failcnt") {
+                return n.trim().parse::<u64>().is_ok_and(|n| n > 0);
+            }
+            read("memory.events").is_some_and(|events| {
+                events.lines().any(|l| {
+                    l.strip_prefix("oom_kill ")
+                        .is_some_and(|n| n.trim().parse::<u64>().is_ok_and(|n| n > 0))
+                })
+            })
+        })
+    }
+
+    /// The pids in the cgroup now, from every hierarchy.
+    pub fn pids(&self) -> Vec<i32> {
+        let mut pids: Vec<i32> = self
+            .dirs
+            .iter()
+            .filter_map(|d| std::fs::read_to_string(d.join("cgroup.procs")).ok())
+            .flat_map(|s| {
+                s.lines()
+                    .filter_map(|l| l.trim().parse().ok())
+                    .collect::<Vec<_>>()
+            })
+            .collect();
+        pids.sort_unstable();
+        pids.dedup();
+        pids
+    }
+
+    /// Kills every process in the cgroup (and any that are forked while
+    /// doing so) until it is empty or [`KILL_PATIENCE`] has passed.
+    /// Returns whether it is empty.
+    pub fn kill_all(&self) -> bool {
+        if let Some(kill) = &self.kill_file {
+            let _ = std::fs::write(kill, "1");
+        }
+        let start = Instant::now();
+        loop {
+            let pids = self.pids();
+            if pids.is_empty() {
+                return true;
+            }
+            if start.elapsed() > KILL_PATIENCE {
+                return false;
+            }
+            for pid in pids {
+                let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
+
+    /// Kills what is left and removes the directories.
+    pub fn remove(self) -> io::Result<()> {
+        self.kill_all();
+        let mut result = Ok(());
+        for dir in &self.dirs {
+            // An exited process leaves the cgroup a moment after it is
+            // reaped; rmdir says EBUSY until then.
+            let start = Instant::now();
+            loop {
+                match std::fs::remove_dir(dir) {
+                    Ok(()) => break,
+                    Err(e)
+                        if e.raw_os_error() == Some(libc::EBUSY)
+                            && start.elapsed() < KILL_PATIENCE =>
+                    {
+                        std::thread::sleep(Duration::from_millis(5));
+                    }
+                    Err(e) => {
+                        result = Err(e);
+                        break;
+                    }
+                }
+            }
+        }
+        result
+    }
+}
+
+/// `(controllers, path)` of each line of `/proc/self/cgroup`
+/// (`4:memory:/a/b`; v2's line has an empty controller list).
+fn own_cgroups() -> Vec<(String, String)> {
+    std::fs::read_to_string("/proc/self/cgroup")
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| {
+            let mut parts = l.splitn(3, ':');
+            let _id = parts.next()?;
+            Some((parts.next()?.to_string(), parts.next()?.to_string()))
+        })
+        .collect()
+}
+
+fn rel(path: &str) -> &str {
+    path.trim_start_matches('/')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cgroup_limits_and_kills_its_processes() {
+        if !nix::unistd::Uid::effective().is_root() {
+            eprintln!("SKIPPED: making cgroups needs root");
+            return;
+        }
+        let cg = Cgroup::create(&format!("test-{}", std::process::id()), &Limits::default());
+        if cg.procs_files().is_empty() {
+            eprintln!("SKIPPED: no writable cgroup hierarchy on this machine");
+            return;
+        }
+        let mut child = std::process::Command::new("sleep")
+            .arg("100")
+            .spawn()
+            .unwrap();
+        let pid = child.id().to_string();
+        for p in cg.procs_files() {
+            std::fs::write(p.to_str().unwrap(), &pid).unwrap();
+        }
+        assert_eq!(cg.pids(), vec![child.id() as i32]);
+        assert!(cg.kill_all());
+        let status = child.wait().unwrap();
+        use std::os::unix::process::ExitStatusExt;
+        assert_eq!(status.signal(), Some(libc::SIGKILL));
+        cg.remove().unwrap();
+    }
+}

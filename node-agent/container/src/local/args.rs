@@ -1,0 +1,219 @@
+//! The bubblewrap command line of one run: pure data, so it can be read
+//! and tested without running anything.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+
+/// Host directories that make up the userland, bound read-only where they
+/// are directories and recreated as the same symlink where the host has a
+/// symlink (merged-/usr systems: `/bin -> usr/bin`).
+pub const USERLAND: &[&str] = &[
+    "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/opt",
+];
+
+/// Entries of the host's `/etc` the sandbox sees (read-only), when they
+/// exist: what a userland needs to load libraries, resolve users it is
+/// told about, verify TLS certificates and find `alternatives`. Users and
+/// groups are the sandbox's own (see [`super::PASSWD`]).
+pub const ETC: &[&str] = &[
+    "alternatives",
+    "ca-certificates",
+    "ca-certificates.conf",
+    "ssl",
+    "pki",
+    "ld.so.cache",
+    "ld.so.conf",
+    "ld.so.conf.d",
+    "localtime",
+    "timezone",
+    "mime.types",
+    "nsswitch.conf",
+    "host.conf",
+    "gai.conf",
+    "protocols",
+    "services",
+    "os-release",
+    "debian_version",
+    "bash.bashrc",
+    "profile",
+    "inputrc",
+    "magic",
+    "manpath.config",
+    "python3",
+    "python3.11",
+    "gitconfig",
+    "npmrc",
+];
+
+/// Everything the command line is made from.
+#[derive(Debug, Clone)]
+pub struct Layout<'a> {
+    /// The computer's files on the host (its FUSE mount).
+    pub workspace: &'a Path,
+    /// Working directory inside (`/workspace/...`).
+    pub cwd: &'a str,
+    /// Host files with the sandbox's `/etc/passwd`, `/etc/group`, `/etc/hosts`.
+    pub etc_files: &'a [(PathBuf, &'static str)],
+    /// Host `/etc` entries to show (those of [`ETC`] that exist).
+    pub etc_entries: &'a [String],
+    /// `(path, Some(symlink target))` or `(path, None)` for a directory, of
+    /// the host's userland entries that exist.
+    pub userland: &'a [(String, Option<PathBuf>)],
+    /// `--unshare-net`: only loopback. `false` keeps the namespace the
+    /// process starts in (the proxy namespace).
+    pub unshare_net: bool,
+    /// Host name inside.
+    pub hostname: &'a str,
+    /// Size of the private `/tmp` in bytes.
+    pub tmp_bytes: u64,
+    /// The sandbox user.
+    pub uid: u32,
+    pub gid: u32,
+    /// `setpriv` on the host.
+    pub setpriv: &'a Path,
+    /// The script for `bash -c`.
+    pub script: &'a str,
+}
+
+/// The arguments to give `bwrap` (its path not included).
+pub fn bwrap_args(l: &Layout<'_>) -> Vec<OsString> {
+    let mut a: Vec<OsString> = Vec::new();
+    let mut push = |items: &[&dyn AsRef<std::ffi::OsStr>]| {
+        for i in items {
+            a.push(i.as_ref().to_os_string());
+        }
+    };
+    push(&[
+        &"--die-with-parent",
+        &"--new-session",
+        &"--unshare-pid",
+        &"--unshare-ipc",
+        &"--unshare-uts",
+        &"--unshare-cgroup-try",
+        &"--hostname",
+        &l.hostname,
+    ]);
+    if l.unshare_net {
+        push(&[&"--unshare-net"]);
+    }
+    for (path, link) in l.userland {
+        match link {
+            Some(target) => push(&[&"--symlink", target, path]),
+            None => push(&[&"--ro-bind", path, path]),
+        }
+    }
+    push(&[&"--dir", &"/etc"]);
+    for name in l.etc_entries {
+        let p = format!("/etc/{name}");
+        push(&[&"--ro-bind", &p, &p]);
+    }
+    for (host, inside) in l.etc_files {
+        push(&[&"--ro-bind", host, inside]);
+    }
+    let tmp_bytes = l.tmp_bytes.to_string();
+    push(&[
+        &"--proc",
+        &"/proc",
+        &"--dev",
+        &"/dev",
+        &"--perms",
+        &"01777",
+        &"--size",
+        &tmp_bytes,
+        &"--tmpfs",
+        &"/tmp",
+        &"--dir",
+        &"/var",
+        &"--symlink",
+        &"../tmp",
+        &"/var/tmp",
+        &"--bind",
+        &l.workspace,
+        &crate::WORKSPACE,
+        // The root tmpfs itself (holding the mountpoints) read-only too.
+        &"--remount-ro",
+        &"/",
+        &"--chdir",
+        &l.cwd,
+        &"--cap-add",
+        &"CAP_SETUID",
+        &"--cap-add",
+        &"CAP_SETGID",
+        &"--",
+    ]);
+    let uid = format!("--reuid={}", l.uid);
+    let gid = format!("--regid={}", l.gid);
+    push(&[
+        &l.setpriv,
+        &uid,
+        &gid,
+        &"--clear-groups",
+        &"--inh-caps=-all",
+        &"--bounding-set=-all",
+        &"--no-new-privs",
+        &"--",
+        &"/bin/bash",
+        &"-c",
+        &l.script,
+    ]);
+    a
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn text(args: &[OsString]) -> String {
+        args.iter()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+
+    #[test]
+    fn the_command_line_builds_the_documented_walls() {
+        let userland = vec![
+            ("/usr".to_string(), None),
+            ("/bin".to_string(), Some(PathBuf::from("usr/bin"))),
+        ];
+        let etc_files = vec![(PathBuf::from("/run/x/passwd"), "/etc/passwd")];
+        let l = Layout {
+            workspace: Path::new("/data/run/workspaces/demo"),
+            cwd: "/workspace/src",
+            etc_files: &etc_files,
+            etc_entries: &["ssl".to_string()],
+            userland: &userland,
+            unshare_net: true,
+            hostname: "demo",
+            tmp_bytes: 1 << 20,
+            uid: 1000,
+            gid: 1000,
+            setpriv: Path::new("/usr/bin/setpriv"),
+            script: "echo hi",
+        };
+        let t = text(&bwrap_args(&l));
+        for want in [
+            "--die-with-parent",
+            "--unshare-pid",
+            "--unshare-net",
+            "--ro-bind /usr /usr",
+            "--symlink usr/bin /bin",
+            "--ro-bind /etc/ssl /etc/ssl",
+            "--ro-bind /run/x/passwd /etc/passwd",
+            "--perms 01777 --size 1048576 --tmpfs /tmp",
+            "--bind /data/run/workspaces/demo /workspace",
+            "--remount-ro / --chdir /workspace/src",
+            "-- /usr/bin/setpriv --reuid=1000 --regid=1000 --clear-groups",
+            "--no-new-privs -- /bin/bash -c echo hi",
+        ] {
+            assert!(t.contains(want), "{want:?} missing from {t}");
+        }
+        // Nothing of the host is bound writable but the workspace.
+        assert_eq!(t.matches("--bind ").count(), 1, "{t}");
+        let shared = Layout {
+            unshare_net: false,
+            ..l
+        };
+        assert!(!text(&bwrap_args(&shared)).contains("--unshare-net"));
+    }
+}

@@ -1,0 +1,106 @@
+//! The egress proxy: HTTP `CONNECT` tunnels (for HTTPS and anything else
+//! spoken over TCP to a port the policy allows) and plain HTTP forward
+//! proxying (absolute-form requests), each decided by the computer's
+//! egress policy exactly as the in-process runtimes decide their own
+//! connections: the target is looked up once, every address is checked,
+//! and the proxy connects to exactly an address it checked
+//! ([`agentcomputer_egress::resolve`]).
+//!
+//! Who is calling is never taken from the client: an [`Identify`] maps the
+//! connection (the listener it came in on, its source address, or a
+//! credential the agent issued) to a computer; a connection it cannot map
+//! gets `407` and nothing else, so the proxy is not open to anything it
+//! does not know.
+//!
+//! Every decision is logged (`tracing`, target `agentcomputer_proxy`) and
+//! counted ([`Metrics`]).
+
+mod connection;
+mod identify;
+mod metrics;
+mod target;
+
+use std::sync::Arc;
+
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+use tracing::warn;
+
+pub use identify::{BySource, Caller, CredentialGuard, Credentials, Fixed, Identify};
+pub use metrics::Metrics;
+pub use target::{TargetError, parse_authority};
+
+/// Limits of one proxied connection.
+#[derive(Debug, Clone, Copy)]
+pub struct Settings {
+    /// Longest request head accepted (bytes).
+    pub max_head_bytes: usize,
+    /// Time a client has to send its request head.
+    pub head_timeout: std::time::Duration,
+    /// Time to connect to one upstream address.
+    pub connect_timeout: std::time::Duration,
+}
+
+impl Default for Settings {
+    /// 64 KiB heads, 30 s to send one, 10 s to connect.
+    fn default() -> Settings {
+        Settings {
+            max_head_bytes: 64 * 1024,
+            head_timeout: std::time::Duration::from_secs(30),
+            connect_timeout: std::time::Duration::from_secs(10),
+        }
+    }
+}
+
+/// A proxy: how it identifies callers and where it counts decisions.
+#[derive(Clone)]
+pub struct Proxy {
+    identify: Arc<dyn Identify>,
+    metrics: Metrics,
+    settings: Settings,
+}
+
+impl Proxy {
+    /// A proxy whose callers are identified by `identify`.
+    pub fn new(identify: Arc<dyn Identify>, metrics: Metrics) -> Proxy {
+        Proxy {
+            identify,
+            metrics,
+            settings: Settings::default(),
+        }
+    }
+
+    /// The same proxy with other limits.
+    pub fn with_settings(mut self, settings: Settings) -> Proxy {
+        self.settings = settings;
+        self
+    }
+
+    /// Accepts connections on `listener` until `stop` is cancelled; each
+    /// connection is served on a task of its own, and tunnels already open
+    /// end when `stop` is cancelled too.
+    pub async fn serve(self, listener: TcpListener, stop: CancellationToken) {
+        loop {
+            let accepted = tokio::select! {
+                () = stop.cancelled() => return,
+                a = listener.accept() => a,
+            };
+            match accepted {
+                Ok((stream, peer)) => {
+                    let proxy = self.clone();
+                    let stop = stop.clone();
+                    tokio::spawn(async move {
+                        tokio::select! {
+                            () = stop.cancelled() => {}
+                            () = connection::serve(&proxy, stream, peer) => {}
+                        }
+                    });
+                }
+                Err(e) => {
+                    warn!(error = %e, "egress proxy: accept failed");
+                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                }
+            }
+        }
+    }
+}

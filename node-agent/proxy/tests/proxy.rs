@@ -1,0 +1,207 @@
+//! The proxy over real sockets: an upstream HTTP server on loopback, a
+//! policy that allows it through a loopback CIDR rule, and clients that
+//! speak CONNECT and absolute-form HTTP.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use agentcomputer_egress::{CidrConfig, EgressConfig, Mode, Policy};
+use agentcomputer_proxy::{Caller, Credentials, Fixed, Metrics, Proxy};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio_util::sync::CancellationToken;
+
+/// Answers `hello <request line>`; counts connections.
+async fn upstream() -> (u16, Arc<AtomicUsize>) {
+    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = l.local_addr().unwrap().port();
+    let count = Arc::new(AtomicUsize::new(0));
+    let seen = count.clone();
+    tokio::spawn(async move {
+        while let Ok((mut s, _)) = l.accept().await {
+            seen.fetch_add(1, Ordering::SeqCst);
+            tokio::spawn(async move {
+                let mut got = Vec::new();
+                let mut buf = [0u8; 4096];
+                while !got.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match s.read(&mut buf).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => got.extend_from_slice(&buf[..n]),
+                    }
+                }
+                let text = String::from_utf8_lossy(&got).into_owned();
+                let line = text.lines().next().unwrap_or("").to_string();
+                let proxy_auth_leaked = text.to_ascii_lowercase().contains("proxy-authorization");
+                let body = format!("hello {line} leaked={proxy_auth_leaked}\n");
+                let reply = format!(
+                    "HTTP/1.1 200 OK\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+                let _ = s.write_all(reply.as_bytes()).await;
+            });
+        }
+    });
+    (port, count)
+}
+
+fn policy(port: u16) -> Arc<Policy> {
+    Arc::new(
+        Policy::new(EgressConfig {
+            mode: Mode::AllowList,
+            cidrs: vec![CidrConfig::parse_flag(&format!("127.0.0.1:{port}")).unwrap()],
+            ..EgressConfig::default()
+        })
+        .unwrap(),
+    )
+}
+
+async fn start(proxy: Proxy) -> (u16, CancellationToken) {
+    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = l.local_addr().unwrap().port();
+    let stop = CancellationToken::new();
+    tokio::spawn(proxy.serve(l, stop.clone()));
+    (port, stop)
+}
+
+async fn exchange(proxy_port: u16, request: &str) -> String {
+    let mut s = TcpStream::connect(("127.0.0.1", proxy_port)).await.unwrap();
+    s.write_all(request.as_bytes()).await.unwrap();
+    let mut out = Vec::new();
+    s.read_to_end(&mut out).await.unwrap();
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+#[tokio::test]
+async fn the_policy_decides_every_request_and_each_decision_is_counted() {
+    let (up, connections) = upstream().await;
+    let metrics = Metrics::new();
+    let registry = prometheus::Registry::new();
+    metrics.register(&registry).unwrap();
+    let caller = Caller {
+        computer: "demo".into(),
+        policy: policy(up),
+    };
+    let (port, stop) = start(Proxy::new(Arc::new(Fixed(caller)), metrics.clone())).await;
+
+    // Plain HTTP: forwarded in origin form, hop headers dropped.
+    let got = exchange(
+        port,
+        &format!("GET http://127.0.0.1:{up}/a?b=1 HTTP/1.1\r\nhost: 127.0.0.1:{up}\r\nproxy-authorization: Basic eDp5\r\n\r\n"),
+    )
+    .await;
+    assert!(
+        got.contains("hello GET /a?b=1 HTTP/1.1 leaked=false"),
+        "{got}"
+    );
+
+    // CONNECT: a tunnel, then anything over it.
+    let mut s = TcpStream::connect(("127.0.0.1", port)).await.unwrap();
+    s.write_all(format!("CONNECT 127.0.0.1:{up} HTTP/1.1\r\nhost: x\r\n\r\n").as_bytes())
+        .await
+        .unwrap();
+    let mut head = [0u8; 39];
+    s.read_exact(&mut head).await.unwrap();
+    assert_eq!(&head, b"HTTP/1.1 200 Connection established\r\n\r\n");
+    s.write_all(b"GET /tunnel HTTP/1.1\r\n\r\n").await.unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).await.unwrap();
+    assert!(out.contains("hello GET /tunnel"), "{out}");
+    assert_eq!(connections.load(Ordering::SeqCst), 2);
+
+    // Refusals: another port, metadata, IP-literal spellings of loopback
+    // ports not listed, and a name that resolves to loopback.
+    for (request, reason) in [
+        (
+            format!(
+                "CONNECT 127.0.0.1:{} HTTP/1.1\r\n\r\n",
+                up.wrapping_add(1).max(1)
+            ),
+            "not-listed",
+        ),
+        (
+            "CONNECT 169.254.169.254:80 HTTP/1.1\r\n\r\n".to_string(),
+            "metadata",
+        ),
+        (
+            "GET http://2130706433:1/ HTTP/1.1\r\n\r\n".to_string(),
+            "not-listed",
+        ),
+        (
+            "GET http://0x7f.1:1/ HTTP/1.1\r\n\r\n".to_string(),
+            "not-listed",
+        ),
+        (
+            "CONNECT [::ffff:127.0.0.1]:1 HTTP/1.1\r\n\r\n".to_string(),
+            "not-listed",
+        ),
+        (
+            "CONNECT localhost:1 HTTP/1.1\r\n\r\n".to_string(),
+            "not-listed",
+        ),
+    ] {
+        let before = metrics.get("denied", reason);
+        let got = exchange(port, &request).await;
+        assert!(
+            got.starts_with("HTTP/1.1 403 Forbidden"),
+            "{request}: {got}"
+        );
+        assert!(got.contains("egress denied by policy"), "{request}: {got}");
+        assert_eq!(metrics.get("denied", reason), before + 1, "{request}");
+    }
+    // Origin-form requests are not proxied: the proxy is no web server.
+    let got = exchange(port, "GET / HTTP/1.1\r\nhost: x\r\n\r\n").await;
+    assert!(got.starts_with("HTTP/1.1 400"), "{got}");
+    assert_eq!(connections.load(Ordering::SeqCst), 2);
+    assert_eq!(metrics.get("allowed", ""), 2);
+    let text = prometheus::TextEncoder::new()
+        .encode_to_string(&registry.gather())
+        .unwrap();
+    assert!(
+        text.contains(
+            r#"agentcomputer_egress_proxy_decisions_total{decision="allowed",reason=""} 2"#
+        ),
+        "{text}"
+    );
+    stop.cancel();
+}
+
+#[tokio::test]
+async fn a_credential_listener_serves_only_issued_credentials() {
+    let (up, connections) = upstream().await;
+    let creds = Credentials::new();
+    let metrics = Metrics::new();
+    let (port, stop) = start(Proxy::new(Arc::new(creds.clone()), metrics.clone())).await;
+    let request = |auth: &str| format!("GET http://127.0.0.1:{up}/ HTTP/1.1\r\n{auth}\r\n");
+    let got = exchange(port, &request("")).await;
+    assert!(got.starts_with("HTTP/1.1 407"), "{got}");
+    assert!(got.contains("Proxy-Authenticate: Basic"), "{got}");
+    let token = "0123456789abcdef".repeat(4);
+    let guard = creds.issue(
+        token.clone(),
+        Caller {
+            computer: "demo".into(),
+            policy: policy(up),
+        },
+    );
+    use base64::Engine;
+    let basic = base64::engine::general_purpose::STANDARD.encode(format!("computer:{token}"));
+    let got = exchange(
+        port,
+        &request(&format!("proxy-authorization: Basic {basic}\r\n")),
+    )
+    .await;
+    assert!(got.contains("hello GET / HTTP/1.1 leaked=false"), "{got}");
+    drop(guard);
+    let got = exchange(
+        port,
+        &request(&format!("proxy-authorization: Basic {basic}\r\n")),
+    )
+    .await;
+    assert!(
+        got.starts_with("HTTP/1.1 407"),
+        "revoked credential accepted: {got}"
+    );
+    assert_eq!(connections.load(Ordering::SeqCst), 1);
+    assert_eq!(metrics.get("denied", "unauthenticated"), 2);
+    stop.cancel();
+}

@@ -1,0 +1,408 @@
+//! The container runtime of a real `node-agent local` process (root, with
+//! bubblewrap): the exec contract it shares with the other runtimes, files
+//! shared with the shell and JavaScript at once, and the sandbox's walls.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use agentcomputer_proto::v1 as pb;
+use common::*;
+use pb::exec_event::Event;
+use tonic::Code;
+
+/// Whether this machine can run the sandbox; prints why not.
+fn sandbox_possible() -> bool {
+    if !nix::unistd::Uid::effective().is_root() {
+        eprintln!("SKIPPED: the local container sandbox needs root");
+        return false;
+    }
+    if !std::path::Path::new("/usr/bin/bwrap").exists() && which("bwrap").is_none() {
+        eprintln!("SKIPPED: bwrap (Debian package bubblewrap) is not installed");
+        return false;
+    }
+    true
+}
+
+fn which(name: &str) -> Option<std::path::PathBuf> {
+    std::env::split_paths(&std::env::var_os("PATH")?)
+        .map(|d| d.join(name))
+        .find(|p| p.is_file())
+}
+
+fn box_req(computer: &str, script: &str) -> pb::ExecRequest {
+    pb::ExecRequest {
+        computer: computer.into(),
+        script: script.into(),
+        runtime: pb::Runtime::Container as i32,
+        ..Default::default()
+    }
+}
+
+async fn boxed(c: &mut Client, computer: &str, script: &str) -> Ran {
+    run(c, box_req(computer, script)).await
+}
+
+/// Host processes whose command line contains `marker`.
+fn host_processes_with(marker: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        if let Ok(cmd) = std::fs::read(entry.path().join("cmdline")) {
+            let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
+            if cmd.contains(marker) {
+                found.push(format!("{}: {cmd}", entry.file_name().to_string_lossy()));
+            }
+        }
+    }
+    found
+}
+
+#[tokio::test]
+async fn the_exec_contract_holds_in_the_container() {
+    if !sandbox_possible() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let agent = Agent::start(dir.path(), &[]);
+    let mut c = agent.client().await;
+    create(&mut c, "box", 0).await;
+
+    // Exit codes, as bash gives them; a signal is 128+N.
+    assert_eq!(boxed(&mut c, "box", "exit 3").await.code, 3);
+    assert_eq!(boxed(&mut c, "box", "true").await.code, 0);
+    let r = boxed(&mut c, "box", "kill -9 $$").await;
+    assert_eq!((r.code, r.error.as_str()), (137, ""), "{r:?}");
+    assert_eq!(boxed(&mut c, "box", "no-such-command-here").await.code, 127);
+
+    // Each stream keeps its order.
+    let r = boxed(&mut c, "box", "echo a; echo b >&2; echo c; echo d >&2").await;
+    assert_eq!((r.stdout.as_str(), r.stderr.as_str()), ("a\nc\n", "b\nd\n"));
+
+    // stdin, env, cwd; work starts in /workspace.
+    let mut req = box_req("box", "cat; echo \"$FOO\"; pwd; echo $HOME");
+    req.stdin = b"from stdin\n".to_vec();
+    req.env.insert("FOO".into(), "bar baz".into());
+    let r = run(&mut c, req).await;
+    assert_eq!(
+        r.stdout, "from stdin\nbar baz\n/workspace\n/workspace\n",
+        "{r:?}"
+    );
+    sh(&mut c, "box", "mkdir -p src/deep").await;
+    let mut req = box_req("box", "pwd");
+    req.cwd = "src/deep".into();
+    assert_eq!(run(&mut c, req).await.stdout, "/workspace/src/deep\n");
+    let mut req = box_req("box", "pwd");
+    req.cwd = "nope".into();
+    let err = c.exec(req).await.unwrap_err();
+    assert_errno(&err, Code::NotFound, "ENOENT");
+
+    // Output is streamed as it comes, not at the end.
+    let started = Instant::now();
+    let mut stream = c
+        .exec(box_req("box", "echo first; sleep 2; echo second"))
+        .await
+        .unwrap()
+        .into_inner();
+    let first = stream.message().await.unwrap().unwrap().event.unwrap();
+    assert_eq!(first, Event::Stdout(b"first\n".to_vec()));
+    assert!(
+        started.elapsed() < Duration::from_millis(1500),
+        "{:?}",
+        started.elapsed()
+    );
+    while stream.message().await.unwrap().is_some() {}
+
+    // The output cap cuts exactly there and stops the script.
+    let mut req = box_req("box", "yes");
+    req.max_output_bytes = 1000;
+    let r = run(&mut c, req).await;
+    assert_eq!(r.code, 141, "{r:?}");
+    assert_eq!(r.stdout.len(), 1000);
+    assert!(r.error.contains("output exceeded 1000 bytes"), "{r:?}");
+    assert!(
+        r.stderr.ends_with("output truncated and script stopped\n"),
+        "{r:?}"
+    );
+
+    // A timeout kills the whole tree, background children included.
+    let marker = format!("{}.{}", 100 + std::process::id() % 800, 7);
+    let mut req = box_req(
+        "box",
+        &format!("sleep {marker} & (sleep {marker} &) ; sleep {marker}"),
+    );
+    req.timeout_ms = 2000;
+    let started = Instant::now();
+    let r = run(&mut c, req).await;
+    let took = started.elapsed();
+    assert_eq!(r.code, 124, "{r:?}");
+    assert_eq!(r.error, "container: script timed out after 2s");
+    assert!(
+        took >= Duration::from_secs(2) && took < Duration::from_secs(4),
+        "{took:?}"
+    );
+    assert_eq!(
+        host_processes_with(&format!("sleep {marker}")),
+        Vec::<String>::new()
+    );
+
+    // Background jobs do not outlive a script that ends by itself either.
+    let marker2 = format!("{}.{}", 100 + std::process::id() % 800, 3);
+    let r = boxed(&mut c, "box", &format!("sleep {marker2} & echo started")).await;
+    assert_eq!((r.code, r.stdout.as_str()), (0, "started\n"));
+    assert_eq!(
+        host_processes_with(&format!("sleep {marker2}")),
+        Vec::<String>::new()
+    );
+
+    // A client that goes away stops the run and its processes.
+    let marker3 = format!("{}.{}", 100 + std::process::id() % 800, 9);
+    let script = format!(
+        "sleep {marker3} & i=0; while true; do i=$((i+1)); echo $i > counter; echo tick; sleep 0.1; done"
+    );
+    assert_run_stops_when_client_leaves(&mut c, "box", box_req("box", &script), "container").await;
+    assert_eq!(
+        host_processes_with(&format!("sleep {marker3}")),
+        Vec::<String>::new()
+    );
+
+    // input_json belongs to JavaScript.
+    let mut req = box_req("box", "true");
+    req.input_json = "{}".into();
+    assert_errno(
+        &c.exec(req).await.unwrap_err(),
+        Code::InvalidArgument,
+        "EINVAL",
+    );
+    agent.stop().await;
+}
+
+#[tokio::test]
+async fn files_are_shared_with_the_shell_and_javascript_at_once() {
+    if !sandbox_possible() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let agent = Agent::start(dir.path(), &[]);
+    let mut c = agent.client().await;
+    create(&mut c, "shared", 0).await;
+
+    let r = boxed(
+        &mut c,
+        "shared",
+        "echo from-container > /workspace/c.txt; mkdir d; echo x > d/y",
+    )
+    .await;
+    assert_eq!(r.code, 0, "{r:?}");
+    let r = sh(&mut c, "shared", "cat c.txt d/y").await;
+    assert_eq!(r.stdout, "from-container\nx\n", "{r:?}");
+    // The container writes as the user the shell writes as.
+    sh(&mut c, "shared", "echo s > owner.txt").await;
+    let r = boxed(&mut c, "shared", "stat -c %u:%g c.txt owner.txt").await;
+    assert_eq!(r.stdout, "1000:1000\n1000:1000\n", "{r:?}");
+    let js = r#"import fs from "node:fs/promises";
+export default async () => (await fs.readFile("/workspace/c.txt", "utf8")).trim();"#;
+    assert_eq!(
+        run(&mut c, js_req("shared", js, "")).await.result,
+        r#""from-container""#
+    );
+
+    sh(&mut c, "shared", "echo from-shell > s.txt").await;
+    let js = r#"import fs from "node:fs/promises";
+export default async () => { await fs.writeFile("/workspace/j.txt", "from-js\n"); return 1; };"#;
+    run(&mut c, js_req("shared", js, "")).await;
+    let r = boxed(&mut c, "shared", "cat s.txt j.txt; echo more >> s.txt").await;
+    assert_eq!(r.stdout, "from-shell\nfrom-js\n", "{r:?}");
+    assert_eq!(
+        sh(&mut c, "shared", "cat s.txt").await.stdout,
+        "from-shell\nmore\n"
+    );
+
+    // While a container run is going, a file the shell writes appears in
+    // it, and a file it writes appears to the shell.
+    let mut stream = c
+        .exec(box_req(
+            "shared",
+            "ls late.txt 2>/dev/null; echo ready; for i in $(seq 200); do if [ -f late.txt ]; then cat late.txt; echo back > reply.txt; exit 0; fi; sleep 0.02; done; exit 1",
+        ))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(
+        stream.message().await.unwrap().unwrap().event.unwrap(),
+        Event::Stdout(b"ready\n".to_vec())
+    );
+    let mut c2 = agent.client().await;
+    sh(&mut c2, "shared", "echo written-meanwhile > late.txt").await;
+    let mut out = String::new();
+    let mut code = None;
+    while let Some(ev) = stream.message().await.unwrap() {
+        match ev.event.unwrap() {
+            Event::Stdout(b) => out.push_str(&String::from_utf8_lossy(&b)),
+            Event::Exit(e) => code = Some(e.code),
+            Event::Stderr(_) => {}
+        }
+    }
+    assert_eq!((code, out.as_str()), (Some(0), "written-meanwhile\n"));
+    assert_eq!(sh(&mut c, "shared", "cat reply.txt").await.stdout, "back\n");
+    agent.stop().await;
+}
+
+#[tokio::test]
+async fn the_sandbox_walls_hold() {
+    if !sandbox_possible() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let agent = Agent::start(dir.path(), &[]);
+    let mut c = agent.client().await;
+    create(&mut c, "walled", 0).await;
+    create(&mut c, "other", 0).await;
+    sh(&mut c, "other", "echo other-secret-7731 > secret.txt").await;
+    let data = dir.path().display().to_string();
+    let port = agent.url.rsplit(':').next().unwrap().to_string();
+
+    let check = |script: String| box_req("walled", &script);
+    let cases: Vec<(&str, String)> = vec![
+        ("the data directory", format!("ls {data}")),
+        (
+            "the data directory's databases",
+            format!("cat {data}/computers/other/fs.db"),
+        ),
+        (
+            "another computer's files",
+            "grep -rs other-secret-7731 / --exclude-dir=proc --exclude-dir=sys -l".into(),
+        ),
+        ("/root", "ls /root".into()),
+        ("/home", "ls /home".into()),
+        ("writing the userland", "touch /usr/bin/planted".into()),
+        ("writing /etc", "echo x >> /etc/passwd".into()),
+        ("adding to /etc", "touch /etc/planted".into()),
+        ("adding to /", "mkdir /planted".into()),
+        (
+            "the agent's API",
+            format!("exec 3<>/dev/tcp/127.0.0.1/{port}"),
+        ),
+        ("the network", "exec 3<>/dev/tcp/1.1.1.1/80".into()),
+        ("raising privileges", "su -c true root </dev/null".into()),
+    ];
+    for (what, script) in cases {
+        let r = run(&mut c, check(format!("{script} && echo REACHED"))).await;
+        assert!(
+            !r.stdout.contains("REACHED") && !r.stdout.contains("other-secret"),
+            "the container reached {what}: {r:?}"
+        );
+    }
+
+    // Identity and privileges: the sandbox user, no capabilities.
+    let r = boxed(
+        &mut c,
+        "walled",
+        "id -u; id -g; grep -E '^(CapEff|CapBnd|NoNewPrivs)' /proc/self/status",
+    )
+    .await;
+    assert!(r.stdout.starts_with("1000\n1000\n"), "{r:?}");
+    assert!(r.stdout.contains("CapEff:\t0000000000000000"), "{r:?}");
+    assert!(r.stdout.contains("CapBnd:\t0000000000000000"), "{r:?}");
+    assert!(r.stdout.contains("NoNewPrivs:\t1"), "{r:?}");
+
+    // Host processes are invisible: only the sandbox's own are in /proc.
+    let r = boxed(&mut c, "walled", "ls /proc | grep -cE '^[0-9]+$'").await;
+    let count: u32 = r.stdout.trim().parse().unwrap();
+    assert!(count <= 5, "the container sees {count} processes");
+
+    // Only loopback exists under deny-all.
+    let r = boxed(
+        &mut c,
+        "walled",
+        "tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' '",
+    )
+    .await;
+    assert_eq!(r.stdout, "lo\n", "{r:?}");
+    let r = boxed(&mut c, "walled", "env | grep -ci proxy").await;
+    assert_eq!(
+        r.stdout.trim(),
+        "0",
+        "deny-all gets no proxy settings: {r:?}"
+    );
+
+    // Host binaries work; /tmp is private and writable.
+    let r = boxed(
+        &mut c,
+        "walled",
+        "echo t > /tmp/t && cat /tmp/t && git --version >/dev/null && echo ok",
+    )
+    .await;
+    assert_eq!(r.stdout, "t\nok\n", "{r:?}");
+    let r = boxed(&mut c, "walled", "cat /tmp/t").await;
+    assert_ne!(r.code, 0, "/tmp survived between runs: {r:?}");
+
+    // A process limit holds (the pids cgroup, 1024 tasks by default):
+    // threads count as tasks and are cheap to make.
+    let r = boxed(
+        &mut c,
+        "walled",
+        "python3 -c '\nimport threading, time\nn = 0\ntry:\n    for i in range(1100):\n        threading.Thread(target=time.sleep, args=(30,), daemon=True).start()\n        n += 1\nexcept RuntimeError as e:\n    print(\"refused after\", n)\n'",
+    )
+    .await;
+    let refused: u32 = r
+        .stdout
+        .trim()
+        .strip_prefix("refused after ")
+        .unwrap_or_else(|| panic!("no process limit: {r:?}"))
+        .parse()
+        .unwrap();
+    assert!(refused < 1024, "{refused} threads started");
+    agent.stop().await;
+}
+
+/// An agent that is not root refuses container runs and says which walls
+/// it cannot build.
+#[tokio::test]
+async fn without_root_container_runs_are_refused_with_the_reason() {
+    if !nix::unistd::Uid::effective().is_root() {
+        eprintln!("SKIPPED: starting an agent as another user needs root");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    std::fs::create_dir(&data).unwrap();
+    nix::unistd::chown(&data, Some(65534.into()), Some(65534.into())).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let agent = Agent::start_as(&data, &[], 65534);
+    let mut c = agent.client().await;
+    create(&mut c, "plain", 0).await;
+    let err = c.exec(box_req("plain", "true")).await.unwrap_err();
+    assert_eq!(err.code(), Code::FailedPrecondition, "{err:?}");
+    assert!(err.message().contains("not running as root"), "{err:?}");
+    assert!(err.message().contains("PID namespace"), "{err:?}");
+    // The other runtimes still work.
+    assert_eq!(sh(&mut c, "plain", "echo ok").await.stdout, "ok\n");
+    agent.stop().await;
+}
+
+/// A computer whose settings turn the container runtime off is refused.
+#[tokio::test]
+async fn a_computer_without_the_container_runtime_is_refused() {
+    if !sandbox_possible() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let agent = Agent::start(dir.path(), &[]);
+    let mut c = agent.client().await;
+    create(&mut c, "nobox", 0).await;
+    drop(c);
+    assert!(agent.stop().await.success());
+    let file = dir.path().join("computers/nobox/computer.json");
+    let mut settings: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
+    settings["runtimes"]["container"] = serde_json::Value::Bool(false);
+    std::fs::write(&file, serde_json::to_vec(&settings).unwrap()).unwrap();
+    let agent = Agent::start(dir.path(), &[]);
+    let mut c = agent.client().await;
+    let err = c.exec(box_req("nobox", "true")).await.unwrap_err();
+    assert_eq!(err.code(), Code::FailedPrecondition, "{err:?}");
+    assert!(err.message().contains("runtime container is disabled"), "{err:?}");
+    assert_eq!(sh(&mut c, "nobox", "echo ok").await.stdout, "ok\n");
+    agent.stop().await;
+}
