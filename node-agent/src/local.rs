@@ -41,6 +41,8 @@ pub struct LocalConfig {
     /// Serve the API over TLS with this identity ([`crate::tls::server_tls`]);
     /// `None` serves plain HTTP/2.
     pub tls: Option<ServerTlsConfig>,
+    /// Bounds on Read and Write streams.
+    pub streams: crate::api::streams::StreamLimits,
 }
 
 /// Makes the data directory ready for clients before the agent announces
@@ -115,7 +117,11 @@ where
             .context("cannot set up TLS for the API")?;
     }
     let server = builder
-        .add_service(Service::new(registry.clone(), Arc::new(token)).into_server())
+        .add_service(
+            Service::new(registry.clone(), Arc::new(token))
+                .with_stream_limits(config.streams)
+                .into_server(),
+        )
         .serve_with_incoming_shutdown(incoming, on_signal);
     let forced = async {
         stop.cancelled().await;

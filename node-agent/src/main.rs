@@ -59,6 +59,16 @@ enum Command {
         /// The private key of --tls-cert (PEM).
         #[arg(long, value_name = "PEM", requires = "tls_cert")]
         tls_key: Option<PathBuf>,
+        /// End a Read or Write stream that moved nothing for this long
+        /// (DEADLINE_EXCEEDED), releasing its lease and upload.
+        #[arg(long, default_value = "60s", value_parser = humantime::parse_duration)]
+        stream_idle_timeout: Duration,
+        /// Most Read/Write streams open at once per client connection.
+        #[arg(long, default_value_t = agentcomputer_node_agent::api::streams::DEFAULT_STREAMS_PER_CLIENT)]
+        max_streams_per_client: usize,
+        /// Most Read/Write streams open at once per computer.
+        #[arg(long, default_value_t = agentcomputer_node_agent::api::streams::DEFAULT_STREAMS_PER_COMPUTER)]
+        max_streams_per_computer: usize,
     },
     /// Serve the computers placed on one Kubernetes node (unprivileged).
     /// The Kubernetes client comes from the in-cluster service account or
@@ -147,6 +157,9 @@ fn main() -> anyhow::Result<()> {
                 idle_timeout,
                 tls_cert,
                 tls_key,
+                stream_idle_timeout,
+                max_streams_per_client,
+                max_streams_per_computer,
             } => {
                 let data_dir = match data_dir {
                     Some(d) => d,
@@ -171,6 +184,11 @@ fn main() -> anyhow::Result<()> {
                     data_dir,
                     idle_timeout,
                     tls,
+                    streams: agentcomputer_node_agent::api::streams::StreamLimits {
+                        idle_timeout: stream_idle_timeout,
+                        per_client: max_streams_per_client,
+                        per_computer: max_streams_per_computer,
+                    },
                 };
                 local::serve(listener, config, shutdown_signal()?).await
             }

@@ -16,6 +16,7 @@ pub mod observe;
 pub mod paths;
 mod read;
 mod search;
+pub mod streams;
 mod walk;
 mod write;
 
@@ -42,6 +43,7 @@ pub struct Service {
     registry: Registry,
     auth: Arc<dyn Authorizer>,
     observer: Arc<dyn Observer>,
+    streams: streams::StreamGate,
 }
 
 impl Service {
@@ -52,12 +54,19 @@ impl Service {
             registry,
             auth,
             observer: Arc::new(Unobserved),
+            streams: streams::StreamGate::new(streams::StreamLimits::default()),
         }
     }
 
     /// The same service reporting its calls to `observer`.
     pub fn with_observer(mut self, observer: Arc<dyn Observer>) -> Service {
         self.observer = observer;
+        self
+    }
+
+    /// The same service with other bounds on its Read and Write streams.
+    pub fn with_stream_limits(mut self, limits: streams::StreamLimits) -> Service {
+        self.streams = streams::StreamGate::new(limits);
         self
     }
 
@@ -211,9 +220,12 @@ impl AgentComputer for Service {
         &self,
         req: Request<pb::ReadRequest>,
     ) -> Result<Response<Self::ReadStream>, Status> {
+        let client = streams::client_of(&req);
         let req = self.authorized(req)?;
+        let permit = self.streams.admit(&client, &req.computer)?;
         let lease = self.registry.acquire(&req.computer).await?;
-        read::start(lease, req).await.map(Response::new)
+        let idle = self.streams.limits().idle_timeout;
+        read::start(lease, req, permit, idle).await.map(Response::new)
     }
 
     async fn write(
@@ -221,8 +233,9 @@ impl AgentComputer for Service {
         req: Request<Streaming<pb::WriteRequest>>,
     ) -> Result<Response<pb::WriteResponse>, Status> {
         let caller = self.caller(&req);
+        let client = streams::client_of(&req);
         let check = |requested: &str| self.observed(caller.computer(requested));
-        write::write(&self.registry, check, req.into_inner())
+        write::write(&self.registry, check, &self.streams, &client, req.into_inner())
             .await
             .map(Response::new)
     }
