@@ -225,7 +225,9 @@ impl AgentComputer for Service {
         let permit = self.streams.admit(&client, &req.computer)?;
         let lease = self.registry.acquire(&req.computer).await?;
         let idle = self.streams.limits().idle_timeout;
-        read::start(lease, req, permit, idle).await.map(Response::new)
+        read::start(lease, req, permit, idle)
+            .await
+            .map(Response::new)
     }
 
     async fn write(

@@ -45,7 +45,11 @@ impl Stream for ReadStream {
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         match self.rx.poll_recv(cx) {
             Poll::Ready(None) => {
-                let failure = self.failure.lock().unwrap_or_else(|e| e.into_inner()).take();
+                let failure = self
+                    .failure
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .take();
                 Poll::Ready(failure.map(Err))
             }
             other => other,
@@ -109,10 +113,8 @@ pub async fn start(
                 Ok(Ok(())) => {}
                 Ok(Err(_)) => return, // client went away
                 Err(_) => {
-                    *failed.lock().unwrap_or_else(|e| e.into_inner()) = Some(idle_error(
-                        &format!("read of {shown}"),
-                        idle_timeout,
-                    ));
+                    *failed.lock().unwrap_or_else(|e| e.into_inner()) =
+                        Some(idle_error(&format!("read of {shown}"), idle_timeout));
                     return;
                 }
             }
