@@ -98,6 +98,8 @@ pub struct Registry {
 struct Inner {
     data_dir: PathBuf,
     computers_dir: PathBuf,
+    /// Per-exec scratch space (JavaScript's `/tmp`); see [`SCRATCH_DIR`].
+    scratch_dir: PathBuf,
     idle_timeout: Duration,
     open: Mutex<HashMap<String, Arc<Slot>>>,
     lifecycle: tokio::sync::Mutex<()>,
@@ -111,6 +113,8 @@ struct Slot {
     /// Replaced by [`Registry::update`] while the engine stays open.
     settings: Mutex<Settings>,
     dir: PathBuf,
+    /// The registry's scratch directory.
+    scratch_dir: PathBuf,
     active: AtomicUsize,
     last_used: Mutex<Instant>,
     /// Cancelled when the computer is deleted or the agent shuts down.
@@ -154,6 +158,12 @@ impl Lease {
         &self.slot.name
     }
 
+    /// Where execs of this computer make their scratch space (0700, only
+    /// the agent's user can enter; emptied when the agent starts).
+    pub fn scratch_dir(&self) -> &Path {
+        &self.slot.scratch_dir
+    }
+
     /// A token cancelled when the computer is deleted or the agent shuts down.
     pub fn cancel_token(&self) -> CancellationToken {
         self.slot.cancel.child_token()
@@ -184,6 +194,8 @@ impl Registry {
         let computers_dir = data_dir.join("computers");
         private::ensure_dir(data_dir)?;
         private::ensure_dir(&computers_dir)?;
+        let scratch_dir = data_dir.join(SCRATCH_DIR);
+        prepare_scratch(&scratch_dir)?;
         for entry in std::fs::read_dir(&computers_dir)? {
             let entry = entry?;
             let name = entry.file_name();
@@ -197,6 +209,7 @@ impl Registry {
             inner: Arc::new(Inner {
                 data_dir: data_dir.to_path_buf(),
                 computers_dir,
+                scratch_dir,
                 idle_timeout,
                 open: Mutex::new(HashMap::new()),
                 lifecycle: tokio::sync::Mutex::new(()),
@@ -397,6 +410,7 @@ impl Registry {
             dir: self.dir_of(name),
             name: name.to_string(),
             settings: Mutex::new(settings),
+            scratch_dir: self.inner.scratch_dir.clone(),
             active: AtomicUsize::new(1),
             last_used: Mutex::new(Instant::now()),
             cancel: self.inner.shutdown.child_token(),
@@ -772,6 +786,39 @@ impl Registry {
             }
         }
     }
+}
+
+/// Directory of the data directory holding per-exec scratch space, each
+/// exec's in its own subdirectory (JavaScript's `/tmp` database). Mode
+/// 0700; whatever it holds when the agent starts is left over from a crash
+/// and is removed.
+pub const SCRATCH_DIR: &str = "scratch";
+
+/// Makes `dir` an empty directory of mode 0700, removing what a crashed run
+/// left in it.
+fn prepare_scratch(dir: &Path) -> io::Result<()> {
+    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+    if dir.exists() {
+        let mut left = 0usize;
+        for entry in std::fs::read_dir(dir)? {
+            let entry = entry?;
+            left += 1;
+            if entry.file_type()?.is_dir() {
+                std::fs::remove_dir_all(entry.path())?;
+            } else {
+                std::fs::remove_file(entry.path())?;
+            }
+        }
+        if left > 0 {
+            warn!(dir = %dir.display(), entries = left, "removed scratch space left by a previous run");
+        }
+    } else {
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)?;
+    }
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
 }
 
 /// Free bytes inside an idle, still open computer's database that make

@@ -309,3 +309,55 @@ async fn disk_bytes_are_reported_and_given_back_when_idle() {
     assert!(on_disk < 4 * MIB, "{} is {on_disk} bytes", db.display());
     assert!(!dir.path().join("computers/shrink/fs.db-wal").exists());
 }
+
+/// JavaScript's `/tmp` used to live in /dev/shm, readable by other local
+/// users while the exec ran and left behind by a crash.
+#[tokio::test(flavor = "multi_thread")]
+async fn javascript_scratch_is_private_and_never_left_behind() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    // What a crashed run left: removed when the agent starts.
+    let scratch = dir.path().join("scratch");
+    std::fs::create_dir_all(scratch.join("js-tmp-crashed")).unwrap();
+    std::fs::write(scratch.join("js-tmp-crashed/tmp.db"), vec![0u8; 4096]).unwrap();
+    let agent = Agent::start(dir.path(), &[]);
+    let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    // The registry is ready once a call succeeded.
+    let mut c = agent.client().await;
+    create(&mut c, "js", 0).await;
+    assert_eq!(
+        std::fs::read_dir(&scratch).unwrap().count(),
+        0,
+        "crash leftovers stayed"
+    );
+    assert_eq!(mode(&scratch), 0o700);
+    let source = r#"import {writeFileSync} from "node:fs";
+        writeFileSync("/tmp/secret", "hunter2");
+        const until = Date.now() + 3000;
+        while (Date.now() < until) {}
+        export default () => "done";"#;
+    let mut runner = agent.client().await;
+    let exec = tokio::spawn(async move { run(&mut runner, js_req("js", source, "null")).await });
+    // While it runs, its scratch space is there, and only the agent's user
+    // can enter or read it.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let sub = loop {
+        if let Some(e) = std::fs::read_dir(&scratch).unwrap().next() {
+            break e.unwrap().path();
+        }
+        assert!(Instant::now() < deadline, "no scratch directory appeared");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert_eq!(mode(&sub), 0o700, "{}", sub.display());
+    let mut files = 0;
+    for f in std::fs::read_dir(&sub).unwrap() {
+        let f = f.unwrap();
+        assert_eq!(mode(&f.path()), 0o600, "{}", f.path().display());
+        files += 1;
+    }
+    assert!(files >= 1);
+    let ran = exec.await.unwrap();
+    assert_eq!(ran.code, 0, "{ran:?}");
+    // Removed at the end of the exec.
+    assert_eq!(std::fs::read_dir(&scratch).unwrap().count(), 0);
+}
