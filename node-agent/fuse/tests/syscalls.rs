@@ -638,11 +638,14 @@ fn fallocate_and_copy_file_range() {
     assert!(buf[..100].iter().all(|&b| b == 9));
     assert!(buf[100..1100].iter().all(|&b| b == 0));
     assert!(buf[1100..].iter().all(|&b| b == 9));
+    // With another file's bytes stored, the whole quota no longer fits; the
+    // check comes before anything is written.
+    std::fs::write(m.path("other"), vec![1u8; 1 << 20]).unwrap();
     let past_quota = nix::fcntl::fallocate(
         &f,
         nix::fcntl::FallocateFlags::empty(),
         0,
-        m.fs.limits().max_bytes,
+        m.fs.limits().max_bytes as i64,
     );
     assert_eq!(past_quota, Err(nix::errno::Errno::ENOSPC));
     assert_eq!(f.metadata().unwrap().len(), 1 << 20, "nothing reserved");
