@@ -166,7 +166,8 @@ mod tests {
         assert!(e.message().contains("per computer"), "{}", e.message());
         // Another computer is not affected by this one's streams.
         let _b2 = gate.admit("b", "d").unwrap();
+        // Finishing a stream frees its place under both caps.
         drop(a1);
-        let _b3 = gate.admit("b", "c").unwrap();
+        let _e1 = gate.admit("e", "c").unwrap();
     }
 }
