@@ -121,7 +121,7 @@ pub fn secure_data_dir(data_dir: &Path) -> anyhow::Result<Vec<Tightened>> {
 }
 
 /// Tightens the entries of `dir`, descending into directories. At the top
-/// (`top`), only into the agent's own directory `computers`.
+/// (`top`), only into the agent's own directories `computers` and `scratch`.
 fn walk(dir: &Path, dev: u64, top: bool, changes: &mut Vec<Tightened>) -> anyhow::Result<()> {
     use anyhow::Context;
     let entries =
@@ -139,7 +139,11 @@ fn walk(dir: &Path, dev: u64, top: bool, changes: &mut Vec<Tightened>) -> anyhow
             warn!(path = %path.display(), "not making a mount inside the data directory private");
             continue;
         }
-        if top && meta.is_dir() && entry.file_name() != COMPUTERS_DIR {
+        if top
+            && meta.is_dir()
+            && entry.file_name() != COMPUTERS_DIR
+            && entry.file_name() != crate::registry::SCRATCH_DIR
+        {
             warn!(path = %path.display(), "leaving a directory the agent did not make as it is");
             continue;
         }

@@ -43,7 +43,13 @@ pub(crate) fn open_writer(path: &Path, create: bool, page_size: Option<u32>) -> 
     let conn = Connection::open_with_flags_and_vfs(path, flags, crate::vfs::name()?)?;
     conn.busy_timeout(BUSY_TIMEOUT)?;
     if let Some(ps) = page_size {
-        conn.execute_batch(&format!("PRAGMA page_size = {ps};"))?;
+        // A new database: incremental auto-vacuum (schema version 5) must
+        // be chosen before the first page is written, which switching to
+        // WAL below does.
+        conn.execute_batch(&format!(
+            "PRAGMA page_size = {ps}; PRAGMA auto_vacuum = {};",
+            crate::schema::AUTO_VACUUM_INCREMENTAL
+        ))?;
     }
     let mode: String = conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))?;
     if !mode.eq_ignore_ascii_case("wal") {

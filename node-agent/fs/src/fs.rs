@@ -369,12 +369,8 @@ impl Fs {
                 .mode(DB_FILE_MODE)
                 .open(&tmp)
                 .map_err(io_error)?;
+            // Sets incremental auto-vacuum before the first page is written.
             let conn = db::open_writer(&tmp, false, Some(ps))?;
-            // Before the first table: the mode needs no VACUUM then.
-            conn.execute_batch(&format!(
-                "PRAGMA auto_vacuum = {};",
-                schema::AUTO_VACUUM_INCREMENTAL
-            ))?;
             schema::migrate_to(&conn, schema::SCHEMA_VERSION)?;
             initialize(&conn, limits, tuning)?;
             // Closing checkpoints the WAL into the main file and removes it.

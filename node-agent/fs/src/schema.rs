@@ -156,6 +156,10 @@ pub(crate) fn rebuild_for_auto_vacuum(conn: Connection, path: &Path) -> Result<C
         conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))?;
         conn.execute_batch(&format!("PRAGMA auto_vacuum = {AUTO_VACUUM_INCREMENTAL};"))?;
         conn.execute("VACUUM INTO ?1", [copy_str])?;
+        // SQLite creates the copy with its default mode: give it the
+        // original's (0600 for the engine's files) before it takes its place.
+        let mode = std::fs::metadata(path).map_err(crate::fs::io_error)?.permissions();
+        std::fs::set_permissions(&copy, mode).map_err(crate::fs::io_error)?;
         std::fs::File::open(&copy)
             .and_then(|f| f.sync_all())
             .map_err(crate::fs::io_error)?;

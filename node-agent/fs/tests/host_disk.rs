@@ -193,6 +193,24 @@ fn every_route_stays_within_the_host_bound() {
     check_route(&fs, "fallocate", n);
 }
 
+/// New databases are made with incremental auto-vacuum, so opening one
+/// never needs the rebuild of older databases (which would cost a copy).
+#[test]
+fn new_databases_need_no_auto_vacuum_rebuild() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("n.db");
+    drop(Fs::create(&path, Limits::default()).unwrap());
+    let ino_before = std::os::unix::fs::MetadataExt::ino(&std::fs::metadata(&path).unwrap());
+    drop(Fs::open(&path).unwrap());
+    let meta = std::fs::metadata(&path).unwrap();
+    assert_eq!(std::os::unix::fs::MetadataExt::ino(&meta), ino_before, "the file was rebuilt");
+    assert_eq!(meta.permissions().mode() & 0o777, 0o600);
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    let mode: i64 = conn.query_row("PRAGMA auto_vacuum", [], |r| r.get(0)).unwrap();
+    assert_eq!(mode, 2);
+}
+
 #[test]
 fn hard_links_count_as_inode_equivalents() {
     let dir = tempfile::tempdir().unwrap();
