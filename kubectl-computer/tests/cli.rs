@@ -521,7 +521,8 @@ fn killed_upload_keeps_the_old_file() {
             .find(|l| l.starts_with("demo "))
             .unwrap()
             .to_string();
-        row.split_whitespace().nth(5).unwrap().parse().unwrap()
+        // NAME, USED, QUOTA and DISK (two words each but NAME), INODES.
+        row.split_whitespace().nth(7).unwrap().parse().unwrap()
     };
     let before = 2; // the root and f.txt
     let mut uploading = false;
