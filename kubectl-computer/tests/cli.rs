@@ -33,6 +33,7 @@ impl Server {
             idle_timeout: Duration::from_secs(300),
             tls: None,
             proxy_listen: None,
+            streams: Default::default(),
         };
         let thread = std::thread::spawn(move || {
             let rt = tokio::runtime::Runtime::new().unwrap();
@@ -545,7 +546,8 @@ fn killed_upload_keeps_the_old_file() {
             .find(|l| l.starts_with("demo "))
             .unwrap()
             .to_string();
-        row.split_whitespace().nth(5).unwrap().parse().unwrap()
+        // NAME, USED, QUOTA and DISK (two words each but NAME), INODES.
+        row.split_whitespace().nth(7).unwrap().parse().unwrap()
     };
     let before = 2; // the root and f.txt
     let mut uploading = false;

@@ -64,6 +64,7 @@ fn mount_exec_and_unmount() {
         idle_timeout: Duration::from_secs(300),
         tls: None,
         proxy_listen: None,
+        streams: Default::default(),
     };
     let server = std::thread::spawn(move || {
         let rt = tokio::runtime::Runtime::new().unwrap();

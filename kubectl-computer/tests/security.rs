@@ -29,6 +29,7 @@ impl Server {
             idle_timeout: Duration::from_secs(300),
             tls,
             proxy_listen: None,
+            streams: Default::default(),
         };
         let thread = std::thread::spawn(move || {
             let rt = tokio::runtime::Runtime::new().unwrap();

@@ -39,8 +39,12 @@ pub fn is_valid_name(name: &str) -> bool {
 pub struct Usage {
     /// Bytes of file content stored.
     pub used_bytes: u64,
-    /// Inodes in use.
+    /// Inode-equivalents in use (hard links past the first name count).
     pub used_inodes: u64,
+    /// Bytes the database takes on the host disk (file plus WAL). Files
+    /// written before the field existed load as 0.
+    #[serde(default)]
+    pub disk_bytes: u64,
 }
 
 /// The contents of `computer.json`.
@@ -233,6 +237,7 @@ mod tests {
             max_bytes: 1 << 30,
             max_inodes: 1000,
             usage_at_close: Some(Usage {
+                disk_bytes: 4096,
                 used_bytes: 7,
                 used_inodes: 2,
             }),

@@ -46,6 +46,8 @@ pub struct LocalConfig {
     /// running container exec's credential; `None`: nowhere (sandboxes
     /// reach the proxy inside their own network namespace either way).
     pub proxy_listen: Option<std::net::SocketAddr>,
+    /// Bounds on Read and Write streams.
+    pub streams: crate::api::streams::StreamLimits,
 }
 
 /// Makes the data directory ready for clients before the agent announces
@@ -138,6 +140,7 @@ where
         .add_service(
             Service::new(registry.clone(), Arc::new(token))
                 .with_containers(containers)
+                .with_stream_limits(config.streams)
                 .into_server(),
         )
         .serve_with_incoming_shutdown(incoming, on_signal);

@@ -65,6 +65,16 @@ enum Command {
         /// inside their own network namespace whatever this says.
         #[arg(long, default_value = DEFAULT_PROXY_LISTEN)]
         proxy_listen: String,
+        /// End a Read or Write stream that moved nothing for this long
+        /// (DEADLINE_EXCEEDED), releasing its lease and upload.
+        #[arg(long, default_value = "60s", value_parser = humantime::parse_duration)]
+        stream_idle_timeout: Duration,
+        /// Most Read/Write streams open at once per client connection.
+        #[arg(long, default_value_t = agentcomputer_node_agent::api::streams::DEFAULT_STREAMS_PER_CLIENT)]
+        max_streams_per_client: usize,
+        /// Most Read/Write streams open at once per computer.
+        #[arg(long, default_value_t = agentcomputer_node_agent::api::streams::DEFAULT_STREAMS_PER_COMPUTER)]
+        max_streams_per_computer: usize,
     },
     /// Serve the computers placed on one Kubernetes node (unprivileged).
     /// The Kubernetes client comes from the in-cluster service account or
@@ -154,6 +164,9 @@ fn main() -> anyhow::Result<()> {
                 tls_cert,
                 tls_key,
                 proxy_listen,
+                stream_idle_timeout,
+                max_streams_per_client,
+                max_streams_per_computer,
             } => {
                 let data_dir = match data_dir {
                     Some(d) => d,
@@ -179,6 +192,11 @@ fn main() -> anyhow::Result<()> {
                     idle_timeout,
                     tls,
                     proxy_listen: parse_proxy_listen(&proxy_listen).map_err(anyhow::Error::msg)?,
+                    streams: agentcomputer_node_agent::api::streams::StreamLimits {
+                        idle_timeout: stream_idle_timeout,
+                        per_client: max_streams_per_client,
+                        per_computer: max_streams_per_computer,
+                    },
                 };
                 local::serve(listener, config, shutdown_signal()?).await
             }

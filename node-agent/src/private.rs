@@ -125,7 +125,8 @@ pub fn secure_data_dir(data_dir: &Path) -> anyhow::Result<Vec<Tightened>> {
 }
 
 /// Tightens the entries of `dir`, descending into directories. At the top
-/// (`top`), only into the agent's own directories `computers` and `run`.
+/// (`top`), only into the agent's own directories `computers`, `run` and
+/// `scratch`.
 fn walk(dir: &Path, dev: u64, top: bool, changes: &mut Vec<Tightened>) -> anyhow::Result<()> {
     use anyhow::Context;
     let entries =
@@ -147,6 +148,7 @@ fn walk(dir: &Path, dev: u64, top: bool, changes: &mut Vec<Tightened>) -> anyhow
             && meta.is_dir()
             && entry.file_name() != COMPUTERS_DIR
             && entry.file_name() != RUN_DIR
+            && entry.file_name() != crate::registry::SCRATCH_DIR
         {
             warn!(path = %path.display(), "leaving a directory the agent did not make as it is");
             continue;

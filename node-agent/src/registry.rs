@@ -98,6 +98,8 @@ pub struct Registry {
 struct Inner {
     data_dir: PathBuf,
     computers_dir: PathBuf,
+    /// Per-exec scratch space (JavaScript's `/tmp`); see [`SCRATCH_DIR`].
+    scratch_dir: PathBuf,
     idle_timeout: Duration,
     open: Mutex<HashMap<String, Arc<Slot>>>,
     lifecycle: tokio::sync::Mutex<()>,
@@ -111,6 +113,8 @@ struct Slot {
     /// Replaced by [`Registry::update`] while the engine stays open.
     settings: Mutex<Settings>,
     dir: PathBuf,
+    /// The registry's scratch directory.
+    scratch_dir: PathBuf,
     active: AtomicUsize,
     last_used: Mutex<Instant>,
     /// Cancelled when the computer is deleted or the agent shuts down.
@@ -154,6 +158,12 @@ impl Lease {
         &self.slot.name
     }
 
+    /// Where execs of this computer make their scratch space (0700, only
+    /// the agent's user can enter; emptied when the agent starts).
+    pub fn scratch_dir(&self) -> &Path {
+        &self.slot.scratch_dir
+    }
+
     /// A token cancelled when the computer is deleted or the agent shuts down.
     pub fn cancel_token(&self) -> CancellationToken {
         self.slot.cancel.child_token()
@@ -184,6 +194,8 @@ impl Registry {
         let computers_dir = data_dir.join("computers");
         private::ensure_dir(data_dir)?;
         private::ensure_dir(&computers_dir)?;
+        let scratch_dir = data_dir.join(SCRATCH_DIR);
+        prepare_scratch(&scratch_dir)?;
         for entry in std::fs::read_dir(&computers_dir)? {
             let entry = entry?;
             let name = entry.file_name();
@@ -197,6 +209,7 @@ impl Registry {
             inner: Arc::new(Inner {
                 data_dir: data_dir.to_path_buf(),
                 computers_dir,
+                scratch_dir,
                 idle_timeout,
                 open: Mutex::new(HashMap::new()),
                 lifecycle: tokio::sync::Mutex::new(()),
@@ -272,6 +285,7 @@ impl Registry {
         let usage = settings.usage_at_close.unwrap_or(Usage {
             used_bytes: 0,
             used_inodes: 1,
+            disk_bytes: 0,
         });
         Ok(ComputerInfo {
             settings,
@@ -396,6 +410,7 @@ impl Registry {
             dir: self.dir_of(name),
             name: name.to_string(),
             settings: Mutex::new(settings),
+            scratch_dir: self.inner.scratch_dir.clone(),
             active: AtomicUsize::new(1),
             last_used: Mutex::new(Instant::now()),
             cancel: self.inner.shutdown.child_token(),
@@ -517,6 +532,40 @@ impl Registry {
         let count = victims.len();
         for slot in victims {
             close_slot(slot).await;
+        }
+        count
+    }
+
+    /// Gives free pages back to the host for computers that are idle but
+    /// stay open (a host mount or a lazily detached mount holds them), when
+    /// at least [`COMPACT_MIN_FREE_BYTES`] are free. Closing an idle
+    /// computer compacts it too (see `close_slot`). Returns how many were
+    /// compacted.
+    pub async fn compact_idle(&self) -> usize {
+        let idle = self.inner.idle_timeout;
+        let slots: Vec<Arc<Slot>> = lock(&self.inner.open)
+            .values()
+            .filter(|s| {
+                s.active.load(Ordering::SeqCst) == 0 && lock(&s.last_used).elapsed() >= idle
+            })
+            .cloned()
+            .collect();
+        let mut count = 0;
+        for slot in slots {
+            let worth = blocking({
+                let slot = slot.clone();
+                move || {
+                    let free = slot.fs.disk_usage().map(|d| d.free_bytes).unwrap_or(0);
+                    if free >= COMPACT_MIN_FREE_BYTES {
+                        compact(&slot.name, &slot.fs);
+                        true
+                    } else {
+                        false
+                    }
+                }
+            })
+            .await;
+            count += usize::from(worth);
         }
         count
     }
@@ -729,6 +778,7 @@ impl Registry {
                 _ = stop.cancelled() => return,
                 _ = tokio::time::sleep(period) => {
                     let closed = self.close_idle().await;
+                    self.compact_idle().await;
                     if closed > 0 {
                         info!(closed, open = self.open_count(), "hibernated idle computers");
                     }
@@ -737,6 +787,43 @@ impl Registry {
         }
     }
 }
+
+/// Directory of the data directory holding per-exec scratch space, each
+/// exec's in its own subdirectory (JavaScript's `/tmp` database). Mode
+/// 0700; whatever it holds when the agent starts is left over from a crash
+/// and is removed.
+pub const SCRATCH_DIR: &str = "scratch";
+
+/// Makes `dir` an empty directory of mode 0700, removing what a crashed run
+/// left in it.
+fn prepare_scratch(dir: &Path) -> io::Result<()> {
+    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+    if dir.exists() {
+        let mut left = 0usize;
+        for entry in std::fs::read_dir(dir)? {
+            let entry = entry?;
+            left += 1;
+            if entry.file_type()?.is_dir() {
+                std::fs::remove_dir_all(entry.path())?;
+            } else {
+                std::fs::remove_file(entry.path())?;
+            }
+        }
+        if left > 0 {
+            warn!(dir = %dir.display(), entries = left, "removed scratch space left by a previous run");
+        }
+    } else {
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)?;
+    }
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
+}
+
+/// Free bytes inside an idle, still open computer's database that make
+/// [`Registry::compact_idle`] give them back (16 MiB).
+pub const COMPACT_MIN_FREE_BYTES: u64 = 16 << 20;
 
 fn check_name(name: &str) -> Result<(), RegistryError> {
     if computer::is_valid_name(name) {
@@ -781,6 +868,7 @@ fn build_computer(
         source,
     })?;
     drop(fs);
+    let disk_bytes = db_file_bytes(&tmp.join(DB_FILE));
     let mut settings = Settings {
         name: name.to_string(),
         created_unix_nanos: computer::now_unix_nanos(),
@@ -789,6 +877,7 @@ fn build_computer(
         usage_at_close: Some(Usage {
             used_bytes: st.used_bytes,
             used_inodes: st.used_inodes,
+            disk_bytes,
         }),
         egress: EgressConfig::default(),
         runtimes: Default::default(),
@@ -840,14 +929,17 @@ fn open_computer(name: &str, dir: &Path) -> Result<(Fs, Settings), RegistryError
 async fn live_info(lease: Lease) -> Result<ComputerInfo, RegistryError> {
     let name = lease.name().to_string();
     let settings = lease.settings();
-    let st = blocking(move || lease.fs().statfs())
-        .await
-        .map_err(|source| RegistryError::Engine { name, source })?;
+    let (st, disk) = blocking(move || {
+        Ok::<_, agentcomputer_fs::Error>((lease.fs().statfs()?, lease.fs().disk_usage()?))
+    })
+    .await
+    .map_err(|source| RegistryError::Engine { name, source })?;
     Ok(ComputerInfo {
         settings,
         usage: Usage {
             used_bytes: st.used_bytes,
             used_inodes: st.used_inodes,
+            disk_bytes: disk.total(),
         },
         open: true,
     })
@@ -865,24 +957,56 @@ async fn unmount_all(slot: &Arc<Slot>) {
     }
 }
 
-/// Records a closed computer's usage and drops its engine.
+/// Gives a computer's free pages back to the host (see [`Fs::compact`]),
+/// logging what it did; failures are logged, never fatal.
+fn compact(name: &str, fs: &Fs) {
+    match fs.compact() {
+        Ok(c) if c.after < c.before => info!(
+            computer = %name,
+            before_bytes = c.before,
+            after_bytes = c.after,
+            "gave free database pages back to the host"
+        ),
+        Ok(_) => {}
+        Err(e) => warn!(computer = %name, error = %e, "compacting the database failed"),
+    }
+}
+
+/// Host bytes of a closed computer's database (the file plus any WAL).
+fn db_file_bytes(db: &Path) -> u64 {
+    let mut wal = db.as_os_str().to_owned();
+    wal.push("-wal");
+    [db.to_path_buf(), PathBuf::from(wal)]
+        .iter()
+        .filter_map(|p| std::fs::metadata(p).ok())
+        .map(|m| m.len())
+        .sum()
+}
+
+/// Gives the computer's free pages back to the host (it is going idle),
+/// records its usage and drops its engine.
 async fn close_slot(slot: Arc<Slot>) {
     let name = slot.name.clone();
     blocking(move || {
         let mut settings = lock(&slot.settings).clone();
-        match slot.fs.statfs() {
+        compact(&settings.name, &slot.fs);
+        let st = slot.fs.statfs();
+        let dir = slot.dir.clone();
+        // Dropping the last connection checkpoints and removes the WAL.
+        drop(slot);
+        match st {
             Ok(st) => {
                 settings.usage_at_close = Some(Usage {
                     used_bytes: st.used_bytes,
                     used_inodes: st.used_inodes,
+                    disk_bytes: db_file_bytes(&dir.join(DB_FILE)),
                 });
-                if let Err(e) = settings.save(&slot.dir) {
+                if let Err(e) = settings.save(&dir) {
                     warn!(computer = %settings.name, error = %e, "could not record usage at close");
                 }
             }
             Err(e) => warn!(computer = %settings.name, error = %e, "statfs failed at close"),
         }
-        drop(slot);
     })
     .await;
     info!(computer = %name, "closed computer");

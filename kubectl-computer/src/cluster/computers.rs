@@ -276,6 +276,8 @@ fn row(c: &AgentComputer) -> Row {
             .map(human)
             .unwrap_or_else(|_| size.clone()),
         used_inodes: volume.and_then(|v| v.inodes_used).map(|n| n.max(0) as u64),
+        // The resource's status carries no host size (yet).
+        disk_bytes: None,
         state: c
             .status
             .as_ref()

@@ -49,6 +49,9 @@ pub struct Row {
     pub quota: String,
     /// Inodes used; `None` when not reported yet.
     pub used_inodes: Option<u64>,
+    /// Bytes the computer's database takes on its node's disk; `None`
+    /// when not reported.
+    pub disk_bytes: Option<u64>,
     /// `open`/`idle` for a local agent, the phase in a cluster.
     pub state: String,
     /// RFC 3339 creation time.
@@ -58,16 +61,17 @@ pub struct Row {
 /// Prints `list`'s table: a header, then one line per row.
 pub fn print_table(rows: &[Row]) {
     println!(
-        "{:<30} {:>10} {:>10} {:>8} {:<8} CREATED",
-        "NAME", "USED", "QUOTA", "INODES", "STATE"
+        "{:<30} {:>10} {:>10} {:>10} {:>8} {:<8} CREATED",
+        "NAME", "USED", "QUOTA", "DISK", "INODES", "STATE"
     );
     let or_dash = |v: Option<String>| v.unwrap_or_else(|| "-".into());
     for r in rows {
         println!(
-            "{:<30} {:>10} {:>10} {:>8} {:<8} {}",
+            "{:<30} {:>10} {:>10} {:>10} {:>8} {:<8} {}",
             r.name,
             or_dash(r.used_bytes.map(human)),
             r.quota,
+            or_dash(r.disk_bytes.map(human)),
             or_dash(r.used_inodes.map(|n| n.to_string())),
             r.state,
             r.created
@@ -95,6 +99,7 @@ pub async fn list(client: &mut Client) -> Result<()> {
             used_bytes: Some(c.used_bytes),
             quota: human(c.max_bytes),
             used_inodes: Some(c.used_inodes),
+            disk_bytes: Some(c.disk_bytes),
             state: if c.open { "open" } else { "idle" }.into(),
             created: time(c.created_unix_nanos),
             name: c.name,

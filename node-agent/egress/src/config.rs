@@ -25,7 +25,8 @@ pub struct EgressConfig {
     /// mode only).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub hosts: Vec<String>,
-    /// Allow the cloud metadata addresses 169.254.169.254 and fd00:ec2::254.
+    /// Allow the cloud metadata and credential endpoints (169.254.169.254,
+    /// fd00:ec2::254, 169.254.170.2, ...; the list in docs/egress.md).
     #[serde(default)]
     pub allow_metadata: bool,
 }

@@ -20,5 +20,5 @@ mod policy;
 mod resolve;
 
 pub use config::{CidrConfig, EgressConfig, Mode, PortConfig, Protocol};
-pub use policy::{Denial, DenyReason, MAX_PORTS, MAX_RULES, METADATA_ADDRS, Policy, PolicyError};
+pub use policy::{Denial, DenyReason, MAX_PORTS, MAX_RULES, Policy, PolicyError, is_metadata};
 pub use resolve::{ResolveError, Target, resolve};

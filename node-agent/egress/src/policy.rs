@@ -9,12 +9,13 @@ use ipnet::IpNet;
 use crate::config::{EgressConfig, Mode, Protocol};
 use crate::host::{HostPattern, normalize};
 
-/// Cloud metadata endpoints: the IPv4 address every major cloud uses, and
-/// AWS's IPv6 one (EC2 instance metadata service documentation).
-pub const METADATA_ADDRS: [IpAddr; 2] = [
-    IpAddr::V4(Ipv4Addr::new(169, 254, 169, 254)),
-    IpAddr::V6(Ipv6Addr::new(0xfd00, 0xec2, 0, 0, 0, 0, 0, 0x254)),
-];
+/// Whether `ip` is a cloud metadata or credential endpoint, directly or in
+/// an IPv6 form that embeds one (the shared list of
+/// `agentcomputer-metadata-endpoints`, also used for the operator's
+/// NetworkPolicy `except` lists; docs/egress.md).
+pub fn is_metadata(ip: IpAddr) -> bool {
+    agentcomputer_metadata_endpoints::is_denied(ip)
+}
 
 /// Most rules of each kind a policy may have (the resource's limits).
 pub const MAX_RULES: usize = 64;
@@ -26,7 +27,8 @@ pub const MAX_PORTS: usize = 32;
 /// Semantics (the AgentComputer resource's `spec.egress`, applied to the
 /// connections the in-process runtimes open):
 /// * `deny-all`: nothing.
-/// * `allow-all`: every address except cloud metadata ([`METADATA_ADDRS`])
+/// * `allow-all`: every address except cloud metadata and credential
+///   endpoints ([`is_metadata`])
 ///   unless `allowMetadata`.
 /// * `allow-list`: an address inside a CIDR rule on an allowed TCP port
 ///   (UDP and SCTP port rules admit no TCP connection), or any address of a
@@ -99,7 +101,7 @@ impl fmt::Display for Denial {
             DenyReason::NotListed => write!(f, "{target} is not in the allow-list"),
             DenyReason::Metadata => write!(
                 f,
-                "{target} is the cloud metadata address and allowMetadata is off"
+                "{target} is a cloud metadata or credential endpoint and allowMetadata is off"
             ),
             DenyReason::Local => write!(
                 f,
@@ -206,7 +208,7 @@ impl Policy {
         if self.config.mode == Mode::DenyAll {
             return deny(DenyReason::DenyAll);
         }
-        if !self.config.allow_metadata && METADATA_ADDRS.contains(&ip) {
+        if !self.config.allow_metadata && is_metadata(ip) {
             return deny(DenyReason::Metadata);
         }
         if is_local(ip) {
@@ -341,7 +343,21 @@ mod tests {
         let p = Policy::allow_all();
         assert!(p.check(None, ip("93.184.215.14"), 443).is_ok());
         assert!(p.check(Some("x.example"), ip("10.1.2.3"), 22).is_ok());
-        for m in ["169.254.169.254", "fd00:ec2::254", "::ffff:169.254.169.254"] {
+        for m in [
+            "169.254.169.254",
+            "fd00:ec2::254",
+            "::ffff:169.254.169.254",
+            // Other clouds' credential endpoints and the IPv6 forms that
+            // reach them through a translator or a dual-stack socket.
+            "169.254.170.2",
+            "169.254.170.23",
+            "fd00:ec2::23",
+            "100.100.100.200",
+            "::169.254.169.254",
+            "64:ff9b::169.254.169.254",
+            "64:ff9b:1::169.254.170.2",
+            "2002:a9fe:a9fe::1",
+        ] {
             assert_eq!(
                 reason(p.check(None, ip(m), 80)),
                 Some(DenyReason::Metadata),

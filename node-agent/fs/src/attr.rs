@@ -73,7 +73,7 @@ impl Fs {
     /// touching only the chunks past the new end, and sets mtime.
     ///
     /// Errors: `ENOENT`; for `size`: `EISDIR`, `EINVAL` (not a regular
-    /// file), `EFBIG` past [`crate::MAX_FILE_SIZE`].
+    /// file), `EFBIG` growing past [`crate::Limits::file_size_limit`].
     pub fn setattr(&self, ino: Ino, set: &SetAttr) -> Result<Attr> {
         let mut t = self.begin()?;
         let a = t.setattr(ino, set)?;

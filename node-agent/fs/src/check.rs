@@ -226,10 +226,16 @@ fn check_in(conn: &Connection, cs: i64) -> Result<Vec<String>> {
             "meta used_bytes {used_bytes} != chunks {total_stored} + xattrs {xattr_bytes} + symlink targets {target_bytes}"
         ));
     }
+    // One inode-equivalent per inode plus one per extra hard link.
+    let extra_links: i64 = inodes
+        .values()
+        .filter(|i| i.kind != Some(FileKind::Directory))
+        .map(|i| (i.nlink - 1).max(0))
+        .sum();
     let used_inodes = inode::meta_get(conn, "used_inodes")?;
-    if used_inodes != inodes.len() as i64 {
+    if used_inodes != inodes.len() as i64 + extra_links {
         problems.push(format!(
-            "meta used_inodes {used_inodes} != inodes {}",
+            "meta used_inodes {used_inodes} != inodes {} + extra links {extra_links}",
             inodes.len()
         ));
     }

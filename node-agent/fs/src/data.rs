@@ -9,7 +9,7 @@
 
 use rusqlite::{Connection, OptionalExtension, params};
 
-use crate::fs::{MAX_FILE_SIZE, WriteTxn};
+use crate::fs::WriteTxn;
 use crate::inode::{self, Inode};
 use crate::{Errno, FileKind, Fs, Ino, Result};
 
@@ -92,7 +92,7 @@ impl WriteTxn<'_> {
         }
         let end = offset
             .checked_add(data.len() as u64)
-            .filter(|&e| e <= MAX_FILE_SIZE)
+            .filter(|&e| e <= self.inner.limits().file_size_limit())
             .ok_or(Errno::EFBIG)?;
         let cs = self.inner.chunk_size;
         let first = offset / cs;
@@ -180,7 +180,7 @@ impl WriteTxn<'_> {
     /// Sets the size of file `f` to `size`: drops the chunks past the end
     /// and cuts the last one; growing leaves a hole (nothing stored).
     pub(crate) fn truncate(&mut self, f: &Inode, size: u64) -> Result<()> {
-        if size > MAX_FILE_SIZE {
+        if size > f.attr.size && size > self.inner.limits().file_size_limit() {
             return Err(Errno::EFBIG.into());
         }
         let ino = f.attr.ino as i64;
@@ -226,7 +226,102 @@ impl WriteTxn<'_> {
     }
 }
 
+impl WriteTxn<'_> {
+    /// Reserves `[offset, offset + len)` of file `ino`; see [`Fs::allocate`].
+    pub(crate) fn allocate(
+        &mut self,
+        ino: Ino,
+        offset: u64,
+        len: u64,
+        keep_size: bool,
+    ) -> Result<()> {
+        let f = regular(inode::get(self.conn(), ino)?)?;
+        if len == 0 {
+            return Err(Errno::EINVAL.into());
+        }
+        let end = offset
+            .checked_add(len)
+            .filter(|&e| e <= self.inner.limits().file_size_limit())
+            .ok_or(Errno::EFBIG)?;
+        if end > f.attr.size {
+            if keep_size {
+                // Stored bytes always lie below the size: space past the
+                // end cannot be held without showing in the size.
+                return Err(Errno::EOPNOTSUPP.into());
+            }
+            self.truncate(&f, end)?;
+        }
+        let cs = self.inner.chunk_size;
+        let first = offset / cs;
+        let last = (end - 1) / cs;
+        // A chunk's blob runs from the chunk's start, so reserving bytes of
+        // chunk `idx` means its blob reaching `need(idx)`.
+        let need = |idx: u64| end.min((idx + 1) * cs) - idx * cs;
+        let mut existing: Vec<(u64, u64)> = Vec::new();
+        {
+            let mut st = self.conn().prepare_cached(
+                "SELECT idx, length(data) FROM chunks WHERE ino = ?1 AND idx BETWEEN ?2 AND ?3
+                 ORDER BY idx",
+            )?;
+            let mut rows = st.query(params![ino as i64, first as i64, last as i64])?;
+            while let Some(r) = rows.next()? {
+                existing.push((r.get::<_, i64>(0)? as u64, r.get::<_, i64>(1)? as u64));
+            }
+        }
+        let have: u64 = existing.iter().map(|&(i, l)| l.min(need(i))).sum();
+        let delta = (end - first * cs - have) as i64;
+        self.check_byte_quota(delta)?;
+        if delta == 0 {
+            return Ok(());
+        }
+        {
+            let mut grow = self.conn().prepare_cached(
+                "UPDATE chunks SET data = data || zeroblob(?3) WHERE ino = ?1 AND idx = ?2",
+            )?;
+            let mut add = self.conn().prepare_cached(
+                "INSERT INTO chunks (ino, idx, data) VALUES (?1, ?2, zeroblob(?3))",
+            )?;
+            let mut next = existing.iter().peekable();
+            for idx in first..=last {
+                match next.next_if(|&&(i, _)| i == idx) {
+                    Some(&(_, l)) if l < need(idx) => {
+                        grow.execute(params![ino as i64, idx as i64, (need(idx) - l) as i64])?;
+                    }
+                    Some(_) => {}
+                    None => {
+                        add.execute(params![ino as i64, idx as i64, need(idx) as i64])?;
+                    }
+                }
+            }
+        }
+        self.conn()
+            .prepare_cached("UPDATE inodes SET stored = stored + ?2, ctime = ?3 WHERE ino = ?1")?
+            .execute(params![ino as i64, delta, self.now])?;
+        inode::meta_add(self.conn(), "used_bytes", delta)?;
+        self.changed_inode(ino);
+        Ok(())
+    }
+}
+
 impl Fs {
+    /// Reserves space for `[offset, offset + len)` of file `ino`, as
+    /// `fallocate(2)` mode 0 (or `FALLOC_FL_KEEP_SIZE` inside the file):
+    /// the holes in the range are stored as zeros and counted against the
+    /// byte quota, so later writes there cannot fail with `ENOSPC`. Bytes
+    /// already stored are kept. Without `keep_size` the file grows to
+    /// cover the range. One transaction: all reserved, or nothing.
+    ///
+    /// Errors: `EINVAL` for `len` 0; `EFBIG` past
+    /// [`crate::Limits::file_size_limit`]; `ENOSPC` if the quota has no room
+    /// for the holes; `EOPNOTSUPP` for `keep_size` with the range passing
+    /// the end of file (space past the size cannot be held); `ENOENT`,
+    /// `EISDIR`, `EINVAL` for other non-regular files.
+    pub fn allocate(&self, ino: Ino, offset: u64, len: u64, keep_size: bool) -> Result<()> {
+        let mut t = self.begin()?;
+        t.allocate(ino, offset, len, keep_size)?;
+        t.commit()
+    }
+
     /// Reads up to `len` bytes at `offset` of file `ino`: short at end of
     /// file, empty past it; holes read as zeros. Only the chunks overlapping
     /// the range are loaded. Reads don't update atime (as `noatime`).
@@ -252,7 +347,7 @@ impl Fs {
     /// `data.len()` (never short). Updates size, mtime and ctime.
     ///
     /// Errors: `ENOSPC` if the stored bytes would pass the quota (nothing is
-    /// written), `EFBIG` past [`MAX_FILE_SIZE`], `ENOENT`, `EISDIR`,
+    /// written), `EFBIG` past [`crate::Limits::file_size_limit`], `ENOENT`, `EISDIR`,
     /// `EINVAL` for other non-regular files.
     pub fn write(&self, ino: Ino, offset: u64, data: &[u8]) -> Result<usize> {
         let mut t = self.begin()?;

@@ -25,6 +25,13 @@ const STATEMENT_CACHE: usize = 64;
 /// same period, for 15% fewer path stats per second in `engine_bench`
 /// (lookups in a longer WAL); see docs/engine.md.
 pub(crate) const WAL_AUTOCHECKPOINT_PAGES: u32 = 8192;
+/// Size, in bytes, the WAL file is cut back to whenever a checkpoint lets
+/// SQLite start it over (`PRAGMA journal_size_limit`): a transaction may
+/// grow the WAL past it, but the file does not keep that high-water size
+/// (without a limit a 4 GiB copy left a 4.4 GB WAL for as long as the
+/// computer stayed open). Equal to the auto-checkpoint size, so steady
+/// writes never pay for re-growing the file.
+pub const WAL_SIZE_LIMIT: u64 = WAL_AUTOCHECKPOINT_PAGES as u64 * 4096;
 
 /// Opens the writer connection and sets its pragmas. `page_size` only takes
 /// effect on a new, empty database (SQLite cannot change it in WAL mode).
@@ -36,7 +43,13 @@ pub(crate) fn open_writer(path: &Path, create: bool, page_size: Option<u32>) -> 
     let conn = Connection::open_with_flags_and_vfs(path, flags, crate::vfs::name()?)?;
     conn.busy_timeout(BUSY_TIMEOUT)?;
     if let Some(ps) = page_size {
-        conn.execute_batch(&format!("PRAGMA page_size = {ps};"))?;
+        // A new database: incremental auto-vacuum (schema version 5) must
+        // be chosen before the first page is written, which switching to
+        // WAL below does.
+        conn.execute_batch(&format!(
+            "PRAGMA page_size = {ps}; PRAGMA auto_vacuum = {};",
+            crate::schema::AUTO_VACUUM_INCREMENTAL
+        ))?;
     }
     let mode: String = conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))?;
     if !mode.eq_ignore_ascii_case("wal") {
@@ -54,7 +67,8 @@ pub(crate) fn open_writer(path: &Path, create: bool, page_size: Option<u32>) -> 
          PRAGMA mmap_size = 268435456;",
     )?;
     conn.execute_batch(&format!(
-        "PRAGMA wal_autocheckpoint = {WAL_AUTOCHECKPOINT_PAGES};"
+        "PRAGMA wal_autocheckpoint = {WAL_AUTOCHECKPOINT_PAGES};
+         PRAGMA journal_size_limit = {WAL_SIZE_LIMIT};"
     ))?;
     tune_planner(&conn)?;
     conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);

@@ -203,7 +203,7 @@ impl Drop for WriteTxn<'_> {
 }
 
 impl Inner {
-    fn writer(&self) -> MutexGuard<'_, Writer> {
+    pub(crate) fn writer(&self) -> MutexGuard<'_, Writer> {
         self.writer.lock().unwrap_or_else(|e| e.into_inner())
     }
 
@@ -239,7 +239,7 @@ impl Inner {
 
     /// Commits the open batch of `w`, if any; a failure is recorded for
     /// `fsync` and returned.
-    fn end_batch(&self, w: &mut Writer) -> Result<()> {
+    pub(crate) fn end_batch(&self, w: &mut Writer) -> Result<()> {
         let r = w.commit_batch();
         self.pending.store(false, Ordering::SeqCst);
         if let Err(e) = &r {
@@ -369,6 +369,7 @@ impl Fs {
                 .mode(DB_FILE_MODE)
                 .open(&tmp)
                 .map_err(io_error)?;
+            // Sets incremental auto-vacuum before the first page is written.
             let conn = db::open_writer(&tmp, false, Some(ps))?;
             schema::migrate_to(&conn, schema::SCHEMA_VERSION)?;
             initialize(&conn, limits, tuning)?;
@@ -408,9 +409,15 @@ impl Fs {
             return Err(Errno::ENOENT.into());
         }
         let lock = ProcessLock::acquire(db_path)?;
-        let conn = db::open_writer(db_path, false, None)?;
-        if schema::version(&conn)? == 0 {
+        let mut conn = db::open_writer(db_path, false, None)?;
+        let version = schema::version(&conn)?;
+        if version == 0 {
             return Err(einval("not a filesystem database".into()));
+        }
+        if version <= schema::SCHEMA_VERSION
+            && schema::auto_vacuum(&conn)? != schema::AUTO_VACUUM_INCREMENTAL
+        {
+            conn = schema::rebuild_for_auto_vacuum(conn, db_path)?;
         }
         schema::migrate_to(&conn, schema::SCHEMA_VERSION)?;
         let chunk_size = inode::meta_get(&conn, "chunk_size")? as u64;
@@ -500,8 +507,8 @@ impl Fs {
             block_size: STATFS_BLOCK_SIZE,
             blocks: l.max_bytes / bs,
             blocks_free: l.max_bytes.saturating_sub(used_bytes) / bs,
-            files: l.max_inodes,
-            files_free: l.max_inodes.saturating_sub(used_inodes),
+            files: l.inode_limit(),
+            files_free: l.inode_limit().saturating_sub(used_inodes),
             used_bytes,
             used_inodes,
             name_max: NAME_MAX as u32,

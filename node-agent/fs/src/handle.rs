@@ -84,6 +84,8 @@ pub(crate) fn drop_link(t: &mut WriteTxn<'_>, ino: Ino, is_dir: bool) -> Result<
     let last = is_dir || i.attr.nlink <= 1;
     if !last {
         inode::add_nlink(t.conn(), ino, -1, t.now)?;
+        // The name dropped was an extra link: one inode-equivalent back.
+        inode::meta_add(t.conn(), "used_inodes", -1)?;
     } else {
         // The counts stay locked until commit; open_inode checks the
         // database under the same lock, so it sees our outcome.

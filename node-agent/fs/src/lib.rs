@@ -40,6 +40,7 @@ mod namespace;
 mod notify;
 mod path;
 mod schema;
+mod space;
 mod tmpfile;
 mod types;
 mod vfs;
@@ -47,6 +48,7 @@ mod xattr;
 
 pub use convenience::WriteMode;
 pub use copy::COPY_STEP_BYTES;
+pub use db::WAL_SIZE_LIMIT;
 pub use error::{Errno, Error, Result, errno_name};
 pub use fence::Fence;
 pub use fs::{
@@ -56,5 +58,6 @@ pub use fs::{
 pub use handle::Handle;
 pub use notify::{Change, Subscriber, SubscriptionId};
 pub use path::WORKSPACE;
+pub use space::{Compacted, DiskUsage};
 pub use types::*;
 pub use xattr::{XATTR_NAME_MAX, XATTR_SIZE_MAX, XattrFlags};

@@ -36,7 +36,7 @@ impl WriteTxn<'_> {
     /// `ENOSPC` when the inode quota is used up.
     pub(crate) fn check_inode_quota(&self) -> Result<()> {
         let used = inode::meta_get(self.conn(), "used_inodes")?.max(0) as u64;
-        if used >= self.inner.limits().max_inodes {
+        if used >= self.inner.limits().inode_limit() {
             return Err(Errno::ENOSPC.into());
         }
         Ok(())
@@ -118,8 +118,12 @@ impl WriteTxn<'_> {
         if src.attr.nlink >= u32::MAX - 1 {
             return Err(Errno::EMLINK.into());
         }
+        // A second name costs the host a directory entry as a new file
+        // would: one inode-equivalent (see `Limits::inode_limit`).
+        self.check_inode_quota()?;
         dirent::insert(self.conn(), new_parent, name, ino)?;
         inode::add_nlink(self.conn(), ino, 1, self.now)?;
+        inode::meta_add(self.conn(), "used_inodes", 1)?;
         inode::dir_changed(self.conn(), new_parent, 0, self.now)?;
         self.changed_entry(new_parent, name);
         self.changed_inode(new_parent);

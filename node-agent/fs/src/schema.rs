@@ -6,6 +6,8 @@
 //! transaction together with the version bump, so a crash mid-migration
 //! leaves the previous version intact.
 
+use std::path::Path;
+
 use rusqlite::{Connection, OptionalExtension, params};
 
 use crate::{Errno, Result};
@@ -99,7 +101,102 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         WHERE key = 'used_bytes';
         ",
     },
+    // 4 -> 5: every hard link past an inode's first name is one more
+    // inode-equivalent in the inode quota (`Limits::inode_limit`), so names
+    // cannot grow a computer's database without bound. The counter takes in
+    // the links already made. The same step turns on incremental
+    // auto-vacuum (see `rebuild_for_auto_vacuum`, run before the steps).
+    Migration {
+        sql: "
+        UPDATE meta SET value = value
+            + (SELECT COALESCE(SUM(nlink - 1), 0) FROM inodes
+               WHERE nlink > 1 AND (mode & 61440) != 16384)
+        WHERE key = 'used_inodes';
+        ",
+    },
 ];
+
+/// SQLite's `PRAGMA auto_vacuum` value for incremental mode ("PRAGMA
+/// auto_vacuum": 0 none, 1 full, 2 incremental).
+pub(crate) const AUTO_VACUUM_INCREMENTAL: i64 = 2;
+
+/// The database's auto-vacuum mode as stored in its header.
+pub(crate) fn auto_vacuum(conn: &Connection) -> Result<i64> {
+    Ok(conn.query_row("PRAGMA auto_vacuum", [], |r| r.get(0))?)
+}
+
+/// Rewrites the database at `path` (open on `conn`, the only connection)
+/// with incremental auto-vacuum, so free pages can later be handed back to
+/// the host (`Fs::compact`). SQLite changes the mode of a database that
+/// has tables only through a `VACUUM` ("PRAGMA auto_vacuum"); a plain
+/// `VACUUM` would build its copy in a temporary database, which the
+/// connection keeps in memory (`temp_store = MEMORY`), so the copy is
+/// made with `VACUUM INTO` next to the file and renamed over it.
+///
+/// Crash safety: the WAL is checkpointed into the file first, the copy is
+/// synced before the rename, and the rename is atomic; a crash leaves either
+/// the old file (the next open starts over, removing the stale copy) or the
+/// new one. Disk: the copy needs room for the live pages once more; time:
+/// one read and one write of the live data (docs/engine.md, "Schema").
+/// Returns a fresh writer connection on the new file.
+pub(crate) fn rebuild_for_auto_vacuum(conn: Connection, path: &Path) -> Result<Connection> {
+    let mut copy = path.as_os_str().to_owned();
+    copy.push(".vacuum");
+    let copy = std::path::PathBuf::from(copy);
+    match std::fs::remove_file(&copy) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(crate::fs::io_error(e)),
+        _ => {}
+    }
+    let started = std::time::Instant::now();
+    let copy_str = copy.to_str().ok_or_else(|| crate::Error::Errno {
+        errno: Errno::EINVAL,
+        context: Some(format!("database path {} is not UTF-8", copy.display())),
+    })?;
+    let built = (|| -> Result<()> {
+        conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))?;
+        conn.execute_batch(&format!("PRAGMA auto_vacuum = {AUTO_VACUUM_INCREMENTAL};"))?;
+        conn.execute("VACUUM INTO ?1", [copy_str])?;
+        // SQLite creates the copy with its default mode: give it the
+        // original's (0600 for the engine's files) before it takes its place.
+        let mode = std::fs::metadata(path).map_err(crate::fs::io_error)?.permissions();
+        std::fs::set_permissions(&copy, mode).map_err(crate::fs::io_error)?;
+        std::fs::File::open(&copy)
+            .and_then(|f| f.sync_all())
+            .map_err(crate::fs::io_error)?;
+        Ok(())
+    })();
+    if let Err(e) = built {
+        let _ = std::fs::remove_file(&copy);
+        return Err(e);
+    }
+    // Closing the only connection checkpoints the WAL and deletes it; a WAL
+    // left behind would be replayed onto the new file, so it must be gone.
+    conn.close().map_err(|(_, e)| crate::Error::from(e))?;
+    let mut wal = path.as_os_str().to_owned();
+    wal.push("-wal");
+    if std::fs::metadata(&wal).is_ok_and(|m| m.len() > 0) {
+        let _ = std::fs::remove_file(&copy);
+        return Err(crate::Error::Errno {
+            errno: Errno::EBUSY,
+            context: Some("the WAL outlived the last connection".into()),
+        });
+    }
+    let old_len = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
+    std::fs::rename(&copy, path).map_err(crate::fs::io_error)?;
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::File::open(dir)
+            .and_then(|f| f.sync_all())
+            .map_err(crate::fs::io_error)?;
+    }
+    let new_len = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
+    tracing::info!(
+        old_bytes = old_len,
+        new_bytes = new_len,
+        elapsed_ms = started.elapsed().as_millis() as u64,
+        "rebuilt filesystem database with incremental auto-vacuum"
+    );
+    crate::db::open_writer(path, false, None)
+}
 
 /// The version a fully migrated database has.
 pub(crate) const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;

@@ -185,9 +185,11 @@ pub struct StatFs {
     pub files: u64,
     /// Free inodes.
     pub files_free: u64,
-    /// Bytes used by file contents (logical bytes stored in chunks).
+    /// Bytes counted against the byte quota: content stored in chunks
+    /// (holes are free), xattr names and values, symlink targets.
     pub used_bytes: u64,
-    /// Inodes in use.
+    /// Inode-equivalents in use: every inode, plus one for each hard link
+    /// past an inode's first name.
     pub used_inodes: u64,
     /// Longest name, in bytes.
     pub name_max: u32,
@@ -208,5 +210,40 @@ impl Default for Limits {
             max_bytes: 10 * 1024 * 1024 * 1024,
             max_inodes: 1_000_000,
         }
+    }
+}
+
+/// Quota bytes per inode-equivalent: the inode quota in force is at most
+/// `max_bytes / BYTES_PER_INODE` (but at least [`MIN_INODE_LIMIT`]), as
+/// `mke2fs` derives an ext4 inode count from the size (its default ratio is
+/// 16 KiB). Every inode and every extra hard link is one inode-equivalent;
+/// its host cost (inode row, directory entry with a name of up to 255
+/// bytes, index cells) is bounded by this ratio instead of being counted
+/// byte by byte (docs/engine.md, "What the host stores").
+pub const BYTES_PER_INODE: u64 = 4096;
+/// Inode-equivalents allowed however small the byte quota.
+pub const MIN_INODE_LIMIT: u64 = 16_384;
+/// Smallest cap on a file's logical size, in bytes (1 GiB): a file may be
+/// as large as the byte quota or this, whichever is larger, never more
+/// than [`crate::MAX_FILE_SIZE`].
+pub const MIN_FILE_SIZE_LIMIT: u64 = 1 << 30;
+
+impl Limits {
+    /// The inode quota in force: `max_inodes`, but at most `max_bytes /
+    /// BYTES_PER_INODE` and at least [`MIN_INODE_LIMIT`] (never more than
+    /// `max_inodes`). `statfs` reports it as `files`.
+    pub fn inode_limit(&self) -> u64 {
+        let by_bytes = (self.max_bytes / BYTES_PER_INODE).max(MIN_INODE_LIMIT);
+        self.max_inodes.min(by_bytes)
+    }
+
+    /// The largest logical size of one file, in bytes: the byte quota, at
+    /// least [`MIN_FILE_SIZE_LIMIT`], at most [`crate::MAX_FILE_SIZE`].
+    /// Holes cost no quota, so this caps how much a sparse file can make
+    /// its readers scan; writes and truncates past it fail with `EFBIG`.
+    pub fn file_size_limit(&self) -> u64 {
+        self.max_bytes
+            .max(MIN_FILE_SIZE_LIMIT)
+            .min(crate::MAX_FILE_SIZE)
     }
 }

@@ -601,15 +601,28 @@ fn fallocate_and_copy_file_range() {
         .truncate(true)
         .open(&p)
         .unwrap();
+    let used_before = m.fs.statfs().unwrap().used_bytes;
     nix::fcntl::fallocate(&f, nix::fcntl::FallocateFlags::empty(), 0, 1 << 20).unwrap();
     assert_eq!(f.metadata().unwrap().len(), 1 << 20);
+    // The space is held against the quota, not just promised.
+    assert_eq!(m.fs.statfs().unwrap().used_bytes, used_before + (1 << 20));
     nix::fcntl::fallocate(
         &f,
         nix::fcntl::FallocateFlags::FALLOC_FL_KEEP_SIZE,
         0,
-        4 << 20,
+        1 << 20,
     )
     .unwrap();
+    // Space past the end of file cannot be held without showing in the size.
+    assert_eq!(
+        nix::fcntl::fallocate(
+            &f,
+            nix::fcntl::FallocateFlags::FALLOC_FL_KEEP_SIZE,
+            0,
+            4 << 20,
+        ),
+        Err(nix::errno::Errno::EOPNOTSUPP)
+    );
     assert_eq!(f.metadata().unwrap().len(), 1 << 20);
     f.write_all_at(&[9u8; 8192], 0).unwrap();
     nix::fcntl::fallocate(
@@ -625,8 +638,19 @@ fn fallocate_and_copy_file_range() {
     assert!(buf[..100].iter().all(|&b| b == 9));
     assert!(buf[100..1100].iter().all(|&b| b == 0));
     assert!(buf[1100..].iter().all(|&b| b == 9));
+    // With another file's bytes stored, the whole quota no longer fits; the
+    // check comes before anything is written.
+    std::fs::write(m.path("other"), vec![1u8; 1 << 20]).unwrap();
+    let past_quota = nix::fcntl::fallocate(
+        &f,
+        nix::fcntl::FallocateFlags::empty(),
+        0,
+        m.fs.limits().max_bytes as i64,
+    );
+    assert_eq!(past_quota, Err(nix::errno::Errno::ENOSPC));
+    assert_eq!(f.metadata().unwrap().len(), 1 << 20, "nothing reserved");
     let too_big = nix::fcntl::fallocate(&f, nix::fcntl::FallocateFlags::empty(), 0, 1 << 50);
-    assert_eq!(too_big, Err(nix::errno::Errno::ENOSPC));
+    assert_eq!(too_big, Err(nix::errno::Errno::EFBIG));
 
     // copy_file_range inside the mount.
     let src = m.path("src");

@@ -188,7 +188,7 @@ fn exec_blocking(
     limits: &Limits,
     answer: &mut Option<tokio::sync::oneshot::Sender<JsOutcome>>,
 ) -> JsOutcome {
-    let vfs = Vfs::new(fs, options.owner);
+    let vfs = Vfs::new(fs, options.owner).with_scratch_dir(options.scratch_dir.clone());
     let cwd = if req.cwd.is_empty() {
         "/workspace"
     } else {

@@ -146,6 +146,12 @@ pub struct RunOptions {
     pub fetcher: Arc<dyn Fetcher>,
     /// Owner of the files and directories the code creates.
     pub owner: Owner,
+    /// Directory under which the exec's `/tmp` database is made (in a
+    /// fresh subdirectory of mode 0700, its files 0600, removed when the
+    /// exec ends). The node agent passes a directory of its own data
+    /// directory, which it empties at start (leftovers of a crash). `None`:
+    /// the system's temporary directory.
+    pub scratch_dir: Option<std::path::PathBuf>,
 }
 
 impl Default for RunOptions {
@@ -153,6 +159,7 @@ impl Default for RunOptions {
         RunOptions {
             fetcher: Arc::new(DenyAllEgress),
             owner: Owner::ROOT,
+            scratch_dir: None,
         }
     }
 }

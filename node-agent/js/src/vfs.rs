@@ -66,6 +66,9 @@ struct Scratch {
 pub(crate) struct Vfs {
     workspace: Fs,
     scratch: RefCell<Option<Scratch>>,
+    /// Where the scratch database's directory is made; `None`: the system's
+    /// temporary directory.
+    scratch_dir: Option<std::path::PathBuf>,
     cwd: RefCell<String>,
     pub owner: Owner,
 }
@@ -93,9 +96,16 @@ impl Vfs {
         Vfs {
             workspace,
             scratch: RefCell::new(None),
+            scratch_dir: None,
             cwd: RefCell::new("/workspace".to_string()),
             owner,
         }
+    }
+
+    /// Makes `/tmp`'s database under `dir` (see `RunOptions::scratch_dir`).
+    pub fn with_scratch_dir(mut self, dir: Option<std::path::PathBuf>) -> Vfs {
+        self.scratch_dir = dir;
+        self
     }
 
     pub fn cwd(&self) -> Ref<'_, String> {
@@ -136,17 +146,24 @@ impl Vfs {
                 if let Some(s) = self.scratch.borrow().as_ref() {
                     return Ok(s.fs.clone());
                 }
-                // On tmpfs the engine's fsyncs are free: creating the
-                // scratch database there takes ~1 ms instead of tens.
+                // A fresh directory only the agent's user can enter (0700),
+                // holding a database only it can read (the engine makes
+                // database files 0600, and SQLite gives its WAL the same
+                // mode). Never a shared place such as /dev/shm: other local
+                // users could read a running exec's files there, and a
+                // crash would leave them behind; the agent's scratch
+                // directory is emptied when it starts.
                 let mut builder = tempfile::Builder::new();
-                builder.prefix("agentcomputer-js-tmp");
-                let shm = std::path::Path::new("/dev/shm");
-                let dir = if shm.is_dir() {
-                    builder.tempdir_in(shm).or_else(|_| builder.tempdir())
-                } else {
-                    builder.tempdir()
+                builder.prefix("js-tmp-");
+                builder.permissions(std::os::unix::fs::PermissionsExt::from_mode(0o700));
+                let dir = match &self.scratch_dir {
+                    Some(d) => builder.tempdir_in(d),
+                    None => builder.tempdir(),
                 }
-                .map_err(|_| Errno::EIO)?;
+                .map_err(|e| {
+                    tracing::warn!(error = %e, "cannot make the scratch directory of /tmp");
+                    Errno::EIO
+                })?;
                 let limits = Limits {
                     max_bytes: SCRATCH_MAX_BYTES,
                     max_inodes: 100_000,

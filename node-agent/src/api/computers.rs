@@ -18,6 +18,7 @@ pub fn to_proto(info: ComputerInfo) -> pb::Computer {
         created_unix_nanos: info.settings.created_unix_nanos,
         open: info.open,
         egress: Some(super::egress::to_proto(&info.settings.egress)),
+        disk_bytes: info.usage.disk_bytes,
     }
 }
 

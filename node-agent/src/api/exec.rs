@@ -223,7 +223,11 @@ async fn start_runtime(
         let started = Instant::now();
         let runtime = runtime.as_str_name();
         info!(%computer, runtime, timeout_ms = timeout.as_millis() as u64, "exec started");
-        let run = program.start(lease.fs().clone(), cancel.clone());
+        let run = program.start(
+            lease.fs().clone(),
+            cancel.clone(),
+            lease.scratch_dir().to_path_buf(),
+        );
         let (client_gone, finished) = pump::pump(run, &tx, &cancel, timeout).await;
         let elapsed = started.elapsed();
         let duration_ms = elapsed.as_millis() as u64;

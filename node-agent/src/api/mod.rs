@@ -16,6 +16,7 @@ pub mod observe;
 pub mod paths;
 mod read;
 mod search;
+pub mod streams;
 mod walk;
 mod write;
 
@@ -44,6 +45,7 @@ pub struct Service {
     auth: Arc<dyn Authorizer>,
     observer: Arc<dyn Observer>,
     containers: Arc<Containers>,
+    streams: streams::StreamGate,
 }
 
 impl Service {
@@ -58,6 +60,7 @@ impl Service {
             containers: Arc::new(Containers::unavailable(
                 "this node agent was started without a container runtime",
             )),
+            streams: streams::StreamGate::new(streams::StreamLimits::default()),
         }
     }
 
@@ -70,6 +73,12 @@ impl Service {
     /// The same service running container execs on `containers`.
     pub fn with_containers(mut self, containers: Arc<Containers>) -> Service {
         self.containers = containers;
+        self
+    }
+
+    /// The same service with other bounds on its Read and Write streams.
+    pub fn with_stream_limits(mut self, limits: streams::StreamLimits) -> Service {
+        self.streams = streams::StreamGate::new(limits);
         self
     }
 
@@ -223,9 +232,14 @@ impl AgentComputer for Service {
         &self,
         req: Request<pb::ReadRequest>,
     ) -> Result<Response<Self::ReadStream>, Status> {
+        let client = streams::client_of(&req);
         let req = self.authorized(req)?;
+        let permit = self.streams.admit(&client, &req.computer)?;
         let lease = self.registry.acquire(&req.computer).await?;
-        read::start(lease, req).await.map(Response::new)
+        let idle = self.streams.limits().idle_timeout;
+        read::start(lease, req, permit, idle)
+            .await
+            .map(Response::new)
     }
 
     async fn write(
@@ -233,8 +247,9 @@ impl AgentComputer for Service {
         req: Request<Streaming<pb::WriteRequest>>,
     ) -> Result<Response<pb::WriteResponse>, Status> {
         let caller = self.caller(&req);
+        let client = streams::client_of(&req);
         let check = |requested: &str| self.observed(caller.computer(requested));
-        write::write(&self.registry, check, req.into_inner())
+        write::write(&self.registry, check, &self.streams, &client, req.into_inner())
             .await
             .map(Response::new)
     }

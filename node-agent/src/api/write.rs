@@ -18,6 +18,7 @@ use tonic::{Status, Streaming};
 use super::convert::{OWNER, file_info, parent_of, resolve};
 use super::errors::{errno_detail, errno_status, on};
 use super::paths::ApiPath;
+use super::streams::{StreamGate, idle_error};
 use crate::blocking::blocking;
 use crate::registry::Registry;
 
@@ -64,14 +65,31 @@ impl Drop for Target {
 /// a header (or with two, or with anything after the end, or a byte count
 /// that disagrees with the end message), `ECANCELED` for a stream without
 /// an end message, path errors, `EEXIST` for EXCLUSIVE over an
-/// existing path, `EISDIR`, `ENOSPC` past the quota, and the client's own
-/// stream error when it aborts.
+/// existing path, `EISDIR`, `ENOSPC` past the quota, the client's own
+/// stream error when it aborts, `DEADLINE_EXCEEDED` when no message came
+/// for the idle timeout, `RESOURCE_EXHAUSTED` past the stream caps (see
+/// [`super::streams`]).
 pub async fn write(
     registry: &Registry,
     authorize: impl FnOnce(&str) -> Result<String, Status>,
+    gate: &StreamGate,
+    client: &str,
     mut stream: Streaming<pb::WriteRequest>,
 ) -> Result<pb::WriteResponse, Status> {
-    let header = match stream.message().await? {
+    let idle = gate.limits().idle_timeout;
+    // Waits for the next message, ending a stalled upload: dropping the
+    // call's state frees the unnamed file (its bytes stop counting against
+    // the quota) and the lease (the computer may hibernate).
+    async fn next(
+        stream: &mut Streaming<pb::WriteRequest>,
+        idle: std::time::Duration,
+    ) -> Result<Option<pb::WriteRequest>, Status> {
+        match tokio::time::timeout(idle, stream.message()).await {
+            Ok(r) => r,
+            Err(_) => Err(idle_error("upload", idle)),
+        }
+    }
+    let header = match next(&mut stream, idle).await? {
         Some(pb::WriteRequest {
             msg: Some(Msg::Header(h)),
         }) => h,
@@ -84,6 +102,7 @@ pub async fn write(
         None => return Err(errno_detail(Errno::EINVAL, "empty Write stream")),
     };
     let key = authorize(&header.computer)?;
+    let _permit = gate.admit(client, &key)?;
     let lease = registry.acquire(&key).await?;
     let path = ApiPath::parse(&header.path)?;
     let mode = pb::WriteMode::try_from(header.mode).map_err(|_| {
@@ -101,7 +120,7 @@ pub async fn write(
     };
     let mut buf: Vec<u8> = Vec::with_capacity(CHUNK_BYTES);
     let mut end: Option<u64> = None;
-    while let Some(msg) = stream.message().await? {
+    while let Some(msg) = next(&mut stream, idle).await? {
         match (msg.msg, end) {
             (_, Some(_)) => {
                 return Err(errno_detail(

@@ -3,7 +3,9 @@
 //! - every mode denies all ingress (execs reach the sandbox through the
 //!   kubelet, not the network);
 //! - deny-all: no egress rule, so nothing leaves the pod;
-//! - allow-all: 0.0.0.0/0 and ::/0, except the cloud metadata addresses;
+//! - allow-all: 0.0.0.0/0 and ::/0, except the cloud metadata and credential
+//!   endpoints and the IPv6 forms embedding them
+//!   (`agentcomputer_metadata_endpoints::denied_nets`, docs/egress.md);
 //! - allow-list: each CIDR with its ports (metadata carved out of ranges
 //!   that contain it), cluster DNS, and, when host names are listed, only the
 //!   node agent's egress proxy port for those.
@@ -25,10 +27,6 @@ use kube::api::ObjectMeta;
 
 use super::{child_labels, netpol_name, owner};
 use crate::context::Config;
-
-/// Cloud metadata endpoints: the IPv4 one every major cloud uses, and AWS's
-/// IPv6 one (EC2 instance metadata service docs).
-pub const METADATA: [&str; 2] = ["169.254.169.254/32", "fd00:ec2::254/128"];
 
 /// Labels of the cluster DNS pods (kube-dns/CoreDNS keep `k8s-app: kube-dns`).
 const DNS_LABEL: (&str, &str) = ("k8s-app", "kube-dns");
@@ -158,8 +156,10 @@ fn allow_list(c: &AgentComputer, cfg: &Config) -> Vec<NetworkPolicyEgressRule> {
     rules
 }
 
+/// The cloud metadata and credential endpoints and their IPv6 embeddings,
+/// from the list the node agent's policy engine uses too.
 fn metadata_nets() -> impl Iterator<Item = IpNet> {
-    METADATA.iter().map(|m| m.parse().expect("constant CIDR"))
+    agentcomputer_metadata_endpoints::denied_nets().into_iter()
 }
 
 /// An ipBlock peer for `net`, with the metadata addresses it contains carved
@@ -249,9 +249,32 @@ mod tests {
         let peers = rules[0].to.as_ref().unwrap();
         let v4 = peers[0].ip_block.as_ref().unwrap();
         assert_eq!(v4.cidr, "0.0.0.0/0");
-        assert_eq!(v4.except.as_deref().unwrap(), ["169.254.169.254/32"]);
+        let v4_except = v4.except.as_deref().unwrap();
+        for a in [
+            "169.254.169.254/32",
+            "169.254.170.2/32",
+            "169.254.170.23/32",
+            "100.100.100.200/32",
+        ] {
+            assert!(v4_except.iter().any(|e| e == a), "{a} in {v4_except:?}");
+        }
         let v6 = peers[1].ip_block.as_ref().unwrap();
-        assert_eq!(v6.except.as_deref().unwrap(), ["fd00:ec2::254/128"]);
+        let v6_except = v6.except.as_deref().unwrap();
+        for a in [
+            "fd00:ec2::254/128",
+            "fd00:ec2::23/128",
+            "::ffff:169.254.169.254/128",
+            "::a9fe:a9fe/128",
+            "64:ff9b::a9fe:a9fe/128",
+            "64:ff9b:1::a9fe:aa02/128",
+            "2002:a9fe:a9fe::/48",
+            "64:ff9b::6464:64c8/128",
+        ] {
+            assert!(v6_except.iter().any(|e| e == a), "{a} in {v6_except:?}");
+        }
+        // Exactly the shared list: the agent's policy engine denies the same.
+        let shared = agentcomputer_metadata_endpoints::denied_nets();
+        assert_eq!(v4_except.len() + v6_except.len(), shared.len());
         let open = EgressSpec {
             allow_metadata: true,
             ..e
@@ -305,7 +328,15 @@ mod tests {
             Some(IntOrString::Int(5432))
         );
         let r1 = rules[1].to.as_ref().unwrap()[0].ip_block.as_ref().unwrap();
-        assert_eq!(r1.except.as_deref().unwrap(), ["169.254.169.254/32"]);
+        assert_eq!(
+            r1.except.as_deref().unwrap(),
+            [
+                "169.254.169.254/32",
+                "169.254.170.2/32",
+                "169.254.170.23/32",
+                "169.254.0.23/32"
+            ]
+        );
         let dns = &rules[2];
         assert_eq!(dns.ports.as_ref().unwrap().len(), 2);
         let proxy = &rules[3];

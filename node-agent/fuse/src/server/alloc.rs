@@ -9,10 +9,10 @@ const STEP: u64 = 1 << 20;
 
 /// Applies `fallocate(fd, mode, offset, len)` to file `ino`.
 ///
-/// * mode 0 / `FALLOC_FL_KEEP_SIZE`: the engine stores holes without
-///   space, so allocation means checking that the quota has room for
-///   `len` bytes (`ENOSPC` otherwise) and, without `KEEP_SIZE`, growing
-///   the size.
+/// * mode 0 / `FALLOC_FL_KEEP_SIZE`: [`Fs::allocate`] stores the range's
+///   holes as zeros, so the space is counted against the quota and later
+///   writes there cannot fail with `ENOSPC`; `KEEP_SIZE` past the end of
+///   file is `EOPNOTSUPP` (the engine holds no bytes past the size).
 /// * `FALLOC_FL_PUNCH_HOLE | KEEP_SIZE` and `FALLOC_FL_ZERO_RANGE`: the
 ///   range inside the file reads as zeros afterwards (written as zeros:
 ///   the engine has no call to drop a byte range).
@@ -27,14 +27,9 @@ pub(crate) fn fallocate(fs: &Fs, ino: Ino, offset: u64, len: u64, mode: i32) -> 
     let rest = mode & !libc::FALLOC_FL_KEEP_SIZE;
     let size = fs.getattr(ino)?.size;
     match rest {
-        0 => {
-            let st = fs.statfs()?;
-            let free = st.blocks_free.saturating_mul(u64::from(st.block_size));
-            let needed = end.saturating_sub(size).min(len);
-            if needed > free {
-                return Err(Errno::ENOSPC.into());
-            }
-        }
+        // The engine stores the range's holes as zeros: the space is held
+        // against the quota (see `Fs::allocate`), and the size grows.
+        0 => return fs.allocate(ino, offset, len, keep_size),
         libc::FALLOC_FL_PUNCH_HOLE if keep_size => zero(fs, ino, offset, end.min(size))?,
         libc::FALLOC_FL_PUNCH_HOLE => return Err(Errno::EINVAL.into()),
         libc::FALLOC_FL_ZERO_RANGE => zero(fs, ino, offset, end.min(size))?,

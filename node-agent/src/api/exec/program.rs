@@ -38,7 +38,13 @@ impl Program {
     /// Starts the program on `fs`. The in-process runtimes run it on an OS
     /// thread of their own and the container in processes of its own, so
     /// the task spawned here only waits.
-    pub fn start(self, fs: Fs, cancel: CancellationToken) -> Started {
+    /// `scratch_dir` is where a JavaScript exec makes its `/tmp`.
+    pub fn start(
+        self,
+        fs: Fs,
+        cancel: CancellationToken,
+        scratch_dir: std::path::PathBuf,
+    ) -> Started {
         match self {
             Program::Shell(req, limits) => {
                 let (tx, rx) = mpsc::channel(OUTPUT_BUFFER);
@@ -59,6 +65,7 @@ impl Program {
                 let options = RunOptions {
                     owner: SHELL_OWNER,
                     fetcher: Arc::new(PolicyFetcher::new(egress)),
+                    scratch_dir: Some(scratch_dir),
                 };
                 let (tx, rx) = mpsc::channel(OUTPUT_BUFFER);
                 let done = tokio::spawn(async move {
