@@ -63,6 +63,7 @@ fn mount_exec_and_unmount() {
         data_dir: data.path().to_path_buf(),
         idle_timeout: Duration::from_secs(300),
         tls: None,
+        admission: agentcomputer_node_agent::admission::AdmissionConfig::for_node(),
     };
     let server = std::thread::spawn(move || {
         let rt = tokio::runtime::Runtime::new().unwrap();

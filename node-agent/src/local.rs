@@ -18,6 +18,7 @@ use tracing::{info, warn};
 
 use std::sync::Arc;
 
+use crate::admission::{Admission, AdmissionConfig};
 use crate::api::Service;
 use crate::registry::Registry;
 use crate::token::AgentToken;
@@ -41,6 +42,9 @@ pub struct LocalConfig {
     /// Serve the API over TLS with this identity ([`crate::tls::server_tls`]);
     /// `None` serves plain HTTP/2.
     pub tls: Option<ServerTlsConfig>,
+    /// Limits on running execs ([`AdmissionConfig::for_node`] fits the
+    /// machine).
+    pub admission: AdmissionConfig,
 }
 
 /// Makes the data directory ready for clients before the agent announces
@@ -90,7 +94,7 @@ where
         )
     })?;
     let addr = listener.local_addr()?;
-    info!(%addr, data_dir = %config.data_dir.display(), idle_timeout = ?config.idle_timeout, tls = config.tls.is_some(), "node agent serving");
+    info!(%addr, data_dir = %config.data_dir.display(), idle_timeout = ?config.idle_timeout, tls = config.tls.is_some(), admission = ?config.admission, "node agent serving");
 
     let stop = CancellationToken::new();
     tokio::spawn(registry.clone().run_sweeper(stop.clone()));
@@ -115,7 +119,11 @@ where
             .context("cannot set up TLS for the API")?;
     }
     let server = builder
-        .add_service(Service::new(registry.clone(), Arc::new(token)).into_server())
+        .add_service(
+            Service::new(registry.clone(), Arc::new(token))
+                .with_admission(Admission::new(config.admission.clone()))
+                .into_server(),
+        )
         .serve_with_incoming_shutdown(incoming, on_signal);
     let forced = async {
         stop.cancelled().await;

@@ -32,6 +32,7 @@ use super::convert::resolve;
 use super::errors::{errno_detail, errno_status};
 use super::observe::{ExecOutcome, Observer};
 use super::paths::ApiPath;
+use crate::admission::Admission;
 use crate::blocking::blocking;
 use crate::registry::Registry;
 use program::Program;
@@ -62,7 +63,8 @@ pub type ExecStream = ReceiverStream<Result<pb::ExecEvent, Status>>;
 /// that is not JSON (INVALID_ARGUMENT), `input_json` for a runtime other
 /// than JavaScript (INVALID_ARGUMENT), RUNTIME_CONTAINER (UNIMPLEMENTED),
 /// an unknown computer, a runtime the computer does not enable
-/// (FAILED_PRECONDITION), a bad or missing `cwd`.
+/// (FAILED_PRECONDITION), a bad or missing `cwd`, no admission
+/// (RESOURCE_EXHAUSTED, see [`Admission::admit`]).
 ///
 /// Limits: a request's timeout, output cap and memory of 0 take the
 /// computer's ([`crate::computer::ExecLimits`]), else the agent's defaults;
@@ -70,6 +72,7 @@ pub type ExecStream = ReceiverStream<Result<pb::ExecEvent, Status>>;
 /// [`DEFAULT_EXEC_MEMORY`]).
 pub async fn start(
     registry: &Registry,
+    admission: &Admission,
     req: pb::ExecRequest,
     observer: Arc<dyn Observer>,
 ) -> Result<ExecStream, Status> {
@@ -84,7 +87,7 @@ pub async fn start(
         pb::Runtime::Javascript => "javascript",
         pb::Runtime::Container => "container",
     };
-    let started = start_runtime(registry, runtime, name, req, observer.clone()).await;
+    let started = start_runtime(registry, admission, runtime, name, req, observer.clone()).await;
     if started.is_err() && name != "container" {
         observer.exec_finished(name, ExecOutcome::Rejected, Duration::ZERO);
     }
@@ -95,6 +98,7 @@ pub async fn start(
 /// `spec.runtimes`.
 async fn start_runtime(
     registry: &Registry,
+    admission: &Admission,
     runtime: pb::Runtime,
     runtime_name: &'static str,
     req: pb::ExecRequest,
@@ -195,6 +199,10 @@ async fn start_runtime(
         ),
     };
 
+    // Reserved at admission: the most the runtime lets the exec allocate.
+    let memory = agentcomputer_js::DEFAULT_MEMORY_LIMIT_BYTES as u64;
+    let permit = admission.admit(lease.name(), memory).await?;
+
     let (tx, rx) = mpsc::channel(EVENT_BUFFER);
     let cancel = lease.cancel_token();
     tokio::spawn(async move {
@@ -230,7 +238,7 @@ async fn start_runtime(
                 }))
                 .await;
         }
-        drop(lease);
+        drop((permit, lease));
     });
     Ok(ReceiverStream::new(rx))
 }

@@ -26,6 +26,7 @@ use tonic::{Request, Response, Status, Streaming};
 
 use std::sync::Arc;
 
+use crate::admission::{Admission, AdmissionConfig};
 use crate::auth::{Authorizer, Caller};
 use crate::blocking::blocking;
 use crate::registry::Registry;
@@ -36,22 +37,26 @@ pub use exec::{
 pub use observe::{ExecOutcome, Observer, Unobserved};
 
 /// The service implementation over a [`Registry`]. Every call is checked
-/// by its [`Authorizer`] before it touches a computer.
+/// by its [`Authorizer`] before it touches a computer; every exec is
+/// admitted by its [`Admission`].
 #[derive(Clone)]
 pub struct Service {
     registry: Registry,
     auth: Arc<dyn Authorizer>,
     observer: Arc<dyn Observer>,
+    admission: Admission,
 }
 
 impl Service {
     /// A service serving the computers of `registry` to the callers `auth`
-    /// admits.
+    /// admits, under admission limits fitting this machine
+    /// ([`AdmissionConfig::for_node`]).
     pub fn new(registry: Registry, auth: Arc<dyn Authorizer>) -> Service {
         Service {
             registry,
             auth,
             observer: Arc::new(Unobserved),
+            admission: Admission::new(AdmissionConfig::for_node()),
         }
     }
 
@@ -59,6 +64,12 @@ impl Service {
     pub fn with_observer(mut self, observer: Arc<dyn Observer>) -> Service {
         self.observer = observer;
         self
+    }
+
+    /// The same service admitting execs with `admission` (whose metrics
+    /// the caller may register).
+    pub fn with_admission(self, admission: Admission) -> Service {
+        Service { admission, ..self }
     }
 
     /// The credential of `req`, to be checked by the service's rule.
@@ -318,7 +329,7 @@ impl AgentComputer for Service {
         req: Request<pb::ExecRequest>,
     ) -> Result<Response<Self::ExecStream>, Status> {
         let req = self.authorized(req)?;
-        exec::start(&self.registry, req, self.observer.clone())
+        exec::start(&self.registry, &self.admission, req, self.observer.clone())
             .await
             .map(Response::new)
     }
