@@ -16,6 +16,7 @@ use std::fmt;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
+use agentcomputer_sched::CpuFairness;
 use prometheus::{IntCounterVec, IntGauge, IntGaugeVec, Opts};
 use tokio::sync::oneshot;
 use tonic::Status;
@@ -47,6 +48,9 @@ pub struct AdmissionConfig {
     pub max_queued: usize,
     /// Longest time an exec waits for admission (`--exec-queue-wait`).
     pub queue_wait: Duration,
+    /// How exec threads share the CPU (`--cpu-fairness`, `--cpu-slice`);
+    /// process-wide, applied by [`Admission::new`].
+    pub cpu: CpuFairness,
 }
 
 impl AdmissionConfig {
@@ -73,6 +77,7 @@ impl AdmissionConfig {
             exec_memory_bytes: available / EXEC_MEMORY_SHARE.1 * EXEC_MEMORY_SHARE.0,
             max_queued: max_execs,
             queue_wait: DEFAULT_QUEUE_WAIT,
+            cpu: CpuFairness::default(),
         }
     }
 }
@@ -473,8 +478,11 @@ impl Drop for Withdraw<'_> {
 }
 
 impl Admission {
-    /// A controller enforcing `config`.
+    /// A controller enforcing `config`. Also sets the process-wide CPU
+    /// fairness of exec threads to `config.cpu`
+    /// ([`agentcomputer_sched::configure`]).
     pub fn new(config: AdmissionConfig) -> Admission {
+        agentcomputer_sched::configure(config.cpu);
         let metrics = Metrics::new(&config);
         Admission {
             inner: Arc::new(Inner {

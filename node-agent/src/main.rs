@@ -154,6 +154,14 @@ struct AdmissionArgs {
     /// Longest wait for room before RESOURCE_EXHAUSTED, e.g. 2s, 500ms.
     #[arg(long, default_value = "2s", value_parser = humantime::parse_duration)]
     exec_queue_wait: Duration,
+    /// Demote an exec's thread to SCHED_IDLE once it has used --cpu-slice
+    /// of CPU, so short execs and the agent itself stay fast (off: every
+    /// thread gets the kernel's plain equal share).
+    #[arg(long, default_value = "on", value_parser = ["on", "off"])]
+    cpu_fairness: String,
+    /// CPU time an exec runs at normal priority, e.g. 20ms.
+    #[arg(long, default_value = "20ms", value_parser = humantime::parse_duration)]
+    cpu_slice: Duration,
 }
 
 impl AdmissionArgs {
@@ -174,6 +182,10 @@ impl AdmissionArgs {
             c.max_queued = size(n);
         }
         c.queue_wait = self.exec_queue_wait;
+        c.cpu = agentcomputer_sched::CpuFairness {
+            enabled: self.cpu_fairness == "on",
+            slice: self.cpu_slice,
+        };
         c
     }
 }

@@ -1,0 +1,68 @@
+//! CPU fairness between the execs of one node agent.
+//!
+//! The shell and JavaScript runtimes run every exec on an OS thread of its
+//! own inside the agent. Linux's fair scheduler (EEVDF since 6.6) gives
+//! every runnable thread of equal weight the same share and no wake-up
+//! bonus, so with 200 spinning exec threads a short exec waits for a large
+//! part of 200 time slices at each thread hand-over on its way (gRPC worker,
+//! blocking pool, exec thread): seconds (docs/benchmarks.md).
+//!
+//! The fix is to tell the kernel which threads are the hogs. An exec thread
+//! registers itself with [`exec_thread`] for the time of one exec; a
+//! governor thread samples the CPU clock of every registered thread
+//! (`pthread_getcpuclockid(3)`, `clock_gettime(2)`) and, once a thread has
+//! used more than its slice of CPU in this exec, moves it to `SCHED_IDLE`
+//! (`sched(7)`): it then runs only on CPU time no normal thread wants, and
+//! a normal thread waking up preempts it at once. Short execs, the agent's
+//! own serving threads and FUSE keep their normal priority. When the exec
+//! ends the thread asks to be normal again; without `CAP_SYS_NICE` or a
+//! large enough `RLIMIT_NICE` (setrlimit(2)) the kernel refuses, and such a
+//! thread must not run another exec: [`Pool`] retires it.
+//!
+//! If `SCHED_IDLE` is refused (a seccomp profile), the governor falls back
+//! to nice 19 (`setpriority(2)` on the thread id), which is weaker (weight
+//! 15 against 1024 instead of 3) but still keeps short execs fast.
+
+mod governor;
+mod pool;
+
+use std::time::Duration;
+
+pub use governor::{ExecThread, exec_thread, thread_is_clean};
+pub use pool::Pool;
+
+/// CPU time an exec may use before its thread is demoted, by default.
+/// `echo ok` takes well under 1 ms; a script parsing megabytes of JSON
+/// takes hundreds.
+pub const DEFAULT_SLICE: Duration = Duration::from_millis(20);
+
+/// How exec threads share the CPU.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CpuFairness {
+    /// Whether threads past their slice are demoted; when off, every exec
+    /// thread keeps normal priority (the kernel's plain per-thread share).
+    pub enabled: bool,
+    /// CPU time (user plus system) an exec may use at normal priority.
+    pub slice: Duration,
+}
+
+impl Default for CpuFairness {
+    fn default() -> CpuFairness {
+        CpuFairness {
+            enabled: true,
+            slice: DEFAULT_SLICE,
+        }
+    }
+}
+
+/// Sets how exec threads registered from now on share the CPU. Call once
+/// at start; the default is [`CpuFairness::default`].
+pub fn configure(fairness: CpuFairness) {
+    governor::configure(fairness);
+}
+
+/// Exec threads demoted since start, and threads retired by pools because
+/// they could not return to normal priority.
+pub fn stats() -> (u64, u64) {
+    governor::stats()
+}
