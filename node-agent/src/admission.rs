@@ -597,3 +597,189 @@ impl Admission {
         (state.running, state.queued)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(max_execs: usize, per_computer: usize, memory: u64) -> AdmissionConfig {
+        AdmissionConfig {
+            max_execs,
+            max_execs_per_computer: per_computer,
+            exec_memory_bytes: memory,
+            max_queued: 16,
+            queue_wait: Duration::from_secs(5),
+            cpu: CpuFairness::default(),
+        }
+    }
+
+    #[test]
+    fn defaults_follow_the_formula() {
+        let c = AdmissionConfig::derive(2, 24 << 30);
+        assert_eq!(
+            (c.max_execs, c.max_execs_per_computer, c.exec_memory_bytes, c.max_queued),
+            (256, 8, 12 << 30, 256)
+        );
+        assert!(available_memory().is_some_and(|m| m > 0));
+    }
+
+    #[tokio::test]
+    async fn each_limit_refuses_with_its_name_and_value() {
+        let a = Admission::new(AdmissionConfig {
+            queue_wait: Duration::from_millis(50),
+            ..config(2, 1, 300)
+        });
+        let _p1 = a.admit("a", 100).await.unwrap();
+        let e = a.admit("a", 100).await.unwrap_err();
+        assert_eq!(e.limit, Limit::ExecsPerComputer);
+        assert!(e.to_string().contains("max_execs_per_computer = 1"), "{e}");
+        let _p2 = a.admit("b", 100).await.unwrap();
+        let e = a.admit("c", 100).await.unwrap_err();
+        assert_eq!(e.limit, Limit::Execs);
+        assert!(e.to_string().contains("max_execs = 2"), "{e}");
+        let e = a.admit("c", 301).await.unwrap_err();
+        assert_eq!(e.limit, Limit::Memory);
+        assert!(e.to_string().contains("exec_memory = 300 bytes"), "{e}");
+        let status = Status::from(e);
+        assert_eq!(status.code(), tonic::Code::ResourceExhausted);
+        assert_eq!(a.load(), (2, 0));
+    }
+
+    #[tokio::test]
+    async fn memory_reservations_add_up() {
+        let a = Admission::new(AdmissionConfig {
+            queue_wait: Duration::from_millis(20),
+            ..config(10, 10, 1 << 30)
+        });
+        let p = a.admit("a", 768 << 20).await.unwrap();
+        let e = a.admit("b", 512 << 20).await.unwrap_err();
+        assert_eq!(e.limit, Limit::Memory);
+        assert!(e.to_string().contains("budget of 512 MiB"), "{e}");
+        assert!(e.to_string().contains("exec_memory = 1 GiB"), "{e}");
+        drop(p);
+        let _p = a.admit("b", 512 << 20).await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_full_queue_refuses_at_once() {
+        let a = Admission::new(AdmissionConfig {
+            max_queued: 1,
+            ..config(1, 1, 1 << 30)
+        });
+        let _p = a.admit("a", 1).await.unwrap();
+        let waiting = {
+            let a = a.clone();
+            tokio::spawn(async move { a.admit("a", 1).await.map(drop) })
+        };
+        while a.load().1 == 0 {
+            tokio::task::yield_now().await;
+        }
+        let e = a.admit("b", 1).await.unwrap_err();
+        assert_eq!(e.limit, Limit::Queue);
+        assert!(e.to_string().contains("exec_queue = 1"), "{e}");
+        waiting.abort();
+    }
+
+    #[tokio::test]
+    async fn a_queued_exec_starts_when_a_permit_is_released() {
+        let a = Admission::new(config(1, 1, 1 << 30));
+        let first = a.admit("a", 1).await.unwrap();
+        let second = {
+            let a = a.clone();
+            tokio::spawn(async move { a.admit("a", 1).await })
+        };
+        while a.load().1 == 0 {
+            tokio::task::yield_now().await;
+        }
+        assert_eq!(a.load(), (1, 1));
+        drop(first);
+        let permit = second.await.unwrap().unwrap();
+        assert_eq!(a.load(), (1, 0));
+        drop(permit);
+        assert_eq!(a.load(), (0, 0));
+    }
+
+    #[tokio::test]
+    async fn the_queue_serves_computers_in_turn() {
+        let a = Admission::new(AdmissionConfig {
+            max_queued: 100,
+            ..config(1, 1, 1 << 30)
+        });
+        let running = a.admit("busy", 1).await.unwrap();
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        let mut tasks = Vec::new();
+        // Five execs of "busy" queue up before one of "quiet".
+        for name in ["busy", "busy", "busy", "busy", "busy", "quiet"] {
+            let queue = a.clone();
+            let tx = tx.clone();
+            tasks.push(tokio::spawn(async move {
+                let permit = queue.admit(name, 1).await.unwrap();
+                tx.send(name).unwrap();
+                tokio::task::yield_now().await;
+                drop(permit);
+            }));
+            while a.load().1 < tasks.len() {
+                tokio::task::yield_now().await;
+            }
+        }
+        drop(running);
+        let mut order = Vec::new();
+        for _ in 0..6 {
+            order.push(rx.recv().await.unwrap());
+        }
+        // "quiet" is served on its first turn, after one "busy".
+        assert_eq!(order[..2], ["busy", "quiet"], "{order:?}");
+    }
+
+    #[tokio::test]
+    async fn a_withdrawn_waiter_frees_its_place() {
+        let a = Admission::new(config(1, 1, 1 << 30));
+        let first = a.admit("a", 1).await.unwrap();
+        let waiter = {
+            let a = a.clone();
+            tokio::spawn(async move { a.admit("b", 1).await.map(drop) })
+        };
+        while a.load().1 == 0 {
+            tokio::task::yield_now().await;
+        }
+        waiter.abort();
+        let _ = waiter.await;
+        assert_eq!(a.load(), (1, 0));
+        drop(first);
+        assert_eq!(a.load(), (0, 0));
+    }
+
+    #[tokio::test]
+    async fn metrics_show_running_queued_and_refusals() {
+        let a = Admission::new(AdmissionConfig {
+            queue_wait: Duration::from_millis(10),
+            ..config(4, 1, 1 << 30)
+        });
+        let registry = prometheus::Registry::new();
+        a.register_metrics(&registry).unwrap();
+        let _p = a.admit("a", 1000).await.unwrap();
+        a.admit("a", 1).await.unwrap_err();
+        let families = registry.gather();
+        let value = |name: &str, label: Option<&str>| -> f64 {
+            let f = families.iter().find(|f| f.name() == name).unwrap();
+            let m = f
+                .get_metric()
+                .iter()
+                .find(|m| label.is_none_or(|l| m.get_label().iter().any(|p| p.value() == l)))
+                .unwrap();
+            if m.get_counter().get_value() != 0.0 {
+                m.get_counter().get_value()
+            } else {
+                m.get_gauge().get_value()
+            }
+        };
+        assert_eq!(value("agentcomputer_execs_running", None), 1.0);
+        assert_eq!(value("agentcomputer_execs_queued", None), 0.0);
+        assert_eq!(value("agentcomputer_exec_memory_reserved_bytes", None), 1000.0);
+        assert_eq!(
+            value("agentcomputer_execs_refused_total", Some("max_execs_per_computer")),
+            1.0
+        );
+        assert_eq!(value("agentcomputer_exec_limit", Some("max_execs")), 4.0);
+    }
+}
