@@ -78,6 +78,13 @@ pub fn thread_is_clean() -> bool {
     !TAINTED.with(Cell::get)
 }
 
+/// Marks this thread as unable to return to normal priority, as a
+/// demotion without `CAP_SYS_NICE` leaves it.
+#[cfg(test)]
+pub(crate) fn taint_for_test() {
+    TAINTED.with(|t| t.set(true));
+}
+
 /// The current thread's registration as an exec thread; dropping it (on
 /// the same thread, at the end of the exec) unregisters the thread and
 /// returns it to normal priority if it was demoted.

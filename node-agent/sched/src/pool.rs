@@ -153,6 +153,27 @@ mod tests {
     }
 
     #[test]
+    fn a_thread_left_demoted_is_not_reused() {
+        let pool = Pool::new("test-pool", 256 * 1024, 1, Duration::from_secs(5));
+        let (tx, rx) = mpsc::channel();
+        let tx1 = tx.clone();
+        pool.spawn(move || {
+            crate::governor::taint_for_test();
+            tx1.send(std::thread::current().id()).unwrap();
+        })
+        .unwrap();
+        let first = rx.recv_timeout(Duration::from_secs(5)).unwrap();
+        pool.spawn(move || {
+            assert!(crate::thread_is_clean());
+            tx.send(std::thread::current().id()).unwrap();
+        })
+        .unwrap();
+        let second = rx.recv_timeout(Duration::from_secs(5)).unwrap();
+        assert_ne!(first, second);
+        assert!(crate::stats().1 >= 1);
+    }
+
+    #[test]
     fn jobs_beyond_max_threads_wait_for_a_free_thread() {
         let pool = Pool::new("test-pool", 256 * 1024, 1, Duration::from_secs(5));
         let (tx, rx) = mpsc::channel();
