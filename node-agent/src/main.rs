@@ -162,6 +162,10 @@ struct AdmissionArgs {
     /// CPU time an exec runs at normal priority, e.g. 20ms.
     #[arg(long, default_value = "20ms", value_parser = humantime::parse_duration)]
     cpu_slice: Duration,
+    /// Execs in their normal-priority slice at once; more wait in line
+    /// for a place [default: 2 per CPU].
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    cpu_foreground: Option<u64>,
 }
 
 impl AdmissionArgs {
@@ -182,10 +186,11 @@ impl AdmissionArgs {
             c.max_queued = size(n);
         }
         c.queue_wait = self.exec_queue_wait;
-        c.cpu = agentcomputer_sched::CpuFairness {
-            enabled: self.cpu_fairness == "on",
-            slice: self.cpu_slice,
-        };
+        c.cpu.enabled = self.cpu_fairness == "on";
+        c.cpu.slice = self.cpu_slice;
+        if let Some(n) = self.cpu_foreground {
+            c.cpu.foreground = usize::try_from(n).unwrap_or(usize::MAX);
+        }
         c
     }
 }

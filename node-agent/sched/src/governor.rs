@@ -5,7 +5,7 @@ use std::cell::Cell;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Condvar, Mutex, OnceLock};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::CpuFairness;
 
@@ -21,12 +21,24 @@ struct Entry {
     clock: libc::clockid_t,
     start: Duration,
     demoted: bool,
+    /// Holds a foreground place since this instant.
+    place: Option<Instant>,
+}
+
+/// The line for foreground places.
+#[derive(Default)]
+struct Line {
+    held: usize,
+    next_ticket: u64,
+    waiting: std::collections::VecDeque<u64>,
 }
 
 struct Governor {
     fairness: Mutex<CpuFairness>,
     threads: Mutex<HashMap<u64, Entry>>,
     wake: Condvar,
+    line: Mutex<Line>,
+    line_moved: Condvar,
     next_id: AtomicU64,
     started: AtomicBool,
     demoted: AtomicU64,
@@ -41,6 +53,8 @@ fn governor() -> &'static Governor {
         fairness: Mutex::new(CpuFairness::default()),
         threads: Mutex::new(HashMap::new()),
         wake: Condvar::new(),
+        line: Mutex::new(Line::default()),
+        line_moved: Condvar::new(),
         next_id: AtomicU64::new(0),
         started: AtomicBool::new(false),
         demoted: AtomicU64::new(0),
@@ -93,15 +107,38 @@ pub struct ExecThread {
     _not_send: std::marker::PhantomData<*const ()>,
 }
 
+/// Waits for a foreground place, first come first served.
+fn enter_foreground(g: &Governor, places: usize) {
+    let mut line = g.line.lock().unwrap_or_else(|e| e.into_inner());
+    let ticket = line.next_ticket;
+    line.next_ticket += 1;
+    line.waiting.push_back(ticket);
+    while !(line.waiting.front() == Some(&ticket) && line.held < places.max(1)) {
+        line = g.line_moved.wait(line).unwrap_or_else(|e| e.into_inner());
+    }
+    line.waiting.pop_front();
+    line.held += 1;
+    drop(line);
+    // The next in line may fit too.
+    g.line_moved.notify_all();
+}
+
+fn leave_foreground(g: &Governor) {
+    g.line.lock().unwrap_or_else(|e| e.into_inner()).held -= 1;
+    g.line_moved.notify_all();
+}
+
 /// Registers the current thread as running one exec, whose CPU time is
-/// counted from now. With fairness off, or when the thread's CPU clock is
-/// not available, the guard does nothing.
+/// counted from now: waits for a foreground place first (see
+/// [`crate::CpuFairness::foreground`]). With fairness off, or when the
+/// thread's CPU clock is not available, the guard does nothing.
 pub fn exec_thread() -> ExecThread {
     let inert = ExecThread {
         id: None,
         _not_send: std::marker::PhantomData,
     };
-    if !fairness().enabled {
+    let fairness = fairness();
+    if !fairness.enabled {
         return inert;
     }
     let mut clock: libc::clockid_t = 0;
@@ -116,6 +153,9 @@ pub fn exec_thread() -> ExecThread {
     // SAFETY: gettid has no preconditions.
     let tid = unsafe { libc::gettid() };
     let g = governor();
+    enter_foreground(g, fairness.foreground);
+    // CPU used while waiting in line (none: blocked) is not counted.
+    let start = cpu_time(clock).unwrap_or(start);
     let id = g.next_id.fetch_add(1, Ordering::Relaxed);
     g.threads.lock().unwrap_or_else(|e| e.into_inner()).insert(
         id,
@@ -124,6 +164,7 @@ pub fn exec_thread() -> ExecThread {
             clock,
             start,
             demoted: false,
+            place: Some(Instant::now()),
         },
     );
     start_governor(g);
@@ -150,12 +191,15 @@ impl Drop for ExecThread {
         let Some(id) = self.id else {
             return;
         };
-        let entry = governor()
-            .threads
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(&id);
-        if entry.is_some_and(|e| e.demoted) && !restore_self() {
+        let g = governor();
+        let entry = g.threads.lock().unwrap_or_else(|e| e.into_inner()).remove(&id);
+        let Some(entry) = entry else {
+            return;
+        };
+        if entry.place.is_some() {
+            leave_foreground(g);
+        }
+        if entry.demoted && !restore_self() {
             TAINTED.with(|t| t.set(true));
         }
     }
@@ -197,15 +241,21 @@ fn run(g: &'static Governor) {
             threads = g.wake.wait(threads).unwrap_or_else(|e| e.into_inner());
         }
         let slice = fairness().slice;
+        let wall = slice * crate::FOREGROUND_WALL;
+        let now = Instant::now();
         for entry in threads.values_mut().filter(|e| !e.demoted) {
             // The thread unregisters (under this lock) before it ends, so
             // its clock is valid here.
-            let Some(now) = cpu_time(entry.clock) else {
+            let Some(used) = cpu_time(entry.clock) else {
                 continue;
             };
-            if now.saturating_sub(entry.start) > slice && demote(g, entry.tid) {
+            if used.saturating_sub(entry.start) > slice && demote(g, entry.tid) {
                 entry.demoted = true;
                 g.demoted.fetch_add(1, Ordering::Relaxed);
+            }
+            let done = entry.demoted || entry.place.is_some_and(|t| now - t > wall);
+            if done && entry.place.take().is_some() {
+                leave_foreground(g);
             }
         }
         let period = (slice / 2).clamp(MIN_PERIOD, MAX_PERIOD);
@@ -262,6 +312,7 @@ mod tests {
         configure(CpuFairness {
             enabled: true,
             slice: Duration::from_millis(5),
+            foreground: 2,
         });
         std::thread::spawn(|| {
             let guard = exec_thread();
@@ -279,6 +330,40 @@ mod tests {
         })
         .join()
         .unwrap();
+    }
+
+    #[test]
+    fn execs_past_the_foreground_places_wait_in_line() {
+        configure(CpuFairness {
+            enabled: true,
+            slice: Duration::from_millis(5),
+            foreground: 2,
+        });
+        let sleepers: Vec<_> = (0..2)
+            .map(|_| {
+                std::thread::spawn(|| {
+                    let _guard = exec_thread();
+                    std::thread::sleep(Duration::from_millis(500));
+                })
+            })
+            .collect();
+        std::thread::sleep(Duration::from_millis(5));
+        // Both places are held by sleepers (other tests may hold more), so
+        // this one waits until one ends or has held its place for
+        // FOREGROUND_WALL slices of wall time (25 ms), not for 500 ms.
+        let t = Instant::now();
+        let guard = exec_thread();
+        let waited = t.elapsed();
+        drop(guard);
+        assert!(waited < Duration::from_millis(400), "{waited:?}");
+        for s in sleepers {
+            s.join().unwrap();
+        }
+        assert!(g_line_is_empty());
+    }
+
+    fn g_line_is_empty() -> bool {
+        governor().line.lock().unwrap().waiting.is_empty()
     }
 
     #[test]

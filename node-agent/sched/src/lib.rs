@@ -19,6 +19,13 @@
 //! large enough `RLIMIT_NICE` (setrlimit(2)) the kernel refuses, and such a
 //! thread must not run another exec: [`Pool`] retires it.
 //!
+//! Demotion alone leaves a gap: every new exec runs at normal priority
+//! until it has used its slice, so 200 execs starting together are 200
+//! normal threads for a while (seconds on two cores). So at most
+//! [`CpuFairness::foreground`] execs are in their normal-priority slice at
+//! once; the others wait, blocked, in a first-come-first-served line, and a
+//! place frees at the latest every slice of CPU per CPU.
+//!
 //! If `SCHED_IDLE` is refused (a seccomp profile), the governor falls back
 //! to nice 19 (`setpriority(2)` on the thread id), which is weaker (weight
 //! 15 against 1024 instead of 3) but still keeps short execs fast.
@@ -36,6 +43,9 @@ pub use pool::Pool;
 /// takes hundreds.
 pub const DEFAULT_SLICE: Duration = Duration::from_millis(20);
 
+/// Execs in their normal-priority slice at once, per CPU, by default.
+pub const FOREGROUND_PER_CPU: usize = 2;
+
 /// How exec threads share the CPU.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CpuFairness {
@@ -44,13 +54,27 @@ pub struct CpuFairness {
     pub enabled: bool,
     /// CPU time (user plus system) an exec may use at normal priority.
     pub slice: Duration,
+    /// Execs that may be in their normal-priority slice at once; a new
+    /// exec waits (first come, first served) until one of them ends, is
+    /// demoted, or has been in the foreground for [`FOREGROUND_WALL`]
+    /// slices of wall time (it sleeps or waits on I/O: it keeps normal
+    /// priority until it has used its slice, but stops holding a place).
+    pub foreground: usize,
 }
 
+/// Slices of wall time after which an exec gives up its foreground place
+/// even though it has not used its slice of CPU.
+pub const FOREGROUND_WALL: u32 = 5;
+
 impl Default for CpuFairness {
+    /// On, [`DEFAULT_SLICE`], [`FOREGROUND_PER_CPU`] × the CPUs this process
+    /// may run on.
     fn default() -> CpuFairness {
+        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
         CpuFairness {
             enabled: true,
             slice: DEFAULT_SLICE,
+            foreground: FOREGROUND_PER_CPU * cpus,
         }
     }
 }
