@@ -159,8 +159,8 @@ struct AdmissionArgs {
     /// thread gets the kernel's plain equal share).
     #[arg(long, default_value = "on", value_parser = ["on", "off"])]
     cpu_fairness: String,
-    /// CPU time an exec runs at normal priority, e.g. 20ms.
-    #[arg(long, default_value = "20ms", value_parser = humantime::parse_duration)]
+    /// CPU time an exec runs at normal priority, e.g. 5ms.
+    #[arg(long, default_value = "5ms", value_parser = humantime::parse_duration)]
     cpu_slice: Duration,
     /// Execs in their normal-priority slice at once; more wait in line
     /// for a place [default: 2 per CPU].
