@@ -199,8 +199,7 @@ async fn start_runtime(
         ),
     };
 
-    // Reserved at admission: the most the runtime lets the exec allocate.
-    let memory = agentcomputer_js::DEFAULT_MEMORY_LIMIT_BYTES as u64;
+    // The exec's memory budget is reserved for it while it runs.
     let permit = admission.admit(lease.name(), memory).await?;
 
     let (tx, rx) = mpsc::channel(EVENT_BUFFER);
