@@ -28,6 +28,7 @@ impl Server {
             data_dir: data.to_path_buf(),
             idle_timeout: Duration::from_secs(300),
             tls,
+            admission: agentcomputer_node_agent::admission::AdmissionConfig::for_node(),
         };
         let thread = std::thread::spawn(move || {
             let rt = tokio::runtime::Runtime::new().unwrap();
