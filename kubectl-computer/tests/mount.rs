@@ -65,6 +65,7 @@ fn mount_exec_and_unmount() {
         tls: None,
         proxy_listen: None,
         streams: Default::default(),
+        admission: agentcomputer_node_agent::admission::AdmissionConfig::for_node(),
     };
     let server = std::thread::spawn(move || {
         let rt = tokio::runtime::Runtime::new().unwrap();

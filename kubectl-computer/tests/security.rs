@@ -30,6 +30,7 @@ impl Server {
             tls,
             proxy_listen: None,
             streams: Default::default(),
+            admission: agentcomputer_node_agent::admission::AdmissionConfig::for_node(),
         };
         let thread = std::thread::spawn(move || {
             let rt = tokio::runtime::Runtime::new().unwrap();

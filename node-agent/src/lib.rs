@@ -7,6 +7,7 @@
 //! [`cluster::serve`] the agent of one Kubernetes node; the `node-agent`
 //! binary wraps them with command-line parsing and signals.
 
+pub mod admission;
 pub mod api;
 pub mod auth;
 mod blocking;

@@ -18,6 +18,7 @@ use tracing::{info, warn};
 
 use std::sync::Arc;
 
+use crate::admission::{Admission, AdmissionConfig};
 use crate::api::Service;
 use crate::containers::Containers;
 use crate::registry::Registry;
@@ -48,6 +49,9 @@ pub struct LocalConfig {
     pub proxy_listen: Option<std::net::SocketAddr>,
     /// Bounds on Read and Write streams.
     pub streams: crate::api::streams::StreamLimits,
+    /// Limits on running execs ([`AdmissionConfig::for_node`] fits the
+    /// machine).
+    pub admission: AdmissionConfig,
 }
 
 /// Makes the data directory ready for clients before the agent announces
@@ -102,7 +106,7 @@ where
         )
     })?;
     let addr = listener.local_addr()?;
-    info!(%addr, data_dir = %config.data_dir.display(), idle_timeout = ?config.idle_timeout, tls = config.tls.is_some(), "node agent serving");
+    info!(%addr, data_dir = %config.data_dir.display(), idle_timeout = ?config.idle_timeout, tls = config.tls.is_some(), admission = ?config.admission, "node agent serving");
 
     let stop = CancellationToken::new();
     let containers = Arc::new(Containers::local(&config.data_dir));
@@ -141,6 +145,7 @@ where
             Service::new(registry.clone(), Arc::new(token))
                 .with_containers(containers)
                 .with_stream_limits(config.streams)
+                .with_admission(Admission::new(config.admission.clone()))
                 .into_server(),
         )
         .serve_with_incoming_shutdown(incoming, on_signal);

@@ -18,6 +18,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use agentcomputer_node_agent::admission::AdmissionConfig;
 use agentcomputer_node_agent::cluster::{self, ClusterConfig};
 use agentcomputer_node_agent::containers::parse_proxy_listen;
 use agentcomputer_node_agent::local::{self, DEFAULT_LISTEN, DEFAULT_PROXY_LISTEN, LocalConfig};
@@ -75,6 +76,8 @@ enum Command {
         /// Most Read/Write streams open at once per computer.
         #[arg(long, default_value_t = agentcomputer_node_agent::api::streams::DEFAULT_STREAMS_PER_COMPUTER)]
         max_streams_per_computer: usize,
+        #[command(flatten)]
+        admission: AdmissionArgs,
     },
     /// Serve the computers placed on one Kubernetes node (unprivileged).
     /// The Kubernetes client comes from the in-cluster service account or
@@ -145,6 +148,88 @@ fn parse_overcommit(text: &str) -> Result<f64, String> {
     }
 }
 
+/// Limits on running execs; each left out takes the default that fits the
+/// machine (docs/isolation.md, "Admission and CPU fairness").
+#[derive(clap::Args)]
+struct AdmissionArgs {
+    /// Execs running at once on this agent [default: 128 per CPU].
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    max_execs: Option<u64>,
+    /// Execs running at once on one computer [default: 4 per CPU].
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    max_execs_per_computer: Option<u64>,
+    /// Memory all running execs may reserve together, each its budget, in
+    /// bytes or with a binary suffix (512Mi, 8Gi) [default: half the memory
+    /// available at start].
+    #[arg(long, value_parser = parse_bytes)]
+    exec_memory: Option<u64>,
+    /// Execs that may wait for room at once; 0 refuses at once
+    /// [default: --max-execs].
+    #[arg(long)]
+    exec_queue: Option<u64>,
+    /// Longest wait for room before RESOURCE_EXHAUSTED, e.g. 2s, 500ms.
+    #[arg(long, default_value = "2s", value_parser = humantime::parse_duration)]
+    exec_queue_wait: Duration,
+    /// Demote an exec's thread to SCHED_IDLE once it has used --cpu-slice
+    /// of CPU, so short execs and the agent itself stay fast (off: every
+    /// thread gets the kernel's plain equal share).
+    #[arg(long, default_value = "on", value_parser = ["on", "off"])]
+    cpu_fairness: String,
+    /// CPU time an exec runs at normal priority, e.g. 5ms.
+    #[arg(long, default_value = "5ms", value_parser = humantime::parse_duration)]
+    cpu_slice: Duration,
+    /// Execs in their normal-priority slice at once; more wait in line
+    /// for a place [default: 2 per CPU].
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    cpu_foreground: Option<u64>,
+}
+
+impl AdmissionArgs {
+    fn config(&self) -> AdmissionConfig {
+        let mut c = AdmissionConfig::for_node();
+        let size = |n: u64| usize::try_from(n).unwrap_or(usize::MAX);
+        if let Some(n) = self.max_execs {
+            c.max_execs = size(n);
+            c.max_queued = c.max_execs;
+        }
+        if let Some(n) = self.max_execs_per_computer {
+            c.max_execs_per_computer = size(n);
+        }
+        if let Some(n) = self.exec_memory {
+            c.exec_memory_bytes = n;
+        }
+        if let Some(n) = self.exec_queue {
+            c.max_queued = size(n);
+        }
+        c.queue_wait = self.exec_queue_wait;
+        c.cpu.enabled = self.cpu_fairness == "on";
+        c.cpu.slice = self.cpu_slice;
+        if let Some(n) = self.cpu_foreground {
+            c.cpu.foreground = usize::try_from(n).unwrap_or(usize::MAX);
+        }
+        c
+    }
+}
+
+/// Parses a byte count: digits, optionally followed by Ki, Mi, Gi or Ti.
+fn parse_bytes(s: &str) -> Result<u64, String> {
+    let digits = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+    let (n, suffix) = s.split_at(digits);
+    let n: u64 = n
+        .parse()
+        .map_err(|_| format!("{s:?} is not a byte count (e.g. 1073741824, 512Mi, 8Gi)"))?;
+    let shift = match suffix {
+        "" => 0,
+        "Ki" => 10,
+        "Mi" => 20,
+        "Gi" => 30,
+        "Ti" => 40,
+        _ => return Err(format!("{s:?}: unknown suffix {suffix:?} (use Ki, Mi, Gi or Ti)")),
+    };
+    n.checked_mul(1 << shift)
+        .ok_or_else(|| format!("{s:?} is too large"))
+}
+
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     tracing_subscriber::fmt()
@@ -167,6 +252,7 @@ fn main() -> anyhow::Result<()> {
                 stream_idle_timeout,
                 max_streams_per_client,
                 max_streams_per_computer,
+                admission,
             } => {
                 let data_dir = match data_dir {
                     Some(d) => d,
@@ -197,6 +283,7 @@ fn main() -> anyhow::Result<()> {
                         per_client: max_streams_per_client,
                         per_computer: max_streams_per_computer,
                     },
+                    admission: admission.config(),
                 };
                 local::serve(listener, config, shutdown_signal()?).await
             }

@@ -109,6 +109,9 @@ async fn spawn_thread(
         .name("js-exec".into())
         .stack_size(stack)
         .spawn(move || {
+            // Demoted to SCHED_IDLE past its CPU slice; the thread ends
+            // with the exec, so it is never reused demoted.
+            let _exec_thread = agentcomputer_sched::exec_thread();
             let sink = OutputSink::new(
                 out,
                 handle,

@@ -34,6 +34,7 @@ use super::convert::resolve;
 use super::errors::{errno_detail, errno_status};
 use super::observe::{ExecOutcome, Observer};
 use super::paths::ApiPath;
+use crate::admission::Admission;
 use crate::blocking::blocking;
 use crate::containers::{ContainerRun, Containers};
 use crate::registry::Registry;
@@ -60,12 +61,13 @@ const INLINE_PARSE_BYTES: usize = 64 * 1024;
 pub type ExecStream = ReceiverStream<Result<pb::ExecEvent, Status>>;
 
 /// Validates `req`, starts the run and returns its event stream; reports
-/// the end (or the refusal) of every exec to `observer`. Errors before the run: an unknown runtime or `input_json`
-/// that is not JSON (INVALID_ARGUMENT), `input_json` for a runtime other
+/// the end (or the refusal) of every exec to `observer`. Errors before the
+/// run: an unknown runtime or `input_json` that is not JSON (INVALID_ARGUMENT), `input_json` for a runtime other
 /// than JavaScript (INVALID_ARGUMENT), RUNTIME_CONTAINER on an agent that
 /// cannot build the sandbox (FAILED_PRECONDITION, saying which walls are
 /// missing), an unknown computer, a runtime the computer does not enable
-/// (FAILED_PRECONDITION), a bad or missing `cwd`.
+/// (FAILED_PRECONDITION), a bad or missing `cwd`, no admission
+/// (RESOURCE_EXHAUSTED, see [`Admission::admit`]).
 ///
 /// Limits: a request's timeout, output cap and memory of 0 take the
 /// computer's ([`crate::computer::ExecLimits`]), else the agent's defaults;
@@ -74,6 +76,7 @@ pub type ExecStream = ReceiverStream<Result<pb::ExecEvent, Status>>;
 pub async fn start(
     registry: &Registry,
     containers: &Arc<Containers>,
+    admission: &Admission,
     req: pb::ExecRequest,
     observer: Arc<dyn Observer>,
 ) -> Result<ExecStream, Status> {
@@ -88,7 +91,16 @@ pub async fn start(
         pb::Runtime::Javascript => "javascript",
         pb::Runtime::Container => "container",
     };
-    let started = start_runtime(registry, containers, runtime, name, req, observer.clone()).await;
+    let started = start_runtime(
+        registry,
+        containers,
+        admission,
+        runtime,
+        name,
+        req,
+        observer.clone(),
+    )
+    .await;
     if started.is_err() {
         observer.exec_finished(name, ExecOutcome::Rejected, Duration::ZERO);
     }
@@ -100,6 +112,7 @@ pub async fn start(
 async fn start_runtime(
     registry: &Registry,
     containers: &Arc<Containers>,
+    admission: &Admission,
     runtime: pb::Runtime,
     runtime_name: &'static str,
     req: pb::ExecRequest,
@@ -216,6 +229,9 @@ async fn start_runtime(
         ),
     };
 
+    // The exec's memory budget is reserved for it while it runs.
+    let permit = admission.admit(lease.name(), memory).await?;
+
     let (tx, rx) = mpsc::channel(EVENT_BUFFER);
     let cancel = lease.cancel_token();
     tokio::spawn(async move {
@@ -255,7 +271,7 @@ async fn start_runtime(
                 }))
                 .await;
         }
-        drop(lease);
+        drop((permit, lease));
     });
     Ok(ReceiverStream::new(rx))
 }

@@ -27,6 +27,7 @@ use tonic::{Request, Response, Status, Streaming};
 
 use std::sync::Arc;
 
+use crate::admission::{Admission, AdmissionConfig};
 use crate::auth::{Authorizer, Caller};
 use crate::blocking::blocking;
 use crate::containers::Containers;
@@ -38,7 +39,8 @@ pub use exec::{
 pub use observe::{ExecOutcome, Observer, Unobserved};
 
 /// The service implementation over a [`Registry`]. Every call is checked
-/// by its [`Authorizer`] before it touches a computer.
+/// by its [`Authorizer`] before it touches a computer; every exec is
+/// admitted by its [`Admission`].
 #[derive(Clone)]
 pub struct Service {
     registry: Registry,
@@ -46,12 +48,14 @@ pub struct Service {
     observer: Arc<dyn Observer>,
     containers: Arc<Containers>,
     streams: streams::StreamGate,
+    admission: Admission,
 }
 
 impl Service {
     /// A service serving the computers of `registry` to the callers `auth`
-    /// admits. The container runtime refuses runs until one is set with
-    /// [`Service::with_containers`].
+    /// admits, under admission limits fitting this machine
+    /// ([`AdmissionConfig::for_node`]). The container runtime refuses runs
+    /// until one is set with [`Service::with_containers`].
     pub fn new(registry: Registry, auth: Arc<dyn Authorizer>) -> Service {
         Service {
             registry,
@@ -61,6 +65,7 @@ impl Service {
                 "this node agent was started without a container runtime",
             )),
             streams: streams::StreamGate::new(streams::StreamLimits::default()),
+            admission: Admission::new(AdmissionConfig::for_node()),
         }
     }
 
@@ -80,6 +85,12 @@ impl Service {
     pub fn with_stream_limits(mut self, limits: streams::StreamLimits) -> Service {
         self.streams = streams::StreamGate::new(limits);
         self
+    }
+
+    /// The same service admitting execs with `admission` (whose metrics
+    /// the caller may register).
+    pub fn with_admission(self, admission: Admission) -> Service {
+        Service { admission, ..self }
     }
 
     /// The credential of `req`, to be checked by the service's rule.
@@ -356,7 +367,13 @@ impl AgentComputer for Service {
         req: Request<pb::ExecRequest>,
     ) -> Result<Response<Self::ExecStream>, Status> {
         let req = self.authorized(req)?;
-        exec::start(&self.registry, &self.containers, req, self.observer.clone())
+        exec::start(
+            &self.registry,
+            &self.containers,
+            &self.admission,
+            req,
+            self.observer.clone(),
+        )
             .await
             .map(Response::new)
     }

@@ -40,6 +40,12 @@ pub struct Metrics {
 }
 
 impl Metrics {
+    /// The registry behind `/metrics`, for families other modules own
+    /// (the exec admission's).
+    pub fn registry(&self) -> &Registry {
+        &self.registry
+    }
+
     /// Registers every family, with the exec counters and refusal codes
     /// present at zero so dashboards see them before the first event.
     pub fn new() -> Metrics {

@@ -205,11 +205,18 @@ where
         metrics: node.metrics.clone(),
         activity: node.activity.clone(),
     });
+    // Admission limits that fit the node (docs/isolation.md), shown in
+    // /metrics.
+    let admission = crate::admission::Admission::new(crate::admission::AdmissionConfig::for_node());
+    admission
+        .register_metrics(node.metrics.registry())
+        .context("cannot register the admission metrics")?;
     let service = Service::new(
         registry.clone(),
         Arc::new(ClusterAuthorizer::new(node.index.clone())),
     )
-    .with_observer(observer);
+    .with_observer(observer)
+    .with_admission(admission);
     let stopping = CancellationToken::new();
     let on_signal = {
         let stopping = stopping.clone();

@@ -1,0 +1,382 @@
+//! The governor: samples the CPU clocks of registered exec threads and
+//! demotes those past their slice.
+
+use std::cell::Cell;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Condvar, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use crate::CpuFairness;
+
+/// Longest pause between two samples.
+const MAX_PERIOD: Duration = Duration::from_millis(10);
+/// Shortest pause between two samples.
+const MIN_PERIOD: Duration = Duration::from_millis(1);
+/// Nice value of the fallback demotion.
+const FALLBACK_NICE: libc::c_int = 19;
+
+struct Entry {
+    tid: libc::pid_t,
+    clock: libc::clockid_t,
+    start: Duration,
+    demoted: bool,
+    /// Holds a foreground place since this instant.
+    place: Option<Instant>,
+}
+
+/// The line for foreground places.
+#[derive(Default)]
+struct Line {
+    held: usize,
+    next_ticket: u64,
+    waiting: std::collections::VecDeque<u64>,
+}
+
+struct Governor {
+    fairness: Mutex<CpuFairness>,
+    threads: Mutex<HashMap<u64, Entry>>,
+    wake: Condvar,
+    line: Mutex<Line>,
+    line_moved: Condvar,
+    next_id: AtomicU64,
+    started: AtomicBool,
+    demoted: AtomicU64,
+    retired: AtomicU64,
+    /// `SCHED_IDLE` was refused once: use nice instead.
+    no_idle_policy: AtomicBool,
+}
+
+fn governor() -> &'static Governor {
+    static G: OnceLock<Governor> = OnceLock::new();
+    G.get_or_init(|| Governor {
+        fairness: Mutex::new(CpuFairness::default()),
+        threads: Mutex::new(HashMap::new()),
+        wake: Condvar::new(),
+        line: Mutex::new(Line::default()),
+        line_moved: Condvar::new(),
+        next_id: AtomicU64::new(0),
+        started: AtomicBool::new(false),
+        demoted: AtomicU64::new(0),
+        retired: AtomicU64::new(0),
+        no_idle_policy: AtomicBool::new(false),
+    })
+}
+
+pub(crate) fn configure(fairness: CpuFairness) {
+    *governor().fairness.lock().unwrap_or_else(|e| e.into_inner()) = fairness;
+}
+
+fn fairness() -> CpuFairness {
+    *governor().fairness.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+pub(crate) fn stats() -> (u64, u64) {
+    let g = governor();
+    (g.demoted.load(Ordering::Relaxed), g.retired.load(Ordering::Relaxed))
+}
+
+pub(crate) fn note_retired() {
+    governor().retired.fetch_add(1, Ordering::Relaxed);
+}
+
+thread_local! {
+    /// This thread was demoted and could not return to normal priority.
+    static TAINTED: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Whether this thread runs at the priority it was created with, so that
+/// another exec may run on it. False after an exec on it was demoted and
+/// the kernel refused to undo that.
+pub fn thread_is_clean() -> bool {
+    !TAINTED.with(Cell::get)
+}
+
+/// Marks this thread as unable to return to normal priority, as a
+/// demotion without `CAP_SYS_NICE` leaves it.
+#[cfg(test)]
+pub(crate) fn taint_for_test() {
+    TAINTED.with(|t| t.set(true));
+}
+
+/// The current thread's registration as an exec thread; dropping it (on
+/// the same thread, at the end of the exec) unregisters the thread and
+/// returns it to normal priority if it was demoted.
+pub struct ExecThread {
+    id: Option<u64>,
+    _not_send: std::marker::PhantomData<*const ()>,
+}
+
+/// Waits for a foreground place, first come first served.
+fn enter_foreground(g: &Governor, places: usize) {
+    let mut line = g.line.lock().unwrap_or_else(|e| e.into_inner());
+    let ticket = line.next_ticket;
+    line.next_ticket += 1;
+    line.waiting.push_back(ticket);
+    while !(line.waiting.front() == Some(&ticket) && line.held < places.max(1)) {
+        line = g.line_moved.wait(line).unwrap_or_else(|e| e.into_inner());
+    }
+    line.waiting.pop_front();
+    line.held += 1;
+    drop(line);
+    // The next in line may fit too.
+    g.line_moved.notify_all();
+}
+
+fn leave_foreground(g: &Governor) {
+    g.line.lock().unwrap_or_else(|e| e.into_inner()).held -= 1;
+    g.line_moved.notify_all();
+}
+
+/// Registers the current thread as running one exec, whose CPU time is
+/// counted from now: waits for a foreground place first (see
+/// [`crate::CpuFairness::foreground`]). With fairness off, or when the
+/// thread's CPU clock is not available, the guard does nothing.
+pub fn exec_thread() -> ExecThread {
+    let inert = ExecThread {
+        id: None,
+        _not_send: std::marker::PhantomData,
+    };
+    let fairness = fairness();
+    if !fairness.enabled {
+        return inert;
+    }
+    let mut clock: libc::clockid_t = 0;
+    // SAFETY: pthread_self() is the calling thread, alive; `clock` is a
+    // valid out-pointer.
+    if unsafe { libc::pthread_getcpuclockid(libc::pthread_self(), &mut clock) } != 0 {
+        return inert;
+    }
+    let Some(start) = cpu_time(clock) else {
+        return inert;
+    };
+    // SAFETY: gettid has no preconditions.
+    let tid = unsafe { libc::gettid() };
+    let g = governor();
+    enter_foreground(g, fairness.foreground);
+    // CPU used while waiting in line (none: blocked) is not counted.
+    let start = cpu_time(clock).unwrap_or(start);
+    let id = g.next_id.fetch_add(1, Ordering::Relaxed);
+    g.threads.lock().unwrap_or_else(|e| e.into_inner()).insert(
+        id,
+        Entry {
+            tid,
+            clock,
+            start,
+            demoted: false,
+            place: Some(Instant::now()),
+        },
+    );
+    start_governor(g);
+    g.wake.notify_one();
+    ExecThread {
+        id: Some(id),
+        _not_send: std::marker::PhantomData,
+    }
+}
+
+impl ExecThread {
+    /// Whether the governor has demoted this thread (in this exec).
+    pub fn demoted(&self) -> bool {
+        let Some(id) = self.id else {
+            return false;
+        };
+        let threads = governor().threads.lock().unwrap_or_else(|e| e.into_inner());
+        threads.get(&id).is_some_and(|e| e.demoted)
+    }
+}
+
+impl Drop for ExecThread {
+    fn drop(&mut self) {
+        let Some(id) = self.id else {
+            return;
+        };
+        let g = governor();
+        let entry = g.threads.lock().unwrap_or_else(|e| e.into_inner()).remove(&id);
+        let Some(entry) = entry else {
+            return;
+        };
+        if entry.place.is_some() {
+            leave_foreground(g);
+        }
+        if entry.demoted && !restore_self() {
+            TAINTED.with(|t| t.set(true));
+        }
+    }
+}
+
+/// CPU time of the thread behind `clock`.
+fn cpu_time(clock: libc::clockid_t) -> Option<Duration> {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid out-pointer.
+    if unsafe { libc::clock_gettime(clock, &mut ts) } != 0 {
+        return None;
+    }
+    Some(Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32))
+}
+
+fn start_governor(g: &'static Governor) {
+    if g.started.swap(true, Ordering::AcqRel) {
+        return;
+    }
+    let spawned = std::thread::Builder::new()
+        .name("exec-governor".into())
+        .stack_size(256 * 1024)
+        .spawn(move || run(g));
+    if let Err(e) = spawned {
+        tracing::warn!(error = %e, "cannot start the exec CPU governor; execs share the CPU per thread");
+        g.started.store(false, Ordering::Release);
+    }
+}
+
+/// The governor's loop: sleeps while no exec runs, else samples every
+/// half slice (between 1 and 10 ms).
+fn run(g: &'static Governor) {
+    let mut threads = g.threads.lock().unwrap_or_else(|e| e.into_inner());
+    loop {
+        while threads.is_empty() {
+            threads = g.wake.wait(threads).unwrap_or_else(|e| e.into_inner());
+        }
+        let slice = fairness().slice;
+        let wall = slice * crate::FOREGROUND_WALL;
+        let now = Instant::now();
+        for entry in threads.values_mut().filter(|e| !e.demoted) {
+            // The thread unregisters (under this lock) before it ends, so
+            // its clock is valid here.
+            let Some(used) = cpu_time(entry.clock) else {
+                continue;
+            };
+            if used.saturating_sub(entry.start) > slice && demote(g, entry.tid) {
+                entry.demoted = true;
+                g.demoted.fetch_add(1, Ordering::Relaxed);
+            }
+            let done = entry.demoted || entry.place.is_some_and(|t| now - t > wall);
+            if done && entry.place.take().is_some() {
+                leave_foreground(g);
+            }
+        }
+        let period = (slice / 2).clamp(MIN_PERIOD, MAX_PERIOD);
+        threads = g
+            .wake
+            .wait_timeout(threads, period)
+            .unwrap_or_else(|e| e.into_inner())
+            .0;
+    }
+}
+
+/// Moves thread `tid` to `SCHED_IDLE`, or failing that to nice 19.
+fn demote(g: &Governor, tid: libc::pid_t) -> bool {
+    if !g.no_idle_policy.load(Ordering::Relaxed) {
+        let param = libc::sched_param { sched_priority: 0 };
+        // SAFETY: `param` is valid; `tid` names a thread of this process.
+        if unsafe { libc::sched_setscheduler(tid, libc::SCHED_IDLE, &param) } == 0 {
+            return true;
+        }
+        let err = std::io::Error::last_os_error();
+        if err.raw_os_error() == Some(libc::ESRCH) {
+            return false;
+        }
+        tracing::warn!(error = %err, "SCHED_IDLE refused; demoting busy exec threads to nice {FALLBACK_NICE} instead");
+        g.no_idle_policy.store(true, Ordering::Relaxed);
+    }
+    // SAFETY: plain syscall on a thread id of this process.
+    unsafe { libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, FALLBACK_NICE) == 0 }
+}
+
+/// Returns the calling thread to `SCHED_OTHER` at nice 0; false when the
+/// kernel refuses (no `CAP_SYS_NICE`, `RLIMIT_NICE` too low).
+fn restore_self() -> bool {
+    let param = libc::sched_param { sched_priority: 0 };
+    // SAFETY: `param` is valid; 0 is the calling thread.
+    let policy_ok = unsafe { libc::sched_setscheduler(0, libc::SCHED_OTHER, &param) } == 0;
+    // SAFETY: gettid has no preconditions; setpriority on our own thread.
+    let nice_ok =
+        unsafe { libc::setpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t, 0) } == 0;
+    policy_ok && nice_ok
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn policy() -> libc::c_int {
+        // SAFETY: 0 is the calling thread.
+        unsafe { libc::sched_getscheduler(0) }
+    }
+
+    #[test]
+    fn a_spinning_thread_is_demoted_and_restored() {
+        configure(CpuFairness {
+            enabled: true,
+            slice: Duration::from_millis(5),
+            foreground: 2,
+        });
+        std::thread::spawn(|| {
+            let guard = exec_thread();
+            let t = std::time::Instant::now();
+            while !guard.demoted() && t.elapsed() < Duration::from_secs(10) {
+                std::hint::black_box(0u64);
+            }
+            assert!(guard.demoted(), "not demoted after 10 s of spinning");
+            let p = policy();
+            assert!(p == libc::SCHED_IDLE || p == libc::SCHED_OTHER, "{p}");
+            drop(guard);
+            // Root (CAP_SYS_NICE) in the test environment can go back;
+            // without it the thread is marked unfit for reuse.
+            assert_eq!(policy() == libc::SCHED_OTHER, thread_is_clean());
+        })
+        .join()
+        .unwrap();
+    }
+
+    #[test]
+    fn execs_past_the_foreground_places_wait_in_line() {
+        configure(CpuFairness {
+            enabled: true,
+            slice: Duration::from_millis(5),
+            foreground: 2,
+        });
+        let sleepers: Vec<_> = (0..2)
+            .map(|_| {
+                std::thread::spawn(|| {
+                    let _guard = exec_thread();
+                    std::thread::sleep(Duration::from_millis(500));
+                })
+            })
+            .collect();
+        std::thread::sleep(Duration::from_millis(5));
+        // Both places are held by sleepers (other tests may hold more), so
+        // this one waits until one ends or has held its place for
+        // FOREGROUND_WALL slices of wall time (25 ms), not for 500 ms.
+        let t = Instant::now();
+        let guard = exec_thread();
+        let waited = t.elapsed();
+        drop(guard);
+        assert!(waited < Duration::from_millis(400), "{waited:?}");
+        for s in sleepers {
+            s.join().unwrap();
+        }
+        assert!(g_line_is_empty());
+    }
+
+    fn g_line_is_empty() -> bool {
+        governor().line.lock().unwrap().waiting.is_empty()
+    }
+
+    #[test]
+    fn a_short_exec_keeps_normal_priority() {
+        std::thread::spawn(|| {
+            let guard = exec_thread();
+            std::thread::sleep(Duration::from_millis(50));
+            assert!(!guard.demoted());
+            assert_eq!(policy(), libc::SCHED_OTHER);
+            drop(guard);
+            assert!(thread_is_clean());
+        })
+        .join()
+        .unwrap();
+    }
+}
