@@ -109,7 +109,10 @@ fn cgroup_room() -> Option<u64> {
         let (_, controllers, path) = (parts.next()?, parts.next()?, parts.next()?);
         let (limit, usage) = if controllers.is_empty() {
             let dir = format!("/sys/fs/cgroup{path}");
-            (read(format!("{dir}/memory.max")), read(format!("{dir}/memory.current")))
+            (
+                read(format!("{dir}/memory.max")),
+                read(format!("{dir}/memory.current")),
+            )
         } else if controllers.split(',').any(|c| c == "memory") {
             let dir = format!("/sys/fs/cgroup/memory{path}");
             (
@@ -152,7 +155,12 @@ impl Limit {
         }
     }
 
-    const ALL: [Limit; 4] = [Limit::Execs, Limit::ExecsPerComputer, Limit::Memory, Limit::Queue];
+    const ALL: [Limit; 4] = [
+        Limit::Execs,
+        Limit::ExecsPerComputer,
+        Limit::Memory,
+        Limit::Queue,
+    ];
 }
 
 /// Why an exec was refused; its `Display` is the message the client gets.
@@ -207,8 +215,11 @@ struct Metrics {
 impl Metrics {
     fn new(config: &AdmissionConfig) -> Metrics {
         let m = Metrics {
-            running: IntGauge::new("agentcomputer_execs_running", "Execs admitted and not yet ended")
-                .expect("valid metric"),
+            running: IntGauge::new(
+                "agentcomputer_execs_running",
+                "Execs admitted and not yet ended",
+            )
+            .expect("valid metric"),
             queued: IntGauge::new("agentcomputer_execs_queued", "Execs waiting for admission")
                 .expect("valid metric"),
             reserved: IntGauge::new(
@@ -285,7 +296,9 @@ pub struct Admission {
 
 impl fmt::Debug for Admission {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Admission").field("config", &self.inner.config).finish()
+        f.debug_struct("Admission")
+            .field("config", &self.inner.config)
+            .finish()
     }
 }
 
@@ -342,7 +355,11 @@ impl Inner {
     fn take(self: &Arc<Self>, state: &mut State, computer: &str, memory: u64) -> Permit {
         state.running += 1;
         state.reserved += memory;
-        state.computers.entry(computer.to_string()).or_default().running += 1;
+        state
+            .computers
+            .entry(computer.to_string())
+            .or_default()
+            .running += 1;
         self.metrics.running.set(state.running as i64);
         self.metrics.reserved.set(state.reserved as i64);
         Permit {
@@ -396,7 +413,11 @@ impl Inner {
             } else {
                 since_grant = 0;
             }
-            if state.computers.get(&computer).is_some_and(|p| !p.waiting.is_empty()) {
+            if state
+                .computers
+                .get(&computer)
+                .is_some_and(|p| !p.waiting.is_empty())
+            {
                 state.turns.push_back(computer);
             }
         }
@@ -427,7 +448,10 @@ impl Inner {
     fn refusal(&self, limit: Limit, memory: u64, waited: bool) -> Refusal {
         let c = &self.config;
         let wait = if waited {
-            format!("; waited {} for room", humantime::format_duration(c.queue_wait))
+            format!(
+                "; waited {} for room",
+                humantime::format_duration(c.queue_wait)
+            )
         } else {
             String::new()
         };
@@ -455,7 +479,10 @@ impl Inner {
                 c.max_queued, c.max_queued
             ),
         };
-        self.metrics.refused.with_label_values(&[limit.name()]).inc();
+        self.metrics
+            .refused
+            .with_label_values(&[limit.name()])
+            .inc();
         Refusal { limit, message }
     }
 }
@@ -521,7 +548,9 @@ impl Admission {
                 let limit = if state.queued >= inner.config.max_queued {
                     Limit::Queue
                 } else {
-                    inner.blocked_by(&state, computer, memory).unwrap_or(Limit::ExecsPerComputer)
+                    inner
+                        .blocked_by(&state, computer, memory)
+                        .unwrap_or(Limit::ExecsPerComputer)
                 };
                 return Err(inner.refusal(limit, memory, false));
             }
@@ -617,7 +646,12 @@ mod tests {
     fn defaults_follow_the_formula() {
         let c = AdmissionConfig::derive(2, 24 << 30);
         assert_eq!(
-            (c.max_execs, c.max_execs_per_computer, c.exec_memory_bytes, c.max_queued),
+            (
+                c.max_execs,
+                c.max_execs_per_computer,
+                c.exec_memory_bytes,
+                c.max_queued
+            ),
             (256, 8, 12 << 30, 256)
         );
         assert!(available_memory().is_some_and(|m| m > 0));
@@ -775,9 +809,15 @@ mod tests {
         };
         assert_eq!(value("agentcomputer_execs_running", None), 1.0);
         assert_eq!(value("agentcomputer_execs_queued", None), 0.0);
-        assert_eq!(value("agentcomputer_exec_memory_reserved_bytes", None), 1000.0);
         assert_eq!(
-            value("agentcomputer_execs_refused_total", Some("max_execs_per_computer")),
+            value("agentcomputer_exec_memory_reserved_bytes", None),
+            1000.0
+        );
+        assert_eq!(
+            value(
+                "agentcomputer_execs_refused_total",
+                Some("max_execs_per_computer")
+            ),
             1.0
         );
         assert_eq!(value("agentcomputer_exec_limit", Some("max_execs")), 4.0);

@@ -224,7 +224,11 @@ fn parse_bytes(s: &str) -> Result<u64, String> {
         "Mi" => 20,
         "Gi" => 30,
         "Ti" => 40,
-        _ => return Err(format!("{s:?}: unknown suffix {suffix:?} (use Ki, Mi, Gi or Ti)")),
+        _ => {
+            return Err(format!(
+                "{s:?}: unknown suffix {suffix:?} (use Ki, Mi, Gi or Ti)"
+            ));
+        }
     };
     n.checked_mul(1 << shift)
         .ok_or_else(|| format!("{s:?} is too large"))

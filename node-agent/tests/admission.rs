@@ -53,9 +53,17 @@ async fn each_limit_refuses_with_resource_exhausted_and_names_itself() {
     let t = Instant::now();
     let e = spin(&mut c, "a", long).await.unwrap_err();
     assert_eq!(e.code(), tonic::Code::ResourceExhausted, "{e:?}");
-    assert!(e.message().contains("max_execs_per_computer = 1"), "{}", e.message());
+    assert!(
+        e.message().contains("max_execs_per_computer = 1"),
+        "{}",
+        e.message()
+    );
     assert!(e.message().contains("waited 300ms"), "{}", e.message());
-    assert!(t.elapsed() >= Duration::from_millis(300), "{:?}", t.elapsed());
+    assert!(
+        t.elapsed() >= Duration::from_millis(300),
+        "{:?}",
+        t.elapsed()
+    );
 
     let b = spin(&mut c, "b", long).await.expect("first exec on b");
     let e = spin(&mut c, "c", long).await.unwrap_err();
@@ -81,7 +89,11 @@ async fn each_limit_refuses_with_resource_exhausted_and_names_itself() {
     create(&mut c, "a", 0).await;
     let e = c.exec(exec_req("a", "echo hi")).await.unwrap_err();
     assert_eq!(e.code(), tonic::Code::ResourceExhausted, "{e:?}");
-    assert!(e.message().contains("exec_memory = 100 MiB"), "{}", e.message());
+    assert!(
+        e.message().contains("exec_memory = 100 MiB"),
+        "{}",
+        e.message()
+    );
 }
 
 #[tokio::test]
@@ -93,13 +105,19 @@ async fn a_queued_exec_runs_when_a_slot_frees() {
     );
     let mut c = agent.client().await;
     create(&mut c, "a", 0).await;
-    let first = spin(&mut c, "a", Duration::from_millis(1500)).await.unwrap();
+    let first = spin(&mut c, "a", Duration::from_millis(1500))
+        .await
+        .unwrap();
     let ends = tokio::spawn(drain(first));
     let t = Instant::now();
     let ran = sh(&mut c, "a", "echo second").await;
     assert_eq!((ran.code, ran.stdout.as_str()), (0, "second\n"), "{ran:?}");
     // It waited for the first run's timeout to free the slot.
-    assert!(t.elapsed() >= Duration::from_millis(1000), "{:?}", t.elapsed());
+    assert!(
+        t.elapsed() >= Duration::from_millis(1000),
+        "{:?}",
+        t.elapsed()
+    );
     ends.await.unwrap();
 }
 
@@ -161,12 +179,18 @@ async fn a_busy_computer_cannot_starve_another() {
     let mut set = bombs(&agent, 200, |_| "busy".into()).await;
     tokio::time::sleep(Duration::from_secs(1)).await;
     let slowest = slowest_echo(&mut c, "quiet", 20).await;
-    assert!(slowest < bound, "echo ok took {slowest:?} beside 200 execs on one computer");
+    assert!(
+        slowest < bound,
+        "echo ok took {slowest:?} beside 200 execs on one computer"
+    );
     // Those past the per-computer limit were refused, not left waiting.
     // The admitted ones run for 60 s, so the first to end are refusals,
     // at the end of the queue wait.
     let first = tokio::time::timeout(Duration::from_secs(10), set.join_next()).await;
     let admitted = first.expect("no exec of 200 on one computer was refused");
-    assert!(!admitted.unwrap().unwrap(), "an admitted spinner ended early");
+    assert!(
+        !admitted.unwrap().unwrap(),
+        "an admitted spinner ended early"
+    );
     set.abort_all();
 }

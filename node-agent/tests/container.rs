@@ -402,7 +402,10 @@ async fn a_computer_without_the_container_runtime_is_refused() {
     let mut c = agent.client().await;
     let err = c.exec(box_req("nobox", "true")).await.unwrap_err();
     assert_eq!(err.code(), Code::FailedPrecondition, "{err:?}");
-    assert!(err.message().contains("runtime container is disabled"), "{err:?}");
+    assert!(
+        err.message().contains("runtime container is disabled"),
+        "{err:?}"
+    );
     assert_eq!(sh(&mut c, "nobox", "echo ok").await.stdout, "ok\n");
     agent.stop().await;
 }

@@ -59,11 +59,23 @@ async fn a_tenant_cannot_turn_sparse_files_into_agent_memory() {
     let base = peak_rss(agent.pid());
 
     // Whole-input commands: a clear error at once.
-    let (ran, took) = timed(&mut c, with_timeout(exec_req("victim", "sort f"), Duration::from_secs(3))).await;
+    let (ran, took) = timed(
+        &mut c,
+        with_timeout(exec_req("victim", "sort f"), Duration::from_secs(3)),
+    )
+    .await;
     assert_ne!(ran.code, 0);
-    assert!(ran.stderr.contains("memory limit of 268435456 bytes exceeded"), "{ran:?}");
+    assert!(
+        ran.stderr
+            .contains("memory limit of 268435456 bytes exceeded"),
+        "{ran:?}"
+    );
     assert!(took < Duration::from_secs(2), "sort took {took:?}");
-    let (ran, _) = timed(&mut c, js_req("victim", "require('fs').readFileSync('f')", "")).await;
+    let (ran, _) = timed(
+        &mut c,
+        js_req("victim", "require('fs').readFileSync('f')", ""),
+    )
+    .await;
     assert_ne!(ran.code, 0);
     assert!(ran.error.contains("EFBIG"), "{ran:?}");
 
@@ -74,31 +86,57 @@ async fn a_tenant_cannot_turn_sparse_files_into_agent_memory() {
     let (ran, _) = timed(&mut c, js_req("victim", "const fs = require('fs'); fs.copyFileSync('f', 'h'); export default () => fs.statSync('h').size", "")).await;
     assert_eq!(ran.result, "1073741824", "{ran:?}");
     // Writing the zeros out is bounded by the quota.
-    let (ran, _) = timed(&mut c, with_timeout(exec_req("victim", "cat f > copy"), Duration::from_secs(30))).await;
+    let (ran, _) = timed(
+        &mut c,
+        with_timeout(exec_req("victim", "cat f > copy"), Duration::from_secs(30)),
+    )
+    .await;
     assert_eq!(ran.code, 1, "{ran:?}");
     assert!(ran.stderr.contains("No space left on device"), "{ran:?}");
-    for script in ["md5sum f", "base64 f | wc -c", "cat f | wc -c", "tail -n 1 f | tee copy2"] {
+    for script in [
+        "md5sum f",
+        "base64 f | wc -c",
+        "cat f | wc -c",
+        "tail -n 1 f | tee copy2",
+    ] {
         let timeout = Duration::from_secs(3);
         let (ran, took) = timed(&mut c, with_timeout(exec_req("victim", script), timeout)).await;
         eprintln!("{script}: answered after {took:?} (timeout {timeout:?})");
         assert_eq!(ran.code, 124, "{script}: {ran:?}");
-        assert!(took < timeout + Duration::from_secs(1), "{script} ended after {took:?}");
+        assert!(
+            took < timeout + Duration::from_secs(1),
+            "{script} ended after {took:?}"
+        );
     }
     // `cat z64 ×8 | wc -c`: 512 MiB through the pipeline.
-    let (ran, took) = timed(&mut c, with_timeout(exec_req("victim", "cat z64 z64 z64 z64 z64 z64 z64 z64 | wc -c"), Duration::from_secs(120))).await;
+    let (ran, took) = timed(
+        &mut c,
+        with_timeout(
+            exec_req("victim", "cat z64 z64 z64 z64 z64 z64 z64 z64 | wc -c"),
+            Duration::from_secs(120),
+        ),
+    )
+    .await;
     eprintln!("cat z64 x8 | wc -c: {took:?}");
     assert_eq!(ran.stdout, "536870912\n", "{ran:?}");
 
     // While the victim's exec reads a terabyte, the other computer answers.
     let mut c2 = agent.client().await;
     let busy = tokio::spawn(async move {
-        run(&mut c2, with_timeout(exec_req("victim", "sha256sum f"), Duration::from_secs(5))).await
+        run(
+            &mut c2,
+            with_timeout(exec_req("victim", "sha256sum f"), Duration::from_secs(5)),
+        )
+        .await
     });
     tokio::time::sleep(Duration::from_millis(500)).await;
     let (ok, took) = timed(&mut c, exec_req("other", "echo ok")).await;
     assert_eq!(ok.stdout, "ok\n");
     eprintln!("the other computer's echo ok during sha256sum of a 1 GiB sparse file: {took:?}");
-    assert!(took < Duration::from_secs(1), "the other computer answered after {took:?}");
+    assert!(
+        took < Duration::from_secs(1),
+        "the other computer answered after {took:?}"
+    );
     assert_eq!(busy.await.unwrap().code, 124);
 
     let peak = peak_rss(agent.pid());
@@ -108,7 +146,10 @@ async fn a_tenant_cannot_turn_sparse_files_into_agent_memory() {
         peak >> 20,
         BUDGET >> 20
     );
-    assert!(peak < base + BUDGET, "peak {peak} over base {base} + budget {BUDGET}");
+    assert!(
+        peak < base + BUDGET,
+        "peak {peak} over base {base} + budget {BUDGET}"
+    );
     assert!(agent.alive(), "the agent died");
     assert_eq!(sh(&mut c, "other", "echo ok").await.stdout, "ok\n");
     // Nothing the stopped `tail -n 1 f | tee copy2` started shows up
@@ -127,7 +168,11 @@ async fn a_tenant_cannot_turn_sparse_files_into_agent_memory() {
     };
     let first = size(&mut c).await.ok();
     tokio::time::sleep(Duration::from_secs(2)).await;
-    assert_eq!(size(&mut c).await.ok(), first, "the stopped exec kept writing");
+    assert_eq!(
+        size(&mut c).await.ok(),
+        first,
+        "the stopped exec kept writing"
+    );
 }
 
 #[tokio::test]
@@ -138,7 +183,9 @@ async fn grep_is_linear_on_a_long_line() {
     create(&mut c, "g", 1 << 30).await;
     let mut line = vec![b'a'; 64 << 20];
     line.extend_from_slice(b"needle");
-    common::write(&mut c, "g", "long", pb::WriteMode::Truncate, &line).await.unwrap();
+    common::write(&mut c, "g", "long", pb::WriteMode::Truncate, &line)
+        .await
+        .unwrap();
     let start = Instant::now();
     let mut stream = c
         .grep(pb::GrepRequest {
@@ -163,7 +210,9 @@ async fn grep_is_linear_on_a_long_line() {
     // A match within the first 16 MiB of a long line is found.
     let mut line = b"needle".to_vec();
     line.extend(vec![b'a'; 40 << 20]);
-    common::write(&mut c, "g", "long2", pb::WriteMode::Truncate, &line).await.unwrap();
+    common::write(&mut c, "g", "long2", pb::WriteMode::Truncate, &line)
+        .await
+        .unwrap();
     let mut stream = c
         .grep(pb::GrepRequest {
             computer: "g".into(),

@@ -164,7 +164,11 @@ impl Agent {
 
 /// Runs `req` to its end; returns whether it exited 0 with `expect` on
 /// stdout.
-async fn exec(client: &mut Client, req: pb::ExecRequest, expect: &[u8]) -> Result<bool, tonic::Status> {
+async fn exec(
+    client: &mut Client,
+    req: pb::ExecRequest,
+    expect: &[u8],
+) -> Result<bool, tonic::Status> {
     let mut stream = client.exec(req).await?.into_inner();
     let mut stdout = Vec::new();
     while let Some(ev) = stream.message().await? {
@@ -204,8 +208,8 @@ async fn main() -> anyhow::Result<()> {
         let agent = Agent::start(&args.agent, &extra).await?;
         let mut admin = agent.client().await?;
         let computers = args.bombs.max(1);
-        for name in std::iter::once("quiet".to_string())
-            .chain((0..computers).map(|i| format!("n{i:03}")))
+        for name in
+            std::iter::once("quiet".to_string()).chain((0..computers).map(|i| format!("n{i:03}")))
         {
             admin
                 .create_computer(pb::CreateComputerRequest {
@@ -222,7 +226,12 @@ async fn main() -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn run_scenario(args: &Args, label: &str, scenario: &str, agent: &Agent) -> anyhow::Result<()> {
+async fn run_scenario(
+    args: &Args,
+    label: &str,
+    scenario: &str,
+    agent: &Agent,
+) -> anyhow::Result<()> {
     let (bomb, many) = match scenario {
         "idle" => (None, false),
         "cpu-one" => (Some(Bomb::Cpu), false),
@@ -246,7 +255,11 @@ async fn run_scenario(args: &Args, label: &str, scenario: &str, agent: &Agent) -
             clients.push(agent.client().await?);
         }
         for i in 0..args.bombs {
-            let computer = if many { format!("n{i:03}") } else { "n000".to_string() };
+            let computer = if many {
+                format!("n{i:03}")
+            } else {
+                "n000".to_string()
+            };
             let mut client = clients[i / 50].clone();
             let tally = tally.clone();
             let req = bomb.request(&computer, bomb_timeout);
@@ -316,7 +329,9 @@ async fn settle(agent: &Agent) -> anyhow::Result<()> {
             script: "echo ok".into(),
             ..Default::default()
         };
-        if exec(&mut client, req, b"ok\n").await.unwrap_or(false) && t.elapsed() < Duration::from_millis(50) {
+        if exec(&mut client, req, b"ok\n").await.unwrap_or(false)
+            && t.elapsed() < Duration::from_millis(50)
+        {
             tokio::time::sleep(Duration::from_secs(1)).await;
             return Ok(());
         }

@@ -85,10 +85,12 @@ impl Fs {
         let cs = self.inner.chunk_size;
         let r = self.inner.reader()?;
         let idx: Option<i64> = r.snapshot(|c| {
-            Ok(c.prepare_cached("SELECT min(idx) FROM chunks WHERE ino = ?1 AND idx >= ?2")?
-                .query_row(params![ino as i64, (offset / cs) as i64], |r| r.get(0))
-                .optional()?
-                .flatten())
+            Ok(
+                c.prepare_cached("SELECT min(idx) FROM chunks WHERE ino = ?1 AND idx >= ?2")?
+                    .query_row(params![ino as i64, (offset / cs) as i64], |r| r.get(0))
+                    .optional()?
+                    .flatten(),
+            )
         })?;
         Ok(idx.map(|i| i as u64 * cs))
     }
@@ -115,7 +117,14 @@ mod tests {
             *b = (i % 251) as u8;
         }
         let src = fs
-            .write_all(ROOT_INO, b"src", &content, WriteMode::Truncate, 0o640, OWNER)
+            .write_all(
+                ROOT_INO,
+                b"src",
+                &content,
+                WriteMode::Truncate,
+                0o640,
+                OWNER,
+            )
             .unwrap();
         // A hole of 1 GiB after the data.
         let big = SetAttr {
@@ -142,7 +151,14 @@ mod tests {
         let (_d, fs) = fs();
         let content = vec![7u8; 4 * COPY_STEP_BYTES];
         let src = fs
-            .write_all(ROOT_INO, b"src", &content, WriteMode::Truncate, 0o644, OWNER)
+            .write_all(
+                ROOT_INO,
+                b"src",
+                &content,
+                WriteMode::Truncate,
+                0o644,
+                OWNER,
+            )
             .unwrap();
         let used = fs.statfs().unwrap();
         let steps = std::cell::Cell::new(0);
@@ -153,7 +169,10 @@ mod tests {
             })
             .unwrap_err();
         assert_eq!(err.errno(), Errno::ECANCELED);
-        assert_eq!(fs.lookup(ROOT_INO, b"dst").unwrap_err().errno(), Errno::ENOENT);
+        assert_eq!(
+            fs.lookup(ROOT_INO, b"dst").unwrap_err().errno(),
+            Errno::ENOENT
+        );
         let after = fs.statfs().unwrap();
         assert_eq!(after.used_bytes, used.used_bytes);
         assert_eq!(after.used_inodes, used.used_inodes);
@@ -165,8 +184,15 @@ mod tests {
         let src = fs
             .write_all(ROOT_INO, b"src", b"new", WriteMode::Truncate, 0o644, OWNER)
             .unwrap();
-        fs.write_all(ROOT_INO, b"dst", b"old content", WriteMode::Truncate, 0o644, OWNER)
-            .unwrap();
+        fs.write_all(
+            ROOT_INO,
+            b"dst",
+            b"old content",
+            WriteMode::Truncate,
+            0o644,
+            OWNER,
+        )
+        .unwrap();
         let err = fs
             .copy_file(src.ino, ROOT_INO, b"dst", 0o644, OWNER, false, &|| false)
             .unwrap_err();

@@ -89,7 +89,11 @@ mod tests {
             .unwrap_err();
         assert_eq!(err.errno(), Errno::ECANCELED);
         // Reads through the view and writes through the plain handle go on.
-        assert_eq!(view.read_all(view.lookup(ROOT_INO, b"a").unwrap().ino).unwrap(), b"1");
+        assert_eq!(
+            view.read_all(view.lookup(ROOT_INO, b"a").unwrap().ino)
+                .unwrap(),
+            b"1"
+        );
         fs.write_all(ROOT_INO, b"c", b"3", WriteMode::Truncate, 0o644, owner)
             .unwrap();
         assert!(fs.lookup(ROOT_INO, b"b").is_err());

@@ -158,7 +158,9 @@ pub(crate) fn rebuild_for_auto_vacuum(conn: Connection, path: &Path) -> Result<C
         conn.execute("VACUUM INTO ?1", [copy_str])?;
         // SQLite creates the copy with its default mode: give it the
         // original's (0600 for the engine's files) before it takes its place.
-        let mode = std::fs::metadata(path).map_err(crate::fs::io_error)?.permissions();
+        let mode = std::fs::metadata(path)
+            .map_err(crate::fs::io_error)?
+            .permissions();
         std::fs::set_permissions(&copy, mode).map_err(crate::fs::io_error)?;
         std::fs::File::open(&copy)
             .and_then(|f| f.sync_all())

@@ -204,10 +204,16 @@ fn new_databases_need_no_auto_vacuum_rebuild() {
     let ino_before = std::os::unix::fs::MetadataExt::ino(&std::fs::metadata(&path).unwrap());
     drop(Fs::open(&path).unwrap());
     let meta = std::fs::metadata(&path).unwrap();
-    assert_eq!(std::os::unix::fs::MetadataExt::ino(&meta), ino_before, "the file was rebuilt");
+    assert_eq!(
+        std::os::unix::fs::MetadataExt::ino(&meta),
+        ino_before,
+        "the file was rebuilt"
+    );
     assert_eq!(meta.permissions().mode() & 0o777, 0o600);
     let conn = rusqlite::Connection::open(&path).unwrap();
-    let mode: i64 = conn.query_row("PRAGMA auto_vacuum", [], |r| r.get(0)).unwrap();
+    let mode: i64 = conn
+        .query_row("PRAGMA auto_vacuum", [], |r| r.get(0))
+        .unwrap();
     assert_eq!(mode, 2);
 }
 

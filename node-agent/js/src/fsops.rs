@@ -401,8 +401,16 @@ impl FsOps {
                 Some(a) if a.kind == FileKind::Directory => return Err(fail(Errno::EISDIR.into())),
                 Some(a) if a.kind == FileKind::Symlink => {}
                 _ => {
-                    fs.copy_file(node.attr.ino, dir, &name, node.attr.perm, self.vfs.owner, !excl, stop)
-                        .map_err(fail)?;
+                    fs.copy_file(
+                        node.attr.ino,
+                        dir,
+                        &name,
+                        node.attr.perm,
+                        self.vfs.owner,
+                        !excl,
+                        stop,
+                    )
+                    .map_err(fail)?;
                     return Ok(());
                 }
             }
@@ -421,7 +429,9 @@ impl FsOps {
             if stop() {
                 return Err(fail(Errno::ECANCELED.into()));
             }
-            let n = src_fs.read_into(node.attr.ino, offset, &mut buf).map_err(fail)?;
+            let n = src_fs
+                .read_into(node.attr.ino, offset, &mut buf)
+                .map_err(fail)?;
             if n == 0 {
                 break;
             }

@@ -64,16 +64,25 @@ fn governor() -> &'static Governor {
 }
 
 pub(crate) fn configure(fairness: CpuFairness) {
-    *governor().fairness.lock().unwrap_or_else(|e| e.into_inner()) = fairness;
+    *governor()
+        .fairness
+        .lock()
+        .unwrap_or_else(|e| e.into_inner()) = fairness;
 }
 
 fn fairness() -> CpuFairness {
-    *governor().fairness.lock().unwrap_or_else(|e| e.into_inner())
+    *governor()
+        .fairness
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
 }
 
 pub(crate) fn stats() -> (u64, u64) {
     let g = governor();
-    (g.demoted.load(Ordering::Relaxed), g.retired.load(Ordering::Relaxed))
+    (
+        g.demoted.load(Ordering::Relaxed),
+        g.retired.load(Ordering::Relaxed),
+    )
 }
 
 pub(crate) fn note_retired() {
@@ -192,7 +201,11 @@ impl Drop for ExecThread {
             return;
         };
         let g = governor();
-        let entry = g.threads.lock().unwrap_or_else(|e| e.into_inner()).remove(&id);
+        let entry = g
+            .threads
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&id);
         let Some(entry) = entry else {
             return;
         };

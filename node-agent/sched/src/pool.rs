@@ -145,10 +145,15 @@ mod tests {
             pool.spawn(move || tx.send((i, std::thread::current().id())).unwrap())
                 .unwrap();
         }
-        let mut seen: Vec<_> = (0..100).map(|_| rx.recv_timeout(Duration::from_secs(10)).unwrap()).collect();
+        let mut seen: Vec<_> = (0..100)
+            .map(|_| rx.recv_timeout(Duration::from_secs(10)).unwrap())
+            .collect();
         let threads: std::collections::HashSet<_> = seen.iter().map(|(_, t)| *t).collect();
         seen.sort_by_key(|(i, _)| *i);
-        assert_eq!(seen.iter().map(|(i, _)| *i).collect::<Vec<_>>(), (0..100).collect::<Vec<_>>());
+        assert_eq!(
+            seen.iter().map(|(i, _)| *i).collect::<Vec<_>>(),
+            (0..100).collect::<Vec<_>>()
+        );
         assert!(threads.len() <= 4, "{} threads", threads.len());
     }
 

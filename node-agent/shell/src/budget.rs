@@ -79,7 +79,9 @@ pub(crate) fn over_budget(errno: Errno, what: &str, bytes: u64, limit: u64) -> I
     };
     IoError::new(
         kind_of(errno),
-        format!("{reason}: {what} needs {bytes} bytes in memory; memory limit of {limit} bytes exceeded"),
+        format!(
+            "{reason}: {what} needs {bytes} bytes in memory; memory limit of {limit} bytes exceeded"
+        ),
     )
 }
 

@@ -25,9 +25,15 @@ fn small_computer() -> Computer {
 /// `sparse`: a 1e12-byte file of one hole, made through the engine as
 /// `truncate -s` or an API write at a huge offset would make it.
 fn add_sparse(c: &Computer, name: &str, size: u64) {
-    let a = c
-        .fs
-        .write_all(ROOT_INO, name.as_bytes(), b"", WriteMode::Truncate, 0o644, Owner::ROOT)
+    let a =
+        c.fs.write_all(
+            ROOT_INO,
+            name.as_bytes(),
+            b"",
+            WriteMode::Truncate,
+            0o644,
+            Owner::ROOT,
+        )
         .unwrap();
     let set = SetAttr {
         size: Some(size),
@@ -98,12 +104,25 @@ async fn streaming_commands_handle_a_sparse_terabyte_in_bounded_memory() {
 async fn reading_a_sparse_terabyte_stops_at_the_timeout() {
     let c = small_computer();
     add_sparse(&c, "f", TB);
-    for cmd in ["md5sum f", "sha256sum f", "cat f | wc -c", "base64 f | wc -c", "cat f | tee g | wc -c"] {
+    for cmd in [
+        "md5sum f",
+        "sha256sum f",
+        "cat f | wc -c",
+        "base64 f | wc -c",
+        "cat f | tee g | wc -c",
+    ] {
         let (ran, took) = run(&c, cmd, Duration::from_secs(1)).await;
         eprintln!("{cmd}: answered after {took:?} (timeout 1s)");
         assert_eq!(ran.code(), EXIT_TIMEOUT, "{cmd}: {}", ran.stderr());
-        assert!(ran.stderr().contains("timed out after 1s"), "{cmd}: {}", ran.stderr());
-        assert!(took < Duration::from_secs(2), "{cmd} stopped after {took:?}");
+        assert!(
+            ran.stderr().contains("timed out after 1s"),
+            "{cmd}: {}",
+            ran.stderr()
+        );
+        assert!(
+            took < Duration::from_secs(2),
+            "{cmd} stopped after {took:?}"
+        );
     }
 }
 
@@ -119,7 +138,12 @@ async fn a_pipeline_streams_eight_times_its_budget() {
     )
     .await;
     // md5 of 128 MiB of zeros.
-    assert_eq!(ran.ok(), "536870912\nfde9e0818281836e4fc0edfede2b8762  -\n", "{}", ran.stderr());
+    assert_eq!(
+        ran.ok(),
+        "536870912\nfde9e0818281836e4fc0edfede2b8762  -\n",
+        "{}",
+        ran.stderr()
+    );
 }
 
 #[tokio::test]
@@ -128,7 +152,9 @@ async fn a_copy_stopped_by_its_timeout_is_never_committed() {
         max_bytes: 1 << 30,
         ..Limits::default()
     });
-    let data: Vec<u8> = (0..160u32 << 20).map(|i| (i.wrapping_mul(2_654_435_761) >> 24) as u8 | 1).collect();
+    let data: Vec<u8> = (0..160u32 << 20)
+        .map(|i| (i.wrapping_mul(2_654_435_761) >> 24) as u8 | 1)
+        .collect();
     c.write("big", &data);
     drop(data);
     let before = c.fs.statfs().unwrap();
@@ -138,7 +164,10 @@ async fn a_copy_stopped_by_its_timeout_is_never_committed() {
     assert!(took < Duration::from_millis(1300), "stopped after {took:?}");
     // Nothing of it appears later, and the unnamed copy was freed.
     tokio::time::sleep(Duration::from_secs(3)).await;
-    assert!(c.fs.lookup(ROOT_INO, b"copy").is_err(), "the copy was committed after the timeout");
+    assert!(
+        c.fs.lookup(ROOT_INO, b"copy").is_err(),
+        "the copy was committed after the timeout"
+    );
     let after = c.fs.statfs().unwrap();
     assert_eq!(after.used_bytes, before.used_bytes);
     assert_eq!(after.used_inodes, before.used_inodes);
@@ -181,14 +210,33 @@ async fn replaced_commands_match_coreutils_above_their_buffers() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("t"), &text).unwrap();
     let script = [
-        "md5sum t", "sha1sum t", "sha224sum t", "sha256sum t", "sha384sum t", "sha512sum t",
-        "wc t", "wc -l -w -m -c -L t", "wc t t", "head -c 3000001 t | md5sum",
-        "head -n 100000 t | md5sum", "head -n -5 t | md5sum", "head -c -77 t | md5sum",
-        "tail -n 7 t", "tail -c 100 t | md5sum", "tail -n +100000 t | md5sum",
-        "tail -c +1000 t | md5sum", "cat -n t | md5sum", "cat -A t | md5sum",
-        "cat -s -b t | md5sum", "base64 t | md5sum", "base64 -w 0 t | md5sum",
-        "base64 t | base64 -d | md5sum", "cat t t | cat - t | md5sum", "cat t | tail -n 3",
-        "cat t | head -n -2 | md5sum", "cat t | tee copy | md5sum; md5sum copy",
+        "md5sum t",
+        "sha1sum t",
+        "sha224sum t",
+        "sha256sum t",
+        "sha384sum t",
+        "sha512sum t",
+        "wc t",
+        "wc -l -w -m -c -L t",
+        "wc t t",
+        "head -c 3000001 t | md5sum",
+        "head -n 100000 t | md5sum",
+        "head -n -5 t | md5sum",
+        "head -c -77 t | md5sum",
+        "tail -n 7 t",
+        "tail -c 100 t | md5sum",
+        "tail -n +100000 t | md5sum",
+        "tail -c +1000 t | md5sum",
+        "cat -n t | md5sum",
+        "cat -A t | md5sum",
+        "cat -s -b t | md5sum",
+        "base64 t | md5sum",
+        "base64 -w 0 t | md5sum",
+        "base64 t | base64 -d | md5sum",
+        "cat t t | cat - t | md5sum",
+        "cat t | tail -n 3",
+        "cat t | head -n -2 | md5sum",
+        "cat t | tee copy | md5sum; md5sum copy",
         "md5sum t > sums; md5sum -c sums",
     ];
     for cmd in script {
@@ -198,7 +246,11 @@ async fn replaced_commands_match_coreutils_above_their_buffers() {
         };
         let (ran, _) = run(&c, cmd, Duration::from_secs(120)).await;
         assert_eq!(ran.code(), 0, "{cmd}: {}", ran.stderr());
-        assert!(ran.stdout_bytes() == expected, "{cmd}: {:?} != {:?}",
-            String::from_utf8_lossy(&ran.stdout_bytes()), String::from_utf8_lossy(&expected));
+        assert!(
+            ran.stdout_bytes() == expected,
+            "{cmd}: {:?} != {:?}",
+            String::from_utf8_lossy(&ran.stdout_bytes()),
+            String::from_utf8_lossy(&expected)
+        );
     }
 }

@@ -260,9 +260,15 @@ impl AgentComputer for Service {
         let caller = self.caller(&req);
         let client = streams::client_of(&req);
         let check = |requested: &str| self.observed(caller.computer(requested));
-        write::write(&self.registry, check, &self.streams, &client, req.into_inner())
-            .await
-            .map(Response::new)
+        write::write(
+            &self.registry,
+            check,
+            &self.streams,
+            &client,
+            req.into_inner(),
+        )
+        .await
+        .map(Response::new)
     }
 
     async fn mkdir(
@@ -374,7 +380,7 @@ impl AgentComputer for Service {
             req,
             self.observer.clone(),
         )
-            .await
-            .map(Response::new)
+        .await
+        .map(Response::new)
     }
 }

@@ -47,14 +47,22 @@ impl Command for Base64 {
                                 i += 1;
                                 match args.get(i) {
                                     Some(t) => t.clone(),
-                                    None => return fail(&ctx, "option requires an argument -- 'w'".into()).await,
+                                    None => {
+                                        return fail(
+                                            &ctx,
+                                            "option requires an argument -- 'w'".into(),
+                                        )
+                                        .await;
+                                    }
                                 }
                             } else {
                                 inline.to_string()
                             };
                             match parse_count(&text) {
                                 Some(n) => wrap = n,
-                                None => return fail(&ctx, format!("invalid wrap size: '{text}'")).await,
+                                None => {
+                                    return fail(&ctx, format!("invalid wrap size: '{text}'")).await;
+                                }
                             }
                             break;
                         }
@@ -70,7 +78,9 @@ impl Command for Base64 {
         let name = files.pop().unwrap_or_else(|| "-".into());
         let mut input = match Input::open(&ctx, &self.0, &name).await {
             Ok(input) => input,
-            Err(e @ (bashkit::Error::Cancelled | bashkit::Error::ResourceLimit(_))) => return Err(e),
+            Err(e @ (bashkit::Error::Cancelled | bashkit::Error::ResourceLimit(_))) => {
+                return Err(e);
+            }
             Err(e) => return fail(&ctx, format!("{name}: {}", reason(&e))).await,
         };
         if decode {
@@ -202,18 +212,29 @@ mod tests {
     fn encoding_in_pieces_matches_one_shot() {
         let data: Vec<u8> = (0..1000u32).map(|i| (i * 7 % 256) as u8).collect();
         let one = {
-            let mut e = Encoder { wrap: 76, column: 0, held: Vec::new() };
+            let mut e = Encoder {
+                wrap: 76,
+                column: 0,
+                held: Vec::new(),
+            };
             let mut o = e.feed(&data);
             o.extend(e.finish());
             o
         };
         for cut in [1, 2, 3, 100, 999] {
-            let mut e = Encoder { wrap: 76, column: 0, held: Vec::new() };
+            let mut e = Encoder {
+                wrap: 76,
+                column: 0,
+                held: Vec::new(),
+            };
             let mut o = e.feed(&data[..cut]);
             o.extend(e.feed(&data[cut..]));
             o.extend(e.finish());
             assert_eq!(o, one);
-            let mut d = Decoder { ignore_garbage: false, held: Vec::new() };
+            let mut d = Decoder {
+                ignore_garbage: false,
+                held: Vec::new(),
+            };
             let mut back = d.feed(&o[..cut]).unwrap();
             back.extend(d.feed(&o[cut..]).unwrap());
             back.extend(d.finish().unwrap());
@@ -225,11 +246,20 @@ mod tests {
 
     #[test]
     fn decoding_rejects_garbage_and_inner_padding() {
-        let mut d = Decoder { ignore_garbage: false, held: Vec::new() };
+        let mut d = Decoder {
+            ignore_garbage: false,
+            held: Vec::new(),
+        };
         assert!(d.feed(b"YQ==YQ==").and_then(|_| d.finish()).is_err());
-        let mut d = Decoder { ignore_garbage: false, held: Vec::new() };
+        let mut d = Decoder {
+            ignore_garbage: false,
+            held: Vec::new(),
+        };
         assert!(d.feed(b"Y!Q==").is_err());
-        let mut d = Decoder { ignore_garbage: true, held: Vec::new() };
+        let mut d = Decoder {
+            ignore_garbage: true,
+            held: Vec::new(),
+        };
         let mut out = d.feed(b"Y!Q==\n").unwrap();
         out.extend(d.finish().unwrap());
         assert_eq!(out, b"a");

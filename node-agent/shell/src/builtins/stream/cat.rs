@@ -21,7 +21,12 @@ struct Format {
 
 impl Format {
     fn plain(&self) -> bool {
-        !(self.number || self.number_nonblank || self.squeeze || self.show_ends || self.show_tabs || self.show_nonprinting)
+        !(self.number
+            || self.number_nonblank
+            || self.squeeze
+            || self.show_ends
+            || self.show_tabs
+            || self.show_nonprinting)
     }
 }
 
@@ -88,7 +93,9 @@ impl Command for Cat {
                             'T' => fmt.show_tabs = true,
                             'u' => {}
                             'v' => fmt.show_nonprinting = true,
-                            other => return fail(&ctx, format!("invalid option -- '{other}'")).await,
+                            other => {
+                                return fail(&ctx, format!("invalid option -- '{other}'")).await;
+                            }
                         }
                     }
                 }
@@ -106,7 +113,9 @@ impl Command for Cat {
         for name in &files {
             let mut input = match Input::open(&ctx, &self.0, name).await {
                 Ok(input) => input,
-                Err(e @ (bashkit::Error::Cancelled | bashkit::Error::ResourceLimit(_))) => return Err(e),
+                Err(e @ (bashkit::Error::Cancelled | bashkit::Error::ResourceLimit(_))) => {
+                    return Err(e);
+                }
                 Err(e) => {
                     fail(&ctx, format!("{name}: {}", reason(&e))).await?;
                     status = 1;
@@ -117,7 +126,9 @@ impl Command for Cat {
                 let piece = match input.read().await {
                     Ok(Some(piece)) => piece,
                     Ok(None) => break,
-                    Err(e @ (bashkit::Error::Cancelled | bashkit::Error::ResourceLimit(_))) => return Err(e),
+                    Err(e @ (bashkit::Error::Cancelled | bashkit::Error::ResourceLimit(_))) => {
+                        return Err(e);
+                    }
                     Err(e) => {
                         fail(&ctx, format!("{name}: {}", reason(&e))).await?;
                         status = 1;
@@ -149,7 +160,11 @@ fn format(fmt: &Format, state: &mut State, piece: &[u8]) -> Vec<u8> {
             } else {
                 state.blank_run = 0;
             }
-            let numbered = if fmt.number_nonblank { b != b'\n' } else { fmt.number };
+            let numbered = if fmt.number_nonblank {
+                b != b'\n'
+            } else {
+                fmt.number
+            };
             if numbered {
                 state.line += 1;
                 out.extend_from_slice(format!("{:>6}\t", state.line).as_bytes());
@@ -214,7 +229,10 @@ mod tests {
             squeeze: true,
             ..Format::default()
         };
-        assert_eq!(run(fmt, &[b"a\n\n", b"\n\nb", b"\n"]), "     1\ta\n     2\t\n     3\tb\n");
+        assert_eq!(
+            run(fmt, &[b"a\n\n", b"\n\nb", b"\n"]),
+            "     1\ta\n     2\t\n     3\tb\n"
+        );
         let fmt = Format {
             number_nonblank: true,
             show_ends: true,

@@ -78,7 +78,9 @@ impl Command for Sum {
                 "--strict" | "--warn" | "--ignore-missing" | "--tag" | "--zero" => {
                     return fail(&ctx, format!("option '{arg}' is not supported")).await;
                 }
-                a if a.starts_with("--") => return fail(&ctx, format!("unrecognized option '{a}'")).await,
+                a if a.starts_with("--") => {
+                    return fail(&ctx, format!("unrecognized option '{a}'")).await;
+                }
                 a => {
                     for f in a[1..].chars() {
                         match f {
@@ -86,7 +88,9 @@ impl Command for Sum {
                             'b' => binary = true,
                             't' => binary = false,
                             'w' => {}
-                            other => return fail(&ctx, format!("invalid option -- '{other}'")).await,
+                            other => {
+                                return fail(&ctx, format!("invalid option -- '{other}'")).await;
+                            }
                         }
                     }
                 }
@@ -103,9 +107,13 @@ impl Command for Sum {
         for name in &files {
             match self.digest(&ctx, name).await {
                 Ok(hex) => {
-                    ctx.stdout.write_all(format!("{hex} {marker}{name}\n").as_bytes()).await?;
+                    ctx.stdout
+                        .write_all(format!("{hex} {marker}{name}\n").as_bytes())
+                        .await?;
                 }
-                Err(e @ (bashkit::Error::Cancelled | bashkit::Error::ResourceLimit(_))) => return Err(e),
+                Err(e @ (bashkit::Error::Cancelled | bashkit::Error::ResourceLimit(_))) => {
+                    return Err(e);
+                }
                 Err(e) => {
                     fail(&ctx, format!("{name}: {}", reason(&e))).await?;
                     status = 1;
@@ -143,7 +151,9 @@ impl Sum {
         for list in lists {
             let text = match read_list(ctx, &self.0, list).await {
                 Ok(t) => t,
-                Err(e @ (bashkit::Error::Cancelled | bashkit::Error::ResourceLimit(_))) => return Err(e),
+                Err(e @ (bashkit::Error::Cancelled | bashkit::Error::ResourceLimit(_))) => {
+                    return Err(e);
+                }
                 Err(e) => {
                     fail(ctx, format!("{list}: {}", reason(&e))).await?;
                     status = 1;
@@ -163,7 +173,9 @@ impl Sum {
                 let name = name.strip_prefix([' ', '*']).unwrap_or(name);
                 let result = match self.digest(ctx, name).await {
                     Ok(actual) => Some(actual.eq_ignore_ascii_case(hex)),
-                    Err(e @ (bashkit::Error::Cancelled | bashkit::Error::ResourceLimit(_))) => return Err(e),
+                    Err(e @ (bashkit::Error::Cancelled | bashkit::Error::ResourceLimit(_))) => {
+                        return Err(e);
+                    }
                     Err(e) => {
                         if !status_only {
                             warn(ctx, format!("{}: {name}: {}\n", ctx.name, reason(&e))).await?;
@@ -183,23 +195,46 @@ impl Sum {
                     }
                 };
                 if !status_only && !(quiet && verdict == "OK") {
-                    ctx.stdout.write_all(format!("{name}: {verdict}\n").as_bytes()).await?;
+                    ctx.stdout
+                        .write_all(format!("{name}: {verdict}\n").as_bytes())
+                        .await?;
                 }
             }
         }
         if !status_only {
-            let plural = |n: u64, one: &str, many: &str| if n == 1 { one.to_string() } else { many.to_string() };
+            let plural = |n: u64, one: &str, many: &str| {
+                if n == 1 {
+                    one.to_string()
+                } else {
+                    many.to_string()
+                }
+            };
             if malformed > 0 {
                 let lines = plural(malformed, "line is", "lines are");
-                warn(ctx, format!("{}: WARNING: {malformed} {lines} improperly formatted\n", ctx.name)).await?;
+                warn(
+                    ctx,
+                    format!(
+                        "{}: WARNING: {malformed} {lines} improperly formatted\n",
+                        ctx.name
+                    ),
+                )
+                .await?;
             }
             if unreadable > 0 {
                 let files = plural(unreadable, "listed file could", "listed files could");
-                warn(ctx, format!("{}: WARNING: {unreadable} {files} not be read\n", ctx.name)).await?;
+                warn(
+                    ctx,
+                    format!("{}: WARNING: {unreadable} {files} not be read\n", ctx.name),
+                )
+                .await?;
             }
             if failed > 0 {
                 let sums = plural(failed, "computed checksum did", "computed checksums did");
-                warn(ctx, format!("{}: WARNING: {failed} {sums} NOT match\n", ctx.name)).await?;
+                warn(
+                    ctx,
+                    format!("{}: WARNING: {failed} {sums} NOT match\n", ctx.name),
+                )
+                .await?;
             }
         }
         if failed > 0 || unreadable > 0 {

@@ -115,9 +115,15 @@ impl Command for Head {
         for (n, name) in args.files.iter().enumerate() {
             let mut input = match Input::open(&ctx, &self.0, name).await {
                 Ok(input) => input,
-                Err(e @ (bashkit::Error::Cancelled | bashkit::Error::ResourceLimit(_))) => return Err(e),
+                Err(e @ (bashkit::Error::Cancelled | bashkit::Error::ResourceLimit(_))) => {
+                    return Err(e);
+                }
                 Err(e) => {
-                    fail(&ctx, format!("cannot open '{name}' for reading: {}", reason(&e))).await?;
+                    fail(
+                        &ctx,
+                        format!("cannot open '{name}' for reading: {}", reason(&e)),
+                    )
+                    .await?;
                     status = 1;
                     continue;
                 }
@@ -125,7 +131,9 @@ impl Command for Head {
             if show {
                 let shown = if name == "-" { "standard input" } else { name };
                 let sep = if n > 0 { "\n" } else { "" };
-                ctx.stdout.write_all(format!("{sep}==> {shown} <==\n").as_bytes()).await?;
+                ctx.stdout
+                    .write_all(format!("{sep}==> {shown} <==\n").as_bytes())
+                    .await?;
             }
             copy(&ctx, &self.0, &mut input, args.amount).await?;
         }
@@ -134,16 +142,25 @@ impl Command for Head {
 }
 
 /// Writes the part of `input` that `amount` selects.
-async fn copy(ctx: &CommandContext<'_>, env: &Env, input: &mut Input, amount: Amount) -> bashkit::Result<()> {
+async fn copy(
+    ctx: &CommandContext<'_>,
+    env: &Env,
+    input: &mut Input,
+    amount: Amount,
+) -> bashkit::Result<()> {
     // A file of known size needs no window to hold its last bytes back.
     let amount = match (amount, input.size) {
-        (Amount::AllButLastBytes(keep), Some(size)) => Amount::FirstBytes(size.saturating_sub(keep)),
+        (Amount::AllButLastBytes(keep), Some(size)) => {
+            Amount::FirstBytes(size.saturating_sub(keep))
+        }
         (other, _) => other,
     };
     match amount {
         Amount::FirstBytes(mut left) => {
             while left > 0 {
-                let Some(piece) = input.read().await? else { break };
+                let Some(piece) = input.read().await? else {
+                    break;
+                };
                 let take = piece.len().min(usize::try_from(left).unwrap_or(usize::MAX));
                 ctx.stdout.write_all(&piece[..take]).await?;
                 left -= take as u64;
@@ -151,7 +168,9 @@ async fn copy(ctx: &CommandContext<'_>, env: &Env, input: &mut Input, amount: Am
         }
         Amount::FirstLines(mut left) => {
             while left > 0 {
-                let Some(piece) = input.read().await? else { break };
+                let Some(piece) = input.read().await? else {
+                    break;
+                };
                 let mut end = piece.len();
                 for (i, _) in piece.iter().enumerate().filter(|(_, b)| **b == b'\n') {
                     left -= 1;
@@ -185,7 +204,8 @@ async fn copy(ctx: &CommandContext<'_>, env: &Env, input: &mut Input, amount: Am
                 for chunk in piece.split_inclusive(|b| *b == b'\n') {
                     partial.extend_from_slice(chunk);
                     held_bytes += chunk.len() as u64;
-                    env.budget.admit(held_bytes, "the lines head -n -N holds back")?;
+                    env.budget
+                        .admit(held_bytes, "the lines head -n -N holds back")?;
                     if chunk.ends_with(b"\n") {
                         held.push_back(std::mem::take(&mut partial));
                         if held.len() as u64 > keep {

@@ -10,10 +10,17 @@ use std::path::{Path, PathBuf};
 enum Source {
     Stdin(CommandInput),
     /// A regular file of the computer: read `STEP_BYTES` at a time.
-    Engine { fs: Fs, ino: Ino, offset: u64 },
+    Engine {
+        fs: Fs,
+        ino: Ino,
+        offset: u64,
+    },
     /// Bytes already in memory (a scratch-tree file, a FIFO's buffer),
     /// admitted against the budget before they were read.
-    Memory { data: Vec<u8>, pos: usize },
+    Memory {
+        data: Vec<u8>,
+        pos: usize,
+    },
 }
 
 /// An open input.
@@ -45,7 +52,9 @@ impl Input {
         let path = absolute(ctx.cwd, name);
         let meta = ctx.fs.stat(&path).await?;
         if meta.file_type.is_dir() {
-            return Err(std::io::Error::new(std::io::ErrorKind::IsADirectory, "Is a directory").into());
+            return Err(
+                std::io::Error::new(std::io::ErrorKind::IsADirectory, "Is a directory").into(),
+            );
         }
         if let Some(rel) = workspace_relative(&path) {
             let fs = env.engine.engine().clone();
@@ -126,7 +135,9 @@ impl Input {
         }
         match &self.source {
             Source::Stdin(_) => Ok(Vec::new()),
-            Source::Engine { fs, ino, .. } => fs.read(*ino, at, len).map_err(crate::errno::from_engine),
+            Source::Engine { fs, ino, .. } => {
+                fs.read(*ino, at, len).map_err(crate::errno::from_engine)
+            }
             Source::Memory { data, .. } => {
                 let start = usize::try_from(at).unwrap_or(usize::MAX).min(data.len());
                 let end = start.saturating_add(len).min(data.len());
@@ -146,5 +157,9 @@ pub(crate) fn absolute(cwd: &Path, name: &str) -> PathBuf {
 fn workspace_relative(path: &Path) -> Option<String> {
     let rest = path.strip_prefix(crate::WORKSPACE).ok()?;
     let rest = rest.to_str()?;
-    Some(if rest.is_empty() { ".".into() } else { rest.to_string() })
+    Some(if rest.is_empty() {
+        ".".into()
+    } else {
+        rest.to_string()
+    })
 }

@@ -62,7 +62,10 @@ pub(crate) async fn warn(ctx: &CommandContext<'_>, message: String) -> bashkit::
 }
 
 /// `name: message` plus newline on stderr, then status 1.
-pub(crate) async fn fail(ctx: &CommandContext<'_>, message: String) -> bashkit::Result<bashkit::CommandStatus> {
+pub(crate) async fn fail(
+    ctx: &CommandContext<'_>,
+    message: String,
+) -> bashkit::Result<bashkit::CommandStatus> {
     warn(ctx, format!("{}: {message}\n", ctx.name)).await?;
     Ok(bashkit::CommandStatus::with_code(1))
 }

@@ -124,9 +124,15 @@ impl Command for Tail {
         for name in &args.files {
             let mut input = match Input::open(&ctx, &self.0, name).await {
                 Ok(input) => input,
-                Err(e @ (bashkit::Error::Cancelled | bashkit::Error::ResourceLimit(_))) => return Err(e),
+                Err(e @ (bashkit::Error::Cancelled | bashkit::Error::ResourceLimit(_))) => {
+                    return Err(e);
+                }
                 Err(e) => {
-                    fail(&ctx, format!("cannot open '{name}' for reading: {}", reason(&e))).await?;
+                    fail(
+                        &ctx,
+                        format!("cannot open '{name}' for reading: {}", reason(&e)),
+                    )
+                    .await?;
                     status = 1;
                     continue;
                 }
@@ -134,7 +140,9 @@ impl Command for Tail {
             if show {
                 let shown = if name == "-" { "standard input" } else { name };
                 let sep = if first { "" } else { "\n" };
-                ctx.stdout.write_all(format!("{sep}==> {shown} <==\n").as_bytes()).await?;
+                ctx.stdout
+                    .write_all(format!("{sep}==> {shown} <==\n").as_bytes())
+                    .await?;
             }
             first = false;
             copy(&ctx, &self.0, &mut input, args.amount).await?;
@@ -143,7 +151,12 @@ impl Command for Tail {
     }
 }
 
-async fn copy(ctx: &CommandContext<'_>, env: &Env, input: &mut Input, amount: Amount) -> bashkit::Result<()> {
+async fn copy(
+    ctx: &CommandContext<'_>,
+    env: &Env,
+    input: &mut Input,
+    amount: Amount,
+) -> bashkit::Result<()> {
     match (amount, input.size) {
         (Amount::FromByte(n), _) => {
             let mut skip = n.saturating_sub(1);

@@ -28,13 +28,17 @@ impl Command for Tee {
                 "--" => options_done = true,
                 "--append" => append = true,
                 "--ignore-interrupts" => {}
-                a if a.starts_with("--") => return fail(&ctx, format!("unrecognized option '{a}'")).await,
+                a if a.starts_with("--") => {
+                    return fail(&ctx, format!("unrecognized option '{a}'")).await;
+                }
                 a => {
                     for f in a[1..].chars() {
                         match f {
                             'a' => append = true,
                             'i' | 'p' => {}
-                            other => return fail(&ctx, format!("invalid option -- '{other}'")).await,
+                            other => {
+                                return fail(&ctx, format!("invalid option -- '{other}'")).await;
+                            }
                         }
                     }
                 }
@@ -51,7 +55,9 @@ impl Command for Tee {
             };
             match opened {
                 Ok(()) => files.push((name, path)),
-                Err(e @ (bashkit::Error::Cancelled | bashkit::Error::ResourceLimit(_))) => return Err(e),
+                Err(e @ (bashkit::Error::Cancelled | bashkit::Error::ResourceLimit(_))) => {
+                    return Err(e);
+                }
                 Err(e) => {
                     fail(&ctx, format!("{name}: {}", reason(&e))).await?;
                     status = 1;
@@ -74,7 +80,9 @@ impl Command for Tee {
                 for (name, path) in files.drain(..) {
                     match ctx.fs.append_file(&path, &pending).await {
                         Ok(()) => kept.push((name, path)),
-                        Err(e @ (bashkit::Error::Cancelled | bashkit::Error::ResourceLimit(_))) => return Err(e),
+                        Err(e @ (bashkit::Error::Cancelled | bashkit::Error::ResourceLimit(_))) => {
+                            return Err(e);
+                        }
                         Err(e) => {
                             fail(&ctx, format!("{name}: {}", reason(&e))).await?;
                             status = 1;

@@ -128,7 +128,9 @@ impl Command for Wc {
                             'm' => which.chars = true,
                             'c' => which.bytes = true,
                             'L' => which.longest = true,
-                            other => return fail(&ctx, format!("invalid option -- '{other}'")).await,
+                            other => {
+                                return fail(&ctx, format!("invalid option -- '{other}'")).await;
+                            }
                         }
                     }
                 }
@@ -157,7 +159,9 @@ impl Command for Wc {
         for name in &files {
             let mut input = match Input::open(&ctx, &self.0, name).await {
                 Ok(input) => input,
-                Err(e @ (bashkit::Error::Cancelled | bashkit::Error::ResourceLimit(_))) => return Err(e),
+                Err(e @ (bashkit::Error::Cancelled | bashkit::Error::ResourceLimit(_))) => {
+                    return Err(e);
+                }
                 Err(e) => {
                     fail(&ctx, format!("{name}: {}", reason(&e))).await?;
                     status = 1;
@@ -225,7 +229,11 @@ mod tests {
             c.add(&text.as_bytes()[..cut]);
             c.add(&text.as_bytes()[cut..]);
             c.finish();
-            assert_eq!((c.lines, c.words, c.chars, c.bytes), (2, 5, 22, 24), "cut {cut}");
+            assert_eq!(
+                (c.lines, c.words, c.chars, c.bytes),
+                (2, 5, 22, 24),
+                "cut {cut}"
+            );
             assert_eq!(c.longest, 12);
         }
     }
