@@ -1,0 +1,92 @@
+//! `e2e-suite`: Agent Computer on a real Kubernetes cluster, driven the way
+//! a user drives it — `helm install` of the chart, `kubectl apply` of
+//! computers, `kubectl computer` from outside the cluster, `kubectl exec`
+//! into sandbox pods.
+//!
+//! Every step prints `ok`/`FAILED` with its duration; a failed step that
+//! later ones need stops the run. Exit status 0 when every step passed.
+//! `e2e/run.sh` brings a cluster up and runs this against it; any cluster
+//! with the product images loaded works (see docs/e2e.md).
+//!
+//! Environment: `KUBECONFIG` (required), `E2E_KUBECTL`, `E2E_HELM`,
+//! `E2E_CLI` (kubectl-computer), `E2E_REPO` (the repository, for the chart
+//! and examples), `E2E_IMAGE_REGISTRY` and `E2E_IMAGE_TAG` (of the product
+//! images, default `localhost/agentcomputer-e2e` and `e2e`),
+//! `E2E_NODE_DATA_DIR` (the node agents' host directory as this process
+//! sees it, for the checks on database files; unset skips those checks and
+//! says so), `E2E_ONLY` (comma-separated step names to run, with the steps
+//! they need).
+
+mod steps;
+mod tools;
+
+use std::process::ExitCode;
+use std::time::Instant;
+
+use steps::{Context, STEPS};
+
+fn main() -> ExitCode {
+    let tools = match tools::Tools::from_env() {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("e2e-suite: {e:#}");
+            return ExitCode::from(2);
+        }
+    };
+    let only: Option<Vec<String>> = std::env::var("E2E_ONLY")
+        .ok()
+        .map(|s| s.split(',').map(|p| p.trim().to_string()).collect());
+    let mut cx = Context::new(tools);
+    let (mut passed, mut failed) = (Vec::new(), Vec::new());
+    let started = Instant::now();
+    for step in STEPS {
+        if let Some(only) = &only
+            && !step.required
+            && !only.iter().any(|o| o == step.name)
+        {
+            continue;
+        }
+        let t = Instant::now();
+        let result = (step.run)(&mut cx);
+        let secs = t.elapsed().as_secs_f64();
+        match result {
+            Ok(note) => {
+                println!(
+                    "ok      {:<40} {secs:7.1} s{}",
+                    step.name,
+                    if note.is_empty() {
+                        String::new()
+                    } else {
+                        format!("  {note}")
+                    }
+                );
+                passed.push(step.name);
+            }
+            Err(e) => {
+                println!("FAILED  {:<40} {secs:7.1} s  {e:#}", step.name);
+                failed.push(step.name);
+                if step.required {
+                    println!("stopping: later steps need {}", step.name);
+                    break;
+                }
+            }
+        }
+    }
+    cx.print_timings();
+    println!(
+        "{} passed, {} failed in {:.0} s{}",
+        passed.len(),
+        failed.len(),
+        started.elapsed().as_secs_f64(),
+        if failed.is_empty() {
+            String::new()
+        } else {
+            format!(" (failed: {})", failed.join(", "))
+        }
+    );
+    if failed.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}

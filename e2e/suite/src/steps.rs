@@ -1,0 +1,532 @@
+//! The suite's steps, in the order they run. Each step is what a user does
+//! and checks the result a user expects; a `required` step's failure stops
+//! the run, since the steps after it build on what it made.
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use anyhow::{Result, bail, ensure};
+use serde_json::Value;
+
+use crate::tools::{Tools, condition, eventually, text};
+
+/// Namespace of the release.
+const SYSTEM_NS: &str = "agentcomputer-system";
+/// Namespace of the computers the suite makes.
+const NS: &str = "e2e";
+/// The CSI driver's name.
+const DRIVER: &str = "agentcomputer.dev";
+
+/// One step: its name, whether later steps need it, and what it does. `run`
+/// returns a note printed beside `ok` (a measurement, a known limit).
+pub struct Step {
+    /// Name printed in the results.
+    pub name: &'static str,
+    /// Later steps need this one: a failure stops the run.
+    pub required: bool,
+    /// The step.
+    pub run: fn(&mut Context) -> Result<String>,
+}
+
+/// Every step, in order.
+pub const STEPS: &[Step] = &[
+    Step {
+        name: "helm install",
+        required: true,
+        run: helm_install,
+    },
+    Step {
+        name: "example computer Ready",
+        required: true,
+        run: example_computer,
+    },
+    Step {
+        name: "shell and javascript share files",
+        required: false,
+        run: shell_and_javascript,
+    },
+    Step {
+        name: "sandbox pod mounts the volume",
+        required: false,
+        run: sandbox_pod,
+    },
+    Step {
+        name: "container runtime via kubectl computer",
+        required: false,
+        run: container_runtime,
+    },
+    Step {
+        name: "bad input refused",
+        required: false,
+        run: bad_input,
+    },
+    Step {
+        name: "files survive node agent restart",
+        required: false,
+        run: agent_restart,
+    },
+    Step {
+        name: "deletion under Delete and Retain",
+        required: false,
+        run: deletion,
+    },
+];
+
+/// What the steps share: the tools, the images, and measured timings.
+pub struct Context {
+    tools: Tools,
+    registry: String,
+    tag: String,
+    node_data: Option<PathBuf>,
+    timings: Vec<(String, Duration)>,
+}
+
+impl Context {
+    /// A context over `tools`, the images named by the environment.
+    pub fn new(tools: Tools) -> Context {
+        Context {
+            tools,
+            registry: std::env::var("E2E_IMAGE_REGISTRY")
+                .unwrap_or_else(|_| "localhost/agentcomputer-e2e".into()),
+            tag: std::env::var("E2E_IMAGE_TAG").unwrap_or_else(|_| "e2e".into()),
+            node_data: std::env::var_os("E2E_NODE_DATA_DIR").map(PathBuf::from),
+            timings: Vec::new(),
+        }
+    }
+
+    fn time(&mut self, what: impl Into<String>, d: Duration) {
+        self.timings.push((what.into(), d));
+    }
+
+    /// Prints every timing measured by the steps.
+    pub fn print_timings(&self) {
+        if self.timings.is_empty() {
+            return;
+        }
+        println!("timings:");
+        for (what, d) in &self.timings {
+            println!("  {what:<55} {:8.0} ms", d.as_secs_f64() * 1e3);
+        }
+    }
+
+    /// `kubectl computer -n e2e exec NAME [--runtime R] -- SCRIPT`, requiring
+    /// exit 0; returns stdout.
+    fn exec(&self, name: &str, runtime: &str, script: &str) -> Result<String> {
+        self.tools
+            .cli(
+                &["-n", NS, "exec", name, "--runtime", runtime, "--", script],
+                None,
+            )?
+            .ok(&format!("kubectl computer exec {name} --runtime {runtime}"))
+    }
+
+    /// The AgentComputer `name` of the suite's namespace.
+    fn computer(&self, name: &str) -> Result<Value> {
+        self.tools
+            .kubectl_json(&["-n", NS, "get", "agentcomputer", name])
+    }
+
+    /// Waits until computer `name` is Ready; returns how long that took.
+    fn wait_ready(&self, name: &str, secs: u64) -> Result<Duration> {
+        let start = Instant::now();
+        eventually(secs, &format!("computer {name} Ready"), || {
+            let c = self.computer(name)?;
+            if condition(&c, "Ready") == "True" {
+                Ok(Some(()))
+            } else {
+                bail!(
+                    "phase {:?}, conditions {}",
+                    text(&c, "/status/phase"),
+                    c.pointer("/status/conditions")
+                        .map(Value::to_string)
+                        .unwrap_or_default()
+                )
+            }
+        })?;
+        Ok(start.elapsed())
+    }
+
+    /// `kubectl exec` into a pod of the suite's namespace, requiring exit 0.
+    fn pod_exec(&self, pod: &str, script: &str) -> Result<String> {
+        self.tools
+            .kubectl_ok(&["-n", NS, "exec", pod, "--", "sh", "-c", script])
+    }
+
+    /// Applies a computer manifest of the suite's namespace.
+    fn apply_computer(&self, name: &str, spec: Value) -> Result<()> {
+        let manifest = serde_json::json!({
+            "apiVersion": "agentcomputer.dev/v1alpha1",
+            "kind": "AgentComputer",
+            "metadata": {"name": name, "namespace": NS},
+            "spec": spec,
+        });
+        self.tools
+            .apply(&manifest.to_string())?
+            .ok(&format!("kubectl apply of computer {name}"))?;
+        Ok(())
+    }
+
+    fn sandbox_image(&self) -> String {
+        format!("{}/sandbox:{}", self.registry, self.tag)
+    }
+}
+
+/// `helm install` of the chart with the locally built images; the operator,
+/// node agent and mounter become Ready, and the node's CSINode lists the
+/// driver.
+fn helm_install(cx: &mut Context) -> Result<String> {
+    let start = Instant::now();
+    let registry = format!("image.registry={}", cx.registry);
+    let tag = format!("image.tag={}", cx.tag);
+    cx.tools
+        .helm(&[
+            "upgrade",
+            "--install",
+            "ac",
+            "charts/agent-computer",
+            "-n",
+            SYSTEM_NS,
+            "--create-namespace",
+            "--set",
+            &registry,
+            "--set",
+            &tag,
+            "--set",
+            "image.pullPolicy=Never",
+            "--set",
+            "operator.replicas=1",
+            "--wait",
+            "--timeout",
+            "5m",
+        ])?
+        .ok("helm upgrade --install")?;
+    cx.time("helm install --wait", start.elapsed());
+    let pods = cx.tools.kubectl_json(&["-n", SYSTEM_NS, "get", "pods"])?;
+    let mut seen = Vec::new();
+    for pod in pods["items"].as_array().into_iter().flatten() {
+        let app = text(pod, "/metadata/labels/app.kubernetes.io~1name");
+        ensure!(
+            condition(pod, "Ready") == "True",
+            "pod {} ({app}) is not Ready",
+            text(pod, "/metadata/name")
+        );
+        seen.push(app.to_string());
+    }
+    for app in [
+        "agentcomputer-operator",
+        "agentcomputer-node-agent",
+        "agentcomputer-mounter",
+    ] {
+        ensure!(
+            seen.iter().any(|s| s == app),
+            "no pod of {app} in {SYSTEM_NS} (pods: {seen:?})"
+        );
+    }
+    eventually(60, "the CSINode to list agentcomputer.dev", || {
+        let nodes = cx.tools.kubectl_json(&["get", "csinodes"])?;
+        let listed = nodes["items"].as_array().into_iter().flatten().any(|n| {
+            n.pointer("/spec/drivers")
+                .and_then(Value::as_array)
+                .is_some_and(|d| d.iter().any(|d| text(d, "/name") == DRIVER))
+        });
+        Ok(listed.then_some(()))
+    })?;
+    Ok(String::new())
+}
+
+/// `kubectl apply` of the README's example (crds/examples/basic.yaml): the
+/// computer becomes Ready and its PVC Bound.
+fn example_computer(cx: &mut Context) -> Result<String> {
+    cx.tools.apply(&format!(
+        "{{\"apiVersion\":\"v1\",\"kind\":\"Namespace\",\"metadata\":{{\"name\":\"{NS}\"}}}}"
+    ))?
+    .ok("kubectl apply of the namespace")?;
+    cx.tools
+        .kubectl_ok(&["-n", NS, "apply", "-f", "crds/examples/basic.yaml"])?;
+    let ready = cx.wait_ready("scratch", 120)?;
+    cx.time("kubectl apply to Ready (example computer)", ready);
+    let pvc = cx
+        .tools
+        .kubectl_json(&["-n", NS, "get", "pvc", "scratch-workspace"])?;
+    ensure!(
+        text(&pvc, "/status/phase") == "Bound",
+        "PVC scratch-workspace is {:?}, not Bound",
+        text(&pvc, "/status/phase")
+    );
+    Ok(format!("Ready after {:.1} s", ready.as_secs_f64()))
+}
+
+/// Through `kubectl computer` from outside the cluster: the shell writes a
+/// file that JavaScript reads, and the other way round; first and warm
+/// exec latency of both runtimes.
+fn shell_and_javascript(cx: &mut Context) -> Result<String> {
+    let t = Instant::now();
+    let out = cx.exec("scratch", "shell", "echo from-shell > s.txt && cat s.txt")?;
+    cx.time("first shell exec (kubectl computer)", t.elapsed());
+    ensure!(out == "from-shell\n", "shell printed {out:?}");
+    let t = Instant::now();
+    let out = cx.exec(
+        "scratch",
+        "javascript",
+        r#"import fs from "node:fs"; fs.writeFileSync("j.txt", "from-js\n"); export default () => fs.readFileSync("s.txt", "utf8")"#,
+    )?;
+    cx.time("first javascript exec (kubectl computer)", t.elapsed());
+    ensure!(out == "\"from-shell\\n\"\n", "javascript printed {out:?}");
+    let out = cx.exec("scratch", "shell", "cat j.txt")?;
+    ensure!(out == "from-js\n", "shell read {out:?} from j.txt");
+    for runtime in ["shell", "javascript"] {
+        let script = if runtime == "shell" {
+            "true"
+        } else {
+            "export default () => null"
+        };
+        let mut all = Vec::new();
+        for _ in 0..5 {
+            let t = Instant::now();
+            cx.exec("scratch", runtime, script)?;
+            all.push(t.elapsed());
+        }
+        all.sort();
+        cx.time(
+            format!("warm {runtime} exec, median of 5 (kubectl computer)"),
+            all[2],
+        );
+    }
+    Ok(String::new())
+}
+
+/// A computer with the container runtime: its sandbox pod runs with
+/// `/workspace` mounted from the CSI volume (a FUSE mount), and a file
+/// written in the pod is read by the shell runtime at once, and the other
+/// way round.
+fn sandbox_pod(cx: &mut Context) -> Result<String> {
+    let image = cx.sandbox_image();
+    let start = Instant::now();
+    cx.apply_computer(
+        "box",
+        serde_json::json!({
+            "storage": {"size": "1Gi", "reclaimPolicy": "Retain"},
+            "runtimes": {"shell": true, "javascript": true, "container": true},
+            "sandbox": {"image": image, "imagePullPolicy": "Never"},
+        }),
+    )?;
+    let ready = cx.wait_ready("box", 180)?;
+    cx.time("kubectl apply to Ready (computer with sandbox pod)", ready);
+    let c = cx.computer("box")?;
+    let pod = text(&c, "/status/sandboxPod").to_string();
+    ensure!(!pod.is_empty(), "status.sandboxPod is empty");
+    let mounts = cx.pod_exec(&pod, "grep ' /workspace ' /proc/mounts")?;
+    ensure!(
+        mounts.contains("fuse"),
+        "/workspace in the sandbox pod is not a FUSE mount: {mounts:?}"
+    );
+    cx.pod_exec(&pod, "echo from-pod > /workspace/p.txt")?;
+    let out = cx.exec("box", "shell", "cat p.txt")?;
+    ensure!(out == "from-pod\n", "the shell read {out:?} from p.txt");
+    cx.exec("box", "shell", "echo from-shell > s.txt")?;
+    let out = cx.pod_exec(&pod, "cat /workspace/s.txt")?;
+    ensure!(out == "from-shell\n", "the pod read {out:?} from s.txt");
+    let owner = cx.pod_exec(&pod, "id -u; stat -c %u /workspace/p.txt")?;
+    Ok(format!(
+        "Ready after {:.1} s; pod uid and file owner: {}",
+        (start.elapsed()).as_secs_f64(),
+        owner.split_whitespace().collect::<Vec<_>>().join("/")
+    ))
+}
+
+/// `kubectl computer exec --runtime container` runs real binaries on the
+/// same files.
+fn container_runtime(cx: &mut Context) -> Result<String> {
+    let out = cx.exec(
+        "box",
+        "container",
+        "python3 -c 'print(open(\"p.txt\").read().strip())'",
+    )?;
+    ensure!(out == "from-pod\n", "python3 printed {out:?}");
+    Ok(String::new())
+}
+
+/// An invalid manifest is refused by the API server with the CRD's
+/// message; a computer's token opens no other computer.
+fn bad_input(cx: &mut Context) -> Result<String> {
+    let bad = serde_json::json!({
+        "apiVersion": "agentcomputer.dev/v1alpha1",
+        "kind": "AgentComputer",
+        "metadata": {"name": "invalid", "namespace": NS},
+        "spec": {"storage": {"size": "1Gi"}, "runtimes": {"container": true}},
+    });
+    let out = cx.tools.apply(&bad.to_string())?;
+    ensure!(out.code != 0, "an invalid manifest was accepted");
+    ensure!(
+        out.stderr.contains("spec.sandbox (with at least its image) is required"),
+        "the refusal does not carry the CRD's message: {}",
+        out.stderr.trim()
+    );
+
+    // scratch's token, sent for box, through scratch's own port-forward.
+    let forward = cx.tools.port_forward(NS, "scratch")?;
+    let other = format!("{NS}/box");
+    let out = cx.tools.cli(
+        &[
+            "--endpoint",
+            &forward.endpoint,
+            "--token",
+            &forward.token,
+            "exec",
+            &other,
+            "--",
+            "cat p.txt",
+        ],
+        None,
+    )?;
+    ensure!(
+        out.code != 0,
+        "scratch's token read box's file: {:?}",
+        out.stdout
+    );
+    ensure!(
+        out.stderr.to_lowercase().contains("permission")
+            || out.stderr.contains("not the credential"),
+        "the refusal does not say why: {}",
+        out.stderr.trim()
+    );
+    // ... while it still opens scratch.
+    let out = cx
+        .tools
+        .cli(
+            &[
+                "--endpoint",
+                &forward.endpoint,
+                "--token",
+                &forward.token,
+                "exec",
+                &format!("{NS}/scratch"),
+                "--",
+                "cat s.txt",
+            ],
+            None,
+        )?
+        .ok("exec through the port-forward")?;
+    ensure!(out == "from-shell\n", "scratch's s.txt reads {out:?}");
+    Ok(String::new())
+}
+
+/// The node agent pod is deleted (the DaemonSet makes a new one): the
+/// computers' files are all there afterwards. A sandbox pod running across
+/// the restart is reported, not required (FUSE connections do not yet
+/// survive the agent), and a recreated sandbox pod sees the files again.
+fn agent_restart(cx: &mut Context) -> Result<String> {
+    let selector = "app.kubernetes.io/name=agentcomputer-node-agent";
+    let before = cx
+        .tools
+        .kubectl_json(&["-n", SYSTEM_NS, "get", "pods", "-l", selector])?;
+    let old: Vec<String> = before["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|p| text(p, "/metadata/name").to_string())
+        .collect();
+    ensure!(!old.is_empty(), "no node agent pod");
+    let start = Instant::now();
+    cx.tools
+        .kubectl_ok(&["-n", SYSTEM_NS, "delete", "pods", "-l", selector, "--wait=true"])?;
+    eventually(180, "a new Ready node agent pod", || {
+        let pods = cx
+            .tools
+            .kubectl_json(&["-n", SYSTEM_NS, "get", "pods", "-l", selector])?;
+        let ready = pods["items"].as_array().into_iter().flatten().any(|p| {
+            !old.iter().any(|o| o == text(p, "/metadata/name")) && condition(p, "Ready") == "True"
+        });
+        Ok(ready.then_some(()))
+    })?;
+    cx.time("node agent pod deleted to new pod Ready", start.elapsed());
+    let out = eventually(60, "an exec after the restart", || {
+        Ok(Some(cx.exec("scratch", "shell", "cat s.txt j.txt")?))
+    })?;
+    ensure!(
+        out == "from-shell\nfrom-js\n",
+        "after the restart the files read {out:?}"
+    );
+    let pod = text(&cx.computer("box")?, "/status/sandboxPod").to_string();
+    let survived = cx
+        .tools
+        .kubectl(&["-n", NS, "exec", &pod, "--", "cat", "/workspace/p.txt"])?;
+    let running = if survived.code == 0 {
+        "the running sandbox kept /workspace".to_string()
+    } else {
+        format!(
+            "the running sandbox lost /workspace ({})",
+            survived.stderr.trim().lines().last().unwrap_or("")
+        )
+    };
+    // A new sandbox pod mounts the volume from the new agent.
+    cx.tools
+        .kubectl_ok(&["-n", NS, "delete", "pod", &pod, "--wait=true"])?;
+    let out = eventually(180, "a recreated sandbox pod reading /workspace", || {
+        let c = cx.computer("box")?;
+        let pod = text(&c, "/status/sandboxPod").to_string();
+        if pod.is_empty() || condition(&c, "Ready") != "True" {
+            return Ok(None);
+        }
+        Ok(cx.pod_exec(&pod, "cat /workspace/p.txt").ok())
+    })?;
+    ensure!(out == "from-pod\n", "the new sandbox pod read {out:?}");
+    Ok(running)
+}
+
+/// Deleting computers: under Delete, the PV, PVC, Secret, NetworkPolicy and
+/// database go; under Retain the database stays.
+fn deletion(cx: &mut Context) -> Result<String> {
+    let mut notes = Vec::new();
+    for (name, keeps) in [("scratch", false), ("box", true)] {
+        let c = cx.computer(name)?;
+        let uid = text(&c, "/metadata/uid").to_string();
+        cx.tools.kubectl_ok(&[
+            "-n",
+            NS,
+            "delete",
+            "agentcomputer",
+            name,
+            "--wait=true",
+            "--timeout=120s",
+        ])?;
+        let pv = format!("agentcomputer-{uid}");
+        eventually(120, &format!("the objects of {name} to go"), || {
+            let mut left = Vec::new();
+            for (kind, obj, ns) in [
+                ("pv", pv.clone(), None),
+                ("pvc", format!("{name}-workspace"), Some(NS)),
+                ("secret", format!("{name}-credential"), Some(NS)),
+                ("networkpolicy", format!("{name}-egress"), Some(NS)),
+                ("pod", format!("{name}-sandbox"), Some(NS)),
+            ] {
+                let mut args = vec!["get", kind, &obj, "--ignore-not-found", "-o", "name"];
+                if let Some(ns) = ns {
+                    args.extend(["-n", ns]);
+                }
+                if !cx.tools.kubectl_ok(&args)?.trim().is_empty() {
+                    left.push(format!("{kind}/{obj}"));
+                }
+            }
+            if left.is_empty() {
+                Ok(Some(()))
+            } else {
+                bail!("still there: {}", left.join(", "))
+            }
+        })?;
+        match &cx.node_data {
+            Some(dir) => {
+                let db = dir.join("data/computers").join(&uid);
+                if keeps {
+                    ensure!(db.exists(), "Retain: {} is gone", db.display());
+                } else {
+                    eventually(60, &format!("{} to go", db.display()), || {
+                        Ok((!db.exists()).then_some(()))
+                    })?;
+                }
+            }
+            None => notes.push("database files not checked (E2E_NODE_DATA_DIR unset)"),
+        }
+    }
+    Ok(notes.join("; "))
+}
