@@ -15,9 +15,13 @@ const BUDGET: u64 = 32 * 1024 * 1024;
 /// A terabyte, the logical size of the sparse file (it stores nothing).
 const TB: u64 = 1_000_000_000_000;
 
+/// A computer whose byte quota (1e12) lets one file be a sparse terabyte:
+/// a file's logical size is capped at the quota (docs/engine.md), so a
+/// smaller computer could not even make the file these tests read. Holes
+/// cost no quota, so the file stores nothing either way.
 fn small_computer() -> Computer {
     Computer::with_limits(Limits {
-        max_bytes: 10 * 1024 * 1024,
+        max_bytes: TB,
         ..Limits::default()
     })
 }
