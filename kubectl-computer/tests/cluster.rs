@@ -233,12 +233,12 @@ async fn create_list_delete(cli: &Cli, admin: &Client) {
     );
     let demo_line: Vec<&str> = lines[1].split_whitespace().collect();
     assert_eq!(
-        &demo_line[..6],
-        ["demo", "-", "500", "MiB", "-", "-"],
+        &demo_line[..7],
+        ["demo", "-", "500", "MiB", "-", "-", "-"],
         "{table}"
     );
     assert!(
-        demo_line[6].ends_with('Z'),
+        demo_line[7].ends_with('Z'),
         "RFC 3339 creation time: {table}"
     );
     assert!(lines[2].starts_with("plain "), "{table}");
@@ -253,8 +253,8 @@ async fn create_list_delete(cli: &Cli, admin: &Client) {
     let table = ok(cli.run(&["list"]));
     let demo_line: Vec<&str> = table.lines().nth(1).unwrap().split_whitespace().collect();
     assert_eq!(
-        &demo_line[..7],
-        ["demo", "3.0", "MiB", "500", "MiB", "12", "Ready"],
+        &demo_line[..8],
+        ["demo", "3.0", "MiB", "500", "MiB", "-", "12", "Ready"],
         "{table}"
     );
 
