@@ -11,6 +11,7 @@
 //! * [`handover`]: the protocol between mounter and agent (both ends);
 //! * [`node`], [`identity`]: the gRPC services; [`publish`]: the mounts.
 
+pub mod authority;
 pub mod handover;
 pub mod identity;
 pub mod mounter;

@@ -126,8 +126,10 @@ pub async fn run(config: MounterConfig, shutdown: impl Future<Output = ()>) -> a
         .add_service(RegistrationServer::new(RegistrationService::new(
             config.csi_socket.clone(),
         )))
+        // The kubelet's registration client sends a path as :authority,
+        // which the HTTP/2 server would refuse (crate::authority).
         .serve_with_incoming_shutdown(
-            UnixListenerStream::new(registration),
+            crate::authority::normalized(registration),
             stop.clone().cancelled_owned(),
         );
     info!(
