@@ -187,3 +187,15 @@ async fn device_nodes_and_sockets_are_not_regular_files() {
         "reg regular\n./reg\nb\nc\ns\nchr character special file\nblk block special file\nsock socket\n"
     );
 }
+
+#[tokio::test]
+async fn long_count_options_take_the_next_word() {
+    let c = Computer::new();
+    let script = "echo 1234567 | tail --bytes 4; seq 5 | tail --lines 2; \
+                  echo abcdef | head --bytes 3; echo; seq 5 | head --lines 2";
+    let ours = c.sh(script).await.ok();
+    assert_eq!(ours, "567\n4\n5\nabc\n1\n2\n");
+    if let Some(theirs) = host_bash(script) {
+        assert_eq!(ours, String::from_utf8(theirs).unwrap());
+    }
+}
