@@ -84,6 +84,7 @@ pub(crate) async fn execute(job: Job) -> Finished {
         builder = builder.env(key, value);
     }
     let mut bash = builder.build();
+    builtins::set_startup_variables(&mut bash);
 
     if let Err(reason) = check_cwd(&bash, &cwd).await {
         let message = format!("cd: {cwd}: {reason}");

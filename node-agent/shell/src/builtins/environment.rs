@@ -21,3 +21,18 @@ pub(crate) fn export_login(builder: BashBuilder, user: &str, home: &str) -> Bash
         .env("LOGNAME", user)
         .env("SHELL", "/bin/bash")
 }
+
+/// bash's word-splitting default: space, tab, newline.
+const DEFAULT_IFS: &str = " \t\n";
+
+/// Sets the shell variables bash sets at start-up that bashkit leaves
+/// unset: `IFS` (space, tab, newline; not exported, and not taken from the
+/// environment, as bash does). With `IFS` unset, `old=$IFS; IFS=:; ...;
+/// IFS=$old` would leave it empty and turn word splitting off for the rest
+/// of the script.
+pub(crate) fn set_startup_variables(bash: &mut bashkit::Bash) {
+    let mut state = bash.shell_state();
+    state.variables.insert("IFS".into(), DEFAULT_IFS.into());
+    state.env.remove("IFS");
+    bash.restore_shell_state(&state);
+}

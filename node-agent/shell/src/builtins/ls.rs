@@ -11,7 +11,7 @@
 //! user and group, and no inode number (`?`).
 
 use super::ls_format::{Entry, LongStyle, columns, human_size, long_lines};
-use super::workspace::{SANDBOX_ID, engine_path, kind_char, reason, resolve};
+use super::workspace::{SANDBOX_ID, engine_kind_char, engine_path, kind_char, reason, resolve};
 use agentcomputer_fs::{Fs, ROOT_INO};
 use bashkit::{Builtin, BuiltinContext, ExecResult, Metadata, async_trait};
 use std::path::{Path, PathBuf};
@@ -248,6 +248,8 @@ impl Lister<'_, '_> {
             && let Some(rel) = engine_path(path)
             && let Ok(attr) = self.engine.resolve(ROOT_INO, &rel, follow)
         {
+            e.kind = engine_kind_char(attr.kind);
+            e.perm = attr.perm & 0o7777;
             e.nlink = u64::from(attr.nlink);
             e.uid = attr.uid;
             e.gid = attr.gid;

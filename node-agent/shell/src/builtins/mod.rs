@@ -15,6 +15,8 @@ mod stream;
 mod wget;
 mod workspace;
 
+pub(crate) use environment::set_startup_variables;
+
 use crate::budget::ExecBudget;
 use crate::engine_fs::EngineFs;
 use bashkit::BashBuilder;

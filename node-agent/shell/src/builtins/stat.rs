@@ -10,8 +10,8 @@
 //! system status (`-f`) is not available.
 
 use super::ls_format::{civil, mode_string};
-use super::workspace::{SANDBOX_ID, engine_path, kind_char, reason, resolve};
-use agentcomputer_fs::{Attr, FileKind, Fs, ROOT_INO};
+use super::workspace::{SANDBOX_ID, engine_kind_char, engine_path, kind_char, reason, resolve};
+use agentcomputer_fs::{Attr, Fs, ROOT_INO};
 use bashkit::{Builtin, BuiltinContext, ExecResult, Metadata, async_trait};
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -86,15 +86,7 @@ impl Info {
     }
 
     fn apply_engine(&mut self, attr: &Attr) {
-        self.kind = match attr.kind {
-            FileKind::Directory => 'd',
-            FileKind::Symlink => 'l',
-            FileKind::NamedPipe => 'p',
-            FileKind::CharDevice => 'c',
-            FileKind::BlockDevice => 'b',
-            FileKind::Socket => 's',
-            FileKind::RegularFile => '-',
-        };
+        self.kind = engine_kind_char(attr.kind);
         self.perm = attr.perm;
         self.nlink = u64::from(attr.nlink);
         self.uid = attr.uid;

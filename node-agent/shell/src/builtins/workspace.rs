@@ -19,6 +19,20 @@ pub(crate) fn kind_char(t: FileType) -> char {
     }
 }
 
+/// The type letter `ls -l` and `stat` print for an engine inode of `kind`.
+pub(crate) fn engine_kind_char(kind: agentcomputer_fs::FileKind) -> char {
+    use agentcomputer_fs::FileKind;
+    match kind {
+        FileKind::Directory => 'd',
+        FileKind::Symlink => 'l',
+        FileKind::NamedPipe => 'p',
+        FileKind::CharDevice => 'c',
+        FileKind::BlockDevice => 'b',
+        FileKind::Socket => 's',
+        FileKind::RegularFile => '-',
+    }
+}
+
 /// `path` (absolute, normalized) relative to the engine root when it lies
 /// under `/workspace`: `/workspace/a/b` is `/a/b`; `None` elsewhere.
 pub(crate) fn engine_path(abs: &Path) -> Option<Vec<u8>> {

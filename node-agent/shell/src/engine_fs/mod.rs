@@ -169,15 +169,23 @@ fn components(path: &Path) -> Vec<Vec<u8>> {
     names
 }
 
-/// bashkit metadata for an engine inode. Device and socket inodes show as
-/// regular files: bashkit has no kind for them.
+/// bashkit metadata for an engine inode.
+///
+/// bashkit's `FileType` has no kind for device nodes and sockets; they are
+/// reported as `Fifo`, the one special (non-regular, non-directory) kind it
+/// has, so that `test -f`, `find -type f` and the commands that copy
+/// regular files never take them for regular files. The project's own
+/// `test`, `ls` and `stat` ask the engine for the exact kind.
 fn metadata(attr: &Attr) -> Metadata {
     Metadata {
         file_type: match attr.kind {
+            FileKind::RegularFile => FileType::File,
             FileKind::Directory => FileType::Directory,
             FileKind::Symlink => FileType::Symlink,
-            FileKind::NamedPipe => FileType::Fifo,
-            _ => FileType::File,
+            FileKind::NamedPipe
+            | FileKind::CharDevice
+            | FileKind::BlockDevice
+            | FileKind::Socket => FileType::Fifo,
         },
         size: attr.size,
         mode: attr.perm,

@@ -61,7 +61,8 @@ impl Command for Base64 {
                             match parse_count(&text) {
                                 Some(n) => wrap = n,
                                 None => {
-                                    return fail(&ctx, format!("invalid wrap size: '{text}'")).await;
+                                    return fail(&ctx, format!("invalid wrap size: '{text}'"))
+                                        .await;
                                 }
                             }
                             break;

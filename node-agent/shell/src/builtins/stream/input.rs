@@ -21,6 +21,41 @@ enum Source {
         data: Vec<u8>,
         pos: usize,
     },
+    /// An endless character device of the namespace, generated a step at
+    /// a time: `/dev/zero` (and `/dev/full`, which reads as zeros) or
+    /// `/dev/urandom` and `/dev/random` (the host's CSPRNG).
+    Device(Device),
+}
+
+/// The endless devices a command can read.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum Device {
+    Zero,
+    Random,
+}
+
+impl Device {
+    /// The device at absolute namespace path `path`, if it is one. The
+    /// scratch tree holds these paths (bashkit puts them there), and they
+    /// cannot be replaced by a script.
+    pub(crate) fn at(path: &Path) -> Option<Device> {
+        match path.to_str()? {
+            "/dev/zero" | "/dev/full" => Some(Device::Zero),
+            "/dev/urandom" | "/dev/random" => Some(Device::Random),
+            _ => None,
+        }
+    }
+
+    /// One step of the device's bytes.
+    fn step(self) -> bashkit::Result<Vec<u8>> {
+        let mut data = vec![0u8; STEP_BYTES];
+        if self == Device::Random {
+            getrandom::fill(&mut data).map_err(|e| {
+                std::io::Error::other(format!("cannot read the host's random source: {e}"))
+            })?;
+        }
+        Ok(data)
+    }
 }
 
 /// An open input.
@@ -50,6 +85,13 @@ impl Input {
             return Ok(Self::stdin(ctx, env));
         }
         let path = absolute(ctx.cwd, name);
+        if let Some(device) = Device::at(&path) {
+            return Ok(Input {
+                source: Source::Device(device),
+                budget: env.budget.clone(),
+                size: None,
+            });
+        }
         let meta = ctx.fs.stat(&path).await?;
         if meta.file_type.is_dir() {
             return Err(
@@ -108,6 +150,7 @@ impl Input {
                 *pos = end;
                 Ok(Some(piece))
             }
+            Source::Device(device) => device.step().map(Some),
         }
     }
 
@@ -116,6 +159,8 @@ impl Input {
     pub fn seek(&mut self, to: u64) -> bool {
         match &mut self.source {
             Source::Stdin(_) => false,
+            // Every offset of an endless device reads alike.
+            Source::Device(_) => true,
             Source::Engine { offset, .. } => {
                 *offset = to;
                 true
@@ -134,7 +179,7 @@ impl Input {
             return Err(self.budget.stop_error());
         }
         match &self.source {
-            Source::Stdin(_) => Ok(Vec::new()),
+            Source::Stdin(_) | Source::Device(_) => Ok(Vec::new()),
             Source::Engine { fs, ino, .. } => {
                 fs.read(*ino, at, len).map_err(crate::errno::from_engine)
             }

@@ -1,5 +1,5 @@
 //! The project's streaming commands: `cat`, `wc`, `head`, `tail`, `tee`,
-//! `base64`, `md5sum` and `sha1sum`/`sha224sum`/`sha256sum`/`sha384sum`/
+//! `base64`, `seq`, `yes`, `md5sum` and `sha1sum`/`sha224sum`/`sha256sum`/`sha384sum`/
 //! `sha512sum`, registered through bashkit's streaming `Command` extension.
 //!
 //! bashkit's own versions of these read every input whole into memory, so
@@ -18,9 +18,11 @@ mod cat;
 mod digest;
 mod head;
 mod input;
+mod seq;
 mod tail;
 mod tee;
 mod wc;
+mod yes;
 
 use crate::budget::ExecBudget;
 use crate::engine_fs::EngineFs;
@@ -45,7 +47,9 @@ pub(crate) fn install(builder: BashBuilder, env: &Env) -> BashBuilder {
         .command("head", head::Head(env.clone()))
         .command("tail", tail::Tail(env.clone()))
         .command("tee", tee::Tee(env.clone()))
-        .command("base64", base64_cmd::Base64(env.clone()));
+        .command("base64", base64_cmd::Base64(env.clone()))
+        .command("seq", seq::Seq(env.clone()))
+        .command("yes", yes::Yes(env.clone()));
     for algo in digest::Algorithm::ALL {
         builder = builder.command(algo.command(), digest::Sum(env.clone(), algo));
     }

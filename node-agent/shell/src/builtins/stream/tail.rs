@@ -56,6 +56,11 @@ fn parse(args: &[String]) -> Result<Args, String> {
             amount = lines(n)?;
         } else if let Some(n) = arg.strip_prefix("--bytes=") {
             amount = bytes(n)?;
+        } else if arg == "--lines" {
+            // The long options also take their value as the next word.
+            amount = lines(&value("lines", "")?)?;
+        } else if arg == "--bytes" {
+            amount = bytes(&value("bytes", "")?)?;
         } else if arg == "--quiet" || arg == "--silent" {
             headers = Some(false);
         } else if arg == "--verbose" {

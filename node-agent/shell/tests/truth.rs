@@ -1,0 +1,201 @@
+//! No silent wrong answers: commands and devices that produce large
+//! outputs give coreutils' bytes at sizes above any internal buffer, or fail
+//! with a non-zero exit naming the limit. Where GNU coreutils is installed,
+//! the same pipeline runs under the host's bash in the same test and the
+//! bytes are compared.
+
+mod common;
+
+use agentcomputer_fs::{FileKind, Owner, ROOT_INO};
+use agentcomputer_shell::ExecRequest;
+use common::Computer;
+use std::time::Duration;
+
+/// Output cap large enough for the sizes below (the default is 16 MiB).
+const CAP: u64 = 64 << 20;
+
+async fn big(c: &Computer, script: &str) -> common::Run {
+    c.exec(ExecRequest {
+        script: script.into(),
+        timeout: Duration::from_secs(120),
+        max_output_bytes: CAP,
+        ..ExecRequest::default()
+    })
+    .await
+}
+
+/// stdout of `script` under the host's bash, or `None` without one.
+fn host_bash(script: &str) -> Option<Vec<u8>> {
+    let out = std::process::Command::new("bash")
+        .arg("-c")
+        .arg(script)
+        .output()
+        .ok()?;
+    assert!(out.status.success(), "host bash failed: {script}");
+    Some(out.stdout)
+}
+
+#[tokio::test]
+async fn head_of_dev_zero_writes_every_byte() {
+    let c = Computer::new();
+    let out = big(
+        &c,
+        "head -c 20971520 /dev/zero > f; wc -c < f; cat /dev/zero | head -c 3000000 | wc -c",
+    )
+    .await;
+    assert_eq!(out.ok(), "20971520\n3000000\n");
+    let data = c.read("f");
+    assert_eq!(data.len(), 20 << 20);
+    assert!(data.iter().all(|b| *b == 0));
+}
+
+#[tokio::test]
+async fn head_of_dev_urandom_counts_every_byte() {
+    let c = Computer::new();
+    let out = big(
+        &c,
+        "head -c 20000000 /dev/urandom | wc -c; head -c 1048576 /dev/random > r; \
+         [ \"$(od -An -tx1 -N64 r | tr -d ' \\n')\" != \"$(printf '0%.0s' $(seq 128))\" ] && echo random",
+    )
+    .await;
+    assert_eq!(out.ok(), "20000000\nrandom\n");
+}
+
+#[tokio::test]
+async fn seq_prints_every_line_as_coreutils() {
+    let c = Computer::new();
+    let script = "seq 1 200000 | sha256sum; seq 200000 | tail -n 1; seq -w 1 3 10; seq 1 0.5 3; \
+                  seq -s, 5; seq 10 -3 1; seq -f '%g' 1 0.5 2; seq -f '%e' 1 2; seq 1e2 1e2 3e2; \
+                  seq -w -3 1; seq 1 1.50 3; seq 5 1; seq 0";
+    let ours = big(&c, script).await.ok();
+    let lines: Vec<&str> = ours.lines().collect();
+    assert_eq!(lines[1], "200000");
+    if let Some(theirs) = host_bash(script) {
+        assert_eq!(ours, String::from_utf8(theirs).unwrap());
+    }
+    let many = big(&c, "seq 1 3000000 | wc -l; seq 3000000 | tail -c 8").await;
+    assert_eq!(many.ok(), "3000000\n3000000\n");
+}
+
+#[tokio::test]
+async fn seq_refuses_bad_operands_loudly() {
+    let c = Computer::new();
+    let out = c.sh("seq 1 0 3").await;
+    assert_eq!(out.code(), 1);
+    assert!(
+        out.stderr().contains("invalid Zero increment value: '0'"),
+        "{}",
+        out.stderr()
+    );
+    let out = c.sh("seq abc").await;
+    assert_eq!(out.code(), 1);
+    assert!(
+        out.stderr()
+            .contains("invalid floating point argument: 'abc'"),
+        "{}",
+        out.stderr()
+    );
+    let out = c.sh("seq -w -f %g 1 2").await;
+    assert_eq!(out.code(), 1);
+}
+
+#[tokio::test]
+async fn yes_gives_as_many_lines_as_asked() {
+    let c = Computer::new();
+    let script = "yes | head -n 20000 | wc -l; yes hello world | head -n 2000000 | sha256sum; \
+                  yes -- -x | head -n 2; yes a b | head -c 1000001 | tail -c 5 | od -c | head -1";
+    let ours = big(&c, script).await.ok();
+    assert!(ours.starts_with("20000\n"), "{ours}");
+    if let Some(theirs) = host_bash(script) {
+        assert_eq!(ours, String::from_utf8(theirs).unwrap());
+    }
+    let bad = c.sh("yes -x | head -n 1").await;
+    assert!(
+        bad.stderr().contains("yes: invalid option -- 'x'"),
+        "{}",
+        bad.stderr()
+    );
+}
+
+#[tokio::test]
+async fn yes_alone_stops_at_the_output_cap_and_says_so() {
+    let c = Computer::new();
+    let out = c
+        .exec(ExecRequest {
+            script: "yes".into(),
+            timeout: Duration::from_secs(60),
+            max_output_bytes: 1 << 20,
+            ..ExecRequest::default()
+        })
+        .await;
+    assert_eq!(out.code(), agentcomputer_shell::EXIT_OUTPUT_CAP);
+    assert!(out.stderr().contains("output exceeded"), "{}", out.stderr());
+}
+
+#[tokio::test]
+async fn dd_past_its_limit_fails_and_names_it() {
+    let c = Computer::new();
+    let out = big(
+        &c,
+        "dd if=/dev/zero of=f bs=1048576 count=65 status=none; echo rc=$?",
+    )
+    .await;
+    let stdout = out.stdout();
+    assert!(stdout.ends_with("rc=1\n"), "{stdout}");
+    assert!(out.stderr().contains("67108864"), "{}", out.stderr());
+    // Within the limit dd is exact.
+    let out = big(
+        &c,
+        "dd if=/dev/zero bs=1048576 count=40 status=none | wc -c",
+    )
+    .await;
+    assert_eq!(out.ok(), "41943040\n");
+}
+
+#[tokio::test]
+async fn ifs_is_set_at_start_up() {
+    let c = Computer::new();
+    let out = c
+        .sh(
+            "old=$IFS; IFS=:; set -- a:b; echo $#; IFS=$old; v=\"a b c\"; set -- $v; echo $#; \
+             printf '%q\\n' \"$IFS\"; env | grep -c '^IFS=' || true",
+        )
+        .await;
+    assert_eq!(out.ok(), "1\n3\n$' \\t\\n'\n0\n");
+}
+
+#[tokio::test]
+async fn device_nodes_and_sockets_are_not_regular_files() {
+    let c = Computer::new();
+    for (name, kind) in [
+        ("chr", FileKind::CharDevice),
+        ("blk", FileKind::BlockDevice),
+        ("sock", FileKind::Socket),
+    ] {
+        c.fs.mknod(ROOT_INO, name.as_bytes(), kind, 0o644, 0x0103, Owner::ROOT)
+            .expect("mknod");
+    }
+    c.write("reg", b"x");
+    let out = c
+        .sh(
+            "for f in chr blk sock reg; do test -f $f && echo \"$f regular\"; done; \
+             find . -type f; ls -l chr blk sock | cut -c1; stat -c '%n %F' chr blk sock",
+        )
+        .await;
+    assert_eq!(
+        out.ok(),
+        "reg regular\n./reg\nb\nc\ns\nchr character special file\nblk block special file\nsock socket\n"
+    );
+}
+
+#[tokio::test]
+async fn long_count_options_take_the_next_word() {
+    let c = Computer::new();
+    let script = "echo 1234567 | tail --bytes 4; seq 5 | tail --lines 2; \
+                  echo abcdef | head --bytes 3; echo; seq 5 | head --lines 2";
+    let ours = c.sh(script).await.ok();
+    assert_eq!(ours, "567\n4\n5\nabc\n1\n2\n");
+    if let Some(theirs) = host_bash(script) {
+        assert_eq!(ours, String::from_utf8(theirs).unwrap());
+    }
+}
