@@ -14,6 +14,7 @@ mod blocking;
 pub mod cluster;
 pub mod computer;
 pub mod containers;
+pub mod data_lock;
 pub mod fuse_link;
 pub mod local;
 pub mod mounts;

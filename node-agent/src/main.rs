@@ -9,6 +9,9 @@
 //! (unmounting its host mounts). At start it removes the dead host mounts a
 //! killed previous run left behind.
 //!
+//! Either mode refuses to start on a data directory another live agent
+//! holds, naming that agent's pid ([`DataDirLock`]).
+//!
 //! `node-agent cluster --node-name N --data-dir D --namespace NS ...` is the
 //! agent of one Kubernetes node (docs/cluster.md). It prints `listening on
 //! ADDR` and `metrics on ADDR` on stdout once bound.
@@ -21,6 +24,7 @@ use std::time::Duration;
 use agentcomputer_node_agent::admission::AdmissionConfig;
 use agentcomputer_node_agent::cluster::{self, ClusterConfig};
 use agentcomputer_node_agent::containers::parse_proxy_listen;
+use agentcomputer_node_agent::data_lock::DataDirLock;
 use agentcomputer_node_agent::local::{self, DEFAULT_LISTEN, DEFAULT_PROXY_LISTEN, LocalConfig};
 use agentcomputer_node_agent::tls;
 use anyhow::Context;
@@ -243,11 +247,23 @@ fn main() -> anyhow::Result<()> {
         .with_writer(std::io::stderr)
         .with_ansi(std::io::stderr().is_terminal())
         .init();
+    // One agent per data directory: taken before anything in it is
+    // touched (stale mounts, scratch, leftovers) and held until the last
+    // exec thread had its chance to stop, after the runtime's shutdown.
+    let data_dir = match &cli.command {
+        Command::Local { data_dir, .. } => match data_dir {
+            Some(d) => d.clone(),
+            None => local::default_data_dir()
+                .context("no data directory: pass --data-dir (no home directory is known)")?,
+        },
+        Command::Cluster(args) => args.data_dir.clone(),
+    };
+    let _lock = DataDirLock::create_and_acquire(&data_dir)?;
     let runtime = tokio::runtime::Runtime::new().context("cannot start the async runtime")?;
     let result = runtime.block_on(async move {
         match cli.command {
             Command::Local {
-                data_dir,
+                data_dir: _,
                 listen,
                 idle_timeout,
                 tls_cert,
@@ -258,12 +274,6 @@ fn main() -> anyhow::Result<()> {
                 max_streams_per_computer,
                 admission,
             } => {
-                let data_dir = match data_dir {
-                    Some(d) => d,
-                    None => local::default_data_dir().context(
-                        "no data directory: pass --data-dir (no home directory is known)",
-                    )?,
-                };
                 // Before announcing readiness: a client may use the old
                 // mountpoints as soon as it sees the address.
                 local::cleanup_stale_mounts(&data_dir);
