@@ -261,3 +261,68 @@ async fn a_spinning_module_does_not_hold_up_other_execs() {
         "SIGTERM stops the spinning module"
     );
 }
+
+/// Events in the order the program wrote them, across stdout and stderr.
+async fn events_of(c: &mut Client, req: pb::ExecRequest) -> (Vec<Event>, pb::ExecExit) {
+    let mut stream = c.exec(req).await.expect("exec").into_inner();
+    let mut events = Vec::new();
+    while let Some(ev) = stream.message().await.expect("exec stream") {
+        match ev.event.unwrap() {
+            Event::Exit(exit) => return (events, exit),
+            other => events.push(other),
+        }
+    }
+    panic!("no exit event after {events:?}");
+}
+
+#[tokio::test]
+async fn stdout_and_stderr_keep_their_order_and_stdin_is_read_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let agent = Agent::start(dir.path(), &[]);
+    let mut c = agent.client().await;
+    create(&mut c, "demo", 0).await;
+
+    let source = r#"for (let i = 0; i < 3; i++) { console.log(`out${i}`); console.error(`err${i}`); }
+        process.stdout.write("tail-out\n"); process.stderr.write("tail-err\n");"#;
+    let (events, exit) = events_of(&mut c, js_req("demo", source, "")).await;
+    assert_eq!(exit.code, 0, "{exit:?}");
+    let mut seen = Vec::new();
+    for ev in events {
+        match ev {
+            Event::Stdout(b) => seen.push(format!("1:{}", String::from_utf8_lossy(&b))),
+            Event::Stderr(b) => seen.push(format!("2:{}", String::from_utf8_lossy(&b))),
+            Event::Exit(_) => unreachable!(),
+        }
+    }
+    assert_eq!(
+        seen,
+        [
+            "1:out0\n",
+            "2:err0\n",
+            "1:out1\n",
+            "2:err1\n",
+            "1:out2\n",
+            "2:err2\n",
+            "1:tail-out\n",
+            "2:tail-err\n"
+        ]
+    );
+
+    // The first reader takes stdin; a second sees what is left: nothing.
+    let source = r#"import { readFileSync } from "node:fs";
+        export default async () => {
+          const first = readFileSync(0, "utf8");
+          const second = readFileSync("/dev/stdin", "utf8");
+          let third = "";
+          for await (const chunk of process.stdin) third += chunk;
+          return { first, second, third };
+        }"#;
+    let mut req = js_req("demo", source, "");
+    req.stdin = b"l1\nl2\n".to_vec();
+    let r = run(&mut c, req).await;
+    assert_eq!(
+        (r.result.as_str(), r.code),
+        (r#"{"first":"l1\nl2\n","second":"","third":""}"#, 0),
+        "{r:?}"
+    );
+}

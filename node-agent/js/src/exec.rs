@@ -184,7 +184,7 @@ fn stop_message(stop: &Stopper, fallback: StopReason) -> String {
 
 fn exec_blocking(
     fs: agentcomputer_fs::Fs,
-    req: JsRequest,
+    mut req: JsRequest,
     options: RunOptions,
     out: OutputSink,
     stop: Arc<Stopper>,
@@ -221,7 +221,7 @@ fn exec_blocking(
         timers: std::cell::RefCell::new(Timers::default()),
         env: req.env.clone(),
         argv: req.argv.clone(),
-        stdin: req.stdin.clone(),
+        stdin: std::cell::RefCell::new(std::mem::take(&mut req.stdin)),
         fetcher: options.fetcher.clone(),
         graph: std::cell::RefCell::new(Graph::default()),
         main_name,

@@ -84,7 +84,9 @@ pub struct JsRequest {
     /// Arguments: `process.argv` is `["node", "<main module>", ...argv]`, as in
     /// Node, so `process.argv.slice(2)` gives these.
     pub argv: Vec<String>,
-    /// Bytes readable from `process.stdin` and `fs.readFileSync(0)`.
+    /// Bytes readable from `process.stdin` and `fs.readFileSync(0)`, once:
+    /// the first read takes them all, as from a pipe, and a later read
+    /// gets what is left (nothing).
     pub stdin: Vec<u8>,
     /// Wall-clock budget of the whole exec.
     pub timeout: Duration,

@@ -24,7 +24,9 @@ pub(crate) struct ExecState {
     pub timers: RefCell<Timers>,
     pub env: Vec<(String, String)>,
     pub argv: Vec<String>,
-    pub stdin: Vec<u8>,
+    /// What is left of standard input: the first reader takes it all,
+    /// as from a pipe, so a later reader sees what the first left (nothing).
+    pub stdin: RefCell<Vec<u8>>,
     pub fetcher: Arc<dyn Fetcher>,
     pub graph: RefCell<Graph>,
     /// The module name of the exec's source (`/workspace/[eval]`).

@@ -93,7 +93,8 @@ pub(super) fn install<'js>(obj: &Object<'js>, st: &Rc<ExecState>) -> Result<()> 
     })?;
     let s = st.clone();
     set_fn(obj, "stdin", move |ctx: Ctx<'js>| {
-        u8_array(&ctx, s.stdin.clone())
+        // Consumed once, as a pipe is; never copied on the Rust side.
+        u8_array(&ctx, std::mem::take(&mut *s.stdin.borrow_mut()))
     })?;
     set_fn(obj, "hrtime", move || -> Vec<f64> {
         let d = hr_origin().elapsed();
