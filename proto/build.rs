@@ -8,6 +8,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     tonic_prost_build::configure()
         .build_client(true)
         .build_server(true)
+        // Undecodable requests (a string field that is not UTF-8) are
+        // INVALID_ARGUMENT, not prost's INTERNAL (src/codec.rs).
+        .codec_path("crate::codec::ApiCodec")
         .compile_fds(fds)?;
     Ok(())
 }

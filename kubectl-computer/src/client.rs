@@ -79,6 +79,8 @@ pub fn over(channel: Channel, bearer: Bearer) -> Client {
 /// unreachable (`cannot connect to node agent at URL: connection refused
 /// (start one with: node-agent local)`) or its certificate is not trusted.
 pub async fn connect(url: &str, args: &TargetArgs, data_dir: Option<&Path>) -> Result<Client> {
+    let url = &with_scheme(url, args.ca_cert.is_some());
+    crate::error::set_endpoint(url);
     let uri: http::Uri = url
         .parse()
         .map_err(|e| CliError(format!("invalid endpoint {url:?}: {e}")))?;
@@ -95,9 +97,7 @@ pub async fn connect(url: &str, args: &TargetArgs, data_dir: Option<&Path>) -> R
     let local = is_local_host(host);
     let token = find_token(args, data_dir.filter(|_| local))?;
     if token.is_some() && !https && !local {
-        eprintln!(
-            "warning: sending the agent token unencrypted to {url}; use an https:// endpoint"
-        );
+        errln!("warning: sending the agent token unencrypted to {url}; use an https:// endpoint");
     }
     let mut endpoint = Endpoint::from_shared(url.to_string())
         .map_err(|e| CliError(format!("invalid endpoint {url:?}: {e}")))?
@@ -119,6 +119,20 @@ pub async fn connect(url: &str, args: &TargetArgs, data_dir: Option<&Path>) -> R
         None => Bearer::none(),
     };
     Ok(over(channel, bearer))
+}
+
+/// `url` with a scheme: `HOST:PORT` as printed by the operator's status and
+/// by `node-agent` (`listening on 127.0.0.1:7433`) becomes `http://HOST:PORT`,
+/// or `https://HOST:PORT` when a CA certificate was given. A URL with a
+/// scheme is kept as it is.
+pub fn with_scheme(url: &str, tls: bool) -> String {
+    if url.contains("://") {
+        url.to_string()
+    } else if tls {
+        format!("https://{url}")
+    } else {
+        format!("http://{url}")
+    }
 }
 
 /// A token and where it came from (for messages).
@@ -315,6 +329,17 @@ fn lowercase_first(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn endpoints_without_a_scheme() {
+        assert_eq!(
+            with_scheme("127.0.0.1:7533", false),
+            "http://127.0.0.1:7533"
+        );
+        assert_eq!(with_scheme("10.0.0.5:7433", true), "https://10.0.0.5:7433");
+        assert_eq!(with_scheme("https://a:1", false), "https://a:1");
+        assert_eq!(with_scheme("http://a:1", true), "http://a:1");
+    }
 
     #[test]
     fn local_hosts() {

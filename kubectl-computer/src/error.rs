@@ -14,17 +14,53 @@ impl fmt::Display for CliError {
 
 impl std::error::Error for CliError {}
 
+/// The node agent the calls go to, for messages about a lost connection
+/// (set once by [`crate::client::connect`]).
+static ENDPOINT: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+
+/// Records the endpoint named by later connection errors.
+pub fn set_endpoint(url: &str) {
+    let _ = ENDPOINT.set(url.to_string());
+}
+
+/// Whether `status` was made by the client's transport, not sent by the
+/// agent: the connection broke (the agent was killed or restarted, or a
+/// plain-HTTP/2 client talked to a TLS port and was hung up on). The
+/// agent's own errors always carry the `errno` metadata key.
+fn transport_failure(status: &tonic::Status) -> bool {
+    if status
+        .metadata()
+        .contains_key(agentcomputer_proto::ERRNO_METADATA_KEY)
+    {
+        return false;
+    }
+    let m = status.message();
+    status.code() == tonic::Code::Unavailable
+        || m.starts_with("h2 protocol error")
+        || m.starts_with("transport error")
+        || m.starts_with("error reading a body from connection")
+        || m.starts_with("connection error")
+}
+
 impl From<tonic::Status> for CliError {
     /// The node agent's message already leads with the errno name
     /// (`ENOENT: no such file or directory: src/x`); show it as is. A broken
-    /// HTTP/2 connection gets a hint about TLS.
+    /// connection says which agent went away and what to do, in one line.
     fn from(status: tonic::Status) -> CliError {
-        // What plain HTTP/2 gets from a TLS port: the server hangs up.
-        let broken = status.message().starts_with("h2 protocol error")
-            || status.message() == "transport error";
-        if broken {
+        if transport_failure(&status) {
+            let endpoint = ENDPOINT.get().map_or("", String::as_str);
+            let at = if endpoint.is_empty() {
+                String::new()
+            } else {
+                format!(" at {endpoint}")
+            };
+            let tls = if endpoint.starts_with("http://") {
+                "; if the agent serves TLS, use an https:// endpoint"
+            } else {
+                ""
+            };
             return CliError(format!(
-                "{} (if the agent serves TLS, use an https:// endpoint)",
+                "the node agent{at} is unreachable or went away ({}); check that it is running (start one with: node-agent local) and that --endpoint names it{tls}",
                 status.message()
             ));
         }

@@ -61,7 +61,36 @@ pub fn time(unix_nanos: i64) -> String {
     humantime::format_rfc3339_seconds(t).to_string()
 }
 
-/// One `ls -l` line for `name`.
+/// A name or path from a computer as printed: always with its control
+/// characters escaped, whether stdout is a terminal or not, so a tenant's
+/// file name cannot move the cursor, retitle or recolour the operator's
+/// terminal, or forge extra lines in a pipe. `\n`, `\r`, `\t` and `\\`
+/// are written so; other C0 bytes and DEL as `\xNN`; C1 controls
+/// (U+0080 to U+009F) as `\u{NN}`. Other text is printed as it is.
+pub fn shown(text: &str) -> std::borrow::Cow<'_, str> {
+    let needs = |c: char| c == '\\' || c.is_control();
+    if !text.chars().any(needs) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if (c as u32) < 0x80 && c.is_control() => {
+                out.push_str(&format!("\\x{:02x}", c as u32))
+            }
+            c if c.is_control() => out.push_str(&format!("\\u{{{:02x}}}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
+/// One `ls -l` line for `name` (escaped by [`shown`], as is a symlink's
+/// target).
 pub fn long_line(name: &str, info: &FileInfo) -> String {
     let kind = info.kind();
     let mut line = format!(
@@ -72,11 +101,11 @@ pub fn long_line(name: &str, info: &FileInfo) -> String {
         info.gid,
         info.size,
         time(info.mtime_unix_nanos),
-        name
+        shown(name)
     );
     if kind == FileKind::Symlink {
         line.push_str(" -> ");
-        line.push_str(&info.symlink_target);
+        line.push_str(&shown(&info.symlink_target));
     }
     line
 }
@@ -85,9 +114,9 @@ pub fn long_line(name: &str, info: &FileInfo) -> String {
 pub fn stat_text(path: &str, info: &FileInfo) -> String {
     let kind = info.kind();
     let name = if kind == FileKind::Symlink {
-        format!("{path} -> {}", info.symlink_target)
+        format!("{} -> {}", shown(path), shown(&info.symlink_target))
     } else {
-        path.to_string()
+        shown(path).into_owned()
     };
     format!(
         "  File: {name}\n  Size: {:<12} Blocks: {:<10} {}\n Inode: {:<12} Links: {}\nAccess: ({:04o}/{})  Uid: {}  Gid: {}\nAccess: {}\nModify: {}\nChange: {}\n",
@@ -109,6 +138,15 @@ pub fn stat_text(path: &str, info: &FileInfo) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn control_characters_are_escaped() {
+        assert_eq!(shown("plain name.txt"), "plain name.txt");
+        assert_eq!(shown("\x1b]0;owned\x07"), "\\x1b]0;owned\\x07");
+        assert_eq!(shown("a\nb\tc\\d"), "a\\nb\\tc\\\\d");
+        assert_eq!(shown("\u{9b}31m"), "\\u{9b}31m");
+        assert_eq!(shown("caf\u{e9}"), "caf\u{e9}");
+    }
 
     #[test]
     fn modes() {

@@ -8,6 +8,32 @@
 //! on stderr and exit with status 1 (a bad command line: clap's message and
 //! status 2); `exec` exits with the program's own status.
 
+/// `println!` that never panics: a closed stdout (`list | head -3`) ends
+/// the output quietly instead of panicking on `EPIPE`.
+macro_rules! outln {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout().lock(), $($arg)*);
+    }};
+}
+
+/// `print!` that never panics, as [`outln`].
+macro_rules! out {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let mut stdout = std::io::stdout().lock();
+        let _ = write!(stdout, $($arg)*).and_then(|()| stdout.flush());
+    }};
+}
+
+/// `eprintln!` that never panics (stderr closed too: `2>&-`).
+macro_rules! errln {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr().lock(), $($arg)*);
+    }};
+}
+
 mod backend;
 mod client;
 mod cluster;
@@ -493,7 +519,7 @@ fn main() -> ExitCode {
     {
         Ok(rt) => rt,
         Err(e) => {
-            eprintln!("error: cannot start the async runtime: {e}");
+            errln!("error: cannot start the async runtime: {e}");
             return ExitCode::FAILURE;
         }
     };
@@ -501,8 +527,8 @@ fn main() -> ExitCode {
         Ok(code) => ExitCode::from(code),
         Err(CliError(message)) => {
             match cluster::agent::take_forward_failure() {
-                Some(forward) => eprintln!("error: {message} ({forward})"),
-                None => eprintln!("error: {message}"),
+                Some(forward) => errln!("error: {message} ({forward})"),
+                None => errln!("error: {message}"),
             }
             ExitCode::FAILURE
         }

@@ -3,7 +3,8 @@
 //!
 //! The rule (also in `--help` and docs/cli.md), first match wins:
 //! 1. `--endpoint URL` (or `AGENTCOMPUTER_ENDPOINT`): that agent directly
-//!    (`http://`, or `https://` trusting `--ca-cert` or the platform's roots);
+//!    (`http://`, or `https://` trusting `--ca-cert` or the platform's roots;
+//!    a bare `HOST:PORT` is `http://`, or `https://` with `--ca-cert`);
 //! 2. `--local`: the local agent (`http://127.0.0.1:7433`);
 //! 3. `--kube`, `--context` or `-n/--namespace`: the cluster of the kubeconfig;
 //! 4. a local agent's token file in the default data directory exists: local;
@@ -29,7 +30,8 @@ pub const TOKEN_FILE: &str = "token";
 #[derive(Args, Debug, Default, Clone)]
 pub struct TargetArgs {
     /// URL of a node agent's API to talk to directly (for example what
-    /// `port-forward` prints).
+    /// `port-forward` prints); a bare HOST:PORT means http://HOST:PORT, or
+    /// https:// with --ca-cert.
     #[arg(
         long,
         global = true,

@@ -623,3 +623,120 @@ fn create_sets_the_egress_policy() {
     let err = fails(server.cli(&["create", "x", "--allow-host", "10.0.0.1"]));
     assert!(err.contains("--allow-cidr 10.0.0.1"), "{err}");
 }
+
+/// Runs the CLI with its stdout a pipe whose reader is already gone
+/// (`| head` that has exited): every write fails with `EPIPE`.
+fn cli_into_closed_pipe(server: &Server, args: &[&str]) -> Output {
+    let (reader, writer) = nix::unistd::pipe().unwrap();
+    drop(reader);
+    server
+        .command()
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::from(writer))
+        .stderr(Stdio::piped())
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn closed_stdout_escaped_names_bare_endpoints_and_empty_paths() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path());
+    ok(server.cli(&["create", "demo"]));
+    let local = dir.path().join("payload.txt");
+    std::fs::write(&local, "x\n").unwrap();
+    // A tenant's file name that would retitle the operator's terminal and
+    // forge a second line.
+    let evil = "evil\x1b]0;owned\x07\nsecond line";
+    ok(server.cli(&["put", "demo", local.to_str().unwrap(), evil]));
+
+    // `list | head -3` and friends: no panic on the broken pipe.
+    for args in [
+        &["list"][..],
+        &["ls", "demo"],
+        &["ls", "-l", "demo"],
+        &["stat", "demo", evil],
+        &["glob", "demo", "*"],
+        &["cat", "demo", evil],
+        &["exec", "demo", "--", "echo hi"],
+    ] {
+        let out = cli_into_closed_pipe(&server, args);
+        let err = text(&out.stderr);
+        assert!(
+            !err.contains("panicked") && out.status.code() != Some(101),
+            "{args:?}: {:?}\n{err}",
+            out.status
+        );
+    }
+
+    // Control characters in names are escaped, always.
+    let listed = ok(server.cli(&["ls", "demo"]));
+    assert!(
+        !listed.contains('\x1b') && !listed.contains('\x07'),
+        "{listed:?}"
+    );
+    assert!(
+        listed.contains("evil\\x1b]0;owned\\x07\\nsecond line"),
+        "{listed:?}"
+    );
+    let long = ok(server.cli(&["ls", "-l", "demo"]));
+    assert!(!long.contains('\x1b'), "{long:?}");
+    assert_eq!(long.lines().count(), 1, "{long:?}");
+    let globbed = ok(server.cli(&["glob", "demo", "*"]));
+    assert_eq!(globbed, "evil\\x1b]0;owned\\x07\\nsecond line\n");
+
+    // HOST:PORT without a scheme, as the operator's status shows it.
+    let bare = server.url.trim_start_matches("http://").to_string();
+    let mut cmd = server.command();
+    cmd.env("AGENTCOMPUTER_ENDPOINT", &bare);
+    assert!(ok(run(cmd, &["list"], None)).contains("demo"));
+
+    // `rm demo ""` says what is wrong.
+    let err = fails(server.cli(&["rm", "demo", ""]));
+    assert!(err.starts_with("error: rm: the path is empty"), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+}
+
+/// An "agent" that accepts connections and hangs up on them once the
+/// client has sent something, as a killed agent does mid-call.
+fn hang_up_server() -> String {
+    use std::io::Read;
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(mut conn) = conn else { return };
+            // An empty HTTP/2 SETTINGS frame, then hang up after the
+            // client's first bytes.
+            let _ = conn.write_all(&[0, 0, 0, 4, 0, 0, 0, 0, 0]);
+            let mut buf = [0u8; 4096];
+            let _ = conn.read(&mut buf);
+            drop(conn);
+        }
+    });
+    url
+}
+
+#[test]
+fn an_agent_that_went_away_gives_one_line_naming_it() {
+    let url = hang_up_server();
+    let dir = tempfile::tempdir().unwrap();
+    let local = dir.path().join("f");
+    std::fs::write(&local, vec![1u8; 100_000]).unwrap();
+    for args in [
+        &["--token", "t", "put", "demo", local.to_str().unwrap(), "f"][..],
+        &["--token", "t", "exec", "demo", "--", "echo hi"],
+        &["--token", "t", "list"],
+    ] {
+        let err = fails(cli_at(&url, args, None));
+        assert!(
+            err.starts_with(&format!(
+                "error: the node agent at {url} is unreachable or went away ("
+            )),
+            "{args:?}: {err}"
+        );
+        assert!(err.contains("node-agent local"), "{err}");
+        assert_eq!(err.lines().count(), 1, "{err}");
+    }
+}

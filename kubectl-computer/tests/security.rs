@@ -334,7 +334,7 @@ fn the_cli_speaks_tls_with_a_private_ca() {
     with_token(&mut cmd);
     let err = fails(cmd.arg("list").output());
     assert!(
-        err.ends_with("(if the agent serves TLS, use an https:// endpoint)\n"),
+        err.ends_with("if the agent serves TLS, use an https:// endpoint\n"),
         "{err}"
     );
     // A CA file without a certificate.

@@ -119,6 +119,9 @@ struct Slot {
     last_used: Mutex<Instant>,
     /// Cancelled when the computer is deleted or the agent shuts down.
     cancel: CancellationToken,
+    /// Set (before `cancel`) when the computer is deleted, so work it
+    /// cancelled can say why.
+    deleted: std::sync::atomic::AtomicBool,
     /// Host FUSE mounts of this engine, by mountpoint. Non-empty keeps the
     /// slot open. Changed only under the lifecycle lock.
     mounts: Mutex<HashMap<PathBuf, MountHandle>>,
@@ -167,6 +170,12 @@ impl Lease {
     /// A token cancelled when the computer is deleted or the agent shuts down.
     pub fn cancel_token(&self) -> CancellationToken {
         self.slot.cancel.child_token()
+    }
+
+    /// Whether the computer was deleted since this lease was taken (its
+    /// work was then cancelled for that reason).
+    pub fn deleted(&self) -> bool {
+        self.slot.deleted.load(std::sync::atomic::Ordering::SeqCst)
     }
 }
 
@@ -359,6 +368,8 @@ impl Registry {
         }
         let removed = lock(&self.inner.open).remove(name);
         if let Some(slot) = removed {
+            slot.deleted
+                .store(true, std::sync::atomic::Ordering::SeqCst);
             slot.cancel.cancel();
             let served = lock(&slot.connections).len();
             if served > 0 {
@@ -414,6 +425,7 @@ impl Registry {
             active: AtomicUsize::new(1),
             last_used: Mutex::new(Instant::now()),
             cancel: self.inner.shutdown.child_token(),
+            deleted: Default::default(),
             mounts: Mutex::new(HashMap::new()),
             connections: Mutex::new(HashMap::new()),
         });

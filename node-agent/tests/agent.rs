@@ -963,3 +963,121 @@ async fn a_trailing_slash_names_a_directory() {
     .unwrap();
     assert_eq!(names(&mut c, "demo", "").await, ["f", "ld"]);
 }
+
+/// A StatRequest whose `path` (field 2, a proto3 `string`) may hold any
+/// bytes: what a client that does not check UTF-8 sends.
+#[derive(Clone, PartialEq, prost::Message)]
+struct RawStatRequest {
+    #[prost(string, tag = "1")]
+    computer: String,
+    #[prost(bytes = "vec", tag = "2")]
+    path: Vec<u8>,
+}
+
+#[tokio::test]
+async fn bad_requests_are_invalid_argument_and_dot_paths_are_accepted() {
+    let dir = tempfile::tempdir().unwrap();
+    let agent = Agent::start(dir.path(), &[]);
+    let mut c = agent.client().await;
+    create(&mut c, "demo", 0).await;
+    let r = sh(&mut c, "demo", "echo x > f").await;
+    assert_eq!(r.code, 0, "{r:?}");
+
+    // Invalid UTF-8 in a string field: the client's mistake.
+    let channel = tonic::transport::Endpoint::from_shared(agent.url.clone())
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let mut grpc = tonic::client::Grpc::new(channel);
+    grpc.ready().await.unwrap();
+    let mut req = tonic::Request::new(RawStatRequest {
+        computer: "demo".into(),
+        path: b"f\xff\xfe".to_vec(),
+    });
+    req.metadata_mut().insert(
+        "authorization",
+        format!("Bearer {}", agent.token()).parse().unwrap(),
+    );
+    let err = grpc
+        .unary::<_, pb::FileInfo, _>(
+            req,
+            http::uri::PathAndQuery::from_static("/agentcomputer.v1.AgentComputer/Stat"),
+            tonic_prost::ProstCodec::default(),
+        )
+        .await
+        .expect_err("a path that is not UTF-8 must be refused");
+    assert_eq!(err.code(), Code::InvalidArgument, "{}", err.message());
+    assert!(err.message().contains("UTF-8"), "{}", err.message());
+
+    // `.` and `..` before `workspace` stay at `/`.
+    for path in ["/./workspace/f", "/../workspace/f", "//./workspace/./f"] {
+        let info = c
+            .stat(pb::StatRequest {
+                computer: "demo".into(),
+                path: path.into(),
+                follow_symlinks: true,
+            })
+            .await
+            .unwrap_or_else(|e| panic!("{path}: {}", e.message()))
+            .into_inner();
+        assert_eq!(info.size, 2, "{path}");
+    }
+    let err = c
+        .stat(pb::StatRequest {
+            computer: "demo".into(),
+            path: "/./etc/passwd".into(),
+            follow_symlinks: true,
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::InvalidArgument);
+
+    // A timeout above the maximum is refused, naming the maximum.
+    let err = c
+        .exec(pb::ExecRequest {
+            timeout_ms: 3_600_001,
+            ..exec_req("demo", "echo never")
+        })
+        .await
+        .expect_err("a timeout above the maximum must be refused");
+    assert_eq!(err.code(), Code::InvalidArgument, "{}", err.message());
+    assert!(err.message().contains("3600000 ms"), "{}", err.message());
+    let r = run(
+        &mut c,
+        pb::ExecRequest {
+            timeout_ms: 3_600_000,
+            ..exec_req("demo", "echo fine")
+        },
+    )
+    .await;
+    assert_eq!((r.stdout.as_str(), r.code), ("fine\n", 0), "{r:?}");
+}
+
+#[tokio::test]
+async fn an_exec_ended_by_delete_says_the_computer_was_deleted() {
+    let dir = tempfile::tempdir().unwrap();
+    let agent = Agent::start(dir.path(), &[]);
+    let mut c = agent.client().await;
+    create(&mut c, "demo", 0).await;
+    let mut runner = c.clone();
+    let running =
+        tokio::spawn(async move { sh(&mut runner, "demo", "echo started; sleep 30").await });
+    // Delete once the script runs.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    c.delete_computer(pb::DeleteComputerRequest {
+        name: "demo".into(),
+    })
+    .await
+    .unwrap();
+    let r = tokio::time::timeout(Duration::from_secs(20), running)
+        .await
+        .expect("the run must end when its computer is deleted")
+        .unwrap();
+    assert_ne!(r.code, 0, "{r:?}");
+    assert!(
+        r.error.contains("computer demo was deleted"),
+        "error {:?}",
+        r.error
+    );
+}

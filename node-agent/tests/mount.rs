@@ -310,3 +310,40 @@ async fn mount_over_another_users_directory_is_refused() {
     unmount(&mut c, "demo", &ours).await.unwrap();
     assert!(agent.stop().await.success());
 }
+
+/// isatty(3) on a mounted file (an ioctl, TCGETS) says "not a terminal"
+/// with `ENOTTY`, as a local file does, and the agent's log stays quiet:
+/// every Python `open()` asks it.
+#[tokio::test]
+async fn ioctls_on_mount_files_are_enotty_and_not_logged() {
+    use std::io::Read;
+    use std::os::fd::AsRawFd;
+    if !fuse_available() {
+        return;
+    }
+    let data = tempfile::tempdir().unwrap();
+    let mnt = tempfile::tempdir().unwrap();
+    let mut agent = Agent::start_with(data.path(), &[], |cmd| {
+        cmd.stderr(std::process::Stdio::piped());
+    });
+    let mut log = agent.take_stderr();
+    let mut c = agent.client().await;
+    create(&mut c, "demo", 0).await;
+    mount(&mut c, "demo", mnt.path()).await.unwrap();
+    let file = mnt.path().join("notes.txt");
+    std::fs::write(&file, "x").unwrap();
+    let opened = std::fs::File::open(&file).unwrap();
+    for _ in 0..20 {
+        // SAFETY: isatty only reads the descriptor, which `opened` owns.
+        let tty = unsafe { libc::isatty(opened.as_raw_fd()) };
+        let errno = std::io::Error::last_os_error().raw_os_error();
+        assert_eq!((tty, errno), (0, Some(libc::ENOTTY)));
+    }
+    drop(opened);
+    unmount(&mut c, "demo", mnt.path()).await.unwrap();
+    drop(c);
+    assert!(agent.stop().await.success());
+    let mut text = String::new();
+    log.read_to_string(&mut text).unwrap();
+    assert!(!text.contains("ioctl"), "the agent logged ioctls:\n{text}");
+}

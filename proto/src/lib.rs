@@ -12,6 +12,8 @@ pub mod v1 {
     tonic::include_proto!("agentcomputer.v1");
 }
 
+pub mod codec;
+
 /// The metadata key carrying the errno name (such as `ENOENT`) of a failed call.
 pub const ERRNO_METADATA_KEY: &str = "errno";
 

@@ -180,9 +180,9 @@ impl Cluster {
             SocketAddr::V4(a) => a.ip().to_string(),
             SocketAddr::V6(a) => format!("[{}]", a.ip()),
         };
-        println!("endpoint http://{host}:{}", local.port());
-        println!("token {}", route.token);
-        println!("computer {}", route.computer);
+        outln!("endpoint http://{host}:{}", local.port());
+        outln!("token {}", route.token);
+        outln!("computer {}", route.computer);
         use std::io::Write;
         let _ = std::io::stdout().flush();
         loop {
@@ -198,10 +198,10 @@ impl Cluster {
                     Ok(mut upstream) => {
                         let _ = tokio::io::copy_bidirectional(&mut conn, &mut upstream).await;
                         if let Some(failure) = take_forward_failure() {
-                            eprintln!("error: {failure}");
+                            errln!("error: {failure}");
                         }
                     }
-                    Err(CliError(e)) => eprintln!("error: {e}"),
+                    Err(CliError(e)) => errln!("error: {e}"),
                 }
             });
         }

@@ -140,7 +140,7 @@ pub async fn create(cluster: &Cluster, args: CreateArgs) -> Result<()> {
         Some(n) => n.max(0) as u64,
         None => default_inodes(quota),
     };
-    println!(
+    outln!(
         "{}",
         created_line(&args.name, quota, inodes, Some(&args.egress))
     );
@@ -248,7 +248,7 @@ pub async fn delete(cluster: &Cluster, name: &str, wait: Option<Duration>) -> Re
             }
         }
     }
-    println!("computer {name} deleted");
+    outln!("computer {name} deleted");
     Ok(())
 }
 

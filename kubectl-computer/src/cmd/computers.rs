@@ -23,7 +23,7 @@ pub async fn create(
         })
         .await?
         .into_inner();
-    println!(
+    outln!(
         "{}",
         created_line(&c.name, c.max_bytes, c.max_inodes, c.egress.as_ref())
     );
@@ -60,13 +60,18 @@ pub struct Row {
 
 /// Prints `list`'s table: a header, then one line per row.
 pub fn print_table(rows: &[Row]) {
-    println!(
+    outln!(
         "{:<30} {:>10} {:>10} {:>10} {:>8} {:<8} CREATED",
-        "NAME", "USED", "QUOTA", "DISK", "INODES", "STATE"
+        "NAME",
+        "USED",
+        "QUOTA",
+        "DISK",
+        "INODES",
+        "STATE"
     );
     let or_dash = |v: Option<String>| v.unwrap_or_else(|| "-".into());
     for r in rows {
-        println!(
+        outln!(
             "{:<30} {:>10} {:>10} {:>10} {:>8} {:<8} {}",
             r.name,
             or_dash(r.used_bytes.map(human)),
@@ -83,7 +88,7 @@ pub async fn delete(client: &mut Client, name: String) -> Result<()> {
     client
         .delete_computer(pb::DeleteComputerRequest { name: name.clone() })
         .await?;
-    println!("computer {name} deleted");
+    outln!("computer {name} deleted");
     Ok(())
 }
 

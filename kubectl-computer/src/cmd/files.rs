@@ -10,7 +10,7 @@ use tokio_stream::wrappers::ReceiverStream;
 
 use crate::client::Client;
 use crate::error::{CliError, Result, local_io};
-use crate::format::{long_line, stat_text};
+use crate::format::{long_line, shown, stat_text};
 
 /// Entries requested per ReadDir page.
 const PAGE: u32 = 1000;
@@ -29,7 +29,7 @@ pub async fn ls(client: &mut Client, computer: String, path: String, long: bool)
         let line = if long {
             long_line(&path, &info)
         } else {
-            path.clone()
+            shown(&path).into_owned()
         };
         let _ = writeln!(out, "{line}");
         return Ok(());
@@ -51,7 +51,7 @@ pub async fn ls(client: &mut Client, computer: String, path: String, long: bool)
         for e in &page.entries {
             let line = match (&e.info, long) {
                 (Some(info), true) => long_line(&e.name, info),
-                _ => e.name.clone(),
+                _ => shown(&e.name).into_owned(),
             };
             lines.push((e.name.clone(), line));
         }
@@ -243,7 +243,7 @@ pub async fn stat(client: &mut Client, computer: String, path: String, follow: b
         })
         .await?
         .into_inner();
-    print!("{}", stat_text(&path, &info));
+    out!("{}", stat_text(&path, &info));
     Ok(())
 }
 
@@ -270,6 +270,11 @@ pub async fn rm(
     path: String,
     recursive: bool,
 ) -> Result<()> {
+    if path.is_empty() {
+        return Err(CliError(
+            "rm: the path is empty: name a file or directory under /workspace (the workspace itself cannot be removed)".into(),
+        ));
+    }
     client
         .remove(pb::RemoveRequest {
             computer,

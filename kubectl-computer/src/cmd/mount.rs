@@ -24,7 +24,7 @@ pub async fn mount(client: &mut Client, name: String, dir: &Path) -> Result<()> 
             host_path: host_path.clone(),
         })
         .await?;
-    println!("computer {name} mounted at {host_path}");
+    outln!("computer {name} mounted at {host_path}");
     Ok(())
 }
 
@@ -36,6 +36,6 @@ pub async fn unmount(client: &mut Client, name: String, dir: &Path) -> Result<()
             host_path: host_path.clone(),
         })
         .await?;
-    println!("computer {name} unmounted from {host_path}");
+    outln!("computer {name} unmounted from {host_path}");
     Ok(())
 }

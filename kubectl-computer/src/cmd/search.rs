@@ -6,6 +6,7 @@ use agentcomputer_proto::v1 as pb;
 
 use crate::client::Client;
 use crate::error::Result;
+use crate::format::shown;
 
 /// Prints the paths matching `pattern`, one a line; returns whether any
 /// matched (exit status 1 when none, as `ls` on no match).
@@ -20,10 +21,12 @@ pub async fn glob(client: &mut Client, computer: String, pattern: String) -> Res
         .into_inner();
     let mut out = std::io::stdout().lock();
     for p in &resp.paths {
-        let _ = writeln!(out, "{p}");
+        if writeln!(out, "{}", shown(p)).is_err() {
+            break; // stdout closed
+        }
     }
     if resp.truncated {
-        eprintln!(
+        errln!(
             "warning: more paths match; only the first {} are shown",
             resp.paths.len()
         );
@@ -59,7 +62,9 @@ pub async fn grep(client: &mut Client, args: GrepArgs) -> Result<bool> {
     let mut any = false;
     while let Some(m) = stream.message().await? {
         any = true;
-        if writeln!(out, "{}:{}:{}", m.path, m.line_number, m.line).is_err() {
+        // The path is escaped; the line is file content, printed raw as
+        // grep(1) and `cat` print it.
+        if writeln!(out, "{}:{}:{}", shown(&m.path), m.line_number, m.line).is_err() {
             break;
         }
     }

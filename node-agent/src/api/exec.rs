@@ -71,8 +71,9 @@ pub type ExecStream = ReceiverStream<Result<pb::ExecEvent, Status>>;
 ///
 /// Limits: a request's timeout, output cap and memory of 0 take the
 /// computer's ([`crate::computer::ExecLimits`]), else the agent's defaults;
-/// larger ones are cut to the computer's (else to [`MAX_TIMEOUT`] and
-/// [`DEFAULT_EXEC_MEMORY`]).
+/// larger ones are cut to the computer's (else memory to
+/// [`DEFAULT_EXEC_MEMORY`]). A timeout above [`MAX_TIMEOUT`] is refused
+/// (INVALID_ARGUMENT naming the maximum), whatever the computer's limit.
 pub async fn start(
     registry: &Registry,
     containers: &Arc<Containers>,
@@ -166,6 +167,15 @@ async fn start_runtime(
         0 => limits
             .timeout_ms
             .map_or(DEFAULT_TIMEOUT, Duration::from_millis),
+        ms if Duration::from_millis(ms) > MAX_TIMEOUT => {
+            return Err(errno_detail(
+                Errno::EINVAL,
+                format_args!(
+                    "timeout_ms {ms} is above the maximum, {} ms (1 hour)",
+                    MAX_TIMEOUT.as_millis()
+                ),
+            ));
+        }
         ms => Duration::from_millis(ms).min(most_time),
     };
     let max_output_bytes = match req.max_output_bytes {
@@ -244,7 +254,13 @@ async fn start_runtime(
             cancel.clone(),
             lease.scratch_dir().to_path_buf(),
         );
-        let (client_gone, finished) = pump::pump(run, &tx, &cancel, timeout).await;
+        let (client_gone, mut finished) = pump::pump(run, &tx, &cancel, timeout).await;
+        if lease.deleted() && finished.error.is_some() {
+            // The runtime only knows it was cancelled; say by what.
+            finished.error = Some(format!(
+                "computer {computer} was deleted while the run was going; the run was stopped and its files are gone"
+            ));
+        }
         let elapsed = started.elapsed();
         let duration_ms = elapsed.as_millis() as u64;
         info!(%computer, runtime, code = finished.exit_code, error = ?finished.error, duration_ms, client_gone, "exec finished");

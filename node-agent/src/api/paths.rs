@@ -7,6 +7,9 @@
 //! `/workspace`, so no request can name anything outside the computer. The
 //! engine receives the result as an absolute path from its root inode.
 //!
+//! Before `workspace`, empty, `.` and `..` components stay at `/` as in any
+//! absolute path: `/./workspace/x` and `/../workspace/x` are `/workspace/x`.
+//!
 //! A path that ends in `/` (or in a `.` or `..` component) names a
 //! directory, as in POSIX (XBD 4.13, "Pathname Resolution": a trailing
 //! slash resolves as if `.` followed). [`ApiPath::dir_only`] keeps that
@@ -53,7 +56,15 @@ impl ApiPath {
             return Err(errno_status(Errno::ENAMETOOLONG, &abbreviate(path)));
         }
         let rest = if let Some(abs) = path.strip_prefix('/') {
-            let trimmed = abs.trim_start_matches('/');
+            // Empty, `.` and `..` components before `workspace` all stay
+            // at `/` (`/..` is `/`), so `/./workspace/x` is `/workspace/x`.
+            let mut trimmed = abs;
+            while let Some(after) = ["/", "./", "../"]
+                .iter()
+                .find_map(|p| trimmed.strip_prefix(p))
+            {
+                trimmed = after;
+            }
             match trimmed.strip_prefix(&WORKSPACE[1..]) {
                 Some(r) if r.is_empty() || r.starts_with('/') => r,
                 _ => {

@@ -175,6 +175,25 @@ impl Filesystem for Server {
         Ok(())
     }
 
+    /// No file of a computer is a device: every ioctl(2) gets `ENOTTY`,
+    /// as on a regular file of a local filesystem. `isatty(3)` asks one on
+    /// every open stream (each Python `open()`), so this logs at debug only.
+    #[allow(clippy::too_many_arguments)]
+    fn ioctl(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: fuser::FileHandle,
+        _flags: fuser::IoctlFlags,
+        cmd: u32,
+        _in_data: &[u8],
+        _out_size: u32,
+        reply: fuser::ReplyIoctl,
+    ) {
+        tracing::debug!(ino = ino.0, cmd, "ioctl answered ENOTTY");
+        reply.error(fuser::Errno::ENOTTY);
+    }
+
     fn destroy(&mut self) {
         self.lookups.clear();
         // The kernel is gone: what it was told is written must be committed.
