@@ -247,18 +247,25 @@ fn main() -> anyhow::Result<()> {
         .with_writer(std::io::stderr)
         .with_ansi(std::io::stderr().is_terminal())
         .init();
-    // One agent per data directory: taken before anything in it is
-    // touched (stale mounts, scratch, leftovers) and held until the last
-    // exec thread had its chance to stop, after the runtime's shutdown.
+    // One agent per data directory: the lock is taken before anything in
+    // it is touched (stale mounts, scratch, leftovers) and held until the
+    // last exec thread had its chance to stop, after the runtime's
+    // shutdown. Cluster mode takes it once it has a Kubernetes client
+    // (`run_cluster`), so that a node without one fails before it creates
+    // anything.
+    let mut local_lock = None;
     let data_dir = match &cli.command {
-        Command::Local { data_dir, .. } => match data_dir {
-            Some(d) => d.clone(),
-            None => local::default_data_dir()
-                .context("no data directory: pass --data-dir (no home directory is known)")?,
-        },
+        Command::Local { data_dir, .. } => {
+            let dir = match data_dir {
+                Some(d) => d.clone(),
+                None => local::default_data_dir()
+                    .context("no data directory: pass --data-dir (no home directory is known)")?,
+            };
+            local_lock = Some(DataDirLock::create_and_acquire(&dir)?);
+            dir
+        }
         Command::Cluster(args) => args.data_dir.clone(),
     };
-    let _lock = DataDirLock::create_and_acquire(&data_dir)?;
     let runtime = tokio::runtime::Runtime::new().context("cannot start the async runtime")?;
     let result = runtime.block_on(async move {
         match cli.command {
@@ -299,17 +306,22 @@ fn main() -> anyhow::Result<()> {
                     },
                     admission: admission.config(),
                 };
-                local::serve(listener, config, shutdown_signal()?).await
+                local::serve(listener, config, shutdown_signal()?)
+                    .await
+                    .map(|()| None)
             }
-            Command::Cluster(args) => run_cluster(args).await,
+            Command::Cluster(args) => run_cluster(args).await.map(Some),
         }
     });
     // Do not wait on blocking-pool threads left behind by cancelled work.
     runtime.shutdown_timeout(Duration::from_secs(1));
-    result
+    drop(local_lock);
+    result.map(drop)
 }
 
-async fn run_cluster(args: ClusterArgs) -> anyhow::Result<()> {
+/// Runs cluster mode until SIGTERM; returns the data directory's lock, to
+/// be let go after the runtime's shutdown.
+async fn run_cluster(args: ClusterArgs) -> anyhow::Result<DataDirLock> {
     let tls = match (&args.tls_cert, &args.tls_key) {
         (Some(cert), Some(key)) => Some(tls::server_tls(cert, key)?),
         _ => None,
@@ -317,6 +329,7 @@ async fn run_cluster(args: ClusterArgs) -> anyhow::Result<()> {
     let client = kube::Client::try_default().await.context(
         "no Kubernetes client: neither an in-cluster service account nor KUBECONFIG works",
     )?;
+    let lock = DataDirLock::create_and_acquire(&args.data_dir)?;
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
         .with_context(|| format!("cannot listen on {}", args.listen))?;
@@ -336,7 +349,8 @@ async fn run_cluster(args: ClusterArgs) -> anyhow::Result<()> {
         handover_socket: args.handover_socket,
         tls,
     };
-    cluster::serve(client, listener, http, config, shutdown_signal()?).await
+    cluster::serve(client, listener, http, config, shutdown_signal()?).await?;
+    Ok(lock)
 }
 
 /// Completes on the first SIGINT or SIGTERM.

@@ -10,10 +10,40 @@ use std::time::Duration;
 
 use common::*;
 
+/// A kubeconfig naming an API server on a loopback port nothing serves.
+const KUBECONFIG: &str = "apiVersion: v1
+kind: Config
+clusters:
+- name: none
+  cluster:
+    server: https://127.0.0.1:1
+contexts:
+- name: none
+  context:
+    cluster: none
+    user: none
+current-context: none
+users:
+- name: none
+  user:
+    token: none
+";
+
 /// Runs `node-agent ARGS` to its end (it must end: it is refused), with a
 /// bound on the wait; returns (success, stderr).
 fn run_refused(args: &[&str], data: &std::path::Path) -> (bool, String) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_node-agent"))
+    run_refused_with(args, data, |_| {})
+}
+
+/// [`run_refused`], letting `setup` change the command first.
+fn run_refused_with(
+    args: &[&str],
+    data: &std::path::Path,
+    setup: impl FnOnce(&mut Command),
+) -> (bool, String) {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_node-agent"));
+    setup(&mut cmd);
+    let mut child = cmd
         .args(args)
         .arg("--data-dir")
         .arg(data)
@@ -67,8 +97,11 @@ async fn a_second_agent_on_one_data_directory_is_refused() {
         err.contains(&format!("pid {pid}")) && err.contains("in use by another node agent"),
         "{err}"
     );
-    // Cluster mode is refused before it looks for a Kubernetes client.
-    let (ok, err) = run_refused(
+    // Cluster mode, once it has a Kubernetes client (a kubeconfig whose
+    // server nothing serves: making the client needs no connection).
+    let kubeconfig = dir.path().join("kubeconfig-for-test");
+    std::fs::write(&kubeconfig, KUBECONFIG).unwrap();
+    let (ok, err) = run_refused_with(
         &[
             "cluster",
             "--node-name",
@@ -81,7 +114,12 @@ async fn a_second_agent_on_one_data_directory_is_refused() {
             "127.0.0.1:0",
         ],
         dir.path(),
+        |cmd| {
+            cmd.env("KUBECONFIG", &kubeconfig)
+                .env_remove("KUBERNETES_SERVICE_HOST");
+        },
     );
+    std::fs::remove_file(&kubeconfig).unwrap();
     assert!(!ok, "cluster mode started on a held data directory: {err}");
     assert!(err.contains(&format!("pid {pid}")), "{err}");
 

@@ -289,10 +289,12 @@ async fn serves_the_api_over_tls() {
     let mut plain = agent.client().await;
     assert!(list(&mut plain).await.is_err());
 
-    // Bad TLS files stop the agent at start with the file's name.
+    // Bad TLS files stop the agent at start with the file's name (on a
+    // data directory of its own: `data` is held by the running agent).
+    let other_data = tempfile::tempdir().unwrap();
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_node-agent"))
         .args(["local", "--listen", "127.0.0.1:0", "--data-dir"])
-        .arg(&data)
+        .arg(other_data.path())
         .args(["--tls-cert", key.to_str().unwrap(), "--tls-key"])
         .arg(&key)
         .output()
