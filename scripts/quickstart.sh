@@ -2,22 +2,31 @@
 # Builds Agent Computer, starts a local node agent (no Kubernetes), creates a
 # computer, runs scripts in it, restarts the agent and shows the files survived.
 #
-#   DATA_DIR   where computers live   (default: a fresh temporary directory)
+#   DATA_DIR   where computers live   (default: a fresh temporary directory,
+#              removed when the script ends)
 #   LISTEN     the agent's address    (default: 127.0.0.1:7433)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 LISTEN=${LISTEN:-127.0.0.1:7433}
-DATA_DIR=${DATA_DIR:-$(mktemp -d -t agentcomputer-demo.XXXXXX)}
+MADE_DATA_DIR=
+if [ -z "${DATA_DIR:-}" ]; then
+    DATA_DIR=$(mktemp -d -t agentcomputer-demo.XXXXXX)
+    MADE_DATA_DIR=$DATA_DIR
+fi
 export AGENTCOMPUTER_ENDPOINT="http://$LISTEN"
 # The CLI reads the agent token from the agent's data directory.
 export AGENTCOMPUTER_DATA_DIR=$DATA_DIR
 
 step() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
 
+# The same command as the README's, so one release build serves both.
 step "building (release)"
 cargo build --release -q -p agentcomputer-node-agent -p kubectl-computer
-BIN=$PWD/target/release
+# Where cargo put it: CARGO_TARGET_DIR (relative to here) if set.
+TARGET=${CARGO_TARGET_DIR:-target}
+case $TARGET in /*) ;; *) TARGET=$PWD/$TARGET ;; esac
+BIN=$TARGET/release
 AGENT_PID=
 
 start_agent() {
@@ -31,13 +40,21 @@ start_agent() {
     echo "node agent did not come up; log:" >&2; cat "$DATA_DIR/agent.log" >&2; exit 1
 }
 stop_agent() { [ -n "$AGENT_PID" ] && kill "$AGENT_PID" 2>/dev/null && wait "$AGENT_PID" 2>/dev/null || true; AGENT_PID=; }
-trap stop_agent EXIT
+# The temporary data directory this script made goes with it.
+finish() { stop_agent; [ -z "$MADE_DATA_DIR" ] || rm -rf "$MADE_DATA_DIR"; }
+trap finish EXIT
 
-# Echoes the command (the script argument in quotes) before running it.
+# Echoes the command, every argument quoted for the shell so that it can
+# be pasted as printed, before running it.
 kc() {
-    local shown=("$@")
-    [ $# -gt 1 ] && [ "${shown[-2]}" = "--" ] && shown[-1]="'${shown[-1]}'"
-    echo "\$ kubectl-computer ${shown[*]}"
+    local shown="" arg
+    for arg in "$@"; do
+        case $arg in
+            *[!A-Za-z0-9_./:=,+-]*|"") shown+=" '${arg//\'/\'\\\'\'}'" ;;
+            *) shown+=" $arg" ;;
+        esac
+    done
+    echo "\$ kubectl-computer${shown}"
     "$BIN/kubectl-computer" "$@"
 }
 
@@ -61,3 +78,6 @@ kc cat demo src/x.txt
 kc ls demo src
 echo
 echo "Everything lives in one SQLite file: $(ls "$DATA_DIR"/computers/demo/*.db)"
+if [ -n "$MADE_DATA_DIR" ]; then
+    echo "(a temporary data directory, removed now; set DATA_DIR=... to keep one)"
+fi
