@@ -326,3 +326,32 @@ async fn stdout_and_stderr_keep_their_order_and_stdin_is_read_once() {
         "{r:?}"
     );
 }
+
+/// Out of memory in many small objects: QuickJS cannot even allocate the
+/// error and throws `null`; the run still says the memory limit was hit.
+/// A script's own `throw null` stays `Uncaught null`.
+#[tokio::test]
+async fn out_of_memory_never_says_uncaught_null() {
+    let dir = tempfile::tempdir().unwrap();
+    let agent = Agent::start(dir.path(), &[]);
+    let mut c = agent.client().await;
+    create(&mut c, "demo", 0).await;
+    for source in [
+        "let a = []; for (;;) a.push({ x: a.length, s: 'y'.repeat(10) })",
+        "const m = new Map(); for (let i = 0; ; i++) m.set(i, [i])",
+        "let a = []; for (;;) a.push(Symbol())",
+    ] {
+        let mut req = js_req("demo", source, "");
+        req.memory_limit_bytes = 16 << 20;
+        let r = run(&mut c, req).await;
+        assert_eq!(
+            r.error, "javascript: memory limit of 16 MiB exceeded",
+            "{source}: {r:?}"
+        );
+        assert!(!r.stderr.contains("Uncaught null"), "{source}: {r:?}");
+        assert_ne!(r.code, 0);
+    }
+    let r = run(&mut c, js_req("demo", "throw null", "")).await;
+    assert!(r.stderr.contains("Uncaught null"), "{r:?}");
+    assert!(!r.error.contains("memory"), "{r:?}");
+}

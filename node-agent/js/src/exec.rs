@@ -447,6 +447,20 @@ fn report<'js>(
         }
         Failure::Loop(LoopError::Stopped(_)) => unreachable!("handled above"),
     };
+    // QuickJS throws `null` when it cannot even allocate the error object
+    // of an out-of-memory failure: with the heap at its limit, that is
+    // what a `null` means, not a script's own `throw null`.
+    if value.is_null() && heap_nearly_full(ctx, st.memory_limit) {
+        let msg = format!(
+            "javascript: memory limit of {} exceeded",
+            human_bytes(st.memory_limit as u64)
+        );
+        st.out.write_final(
+            Stream::Stderr,
+            format!("InternalError: out of memory\n{msg}\n").as_bytes(),
+        );
+        return failure(msg);
+    }
     let (name, message) = error_parts(&value);
     let text = format
         .and_then(|f| f.call::<_, String>((value.clone(),)).ok())
@@ -480,6 +494,24 @@ fn report<'js>(
     }
     st.out.write_final(Stream::Stderr, err_out.as_bytes());
     failure(summary)
+}
+
+/// Whether the runtime's heap is within 1/64 of `limit` (at least 1 MiB)
+/// of it: where an allocation as small as an error object fails.
+fn heap_nearly_full(ctx: &Ctx<'_>, limit: usize) -> bool {
+    let mut usage = std::mem::MaybeUninit::<qjs::JSMemoryUsage>::zeroed();
+    // SAFETY: the runtime is locked by the enclosing `Context::with`, and
+    // JS_ComputeMemoryUsage fills the whole struct.
+    let usage = unsafe {
+        qjs::JS_ComputeMemoryUsage(
+            qjs::JS_GetRuntime(ctx.as_raw().as_ptr()),
+            usage.as_mut_ptr(),
+        );
+        usage.assume_init()
+    };
+    let used = u64::try_from(usage.malloc_size).unwrap_or(0);
+    let limit = limit as u64;
+    used.saturating_add((limit / 64).max(1 << 20)) >= limit
 }
 
 fn stalled(st: &ExecState, what: &str) -> JsOutcome {
