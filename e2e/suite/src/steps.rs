@@ -201,27 +201,30 @@ fn helm_install(cx: &mut Context) -> Result<String> {
         ])?
         .ok("helm upgrade --install")?;
     cx.time("helm install --wait", start.elapsed());
-    let pods = cx.tools.kubectl_json(&["-n", SYSTEM_NS, "get", "pods"])?;
-    let mut seen = Vec::new();
-    for pod in pods["items"].as_array().into_iter().flatten() {
-        let app = text(pod, "/metadata/labels/app.kubernetes.io~1name");
-        ensure!(
-            condition(pod, "Ready") == "True",
-            "pod {} ({app}) is not Ready",
-            text(pod, "/metadata/name")
-        );
-        seen.push(app.to_string());
-    }
-    for app in [
-        "agentcomputer-operator",
-        "agentcomputer-node-agent",
-        "agentcomputer-mounter",
-    ] {
-        ensure!(
-            seen.iter().any(|s| s == app),
-            "no pod of {app} in {SYSTEM_NS} (pods: {seen:?})"
-        );
-    }
+    // `helm --wait` does not wait for every DaemonSet pod to be Ready.
+    let start = Instant::now();
+    eventually(180, "the operator, node agent and mounter pods Ready", || {
+        let pods = cx.tools.kubectl_json(&["-n", SYSTEM_NS, "get", "pods"])?;
+        let mut ready = Vec::new();
+        for pod in pods["items"].as_array().into_iter().flatten() {
+            let app = text(pod, "/metadata/labels/app.kubernetes.io~1name");
+            if condition(pod, "Ready") != "True" {
+                bail!("pod {} ({app}) is not Ready", text(pod, "/metadata/name"));
+            }
+            ready.push(app.to_string());
+        }
+        for app in [
+            "agentcomputer-operator",
+            "agentcomputer-node-agent",
+            "agentcomputer-mounter",
+        ] {
+            if !ready.iter().any(|s| s == app) {
+                bail!("no pod of {app} in {SYSTEM_NS} (Ready: {ready:?})");
+            }
+        }
+        Ok(Some(()))
+    })?;
+    cx.time("helm install to every pod Ready", start.elapsed());
     eventually(60, "the CSINode to list agentcomputer.dev", || {
         let nodes = cx.tools.kubectl_json(&["get", "csinodes"])?;
         let listed = nodes["items"].as_array().into_iter().flatten().any(|n| {
@@ -307,7 +310,7 @@ fn sandbox_pod(cx: &mut Context) -> Result<String> {
         serde_json::json!({
             "storage": {"size": "1Gi", "reclaimPolicy": "Retain"},
             "runtimes": {"shell": true, "javascript": true, "container": true},
-            "sandbox": {"image": image, "imagePullPolicy": "Never"},
+            "sandbox": {"image": image},
         }),
     )?;
     let ready = cx.wait_ready("box", 180)?;
