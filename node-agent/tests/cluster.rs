@@ -94,12 +94,17 @@ struct Agent {
 
 impl Agent {
     async fn start(cluster: &Cluster, data: &Path, log: &str) -> Agent {
+        Agent::start_at(cluster, data, log, "127.0.0.1:0").await
+    }
+
+    /// [`Agent::start`] with the gRPC API on `listen`.
+    async fn start_at(cluster: &Cluster, data: &Path, log: &str, listen: &str) -> Agent {
         let log = cluster.dir.path().join(log);
         let mut proc = Proc::spawn(
             "node-agent",
             Command::new(env!("CARGO_BIN_EXE_node-agent"))
                 .args(["cluster", "--node-name", NODE, "--namespace", SYSTEM_NS])
-                .args(["--listen", "127.0.0.1:0", "--metrics-addr", "127.0.0.1:0"])
+                .args(["--listen", listen, "--metrics-addr", "127.0.0.1:0"])
                 .args(["--status-interval", "1s", "--idle-timeout", "2s"])
                 .arg("--data-dir")
                 .arg(data)
@@ -1121,4 +1126,475 @@ async fn a_published_volume_is_served_by_the_cluster_agent() {
     agent.stop().await;
     let _ = stop_mounter.send(());
     mounter.await.unwrap().unwrap();
+}
+
+/// The sandbox runner: built by cargo (the same profile and target
+/// directory as this test) on first use; its path.
+fn runner_exe() -> PathBuf {
+    static EXE: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    EXE.get_or_init(|| {
+        let out = Command::new(env!("CARGO"))
+            .current_dir(repo())
+            .args(["build", "--quiet", "--message-format=json"])
+            .args([
+                "-p",
+                "agentcomputer-runner",
+                "--bin",
+                "agentcomputer-runner",
+            ])
+            .stderr(std::process::Stdio::inherit())
+            .output()
+            .expect("cargo");
+        assert!(
+            out.status.success(),
+            "cargo build -p agentcomputer-runner failed"
+        );
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .find_map(|m| m["executable"].as_str().map(PathBuf::from))
+            .expect("cargo names the runner executable")
+    })
+    .clone()
+}
+
+/// `agentcomputer-runner serve` for `computer` with `token`, dialing
+/// `agent`, its workspace at `workspace`.
+fn start_runner(
+    cluster: &Cluster,
+    agent: &str,
+    computer: &str,
+    token: &str,
+    workspace: &Path,
+    log: &str,
+) -> Proc {
+    Proc::spawn(
+        "agentcomputer-runner",
+        Command::new(runner_exe())
+            .args(["serve", "--workspace"])
+            .arg(workspace)
+            .env("AGENTCOMPUTER_AGENT", agent)
+            .env("AGENTCOMPUTER_COMPUTER", computer)
+            .env("AGENTCOMPUTER_TOKEN", token),
+        cluster.dir.path().join(log),
+    )
+}
+
+/// A container exec's events, in order, with the exit.
+async fn container_events(
+    c: &mut Api_,
+    req: pb::ExecRequest,
+) -> Result<(Vec<Event>, pb::ExecExit), tonic::Status> {
+    let req = pb::ExecRequest {
+        runtime: pb::Runtime::Container as i32,
+        ..req
+    };
+    let mut stream = c.exec(req).await?.into_inner();
+    let mut events = Vec::new();
+    while let Some(ev) = stream.message().await? {
+        match ev.event.unwrap() {
+            Event::Exit(e) => return Ok((events, e)),
+            other => events.push(other),
+        }
+    }
+    panic!("exec ended without an exit event");
+}
+
+fn text_of(events: &[Event], stderr: bool) -> String {
+    events
+        .iter()
+        .filter_map(|e| match (e, stderr) {
+            (Event::Stdout(b), false) | (Event::Stderr(b), true) => {
+                Some(String::from_utf8_lossy(b).to_string())
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+/// Whether process `pid` is gone (not even a zombie).
+fn gone(pid: i32) -> bool {
+    !Path::new(&format!("/proc/{pid}")).exists()
+}
+
+fn read_pid(path: &Path) -> i32 {
+    std::fs::read_to_string(path)
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+async fn all_gone(pids: &[i32], what: &str) {
+    let pids = pids.to_vec();
+    eventually(10, what, || {
+        let done = pids.iter().all(|p| gone(*p)).then_some(());
+        async move { done }
+    })
+    .await;
+}
+
+/// Container execs in cluster mode go to the computer's sandbox runner:
+/// the runner binary runs here as a local process (its workspace a
+/// temporary directory), attached to a cluster-mode agent over real gRPC.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn container_execs_run_in_the_sandbox_runner() {
+    use agentcomputer_proto::v1::sandbox_runner_client::SandboxRunnerClient;
+    use futures::StreamExt;
+
+    if support::skipped() {
+        return;
+    }
+    let runner = runner_exe();
+    assert!(runner.exists());
+    let (cluster, admin) = prepared_cluster().await;
+    let data = cluster.dir.path().join("node-data");
+    // A fixed port: the runner dials the same address after the restart.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let addr = format!("127.0.0.1:{port}");
+    let agent = Agent::start_at(&cluster, &data, "node-agent-runner-1.log", &addr).await;
+
+    let (tc, tp) = (token("container"), token("plain"));
+    let sandbox = serde_json::json!({"image": "debian:bookworm-slim"});
+    let uid = computer(
+        &admin,
+        NS_A,
+        "boxed",
+        NODE,
+        serde_json::json!({"storage": {"size": "64Mi"},
+                           "runtimes": {"container": true}, "sandbox": sandbox}),
+        &tc,
+    )
+    .await;
+    computer(
+        &admin,
+        NS_A,
+        "plain",
+        NODE,
+        serde_json::json!({"storage": {"size": "64Mi"}}),
+        &tp,
+    )
+    .await;
+    let mut c = agent.client(Some(&tc)).await;
+    let mut p = agent.client(Some(&tp)).await;
+    for (client, name) in [(&c, "boxed"), (&p, "plain")] {
+        eventually(30, "the computer's credential on the agent", || {
+            let mut client = client.clone();
+            async move { stat(&mut client, name, "/workspace").await.ok() }
+        })
+        .await;
+    }
+
+    // A runtime the computer does not enable.
+    let (code, msg) = code_of(exec(&mut p, "plain", pb::Runtime::Container, "true").await);
+    assert_eq!(code, Code::FailedPrecondition);
+    assert!(msg.contains("runtime container is disabled"), "{msg}");
+
+    // No runner attached yet.
+    let (code, msg) = code_of(exec(&mut c, "boxed", pb::Runtime::Container, "true").await);
+    assert_eq!(code, Code::FailedPrecondition);
+    assert!(
+        msg.contains("sandbox pod is not connected")
+            && msg.contains("runtimes.container must be true")
+            && msg.contains("kubectl get pod boxed-sandbox -n team-a"),
+        "{msg}"
+    );
+
+    // A runner without the right token cannot attach: none at all, an
+    // unknown one, another computer's.
+    let hello = |computer: &str| pb::RunnerEvent {
+        event: Some(pb::runner_event::Event::Hello(pb::RunnerHello {
+            computer: computer.into(),
+            version: "test".into(),
+        })),
+    };
+    for (token, want) in [
+        (None, Code::Unauthenticated),
+        (Some(token("nobody")), Code::Unauthenticated),
+        (Some(tp.clone()), Code::PermissionDenied),
+    ] {
+        let channel = Channel::from_shared(agent.grpc.clone())
+            .unwrap()
+            .connect()
+            .await
+            .unwrap();
+        let mut rc = SandboxRunnerClient::with_interceptor(channel, Bearer(token));
+        let got = rc
+            .attach(futures::stream::iter([hello(&uid)]).chain(futures::stream::pending()))
+            .await;
+        assert_eq!(got.map(|_| ()).unwrap_err().code(), want);
+    }
+    // A runner process with a wrong token keeps retrying and never serves.
+    let workspace = tempfile::tempdir().unwrap();
+    let mut wrong = start_runner(
+        &cluster,
+        &addr,
+        &uid,
+        &token("nobody"),
+        workspace.path(),
+        "runner-wrong.log",
+    );
+    eventually(20, "the refusal in the runner's log", || {
+        let refused = std::fs::read_to_string(&wrong.log)
+            .unwrap_or_default()
+            .contains("attach refused: Unauthenticated");
+        async move { refused.then_some(()) }
+    })
+    .await;
+    assert!(wrong.alive(), "a refused runner keeps trying");
+    let (code, _) = code_of(exec(&mut c, "boxed", pb::Runtime::Container, "true").await);
+    assert_eq!(code, Code::FailedPrecondition);
+    wrong.kill();
+
+    // The computer's own runner.
+    std::fs::create_dir(workspace.path().join("sub")).unwrap();
+    mkdir(&mut c, "boxed", "/workspace/sub").await;
+    let mut runner = start_runner(&cluster, &addr, &uid, &tc, workspace.path(), "runner.log");
+    eventually(20, "the runner attached", || {
+        let mut c = c.clone();
+        async move {
+            exec(&mut c, "boxed", pb::Runtime::Container, "true")
+                .await
+                .ok()
+        }
+    })
+    .await;
+
+    // Exit codes.
+    let req = |script: &str| pb::ExecRequest {
+        computer: "boxed".into(),
+        script: script.into(),
+        ..Default::default()
+    };
+    let (_, exit) = container_events(&mut c, req("exit 7")).await.unwrap();
+    assert_eq!((exit.code, exit.error.as_str()), (7, ""));
+    let (_, exit) = container_events(&mut c, req("kill -TERM $$"))
+        .await
+        .unwrap();
+    assert_eq!(exit.code, 128 + 15);
+
+    // stdout and stderr, each in order, as they come.
+    let started = std::time::Instant::now();
+    let mut stream = c
+        .exec(pb::ExecRequest {
+            runtime: pb::Runtime::Container as i32,
+            ..req("echo one; echo err >&2; sleep 1.5; echo two")
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let first = stream.message().await.unwrap().unwrap().event.unwrap();
+    assert_eq!(first, Event::Stdout(b"one\n".to_vec()));
+    assert!(
+        started.elapsed() < Duration::from_millis(1200),
+        "the first line came only after {:?}",
+        started.elapsed()
+    );
+    let mut events = vec![first];
+    let exit = loop {
+        match stream.message().await.unwrap().unwrap().event.unwrap() {
+            Event::Exit(e) => break e,
+            other => events.push(other),
+        }
+    };
+    assert_eq!(exit.code, 0);
+    assert_eq!(text_of(&events, false), "one\ntwo\n");
+    assert_eq!(text_of(&events, true), "err\n");
+    let err_at = events
+        .iter()
+        .position(|e| matches!(e, Event::Stderr(_)))
+        .unwrap();
+    let two_at = events
+        .iter()
+        .position(|e| *e == Event::Stdout(b"two\n".to_vec()))
+        .unwrap();
+    assert!(err_at < two_at, "{events:?}");
+
+    // stdin, env (the runner's own variables stay out), cwd.
+    let (events, exit) = container_events(
+        &mut c,
+        pb::ExecRequest {
+            stdin: b"from stdin\n".to_vec(),
+            env: [("GREETING".to_string(), "hello".to_string())].into(),
+            cwd: "sub".into(),
+            ..req("cat; echo \"$GREETING ${AGENTCOMPUTER_TOKEN:-no-token}\"; pwd")
+        },
+    )
+    .await
+    .unwrap();
+    assert_eq!(exit.code, 0, "{}", text_of(&events, true));
+    let sub = workspace.path().join("sub").canonicalize().unwrap();
+    assert_eq!(
+        text_of(&events, false),
+        format!("from stdin\nhello no-token\n{}\n", sub.display())
+    );
+    // A cwd missing from the computer is refused before the run.
+    let (code, _) = code_of(
+        container_events(
+            &mut c,
+            pb::ExecRequest {
+                cwd: "missing".into(),
+                ..req("true")
+            },
+        )
+        .await,
+    );
+    assert_eq!(code, Code::NotFound);
+
+    // The timeout kills the whole process group, background jobs too.
+    let started = std::time::Instant::now();
+    let (events, exit) = container_events(
+        &mut c,
+        pb::ExecRequest {
+            timeout_ms: 1500,
+            ..req("sleep 100 & echo $! > bg.pid; echo $$ > fg.pid; sleep 100")
+        },
+    )
+    .await
+    .unwrap();
+    let took = started.elapsed();
+    assert_eq!(exit.code, 124);
+    assert_eq!(exit.error, "container: script timed out after 1.5s");
+    assert!(text_of(&events, true).contains("timed out"));
+    assert!(
+        took >= Duration::from_millis(1400) && took < Duration::from_secs(5),
+        "{took:?}"
+    );
+    let pids = [
+        read_pid(&workspace.path().join("bg.pid")),
+        read_pid(&workspace.path().join("fg.pid")),
+    ];
+    all_gone(&pids, "the timed-out run's processes gone").await;
+
+    // The output cap: cut at the cap, the run stopped and told.
+    let (events, exit) = container_events(
+        &mut c,
+        pb::ExecRequest {
+            max_output_bytes: 1000,
+            ..req("yes | head -c 100000; sleep 100")
+        },
+    )
+    .await
+    .unwrap();
+    assert_eq!(exit.code, 141);
+    assert_eq!(
+        exit.error,
+        "container: output exceeded 1000 bytes; output truncated and script stopped"
+    );
+    assert_eq!(text_of(&events, false).len(), 1000);
+
+    // A client that goes away cancels the run and its background jobs.
+    let mut stream = c
+        .exec(pb::ExecRequest {
+            runtime: pb::Runtime::Container as i32,
+            ..req("sleep 100 & echo $! > c-bg.pid; echo $$ > c-fg.pid; echo started; sleep 100")
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let first = stream.message().await.unwrap().unwrap().event.unwrap();
+    assert_eq!(first, Event::Stdout(b"started\n".to_vec()));
+    let pids = [
+        read_pid(&workspace.path().join("c-bg.pid")),
+        read_pid(&workspace.path().join("c-fg.pid")),
+    ];
+    assert!(!gone(pids[0]) && !gone(pids[1]));
+    drop(stream);
+    all_gone(&pids, "the abandoned run's processes gone").await;
+
+    // The agent restarts; the runner reconnects by itself and execs work
+    // again. A run in flight when the agent goes is killed by the runner.
+    let mut stream = c
+        .exec(pb::ExecRequest {
+            runtime: pb::Runtime::Container as i32,
+            timeout_ms: 60_000,
+            ..req("sleep 100 & echo $! > r-bg.pid; echo started; sleep 100")
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let first = stream.message().await.unwrap().unwrap().event.unwrap();
+    assert_eq!(first, Event::Stdout(b"started\n".to_vec()));
+    let bg = read_pid(&workspace.path().join("r-bg.pid"));
+    agent.stop().await;
+    drop(stream);
+    all_gone(&[bg], "the run of the lost stream killed").await;
+    assert!(
+        runner.alive(),
+        "the runner outlives its agent:\n{}",
+        runner.log_tail()
+    );
+    let agent = Agent::start_at(&cluster, &data, "node-agent-runner-2.log", &addr).await;
+    let mut c = agent.client(Some(&tc)).await;
+    let (out, code) = eventually(30, "the runner attached again", || {
+        let mut c = c.clone();
+        async move {
+            exec(&mut c, "boxed", pb::Runtime::Container, "echo back")
+                .await
+                .ok()
+        }
+    })
+    .await;
+    assert_eq!((out.as_str(), code), ("back\n", 0));
+    assert!(
+        std::fs::read_to_string(&runner.log)
+            .unwrap()
+            .matches("attached to the node agent")
+            .count()
+            >= 2
+    );
+
+    // SIGTERM ends the runner, and its runs with it.
+    let mut stream = c
+        .exec(pb::ExecRequest {
+            runtime: pb::Runtime::Container as i32,
+            ..req("sleep 100 & echo $! > t-bg.pid; echo started; sleep 100")
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let first = stream.message().await.unwrap().unwrap().event.unwrap();
+    assert_eq!(first, Event::Stdout(b"started\n".to_vec()));
+    let bg = read_pid(&workspace.path().join("t-bg.pid"));
+    let pid = nix::unistd::Pid::from_raw(runner.child.id() as i32);
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).unwrap();
+    let status = eventually(10, "the runner's exit", || {
+        let s = runner.child.try_wait().unwrap();
+        async move { s }
+    })
+    .await;
+    assert!(status.success(), "{status}:\n{}", runner.log_tail());
+    all_gone(&[bg], "the runs of a stopped runner killed").await;
+    // The exec learns that its runner went away.
+    let mut rest = Vec::new();
+    let exit = loop {
+        match stream.message().await.unwrap().unwrap().event.unwrap() {
+            Event::Exit(e) => break e,
+            other => rest.push(other),
+        }
+    };
+    // Killed: either the runner's last word (SIGKILL's status) or, when
+    // it exited first, the agent's report of the lost runner.
+    assert_ne!(exit.code, 0, "{exit:?}");
+    assert!(
+        exit.error.is_empty() || exit.error.contains("runner disconnected"),
+        "{exit:?}"
+    );
+    let (code, _) = code_of(exec(&mut c, "boxed", pb::Runtime::Container, "true").await);
+    assert_eq!(code, Code::FailedPrecondition);
+    agent.stop().await;
+}
+
+async fn mkdir(c: &mut Api_, computer: &str, path: &str) {
+    c.mkdir(pb::MkdirRequest {
+        computer: computer.into(),
+        path: path.into(),
+        ..Default::default()
+    })
+    .await
+    .unwrap();
 }
