@@ -470,13 +470,21 @@ async fn operator_chart_and_crd_against_a_real_apiserver() {
     let peer = &to_agents.to.as_ref().unwrap()[0];
     assert!(peer.ip_block.is_none());
     assert_eq!(
-        peer.pod_selector.as_ref().unwrap().match_labels.as_ref().unwrap()
-            ["app.kubernetes.io/name"],
+        peer.pod_selector
+            .as_ref()
+            .unwrap()
+            .match_labels
+            .as_ref()
+            .unwrap()["app.kubernetes.io/name"],
         "agentcomputer-node-agent"
     );
     assert_eq!(
-        peer.namespace_selector.as_ref().unwrap().match_labels.as_ref().unwrap()
-            ["kubernetes.io/metadata.name"],
+        peer.namespace_selector
+            .as_ref()
+            .unwrap()
+            .match_labels
+            .as_ref()
+            .unwrap()["kubernetes.io/metadata.name"],
         SYSTEM_NS
     );
     let ports = to_agents.ports.as_ref().unwrap();
@@ -536,7 +544,10 @@ async fn operator_chart_and_crd_against_a_real_apiserver() {
     let init_sc = init.security_context.as_ref().unwrap();
     assert_eq!(init_sc.allow_privilege_escalation, Some(false));
     assert_eq!(init_sc.read_only_root_filesystem, Some(true));
-    assert_eq!(init.volume_mounts.as_ref().unwrap()[0].mount_path, "/agentcomputer");
+    assert_eq!(
+        init.volume_mounts.as_ref().unwrap()[0].mount_path,
+        "/agentcomputer"
+    );
     assert_eq!(
         ctr.command.as_deref().unwrap(),
         ["/agentcomputer/agentcomputer-runner", "serve"]

@@ -22,8 +22,9 @@ use tokio::sync::oneshot;
 /// Spawns processes, reaps every child, and knows the process groups of
 /// the runs still going.
 pub struct Reaper {
-    /// Exit codes wanted: pid → where to send it. Locked across spawn so a
-    /// child that exits at once is not reaped before it is listed.
+    /// Exit codes wanted: pid → where to send it. Locked across spawn and
+    /// across reaping, so a child that exits at once is not reaped before
+    /// it is listed.
     waiting: Mutex<HashMap<i32, oneshot::Sender<i32>>>,
     /// Process groups of runs not yet finished (killed on SIGTERM).
     groups: Mutex<HashSet<i32>>,
@@ -97,8 +98,11 @@ impl Reaper {
         }
     }
 
-    /// Reaps every child that has ended.
+    /// Reaps every child that has ended. The lock is held throughout, so
+    /// no reaping happens while [`Reaper::spawn`] runs: std's spawn itself
+    /// waits for a child whose exec failed, and would find it gone.
     fn reap(&self) {
+        let mut waiting = self.waiting.lock().unwrap_or_else(|e| e.into_inner());
         loop {
             let (pid, code) = match waitpid(Pid::from_raw(-1), Some(WaitPidFlag::WNOHANG)) {
                 Ok(WaitStatus::Exited(pid, code)) => (pid, code),
@@ -106,12 +110,7 @@ impl Reaper {
                 Ok(WaitStatus::StillAlive) | Err(_) => return,
                 Ok(_) => continue,
             };
-            let wanted = self
-                .waiting
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .remove(&pid.as_raw());
-            if let Some(tx) = wanted {
+            if let Some(tx) = waiting.remove(&pid.as_raw()) {
                 let _ = tx.send(code);
             }
         }

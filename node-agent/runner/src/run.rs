@@ -379,6 +379,74 @@ mod tests {
         assert!(b.passed());
     }
 
+    fn start(script: &str, cwd: &str) -> pb::RunnerStart {
+        pb::RunnerStart {
+            run_id: 1,
+            script: script.into(),
+            cwd: cwd.into(),
+            timeout_ms: 10_000,
+            ..Default::default()
+        }
+    }
+
+    /// Runs `start` on `dir`: its stdout and how it ended.
+    async fn run_on(reaper: &Reaper, dir: &Path, start: pb::RunnerStart) -> (String, End) {
+        let (events, mut rx) = mpsc::channel(64);
+        let (_cancel, cancelled) = oneshot::channel();
+        let end = execute(start, dir, reaper, &events, cancelled).await;
+        drop(events);
+        let mut out = Vec::new();
+        while let Some(ev) = rx.recv().await {
+            if let Some(pb::runner_event::Event::Output(o)) = ev.event
+                && o.stream == pb::RunnerStream::Stdout as i32
+            {
+                out.extend(o.data);
+            }
+        }
+        (String::from_utf8(out).unwrap(), end)
+    }
+
+    /// One test: a reaper reaps every child of the process, so two would
+    /// steal each other's.
+    #[tokio::test]
+    async fn runs_start_and_end_cleanly() {
+        let reaper = Reaper::start().unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        // A spawn that fails (chdir in the child) while the reaper runs.
+        for _ in 0..20 {
+            let (_, end) = run_on(&reaper, dir.path(), start("true", "/workspace/missing")).await;
+            assert_eq!(end.code, EXIT_START_FAILED);
+            let error = end.error.unwrap();
+            assert!(
+                error.starts_with("container: cannot start the script:"),
+                "{error}"
+            );
+        }
+        // Background jobs end with the script.
+        let (out, end) = run_on(
+            &reaper,
+            dir.path(),
+            start("sleep 100 & echo $!", "/workspace"),
+        )
+        .await;
+        assert_eq!(
+            end,
+            End {
+                code: 0,
+                error: None
+            }
+        );
+        let pid = out.trim();
+        let proc_dir = PathBuf::from(format!("/proc/{pid}"));
+        for _ in 0..50 {
+            if !proc_dir.exists() {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        panic!("the background job {pid} outlived its script");
+    }
+
     #[test]
     fn durations_read_like_the_local_runtime() {
         assert_eq!(human(Duration::from_secs(2)), "2s");
