@@ -86,7 +86,8 @@ static_runner() {
         runner="${CARGO_TARGET_DIR:-$E2E_REPO/target}/$MUSL/release/agentcomputer-runner"
     fi
     [ -x "$runner" ] || die "$runner is missing"
-    if ldd "$runner" >/dev/null 2>&1; then
+    # ldd lists "lib => path" lines only for a dynamically linked program.
+    if ldd "$runner" 2>&1 | grep -q '=>'; then
         die "$runner is dynamically linked; build it with --target $MUSL"
     fi
 }
@@ -106,7 +107,8 @@ build_node_agent() {
     fi
     # Static: nothing else to copy. The operator's sandbox pods run
     # `agentcomputer-runner install /agentcomputer` from this image (by PATH).
-    install -D -m 0755 "$runner" "$r/usr/local/bin/agentcomputer-runner"
+    # Stripped: 2.4 MB instead of 17 MB with line tables; sandbox pods copy it.
+    install -D -s -m 0755 "$runner" "$r/usr/local/bin/agentcomputer-runner"
     echo agentcomputer-runner >>"$work/node-agent.programs"
     for p in fusermount3 mount umount; do oci_copy_elf "$r" "$(command -v "$p")" "/usr/bin/$p"; done
     chmod 4755 "$r/usr/bin/fusermount3"
