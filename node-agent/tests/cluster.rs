@@ -1363,6 +1363,11 @@ async fn container_execs_run_in_the_sandbox_runner() {
         }
     })
     .await;
+    let metrics = get(&format!("{}/metrics", agent.http)).await.1;
+    assert!(
+        metrics.contains("\nagentcomputer_node_sandbox_runners 1\n"),
+        "{metrics}"
+    );
 
     // Exit codes.
     let req = |script: &str| pb::ExecRequest {
@@ -1586,6 +1591,11 @@ async fn container_execs_run_in_the_sandbox_runner() {
     );
     let (code, _) = code_of(exec(&mut c, "boxed", pb::Runtime::Container, "true").await);
     assert_eq!(code, Code::FailedPrecondition);
+    let metrics = get(&format!("{}/metrics", agent.http)).await.1;
+    assert!(
+        metrics.contains("\nagentcomputer_node_sandbox_runners 0\n"),
+        "{metrics}"
+    );
     agent.stop().await;
 }
 

@@ -217,6 +217,9 @@ where
     let authorizer: Arc<dyn crate::auth::Authorizer> =
         Arc::new(ClusterAuthorizer::new(node.index.clone()));
     let sandboxes = Arc::new(Sandboxes::new(node.index.clone(), authorizer.clone()));
+    sandboxes
+        .register_metrics(node.metrics.registry())
+        .context("cannot register the sandbox runner metrics")?;
     let service = Service::new(registry.clone(), authorizer)
         .with_observer(observer)
         .with_admission(admission)

@@ -52,6 +52,8 @@ pub struct Sandboxes {
     auth: Arc<dyn Authorizer>,
     attached: Mutex<HashMap<String, Arc<Runner>>>,
     next_id: AtomicU64,
+    /// `agentcomputer_node_sandbox_runners`: runners attached now.
+    gauge: prometheus::IntGauge,
 }
 
 /// One attached runner: its command stream and its runs in flight.
@@ -80,7 +82,18 @@ impl Sandboxes {
             auth,
             attached: Mutex::default(),
             next_id: AtomicU64::new(1),
+            gauge: prometheus::IntGauge::new(
+                "agentcomputer_node_sandbox_runners",
+                "Sandbox pod runners attached to this node agent (one per computer at most)",
+            )
+            .expect("valid metric"),
         }
+    }
+
+    /// Registers the attached-runners gauge in `registry` (the agent's
+    /// `/metrics`). Errors: a family of that name exists already.
+    pub fn register_metrics(&self, registry: &prometheus::Registry) -> prometheus::Result<()> {
+        registry.register(Box::new(self.gauge.clone()))
     }
 
     fn attached(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<Runner>>> {
@@ -134,9 +147,13 @@ impl Sandboxes {
             runs: Mutex::default(),
             closed: CancellationToken::new(),
         });
-        if let Some(old) = self.attached().insert(uid.clone(), runner.clone()) {
-            info!(computer = %uid, "a sandbox runner attached again; ending the earlier stream");
-            old.closed.cancel();
+        {
+            let mut attached = self.attached();
+            if let Some(old) = attached.insert(uid.clone(), runner.clone()) {
+                info!(computer = %uid, "a sandbox runner attached again; ending the earlier stream");
+                old.closed.cancel();
+            }
+            self.gauge.set(attached.len() as i64);
         }
         info!(computer = %uid, attachment = runner.id, "sandbox runner attached");
         let this = self.clone();
@@ -165,6 +182,7 @@ impl Sandboxes {
                 if attached.get(&uid).is_some_and(|r| r.id == reader.id) {
                     attached.remove(&uid);
                 }
+                this.gauge.set(attached.len() as i64);
             }
             // Runs still waiting see their channel close: the runner is gone.
             reader.runs().clear();
