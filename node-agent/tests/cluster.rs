@@ -1382,12 +1382,13 @@ async fn container_execs_run_in_the_sandbox_runner() {
         .unwrap();
     assert_eq!(exit.code, 128 + 15);
 
-    // stdout and stderr, each in order, as they come.
+    // stdout and stderr in order, as they come (apart in time: the two
+    // pipes are read independently).
     let started = std::time::Instant::now();
     let mut stream = c
         .exec(pb::ExecRequest {
             runtime: pb::Runtime::Container as i32,
-            ..req("echo one; echo err >&2; sleep 1.5; echo two")
+            ..req("echo one; sleep 0.3; echo err >&2; sleep 1.2; echo two")
         })
         .await
         .unwrap()
