@@ -1350,6 +1350,103 @@ async fn container_execs_run_in_the_sandbox_runner() {
     assert_eq!(code, Code::FailedPrecondition);
     wrong.kill();
 
+    // The protocol, spoken by hand: a run goes down as `start`, its events
+    // come back as the exec's; a second attach replaces the first and
+    // ends its stream.
+    let attach = |token: String| {
+        let grpc = agent.grpc.clone();
+        let uid = uid.clone();
+        async move {
+            let channel = Channel::from_shared(grpc).unwrap().connect().await.unwrap();
+            let mut rc = SandboxRunnerClient::with_interceptor(channel, Bearer(Some(token)));
+            let (tx, rx) = tokio::sync::mpsc::channel(8);
+            tx.send(hello(&uid)).await.unwrap();
+            let commands = rc
+                .attach(tokio_stream::wrappers::ReceiverStream::new(rx))
+                .await
+                .unwrap()
+                .into_inner();
+            (tx, commands)
+        }
+    };
+    let (events, mut commands) = attach(tc.clone()).await;
+    let mut c2 = c.clone();
+    let by_hand = tokio::spawn(async move {
+        container_events(
+            &mut c2,
+            pb::ExecRequest {
+                computer: "boxed".into(),
+                script: "by hand".into(),
+                stdin: b"in".to_vec(),
+                env: [("K".to_string(), "V".to_string())].into(),
+                timeout_ms: 5000,
+                max_output_bytes: 77,
+                ..Default::default()
+            },
+        )
+        .await
+    });
+    let start = match commands.message().await.unwrap().unwrap().command.unwrap() {
+        pb::runner_command::Command::Start(start) => start,
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(
+        (
+            start.script.as_str(),
+            start.cwd.as_str(),
+            start.stdin.as_slice()
+        ),
+        ("by hand", "/workspace", &b"in"[..])
+    );
+    assert_eq!((start.timeout_ms, start.max_output_bytes), (5000, 77));
+    assert_eq!(start.env["K"], "V");
+    let output = |stream: pb::RunnerStream, data: &[u8]| pb::RunnerEvent {
+        event: Some(pb::runner_event::Event::Output(pb::RunnerOutput {
+            run_id: start.run_id,
+            stream: stream as i32,
+            data: data.to_vec(),
+        })),
+    };
+    events
+        .send(output(pb::RunnerStream::Stdout, b"o"))
+        .await
+        .unwrap();
+    events
+        .send(output(pb::RunnerStream::Stderr, b"e"))
+        .await
+        .unwrap();
+    events
+        .send(pb::RunnerEvent {
+            event: Some(pb::runner_event::Event::Exit(pb::RunnerExit {
+                run_id: start.run_id,
+                code: 3,
+                error: String::new(),
+            })),
+        })
+        .await
+        .unwrap();
+    let (got, exit) = by_hand.await.unwrap().unwrap();
+    assert_eq!(
+        got,
+        [Event::Stdout(b"o".to_vec()), Event::Stderr(b"e".to_vec())]
+    );
+    assert_eq!((exit.code, exit.error.as_str()), (3, ""));
+    let (_events2, commands2) = attach(tc.clone()).await;
+    let ended = tokio::time::timeout(Duration::from_secs(10), commands.message()).await;
+    assert!(
+        matches!(ended, Ok(Ok(None))),
+        "the replaced stream ends: {ended:?}"
+    );
+    drop((events, _events2, commands2));
+    eventually(10, "the hand-made runner detached", || {
+        let mut c = c.clone();
+        async move {
+            let r = exec(&mut c, "boxed", pb::Runtime::Container, "true").await;
+            matches!(r, Err(s) if s.code() == Code::FailedPrecondition).then_some(())
+        }
+    })
+    .await;
+
     // The computer's own runner.
     std::fs::create_dir(workspace.path().join("sub")).unwrap();
     mkdir(&mut c, "boxed", "/workspace/sub").await;
