@@ -237,10 +237,11 @@ fn helm_install(cx: &mut Context) -> Result<String> {
 /// `kubectl apply` of the README's example (crds/examples/basic.yaml): the
 /// computer becomes Ready and its PVC Bound.
 fn example_computer(cx: &mut Context) -> Result<String> {
-    cx.tools.apply(&format!(
-        "{{\"apiVersion\":\"v1\",\"kind\":\"Namespace\",\"metadata\":{{\"name\":\"{NS}\"}}}}"
-    ))?
-    .ok("kubectl apply of the namespace")?;
+    cx.tools
+        .apply(&format!(
+            "{{\"apiVersion\":\"v1\",\"kind\":\"Namespace\",\"metadata\":{{\"name\":\"{NS}\"}}}}"
+        ))?
+        .ok("kubectl apply of the namespace")?;
     cx.tools
         .kubectl_ok(&["-n", NS, "apply", "-f", "crds/examples/basic.yaml"])?;
     let ready = cx.wait_ready("scratch", 120)?;
@@ -337,13 +338,26 @@ fn sandbox_pod(cx: &mut Context) -> Result<String> {
 /// `kubectl computer exec --runtime container` runs real binaries on the
 /// same files.
 fn container_runtime(cx: &mut Context) -> Result<String> {
-    let out = cx.exec(
-        "box",
-        "container",
-        "python3 -c 'print(open(\"p.txt\").read().strip())'",
-    )?;
+    // The pod turns Ready when its runner starts; the runner attaches to
+    // the node agent a moment later. Until then the exec is refused as not
+    // connected (and only that refusal is waited out).
+    let start = Instant::now();
+    let ran = eventually(60, "the sandbox pod's runner attached", || {
+        match cx.exec(
+            "box",
+            "container",
+            "python3 -c 'print(open(\"p.txt\").read().strip())'",
+        ) {
+            Err(e) if format!("{e:#}").contains("sandbox pod is not connected") => Err(e),
+            other => Ok(Some(other)),
+        }
+    })?;
+    let out = ran?;
     ensure!(out == "from-pod\n", "python3 printed {out:?}");
-    Ok(String::new())
+    Ok(format!(
+        "first container exec after {:.1} s",
+        start.elapsed().as_secs_f64()
+    ))
 }
 
 /// An invalid manifest is refused by the API server with the CRD's
@@ -358,7 +372,8 @@ fn bad_input(cx: &mut Context) -> Result<String> {
     let out = cx.tools.apply(&bad.to_string())?;
     ensure!(out.code != 0, "an invalid manifest was accepted");
     ensure!(
-        out.stderr.contains("spec.sandbox (with at least its image) is required"),
+        out.stderr
+            .contains("spec.sandbox (with at least its image) is required"),
         "the refusal does not carry the CRD's message: {}",
         out.stderr.trim()
     );
@@ -428,8 +443,15 @@ fn agent_restart(cx: &mut Context) -> Result<String> {
         .collect();
     ensure!(!old.is_empty(), "no node agent pod");
     let start = Instant::now();
-    cx.tools
-        .kubectl_ok(&["-n", SYSTEM_NS, "delete", "pods", "-l", selector, "--wait=true"])?;
+    cx.tools.kubectl_ok(&[
+        "-n",
+        SYSTEM_NS,
+        "delete",
+        "pods",
+        "-l",
+        selector,
+        "--wait=true",
+    ])?;
     eventually(180, "a new Ready node agent pod", || {
         let pods = cx
             .tools
