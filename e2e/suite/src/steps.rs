@@ -237,11 +237,10 @@ fn helm_install(cx: &mut Context) -> Result<String> {
 /// `kubectl apply` of the README's example (crds/examples/basic.yaml): the
 /// computer becomes Ready and its PVC Bound.
 fn example_computer(cx: &mut Context) -> Result<String> {
-    cx.tools
-        .apply(&format!(
-            "{{\"apiVersion\":\"v1\",\"kind\":\"Namespace\",\"metadata\":{{\"name\":\"{NS}\"}}}}"
-        ))?
-        .ok("kubectl apply of the namespace")?;
+    cx.tools.apply(&format!(
+        "{{\"apiVersion\":\"v1\",\"kind\":\"Namespace\",\"metadata\":{{\"name\":\"{NS}\"}}}}"
+    ))?
+    .ok("kubectl apply of the namespace")?;
     cx.tools
         .kubectl_ok(&["-n", NS, "apply", "-f", "crds/examples/basic.yaml"])?;
     let ready = cx.wait_ready("scratch", 120)?;
@@ -372,8 +371,7 @@ fn bad_input(cx: &mut Context) -> Result<String> {
     let out = cx.tools.apply(&bad.to_string())?;
     ensure!(out.code != 0, "an invalid manifest was accepted");
     ensure!(
-        out.stderr
-            .contains("spec.sandbox (with at least its image) is required"),
+        out.stderr.contains("spec.sandbox (with at least its image) is required"),
         "the refusal does not carry the CRD's message: {}",
         out.stderr.trim()
     );
@@ -443,15 +441,8 @@ fn agent_restart(cx: &mut Context) -> Result<String> {
         .collect();
     ensure!(!old.is_empty(), "no node agent pod");
     let start = Instant::now();
-    cx.tools.kubectl_ok(&[
-        "-n",
-        SYSTEM_NS,
-        "delete",
-        "pods",
-        "-l",
-        selector,
-        "--wait=true",
-    ])?;
+    cx.tools
+        .kubectl_ok(&["-n", SYSTEM_NS, "delete", "pods", "-l", selector, "--wait=true"])?;
     eventually(180, "a new Ready node agent pod", || {
         let pods = cx
             .tools
