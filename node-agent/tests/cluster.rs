@@ -971,7 +971,8 @@ async fn a_published_volume_is_served_by_the_cluster_agent() {
         NS_A,
         "basic",
         NODE,
-        serde_json::json!({"storage": {"size": "64Mi"}}),
+        serde_json::json!({"storage": {"size": "64Mi"}, "runtimes": {"container": true},
+                           "sandbox": {"image": "debian:bookworm-slim"}}),
         &tb,
     )
     .await;
@@ -1115,6 +1116,69 @@ async fn a_published_volume_is_served_by_the_cluster_agent() {
         .await
         .unwrap();
     assert_eq!(stdout, "");
+
+    // The container runtime on the published volume, as in a sandbox pod:
+    // the runner as the sandbox user, its workspace the FUSE mount. Files
+    // are shared with the in-process runtimes at once, both ways.
+    let agent_addr = agent.grpc.strip_prefix("http://").unwrap().to_string();
+    let mut runner = Proc::spawn(
+        "agentcomputer-runner",
+        Command::new(runner_exe())
+            .args(["serve", "--workspace"])
+            .arg(&target)
+            .env("AGENTCOMPUTER_AGENT", &agent_addr)
+            .env("AGENTCOMPUTER_COMPUTER", &uid)
+            .env("AGENTCOMPUTER_TOKEN", &tb)
+            .uid(SANDBOX)
+            .gid(SANDBOX),
+        cluster.dir.path().join("runner-volume.log"),
+    );
+    let (stdout, code) = eventually(20, "the runner attached", || {
+        let mut c = c.clone();
+        async move {
+            exec(
+                &mut c,
+                "basic",
+                pb::Runtime::Container,
+                "id -u; cat a; echo from-container > c.txt",
+            )
+            .await
+            .ok()
+        }
+    })
+    .await;
+    assert_eq!((stdout.as_str(), code), ("1000\nhi\n", 0));
+    let (stdout, _) = exec(&mut c, "basic", pb::Runtime::Shell, "cat /workspace/c.txt")
+        .await
+        .unwrap();
+    assert_eq!(stdout, "from-container\n");
+    let (stdout, _) = exec(
+        &mut c,
+        "basic",
+        pb::Runtime::Javascript,
+        "import { readFileSync } from 'node:fs'; console.log(readFileSync('/workspace/c.txt', 'utf8').trim())",
+    )
+    .await
+    .unwrap();
+    assert_eq!(stdout, "from-container\n");
+    exec(
+        &mut c,
+        "basic",
+        pb::Runtime::Shell,
+        "echo from-shell > /workspace/s.txt",
+    )
+    .await
+    .unwrap();
+    let (stdout, code) = exec(
+        &mut c,
+        "basic",
+        pb::Runtime::Container,
+        "cat s.txt; stat -c %u c.txt",
+    )
+    .await
+    .unwrap();
+    assert_eq!((stdout.as_str(), code), ("from-shell\n1000\n", 0));
+    runner.kill();
 
     node.node_unpublish_volume(csi::NodeUnpublishVolumeRequest {
         volume_id: uid.clone(),
