@@ -333,6 +333,7 @@ pub async fn apply(c: Arc<AgentComputer>, ctx: Arc<Context>) -> Result<Action> {
         &pod_name,
         agent.as_ref(),
         ctx.config.runner_image.as_deref(),
+        credential_hash.as_deref(),
         now,
     )
     .await?;
@@ -647,6 +648,7 @@ async fn reconcile_sandbox(
     name: &str,
     agent: Option<&placement::Agent>,
     runner_image: Option<&str>,
+    credential_hash: Option<&str>,
     now: Timestamp,
 ) -> Result<(Option<SandboxState>, Option<Duration>)> {
     let Some(sandbox) = c
@@ -676,7 +678,10 @@ async fn reconcile_sandbox(
         c,
         sandbox,
         agent.and_then(|a| a.ip.as_deref()),
-        runner_image,
+        runner_image.map(|image| pod::Runner {
+            image,
+            credential_hash,
+        }),
     );
     let applied = match apply_obj(pods, name, &desired).await {
         Ok(p) => p,

@@ -579,6 +579,12 @@ async fn operator_chart_and_crd_against_a_real_apiserver() {
         builder.status.as_ref().unwrap().endpoint
     );
     assert_eq!(value("AGENTCOMPUTER_COMPUTER").value, builder.uid());
+    // A rotated token changes the spec, so the pod (and its runner) is
+    // replaced with the new token.
+    assert_eq!(
+        value("AGENTCOMPUTER_CREDENTIAL_HASH").value,
+        builder.status.as_ref().unwrap().credential_hash
+    );
     let token_ref = value("AGENTCOMPUTER_TOKEN")
         .value_from
         .as_ref()

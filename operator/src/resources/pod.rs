@@ -87,14 +87,28 @@ fn restricted() -> SecurityContext {
     }
 }
 
+/// What the pod needs to run the container runtime's runner.
+#[derive(Debug, Clone, Copy)]
+pub struct Runner<'a> {
+    /// The image carrying `agentcomputer-runner` (the node agent's).
+    pub image: &'a str,
+    /// The computer's `status.credentialHash`, put into the sandbox's
+    /// environment as `AGENTCOMPUTER_CREDENTIAL_HASH`: the token reaches
+    /// the runner as an environment variable, read once at start, so a
+    /// rotated token changes the pod's spec, which makes the operator
+    /// replace the pod (pod specs are immutable) and the new runner
+    /// start with the new token.
+    pub credential_hash: Option<&'a str>,
+}
+
 /// Builds the pod. `agent_ip` is the serving node agent's pod IP: the pod
 /// gets HTTP(S)_PROXY pointing at it when the egress policy lists host
-/// names, and, with `runner_image`, the runner dialing it (module docs).
+/// names, and, with `runner`, the runner dialing it (module docs).
 pub fn build(
     c: &AgentComputer,
     sandbox: &SandboxSpec,
     agent_ip: Option<&str>,
-    runner_image: Option<&str>,
+    runner: Option<Runner<'_>>,
 ) -> Pod {
     let proxy = agent_ip;
     let mut env = vec![
@@ -140,8 +154,14 @@ pub fn build(
         ..Default::default()
     }];
     let mut init = None;
-    let command = match (agent_ip, runner_image) {
-        (Some(ip), Some(image)) => {
+    let command = match (agent_ip, runner) {
+        (
+            Some(ip),
+            Some(Runner {
+                image,
+                credential_hash,
+            }),
+        ) => {
             env.push(var(
                 "AGENTCOMPUTER_AGENT",
                 host_port(ip, NODE_AGENT_GRPC_PORT),
@@ -159,6 +179,9 @@ pub fn build(
                     ..Default::default()
                 }),
             });
+            if let Some(hash) = credential_hash {
+                env.push(var("AGENTCOMPUTER_CREDENTIAL_HASH", hash.to_string()));
+            }
             volumes.push(Volume {
                 name: RUNNER_VOLUME.into(),
                 empty_dir: Some(EmptyDirVolumeSource {
@@ -249,5 +272,138 @@ pub fn build(
             ..Default::default()
         }),
         status: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use agentcomputer_crds::{AgentComputerSpec, StorageSpec};
+    use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+
+    fn computer() -> AgentComputer {
+        let mut c = AgentComputer::new(
+            "c1",
+            AgentComputerSpec {
+                storage: StorageSpec {
+                    size: Quantity("1Gi".into()),
+                    reclaim_policy: Default::default(),
+                    max_inodes: None,
+                },
+                runtimes: Default::default(),
+                sandbox: None,
+                egress: Default::default(),
+                limits: Default::default(),
+                node_selector: None,
+                tolerations: None,
+            },
+        );
+        c.metadata.namespace = Some("ns".into());
+        c.metadata.uid = Some("u-1".into());
+        c
+    }
+
+    fn sandbox(command: Option<Vec<String>>) -> SandboxSpec {
+        SandboxSpec {
+            image: "debian:bookworm-slim".into(),
+            command,
+            resources: None,
+            idle_timeout_seconds: 0,
+        }
+    }
+
+    fn env(pod: &Pod) -> Vec<EnvVar> {
+        pod.spec.as_ref().unwrap().containers[0]
+            .env
+            .clone()
+            .unwrap()
+    }
+
+    #[test]
+    fn with_a_runner_the_pod_runs_it_against_its_agent() {
+        let runner = Runner {
+            image: "reg/node-agent:1",
+            credential_hash: Some("sha256:ab"),
+        };
+        let pod = build(
+            &computer(),
+            &sandbox(Some(vec!["sleep".into(), "1".into()])),
+            Some("fd00::7"),
+            Some(runner),
+        );
+        let spec = pod.spec.as_ref().unwrap();
+        let init = &spec.init_containers.as_ref().unwrap()[0];
+        assert_eq!(init.image.as_deref(), Some("reg/node-agent:1"));
+        assert_eq!(
+            spec.containers[0].command.as_deref().unwrap(),
+            ["/agentcomputer/agentcomputer-runner", "serve"]
+        );
+        let env = env(&pod);
+        let get = |n: &str| env.iter().find(|e| e.name == n).cloned();
+        assert_eq!(
+            get("AGENTCOMPUTER_AGENT").unwrap().value.as_deref(),
+            Some("[fd00::7]:7433")
+        );
+        assert_eq!(
+            get("AGENTCOMPUTER_COMPUTER").unwrap().value.as_deref(),
+            Some("u-1")
+        );
+        assert_eq!(
+            get("AGENTCOMPUTER_CREDENTIAL_HASH")
+                .unwrap()
+                .value
+                .as_deref(),
+            Some("sha256:ab")
+        );
+        let token = get("AGENTCOMPUTER_TOKEN").unwrap().value_from.unwrap();
+        let key = token.secret_key_ref.unwrap();
+        assert_eq!(
+            (key.name.as_str(), key.key.as_str()),
+            ("c1-credential", "token")
+        );
+        // A rotated token changes the spec (and so replaces the pod).
+        let rotated = build(
+            &computer(),
+            &sandbox(None),
+            Some("fd00::7"),
+            Some(Runner {
+                credential_hash: Some("sha256:cd"),
+                ..runner
+            }),
+        );
+        assert_ne!(pod.spec, rotated.spec);
+    }
+
+    #[test]
+    fn without_a_runner_or_an_agent_the_command_is_the_specs() {
+        let own = Some(vec!["sleep".into(), "1".into()]);
+        let runner = Runner {
+            image: "reg/node-agent:1",
+            credential_hash: None,
+        };
+        for pod in [
+            build(&computer(), &sandbox(own.clone()), Some("10.0.0.1"), None),
+            build(&computer(), &sandbox(own.clone()), None, Some(runner)),
+        ] {
+            let spec = pod.spec.unwrap();
+            assert!(spec.init_containers.is_none());
+            assert_eq!(spec.containers[0].command, own);
+            assert!(
+                !spec.containers[0]
+                    .env
+                    .as_ref()
+                    .unwrap()
+                    .iter()
+                    .any(|e| e.name.starts_with("AGENTCOMPUTER_AGENT"))
+            );
+        }
+        let default = build(&computer(), &sandbox(None), None, None);
+        assert_eq!(
+            default.spec.unwrap().containers[0]
+                .command
+                .as_deref()
+                .unwrap(),
+            ["sleep", "infinity"]
+        );
     }
 }
