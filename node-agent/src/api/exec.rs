@@ -4,8 +4,9 @@
 //! ES module whose default export gets `input_json` and returns the result);
 //! the third, the container, runs the bash script with real binaries in a
 //! sandbox, through whichever [`ContainerRuntime`] the mode gave the
-//! service (the local sandbox, or the computer's sandbox pod in a cluster). The in-process runtimes run a program
-//! on an OS thread of its own, so a busy program never
+//! service (the local sandbox, or the computer's sandbox pod in a
+//! cluster). The in-process runtimes run a program on an OS thread of its
+//! own, so a busy program never
 //! occupies the server's worker threads and runs on different computers
 //! never wait on each other. The run is cancelled when the client goes away
 //! (the response stream is dropped), when the computer is deleted, or when

@@ -9,7 +9,8 @@
 //! storage capacity ([`capacity`]), serves the FUSE connections the
 //! mounter hands over ([`crate::fuse_link`]), runs container execs in the
 //! computers' sandbox pods through the runners attached to it
-//! ([`sandboxes`]), and serves metrics and probes ([`http`]). docs/cluster.md describes the contract with the operator.
+//! ([`sandboxes`]), and serves metrics and probes ([`http`]).
+//! docs/cluster.md describes the contract with the operator.
 
 pub mod activity;
 pub mod capacity;
