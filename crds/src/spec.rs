@@ -152,8 +152,11 @@ pub struct SandboxSpec {
     #[schemars(length(min = 1, max = 1024))]
     pub image: String,
 
-    /// Command of the sandbox container. Defaults to ["sleep", "infinity"], so
-    /// that the container stays up for execs.
+    /// Command of the sandbox container when the operator runs without a
+    /// runner image. Defaults to ["sleep", "infinity"]. With a runner image
+    /// (as the Helm chart installs it) the container runs the node agent's
+    /// agentcomputer-runner, which serves container execs, and this is not
+    /// used.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 64))]
     pub command: Option<Vec<String>>,

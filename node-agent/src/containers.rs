@@ -35,6 +35,51 @@ use crate::blocking::blocking;
 /// directly.
 pub const NO_PROXY: &str = "localhost,127.0.0.1,::1";
 
+/// Where an agent's container execs go: the local sandbox ([`Containers`])
+/// or, in a cluster, the computer's sandbox pod
+/// (`crate::cluster::sandboxes::Sandboxes`). The exec call keeps the
+/// contract (limits, events, cancellation) whichever runs the script.
+#[tonic::async_trait]
+pub trait ContainerRuntime: Send + Sync + 'static {
+    /// Why no container run can start on this agent at all (refused with
+    /// FAILED_PRECONDITION before the computer is looked at).
+    fn unavailable_reason(&self) -> Option<String>;
+
+    /// Why computer `key` (its registry key) cannot run a container exec
+    /// now, asked once the computer is known to enable the runtime
+    /// (refused with FAILED_PRECONDITION). The default: nothing stops it.
+    fn not_ready(&self, key: &str) -> Option<String> {
+        let _ = key;
+        None
+    }
+
+    /// Runs `run` to its end, sending its output to `out`; `cancel` (or
+    /// `out` closing) stops it. Every process of the run is gone, or being
+    /// killed, when this returns.
+    async fn run(
+        &self,
+        run: ContainerRun,
+        out: mpsc::Sender<OutputChunk>,
+        cancel: CancellationToken,
+    ) -> Outcome;
+}
+
+#[tonic::async_trait]
+impl ContainerRuntime for Containers {
+    fn unavailable_reason(&self) -> Option<String> {
+        self.backend.as_ref().err().map(ToString::to_string)
+    }
+
+    async fn run(
+        &self,
+        run: ContainerRun,
+        out: mpsc::Sender<OutputChunk>,
+        cancel: CancellationToken,
+    ) -> Outcome {
+        Containers::run(self, run, out, cancel).await
+    }
+}
+
 /// The container runtime of one agent: a backend, or why there is none.
 pub struct Containers {
     backend: Result<Arc<dyn Backend>, Unavailable>,
@@ -46,8 +91,13 @@ pub struct Containers {
 
 /// What an exec asks of the container runtime (already validated).
 pub struct ContainerRun {
+    /// The computer's registry key (its name locally, its uid in a cluster).
     pub computer: String,
+    /// Its files (the local sandbox mounts them; a sandbox pod has them
+    /// through its volume).
     pub fs: Fs,
+    /// Its egress policy (the local sandbox enforces it; in a cluster the
+    /// operator's NetworkPolicy does).
     pub egress: Arc<Policy>,
     pub script: String,
     /// Absolute path inside the sandbox, `/workspace` or below.
@@ -101,11 +151,6 @@ impl Containers {
     /// A runtime that refuses every run with `reason`.
     pub fn unavailable(reason: &str) -> Containers {
         Containers::with_backend(Err(Unavailable(reason.to_string())), PathBuf::new())
-    }
-
-    /// Why runs are refused, if they are.
-    pub fn unavailable_reason(&self) -> Option<&Unavailable> {
-        self.backend.as_ref().err()
     }
 
     /// The egress proxy's decision counter, for the agent's metrics.

@@ -94,12 +94,17 @@ struct Agent {
 
 impl Agent {
     async fn start(cluster: &Cluster, data: &Path, log: &str) -> Agent {
+        Agent::start_at(cluster, data, log, "127.0.0.1:0").await
+    }
+
+    /// [`Agent::start`] with the gRPC API on `listen`.
+    async fn start_at(cluster: &Cluster, data: &Path, log: &str, listen: &str) -> Agent {
         let log = cluster.dir.path().join(log);
         let mut proc = Proc::spawn(
             "node-agent",
             Command::new(env!("CARGO_BIN_EXE_node-agent"))
                 .args(["cluster", "--node-name", NODE, "--namespace", SYSTEM_NS])
-                .args(["--listen", "127.0.0.1:0", "--metrics-addr", "127.0.0.1:0"])
+                .args(["--listen", listen, "--metrics-addr", "127.0.0.1:0"])
                 .args(["--status-interval", "1s", "--idle-timeout", "2s"])
                 .arg("--data-dir")
                 .arg(data)
@@ -966,7 +971,8 @@ async fn a_published_volume_is_served_by_the_cluster_agent() {
         NS_A,
         "basic",
         NODE,
-        serde_json::json!({"storage": {"size": "64Mi"}}),
+        serde_json::json!({"storage": {"size": "64Mi"}, "runtimes": {"container": true},
+                           "sandbox": {"image": "debian:bookworm-slim"}}),
         &tb,
     )
     .await;
@@ -1111,6 +1117,69 @@ async fn a_published_volume_is_served_by_the_cluster_agent() {
         .unwrap();
     assert_eq!(stdout, "");
 
+    // The container runtime on the published volume, as in a sandbox pod:
+    // the runner as the sandbox user, its workspace the FUSE mount. Files
+    // are shared with the in-process runtimes at once, both ways.
+    let agent_addr = agent.grpc.strip_prefix("http://").unwrap().to_string();
+    let mut runner = Proc::spawn(
+        "agentcomputer-runner",
+        Command::new(runner_exe())
+            .args(["serve", "--workspace"])
+            .arg(&target)
+            .env("AGENTCOMPUTER_AGENT", &agent_addr)
+            .env("AGENTCOMPUTER_COMPUTER", &uid)
+            .env("AGENTCOMPUTER_TOKEN", &tb)
+            .uid(SANDBOX)
+            .gid(SANDBOX),
+        cluster.dir.path().join("runner-volume.log"),
+    );
+    let (stdout, code) = eventually(20, "the runner attached", || {
+        let mut c = c.clone();
+        async move {
+            exec(
+                &mut c,
+                "basic",
+                pb::Runtime::Container,
+                "id -u; cat a; echo from-container > c.txt",
+            )
+            .await
+            .ok()
+        }
+    })
+    .await;
+    assert_eq!((stdout.as_str(), code), ("1000\nhi\n", 0));
+    let (stdout, _) = exec(&mut c, "basic", pb::Runtime::Shell, "cat /workspace/c.txt")
+        .await
+        .unwrap();
+    assert_eq!(stdout, "from-container\n");
+    let (stdout, _) = exec(
+        &mut c,
+        "basic",
+        pb::Runtime::Javascript,
+        "import { readFileSync } from 'node:fs'; console.log(readFileSync('/workspace/c.txt', 'utf8').trim())",
+    )
+    .await
+    .unwrap();
+    assert_eq!(stdout, "from-container\n");
+    exec(
+        &mut c,
+        "basic",
+        pb::Runtime::Shell,
+        "echo from-shell > /workspace/s.txt",
+    )
+    .await
+    .unwrap();
+    let (stdout, code) = exec(
+        &mut c,
+        "basic",
+        pb::Runtime::Container,
+        "cat s.txt; stat -c %u c.txt",
+    )
+    .await
+    .unwrap();
+    assert_eq!((stdout.as_str(), code), ("from-shell\n1000\n", 0));
+    runner.kill();
+
     node.node_unpublish_volume(csi::NodeUnpublishVolumeRequest {
         volume_id: uid.clone(),
         target_path: target.display().to_string(),
@@ -1121,4 +1190,601 @@ async fn a_published_volume_is_served_by_the_cluster_agent() {
     agent.stop().await;
     let _ = stop_mounter.send(());
     mounter.await.unwrap().unwrap();
+}
+
+/// The sandbox runner: built by cargo (the same profile and target
+/// directory as this test) on first use; its path.
+fn runner_exe() -> PathBuf {
+    static EXE: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    EXE.get_or_init(|| {
+        let out = Command::new(env!("CARGO"))
+            .current_dir(repo())
+            .args(["build", "--quiet", "--message-format=json"])
+            .args([
+                "-p",
+                "agentcomputer-runner",
+                "--bin",
+                "agentcomputer-runner",
+            ])
+            .stderr(std::process::Stdio::inherit())
+            .output()
+            .expect("cargo");
+        assert!(
+            out.status.success(),
+            "cargo build -p agentcomputer-runner failed"
+        );
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .find_map(|m| m["executable"].as_str().map(PathBuf::from))
+            .expect("cargo names the runner executable")
+    })
+    .clone()
+}
+
+/// `agentcomputer-runner serve` for `computer` with `token`, dialing
+/// `agent`, its workspace at `workspace`.
+fn start_runner(
+    cluster: &Cluster,
+    agent: &str,
+    computer: &str,
+    token: &str,
+    workspace: &Path,
+    log: &str,
+) -> Proc {
+    Proc::spawn(
+        "agentcomputer-runner",
+        Command::new(runner_exe())
+            .args(["serve", "--workspace"])
+            .arg(workspace)
+            .env("AGENTCOMPUTER_AGENT", agent)
+            .env("AGENTCOMPUTER_COMPUTER", computer)
+            .env("AGENTCOMPUTER_TOKEN", token),
+        cluster.dir.path().join(log),
+    )
+}
+
+/// A container exec's events, in order, with the exit.
+async fn container_events(
+    c: &mut Api_,
+    req: pb::ExecRequest,
+) -> Result<(Vec<Event>, pb::ExecExit), tonic::Status> {
+    let req = pb::ExecRequest {
+        runtime: pb::Runtime::Container as i32,
+        ..req
+    };
+    let mut stream = c.exec(req).await?.into_inner();
+    let mut events = Vec::new();
+    while let Some(ev) = stream.message().await? {
+        match ev.event.unwrap() {
+            Event::Exit(e) => return Ok((events, e)),
+            other => events.push(other),
+        }
+    }
+    panic!("exec ended without an exit event");
+}
+
+fn text_of(events: &[Event], stderr: bool) -> String {
+    events
+        .iter()
+        .filter_map(|e| match (e, stderr) {
+            (Event::Stdout(b), false) | (Event::Stderr(b), true) => {
+                Some(String::from_utf8_lossy(b).to_string())
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+/// Whether process `pid` is gone (not even a zombie).
+fn gone(pid: i32) -> bool {
+    !Path::new(&format!("/proc/{pid}")).exists()
+}
+
+fn read_pid(path: &Path) -> i32 {
+    std::fs::read_to_string(path)
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+async fn all_gone(pids: &[i32], what: &str) {
+    let pids = pids.to_vec();
+    eventually(10, what, || {
+        let done = pids.iter().all(|p| gone(*p)).then_some(());
+        async move { done }
+    })
+    .await;
+}
+
+/// Container execs in cluster mode go to the computer's sandbox runner:
+/// the runner binary runs here as a local process (its workspace a
+/// temporary directory), attached to a cluster-mode agent over real gRPC.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn container_execs_run_in_the_sandbox_runner() {
+    use agentcomputer_proto::v1::sandbox_runner_client::SandboxRunnerClient;
+    use futures::StreamExt;
+
+    if support::skipped() {
+        return;
+    }
+    let runner = runner_exe();
+    assert!(runner.exists());
+    let (cluster, admin) = prepared_cluster().await;
+    let data = cluster.dir.path().join("node-data");
+    // A fixed port: the runner dials the same address after the restart.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let addr = format!("127.0.0.1:{port}");
+    let agent = Agent::start_at(&cluster, &data, "node-agent-runner-1.log", &addr).await;
+
+    let (tc, tp) = (token("container"), token("plain"));
+    let sandbox = serde_json::json!({"image": "debian:bookworm-slim"});
+    let uid = computer(
+        &admin,
+        NS_A,
+        "boxed",
+        NODE,
+        serde_json::json!({"storage": {"size": "64Mi"},
+                           "runtimes": {"container": true}, "sandbox": sandbox}),
+        &tc,
+    )
+    .await;
+    computer(
+        &admin,
+        NS_A,
+        "plain",
+        NODE,
+        serde_json::json!({"storage": {"size": "64Mi"}}),
+        &tp,
+    )
+    .await;
+    let mut c = agent.client(Some(&tc)).await;
+    let mut p = agent.client(Some(&tp)).await;
+    for (client, name) in [(&c, "boxed"), (&p, "plain")] {
+        eventually(30, "the computer's credential on the agent", || {
+            let mut client = client.clone();
+            async move { stat(&mut client, name, "/workspace").await.ok() }
+        })
+        .await;
+    }
+
+    // A runtime the computer does not enable.
+    let (code, msg) = code_of(exec(&mut p, "plain", pb::Runtime::Container, "true").await);
+    assert_eq!(code, Code::FailedPrecondition);
+    assert!(msg.contains("runtime container is disabled"), "{msg}");
+
+    // No runner attached yet.
+    let (code, msg) = code_of(exec(&mut c, "boxed", pb::Runtime::Container, "true").await);
+    assert_eq!(code, Code::FailedPrecondition);
+    assert!(
+        msg.contains("sandbox pod is not connected")
+            && msg.contains("runtimes.container must be true")
+            && msg.contains("kubectl get pod boxed-sandbox -n team-a"),
+        "{msg}"
+    );
+
+    // A runner without the right token cannot attach: none at all, an
+    // unknown one, another computer's.
+    let hello = |computer: &str| pb::RunnerEvent {
+        event: Some(pb::runner_event::Event::Hello(pb::RunnerHello {
+            computer: computer.into(),
+            version: "test".into(),
+        })),
+    };
+    for (token, want) in [
+        (None, Code::Unauthenticated),
+        (Some(token("nobody")), Code::Unauthenticated),
+        (Some(tp.clone()), Code::PermissionDenied),
+    ] {
+        let channel = Channel::from_shared(agent.grpc.clone())
+            .unwrap()
+            .connect()
+            .await
+            .unwrap();
+        let mut rc = SandboxRunnerClient::with_interceptor(channel, Bearer(token));
+        let got = rc
+            .attach(futures::stream::iter([hello(&uid)]).chain(futures::stream::pending()))
+            .await;
+        assert_eq!(got.map(|_| ()).unwrap_err().code(), want);
+    }
+    // A runner process with a wrong token keeps retrying and never serves.
+    let workspace = tempfile::tempdir().unwrap();
+    let mut wrong = start_runner(
+        &cluster,
+        &addr,
+        &uid,
+        &token("nobody"),
+        workspace.path(),
+        "runner-wrong.log",
+    );
+    eventually(20, "the refusal in the runner's log", || {
+        let refused = std::fs::read_to_string(&wrong.log)
+            .unwrap_or_default()
+            .contains("attach refused: Unauthenticated");
+        async move { refused.then_some(()) }
+    })
+    .await;
+    assert!(wrong.alive(), "a refused runner keeps trying");
+    let (code, _) = code_of(exec(&mut c, "boxed", pb::Runtime::Container, "true").await);
+    assert_eq!(code, Code::FailedPrecondition);
+    wrong.kill();
+
+    // The protocol, spoken by hand: a run goes down as `start`, its events
+    // come back as the exec's; a second attach replaces the first and
+    // ends its stream.
+    let attach = |token: String| {
+        let grpc = agent.grpc.clone();
+        let uid = uid.clone();
+        async move {
+            let channel = Channel::from_shared(grpc).unwrap().connect().await.unwrap();
+            let mut rc = SandboxRunnerClient::with_interceptor(channel, Bearer(Some(token)));
+            let (tx, rx) = tokio::sync::mpsc::channel(8);
+            tx.send(hello(&uid)).await.unwrap();
+            let commands = rc
+                .attach(tokio_stream::wrappers::ReceiverStream::new(rx))
+                .await
+                .unwrap()
+                .into_inner();
+            (tx, commands)
+        }
+    };
+    let (events, mut commands) = attach(tc.clone()).await;
+    let mut c2 = c.clone();
+    let by_hand = tokio::spawn(async move {
+        container_events(
+            &mut c2,
+            pb::ExecRequest {
+                computer: "boxed".into(),
+                script: "by hand".into(),
+                stdin: b"in".to_vec(),
+                env: [("K".to_string(), "V".to_string())].into(),
+                timeout_ms: 5000,
+                max_output_bytes: 77,
+                ..Default::default()
+            },
+        )
+        .await
+    });
+    let start = match commands.message().await.unwrap().unwrap().command.unwrap() {
+        pb::runner_command::Command::Start(start) => start,
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(
+        (
+            start.script.as_str(),
+            start.cwd.as_str(),
+            start.stdin.as_slice()
+        ),
+        ("by hand", "/workspace", &b"in"[..])
+    );
+    assert_eq!((start.timeout_ms, start.max_output_bytes), (5000, 77));
+    assert_eq!(start.env["K"], "V");
+    let output = |stream: pb::RunnerStream, data: &[u8]| pb::RunnerEvent {
+        event: Some(pb::runner_event::Event::Output(pb::RunnerOutput {
+            run_id: start.run_id,
+            stream: stream as i32,
+            data: data.to_vec(),
+        })),
+    };
+    events
+        .send(output(pb::RunnerStream::Stdout, b"o"))
+        .await
+        .unwrap();
+    events
+        .send(output(pb::RunnerStream::Stderr, b"e"))
+        .await
+        .unwrap();
+    events
+        .send(pb::RunnerEvent {
+            event: Some(pb::runner_event::Event::Exit(pb::RunnerExit {
+                run_id: start.run_id,
+                code: 3,
+                error: String::new(),
+            })),
+        })
+        .await
+        .unwrap();
+    let (got, exit) = by_hand.await.unwrap().unwrap();
+    assert_eq!(
+        got,
+        [Event::Stdout(b"o".to_vec()), Event::Stderr(b"e".to_vec())]
+    );
+    assert_eq!((exit.code, exit.error.as_str()), (3, ""));
+    let (_events2, commands2) = attach(tc.clone()).await;
+    let ended = tokio::time::timeout(Duration::from_secs(10), commands.message()).await;
+    assert!(
+        matches!(ended, Ok(Ok(None))),
+        "the replaced stream ends: {ended:?}"
+    );
+    drop((events, _events2, commands2));
+    eventually(10, "the hand-made runner detached", || {
+        let mut c = c.clone();
+        async move {
+            let r = exec(&mut c, "boxed", pb::Runtime::Container, "true").await;
+            matches!(r, Err(s) if s.code() == Code::FailedPrecondition).then_some(())
+        }
+    })
+    .await;
+
+    // The computer's own runner.
+    std::fs::create_dir(workspace.path().join("sub")).unwrap();
+    mkdir(&mut c, "boxed", "/workspace/sub").await;
+    let mut runner = start_runner(&cluster, &addr, &uid, &tc, workspace.path(), "runner.log");
+    eventually(20, "the runner attached", || {
+        let mut c = c.clone();
+        async move {
+            exec(&mut c, "boxed", pb::Runtime::Container, "true")
+                .await
+                .ok()
+        }
+    })
+    .await;
+    let metrics = get(&format!("{}/metrics", agent.http)).await.1;
+    assert!(
+        metrics.contains("\nagentcomputer_node_sandbox_runners 1\n"),
+        "{metrics}"
+    );
+
+    // Latency of `true` end to end (client → agent → runner → bash and
+    // back), printed for docs/container-runtime.md.
+    let mut took = Vec::new();
+    for _ in 0..20 {
+        let t = std::time::Instant::now();
+        let (_, code) = exec(&mut c, "boxed", pb::Runtime::Container, "true")
+            .await
+            .unwrap();
+        assert_eq!(code, 0);
+        took.push(t.elapsed());
+    }
+    took.sort();
+    eprintln!(
+        "container exec of `true` through the runner: p50 {:?}, max {:?} (20 runs)",
+        took[10], took[19]
+    );
+    assert!(took[10] < Duration::from_secs(1), "{took:?}");
+
+    // Exit codes.
+    let req = |script: &str| pb::ExecRequest {
+        computer: "boxed".into(),
+        script: script.into(),
+        ..Default::default()
+    };
+    let (_, exit) = container_events(&mut c, req("exit 7")).await.unwrap();
+    assert_eq!((exit.code, exit.error.as_str()), (7, ""));
+    let (_, exit) = container_events(&mut c, req("kill -TERM $$"))
+        .await
+        .unwrap();
+    assert_eq!(exit.code, 128 + 15);
+
+    // stdout and stderr in order, as they come (apart in time: the two
+    // pipes are read independently).
+    let started = std::time::Instant::now();
+    let mut stream = c
+        .exec(pb::ExecRequest {
+            runtime: pb::Runtime::Container as i32,
+            ..req("echo one; sleep 0.3; echo err >&2; sleep 1.2; echo two")
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let first = stream.message().await.unwrap().unwrap().event.unwrap();
+    assert_eq!(first, Event::Stdout(b"one\n".to_vec()));
+    assert!(
+        started.elapsed() < Duration::from_millis(1200),
+        "the first line came only after {:?}",
+        started.elapsed()
+    );
+    let mut events = vec![first];
+    let exit = loop {
+        match stream.message().await.unwrap().unwrap().event.unwrap() {
+            Event::Exit(e) => break e,
+            other => events.push(other),
+        }
+    };
+    assert_eq!(exit.code, 0);
+    assert_eq!(text_of(&events, false), "one\ntwo\n");
+    assert_eq!(text_of(&events, true), "err\n");
+    let err_at = events
+        .iter()
+        .position(|e| matches!(e, Event::Stderr(_)))
+        .unwrap();
+    let two_at = events
+        .iter()
+        .position(|e| *e == Event::Stdout(b"two\n".to_vec()))
+        .unwrap();
+    assert!(err_at < two_at, "{events:?}");
+
+    // stdin, env (the runner's own variables stay out), cwd.
+    let (events, exit) = container_events(
+        &mut c,
+        pb::ExecRequest {
+            stdin: b"from stdin\n".to_vec(),
+            env: [("GREETING".to_string(), "hello".to_string())].into(),
+            cwd: "sub".into(),
+            ..req("cat; echo \"$GREETING ${AGENTCOMPUTER_TOKEN:-no-token}\"; pwd")
+        },
+    )
+    .await
+    .unwrap();
+    assert_eq!(exit.code, 0, "{}", text_of(&events, true));
+    let sub = workspace.path().join("sub").canonicalize().unwrap();
+    assert_eq!(
+        text_of(&events, false),
+        format!("from stdin\nhello no-token\n{}\n", sub.display())
+    );
+    // A cwd missing from the computer is refused before the run.
+    let (code, _) = code_of(
+        container_events(
+            &mut c,
+            pb::ExecRequest {
+                cwd: "missing".into(),
+                ..req("true")
+            },
+        )
+        .await,
+    );
+    assert_eq!(code, Code::NotFound);
+
+    // The timeout kills the whole process group, background jobs too.
+    let started = std::time::Instant::now();
+    let (events, exit) = container_events(
+        &mut c,
+        pb::ExecRequest {
+            timeout_ms: 1500,
+            ..req("sleep 100 & echo $! > bg.pid; echo $$ > fg.pid; sleep 100")
+        },
+    )
+    .await
+    .unwrap();
+    let took = started.elapsed();
+    assert_eq!(exit.code, 124);
+    assert_eq!(exit.error, "container: script timed out after 1.5s");
+    assert!(text_of(&events, true).contains("timed out"));
+    assert!(
+        took >= Duration::from_millis(1400) && took < Duration::from_secs(5),
+        "{took:?}"
+    );
+    let pids = [
+        read_pid(&workspace.path().join("bg.pid")),
+        read_pid(&workspace.path().join("fg.pid")),
+    ];
+    all_gone(&pids, "the timed-out run's processes gone").await;
+
+    // The output cap: cut at the cap, the run stopped and told.
+    let (events, exit) = container_events(
+        &mut c,
+        pb::ExecRequest {
+            max_output_bytes: 1000,
+            ..req("yes | head -c 100000; sleep 100")
+        },
+    )
+    .await
+    .unwrap();
+    assert_eq!(exit.code, 141);
+    assert_eq!(
+        exit.error,
+        "container: output exceeded 1000 bytes; output truncated and script stopped"
+    );
+    assert_eq!(text_of(&events, false).len(), 1000);
+
+    // A client that goes away cancels the run and its background jobs.
+    let mut stream = c
+        .exec(pb::ExecRequest {
+            runtime: pb::Runtime::Container as i32,
+            ..req("sleep 100 & echo $! > c-bg.pid; echo $$ > c-fg.pid; echo started; sleep 100")
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let first = stream.message().await.unwrap().unwrap().event.unwrap();
+    assert_eq!(first, Event::Stdout(b"started\n".to_vec()));
+    let pids = [
+        read_pid(&workspace.path().join("c-bg.pid")),
+        read_pid(&workspace.path().join("c-fg.pid")),
+    ];
+    assert!(!gone(pids[0]) && !gone(pids[1]));
+    drop(stream);
+    all_gone(&pids, "the abandoned run's processes gone").await;
+
+    // The agent restarts; the runner reconnects by itself and execs work
+    // again. A run in flight when the agent goes is killed by the runner.
+    let mut stream = c
+        .exec(pb::ExecRequest {
+            runtime: pb::Runtime::Container as i32,
+            timeout_ms: 60_000,
+            ..req("sleep 100 & echo $! > r-bg.pid; echo started; sleep 100")
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let first = stream.message().await.unwrap().unwrap().event.unwrap();
+    assert_eq!(first, Event::Stdout(b"started\n".to_vec()));
+    let bg = read_pid(&workspace.path().join("r-bg.pid"));
+    agent.stop().await;
+    drop(stream);
+    all_gone(&[bg], "the run of the lost stream killed").await;
+    assert!(
+        runner.alive(),
+        "the runner outlives its agent:\n{}",
+        runner.log_tail()
+    );
+    let agent = Agent::start_at(&cluster, &data, "node-agent-runner-2.log", &addr).await;
+    let mut c = agent.client(Some(&tc)).await;
+    let (out, code) = eventually(30, "the runner attached again", || {
+        let mut c = c.clone();
+        async move {
+            exec(&mut c, "boxed", pb::Runtime::Container, "echo back")
+                .await
+                .ok()
+        }
+    })
+    .await;
+    assert_eq!((out.as_str(), code), ("back\n", 0));
+    assert!(
+        std::fs::read_to_string(&runner.log)
+            .unwrap()
+            .matches("attached to the node agent")
+            .count()
+            >= 2
+    );
+
+    // SIGTERM ends the runner, and its runs with it.
+    let mut stream = c
+        .exec(pb::ExecRequest {
+            runtime: pb::Runtime::Container as i32,
+            ..req("sleep 100 & echo $! > t-bg.pid; echo started; sleep 100")
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let first = stream.message().await.unwrap().unwrap().event.unwrap();
+    assert_eq!(first, Event::Stdout(b"started\n".to_vec()));
+    let bg = read_pid(&workspace.path().join("t-bg.pid"));
+    let pid = nix::unistd::Pid::from_raw(runner.child.id() as i32);
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).unwrap();
+    let status = eventually(10, "the runner's exit", || {
+        let s = runner.child.try_wait().unwrap();
+        async move { s }
+    })
+    .await;
+    assert!(status.success(), "{status}:\n{}", runner.log_tail());
+    all_gone(&[bg], "the runs of a stopped runner killed").await;
+    // The exec learns that its runner went away.
+    let mut rest = Vec::new();
+    let exit = loop {
+        match stream.message().await.unwrap().unwrap().event.unwrap() {
+            Event::Exit(e) => break e,
+            other => rest.push(other),
+        }
+    };
+    // Killed: either the runner's last word (SIGKILL's status) or, when
+    // it exited first, the agent's report of the lost runner.
+    assert_ne!(exit.code, 0, "{exit:?}");
+    assert!(
+        exit.error.is_empty() || exit.error.contains("runner disconnected"),
+        "{exit:?}"
+    );
+    let (code, _) = code_of(exec(&mut c, "boxed", pb::Runtime::Container, "true").await);
+    assert_eq!(code, Code::FailedPrecondition);
+    let metrics = get(&format!("{}/metrics", agent.http)).await.1;
+    assert!(
+        metrics.contains("\nagentcomputer_node_sandbox_runners 0\n"),
+        "{metrics}"
+    );
+    agent.stop().await;
+}
+
+async fn mkdir(c: &mut Api_, computer: &str, path: &str) {
+    c.mkdir(pb::MkdirRequest {
+        computer: computer.into(),
+        path: path.into(),
+        ..Default::default()
+    })
+    .await
+    .unwrap();
 }

@@ -4,6 +4,9 @@
 #   serving over handed-over descriptors, gRPC API, runtimes, egress proxy;
 # - agentcomputer-mounter (privileged): CSI node plugin; mounts /dev/fuse
 #   descriptors into pod volume paths and hands them to the agent.
+# It also carries agentcomputer-runner, static (musl), which the operator's
+# sandbox pods copy into their own image with an init container and run to
+# serve container execs.
 # Build from the repository root:
 #   docker build -f operator/docker/node-agent.Dockerfile -t ghcr.io/agentcomputer/node-agent:0.1.0 .
 FROM rust:1.95-bookworm AS build
@@ -11,8 +14,11 @@ WORKDIR /src
 COPY . .
 RUN --mount=type=cache,target=/usr/local/cargo/registry \
     --mount=type=cache,target=/src/target \
-    cargo build --release --locked --bin node-agent --bin agentcomputer-mounter \
- && cp target/release/node-agent target/release/agentcomputer-mounter /
+    rustup target add x86_64-unknown-linux-musl \
+ && cargo build --release --locked --bin node-agent --bin agentcomputer-mounter \
+ && cargo build --release --locked --target x86_64-unknown-linux-musl -p agentcomputer-runner \
+ && cp target/release/node-agent target/release/agentcomputer-mounter / \
+ && strip -o /agentcomputer-runner target/x86_64-unknown-linux-musl/release/agentcomputer-runner
 
 # fuse3 and util-linux: the FUSE and mount tools a mounter may call; the
 # agent needs neither but shares the image.
@@ -20,6 +26,6 @@ FROM debian:bookworm-slim
 RUN apt-get update \
  && apt-get install -y --no-install-recommends fuse3 util-linux ca-certificates \
  && rm -rf /var/lib/apt/lists/*
-COPY --from=build /node-agent /agentcomputer-mounter /usr/local/bin/
+COPY --from=build /node-agent /agentcomputer-mounter /agentcomputer-runner /usr/local/bin/
 EXPOSE 7433 3128 9090
 ENTRYPOINT ["/usr/local/bin/node-agent"]

@@ -30,6 +30,11 @@ pub struct Config {
     pub storage_class: String,
     /// Seconds between periodic reconciles of a healthy computer.
     pub resync_seconds: u64,
+    /// Image holding `agentcomputer-runner` (the node agent's image), which
+    /// sandbox pods install from an init container and run as their main
+    /// process (see [`crate::resources::pod`]). `None`: sandbox pods run
+    /// `spec.sandbox.command` and container execs cannot reach them.
+    pub runner_image: Option<String>,
 }
 
 impl Default for Config {
@@ -44,6 +49,7 @@ impl Default for Config {
             .into(),
             storage_class: "agentcomputer".into(),
             resync_seconds: 300,
+            runner_image: None,
         }
     }
 }

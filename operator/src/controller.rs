@@ -327,8 +327,16 @@ pub async fn apply(c: Arc<AgentComputer>, ctx: Arc<Context>) -> Result<Action> {
     // 5. Sandbox.
     let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
     let pod_name = resources::pod_name(&c);
-    let (sandbox, requeue_idle) =
-        reconcile_sandbox(&c, &pods, &pod_name, agent.as_ref(), now).await?;
+    let (sandbox, requeue_idle) = reconcile_sandbox(
+        &c,
+        &pods,
+        &pod_name,
+        agent.as_ref(),
+        ctx.config.runner_image.as_deref(),
+        credential_hash.as_deref(),
+        now,
+    )
+    .await?;
 
     // 6. Status.
     let node_alive = node_obj.is_some();
@@ -639,6 +647,8 @@ async fn reconcile_sandbox(
     pods: &Api<Pod>,
     name: &str,
     agent: Option<&placement::Agent>,
+    runner_image: Option<&str>,
+    credential_hash: Option<&str>,
     now: Timestamp,
 ) -> Result<(Option<SandboxState>, Option<Duration>)> {
     let Some(sandbox) = c
@@ -664,7 +674,15 @@ async fn reconcile_sandbox(
         };
         return Ok((Some(st), None));
     }
-    let desired = pod::build(c, sandbox, agent.and_then(|a| a.ip.as_deref()));
+    let desired = pod::build(
+        c,
+        sandbox,
+        agent.and_then(|a| a.ip.as_deref()),
+        runner_image.map(|image| pod::Runner {
+            image,
+            credential_hash,
+        }),
+    );
     let applied = match apply_obj(pods, name, &desired).await {
         Ok(p) => p,
         // Most of a pod's spec is immutable: replace the pod when it changed.

@@ -46,6 +46,12 @@ struct Args {
     /// storageClassName of computers' PVs and PVCs.
     #[arg(long, env = "STORAGE_CLASS", default_value = "agentcomputer")]
     storage_class: String,
+    /// Image carrying agentcomputer-runner (the node agent's image), which
+    /// sandbox pods install and run so that container execs reach them.
+    /// Without it sandbox pods run spec.sandbox.command and container execs
+    /// are refused.
+    #[arg(long, env = "RUNNER_IMAGE")]
+    runner_image: Option<String>,
     /// Seconds between periodic reconciles of a Ready computer.
     #[arg(long, env = "RESYNC_SECONDS", default_value_t = 300)]
     resync_seconds: u64,
@@ -86,7 +92,13 @@ async fn main() -> anyhow::Result<()> {
         agent_labels,
         storage_class: args.storage_class.clone(),
         resync_seconds: args.resync_seconds,
+        runner_image: args.runner_image.clone().filter(|i| !i.trim().is_empty()),
     };
+    if config.runner_image.is_none() {
+        tracing::warn!(
+            "--runner-image is not set: sandbox pods get no runner and container execs are refused"
+        );
+    }
     let identity = args.identity.clone().unwrap_or_else(|| {
         let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
         format!("{}-{}", host.trim(), std::process::id())

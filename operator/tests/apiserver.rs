@@ -16,6 +16,7 @@ use agentcomputer_crds::{AgentComputer, ComputerPhase};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim, Pod, Secret};
 use k8s_openapi::api::networking::v1::NetworkPolicy;
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
 use serde_json::json;
@@ -461,13 +462,39 @@ async fn operator_chart_and_crd_against_a_real_apiserver() {
             .unwrap()
             .contains(&"Egress".to_string())
     );
-    assert!(
-        deny.egress.unwrap_or_default().is_empty(),
-        "deny-all by default"
+    // deny-all by default: the only way out is the runner's connection to
+    // the node agents' gRPC port.
+    let denied = deny.egress.unwrap_or_default();
+    assert_eq!(denied.len(), 1, "{denied:?}");
+    let to_agents = &denied[0];
+    let peer = &to_agents.to.as_ref().unwrap()[0];
+    assert!(peer.ip_block.is_none());
+    assert_eq!(
+        peer.pod_selector
+            .as_ref()
+            .unwrap()
+            .match_labels
+            .as_ref()
+            .unwrap()["app.kubernetes.io/name"],
+        "agentcomputer-node-agent"
     );
+    assert_eq!(
+        peer.namespace_selector
+            .as_ref()
+            .unwrap()
+            .match_labels
+            .as_ref()
+            .unwrap()["kubernetes.io/metadata.name"],
+        SYSTEM_NS
+    );
+    let ports = to_agents.ports.as_ref().unwrap();
+    assert_eq!(ports.len(), 1);
+    assert_eq!(ports[0].port, Some(IntOrString::Int(7433)));
+    assert_eq!(ports[0].protocol.as_deref(), Some("TCP"));
     let allow = nps.get("builder-egress").await.unwrap().spec.unwrap();
     let rules = allow.egress.unwrap();
-    assert_eq!(rules.len(), 3, "cidr, dns, proxy: {rules:?}");
+    assert_eq!(rules.len(), 4, "cidr, dns, proxy, runner: {rules:?}");
+    assert_eq!(&rules[3], to_agents);
     assert_eq!(
         rules[0].to.as_ref().unwrap()[0]
             .ip_block
@@ -503,6 +530,71 @@ async fn operator_chart_and_crd_against_a_real_apiserver() {
     assert_eq!(
         ctr.volume_mounts.as_ref().unwrap()[0].mount_path,
         "/workspace"
+    );
+    // The runner: installed from the node-agent image by an init container
+    // into an emptyDir, run as the main process, dialing the computer's
+    // endpoint with the computer's token from its Secret.
+    let init = &pspec.init_containers.as_ref().unwrap()[0];
+    assert_eq!(init.name, "install-runner");
+    assert_eq!(init.image.as_deref(), Some(support::RUNNER_IMAGE));
+    assert_eq!(
+        init.command.as_deref().unwrap(),
+        ["agentcomputer-runner", "install", "/agentcomputer"]
+    );
+    let init_sc = init.security_context.as_ref().unwrap();
+    assert_eq!(init_sc.allow_privilege_escalation, Some(false));
+    assert_eq!(init_sc.read_only_root_filesystem, Some(true));
+    assert_eq!(
+        init.volume_mounts.as_ref().unwrap()[0].mount_path,
+        "/agentcomputer"
+    );
+    assert_eq!(
+        ctr.command.as_deref().unwrap(),
+        ["/agentcomputer/agentcomputer-runner", "serve"]
+    );
+    let runner_mount = ctr
+        .volume_mounts
+        .as_ref()
+        .unwrap()
+        .iter()
+        .find(|m| m.mount_path == "/agentcomputer")
+        .expect("the runner's volume in the sandbox");
+    assert_eq!(runner_mount.read_only, Some(true));
+    let runner_volume = pspec
+        .volumes
+        .as_ref()
+        .unwrap()
+        .iter()
+        .find(|v| v.name == runner_mount.name)
+        .unwrap();
+    assert!(runner_volume.empty_dir.is_some());
+    let env = ctr.env.as_ref().unwrap();
+    let value = |name: &str| {
+        env.iter()
+            .find(|e| e.name == name)
+            .unwrap_or_else(|| panic!("{name} in {env:?}"))
+    };
+    assert_eq!(
+        value("AGENTCOMPUTER_AGENT").value,
+        builder.status.as_ref().unwrap().endpoint
+    );
+    assert_eq!(value("AGENTCOMPUTER_COMPUTER").value, builder.uid());
+    // A rotated token changes the spec, so the pod (and its runner) is
+    // replaced with the new token.
+    assert_eq!(
+        value("AGENTCOMPUTER_CREDENTIAL_HASH").value,
+        builder.status.as_ref().unwrap().credential_hash
+    );
+    let token_ref = value("AGENTCOMPUTER_TOKEN")
+        .value_from
+        .as_ref()
+        .unwrap()
+        .secret_key_ref
+        .as_ref()
+        .unwrap();
+    assert_eq!(
+        (token_ref.name.as_str(), token_ref.key.as_str()),
+        ("builder-credential", "token")
     );
     assert!(
         pods.get_opt("scratch-sandbox").await.unwrap().is_none(),

@@ -4,7 +4,8 @@
 //! from `agentcomputer/v1/agentcomputer.proto`; that file documents every call,
 //! field and error convention. Use [`v1::agent_computer_client::AgentComputerClient`]
 //! to call a node agent and [`v1::agent_computer_server::AgentComputerServer`]
-//! to serve the API.
+//! to serve the API; [`v1::sandbox_runner_client::SandboxRunnerClient`] is how a
+//! sandbox pod attaches to its node agent (`SandboxRunner.Attach`).
 
 /// Version 1 of the API (`agentcomputer.v1`).
 pub mod v1 {

@@ -340,13 +340,26 @@ fn sandbox_pod(cx: &mut Context) -> Result<String> {
 /// `kubectl computer exec --runtime container` runs real binaries on the
 /// same files.
 fn container_runtime(cx: &mut Context) -> Result<String> {
-    let out = cx.exec(
-        "box",
-        "container",
-        "python3 -c 'print(open(\"p.txt\").read().strip())'",
-    )?;
+    // The pod turns Ready when its runner starts; the runner attaches to
+    // the node agent a moment later. Until then the exec is refused as not
+    // connected (and only that refusal is waited out).
+    let start = Instant::now();
+    let ran = eventually(60, "the sandbox pod's runner attached", || {
+        match cx.exec(
+            "box",
+            "container",
+            "python3 -c 'print(open(\"p.txt\").read().strip())'",
+        ) {
+            Err(e) if format!("{e:#}").contains("sandbox pod is not connected") => Err(e),
+            other => Ok(Some(other)),
+        }
+    })?;
+    let out = ran?;
     ensure!(out == "from-pod\n", "python3 printed {out:?}");
-    Ok(String::new())
+    Ok(format!(
+        "first container exec after {:.1} s",
+        start.elapsed().as_secs_f64()
+    ))
 }
 
 /// An invalid manifest is refused by the API server with the CRD's

@@ -12,8 +12,10 @@
 //! [`Backend`] is the seam between the contract and where the script runs:
 //! * [`local::LocalSandbox`]: a bubblewrap sandbox on this host over the
 //!   computer's FUSE mount (local mode; needs root).
-//! * a cluster backend (the computer's sandbox pod) implements the same
-//!   trait; what it needs is written in `docs/container-runtime.md`.
+//! * in a cluster the script runs in the computer's sandbox pod, by the
+//!   `agentcomputer-runner` there; the node agent dispatches to it beside
+//!   this trait (its `ContainerRuntime`), keeping the same contract, exit
+//!   codes and messages (`docs/container-runtime.md`).
 //!
 //! Network: [`Network`] says what the sandbox gets; the network namespace
 //! with an egress proxy listener inside is made by [`netns::ProxyNetns`].

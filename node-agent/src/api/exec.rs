@@ -3,8 +3,10 @@
 //! Two runtimes run in-process: the shell (a bash script) and JavaScript (an
 //! ES module whose default export gets `input_json` and returns the result);
 //! the third, the container, runs the bash script with real binaries in a
-//! sandbox ([`crate::containers`]). The in-process runtimes run a program
-//! on an OS thread of its own, so a busy program never
+//! sandbox, through whichever [`ContainerRuntime`] the mode gave the
+//! service (the local sandbox, or the computer's sandbox pod in a
+//! cluster). The in-process runtimes run a program on an OS thread of its
+//! own, so a busy program never
 //! occupies the server's worker threads and runs on different computers
 //! never wait on each other. The run is cancelled when the client goes away
 //! (the response stream is dropped), when the computer is deleted, or when
@@ -36,7 +38,7 @@ use super::observe::{ExecOutcome, Observer};
 use super::paths::ApiPath;
 use crate::admission::Admission;
 use crate::blocking::blocking;
-use crate::containers::{ContainerRun, Containers};
+use crate::containers::{ContainerRun, ContainerRuntime};
 use crate::registry::Registry;
 use program::Program;
 
@@ -66,7 +68,9 @@ pub type ExecStream = ReceiverStream<Result<pb::ExecEvent, Status>>;
 /// than JavaScript (INVALID_ARGUMENT), RUNTIME_CONTAINER on an agent that
 /// cannot build the sandbox (FAILED_PRECONDITION, saying which walls are
 /// missing), an unknown computer, a runtime the computer does not enable
-/// (FAILED_PRECONDITION), a bad or missing `cwd`, no admission
+/// (FAILED_PRECONDITION), RUNTIME_CONTAINER on a computer whose sandbox is
+/// not ready ([`ContainerRuntime::not_ready`], FAILED_PRECONDITION), a bad
+/// or missing `cwd`, no admission
 /// (RESOURCE_EXHAUSTED, see [`Admission::admit`]).
 ///
 /// Limits: a request's timeout, output cap and memory of 0 take the
@@ -76,7 +80,7 @@ pub type ExecStream = ReceiverStream<Result<pb::ExecEvent, Status>>;
 /// (INVALID_ARGUMENT naming the maximum), whatever the computer's limit.
 pub async fn start(
     registry: &Registry,
-    containers: &Arc<Containers>,
+    containers: &Arc<dyn ContainerRuntime>,
     admission: &Admission,
     req: pb::ExecRequest,
     observer: Arc<dyn Observer>,
@@ -112,7 +116,7 @@ pub async fn start(
 /// `spec.runtimes`.
 async fn start_runtime(
     registry: &Registry,
-    containers: &Arc<Containers>,
+    containers: &Arc<dyn ContainerRuntime>,
     admission: &Admission,
     runtime: pb::Runtime,
     runtime_name: &'static str,
@@ -134,7 +138,7 @@ async fn start_runtime(
     if runtime == pb::Runtime::Container
         && let Some(why) = containers.unavailable_reason()
     {
-        return Err(Status::failed_precondition(why.to_string()));
+        return Err(Status::failed_precondition(why));
     }
     let lease = registry.acquire(&req.computer).await?;
     let settings = lease.settings();
@@ -147,6 +151,11 @@ async fn start_runtime(
         return Err(Status::failed_precondition(format!(
             "runtime {runtime_name} is disabled for this computer (spec.runtimes.{runtime_name})"
         )));
+    }
+    if runtime == pb::Runtime::Container
+        && let Some(why) = containers.not_ready(lease.name())
+    {
+        return Err(Status::failed_precondition(why));
     }
     let cwd = ApiPath::parse(&req.cwd)?;
     {

@@ -30,7 +30,7 @@ use std::sync::Arc;
 use crate::admission::{Admission, AdmissionConfig};
 use crate::auth::{Authorizer, Caller};
 use crate::blocking::blocking;
-use crate::containers::Containers;
+use crate::containers::{ContainerRuntime, Containers};
 use crate::registry::Registry;
 
 pub use exec::{
@@ -46,7 +46,7 @@ pub struct Service {
     registry: Registry,
     auth: Arc<dyn Authorizer>,
     observer: Arc<dyn Observer>,
-    containers: Arc<Containers>,
+    containers: Arc<dyn ContainerRuntime>,
     streams: streams::StreamGate,
     admission: Admission,
 }
@@ -75,8 +75,9 @@ impl Service {
         self
     }
 
-    /// The same service running container execs on `containers`.
-    pub fn with_containers(mut self, containers: Arc<Containers>) -> Service {
+    /// The same service running container execs on `containers` (the
+    /// local sandbox, or the sandbox pods of a cluster).
+    pub fn with_containers(mut self, containers: Arc<dyn ContainerRuntime>) -> Service {
         self.containers = containers;
         self
     }

@@ -10,6 +10,7 @@
 //! | `agentcomputer_node_stored_inodes` | gauge | |
 //! | `agentcomputer_node_fuse_connections` | gauge | |
 //! | `agentcomputer_node_credential_refusals_total` | counter | `code` |
+//! | `agentcomputer_node_sandbox_runners` | gauge | (registered by [`super::sandboxes`]) |
 
 use std::time::Duration;
 

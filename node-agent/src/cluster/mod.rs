@@ -7,8 +7,10 @@
 //! ([`computers`]), finishes the deletion of their volumes ([`volumes`]),
 //! reports usage and activity on them ([`status`]), publishes the node's
 //! storage capacity ([`capacity`]), serves the FUSE connections the
-//! mounter hands over ([`crate::fuse_link`]), and serves metrics and probes
-//! ([`http`]). docs/cluster.md describes the contract with the operator.
+//! mounter hands over ([`crate::fuse_link`]), runs container execs in the
+//! computers' sandbox pods through the runners attached to it
+//! ([`sandboxes`]), and serves metrics and probes ([`http`]).
+//! docs/cluster.md describes the contract with the operator.
 
 pub mod activity;
 pub mod capacity;
@@ -19,6 +21,7 @@ pub mod index;
 pub mod keys;
 pub mod metrics;
 pub mod quantity;
+pub mod sandboxes;
 pub mod spec;
 mod status;
 mod volumes;
@@ -42,6 +45,7 @@ use activity::{Activity, NodeObserver};
 use credentials::ClusterAuthorizer;
 use index::Index;
 use metrics::Metrics;
+use sandboxes::Sandboxes;
 
 /// Default address of the gRPC API in cluster mode (all interfaces: pods
 /// reach it at the agent pod's IP).
@@ -211,12 +215,16 @@ where
     admission
         .register_metrics(node.metrics.registry())
         .context("cannot register the admission metrics")?;
-    let service = Service::new(
-        registry.clone(),
-        Arc::new(ClusterAuthorizer::new(node.index.clone())),
-    )
-    .with_observer(observer)
-    .with_admission(admission);
+    let authorizer: Arc<dyn crate::auth::Authorizer> =
+        Arc::new(ClusterAuthorizer::new(node.index.clone()));
+    let sandboxes = Arc::new(Sandboxes::new(node.index.clone(), authorizer.clone()));
+    sandboxes
+        .register_metrics(node.metrics.registry())
+        .context("cannot register the sandbox runner metrics")?;
+    let service = Service::new(registry.clone(), authorizer)
+        .with_observer(observer)
+        .with_admission(admission)
+        .with_containers(sandboxes.clone());
     let stopping = CancellationToken::new();
     let on_signal = {
         let stopping = stopping.clone();
@@ -236,8 +244,13 @@ where
             .tls_config(tls)
             .context("cannot set up TLS for the API")?;
     }
+    // Keepalive pings find runners (and clients) whose connection died
+    // without closing.
     let server = builder
+        .http2_keepalive_interval(Some(Duration::from_secs(30)))
+        .http2_keepalive_timeout(Some(Duration::from_secs(20)))
         .add_service(service.into_server())
+        .add_service(sandboxes.server())
         .serve_with_incoming_shutdown(incoming, on_signal);
     node.readiness.serving.store(true, Ordering::SeqCst);
     let grace = node.config.shutdown_grace;

@@ -11,10 +11,18 @@
 //!   node agent's egress proxy port for those.
 //!
 //! `allowMetadata: true` drops the metadata exclusions.
+//!
+//! When sandbox pods run the container runtime's runner (the operator has a
+//! runner image), every mode, deny-all included, also allows TCP to the
+//! node agent pods' gRPC port ([`NODE_AGENT_GRPC_PORT`]): the runner dials
+//! its node agent there. The agent checks the computer's token on that
+//! connection like on any call.
 
 use std::net::IpAddr;
 
-use agentcomputer_crds::{AgentComputer, EgressMode, NODE_AGENT_PROXY_PORT, labels};
+use agentcomputer_crds::{
+    AgentComputer, EgressMode, NODE_AGENT_GRPC_PORT, NODE_AGENT_PROXY_PORT, labels,
+};
 use ipnet::IpNet;
 use k8s_openapi::api::networking::v1::{
     IPBlock, NetworkPolicy, NetworkPolicyEgressRule, NetworkPolicyPeer, NetworkPolicyPort,
@@ -34,7 +42,7 @@ const DNS_LABEL: (&str, &str) = ("k8s-app", "kube-dns");
 /// Builds the policy selecting the computer's sandbox pod.
 pub fn build(c: &AgentComputer, cfg: &Config) -> NetworkPolicy {
     let egress = &c.spec.egress;
-    let rules = match egress.mode {
+    let mut rules = match egress.mode {
         EgressMode::DenyAll => vec![],
         EgressMode::AllowAll => vec![NetworkPolicyEgressRule {
             to: Some(vec![
@@ -45,6 +53,9 @@ pub fn build(c: &AgentComputer, cfg: &Config) -> NetworkPolicy {
         }],
         EgressMode::AllowList => allow_list(c, cfg),
     };
+    if cfg.runner_image.is_some() {
+        rules.push(to_agents(cfg, NODE_AGENT_GRPC_PORT));
+    }
     NetworkPolicy {
         metadata: ObjectMeta {
             name: Some(netpol_name(c)),
@@ -128,32 +139,37 @@ fn allow_list(c: &AgentComputer, cfg: &Config) -> Vec<NetworkPolicyEgressRule> {
         ),
     });
     if !egress.hosts.is_empty() {
-        rules.push(NetworkPolicyEgressRule {
-            to: Some(vec![NetworkPolicyPeer {
-                namespace_selector: Some(LabelSelector {
-                    match_labels: Some(
-                        [(
-                            "kubernetes.io/metadata.name".to_string(),
-                            cfg.agent_namespace.clone(),
-                        )]
-                        .into(),
-                    ),
-                    match_expressions: None,
-                }),
-                pod_selector: Some(LabelSelector {
-                    match_labels: Some(cfg.agent_labels.clone()),
-                    match_expressions: None,
-                }),
-                ip_block: None,
-            }]),
-            ports: Some(vec![NetworkPolicyPort {
-                port: Some(IntOrString::Int(i32::from(NODE_AGENT_PROXY_PORT))),
-                end_port: None,
-                protocol: Some("TCP".into()),
-            }]),
-        });
+        rules.push(to_agents(cfg, NODE_AGENT_PROXY_PORT));
     }
     rules
+}
+
+/// TCP to `port` of the node agent pods (agent namespace, agent labels).
+fn to_agents(cfg: &Config, port: u16) -> NetworkPolicyEgressRule {
+    NetworkPolicyEgressRule {
+        to: Some(vec![NetworkPolicyPeer {
+            namespace_selector: Some(LabelSelector {
+                match_labels: Some(
+                    [(
+                        "kubernetes.io/metadata.name".to_string(),
+                        cfg.agent_namespace.clone(),
+                    )]
+                    .into(),
+                ),
+                match_expressions: None,
+            }),
+            pod_selector: Some(LabelSelector {
+                match_labels: Some(cfg.agent_labels.clone()),
+                match_expressions: None,
+            }),
+            ip_block: None,
+        }]),
+        ports: Some(vec![NetworkPolicyPort {
+            port: Some(IntOrString::Int(i32::from(port))),
+            end_port: None,
+            protocol: Some("TCP".into()),
+        }]),
+    }
 }
 
 /// The cloud metadata and credential endpoints and their IPv6 embeddings,
@@ -236,6 +252,51 @@ mod tests {
                 .as_ref()
                 .unwrap()["agentcomputer.dev/computer"],
             "c1"
+        );
+    }
+
+    #[test]
+    fn with_a_runner_every_mode_reaches_only_the_agents_grpc_port() {
+        let cfg = Config {
+            runner_image: Some("registry/node-agent:1".into()),
+            ..Config::default()
+        };
+        let np = build(&computer(EgressSpec::default()), &cfg);
+        let rules = egress_of(&np);
+        assert_eq!(rules.len(), 1, "deny-all: the runner's connection only");
+        let peer = &rules[0].to.as_ref().unwrap()[0];
+        assert!(peer.ip_block.is_none());
+        assert_eq!(
+            peer.namespace_selector
+                .as_ref()
+                .unwrap()
+                .match_labels
+                .as_ref()
+                .unwrap()["kubernetes.io/metadata.name"],
+            cfg.agent_namespace
+        );
+        assert_eq!(
+            peer.pod_selector
+                .as_ref()
+                .unwrap()
+                .match_labels
+                .as_ref()
+                .unwrap(),
+            &cfg.agent_labels
+        );
+        let ports = rules[0].ports.as_ref().unwrap();
+        assert_eq!(ports.len(), 1);
+        assert_eq!(ports[0].port, Some(IntOrString::Int(7433)));
+        assert_eq!(ports[0].protocol.as_deref(), Some("TCP"));
+        let open = EgressSpec {
+            mode: EgressMode::AllowAll,
+            ..Default::default()
+        };
+        let rules = egress_of(&build(&computer(open), &cfg));
+        assert_eq!(rules.len(), 2);
+        assert_eq!(
+            rules[1].ports.as_ref().unwrap()[0].port,
+            Some(IntOrString::Int(7433))
         );
     }
 

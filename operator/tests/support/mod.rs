@@ -35,6 +35,8 @@ pub const NODE_AGENT_USER: &str =
 pub const SYSTEM_NS: &str = "agentcomputer-system";
 /// Helm release name used by the tests.
 pub const RELEASE: &str = "ac";
+/// The runner image the tests' operator puts into sandbox pods.
+pub const RUNNER_IMAGE: &str = "registry.test/agentcomputer/node-agent:test";
 
 /// True when the caller opted out of the real API server tests.
 pub fn skipped() -> bool {
@@ -406,6 +408,7 @@ impl Cluster {
                 .arg(format!("--lease-name={RELEASE}-agent-computer-operator"))
                 .arg("--lease-duration-seconds=6")
                 .arg("--resync-seconds=60")
+                .arg(format!("--runner-image={RUNNER_IMAGE}"))
                 .arg(format!("--identity={identity}")),
             self.dir.path().join(format!("{identity}.log")),
         );

@@ -13,7 +13,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use super::fetch::PolicyFetcher;
-use crate::containers::{ContainerRun, Containers};
+use crate::containers::{ContainerRun, ContainerRuntime};
 
 /// Output chunks buffered ahead of a slow client; past that the program
 /// waits.
@@ -31,7 +31,7 @@ pub enum Program {
     /// An ES module for the JavaScript runtime; `fetch` obeys the policy.
     JavaScript(JsRequest, Arc<Policy>),
     /// A bash script for the container runtime.
-    Container(Arc<Containers>, ContainerRun),
+    Container(Arc<dyn ContainerRuntime>, ContainerRun),
 }
 
 impl Program {

@@ -1,0 +1,128 @@
+//! The stream to the node agent: attach, take commands, reconnect.
+
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use agentcomputer_proto::v1 as pb;
+use agentcomputer_proto::v1::sandbox_runner_client::SandboxRunnerClient;
+use pb::runner_command::Command as Cmd;
+use tokio::sync::{mpsc, oneshot};
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::transport::Endpoint;
+
+use crate::reaper::Reaper;
+use crate::{Config, log};
+
+/// First wait after a broken stream; doubled up to [`MAX_BACKOFF`].
+const MIN_BACKOFF: Duration = Duration::from_millis(200);
+/// Longest wait between two attempts.
+const MAX_BACKOFF: Duration = Duration::from_secs(5);
+/// A stream that lasted this long resets the backoff.
+const STABLE: Duration = Duration::from_secs(10);
+/// Events buffered ahead of the agent; past that runs wait (and so do
+/// their scripts, once the pipes fill).
+const EVENT_BUFFER: usize = 64;
+
+/// Attaches to the agent again and again, forever.
+pub async fn serve(config: Config, reaper: Arc<Reaper>) -> Infallible {
+    let mut backoff = MIN_BACKOFF;
+    loop {
+        let began = Instant::now();
+        match session(&config, &reaper).await {
+            Ok(()) => log!("the node agent ended the stream; reconnecting"),
+            Err(e) => log!("{e}; retrying in {backoff:?}"),
+        }
+        if began.elapsed() >= STABLE {
+            backoff = MIN_BACKOFF;
+        }
+        tokio::time::sleep(backoff).await;
+        backoff = (backoff * 2).min(MAX_BACKOFF);
+    }
+}
+
+/// One Attach stream, until it ends. Every run started on it is cancelled
+/// (its process group killed) when it ends.
+async fn session(config: &Config, reaper: &Arc<Reaper>) -> Result<(), String> {
+    let endpoint = Endpoint::from_shared(format!("http://{}", config.agent))
+        .map_err(|e| {
+            format!(
+                "AGENTCOMPUTER_AGENT {:?} is not HOST:PORT: {e}",
+                config.agent
+            )
+        })?
+        .connect_timeout(Duration::from_secs(5))
+        .tcp_nodelay(true)
+        // A node agent that went away without closing the connection is
+        // noticed within about 30 s.
+        .http2_keep_alive_interval(Duration::from_secs(15))
+        .keep_alive_timeout(Duration::from_secs(15))
+        .keep_alive_while_idle(true);
+    let channel = endpoint
+        .connect()
+        .await
+        .map_err(|e| format!("cannot reach the node agent at {}: {e}", config.agent))?;
+    let mut client = SandboxRunnerClient::new(channel)
+        .max_decoding_message_size(agentcomputer_proto::MAX_MESSAGE_BYTES)
+        .max_encoding_message_size(agentcomputer_proto::MAX_MESSAGE_BYTES);
+    let (events, rx) = mpsc::channel(EVENT_BUFFER);
+    let hello = pb::RunnerEvent {
+        event: Some(pb::runner_event::Event::Hello(pb::RunnerHello {
+            computer: config.computer.clone(),
+            version: env!("CARGO_PKG_VERSION").to_string(),
+        })),
+    };
+    events.send(hello).await.map_err(|_| "the stream closed")?;
+    let mut req = tonic::Request::new(ReceiverStream::new(rx));
+    let bearer = format!("Bearer {}", config.token)
+        .parse()
+        .map_err(|_| "AGENTCOMPUTER_TOKEN has characters a header cannot carry")?;
+    req.metadata_mut().insert("authorization", bearer);
+    let mut commands = client
+        .attach(req)
+        .await
+        .map_err(|s| format!("attach refused: {:?}: {}", s.code(), s.message()))?
+        .into_inner();
+    log!("attached to the node agent at {}", config.agent);
+    let runs: Arc<Mutex<HashMap<u64, oneshot::Sender<()>>>> = Arc::default();
+    let ended = loop {
+        let cmd = match commands.message().await {
+            Ok(Some(cmd)) => cmd,
+            Ok(None) => break Ok(()),
+            Err(s) => break Err(format!("the stream broke: {:?}: {}", s.code(), s.message())),
+        };
+        match cmd.command {
+            Some(Cmd::Start(start)) => {
+                let id = start.run_id;
+                let (cancel, cancelled) = oneshot::channel();
+                runs.lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .insert(id, cancel);
+                let (reaper, events, runs) = (reaper.clone(), events.clone(), runs.clone());
+                let workspace = config.workspace.clone();
+                tokio::spawn(async move {
+                    crate::run::run(start, workspace, reaper, events, cancelled).await;
+                    runs.lock().unwrap_or_else(|e| e.into_inner()).remove(&id);
+                });
+            }
+            Some(Cmd::Cancel(c)) => {
+                let cancel = runs
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .remove(&c.run_id);
+                if let Some(cancel) = cancel {
+                    let _ = cancel.send(());
+                }
+            }
+            None => log!("ignoring an empty command"),
+        }
+    };
+    // Dropping the senders cancels every run of this stream.
+    let left = std::mem::take(&mut *runs.lock().unwrap_or_else(|e| e.into_inner()));
+    if !left.is_empty() {
+        log!("killing {} run(s) of the lost stream", left.len());
+    }
+    drop(left);
+    ended
+}

@@ -1,0 +1,154 @@
+//! `agentcomputer-runner`: the container runtime's side inside a computer's
+//! sandbox pod (cluster mode).
+//!
+//! ```text
+//! agentcomputer-runner install DIR          copy this executable to DIR/agentcomputer-runner
+//! agentcomputer-runner serve [--workspace DIR]
+//! ```
+//!
+//! `install` is what the sandbox pod's init container runs (from the node
+//! agent's image) to put the runner into an `emptyDir` the sandbox
+//! container mounts; the binary is static, so it runs in any image.
+//!
+//! `serve` is the sandbox container's main process. It dials the node agent
+//! (`SandboxRunner.Attach`, see proto/agentcomputer/v1/agentcomputer.proto),
+//! runs the container execs the agent sends, streams their output back,
+//! reconnects with bounded backoff whenever the stream breaks, and exits
+//! only on SIGTERM or SIGINT (killing its runs first). Environment:
+//!
+//! * `AGENTCOMPUTER_AGENT`: `HOST:PORT` of the node agent's gRPC API;
+//! * `AGENTCOMPUTER_COMPUTER`: the computer (its uid);
+//! * `AGENTCOMPUTER_TOKEN`: the computer's token, sent as
+//!   `authorization: Bearer <token>`;
+//! * `AGENTCOMPUTER_WORKSPACE` (or `--workspace`): where the computer's
+//!   files are, default `/workspace`; a run's `/workspace/...` paths are
+//!   taken below it.
+//!
+//! These variables are removed from the runs' environment.
+
+mod attach;
+mod reaper;
+mod run;
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+/// Name of the executable `install` writes.
+pub const EXE_NAME: &str = "agentcomputer-runner";
+
+/// Variables of the runner itself, never passed to a run.
+pub const OWN_VARS: [&str; 4] = [
+    "AGENTCOMPUTER_AGENT",
+    "AGENTCOMPUTER_COMPUTER",
+    "AGENTCOMPUTER_TOKEN",
+    "AGENTCOMPUTER_WORKSPACE",
+];
+
+const USAGE: &str =
+    "usage: agentcomputer-runner install DIR | agentcomputer-runner serve [--workspace DIR]";
+
+/// Prints one log line on stderr (the container's log).
+macro_rules! log {
+    ($($t:tt)*) => { eprintln!("agentcomputer-runner: {}", format_args!($($t)*)) };
+}
+pub(crate) use log;
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let result = match args
+        .iter()
+        .map(String::as_str)
+        .collect::<Vec<_>>()
+        .as_slice()
+    {
+        ["install", dir] => install(Path::new(dir)),
+        ["serve"] => serve(None),
+        ["serve", "--workspace", dir] => serve(Some(PathBuf::from(dir))),
+        ["--help"] | ["-h"] => {
+            println!("{USAGE}");
+            return ExitCode::SUCCESS;
+        }
+        _ => Err(USAGE.to_string()),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            log!("{e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// Copies this executable (`/proc/self/exe`) to `dir/agentcomputer-runner`,
+/// mode 0755, replacing it atomically (write to a temporary name, rename).
+fn install(dir: &Path) -> Result<(), String> {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    let target = dir.join(EXE_NAME);
+    let tmp = dir.join(format!(".{EXE_NAME}.tmp"));
+    std::fs::copy("/proc/self/exe", &tmp)
+        .map_err(|e| format!("cannot copy this executable to {}: {e}", tmp.display()))?;
+    std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o755))
+        .map_err(|e| format!("cannot make {} executable: {e}", tmp.display()))?;
+    std::fs::rename(&tmp, &target)
+        .map_err(|e| format!("cannot rename to {}: {e}", target.display()))?;
+    log!("installed {}", target.display());
+    Ok(())
+}
+
+/// Settings of `serve`, from the environment.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// `HOST:PORT` of the node agent.
+    pub agent: String,
+    /// The computer named in the hello.
+    pub computer: String,
+    /// The bearer token.
+    pub token: String,
+    /// Host directory seen as `/workspace` by runs.
+    pub workspace: PathBuf,
+}
+
+fn required(name: &str) -> Result<String, String> {
+    match std::env::var(name) {
+        Ok(v) if !v.trim().is_empty() => Ok(v.trim().to_string()),
+        _ => Err(format!("{name} is not set; {USAGE}")),
+    }
+}
+
+fn serve(workspace: Option<PathBuf>) -> Result<(), String> {
+    let workspace = workspace
+        .or_else(|| std::env::var_os("AGENTCOMPUTER_WORKSPACE").map(PathBuf::from))
+        .unwrap_or_else(|| PathBuf::from("/workspace"));
+    if !workspace.is_dir() {
+        return Err(format!(
+            "the workspace {} is not a directory",
+            workspace.display()
+        ));
+    }
+    let config = Config {
+        agent: required("AGENTCOMPUTER_AGENT")?,
+        computer: required("AGENTCOMPUTER_COMPUTER")?,
+        token: required("AGENTCOMPUTER_TOKEN")?,
+        workspace,
+    };
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot start the async runtime: {e}"))?;
+    rt.block_on(async move {
+        use tokio::signal::unix::{SignalKind, signal};
+        let mut term = signal(SignalKind::terminate()).map_err(|e| e.to_string())?;
+        let mut int = signal(SignalKind::interrupt()).map_err(|e| e.to_string())?;
+        let reaper = reaper::Reaper::start().map_err(|e| format!("cannot watch SIGCHLD: {e}"))?;
+        let serving = attach::serve(config, reaper.clone());
+        tokio::select! {
+            never = serving => match never {},
+            _ = term.recv() => log!("SIGTERM: killing the runs and exiting"),
+            _ = int.recv() => log!("SIGINT: killing the runs and exiting"),
+        }
+        reaper.kill_all();
+        Ok(())
+    })
+}
