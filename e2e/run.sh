@@ -45,6 +45,12 @@ product_bins() {
     fi
 }
 step "product binaries" product_bins || exit 1
+# The sandbox runner is built static for any sandbox image (musl).
+musl_target() {
+    rustup target list --installed | grep -qx x86_64-unknown-linux-musl ||
+        rustup target add x86_64-unknown-linux-musl
+}
+step "musl target for the sandbox runner" musl_target || exit 1
 step "product images" bash e2e/images/build.sh --bin-dir "$E2E_BIN_DIR" || exit 1
 step "product images start on the cluster" bash e2e/images/smoke || exit 1
 

@@ -203,27 +203,31 @@ fn helm_install(cx: &mut Context) -> Result<String> {
     cx.time("helm install --wait", start.elapsed());
     // `helm --wait` does not wait for every DaemonSet pod to be Ready.
     let start = Instant::now();
-    eventually(180, "the operator, node agent and mounter pods Ready", || {
-        let pods = cx.tools.kubectl_json(&["-n", SYSTEM_NS, "get", "pods"])?;
-        let mut ready = Vec::new();
-        for pod in pods["items"].as_array().into_iter().flatten() {
-            let app = text(pod, "/metadata/labels/app.kubernetes.io~1name");
-            if condition(pod, "Ready") != "True" {
-                bail!("pod {} ({app}) is not Ready", text(pod, "/metadata/name"));
+    eventually(
+        180,
+        "the operator, node agent and mounter pods Ready",
+        || {
+            let pods = cx.tools.kubectl_json(&["-n", SYSTEM_NS, "get", "pods"])?;
+            let mut ready = Vec::new();
+            for pod in pods["items"].as_array().into_iter().flatten() {
+                let app = text(pod, "/metadata/labels/app.kubernetes.io~1name");
+                if condition(pod, "Ready") != "True" {
+                    bail!("pod {} ({app}) is not Ready", text(pod, "/metadata/name"));
+                }
+                ready.push(app.to_string());
             }
-            ready.push(app.to_string());
-        }
-        for app in [
-            "agentcomputer-operator",
-            "agentcomputer-node-agent",
-            "agentcomputer-mounter",
-        ] {
-            if !ready.iter().any(|s| s == app) {
-                bail!("no pod of {app} in {SYSTEM_NS} (Ready: {ready:?})");
+            for app in [
+                "agentcomputer-operator",
+                "agentcomputer-node-agent",
+                "agentcomputer-mounter",
+            ] {
+                if !ready.iter().any(|s| s == app) {
+                    bail!("no pod of {app} in {SYSTEM_NS} (Ready: {ready:?})");
+                }
             }
-        }
-        Ok(Some(()))
-    })?;
+            Ok(Some(()))
+        },
+    )?;
     cx.time("helm install to every pod Ready", start.elapsed());
     eventually(60, "the CSINode to list agentcomputer.dev", || {
         let nodes = cx.tools.kubectl_json(&["get", "csinodes"])?;
@@ -240,10 +244,11 @@ fn helm_install(cx: &mut Context) -> Result<String> {
 /// `kubectl apply` of the README's example (crds/examples/basic.yaml): the
 /// computer becomes Ready and its PVC Bound.
 fn example_computer(cx: &mut Context) -> Result<String> {
-    cx.tools.apply(&format!(
-        "{{\"apiVersion\":\"v1\",\"kind\":\"Namespace\",\"metadata\":{{\"name\":\"{NS}\"}}}}"
-    ))?
-    .ok("kubectl apply of the namespace")?;
+    cx.tools
+        .apply(&format!(
+            "{{\"apiVersion\":\"v1\",\"kind\":\"Namespace\",\"metadata\":{{\"name\":\"{NS}\"}}}}"
+        ))?
+        .ok("kubectl apply of the namespace")?;
     cx.tools
         .kubectl_ok(&["-n", NS, "apply", "-f", "crds/examples/basic.yaml"])?;
     let ready = cx.wait_ready("scratch", 120)?;
@@ -318,7 +323,14 @@ fn sandbox_pod(cx: &mut Context) -> Result<String> {
     let c = cx.computer("box")?;
     let pod = text(&c, "/status/sandboxPod").to_string();
     ensure!(!pod.is_empty(), "status.sandboxPod is empty");
-    let mounts = cx.pod_exec(&pod, "grep ' /workspace ' /proc/mounts")?;
+    // Ready means Running; the kubelet takes a moment more before its
+    // container accepts `kubectl exec` ("container not found").
+    let mounts = eventually(60, "kubectl exec into the sandbox pod", || {
+        match cx.pod_exec(&pod, "grep ' /workspace ' /proc/mounts") {
+            Err(e) if format!("{e:#}").contains("container not found") => Err(e),
+            other => Ok(Some(other)),
+        }
+    })??;
     ensure!(
         mounts.contains("fuse"),
         "/workspace in the sandbox pod is not a FUSE mount: {mounts:?}"
@@ -374,7 +386,8 @@ fn bad_input(cx: &mut Context) -> Result<String> {
     let out = cx.tools.apply(&bad.to_string())?;
     ensure!(out.code != 0, "an invalid manifest was accepted");
     ensure!(
-        out.stderr.contains("spec.sandbox (with at least its image) is required"),
+        out.stderr
+            .contains("spec.sandbox (with at least its image) is required"),
         "the refusal does not carry the CRD's message: {}",
         out.stderr.trim()
     );
@@ -443,9 +456,22 @@ fn agent_restart(cx: &mut Context) -> Result<String> {
         .map(|p| text(p, "/metadata/name").to_string())
         .collect();
     ensure!(!old.is_empty(), "no node agent pod");
+    let sandbox_before = text(&cx.computer("box")?, "/status/sandboxPod").to_string();
+    ensure!(
+        !sandbox_before.is_empty(),
+        "computer box has no sandbox pod"
+    );
+    let uid_before = pod_uid(cx, &sandbox_before)?;
     let start = Instant::now();
-    cx.tools
-        .kubectl_ok(&["-n", SYSTEM_NS, "delete", "pods", "-l", selector, "--wait=true"])?;
+    cx.tools.kubectl_ok(&[
+        "-n",
+        SYSTEM_NS,
+        "delete",
+        "pods",
+        "-l",
+        selector,
+        "--wait=true",
+    ])?;
     eventually(180, "a new Ready node agent pod", || {
         let pods = cx
             .tools
@@ -463,31 +489,82 @@ fn agent_restart(cx: &mut Context) -> Result<String> {
         out == "from-shell\nfrom-js\n",
         "after the restart the files read {out:?}"
     );
-    let pod = text(&cx.computer("box")?, "/status/sandboxPod").to_string();
-    let survived = cx
-        .tools
-        .kubectl(&["-n", NS, "exec", &pod, "--", "cat", "/workspace/p.txt"])?;
+    // The sandbox pod that ran across the restart: a FUSE connection does
+    // not yet outlive the agent that served it, so this is reported, not
+    // required (`timeout` bounds a read that would wait for a server).
+    let survived = cx.tools.kubectl(&[
+        "-n",
+        NS,
+        "exec",
+        &sandbox_before,
+        "--",
+        "timeout",
+        "-s",
+        "KILL",
+        "10",
+        "sh",
+        "-c",
+        "echo after > /workspace/after.txt && cat /workspace/after.txt",
+    ])?;
     let running = if survived.code == 0 {
-        "the running sandbox kept /workspace".to_string()
+        "the sandbox pod running across the restart still wrote and read /workspace".to_string()
     } else {
         format!(
-            "the running sandbox lost /workspace ({})",
+            "the sandbox pod running across the restart lost /workspace (exit {}: {})",
+            survived.code,
             survived.stderr.trim().lines().last().unwrap_or("")
         )
     };
-    // A new sandbox pod mounts the volume from the new agent.
-    cx.tools
-        .kubectl_ok(&["-n", NS, "delete", "pod", &pod, "--wait=true"])?;
-    let out = eventually(180, "a recreated sandbox pod reading /workspace", || {
+    // A sandbox pod made after the restart mounts the volume from the new
+    // agent (the operator replaces the pod, whose environment names the
+    // agent it dials; the suite deletes it when the operator has not).
+    let replaced = eventually(60, "the operator to replace the sandbox pod", || {
+        let c = cx.computer("box")?;
+        let pod = text(&c, "/status/sandboxPod");
+        Ok((!pod.is_empty() && pod_uid(cx, pod)? != uid_before).then_some(()))
+    });
+    if replaced.is_err() {
+        cx.tools
+            .kubectl_ok(&["-n", NS, "delete", "pod", &sandbox_before, "--wait=false"])?;
+    }
+    let out = eventually(180, "a new sandbox pod reading /workspace", || {
         let c = cx.computer("box")?;
         let pod = text(&c, "/status/sandboxPod").to_string();
-        if pod.is_empty() || condition(&c, "Ready") != "True" {
+        if pod.is_empty() || condition(&c, "Ready") != "True" || pod_uid(cx, &pod)? == uid_before {
             return Ok(None);
         }
         Ok(cx.pod_exec(&pod, "cat /workspace/p.txt").ok())
     })?;
     ensure!(out == "from-pod\n", "the new sandbox pod read {out:?}");
+    let ran = eventually(60, "a container exec after the restart", || {
+        match cx.exec("box", "container", "cat p.txt") {
+            Err(e) if format!("{e:#}").contains("not connected") => Err(e),
+            other => Ok(Some(other)),
+        }
+    })??;
+    ensure!(
+        ran == "from-pod\n",
+        "the container read {ran:?} after the restart"
+    );
     Ok(running)
+}
+
+/// The uid of pod `name` of the suite's namespace ("" when it is gone).
+fn pod_uid(cx: &Context, name: &str) -> Result<String> {
+    let out = cx.tools.kubectl(&[
+        "-n",
+        NS,
+        "get",
+        "pod",
+        name,
+        "-o",
+        "jsonpath={.metadata.uid}",
+    ])?;
+    Ok(if out.code == 0 {
+        out.stdout.trim().to_string()
+    } else {
+        String::new()
+    })
 }
 
 /// Deleting computers: under Delete, the PV, PVC, Secret, NetworkPolicy and
@@ -507,15 +584,20 @@ fn deletion(cx: &mut Context) -> Result<String> {
             "--timeout=120s",
         ])?;
         let pv = format!("agentcomputer-{uid}");
+        // Under Retain the volume (PV and PVC) stays for a later computer
+        // of the same name; everything else goes under both policies.
+        let mut gone = vec![
+            ("secret", format!("{name}-credential"), Some(NS)),
+            ("networkpolicy", format!("{name}-egress"), Some(NS)),
+            ("pod", format!("{name}-sandbox"), Some(NS)),
+        ];
+        if !keeps {
+            gone.push(("pv", pv.clone(), None));
+            gone.push(("pvc", format!("{name}-workspace"), Some(NS)));
+        }
         eventually(120, &format!("the objects of {name} to go"), || {
             let mut left = Vec::new();
-            for (kind, obj, ns) in [
-                ("pv", pv.clone(), None),
-                ("pvc", format!("{name}-workspace"), Some(NS)),
-                ("secret", format!("{name}-credential"), Some(NS)),
-                ("networkpolicy", format!("{name}-egress"), Some(NS)),
-                ("pod", format!("{name}-sandbox"), Some(NS)),
-            ] {
+            for (kind, obj, ns) in gone.iter().cloned() {
                 let mut args = vec!["get", kind, &obj, "--ignore-not-found", "-o", "name"];
                 if let Some(ns) = ns {
                     args.extend(["-n", ns]);
@@ -530,6 +612,16 @@ fn deletion(cx: &mut Context) -> Result<String> {
                 bail!("still there: {}", left.join(", "))
             }
         })?;
+        if keeps {
+            let kept = cx.tools.kubectl_json(&["get", "pv", &pv])?;
+            ensure!(
+                text(
+                    &kept,
+                    "/metadata/annotations/agentcomputer.dev~1retained-from"
+                ) == format!("{NS}/{name}"),
+                "Retain: PV {pv} lacks agentcomputer.dev/retained-from"
+            );
+        }
         match &cx.node_data {
             Some(dir) => {
                 let db = dir.join("data/computers").join(&uid);

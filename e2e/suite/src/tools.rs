@@ -121,7 +121,8 @@ impl Tools {
 
     /// Runs `kubectl ARGS` and requires exit 0; returns stdout.
     pub fn kubectl_ok(&self, args: &[&str]) -> Result<String> {
-        self.kubectl(args)?.ok(&format!("kubectl {}", args.join(" ")))
+        self.kubectl(args)?
+            .ok(&format!("kubectl {}", args.join(" ")))
     }
 
     /// `kubectl ARGS -o json`, parsed.
@@ -175,9 +176,9 @@ impl Tools {
         let deadline = Instant::now() + Duration::from_secs(60);
         while forward.endpoint.is_empty() || forward.token.is_empty() {
             let left = deadline.saturating_duration_since(Instant::now());
-            let line = rx.recv_timeout(left).map_err(|_| {
-                anyhow!("port-forward printed no endpoint and token within 60 s")
-            })?;
+            let line = rx
+                .recv_timeout(left)
+                .map_err(|_| anyhow!("port-forward printed no endpoint and token within 60 s"))?;
             if let Some(v) = line.strip_prefix("endpoint ") {
                 forward.endpoint = v.trim().to_string();
             } else if let Some(v) = line.strip_prefix("token ") {
