@@ -142,6 +142,11 @@ struct ClusterArgs {
     /// Time running calls get to finish after SIGTERM.
     #[arg(long, env = "AGENTCOMPUTER_SHUTDOWN_GRACE", default_value = "20s", value_parser = humantime::parse_duration)]
     shutdown_grace: Duration,
+    /// Address of the egress proxy for the sandbox pods of computers with
+    /// an allow-list (they authenticate with their computer's token), or
+    /// `off`.
+    #[arg(long, env = "AGENTCOMPUTER_PROXY_LISTEN", default_value = "off", value_parser = parse_proxy_listen)]
+    proxy_listen: Option<SocketAddr>,
 }
 
 /// An overcommit factor: a finite number above 0.
@@ -348,6 +353,7 @@ async fn run_cluster(args: ClusterArgs) -> anyhow::Result<DataDirLock> {
         shutdown_grace: args.shutdown_grace,
         handover_socket: args.handover_socket,
         tls,
+        proxy_listen: args.proxy_listen,
     };
     cluster::serve(client, listener, http, config, shutdown_signal()?).await?;
     Ok(lock)

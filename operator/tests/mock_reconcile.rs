@@ -554,10 +554,17 @@ async fn update_keeps_the_token_changes_policy_and_adds_sandbox() {
     );
     assert_eq!(ctr["resources"]["limits"]["memory"], "1Gi");
     let env_vars = ctr["env"].as_array().unwrap();
-    assert!(
-        env_vars
-            .iter()
-            .any(|e| e["name"] == "HTTPS_PROXY" && e["value"] == "http://10.0.0.1:3128")
+    // The proxy URL carries the computer's token (from its Secret, through
+    // a variable defined before it) as the proxy credential.
+    let at = |name: &str| env_vars.iter().position(|e| e["name"] == name).unwrap();
+    assert_eq!(
+        env_vars[at("HTTPS_PROXY")]["value"],
+        "http://computer:$(AGENTCOMPUTER_PROXY_TOKEN)@10.0.0.1:3128"
+    );
+    assert!(at("AGENTCOMPUTER_PROXY_TOKEN") < at("HTTPS_PROXY"));
+    assert_eq!(
+        env_vars[at("AGENTCOMPUTER_PROXY_TOKEN")]["valueFrom"]["secretKeyRef"]["name"],
+        "c1-credential"
     );
     let c = current(&env, "c1");
     assert_eq!(condition(&c, "SandboxReady"), ("False", "Starting"));

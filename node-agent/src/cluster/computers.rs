@@ -64,6 +64,7 @@ pub async fn run(node: Arc<Node>, stop: CancellationToken) {
             Some(Ok(Event::Delete(computer))) => {
                 if let Some(uid) = &computer.metadata.uid {
                     node.index.remove(uid);
+                    node.proxy_callers.remove(uid);
                     node.activity.forget(uid);
                     info!(computer = %spec::display_name(&computer), %uid, "AgentComputer gone; its data stays until its volume is deleted");
                     node.placement_changed.notify_one();
@@ -106,6 +107,7 @@ async fn apply(node: &Node, computer: &AgentComputer) {
             return;
         }
     };
+    node.proxy_callers.set_policy(&uid, &config.egress);
     let quota = config.limits.max_bytes;
     let mut changed = new_here;
     match node.registry.update(&uid, config.clone()).await {

@@ -16,6 +16,7 @@ pub mod activity;
 pub mod capacity;
 mod computers;
 pub mod credentials;
+pub mod egress_proxy;
 mod http;
 pub mod index;
 pub mod keys;
@@ -84,6 +85,9 @@ pub struct ClusterConfig {
     /// Serve the API over TLS with this identity ([`crate::tls::server_tls`]);
     /// `None` serves plain HTTP/2.
     pub tls: Option<tonic::transport::ServerTlsConfig>,
+    /// Where the egress proxy for sandbox pods listens
+    /// ([`egress_proxy`]); `None`: nowhere.
+    pub proxy_listen: Option<std::net::SocketAddr>,
 }
 
 /// What `/readyz` waits for.
@@ -126,6 +130,8 @@ pub struct Node {
     client: kube::Client,
     registry: Registry,
     index: Arc<Index>,
+    /// Callers of the egress proxy and their policies.
+    proxy_callers: Arc<egress_proxy::ProxyCallers>,
     config: ClusterConfig,
     metrics: Arc<Metrics>,
     activity: Arc<Activity>,
@@ -179,10 +185,12 @@ where
     })?;
     let addr = listener.local_addr()?;
     info!(%addr, node = %config.node_name, data_dir = %config.data_dir.display(), "node agent serving in cluster mode");
+    let index = Arc::new(Index::default());
     let node = Arc::new(Node {
         client,
         registry: registry.clone(),
-        index: Arc::new(Index::default()),
+        proxy_callers: Arc::new(egress_proxy::ProxyCallers::new(index.clone())),
+        index,
         config,
         metrics: Arc::new(Metrics::new()),
         activity: Arc::new(Activity::default()),
@@ -204,6 +212,18 @@ where
         stop.clone(),
     ));
     tokio::task::spawn_blocking(agentcomputer_js::warm_up);
+    if let Some(addr) = node.config.proxy_listen {
+        let proxy_listener = TcpListener::bind(addr)
+            .await
+            .with_context(|| format!("cannot listen on {addr} for the egress proxy (--proxy-listen)"))?;
+        info!(addr = %proxy_listener.local_addr()?, "egress proxy serving");
+        let metrics = agentcomputer_proxy::Metrics::new();
+        metrics
+            .register(node.metrics.registry())
+            .context("cannot register the egress proxy metrics")?;
+        let proxy = agentcomputer_proxy::Proxy::new(node.proxy_callers.clone(), metrics);
+        tokio::spawn(proxy.serve(proxy_listener, stop.clone()));
+    }
 
     let observer = Arc::new(NodeObserver {
         metrics: node.metrics.clone(),

@@ -59,6 +59,9 @@ fn host_port(ip: &str, port: u16) -> String {
     }
 }
 
+/// The sandbox's variable holding the computer's token for the proxy URL.
+pub const PROXY_TOKEN_VAR: &str = "AGENTCOMPUTER_PROXY_TOKEN";
+
 fn var(name: &str, value: String) -> EnvVar {
     EnvVar {
         name: name.into(),
@@ -124,7 +127,25 @@ pub fn build(
         },
     ];
     if let Some(ip) = proxy.filter(|_| !c.spec.egress.hosts.is_empty()) {
-        let url = format!("http://{}", host_port(ip, NODE_AGENT_PROXY_PORT));
+        // The node agent's proxy knows the computer by its token, sent as
+        // the proxy URL's password (Proxy-Authorization: Basic); the
+        // kubelet expands `$(VAR)` from the variable defined just before.
+        env.push(EnvVar {
+            name: PROXY_TOKEN_VAR.into(),
+            value: None,
+            value_from: Some(EnvVarSource {
+                secret_key_ref: Some(SecretKeySelector {
+                    name: secret_name(c),
+                    key: TOKEN_KEY.into(),
+                    optional: Some(false),
+                }),
+                ..Default::default()
+            }),
+        });
+        let url = format!(
+            "http://computer:$({PROXY_TOKEN_VAR})@{}",
+            host_port(ip, NODE_AGENT_PROXY_PORT)
+        );
         for k in ["HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"] {
             env.push(EnvVar {
                 name: k.into(),
