@@ -145,8 +145,8 @@ struct ClusterArgs {
     /// Address of the egress proxy for the sandbox pods of computers with
     /// an allow-list (they authenticate with their computer's token), or
     /// `off`.
-    #[arg(long, env = "AGENTCOMPUTER_PROXY_LISTEN", default_value = "off", value_parser = parse_proxy_listen)]
-    proxy_listen: Option<SocketAddr>,
+    #[arg(long, env = "AGENTCOMPUTER_PROXY_LISTEN", default_value = "off")]
+    proxy_listen: String,
 }
 
 /// An overcommit factor: a finite number above 0.
@@ -353,7 +353,7 @@ async fn run_cluster(args: ClusterArgs) -> anyhow::Result<DataDirLock> {
         shutdown_grace: args.shutdown_grace,
         handover_socket: args.handover_socket,
         tls,
-        proxy_listen: args.proxy_listen,
+        proxy_listen: parse_proxy_listen(&args.proxy_listen).map_err(anyhow::Error::msg)?,
     };
     cluster::serve(client, listener, http, config, shutdown_signal()?).await?;
     Ok(lock)

@@ -90,6 +90,8 @@ struct Agent {
     proc: Proc,
     grpc: String,
     http: String,
+    /// The egress proxy for sandbox pods (`--proxy-listen`).
+    proxy: std::net::SocketAddr,
 }
 
 impl Agent {
@@ -100,12 +102,19 @@ impl Agent {
     /// [`Agent::start`] with the gRPC API on `listen`.
     async fn start_at(cluster: &Cluster, data: &Path, log: &str, listen: &str) -> Agent {
         let log = cluster.dir.path().join(log);
+        // A port free now for the proxy (the agent prints no proxy address).
+        let proxy = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap();
         let mut proc = Proc::spawn(
             "node-agent",
             Command::new(env!("CARGO_BIN_EXE_node-agent"))
                 .args(["cluster", "--node-name", NODE, "--namespace", SYSTEM_NS])
                 .args(["--listen", listen, "--metrics-addr", "127.0.0.1:0"])
                 .args(["--status-interval", "1s", "--idle-timeout", "2s"])
+                .arg("--proxy-listen")
+                .arg(proxy.to_string())
                 .arg("--data-dir")
                 .arg(data)
                 // No mounter in this test: the link retries quietly.
@@ -130,6 +139,7 @@ impl Agent {
             proc,
             grpc: format!("http://{grpc}"),
             http: format!("http://{http}"),
+            proxy,
         };
         eventually(30, "/readyz ok", || {
             let url = format!("{}/readyz", agent.http);
@@ -1787,4 +1797,103 @@ async fn mkdir(c: &mut Api_, computer: &str, path: &str) {
     })
     .await
     .unwrap();
+}
+
+/// The status line the agent's egress proxy answers to `CONNECT host:443`
+/// sent with `proxy_authorization` (a header value, if any).
+async fn proxy_status(
+    proxy: std::net::SocketAddr,
+    host: &str,
+    authorization: Option<&str>,
+) -> String {
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+    let mut stream = tokio::net::TcpStream::connect(proxy).await.unwrap();
+    let mut head = format!("CONNECT {host}:443 HTTP/1.1\r\nHost: {host}:443\r\n");
+    if let Some(a) = authorization {
+        head.push_str(&format!("Proxy-Authorization: {a}\r\n"));
+    }
+    head.push_str("\r\n");
+    stream.write_all(head.as_bytes()).await.unwrap();
+    let mut line = String::new();
+    BufReader::new(stream).read_line(&mut line).await.unwrap();
+    line.trim().to_string()
+}
+
+fn basic(token: &str) -> String {
+    use base64::Engine;
+    format!(
+        "Basic {}",
+        base64::engine::general_purpose::STANDARD.encode(format!("computer:{token}"))
+    )
+}
+
+/// The egress proxy of cluster mode takes a connection as the computer
+/// whose token it carries (Proxy-Authorization: Basic), and decides with
+/// that computer's current egress policy; without a known token it answers
+/// 407, so it is open to nobody else on the pod network.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_egress_proxy_knows_computers_by_their_token() {
+    if support::skipped() {
+        return;
+    }
+    let (cluster, admin) = prepared_cluster().await;
+    let data = cluster.dir.path().join("node-data");
+    let agent = Agent::start(&cluster, &data, "node-agent-proxy.log").await;
+    let (ta, tb) = (token("proxy-a"), token("proxy-b"));
+    computer(
+        &admin,
+        NS_A,
+        "lister",
+        NODE,
+        serde_json::json!({"storage": {"size": "16Mi"},
+            "egress": {"mode": "allow-list", "hosts": ["allowed.test"]}}),
+        &ta,
+    )
+    .await;
+    computer(
+        &admin,
+        NS_A,
+        "closed",
+        NODE,
+        serde_json::json!({"storage": {"size": "16Mi"}}),
+        &tb,
+    )
+    .await;
+    // Until the agent has seen the computer, its token is unknown (407).
+    let a = basic(&ta);
+    let refused = eventually(30, "the proxy to know the allow-list computer", || {
+        let a = a.clone();
+        let proxy = agent.proxy;
+        async move {
+            let status = proxy_status(proxy, "denied.test", Some(&a)).await;
+            (!status.contains(" 407")).then_some(status)
+        }
+    })
+    .await;
+    assert!(refused.contains(" 403"), "a host off the list: {refused}");
+    for (auth, what) in [
+        (None, "no credential"),
+        (Some(basic("not-a-token")), "an unknown token"),
+        (Some(format!("Bearer {ta}")), "another scheme"),
+    ] {
+        let status = proxy_status(agent.proxy, "allowed.test", auth.as_deref()).await;
+        assert!(status.contains(" 407"), "{what}: {status}");
+    }
+    let b = basic(&tb);
+    let closed = eventually(30, "the proxy to know the deny-all computer", || {
+        let b = b.clone();
+        let proxy = agent.proxy;
+        async move {
+            let status = proxy_status(proxy, "allowed.test", Some(&b)).await;
+            (!status.contains(" 407")).then_some(status)
+        }
+    })
+    .await;
+    assert!(closed.contains(" 403"), "deny-all computer: {closed}");
+    let metrics = get(&format!("{}/metrics", agent.http)).await.1;
+    assert!(
+        metrics.contains("agentcomputer_egress_proxy_decisions_total"),
+        "proxy decisions in /metrics:\n{metrics}"
+    );
+    agent.stop().await;
 }

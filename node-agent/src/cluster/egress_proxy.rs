@@ -89,9 +89,7 @@ impl Identify for ProxyCallers {
         // Every fingerprint is compared, without stopping at a match.
         let found = self.index.with_entries(|all| {
             all.fold(None, |found, e| {
-                let matches = e
-                    .credential
-                    .is_some_and(|c| bool::from(c.ct_eq(&digest)));
+                let matches = e.credential.is_some_and(|c| bool::from(c.ct_eq(&digest)));
                 if matches { Some(e.clone()) } else { found }
             })
         })?;
@@ -115,8 +113,7 @@ mod tests {
     use agentcomputer_egress::Mode;
 
     fn header(token: &str) -> Vec<u8> {
-        let encoded =
-            base64::engine::general_purpose::STANDARD.encode(format!("computer:{token}"));
+        let encoded = base64::engine::general_purpose::STANDARD.encode(format!("computer:{token}"));
         format!("Basic {encoded}").into_bytes()
     }
 

@@ -213,9 +213,9 @@ where
     ));
     tokio::task::spawn_blocking(agentcomputer_js::warm_up);
     if let Some(addr) = node.config.proxy_listen {
-        let proxy_listener = TcpListener::bind(addr)
-            .await
-            .with_context(|| format!("cannot listen on {addr} for the egress proxy (--proxy-listen)"))?;
+        let proxy_listener = TcpListener::bind(addr).await.with_context(|| {
+            format!("cannot listen on {addr} for the egress proxy (--proxy-listen)")
+        })?;
         info!(addr = %proxy_listener.local_addr()?, "egress proxy serving");
         let metrics = agentcomputer_proxy::Metrics::new();
         metrics
