@@ -56,6 +56,11 @@ pub const STEPS: &[Step] = &[
         run: container_runtime,
     },
     Step {
+        name: "egress on the pod network",
+        required: false,
+        run: egress,
+    },
+    Step {
         name: "bad input refused",
         required: false,
         run: bad_input,
@@ -374,6 +379,102 @@ fn container_runtime(cx: &mut Context) -> Result<String> {
     ))
 }
 
+/// Egress on the real pod network, enforced by a real NetworkPolicy
+/// implementation: a computer whose allow-list names the test web server's
+/// Service reaches it from the container runtime (through the node agent's
+/// egress proxy, which knows the pod by its computer's token), from the
+/// shell's `curl` and from JavaScript's `fetch` (both in the node agent);
+/// a host off the list is refused by all three.
+fn egress(cx: &mut Context) -> Result<String> {
+    let web_image = std::env::var("E2E_WEB_IMAGE")
+        .unwrap_or_else(|_| "localhost/agentcomputer-e2e/busybox:1".into());
+    let web = serde_json::json!({
+    "apiVersion": "v1", "kind": "List", "items": [
+        {"apiVersion": "v1", "kind": "Pod",
+         "metadata": {"name": "web", "namespace": NS, "labels": {"app": "e2e-web"}},
+         "spec": {"containers": [{"name": "web", "image": web_image, "imagePullPolicy": "Never",
+            "command": ["sh", "-c", "mkdir -p /tmp/www && echo egress-ok > /tmp/www/index.html && exec httpd -f -p 8080 -h /tmp/www"],
+            "ports": [{"containerPort": 8080}]}]}},
+        {"apiVersion": "v1", "kind": "Service",
+         "metadata": {"name": "web", "namespace": NS},
+         "spec": {"selector": {"app": "e2e-web"}, "ports": [{"port": 80, "targetPort": 8080}]}},
+    ]});
+    cx.tools
+        .apply(&web.to_string())?
+        .ok("kubectl apply of the web server")?;
+    cx.tools.kubectl_ok(&[
+        "-n",
+        NS,
+        "wait",
+        "--for=condition=Ready",
+        "pod/web",
+        "--timeout=120s",
+    ])?;
+    let allowed = format!("web.{NS}.svc.cluster.local");
+    let other = "kubernetes.default.svc.cluster.local";
+    cx.apply_computer(
+        "net",
+        serde_json::json!({
+            "storage": {"size": "64Mi"},
+            "runtimes": {"shell": true, "javascript": true, "container": true},
+            "sandbox": {"image": cx.sandbox_image()},
+            "egress": {"mode": "allow-list", "hosts": [allowed]},
+        }),
+    )?;
+    cx.wait_ready("net", 180)?;
+    let curl = |host: &str| format!("curl -sS --max-time 10 http://{host}/");
+    let out = eventually(
+        60,
+        "the container's request through the proxy",
+        || match cx.exec("net", "container", &curl(&allowed)) {
+            Err(e) if format!("{e:#}").contains("not connected") => Err(e),
+            other => Ok(Some(other)),
+        },
+    )??;
+    ensure!(
+        out == "egress-ok\n",
+        "the container got {out:?} from {allowed}"
+    );
+    let code = cx.tools.cli(
+        &[
+            "-n",
+            NS,
+            "exec",
+            "net",
+            "--runtime",
+            "container",
+            "--",
+            &format!("curl -sS --max-time 10 -o /dev/null -w '%{{http_code}}' http://{other}/"),
+        ],
+        None,
+    )?;
+    ensure!(
+        code.stdout.trim() == "403",
+        "the container reached {other} (HTTP {:?}, exit {})",
+        code.stdout.trim(),
+        code.code
+    );
+    let out = cx.exec("net", "shell", &curl(&allowed))?;
+    ensure!(out == "egress-ok\n", "the shell's curl got {out:?}");
+    let denied = cx
+        .tools
+        .cli(&["-n", NS, "exec", "net", "--", &curl(other)], None)?;
+    ensure!(denied.code != 0, "the shell's curl reached {other}");
+    let js = |host: &str| {
+        format!(
+            "export default async () => {{ try {{ const r = await fetch('http://{host}/'); return (await r.text()).trim(); }} catch (e) {{ return 'refused: ' + e.message; }} }}"
+        )
+    };
+    let out = cx.exec("net", "javascript", &js(&allowed))?;
+    ensure!(out == "\"egress-ok\"\n", "JavaScript's fetch got {out:?}");
+    let out = cx.exec("net", "javascript", &js(other))?;
+    ensure!(
+        out.contains("refused"),
+        "JavaScript's fetch of {other} gave {out:?}"
+    );
+    Ok(String::new())
+}
+
 /// An invalid manifest is refused by the API server with the CRD's
 /// message; a computer's token opens no other computer.
 fn bad_input(cx: &mut Context) -> Result<String> {
@@ -492,6 +593,7 @@ fn agent_restart(cx: &mut Context) -> Result<String> {
     // The sandbox pod that ran across the restart: a FUSE connection does
     // not yet outlive the agent that served it, so this is reported, not
     // required (`timeout` bounds a read that would wait for a server).
+    let same_before_probe = pod_uid(cx, &sandbox_before)? == uid_before;
     let survived = cx.tools.kubectl(&[
         "-n",
         NS,
@@ -506,7 +608,12 @@ fn agent_restart(cx: &mut Context) -> Result<String> {
         "-c",
         "echo after > /workspace/after.txt && cat /workspace/after.txt",
     ])?;
-    let running = if survived.code == 0 {
+    // Sandbox pods keep their name; only the uid tells the pod that ran
+    // across the restart from its replacement.
+    let probed_same_pod = same_before_probe && pod_uid(cx, &sandbox_before)? == uid_before;
+    let running = if !probed_same_pod {
+        "the operator replaced the sandbox pod before it could be probed".to_string()
+    } else if survived.code == 0 {
         "the sandbox pod running across the restart still wrote and read /workspace".to_string()
     } else {
         format!(
