@@ -99,10 +99,16 @@ pub async fn serve(proxy: &Proxy, mut client: TcpStream, peer: SocketAddr) {
         Err(e) => return bad_request(proxy, &mut client, &caller, &e.to_string()).await,
     };
     let mut upstream_head = format!("{method} {origin} HTTP/1.1\r\n").into_bytes();
+    // The policy judged the URL's host, so that is the host asked for: a
+    // proxy ignores the client's Host and sends the URL's (RFC 9112
+    // §3.2.2); otherwise `Host: other` would reach another virtual host
+    // on an allowed address.
+    upstream_head.extend_from_slice(format!("host: {}\r\n", host_header(&dest)).as_bytes());
     for h in req.headers.iter() {
-        if HOP_HEADERS
-            .iter()
-            .any(|hop| h.name.eq_ignore_ascii_case(hop))
+        if h.name.eq_ignore_ascii_case("host")
+            || HOP_HEADERS
+                .iter()
+                .any(|hop| h.name.eq_ignore_ascii_case(hop))
         {
             continue;
         }
@@ -122,6 +128,16 @@ pub async fn serve(proxy: &Proxy, mut client: TcpStream, peer: SocketAddr) {
         return;
     }
     let _ = tokio::io::copy_bidirectional(&mut client, &mut upstream).await;
+}
+
+/// The `Host` value for `dest`: the port only when it is not 80, the
+/// default of the `http` scheme (RFC 9110 §7.2).
+fn host_header(dest: &crate::target::Dest) -> String {
+    if dest.port == 80 {
+        dest.host.to_string()
+    } else {
+        dest.to_string()
+    }
 }
 
 async fn bad_request(proxy: &Proxy, client: &mut TcpStream, caller: &Caller, why: &str) {

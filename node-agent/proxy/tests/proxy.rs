@@ -32,7 +32,16 @@ async fn upstream() -> (u16, Arc<AtomicUsize>) {
                 let text = String::from_utf8_lossy(&got).into_owned();
                 let line = text.lines().next().unwrap_or("").to_string();
                 let proxy_auth_leaked = text.to_ascii_lowercase().contains("proxy-authorization");
-                let body = format!("hello {line} leaked={proxy_auth_leaked}\n");
+                let hosts: Vec<&str> = text
+                    .lines()
+                    .filter_map(|l| l.split_once(':'))
+                    .filter(|(n, _)| n.eq_ignore_ascii_case("host"))
+                    .map(|(_, v)| v.trim())
+                    .collect();
+                let body = format!(
+                    "hello {line} leaked={proxy_auth_leaked} host={}\n",
+                    hosts.join(",")
+                );
                 let reply = format!(
                     "HTTP/1.1 200 OK\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
                     body.len()
@@ -93,6 +102,15 @@ async fn the_policy_decides_every_request_and_each_decision_is_counted() {
         got.contains("hello GET /a?b=1 HTTP/1.1 leaked=false"),
         "{got}"
     );
+    // The Host upstream is the URL's, whatever the client sent (RFC 9112
+    // §3.2.2): a client cannot reach another virtual host on an allowed
+    // address.
+    let got = exchange(
+        port,
+        &format!("GET http://127.0.0.1:{up}/ HTTP/1.1\r\nHost: forbidden.example\r\n\r\n"),
+    )
+    .await;
+    assert!(got.contains(&format!("host=127.0.0.1:{up}\n")), "{got}");
 
     // CONNECT: a tunnel, then anything over it.
     let mut s = TcpStream::connect(("127.0.0.1", port)).await.unwrap();
@@ -106,7 +124,7 @@ async fn the_policy_decides_every_request_and_each_decision_is_counted() {
     let mut out = String::new();
     s.read_to_string(&mut out).await.unwrap();
     assert!(out.contains("hello GET /tunnel"), "{out}");
-    assert_eq!(connections.load(Ordering::SeqCst), 2);
+    assert_eq!(connections.load(Ordering::SeqCst), 3);
 
     // Refusals: another port, metadata, IP-literal spellings of loopback
     // ports not listed, and a name that resolves to loopback.
@@ -151,14 +169,14 @@ async fn the_policy_decides_every_request_and_each_decision_is_counted() {
     // Origin-form requests are not proxied: the proxy is no web server.
     let got = exchange(port, "GET / HTTP/1.1\r\nhost: x\r\n\r\n").await;
     assert!(got.starts_with("HTTP/1.1 400"), "{got}");
-    assert_eq!(connections.load(Ordering::SeqCst), 2);
-    assert_eq!(metrics.get("allowed", ""), 2);
+    assert_eq!(connections.load(Ordering::SeqCst), 3);
+    assert_eq!(metrics.get("allowed", ""), 3);
     let text = prometheus::TextEncoder::new()
         .encode_to_string(&registry.gather())
         .unwrap();
     assert!(
         text.contains(
-            r#"agentcomputer_egress_proxy_decisions_total{decision="allowed",reason=""} 2"#
+            r#"agentcomputer_egress_proxy_decisions_total{decision="allowed",reason=""} 3"#
         ),
         "{text}"
     );
