@@ -1819,16 +1819,25 @@ async fn proxy_status(
     line.trim().to_string()
 }
 
-fn basic(token: &str) -> String {
+/// `Proxy-Authorization` with `password` as the Basic password.
+fn basic_with(password: &str) -> String {
     use base64::Engine;
     format!(
         "Basic {}",
-        base64::engine::general_purpose::STANDARD.encode(format!("computer:{token}"))
+        base64::engine::general_purpose::STANDARD.encode(format!("computer:{password}"))
     )
 }
 
+/// The proxy credential of the computer whose token is `token`: the hex
+/// of its credential fingerprint, as the operator puts it into the
+/// sandbox's proxy URL.
+fn basic(token: &str) -> String {
+    basic_with(&hex::encode(Sha256::digest(token.as_bytes())))
+}
+
 /// The egress proxy of cluster mode takes a connection as the computer
-/// whose token it carries (Proxy-Authorization: Basic), and decides with
+/// whose credential fingerprint it carries (Proxy-Authorization: Basic;
+/// never the token itself), and decides with
 /// that computer's current egress policy; without a known token it answers
 /// 407, so it is open to nobody else on the pod network.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1874,6 +1883,10 @@ async fn the_egress_proxy_knows_computers_by_their_token() {
     for (auth, what) in [
         (None, "no credential"),
         (Some(basic("not-a-token")), "an unknown token"),
+        (
+            Some(basic_with(&ta)),
+            "the API token instead of its fingerprint",
+        ),
         (Some(format!("Bearer {ta}")), "another scheme"),
     ] {
         let status = proxy_status(agent.proxy, "allowed.test", auth.as_deref()).await;
@@ -1890,6 +1903,11 @@ async fn the_egress_proxy_knows_computers_by_their_token() {
     })
     .await;
     assert!(closed.contains(" 403"), "deny-all computer: {closed}");
+    // The fingerprint in the sandbox's proxy URL opens no API call.
+    let fingerprint = hex::encode(Sha256::digest(ta.as_bytes()));
+    let mut c = agent.client(Some(&fingerprint)).await;
+    let (code, _) = code_of(stat(&mut c, "lister", "/workspace").await);
+    assert_eq!(code, Code::Unauthenticated);
     let metrics = get(&format!("{}/metrics", agent.http)).await.1;
     assert!(
         metrics.contains("agentcomputer_egress_proxy_decisions_total"),

@@ -678,6 +678,7 @@ async fn reconcile_sandbox(
         c,
         sandbox,
         agent.and_then(|a| a.ip.as_deref()),
+        credential_hash,
         runner_image.map(|image| pod::Runner {
             image,
             credential_hash,

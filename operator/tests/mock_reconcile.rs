@@ -554,17 +554,17 @@ async fn update_keeps_the_token_changes_policy_and_adds_sandbox() {
     );
     assert_eq!(ctr["resources"]["limits"]["memory"], "1Gi");
     let env_vars = ctr["env"].as_array().unwrap();
-    // The proxy URL carries the computer's token (from its Secret, through
-    // a variable defined before it) as the proxy credential.
-    let at = |name: &str| env_vars.iter().position(|e| e["name"] == name).unwrap();
-    assert_eq!(
-        env_vars[at("HTTPS_PROXY")]["value"],
-        "http://computer:$(AGENTCOMPUTER_PROXY_TOKEN)@10.0.0.1:3128"
-    );
-    assert!(at("AGENTCOMPUTER_PROXY_TOKEN") < at("HTTPS_PROXY"));
-    assert_eq!(
-        env_vars[at("AGENTCOMPUTER_PROXY_TOKEN")]["valueFrom"]["secretKeyRef"]["name"],
-        "c1-credential"
+    // The proxy URL carries the computer's credential fingerprint (never
+    // its token) as the proxy credential.
+    let hash = current(&env, "c1").status.unwrap().credential_hash.unwrap();
+    let fingerprint = hash.strip_prefix("sha256:").unwrap();
+    assert!(env_vars.iter().any(|e| e["name"] == "HTTPS_PROXY"
+        && e["value"] == format!("http://computer:{fingerprint}@10.0.0.1:3128").as_str()));
+    assert!(
+        !env_vars
+            .iter()
+            .any(|e| e["valueFrom"]["secretKeyRef"]["key"] == "token"
+                && e["name"] != "AGENTCOMPUTER_TOKEN")
     );
     let c = current(&env, "c1");
     assert_eq!(condition(&c, "SandboxReady"), ("False", "Starting"));

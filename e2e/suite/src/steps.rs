@@ -411,7 +411,8 @@ fn egress(cx: &mut Context) -> Result<String> {
         "--timeout=120s",
     ])?;
     let allowed = format!("web.{NS}.svc.cluster.local");
-    let other = "kubernetes.default.svc.cluster.local";
+    let other = format!("web-off.{NS}.svc.cluster.local");
+    let other = other.as_str();
     cx.apply_computer(
         "net",
         serde_json::json!({
@@ -459,7 +460,12 @@ fn egress(cx: &mut Context) -> Result<String> {
     let denied = cx
         .tools
         .cli(&["-n", NS, "exec", "net", "--", &curl(other)], None)?;
-    ensure!(denied.code != 0, "the shell's curl reached {other}");
+    ensure!(
+        denied.code != 0 && denied.stderr.contains("not in the allow-list"),
+        "the shell's curl of {other}: exit {}, {:?}",
+        denied.code,
+        denied.stderr.trim()
+    );
     let js = |host: &str| {
         format!(
             "export default async () => {{ try {{ const r = await fetch('http://{host}/'); return (await r.text()).trim(); }} catch (e) {{ return 'refused: ' + e.message; }} }}"
@@ -469,7 +475,7 @@ fn egress(cx: &mut Context) -> Result<String> {
     ensure!(out == "\"egress-ok\"\n", "JavaScript's fetch got {out:?}");
     let out = cx.exec("net", "javascript", &js(other))?;
     ensure!(
-        out.contains("refused"),
+        out.contains("refused") && out.contains("not in the allow-list"),
         "JavaScript's fetch of {other} gave {out:?}"
     );
     Ok(String::new())

@@ -1,12 +1,15 @@
 //! The command-line tools the suite drives, as a user would: `kubectl`,
 //! `helm` and `kubectl-computer`, all against one `KUBECONFIG`.
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow, bail};
+
+/// The longest any one command may run before it is killed.
+const COMMAND_TIMEOUT: Duration = Duration::from_secs(300);
 use serde_json::Value;
 
 /// Where the tools and the cluster are, read from the environment.
@@ -106,11 +109,48 @@ impl Tools {
                 .expect("piped stdin")
                 .write_all(input.as_bytes())?;
         }
-        let out = child.wait_with_output()?;
+        // Read both pipes on threads, so that a command that hangs (a read
+        // on a FUSE mount without a server) is killed at the deadline
+        // instead of blocking the suite.
+        let drain = |pipe: Option<Box<dyn std::io::Read + Send>>| {
+            std::thread::spawn(move || {
+                let mut buf = Vec::new();
+                if let Some(mut p) = pipe {
+                    let _ = p.read_to_end(&mut buf);
+                }
+                buf
+            })
+        };
+        let out = drain(child.stdout.take().map(|p| Box::new(p) as _));
+        let err = drain(child.stderr.take().map(|p| Box::new(p) as _));
+        let deadline = Instant::now() + COMMAND_TIMEOUT;
+        let status = loop {
+            if let Some(status) = child.try_wait()? {
+                break Some(status);
+            }
+            if Instant::now() >= deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                break None;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        let stdout = String::from_utf8_lossy(&out.join().unwrap_or_default()).into_owned();
+        let mut stderr = String::from_utf8_lossy(&err.join().unwrap_or_default()).into_owned();
+        let code = match status {
+            Some(s) => s.code().unwrap_or(-1),
+            None => {
+                stderr.push_str(&format!(
+                    "\nkilled after {} s without finishing",
+                    COMMAND_TIMEOUT.as_secs()
+                ));
+                -1
+            }
+        };
         Ok(Output {
-            code: out.status.code().unwrap_or(-1),
-            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+            code,
+            stdout,
+            stderr,
         })
     }
 

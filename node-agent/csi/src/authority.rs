@@ -43,8 +43,18 @@ const PRIORITY: u8 = 0x20;
 /// The smallest SETTINGS_MAX_FRAME_SIZE a peer may announce and the
 /// default (RFC 9113 §6.5.2): re-encoded blocks are split at this size.
 const MAX_FRAME: usize = 16_384;
-/// Largest header block accepted from the client, in bytes.
-const MAX_BLOCK: usize = 1 << 20;
+/// Largest header block accepted from the client, in bytes (the
+/// registration calls' blocks are a few hundred bytes).
+const MAX_BLOCK: usize = 64 * 1024;
+/// Largest decoded header list accepted, in bytes (name and value lengths
+/// plus 32 per field, as RFC 9113 §6.5.2 counts SETTINGS_MAX_HEADER_LIST_SIZE):
+/// indexed fields make a small block decode large.
+const MAX_HEADER_LIST: usize = 64 * 1024;
+/// The HPACK dynamic table size both ends use: the default of
+/// SETTINGS_HEADER_TABLE_SIZE (RFC 9113 §6.5.2), which the in-process
+/// server never changes. A client's table size update above it is an
+/// error (RFC 7541 §4.2).
+const TABLE_SIZE: usize = 4096;
 /// Bytes buffered between the socket and the server in each direction.
 const PIPE: usize = 64 * 1024;
 /// What a path-like authority is replaced by (what grpc-go itself sends
@@ -101,6 +111,7 @@ where
     }
     to.write_all(&preface).await?;
     let mut decoder = Decoder::new();
+    decoder.set_max_allowed_table_size(TABLE_SIZE);
     let mut encoder = Encoder::new();
     loop {
         let Some(frame) = read_frame(from).await? else {
@@ -126,9 +137,19 @@ where
             }
             flags = next.flags;
         }
-        let headers = decoder
-            .decode(&block)
+        let mut headers = Vec::new();
+        let mut size = 0usize;
+        decoder
+            .decode_with_cb(&block, |name, value| {
+                size += name.len() + value.len() + 32;
+                if size <= MAX_HEADER_LIST {
+                    headers.push((name.into_owned(), value.into_owned()));
+                }
+            })
             .map_err(|e| invalid(&format!("cannot decode a header block: {e}")))?;
+        if size > MAX_HEADER_LIST {
+            return Err(invalid("header list too large"));
+        }
         let headers = with_valid_authority(headers);
         let encoded = encoder.encode(headers.iter().map(|(n, v)| (&n[..], &v[..])));
         write_block(to, frame.stream, frame.flags & END_STREAM, &encoded).await?;

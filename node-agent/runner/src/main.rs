@@ -126,6 +126,13 @@ fn serve(workspace: Option<PathBuf>) -> Result<(), String> {
             workspace.display()
         ));
     }
+    // The token is in this process's environment, which the scripts (same
+    // uid) could read at /proc/1/environ. A non-dumpable process's /proc
+    // files belong to root and it cannot be traced (prctl(2),
+    // PR_SET_DUMPABLE; proc(5)), so the scripts never see the token; they
+    // start dumpable again after execve, which does not matter for them.
+    nix::sys::prctl::set_dumpable(false)
+        .map_err(|e| format!("cannot make the runner non-dumpable: {e}"))?;
     let config = Config {
         agent: required("AGENTCOMPUTER_AGENT")?,
         computer: required("AGENTCOMPUTER_COMPUTER")?,

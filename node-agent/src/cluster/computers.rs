@@ -53,6 +53,7 @@ pub async fn run(node: Arc<Node>, stop: CancellationToken) {
                 if let Some(seen) = listing.take() {
                     // Gone (or moved off this node) while the watch was down.
                     let dropped = node.index.retain(|uid| seen.contains(uid));
+                    node.proxy_callers.retain(|uid| seen.contains(uid));
                     if dropped > 0 {
                         info!(dropped, "forgot AgentComputers no longer placed here");
                     }
@@ -104,6 +105,9 @@ async fn apply(node: &Node, computer: &AgentComputer) {
         Ok(c) => c,
         Err(e) => {
             warn!(computer = %shown, error = %e, "cannot apply the spec; keeping the current settings");
+            // The proxy never keeps a policy the spec no longer says.
+            node.proxy_callers
+                .set_policy(&uid, &agentcomputer_egress::EgressConfig::default());
             return;
         }
     };

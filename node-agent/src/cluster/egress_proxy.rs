@@ -4,16 +4,23 @@
 //! from its sandbox pod only through the node agent's proxy (`--proxy-listen`):
 //! its NetworkPolicy admits the agent's proxy port and DNS, nothing else, and
 //! the operator sets `HTTP_PROXY`/`HTTPS_PROXY` to
-//! `http://computer:TOKEN@AGENT_IP:PORT` with the computer's own token. The
-//! proxy (crate `agentcomputer-proxy`) takes a connection as the computer's
-//! whose token it presents as `Proxy-Authorization: Basic
-//! base64(USER:TOKEN)` (RFC 7617; the user part is ignored): the token's
-//! SHA-256 is compared in constant time with every `status.credentialHash`
-//! on this node, as the API's [`super::credentials::ClusterAuthorizer`]
-//! does. No other source is trusted (a pod IP could be reused), and a
-//! connection without a known token gets `407`, so the proxy is open to
-//! nobody else on the pod network. The decision is then the computer's
-//! egress policy from its current spec, the one the in-process runtimes use.
+//! `http://computer:FINGERPRINT@AGENT_IP:PORT`, FINGERPRINT being the
+//! lowercase hex of the computer's `status.credentialHash` (the SHA-256 of
+//! its token). The proxy (crate `agentcomputer-proxy`) takes a connection as
+//! the computer whose fingerprint it presents as `Proxy-Authorization:
+//! Basic base64(USER:FINGERPRINT)` (RFC 7617; the user part is ignored),
+//! compared in constant time with every fingerprint on this node.
+//!
+//! Why the fingerprint and not the token: the sandbox's processes see
+//! their proxy URL, and the token opens the computer's whole API. The
+//! fingerprint opens only this proxy, under the computer's own egress
+//! policy: the API hashes what it is given, so a fingerprint presented
+//! there matches nothing. Whoever may read the AgentComputer's status can
+//! read the fingerprint too, and can then use the proxy as that computer
+//! from where NetworkPolicy admits them to the proxy port (sandbox pods),
+//! with that computer's allow-list and no more. No other source is trusted
+//! (a pod IP can be reused), and a connection without a known fingerprint
+//! gets `407`, so the proxy is open to nobody else on the pod network.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -22,7 +29,6 @@ use std::sync::{Arc, RwLock};
 use agentcomputer_egress::{EgressConfig, Policy};
 use agentcomputer_proxy::{Caller, Identify};
 use base64::Engine;
-use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 use tracing::warn;
 
@@ -58,6 +64,14 @@ impl ProxyCallers {
             .insert(uid.to_string(), Arc::new(policy));
     }
 
+    /// Keeps the policies of the computers `keep` accepts.
+    pub fn retain(&self, mut keep: impl FnMut(&str) -> bool) {
+        self.policies
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .retain(|uid, _| keep(uid));
+    }
+
     /// Forgets computer `uid`.
     pub fn remove(&self, uid: &str) {
         self.policies
@@ -67,8 +81,8 @@ impl ProxyCallers {
     }
 }
 
-/// The token of `Proxy-Authorization: Basic base64(USER:TOKEN)`.
-fn basic_token(header: &[u8]) -> Option<String> {
+/// The password of `Proxy-Authorization: Basic base64(USER:PASSWORD)`.
+fn basic_password(header: &[u8]) -> Option<String> {
     let value = std::str::from_utf8(header).ok()?.trim();
     let (scheme, encoded) = value.split_once(' ')?;
     if !scheme.eq_ignore_ascii_case("basic") {
@@ -84,8 +98,9 @@ fn basic_token(header: &[u8]) -> Option<String> {
 
 impl Identify for ProxyCallers {
     fn identify(&self, _peer: SocketAddr, proxy_authorization: Option<&[u8]>) -> Option<Caller> {
-        let token = basic_token(proxy_authorization?)?;
-        let digest: [u8; 32] = Sha256::digest(token.as_bytes()).into();
+        let password = basic_password(proxy_authorization?)?;
+        let mut digest = [0u8; 32];
+        hex::decode_to_slice(password.trim(), &mut digest).ok()?;
         // Every fingerprint is compared, without stopping at a match.
         let found = self.index.with_entries(|all| {
             all.fold(None, |found, e| {
@@ -111,9 +126,13 @@ mod tests {
     use super::*;
     use crate::cluster::index::Entry;
     use agentcomputer_egress::Mode;
+    use sha2::{Digest, Sha256};
 
+    /// The proxy credential of the computer whose token is `token`.
     fn header(token: &str) -> Vec<u8> {
-        let encoded = base64::engine::general_purpose::STANDARD.encode(format!("computer:{token}"));
+        let fingerprint = hex::encode(Sha256::digest(token.as_bytes()));
+        let encoded =
+            base64::engine::general_purpose::STANDARD.encode(format!("computer:{fingerprint}"));
         format!("Basic {encoded}").into_bytes()
     }
 
@@ -144,9 +163,15 @@ mod tests {
         assert_eq!(a.policy.config().mode, Mode::AllowList);
         let b = callers.identify(peer, Some(&header("t2"))).unwrap();
         assert_eq!(b.computer, "ns/b");
+        // The token itself is not the proxy credential.
+        let token_itself = format!(
+            "Basic {}",
+            base64::engine::general_purpose::STANDARD.encode("computer:t1")
+        );
         for bad in [
             None,
             Some(header("wrong")),
+            Some(token_itself.into_bytes()),
             Some(b"Bearer t1".to_vec()),
             Some(b"Basic !!!".to_vec()),
         ] {

@@ -59,9 +59,6 @@ fn host_port(ip: &str, port: u16) -> String {
     }
 }
 
-/// The sandbox's variable holding the computer's token for the proxy URL.
-pub const PROXY_TOKEN_VAR: &str = "AGENTCOMPUTER_PROXY_TOKEN";
-
 fn var(name: &str, value: String) -> EnvVar {
     EnvVar {
         name: name.into(),
@@ -106,11 +103,14 @@ pub struct Runner<'a> {
 
 /// Builds the pod. `agent_ip` is the serving node agent's pod IP: the pod
 /// gets HTTP(S)_PROXY pointing at it when the egress policy lists host
-/// names, and, with `runner`, the runner dialing it (module docs).
+/// names (with `proxy_credential`, the computer's `status.credentialHash`,
+/// as the proxy credential), and, with `runner`, the runner dialing it
+/// (module docs).
 pub fn build(
     c: &AgentComputer,
     sandbox: &SandboxSpec,
     agent_ip: Option<&str>,
+    proxy_credential: Option<&str>,
     runner: Option<Runner<'_>>,
 ) -> Pod {
     let proxy = agent_ip;
@@ -126,24 +126,20 @@ pub fn build(
             value_from: None,
         },
     ];
-    if let Some(ip) = proxy.filter(|_| !c.spec.egress.hosts.is_empty()) {
-        // The node agent's proxy knows the computer by its token, sent as
-        // the proxy URL's password (Proxy-Authorization: Basic); the
-        // kubelet expands `$(VAR)` from the variable defined just before.
-        env.push(EnvVar {
-            name: PROXY_TOKEN_VAR.into(),
-            value: None,
-            value_from: Some(EnvVarSource {
-                secret_key_ref: Some(SecretKeySelector {
-                    name: secret_name(c),
-                    key: TOKEN_KEY.into(),
-                    optional: Some(false),
-                }),
-                ..Default::default()
-            }),
-        });
+    // The node agent's proxy knows the computer by its credential's
+    // fingerprint (the hex of `status.credentialHash`), sent as the proxy
+    // URL's password (Proxy-Authorization: Basic). The fingerprint opens
+    // the proxy only, under this computer's own egress policy; the API
+    // refuses it (it hashes what it is given). So the token itself never
+    // reaches the sandbox's processes, and a rotated token changes the URL,
+    // which replaces the pod.
+    let fingerprint = proxy_credential.and_then(|h| h.strip_prefix("sha256:"));
+    if let (Some(ip), Some(fingerprint)) = (
+        proxy.filter(|_| !c.spec.egress.hosts.is_empty()),
+        fingerprint,
+    ) {
         let url = format!(
-            "http://computer:$({PROXY_TOKEN_VAR})@{}",
+            "http://computer:{fingerprint}@{}",
             host_port(ip, NODE_AGENT_PROXY_PORT)
         );
         for k in ["HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"] {
@@ -350,6 +346,7 @@ mod tests {
             &computer(),
             &sandbox(Some(vec!["sleep".into(), "1".into()])),
             Some("fd00::7"),
+            Some("sha256:ab"),
             Some(runner),
         );
         let spec = pod.spec.as_ref().unwrap();
@@ -387,6 +384,7 @@ mod tests {
             &computer(),
             &sandbox(None),
             Some("fd00::7"),
+            Some("sha256:cd"),
             Some(Runner {
                 credential_hash: Some("sha256:cd"),
                 ..runner
@@ -403,8 +401,14 @@ mod tests {
             credential_hash: None,
         };
         for pod in [
-            build(&computer(), &sandbox(own.clone()), Some("10.0.0.1"), None),
-            build(&computer(), &sandbox(own.clone()), None, Some(runner)),
+            build(
+                &computer(),
+                &sandbox(own.clone()),
+                Some("10.0.0.1"),
+                None,
+                None,
+            ),
+            build(&computer(), &sandbox(own.clone()), None, None, Some(runner)),
         ] {
             let spec = pod.spec.unwrap();
             assert!(spec.init_containers.is_none());
@@ -418,7 +422,7 @@ mod tests {
                     .any(|e| e.name.starts_with("AGENTCOMPUTER_AGENT"))
             );
         }
-        let default = build(&computer(), &sandbox(None), None, None);
+        let default = build(&computer(), &sandbox(None), None, None, None);
         assert_eq!(
             default.spec.unwrap().containers[0]
                 .command
