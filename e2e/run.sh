@@ -48,7 +48,10 @@ step "product binaries" product_bins || exit 1
 # The sandbox runner is built static for any sandbox image (musl).
 musl_target() {
     rustup target list --installed | grep -qx x86_64-unknown-linux-musl ||
-        rustup target add x86_64-unknown-linux-musl
+        rustup target add x86_64-unknown-linux-musl || return 1
+    # ring (TLS to the node agent) compiles C and assembly: musl-gcc.
+    command -v musl-gcc >/dev/null ||
+        { apt-get update -qq && apt-get install -y -qq musl-tools >/dev/null; }
 }
 step "musl target for the sandbox runner" musl_target || exit 1
 step "product images" bash e2e/images/build.sh --bin-dir "$E2E_BIN_DIR" || exit 1

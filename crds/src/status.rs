@@ -131,3 +131,33 @@ pub mod condition_types {
     /// Summary: the computer can serve execs.
     pub const READY: &str = "Ready";
 }
+
+/// Reasons of the `SandboxReady` condition that mean the sandbox pod is on
+/// its way (or stopped on purpose) rather than failing. Any other reason
+/// of `SandboxReady=False` names why the pod cannot run: the API server's
+/// refusal ([`sandbox_reasons::REJECTED`]) or the kubelet's own waiting
+/// reason (`ErrImagePull`, `ImagePullBackOff`, `CrashLoopBackOff`,
+/// `CreateContainerConfigError`…, see the kubelet's
+/// `pkg/kubelet/images/types.go` and `container/sync_result.go`), which
+/// the node agent reports to an exec waiting for the pod.
+pub mod sandbox_reasons {
+    /// The pod is running and ready.
+    pub const RUNNING: &str = "Running";
+    /// The pod exists and is starting (scheduled, pulling, initialising).
+    pub const STARTING: &str = "Starting";
+    /// The pod was stopped after `spec.sandbox.idleTimeoutSeconds` without
+    /// activity; use (the `last-activity` annotation) starts it again.
+    pub const IDLE: &str = "Idle";
+    /// The pod is being replaced after its spec changed.
+    pub const REPLACING: &str = "Replacing";
+    /// The API server refused the pod (admission, quota, Pod Security).
+    pub const REJECTED: &str = "SandboxRejected";
+    /// A pod that ended (phase `Failed` or `Succeeded`); it is replaced.
+    pub const ENDED: &str = "PodEnded";
+
+    /// Whether `reason` (of `SandboxReady=False`) means the pod is
+    /// starting or stopped on purpose, not failing.
+    pub fn is_progress(reason: &str) -> bool {
+        matches!(reason, RUNNING | STARTING | IDLE | REPLACING)
+    }
+}

@@ -73,13 +73,15 @@ build_operator() {
 }
 
 # The runner must run in any sandbox image, whatever its libc: a static
-# musl build (rustup target x86_64-unknown-linux-musl; no C code in its
-# dependency tree, so no musl C toolchain is needed).
+# musl build (rustup target x86_64-unknown-linux-musl; ring, its TLS
+# crypto, compiles C and assembly with musl-gcc from Debian's musl-tools).
 MUSL=x86_64-unknown-linux-musl
 static_runner() {
     if [ -z "$runner" ]; then
         rustup target list --installed 2>/dev/null | grep -qx "$MUSL" ||
             die "the Rust target $MUSL is missing: rustup target add $MUSL"
+        command -v musl-gcc >/dev/null ||
+            die "musl-gcc is missing (ring needs it for $MUSL): apt-get install musl-tools"
         log "building agentcomputer-runner for $MUSL"
         (cd "$E2E_REPO" && nice cargo build --release --locked --target "$MUSL" -p agentcomputer-runner >&2) ||
             die "cannot build agentcomputer-runner for $MUSL"

@@ -46,11 +46,28 @@ pub trait ContainerRuntime: Send + Sync + 'static {
     fn unavailable_reason(&self) -> Option<String>;
 
     /// Why computer `key` (its registry key) cannot run a container exec
-    /// now, asked once the computer is known to enable the runtime
+    /// now or soon, asked once the computer is known to enable the runtime
     /// (refused with FAILED_PRECONDITION). The default: nothing stops it.
-    fn not_ready(&self, key: &str) -> Option<String> {
+    async fn not_ready(&self, key: &str) -> Option<String> {
         let _ = key;
         None
+    }
+
+    /// Waits until computer `key` can take a run (in a cluster: its sandbox
+    /// pod, started again if it was stopped when idle, has attached),
+    /// sending one human-readable line per step of the wait to `progress`
+    /// (the exec shows them on stderr). `cancel` ends the wait. Errors:
+    /// why no run can start (the kubelet's reason for a pod that cannot
+    /// run, a start slower than allowed, a cancelled wait). The default:
+    /// ready at once.
+    async fn prepare(
+        &self,
+        key: &str,
+        progress: mpsc::Sender<String>,
+        cancel: CancellationToken,
+    ) -> Result<(), String> {
+        let _ = (key, progress, cancel);
+        Ok(())
     }
 
     /// Runs `run` to its end, sending its output to `out`; `cancel` (or

@@ -15,6 +15,7 @@ use agentcomputer_proto::v1 as pb;
 use agentcomputer_proto::v1::agent_computer_client::AgentComputerClient;
 use k8s_openapi::api::core::v1::PersistentVolume;
 use k8s_openapi::api::storage::v1::CSIStorageCapacity;
+use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use pb::exec_event::Event;
 use sha2::{Digest, Sha256};
@@ -395,6 +396,49 @@ async fn published_capacity(admin: &kube::Client) -> Option<(u64, CSIStorageCapa
 fn available(dir: &Path) -> u64 {
     let st = nix::sys::statvfs::statvfs(dir).unwrap();
     st.blocks_available() as u64 * st.fragment_size() as u64
+}
+
+/// Starts a container exec of `true` on `computer` and returns its first
+/// event's stderr text (empty when the first event is not stderr), then
+/// drops the call, which cancels the exec.
+async fn first_stderr(c: &mut Api_, computer: &str) -> String {
+    let req = pb::ExecRequest {
+        computer: computer.into(),
+        runtime: pb::Runtime::Container as i32,
+        script: "true".into(),
+        ..Default::default()
+    };
+    let mut stream = c.exec(req).await.expect("the exec is accepted").into_inner();
+    let first = tokio::time::timeout(Duration::from_secs(10), stream.message())
+        .await
+        .expect("a first event within 10 s")
+        .expect("a well-formed stream");
+    match first.and_then(|e| e.event) {
+        Some(Event::Stderr(b)) => String::from_utf8_lossy(&b).into_owned(),
+        _ => String::new(),
+    }
+}
+
+/// Writes `SandboxReady=False` with `reason` and `message` on computer
+/// `name` in NS_A, as the operator would.
+async fn set_sandbox_condition(admin: &kube::Client, name: &str, reason: &str, message: &str) {
+    let api: Api<AgentComputer> = Api::namespaced(admin.clone(), NS_A);
+    let body = serde_json::json!({
+        "apiVersion": "agentcomputer.dev/v1alpha1",
+        "kind": "AgentComputer",
+        "metadata": {"name": name},
+        "status": {"conditions": [{
+            "type": "SandboxReady", "status": "False", "reason": reason,
+            "message": message, "lastTransitionTime": "2026-01-01T00:00:00Z",
+        }]},
+    });
+    api.patch_status(
+        name,
+        &PatchParams::apply("test-operator").force(),
+        &Patch::Apply(body),
+    )
+    .await
+    .expect("patch the sandbox condition");
 }
 
 fn code_of<T: std::fmt::Debug>(r: Result<T, tonic::Status>) -> (Code, String) {
@@ -1368,15 +1412,41 @@ async fn container_execs_run_in_the_sandbox_runner() {
     assert_eq!(code, Code::FailedPrecondition);
     assert!(msg.contains("runtime container is disabled"), "{msg}");
 
-    // No runner attached yet.
+    // No runner attached: a sandbox the kubelet cannot start is refused
+    // with its reason; a stopped one is started (the last-activity
+    // annotation is written at once) and the exec waits, saying so.
+    set_sandbox_condition(
+        &admin,
+        "boxed",
+        "ImagePullBackOff",
+        "pod boxed-sandbox: container sandbox: Back-off pulling image \"nope\"",
+    )
+    .await;
     let (code, msg) = code_of(exec(&mut c, "boxed", pb::Runtime::Container, "true").await);
     assert_eq!(code, Code::FailedPrecondition);
     assert!(
-        msg.contains("sandbox pod is not connected")
-            && msg.contains("runtimes.container must be true")
-            && msg.contains("kubectl get pod boxed-sandbox -n team-a"),
+        msg.contains("the sandbox pod of team-a/boxed cannot run: ImagePullBackOff")
+            && msg.contains("Back-off pulling image"),
         "{msg}"
     );
+    set_sandbox_condition(&admin, "boxed", "Idle", "stopped after 60s without activity").await;
+    let before = k8s_openapi::jiff::Timestamp::now();
+    let first = first_stderr(&mut c, "boxed").await;
+    assert!(
+        first.contains("sandbox pod boxed-sandbox was stopped when idle; starting it"),
+        "{first}"
+    );
+    let api: Api<AgentComputer> = Api::namespaced(admin.clone(), NS_A);
+    let annotated = api.get("boxed").await.unwrap();
+    let stamp: k8s_openapi::jiff::Timestamp = annotated.annotations()
+        [agentcomputer_crds::labels::LAST_ACTIVITY]
+        .parse()
+        .unwrap();
+    assert!(
+        stamp.as_second() >= before.as_second(),
+        "last-activity {stamp} written when the exec began ({before})"
+    );
+    set_sandbox_condition(&admin, "boxed", "Starting", "pod boxed-sandbox is Pending").await;
 
     // A runner without the right token cannot attach: none at all, an
     // unknown one, another computer's.
@@ -1420,8 +1490,8 @@ async fn container_execs_run_in_the_sandbox_runner() {
     })
     .await;
     assert!(wrong.alive(), "a refused runner keeps trying");
-    let (code, _) = code_of(exec(&mut c, "boxed", pb::Runtime::Container, "true").await);
-    assert_eq!(code, Code::FailedPrecondition);
+    let first = first_stderr(&mut c, "boxed").await;
+    assert!(first.contains("waiting for sandbox pod boxed-sandbox: Starting"), "{first}");
     wrong.kill();
 
     // The protocol, spoken by hand: a run goes down as `start`, its events
@@ -1515,25 +1585,28 @@ async fn container_execs_run_in_the_sandbox_runner() {
     eventually(10, "the hand-made runner detached", || {
         let mut c = c.clone();
         async move {
-            let r = exec(&mut c, "boxed", pb::Runtime::Container, "true").await;
-            matches!(r, Err(s) if s.code() == Code::FailedPrecondition).then_some(())
+            let first = first_stderr(&mut c, "boxed").await;
+            first.contains("waiting for sandbox pod").then_some(())
         }
     })
     .await;
+    // An exec that began before the runner attached runs once it does.
+    let waiting = {
+        let mut c = c.clone();
+        tokio::spawn(async move {
+            exec(&mut c, "boxed", pb::Runtime::Container, "echo waited").await
+        })
+    };
 
     // The computer's own runner.
     std::fs::create_dir(workspace.path().join("sub")).unwrap();
     mkdir(&mut c, "boxed", "/workspace/sub").await;
     let mut runner = start_runner(&cluster, &addr, &uid, &tc, workspace.path(), "runner.log");
-    eventually(20, "the runner attached", || {
-        let mut c = c.clone();
-        async move {
-            exec(&mut c, "boxed", pb::Runtime::Container, "true")
-                .await
-                .ok()
-        }
-    })
-    .await;
+    let waited = tokio::time::timeout(Duration::from_secs(60), waiting)
+        .await
+        .expect("the waiting exec ends once the runner attached")
+        .unwrap();
+    assert_eq!(waited.unwrap(), ("waited\n".to_string(), 0));
     let metrics = get(&format!("{}/metrics", agent.http)).await.1;
     assert!(
         metrics.contains("\nagentcomputer_node_sandbox_runners 1\n"),

@@ -35,6 +35,21 @@ pub struct Config {
     /// process (see [`crate::resources::pod`]). `None`: sandbox pods run
     /// `spec.sandbox.command` and container execs cannot reach them.
     pub runner_image: Option<String>,
+    /// How clients in sandbox pods and the CLI check a node agent that
+    /// serves its API over TLS (the chart's `nodeAgent.tls`). `None`: the
+    /// agents serve plaintext.
+    pub agent_tls: Option<AgentTls>,
+}
+
+/// Trust for node agents' TLS certificates, handed to each computer's
+/// sandbox pod (environment) and credential Secret.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AgentTls {
+    /// PEM certificates that sign the agents' serving certificate.
+    pub ca_pem: String,
+    /// The DNS name in the agents' certificate, checked in place of the
+    /// pod IP that clients dial.
+    pub server_name: String,
 }
 
 impl Default for Config {
@@ -50,6 +65,7 @@ impl Default for Config {
             storage_class: "agentcomputer".into(),
             resync_seconds: 300,
             runner_image: None,
+            agent_tls: None,
         }
     }
 }

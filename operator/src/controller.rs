@@ -29,6 +29,7 @@ use std::time::{Duration, Instant};
 
 use agentcomputer_crds::quantity::quantity_bytes;
 use agentcomputer_crds::{
+    sandbox_reasons,
     AgentComputer, AgentComputerStatus, ComputerPhase, NODE_AGENT_GRPC_PORT, ReclaimPolicy,
     VolumeStatus, condition_types as ct, labels,
 };
@@ -76,7 +77,7 @@ pub const CREDENTIAL_INVALID: &str = "CredentialInvalid";
 /// Reason of `SandboxReady=False` (and of the Warning event) when the API
 /// server refuses the sandbox pod (HTTP 403 or 400, e.g. an exceeded
 /// ResourceQuota or an admission webhook).
-pub const SANDBOX_REJECTED: &str = "SandboxRejected";
+pub const SANDBOX_REJECTED: &str = sandbox_reasons::REJECTED;
 
 /// Entry point for the controller: wraps [`apply`] and [`cleanup`] in the
 /// finalizer protocol and records metrics.
@@ -290,7 +291,7 @@ pub async fn apply(c: Arc<AgentComputer>, ctx: Arc<Context>) -> Result<Action> {
     // 2. Credential.
     let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
     let secret_name = resources::secret_name(&c);
-    let credential = reconcile_credential(&c, &secrets, &secret_name).await?;
+    let credential = reconcile_credential(&c, &secrets, &secret_name, ctx.config.agent_tls.as_ref()).await?;
     let credential_hash = credential.as_ref().ok().map(|t| secret::credential_hash(t));
 
     // 3. Volume. While the Node object is gone its hostname label is unknown,
@@ -333,6 +334,7 @@ pub async fn apply(c: Arc<AgentComputer>, ctx: Arc<Context>) -> Result<Action> {
         &pod_name,
         agent.as_ref(),
         ctx.config.runner_image.as_deref(),
+        ctx.config.agent_tls.as_ref(),
         credential_hash.as_deref(),
         now,
     )
@@ -408,7 +410,7 @@ pub async fn apply(c: Arc<AgentComputer>, ctx: Arc<Context>) -> Result<Action> {
         ),
     ];
     if let Some(s) = &sandbox {
-        next.push((ct::SANDBOX_READY, s.ready, s.reason, s.message.clone()));
+        next.push((ct::SANDBOX_READY, s.ready, s.reason.as_str(), s.message.clone()));
     }
     next.push((
         ct::READY,
@@ -446,16 +448,15 @@ pub async fn apply(c: Arc<AgentComputer>, ctx: Arc<Context>) -> Result<Action> {
         )
         .await;
     }
-    if let Some(s) = sandbox.as_ref().filter(|s| s.reason == SANDBOX_REJECTED) {
-        if !conditions::has_reason(&old.conditions, ct::SANDBOX_READY, SANDBOX_REJECTED) {
-            publish(
-                &ctx,
-                &c,
-                EventType::Warning,
-                SANDBOX_REJECTED,
-                s.message.clone(),
-            )
-            .await;
+    // A sandbox that cannot run (refused by the API server, or held by the
+    // kubelet: image pull, config, crash loop) is a Warning on the
+    // computer, once per reason.
+    if let Some(s) = sandbox
+        .as_ref()
+        .filter(|s| !s.ready && !sandbox_reasons::is_progress(&s.reason))
+    {
+        if !conditions::has_reason(&old.conditions, ct::SANDBOX_READY, &s.reason) {
+            publish(&ctx, &c, EventType::Warning, &s.reason, s.message.clone()).await;
         }
     }
     match (was_serving(&old), serving) {
@@ -538,6 +539,7 @@ async fn reconcile_credential(
     c: &AgentComputer,
     secrets: &Api<Secret>,
     name: &str,
+    tls: Option<&crate::context::AgentTls>,
 ) -> Result<std::result::Result<String, String>> {
     match secrets.get_opt(name).await? {
         None => {
@@ -546,12 +548,12 @@ async fn reconcile_credential(
                 field_manager: Some(FIELD_MANAGER.into()),
                 ..Default::default()
             };
-            secrets.create(&pp, &secret::build(c, &token)).await?;
+            secrets.create(&pp, &secret::build(c, &token, tls)).await?;
             Ok(Ok(token))
         }
         Some(existing) => match secret::read_token(&existing) {
             Ok(token) => {
-                let mut desired = secret::build(c, &token);
+                let mut desired = secret::build(c, &token, tls);
                 desired.metadata.resource_version = existing.metadata.resource_version.clone();
                 apply_obj(secrets, name, &desired).await?;
                 Ok(Ok(token))
@@ -635,7 +637,9 @@ async fn apply_claim(
 struct SandboxState {
     ready: bool,
     running: bool,
-    reason: &'static str,
+    /// One of [`sandbox_reasons`], or the kubelet's reason for a pod that
+    /// cannot run.
+    reason: String,
     message: String,
 }
 
@@ -648,6 +652,7 @@ async fn reconcile_sandbox(
     name: &str,
     agent: Option<&placement::Agent>,
     runner_image: Option<&str>,
+    agent_tls: Option<&crate::context::AgentTls>,
     credential_hash: Option<&str>,
     now: Timestamp,
 ) -> Result<(Option<SandboxState>, Option<Duration>)> {
@@ -666,7 +671,7 @@ async fn reconcile_sandbox(
         let st = SandboxState {
             ready: false,
             running: false,
-            reason: "Idle",
+            reason: sandbox_reasons::IDLE.into(),
             message: format!(
                 "stopped after {}s without activity",
                 sandbox.idle_timeout_seconds
@@ -682,6 +687,7 @@ async fn reconcile_sandbox(
         runner_image.map(|image| pod::Runner {
             image,
             credential_hash,
+            tls: agent_tls,
         }),
     );
     let applied = match apply_obj(pods, name, &desired).await {
@@ -693,7 +699,7 @@ async fn reconcile_sandbox(
             let st = SandboxState {
                 ready: false,
                 running: false,
-                reason: "Replacing",
+                reason: sandbox_reasons::REPLACING.into(),
                 message: "sandbox spec changed; the pod is being replaced".into(),
             };
             return Ok((Some(st), Some(Duration::from_secs(2))));
@@ -706,7 +712,7 @@ async fn reconcile_sandbox(
             let st = SandboxState {
                 ready: false,
                 running: false,
-                reason: SANDBOX_REJECTED,
+                reason: SANDBOX_REJECTED.into(),
                 message: format!("the API server refused pod {name}: {}", s.message),
             };
             return Ok((Some(st), Some(SANDBOX_REJECTED_RETRY)));
@@ -719,11 +725,36 @@ async fn reconcile_sandbox(
         .as_ref()
         .and_then(|s| s.phase.clone())
         .unwrap_or_else(|| "Pending".into());
+    // A pod that ended (evicted, or its runner gone for good) never runs
+    // again under restartPolicy Always: replace it.
+    if matches!(phase.as_str(), "Failed" | "Succeeded") {
+        let why = applied
+            .status
+            .as_ref()
+            .and_then(|s| s.message.clone().or_else(|| s.reason.clone()))
+            .unwrap_or_default();
+        tracing::info!(pod = name, phase, why, "sandbox pod ended; replacing it");
+        delete_ignoring_absent(pods, name).await?;
+        let st = SandboxState {
+            ready: false,
+            running: false,
+            reason: sandbox_reasons::ENDED.into(),
+            message: format!("pod {name} ended ({phase}: {why}); it is being replaced"),
+        };
+        return Ok((Some(st), Some(Duration::from_secs(2))));
+    }
+    let (reason, message) = if ready {
+        (sandbox_reasons::RUNNING.to_string(), format!("pod {name} is {phase}"))
+    } else if let Some(trouble) = placement::pod_trouble(&applied) {
+        (trouble.reason, format!("pod {name}: {}", trouble.message))
+    } else {
+        (sandbox_reasons::STARTING.to_string(), format!("pod {name} is {phase}"))
+    };
     let st = SandboxState {
         ready,
         running: true,
-        reason: if ready { "Running" } else { "Starting" },
-        message: format!("pod {name} is {phase}"),
+        reason,
+        message,
     };
     Ok((Some(st), idle_left))
 }

@@ -52,6 +52,15 @@ struct Args {
     /// are refused.
     #[arg(long, env = "RUNNER_IMAGE")]
     runner_image: Option<String>,
+    /// PEM file of the certificates that sign the node agents' TLS
+    /// certificate, when the agents serve TLS: given to sandbox runners
+    /// and put into credential Secrets (`ca.crt`) for the CLI.
+    #[arg(long, env = "AGENT_TLS_CA", requires = "agent_tls_server_name")]
+    agent_tls_ca: Option<std::path::PathBuf>,
+    /// DNS name in the node agents' certificate (clients dial pod IPs and
+    /// check this name instead).
+    #[arg(long, env = "AGENT_TLS_SERVER_NAME", requires = "agent_tls_ca")]
+    agent_tls_server_name: Option<String>,
     /// Seconds between periodic reconciles of a Ready computer.
     #[arg(long, env = "RESYNC_SECONDS", default_value_t = 300)]
     resync_seconds: u64,
@@ -75,6 +84,23 @@ struct Args {
     lease_duration_seconds: u64,
 }
 
+/// Reads `--agent-tls-ca`. Errors: an unreadable file, or one without a
+/// PEM certificate.
+fn agent_tls(args: &Args) -> anyhow::Result<Option<agentcomputer_operator::context::AgentTls>> {
+    let (Some(path), Some(name)) = (&args.agent_tls_ca, &args.agent_tls_server_name) else {
+        return Ok(None);
+    };
+    let ca_pem = std::fs::read_to_string(path)
+        .map_err(|e| anyhow::anyhow!("cannot read --agent-tls-ca {}: {e}", path.display()))?;
+    if !ca_pem.contains("-----BEGIN CERTIFICATE-----") {
+        anyhow::bail!("--agent-tls-ca {} holds no PEM certificate", path.display());
+    }
+    Ok(Some(agentcomputer_operator::context::AgentTls {
+        ca_pem,
+        server_name: name.trim().to_string(),
+    }))
+}
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     tracing_subscriber::fmt()
@@ -93,6 +119,7 @@ async fn main() -> anyhow::Result<()> {
         storage_class: args.storage_class.clone(),
         resync_seconds: args.resync_seconds,
         runner_image: args.runner_image.clone().filter(|i| !i.trim().is_empty()),
+        agent_tls: agent_tls(&args)?,
     };
     if config.runner_image.is_none() {
         tracing::warn!(

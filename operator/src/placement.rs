@@ -122,6 +122,101 @@ pub fn pod_ready(pod: &Pod) -> bool {
             .any(|c| c.type_ == "Ready" && c.status == "True")
 }
 
+/// Why a pod that is not ready cannot run, as the scheduler or the kubelet
+/// put it in its status.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PodTrouble {
+    /// A CamelCase reason (`Unschedulable`, `ErrImagePull`,
+    /// `ImagePullBackOff`, `CrashLoopBackOff`, `InitContainerFailed`…).
+    pub reason: String,
+    /// The scheduler's or kubelet's message, naming the container.
+    pub message: String,
+}
+
+/// Waiting reasons of a container that are normal steps of a start, not
+/// trouble (kubelet: `pkg/kubelet/kuberuntime`, `ContainerCreating` and
+/// `PodInitializing`).
+const STARTING_REASONS: [&str; 2] = ["ContainerCreating", "PodInitializing"];
+
+/// The first trouble found in `pod`'s status: the scheduler's
+/// `PodScheduled=False`, then an init container that failed or waits for a
+/// reason other than a normal start, then such a main container. `None`
+/// for a pod that is merely on its way (or ready).
+pub fn pod_trouble(pod: &Pod) -> Option<PodTrouble> {
+    let status = pod.status.as_ref()?;
+    let unschedulable = status
+        .conditions
+        .iter()
+        .flatten()
+        .find(|c| c.type_ == "PodScheduled" && c.status == "False");
+    if let Some(c) = unschedulable {
+        return Some(PodTrouble {
+            reason: condition_reason(c.reason.as_deref(), "Unschedulable"),
+            message: c.message.clone().unwrap_or_default(),
+        });
+    }
+    let containers = status
+        .init_container_statuses
+        .iter()
+        .flatten()
+        .chain(status.container_statuses.iter().flatten());
+    for cs in containers {
+        let Some(state) = &cs.state else { continue };
+        if let Some(w) = &state.waiting {
+            let reason = w.reason.as_deref().unwrap_or_default();
+            if !reason.is_empty() && !STARTING_REASONS.contains(&reason) {
+                return Some(PodTrouble {
+                    reason: condition_reason(Some(reason), "ContainerWaiting"),
+                    message: format!(
+                        "container {}: {}",
+                        cs.name,
+                        w.message.as_deref().unwrap_or(reason)
+                    ),
+                });
+            }
+        }
+        let is_init = status
+            .init_container_statuses
+            .iter()
+            .flatten()
+            .any(|i| i.name == cs.name);
+        if let Some(t) = state.terminated.as_ref().filter(|t| is_init && t.exit_code != 0) {
+            return Some(PodTrouble {
+                reason: "InitContainerFailed".into(),
+                message: format!(
+                    "init container {} exited with {}: {}",
+                    cs.name,
+                    t.exit_code,
+                    t.message
+                        .as_deref()
+                        .or(t.reason.as_deref())
+                        .unwrap_or("no message")
+                ),
+            });
+        }
+    }
+    None
+}
+
+/// `reason` when it is a valid metav1.Condition reason
+/// (`^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$`, at most 1024 characters),
+/// else `fallback`.
+fn condition_reason(reason: Option<&str>, fallback: &str) -> String {
+    let valid = |r: &str| {
+        let b = r.as_bytes();
+        !b.is_empty()
+            && b.len() <= 1024
+            && b[0].is_ascii_alphabetic()
+            && b.iter()
+                .all(|&c| c.is_ascii_alphanumeric() || matches!(c, b'_' | b',' | b':'))
+            && !matches!(b[b.len() - 1], b',' | b':')
+    };
+    match reason {
+        Some(r) if valid(r) => r.to_string(),
+        _ => fallback.to_string(),
+    }
+}
+
 /// True when the Node's `Ready` condition is `True`.
 pub fn node_ready(node: &Node) -> bool {
     node.status
@@ -316,6 +411,70 @@ mod tests {
     };
     use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
     use kube::api::ObjectMeta;
+
+    fn pod_with(status: serde_json::Value) -> Pod {
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "demo-sandbox"},
+            "status": status,
+        }))
+        .expect("valid pod")
+    }
+
+    #[test]
+    fn a_missing_image_is_the_kubelets_reason() {
+        let pod = pod_with(serde_json::json!({
+            "phase": "Pending",
+            "initContainerStatuses": [{"name": "install-runner", "image": "r", "imageID": "",
+                "ready": true, "restartCount": 0,
+                "state": {"terminated": {"exitCode": 0, "reason": "Completed"}}}],
+            "containerStatuses": [{"name": "sandbox", "image": "nope:1", "imageID": "",
+                "ready": false, "restartCount": 0,
+                "state": {"waiting": {"reason": "ImagePullBackOff",
+                    "message": "Back-off pulling image \"nope:1\""}}}],
+        }));
+        let t = pod_trouble(&pod).expect("trouble");
+        assert_eq!(t.reason, "ImagePullBackOff");
+        assert_eq!(t.message, "container sandbox: Back-off pulling image \"nope:1\"");
+    }
+
+    #[test]
+    fn a_normal_start_is_no_trouble_and_odd_reasons_are_made_valid() {
+        let starting = pod_with(serde_json::json!({
+            "phase": "Pending",
+            "containerStatuses": [{"name": "sandbox", "image": "i", "imageID": "",
+                "ready": false, "restartCount": 0,
+                "state": {"waiting": {"reason": "ContainerCreating"}}}],
+        }));
+        assert_eq!(pod_trouble(&starting), None);
+        let odd = pod_with(serde_json::json!({
+            "phase": "Pending",
+            "containerStatuses": [{"name": "sandbox", "image": "i", "imageID": "",
+                "ready": false, "restartCount": 0,
+                "state": {"waiting": {"reason": "not a reason!", "message": "m"}}}],
+        }));
+        assert_eq!(pod_trouble(&odd).expect("trouble").reason, "ContainerWaiting");
+    }
+
+    #[test]
+    fn unschedulable_and_failed_init_containers_are_reported() {
+        let pod = pod_with(serde_json::json!({
+            "phase": "Pending",
+            "conditions": [{"type": "PodScheduled", "status": "False",
+                "reason": "Unschedulable", "message": "0/1 nodes are available"}],
+        }));
+        let t = pod_trouble(&pod).expect("trouble");
+        assert_eq!((t.reason.as_str(), t.message.as_str()), ("Unschedulable", "0/1 nodes are available"));
+        let pod = pod_with(serde_json::json!({
+            "phase": "Pending",
+            "initContainerStatuses": [{"name": "install-runner", "image": "r", "imageID": "",
+                "ready": false, "restartCount": 1,
+                "state": {"terminated": {"exitCode": 2, "reason": "Error", "message": "no space"}}}],
+        }));
+        let t = pod_trouble(&pod).expect("trouble");
+        assert_eq!(t.reason, "InitContainerFailed");
+        assert_eq!(t.message, "init container install-runner exited with 2: no space");
+    }
 
     fn spec() -> AgentComputerSpec {
         AgentComputerSpec {

@@ -179,6 +179,46 @@ async fn operator_chart_and_crd_against_a_real_apiserver() {
         2,
         "{monitored}"
     );
+    // Agents serving TLS: the operator gets the CA (never the key) and the
+    // name to check; a secretName without serverName is refused.
+    let tls = ok(
+        &cluster.helm(&[
+            "template",
+            RELEASE,
+            chart,
+            "--namespace",
+            SYSTEM_NS,
+            "--set",
+            "nodeAgent.tls.secretName=agent-tls",
+            "--set",
+            "nodeAgent.tls.serverName=node-agent.example",
+        ]),
+        "helm template with TLS",
+    );
+    assert!(
+        tls.contains("--agent-tls-ca=/etc/agentcomputer/agent-tls/ca.crt")
+            && tls.contains("--agent-tls-server-name=node-agent.example")
+            && tls.contains("--tls-cert=/etc/agentcomputer/tls/tls.crt")
+            && !tls.contains("key: tls.key"),
+        "{tls}"
+    );
+    ok(
+        &cluster.kubectl(&["apply", "--dry-run=server", "-f", "-"], Some(&tls)),
+        "dry run of the TLS render",
+    );
+    let refused = cluster.helm(&[
+        "template",
+        RELEASE,
+        chart,
+        "--set",
+        "nodeAgent.tls.secretName=agent-tls",
+    ]);
+    assert!(!refused.status.success());
+    assert!(
+        String::from_utf8_lossy(&refused.stderr).contains("nodeAgent.tls.serverName is required"),
+        "{}",
+        String::from_utf8_lossy(&refused.stderr)
+    );
     ok(
         &cluster.kubectl(&["apply", "--server-side", "-f", "-"], Some(&rendered)),
         "kubectl apply of the chart",

@@ -56,6 +56,16 @@ pub const STEPS: &[Step] = &[
         run: container_runtime,
     },
     Step {
+        name: "idle sandbox pod starts on exec",
+        required: false,
+        run: idle_wake,
+    },
+    Step {
+        name: "missing sandbox image reported",
+        required: false,
+        run: missing_image,
+    },
+    Step {
         name: "egress on the pod network",
         required: false,
         run: egress,
@@ -69,6 +79,11 @@ pub const STEPS: &[Step] = &[
         name: "files survive node agent restart",
         required: false,
         run: agent_restart,
+    },
+    Step {
+        name: "helm upgrade to TLS keeps computers",
+        required: false,
+        run: tls_upgrade,
     },
     Step {
         name: "deletion under Delete and Retain",
@@ -181,10 +196,30 @@ impl Context {
 /// driver.
 fn helm_install(cx: &mut Context) -> Result<String> {
     let start = Instant::now();
-    let registry = format!("image.registry={}", cx.registry);
-    let tag = format!("image.tag={}", cx.tag);
-    cx.tools
-        .helm(&[
+    cx.helm_upgrade(&[])?;
+    cx.time("helm install --wait", start.elapsed());
+    let start = Instant::now();
+    cx.wait_release_ready()?;
+    cx.time("helm install to every pod Ready", start.elapsed());
+    eventually(60, "the CSINode to list agentcomputer.dev", || {
+        let nodes = cx.tools.kubectl_json(&["get", "csinodes"])?;
+        let listed = nodes["items"].as_array().into_iter().flatten().any(|n| {
+            n.pointer("/spec/drivers")
+                .and_then(Value::as_array)
+                .is_some_and(|d| d.iter().any(|d| text(d, "/name") == DRIVER))
+        });
+        Ok(listed.then_some(()))
+    })?;
+    Ok(String::new())
+}
+
+impl Context {
+    /// `helm upgrade --install` of the chart with the suite's images and
+    /// `extra` arguments, waiting up to 5 minutes.
+    fn helm_upgrade(&self, extra: &[&str]) -> Result<()> {
+        let registry = format!("image.registry={}", self.registry);
+        let tag = format!("image.tag={}", self.tag);
+        let mut args = vec![
             "upgrade",
             "--install",
             "ac",
@@ -203,18 +238,26 @@ fn helm_install(cx: &mut Context) -> Result<String> {
             "--wait",
             "--timeout",
             "5m",
-        ])?
-        .ok("helm upgrade --install")?;
-    cx.time("helm install --wait", start.elapsed());
-    // `helm --wait` does not wait for every DaemonSet pod to be Ready.
-    let start = Instant::now();
-    eventually(
-        180,
-        "the operator, node agent and mounter pods Ready",
-        || {
-            let pods = cx.tools.kubectl_json(&["-n", SYSTEM_NS, "get", "pods"])?;
+        ];
+        args.extend_from_slice(extra);
+        self.tools.helm(&args)?.ok("helm upgrade --install")?;
+        Ok(())
+    }
+
+    /// Waits until every pod of the release is Ready and each of the
+    /// operator, node agent and mounter has one (`helm --wait` does not
+    /// wait for every DaemonSet pod), with no pod terminating.
+    fn wait_release_ready(&self) -> Result<()> {
+        eventually(
+            180,
+            "the operator, node agent and mounter pods Ready",
+            || {
+            let pods = self.tools.kubectl_json(&["-n", SYSTEM_NS, "get", "pods"])?;
             let mut ready = Vec::new();
             for pod in pods["items"].as_array().into_iter().flatten() {
+                if !text(pod, "/metadata/deletionTimestamp").is_empty() {
+                    bail!("pod {} is terminating", text(pod, "/metadata/name"));
+                }
                 let app = text(pod, "/metadata/labels/app.kubernetes.io~1name");
                 if condition(pod, "Ready") != "True" {
                     bail!("pod {} ({app}) is not Ready", text(pod, "/metadata/name"));
@@ -232,18 +275,9 @@ fn helm_install(cx: &mut Context) -> Result<String> {
             }
             Ok(Some(()))
         },
-    )?;
-    cx.time("helm install to every pod Ready", start.elapsed());
-    eventually(60, "the CSINode to list agentcomputer.dev", || {
-        let nodes = cx.tools.kubectl_json(&["get", "csinodes"])?;
-        let listed = nodes["items"].as_array().into_iter().flatten().any(|n| {
-            n.pointer("/spec/drivers")
-                .and_then(Value::as_array)
-                .is_some_and(|d| d.iter().any(|d| text(d, "/name") == DRIVER))
-        });
-        Ok(listed.then_some(()))
-    })?;
-    Ok(String::new())
+        )?;
+        Ok(())
+    }
 }
 
 /// `kubectl apply` of the README's example (crds/examples/basic.yaml): the
@@ -358,25 +392,228 @@ fn sandbox_pod(cx: &mut Context) -> Result<String> {
 /// same files.
 fn container_runtime(cx: &mut Context) -> Result<String> {
     // The pod turns Ready when its runner starts; the runner attaches to
-    // the node agent a moment later. Until then the exec is refused as not
-    // connected (and only that refusal is waited out).
+    // the node agent a moment later, and the exec waits for it.
     let start = Instant::now();
-    let ran = eventually(60, "the sandbox pod's runner attached", || {
-        match cx.exec(
-            "box",
-            "container",
-            "python3 -c 'print(open(\"p.txt\").read().strip())'",
-        ) {
-            Err(e) if format!("{e:#}").contains("sandbox pod is not connected") => Err(e),
-            other => Ok(Some(other)),
-        }
-    })?;
-    let out = ran?;
+    let out = cx.exec(
+        "box",
+        "container",
+        "python3 -c 'print(open(\"p.txt\").read().strip())'",
+    )?;
     ensure!(out == "from-pod\n", "python3 printed {out:?}");
     Ok(format!(
         "first container exec after {:.1} s",
         start.elapsed().as_secs_f64()
     ))
+}
+
+/// A sandbox pod stopped after its idle timeout is started again by the
+/// next container exec, which waits for it, says so on stderr, and runs.
+fn idle_wake(cx: &mut Context) -> Result<String> {
+    let image = cx.sandbox_image();
+    cx.apply_computer(
+        "nap",
+        serde_json::json!({
+            "storage": {"size": "64Mi"},
+            "runtimes": {"shell": true, "javascript": false, "container": true},
+            "sandbox": {"image": image, "idleTimeoutSeconds": 15},
+        }),
+    )?;
+    cx.wait_ready("nap", 180)?;
+    // Use writes last-activity; 15 s later the operator stops the pod.
+    cx.exec("nap", "container", "echo before > n.txt")?;
+    eventually(120, "the sandbox pod of nap stopped as idle", || {
+        let c = cx.computer("nap")?;
+        let reason = c
+            .pointer("/status/conditions")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .find(|c| text(c, "/type") == "SandboxReady")
+            .map(|c| text(c, "/reason").to_string())
+            .unwrap_or_default();
+        let pod = cx.tools.kubectl_ok(&[
+            "-n",
+            NS,
+            "get",
+            "pod",
+            "nap-sandbox",
+            "--ignore-not-found",
+            "-o",
+            "name",
+        ])?;
+        if reason == "Idle" && pod.trim().is_empty() {
+            Ok(Some(()))
+        } else {
+            bail!("SandboxReady reason {reason:?}, pod {:?}", pod.trim())
+        }
+    })?;
+    let start = Instant::now();
+    let out = cx
+        .tools
+        .cli(
+            &["-n", NS, "exec", "nap", "--runtime", "container", "--", "cat n.txt; echo woke"],
+            None,
+        )?;
+    let took = start.elapsed();
+    ensure!(
+        out.code == 0 && out.stdout == "before\nwoke\n",
+        "the exec on the stopped pod exited {}: stdout {:?}, stderr {:?}",
+        out.code,
+        out.stdout,
+        out.stderr
+    );
+    ensure!(
+        out.stderr.contains("sandbox pod nap-sandbox was stopped when idle; starting it")
+            && out.stderr.contains("attached after"),
+        "no progress message on stderr: {:?}",
+        out.stderr
+    );
+    cx.time("container exec on an idle-stopped pod (start included)", took);
+    cx.tools.kubectl_ok(&[
+        "-n", NS, "delete", "agentcomputer", "nap", "--wait=true", "--timeout=120s",
+    ])?;
+    Ok(format!("woke and ran in {:.1} s", took.as_secs_f64()))
+}
+
+/// A sandbox image that cannot be pulled: `SandboxReady=False` carries the
+/// kubelet's reason and message, and a container exec is refused with it
+/// while the in-process runtimes keep working.
+fn missing_image(cx: &mut Context) -> Result<String> {
+    let image = format!("{}/does-not-exist:{}", cx.registry, cx.tag);
+    cx.apply_computer(
+        "noimg",
+        serde_json::json!({
+            "storage": {"size": "64Mi"},
+            "runtimes": {"shell": true, "javascript": false, "container": true},
+            "sandbox": {"image": image},
+        }),
+    )?;
+    cx.wait_ready("noimg", 180)?;
+    let (reason, message) = eventually(120, "SandboxReady=False with the kubelet's reason", || {
+        let c = cx.computer("noimg")?;
+        let cond = c
+            .pointer("/status/conditions")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .find(|c| text(c, "/type") == "SandboxReady")
+            .cloned()
+            .unwrap_or_default();
+        let reason = text(&cond, "/reason").to_string();
+        if matches!(reason.as_str(), "ErrImagePull" | "ImagePullBackOff") {
+            Ok(Some((reason, text(&cond, "/message").to_string())))
+        } else {
+            bail!("SandboxReady {cond}")
+        }
+    })?;
+    ensure!(
+        message.contains("container sandbox"),
+        "the condition's message does not name the container: {message:?}"
+    );
+    let out = cx
+        .tools
+        .cli(&["-n", NS, "exec", "noimg", "--runtime", "container", "--", "true"], None)?;
+    ensure!(
+        out.code != 0
+            && out.stderr.contains("cannot run")
+            && (out.stderr.contains("ErrImagePull") || out.stderr.contains("ImagePullBackOff")),
+        "the container exec was not refused with the kubelet's reason: exit {}, {:?}",
+        out.code,
+        out.stderr
+    );
+    let shell = cx.exec("noimg", "shell", "echo still-works")?;
+    ensure!(shell == "still-works\n", "the shell printed {shell:?}");
+    cx.tools.kubectl_ok(&[
+        "-n", NS, "delete", "agentcomputer", "noimg", "--wait=true", "--timeout=120s",
+    ])?;
+    Ok(format!("{reason}: {message}"))
+}
+
+/// `helm upgrade` of the running release to serve the API over TLS (a
+/// self-signed certificate made here): the agents restart, the computers
+/// keep their files, `kubectl computer` speaks TLS through its
+/// port-forward, and the replaced sandbox pod's runner attaches over TLS.
+fn tls_upgrade(cx: &mut Context) -> Result<String> {
+    let dir = tempfile_dir()?;
+    let (crt, key) = (dir.join("tls.crt"), dir.join("tls.key"));
+    let name = "node-agent.agentcomputer.test";
+    let made = std::process::Command::new("openssl")
+        .args(["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-days", "2", "-subj"])
+        .arg(format!("/CN={name}"))
+        .arg("-addext")
+        .arg(format!("subjectAltName=DNS:{name}"))
+        .arg("-keyout")
+        .arg(&key)
+        .arg("-out")
+        .arg(&crt)
+        .output()?;
+    ensure!(made.status.success(), "openssl: {}", String::from_utf8_lossy(&made.stderr));
+    cx.tools.kubectl_ok(&[
+        "-n", SYSTEM_NS, "delete", "secret", "agent-tls", "--ignore-not-found",
+    ])?;
+    cx.tools.kubectl_ok(&[
+        "-n",
+        SYSTEM_NS,
+        "create",
+        "secret",
+        "tls",
+        "agent-tls",
+        &format!("--cert={}", crt.display()),
+        &format!("--key={}", key.display()),
+    ])?;
+    let _ = std::fs::remove_dir_all(&dir);
+    let before = cx.exec("scratch", "shell", "cat s.txt")?;
+    let start = Instant::now();
+    let server_name = format!("nodeAgent.tls.serverName={name}");
+    cx.helm_upgrade(&[
+        "--set",
+        "nodeAgent.tls.secretName=agent-tls",
+        "--set",
+        "nodeAgent.tls.caKey=tls.crt",
+        "--set",
+        &server_name,
+    ])?;
+    cx.wait_release_ready()?;
+    cx.time("helm upgrade to TLS to every pod Ready", start.elapsed());
+    // The credential Secrets carry the CA once the operator reconciled.
+    eventually(120, "the credential Secret to carry the agents' CA", || {
+        let s = cx.tools.kubectl_json(&["-n", NS, "get", "secret", "scratch-credential"])?;
+        Ok((!text(&s, "/data/ca.crt").is_empty()).then_some(()))
+    })?;
+    let after = eventually(120, "a shell exec over TLS", || {
+        cx.exec("scratch", "shell", "cat s.txt").map(Some)
+    })?;
+    ensure!(after == before, "s.txt changed across the upgrade: {before:?} → {after:?}");
+    // The sandbox pod is replaced (new agent IP, the CA in its spec); the
+    // exec waits for its runner, which attaches over TLS.
+    let start = Instant::now();
+    let out = eventually(180, "a container exec over TLS", || {
+        cx.exec("box", "container", "cat p.txt").map(Some)
+    })?;
+    ensure!(out == "from-pod\n", "the container read {out:?} from p.txt");
+    cx.time("first container exec after the TLS upgrade", start.elapsed());
+    let pod = cx.tools.kubectl_json(&["-n", NS, "get", "pod", "box-sandbox"])?;
+    let has_ca = pod
+        .pointer("/spec/containers/0/env")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .any(|e| text(e, "/name") == "AGENTCOMPUTER_AGENT_CA");
+    ensure!(has_ca, "the sandbox pod's runner was not given the agents' CA");
+    Ok(String::new())
+}
+
+/// A fresh private directory under the system's temporary directory.
+fn tempfile_dir() -> Result<PathBuf> {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_nanos();
+    let dir = std::env::temp_dir().join(format!("e2e-tls-{}-{nanos}", std::process::id()));
+    std::fs::create_dir(&dir)?;
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700))?;
+    Ok(dir)
 }
 
 /// Egress on the real pod network, enforced by a real NetworkPolicy

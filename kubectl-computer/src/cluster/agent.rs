@@ -15,7 +15,7 @@ use k8s_openapi::api::core::v1::{Pod, Secret};
 use kube::Api;
 use kube::api::ListParams;
 use tokio::io::DuplexStream;
-use tonic::transport::{Endpoint, Uri};
+use tonic::transport::{Certificate, ClientTlsConfig, Endpoint, Uri};
 
 use super::computers::not_ready_reason;
 use super::{Cluster, api_error};
@@ -27,6 +27,10 @@ pub const AGENT_POD_LABEL: &str = "app.kubernetes.io/name=agentcomputer-node-age
 
 /// Key of the token in a computer's credential Secret.
 const TOKEN_KEY: &str = "token";
+/// Keys the operator adds when the node agents serve TLS: the PEM
+/// certificates that sign them and the DNS name in their certificate.
+const CA_KEY: &str = "ca.crt";
+const TLS_SERVER_NAME_KEY: &str = "tls-server-name";
 
 /// How to reach one computer's agent.
 #[derive(Debug, Clone)]
@@ -39,6 +43,9 @@ pub struct Route {
     pub node: String,
     /// A ready node agent pod on that node, in the agent namespace.
     pub pod: String,
+    /// How to check the agent's TLS certificate when it serves TLS:
+    /// (CA PEM, server name), from the credential Secret.
+    pub tls: Option<(Vec<u8>, String)>,
 }
 
 impl Cluster {
@@ -60,17 +67,20 @@ impl Cluster {
         let secret = status
             .credential_secret
             .ok_or_else(|| CliError(format!("computer {name} has no credential Secret yet")))?;
-        let token = self.token(&secret).await?;
+        let (token, tls) = self.credential(&secret).await?;
         let pod = self.agent_pod(&node).await?;
         Ok(Route {
             computer: format!("{}/{name}", self.namespace),
             token,
             node,
             pod,
+            tls,
         })
     }
 
-    async fn token(&self, secret: &str) -> Result<String> {
+    /// The token in credential Secret `secret` and, when the agents serve
+    /// TLS, the trust for their certificate.
+    async fn credential(&self, secret: &str) -> Result<(String, Option<(Vec<u8>, String)>)> {
         let secrets: Api<Secret> = Api::namespaced(self.client.clone(), &self.namespace);
         let s = secrets.get(secret).await.map_err(|e| {
             CliError(format!(
@@ -79,6 +89,13 @@ impl Cluster {
                 api_error(&e)
             ))
         })?;
+        let key = |k: &str| s.data.as_ref().and_then(|d| d.get(k)).map(|b| b.0.clone());
+        let tls = match (key(CA_KEY), key(TLS_SERVER_NAME_KEY)) {
+            (Some(ca), Some(name)) => {
+                Some((ca, String::from_utf8_lossy(&name).trim().to_string()))
+            }
+            _ => None,
+        };
         let bytes = s
             .data
             .as_ref()
@@ -91,7 +108,7 @@ impl Cluster {
                 ))
             })?;
         String::from_utf8(bytes)
-            .map(|t| t.trim().to_string())
+            .map(|t| (t.trim().to_string(), tls))
             .map_err(|_| {
                 CliError(format!(
                     "the token in Secret {}/{secret} is not text",
@@ -137,13 +154,25 @@ impl Cluster {
             pod: route.pod.clone(),
         };
         // The URI only fills the :authority of requests; the connector
-        // ignores it.
+        // ignores it. An agent serving TLS is spoken to in TLS through the
+        // port-forward, its certificate checked against the Secret's CA
+        // and server name.
+        let scheme = if route.tls.is_some() { "https" } else { "http" };
         let uri = format!(
-            "http://{}.{}.pod:{NODE_AGENT_GRPC_PORT}",
+            "{scheme}://{}.{}.pod:{NODE_AGENT_GRPC_PORT}",
             route.pod, self.agent_namespace
         );
-        let channel = Endpoint::from_shared(uri)
-            .map_err(|e| CliError(format!("invalid pod name {:?}: {e}", route.pod)))?
+        let mut endpoint = Endpoint::from_shared(uri)
+            .map_err(|e| CliError(format!("invalid pod name {:?}: {e}", route.pod)))?;
+        if let Some((ca, name)) = &route.tls {
+            let tls = ClientTlsConfig::new()
+                .ca_certificate(Certificate::from_pem(ca))
+                .domain_name(name.clone());
+            endpoint = endpoint
+                .tls_config(tls)
+                .map_err(|e| CliError(format!("cannot set up TLS to the node agent: {e}")))?;
+        }
+        let channel = endpoint
             .connect_with_connector(connector)
             .await
             .map_err(|e| match forwarding_error(&e) {

@@ -10,7 +10,7 @@ use agentcomputer_proto::v1::sandbox_runner_client::SandboxRunnerClient;
 use pb::runner_command::Command as Cmd;
 use tokio::sync::{mpsc, oneshot};
 use tokio_stream::wrappers::ReceiverStream;
-use tonic::transport::Endpoint;
+use tonic::transport::{Certificate, ClientTlsConfig, Endpoint};
 
 use crate::reaper::Reaper;
 use crate::{Config, log};
@@ -45,13 +45,25 @@ pub async fn serve(config: Config, reaper: Arc<Reaper>) -> Infallible {
 /// One Attach stream, until it ends. Every run started on it is cancelled
 /// (its process group killed) when it ends.
 async fn session(config: &Config, reaper: &Arc<Reaper>) -> Result<(), String> {
-    let endpoint = Endpoint::from_shared(format!("http://{}", config.agent))
+    let scheme = if config.tls.is_some() { "https" } else { "http" };
+    let mut endpoint = Endpoint::from_shared(format!("{scheme}://{}", config.agent))
         .map_err(|e| {
             format!(
                 "AGENTCOMPUTER_AGENT {:?} is not HOST:PORT: {e}",
                 config.agent
             )
-        })?
+        })?;
+    if let Some(tls) = &config.tls {
+        // The agent is dialled by pod IP; its certificate names it by
+        // `server_name` (a DaemonSet's pods share one certificate).
+        let tls_config = ClientTlsConfig::new()
+            .ca_certificate(Certificate::from_pem(&tls.ca_pem))
+            .domain_name(tls.server_name.clone());
+        endpoint = endpoint
+            .tls_config(tls_config)
+            .map_err(|e| format!("cannot set up TLS to the node agent: {e}"))?;
+    }
+    let endpoint = endpoint
         .connect_timeout(Duration::from_secs(5))
         .tcp_nodelay(true)
         // A node agent that went away without closing the connection is

@@ -37,8 +37,10 @@ use std::process::ExitCode;
 pub const EXE_NAME: &str = "agentcomputer-runner";
 
 /// Variables of the runner itself, never passed to a run.
-pub const OWN_VARS: [&str; 4] = [
+pub const OWN_VARS: [&str; 6] = [
     "AGENTCOMPUTER_AGENT",
+    "AGENTCOMPUTER_AGENT_CA",
+    "AGENTCOMPUTER_AGENT_TLS_NAME",
     "AGENTCOMPUTER_COMPUTER",
     "AGENTCOMPUTER_TOKEN",
     "AGENTCOMPUTER_WORKSPACE",
@@ -101,12 +103,44 @@ fn install(dir: &Path) -> Result<(), String> {
 pub struct Config {
     /// `HOST:PORT` of the node agent.
     pub agent: String,
+    /// TLS to the agent (`AGENTCOMPUTER_AGENT_CA`, PEM, and
+    /// `AGENTCOMPUTER_AGENT_TLS_NAME`); None: plaintext.
+    pub tls: Option<Tls>,
     /// The computer named in the hello.
     pub computer: String,
     /// The bearer token.
     pub token: String,
     /// Host directory seen as `/workspace` by runs.
     pub workspace: PathBuf,
+}
+
+/// How the runner checks the node agent's certificate.
+#[derive(Debug, Clone)]
+pub struct Tls {
+    /// PEM certificates to trust.
+    pub ca_pem: String,
+    /// The name the agent's certificate carries (a DNS SAN).
+    pub server_name: String,
+}
+
+/// TLS settings from the environment: both variables or neither.
+fn tls_from_env() -> Result<Option<Tls>, String> {
+    let get = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
+    match (get("AGENTCOMPUTER_AGENT_CA"), get("AGENTCOMPUTER_AGENT_TLS_NAME")) {
+        (None, None) => Ok(None),
+        (Some(ca_pem), Some(server_name)) => {
+            if !ca_pem.contains("-----BEGIN CERTIFICATE-----") {
+                return Err("AGENTCOMPUTER_AGENT_CA holds no PEM certificate".into());
+            }
+            Ok(Some(Tls {
+                ca_pem,
+                server_name: server_name.trim().to_string(),
+            }))
+        }
+        _ => Err(
+            "AGENTCOMPUTER_AGENT_CA and AGENTCOMPUTER_AGENT_TLS_NAME must be set together".into(),
+        ),
+    }
 }
 
 fn required(name: &str) -> Result<String, String> {
@@ -135,6 +169,7 @@ fn serve(workspace: Option<PathBuf>) -> Result<(), String> {
         .map_err(|e| format!("cannot make the runner non-dumpable: {e}"))?;
     let config = Config {
         agent: required("AGENTCOMPUTER_AGENT")?,
+        tls: tls_from_env()?,
         computer: required("AGENTCOMPUTER_COMPUTER")?,
         token: required("AGENTCOMPUTER_TOKEN")?,
         workspace,

@@ -153,7 +153,7 @@ async fn start_runtime(
         )));
     }
     if runtime == pb::Runtime::Container
-        && let Some(why) = containers.not_ready(lease.name())
+        && let Some(why) = containers.not_ready(lease.name()).await
     {
         return Err(Status::failed_precondition(why));
     }
@@ -258,6 +258,27 @@ async fn start_runtime(
         let started = Instant::now();
         let runtime = runtime.as_str_name();
         info!(%computer, runtime, timeout_ms = timeout.as_millis() as u64, "exec started");
+        // A container run may first wait for its sandbox; the wait does not
+        // count against the script's timeout.
+        if let Program::Container(containers, _) = &program
+            && let Err(why) = prepare_container(containers.as_ref(), &computer, &tx, &cancel).await
+        {
+            info!(%computer, runtime, error = %why, "exec could not start");
+            observer.exec_finished(runtime_name, ExecOutcome::Error, started.elapsed());
+            let exit = pb::ExecExit {
+                code: agentcomputer_container::EXIT_START_FAILED,
+                error: why,
+                result_json: String::new(),
+                duration_ms: started.elapsed().as_millis() as u64,
+            };
+            let _ = tx
+                .send(Ok(pb::ExecEvent {
+                    event: Some(Event::Exit(exit)),
+                }))
+                .await;
+            drop((permit, lease));
+            return;
+        }
         let run = program.start(
             lease.fs().clone(),
             cancel.clone(),
@@ -299,6 +320,47 @@ async fn start_runtime(
         drop((permit, lease));
     });
     Ok(ReceiverStream::new(rx))
+}
+
+/// Waits for `containers` to take a run of `computer`, forwarding its
+/// progress lines to the client as stderr. Errors: the runtime's reason,
+/// or the client going away (the wait is then cancelled).
+async fn prepare_container(
+    containers: &dyn ContainerRuntime,
+    computer: &str,
+    tx: &mpsc::Sender<Result<pb::ExecEvent, Status>>,
+    cancel: &tokio_util::sync::CancellationToken,
+) -> Result<(), String> {
+    let (progress, mut lines) = mpsc::channel::<String>(8);
+    let wait = cancel.child_token();
+    let prepared = containers.prepare(computer, progress, wait.clone());
+    tokio::pin!(prepared);
+    loop {
+        tokio::select! {
+            result = &mut prepared => {
+                // Lines sent just before the end still reach the client.
+                while let Ok(line) = lines.try_recv() {
+                    let _ = tx.send(Ok(stderr_line(line))).await;
+                }
+                return result;
+            }
+            Some(line) = lines.recv() => {
+                let _ = tx.send(Ok(stderr_line(line))).await;
+            }
+            () = tx.closed() => {
+                wait.cancel();
+                return Err("the exec's client went away while the sandbox was starting".into());
+            }
+        }
+    }
+}
+
+/// One line of runtime progress as a stderr event.
+fn stderr_line(mut line: String) -> pb::ExecEvent {
+    line.push('\n');
+    pb::ExecEvent {
+        event: Some(Event::Stderr(line.into_bytes())),
+    }
 }
 
 /// The computer's egress policy. A settings file edited into an invalid

@@ -237,7 +237,12 @@ where
         .context("cannot register the admission metrics")?;
     let authorizer: Arc<dyn crate::auth::Authorizer> =
         Arc::new(ClusterAuthorizer::new(node.index.clone()));
-    let sandboxes = Arc::new(Sandboxes::new(node.index.clone(), authorizer.clone()));
+    let sandboxes = Arc::new(Sandboxes::new(
+        node.index.clone(),
+        authorizer.clone(),
+        node.client.clone(),
+        node.activity.clone(),
+    ));
     sandboxes
         .register_metrics(node.metrics.registry())
         .context("cannot register the sandbox runner metrics")?;

@@ -14,25 +14,40 @@
 //! [`ContainerRuntime`]: a run is sent as `start`, its output and exit come
 //! back as events, cancellation becomes `cancel`, and a stream that breaks
 //! ends its runs with an error (the runner kills their process groups).
+//!
+//! A container exec for a computer whose runner is not attached waits for
+//! it ([`ContainerRuntime::prepare`]): it writes the computer's
+//! `last-activity` annotation at once, which makes the operator start a
+//! sandbox pod stopped when idle, then follows the `SandboxReady`
+//! condition, telling the caller each step, until the runner attaches, the
+//! kubelet or the API server gives a reason the pod cannot run, or
+//! [`START_TIMEOUT`] passes. A long run keeps the annotation fresh so the
+//! pod is not stopped under it.
 
 use std::collections::HashMap;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use agentcomputer_container::{EXIT_CANCELLED, EXIT_START_FAILED, Outcome, OutputChunk};
+use agentcomputer_crds::{AgentComputer, condition_types, sandbox_reasons};
 use agentcomputer_proto::v1 as pb;
 use agentcomputer_proto::v1::sandbox_runner_server::{SandboxRunner, SandboxRunnerServer};
 use futures::{Stream, StreamExt};
+use k8s_openapi::jiff::Timestamp;
+use kube::Api;
+use kube::api::{Patch, PatchParams};
 use pb::runner_event::Event;
-use tokio::sync::mpsc;
+use tokio::sync::{Notify, mpsc};
 use tokio_stream::wrappers::ReceiverStream;
 use tokio_util::sync::CancellationToken;
 use tonic::{Request, Response, Status, Streaming};
 use tracing::{info, warn};
 
-use super::index::Index;
+use super::activity::Activity;
+use super::index::{Entry, Index};
+use super::keys::FIELD_MANAGER;
 use crate::auth::{Authorizer, bearer_token};
 use crate::containers::{ContainerRun, ContainerRuntime};
 
@@ -45,12 +60,26 @@ const COMMAND_BUFFER: usize = 64;
 const RUN_BUFFER: usize = 64;
 /// Exit status of a run whose runner went away (the runner killed it).
 pub const EXIT_RUNNER_LOST: i32 = EXIT_START_FAILED;
+/// Longest wait of an exec for its computer's sandbox pod to start and its
+/// runner to attach (an image pull included).
+pub const START_TIMEOUT: Duration = Duration::from_secs(300);
+/// How often a waiting exec reads its computer's `SandboxReady` condition.
+const START_POLL: Duration = Duration::from_secs(1);
+/// How often a run in progress renews the computer's last activity, well
+/// within the shortest idle timeout the operator accepts.
+const RUN_ACTIVITY: Duration = Duration::from_secs(30);
 
 /// The runners attached to this agent, by computer uid.
 pub struct Sandboxes {
     index: Arc<Index>,
     auth: Arc<dyn Authorizer>,
+    /// Reads computers' conditions and writes their `last-activity`.
+    client: kube::Client,
+    /// Where runs record use (the status reporter publishes it).
+    activity: Arc<Activity>,
     attached: Mutex<HashMap<String, Arc<Runner>>>,
+    /// Woken on every attach, for execs waiting for a runner.
+    attach_seen: Notify,
     next_id: AtomicU64,
     /// `agentcomputer_node_sandbox_runners`: runners attached now.
     gauge: prometheus::IntGauge,
@@ -74,13 +103,22 @@ impl Runner {
 }
 
 impl Sandboxes {
-    /// No runner attached yet; `auth` checks the runners' tokens and
-    /// `index` names computers in messages.
-    pub fn new(index: Arc<Index>, auth: Arc<dyn Authorizer>) -> Sandboxes {
+    /// No runner attached yet; `auth` checks the runners' tokens, `index`
+    /// names computers, `client` reads and annotates their resources and
+    /// `activity` records their use.
+    pub fn new(
+        index: Arc<Index>,
+        auth: Arc<dyn Authorizer>,
+        client: kube::Client,
+        activity: Arc<Activity>,
+    ) -> Sandboxes {
         Sandboxes {
             index,
             auth,
+            client,
+            activity,
             attached: Mutex::default(),
+            attach_seen: Notify::new(),
             next_id: AtomicU64::new(1),
             gauge: prometheus::IntGauge::new(
                 "agentcomputer_node_sandbox_runners",
@@ -155,6 +193,7 @@ impl Sandboxes {
             }
             self.gauge.set(attached.len() as i64);
         }
+        self.attach_seen.notify_waiters();
         info!(computer = %uid, attachment = runner.id, "sandbox runner attached");
         let this = self.clone();
         let reader = runner.clone();
@@ -213,8 +252,106 @@ impl ContainerRuntime for Sandboxes {
         None
     }
 
-    fn not_ready(&self, key: &str) -> Option<String> {
-        self.runner(key).is_none().then(|| self.not_connected(key))
+    /// None when a runner is attached or one may come (the exec then
+    /// waits in [`Sandboxes::prepare`]); the reason when the computer has
+    /// no sandbox or its pod cannot run.
+    async fn not_ready(&self, key: &str) -> Option<String> {
+        if self.runner(key).is_some() {
+            return None;
+        }
+        let Some(entry) = self.index.get(key) else {
+            return Some(self.not_connected(key));
+        };
+        match self.view(&entry).await {
+            Ok(View::NotConfigured) => Some(no_sandbox(&entry)),
+            Ok(View::Condition(Some(c))) if c.failing() => Some(c.cannot_start(&entry)),
+            // Starting, idle, unknown yet, or unreadable now: wait for it.
+            Ok(View::Condition(_)) | Err(_) => None,
+        }
+    }
+
+    async fn prepare(
+        &self,
+        key: &str,
+        progress: mpsc::Sender<String>,
+        cancel: CancellationToken,
+    ) -> Result<(), String> {
+        if self.runner(key).is_some() {
+            return Ok(());
+        }
+        let Some(entry) = self.index.get(key) else {
+            return Err(self.not_connected(key));
+        };
+        let began = Instant::now();
+        let pod = format!("{}-sandbox", entry.name);
+        // Use of the computer is what starts a stopped sandbox pod.
+        self.activity.record(key);
+        if let Err(e) = self.touch(&entry).await {
+            warn!(computer = %entry.shown(), error = %e, "cannot record activity to start the sandbox pod");
+        }
+        let mut shown: Option<Sandbox> = None;
+        let mut first = true;
+        loop {
+            let attached = self.attach_seen.notified();
+            tokio::pin!(attached);
+            attached.as_mut().enable();
+            if self.runner(key).is_some() {
+                if !first {
+                    let _ = progress
+                        .send(format!(
+                            "container: sandbox pod {pod} attached after {:.1}s",
+                            began.elapsed().as_secs_f64()
+                        ))
+                        .await;
+                }
+                return Ok(());
+            }
+            match self.view(&entry).await {
+                Ok(View::NotConfigured) => return Err(no_sandbox(&entry)),
+                Ok(View::Condition(Some(c))) if c.failing() => {
+                    return Err(c.cannot_start(&entry));
+                }
+                Ok(View::Condition(now)) => {
+                    if first || now != shown {
+                        let line = match &now {
+                            Some(c) if c.reason == sandbox_reasons::IDLE => format!(
+                                "container: sandbox pod {pod} was stopped when idle; starting it (up to {}s)",
+                                START_TIMEOUT.as_secs()
+                            ),
+                            Some(c) => format!(
+                                "container: waiting for sandbox pod {pod}: {}: {}",
+                                c.reason, c.message
+                            ),
+                            None => format!(
+                                "container: waiting for sandbox pod {pod} (not reported by the operator yet)"
+                            ),
+                        };
+                        let _ = progress.send(line).await;
+                        shown = now;
+                    }
+                }
+                Err(e) => warn!(computer = %entry.shown(), error = %e, "cannot read the computer while its sandbox starts"),
+            }
+            first = false;
+            let left = START_TIMEOUT.saturating_sub(began.elapsed());
+            if left.is_zero() {
+                let last = shown
+                    .map(|c| format!(" (last: {}: {})", c.reason, c.message))
+                    .unwrap_or_default();
+                return Err(format!(
+                    "container: sandbox pod {pod} did not attach within {}s{last}; see kubectl describe pod {pod} -n {}",
+                    START_TIMEOUT.as_secs(),
+                    entry.namespace
+                ));
+            }
+            tokio::select! {
+                () = &mut attached => {}
+                () = cancel.cancelled() => {
+                    return Err("container: the wait for the sandbox pod was cancelled".into());
+                }
+                () = tokio::time::sleep(START_POLL.min(left)) => {}
+            }
+        }
     }
 
     async fn run(
@@ -253,6 +390,7 @@ impl ContainerRuntime for Sandboxes {
             return lost(self.not_connected(&run.computer));
         }
         let mut cancel_sent = false;
+        let mut renew = tokio::time::interval(RUN_ACTIVITY);
         let outcome = loop {
             let stop = !cancel_sent;
             let step = tokio::select! {
@@ -260,8 +398,11 @@ impl ContainerRuntime for Sandboxes {
                 event = events.recv() => Step::Event(event),
                 () = cancel.cancelled(), if stop => Step::Stop,
                 () = out.closed(), if stop => Step::Stop,
+                _ = renew.tick() => Step::Renew,
             };
             match step {
+                // The pod must not count as idle while it runs a script.
+                Step::Renew => self.activity.record(&run.computer),
                 // The exec is over on this side: tell the runner once, then
                 // wait for its exit (the pump gives up after a grace).
                 Step::Stop => {
@@ -315,6 +456,86 @@ enum Step {
     Event(Option<Event>),
     /// The exec was cancelled or its client went away.
     Stop,
+    /// Time to renew the computer's last activity.
+    Renew,
+}
+
+/// What a computer's resource says about its sandbox.
+enum View {
+    /// `spec.sandbox` is unset or `spec.runtimes.container` is off: the
+    /// operator makes no pod.
+    NotConfigured,
+    /// The `SandboxReady` condition; None before the operator wrote one.
+    Condition(Option<Sandbox>),
+}
+
+/// The `SandboxReady` condition as the operator last wrote it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Sandbox {
+    ready: bool,
+    reason: String,
+    message: String,
+}
+
+impl Sandbox {
+    /// Whether the pod cannot run: not ready for a reason other than a
+    /// normal start or an idle stop (the kubelet's or the API server's).
+    fn failing(&self) -> bool {
+        !self.ready && !sandbox_reasons::is_progress(&self.reason)
+    }
+
+    fn cannot_start(&self, entry: &Entry) -> String {
+        format!(
+            "container: the sandbox pod of {} cannot run: {}: {}",
+            entry.shown(),
+            self.reason,
+            self.message
+        )
+    }
+}
+
+fn no_sandbox(entry: &Entry) -> String {
+    format!(
+        "computer {} has no sandbox pod: set spec.sandbox.image and spec.runtimes.container: true",
+        entry.shown()
+    )
+}
+
+impl Sandboxes {
+    /// Reads computer `entry`'s sandbox settings and condition.
+    async fn view(&self, entry: &Entry) -> Result<View, kube::Error> {
+        let api: Api<AgentComputer> = Api::namespaced(self.client.clone(), &entry.namespace);
+        let c = api.get(&entry.name).await?;
+        if !c.spec.runtimes.container || c.spec.sandbox.is_none() {
+            return Ok(View::NotConfigured);
+        }
+        let condition = c.status.as_ref().and_then(|s| {
+            s.conditions
+                .iter()
+                .find(|c| c.type_ == condition_types::SANDBOX_READY)
+                .map(|c| Sandbox {
+                    ready: c.status == "True",
+                    reason: c.reason.clone(),
+                    message: c.message.clone(),
+                })
+        });
+        Ok(View::Condition(condition))
+    }
+
+    /// Writes `agentcomputer.dev/last-activity` = now on `entry` at once
+    /// (the status reporter's pace is too slow for a waiting exec).
+    async fn touch(&self, entry: &Entry) -> Result<(), kube::Error> {
+        let now = Timestamp::now().strftime("%Y-%m-%dT%H:%M:%SZ").to_string();
+        let patch = serde_json::json!({"metadata": {"annotations": {
+            agentcomputer_crds::labels::LAST_ACTIVITY: now}}});
+        let params = PatchParams {
+            field_manager: Some(FIELD_MANAGER.to_string()),
+            ..PatchParams::default()
+        };
+        let api: Api<AgentComputer> = Api::namespaced(self.client.clone(), &entry.namespace);
+        api.patch(&entry.name, &params, &Patch::Merge(patch)).await?;
+        Ok(())
+    }
 }
 
 /// The stream of commands sent to one runner.

@@ -99,6 +99,10 @@ pub struct Runner<'a> {
     /// replace the pod (pod specs are immutable) and the new runner
     /// start with the new token.
     pub credential_hash: Option<&'a str>,
+    /// Trust for the agent's TLS certificate (`AGENTCOMPUTER_AGENT_CA`,
+    /// `AGENTCOMPUTER_AGENT_TLS_NAME`); None when the agents serve
+    /// plaintext.
+    pub tls: Option<&'a crate::context::AgentTls>,
 }
 
 /// Builds the pod. `agent_ip` is the serving node agent's pod IP: the pod
@@ -177,6 +181,7 @@ pub fn build(
             Some(Runner {
                 image,
                 credential_hash,
+                tls,
             }),
         ) => {
             env.push(var(
@@ -198,6 +203,10 @@ pub fn build(
             });
             if let Some(hash) = credential_hash {
                 env.push(var("AGENTCOMPUTER_CREDENTIAL_HASH", hash.to_string()));
+            }
+            if let Some(tls) = tls {
+                env.push(var("AGENTCOMPUTER_AGENT_CA", tls.ca_pem.clone()));
+                env.push(var("AGENTCOMPUTER_AGENT_TLS_NAME", tls.server_name.clone()));
             }
             volumes.push(Volume {
                 name: RUNNER_VOLUME.into(),
@@ -341,6 +350,7 @@ mod tests {
         let runner = Runner {
             image: "reg/node-agent:1",
             credential_hash: Some("sha256:ab"),
+            tls: None,
         };
         let pod = build(
             &computer(),
@@ -391,6 +401,30 @@ mod tests {
             }),
         );
         assert_ne!(pod.spec, rotated.spec);
+        assert!(get("AGENTCOMPUTER_AGENT_CA").is_none());
+
+        // Agents serving TLS: the runner gets the trust and the name.
+        let tls = crate::context::AgentTls {
+            ca_pem: "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n".into(),
+            server_name: "node-agent.agentcomputer-system.svc".into(),
+        };
+        let with_tls = build(
+            &computer(),
+            &sandbox(None),
+            Some("fd00::7"),
+            Some("sha256:ab"),
+            Some(Runner {
+                tls: Some(&tls),
+                ..runner
+            }),
+        );
+        let env = super::tests::env(&with_tls);
+        let get = |n: &str| env.iter().find(|e| e.name == n).and_then(|e| e.value.clone());
+        assert_eq!(get("AGENTCOMPUTER_AGENT_CA"), Some(tls.ca_pem.clone()));
+        assert_eq!(
+            get("AGENTCOMPUTER_AGENT_TLS_NAME").as_deref(),
+            Some("node-agent.agentcomputer-system.svc")
+        );
     }
 
     #[test]
@@ -399,6 +433,7 @@ mod tests {
         let runner = Runner {
             image: "reg/node-agent:1",
             credential_hash: None,
+            tls: None,
         };
         for pod in [
             build(

@@ -27,8 +27,25 @@ pub fn new_token() -> String {
     hex::encode(bytes)
 }
 
-/// Builds the Secret carrying `token`.
-pub fn build(c: &AgentComputer, token: &str) -> Secret {
+/// Key of the agents' CA certificates (PEM) in a credential Secret, when
+/// the agents serve TLS.
+pub const CA_KEY: &str = "ca.crt";
+/// Key of the DNS name in the agents' certificate.
+pub const TLS_SERVER_NAME_KEY: &str = "tls-server-name";
+
+/// Builds the Secret carrying `token` and, when the agents serve TLS,
+/// what a client needs to check them ([`CA_KEY`],
+/// [`TLS_SERVER_NAME_KEY`]).
+pub fn build(c: &AgentComputer, token: &str, tls: Option<&crate::context::AgentTls>) -> Secret {
+    let mut data: std::collections::BTreeMap<String, ByteString> =
+        [(TOKEN_KEY.to_string(), ByteString(token.as_bytes().to_vec()))].into();
+    if let Some(tls) = tls {
+        data.insert(CA_KEY.into(), ByteString(tls.ca_pem.as_bytes().to_vec()));
+        data.insert(
+            TLS_SERVER_NAME_KEY.into(),
+            ByteString(tls.server_name.as_bytes().to_vec()),
+        );
+    }
     Secret {
         metadata: ObjectMeta {
             name: Some(secret_name(c)),
@@ -38,7 +55,7 @@ pub fn build(c: &AgentComputer, token: &str) -> Secret {
             ..Default::default()
         },
         type_: Some("Opaque".into()),
-        data: Some([(TOKEN_KEY.to_string(), ByteString(token.as_bytes().to_vec()))].into()),
+        data: Some(data),
         ..Default::default()
     }
 }
