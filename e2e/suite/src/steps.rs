@@ -535,31 +535,25 @@ fn missing_image(cx: &mut Context) -> Result<String> {
 /// port-forward, and the replaced sandbox pod's runner attaches over TLS.
 fn tls_upgrade(cx: &mut Context) -> Result<String> {
     let dir = tempfile_dir()?;
-    let (crt, key) = (dir.join("tls.crt"), dir.join("tls.key"));
     let name = "node-agent.agentcomputer.test";
-    let made = std::process::Command::new("openssl")
-        .args(["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-days", "2", "-subj"])
-        .arg(format!("/CN={name}"))
-        .arg("-addext")
-        .arg(format!("subjectAltName=DNS:{name}"))
-        .arg("-keyout")
-        .arg(&key)
-        .arg("-out")
-        .arg(&crt)
-        .output()?;
-    ensure!(made.status.success(), "openssl: {}", String::from_utf8_lossy(&made.stderr));
+    make_certificates(&dir, name)?;
     cx.tools.kubectl_ok(&[
         "-n", SYSTEM_NS, "delete", "secret", "agent-tls", "--ignore-not-found",
     ])?;
+    // A kubernetes.io/tls Secret with the issuing CA beside the pair, as
+    // cert-manager writes it.
+    let file = |f: &str| format!("--from-file={f}={}", dir.join(f).display());
     cx.tools.kubectl_ok(&[
         "-n",
         SYSTEM_NS,
         "create",
         "secret",
-        "tls",
+        "generic",
         "agent-tls",
-        &format!("--cert={}", crt.display()),
-        &format!("--key={}", key.display()),
+        "--type=kubernetes.io/tls",
+        &file("tls.crt"),
+        &file("tls.key"),
+        &file("ca.crt"),
     ])?;
     let _ = std::fs::remove_dir_all(&dir);
     let before = cx.exec("scratch", "shell", "cat s.txt")?;
@@ -568,8 +562,6 @@ fn tls_upgrade(cx: &mut Context) -> Result<String> {
     cx.helm_upgrade(&[
         "--set",
         "nodeAgent.tls.secretName=agent-tls",
-        "--set",
-        "nodeAgent.tls.caKey=tls.crt",
         "--set",
         &server_name,
     ])?;
@@ -601,6 +593,37 @@ fn tls_upgrade(cx: &mut Context) -> Result<String> {
         .any(|e| text(e, "/name") == "AGENTCOMPUTER_AGENT_CA");
     ensure!(has_ca, "the sandbox pod's runner was not given the agents' CA");
     Ok(String::new())
+}
+
+/// Writes `ca.crt` (a CA made here) and `tls.crt`/`tls.key` (a P-256
+/// end-entity certificate for DNS name `name`, signed by it) into `dir`,
+/// with openssl(1).
+fn make_certificates(dir: &std::path::Path, name: &str) -> Result<()> {
+    let p = |f: &str| dir.join(f).display().to_string();
+    std::fs::write(
+        p("leaf.ext"),
+        format!("subjectAltName=DNS:{name}\nbasicConstraints=critical,CA:FALSE\nextendedKeyUsage=serverAuth\n"),
+    )?;
+    let openssl = |args: &[&str]| -> Result<()> {
+        let out = std::process::Command::new("openssl").args(args).output()?;
+        ensure!(
+            out.status.success(),
+            "openssl {}: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        Ok(())
+    };
+    let ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes"];
+    let (ca_key, ca_crt) = (p("ca.key"), p("ca.crt"));
+    let (key, csr, crt, ext) = (p("tls.key"), p("tls.csr"), p("tls.crt"), p("leaf.ext"));
+    let subject = format!("/CN={name}");
+    openssl(&[&["req", "-x509", "-days", "2", "-subj", "/CN=agentcomputer e2e CA"][..], &ec, &["-keyout", &ca_key, "-out", &ca_crt]].concat())?;
+    openssl(&[&["req", "-subj", &subject][..], &ec, &["-keyout", &key, "-out", &csr]].concat())?;
+    openssl(&[
+        "x509", "-req", "-days", "2", "-in", &csr, "-CA", &ca_crt, "-CAkey", &ca_key,
+        "-CAcreateserial", "-extfile", &ext, "-out", &crt,
+    ])
 }
 
 /// A fresh private directory under the system's temporary directory.
@@ -715,6 +738,69 @@ fn egress(cx: &mut Context) -> Result<String> {
         out.contains("refused") && out.contains("not in the allow-list"),
         "JavaScript's fetch of {other} gave {out:?}"
     );
+
+    // An allow-list by address: the web pod's IP and port, reached
+    // directly (no proxy) by the container and by the shell's curl.
+    let web_pod = cx.tools.kubectl_json(&["-n", NS, "get", "pod", "web"])?;
+    let ip = text(&web_pod, "/status/podIP").to_string();
+    ensure!(!ip.is_empty(), "the web pod has no IP");
+    let cidr = if ip.contains(':') { format!("{ip}/128") } else { format!("{ip}/32") };
+    let egress_of = |egress: Value| {
+        serde_json::json!({
+            "storage": {"size": "64Mi"},
+            "runtimes": {"shell": true, "javascript": true, "container": true},
+            "sandbox": {"image": cx.sandbox_image()},
+            "egress": egress,
+        })
+    };
+    cx.apply_computer(
+        "net",
+        egress_of(serde_json::json!({"mode": "allow-list", "cidrs": [{"cidr": cidr, "ports": [{"port": 8080}]}]})),
+    )?;
+    let direct = if ip.contains(':') { format!("[{ip}]:8080") } else { format!("{ip}:8080") };
+    // The pod is replaced (its proxy settings went) and the NetworkPolicy
+    // changes: wait for both.
+    let out = eventually(120, "the container to reach the web pod by address", || {
+        let out = cx.tools.cli(
+            &["-n", NS, "exec", "net", "--runtime", "container", "--", &format!("env | grep -ci '^http_proxy=' || true; {}", curl(&direct))],
+            None,
+        )?;
+        if out.code == 0 && out.stdout.ends_with("egress-ok\n") {
+            Ok(Some(out.stdout))
+        } else {
+            bail!("exit {}: {:?} {:?}", out.code, out.stdout, out.stderr.trim())
+        }
+    })?;
+    ensure!(out.starts_with("0\n"), "the container still has a proxy: {out:?}");
+    let out = eventually(30, "the shell's curl of the allowed address", || {
+        cx.exec("net", "shell", &curl(&direct)).map(Some)
+    })?;
+    ensure!(out == "egress-ok\n", "the shell's curl got {out:?}");
+
+    // Back to deny-all: nothing gets out, by any runtime.
+    cx.apply_computer("net", egress_of(serde_json::json!({"mode": "deny-all"})))?;
+    eventually(120, "the container to be cut off", || {
+        let out = cx.tools.cli(
+            &["-n", NS, "exec", "net", "--runtime", "container", "--", &curl(&direct)],
+            None,
+        )?;
+        if out.code != 0 && !out.stdout.contains("egress-ok") {
+            Ok(Some(()))
+        } else {
+            bail!("exit {}: {:?}", out.code, out.stdout)
+        }
+    })?;
+    let denied = cx
+        .tools
+        .cli(&["-n", NS, "exec", "net", "--", &curl(&direct)], None)?;
+    ensure!(
+        denied.code != 0 && !denied.stdout.contains("egress-ok"),
+        "the shell's curl under deny-all: exit {}, {:?}",
+        denied.code,
+        denied.stdout
+    );
+    let out = cx.exec("net", "javascript", &js(&direct))?;
+    ensure!(out.contains("refused"), "JavaScript's fetch under deny-all gave {out:?}");
     Ok(String::new())
 }
 
