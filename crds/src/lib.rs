@@ -20,7 +20,9 @@ pub use spec::{
     AgentComputer, AgentComputerSpec, CidrRule, EgressMode, EgressSpec, ExecLimits, PortRule,
     Protocol, ReclaimPolicy, RuntimesSpec, SandboxSpec, StorageSpec,
 };
-pub use status::{AgentComputerStatus, ComputerPhase, VolumeStatus, condition_types, sandbox_reasons};
+pub use status::{
+    AgentComputerStatus, ComputerPhase, VolumeStatus, condition_types, sandbox_reasons,
+};
 
 use kube::CustomResourceExt;
 

@@ -408,7 +408,11 @@ async fn first_stderr(c: &mut Api_, computer: &str) -> String {
         script: "true".into(),
         ..Default::default()
     };
-    let mut stream = c.exec(req).await.expect("the exec is accepted").into_inner();
+    let mut stream = c
+        .exec(req)
+        .await
+        .expect("the exec is accepted")
+        .into_inner();
     let first = tokio::time::timeout(Duration::from_secs(10), stream.message())
         .await
         .expect("a first event within 10 s")
@@ -1429,7 +1433,13 @@ async fn container_execs_run_in_the_sandbox_runner() {
             && msg.contains("Back-off pulling image"),
         "{msg}"
     );
-    set_sandbox_condition(&admin, "boxed", "Idle", "stopped after 60s without activity").await;
+    set_sandbox_condition(
+        &admin,
+        "boxed",
+        "Idle",
+        "stopped after 60s without activity",
+    )
+    .await;
     let before = k8s_openapi::jiff::Timestamp::now();
     let first = first_stderr(&mut c, "boxed").await;
     assert!(
@@ -1491,7 +1501,10 @@ async fn container_execs_run_in_the_sandbox_runner() {
     .await;
     assert!(wrong.alive(), "a refused runner keeps trying");
     let first = first_stderr(&mut c, "boxed").await;
-    assert!(first.contains("waiting for sandbox pod boxed-sandbox: Starting"), "{first}");
+    assert!(
+        first.contains("waiting for sandbox pod boxed-sandbox: Starting"),
+        "{first}"
+    );
     wrong.kill();
 
     // The protocol, spoken by hand: a run goes down as `start`, its events
@@ -1593,9 +1606,9 @@ async fn container_execs_run_in_the_sandbox_runner() {
     // An exec that began before the runner attached runs once it does.
     let waiting = {
         let mut c = c.clone();
-        tokio::spawn(async move {
-            exec(&mut c, "boxed", pb::Runtime::Container, "echo waited").await
-        })
+        tokio::spawn(
+            async move { exec(&mut c, "boxed", pb::Runtime::Container, "echo waited").await },
+        )
     };
 
     // The computer's own runner.
@@ -1854,7 +1867,10 @@ async fn container_execs_run_in_the_sandbox_runner() {
     );
     // With no runner, a new exec waits for one (and says so).
     let first = first_stderr(&mut c, "boxed").await;
-    assert!(first.contains("waiting for sandbox pod boxed-sandbox"), "{first}");
+    assert!(
+        first.contains("waiting for sandbox pod boxed-sandbox"),
+        "{first}"
+    );
     let metrics = get(&format!("{}/metrics", agent.http)).await.1;
     assert!(
         metrics.contains("\nagentcomputer_node_sandbox_runners 0\n"),

@@ -29,9 +29,8 @@ use std::time::{Duration, Instant};
 
 use agentcomputer_crds::quantity::quantity_bytes;
 use agentcomputer_crds::{
-    sandbox_reasons,
     AgentComputer, AgentComputerStatus, ComputerPhase, NODE_AGENT_GRPC_PORT, ReclaimPolicy,
-    VolumeStatus, condition_types as ct, labels,
+    VolumeStatus, condition_types as ct, labels, sandbox_reasons,
 };
 use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim, Pod, Secret};
 use k8s_openapi::api::networking::v1::NetworkPolicy;
@@ -291,7 +290,8 @@ pub async fn apply(c: Arc<AgentComputer>, ctx: Arc<Context>) -> Result<Action> {
     // 2. Credential.
     let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
     let secret_name = resources::secret_name(&c);
-    let credential = reconcile_credential(&c, &secrets, &secret_name, ctx.config.agent_tls.as_ref()).await?;
+    let credential =
+        reconcile_credential(&c, &secrets, &secret_name, ctx.config.agent_tls.as_ref()).await?;
     let credential_hash = credential.as_ref().ok().map(|t| secret::credential_hash(t));
 
     // 3. Volume. While the Node object is gone its hostname label is unknown,
@@ -410,7 +410,12 @@ pub async fn apply(c: Arc<AgentComputer>, ctx: Arc<Context>) -> Result<Action> {
         ),
     ];
     if let Some(s) = &sandbox {
-        next.push((ct::SANDBOX_READY, s.ready, s.reason.as_str(), s.message.clone()));
+        next.push((
+            ct::SANDBOX_READY,
+            s.ready,
+            s.reason.as_str(),
+            s.message.clone(),
+        ));
     }
     next.push((
         ct::READY,
@@ -744,11 +749,17 @@ async fn reconcile_sandbox(
         return Ok((Some(st), Some(Duration::from_secs(2))));
     }
     let (reason, message) = if ready {
-        (sandbox_reasons::RUNNING.to_string(), format!("pod {name} is {phase}"))
+        (
+            sandbox_reasons::RUNNING.to_string(),
+            format!("pod {name} is {phase}"),
+        )
     } else if let Some(trouble) = placement::pod_trouble(&applied) {
         (trouble.reason, format!("pod {name}: {}", trouble.message))
     } else {
-        (sandbox_reasons::STARTING.to_string(), format!("pod {name} is {phase}"))
+        (
+            sandbox_reasons::STARTING.to_string(),
+            format!("pod {name} is {phase}"),
+        )
     };
     let st = SandboxState {
         ready,

@@ -180,7 +180,11 @@ pub fn pod_trouble(pod: &Pod) -> Option<PodTrouble> {
             .iter()
             .flatten()
             .any(|i| i.name == cs.name);
-        if let Some(t) = state.terminated.as_ref().filter(|t| is_init && t.exit_code != 0) {
+        if let Some(t) = state
+            .terminated
+            .as_ref()
+            .filter(|t| is_init && t.exit_code != 0)
+        {
             return Some(PodTrouble {
                 reason: "InitContainerFailed".into(),
                 message: format!(
@@ -435,7 +439,10 @@ mod tests {
         }));
         let t = pod_trouble(&pod).expect("trouble");
         assert_eq!(t.reason, "ImagePullBackOff");
-        assert_eq!(t.message, "container sandbox: Back-off pulling image \"nope:1\"");
+        assert_eq!(
+            t.message,
+            "container sandbox: Back-off pulling image \"nope:1\""
+        );
     }
 
     #[test]
@@ -453,7 +460,10 @@ mod tests {
                 "ready": false, "restartCount": 0,
                 "state": {"waiting": {"reason": "not a reason!", "message": "m"}}}],
         }));
-        assert_eq!(pod_trouble(&odd).expect("trouble").reason, "ContainerWaiting");
+        assert_eq!(
+            pod_trouble(&odd).expect("trouble").reason,
+            "ContainerWaiting"
+        );
     }
 
     #[test]
@@ -464,7 +474,10 @@ mod tests {
                 "reason": "Unschedulable", "message": "0/1 nodes are available"}],
         }));
         let t = pod_trouble(&pod).expect("trouble");
-        assert_eq!((t.reason.as_str(), t.message.as_str()), ("Unschedulable", "0/1 nodes are available"));
+        assert_eq!(
+            (t.reason.as_str(), t.message.as_str()),
+            ("Unschedulable", "0/1 nodes are available")
+        );
         let pod = pod_with(serde_json::json!({
             "phase": "Pending",
             "initContainerStatuses": [{"name": "install-runner", "image": "r", "imageID": "",
@@ -473,7 +486,10 @@ mod tests {
         }));
         let t = pod_trouble(&pod).expect("trouble");
         assert_eq!(t.reason, "InitContainerFailed");
-        assert_eq!(t.message, "init container install-runner exited with 2: no space");
+        assert_eq!(
+            t.message,
+            "init container install-runner exited with 2: no space"
+        );
     }
 
     fn spec() -> AgentComputerSpec {

@@ -252,29 +252,29 @@ impl Context {
             180,
             "the operator, node agent and mounter pods Ready",
             || {
-            let pods = self.tools.kubectl_json(&["-n", SYSTEM_NS, "get", "pods"])?;
-            let mut ready = Vec::new();
-            for pod in pods["items"].as_array().into_iter().flatten() {
-                if !text(pod, "/metadata/deletionTimestamp").is_empty() {
-                    bail!("pod {} is terminating", text(pod, "/metadata/name"));
+                let pods = self.tools.kubectl_json(&["-n", SYSTEM_NS, "get", "pods"])?;
+                let mut ready = Vec::new();
+                for pod in pods["items"].as_array().into_iter().flatten() {
+                    if !text(pod, "/metadata/deletionTimestamp").is_empty() {
+                        bail!("pod {} is terminating", text(pod, "/metadata/name"));
+                    }
+                    let app = text(pod, "/metadata/labels/app.kubernetes.io~1name");
+                    if condition(pod, "Ready") != "True" {
+                        bail!("pod {} ({app}) is not Ready", text(pod, "/metadata/name"));
+                    }
+                    ready.push(app.to_string());
                 }
-                let app = text(pod, "/metadata/labels/app.kubernetes.io~1name");
-                if condition(pod, "Ready") != "True" {
-                    bail!("pod {} ({app}) is not Ready", text(pod, "/metadata/name"));
+                for app in [
+                    "agentcomputer-operator",
+                    "agentcomputer-node-agent",
+                    "agentcomputer-mounter",
+                ] {
+                    if !ready.iter().any(|s| s == app) {
+                        bail!("no pod of {app} in {SYSTEM_NS} (Ready: {ready:?})");
+                    }
                 }
-                ready.push(app.to_string());
-            }
-            for app in [
-                "agentcomputer-operator",
-                "agentcomputer-node-agent",
-                "agentcomputer-mounter",
-            ] {
-                if !ready.iter().any(|s| s == app) {
-                    bail!("no pod of {app} in {SYSTEM_NS} (Ready: {ready:?})");
-                }
-            }
-            Ok(Some(()))
-        },
+                Ok(Some(()))
+            },
         )?;
         Ok(())
     }
@@ -448,12 +448,19 @@ fn idle_wake(cx: &mut Context) -> Result<String> {
         }
     })?;
     let start = Instant::now();
-    let out = cx
-        .tools
-        .cli(
-            &["-n", NS, "exec", "nap", "--runtime", "container", "--", "cat n.txt; echo woke"],
-            None,
-        )?;
+    let out = cx.tools.cli(
+        &[
+            "-n",
+            NS,
+            "exec",
+            "nap",
+            "--runtime",
+            "container",
+            "--",
+            "cat n.txt; echo woke",
+        ],
+        None,
+    )?;
     let took = start.elapsed();
     ensure!(
         out.code == 0 && out.stdout == "before\nwoke\n",
@@ -463,14 +470,24 @@ fn idle_wake(cx: &mut Context) -> Result<String> {
         out.stderr
     );
     ensure!(
-        out.stderr.contains("sandbox pod nap-sandbox was stopped when idle; starting it")
+        out.stderr
+            .contains("sandbox pod nap-sandbox was stopped when idle; starting it")
             && out.stderr.contains("attached after"),
         "no progress message on stderr: {:?}",
         out.stderr
     );
-    cx.time("container exec on an idle-stopped pod (start included)", took);
+    cx.time(
+        "container exec on an idle-stopped pod (start included)",
+        took,
+    );
     cx.tools.kubectl_ok(&[
-        "-n", NS, "delete", "agentcomputer", "nap", "--wait=true", "--timeout=120s",
+        "-n",
+        NS,
+        "delete",
+        "agentcomputer",
+        "nap",
+        "--wait=true",
+        "--timeout=120s",
     ])?;
     Ok(format!("woke and ran in {:.1} s", took.as_secs_f64()))
 }
@@ -489,30 +506,41 @@ fn missing_image(cx: &mut Context) -> Result<String> {
         }),
     )?;
     cx.wait_ready("noimg", 180)?;
-    let (reason, message) = eventually(120, "SandboxReady=False with the kubelet's reason", || {
-        let c = cx.computer("noimg")?;
-        let cond = c
-            .pointer("/status/conditions")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-            .find(|c| text(c, "/type") == "SandboxReady")
-            .cloned()
-            .unwrap_or_default();
-        let reason = text(&cond, "/reason").to_string();
-        if matches!(reason.as_str(), "ErrImagePull" | "ImagePullBackOff") {
-            Ok(Some((reason, text(&cond, "/message").to_string())))
-        } else {
-            bail!("SandboxReady {cond}")
-        }
-    })?;
+    let (reason, message) =
+        eventually(120, "SandboxReady=False with the kubelet's reason", || {
+            let c = cx.computer("noimg")?;
+            let cond = c
+                .pointer("/status/conditions")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .find(|c| text(c, "/type") == "SandboxReady")
+                .cloned()
+                .unwrap_or_default();
+            let reason = text(&cond, "/reason").to_string();
+            if matches!(reason.as_str(), "ErrImagePull" | "ImagePullBackOff") {
+                Ok(Some((reason, text(&cond, "/message").to_string())))
+            } else {
+                bail!("SandboxReady {cond}")
+            }
+        })?;
     ensure!(
         message.contains("container sandbox"),
         "the condition's message does not name the container: {message:?}"
     );
-    let out = cx
-        .tools
-        .cli(&["-n", NS, "exec", "noimg", "--runtime", "container", "--", "true"], None)?;
+    let out = cx.tools.cli(
+        &[
+            "-n",
+            NS,
+            "exec",
+            "noimg",
+            "--runtime",
+            "container",
+            "--",
+            "true",
+        ],
+        None,
+    )?;
     ensure!(
         out.code != 0
             && out.stderr.contains("cannot run")
@@ -524,7 +552,13 @@ fn missing_image(cx: &mut Context) -> Result<String> {
     let shell = cx.exec("noimg", "shell", "echo still-works")?;
     ensure!(shell == "still-works\n", "the shell printed {shell:?}");
     cx.tools.kubectl_ok(&[
-        "-n", NS, "delete", "agentcomputer", "noimg", "--wait=true", "--timeout=120s",
+        "-n",
+        NS,
+        "delete",
+        "agentcomputer",
+        "noimg",
+        "--wait=true",
+        "--timeout=120s",
     ])?;
     Ok(format!("{reason}: {message}"))
 }
@@ -538,7 +572,12 @@ fn tls_upgrade(cx: &mut Context) -> Result<String> {
     let name = "node-agent.agentcomputer.test";
     make_certificates(&dir, name)?;
     cx.tools.kubectl_ok(&[
-        "-n", SYSTEM_NS, "delete", "secret", "agent-tls", "--ignore-not-found",
+        "-n",
+        SYSTEM_NS,
+        "delete",
+        "secret",
+        "agent-tls",
+        "--ignore-not-found",
     ])?;
     // A kubernetes.io/tls Secret with the issuing CA beside the pair, as
     // cert-manager writes it.
@@ -569,13 +608,18 @@ fn tls_upgrade(cx: &mut Context) -> Result<String> {
     cx.time("helm upgrade to TLS to every pod Ready", start.elapsed());
     // The credential Secrets carry the CA once the operator reconciled.
     eventually(120, "the credential Secret to carry the agents' CA", || {
-        let s = cx.tools.kubectl_json(&["-n", NS, "get", "secret", "scratch-credential"])?;
+        let s = cx
+            .tools
+            .kubectl_json(&["-n", NS, "get", "secret", "scratch-credential"])?;
         Ok((!text(&s, "/data/ca.crt").is_empty()).then_some(()))
     })?;
     let after = eventually(120, "a shell exec over TLS", || {
         cx.exec("scratch", "shell", "cat s.txt").map(Some)
     })?;
-    ensure!(after == before, "s.txt changed across the upgrade: {before:?} → {after:?}");
+    ensure!(
+        after == before,
+        "s.txt changed across the upgrade: {before:?} → {after:?}"
+    );
     // The sandbox pod is replaced (new agent IP, the CA in its spec); the
     // exec waits for its runner, which attaches over TLS.
     let start = Instant::now();
@@ -583,15 +627,23 @@ fn tls_upgrade(cx: &mut Context) -> Result<String> {
         cx.exec("box", "container", "cat p.txt").map(Some)
     })?;
     ensure!(out == "from-pod\n", "the container read {out:?} from p.txt");
-    cx.time("first container exec after the TLS upgrade", start.elapsed());
-    let pod = cx.tools.kubectl_json(&["-n", NS, "get", "pod", "box-sandbox"])?;
+    cx.time(
+        "first container exec after the TLS upgrade",
+        start.elapsed(),
+    );
+    let pod = cx
+        .tools
+        .kubectl_json(&["-n", NS, "get", "pod", "box-sandbox"])?;
     let has_ca = pod
         .pointer("/spec/containers/0/env")
         .and_then(Value::as_array)
         .into_iter()
         .flatten()
         .any(|e| text(e, "/name") == "AGENTCOMPUTER_AGENT_CA");
-    ensure!(has_ca, "the sandbox pod's runner was not given the agents' CA");
+    ensure!(
+        has_ca,
+        "the sandbox pod's runner was not given the agents' CA"
+    );
     Ok(String::new())
 }
 
@@ -602,7 +654,9 @@ fn make_certificates(dir: &std::path::Path, name: &str) -> Result<()> {
     let p = |f: &str| dir.join(f).display().to_string();
     std::fs::write(
         p("leaf.ext"),
-        format!("subjectAltName=DNS:{name}\nbasicConstraints=critical,CA:FALSE\nextendedKeyUsage=serverAuth\n"),
+        format!(
+            "subjectAltName=DNS:{name}\nbasicConstraints=critical,CA:FALSE\nextendedKeyUsage=serverAuth\n"
+        ),
     )?;
     let openssl = |args: &[&str]| -> Result<()> {
         let out = std::process::Command::new("openssl").args(args).output()?;
@@ -614,15 +668,55 @@ fn make_certificates(dir: &std::path::Path, name: &str) -> Result<()> {
         );
         Ok(())
     };
-    let ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes"];
+    let ec = [
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:P-256",
+        "-nodes",
+    ];
     let (ca_key, ca_crt) = (p("ca.key"), p("ca.crt"));
     let (key, csr, crt, ext) = (p("tls.key"), p("tls.csr"), p("tls.crt"), p("leaf.ext"));
     let subject = format!("/CN={name}");
-    openssl(&[&["req", "-x509", "-days", "2", "-subj", "/CN=agentcomputer e2e CA"][..], &ec, &["-keyout", &ca_key, "-out", &ca_crt]].concat())?;
-    openssl(&[&["req", "-subj", &subject][..], &ec, &["-keyout", &key, "-out", &csr]].concat())?;
+    openssl(
+        &[
+            &[
+                "req",
+                "-x509",
+                "-days",
+                "2",
+                "-subj",
+                "/CN=agentcomputer e2e CA",
+            ][..],
+            &ec,
+            &["-keyout", &ca_key, "-out", &ca_crt],
+        ]
+        .concat(),
+    )?;
+    openssl(
+        &[
+            &["req", "-subj", &subject][..],
+            &ec,
+            &["-keyout", &key, "-out", &csr],
+        ]
+        .concat(),
+    )?;
     openssl(&[
-        "x509", "-req", "-days", "2", "-in", &csr, "-CA", &ca_crt, "-CAkey", &ca_key,
-        "-CAcreateserial", "-extfile", &ext, "-out", &crt,
+        "x509",
+        "-req",
+        "-days",
+        "2",
+        "-in",
+        &csr,
+        "-CA",
+        &ca_crt,
+        "-CAkey",
+        &ca_key,
+        "-CAcreateserial",
+        "-extfile",
+        &ext,
+        "-out",
+        &crt,
     ])
 }
 
@@ -744,7 +838,11 @@ fn egress(cx: &mut Context) -> Result<String> {
     let web_pod = cx.tools.kubectl_json(&["-n", NS, "get", "pod", "web"])?;
     let ip = text(&web_pod, "/status/podIP").to_string();
     ensure!(!ip.is_empty(), "the web pod has no IP");
-    let cidr = if ip.contains(':') { format!("{ip}/128") } else { format!("{ip}/32") };
+    let cidr = if ip.contains(':') {
+        format!("{ip}/128")
+    } else {
+        format!("{ip}/32")
+    };
     let egress_of = |egress: Value| {
         serde_json::json!({
             "storage": {"size": "64Mi"},
@@ -757,21 +855,42 @@ fn egress(cx: &mut Context) -> Result<String> {
         "net",
         egress_of(serde_json::json!({"mode": "allow-list", "cidrs": [{"cidr": cidr, "ports": [{"port": 8080}]}]})),
     )?;
-    let direct = if ip.contains(':') { format!("[{ip}]:8080") } else { format!("{ip}:8080") };
+    let direct = if ip.contains(':') {
+        format!("[{ip}]:8080")
+    } else {
+        format!("{ip}:8080")
+    };
     // The pod is replaced (its proxy settings went) and the NetworkPolicy
     // changes: wait for both.
     let out = eventually(120, "the container to reach the web pod by address", || {
         let out = cx.tools.cli(
-            &["-n", NS, "exec", "net", "--runtime", "container", "--", &format!("env | grep -ci '^http_proxy=' || true; {}", curl(&direct))],
+            &[
+                "-n",
+                NS,
+                "exec",
+                "net",
+                "--runtime",
+                "container",
+                "--",
+                &format!("env | grep -ci '^http_proxy=' || true; {}", curl(&direct)),
+            ],
             None,
         )?;
         if out.code == 0 && out.stdout.ends_with("egress-ok\n") {
             Ok(Some(out.stdout))
         } else {
-            bail!("exit {}: {:?} {:?}", out.code, out.stdout, out.stderr.trim())
+            bail!(
+                "exit {}: {:?} {:?}",
+                out.code,
+                out.stdout,
+                out.stderr.trim()
+            )
         }
     })?;
-    ensure!(out.starts_with("0\n"), "the container still has a proxy: {out:?}");
+    ensure!(
+        out.starts_with("0\n"),
+        "the container still has a proxy: {out:?}"
+    );
     let out = eventually(30, "the shell's curl of the allowed address", || {
         cx.exec("net", "shell", &curl(&direct)).map(Some)
     })?;
@@ -781,7 +900,16 @@ fn egress(cx: &mut Context) -> Result<String> {
     cx.apply_computer("net", egress_of(serde_json::json!({"mode": "deny-all"})))?;
     eventually(120, "the container to be cut off", || {
         let out = cx.tools.cli(
-            &["-n", NS, "exec", "net", "--runtime", "container", "--", &curl(&direct)],
+            &[
+                "-n",
+                NS,
+                "exec",
+                "net",
+                "--runtime",
+                "container",
+                "--",
+                &curl(&direct),
+            ],
             None,
         )?;
         if out.code != 0 && !out.stdout.contains("egress-ok") {
@@ -800,7 +928,10 @@ fn egress(cx: &mut Context) -> Result<String> {
         denied.stdout
     );
     let out = cx.exec("net", "javascript", &js(&direct))?;
-    ensure!(out.contains("refused"), "JavaScript's fetch under deny-all gave {out:?}");
+    ensure!(
+        out.contains("refused"),
+        "JavaScript's fetch under deny-all gave {out:?}"
+    );
     Ok(String::new())
 }
 
@@ -1070,6 +1201,15 @@ fn deletion(cx: &mut Context) -> Result<String> {
                 }
             }
             None => notes.push("database files not checked (E2E_NODE_DATA_DIR unset)"),
+        }
+        if keeps {
+            // Released by hand, as a user would, so that the suite can run
+            // again on the same cluster.
+            let pvc = format!("{name}-workspace");
+            cx.tools
+                .kubectl_ok(&["-n", NS, "delete", "pvc", &pvc, "--timeout=60s"])?;
+            cx.tools
+                .kubectl_ok(&["delete", "pv", &pv, "--timeout=60s"])?;
         }
     }
     Ok(notes.join("; "))

@@ -91,9 +91,7 @@ impl Cluster {
         })?;
         let key = |k: &str| s.data.as_ref().and_then(|d| d.get(k)).map(|b| b.0.clone());
         let tls = match (key(CA_KEY), key(TLS_SERVER_NAME_KEY)) {
-            (Some(ca), Some(name)) => {
-                Some((ca, String::from_utf8_lossy(&name).trim().to_string()))
-            }
+            (Some(ca), Some(name)) => Some((ca, String::from_utf8_lossy(&name).trim().to_string())),
             _ => None,
         };
         let bytes = s

@@ -45,9 +45,13 @@ pub async fn serve(config: Config, reaper: Arc<Reaper>) -> Infallible {
 /// One Attach stream, until it ends. Every run started on it is cancelled
 /// (its process group killed) when it ends.
 async fn session(config: &Config, reaper: &Arc<Reaper>) -> Result<(), String> {
-    let scheme = if config.tls.is_some() { "https" } else { "http" };
-    let mut endpoint = Endpoint::from_shared(format!("{scheme}://{}", config.agent))
-        .map_err(|e| {
+    let scheme = if config.tls.is_some() {
+        "https"
+    } else {
+        "http"
+    };
+    let mut endpoint =
+        Endpoint::from_shared(format!("{scheme}://{}", config.agent)).map_err(|e| {
             format!(
                 "AGENTCOMPUTER_AGENT {:?} is not HOST:PORT: {e}",
                 config.agent

@@ -126,7 +126,10 @@ pub struct Tls {
 /// TLS settings from the environment: both variables or neither.
 fn tls_from_env() -> Result<Option<Tls>, String> {
     let get = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
-    match (get("AGENTCOMPUTER_AGENT_CA"), get("AGENTCOMPUTER_AGENT_TLS_NAME")) {
+    match (
+        get("AGENTCOMPUTER_AGENT_CA"),
+        get("AGENTCOMPUTER_AGENT_TLS_NAME"),
+    ) {
         (None, None) => Ok(None),
         (Some(ca_pem), Some(server_name)) => {
             if !ca_pem.contains("-----BEGIN CERTIFICATE-----") {

@@ -330,7 +330,9 @@ impl ContainerRuntime for Sandboxes {
                         shown = now;
                     }
                 }
-                Err(e) => warn!(computer = %entry.shown(), error = %e, "cannot read the computer while its sandbox starts"),
+                Err(e) => {
+                    warn!(computer = %entry.shown(), error = %e, "cannot read the computer while its sandbox starts")
+                }
             }
             first = false;
             let left = START_TIMEOUT.saturating_sub(began.elapsed());
@@ -533,7 +535,8 @@ impl Sandboxes {
             ..PatchParams::default()
         };
         let api: Api<AgentComputer> = Api::namespaced(self.client.clone(), &entry.namespace);
-        api.patch(&entry.name, &params, &Patch::Merge(patch)).await?;
+        api.patch(&entry.name, &params, &Patch::Merge(patch))
+            .await?;
         Ok(())
     }
 }

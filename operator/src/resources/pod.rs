@@ -419,7 +419,11 @@ mod tests {
             }),
         );
         let env = super::tests::env(&with_tls);
-        let get = |n: &str| env.iter().find(|e| e.name == n).and_then(|e| e.value.clone());
+        let get = |n: &str| {
+            env.iter()
+                .find(|e| e.name == n)
+                .and_then(|e| e.value.clone())
+        };
         assert_eq!(get("AGENTCOMPUTER_AGENT_CA"), Some(tls.ca_pem.clone()));
         assert_eq!(
             get("AGENTCOMPUTER_AGENT_TLS_NAME").as_deref(),
