@@ -152,12 +152,13 @@ pub mod sandbox_reasons {
     pub const REPLACING: &str = "Replacing";
     /// The API server refused the pod (admission, quota, Pod Security).
     pub const REJECTED: &str = "SandboxRejected";
-    /// A pod that ended (phase `Failed` or `Succeeded`); it is replaced.
+    /// A pod that ended (phase `Failed` or `Succeeded`, e.g. evicted); it
+    /// is replaced, so this counts as progress.
     pub const ENDED: &str = "PodEnded";
 
     /// Whether `reason` (of `SandboxReady=False`) means the pod is
     /// starting or stopped on purpose, not failing.
     pub fn is_progress(reason: &str) -> bool {
-        matches!(reason, RUNNING | STARTING | IDLE | REPLACING)
+        matches!(reason, RUNNING | STARTING | IDLE | REPLACING | ENDED)
     }
 }

@@ -1447,15 +1447,19 @@ async fn container_execs_run_in_the_sandbox_runner() {
         "{first}"
     );
     let api: Api<AgentComputer> = Api::namespaced(admin.clone(), NS_A);
-    let annotated = api.get("boxed").await.unwrap();
-    let stamp: k8s_openapi::jiff::Timestamp = annotated.annotations()
-        [agentcomputer_crds::labels::LAST_ACTIVITY]
-        .parse()
-        .unwrap();
-    assert!(
-        stamp.as_second() >= before.as_second(),
-        "last-activity {stamp} written when the exec began ({before})"
-    );
+    eventually(10, "last-activity written when the exec began", || {
+        let api = api.clone();
+        async move {
+            let annotated = api.get("boxed").await.ok()?;
+            let stamp: k8s_openapi::jiff::Timestamp = annotated
+                .annotations()
+                .get(agentcomputer_crds::labels::LAST_ACTIVITY)?
+                .parse()
+                .ok()?;
+            (stamp.as_second() >= before.as_second()).then_some(())
+        }
+    })
+    .await;
     set_sandbox_condition(&admin, "boxed", "Starting", "pod boxed-sandbox is Pending").await;
 
     // A runner without the right token cannot attach: none at all, an

@@ -142,14 +142,31 @@ where
 async fn publish(ctx: &Context, c: &AgentComputer, type_: EventType, reason: &str, note: String) {
     let ev = KubeEvent {
         type_,
-        reason: reason.into(),
-        note: Some(note),
+        // events.k8s.io/v1 limits: reason 128 characters, note 1 KiB.
+        reason: truncate(reason, 128),
+        note: Some(truncate(&note, 1024)),
         action: "Reconcile".into(),
         secondary: None,
     };
     if let Err(e) = ctx.recorder.publish(&ev, &c.object_ref(&())).await {
         tracing::warn!(computer = %c.name_any(), error = %e, "could not publish event");
     }
+}
+
+/// `text` cut to at most `max` bytes on a character boundary.
+fn truncate(text: &str, max: usize) -> String {
+    let mut end = text.len().min(max);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    text[..end].to_string()
+}
+
+/// Reasons the kubelet alternates between for one cause (an image that
+/// cannot be pulled), published as one Warning.
+fn same_trouble(a: &str, b: &str) -> bool {
+    const PULL: [&str; 2] = ["ErrImagePull", "ImagePullBackOff"];
+    a == b || (PULL.contains(&a) && PULL.contains(&b))
 }
 
 /// Reconciles a live computer (see the module docs).
@@ -460,7 +477,13 @@ pub async fn apply(c: Arc<AgentComputer>, ctx: Arc<Context>) -> Result<Action> {
         .as_ref()
         .filter(|s| !s.ready && !sandbox_reasons::is_progress(&s.reason))
     {
-        if !conditions::has_reason(&old.conditions, ct::SANDBOX_READY, &s.reason) {
+        let before = old
+            .conditions
+            .iter()
+            .find(|c| c.type_ == ct::SANDBOX_READY)
+            .map(|c| c.reason.as_str())
+            .unwrap_or_default();
+        if !same_trouble(before, &s.reason) {
             publish(&ctx, &c, EventType::Warning, &s.reason, s.message.clone()).await;
         }
     }

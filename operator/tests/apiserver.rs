@@ -199,6 +199,7 @@ async fn operator_chart_and_crd_against_a_real_apiserver() {
         tls.contains("--agent-tls-ca=/etc/agentcomputer/agent-tls/ca.crt")
             && tls.contains("--agent-tls-server-name=node-agent.example")
             && tls.contains("--tls-cert=/etc/agentcomputer/tls/tls.crt")
+            && tls.contains("items:\n              # Only the certificates: the operator is not given the key.\n              - key: ca.crt\n                path: ca.crt\n")
             && !tls.contains("key: tls.key"),
         "{tls}"
     );

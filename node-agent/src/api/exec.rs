@@ -248,8 +248,14 @@ async fn start_runtime(
         ),
     };
 
-    // The exec's memory budget is reserved for it while it runs.
-    let permit = admission.admit(lease.name(), memory).await?;
+    // The exec's memory budget is reserved for it while it runs. A
+    // container exec reserves it once its sandbox is there, so that
+    // waiting for a pod to start holds nothing other computers need.
+    let early_permit = match program {
+        Program::Container(..) => None,
+        _ => Some(admission.admit(lease.name(), memory).await?),
+    };
+    let admission = admission.clone();
 
     let (tx, rx) = mpsc::channel(EVENT_BUFFER);
     let cancel = lease.cancel_token();
@@ -264,7 +270,12 @@ async fn start_runtime(
             && let Err(why) = prepare_container(containers.as_ref(), &computer, &tx, &cancel).await
         {
             info!(%computer, runtime, error = %why, "exec could not start");
-            observer.exec_finished(runtime_name, ExecOutcome::Error, started.elapsed());
+            let outcome = if tx.is_closed() || cancel.is_cancelled() {
+                ExecOutcome::Cancelled
+            } else {
+                ExecOutcome::Error
+            };
+            observer.exec_finished(runtime_name, outcome, started.elapsed());
             let exit = pb::ExecExit {
                 code: agentcomputer_container::EXIT_START_FAILED,
                 error: why,
@@ -276,9 +287,21 @@ async fn start_runtime(
                     event: Some(Event::Exit(exit)),
                 }))
                 .await;
-            drop((permit, lease));
+            drop(lease);
             return;
         }
+        let permit = match early_permit {
+            Some(permit) => permit,
+            None => match admission.admit(&computer, memory).await {
+                Ok(permit) => permit,
+                Err(refusal) => {
+                    observer.exec_finished(runtime_name, ExecOutcome::Rejected, started.elapsed());
+                    let _ = tx.send(Err(Status::from(refusal))).await;
+                    drop(lease);
+                    return;
+                }
+            },
+        };
         let run = program.start(
             lease.fs().clone(),
             cancel.clone(),

@@ -20,9 +20,10 @@
 //! `last-activity` annotation at once, which makes the operator start a
 //! sandbox pod stopped when idle, then follows the `SandboxReady`
 //! condition, telling the caller each step, until the runner attaches, the
-//! kubelet or the API server gives a reason the pod cannot run, or
-//! [`START_TIMEOUT`] passes. A long run keeps the annotation fresh so the
-//! pod is not stopped under it.
+//! kubelet or the API server gives a reason the pod cannot run, the pod is
+//! Ready for [`ATTACH_GRACE`] without its runner attaching, or
+//! [`START_TIMEOUT`] passes. Waits and runs rewrite the annotation every
+//! [`RENEW`] (once per computer) so the pod is not stopped in use.
 
 use std::collections::HashMap;
 use std::pin::Pin;
@@ -63,11 +64,18 @@ pub const EXIT_RUNNER_LOST: i32 = EXIT_START_FAILED;
 /// Longest wait of an exec for its computer's sandbox pod to start and its
 /// runner to attach (an image pull included).
 pub const START_TIMEOUT: Duration = Duration::from_secs(300);
-/// How often a waiting exec reads its computer's `SandboxReady` condition.
-const START_POLL: Duration = Duration::from_secs(1);
-/// How often a run in progress renews the computer's last activity, well
-/// within the shortest idle timeout the operator accepts.
-const RUN_ACTIVITY: Duration = Duration::from_secs(30);
+/// How often a waiting exec reads its computer's `SandboxReady` condition
+/// (an attach wakes it at once).
+const START_POLL: Duration = Duration::from_secs(2);
+/// How often the `last-activity` annotation of a computer is rewritten
+/// while execs wait for its pod or run in it (at most once per computer,
+/// however many execs), so that an idle timeout longer than this never
+/// stops a pod in use.
+const RENEW: Duration = Duration::from_secs(10);
+/// How long a pod may report Ready without its runner attaching before a
+/// waiting exec gives up: the runner cannot reach or is refused by this
+/// agent (TLS trust, NetworkPolicy, no runner image).
+const ATTACH_GRACE: Duration = Duration::from_secs(30);
 
 /// The runners attached to this agent, by computer uid.
 pub struct Sandboxes {
@@ -80,6 +88,8 @@ pub struct Sandboxes {
     attached: Mutex<HashMap<String, Arc<Runner>>>,
     /// Woken on every attach, for execs waiting for a runner.
     attach_seen: Notify,
+    /// When each computer's `last-activity` was last written from here.
+    touched: Mutex<HashMap<String, Instant>>,
     next_id: AtomicU64,
     /// `agentcomputer_node_sandbox_runners`: runners attached now.
     gauge: prometheus::IntGauge,
@@ -119,6 +129,7 @@ impl Sandboxes {
             activity,
             attached: Mutex::default(),
             attach_seen: Notify::new(),
+            touched: Mutex::default(),
             next_id: AtomicU64::new(1),
             gauge: prometheus::IntGauge::new(
                 "agentcomputer_node_sandbox_runners",
@@ -286,12 +297,11 @@ impl ContainerRuntime for Sandboxes {
         let pod = format!("{}-sandbox", entry.name);
         // Use of the computer is what starts a stopped sandbox pod.
         self.activity.record(key);
-        if let Err(e) = self.touch(&entry).await {
-            warn!(computer = %entry.shown(), error = %e, "cannot record activity to start the sandbox pod");
-        }
         let mut shown: Option<Sandbox> = None;
         let mut first = true;
+        let mut ready_since: Option<Instant> = None;
         loop {
+            self.renew(&entry);
             let attached = self.attach_seen.notified();
             tokio::pin!(attached);
             attached.as_mut().enable();
@@ -312,6 +322,17 @@ impl ContainerRuntime for Sandboxes {
                     return Err(c.cannot_start(&entry));
                 }
                 Ok(View::Condition(now)) => {
+                    let ready = now.as_ref().is_some_and(|c| c.ready);
+                    let since = *ready_since.get_or_insert_with(Instant::now);
+                    if !ready {
+                        ready_since = None;
+                    } else if since.elapsed() >= ATTACH_GRACE {
+                        return Err(format!(
+                            "container: sandbox pod {pod} is running but its runner has not attached to this node agent for {}s; see kubectl logs {pod} -n {} (TLS trust, NetworkPolicy or the operator's --runner-image)",
+                            ATTACH_GRACE.as_secs(),
+                            entry.namespace
+                        ));
+                    }
                     if first || now != shown {
                         let line = match &now {
                             Some(c) if c.reason == sandbox_reasons::IDLE => format!(
@@ -392,7 +413,7 @@ impl ContainerRuntime for Sandboxes {
             return lost(self.not_connected(&run.computer));
         }
         let mut cancel_sent = false;
-        let mut renew = tokio::time::interval(RUN_ACTIVITY);
+        let mut renew = tokio::time::interval(RENEW);
         let outcome = loop {
             let stop = !cancel_sent;
             let step = tokio::select! {
@@ -404,7 +425,12 @@ impl ContainerRuntime for Sandboxes {
             };
             match step {
                 // The pod must not count as idle while it runs a script.
-                Step::Renew => self.activity.record(&run.computer),
+                Step::Renew => {
+                    self.activity.record(&run.computer);
+                    if let Some(entry) = self.index.get(&run.computer) {
+                        self.renew(&entry);
+                    }
+                }
                 // The exec is over on this side: tell the runner once, then
                 // wait for its exit (the pump gives up after a grace).
                 Step::Stop => {
@@ -524,20 +550,32 @@ impl Sandboxes {
         Ok(View::Condition(condition))
     }
 
-    /// Writes `agentcomputer.dev/last-activity` = now on `entry` at once
-    /// (the status reporter's pace is too slow for a waiting exec).
-    async fn touch(&self, entry: &Entry) -> Result<(), kube::Error> {
-        let now = Timestamp::now().strftime("%Y-%m-%dT%H:%M:%SZ").to_string();
-        let patch = serde_json::json!({"metadata": {"annotations": {
-            agentcomputer_crds::labels::LAST_ACTIVITY: now}}});
-        let params = PatchParams {
-            field_manager: Some(FIELD_MANAGER.to_string()),
-            ..PatchParams::default()
-        };
+    /// Writes `agentcomputer.dev/last-activity` = now on `entry` in the
+    /// background, unless this agent wrote it less than [`RENEW`] ago (the
+    /// status reporter's pace is too slow for a pod in use).
+    fn renew(&self, entry: &Entry) {
+        {
+            let mut touched = self.touched.lock().unwrap_or_else(|e| e.into_inner());
+            touched.retain(|_, at| at.elapsed() < RENEW);
+            if touched.contains_key(&entry.uid) {
+                return;
+            }
+            touched.insert(entry.uid.clone(), Instant::now());
+        }
         let api: Api<AgentComputer> = Api::namespaced(self.client.clone(), &entry.namespace);
-        api.patch(&entry.name, &params, &Patch::Merge(patch))
-            .await?;
-        Ok(())
+        let (name, shown) = (entry.name.clone(), entry.shown());
+        tokio::spawn(async move {
+            let now = Timestamp::now().strftime("%Y-%m-%dT%H:%M:%SZ").to_string();
+            let patch = serde_json::json!({"metadata": {"annotations": {
+                agentcomputer_crds::labels::LAST_ACTIVITY: now}}});
+            let params = PatchParams {
+                field_manager: Some(FIELD_MANAGER.to_string()),
+                ..PatchParams::default()
+            };
+            if let Err(e) = api.patch(&name, &params, &Patch::Merge(patch)).await {
+                warn!(computer = %shown, error = %e, "cannot record activity for the sandbox pod");
+            }
+        });
     }
 }
 
