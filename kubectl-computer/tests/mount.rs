@@ -136,10 +136,21 @@ fn mount_exec_and_unmount() {
             full.display()
         )
     );
-    let out = cli(&url, &token_file, cwd, &["mount", "--nonempty", "demo", "full"]);
-    assert_eq!(out, format!("computer demo mounted at {}\n", full.display()));
+    let out = cli(
+        &url,
+        &token_file,
+        cwd,
+        &["mount", "--nonempty", "demo", "full"],
+    );
+    assert_eq!(
+        out,
+        format!("computer demo mounted at {}\n", full.display())
+    );
     assert_eq!(std::fs::read_to_string(full.join("b")).unwrap(), "yo\n");
-    assert!(!full.join("keep.txt").exists(), "the directory's files show through");
+    assert!(
+        !full.join("keep.txt").exists(),
+        "the directory's files show through"
+    );
     cli(&url, &token_file, cwd, &["unmount", "demo", "full"]);
     assert_eq!(
         std::fs::read_to_string(full.join("keep.txt")).unwrap(),

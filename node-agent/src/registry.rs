@@ -24,9 +24,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
+use agentcomputer_container::local::{SANDBOX_GID, SANDBOX_UID};
 use agentcomputer_egress::EgressConfig;
 use agentcomputer_fs::{Fs, Limits, Owner, ROOT_INO, SetAttr};
-use agentcomputer_container::local::{SANDBOX_GID, SANDBOX_UID};
 use agentcomputer_fuse::{ConnectionHandle, MountHandle, MountOptions, OwnerMap};
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
@@ -657,7 +657,12 @@ impl Registry {
     /// Errors: as [`Registry::acquire`], `MountNotOwned`, `MountNotEmpty`,
     /// or `Mount` with `EINVAL`, `ENOENT`, `ENOTDIR`, `EBUSY` or the
     /// kernel's errno.
-    pub async fn mount(&self, name: &str, path: &Path, nonempty: bool) -> Result<(), RegistryError> {
+    pub async fn mount(
+        &self,
+        name: &str,
+        path: &Path,
+        nonempty: bool,
+    ) -> Result<(), RegistryError> {
         let lease = self.acquire(name).await?;
         let _guard = self.inner.lifecycle.lock().await;
         if lease.slot.cancel.is_cancelled() {
@@ -681,9 +686,7 @@ impl Registry {
                 nix::errno::Errno::EBUSY as i32,
             )));
         }
-        let had_dead = lock(&self.inner.dead_mounts)
-            .iter()
-            .any(|r| r.path == path);
+        let had_dead = lock(&self.inner.dead_mounts).iter().any(|r| r.path == path);
         if had_dead {
             let target = path.to_path_buf();
             if blocking(move || mounts::remove_dead(&target))
@@ -731,7 +734,9 @@ impl Registry {
             agentcomputer_fuse::mount(fs, &target, opts).map_err(|e| {
                 let refused = e
                     .get_ref()
-                    .and_then(|inner| inner.downcast_ref::<agentcomputer_fuse::NosymfollowRefused>())
+                    .and_then(|inner| {
+                        inner.downcast_ref::<agentcomputer_fuse::NosymfollowRefused>()
+                    })
                     .cloned();
                 match refused {
                     Some(refused) => RegistryError::MountUnsafe {

@@ -223,7 +223,10 @@ async fn a_killed_agents_mount_stays_dead_until_mounted_again() {
     // A clean stop unmounts; nothing was ever written underneath.
     drop(c);
     assert!(agent.stop().await.success());
-    assert!(entries(mnt.path()).is_empty(), "files landed under the mount");
+    assert!(
+        entries(mnt.path()).is_empty(),
+        "files landed under the mount"
+    );
     assert!(recorded(data.path()).is_empty());
 
     // Killed again: `unmount` removes the dead mount, and the path is a
@@ -268,7 +271,11 @@ async fn host_tools_do_not_follow_a_computers_symlinks() {
         victim.display()
     );
     let ran = sh(&mut c, "demo", &script).await;
-    assert_eq!((ran.stdout.as_str(), ran.code), ("in-computer\n", 0), "{ran:?}");
+    assert_eq!(
+        (ran.stdout.as_str(), ran.code),
+        ("in-computer\n", 0),
+        "{ran:?}"
+    );
 
     let link = mnt.path().join("victim");
     let err = std::fs::OpenOptions::new()
@@ -281,7 +288,12 @@ async fn host_tools_do_not_follow_a_computers_symlinks() {
     assert_eq!(err.raw_os_error(), Some(libc::ELOOP), "{err}");
     assert_eq!(std::fs::read_to_string(&victim).unwrap(), "host data\n");
     assert_eq!(std::fs::read_link(&link).unwrap(), victim);
-    assert!(std::fs::symlink_metadata(&link).unwrap().file_type().is_symlink());
+    assert!(
+        std::fs::symlink_metadata(&link)
+            .unwrap()
+            .file_type()
+            .is_symlink()
+    );
     // Links inside the computer are not followed on the host either.
     let err = std::fs::read(mnt.path().join("rel")).unwrap_err();
     assert_eq!(err.raw_os_error(), Some(libc::ELOOP), "{err}");
@@ -379,7 +391,12 @@ async fn files_on_a_host_mount_belong_to_the_mounting_user() {
     )
     .unwrap_err();
     assert_eq!(err, nix::errno::Errno::EPERM);
-    nix::unistd::chown(&proj.join("b.txt"), Some(nix::unistd::Uid::from_raw(me.0)), None).unwrap();
+    nix::unistd::chown(
+        &proj.join("b.txt"),
+        Some(nix::unistd::Uid::from_raw(me.0)),
+        None,
+    )
+    .unwrap();
 
     if which("git") {
         let git = |args: &[&str]| {
@@ -395,7 +412,11 @@ async fn files_on_a_host_mount_belong_to_the_mounting_user() {
                 .unwrap()
         };
         let out = git(&["init", "-q"]);
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         let out = git(&["status", "--porcelain"]);
         assert!(
             out.status.success(),
@@ -412,9 +433,8 @@ async fn files_on_a_host_mount_belong_to_the_mounting_user() {
 
 /// Whether `program` is on the PATH.
 fn which(program: &str) -> bool {
-    std::env::var_os("PATH").is_some_and(|paths| {
-        std::env::split_paths(&paths).any(|d| d.join(program).is_file())
-    })
+    std::env::var_os("PATH")
+        .is_some_and(|paths| std::env::split_paths(&paths).any(|d| d.join(program).is_file()))
 }
 
 #[tokio::test(flavor = "multi_thread")]

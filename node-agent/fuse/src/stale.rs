@@ -59,8 +59,7 @@ pub fn is_dead_mount(mountpoint: &Path) -> io::Result<bool> {
         return Ok(false);
     };
     let is_fuse = fstype == b"fuse" || fstype.starts_with(b"fuse.");
-    Ok(is_fuse
-        && nix::sys::statfs::statfs(mountpoint).err() == Some(nix::errno::Errno::ENOTCONN))
+    Ok(is_fuse && nix::sys::statfs::statfs(mountpoint).err() == Some(nix::errno::Errno::ENOTCONN))
 }
 
 /// Detaches the mount at `mountpoint` (`umount2(MNT_DETACH)`, or

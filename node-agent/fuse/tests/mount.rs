@@ -150,13 +150,20 @@ fn nosymfollow_mounts_refuse_to_follow_links() {
     assert_eq!(err.raw_os_error(), Some(libc::ELOOP), "{err}");
     assert_eq!(std::fs::read(&victim).unwrap(), b"outside");
     assert_eq!(std::fs::read_link(&link).unwrap(), victim);
-    assert!(std::fs::symlink_metadata(&link).unwrap().file_type().is_symlink());
+    assert!(
+        std::fs::symlink_metadata(&link)
+            .unwrap()
+            .file_type()
+            .is_symlink()
+    );
     // Plain files and directories work as ever.
     std::fs::create_dir(m.path("d")).unwrap();
     std::fs::write(m.path("d/f"), b"x").unwrap();
     assert_eq!(std::fs::read(m.path("d/f")).unwrap(), b"x");
 
-    let Some(plain) = common::mount_new() else { return };
+    let Some(plain) = common::mount_new() else {
+        return;
+    };
     let link = plain.path("link");
     std::os::unix::fs::symlink(&victim, &link).unwrap();
     assert_eq!(std::fs::read(&link).unwrap(), b"outside");

@@ -789,10 +789,7 @@ mod tests {
             stored_uid: 1000,
             stored_gid: 1000,
         };
-        assert_eq!(
-            owner_change(None, Some(5), Some(6)),
-            Ok((Some(5), Some(6)))
-        );
+        assert_eq!(owner_change(None, Some(5), Some(6)), Ok((Some(5), Some(6))));
         assert_eq!(owner_change(Some(&map), Some(0), Some(0)), Ok((None, None)));
         assert_eq!(owner_change(Some(&map), None, None), Ok((None, None)));
         assert_eq!(
