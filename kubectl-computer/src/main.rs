@@ -162,9 +162,20 @@ enum Command {
     #[command(alias = "ls-computers")]
     List,
     /// Mount a computer's files at a directory over FUSE (local mode only:
-    /// the node agent mounts it on its own host).
-    Mount { name: String, dir: PathBuf },
-    /// Unmount a computer mounted with `mount`.
+    /// the node agent mounts it on its own host). The directory must be
+    /// yours and empty; symbolic links on the mount are not followed and
+    /// its files show as yours. A dead mount a killed agent left there is
+    /// replaced.
+    Mount {
+        name: String,
+        dir: PathBuf,
+        /// Mount even over a directory that has entries (hidden until the
+        /// unmount).
+        #[arg(long)]
+        nonempty: bool,
+    },
+    /// Unmount a computer mounted with `mount` (also a dead mount a killed
+    /// agent left).
     Unmount { name: String, dir: PathBuf },
     /// Run a script (or, with --runtime javascript, an ES module) on a
     /// computer; exits with its status.
@@ -382,9 +393,13 @@ async fn run(cli: Cli) -> Result<u8> {
                 )));
             }
         },
-        Command::Mount { name, dir } => {
+        Command::Mount {
+            name,
+            dir,
+            nonempty,
+        } => {
             let (mut c, name) = backend.client(name).await?;
-            cmd::mount::mount(&mut c, name, &dir).await?
+            cmd::mount::mount(&mut c, name, &dir, nonempty).await?
         }
         Command::Unmount { name, dir } => {
             let (mut c, name) = backend.client(name).await?;

@@ -120,6 +120,43 @@ fn mount_exec_and_unmount() {
         )
     );
 
+    // A directory with entries needs --nonempty.
+    let full = host.path().join("full");
+    std::fs::create_dir(&full).unwrap();
+    std::fs::write(full.join("keep.txt"), "mine\n").unwrap();
+    let refused = command(&url, &token_file, cwd)
+        .args(["mount", "demo", "full"])
+        .output()
+        .unwrap();
+    assert_eq!(refused.status.code(), Some(1));
+    assert_eq!(
+        String::from_utf8_lossy(&refused.stderr),
+        format!(
+            "error: ENOTEMPTY: cannot mount over {}: it is not empty, and the mount would hide its files until unmounted; use an empty directory, or ask for it with --nonempty\n",
+            full.display()
+        )
+    );
+    let out = cli(
+        &url,
+        &token_file,
+        cwd,
+        &["mount", "--nonempty", "demo", "full"],
+    );
+    assert_eq!(
+        out,
+        format!("computer demo mounted at {}\n", full.display())
+    );
+    assert_eq!(std::fs::read_to_string(full.join("b")).unwrap(), "yo\n");
+    assert!(
+        !full.join("keep.txt").exists(),
+        "the directory's files show through"
+    );
+    cli(&url, &token_file, cwd, &["unmount", "demo", "full"]);
+    assert_eq!(
+        std::fs::read_to_string(full.join("keep.txt")).unwrap(),
+        "mine\n"
+    );
+
     stop.send(()).unwrap();
     server.join().unwrap();
 }

@@ -74,23 +74,19 @@ pub fn default_data_dir() -> Option<PathBuf> {
     dirs::data_dir().map(|d| d.join("agentcomputer"))
 }
 
-/// Lazily unmounts the dead host mounts that a previous run on `data_dir`
-/// recorded (it was killed while mounted, so they fail with `ENOTCONN`).
-/// Failures are logged: they must not stop the agent from starting.
+/// Removes what a killed previous run on `data_dir` left mounted inside
+/// the data directory (the container runs' workspaces). Its host mounts are
+/// not removed: the registry keeps them dead until they are mounted again
+/// or unmounted ([`crate::mounts::recheck_recorded`]). Failures are logged:
+/// they must not stop the agent from starting.
 pub fn cleanup_stale_mounts(data_dir: &std::path::Path) {
-    if data_dir.is_dir()
-        && let Err(e) = crate::mounts::cleanup_recorded(data_dir)
-    {
-        warn!(error = %e, "could not clean up the mounts of a previous run");
-    }
-    // The container runs' mountpoints of a killed agent, too.
     Containers::cleanup_stale(data_dir);
 }
 
 /// Serves the API on `listener` until `shutdown` completes. Then running
 /// execs are cancelled, calls get [`SHUTDOWN_GRACE`] to finish, and every
 /// computer is unmounted and closed cleanly (its usage recorded). Call
-/// [`cleanup_stale_mounts`] before, so a killed previous run's mounts are gone,
+/// [`cleanup_stale_mounts`] before, so a killed previous run's container mounts are gone,
 /// and [`prepare`] before printing the address, so clients find the token.
 /// Every call must carry the agent token. Errors: the data directory or the
 /// token cannot be prepared, or the server fails.

@@ -1,19 +1,23 @@
 //! Host FUSE mounts of computers (local mode): checking a mount directory,
-//! and the record of live mounts that lets the next start clean up after
-//! an agent that was killed.
+//! and the record of mounts that lets the next start find those of an
+//! agent that was killed.
 //!
 //! The record is `<data-dir>/mounts.json`, a JSON array of
 //! `{"computer": NAME, "path": ABSOLUTE_DIR}`, rewritten atomically after
 //! every mount and unmount. A killed agent's mounts stay in the kernel with
-//! no server (every access fails with `ENOTCONN`); at the next start
-//! [`cleanup_recorded`] lazily unmounts those that are dead.
+//! no server: every access fails with `ENOTCONN`. They are left there on
+//! purpose ([`recheck_recorded`] keeps their records): removing one would
+//! turn its path back into the plain directory underneath, and a process
+//! still writing through the mount would then write there, outside the
+//! computer, without an error. Mounting a computer at such a path again, or
+//! unmounting it through the agent, replaces or removes the dead mount.
 
 use std::io;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
-use tracing::{info, warn};
+use tracing::warn;
 
 /// File name of the mount record inside the data directory.
 pub const RECORD_FILE: &str = "mounts.json";
@@ -30,7 +34,8 @@ pub struct MountRecord {
 /// Checks that `path` can take a new mount: absolute (else `EINVAL`), an
 /// existing directory (`ENOENT`, `ENOTDIR`), and not already a mountpoint
 /// (`EBUSY`; a mountpoint is on another device than its parent, or is `/`).
-/// Errors carry the errno as their raw OS error.
+/// Errors carry the errno as their raw OS error. Ownership and emptiness
+/// are checked by [`owner`] and [`is_empty`].
 pub fn check_mount_dir(path: &Path) -> io::Result<()> {
     if !path.is_absolute() {
         return Err(io::Error::from_raw_os_error(libc_errno::EINVAL));
@@ -52,6 +57,12 @@ pub fn check_mount_dir(path: &Path) -> io::Result<()> {
 /// The uid owning `path` (following symlinks, as a mount does).
 pub fn owner(path: &Path) -> io::Result<u32> {
     Ok(std::fs::metadata(path)?.uid())
+}
+
+/// Whether the directory `path` has no entries (a mount over it would hide
+/// them). Errors: reading the directory.
+pub fn is_empty(path: &Path) -> io::Result<bool> {
+    Ok(std::fs::read_dir(path)?.next().transpose()?.is_none())
 }
 
 /// Errno values as `i32` for `io::Error::from_raw_os_error`.
@@ -90,33 +101,46 @@ pub fn load_records(data_dir: &Path) -> io::Result<Vec<MountRecord>> {
     }
 }
 
-/// Lazily unmounts the dead FUSE mounts at the directories recorded by a
-/// previous run (live mounts, whoever serves them, are left alone), then
-/// empties the record. Returns the mountpoints removed. An unreadable
-/// record is logged and replaced. Errors: writing the empty record.
-pub fn cleanup_recorded(data_dir: &Path) -> io::Result<Vec<PathBuf>> {
+/// Checks the mounts recorded by a previous run at start: those whose
+/// mount is dead (the run was killed; every access fails with `ENOTCONN`)
+/// are logged and kept, in the record and in the returned list, so that
+/// their paths never silently become writable directories again; the rest
+/// (unmounted since, or mounted by someone else) are forgotten. An
+/// unreadable record is logged and replaced. Errors: rewriting the record.
+pub fn recheck_recorded(data_dir: &Path) -> io::Result<Vec<MountRecord>> {
     let records = load_records(data_dir).unwrap_or_else(|e| {
-        warn!(error = %e, "unreadable mount record; no stale mounts cleaned");
+        warn!(error = %e, "unreadable mount record; mounts of a previous run are not checked");
         Vec::new()
     });
-    let mut removed = Vec::new();
-    for r in &records {
-        match agentcomputer_fuse::cleanup_stale_mounts(&r.path) {
-            Ok(paths) => {
-                for p in &paths {
-                    info!(computer = %r.computer, path = %p.display(), "removed stale mount of a previous run");
-                }
-                removed.extend(paths);
+    let mut dead = Vec::new();
+    for r in records {
+        match agentcomputer_fuse::is_dead_mount(&r.path) {
+            Ok(true) => {
+                warn!(
+                    computer = %r.computer,
+                    path = %r.path.display(),
+                    "a previous run was killed while this computer was mounted: the dead mount is left in place (its files fail with ENOTCONN, nothing lands in the directory underneath); mount the computer there again to replace it, or unmount it"
+                );
+                dead.push(r);
             }
-            Err(e) => {
-                warn!(computer = %r.computer, path = %r.path.display(), error = %e, "could not remove stale mount")
-            }
+            Ok(false) => {}
+            Err(e) => warn!(path = %r.path.display(), error = %e, "cannot check a recorded mount"),
         }
     }
-    if !records.is_empty() || data_dir.join(RECORD_FILE).exists() {
-        save_records(data_dir, &[])?;
+    if !dead.is_empty() || data_dir.join(RECORD_FILE).exists() {
+        save_records(data_dir, &dead)?;
     }
-    Ok(removed)
+    Ok(dead)
+}
+
+/// Removes the dead mount at `path` left by a killed run (and dead mounts
+/// below it), lazily. Live mounts are left alone. Returns whether one was
+/// removed. Errors: reading mountinfo, or the unmount.
+pub fn remove_dead(path: &Path) -> io::Result<bool> {
+    if !agentcomputer_fuse::is_dead_mount(path)? {
+        return Ok(false);
+    }
+    Ok(!agentcomputer_fuse::cleanup_stale_mounts(path)?.is_empty())
 }
 
 #[cfg(test)]
@@ -141,7 +165,15 @@ mod tests {
     }
 
     #[test]
-    fn records_round_trip_and_cleanup_empties_them() {
+    fn emptiness() {
+        let dir = tempfile::tempdir().unwrap();
+        assert!(is_empty(dir.path()).unwrap());
+        std::fs::write(dir.path().join(".hidden"), b"").unwrap();
+        assert!(!is_empty(dir.path()).unwrap());
+    }
+
+    #[test]
+    fn records_round_trip_and_recheck_forgets_what_is_not_dead() {
         let dir = tempfile::tempdir().unwrap();
         assert!(load_records(dir.path()).unwrap().is_empty());
         let live = tempfile::tempdir().unwrap();
@@ -152,7 +184,8 @@ mod tests {
         save_records(dir.path(), &recs).unwrap();
         assert_eq!(load_records(dir.path()).unwrap(), recs);
         // A recorded directory that is not a mount is left as it is.
-        assert!(cleanup_recorded(dir.path()).unwrap().is_empty());
+        assert!(recheck_recorded(dir.path()).unwrap().is_empty());
+        assert!(!remove_dead(live.path()).unwrap());
         assert!(live.path().is_dir());
         assert!(load_records(dir.path()).unwrap().is_empty());
     }

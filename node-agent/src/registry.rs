@@ -24,9 +24,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
+use agentcomputer_container::local::{SANDBOX_GID, SANDBOX_UID};
 use agentcomputer_egress::EgressConfig;
 use agentcomputer_fs::{Fs, Limits, Owner, ROOT_INO, SetAttr};
-use agentcomputer_fuse::{ConnectionHandle, MountHandle, MountOptions};
+use agentcomputer_fuse::{ConnectionHandle, MountHandle, MountOptions, OwnerMap};
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
@@ -72,6 +73,19 @@ pub enum RegistryError {
         owner: u32,
         agent: u32,
     },
+    /// A mount over a directory with entries, not asked for: the mount
+    /// would hide them.
+    #[error(
+        "cannot mount over {path}: it is not empty, and the mount would hide its files until unmounted; use an empty directory, or ask for it with --nonempty"
+    )]
+    MountNotEmpty { path: String },
+    /// The kernel would not make the mount refuse symbolic links
+    /// (`nosymfollow`); nothing was mounted.
+    #[error("cannot mount over {path} safely: {refused}")]
+    MountUnsafe {
+        path: String,
+        refused: agentcomputer_fuse::NosymfollowRefused,
+    },
     /// `unmount` of a path where this agent has no mount of the computer.
     #[error("computer \"{name}\" is not mounted at {path}")]
     NotMounted { name: String, path: String },
@@ -104,6 +118,10 @@ struct Inner {
     open: Mutex<HashMap<String, Arc<Slot>>>,
     lifecycle: tokio::sync::Mutex<()>,
     shutdown: CancellationToken,
+    /// Host mounts a killed previous run left dead (see
+    /// [`mounts::recheck_recorded`]); kept in the record until mounted
+    /// again or unmounted. Changed only under the lifecycle lock.
+    dead_mounts: Mutex<Vec<MountRecord>>,
 }
 
 /// One open computer.
@@ -214,6 +232,7 @@ impl Registry {
                 std::fs::remove_dir_all(entry.path())?;
             }
         }
+        let dead_mounts = mounts::recheck_recorded(data_dir)?;
         Ok(Registry {
             inner: Arc::new(Inner {
                 data_dir: data_dir.to_path_buf(),
@@ -223,6 +242,7 @@ impl Registry {
                 open: Mutex::new(HashMap::new()),
                 lifecycle: tokio::sync::Mutex::new(()),
                 shutdown: CancellationToken::new(),
+                dead_mounts: Mutex::new(dead_mounts),
             }),
         })
     }
@@ -624,9 +644,25 @@ impl Registry {
     /// Mounts computer `name` over FUSE at the host directory `path`
     /// (see [`crate::mounts::check_mount_dir`] for its checks) and records
     /// the mount. The directory must belong to the agent's (effective)
-    /// user. Errors: as [`Registry::acquire`], `MountNotOwned`, or `Mount`
-    /// with `EINVAL`, `ENOENT`, `ENOTDIR`, `EBUSY` or the kernel's errno.
-    pub async fn mount(&self, name: &str, path: &Path) -> Result<(), RegistryError> {
+    /// user and be empty unless `nonempty`. A dead mount a killed previous
+    /// run left at `path` is replaced.
+    ///
+    /// The mount is made for the agent's user: `nosymfollow` (no path is
+    /// resolved through a link on it, so a computer's links cannot point
+    /// host tools at host files; the mount fails where the kernel refuses
+    /// the flag) and every file shown as owned by the agent's effective
+    /// uid and gid ([`agentcomputer_fuse::OwnerMap`]; files made through it
+    /// are stored as the sandbox user).
+    ///
+    /// Errors: as [`Registry::acquire`], `MountNotOwned`, `MountNotEmpty`,
+    /// or `Mount` with `EINVAL`, `ENOENT`, `ENOTDIR`, `EBUSY` or the
+    /// kernel's errno.
+    pub async fn mount(
+        &self,
+        name: &str,
+        path: &Path,
+        nonempty: bool,
+    ) -> Result<(), RegistryError> {
         let lease = self.acquire(name).await?;
         let _guard = self.inner.lifecycle.lock().await;
         if lease.slot.cancel.is_cancelled() {
@@ -637,6 +673,11 @@ impl Registry {
             path: path.display().to_string(),
             source,
         };
+        if !path.is_absolute() {
+            return Err(mount_err(io::Error::from_raw_os_error(
+                nix::errno::Errno::EINVAL as i32,
+            )));
+        }
         let busy = lock(&self.inner.open)
             .values()
             .any(|s| lock(&s.mounts).contains_key(path));
@@ -645,10 +686,30 @@ impl Registry {
                 nix::errno::Errno::EBUSY as i32,
             )));
         }
+        let had_dead = lock(&self.inner.dead_mounts).iter().any(|r| r.path == path);
+        if had_dead {
+            let target = path.to_path_buf();
+            if blocking(move || mounts::remove_dead(&target))
+                .await
+                .map_err(mount_err)?
+            {
+                info!(computer = name, path = %path.display(), "replacing the dead mount a previous run left");
+            }
+            lock(&self.inner.dead_mounts).retain(|r| r.path != path);
+            self.save_mounts().await;
+        }
         let fs = lease.fs().clone();
         let target = path.to_path_buf();
+        let agent_uid = nix::unistd::geteuid().as_raw();
         let opts = MountOptions {
             fsname: format!("agentcomputer:{name}"),
+            nosymfollow: true,
+            owner_map: Some(OwnerMap {
+                uid: agent_uid,
+                gid: nix::unistd::getegid().as_raw(),
+                stored_uid: SANDBOX_UID,
+                stored_gid: SANDBOX_GID,
+            }),
             ..MountOptions::default()
         };
         let handle = blocking(move || {
@@ -657,16 +718,34 @@ impl Registry {
                 source,
             };
             mounts::check_mount_dir(&target).map_err(mount_err)?;
-            let agent = nix::unistd::geteuid().as_raw();
             let owner = mounts::owner(&target).map_err(mount_err)?;
-            if owner != agent {
+            if owner != agent_uid {
                 return Err(RegistryError::MountNotOwned {
                     path: target.display().to_string(),
                     owner,
-                    agent,
+                    agent: agent_uid,
                 });
             }
-            agentcomputer_fuse::mount(fs, &target, opts).map_err(mount_err)
+            if !nonempty && !mounts::is_empty(&target).map_err(mount_err)? {
+                return Err(RegistryError::MountNotEmpty {
+                    path: target.display().to_string(),
+                });
+            }
+            agentcomputer_fuse::mount(fs, &target, opts).map_err(|e| {
+                let refused = e
+                    .get_ref()
+                    .and_then(|inner| {
+                        inner.downcast_ref::<agentcomputer_fuse::NosymfollowRefused>()
+                    })
+                    .cloned();
+                match refused {
+                    Some(refused) => RegistryError::MountUnsafe {
+                        path: target.display().to_string(),
+                        refused,
+                    },
+                    None => mount_err(e),
+                }
+            })
         })
         .await?;
         lock(&lease.slot.mounts).insert(path.to_path_buf(), handle);
@@ -676,9 +755,10 @@ impl Registry {
     }
 
     /// Unmounts the mount of computer `name` at `path` and updates the
-    /// record. A busy mount is detached lazily. Errors: `InvalidName`,
-    /// `NotMounted`, `Mount` with `EINVAL` (relative path) or the errno of
-    /// `umount2(2)`.
+    /// record. A busy mount is detached lazily. A dead mount of `name` that
+    /// a killed previous run left at `path` is removed. Errors:
+    /// `InvalidName`, `NotMounted`, `Mount` with `EINVAL` (relative path)
+    /// or the errno of `umount2(2)`.
     pub async fn unmount(&self, name: &str, path: &Path) -> Result<(), RegistryError> {
         check_name(name)?;
         let mount_err = |errno: nix::errno::Errno| RegistryError::Mount {
@@ -692,6 +772,21 @@ impl Registry {
         let slot = lock(&self.inner.open).get(name).cloned();
         let handle = slot.and_then(|s| lock(&s.mounts).remove(path));
         let Some(handle) = handle else {
+            let dead = lock(&self.inner.dead_mounts)
+                .iter()
+                .any(|r| r.computer == name && r.path == path);
+            if dead {
+                let target = path.to_path_buf();
+                let removed = blocking(move || mounts::remove_dead(&target)).await;
+                lock(&self.inner.dead_mounts).retain(|r| r.path != path);
+                self.save_mounts().await;
+                removed.map_err(|source| RegistryError::Mount {
+                    path: path.display().to_string(),
+                    source,
+                })?;
+                info!(computer = name, path = %path.display(), "removed the dead mount a previous run left");
+                return Ok(());
+            }
             return Err(RegistryError::NotMounted {
                 name: name.to_string(),
                 path: path.display().to_string(),
@@ -766,10 +861,12 @@ impl Registry {
         out
     }
 
-    /// Rewrites `mounts.json` from the live mounts; failures are logged
-    /// (the record only helps the next start clean up).
+    /// Rewrites `mounts.json` from the live mounts and the dead ones a
+    /// previous run left; failures are logged (the record only helps the
+    /// next start find dead mounts).
     async fn save_mounts(&self) {
-        let records = self.mounts();
+        let mut records = self.mounts();
+        records.extend(lock(&self.inner.dead_mounts).iter().cloned());
         let dir = self.inner.data_dir.clone();
         if let Err(e) = blocking(move || mounts::save_records(&dir, &records)).await {
             warn!(error = %e, "could not record host mounts");

@@ -1072,6 +1072,7 @@ async fn a_published_volume_is_served_by_the_cluster_agent() {
         .mount(pb::MountRequest {
             computer: "basic".into(),
             host_path: host.display().to_string(),
+            nonempty: false,
         })
         .await;
     let (code, message) = code_of(refused);

@@ -199,6 +199,29 @@ async fn files_are_shared_with_the_shell_and_javascript_at_once() {
     sh(&mut c, "shared", "echo s > owner.txt").await;
     let r = boxed(&mut c, "shared", "stat -c %u:%g c.txt owner.txt").await;
     assert_eq!(r.stdout, "1000:1000\n1000:1000\n", "{r:?}");
+    // Links resolve inside the sandbox (host mounts are nosymfollow; the
+    // sandbox's own mount is not).
+    sh(
+        &mut c,
+        "shared",
+        "ln -s c.txt link.txt; ln -s /workspace/d dlink",
+    )
+    .await;
+    let r = boxed(
+        &mut c,
+        "shared",
+        "cat link.txt dlink/y; echo via-link >> dlink/y",
+    )
+    .await;
+    assert_eq!(
+        (r.code, r.stdout.as_str()),
+        (0, "from-container\nx\n"),
+        "{r:?}"
+    );
+    assert_eq!(
+        sh(&mut c, "shared", "cat d/y").await.stdout,
+        "x\nvia-link\n"
+    );
     let js = r#"import fs from "node:fs/promises";
 export default async () => (await fs.readFile("/workspace/c.txt", "utf8")).trim();"#;
     assert_eq!(

@@ -1,7 +1,10 @@
 //! Host FUSE mounts through a real `node-agent local` process: files
 //! written on the mount are seen by exec at once and the reverse, unmount,
-//! a SIGKILLed agent's stale mount removed at the next start, and delete of
-//! a mounted computer. Needs /dev/fuse and root (prints SKIPPED otherwise).
+//! a SIGKILLed agent's dead mount kept (never a writable plain directory)
+//! until mounted again, delete of a mounted computer, links that host tools
+//! do not follow, non-empty and foreign directories refused, and files
+//! shown as the mounting user's. Needs /dev/fuse and root (prints SKIPPED
+//! otherwise).
 
 mod common;
 
@@ -25,9 +28,19 @@ fn fuse_available() -> bool {
 }
 
 async fn mount(c: &mut Client, computer: &str, dir: &Path) -> Result<(), tonic::Status> {
+    mount_with(c, computer, dir, false).await
+}
+
+async fn mount_with(
+    c: &mut Client,
+    computer: &str,
+    dir: &Path,
+    nonempty: bool,
+) -> Result<(), tonic::Status> {
     c.mount(pb::MountRequest {
         computer: computer.into(),
         host_path: dir.to_str().unwrap().into(),
+        nonempty,
     })
     .await
     .map(|_| ())
@@ -153,8 +166,12 @@ async fn mount_is_shared_with_exec_and_unmounts() {
     assert!(agent.stop().await.success());
 }
 
+/// A killed agent's mount stays dead across the restart: a write to the
+/// path fails (ENOTCONN) instead of landing in the directory underneath,
+/// until `mount` at the same path replaces the dead mount (or `unmount`
+/// removes it).
 #[tokio::test(flavor = "multi_thread")]
-async fn stale_mount_of_a_killed_agent_is_removed_at_restart() {
+async fn a_killed_agents_mount_stays_dead_until_mounted_again() {
     if !fuse_available() {
         return;
     }
@@ -180,25 +197,244 @@ async fn stale_mount_of_a_killed_agent_is_removed_at_restart() {
     );
 
     let agent = Agent::start(data.path(), &[]);
-    let meta = std::fs::metadata(mnt.path()).expect("stat of the old mountpoint");
-    assert!(meta.is_dir());
-    assert!(
-        entries(mnt.path()).is_empty(),
-        "the stale mount is still there"
-    );
-    assert!(recorded(data.path()).is_empty());
-
     let mut c = agent.client().await;
+    // The restarted agent serves and has not turned the path into a plain
+    // directory: writes fail loudly.
+    c.list_computers(pb::ListComputersRequest {}).await.unwrap();
+    let err = std::fs::write(mnt.path().join("late"), "lost?\n").unwrap_err();
+    assert_eq!(err.raw_os_error(), Some(libc::ENOTCONN), "{err}");
+    assert_eq!(
+        recorded(data.path()),
+        vec![serde_json::json!({"computer": "demo", "path": mnt.path()})],
+        "the dead mount must stay recorded"
+    );
+
+    // Mounting at the same path replaces the dead mount.
     mount(&mut c, "demo", mnt.path()).await.unwrap();
     assert_eq!(
         std::fs::read_to_string(mnt.path().join("a")).unwrap(),
         "hi\n"
     );
-    // A clean stop unmounts.
+    assert!(!mnt.path().join("late").exists());
+    assert_eq!(
+        recorded(data.path()),
+        vec![serde_json::json!({"computer": "demo", "path": mnt.path()})]
+    );
+    // A clean stop unmounts; nothing was ever written underneath.
     drop(c);
     assert!(agent.stop().await.success());
-    assert!(entries(mnt.path()).is_empty(), "shutdown left the mount");
+    assert!(
+        entries(mnt.path()).is_empty(),
+        "files landed under the mount"
+    );
     assert!(recorded(data.path()).is_empty());
+
+    // Killed again: `unmount` removes the dead mount, and the path is a
+    // plain (empty) directory again only then.
+    let agent = Agent::start(data.path(), &[]);
+    let mut c = agent.client().await;
+    mount(&mut c, "demo", mnt.path()).await.unwrap();
+    drop(c);
+    drop(agent);
+    let agent = Agent::start(data.path(), &[]);
+    let mut c = agent.client().await;
+    assert_errno(
+        unmount(&mut c, "other", mnt.path()).await,
+        Code::InvalidArgument,
+        "EINVAL",
+    );
+    assert_eq!(
+        nix::sys::statfs::statfs(mnt.path()).err(),
+        Some(nix::errno::Errno::ENOTCONN)
+    );
+    unmount(&mut c, "demo", mnt.path()).await.unwrap();
+    assert!(entries(mnt.path()).is_empty());
+    assert!(recorded(data.path()).is_empty());
+    drop(c);
+    assert!(agent.stop().await.success());
+}
+
+/// A computer's symbolic link pointing at a host file: host tools writing
+/// through the mount get ELOOP (`nosymfollow`) and the host file stays as
+/// it was; `readlink` still shows the link and the computer's own runtimes
+/// still resolve links.
+#[tokio::test(flavor = "multi_thread")]
+async fn host_tools_do_not_follow_a_computers_symlinks() {
+    let Some((_data, mnt, agent, mut c)) = mounted_demo().await else {
+        return;
+    };
+    let host = tempfile::tempdir().unwrap();
+    let victim = host.path().join("victim.txt");
+    std::fs::write(&victim, "host data\n").unwrap();
+    let script = format!(
+        "ln -s {} victim && echo in-computer > a.txt && ln -s a.txt rel && cat rel",
+        victim.display()
+    );
+    let ran = sh(&mut c, "demo", &script).await;
+    assert_eq!(
+        (ran.stdout.as_str(), ran.code),
+        ("in-computer\n", 0),
+        "{ran:?}"
+    );
+
+    let link = mnt.path().join("victim");
+    let err = std::fs::OpenOptions::new()
+        .write(true)
+        .truncate(true)
+        .open(&link)
+        .unwrap_err();
+    assert_eq!(err.raw_os_error(), Some(libc::ELOOP), "{err}");
+    let err = std::fs::write(&link, "pwned\n").unwrap_err();
+    assert_eq!(err.raw_os_error(), Some(libc::ELOOP), "{err}");
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "host data\n");
+    assert_eq!(std::fs::read_link(&link).unwrap(), victim);
+    assert!(
+        std::fs::symlink_metadata(&link)
+            .unwrap()
+            .file_type()
+            .is_symlink()
+    );
+    // Links inside the computer are not followed on the host either.
+    let err = std::fs::read(mnt.path().join("rel")).unwrap_err();
+    assert_eq!(err.raw_os_error(), Some(libc::ELOOP), "{err}");
+    assert_eq!(
+        std::fs::read_to_string(mnt.path().join("a.txt")).unwrap(),
+        "in-computer\n"
+    );
+    // The mount says so in its options (proc(5), mountinfo field 6).
+    let info = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    let line = info
+        .lines()
+        .rfind(|l| l.split(' ').nth(4) == Some(mnt.path().to_str().unwrap()))
+        .expect("the mount in mountinfo");
+    let options: Vec<&str> = line.split(' ').nth(5).unwrap().split(',').collect();
+    for o in ["nosymfollow", "nosuid", "nodev", "rw"] {
+        assert!(options.contains(&o), "{o} missing: {line}");
+    }
+    unmount(&mut c, "demo", mnt.path()).await.unwrap();
+    assert!(agent.stop().await.success());
+}
+
+/// A directory with entries is refused unless `nonempty` is asked for;
+/// with it the entries are hidden while mounted and back afterwards.
+#[tokio::test(flavor = "multi_thread")]
+async fn mount_over_a_non_empty_directory_needs_nonempty() {
+    if !fuse_available() {
+        return;
+    }
+    let data = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("mine.txt"), "keep\n").unwrap();
+    let agent = Agent::start(data.path(), &[]);
+    let mut c = agent.client().await;
+    create(&mut c, "demo", 0).await;
+    let err = mount(&mut c, "demo", dir.path()).await.unwrap_err();
+    assert_eq!(err.code(), Code::FailedPrecondition, "{}", err.message());
+    assert_eq!(
+        err.message(),
+        format!(
+            "ENOTEMPTY: cannot mount over {}: it is not empty, and the mount would hide its files until unmounted; use an empty directory, or ask for it with --nonempty",
+            dir.path().display()
+        )
+    );
+    assert_eq!(entries(dir.path()), ["mine.txt"], "something was mounted");
+
+    mount_with(&mut c, "demo", dir.path(), true).await.unwrap();
+    assert!(entries(dir.path()).is_empty());
+    unmount(&mut c, "demo", dir.path()).await.unwrap();
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("mine.txt")).unwrap(),
+        "keep\n"
+    );
+    assert!(agent.stop().await.success());
+}
+
+/// Files on a host mount show as the mounting user's (the agent's euid and
+/// egid), whoever made them, so `git` accepts a repository on it; files made
+/// through the mount are stored as the sandbox user (1000), and chown to
+/// anyone else is refused.
+#[tokio::test(flavor = "multi_thread")]
+async fn files_on_a_host_mount_belong_to_the_mounting_user() {
+    use std::os::unix::fs::MetadataExt;
+    let Some((_data, mnt, agent, mut c)) = mounted_demo().await else {
+        return;
+    };
+    let me = (
+        nix::unistd::geteuid().as_raw(),
+        nix::unistd::getegid().as_raw(),
+    );
+    let ran = sh(&mut c, "demo", "mkdir proj && echo hi > proj/a.txt").await;
+    assert_eq!(ran.code, 0, "{ran:?}");
+    let proj = mnt.path().join("proj");
+    for p in [mnt.path().to_path_buf(), proj.clone(), proj.join("a.txt")] {
+        let m = std::fs::metadata(&p).unwrap();
+        assert_eq!((m.uid(), m.gid()), me, "{}", p.display());
+    }
+    // Made through the mount: shown as ours, stored as the sandbox user.
+    std::fs::write(proj.join("b.txt"), "b\n").unwrap();
+    let m = std::fs::metadata(proj.join("b.txt")).unwrap();
+    assert_eq!((m.uid(), m.gid()), me);
+    let info = c
+        .stat(pb::StatRequest {
+            computer: "demo".into(),
+            path: "proj/b.txt".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!((info.uid, info.gid), (1000, 1000));
+    let err = nix::unistd::chown(
+        &proj.join("b.txt"),
+        Some(nix::unistd::Uid::from_raw(4242)),
+        None,
+    )
+    .unwrap_err();
+    assert_eq!(err, nix::errno::Errno::EPERM);
+    nix::unistd::chown(
+        &proj.join("b.txt"),
+        Some(nix::unistd::Uid::from_raw(me.0)),
+        None,
+    )
+    .unwrap();
+
+    if which("git") {
+        let git = |args: &[&str]| {
+            let home = tempfile::tempdir().unwrap();
+            std::process::Command::new("git")
+                .args(args)
+                .current_dir(&proj)
+                .env("HOME", home.path())
+                .env("GIT_CONFIG_NOSYSTEM", "1")
+                .env("GIT_CONFIG_GLOBAL", "/dev/null")
+                .env_remove("GIT_DIR")
+                .output()
+                .unwrap()
+        };
+        let out = git(&["init", "-q"]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let out = git(&["status", "--porcelain"]);
+        assert!(
+            out.status.success(),
+            "git status on the mount: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(String::from_utf8_lossy(&out.stdout), "?? a.txt\n?? b.txt\n");
+    } else {
+        eprintln!("git is not installed: ownership checked with stat only");
+    }
+    unmount(&mut c, "demo", mnt.path()).await.unwrap();
+    assert!(agent.stop().await.success());
+}
+
+/// Whether `program` is on the PATH.
+fn which(program: &str) -> bool {
+    std::env::var_os("PATH")
+        .is_some_and(|paths| std::env::split_paths(&paths).any(|d| d.join(program).is_file()))
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -16,12 +16,13 @@ fn absolute(dir: &Path) -> Result<String> {
         .map_err(|p| CliError(format!("{}: not valid UTF-8", p.display())))
 }
 
-pub async fn mount(client: &mut Client, name: String, dir: &Path) -> Result<()> {
+pub async fn mount(client: &mut Client, name: String, dir: &Path, nonempty: bool) -> Result<()> {
     let host_path = absolute(dir)?;
     client
         .mount(pb::MountRequest {
             computer: name.clone(),
             host_path: host_path.clone(),
+            nonempty,
         })
         .await?;
     outln!("computer {name} mounted at {host_path}");

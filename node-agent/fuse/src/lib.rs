@@ -9,7 +9,8 @@
 //! * Changes made directly on the engine (not through this mount) reach the
 //!   kernel as cache invalidations, sent from a dedicated thread, so a
 //!   `cat` in a container sees an API write at once.
-//! * [`cleanup_stale_mounts`] removes mounts left behind by a killed server.
+//! * [`cleanup_stale_mounts`] removes mounts left behind by a killed server;
+//!   [`is_dead_mount`] finds one.
 //! * [`serve_connection`] serves a connection another process mounted and
 //!   handed over (the cluster's privileged mounter), for an agent that
 //!   cannot mount.
@@ -26,6 +27,6 @@ mod server;
 mod stale;
 
 pub use connection::{ConnectionHandle, INIT_TIMEOUT, serve_connection};
-pub use mount::{MountHandle, mount};
-pub use options::{DEFAULT_TTL, MountOptions, SUBTYPE};
-pub use stale::cleanup_stale_mounts;
+pub use mount::{MountHandle, NosymfollowRefused, mount};
+pub use options::{DEFAULT_TTL, MountOptions, OwnerMap, SUBTYPE};
+pub use stale::{cleanup_stale_mounts, is_dead_mount};

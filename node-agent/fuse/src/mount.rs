@@ -25,11 +25,20 @@ const DETACH_WAIT: Duration = Duration::from_secs(2);
 /// [`MountOptions::fsname`] (type `fuse`, or `fuse.agentcomputer` through
 /// fusermount3); it uses `default_permissions` (the kernel checks
 /// modes), `nosuid,nodev`, and `allow_other` per [`MountOptions::allow_other`].
+/// With [`MountOptions::nosymfollow`] the mount is given `nosymfollow`
+/// (a bind remount, Linux 5.10+) before the first request is served, so no
+/// path is ever resolved through one of its links.
 ///
 /// Errors: the `io::Error` of the mount (for example `ENOENT` for a missing
 /// mountpoint, `EPERM` without privilege, `ENOTCONN` for a stale mount left
-/// at the path: run [`crate::cleanup_stale_mounts`] first).
+/// at the path: run [`crate::cleanup_stale_mounts`] first). When
+/// `nosymfollow` cannot be set (`EPERM` without `CAP_SYS_ADMIN`, `EINVAL`
+/// before Linux 5.10) the mount is undone and the error says so, with the
+/// kernel's errno.
 pub fn mount(fs: Fs, mountpoint: &Path, opts: MountOptions) -> io::Result<MountHandle> {
+    // Resolved before mounting: afterwards a lookup of the root would wait
+    // for a server that is not serving yet.
+    let mountpoint = &mountpoint.canonicalize()?;
     let id = new_mount_id();
     let threads = opts.threads.max(1);
     let allow_other = opts
@@ -44,6 +53,7 @@ pub fn mount(fs: Fs, mountpoint: &Path, opts: MountOptions) -> io::Result<MountH
         MountOption::NoDev,
         MountOption::RW,
     ];
+    let nosymfollow = opts.nosymfollow;
     config.acl = if allow_other {
         SessionACL::All
     } else {
@@ -54,6 +64,21 @@ pub fn mount(fs: Fs, mountpoint: &Path, opts: MountOptions) -> io::Result<MountH
     let (tx, rx) = queue();
     let server = Server::new(fs.clone(), id, opts, OwnQueue(tx.clone()));
     let mut session = Session::new(server, mountpoint, &config)?;
+    if nosymfollow {
+        // Requests wait in the kernel until `session.run` serves them, so
+        // nothing is resolved on the mount before the flag is set.
+        if let Err(errno) = forbid_symlinks(mountpoint) {
+            drop(session);
+            let refused = NosymfollowRefused {
+                mountpoint: mountpoint.clone(),
+                errno: errno as i32,
+            };
+            return Err(io::Error::new(
+                io::Error::from_raw_os_error(errno as i32).kind(),
+                refused,
+            ));
+        }
+    }
     let invalidator = Invalidator::start(&fs, session.notifier(), id, (tx, rx))?;
     let unmounter = session.unmount_callable();
     let thread = std::thread::Builder::new()
@@ -66,6 +91,44 @@ pub fn mount(fs: Fs, mountpoint: &Path, opts: MountOptions) -> io::Result<MountH
         thread: Some(thread),
     })
 }
+
+/// Sets `nosymfollow` on the mount at `mountpoint`, keeping the flags it
+/// was mounted with (`nosuid,nodev`, read-write; a bind remount without
+/// atime flags keeps the mount's atime setting: mount(2), `MS_REMOUNT`).
+fn forbid_symlinks(mountpoint: &Path) -> nix::Result<()> {
+    use nix::mount::MsFlags;
+    let flags = MsFlags::MS_REMOUNT
+        | MsFlags::MS_BIND
+        | MsFlags::MS_NOSUID
+        | MsFlags::MS_NODEV
+        | MsFlags::from_bits_retain(libc::MS_NOSYMFOLLOW);
+    nix::mount::mount::<str, Path, str, str>(None, mountpoint, None, flags, None)
+}
+
+/// The error (inside the `io::Error` of [`mount`], reachable with
+/// `get_ref()` and `downcast_ref`) when the kernel refused to set
+/// [`MountOptions::nosymfollow`]; nothing stays mounted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NosymfollowRefused {
+    /// The mountpoint.
+    pub mountpoint: PathBuf,
+    /// The errno of the bind remount: `EPERM` without `CAP_SYS_ADMIN`,
+    /// `EINVAL` before Linux 5.10.
+    pub errno: i32,
+}
+
+impl std::fmt::Display for NosymfollowRefused {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "the kernel refused nosymfollow for the mount at {} ({}); it needs Linux 5.10 or later and CAP_SYS_ADMIN (a node agent running as root), so nothing was mounted",
+            self.mountpoint.display(),
+            nix::errno::Errno::from_raw(self.errno).desc()
+        )
+    }
+}
+
+impl std::error::Error for NosymfollowRefused {}
 
 /// A live mount. [`MountHandle::unmount`] or dropping it unmounts.
 pub struct MountHandle {

@@ -39,6 +39,40 @@ pub struct MountOptions {
     /// one engine transaction. Data is durable at `fsync`, as on a local
     /// disk; zero commits every request before answering it.
     pub commit_window: Duration,
+    /// Refuse to follow symbolic links anywhere on the mount (the
+    /// `nosymfollow` mount flag, `MS_NOSYMFOLLOW`, Linux 5.10+; mount(2)):
+    /// path resolution through a link on the mount fails with `ELOOP`,
+    /// while `readlink(2)`, `lstat(2)` and creating links still work. For
+    /// mounts on a host, so that a link a computer made cannot send the
+    /// host's own tools to a host file. Off for a sandbox's mount, whose
+    /// links resolve inside the sandbox's mount namespace. Setting the flag
+    /// needs `CAP_SYS_ADMIN` (a root agent): [`crate::mount`] fails rather
+    /// than mount without it. Not used by [`crate::serve_connection`] (the
+    /// process that mounted chose the flags).
+    pub nosymfollow: bool,
+    /// Present every inode with one owner (see [`OwnerMap`]); `None` shows
+    /// the stored owners as they are (a sandbox's mount).
+    pub owner_map: Option<OwnerMap>,
+}
+
+/// Ownership on a mount made for one host user, like the `uid=` and `gid=`
+/// options of filesystems without Unix owners (mount(8), "Mount options for
+/// fat"): every inode is shown as owned by [`OwnerMap::uid`] and
+/// [`OwnerMap::gid`], so that tools checking ownership (`git`'s
+/// `safe.directory`) accept the files. Inodes created through the mount are
+/// stored with [`OwnerMap::stored_uid`] and [`OwnerMap::stored_gid`] (the
+/// computer's sandbox user, so its runtimes may change them), and
+/// `chown(2)` to any other owner than the shown one fails with `EPERM`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OwnerMap {
+    /// User id every inode is shown with (the mounting user).
+    pub uid: u32,
+    /// Group id every inode is shown with (the mounting user's group).
+    pub gid: u32,
+    /// User id stored for inodes created through the mount.
+    pub stored_uid: u32,
+    /// Group id stored for inodes created through the mount.
+    pub stored_gid: u32,
 }
 
 /// Default attribute and entry timeout; see `docs/fuse.md` for the benchmark.
@@ -60,6 +94,8 @@ impl Default for MountOptions {
             allow_other: None,
             fsname: "agentcomputer".to_string(),
             commit_window: DEFAULT_COMMIT_WINDOW,
+            nosymfollow: false,
+            owner_map: None,
         }
     }
 }

@@ -44,6 +44,24 @@ pub fn cleanup_stale_mounts(under: &Path) -> io::Result<Vec<PathBuf>> {
     Ok(removed)
 }
 
+/// Whether `mountpoint` is itself the mountpoint of a dead FUSE mount: the
+/// topmost mount there (last in `/proc/self/mountinfo`) is of type `fuse`
+/// or `fuse.*` and its `statfs` fails with `ENOTCONN`. Errors: reading
+/// mountinfo.
+pub fn is_dead_mount(mountpoint: &Path) -> io::Result<bool> {
+    let info = std::fs::read("/proc/self/mountinfo")?;
+    let top = info
+        .split(|&b| b == b'\n')
+        .rev()
+        .filter_map(parse_mountinfo_line)
+        .find(|(mp, _)| mp == mountpoint);
+    let Some((_, fstype)) = top else {
+        return Ok(false);
+    };
+    let is_fuse = fstype == b"fuse" || fstype.starts_with(b"fuse.");
+    Ok(is_fuse && nix::sys::statfs::statfs(mountpoint).err() == Some(nix::errno::Errno::ENOTCONN))
+}
+
 /// Detaches the mount at `mountpoint` (`umount2(MNT_DETACH)`, or
 /// `fusermount3 -u -z` for an unprivileged user).
 pub(crate) fn lazy_unmount(mountpoint: &Path) -> io::Result<()> {

@@ -124,3 +124,95 @@ fn writeback_mode_takes_append_offsets_from_the_kernel() {
     assert!(back[..8192].iter().all(|&b| b == b'a'));
     assert!(back[8192..].iter().all(|&b| b == b'd'));
 }
+
+/// `nosymfollow`: a link on the mount pointing at a file outside it is not
+/// followed (`ELOOP`), `readlink` and `lstat` still work; without the
+/// option (a sandbox's mount) the same link is followed.
+#[test]
+fn nosymfollow_mounts_refuse_to_follow_links() {
+    if !common::is_root() {
+        eprintln!("SKIPPED: setting nosymfollow needs root");
+        return;
+    }
+    let outside = tempfile::tempdir().unwrap();
+    let victim = outside.path().join("victim");
+    std::fs::write(&victim, b"outside").unwrap();
+
+    let Some(m) = common::mount_with(MountOptions {
+        nosymfollow: true,
+        ..MountOptions::default()
+    }) else {
+        return;
+    };
+    let link = m.path("link");
+    std::os::unix::fs::symlink(&victim, &link).unwrap();
+    let err = std::fs::write(&link, b"through the link").unwrap_err();
+    assert_eq!(err.raw_os_error(), Some(libc::ELOOP), "{err}");
+    assert_eq!(std::fs::read(&victim).unwrap(), b"outside");
+    assert_eq!(std::fs::read_link(&link).unwrap(), victim);
+    assert!(
+        std::fs::symlink_metadata(&link)
+            .unwrap()
+            .file_type()
+            .is_symlink()
+    );
+    // Plain files and directories work as ever.
+    std::fs::create_dir(m.path("d")).unwrap();
+    std::fs::write(m.path("d/f"), b"x").unwrap();
+    assert_eq!(std::fs::read(m.path("d/f")).unwrap(), b"x");
+
+    let Some(plain) = common::mount_new() else {
+        return;
+    };
+    let link = plain.path("link");
+    std::os::unix::fs::symlink(&victim, &link).unwrap();
+    assert_eq!(std::fs::read(&link).unwrap(), b"outside");
+}
+
+/// `owner_map`: every inode shows the map's ids, new inodes are stored
+/// with the map's stored ids, and chown to another owner is `EPERM`.
+#[test]
+fn owner_map_shows_one_owner_and_stores_another() {
+    use std::os::unix::fs::MetadataExt;
+    let map = agentcomputer_fuse::OwnerMap {
+        uid: 4321,
+        gid: 4322,
+        stored_uid: 1000,
+        stored_gid: 1001,
+    };
+    let Some(m) = common::mount_with(MountOptions {
+        owner_map: Some(map),
+        ..MountOptions::default()
+    }) else {
+        return;
+    };
+    std::fs::create_dir(m.path("d")).unwrap();
+    std::fs::write(m.path("d/f"), b"x").unwrap();
+    std::os::unix::fs::symlink("f", m.path("d/l")).unwrap();
+    for p in [m.mnt.clone(), m.path("d"), m.path("d/f")] {
+        let md = std::fs::metadata(&p).unwrap();
+        assert_eq!((md.uid(), md.gid()), (4321, 4322), "{}", p.display());
+    }
+    let md = std::fs::symlink_metadata(m.path("d/l")).unwrap();
+    assert_eq!((md.uid(), md.gid()), (4321, 4322));
+    for name in ["f", "l"] {
+        let ino = std::fs::symlink_metadata(m.path(&format!("d/{name}")))
+            .unwrap()
+            .ino();
+        let stored = m.fs.getattr(ino).unwrap();
+        assert_eq!((stored.uid, stored.gid), (1000, 1001), "{name}");
+    }
+    let f = m.path("d/f");
+    assert_eq!(
+        nix::unistd::chown(&f, Some(nix::unistd::Uid::from_raw(0)), None),
+        Err(nix::errno::Errno::EPERM)
+    );
+    nix::unistd::chown(
+        &f,
+        Some(nix::unistd::Uid::from_raw(4321)),
+        Some(nix::unistd::Gid::from_raw(4322)),
+    )
+    .unwrap();
+    let ino = std::fs::metadata(&f).unwrap().ino();
+    assert_eq!(m.fs.getattr(ino).unwrap().uid, 1000);
+}

@@ -113,6 +113,10 @@ impl From<RegistryError> for Status {
             // umount(2) says EINVAL for a target that is not a mount point.
             RegistryError::NotMounted { .. } => errno_detail(Errno::EINVAL, message),
             RegistryError::MountNotOwned { .. } => errno_detail(Errno::EPERM, message),
+            RegistryError::MountNotEmpty { .. } => errno_detail(Errno::ENOTEMPTY, message),
+            RegistryError::MountUnsafe { refused, .. } => {
+                errno_detail(Errno::from_raw(refused.errno), message)
+            }
             RegistryError::Mount { path, source } => match source.raw_os_error() {
                 Some(raw) => errno_status(Errno::from_raw(raw), &path),
                 None => errno_detail(Errno::EIO, message),

@@ -7,13 +7,14 @@ use tonic::Status;
 
 use crate::registry::Registry;
 
-/// Mounts `req.computer` at the agent host's directory `req.host_path`.
+/// Mounts `req.computer` at the agent host's directory `req.host_path`
+/// (over a non-empty directory only with `req.nonempty`).
 pub async fn mount(
     registry: &Registry,
     req: pb::MountRequest,
 ) -> Result<pb::MountResponse, Status> {
     registry
-        .mount(&req.computer, Path::new(&req.host_path))
+        .mount(&req.computer, Path::new(&req.host_path), req.nonempty)
         .await?;
     Ok(pb::MountResponse {})
 }

@@ -68,7 +68,21 @@ impl Server {
     }
 
     fn attr(&self, a: &Attr) -> fuser::FileAttr {
-        file_attr(a, self.blksize)
+        let mut attr = file_attr(a, self.blksize);
+        if let Some(map) = &self.opts.owner_map {
+            attr.uid = map.uid;
+            attr.gid = map.gid;
+        }
+        attr
+    }
+
+    /// The owner ids a new inode made by `req` starts from: the caller's,
+    /// or the stored ids of an [`crate::OwnerMap`].
+    fn creator(&self, req: &Request) -> (u32, u32) {
+        match &self.opts.owner_map {
+            Some(map) => (map.stored_uid, map.stored_gid),
+            None => (req.uid(), req.gid()),
+        }
     }
 
     /// Answers with an entry, counting the kernel's new reference first.
@@ -98,7 +112,8 @@ impl Server {
         let kind = FileKind::from_mode(mode).ok_or(Errno::EINVAL)?;
         let p = self.fs.getattr(parent)?;
         let is_dir = kind == FileKind::Directory;
-        let (owner, perm) = new_inode_owner(&p, req.uid(), req.gid(), mode, is_dir);
+        let (uid, gid) = self.creator(req);
+        let (owner, perm) = new_inode_owner(&p, uid, gid, mode, is_dir);
         let name = name.as_bytes();
         match kind {
             FileKind::Directory => self.fs.mkdir(parent, name, perm, owner),
@@ -117,6 +132,24 @@ impl Server {
     fn do_setattr(&self, ino: Ino, set: &SetAttr) -> Result<Attr> {
         self.fs.setattr(ino, set)
     }
+}
+
+/// The owner change to store for a `chown(2)` asking for `uid`/`gid`. On a
+/// mount with an [`crate::OwnerMap`] every inode shows the map's ids, so
+/// asking for those changes nothing and any other id is `EPERM` (as on
+/// filesystems mounted with `uid=`/`gid=`).
+fn owner_change(
+    map: Option<&crate::OwnerMap>,
+    uid: Option<u32>,
+    gid: Option<u32>,
+) -> std::result::Result<(Option<u32>, Option<u32>), fuser::Errno> {
+    let Some(map) = map else {
+        return Ok((uid, gid));
+    };
+    if uid.is_some_and(|u| u != map.uid) || gid.is_some_and(|g| g != map.gid) {
+        return Err(fuser::Errno::EPERM);
+    }
+    Ok((None, None))
 }
 
 fn time_set(t: TimeOrNow) -> TimeSet {
@@ -249,6 +282,10 @@ impl Filesystem for Server {
         reply: ReplyAttr,
     ) {
         self.enter();
+        let (uid, gid) = match owner_change(self.opts.owner_map.as_ref(), uid, gid) {
+            Ok(ids) => ids,
+            Err(e) => return reply.error(e),
+        };
         let set = SetAttr {
             perm: mode.map(|m| m & 0o7777),
             uid,
@@ -329,7 +366,8 @@ impl Filesystem for Server {
     ) {
         self.enter();
         let r = self.fs.getattr(parent.0).and_then(|p| {
-            let (owner, _) = new_inode_owner(&p, req.uid(), req.gid(), 0o777, false);
+            let (uid, gid) = self.creator(req);
+            let (owner, _) = new_inode_owner(&p, uid, gid, 0o777, false);
             self.fs.symlink(
                 parent.0,
                 link_name.as_bytes(),
@@ -736,5 +774,31 @@ impl Filesystem for Server {
             Ok(n) => reply.written(n as u32),
             Err(e) => reply.error(errno(&e)),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn owner_changes_on_a_mapped_mount_keep_the_stored_owner() {
+        let map = crate::OwnerMap {
+            uid: 0,
+            gid: 0,
+            stored_uid: 1000,
+            stored_gid: 1000,
+        };
+        assert_eq!(owner_change(None, Some(5), Some(6)), Ok((Some(5), Some(6))));
+        assert_eq!(owner_change(Some(&map), Some(0), Some(0)), Ok((None, None)));
+        assert_eq!(owner_change(Some(&map), None, None), Ok((None, None)));
+        assert_eq!(
+            owner_change(Some(&map), Some(1000), None),
+            Err(fuser::Errno::EPERM)
+        );
+        assert_eq!(
+            owner_change(Some(&map), None, Some(7)),
+            Err(fuser::Errno::EPERM)
+        );
     }
 }
