@@ -226,6 +226,14 @@ enum Command {
         remote: String,
         local: PathBuf,
     },
+    /// Save a consistent copy of a computer's whole filesystem (its SQLite
+    /// database) to a local file while it stays in use; see the README,
+    /// "Back up and restore".
+    Backup {
+        name: String,
+        /// Where to write the copy; must not exist.
+        file: PathBuf,
+    },
     /// Show a path's attributes.
     Stat {
         name: String,
@@ -453,6 +461,10 @@ async fn run(cli: Cli) -> Result<u8> {
         } => {
             let (mut c, name) = backend.client(name).await?;
             cmd::files::get(&mut c, name, remote, &local).await?
+        }
+        Command::Backup { name, file } => {
+            let (mut c, name) = backend.client(name).await?;
+            cmd::backup::backup(&mut c, name, &file).await?
         }
         Command::Stat {
             name,

@@ -740,3 +740,97 @@ fn an_agent_that_went_away_gives_one_line_naming_it() {
         assert_eq!(err.lines().count(), 1, "{err}");
     }
 }
+
+/// `backup` while another client keeps uploading: the copy passes SQLite's
+/// `PRAGMA integrity_check` and the engine's own check, holds every upload
+/// acknowledged before the backup began, and a second backup to the same
+/// file is refused rather than overwriting it.
+#[test]
+fn backup_during_writes_is_consistent_and_complete() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::{Arc, Mutex};
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(&dir.path().join("data"));
+    ok(server.cli(&["create", "demo"]));
+    let acked = Arc::new(Mutex::new(0usize));
+    let stop = Arc::new(AtomicBool::new(false));
+    let writer = {
+        let (acked, stop) = (acked.clone(), stop.clone());
+        let (url, data) = (server.url.clone(), server.data.clone());
+        let local = dir.path().join("upload");
+        std::thread::spawn(move || {
+            let mut i = 0usize;
+            while !stop.load(Ordering::Relaxed) {
+                // Large enough that a commit spans many WAL frames.
+                let body = format!("v{i}:").repeat(20_000);
+                std::fs::write(&local, &body).unwrap();
+                let out = command(&url)
+                    .env("AGENTCOMPUTER_DATA_DIR", &data)
+                    .args(["put", "demo", local.to_str().unwrap(), &format!("f{i}")])
+                    .output()
+                    .unwrap();
+                assert!(out.status.success(), "{}", text(&out.stderr));
+                i += 1;
+                *acked.lock().unwrap() = i;
+            }
+        })
+    };
+    while *acked.lock().unwrap() < 5 {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let before = *acked.lock().unwrap();
+    let copy = dir.path().join("demo.db");
+    let said = ok(server.cli(&["backup", "demo", copy.to_str().unwrap()]));
+    assert!(said.starts_with("backed up demo: "), "{said}");
+    // The writer goes on for a while after the backup.
+    let after = *acked.lock().unwrap();
+    while *acked.lock().unwrap() < after + 3 {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    stop.store(true, Ordering::Relaxed);
+    writer.join().unwrap();
+
+    let err = fails(server.cli(&["backup", "demo", copy.to_str().unwrap()]));
+    assert!(err.contains("exists"), "{err}");
+
+    {
+        let conn = rusqlite::Connection::open_with_flags(
+            &copy,
+            rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
+        )
+        .unwrap();
+        let verdict: String = conn
+            .query_row("PRAGMA integrity_check", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(verdict, "ok");
+    }
+    {
+        let probe = dir.path().join("probe.db");
+        std::fs::copy(&copy, &probe).unwrap();
+        let fs = agentcomputer_fs::Fs::open(&probe).unwrap();
+        assert!(fs.check().unwrap().is_empty(), "{:?}", fs.check());
+        for i in 0..before {
+            let attr = fs
+                .resolve(agentcomputer_fs::ROOT_INO, format!("f{i}").as_bytes(), true)
+                .unwrap_or_else(|e| panic!("f{i}, acknowledged before the backup, is missing: {e}"));
+            let body = fs.read_all(attr.ino).unwrap();
+            assert_eq!(body, format!("v{i}:").repeat(20_000).as_bytes(), "f{i}");
+        }
+    }
+
+    // The restore the README describes: create a computer, stop the agent,
+    // put the copy in place of its fs.db, start the agent.
+    ok(server.cli(&["create", "restored"]));
+    let data = server.data.clone();
+    server.stop();
+    let db = data.join("computers/restored/fs.db");
+    for side in ["fs.db-wal", "fs.db-shm"] {
+        let _ = std::fs::remove_file(data.join("computers/restored").join(side));
+    }
+    std::fs::copy(&copy, &db).unwrap();
+    let server = Server::start(&data);
+    let got = ok(server.cli(&["cat", "restored", "f0"]));
+    assert_eq!(got, "v0:".repeat(20_000));
+    let ls = ok(server.cli(&["ls", "restored"]));
+    assert!(ls.lines().count() >= before, "{ls}");
+}

@@ -1,5 +1,6 @@
 //! One module per group of subcommands.
 
+pub mod backup;
 pub mod computers;
 pub mod egress;
 pub mod exec;

@@ -333,6 +333,26 @@ impl Fs {
         r.snapshot(|c| read_in(c, cs, ino, offset, len))
     }
 
+    /// Like [`Fs::read`], also returning the file's [`DataVersion`] as of
+    /// the same snapshot: a reader that reads a file in several calls can
+    /// tell whether all of them saw one version.
+    ///
+    /// Errors: as [`Fs::read`].
+    pub fn read_versioned(
+        &self,
+        ino: Ino,
+        offset: u64,
+        len: usize,
+    ) -> Result<(Vec<u8>, crate::DataVersion)> {
+        let r = self.inner.reader()?;
+        let cs = self.inner.chunk_size;
+        r.snapshot(|c| {
+            let f = regular(inode::get(c, ino)?)?;
+            let data = read_in(c, cs, ino, offset, len)?;
+            Ok((data, crate::DataVersion::of(&f.attr)))
+        })
+    }
+
     /// Like [`Fs::read`], into the caller's buffer (no allocation): reads
     /// up to `buf.len()` bytes at `offset` and returns how many were read
     /// (0 at or past end of file). Same errors as [`Fs::read`].

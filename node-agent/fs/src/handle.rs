@@ -10,7 +10,7 @@ use std::time::Duration;
 use rusqlite::OptionalExtension;
 
 use crate::fs::{Inner, WriteTxn};
-use crate::{Errno, Fs, Ino, Result, inode};
+use crate::{Attr, Errno, Fs, Ino, Result, inode};
 
 /// An open inode. While it lives, the inode's data survives `unlink` and
 /// `rename` over it; dropping the last handle of an unlinked inode frees it.
@@ -105,6 +105,28 @@ pub(crate) fn drop_link(t: &mut WriteTxn<'_>, ino: Ino, is_dir: bool) -> Result<
 }
 
 impl Fs {
+    /// Resolves `path` (as [`Fs::resolve`]) and opens the inode it names
+    /// (as [`Fs::open_inode`]) in one snapshot: a path that exists
+    /// throughout never gives `ENOENT` because a rename or replace landed
+    /// between the two steps, and the handle holds the inode the path named.
+    ///
+    /// Errors: as [`Fs::resolve`].
+    pub fn open_path(&self, cwd: Ino, path: &[u8], follow_last: bool) -> Result<(Attr, Handle)> {
+        // Lock order as in `open_inode`. Holding the counts across the
+        // snapshot keeps an unlink from freeing the inode in between (it
+        // decides under the same lock).
+        let r = self.inner.reader()?;
+        let mut open = self.inner.open.lock().unwrap_or_else(|e| e.into_inner());
+        let attr = r.snapshot(|c| crate::path::resolve_in(c, cwd, path, follow_last))?;
+        *open.entry(attr.ino).or_insert(0) += 1;
+        let handle = Handle {
+            inner: self.inner.clone(),
+            ino: attr.ino,
+            window: self.window,
+        };
+        Ok((attr, handle))
+    }
+
     /// Opens inode `ino`: the returned [`Handle`] keeps its data alive after
     /// the last link goes, until the handle is dropped.
     ///

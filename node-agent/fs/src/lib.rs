@@ -22,6 +22,7 @@
 //! `docs/durability.md`.
 
 mod attr;
+mod backup;
 mod check;
 mod commit;
 mod convenience;

@@ -92,6 +92,29 @@ impl Timespec {
     }
 }
 
+/// What identifies one version of a file's content: every write,
+/// truncate or allocation of the file sets a new ctime (and `utimensat`
+/// cannot set ctime), so two reads that see the same `DataVersion` of an
+/// inode read the same bytes. Returned by [`crate::Fs::read_versioned`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DataVersion {
+    /// Size in bytes.
+    pub size: u64,
+    pub mtime: Timespec,
+    pub ctime: Timespec,
+}
+
+impl DataVersion {
+    /// The version `attr` describes.
+    pub fn of(attr: &Attr) -> DataVersion {
+        DataVersion {
+            size: attr.size,
+            mtime: attr.mtime,
+            ctime: attr.ctime,
+        }
+    }
+}
+
 /// The attributes of one inode, as `stat(2)` reports them.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Attr {

@@ -72,6 +72,25 @@ pub fn errno_detail(errno: Errno, detail: impl std::fmt::Display) -> Status {
     with_errno(code_for(errno), format!("{name}: {detail}"), name)
 }
 
+/// `ABORTED` with errno `ECANCELED`: `"ECANCELED: <detail>"`, for a call
+/// that stopped because what it worked on changed under it; retrying may
+/// succeed.
+pub fn aborted(detail: impl std::fmt::Display) -> Status {
+    let name = error_name(Errno::ECANCELED);
+    with_errno(Code::Aborted, format!("{name}: {detail}"), name)
+}
+
+/// [`aborted`]: computer `computer` was deleted while a call was writing
+/// `what` into it. Its data went into the deleted database only, never into
+/// a computer created since under the same name, so the call fails instead
+/// of acknowledging it.
+pub fn deleted_during(computer: &str, what: &str) -> Status {
+    aborted(format_args!(
+        "computer \"{computer}\" was deleted during the write of {what}; \
+         nothing was written to a computer of that name"
+    ))
+}
+
 fn with_errno(code: Code, message: String, name: &'static str) -> Status {
     let mut md = MetadataMap::new();
     md.insert(ERRNO_METADATA_KEY, MetadataValue::from_static(name));

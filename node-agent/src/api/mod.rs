@@ -5,6 +5,7 @@
 //! computer for their whole duration and run engine work on the blocking
 //! thread pool.
 
+mod backup;
 mod computers;
 mod convert;
 mod egress;
@@ -176,7 +177,8 @@ names_computer!(name: pb::GetComputerRequest);
 names_computer!(computer: pb::MountRequest, pb::UnmountRequest, pb::StatRequest,
     pb::ReadRequest, pb::MkdirRequest, pb::ReadDirRequest, pb::RemoveRequest,
     pb::RenameRequest, pb::SymlinkRequest, pb::ReadlinkRequest, pb::ChmodRequest,
-    pb::GlobRequest, pb::GrepRequest, pb::StatfsRequest, pb::ExecRequest);
+    pb::GlobRequest, pb::GrepRequest, pb::StatfsRequest, pb::ExecRequest,
+    pb::BackupRequest);
 
 #[tonic::async_trait]
 impl AgentComputer for Service {
@@ -252,6 +254,20 @@ impl AgentComputer for Service {
         read::start(lease, req, permit, idle)
             .await
             .map(Response::new)
+    }
+
+    type BackupStream = backup::BackupStream;
+
+    async fn backup(
+        &self,
+        req: Request<pb::BackupRequest>,
+    ) -> Result<Response<Self::BackupStream>, Status> {
+        let client = streams::client_of(&req);
+        let req = self.authorized(req)?;
+        let permit = self.streams.admit(&client, &req.computer)?;
+        let lease = self.registry.acquire(&req.computer).await?;
+        let idle = self.streams.limits().idle_timeout;
+        backup::start(lease, permit, idle).await.map(Response::new)
     }
 
     async fn write(

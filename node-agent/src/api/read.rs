@@ -12,8 +12,7 @@ use tokio::sync::mpsc;
 use tokio_stream::Stream;
 use tonic::Status;
 
-use super::convert::resolve;
-use super::errors::{errno_status, on};
+use super::errors::{aborted, errno_status, on};
 use super::paths::ApiPath;
 use super::streams::{StreamPermit, idle_error};
 use crate::blocking::blocking;
@@ -57,13 +56,24 @@ impl Stream for ReadStream {
     }
 }
 
+/// Largest range, in bytes, read in one SQLite read transaction: such a
+/// Read sees one version of the file whatever writes run meanwhile. Longer
+/// ranges read the rest in [`READ_PIECE`] steps, each checking that the
+/// file's [`agentcomputer_fs::DataVersion`] is still the first one, and fail with `ABORTED`
+/// when it is not, so a read never mixes two versions and never holds a
+/// transaction (pinning the WAL) while a slow client takes its time.
+pub const SNAPSHOT_BYTES: usize = 4 * 1024 * 1024;
+
 /// Starts streaming `req`'s byte range in pieces of at most [`READ_PIECE`]
-/// bytes. The inode is resolved and opened before the first piece, so a
-/// concurrent rename or replace of the path does not mix two files in one
-/// read. A client that takes no piece for `idle_timeout` gets
-/// `DEADLINE_EXCEEDED`, and the lease and open handle are released then.
-/// Errors before streaming: path errors, `EISDIR`, `EINVAL` for non-regular
-/// files; during streaming: the engine's read errors.
+/// bytes. The path is resolved and its inode opened in one snapshot, so a
+/// concurrent rename or replace of the path neither gives a spurious
+/// `ENOENT` nor mixes two files in one read. The first [`SNAPSHOT_BYTES`]
+/// of the range are read in one transaction; past them, a change of the
+/// file ends the stream with `ABORTED` (errno `ECANCELED`). A client that
+/// takes no piece for `idle_timeout` gets `DEADLINE_EXCEEDED`, and the
+/// lease and open handle are released then. Errors before streaming: path
+/// errors, `EISDIR`, `EINVAL` for non-regular files; during streaming: the
+/// engine's read errors and the change of a long file.
 pub async fn start(
     lease: Lease,
     req: pb::ReadRequest,
@@ -73,13 +83,12 @@ pub async fn start(
     let path = ApiPath::parse(&req.path)?;
     let fs = lease.fs().clone();
     let (ino, handle, shown) = blocking(move || {
-        let attr = resolve(&fs, &path, true)?;
+        let (attr, handle) = open_path(&fs, &path)?;
         match attr.kind {
             FileKind::RegularFile => {}
             FileKind::Directory => return Err(errno_status(Errno::EISDIR, path.shown())),
             _ => return Err(errno_status(Errno::EINVAL, path.shown())),
         }
-        let handle = fs.open_inode(attr.ino).map_err(on(path.shown()))?;
         Ok((attr.ino, handle, path.shown().to_string()))
     })
     .await?;
@@ -94,32 +103,73 @@ pub async fn start(
         // The lease and the open handle keep the computer and inode alive.
         let _keep = (lease, handle);
         let fs = _keep.0.fs().clone();
+        let send = |item| {
+            let tx = tx.clone();
+            let failed = failed.clone();
+            let shown = shown.clone();
+            async move {
+                match tokio::time::timeout(idle_timeout, tx.send(item)).await {
+                    Ok(Ok(())) => true,
+                    Ok(Err(_)) => false, // client went away
+                    Err(_) => {
+                        *failed.lock().unwrap_or_else(|e| e.into_inner()) =
+                            Some(idle_error(&format!("read of {shown}"), idle_timeout));
+                        false
+                    }
+                }
+            }
+        };
+        // The first part, in one snapshot.
         let mut offset = req.offset;
-        while offset < end {
+        let want = (end - offset).min(SNAPSHOT_BYTES as u64) as usize;
+        let first = {
+            let fs = fs.clone();
+            blocking(move || fs.read_versioned(ino, offset, want)).await
+        };
+        let (data, version) = match first {
+            Ok(r) => r,
+            Err(e) => {
+                send(Err(on(&shown)(e))).await;
+                return;
+            }
+        };
+        let mut last = data.len() < want;
+        for piece in data.chunks(READ_PIECE) {
+            let chunk = pb::ReadChunk {
+                offset,
+                data: piece.to_vec(),
+            };
+            offset += piece.len() as u64;
+            if !send(Ok(chunk)).await {
+                return;
+            }
+        }
+        drop(data);
+        // The rest, piece by piece, while the version holds.
+        while !last && offset < end {
             let want = (end - offset).min(READ_PIECE as u64) as usize;
             let fs = fs.clone();
-            let result = blocking(move || fs.read(ino, offset, want)).await;
-            let (item, last) = match result {
-                Ok(data) if data.is_empty() => break,
-                Ok(data) => {
+            let result = blocking(move || fs.read_versioned(ino, offset, want)).await;
+            let item = match result {
+                Ok((data, _)) if data.is_empty() => break,
+                Ok((_, now)) if now != version => {
+                    last = true;
+                    Err(changed_during_read(&shown, offset))
+                }
+                Ok((data, _)) => {
                     let n = data.len();
                     let at = offset;
                     offset += n as u64;
-                    (Ok(pb::ReadChunk { offset: at, data }), n < want)
+                    last = n < want;
+                    Ok(pb::ReadChunk { offset: at, data })
                 }
-                Err(e) => (Err(on(&shown)(e)), true),
+                Err(e) => {
+                    last = true;
+                    Err(on(&shown)(e))
+                }
             };
-            match tokio::time::timeout(idle_timeout, tx.send(item)).await {
-                Ok(Ok(())) => {}
-                Ok(Err(_)) => return, // client went away
-                Err(_) => {
-                    *failed.lock().unwrap_or_else(|e| e.into_inner()) =
-                        Some(idle_error(&format!("read of {shown}"), idle_timeout));
-                    return;
-                }
-            }
-            if last {
-                break; // end of file, or the error was sent
+            if !send(item).await {
+                return;
             }
         }
     });
@@ -128,4 +178,28 @@ pub async fn start(
         failure,
         _permit: permit,
     })
+}
+
+/// Resolves `path`, following a final symlink, and opens the inode in one
+/// snapshot (`ENOTDIR` for a trailing `/` on a non-directory).
+fn open_path(
+    fs: &agentcomputer_fs::Fs,
+    path: &ApiPath,
+) -> Result<(agentcomputer_fs::Attr, agentcomputer_fs::Handle), Status> {
+    let (attr, handle) = fs
+        .open_path(agentcomputer_fs::ROOT_INO, &path.engine_path(), true)
+        .map_err(on(path.shown()))?;
+    if path.dir_only() && attr.kind != FileKind::Directory {
+        return Err(errno_status(Errno::ENOTDIR, path.shown()));
+    }
+    Ok((attr, handle))
+}
+
+/// [`aborted`]: a range longer than [`SNAPSHOT_BYTES`] changed while it
+/// was read past that point.
+fn changed_during_read(shown: &str, offset: u64) -> Status {
+    aborted(format_args!(
+        "{shown} changed while it was read (at byte {offset}); ranges over {SNAPSHOT_BYTES} \
+         bytes are read in pieces and stop rather than mix two versions: read it again"
+    ))
 }

@@ -16,11 +16,11 @@ use pb::write_request::Msg;
 use tonic::{Status, Streaming};
 
 use super::convert::{OWNER, file_info, parent_of, resolve};
-use super::errors::{errno_detail, errno_status, on};
+use super::errors::{deleted_during, errno_detail, errno_status, on};
 use super::paths::ApiPath;
 use super::streams::{StreamGate, idle_error};
 use crate::blocking::blocking;
-use crate::registry::Registry;
+use crate::registry::{Lease, Registry};
 
 /// Default permission bits of a new file.
 const FILE_PERM: u32 = 0o644;
@@ -68,7 +68,9 @@ impl Drop for Target {
 /// existing path, `EISDIR`, `ENOSPC` past the quota, the client's own
 /// stream error when it aborts, `DEADLINE_EXCEEDED` when no message came
 /// for the idle timeout, `RESOURCE_EXHAUSTED` past the stream caps (see
-/// [`super::streams`]).
+/// [`super::streams`]), `ABORTED` (errno `ECANCELED`) when the computer was
+/// deleted before the upload was durable: an OK answer means the data is in
+/// the computer the name denotes when the answer is sent.
 pub async fn write(
     registry: &Registry,
     authorize: impl FnOnce(&str) -> Result<String, Status>,
@@ -135,6 +137,7 @@ pub async fn write(
                     buf.extend_from_slice(&data);
                 }
                 if buf.len() >= CHUNK_BYTES {
+                    still_there(&lease, &shown)?;
                     buf = flush(&fs, &mut target, buf, &shown).await?;
                 }
             }
@@ -168,12 +171,29 @@ pub async fn write(
     }
 
     let bytes_written = target.written;
-    let info = blocking(move || finish(&fs, &target, &shown)).await?;
+    let info = {
+        let shown = shown.clone();
+        blocking(move || finish(&fs, &target, &shown)).await?
+    };
+    // The acknowledgement is true only if the computer still exists now
+    // that the data is durable: a delete that came first removed it with
+    // the database, and a computer created since under the same name is
+    // another database. A delete after this check comes after the write.
+    still_there(&lease, &shown)?;
     drop(lease);
     Ok(pb::WriteResponse {
         bytes_written,
         info: Some(info),
     })
+}
+
+/// Fails the upload if its computer was deleted since the lease was taken:
+/// writing on would only fill the deleted database.
+fn still_there(lease: &Lease, shown: &str) -> Result<(), Status> {
+    if lease.deleted() {
+        return Err(deleted_during(lease.name(), shown));
+    }
+    Ok(())
 }
 
 /// Resolves or creates the inode an upload writes to.

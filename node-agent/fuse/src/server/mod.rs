@@ -122,10 +122,26 @@ impl Server {
         }
     }
 
-    fn open_flags(&self) -> FopenFlags {
+    /// How the kernel treats a file opened with `flags` (open(2) flags).
+    fn open_flags(&self, flags: i32) -> FopenFlags {
+        // FLUSH has nothing to do (writes are committed when answered, locks
+        // are the kernel's), so close(2) skips it.
+        if append_whole(&self.opts, flags) {
+            // Through the page cache the kernel sends one write(2) as
+            // several WRITE requests whenever it starts inside a page that
+            // is not cached (fs/fuse/file.c, fuse_fill_write_pages stops at
+            // a partial page that is not uptodate), and each would be
+            // appended at the engine's end on its own, letting another
+            // runtime's append land in between. Direct I/O sends each
+            // write(2) of up to max_write bytes as one request
+            // (fuse_direct_io) if its buffer spans at most max_pages pages
+            // (256 for a 1 MiB max_write: any buffer up to 1 MiB - 4 KiB,
+            // a page-aligned one up to 1 MiB), which `Fs::append` places
+            // whole.
+            return FopenFlags::FOPEN_DIRECT_IO | FopenFlags::FOPEN_NOFLUSH;
+        }
         // External changes are invalidated explicitly, so cached pages stay
-        // valid across opens. FLUSH has nothing to do (writes are committed
-        // when answered, locks are the kernel's), so close(2) skips it.
+        // valid across opens.
         FopenFlags::FOPEN_KEEP_CACHE | FopenFlags::FOPEN_NOFLUSH
     }
 
@@ -150,6 +166,13 @@ fn owner_change(
         return Err(fuser::Errno::EPERM);
     }
     Ok((None, None))
+}
+
+/// Whether a file opened with `flags` gets whole appends: written with
+/// `O_APPEND` while the writeback cache is off (with it on, the kernel's
+/// size is authoritative and appends go through its cache).
+fn append_whole(opts: &MountOptions, flags: i32) -> bool {
+    !opts.writeback_cache && flags & libc::O_APPEND != 0 && flags & libc::O_ACCMODE != libc::O_RDONLY
 }
 
 fn time_set(t: TimeOrNow) -> TimeSet {
@@ -418,12 +441,11 @@ impl Filesystem for Server {
         self.reply_entry(reply, r);
     }
 
-    fn open(&self, _req: &Request, _ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
-        // ENOSYS: the kernel opens files without asking from now on (no
-        // OPEN and RELEASE round trips) with FOPEN_KEEP_CACHE
-        // (fs/fuse/file.c, fuse_file_open). Lookup counts keep unlinked
-        // open files alive instead of per-open handles.
-        reply.error(fuser::Errno::ENOSYS);
+    fn open(&self, _req: &Request, _ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
+        // No per-open state: lookup counts keep unlinked open files alive.
+        // The answer only chooses cached or direct I/O (see `open_flags`);
+        // that choice is why OPEN (and RELEASE) are served at all.
+        reply.opened(FileHandle(0), self.open_flags(flags.0));
     }
 
     fn read(
@@ -733,7 +755,7 @@ impl Filesystem for Server {
                 &self.attr(&a),
                 GEN,
                 FileHandle(0),
-                self.open_flags(),
+                self.open_flags(flags),
             ),
             Err(e) => reply.error(errno(&e)),
         }
