@@ -104,13 +104,12 @@ async fn upload_across_delete_and_recreate_is_not_acknowledged() {
     }
 }
 
-/// Rewrites `path` in place (CREATE: no truncate, written piece by piece)
-/// with `len` bytes of `A`, then of `B`, ... until `stop` is set.
-fn rewriter(
+/// Re-uploads `path` (TRUNCATE: a new inode linked over the old one) with
+/// `len` bytes of `A`, then of `B`, ... until `stop` is set.
+fn replacer(
     agent: &Agent,
     path: &'static str,
     len: usize,
-    mode: pb::WriteMode,
     stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
 ) -> impl std::future::Future<Output = tokio::task::JoinHandle<u32>> {
     let client = agent.client();
@@ -120,7 +119,7 @@ fn rewriter(
             let mut rounds = 0u32;
             while !stop.load(std::sync::atomic::Ordering::Relaxed) {
                 let fill = b'A' + (rounds % 26) as u8;
-                write(&mut c, "demo", path, mode, &vec![fill; len])
+                write(&mut c, "demo", path, pb::WriteMode::Truncate, &vec![fill; len])
                     .await
                     .unwrap();
                 rounds += 1;
@@ -130,10 +129,11 @@ fn rewriter(
     }
 }
 
-/// Whole reads of a file rewritten in place meanwhile see one version
-/// (all bytes alike); reads of a path replaced meanwhile never give
-/// ENOENT; a file longer than the snapshot bound either reads as one
-/// version or fails with ABORTED, never mixes.
+/// While JavaScript rewrites files in place (`writeFileSync`: the same
+/// inode, truncated and rewritten in one transaction), whole API reads of
+/// them see one version (all bytes alike) — the one under the snapshot
+/// bound always, the longer one or `ABORTED`; and while uploads replace a
+/// file, reads of its path never give `ENOENT`.
 #[tokio::test]
 async fn api_reads_see_one_version() {
     use std::sync::Arc;
@@ -142,37 +142,44 @@ async fn api_reads_see_one_version() {
     let agent = Agent::start(dir.path(), &[]);
     let mut c = agent.client().await;
     create(&mut c, "demo", 0).await;
-    const SMALL: usize = 3 << 20;
-    const BIG: usize = 9 << 20;
-    write(&mut c, "demo", "inplace", pb::WriteMode::Truncate, &vec![b'A'; SMALL])
-        .await
-        .unwrap();
+    const SMALL: usize = 2 << 20;
+    const BIG: usize = 6 << 20;
     write(&mut c, "demo", "replaced", pb::WriteMode::Truncate, &vec![b'A'; 4096])
         .await
         .unwrap();
-    write(&mut c, "demo", "big", pb::WriteMode::Truncate, &vec![b'A'; BIG])
-        .await
-        .unwrap();
+    let source = format!(
+        r#"const fs = require("fs");
+export default ({{rounds}}) => {{
+  for (let i = 0; i < rounds; i++) {{
+    const c = String.fromCharCode(65 + i % 26);
+    fs.writeFileSync("inplace", c.repeat({SMALL}));
+    fs.writeFileSync("big", c.repeat({BIG}));
+  }}
+  return rounds;
+}}"#
+    );
+    // The files exist before the reads start.
+    let first = run(&mut c, js_req("demo", &source, r#"{"rounds":1}"#)).await;
+    assert_eq!(first.code, 0, "{first:?}");
+    let mut js = agent.client().await;
+    let rewriting = tokio::spawn(async move {
+        run(&mut js, js_req("demo", &source, r#"{"rounds":25}"#)).await
+    });
     let stop = Arc::new(AtomicBool::new(false));
-    let writers = [
-        rewriter(&agent, "inplace", SMALL, pb::WriteMode::Create, stop.clone()).await,
-        rewriter(&agent, "replaced", 4096, pb::WriteMode::Truncate, stop.clone()).await,
-        rewriter(&agent, "big", BIG, pb::WriteMode::Create, stop.clone()).await,
-    ];
+    let replacing = replacer(&agent, "replaced", 4096, stop.clone()).await;
     let uniform = |data: &[u8]| data.iter().all(|&b| b == data[0]);
-    let (mut mixed, mut missing, mut aborted, mut whole_big) = (0, 0, 0, 0);
-    for _ in 0..60 {
+    let (mut reads, mut mixed, mut missing, mut aborted, mut whole_big) = (0, 0, 0, 0, 0);
+    while !rewriting.is_finished() {
+        reads += 1;
         let data = read(&mut c, "demo", "inplace").await.unwrap();
         assert_eq!(data.len(), SMALL);
         if !uniform(&data) {
             mixed += 1;
         }
-        for _ in 0..5 {
-            match read(&mut c, "demo", "replaced").await {
-                Ok(data) => assert!(data.len() == 4096 && uniform(&data)),
-                Err(e) if e.code() == Code::NotFound => missing += 1,
-                Err(e) => panic!("read of a replaced file: {e:?}"),
-            }
+        match read(&mut c, "demo", "replaced").await {
+            Ok(data) => assert!(data.len() == 4096 && uniform(&data)),
+            Err(e) if e.code() == Code::NotFound => missing += 1,
+            Err(e) => panic!("read of a replaced file: {e:?}"),
         }
         match read(&mut c, "demo", "big").await {
             Ok(data) => {
@@ -189,15 +196,14 @@ async fn api_reads_see_one_version() {
             }
         }
     }
+    let ran = rewriting.await.unwrap();
+    assert_eq!(ran.code, 0, "{ran:?}");
     stop.store(true, Ordering::Relaxed);
-    let mut rounds = Vec::new();
-    for w in writers {
-        rounds.push(w.await.unwrap());
-    }
-    assert!(rounds.iter().all(|&r| r > 1), "writers barely ran: {rounds:?}");
+    let replaced = replacing.await.unwrap();
+    assert!(reads >= 3 && replaced > 3, "too little overlap: {reads} reads, {replaced} uploads");
     assert_eq!(mixed, 0, "reads mixed two versions");
     assert_eq!(missing, 0, "reads of an always-existing path gave ENOENT");
-    eprintln!("big file: {whole_big} whole reads, {aborted} aborted; writer rounds {rounds:?}");
+    eprintln!("{reads} rounds of reads; big file: {whole_big} whole, {aborted} aborted");
     // Unchanged, a big file reads whole.
     let data = read(&mut c, "demo", "big").await.unwrap();
     assert!(data.len() == BIG && uniform(&data));

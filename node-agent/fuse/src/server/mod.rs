@@ -213,7 +213,10 @@ impl Filesystem for Server {
             | InitFlags::FUSE_PARALLEL_DIROPS
             | InitFlags::FUSE_CACHE_SYMLINKS
             | InitFlags::FUSE_ASYNC_DIO
-            | InitFlags::FUSE_MAX_PAGES;
+            | InitFlags::FUSE_MAX_PAGES
+            // Files opened for appending use direct I/O (`open_flags`);
+            // they can still be mapped (Linux 6.6+).
+            | InitFlags::FUSE_DIRECT_IO_ALLOW_MMAP;
         if self.opts.writeback_cache {
             wanted |= InitFlags::FUSE_WRITEBACK_CACHE;
         }
