@@ -812,7 +812,9 @@ fn backup_during_writes_is_consistent_and_complete() {
         for i in 0..before {
             let attr = fs
                 .resolve(agentcomputer_fs::ROOT_INO, format!("f{i}").as_bytes(), true)
-                .unwrap_or_else(|e| panic!("f{i}, acknowledged before the backup, is missing: {e}"));
+                .unwrap_or_else(|e| {
+                    panic!("f{i}, acknowledged before the backup, is missing: {e}")
+                });
             let body = fs.read_all(attr.ino).unwrap();
             assert_eq!(body, format!("v{i}:").repeat(20_000).as_bytes(), "f{i}");
         }

@@ -24,7 +24,11 @@ async fn upload_across_delete_and_recreate_is_not_acknowledged() {
     let dir = tempfile::tempdir().unwrap();
     let agent = Agent::start(dir.path(), &[]);
     let mut c = agent.client().await;
-    for mode in [pb::WriteMode::Create, pb::WriteMode::Append, pb::WriteMode::Truncate] {
+    for mode in [
+        pb::WriteMode::Create,
+        pb::WriteMode::Append,
+        pb::WriteMode::Truncate,
+    ] {
         create(&mut c, "demo", 0).await;
         let mut uploader = agent.client().await;
         let (tx, rx) = tokio::sync::mpsc::channel(4);
@@ -55,7 +59,9 @@ async fn upload_across_delete_and_recreate_is_not_acknowledged() {
         let mut started = false;
         for _ in 0..500 {
             let used = c
-                .get_computer(pb::GetComputerRequest { name: "demo".into() })
+                .get_computer(pb::GetComputerRequest {
+                    name: "demo".into(),
+                })
                 .await
                 .unwrap()
                 .into_inner()
@@ -66,7 +72,10 @@ async fn upload_across_delete_and_recreate_is_not_acknowledged() {
             }
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
-        assert!(started, "{mode:?}: the first piece never reached the engine");
+        assert!(
+            started,
+            "{mode:?}: the first piece never reached the engine"
+        );
 
         delete(&mut c, "demo").await;
         create(&mut c, "demo", 0).await;
@@ -119,9 +128,15 @@ fn replacer(
             let mut rounds = 0u32;
             while !stop.load(std::sync::atomic::Ordering::Relaxed) {
                 let fill = b'A' + (rounds % 26) as u8;
-                write(&mut c, "demo", path, pb::WriteMode::Truncate, &vec![fill; len])
-                    .await
-                    .unwrap();
+                write(
+                    &mut c,
+                    "demo",
+                    path,
+                    pb::WriteMode::Truncate,
+                    &vec![fill; len],
+                )
+                .await
+                .unwrap();
                 rounds += 1;
             }
             rounds
@@ -144,9 +159,15 @@ async fn api_reads_see_one_version() {
     create(&mut c, "demo", 0).await;
     const SMALL: usize = 2 << 20;
     const BIG: usize = 6 << 20;
-    write(&mut c, "demo", "replaced", pb::WriteMode::Truncate, &vec![b'A'; 4096])
-        .await
-        .unwrap();
+    write(
+        &mut c,
+        "demo",
+        "replaced",
+        pb::WriteMode::Truncate,
+        &vec![b'A'; 4096],
+    )
+    .await
+    .unwrap();
     let source = format!(
         r#"const fs = require("fs");
 export default ({{rounds}}) => {{
@@ -162,9 +183,10 @@ export default ({{rounds}}) => {{
     let first = run(&mut c, js_req("demo", &source, r#"{"rounds":1}"#)).await;
     assert_eq!(first.code, 0, "{first:?}");
     let mut js = agent.client().await;
-    let rewriting = tokio::spawn(async move {
-        run(&mut js, js_req("demo", &source, r#"{"rounds":25}"#)).await
-    });
+    let rewriting =
+        tokio::spawn(
+            async move { run(&mut js, js_req("demo", &source, r#"{"rounds":25}"#)).await },
+        );
     let stop = Arc::new(AtomicBool::new(false));
     let replacing = replacer(&agent, "replaced", 4096, stop.clone()).await;
     let uniform = |data: &[u8]| data.iter().all(|&b| b == data[0]);
@@ -200,7 +222,10 @@ export default ({{rounds}}) => {{
     assert_eq!(ran.code, 0, "{ran:?}");
     stop.store(true, Ordering::Relaxed);
     let replaced = replacing.await.unwrap();
-    assert!(reads >= 3 && replaced > 3, "too little overlap: {reads} reads, {replaced} uploads");
+    assert!(
+        reads >= 3 && replaced > 3,
+        "too little overlap: {reads} reads, {replaced} uploads"
+    );
     assert_eq!(mixed, 0, "reads mixed two versions");
     assert_eq!(missing, 0, "reads of an always-existing path gave ENOENT");
     eprintln!("{reads} rounds of reads; big file: {whole_big} whole, {aborted} aborted");

@@ -58,6 +58,9 @@ pub async fn backup(client: &mut Client, computer: String, local: &Path) -> Resu
         .map_err(|e| local_io("cannot write", local, e))?;
     tmp.persist_noclobber(local)
         .map_err(|e| local_io("cannot write", local, e.error))?;
-    outln!("backed up {computer}: {written} bytes to {}", local.display());
+    outln!(
+        "backed up {computer}: {written} bytes to {}",
+        local.display()
+    );
     Ok(())
 }

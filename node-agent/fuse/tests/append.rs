@@ -74,9 +74,11 @@ fn appends_stay_whole(count: usize, len: usize, skew: usize) {
             continue;
         }
         let whole = (line.len() == len - 1)
-            .then(|| std::str::from_utf8(&line[1..8])
-                .ok()
-                .and_then(|s| s.parse::<usize>().ok()))
+            .then(|| {
+                std::str::from_utf8(&line[1..8])
+                    .ok()
+                    .and_then(|s| s.parse::<usize>().ok())
+            })
             .flatten()
             .filter(|&i| i < count && record(i, len)[..len - 1] == *line);
         if let Some(i) = whole {
@@ -85,8 +87,16 @@ fn appends_stay_whole(count: usize, len: usize, skew: usize) {
             torn.push(String::from_utf8_lossy(&line[..line.len().min(24)]).into_owned());
         }
     }
-    assert!(torn.is_empty(), "{} torn records, first {:?}", torn.len(), &torn[..torn.len().min(5)]);
-    assert!(records == (0..count).collect::<Vec<_>>(), "records lost or out of order");
+    assert!(
+        torn.is_empty(),
+        "{} torn records, first {:?}",
+        torn.len(),
+        &torn[..torn.len().min(5)]
+    );
+    assert!(
+        records == (0..count).collect::<Vec<_>>(),
+        "records lost or out of order"
+    );
     let want: Vec<String> = (0..engine_lines).map(|n| format!("e{n}")).collect();
     assert!(engine == want, "engine lines lost or out of order");
     assert!(engine_lines > 0, "the other writer never ran");

@@ -172,7 +172,9 @@ fn owner_change(
 /// `O_APPEND` while the writeback cache is off (with it on, the kernel's
 /// size is authoritative and appends go through its cache).
 fn append_whole(opts: &MountOptions, flags: i32) -> bool {
-    !opts.writeback_cache && flags & libc::O_APPEND != 0 && flags & libc::O_ACCMODE != libc::O_RDONLY
+    !opts.writeback_cache
+        && flags & libc::O_APPEND != 0
+        && flags & libc::O_ACCMODE != libc::O_RDONLY
 }
 
 fn time_set(t: TimeOrNow) -> TimeSet {
