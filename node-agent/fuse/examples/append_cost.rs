@@ -40,7 +40,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let opens = rate(budget, || drop(std::fs::File::open(&plain).unwrap()));
     println!("open+close O_RDONLY: {opens:.0}/s");
 
-    let mut read = std::fs::File::open(&plain)?;
+    let read = std::fs::File::open(&plain)?;
     let cached_reads = rate(budget, || {
         use std::os::unix::fs::FileExt;
         let mut b = [0u8; 1];
