@@ -158,6 +158,30 @@ impl Readers {
     }
 }
 
+impl Readers {
+    /// A reader taken out of the pool for as long as the caller likes;
+    /// [`Readers::give_back`] returns it.
+    pub(crate) fn take(&self) -> Result<Connection> {
+        let pooled = self.idle.lock().unwrap_or_else(|e| e.into_inner()).pop();
+        match pooled {
+            Some(c) => Ok(c),
+            None => open_reader(&self.path),
+        }
+    }
+
+    /// Returns a reader from [`Readers::take`] to the pool, unless it is
+    /// inside a transaction or the pool is full (then it is closed).
+    pub(crate) fn give_back(&self, conn: Connection) {
+        if !conn.is_autocommit() {
+            return;
+        }
+        let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
+        if idle.len() < MAX_IDLE_READERS {
+            idle.push(conn);
+        }
+    }
+}
+
 /// A connection lent for reading: a pooled reader (back to the pool when
 /// dropped), or the writer while a batch is open.
 pub(crate) struct ReadConn<'a> {

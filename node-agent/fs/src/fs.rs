@@ -81,7 +81,7 @@ pub(crate) struct Inner {
     pub(crate) readers: Readers,
     writer: Mutex<Writer>,
     /// True while a batch may be open: reads must then look at the writer.
-    pending: AtomicBool,
+    pub(crate) pending: AtomicBool,
     /// Why completed calls were lost (a batch failed to commit); reported
     /// once by the next `fsync`.
     lost: Mutex<Option<Error>>,

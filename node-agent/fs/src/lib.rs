@@ -41,6 +41,7 @@ mod namespace;
 mod notify;
 mod path;
 mod schema;
+mod snapshot;
 mod space;
 mod tmpfile;
 mod types;
@@ -59,6 +60,7 @@ pub use fs::{
 pub use handle::Handle;
 pub use notify::{Change, Subscriber, SubscriptionId};
 pub use path::WORKSPACE;
+pub use snapshot::ReadSnapshot;
 pub use space::{Compacted, DiskUsage};
 pub use types::*;
 pub use xattr::{XATTR_NAME_MAX, XATTR_SIZE_MAX, XattrFlags};

@@ -56,24 +56,29 @@ impl Stream for ReadStream {
     }
 }
 
-/// Largest range, in bytes, read in one SQLite read transaction: such a
-/// Read sees one version of the file whatever writes run meanwhile. Longer
-/// ranges read the rest in [`READ_PIECE`] steps, each checking that the
-/// file's [`agentcomputer_fs::DataVersion`] is still the first one, and fail with `ABORTED`
-/// when it is not, so a read never mixes two versions and never holds a
-/// transaction (pinning the WAL) while a slow client takes its time.
-pub const SNAPSHOT_BYTES: usize = 4 * 1024 * 1024;
+/// Most bytes of a Read's range read in one SQLite read transaction (the
+/// stream's snapshot): up to here the Read sees one version of the file
+/// whatever writes run meanwhile. Past it (or past [`SNAPSHOT_TIME`]) each
+/// [`READ_PIECE`] is read in its own transaction and checked against the
+/// file's [`agentcomputer_fs::DataVersion`] as the snapshot saw it; a change
+/// ends the stream with `ABORTED`, so a read never mixes two versions.
+pub const SNAPSHOT_BYTES: u64 = 4 * 1024 * 1024;
+/// Longest a Read keeps its snapshot. A read transaction keeps SQLite from
+/// checkpointing past it, so the WAL grows with every commit while it is
+/// held: a slow or stalled client must not hold it long.
+pub const SNAPSHOT_TIME: Duration = Duration::from_secs(10);
 
 /// Starts streaming `req`'s byte range in pieces of at most [`READ_PIECE`]
 /// bytes. The path is resolved and its inode opened in one snapshot, so a
 /// concurrent rename or replace of the path neither gives a spurious
 /// `ENOENT` nor mixes two files in one read. The first [`SNAPSHOT_BYTES`]
-/// of the range are read in one transaction; past them, a change of the
-/// file ends the stream with `ABORTED` (errno `ECANCELED`). A client that
-/// takes no piece for `idle_timeout` gets `DEADLINE_EXCEEDED`, and the
-/// lease and open handle are released then. Errors before streaming: path
-/// errors, `EISDIR`, `EINVAL` for non-regular files; during streaming: the
-/// engine's read errors and the change of a long file.
+/// of the range (read within [`SNAPSHOT_TIME`]) come from one read
+/// transaction; past them, a change of the file ends the stream with
+/// `ABORTED` (errno `ECANCELED`). A client that takes no piece for
+/// `idle_timeout` gets `DEADLINE_EXCEEDED`, and the lease and open handle
+/// are released then. Errors before streaming: path errors, `EISDIR`,
+/// `EINVAL` for non-regular files; during streaming: the engine's read
+/// errors and the change of the file past the snapshot.
 pub async fn start(
     lease: Lease,
     req: pb::ReadRequest,
@@ -103,73 +108,77 @@ pub async fn start(
         // The lease and the open handle keep the computer and inode alive.
         let _keep = (lease, handle);
         let fs = _keep.0.fs().clone();
-        let send = |item| {
-            let tx = tx.clone();
-            let failed = failed.clone();
-            let shown = shown.clone();
-            async move {
-                match tokio::time::timeout(idle_timeout, tx.send(item)).await {
-                    Ok(Ok(())) => true,
-                    Ok(Err(_)) => false, // client went away
-                    Err(_) => {
-                        *failed.lock().unwrap_or_else(|e| e.into_inner()) =
-                            Some(idle_error(&format!("read of {shown}"), idle_timeout));
-                        false
-                    }
+        let taken = std::time::Instant::now();
+        let mut snapshot = {
+            let fs = fs.clone();
+            match blocking(move || fs.read_snapshot()).await {
+                Ok(s) => Some(s),
+                Err(e) => {
+                    let _ = tx.send(Err(on(&shown)(e))).await;
+                    return;
                 }
             }
         };
-        // The first part, in one snapshot.
+        let snapshot_end = req.offset.saturating_add(SNAPSHOT_BYTES);
+        let mut version = None;
         let mut offset = req.offset;
-        let want = (end - offset).min(SNAPSHOT_BYTES as u64) as usize;
-        let first = {
-            let fs = fs.clone();
-            blocking(move || fs.read_versioned(ino, offset, want)).await
-        };
-        let (data, version) = match first {
-            Ok(r) => r,
-            Err(e) => {
-                send(Err(on(&shown)(e))).await;
-                return;
-            }
-        };
-        let mut last = data.len() < want;
-        for piece in data.chunks(READ_PIECE) {
-            let chunk = pb::ReadChunk {
-                offset,
-                data: piece.to_vec(),
-            };
-            offset += piece.len() as u64;
-            if !send(Ok(chunk)).await {
-                return;
-            }
-        }
-        drop(data);
-        // The rest, piece by piece, while the version holds.
-        while !last && offset < end {
+        while offset < end {
             let want = (end - offset).min(READ_PIECE as u64) as usize;
+            if offset >= snapshot_end || taken.elapsed() >= SNAPSHOT_TIME {
+                snapshot = None;
+            }
             let fs = fs.clone();
-            let result = blocking(move || fs.read_versioned(ino, offset, want)).await;
-            let item = match result {
-                Ok((data, _)) if data.is_empty() => break,
-                Ok((_, now)) if now != version => {
-                    last = true;
-                    Err(changed_during_read(&shown, offset))
+            let held = snapshot.take();
+            let (held, result) = blocking(move || match held {
+                Some(s) => {
+                    let r = s.read(ino, offset, want);
+                    (Some(s), r)
                 }
-                Ok((data, _)) => {
+                None => (None, fs.read_versioned(ino, offset, want)),
+            })
+            .await;
+            snapshot = held;
+            let (item, last) = match result {
+                Ok((data, _)) if data.is_empty() => break,
+                Ok((_, now)) if version.is_some_and(|v| v != now) => {
+                    (Err(changed_during_read(&shown, offset)), true)
+                }
+                Ok((data, now)) => {
+                    version = Some(now);
                     let n = data.len();
                     let at = offset;
                     offset += n as u64;
-                    last = n < want;
-                    Ok(pb::ReadChunk { offset: at, data })
+                    (Ok(pb::ReadChunk { offset: at, data }), n < want)
                 }
-                Err(e) => {
-                    last = true;
-                    Err(on(&shown)(e))
-                }
+                Err(e) => (Err(on(&shown)(e)), true),
             };
-            if !send(item).await {
-                return;
+            let send = tx.send(item);
+            tokio::pin!(send);
+            let mut sent = None;
+            if snapshot.is_some() {
+                // A client slow to take this piece must not keep the
+                // snapshot past its time: the rest is version-checked.
+                let left = SNAPSHOT_TIME.saturating_sub(taken.elapsed());
+                match tokio::time::timeout(left, &mut send).await {
+                    Ok(r) => sent = Some(r),
+                    Err(_) => snapshot = None,
+                }
+            }
+            let outcome = match sent {
+                Some(r) => Ok(r),
+                None => tokio::time::timeout(idle_timeout, send).await,
+            };
+            match outcome {
+                Ok(Ok(())) => {}
+                Ok(Err(_)) => return, // client went away
+                Err(_) => {
+                    *failed.lock().unwrap_or_else(|e| e.into_inner()) =
+                        Some(idle_error(&format!("read of {shown}"), idle_timeout));
+                    return;
+                }
+            }
+            if last {
+                break; // end of file, or the error was sent
             }
         }
     });
@@ -195,11 +204,11 @@ fn open_path(
     Ok((attr, handle))
 }
 
-/// [`aborted`]: a range longer than [`SNAPSHOT_BYTES`] changed while it
-/// was read past that point.
+/// [`aborted`]: the file changed while it was read past its snapshot.
 fn changed_during_read(shown: &str, offset: u64) -> Status {
     aborted(format_args!(
-        "{shown} changed while it was read (at byte {offset}); ranges over {SNAPSHOT_BYTES} \
-         bytes are read in pieces and stop rather than mix two versions: read it again"
+        "{shown} changed while it was read (at byte {offset}); past its first {SNAPSHOT_BYTES} \
+         bytes or {} s a read stops rather than mix two versions: read it again",
+        SNAPSHOT_TIME.as_secs()
     ))
 }
