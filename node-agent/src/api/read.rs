@@ -139,10 +139,12 @@ pub async fn start(
             .await;
             snapshot = held;
             let (item, last) = match result {
-                Ok((data, _)) if data.is_empty() => break,
+                // Before the end-of-file test: a file cut short meanwhile
+                // must not end the stream as if complete.
                 Ok((_, now)) if version.is_some_and(|v| v != now) => {
                     (Err(changed_during_read(&shown, offset)), true)
                 }
+                Ok((data, _)) if data.is_empty() => break,
                 Ok((data, now)) => {
                     version = Some(now);
                     let n = data.len();
