@@ -102,6 +102,25 @@ fn open_reader(path: &Path) -> Result<Connection> {
     Ok(conn)
 }
 
+/// A reader for a snapshot held across calls ([`crate::ReadSnapshot`]):
+/// its own connection with a small page cache (256 KiB) and no memory map,
+/// so that many snapshots held at once (one per API Read stream) stay
+/// small; closed when the snapshot ends, never pooled.
+pub(crate) fn open_snapshot_reader(path: &Path) -> Result<Connection> {
+    let conn = Connection::open_with_flags_and_vfs(
+        path,
+        OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        crate::vfs::name()?,
+    )?;
+    conn.busy_timeout(BUSY_TIMEOUT)?;
+    conn.execute_batch(
+        "PRAGMA cache_size = -256; PRAGMA temp_store = MEMORY; PRAGMA mmap_size = 0;",
+    )?;
+    tune_planner(&conn)?;
+    conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
+    Ok(conn)
+}
+
 /// Runs a statement without parameters through the statement cache, so
 /// hot statements such as `BEGIN` and `COMMIT` are parsed once per connection.
 pub(crate) fn exec_cached(conn: &Connection, sql: &str) -> Result<()> {
@@ -155,30 +174,6 @@ impl Readers {
             conn: Some(conn),
             writer: None,
         })
-    }
-}
-
-impl Readers {
-    /// A reader taken out of the pool for as long as the caller likes;
-    /// [`Readers::give_back`] returns it.
-    pub(crate) fn take(&self) -> Result<Connection> {
-        let pooled = self.idle.lock().unwrap_or_else(|e| e.into_inner()).pop();
-        match pooled {
-            Some(c) => Ok(c),
-            None => open_reader(&self.path),
-        }
-    }
-
-    /// Returns a reader from [`Readers::take`] to the pool, unless it is
-    /// inside a transaction or the pool is full (then it is closed).
-    pub(crate) fn give_back(&self, conn: Connection) {
-        if !conn.is_autocommit() {
-            return;
-        }
-        let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
-        if idle.len() < MAX_IDLE_READERS {
-            idle.push(conn);
-        }
     }
 }
 

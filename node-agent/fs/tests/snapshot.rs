@@ -10,8 +10,15 @@ fn new_fs() -> (tempfile::TempDir, Fs) {
 }
 
 fn put(fs: &Fs, name: &str, data: &[u8]) {
-    fs.write_all(ROOT_INO, name.as_bytes(), data, WriteMode::Truncate, 0o644, Owner::ROOT)
-        .unwrap();
+    fs.write_all(
+        ROOT_INO,
+        name.as_bytes(),
+        data,
+        WriteMode::Truncate,
+        0o644,
+        Owner::ROOT,
+    )
+    .unwrap();
 }
 
 #[test]
@@ -55,7 +62,14 @@ fn a_backup_holds_every_committed_call_and_opens_clean() {
     // A call through a commit window is in the backup too.
     let windowed = fs.with_commit_window(std::time::Duration::from_secs(60));
     let ino = windowed
-        .mknod(ROOT_INO, b"late", agentcomputer_fs::FileKind::RegularFile, 0o644, 0, Owner::ROOT)
+        .mknod(
+            ROOT_INO,
+            b"late",
+            agentcomputer_fs::FileKind::RegularFile,
+            0o644,
+            0,
+            Owner::ROOT,
+        )
         .unwrap()
         .ino;
     windowed.write(ino, 0, b"batched").unwrap();
@@ -63,13 +77,21 @@ fn a_backup_holds_every_committed_call_and_opens_clean() {
     let size = fs.backup_to(&copy).unwrap();
     assert_eq!(size, std::fs::metadata(&copy).unwrap().len());
     use std::os::unix::fs::PermissionsExt;
-    assert_eq!(std::fs::metadata(&copy).unwrap().permissions().mode() & 0o777, 0o600);
+    assert_eq!(
+        std::fs::metadata(&copy).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
     assert_eq!(fs.backup_to(&copy).unwrap_err().errno(), Errno::EEXIST);
     let restored = Fs::open(&copy).unwrap();
     assert!(restored.check().unwrap().is_empty());
     for i in 0..50 {
-        let a = restored.resolve(ROOT_INO, format!("f{i}").as_bytes(), true).unwrap();
-        assert_eq!(restored.read_all(a.ino).unwrap(), format!("content {i}").as_bytes());
+        let a = restored
+            .resolve(ROOT_INO, format!("f{i}").as_bytes(), true)
+            .unwrap();
+        assert_eq!(
+            restored.read_all(a.ino).unwrap(),
+            format!("content {i}").as_bytes()
+        );
     }
     let a = restored.resolve(ROOT_INO, b"late", true).unwrap();
     assert_eq!(restored.read_all(a.ino).unwrap(), b"batched");

@@ -87,20 +87,23 @@ pub async fn start(
 ) -> Result<ReadStream, Status> {
     let path = ApiPath::parse(&req.path)?;
     let fs = lease.fs().clone();
-    let (ino, handle, shown) = blocking(move || {
+    let (ino, size, handle, shown) = blocking(move || {
         let (attr, handle) = open_path(&fs, &path)?;
         match attr.kind {
             FileKind::RegularFile => {}
             FileKind::Directory => return Err(errno_status(Errno::EISDIR, path.shown())),
             _ => return Err(errno_status(Errno::EINVAL, path.shown())),
         }
-        Ok((attr.ino, handle, path.shown().to_string()))
+        Ok((attr.ino, attr.size, handle, path.shown().to_string()))
     })
     .await?;
     let end = match req.length {
         0 => u64::MAX,
         n => req.offset.saturating_add(n),
     };
+    // What one piece covers is one transaction anyway: no snapshot to hold
+    // (if the file grew meanwhile, the version check catches it).
+    let one_piece = end.min(size).saturating_sub(req.offset) <= READ_PIECE as u64;
     let (tx, rx) = mpsc::channel(READ_AHEAD);
     let failure = Arc::new(Mutex::new(None));
     let failed = failure.clone();
@@ -109,7 +112,9 @@ pub async fn start(
         let _keep = (lease, handle);
         let fs = _keep.0.fs().clone();
         let taken = std::time::Instant::now();
-        let mut snapshot = {
+        let mut snapshot = if one_piece {
+            None
+        } else {
             let fs = fs.clone();
             match blocking(move || fs.read_snapshot()).await {
                 Ok(s) => Some(s),
