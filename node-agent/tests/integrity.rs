@@ -115,33 +115,30 @@ async fn upload_across_delete_and_recreate_is_not_acknowledged() {
 
 /// Re-uploads `path` (TRUNCATE: a new inode linked over the old one) with
 /// `len` bytes of `A`, then of `B`, ... until `stop` is set.
-fn replacer(
+async fn replacer(
     agent: &Agent,
     path: &'static str,
     len: usize,
     stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
-) -> impl std::future::Future<Output = tokio::task::JoinHandle<u32>> {
-    let client = agent.client();
-    async move {
-        let mut c = client.await;
-        tokio::spawn(async move {
-            let mut rounds = 0u32;
-            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-                let fill = b'A' + (rounds % 26) as u8;
-                write(
-                    &mut c,
-                    "demo",
-                    path,
-                    pb::WriteMode::Truncate,
-                    &vec![fill; len],
-                )
-                .await
-                .unwrap();
-                rounds += 1;
-            }
-            rounds
-        })
-    }
+) -> tokio::task::JoinHandle<u32> {
+    let mut c = agent.client().await;
+    tokio::spawn(async move {
+        let mut rounds = 0u32;
+        while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+            let fill = b'A' + (rounds % 26) as u8;
+            write(
+                &mut c,
+                "demo",
+                path,
+                pb::WriteMode::Truncate,
+                &vec![fill; len],
+            )
+            .await
+            .unwrap();
+            rounds += 1;
+        }
+        rounds
+    })
 }
 
 /// While JavaScript rewrites files in place (`writeFileSync`: the same
