@@ -38,7 +38,7 @@ metadata: {{name: agentcomputer-node-agent}}
 rules:
 - apiGroups: [agentcomputer.dev]
   resources: [agentcomputers]
-  verbs: [list, watch, patch]
+  verbs: [get, list, watch, patch]
 - apiGroups: [agentcomputer.dev]
   resources: [agentcomputers/status]
   verbs: [patch]
