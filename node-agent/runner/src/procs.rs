@@ -68,7 +68,46 @@ pub struct Table {
 }
 
 impl Table {
-    /// Reads `/proc`.
+    /// Reads the processes below `root` (and `root` itself): from each
+    /// thread's `children` list (`/proc/PID/task/TID/children`, proc(5);
+    /// reading only the subtree keeps a scan cheap on a busy host), or from
+    /// all of `/proc` where the kernel has no such lists
+    /// (`CONFIG_PROC_CHILDREN` off). A list read while its process forks
+    /// may miss the new child; the callers scan again until nothing new
+    /// appears (see [`kill_completely`]).
+    pub fn scan_below(root: i32) -> Table {
+        if !std::path::Path::new(&format!("/proc/{root}/task/{root}/children")).exists() {
+            return Table::scan();
+        }
+        let mut procs = HashMap::new();
+        let mut queue = vec![root];
+        while let Some(pid) = queue.pop() {
+            if procs.contains_key(&pid) {
+                continue;
+            }
+            let Some(p) = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                .ok()
+                .and_then(|line| parse_stat(&line))
+            else {
+                continue;
+            };
+            procs.insert(pid, p);
+            let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+                continue;
+            };
+            for task in tasks.flatten() {
+                if let Ok(list) = std::fs::read_to_string(task.path().join("children")) {
+                    queue.extend(
+                        list.split_whitespace()
+                            .filter_map(|c| c.parse::<i32>().ok()),
+                    );
+                }
+            }
+        }
+        Table { procs }
+    }
+
+    /// Reads all of `/proc`.
     pub fn scan() -> Table {
         let mut procs = HashMap::new();
         let Ok(dir) = std::fs::read_dir("/proc") else {
@@ -160,7 +199,8 @@ impl Table {
 /// How long [`kill_completely`] keeps trying.
 pub const KILL_DEADLINE: Duration = Duration::from_secs(3);
 
-/// Kills every process `select` picks from a fresh table, until a scan
+/// Kills every process `select` picks from a fresh table of the processes
+/// below `root` ([`Table::scan_below`]), until a scan
 /// finds none alive or [`KILL_DEADLINE`] passes. Each round first freezes
 /// the selection with SIGSTOP, rescanning until no new process appears (a
 /// stopped process cannot fork, so the children made before the stop are
@@ -169,12 +209,13 @@ pub const KILL_DEADLINE: Duration = Duration::from_secs(3);
 /// processes still alive at the deadline (e.g. stuck in uninterruptible
 /// sleep), empty when all are gone.
 pub fn kill_completely(
+    root: i32,
     mut select: impl FnMut(&Table) -> Vec<Proc>,
     killed: &mut HashSet<Key>,
 ) -> Vec<Proc> {
     let deadline = Instant::now() + KILL_DEADLINE;
     loop {
-        let mut targets = select(&Table::scan());
+        let mut targets = select(&Table::scan_below(root));
         if targets.is_empty() || Instant::now() >= deadline {
             return targets;
         }
@@ -192,7 +233,7 @@ pub fn kill_completely(
                 let _ = kill(Pid::from_raw(p.pid), Signal::SIGSTOP);
                 frozen.insert(p.key(), p);
             }
-            targets = select(&Table::scan());
+            targets = select(&Table::scan_below(root));
         }
         for p in frozen.values() {
             let _ = kill(Pid::from_raw(p.pid), Signal::SIGKILL);
@@ -242,6 +283,38 @@ mod tests {
         // This process's own line.
         let me = parse_stat(&std::fs::read_to_string("/proc/self/stat").unwrap()).unwrap();
         assert_eq!(me.pid, std::process::id() as i32);
+    }
+
+    /// No process is spawned here: the runner's other unit test reaps
+    /// and sweeps every descendant of this test process.
+    #[test]
+    fn a_scan_below_a_process_finds_its_whole_subtree() {
+        let me = std::process::id() as i32;
+        let parent = std::os::unix::process::parent_id() as i32;
+        // This process is found below its parent, through the children
+        // lists of whichever of the parent's threads forked it, with the
+        // same fields as a direct read.
+        let below_parent = Table::scan_below(parent);
+        let direct = parse_stat(&std::fs::read_to_string("/proc/self/stat").unwrap()).unwrap();
+        assert_eq!(below_parent.procs.get(&me), Some(&direct));
+        assert!(
+            below_parent
+                .descendants_of(parent)
+                .iter()
+                .any(|p| p.pid == me)
+        );
+        // Only the subtree: the parent's own parent is not in it.
+        let grandparent = below_parent.procs[&parent].ppid;
+        assert!(!below_parent.procs.contains_key(&grandparent) || grandparent == parent);
+        let below_me = Table::scan_below(me);
+        assert!(below_me.procs.contains_key(&me));
+        assert!(
+            below_me
+                .procs
+                .keys()
+                .all(|&p| p == me || below_me.descends_from(p, me)),
+            "{below_me:?}"
+        );
     }
 
     #[test]

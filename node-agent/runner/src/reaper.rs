@@ -131,7 +131,7 @@ impl Reaper {
 
     /// Remembers the current processes of every run.
     fn sample(&self) {
-        let table = Table::scan();
+        let table = Table::scan_below(self.me);
         let mut runs = self.runs.lock().unwrap_or_else(|e| e.into_inner());
         let groups = group_counts(&runs);
         for t in runs.values_mut() {
@@ -166,6 +166,7 @@ impl Reaper {
         let me = self.me;
         let mut killed = HashSet::new();
         let left = kill_completely(
+            me,
             |table| table.run_members(me, pgid, by_group, &seen),
             &mut killed,
         );
@@ -197,12 +198,18 @@ impl Reaper {
     pub async fn run_done(self: &Arc<Self>, id: RunId) {
         let r = self.clone();
         let _ = tokio::task::spawn_blocking(move || {
-            r.kill_run_now(id);
+            let last = {
+                let runs = r.runs.lock().unwrap_or_else(|e| e.into_inner());
+                runs.len() == 1 && runs.contains_key(&id)
+            };
+            if !last {
+                r.kill_run_now(id);
+            }
             let mut runs = r.runs.lock().unwrap_or_else(|e| e.into_inner());
             runs.remove(&id);
             if runs.is_empty() {
-                // Held across the sweep: a run spawned now would be taken
-                // for a leftover.
+                // Every descendant, this run's included. Held across the
+                // sweep: a run spawned now would be taken for a leftover.
                 r.kill_descendants();
             }
             drop(runs);
@@ -214,7 +221,7 @@ impl Reaper {
     /// sweep when no run is going).
     pub fn kill_descendants(&self) {
         let me = self.me;
-        let left = kill_completely(|table| table.descendants_of(me), &mut HashSet::new());
+        let left = kill_completely(me, |table| table.descendants_of(me), &mut HashSet::new());
         if !left.is_empty() {
             log!(
                 "{} leftover process(es) did not die within {:?}: {:?}",
