@@ -378,6 +378,130 @@ async fn the_sandbox_walls_hold() {
     agent.stop().await;
 }
 
+/// The seccomp filter (`agentcomputer_container::seccomp`) is in force in
+/// the sandbox: calls that an unprivileged user could otherwise make (and
+/// that would answer something other than EPERM without it) get EPERM,
+/// `clone3` gets ENOSYS, `unshare -U` cannot make a user namespace, and
+/// ordinary work (threads, fork, python3, perl, git, a C compiler) still
+/// works.
+#[tokio::test]
+async fn the_seccomp_filter_denies_the_listed_calls_and_ordinary_work_goes_on() {
+    if !sandbox_possible() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let agent = Agent::start(dir.path(), &[]);
+    let mut c = agent.client().await;
+    create(&mut c, "filtered", 0).await;
+
+    // Each call with arguments that, without the filter, the kernel would
+    // answer with success or another errno for the sandbox user.
+    let calls: Vec<(&str, i64, &str, i32)> = vec![
+        ("keyctl", libc::SYS_keyctl, "-1", libc::EPERM),
+        (
+            "io_uring_setup",
+            libc::SYS_io_uring_setup,
+            "1, None",
+            libc::EPERM,
+        ),
+        ("ptrace", libc::SYS_ptrace, "-1, 0", libc::EPERM),
+        ("setns", libc::SYS_setns, "-1, 0", libc::EPERM),
+        (
+            "process_vm_readv",
+            libc::SYS_process_vm_readv,
+            "os.getpid(), None, 0, None, 0, 0",
+            libc::EPERM,
+        ),
+        (
+            "kcmp",
+            libc::SYS_kcmp,
+            "os.getpid(), os.getpid(), 0, 0, 0",
+            libc::EPERM,
+        ),
+        (
+            "personality(ADDR_NO_RANDOMIZE)",
+            libc::SYS_personality,
+            "0x0040000",
+            libc::EPERM,
+        ),
+        (
+            "unshare(CLONE_NEWUSER)",
+            libc::SYS_unshare,
+            "0x10000000",
+            libc::EPERM,
+        ),
+        ("clone3", libc::SYS_clone3, "None, 88", libc::ENOSYS),
+        ("personality(query)", libc::SYS_personality, "0xffffffff", 0),
+    ];
+    let mut script = String::from(
+        "import ctypes, os\nlibc = ctypes.CDLL(None, use_errno=True)\n\
+         def call(nr, *args):\n    ctypes.set_errno(0)\n    r = libc.syscall(nr, *args)\n    \
+         return ctypes.get_errno() if r == -1 else 0\n",
+    );
+    for (_, nr, args, _) in &calls {
+        script.push_str(&format!("print(call({nr}, {args}))\n"));
+    }
+    let r = boxed(&mut c, "filtered", &format!("python3 -c '{script}'")).await;
+    assert_eq!(r.code, 0, "{r:?}");
+    let got: Vec<&str> = r.stdout.lines().collect();
+    assert_eq!(got.len(), calls.len(), "{r:?}");
+    for ((name, _, _, want), got) in calls.iter().zip(got) {
+        assert_eq!(got, want.to_string(), "{name}: errno {got}, wanted {want}");
+    }
+
+    // The same through perl's syscall(), and the tools' own errors.
+    let r = boxed(
+        &mut c,
+        "filtered",
+        &format!(
+            "perl -e 'syscall({}, -1) == -1 and print 0+$!, \"\\n\"'; \
+             unshare -U true || echo unshare-refused",
+            libc::SYS_keyctl
+        ),
+    )
+    .await;
+    assert!(
+        r.stdout.starts_with(&format!("{}\n", libc::EPERM)),
+        "perl: {r:?}"
+    );
+    assert!(r.stdout.contains("unshare-refused\n"), "{r:?}");
+    assert!(r.stderr.contains("Operation not permitted"), "{r:?}");
+
+    // Ordinary work: fork, threads (glibc tries clone3 first and falls
+    // back to clone), python3, perl, git, and a compiler when the host has
+    // one.
+    let r = boxed(
+        &mut c,
+        "filtered",
+        "set -e; (echo forked) ; sh -c 'echo from sh'; \
+         python3 -c 'import threading; t = threading.Thread(target=print, args=(\"thread\",)); t.start(); t.join()'; \
+         perl -e 'print \"perl\\n\"'; \
+         git init -q repo && cd repo && echo x > f && git add f && \
+         git -c user.name=a -c user.email=a@example.com commit -qm first && git log --format=%s",
+    )
+    .await;
+    assert_eq!(
+        (r.code, r.stdout.as_str()),
+        (0, "forked\nfrom sh\nthread\nperl\nfirst\n"),
+        "{r:?}"
+    );
+    if which("cc").is_some() {
+        let r = boxed(
+            &mut c,
+            "filtered",
+            "printf '#include <pthread.h>\\nstatic void *f(void *a) { return a; }\\n\
+             int main(void) { pthread_t t; void *r; pthread_create(&t, 0, f, (void *)42); \
+             pthread_join(t, &r); return (int)(long)r; }\\n' > /tmp/t.c && \
+             cc -pthread -o /tmp/t /tmp/t.c && /tmp/t; echo $?",
+        )
+        .await;
+        assert_eq!(r.stdout, "42\n", "{r:?}");
+    } else {
+        eprintln!("no C compiler on this host: the compiler check is skipped");
+    }
+    agent.stop().await;
+}
+
 /// An agent that is not root refuses container runs and says which walls
 /// it cannot build.
 #[tokio::test]

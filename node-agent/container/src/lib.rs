@@ -24,6 +24,7 @@ pub mod cgroup;
 pub mod local;
 pub mod netns;
 mod output;
+pub mod seccomp;
 
 use std::os::fd::OwnedFd;
 use std::path::PathBuf;

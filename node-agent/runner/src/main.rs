@@ -27,6 +27,7 @@
 //! These variables are removed from the runs' environment.
 
 mod attach;
+mod procs;
 mod reaper;
 mod run;
 
@@ -193,7 +194,9 @@ fn serve(workspace: Option<PathBuf>) -> Result<(), String> {
             _ = term.recv() => log!("SIGTERM: killing the runs and exiting"),
             _ = int.recv() => log!("SIGINT: killing the runs and exiting"),
         }
-        reaper.kill_all();
+        tokio::task::spawn_blocking(move || reaper.kill_descendants())
+            .await
+            .map_err(|e| e.to_string())?;
         Ok(())
     })
 }

@@ -1,6 +1,7 @@
 //! One run: `bash -c SCRIPT` in a session of its own, its output streamed
-//! under a cap, the whole process group killed when it ends, times out, is
-//! cancelled or passes the cap.
+//! under a cap, all its processes killed (its process group and whatever
+//! left it: [`Reaper::kill_run`]) when it ends, times out, is cancelled or
+//! passes the cap.
 //!
 //! Exit codes and messages are those of the local container runtime
 //! (`agentcomputer-container`): 124 timeout, 125 could not start, 130
@@ -34,8 +35,9 @@ const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
 const DEFAULT_MAX_OUTPUT: u64 = 16 * 1024 * 1024;
 /// Bytes read at most per output chunk (well below the gRPC message limit).
 const READ_SIZE: usize = 64 * 1024;
-/// How long the output readers may take after the group was killed (a
-/// process that left the group with setsid may still hold the pipes).
+/// How long the output readers may take after the run was killed (a
+/// process that did not die in time, e.g. stuck in the kernel, may still
+/// hold the pipes).
 const DRAIN_GRACE: Duration = Duration::from_secs(2);
 /// The directory runs see their files under.
 const WORKSPACE: &str = "/workspace";
@@ -100,7 +102,7 @@ enum Stop {
 async fn execute(
     start: pb::RunnerStart,
     workspace: &Path,
-    reaper: &Reaper,
+    reaper: &Arc<Reaper>,
     events: &Events,
     mut cancel: oneshot::Receiver<()>,
 ) -> End {
@@ -144,11 +146,10 @@ async fn execute(
                 .map_err(std::io::Error::from)
         });
     }
-    let (mut child, exited) = match reaper.spawn(&mut cmd) {
+    let (mut child, exited, run) = match reaper.spawn(&mut cmd) {
         Ok(c) => c,
         Err(e) => return failed(format!("{} in {}: {e}", shell(), start.cwd)),
     };
-    let pgid = child.id() as i32;
     let budget = Arc::new(Budget::new(cap));
     let mut readers = Vec::new();
     if let Some(s) = child
@@ -196,8 +197,9 @@ async fn execute(
         _ = &mut cancel => Err(Stop::Cancelled),
         () = budget.over.notified() => Err(Stop::OutputCap),
     };
-    // The script's background jobs go with it, whatever the reason.
-    reaper.kill_group(pgid);
+    // The script's background jobs go with it, whatever the reason, also
+    // those that left its session.
+    reaper.kill_run(run).await;
     if stopped.is_err() {
         let _ = tokio::time::timeout(DRAIN_GRACE, &mut exited).await;
     }
@@ -211,7 +213,7 @@ async fn execute(
             r.abort();
         }
     }
-    reaper.group_done(pgid);
+    reaper.run_done(run).await;
     let capped = || End {
         code: EXIT_OUTPUT_CAP,
         error: Some(format!(
@@ -390,7 +392,7 @@ mod tests {
     }
 
     /// Runs `start` on `dir`: its stdout and how it ended.
-    async fn run_on(reaper: &Reaper, dir: &Path, start: pb::RunnerStart) -> (String, End) {
+    async fn run_on(reaper: &Arc<Reaper>, dir: &Path, start: pb::RunnerStart) -> (String, End) {
         let (events, mut rx) = mpsc::channel(64);
         let (_cancel, cancelled) = oneshot::channel();
         let end = execute(start, dir, reaper, &events, cancelled).await;

@@ -73,6 +73,10 @@ pub struct Layout<'a> {
     pub setpriv: &'a Path,
     /// The script for `bash -c`.
     pub script: &'a str,
+    /// Descriptors (inherited by `bwrap`) each holding one seccomp
+    /// program, loaded in this order before the sandbox's first exec
+    /// (`--add-seccomp-fd`; see [`crate::seccomp`]).
+    pub seccomp_fds: &'a [i32],
 }
 
 /// The arguments to give `bwrap` (its path not included).
@@ -95,6 +99,9 @@ pub fn bwrap_args(l: &Layout<'_>) -> Vec<OsString> {
     ]);
     if l.unshare_net {
         push(&[&"--unshare-net"]);
+    }
+    for fd in l.seccomp_fds {
+        push(&[&"--add-seccomp-fd", &fd.to_string()]);
     }
     for (path, link) in l.userland {
         match link {
@@ -190,6 +197,7 @@ mod tests {
             gid: 1000,
             setpriv: Path::new("/usr/bin/setpriv"),
             script: "echo hi",
+            seccomp_fds: &[5, 6],
         };
         let t = text(&bwrap_args(&l));
         for want in [
@@ -205,6 +213,7 @@ mod tests {
             "--remount-ro / --chdir /workspace/src",
             "-- /usr/bin/setpriv --reuid=1000 --regid=1000 --clear-groups",
             "--no-new-privs -- /bin/bash -c echo hi",
+            "--add-seccomp-fd 5 --add-seccomp-fd 6",
         ] {
             assert!(t.contains(want), "{want:?} missing from {t}");
         }

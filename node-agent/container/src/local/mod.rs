@@ -5,7 +5,8 @@
 //! UTS, cgroup and network namespaces with the computer's FUSE mount at
 //! `/workspace`, the host userland read-only, a private `/tmp`, then
 //! `setpriv` dropping to the sandbox user (uid/gid 1000, no capabilities,
-//! `no_new_privs`) before `bash -c SCRIPT`. The first process joins the
+//! `no_new_privs`) before `bash -c SCRIPT`, under the seccomp filter of
+//! [`crate::seccomp`] (bubblewrap loads it before its last exec). The first process joins the
 //! run's cgroup and gets its rlimits before it execs `bwrap`. The run ends
 //! by SIGKILL to `bwrap`: its PID namespace's init dies with it
 //! (`--die-with-parent`), and with the init the kernel kills every process
@@ -37,6 +38,7 @@ pub use args::{ETC, USERLAND};
 
 use crate::cgroup::Cgroup;
 use crate::output::{Budget, forward};
+use crate::seccomp::Filters;
 use crate::{
     Backend, EXIT_CANCELLED, EXIT_OUTPUT_CAP, EXIT_START_FAILED, EXIT_TIMEOUT, Limits, Network,
     Outcome, OutputChunk, RunSpec, Unavailable, human,
@@ -78,6 +80,8 @@ pub struct LocalSandbox {
     userland: Vec<(String, Option<PathBuf>)>,
     /// What the host's cgroups can enforce (`memory`, `pids`).
     controllers: Vec<&'static str>,
+    /// The seccomp programs every sandbox is started with.
+    filters: Filters,
     runs: Arc<AtomicU64>,
 }
 
@@ -86,7 +90,8 @@ impl LocalSandbox {
     /// own `/etc` files under `state_dir` (made mode 0700, as its parent
     /// must be). Errors: not
     /// root (the message lists the walls that cannot be built), no `bwrap`
-    /// or `setpriv` on `PATH`, `state_dir` not writable.
+    /// or `setpriv` on `PATH`, `state_dir` not writable, no seccomp filter
+    /// for this architecture.
     pub fn probe(state_dir: &Path) -> Result<LocalSandbox, Unavailable> {
         if !nix::unistd::Uid::effective().is_root() {
             return Err(Unavailable(
@@ -105,6 +110,7 @@ impl LocalSandbox {
         })?;
         let setpriv = find_program("setpriv")
             .ok_or_else(|| Unavailable("setpriv (util-linux) is not installed".into()))?;
+        let filters = Filters::for_this_arch().map_err(|e| Unavailable(e.to_string()))?;
         let unavailable =
             |what: &str, e: io::Error| Unavailable(format!("{what} {}: {e}", state_dir.display()));
         std::fs::create_dir_all(state_dir).map_err(|e| unavailable("cannot create", e))?;
@@ -158,6 +164,7 @@ impl LocalSandbox {
             etc_entries,
             userland,
             controllers,
+            filters,
             runs: Arc::default(),
         })
     }
@@ -192,6 +199,10 @@ impl LocalSandbox {
     }
 
     fn command(&self, spec: &RunSpec, cgroup: &Cgroup) -> io::Result<Command> {
+        // Each run reads its own copies: bubblewrap reads from the
+        // descriptor's offset.
+        let seccomp = self.filters.memfds().map_err(io::Error::other)?;
+        let seccomp_fds: Vec<i32> = seccomp.iter().map(|fd| fd.as_raw_fd()).collect();
         let layout = args::Layout {
             workspace: &spec.workspace,
             cwd: &spec.cwd,
@@ -205,6 +216,7 @@ impl LocalSandbox {
             gid: SANDBOX_GID,
             setpriv: &self.setpriv,
             script: &spec.script,
+            seccomp_fds: &seccomp_fds,
         };
         let mut cmd = Command::new(&self.bwrap);
         cmd.args(args::bwrap_args(&layout))
@@ -220,10 +232,10 @@ impl LocalSandbox {
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .kill_on_drop(true);
-        let pre = PreExec::new(spec, cgroup, self.controllers.contains(&"pids"))?;
+        let pre = PreExec::new(spec, cgroup, self.controllers.contains(&"pids"), seccomp)?;
         // SAFETY: the closure only makes async-signal-safe system calls
-        // (setns, open, write, close, setrlimit) on data prepared before
-        // the fork; it allocates nothing.
+        // (setns, open, write, close, setrlimit, fcntl) on data prepared
+        // before the fork; it allocates nothing.
         unsafe {
             cmd.pre_exec(move || pre.apply());
         }
@@ -236,10 +248,18 @@ struct PreExec {
     netns: Option<i32>,
     procs: Vec<CString>,
     rlimits: Vec<(libc::__rlimit_resource_t, u64)>,
+    /// The run's seccomp memfds: close-on-exec in the agent (so no other
+    /// child inherits them), made inheritable in this child only.
+    seccomp: Vec<std::os::fd::OwnedFd>,
 }
 
 impl PreExec {
-    fn new(spec: &RunSpec, cgroup: &Cgroup, pids_cgroup: bool) -> io::Result<PreExec> {
+    fn new(
+        spec: &RunSpec,
+        cgroup: &Cgroup,
+        pids_cgroup: bool,
+        seccomp: Vec<std::os::fd::OwnedFd>,
+    ) -> io::Result<PreExec> {
         let netns = match &spec.network {
             Network::None => None,
             Network::Namespace(fd) => Some(fd.as_raw_fd()),
@@ -262,6 +282,7 @@ impl PreExec {
             netns,
             procs: cgroup.procs_files().to_vec(),
             rlimits,
+            seccomp,
         })
     }
 
@@ -302,6 +323,11 @@ impl PreExec {
                     rlim_max: *value,
                 };
                 if libc::setrlimit(*resource, &lim) != 0 {
+                    return Err(io::Error::last_os_error());
+                }
+            }
+            for fd in &self.seccomp {
+                if libc::fcntl(fd.as_raw_fd(), libc::F_SETFD, 0) != 0 {
                     return Err(io::Error::last_os_error());
                 }
             }
