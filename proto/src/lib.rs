@@ -2,7 +2,10 @@
 //!
 //! The messages and the `AgentComputer` service are generated at build time
 //! from `agentcomputer/v1/agentcomputer.proto`; that file documents every call,
-//! field and error convention. Use [`v1::agent_computer_client::AgentComputerClient`]
+//! field and error convention, and [`apidoc`] renders those comments as the
+//! API reference committed in `docs/api.md` (regenerate it with
+//! `cargo run -p agentcomputer-proto --bin api-doc > docs/api.md`; the
+//! crate's test `api_doc` fails while it is out of date). Use [`v1::agent_computer_client::AgentComputerClient`]
 //! to call a node agent and [`v1::agent_computer_server::AgentComputerServer`]
 //! to serve the API; [`v1::sandbox_runner_client::SandboxRunnerClient`] is how a
 //! sandbox pod attaches to its node agent (`SandboxRunner.Attach`).
@@ -13,7 +16,15 @@ pub mod v1 {
     tonic::include_proto!("agentcomputer.v1");
 }
 
+pub mod apidoc;
 pub mod codec;
+
+/// The encoded `google.protobuf.FileDescriptorSet` of
+/// `agentcomputer/v1/agentcomputer.proto`, with source code info (its
+/// comments), as `protox` compiled it at build time. [`apidoc`] renders the
+/// API reference (`docs/api.md`) from it.
+pub const FILE_DESCRIPTOR_SET: &[u8] =
+    include_bytes!(concat!(env!("OUT_DIR"), "/agentcomputer_v1.fds.bin"));
 
 /// The metadata key carrying the errno name (such as `ENOENT`) of a failed call.
 pub const ERRNO_METADATA_KEY: &str = "errno";
