@@ -40,6 +40,7 @@ mod cluster;
 mod cmd;
 mod error;
 mod format;
+mod progress;
 mod size;
 mod target;
 
@@ -214,17 +215,26 @@ enum Command {
     },
     /// Print a file.
     Cat { name: String, path: String },
-    /// Upload a local file (atomically replaces the remote file).
+    /// Upload a local file (atomically replaces the remote file). On a
+    /// terminal, a progress bar on stderr shows bytes, rate and ETA.
     Put {
         name: String,
         local: PathBuf,
         remote: String,
+        /// No progress bar, even on a terminal.
+        #[arg(long)]
+        no_progress: bool,
     },
-    /// Download a file (`-` for stdout).
+    /// Download a file (`-` for stdout). On a terminal, a progress bar on
+    /// stderr shows bytes, rate and ETA (not while the data itself goes to
+    /// the terminal).
     Get {
         name: String,
         remote: String,
         local: PathBuf,
+        /// No progress bar, even on a terminal.
+        #[arg(long)]
+        no_progress: bool,
     },
     /// Save a consistent copy of a computer's whole filesystem (its SQLite
     /// database) to a local file while it stays in use; see the README,
@@ -450,17 +460,22 @@ async fn run(cli: Cli) -> Result<u8> {
             name,
             local,
             remote,
+            no_progress,
         } => {
             let (mut c, name) = backend.client(name).await?;
-            cmd::files::put(&mut c, name, &local, remote).await?
+            let progress = progress::enabled(no_progress, false);
+            cmd::files::put(&mut c, name, &local, remote, progress).await?
         }
         Command::Get {
             name,
             remote,
             local,
+            no_progress,
         } => {
             let (mut c, name) = backend.client(name).await?;
-            cmd::files::get(&mut c, name, remote, &local).await?
+            let to_stdout = local == std::path::Path::new("-");
+            let progress = progress::enabled(no_progress, to_stdout);
+            cmd::files::get(&mut c, name, remote, &local, progress).await?
         }
         Command::Backup { name, file } => {
             let (mut c, name) = backend.client(name).await?;

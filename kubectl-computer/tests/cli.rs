@@ -836,3 +836,131 @@ fn backup_during_writes_is_consistent_and_complete() {
     let ls = ok(server.cli(&["ls", "restored"]));
     assert!(ls.lines().count() >= before, "{ls}");
 }
+
+/// `put` and `get` with stderr a pipe (as in scripts and CI), on a terminal
+/// type that could draw: no progress bar or any other byte on stderr, and
+/// stdout carries exactly what it carries without bars.
+#[test]
+fn transfers_into_a_pipe_print_no_progress() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(&dir.path().join("data"));
+    ok(server.cli(&["create", "demo"]));
+    let mut data = vec![0u8; 8 << 20];
+    rand::rng().fill_bytes(&mut data);
+    let local = dir.path().join("big.bin");
+    std::fs::write(&local, &data).unwrap();
+    let back = dir.path().join("back.bin");
+    let piped = |args: &[&str]| {
+        let mut cmd = server.command();
+        cmd.env("TERM", "xterm-256color");
+        let out = run(cmd, args, None);
+        assert!(
+            out.status.success() && out.stderr.is_empty(),
+            "{args:?}: status {:?}, stderr {:?}",
+            out.status,
+            text(&out.stderr)
+        );
+        out.stdout
+    };
+    assert!(piped(&["put", "demo", local.to_str().unwrap(), "big.bin"]).is_empty());
+    assert!(piped(&["get", "demo", "big.bin", back.to_str().unwrap()]).is_empty());
+    assert!(
+        std::fs::read(&back).unwrap() == data,
+        "downloaded bytes differ"
+    );
+    assert!(
+        piped(&["get", "demo", "big.bin", "-"]) == data,
+        "get - differs"
+    );
+}
+
+/// Runs `kubectl-computer ARGS` on a pseudo-terminal made by `script(1)`
+/// (util-linux), so that stdout and stderr are a terminal of type `term`;
+/// returns the exit status and everything the terminal showed.
+fn on_terminal(server: &Server, term: &str, args: &[&str]) -> (bool, String) {
+    let quote = |s: &str| format!("'{}'", s.replace('\'', r"'\''"));
+    let line = std::iter::once(env!("CARGO_BIN_EXE_kubectl-computer"))
+        .chain(args.iter().copied())
+        .map(quote)
+        .collect::<Vec<_>>()
+        .join(" ");
+    // The CLI's environment (endpoint, data directory), given to script(1),
+    // which passes it on to the shell that runs the line.
+    let cli = server.command();
+    let mut script = Command::new("script");
+    script.args(["-q", "-e", "-c", &line, "/dev/null"]);
+    for (k, v) in cli.get_envs() {
+        match v {
+            Some(v) => script.env(k, v),
+            None => script.env_remove(k),
+        };
+    }
+    let out = script
+        .env("TERM", term)
+        .env("SHELL", "/bin/sh")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .output()
+        .expect("script(1) from util-linux runs");
+    (out.status.success(), text(&out.stdout))
+}
+
+/// On a terminal, `put` and `get` draw a bar that reaches the file's total
+/// (8 MiB), with the rate and ETA fields; `--no-progress` and `TERM=dumb`
+/// draw nothing.
+#[test]
+fn transfers_on_a_terminal_draw_a_bar_with_the_total() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(&dir.path().join("data"));
+    ok(server.cli(&["create", "demo"]));
+    let mut data = vec![0u8; 8 << 20];
+    rand::rng().fill_bytes(&mut data);
+    let local = dir.path().join("big.bin");
+    std::fs::write(&local, &data).unwrap();
+    let local = local.to_str().unwrap();
+    let back = dir.path().join("back.bin");
+    let back = back.to_str().unwrap();
+
+    let (ok_put, shown) = on_terminal(
+        &server,
+        "xterm-256color",
+        &["put", "demo", local, "big.bin"],
+    );
+    assert!(ok_put, "{shown}");
+    assert!(shown.contains("put big.bin "), "{shown:?}");
+    assert!(shown.contains("8.00 MiB/8.00 MiB"), "{shown:?}");
+    assert!(shown.contains("ETA"), "{shown:?}");
+
+    let (ok_get, shown) = on_terminal(&server, "xterm-256color", &["get", "demo", "big.bin", back]);
+    assert!(ok_get, "{shown}");
+    assert!(shown.contains("get big.bin "), "{shown:?}");
+    assert!(shown.contains("8.00 MiB/8.00 MiB"), "{shown:?}");
+    assert!(
+        std::fs::read(back).unwrap() == data,
+        "downloaded bytes differ"
+    );
+
+    for (term, args) in [
+        (
+            "xterm-256color",
+            &["get", "demo", "big.bin", back, "--no-progress"][..],
+        ),
+        (
+            "xterm-256color",
+            &["put", "demo", local, "big.bin", "--no-progress"],
+        ),
+        ("dumb", &["get", "demo", "big.bin", back]),
+        ("dumb", &["put", "demo", local, "big.bin"]),
+    ] {
+        let (ok, shown) = on_terminal(&server, term, args);
+        assert!(ok && shown.is_empty(), "TERM={term} {args:?}: {shown:?}");
+    }
+    // A failed transfer leaves only the error line, the bar erased.
+    let (ok, shown) = on_terminal(
+        &server,
+        "xterm-256color",
+        &["get", "demo", "nope.bin", back],
+    );
+    assert!(!ok && shown.contains("ENOENT"), "{shown:?}");
+}

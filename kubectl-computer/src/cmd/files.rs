@@ -11,6 +11,7 @@ use tokio_stream::wrappers::ReceiverStream;
 use crate::client::Client;
 use crate::error::{CliError, Result, local_io};
 use crate::format::{long_line, shown, stat_text};
+use crate::progress::Transfer;
 
 /// Entries requested per ReadDir page.
 const PAGE: u32 = 1000;
@@ -92,12 +93,16 @@ pub async fn cat(client: &mut Client, computer: String, path: String) -> Result<
 /// Uploads `local` to `remote` (atomic replace). A `remote` ending in `/`
 /// receives the local file's name. The local file is streamed in 1 MiB
 /// pieces and published only after its end message; if reading it fails,
-/// the upload is abandoned and the remote file is left as it was.
+/// the upload is abandoned and the remote file is left as it was. With
+/// `progress` (see [`crate::progress::enabled`]) a bar on stderr shows the
+/// bytes sent of the file's size (a spinner when the size is unknown: a
+/// pipe or device).
 pub async fn put(
     client: &mut Client,
     computer: String,
     local: &Path,
     remote: String,
+    progress: bool,
 ) -> Result<()> {
     let mut file = std::fs::File::open(local).map_err(|e| local_io("cannot open", local, e))?;
     let meta = file
@@ -115,6 +120,7 @@ pub async fn put(
         remote
     };
     use std::os::unix::fs::PermissionsExt;
+    let label = format!("put {}", shown(&remote));
     let header = pb::WriteHeader {
         computer,
         path: remote,
@@ -122,6 +128,8 @@ pub async fn put(
         perm: meta.permissions().mode() & 0o777,
         offset: 0,
     };
+    let transfer = Transfer::start(label, meta.is_file().then_some(meta.len()), progress);
+    let sent = transfer.counter();
     let (tx, rx) = mpsc::channel::<pb::WriteRequest>(4);
     let (fail_tx, fail_rx) = oneshot::channel::<CliError>();
     let local_owned = local.to_path_buf();
@@ -150,6 +158,7 @@ pub async fn put(
                     if !send(pb::write_request::Msg::Data(buf)) {
                         return;
                     }
+                    sent.add(n as u64);
                 }
                 Err(e) => {
                     // Ending the stream without its end message makes the
@@ -167,6 +176,9 @@ pub async fn put(
         r = client.write(ReceiverStream::new(rx)) => r.map(|_| ()).map_err(CliError::from),
     };
     reader.abort();
+    if result.is_ok() {
+        transfer.finish();
+    }
     result
 }
 
@@ -187,12 +199,31 @@ fn read_full(file: &mut std::fs::File, buf: &mut [u8]) -> std::io::Result<usize>
 /// Downloads `remote` into `local` (`-` is stdout). The data goes to a
 /// temporary file beside `local`, renamed into place once complete, so an
 /// interrupted download never leaves a truncated file under that name.
+/// With `progress` (see [`crate::progress::enabled`]) a bar on stderr shows
+/// the bytes received of the file's size, which is asked for first (one
+/// Stat call); a spinner if that fails.
 pub async fn get(
     client: &mut Client,
     computer: String,
     remote: String,
     local: &Path,
+    progress: bool,
 ) -> Result<()> {
+    let total = if progress {
+        client
+            .stat(pb::StatRequest {
+                computer: computer.clone(),
+                path: remote.clone(),
+                follow_symlinks: true,
+            })
+            .await
+            .ok()
+            .map(|r| r.into_inner())
+            .filter(|info| info.kind() == pb::FileKind::Regular)
+            .map(|info| info.size)
+    } else {
+        None
+    };
     let mut stream = client
         .read(pb::ReadRequest {
             computer,
@@ -202,12 +233,17 @@ pub async fn get(
         })
         .await?
         .into_inner();
+    let transfer = Transfer::start(format!("get {}", shown(&remote)), total, progress);
+    let received = transfer.counter();
     if local == Path::new("-") {
         let mut out = std::io::stdout().lock();
         while let Some(chunk) = stream.message().await? {
             out.write_all(&chunk.data)
                 .map_err(|e| CliError(format!("cannot write stdout: {e}")))?;
+            received.add(chunk.data.len() as u64);
         }
+        let _ = out.flush();
+        transfer.finish();
         return Ok(());
     }
     let target = if local.is_dir() {
@@ -225,12 +261,14 @@ pub async fn get(
     while let Some(chunk) = stream.message().await? {
         tmp.write_all(&chunk.data)
             .map_err(|e| local_io("cannot write", &target, e))?;
+        received.add(chunk.data.len() as u64);
     }
     tmp.as_file()
         .sync_all()
         .map_err(|e| local_io("cannot write", &target, e))?;
     tmp.persist(&target)
         .map_err(|e| local_io("cannot write", &target, e.error))?;
+    transfer.finish();
     Ok(())
 }
 
