@@ -188,4 +188,14 @@ mod tests {
         t.finish();
         assert!(bar.is_finished());
     }
+
+    #[test]
+    fn an_unknown_total_gets_a_spinner_without_length() {
+        let t = Transfer::drawn_to("put /dev/stdin".into(), None, ProgressDrawTarget::hidden());
+        let bar = t.bar.clone().unwrap();
+        t.counter().add(7);
+        assert_eq!((bar.position(), bar.length()), (7, None));
+        drop(t);
+        assert!(bar.is_finished(), "a dropped transfer is erased");
+    }
 }
