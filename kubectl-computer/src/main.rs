@@ -243,6 +243,9 @@ enum Command {
         name: String,
         /// Where to write the copy; must not exist.
         file: PathBuf,
+        /// No progress bar, even on a terminal.
+        #[arg(long)]
+        no_progress: bool,
     },
     /// Show a path's attributes.
     Stat {
@@ -477,9 +480,14 @@ async fn run(cli: Cli) -> Result<u8> {
             let progress = progress::enabled(no_progress, to_stdout);
             cmd::files::get(&mut c, name, remote, &local, progress).await?
         }
-        Command::Backup { name, file } => {
+        Command::Backup {
+            name,
+            file,
+            no_progress,
+        } => {
             let (mut c, name) = backend.client(name).await?;
-            cmd::backup::backup(&mut c, name, &file).await?
+            let progress = progress::enabled(no_progress, false);
+            cmd::backup::backup(&mut c, name, &file, progress).await?
         }
         Command::Stat {
             name,

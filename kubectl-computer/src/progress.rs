@@ -1,4 +1,5 @@
-//! Progress bars for commands that move many bytes (`put`, `get`).
+//! Progress bars for commands that move many bytes (`put`, `get`,
+//! `backup`).
 //!
 //! A bar is drawn on stderr only when stderr is a terminal that can redraw
 //! a line (not `TERM=dumb`), `--no-progress` was not given, and the data
@@ -82,21 +83,28 @@ impl Transfer {
     }
 
     fn drawn_to(label: String, total: Option<u64>, target: ProgressDrawTarget) -> Transfer {
-        let template = match total {
-            Some(_) => {
-                "{wide_msg} [{bar:20}] {binary_bytes}/{binary_total_bytes} {binary_bytes_per_sec} ETA {eta}"
-            }
-            None => "{spinner} {wide_msg} {binary_bytes} {binary_bytes_per_sec} {elapsed}",
-        };
         let bar = ProgressBar::with_draw_target(total, target);
-        let style = ProgressStyle::with_template(template)
-            .expect("the templates are valid")
-            .progress_chars("=> ");
-        bar.set_style(style);
+        bar.set_style(style(total.is_some()));
         bar.set_message(label);
         // Redraw while the data stalls, so the rate and ETA stay current.
         bar.enable_steady_tick(Duration::from_millis(200));
         Transfer { bar: Some(bar) }
+    }
+
+    /// The total became known once the data started (a stream that reports
+    /// it, like Backup's): a spinner turns into a bar; a bar takes the new
+    /// total.
+    pub fn set_total(&self, total: u64) {
+        if let Some(bar) = &self.bar {
+            match bar.length() {
+                Some(len) if len == total => {}
+                Some(_) => bar.set_length(total),
+                None => {
+                    bar.set_length(total);
+                    bar.set_style(style(true));
+                }
+            }
+        }
     }
 
     /// A handle that counts bytes into this transfer.
@@ -111,6 +119,18 @@ impl Transfer {
             bar.finish();
         }
     }
+}
+
+/// A bar when the total is known, else a spinner.
+fn style(known_total: bool) -> ProgressStyle {
+    let template = if known_total {
+        "{wide_msg} [{bar:20}] {binary_bytes}/{binary_total_bytes} {binary_bytes_per_sec} ETA {eta}"
+    } else {
+        "{spinner} {wide_msg} {binary_bytes} {binary_bytes_per_sec} {elapsed}"
+    };
+    ProgressStyle::with_template(template)
+        .expect("the templates are valid")
+        .progress_chars("=> ")
 }
 
 impl Drop for Transfer {
@@ -195,6 +215,9 @@ mod tests {
         let bar = t.bar.clone().unwrap();
         t.counter().add(7);
         assert_eq!((bar.position(), bar.length()), (7, None));
+        t.set_total(20);
+        t.counter().add(13);
+        assert_eq!((bar.position(), bar.length()), (20, Some(20)));
         drop(t);
         assert!(bar.is_finished(), "a dropped transfer is erased");
     }

@@ -872,6 +872,12 @@ fn transfers_into_a_pipe_print_no_progress() {
         piped(&["get", "demo", "big.bin", "-"]) == data,
         "get - differs"
     );
+    let copy = dir.path().join("copy.db");
+    let said = text(&piped(&["backup", "demo", copy.to_str().unwrap()]));
+    assert!(
+        said.starts_with("backed up demo: ") && said.lines().count() == 1,
+        "{said}"
+    );
 }
 
 /// Runs `kubectl-computer ARGS` on a pseudo-terminal made by `script(1)`
@@ -906,9 +912,9 @@ fn on_terminal(server: &Server, term: &str, args: &[&str]) -> (bool, String) {
     (out.status.success(), text(&out.stdout))
 }
 
-/// On a terminal, `put` and `get` draw a bar that reaches the file's total
-/// (8 MiB), with the rate and ETA fields; `--no-progress` and `TERM=dumb`
-/// draw nothing.
+/// On a terminal, `put`, `get` and `backup` draw a bar that reaches the
+/// total (8 MiB for the file), with the rate and ETA fields;
+/// `--no-progress` and `TERM=dumb` draw nothing.
 #[test]
 fn transfers_on_a_terminal_draw_a_bar_with_the_total() {
     let dir = tempfile::tempdir().unwrap();
@@ -941,10 +947,27 @@ fn transfers_on_a_terminal_draw_a_bar_with_the_total() {
         "downloaded bytes differ"
     );
 
+    // The stream reports the database's size: the bar fills up.
+    let copy = dir.path().join("copy.db");
+    let copy = copy.to_str().unwrap();
+    let (ok_backup, shown) = on_terminal(&server, "xterm-256color", &["backup", "demo", copy]);
+    assert!(ok_backup, "{shown}");
+    assert!(shown.contains("backup demo "), "{shown:?}");
+    assert!(
+        shown.contains(&format!("[{}]", "=".repeat(20))),
+        "{shown:?}"
+    );
+    assert!(shown.contains("backed up demo: "), "{shown:?}");
+    std::fs::remove_file(copy).unwrap();
+
     for (term, args) in [
         (
             "xterm-256color",
-            &["get", "demo", "big.bin", back, "--no-progress"][..],
+            &["backup", "demo", copy, "--no-progress"][..],
+        ),
+        (
+            "xterm-256color",
+            &["get", "demo", "big.bin", back, "--no-progress"],
         ),
         (
             "xterm-256color",
@@ -954,7 +977,14 @@ fn transfers_on_a_terminal_draw_a_bar_with_the_total() {
         ("dumb", &["put", "demo", local, "big.bin"]),
     ] {
         let (ok, shown) = on_terminal(&server, term, args);
-        assert!(ok && shown.is_empty(), "TERM={term} {args:?}: {shown:?}");
+        // Only backup prints anything: its one result line.
+        let expected = if args[0] == "backup" {
+            let size = std::fs::metadata(copy).unwrap().len();
+            format!("backed up demo: {size} bytes to {copy}\r\n")
+        } else {
+            String::new()
+        };
+        assert!(ok && shown == expected, "TERM={term} {args:?}: {shown:?}");
     }
     // A failed transfer leaves only the error line, the bar erased.
     let (ok, shown) = on_terminal(

@@ -7,14 +7,22 @@ use agentcomputer_proto::v1 as pb;
 
 use crate::client::Client;
 use crate::error::{CliError, Result, local_io};
+use crate::progress::Transfer;
 
 /// Streams the backup of `computer` into `local`, which must not exist:
 /// the bytes go to a temporary file next to it, which is synced and renamed
 /// into place only once the whole copy arrived (an interrupted backup
 /// leaves nothing at `local`). Prints the size. Errors: the API's, a gap or
 /// a short copy (the stream's offsets and `total_bytes` disagree), local
-/// I/O errors, and an existing `local`.
-pub async fn backup(client: &mut Client, computer: String, local: &Path) -> Result<()> {
+/// I/O errors, and an existing `local`. With `progress` (see
+/// [`crate::progress::enabled`]) a bar on stderr shows the bytes received
+/// of the size the stream reports.
+pub async fn backup(
+    client: &mut Client,
+    computer: String,
+    local: &Path,
+    progress: bool,
+) -> Result<()> {
     if local.exists() {
         return Err(CliError(format!(
             "{} exists; a backup never overwrites a file",
@@ -33,6 +41,8 @@ pub async fn backup(client: &mut Client, computer: String, local: &Path) -> Resu
         })
         .await?
         .into_inner();
+    let transfer = Transfer::start(format!("backup {computer}"), None, progress);
+    let received = transfer.counter();
     let mut written = 0u64;
     let mut total = None;
     while let Some(chunk) = stream.message().await? {
@@ -43,9 +53,11 @@ pub async fn backup(client: &mut Client, computer: String, local: &Path) -> Resu
             )));
         }
         total = Some(chunk.total_bytes);
+        transfer.set_total(chunk.total_bytes);
         tmp.write_all(&chunk.data)
             .map_err(|e| local_io("cannot write", local, e))?;
         written += chunk.data.len() as u64;
+        received.add(chunk.data.len() as u64);
     }
     if total.is_some_and(|t| t != written) || total.is_none() {
         return Err(CliError(format!(
@@ -58,6 +70,7 @@ pub async fn backup(client: &mut Client, computer: String, local: &Path) -> Resu
         .map_err(|e| local_io("cannot write", local, e))?;
     tmp.persist_noclobber(local)
         .map_err(|e| local_io("cannot write", local, e.error))?;
+    transfer.finish();
     outln!(
         "backed up {computer}: {written} bytes to {}",
         local.display()
