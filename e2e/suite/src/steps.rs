@@ -132,12 +132,17 @@ impl Context {
     /// `kubectl computer -n e2e exec NAME [--runtime R] -- SCRIPT`, requiring
     /// exit 0; returns stdout.
     fn exec(&self, name: &str, runtime: &str, script: &str) -> Result<String> {
-        self.tools
-            .cli(
-                &["-n", NS, "exec", name, "--runtime", runtime, "--", script],
-                None,
-            )?
+        self.exec_output(name, runtime, script)?
             .ok(&format!("kubectl computer exec {name} --runtime {runtime}"))
+    }
+
+    /// `kubectl computer -n e2e exec NAME --runtime R -- SCRIPT`, whatever
+    /// its exit status.
+    fn exec_output(&self, name: &str, runtime: &str, script: &str) -> Result<crate::tools::Output> {
+        self.tools.cli(
+            &["-n", NS, "exec", name, "--runtime", runtime, "--", script],
+            None,
+        )
     }
 
     /// The AgentComputer `name` of the suite's namespace.
@@ -448,19 +453,7 @@ fn idle_wake(cx: &mut Context) -> Result<String> {
         }
     })?;
     let start = Instant::now();
-    let out = cx.tools.cli(
-        &[
-            "-n",
-            NS,
-            "exec",
-            "nap",
-            "--runtime",
-            "container",
-            "--",
-            "cat n.txt; echo woke",
-        ],
-        None,
-    )?;
+    let out = cx.exec_output("nap", "container", "cat n.txt; echo woke")?;
     let took = start.elapsed();
     ensure!(
         out.code == 0 && out.stdout == "before\nwoke\n",
@@ -528,19 +521,7 @@ fn missing_image(cx: &mut Context) -> Result<String> {
         message.contains("container sandbox"),
         "the condition's message does not name the container: {message:?}"
     );
-    let out = cx.tools.cli(
-        &[
-            "-n",
-            NS,
-            "exec",
-            "noimg",
-            "--runtime",
-            "container",
-            "--",
-            "true",
-        ],
-        None,
-    )?;
+    let out = cx.exec_output("noimg", "container", "true")?;
     ensure!(
         out.code != 0
             && out.stderr.contains("cannot run")
@@ -790,18 +771,10 @@ fn egress(cx: &mut Context) -> Result<String> {
         out == "egress-ok\n",
         "the container got {out:?} from {allowed}"
     );
-    let code = cx.tools.cli(
-        &[
-            "-n",
-            NS,
-            "exec",
-            "net",
-            "--runtime",
-            "container",
-            "--",
-            &format!("curl -sS --max-time 10 -o /dev/null -w '%{{http_code}}' http://{other}/"),
-        ],
-        None,
+    let code = cx.exec_output(
+        "net",
+        "container",
+        &format!("curl -sS --max-time 10 -o /dev/null -w '%{{http_code}}' http://{other}/"),
     )?;
     ensure!(
         code.stdout.trim() == "403",
@@ -863,18 +836,10 @@ fn egress(cx: &mut Context) -> Result<String> {
     // The pod is replaced (its proxy settings went) and the NetworkPolicy
     // changes: wait for both.
     let out = eventually(120, "the container to reach the web pod by address", || {
-        let out = cx.tools.cli(
-            &[
-                "-n",
-                NS,
-                "exec",
-                "net",
-                "--runtime",
-                "container",
-                "--",
-                &format!("env | grep -ci '^http_proxy=' || true; {}", curl(&direct)),
-            ],
-            None,
+        let out = cx.exec_output(
+            "net",
+            "container",
+            &format!("env | grep -ci '^http_proxy=' || true; {}", curl(&direct)),
         )?;
         if out.code == 0 && out.stdout.ends_with("egress-ok\n") {
             Ok(Some(out.stdout))
@@ -899,19 +864,7 @@ fn egress(cx: &mut Context) -> Result<String> {
     // Back to deny-all: nothing gets out, by any runtime.
     cx.apply_computer("net", egress_of(serde_json::json!({"mode": "deny-all"})))?;
     eventually(120, "the container to be cut off", || {
-        let out = cx.tools.cli(
-            &[
-                "-n",
-                NS,
-                "exec",
-                "net",
-                "--runtime",
-                "container",
-                "--",
-                &curl(&direct),
-            ],
-            None,
-        )?;
+        let out = cx.exec_output("net", "container", &curl(&direct))?;
         if out.code != 0 && !out.stdout.contains("egress-ok") {
             Ok(Some(()))
         } else {
