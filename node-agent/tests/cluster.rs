@@ -399,8 +399,9 @@ fn available(dir: &Path) -> u64 {
 }
 
 /// Starts a container exec of `true` on `computer` and returns its first
-/// event's stderr text (empty when the first event is not stderr), then
-/// drops the call, which cancels the exec.
+/// event's stderr text (empty when the first event is not stderr, `refused:
+/// MESSAGE` when the call is refused), then drops the call, which cancels
+/// the exec.
 async fn first_stderr(c: &mut Api_, computer: &str) -> String {
     let req = pb::ExecRequest {
         computer: computer.into(),
@@ -408,11 +409,10 @@ async fn first_stderr(c: &mut Api_, computer: &str) -> String {
         script: "true".into(),
         ..Default::default()
     };
-    let mut stream = c
-        .exec(req)
-        .await
-        .expect("the exec is accepted")
-        .into_inner();
+    let mut stream = match c.exec(req).await {
+        Ok(r) => r.into_inner(),
+        Err(s) => return format!("refused: {}", s.message()),
+    };
     let first = tokio::time::timeout(Duration::from_secs(10), stream.message())
         .await
         .expect("a first event within 10 s")
@@ -1427,8 +1427,17 @@ async fn container_execs_run_in_the_sandbox_runner() {
         "pod boxed-sandbox: container sandbox: Back-off pulling image \"nope\"",
     )
     .await;
-    let (code, msg) = code_of(exec(&mut c, "boxed", pb::Runtime::Container, "true").await);
-    assert_eq!(code, Code::FailedPrecondition);
+    // The agent learns the condition from its watch, a moment later.
+    let msg = eventually(10, "the exec refused with the kubelet's reason", || {
+        let mut c = c.clone();
+        async move {
+            match exec(&mut c, "boxed", pb::Runtime::Container, "true").await {
+                Err(s) if s.code() == Code::FailedPrecondition => Some(s.message().to_string()),
+                _ => None,
+            }
+        }
+    })
+    .await;
     assert!(
         msg.contains("the sandbox pod of team-a/boxed cannot run: ImagePullBackOff")
             && msg.contains("Back-off pulling image"),
@@ -1442,11 +1451,16 @@ async fn container_execs_run_in_the_sandbox_runner() {
     )
     .await;
     let before = k8s_openapi::jiff::Timestamp::now();
-    let first = first_stderr(&mut c, "boxed").await;
-    assert!(
-        first.contains("sandbox pod boxed-sandbox was stopped when idle; starting it"),
-        "{first}"
-    );
+    eventually(10, "the exec to start the idle pod", || {
+        let mut c = c.clone();
+        async move {
+            let first = first_stderr(&mut c, "boxed").await;
+            first
+                .contains("sandbox pod boxed-sandbox was stopped when idle; starting it")
+                .then_some(())
+        }
+    })
+    .await;
     let api: Api<AgentComputer> = Api::namespaced(admin.clone(), NS_A);
     eventually(10, "last-activity written when the exec began", || {
         let api = api.clone();
@@ -1505,11 +1519,16 @@ async fn container_execs_run_in_the_sandbox_runner() {
     })
     .await;
     assert!(wrong.alive(), "a refused runner keeps trying");
-    let first = first_stderr(&mut c, "boxed").await;
-    assert!(
-        first.contains("waiting for sandbox pod boxed-sandbox: Starting"),
-        "{first}"
-    );
+    eventually(10, "the exec to wait for the starting pod", || {
+        let mut c = c.clone();
+        async move {
+            let first = first_stderr(&mut c, "boxed").await;
+            first
+                .contains("waiting for sandbox pod boxed-sandbox: Starting")
+                .then_some(())
+        }
+    })
+    .await;
     wrong.kill();
 
     // The protocol, spoken by hand: a run goes down as `start`, its events

@@ -18,7 +18,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
 use super::Node;
-use super::index::{Entry, parse_credential_hash};
+use super::index::{Entry, SandboxInfo, parse_credential_hash};
 use super::keys::{NODE_LABEL, volume_name};
 use super::spec;
 use crate::registry::RegistryError;
@@ -96,6 +96,15 @@ async fn apply(node: &Node, computer: &AgentComputer) {
         namespace: computer.metadata.namespace.clone().unwrap_or_default(),
         name: computer.metadata.name.clone().unwrap_or_default(),
         credential: parsed,
+        sandbox: SandboxInfo {
+            configured: computer.spec.runtimes.container && computer.spec.sandbox.is_some(),
+            condition: computer.status.as_ref().and_then(|s| {
+                s.conditions
+                    .iter()
+                    .find(|c| c.type_ == agentcomputer_crds::condition_types::SANDBOX_READY)
+                    .map(|c| (c.status == "True", c.reason.clone(), c.message.clone()))
+            }),
+        },
     });
     if computer.metadata.deletion_timestamp.is_some() {
         // Being deleted: never create (or grow) its database now.

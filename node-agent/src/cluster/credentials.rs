@@ -115,6 +115,7 @@ mod tests {
                 namespace: ns.into(),
                 name: name.into(),
                 credential: token.map(fingerprint),
+                sandbox: Default::default(),
             });
         }
         ClusterAuthorizer::new(index)

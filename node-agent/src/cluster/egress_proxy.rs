@@ -145,6 +145,7 @@ mod tests {
                 namespace: "ns".into(),
                 name: name.into(),
                 credential: Some(Sha256::digest(token.as_bytes()).into()),
+                sandbox: Default::default(),
             });
         }
         let callers = ProxyCallers::new(index);

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::sync::RwLock;
 
 /// One computer placed on this node.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Entry {
     /// `metadata.uid`: the registry key and CSI volume handle.
     pub uid: String,
@@ -16,6 +16,20 @@ pub struct Entry {
     /// SHA-256 of the computer's token from `status.credentialHash`; `None`
     /// while none is published (or it is malformed): every call refused.
     pub credential: Option<[u8; 32]>,
+    /// Its sandbox pod as the resource says, for container execs waiting
+    /// for it (read here rather than from the API server per exec).
+    pub sandbox: SandboxInfo,
+}
+
+/// A computer's sandbox as its AgentComputer says.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct SandboxInfo {
+    /// `spec.sandbox` is set and `spec.runtimes.container` is on: the
+    /// operator makes a sandbox pod.
+    pub configured: bool,
+    /// The `SandboxReady` condition: (status True, reason, message); None
+    /// before the operator wrote one.
+    pub condition: Option<(bool, String, String)>,
 }
 
 impl Entry {
@@ -149,6 +163,7 @@ mod tests {
             namespace: ns.into(),
             name: name.into(),
             credential: None,
+            sandbox: Default::default(),
         }
     }
 

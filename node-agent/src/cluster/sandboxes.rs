@@ -32,7 +32,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use agentcomputer_container::{EXIT_CANCELLED, EXIT_START_FAILED, Outcome, OutputChunk};
-use agentcomputer_crds::{AgentComputer, condition_types, sandbox_reasons};
+use agentcomputer_crds::{AgentComputer, sandbox_reasons};
 use agentcomputer_proto::v1 as pb;
 use agentcomputer_proto::v1::sandbox_runner_server::{SandboxRunner, SandboxRunnerServer};
 use futures::{Stream, StreamExt};
@@ -64,9 +64,9 @@ pub const EXIT_RUNNER_LOST: i32 = EXIT_START_FAILED;
 /// Longest wait of an exec for its computer's sandbox pod to start and its
 /// runner to attach (an image pull included).
 pub const START_TIMEOUT: Duration = Duration::from_secs(300);
-/// How often a waiting exec reads its computer's `SandboxReady` condition
-/// (an attach wakes it at once).
-const START_POLL: Duration = Duration::from_secs(2);
+/// How often a waiting exec looks at its computer's `SandboxReady`
+/// condition in the watch-fed index (an attach wakes it at once).
+const START_POLL: Duration = Duration::from_millis(500);
 /// How often the `last-activity` annotation of a computer is rewritten
 /// while execs wait for its pod or run in it (at most once per computer,
 /// however many execs), so that an idle timeout longer than this never
@@ -351,9 +351,7 @@ impl ContainerRuntime for Sandboxes {
                         shown = now;
                     }
                 }
-                Err(e) => {
-                    warn!(computer = %entry.shown(), error = %e, "cannot read the computer while its sandbox starts")
-                }
+                Err(e) => return Err(format!("container: {e}")),
             }
             first = false;
             let left = START_TIMEOUT.saturating_sub(began.elapsed());
@@ -530,24 +528,24 @@ fn no_sandbox(entry: &Entry) -> String {
 }
 
 impl Sandboxes {
-    /// Reads computer `entry`'s sandbox settings and condition.
-    async fn view(&self, entry: &Entry) -> Result<View, kube::Error> {
-        let api: Api<AgentComputer> = Api::namespaced(self.client.clone(), &entry.namespace);
-        let c = api.get(&entry.name).await?;
-        if !c.spec.runtimes.container || c.spec.sandbox.is_none() {
+    /// Computer `entry`'s sandbox settings and condition, as the
+    /// AgentComputer watch last saw them (no call to the API server).
+    /// Errors: the computer left this node.
+    async fn view(&self, entry: &Entry) -> Result<View, String> {
+        let now = self
+            .index
+            .get(&entry.uid)
+            .ok_or_else(|| format!("computer {} is no longer on this node", entry.shown()))?;
+        if !now.sandbox.configured {
             return Ok(View::NotConfigured);
         }
-        let condition = c.status.as_ref().and_then(|s| {
-            s.conditions
-                .iter()
-                .find(|c| c.type_ == condition_types::SANDBOX_READY)
-                .map(|c| Sandbox {
-                    ready: c.status == "True",
-                    reason: c.reason.clone(),
-                    message: c.message.clone(),
-                })
-        });
-        Ok(View::Condition(condition))
+        Ok(View::Condition(now.sandbox.condition.map(
+            |(ready, reason, message)| Sandbox {
+                ready,
+                reason,
+                message,
+            },
+        )))
     }
 
     /// Writes `agentcomputer.dev/last-activity` = now on `entry` in the
