@@ -118,6 +118,9 @@ const DENIED_EVERYWHERE: &[Denied] = calls![
     // Joining namespaces; hanging up terminals.
     SYS_setns,
     SYS_vhangup,
+    // Filesystem-wide event monitoring (Moby: CAP_SYS_ADMIN; open to
+    // unprivileged callers since Linux 5.13, fanotify(7)).
+    SYS_fanotify_init,
     // NUMA placement and page moving (Moby: CAP_SYS_NICE; Flatpak).
     SYS_mbind,
     SYS_set_mempolicy,

@@ -21,7 +21,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use nix::sys::signal::{Signal, killpg};
 use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
 use nix::unistd::Pid;
 use tokio::signal::unix::{SignalKind, signal};
@@ -140,9 +139,9 @@ impl Reaper {
         }
     }
 
-    /// Kills run `id` completely: its process group, and every descendant
-    /// of this process that is in its group or session, was seen as the
-    /// run's, or descends from one of those; frozen with SIGSTOP, then
+    /// Kills run `id` completely: every descendant of this process that is
+    /// in its process group or session, was seen as the run's, or descends
+    /// from one of those; frozen with SIGSTOP, then
     /// SIGKILLed, until none is left (bounded by
     /// [`crate::procs::KILL_DEADLINE`]). Runs in a blocking thread.
     pub async fn kill_run(self: &Arc<Self>, id: RunId) {
@@ -160,9 +159,9 @@ impl Reaper {
             // say nothing about this run.
             (t.pgid, group_counts(&runs)[&t.pgid] == 1, t.seen.clone())
         };
-        if by_group {
-            let _ = killpg(Pid::from_raw(pgid), Signal::SIGKILL);
-        }
+        // No killpg(2): once the group's leader is reaped its number can
+        // be reused outside this process's tree. The scan below signals
+        // only descendants, the group's members among them.
         let me = self.me;
         let mut killed = HashSet::new();
         let left = kill_completely(
