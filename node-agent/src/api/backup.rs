@@ -8,49 +8,24 @@
 //! local and cluster mode: the client never needs the node's disk.
 
 use std::io::Read;
-use std::pin::Pin;
 use std::sync::{Arc, Mutex};
-use std::task::{Context, Poll};
 use std::time::Duration;
 
 use agentcomputer_proto::{CHUNK_BYTES, v1 as pb};
 use tokio::sync::mpsc;
-use tokio_stream::Stream;
 use tonic::Status;
 
 use nix::errno::Errno;
 
 use super::errors::{errno_status, on};
-use super::streams::{StreamPermit, idle_error};
+use super::streams::{PermitStream, StreamPermit, idle_error};
 use crate::blocking::blocking;
 use crate::registry::Lease;
 
 /// The stream of a Backup call: the copy's pieces, then the error that
 /// ended it early, if any. Holds the stream's place under the stream caps
 /// until dropped.
-pub struct BackupStream {
-    rx: mpsc::Receiver<Result<pb::BackupChunk, Status>>,
-    failure: Arc<Mutex<Option<Status>>>,
-    _permit: StreamPermit,
-}
-
-impl Stream for BackupStream {
-    type Item = Result<pb::BackupChunk, Status>;
-
-    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
-        match self.rx.poll_recv(cx) {
-            Poll::Ready(None) => {
-                let failure = self
-                    .failure
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .take();
-                Poll::Ready(failure.map(Err))
-            }
-            other => other,
-        }
-    }
-}
+pub type BackupStream = PermitStream<pb::BackupChunk>;
 
 /// Takes the backup of the leased computer now (before answering, so the
 /// copy holds every call answered before this one began) and starts
@@ -140,11 +115,7 @@ pub async fn start(
             }
         }
     });
-    Ok(BackupStream {
-        rx,
-        failure,
-        _permit: permit,
-    })
+    Ok(PermitStream::new(rx, failure, permit))
 }
 
 /// The status for a host I/O error on the copy: its errno (`EIO` without one).

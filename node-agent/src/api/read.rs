@@ -1,20 +1,17 @@
 //! The Read call: a ranged, streamed read of one regular file.
 
-use std::pin::Pin;
 use std::sync::{Arc, Mutex};
-use std::task::{Context, Poll};
 use std::time::Duration;
 
 use agentcomputer_fs::FileKind;
 use agentcomputer_proto::v1 as pb;
 use nix::errno::Errno;
 use tokio::sync::mpsc;
-use tokio_stream::Stream;
 use tonic::Status;
 
 use super::errors::{aborted, errno_status, on};
 use super::paths::ApiPath;
-use super::streams::{StreamPermit, idle_error};
+use super::streams::{PermitStream, StreamPermit, idle_error};
 use crate::blocking::blocking;
 use crate::registry::Lease;
 
@@ -30,31 +27,7 @@ const READ_AHEAD: usize = 1;
 /// ended the stream early, if any (a failed read, or a client that took
 /// nothing for the idle timeout). Holds the stream's place under the
 /// per-client and per-computer caps until dropped.
-pub struct ReadStream {
-    rx: mpsc::Receiver<Result<pb::ReadChunk, Status>>,
-    /// Set by the reading task when it gives up on a stalled client, whose
-    /// queue was full: reported after the queued pieces.
-    failure: Arc<Mutex<Option<Status>>>,
-    _permit: StreamPermit,
-}
-
-impl Stream for ReadStream {
-    type Item = Result<pb::ReadChunk, Status>;
-
-    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
-        match self.rx.poll_recv(cx) {
-            Poll::Ready(None) => {
-                let failure = self
-                    .failure
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .take();
-                Poll::Ready(failure.map(Err))
-            }
-            other => other,
-        }
-    }
-}
+pub type ReadStream = PermitStream<pb::ReadChunk>;
 
 /// Most bytes of a Read's range read in one SQLite read transaction (the
 /// stream's snapshot): up to here the Read sees one version of the file
@@ -189,11 +162,7 @@ pub async fn start(
             }
         }
     });
-    Ok(ReadStream {
-        rx,
-        failure,
-        _permit: permit,
-    })
+    Ok(PermitStream::new(rx, failure, permit))
 }
 
 /// Resolves `path`, following a final symlink, and opens the inode in one

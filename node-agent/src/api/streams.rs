@@ -171,3 +171,51 @@ mod tests {
         let _e1 = gate.admit("e", "c").unwrap();
     }
 }
+
+/// The stream of a server-streaming call fed by a task: the items as the
+/// task sends them, then the error that ended it early, if the task left
+/// one in `failure` (it could not queue it behind a full channel of a
+/// stalled client). Holds the stream's place under the stream caps until
+/// dropped.
+pub struct PermitStream<T> {
+    rx: tokio::sync::mpsc::Receiver<Result<T, Status>>,
+    failure: Arc<Mutex<Option<Status>>>,
+    _permit: StreamPermit,
+}
+
+impl<T> PermitStream<T> {
+    /// A stream of what `rx` receives, then `failure`'s status if set,
+    /// holding `permit`.
+    pub fn new(
+        rx: tokio::sync::mpsc::Receiver<Result<T, Status>>,
+        failure: Arc<Mutex<Option<Status>>>,
+        permit: StreamPermit,
+    ) -> PermitStream<T> {
+        PermitStream {
+            rx,
+            failure,
+            _permit: permit,
+        }
+    }
+}
+
+impl<T> tokio_stream::Stream for PermitStream<T> {
+    type Item = Result<T, Status>;
+
+    fn poll_next(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Self::Item>> {
+        match self.rx.poll_recv(cx) {
+            std::task::Poll::Ready(None) => {
+                let failure = self
+                    .failure
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .take();
+                std::task::Poll::Ready(failure.map(Err))
+            }
+            other => other,
+        }
+    }
+}
