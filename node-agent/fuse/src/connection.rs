@@ -13,9 +13,10 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use agentcomputer_fs::Fs;
-use fuser::{Config, Session, SessionACL};
+use fuser::{Config, SessionACL};
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 
+use crate::handshake::{Handshake, InitRecord, start_session};
 use crate::invalidate::{Invalidator, OwnQueue, new_mount_id, queue};
 use crate::options::MountOptions;
 use crate::server::Server;
@@ -59,6 +60,41 @@ fn lock(m: &Mutex<State>) -> std::sync::MutexGuard<'_, State> {
 /// FUSE, or the error of reading the descriptor.
 pub fn serve_connection(fs: Fs, fd: OwnedFd, opts: MountOptions) -> io::Result<ConnectionHandle> {
     wait_readable(&fd, INIT_TIMEOUT)?;
+    start(fs, fd, opts, Handshake::Fresh)
+}
+
+/// Takes over the live FUSE connection `fd` that an earlier server (this
+/// agent before a crash or an upgrade) started with `init` (its
+/// [`ConnectionHandle::init_record`]), and serves `fs` over it as
+/// [`serve_connection`] does.
+///
+/// The kernel sends no second `FUSE_INIT`: the record is replayed to the
+/// session, and what the first server negotiated stays in force (a newer
+/// build cannot change `max_write` or capabilities of a live connection).
+/// The kernel is then asked to resend the requests the earlier server read
+/// and never answered (`FUSE_NOTIFY_RESEND`, Linux 6.9+), so processes
+/// that were waiting on the mount see their calls complete. Kernel inode
+/// references are re-counted on demand: inode numbers are the engine's
+/// own and stable, and file handles carry no server state (`fh` is 0).
+///
+/// Errors: `InvalidInput` for a descriptor with no live connection, or
+/// those of starting the session.
+pub fn resume_connection(
+    fs: Fs,
+    fd: OwnedFd,
+    opts: MountOptions,
+    init: InitRecord,
+) -> io::Result<ConnectionHandle> {
+    if !is_live(&fd)? {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "the descriptor has no live FUSE connection (unmounted, or aborted)",
+        ));
+    }
+    start(fs, fd, opts, Handshake::Resume(init))
+}
+
+fn start(fs: Fs, fd: OwnedFd, opts: MountOptions, how: Handshake) -> io::Result<ConnectionHandle> {
     let id = new_mount_id();
     let mut config = Config::default();
     config.acl = SessionACL::All;
@@ -67,7 +103,7 @@ pub fn serve_connection(fs: Fs, fd: OwnedFd, opts: MountOptions) -> io::Result<C
     config.clone_fd = false;
     let (tx, rx) = queue();
     let server = Server::new(fs.clone(), id, opts, OwnQueue(tx.clone()));
-    let session = Session::from_fd(server, fd, SessionACL::All, config)?;
+    let (session, init) = start_session(server, fd, config, how)?;
     let mut invalidator = Invalidator::start(&fs, session.notifier(), id, (tx, rx))?;
     let shared = Arc::new(Shared::default());
     let ends = shared.clone();
@@ -90,7 +126,24 @@ pub fn serve_connection(fs: Fs, fd: OwnedFd, opts: MountOptions) -> io::Result<C
                 hook();
             }
         })?;
-    Ok(ConnectionHandle { id, shared })
+    Ok(ConnectionHandle { id, shared, init })
+}
+
+/// Whether `fd` is a `/dev/fuse` descriptor whose connection is still up:
+/// the device reports `POLLERR` for one with no connection (fs/fuse/dev.c,
+/// `fuse_dev_poll`).
+pub fn is_live(fd: &impl AsFd) -> io::Result<bool> {
+    let mut fds = [PollFd::new(fd.as_fd(), PollFlags::POLLIN)];
+    loop {
+        match poll(&mut fds, PollTimeout::ZERO) {
+            Ok(_) => {
+                let revents = fds[0].revents().unwrap_or(PollFlags::empty());
+                return Ok(!revents.intersects(PollFlags::POLLERR | PollFlags::POLLNVAL));
+            }
+            Err(nix::errno::Errno::EINTR) => continue,
+            Err(e) => return Err(e.into()),
+        }
+    }
 }
 
 /// Waits until `fd` has a request to read (the kernel queues `FUSE_INIT`
@@ -132,6 +185,7 @@ fn wait_readable(fd: &OwnedFd, timeout: Duration) -> io::Result<()> {
 pub struct ConnectionHandle {
     id: u64,
     shared: Arc<Shared>,
+    init: InitRecord,
 }
 
 impl std::fmt::Debug for ConnectionHandle {
@@ -147,6 +201,12 @@ impl ConnectionHandle {
     /// A number identifying the connection within this process.
     pub fn id(&self) -> u64 {
         self.id
+    }
+
+    /// The connection's `FUSE_INIT` request: keep it with a duplicate of
+    /// the descriptor so that a later server can [`resume_connection`].
+    pub fn init_record(&self) -> &InitRecord {
+        &self.init
     }
 
     /// Whether the session still serves requests.

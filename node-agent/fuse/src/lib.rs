@@ -13,12 +13,14 @@
 //!   [`is_dead_mount`] finds one.
 //! * [`serve_connection`] serves a connection another process mounted and
 //!   handed over (the cluster's privileged mounter), for an agent that
-//!   cannot mount.
+//!   cannot mount; [`resume_connection`] takes such a connection over
+//!   again after the agent restarted (its [`InitRecord`] replayed).
 //!
 //! Semantics, caching and measurements: `docs/fuse.md`.
 
 mod connection;
 mod convert;
+mod handshake;
 mod invalidate;
 mod lookups;
 mod mount;
@@ -26,7 +28,10 @@ mod options;
 mod server;
 mod stale;
 
-pub use connection::{ConnectionHandle, INIT_TIMEOUT, serve_connection};
+pub use connection::{
+    ConnectionHandle, INIT_TIMEOUT, is_live, resume_connection, serve_connection,
+};
+pub use handshake::InitRecord;
 pub use mount::{MountHandle, NosymfollowRefused, mount};
 pub use options::{DEFAULT_TTL, MountOptions, OwnerMap, SUBTYPE};
 pub use stale::{cleanup_stale_mounts, is_dead_mount};

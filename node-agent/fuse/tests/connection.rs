@@ -5,15 +5,14 @@
 
 mod common;
 
-use std::os::fd::{AsRawFd, OwnedFd};
-use std::path::Path;
+use std::os::fd::OwnedFd;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use agentcomputer_fs::{Fs, Limits, Owner, ROOT_INO, WriteMode};
 use agentcomputer_fuse::{MountOptions, serve_connection};
-use nix::mount::{MntFlags, MsFlags, mount, umount2};
+use nix::mount::{MntFlags, umount2};
 
 fn can_mount() -> bool {
     if !common::fuse_available() {
@@ -26,29 +25,6 @@ fn can_mount() -> bool {
     true
 }
 
-/// Opens /dev/fuse and mounts `target` on it, as the mounter does.
-fn mount_fd(target: &Path) -> OwnedFd {
-    let dev = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open("/dev/fuse")
-        .unwrap();
-    let fd = OwnedFd::from(dev);
-    let data = format!(
-        "fd={},rootmode=40000,user_id=0,group_id=0,allow_other,default_permissions",
-        fd.as_raw_fd()
-    );
-    mount(
-        Some("agentcomputer:test"),
-        target,
-        Some("fuse.agentcomputer"),
-        MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
-        Some(data.as_str()),
-    )
-    .unwrap();
-    fd
-}
-
 #[test]
 fn a_handed_over_connection_is_served_until_the_kernel_ends_it() {
     if !can_mount() {
@@ -58,7 +34,7 @@ fn a_handed_over_connection_is_served_until_the_kernel_ends_it() {
     let fs = Fs::create(&dir.path().join("fs.db"), Limits::default()).unwrap();
     let target = dir.path().join("mnt");
     std::fs::create_dir(&target).unwrap();
-    let kept = mount_fd(&target);
+    let kept = common::mount_fd(&target);
     // The server gets its own duplicate, as SCM_RIGHTS would give it.
     let handed = kept.try_clone().unwrap();
     let conn = serve_connection(fs.clone(), handed, MountOptions::default()).unwrap();
@@ -128,7 +104,7 @@ fn a_connection_unmounted_before_init_is_refused() {
     let fs = Fs::create(&dir.path().join("fs.db"), Limits::default()).unwrap();
     let target = dir.path().join("mnt");
     std::fs::create_dir(&target).unwrap();
-    let fd = mount_fd(&target);
+    let fd = common::mount_fd(&target);
     umount2(&target, MntFlags::empty()).unwrap();
     let err = serve_connection(fs, fd, MountOptions::default()).unwrap_err();
     assert_eq!(err.kind(), std::io::ErrorKind::InvalidInput, "{err}");

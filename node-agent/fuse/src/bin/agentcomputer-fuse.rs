@@ -2,13 +2,23 @@
 //! SIGINT or SIGTERM, or until the mount is unmounted from outside
 //! (`fusermount3 -u`, `umount`). Used by the crash test, the pjdfstest script and the
 //! filesystem benchmark; the node agent mounts through the library instead.
+//!
+//! With `--fd N` it serves a connection that its parent mounted and passed
+//! as descriptor N instead of mounting, and prints `init HEX` (the
+//! connection's `FUSE_INIT` record); with `--resume-init HEX` as well it
+//! takes that live connection over from an earlier server (the take-over
+//! test kills one server and starts the next).
 
 use std::io::Write;
 use std::path::PathBuf;
 use std::time::Duration;
 
 use agentcomputer_fs::{Fs, Limits};
-use agentcomputer_fuse::{MountOptions, cleanup_stale_mounts, mount};
+use std::os::fd::{FromRawFd, OwnedFd};
+
+use agentcomputer_fuse::{
+    InitRecord, MountOptions, cleanup_stale_mounts, mount, resume_connection, serve_connection,
+};
 use clap::Parser;
 use nix::sys::signal::{SigSet, Signal};
 
@@ -18,9 +28,17 @@ struct Args {
     /// The SQLite database of the filesystem (created if missing).
     #[arg(long)]
     db: PathBuf,
-    /// Directory to mount on.
+    /// Directory to mount on (ignored with `--fd`).
+    #[arg(long, required_unless_present = "fd")]
+    mountpoint: Option<PathBuf>,
+    /// Serve the FUSE connection of this inherited descriptor (mounted by
+    /// the parent with `fd=N`) instead of mounting.
     #[arg(long)]
-    mountpoint: PathBuf,
+    fd: Option<i32>,
+    /// With `--fd`: the connection is live, served before; take it over
+    /// with this `FUSE_INIT` record (hex, as printed by the first server).
+    #[arg(long, requires = "fd")]
+    resume_init: Option<String>,
     /// Request-serving threads.
     #[arg(long, default_value_t = MountOptions::default().threads)]
     threads: usize,
@@ -48,7 +66,6 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     stop.add(Signal::SIGTERM);
     stop.thread_block()?;
 
-    cleanup_stale_mounts(&args.mountpoint)?;
     let fs = Fs::open_or_create(&args.db, Limits::default())?;
     let mut opts = MountOptions {
         threads: args.threads,
@@ -60,8 +77,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let ttl = Duration::from_millis(ms);
         (opts.attr_ttl, opts.entry_ttl, opts.negative_ttl) = (ttl, ttl, ttl);
     }
-    let handle = mount(fs, &args.mountpoint, opts)?;
-    println!("mounted {}", args.mountpoint.display());
+    if let Some(fd) = args.fd {
+        return serve_inherited(fs, fd, opts, args.resume_init.as_deref(), &stop);
+    }
+    let mountpoint = args.mountpoint.expect("clap requires it without --fd");
+    cleanup_stale_mounts(&mountpoint)?;
+    let handle = mount(fs, &mountpoint, opts)?;
+    println!("mounted {}", mountpoint.display());
     std::io::stdout().flush()?;
     loop {
         if let Some(sig) = wait_signal(&stop, Duration::from_millis(200))? {
@@ -75,6 +97,38 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     handle.unmount()?;
     Ok(())
+}
+
+/// Serves the inherited connection `fd` until it ends or a stop signal
+/// comes (then the connection is left for the next server).
+fn serve_inherited(
+    fs: Fs,
+    fd: i32,
+    opts: MountOptions,
+    resume: Option<&str>,
+    stop: &SigSet,
+) -> Result<(), Box<dyn std::error::Error>> {
+    // SAFETY: the parent passed `fd` open for this process to own.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    let conn = match resume {
+        Some(hex_init) => {
+            let init = InitRecord::from_bytes(hex::decode(hex_init)?)?;
+            resume_connection(fs, fd, opts, init)?
+        }
+        None => serve_connection(fs, fd, opts)?,
+    };
+    println!("init {}", hex::encode(conn.init_record().as_bytes()));
+    std::io::stdout().flush()?;
+    loop {
+        if let Some(sig) = wait_signal(stop, Duration::from_millis(200))? {
+            eprintln!("{sig}: leaving the connection");
+            return Ok(());
+        }
+        if !conn.is_serving() {
+            eprintln!("the connection ended: exiting");
+            return Ok(());
+        }
+    }
 }
 
 /// Waits up to `timeout` for one of the blocked signals in `set`

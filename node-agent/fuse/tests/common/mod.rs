@@ -1,6 +1,7 @@
 //! Shared setup: a real engine database and a real FUSE mount in a temp dir.
 #![allow(dead_code)]
 
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
@@ -104,4 +105,27 @@ pub fn sh_as_nobody(script: &str, args: &[&Path]) -> (i32, String) {
         out.status.code().unwrap_or(-1),
         String::from_utf8_lossy(&out.stderr).into_owned(),
     )
+}
+
+/// Opens /dev/fuse and mounts `target` on it, as the mounter does.
+pub fn mount_fd(target: &Path) -> OwnedFd {
+    let dev = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/fuse")
+        .unwrap();
+    let fd = OwnedFd::from(dev);
+    let data = format!(
+        "fd={},rootmode=40000,user_id=0,group_id=0,allow_other,default_permissions",
+        fd.as_raw_fd()
+    );
+    nix::mount::mount(
+        Some("agentcomputer:test"),
+        target,
+        Some("fuse.agentcomputer"),
+        nix::mount::MsFlags::MS_NOSUID | nix::mount::MsFlags::MS_NODEV,
+        Some(data.as_str()),
+    )
+    .unwrap();
+    fd
 }

@@ -1,0 +1,169 @@
+//! Take-over of a live connection: a writer appends and fsyncs records
+//! through a mount while the process serving it is killed with SIGKILL and
+//! a new server takes the same kernel connection over (the test process
+//! holds a duplicate of the descriptor, as the cluster's mounter and the
+//! local descriptor holder do). The writer must never see an error, every
+//! acknowledged record must be there, a file kept open across the kills
+//! stays readable, and the mount's contents equal the engine's.
+//! Needs root and /dev/fuse (prints SKIPPED otherwise).
+
+mod common;
+
+use std::io::{BufRead, BufReader, Read, Seek, Write};
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use agentcomputer_fs::{Fs, Limits, ROOT_INO};
+use nix::mount::{MntFlags, umount2};
+use rand::Rng;
+
+const SERVER: &str = env!("CARGO_BIN_EXE_agentcomputer-fuse");
+const ROUNDS: usize = 6;
+
+fn record(n: u64) -> String {
+    format!("record {n:08} {}\n", "y".repeat((n % 89) as usize))
+}
+
+/// Starts a server on a duplicate of `conn` (as descriptor number of a
+/// non-CLOEXEC dup); returns it and the `FUSE_INIT` record it printed.
+fn start_server(db: &Path, conn: &OwnedFd, resume: Option<&str>) -> (Child, String) {
+    // SAFETY: `conn` is open; the duplicate has no CLOEXEC, so the child
+    // inherits it under the same number, and the parent closes its copy.
+    let dup = unsafe { libc::dup(conn.as_raw_fd()) };
+    assert!(dup >= 0);
+    let mut cmd = Command::new(SERVER);
+    cmd.arg("--db").arg(db).arg("--fd").arg(dup.to_string());
+    if let Some(init) = resume {
+        cmd.arg("--resume-init").arg(init);
+    }
+    let mut child = cmd.stdout(Stdio::piped()).spawn().unwrap();
+    unsafe { libc::close(dup) };
+    let mut line = String::new();
+    BufReader::new(child.stdout.as_mut().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let init = line
+        .strip_prefix("init ")
+        .unwrap_or_else(|| panic!("server said {line:?}"))
+        .trim()
+        .to_string();
+    (child, init)
+}
+
+/// Appends and fsyncs records to `log` until `stop`; any error fails the
+/// test (through the returned message).
+fn write_records(
+    log: PathBuf,
+    acked: Arc<Mutex<Vec<u64>>>,
+    stop: Arc<AtomicBool>,
+) -> Result<(), String> {
+    let mut n = 0;
+    while !stop.load(Ordering::SeqCst) {
+        let mut f = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&log)
+            .map_err(|e| format!("open for record {n}: {e}"))?;
+        f.write_all(record(n).as_bytes())
+            .map_err(|e| format!("write of record {n}: {e}"))?;
+        f.sync_all()
+            .map_err(|e| format!("fsync of record {n}: {e}"))?;
+        acked.lock().unwrap().push(n);
+        n += 1;
+    }
+    Ok(())
+}
+
+#[test]
+fn a_new_server_takes_over_a_live_connection_with_no_error_seen() {
+    if !common::fuse_available() || !common::is_root() {
+        eprintln!("SKIPPED: mounting with fd=N needs root and /dev/fuse");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("fs.db");
+    let mnt = dir.path().join("mnt");
+    std::fs::create_dir(&mnt).unwrap();
+    drop(Fs::create(&db, Limits::default()).unwrap());
+    let conn = common::mount_fd(&mnt);
+
+    let (mut server, init) = start_server(&db, &conn, None);
+    std::fs::create_dir(mnt.join("d")).unwrap();
+    for i in 0..50 {
+        std::fs::write(mnt.join(format!("d/f{i:02}")), format!("file {i}\n")).unwrap();
+    }
+    // Kept open across every kill: its reads must go on working.
+    let mut kept = std::fs::File::open(mnt.join("d/f07")).unwrap();
+
+    let acked = Arc::new(Mutex::new(Vec::new()));
+    let stop = Arc::new(AtomicBool::new(false));
+    let writer = {
+        let (log, acked, stop) = (mnt.join("log"), acked.clone(), stop.clone());
+        std::thread::spawn(move || write_records(log, acked, stop))
+    };
+    let mut rng = rand::rng();
+    let mut pauses = Vec::new();
+    for round in 0..ROUNDS {
+        let before = acked.lock().unwrap().len();
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while acked.lock().unwrap().len() <= before {
+            assert!(
+                Instant::now() < deadline,
+                "round {round}: no record went through"
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        std::thread::sleep(Duration::from_millis(rng.random_range(20..300)));
+        server.kill().unwrap(); // SIGKILL, possibly in the middle of a request
+        server.wait().unwrap();
+        let killed = Instant::now();
+        let count_at_kill = acked.lock().unwrap().len();
+        let (next, printed) = start_server(&db, &conn, Some(&init));
+        assert_eq!(printed, init, "the record travels unchanged");
+        server = next;
+        // The writer goes on by itself once the new server answers.
+        while acked.lock().unwrap().len() <= count_at_kill {
+            assert!(
+                Instant::now() < killed + Duration::from_secs(60),
+                "round {round}: the writer is stuck"
+            );
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        pauses.push(killed.elapsed());
+        // Listing and reading across the take-over.
+        let names = std::fs::read_dir(mnt.join("d")).unwrap().count();
+        assert_eq!(names, 50, "round {round}");
+        let mut text = String::new();
+        kept.rewind().unwrap();
+        kept.read_to_string(&mut text).unwrap();
+        assert_eq!(text, "file 7\n", "round {round}: the file kept open");
+    }
+    stop.store(true, Ordering::SeqCst);
+    writer.join().unwrap().expect("the writer saw no error");
+    eprintln!("take-over pauses (kill to the next acknowledged record): {pauses:?}");
+
+    // Everything acknowledged is there, through the mount and in the engine.
+    let through_mount = std::fs::read_to_string(mnt.join("log")).unwrap();
+    let acked = acked.lock().unwrap().clone();
+    let expected: String = acked.iter().map(|&n| record(n)).collect();
+    assert!(
+        through_mount.starts_with(&expected),
+        "every acknowledged record, in order ({} acknowledged)",
+        acked.len()
+    );
+    drop(kept);
+    umount2(&mnt, MntFlags::empty()).unwrap();
+    server.wait().unwrap();
+    drop(conn);
+    let fs = Fs::open(&db).unwrap();
+    let ino = fs.resolve(ROOT_INO, b"log", true).unwrap().ino;
+    assert_eq!(
+        String::from_utf8(fs.read_all(ino).unwrap()).unwrap(),
+        through_mount
+    );
+    assert!(fs.check().unwrap().is_empty());
+}
