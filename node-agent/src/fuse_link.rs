@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use agentcomputer_csi::handover::{AgentEnd, Incoming, Reply, Request, VolumeStats};
-use agentcomputer_fuse::MountOptions;
+use agentcomputer_fuse::{InitRecord, MountOptions};
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
@@ -104,39 +104,26 @@ async fn answer(registry: &Registry, incoming: Incoming) -> Reply {
             uid,
             gid,
             readonly,
+        } => serve_fuse(registry, volume, fd, None, (uid, gid, readonly)).await,
+        Request::Resume {
+            volume,
+            uid,
+            gid,
+            readonly,
+            init,
         } => {
-            let Some(fd) = fd else {
-                return Reply::Error {
-                    message: "serve came without a FUSE descriptor".into(),
-                };
-            };
-            let lease = match registry.acquire(&volume).await {
-                Ok(l) => l,
-                Err(e) => return failure(&volume, e),
-            };
-            let fs = lease.fs().clone();
-            let opts = MountOptions {
-                fsname: format!("agentcomputer:{volume}"),
-                ..MountOptions::default()
-            };
-            let conn = match blocking(move || agentcomputer_fuse::serve_connection(fs, fd, opts))
-                .await
+            let record = match hex::decode(&init)
+                .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
+                .and_then(InitRecord::from_bytes)
             {
-                Ok(c) => c,
+                Ok(r) => r,
                 Err(e) => {
-                    warn!(computer = %volume, error = %e, "cannot serve the handed-over FUSE connection");
                     return Reply::Error {
-                        message: format!("serving the FUSE connection: {e}"),
+                        message: format!("resume of {volume}: bad FUSE_INIT record: {e}"),
                     };
                 }
             };
-            match registry.attach_connection(&lease, conn).await {
-                Ok(()) => {
-                    info!(computer = %volume, uid, gid, readonly, "serving a handed-over FUSE connection");
-                    Reply::Served
-                }
-                Err(e) => failure(&volume, e),
-            }
+            serve_fuse(registry, volume, fd, Some(record), (uid, gid, readonly)).await
         }
         Request::Stats { volume } => {
             let lease = match registry.acquire(&volume).await {
@@ -158,6 +145,60 @@ async fn answer(registry: &Registry, incoming: Incoming) -> Reply {
                 },
             }
         }
+    }
+}
+
+/// Serves (or, with `resume`, takes over again) the FUSE connection `fd`
+/// of computer `volume` and keeps it with the computer; the reply carries
+/// the connection's `FUSE_INIT` record for the mounter to keep.
+async fn serve_fuse(
+    registry: &Registry,
+    volume: String,
+    fd: Option<std::os::fd::OwnedFd>,
+    resume: Option<InitRecord>,
+    (uid, gid, readonly): (u32, u32, bool),
+) -> Reply {
+    let Some(fd) = fd else {
+        return Reply::Error {
+            message: "serve came without a FUSE descriptor".into(),
+        };
+    };
+    let lease = match registry.acquire(&volume).await {
+        Ok(l) => l,
+        Err(e) => return failure(&volume, e),
+    };
+    let fs = lease.fs().clone();
+    let opts = MountOptions {
+        fsname: format!("agentcomputer:{volume}"),
+        ..MountOptions::default()
+    };
+    let resuming = resume.is_some();
+    let started = std::time::Instant::now();
+    let conn = match blocking(move || match resume {
+        Some(init) => agentcomputer_fuse::resume_connection(fs, fd, opts, init),
+        None => agentcomputer_fuse::serve_connection(fs, fd, opts),
+    })
+    .await
+    {
+        Ok(c) => c,
+        Err(e) => {
+            warn!(computer = %volume, error = %e, resuming, "cannot serve the handed-over FUSE connection");
+            return Reply::Error {
+                message: format!("serving the FUSE connection: {e}"),
+            };
+        }
+    };
+    let init = hex::encode(conn.init_record().as_bytes());
+    match registry.attach_connection(&lease, conn).await {
+        Ok(()) => {
+            if resuming {
+                info!(computer = %volume, uid, gid, readonly, took = ?started.elapsed(), "resumed a live FUSE connection served by an earlier agent process");
+            } else {
+                info!(computer = %volume, uid, gid, readonly, "serving a handed-over FUSE connection");
+            }
+            Reply::Served { init: Some(init) }
+        }
+        Err(e) => failure(&volume, e),
     }
 }
 

@@ -1239,6 +1239,86 @@ async fn a_published_volume_is_served_by_the_cluster_agent() {
     assert_eq!((stdout.as_str(), code), ("from-shell\n1000\n", 0));
     runner.kill();
 
+    // The agent is killed (SIGKILL) and started again while a sandbox
+    // process appends and fsyncs records through the mount: the mounter
+    // hands the live connection to the new process, which takes it over;
+    // the writer sees no error and no fsynced record is lost (a write not
+    // yet fsynced may be, docs/durability.md).
+    let writer = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(
+            "i=0; while [ ! -e \"$1/stop\" ] && [ $i -lt 3000 ]; do \
+               echo $i >> \"$1/log\" && sync \"$1/log\" || exit 1; i=$((i+1)); sleep 0.01; done",
+        )
+        .arg("sh")
+        .arg(&target)
+        .uid(SANDBOX)
+        .gid(SANDBOX)
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let lines = |target: &Path| {
+        std::fs::read_to_string(target.join("log"))
+            .unwrap_or_default()
+            .lines()
+            .count()
+    };
+    eventually(20, "the writer's first records", || {
+        let n = lines(&target);
+        async move { (n > 5).then_some(()) }
+    })
+    .await;
+    let mut agent = agent;
+    agent.proc.kill();
+    let killed = std::time::Instant::now();
+    let agent = Agent::start(&cluster, &data, "node-agent-volume-2.log").await;
+    let count_at_restart = {
+        // A read through the mount waits for the new server, then works.
+        let out = Command::new("cat").arg(target.join("a")).output().unwrap();
+        assert_eq!(String::from_utf8_lossy(&out.stdout), "hi\n");
+        lines(&target)
+    };
+    eventually(30, "the writer going on after the restart", || {
+        let n = lines(&target);
+        async move { (n > count_at_restart + 5).then_some(()) }
+    })
+    .await;
+    eprintln!(
+        "agent killed and restarted; the mount answered again after {:?}",
+        killed.elapsed()
+    );
+    std::fs::write(target.join("stop"), b"").unwrap_or_else(|e| {
+        // Root writes at the volume root are refused only if the mount is gone.
+        panic!("writing the stop file through the mount: {e}")
+    });
+    let out = writer.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "the writer saw an error across the restart: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let log = std::fs::read_to_string(target.join("log")).unwrap();
+    let numbers: Vec<usize> = log.lines().map(|l| l.parse().unwrap()).collect();
+    assert_eq!(
+        numbers,
+        (0..numbers.len()).collect::<Vec<_>>(),
+        "records in order, none lost"
+    );
+    let mut c = agent.client(Some(&tb)).await;
+    let (stdout, _) = exec(
+        &mut c,
+        "basic",
+        pb::Runtime::Shell,
+        "wc -l < /workspace/log",
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        stdout.trim(),
+        numbers.len().to_string(),
+        "the engine holds what the mount showed"
+    );
+
     node.node_unpublish_volume(csi::NodeUnpublishVolumeRequest {
         volume_id: uid.clone(),
         target_path: target.display().to_string(),

@@ -627,7 +627,7 @@ async fn a_serve_the_agent_fails_is_unmounted() {
                         message: "engine exploded".into(),
                     }
                 }
-                Request::Stats { .. } => Reply::NotFound,
+                Request::Stats { .. } | Request::Resume { .. } => Reply::NotFound,
             };
             end.reply(incoming.id, reply).await.unwrap();
         }

@@ -23,8 +23,9 @@
 //!
 //! Every message is `{"type": ..., ...}` ([`Message`]):
 //!
-//! 1. agent → mounter, first: `{"type":"hello","protocol":1}`.
-//! 2. mounter → agent: `{"type":"welcome","protocol":1}`, or
+//! 1. agent → mounter, first: `{"type":"hello","protocol":2}`.
+//! 2. mounter → agent: `{"type":"welcome","protocol":N}` with the agent's
+//!    version when the mounter speaks it (1 or 2), or
 //!    `{"type":"refused","message":...}` followed by closing (wrong uid,
 //!    unsupported protocol). The agent must send `hello` within
 //!    [`HELLO_TIMEOUT`].
@@ -36,7 +37,14 @@
 //!    * `serve {volume, uid, gid, readonly}` + one `/dev/fuse` descriptor
 //!      of a mount made for the volume → `served` once the agent answered
 //!      the kernel's `FUSE_INIT` and serves the connection | `not_found` |
-//!      `error`;
+//!      `error`; from protocol 2 `served` carries `init`, the hex of the
+//!      connection's `FUSE_INIT` request, which the mounter keeps with its
+//!      duplicate of the descriptor;
+//!    * `resume {volume, uid, gid, readonly, init}` + the mounter's kept
+//!      descriptor of a live connection (protocol 2): take the connection
+//!      over again (`agentcomputer_fuse::resume_connection`) → `served` |
+//!      `not_found` | `error`. Sent for every published volume when a new
+//!      agent process connects (a restart, or a new version);
 //!    * `stats {volume}` → `stats {total_bytes, used_bytes,
 //!      available_bytes, total_inodes, used_inodes, available_inodes}` from
 //!      the engine's counters | `not_found` | `error`.
@@ -45,15 +53,16 @@
 //!    [`SERVE_TIMEOUT`] for `serve`; a request that times out or whose
 //!    connection ends fails with [`HandoverError`].
 //!
-//! # Resumption (reserved)
+//! # Resumption
 //!
 //! The mounter keeps a duplicate of every served descriptor, so a FUSE
-//! connection outlives an agent restart. Protocol version 1 has no message
-//! to hand those descriptors to a reconnecting agent: a later version adds
-//! it (the `hello`/`welcome` version exchange lets both ends agree on it).
-//! Until then the mounter logs, when a new agent process connects, which
-//! published volumes (served by an earlier process) are left without a
-//! server.
+//! connection outlives an agent restart: requests made meanwhile wait in
+//! the kernel. When an agent process connects that did not serve a
+//! published volume, the mounter sends it `resume` with that descriptor and
+//! the `FUSE_INIT` record, and the agent serves the live connection again;
+//! the kernel resends the requests the old process had read (Linux 6.9+).
+//! An agent speaking protocol 1 cannot resume: the mounter then logs which
+//! volumes are left without a server.
 
 use std::io::{IoSlice, IoSliceMut};
 use std::os::fd::{BorrowedFd, OwnedFd};
@@ -73,7 +82,10 @@ use tracing::{info, warn};
 pub const DEFAULT_SOCKET: &str = "/var/lib/agentcomputer/run/mounter.sock";
 
 /// The protocol version this crate speaks.
-pub const PROTOCOL_VERSION: u32 = 1;
+pub const PROTOCOL_VERSION: u32 = 2;
+
+/// The oldest protocol version both ends still accept (1 has no `resume`).
+pub const OLDEST_PROTOCOL: u32 = 1;
 
 /// Largest message, in bytes of JSON.
 pub const MAX_MESSAGE: usize = 64 * 1024;
@@ -124,6 +136,17 @@ pub enum Request {
         gid: u32,
         readonly: bool,
     },
+    /// Take over again the live FUSE connection whose descriptor comes
+    /// with this message, served before by an earlier agent process;
+    /// `init` is the hex of its `FUSE_INIT` record (from `served`).
+    /// Answer: `Served`, `NotFound` or `Error`. Protocol 2.
+    Resume {
+        volume: String,
+        uid: u32,
+        gid: u32,
+        readonly: bool,
+        init: String,
+    },
     /// The engine's usage counters of the volume. Answer: `Stats`.
     Stats { volume: String },
 }
@@ -134,6 +157,7 @@ impl Request {
         match self {
             Request::Check { volume }
             | Request::Serve { volume, .. }
+            | Request::Resume { volume, .. }
             | Request::Stats { volume } => volume,
         }
     }
@@ -162,8 +186,12 @@ pub struct VolumeStats {
 pub enum Reply {
     /// `Check`: the agent has the volume.
     Known,
-    /// `Serve`: the connection is served.
-    Served,
+    /// `Serve`, `Resume`: the connection is served. `init` (protocol 2)
+    /// is the hex of the connection's `FUSE_INIT` record, for `resume`.
+    Served {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        init: Option<String>,
+    },
     /// `Stats`: the counters.
     Stats(VolumeStats),
     /// The agent has no such volume.
@@ -294,6 +322,7 @@ pub struct AgentConn {
     next_id: AtomicU64,
     closed: CancellationToken,
     pid: Option<i32>,
+    protocol: u32,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -397,23 +426,15 @@ impl Listener {
                 return;
             }
         };
-        if protocol != PROTOCOL_VERSION {
+        if !(OLDEST_PROTOCOL..=PROTOCOL_VERSION).contains(&protocol) {
             let message = format!(
-                "protocol {protocol} is not supported; this mounter speaks {PROTOCOL_VERSION}"
+                "protocol {protocol} is not supported; this mounter speaks {OLDEST_PROTOCOL} to {PROTOCOL_VERSION}"
             );
             warn!("hand-over connection refused: {message}");
             refuse(&sock, message).await;
             return;
         }
-        if let Err(e) = send(
-            &sock,
-            &Message::Welcome {
-                protocol: PROTOCOL_VERSION,
-            },
-            None,
-        )
-        .await
-        {
+        if let Err(e) = send(&sock, &Message::Welcome { protocol }, None).await {
             warn!(error = %e, "hand-over welcome failed; closing");
             return;
         }
@@ -423,6 +444,7 @@ impl Listener {
             next_id: AtomicU64::new(1),
             closed: CancellationToken::new(),
             pid: peer.pid(),
+            protocol,
         });
         let previous = lock(&self.current).replace(conn.clone());
         if let Some(p) = previous {
@@ -440,6 +462,11 @@ impl AgentConn {
     /// The agent's process id (`SO_PEERCRED`), if the kernel reported one.
     pub fn pid(&self) -> Option<i32> {
         self.pid
+    }
+
+    /// The protocol version agreed with this agent.
+    pub fn protocol(&self) -> u32 {
+        self.protocol
     }
 
     /// Reads replies and hands them to the waiting requests until the
@@ -514,6 +541,7 @@ impl AgentConn {
 /// The agent's end of an established hand-over connection.
 pub struct AgentEnd {
     sock: UnixSeqpacket,
+    protocol: u32,
 }
 
 /// One request received by the agent: answer it with [`AgentEnd::reply`].
@@ -556,8 +584,10 @@ impl AgentEnd {
             .await
             .map_err(|_| HandoverError::TimedOut(HELLO_TIMEOUT))??;
         match answer {
-            Some((Message::Welcome { protocol }, _)) if protocol == PROTOCOL_VERSION => {
-                Ok(AgentEnd { sock })
+            Some((Message::Welcome { protocol }, _))
+                if (OLDEST_PROTOCOL..=PROTOCOL_VERSION).contains(&protocol) =>
+            {
+                Ok(AgentEnd { sock, protocol })
             }
             Some((Message::Welcome { protocol }, _)) => Err(HandoverError::Protocol(format!(
                 "mounter speaks protocol {protocol}, this agent {PROTOCOL_VERSION}"
@@ -568,6 +598,11 @@ impl AgentEnd {
             ))),
             None => Err(HandoverError::Disconnected),
         }
+    }
+
+    /// The protocol version the mounter agreed to.
+    pub fn protocol(&self) -> u32 {
+        self.protocol
     }
 
     /// The next request: `Ok(None)` when the mounter closed the connection.

@@ -88,22 +88,12 @@ pub async fn run(config: MounterConfig, shutdown: impl Future<Output = ()>) -> a
         .with_context(|| format!("cannot create {}", config.registration_dir.display()))?;
 
     let table = Arc::new(Table::default());
-    let on_connect = {
-        let table = table.clone();
-        Box::new(move |pid: Option<i32>| {
-            let orphaned = table.served_by_others(pid);
-            if !orphaned.is_empty() {
-                let list: Vec<String> = orphaned
-                    .iter()
-                    .map(|(v, t)| format!("{v} at {}", t.display()))
-                    .collect();
-                warn!(
-                    volumes = %list.join(", "),
-                    "a new node agent process connected while volumes served by an earlier one are published: they are left without a server (this protocol version cannot hand their descriptors back); unpublish and publish them again"
-                );
-            }
-        })
-    };
+    // A new agent process gets the published connections of the previous
+    // one back; the resume runs once the connection reads replies.
+    let (connected_tx, mut connected_rx) = tokio::sync::mpsc::unbounded_channel::<Option<i32>>();
+    let on_connect = Box::new(move |pid: Option<i32>| {
+        let _ = connected_tx.send(pid);
+    });
     let handover = Arc::new(
         Listener::bind(&config.handover_socket, uid, gid, on_connect)
             .with_context(|| format!("cannot listen on {}", config.handover_socket.display()))?,
@@ -114,6 +104,14 @@ pub async fn run(config: MounterConfig, shutdown: impl Future<Output = ()>) -> a
 
     let publisher = Arc::new(Publisher::new(handover.clone(), table.clone()));
     let stop = CancellationToken::new();
+    let resumer = {
+        let publisher = publisher.clone();
+        tokio::spawn(async move {
+            while connected_rx.recv().await.is_some() {
+                publisher.resume_orphans().await;
+            }
+        })
+    };
     let handover_task = tokio::spawn(handover.clone().run(stop.clone()));
     let csi_server = tonic::transport::Server::builder()
         .add_service(IdentityServer::new(IdentityService::new(handover.clone())))
@@ -149,6 +147,7 @@ pub async fn run(config: MounterConfig, shutdown: impl Future<Output = ()>) -> a
     };
     stop.cancel();
     let _ = handover_task.await;
+    resumer.abort();
     for path in [&config.csi_socket, &reg_path] {
         if let Err(e) = std::fs::remove_file(path) {
             warn!(path = %path.display(), error = %e, "could not remove socket");

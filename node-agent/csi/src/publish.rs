@@ -82,13 +82,29 @@ impl From<HandoverError> for PublishError {
 struct Published {
     volume: String,
     readonly: bool,
+    /// The mount's owner.
+    uid: u32,
+    gid: u32,
     /// Process id of the agent that serves it.
     agent_pid: Option<i32>,
     /// The mounter's descriptor of the FUSE connection (the agent got a
     /// duplicate through SCM_RIGHTS). Kept so the connection survives an
-    /// agent restart; closed at unpublish.
-    #[allow(dead_code)]
+    /// agent restart and a new agent process can resume it; closed at
+    /// unpublish.
     fd: OwnedFd,
+    /// Hex of the connection's `FUSE_INIT` record (protocol 2 agents),
+    /// which `resume` hands back; `None` from a protocol 1 agent.
+    init: Option<String>,
+}
+
+/// What a new agent process needs to resume one published connection.
+pub struct Orphan {
+    /// The published target.
+    pub target: PathBuf,
+    /// The `resume` request to send.
+    pub request: Request,
+    /// A duplicate of the kept descriptor, to send with it.
+    pub fd: OwnedFd,
 }
 
 /// Published targets of this mounter, by target path.
@@ -108,17 +124,47 @@ impl Table {
         v
     }
 
-    /// The published (volume, target) pairs that a process other than
-    /// `agent_pid` serves (or whose server is unknown), sorted: after a new
-    /// agent process connects, those are left without a server.
-    pub fn served_by_others(&self, agent_pid: Option<i32>) -> Vec<(String, PathBuf)> {
-        let mut v: Vec<(String, PathBuf)> = lock(&self.by_target)
-            .iter()
-            .filter(|(_, p)| p.agent_pid.is_none() || p.agent_pid != agent_pid)
-            .map(|(t, p)| (p.volume.clone(), t.clone()))
-            .collect();
-        v.sort();
+    /// The connections a process other than `agent_pid` served, ready to
+    /// be resumed by it: those with a `FUSE_INIT` record (the rest are
+    /// returned as `Err` with their volume and target). Errors of
+    /// duplicating a descriptor are logged and the entry skipped.
+    pub fn orphans(&self, agent_pid: Option<i32>) -> Vec<Result<Orphan, (String, PathBuf)>> {
+        let by_target = lock(&self.by_target);
+        let mut v = Vec::new();
+        for (target, p) in by_target.iter() {
+            if p.agent_pid.is_some() && p.agent_pid == agent_pid {
+                continue;
+            }
+            let Some(init) = &p.init else {
+                v.push(Err((p.volume.clone(), target.clone())));
+                continue;
+            };
+            match p.fd.try_clone() {
+                Ok(fd) => v.push(Ok(Orphan {
+                    target: target.clone(),
+                    request: Request::Resume {
+                        volume: p.volume.clone(),
+                        uid: p.uid,
+                        gid: p.gid,
+                        readonly: p.readonly,
+                        init: init.clone(),
+                    },
+                    fd,
+                })),
+                Err(e) => {
+                    warn!(target = %target.display(), error = %e, "cannot duplicate a kept FUSE descriptor")
+                }
+            }
+        }
         v
+    }
+
+    /// Records that process `agent_pid` now serves the connection at
+    /// `target`.
+    pub fn set_server(&self, target: &Path, agent_pid: Option<i32>) {
+        if let Some(p) = lock(&self.by_target).get_mut(target) {
+            p.agent_pid = agent_pid;
+        }
     }
 
     /// Whether `volume` is published at `target`.
@@ -250,30 +296,83 @@ impl Publisher {
             readonly: spec.readonly,
         };
         let result = match agent.request(serve, Some(fd.as_fd()), SERVE_TIMEOUT).await {
-            Ok(Reply::Served) => Ok(()),
+            Ok(Reply::Served { init }) => Ok(init),
             Ok(Reply::NotFound) => Err(not_on_node(&spec.volume)),
             Ok(other) => Err(agent_failed("serve", other)),
             Err(e) => Err(e.into()),
         };
-        if let Err(e) = result {
-            if let Err(u) = unmount(target).await {
-                warn!(target = %target.display(), error = %u, "unmount after a failed publish failed");
+        let init = match result {
+            Ok(init) => init,
+            Err(e) => {
+                if let Err(u) = unmount(target).await {
+                    warn!(target = %target.display(), error = %u, "unmount after a failed publish failed");
+                }
+                drop(fd);
+                remove_created(target, created);
+                return Err(e);
             }
-            drop(fd);
-            remove_created(target, created);
-            return Err(e);
-        }
+        };
         lock(&self.table.by_target).insert(
             target.clone(),
             Published {
                 volume: spec.volume.clone(),
                 readonly: spec.readonly,
+                uid: spec.uid,
+                gid: spec.gid,
                 agent_pid: agent.pid(),
                 fd,
+                init,
             },
         );
         info!(volume = %spec.volume, target = %target.display(), readonly = spec.readonly, "published volume");
         Ok(())
+    }
+
+    /// Hands every published connection that an earlier agent process
+    /// served to the agent connected now (`resume`), so sandboxes keep
+    /// their `/workspace` across an agent restart or upgrade. Connections
+    /// without a `FUSE_INIT` record (served by a protocol 1 agent), and
+    /// those the agent fails to resume, are logged: they stay without a
+    /// server until the pod is recreated.
+    pub async fn resume_orphans(&self) {
+        let Some(agent) = self.handover.agent() else {
+            return;
+        };
+        let orphans = self.table.orphans(agent.pid());
+        for orphan in orphans {
+            let orphan = match orphan {
+                Ok(o) => o,
+                Err((volume, target)) => {
+                    warn!(volume = %volume, target = %target.display(), "served by an agent that cannot resume (protocol 1): left without a server until the pod is recreated");
+                    continue;
+                }
+            };
+            if agent.protocol() < 2 {
+                warn!(target = %orphan.target.display(), "the connected agent speaks protocol 1 and cannot resume: left without a server until the pod is recreated");
+                continue;
+            }
+            let volume = orphan.request.volume().to_string();
+            let started = std::time::Instant::now();
+            let reply = self
+                .with_volume_lock(&volume, async || {
+                    agent
+                        .request(orphan.request, Some(orphan.fd.as_fd()), SERVE_TIMEOUT)
+                        .await
+                })
+                .await;
+            match reply {
+                Ok(Reply::Served { .. }) => {
+                    self.table.set_server(&orphan.target, agent.pid());
+                    info!(volume = %volume, target = %orphan.target.display(), took = ?started.elapsed(), "the new node agent process resumed a published volume");
+                }
+                Ok(other) => {
+                    warn!(volume = %volume, target = %orphan.target.display(), reply = ?other, "the node agent could not resume a published volume: left without a server until the pod is recreated")
+                }
+                Err(e) => {
+                    warn!(volume = %volume, target = %orphan.target.display(), error = %e, "resuming a published volume failed: left without a server until the pod is recreated")
+                }
+            }
+        }
     }
 
     /// Unmounts `target` (lazily if busy), removes the directory and drops
@@ -458,23 +557,47 @@ mod tests {
     }
 
     #[test]
-    fn volumes_of_another_agent_process_are_orphans() {
+    fn volumes_of_another_agent_process_are_orphans_to_resume() {
         let table = Table::default();
         let dev = || OwnedFd::from(std::fs::File::open("/dev/null").unwrap());
-        for (target, pid) in [("/t/a", Some(10)), ("/t/b", Some(11)), ("/t/c", None)] {
+        let entries = [
+            ("/t/a", Some(10), Some("aa")),
+            ("/t/b", Some(11), None),
+            ("/t/c", None, Some("cc")),
+        ];
+        for (target, pid, init) in entries {
             lock(&table.by_target).insert(
                 PathBuf::from(target),
                 Published {
                     volume: format!("v{}", &target[3..]),
                     readonly: false,
+                    uid: 1000,
+                    gid: 1000,
                     agent_pid: pid,
                     fd: dev(),
+                    init: init.map(str::to_string),
                 },
             );
         }
-        let names = |v: Vec<(String, PathBuf)>| v.into_iter().map(|(n, _)| n).collect::<Vec<_>>();
-        assert_eq!(names(table.served_by_others(Some(10))), ["vb", "vc"]);
-        assert_eq!(names(table.served_by_others(Some(12))), ["va", "vb", "vc"]);
+        let summary = |pid| {
+            let mut v: Vec<String> = table
+                .orphans(pid)
+                .into_iter()
+                .map(|o| match o {
+                    Ok(o) => match o.request {
+                        Request::Resume { volume, init, .. } => format!("{volume}:{init}"),
+                        other => panic!("{other:?}"),
+                    },
+                    Err((volume, _)) => format!("{volume}:cannot"),
+                })
+                .collect();
+            v.sort();
+            v
+        };
+        assert_eq!(summary(Some(10)), ["vb:cannot", "vc:cc"]);
+        assert_eq!(summary(Some(12)), ["va:aa", "vb:cannot", "vc:cc"]);
+        table.set_server(Path::new("/t/c"), Some(10));
+        assert_eq!(summary(Some(10)), ["vb:cannot"]);
         assert_eq!(table.volumes().len(), 3);
     }
 
