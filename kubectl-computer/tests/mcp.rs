@@ -238,10 +238,7 @@ fn http_transport_needs_the_token() {
     // A token from a file: the same client passes with it; nothing printed.
     let file = dir.path().join("mcp-token");
     std::fs::write(&file, "file-token-0123456789\n").unwrap();
-    let http = listen(
-        &server,
-        &["--mcp-token-file", file.to_str().unwrap()],
-    );
+    let http = listen(&server, &["--mcp-token-file", file.to_str().unwrap()]);
     assert_eq!(http.token, None);
     run_client(&server, &["http", &http.url, "file-token-0123456789"]);
 }

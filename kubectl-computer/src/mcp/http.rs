@@ -108,11 +108,16 @@ fn authorized(request: &Request, expected: &str) -> bool {
     let Some((scheme, given)) = value.split_once(' ') else {
         return false;
     };
-    scheme.eq_ignore_ascii_case("bearer") && bool::from(given.trim().as_bytes().ct_eq(expected.as_bytes()))
+    scheme.eq_ignore_ascii_case("bearer")
+        && bool::from(given.trim().as_bytes().ct_eq(expected.as_bytes()))
 }
 
 /// The token check in front of the MCP service.
-async fn require_token(State(expected): State<Arc<String>>, request: Request, next: Next) -> Response {
+async fn require_token(
+    State(expected): State<Arc<String>>,
+    request: Request,
+    next: Next,
+) -> Response {
     if authorized(&request, &expected) {
         return next.run(request).await;
     }

@@ -211,7 +211,9 @@ fn errno_of(message: &str) -> Option<&str> {
     let (head, _) = message.split_once(':')?;
     let valid = head.len() > 1
         && head.starts_with('E')
-        && head.bytes().all(|b| b.is_ascii_uppercase() || b.is_ascii_digit());
+        && head
+            .bytes()
+            .all(|b| b.is_ascii_uppercase() || b.is_ascii_digit());
     valid.then_some(head)
 }
 
@@ -483,13 +485,7 @@ impl Tools {
     async fn write_file(&self, p: WriteParams) -> Result<CallToolResult, CliError> {
         let mut client = self.agent.client();
         if let Some(parent) = parent_of(&p.path) {
-            mkdir(
-                &mut client,
-                self.agent.computer(),
-                parent.to_string(),
-                true,
-            )
-            .await?;
+            mkdir(&mut client, self.agent.computer(), parent.to_string(), true).await?;
         }
         let resp = write_bytes(
             &mut client,
@@ -569,7 +565,8 @@ impl Tools {
                 json!({"path": p.path, "entries": [describe(&p.path, &info)], "truncated": false}),
             ));
         }
-        let (entries, truncated) = list_dir(&mut client, computer, p.path.clone(), true, max).await?;
+        let (entries, truncated) =
+            list_dir(&mut client, computer, p.path.clone(), true, max).await?;
         let mut text = String::new();
         let mut listed = Vec::with_capacity(entries.len());
         for e in &entries {
@@ -679,7 +676,11 @@ impl Tools {
             other => {
                 return Err(invalid(format!(
                     "unknown runtime {other:?}; this computer offers: {}",
-                    enabled.iter().map(|r| runtime_name(*r)).collect::<Vec<_>>().join(", ")
+                    enabled
+                        .iter()
+                        .map(|r| runtime_name(*r))
+                        .collect::<Vec<_>>()
+                        .join(", ")
                 )));
             }
         };
@@ -687,7 +688,11 @@ impl Tools {
             return Err(invalid(format!(
                 "computer {} does not enable the {name} runtime; it offers: {}",
                 self.agent.name(),
-                enabled.iter().map(|r| runtime_name(*r)).collect::<Vec<_>>().join(", ")
+                enabled
+                    .iter()
+                    .map(|r| runtime_name(*r))
+                    .collect::<Vec<_>>()
+                    .join(", ")
             )));
         }
         if p.input.is_some() && runtime != pb::Runtime::Javascript {
