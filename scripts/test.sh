@@ -2,10 +2,13 @@
 # Runs every test of the workspace: unit, property-based, crash, FUSE and
 # end-to-end tests of the local node agent, the operator against a real
 # kube-apiserver, then pjdfstest against a FUSE mount (compared with the
-# local disk).
+# local disk). The MCP server's tests use the Python `mcp` client from PyPI,
+# installed once into a cached virtual environment (scripts/mcp-python.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --workspace --all-targets
+# The Python MCP client the MCP server's tests drive (cached; made once).
+bash scripts/mcp-python.sh >/dev/null
 cargo test --workspace --no-fail-fast -- --test-threads=2
 if [ "$(id -u)" = 0 ]; then
     bash bench/pjdfstest.sh

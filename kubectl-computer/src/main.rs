@@ -40,6 +40,7 @@ mod cluster;
 mod cmd;
 mod error;
 mod format;
+mod mcp;
 mod progress;
 mod size;
 mod target;
@@ -300,6 +301,12 @@ enum Command {
         #[arg(short = 'm', long, default_value_t = 1000)]
         max_count: u32,
     },
+    /// Serve the Model Context Protocol for a computer: tools read, write,
+    /// edit, ls, find, grep, delete and exec for an MCP host (an agent
+    /// runtime, an IDE, a desktop assistant). Over standard input and
+    /// output by default; with --listen, streamable HTTP at
+    /// http://ADDR/mcp behind a bearer token. See docs/mcp.md.
+    Mcp(mcp::McpArgs),
     /// Forward a local port to the node agent serving a computer (cluster
     /// mode) and print the endpoint and token to use with --endpoint and
     /// --token; runs until interrupted.
@@ -414,6 +421,7 @@ async fn run(cli: Cli) -> Result<u8> {
                 )));
             }
         },
+        Command::Mcp(args) => mcp::serve(backend, args).await?,
         Command::Mount {
             name,
             dir,

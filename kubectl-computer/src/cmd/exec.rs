@@ -24,6 +24,26 @@ pub struct ExecArgs {
     pub script: String,
 }
 
+/// The API request of a run of `args` with `stdin` as its standard input
+/// (`args.stdin` only says whether the caller wanted to read it). No output
+/// cap and the node agent's default memory budget; a timeout of zero or
+/// none is the agent's default (60 s).
+pub fn request(args: ExecArgs, stdin: Vec<u8>) -> pb::ExecRequest {
+    pb::ExecRequest {
+        computer: args.computer,
+        runtime: args.runtime as i32,
+        script: args.script,
+        cwd: args.cwd,
+        env: args.env.into_iter().collect::<HashMap<_, _>>(),
+        stdin,
+        timeout_ms: args.timeout.map_or(0, |t| t.as_millis().max(1) as u64),
+        max_output_bytes: 0,
+        input_json: args.input_json,
+        // The node agent's default budget.
+        memory_limit_bytes: 0,
+    }
+}
+
 /// Streams the run's output to our stdout/stderr as it arrives and returns
 /// the program's exit code. The runtime's own error (timeout, output cap) is
 /// printed as `error: ...` unless the run already wrote it to stderr. A
@@ -36,19 +56,7 @@ pub async fn exec(client: &mut Client, args: ExecArgs) -> Result<i32> {
             .read_to_end(&mut stdin)
             .map_err(|e| CliError(format!("cannot read stdin: {e}")))?;
     }
-    let req = pb::ExecRequest {
-        computer: args.computer,
-        runtime: args.runtime as i32,
-        script: args.script,
-        cwd: args.cwd,
-        env: args.env.into_iter().collect::<HashMap<_, _>>(),
-        stdin,
-        timeout_ms: args.timeout.map_or(0, |t| t.as_millis().max(1) as u64),
-        max_output_bytes: 0,
-        input_json: args.input_json,
-        // The node agent's default budget.
-        memory_limit_bytes: 0,
-    };
+    let req = request(args, stdin);
     let mut stream = client.exec(req).await?.into_inner();
     let mut out = std::io::stdout().lock();
     let mut err = std::io::stderr().lock();

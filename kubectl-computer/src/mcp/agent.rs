@@ -1,0 +1,84 @@
+//! The computer the MCP tools work on: a connected API client of its node
+//! agent, opened once through the CLI's [`Backend`], and the runtimes the
+//! computer enables.
+
+use agentcomputer_proto::v1 as pb;
+
+use crate::backend::Backend;
+use crate::client::Client;
+use crate::error::Result;
+
+/// One computer, reachable.
+pub struct Agent {
+    /// A client of the agent serving it. Its channel reconnects on its own
+    /// (in a cluster through a new port-forward), so one is kept for the
+    /// server's life; calls clone it (a cheap handle).
+    client: Client,
+    /// The name sent in requests (`NAMESPACE/NAME` in a cluster).
+    computer: String,
+    /// The name the user gave.
+    name: String,
+    /// Runtimes `exec` may select, in the order offered.
+    runtimes: Vec<pb::Runtime>,
+}
+
+impl Agent {
+    /// Connects to the agent serving computer `name` and checks that the
+    /// computer exists. In a cluster the runtimes are those of the
+    /// AgentComputer's `spec.runtimes`; a local or directly addressed agent
+    /// runs all three (the container runtime needs bubblewrap on its host).
+    /// Errors: the backend's (no token, agent unreachable, computer not
+    /// found or not routable).
+    pub async fn open(backend: Backend, name: String) -> Result<Agent> {
+        let runtimes = match &backend {
+            Backend::Cluster(cluster) => {
+                let spec = cluster.get(&name).await?.spec.runtimes;
+                [
+                    (spec.shell, pb::Runtime::Shell),
+                    (spec.javascript, pb::Runtime::Javascript),
+                    (spec.container, pb::Runtime::Container),
+                ]
+                .into_iter()
+                .filter_map(|(on, r)| on.then_some(r))
+                .collect()
+            }
+            Backend::Agent { .. } => vec![
+                pb::Runtime::Shell,
+                pb::Runtime::Javascript,
+                pb::Runtime::Container,
+            ],
+        };
+        let (mut client, computer) = backend.client(name.clone()).await?;
+        client
+            .get_computer(pb::GetComputerRequest {
+                name: computer.clone(),
+            })
+            .await?;
+        Ok(Agent {
+            client,
+            computer,
+            name,
+            runtimes,
+        })
+    }
+
+    /// A client handle for one call.
+    pub fn client(&self) -> Client {
+        self.client.clone()
+    }
+
+    /// The computer's name as requests carry it.
+    pub fn computer(&self) -> String {
+        self.computer.clone()
+    }
+
+    /// The computer's name as the user gave it.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The runtimes `exec` may select.
+    pub fn runtimes(&self) -> &[pb::Runtime] {
+        &self.runtimes
+    }
+}

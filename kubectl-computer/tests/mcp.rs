@@ -1,0 +1,267 @@
+//! `kubectl-computer mcp` driven by the official Python MCP client (the
+//! `mcp` package from PyPI, in a cached virtual environment that
+//! scripts/mcp-python.sh makes): over stdio, and over streamable HTTP with
+//! and without the bearer token, against a node agent served in-process
+//! on an ephemeral loopback port with a temporary data directory (as
+//! tests/cli.rs does). The Python side (tests/mcp/client.py) checks every
+//! tool; this side checks the files it left through the CLI.
+//!
+//! Needs python3 with its venv module and access to PyPI on the first run;
+//! without them the tests fail saying what is missing (CI installs them).
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use agentcomputer_node_agent::{LocalConfig, serve};
+
+/// An in-process node agent on its own runtime thread.
+struct Server {
+    url: String,
+    data: PathBuf,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Server {
+    fn start(data: &Path) -> Server {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        agentcomputer_node_agent::local::prepare(data).unwrap();
+        let config = LocalConfig {
+            data_dir: data.to_path_buf(),
+            idle_timeout: Duration::from_secs(300),
+            tls: None,
+            proxy_listen: None,
+            streams: Default::default(),
+            admission: agentcomputer_node_agent::admission::AdmissionConfig::for_node(),
+        };
+        let thread = std::thread::spawn(move || {
+            let rt = tokio::runtime::Runtime::new().unwrap();
+            rt.block_on(async move {
+                let listener = tokio::net::TcpListener::from_std(listener).unwrap();
+                serve(listener, config, async {
+                    let _ = stopped.await;
+                })
+                .await
+                .unwrap();
+            });
+            rt.shutdown_timeout(Duration::from_secs(1));
+        });
+        Server {
+            url,
+            data: data.to_path_buf(),
+            stop: Some(stop),
+            thread: Some(thread),
+        }
+    }
+
+    /// The CLI, set to reach this agent and find its token in its data
+    /// directory.
+    fn command(&self) -> Command {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_kubectl-computer"));
+        cmd.env("AGENTCOMPUTER_ENDPOINT", &self.url)
+            .env("AGENTCOMPUTER_DATA_DIR", &self.data)
+            .env_remove("AGENTCOMPUTER_TOKEN")
+            .env_remove("AGENTCOMPUTER_TOKEN_FILE")
+            .env_remove("AGENTCOMPUTER_CA_CERT");
+        cmd
+    }
+
+    fn cli(&self, args: &[&str]) -> String {
+        let out = self.command().args(args).output().unwrap();
+        ok(&out, &format!("kubectl-computer {args:?}"))
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+fn ok(out: &Output, what: &str) -> String {
+    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+    assert!(
+        out.status.success(),
+        "{what}: status {:?}\nstdout:\n{}\nstderr:\n{}",
+        out.status,
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+    text(&out.stdout)
+}
+
+/// A Python with the `mcp` package, from scripts/mcp-python.sh (made once,
+/// then cached). Panics, saying why, when python3, venv or pip is missing.
+fn python() -> &'static Path {
+    static PYTHON: OnceLock<PathBuf> = OnceLock::new();
+    PYTHON.get_or_init(|| {
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/mcp-python.sh");
+        let out = Command::new("bash")
+            .arg(&script)
+            .stderr(Stdio::inherit())
+            .output()
+            .unwrap_or_else(|e| panic!("cannot run bash {}: {e}", script.display()));
+        assert!(
+            out.status.success(),
+            "the MCP tests need python3 with venv and pip, and the `mcp` package from PyPI; {} failed (see its error above)",
+            script.display()
+        );
+        let path = PathBuf::from(String::from_utf8(out.stdout).unwrap().trim());
+        assert!(path.exists(), "{} printed no interpreter", script.display());
+        path
+    })
+}
+
+fn client_script() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp/client.py")
+}
+
+/// Runs client.py with `args`; asserts it passed and returns its count of
+/// checks.
+fn run_client(server: &Server, args: &[&str]) -> u32 {
+    let out = Command::new(python())
+        .arg(client_script())
+        .args(args)
+        // For the stdio server client.py starts.
+        .env("AGENTCOMPUTER_ENDPOINT", &server.url)
+        .env("AGENTCOMPUTER_DATA_DIR", &server.data)
+        .env_remove("AGENTCOMPUTER_TOKEN")
+        .env_remove("AGENTCOMPUTER_TOKEN_FILE")
+        .output()
+        .unwrap();
+    let stdout = ok(&out, &format!("client.py {args:?}"));
+    let last = stdout.lines().last().unwrap_or_default();
+    let count = last
+        .strip_prefix(&format!("ok: {} ", args[0]))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("client.py did not finish: {stdout}"));
+    assert!(count > 100, "client.py made only {count} checks");
+    count
+}
+
+/// The files the client left, seen through the CLI (not through MCP).
+fn assert_left_behind(server: &Server, transport: &str) {
+    let notes = server.cli(&["cat", "demo", &format!("mcp-{transport}/notes.md")]);
+    assert_eq!(
+        notes,
+        "# Notes\nstatus: final\nowner: ada\nnext: ship it\nstatus line two: draft\n"
+    );
+    let listing = server.cli(&["ls", "demo", &format!("mcp-{transport}")]);
+    assert_eq!(listing, "notes.md\n");
+}
+
+#[test]
+fn stdio_transport_with_the_python_client() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path());
+    server.cli(&["create", "demo"]);
+    let binary = env!("CARGO_BIN_EXE_kubectl-computer");
+    run_client(&server, &["stdio", binary, "demo"]);
+    assert_left_behind(&server, "stdio");
+}
+
+/// A running `mcp --listen` server, killed on drop.
+struct Listening {
+    child: Child,
+    url: String,
+    /// The token it printed, if it made one.
+    token: Option<String>,
+}
+
+impl Drop for Listening {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Starts `kubectl-computer mcp demo --listen 127.0.0.1:0 EXTRA...` and
+/// reads the endpoint (and a generated token) from its stderr.
+fn listen(server: &Server, extra: &[&str]) -> Listening {
+    let mut child = server
+        .command()
+        .args(["mcp", "demo", "--listen", "127.0.0.1:0"])
+        .args(extra)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let mut url = None;
+    let mut token = None;
+    let mut seen = Vec::new();
+    while let Some(Ok(line)) = lines.next() {
+        seen.push(line.clone());
+        if let Some(u) = line.strip_prefix("MCP endpoint: ") {
+            url = Some(u.to_string());
+            if !extra.is_empty() {
+                break; // a token file: no token line follows
+            }
+        } else if let Some(t) = line.strip_prefix("MCP bearer token (shown once): ") {
+            token = Some(t.to_string());
+            break;
+        }
+    }
+    // Keep draining stderr so the server never blocks on it.
+    std::thread::spawn(move || for _ in lines {});
+    let url = url.unwrap_or_else(|| panic!("no endpoint printed; stderr: {seen:?}"));
+    Listening { child, url, token }
+}
+
+#[test]
+fn http_transport_needs_the_token() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path());
+    server.cli(&["create", "demo"]);
+
+    // A generated token, printed once.
+    let http = listen(&server, &[]);
+    let token = http.token.clone().expect("no token printed");
+    assert_eq!(token.len(), 64, "{token}");
+    assert!(http.url.starts_with("http://127.0.0.1:") && http.url.ends_with("/mcp"));
+    run_client(&server, &["http", &http.url, &token]);
+    assert_left_behind(&server, "http");
+    drop(http);
+
+    // A token from a file: the same client passes with it; nothing printed.
+    let file = dir.path().join("mcp-token");
+    std::fs::write(&file, "file-token-0123456789\n").unwrap();
+    let http = listen(&server, &["--mcp-token-file", file.to_str().unwrap()]);
+    assert_eq!(http.token, None);
+    run_client(&server, &["http", &http.url, "file-token-0123456789"]);
+}
+
+#[test]
+fn http_listener_stays_on_loopback_unless_told() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path());
+    server.cli(&["create", "demo"]);
+    let out = server
+        .command()
+        .args(["mcp", "demo", "--listen", "0.0.0.0:0"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("not a loopback address") && err.contains("--allow-remote"),
+        "{err}"
+    );
+    // An unknown computer fails before serving, in one line.
+    let out = server.command().args(["mcp", "nope"]).output().unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("nope") && err.contains("not found"), "{err}");
+}

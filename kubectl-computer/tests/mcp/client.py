@@ -1,0 +1,259 @@
+"""Drives `kubectl-computer mcp` with the official Python MCP client (the `mcp`
+package from PyPI), as an MCP host would. Run by kubectl-computer/tests/mcp.rs.
+
+    client.py stdio KUBECTL_COMPUTER NAME   # starts the server over stdio
+    client.py http URL TOKEN                # a server started with --listen
+
+The environment of the stdio server is this process's (the Rust test sets
+the endpoint and data directory). Every check that fails raises; the last
+line printed on success is `ok: <transport> <number of checks>`.
+"""
+
+import asyncio
+import os
+import sys
+import time
+
+import httpx2
+import jsonschema
+from mcp import ClientSession, StdioServerParameters, stdio_client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
+
+CHECKS = 0
+
+TOOLS = {"read", "write", "edit", "ls", "find", "grep", "delete", "exec"}
+
+# Required arguments and some optional ones each tool must offer.
+SCHEMAS = {
+    "read": (["path"], ["start_line", "end_line", "max_bytes"]),
+    "write": (["path", "content"], []),
+    "edit": (["path", "old_string", "new_string"], ["replace_all"]),
+    "ls": ([], ["path", "max_entries"]),
+    "find": (["pattern"], ["max_results"]),
+    "grep": (["pattern"], ["path", "include", "exclude", "ignore_case", "context_lines", "max_matches"]),
+    "delete": (["path"], ["recursive"]),
+    "exec": (["script"], ["runtime", "cwd", "env", "stdin", "input", "timeout_seconds", "max_output_bytes"]),
+}
+
+NOTES = "# Notes\nstatus: draft\nowner: ada\nnext: ship it\nstatus line two: draft\n"
+
+
+def check(cond, what):
+    global CHECKS
+    if not cond:
+        raise AssertionError(what)
+    CHECKS += 1
+
+
+def text_of(result):
+    return "".join(c.text for c in result.content if getattr(c, "type", "") == "text")
+
+
+async def call(session, name, args, *, error=False):
+    result = await session.call_tool(name, args)
+    check(
+        bool(result.is_error) == error,
+        f"{name} {args}: expected is_error={error}, got {result.is_error}: {text_of(result)}",
+    )
+    return result
+
+
+async def check_tools(session):
+    listed = await session.list_tools()
+    tools = {t.name: t for t in listed.tools}
+    check(set(tools) == TOOLS, f"tools listed: {sorted(tools)}")
+    for name, tool in tools.items():
+        check(tool.description and len(tool.description) > 60, f"{name}: description too short")
+        schema = tool.input_schema
+        jsonschema.Draft202012Validator.check_schema(schema)
+        check(schema.get("type") == "object", f"{name}: schema type {schema.get('type')}")
+        check(schema.get("additionalProperties") is False, f"{name}: unknown arguments must be refused")
+        props = schema.get("properties", {})
+        required, optional = SCHEMAS[name]
+        check(sorted(schema.get("required", [])) == sorted(required), f"{name}: required {schema.get('required')}")
+        for prop in required + optional:
+            check(prop in props, f"{name}: no property {prop}")
+        for prop, spec in props.items():
+            check(len(spec.get("description", "")) > 15, f"{name}.{prop}: no description")
+    runtime = tools["exec"].input_schema["properties"]["runtime"]
+    check(
+        runtime.get("enum") and {"shell", "javascript"} <= set(runtime["enum"]),
+        f"exec.runtime enum: {runtime}",
+    )
+    validator = jsonschema.Draft202012Validator(tools["grep"].input_schema)
+    check(validator.is_valid({"pattern": "x", "include": ["*.md"], "context_lines": 1}), "grep args valid")
+    check(not validator.is_valid({"pattern": "x", "bogus": 1}), "grep refuses unknown args")
+    check(not validator.is_valid({"path": "x"}), "grep needs a pattern")
+
+
+async def exercise(session, transport):
+    init = await session.initialize()
+    check(init.server_info.name == "kubectl-computer", f"server name {init.server_info.name}")
+    check(init.capabilities.tools is not None, "tools capability")
+    await check_tools(session)
+
+    prefix = f"mcp-{transport}"
+    notes = f"{prefix}/notes.md"
+    # write creates the missing parent directory.
+    r = await call(session, "write", {"path": notes, "content": NOTES})
+    check(r.structured_content["bytes_written"] == len(NOTES.encode()), f"write: {text_of(r)}")
+
+    # edit: ambiguous text is refused and changes nothing...
+    r = await call(session, "edit", {"path": notes, "old_string": "draft", "new_string": "final"}, error=True)
+    check("occurs 2 times" in text_of(r) and r.structured_content["errno"] == "EINVAL", f"ambiguous edit: {text_of(r)}")
+    # ...text that is not there too...
+    r = await call(session, "edit", {"path": notes, "old_string": "status: gone", "new_string": "x"}, error=True)
+    check("not found" in text_of(r), f"missing edit: {text_of(r)}")
+    # ...and one exact line is replaced.
+    r = await call(session, "edit", {"path": notes, "old_string": "status: draft\n", "new_string": "status: final\n"})
+    check(r.structured_content["replacements"] == 1, f"edit: {text_of(r)}")
+
+    # read a range: lines 2-3, with a note saying where it stopped.
+    r = await call(session, "read", {"path": notes, "start_line": 2, "end_line": 3})
+    check(r.content[0].text == "status: final\nowner: ada\n", f"read range: {r.content[0].text!r}")
+    check("lines 2-3 of 5" in text_of(r), f"read note: {text_of(r)}")
+    r = await call(session, "read", {"path": notes})
+    check(text_of(r) == NOTES.replace("status: draft\n", "status: final\n"), f"read all: {text_of(r)!r}")
+    # the byte cap keeps whole lines
+    r = await call(session, "read", {"path": notes, "max_bytes": 20})
+    check(r.content[0].text == "# Notes\n", f"capped read: {r.content[0].text!r}")
+    check("continue with start_line=2" in text_of(r), f"capped note: {text_of(r)}")
+
+    # a binary file is reported, not dumped
+    await call(session, "exec", {"script": f"printf 'a\\000b\\001' > {prefix}/blob.bin"})
+    r = await call(session, "read", {"path": f"{prefix}/blob.bin"})
+    check(r.structured_content.get("binary") is True and "binary file (4 bytes)" in text_of(r), f"binary: {text_of(r)}")
+
+    # grep, with include/exclude and context
+    r = await call(session, "grep", {"pattern": "status: f", "path": prefix})
+    check(text_of(r).startswith(f"{notes}:2:status: final"), f"grep: {text_of(r)}")
+    check(r.structured_content["matches"] == [{"path": notes, "line": 2, "text": "status: final"}], f"grep hits: {r.structured_content}")
+    await call(session, "write", {"path": f"{prefix}/other.txt", "content": "status: final too\n"})
+    r = await call(session, "grep", {"pattern": "^status:", "path": prefix, "include": ["*.md", "*.txt"], "exclude": ["other.*"], "context_lines": 1})
+    check(
+        text_of(r) == f"{notes}-1-# Notes\n{notes}:2:status: final\n{notes}-3-owner: ada\n",
+        f"grep with context: {text_of(r)!r}",
+    )
+    r = await call(session, "grep", {"pattern": "status", "path": prefix, "max_matches": 1})
+    check(r.structured_content["truncated"] is True and len(r.structured_content["matches"]) == 1, "grep cap")
+
+    # find and ls
+    r = await call(session, "find", {"pattern": f"{prefix}/**/*.md"})
+    check(r.structured_content["paths"] == [notes], f"find: {text_of(r)}")
+    r = await call(session, "ls", {"path": prefix})
+    names = [e["name"] for e in r.structured_content["entries"]]
+    check(names == ["blob.bin", "notes.md", "other.txt"], f"ls: {names}")
+
+    # exec in the shell runtime: ls -l
+    r = await call(session, "exec", {"script": "ls -l", "cwd": prefix})
+    out = r.structured_content
+    check(out["exit_code"] == 0 and "notes.md" in out["stdout"] and "other.txt" in out["stdout"], f"ls -l: {out}")
+    # exit status, stdin, env, stderr
+    r = await call(session, "exec", {"script": 'read x; echo "$x-$GREETING"; echo oops >&2; exit 3', "stdin": "hi\n", "env": {"GREETING": "hello"}})
+    out = r.structured_content
+    check((out["exit_code"], out["stdout"], out["stderr"]) == (3, "hi-hello\n", "oops\n"), f"shell exec: {out}")
+    # output cap: the middle is left out and marked
+    r = await call(session, "exec", {"script": "seq 1 20000", "max_output_bytes": 1000})
+    out = r.structured_content
+    check(out["truncated"]["stdout_bytes_omitted"] > 100000 and "bytes omitted" in out["stdout"], "output cap")
+    check(out["stdout"].startswith("1\n2\n") and out["stdout"].endswith("19999\n20000\n"), "output head and tail")
+
+    # exec in the JavaScript runtime: reads the file the tools wrote
+    module = (
+        "import { readFileSync } from 'node:fs';\n"
+        f"const text = readFileSync('{notes}', 'utf8');\n"
+        "console.log('lines', text.split('\\n').length - 1);\n"
+        "export default (input) => ({ owner: /owner: (\\w+)/.exec(text)[1], sum: input.a + input.b });\n"
+    )
+    r = await call(session, "exec", {"runtime": "javascript", "script": module, "input": {"a": 2, "b": 3}})
+    out = r.structured_content
+    check(out["exit_code"] == 0 and out["stdout"] == "lines 5\n", f"js stdout: {out}")
+    check(out["result"] == {"owner": "ada", "sum": 5}, f"js result: {out}")
+    r = await call(session, "exec", {"runtime": "javascript", "script": "throw new TypeError('bad');"}, error=True)
+    check("TypeError" in r.structured_content["error"], f"js error: {r.structured_content}")
+    r = await call(session, "exec", {"runtime": "cobol", "script": "x"}, error=True)
+    check(r.structured_content["errno"] == "EINVAL" and "shell" in text_of(r), f"bad runtime: {text_of(r)}")
+
+    # refused and missing paths: tool errors with the errno name and the path
+    r = await call(session, "read", {"path": "/etc/passwd"}, error=True)
+    check(r.structured_content["errno"] == "EINVAL" and "/etc/passwd" in text_of(r), f"refused path: {text_of(r)}")
+    r = await call(session, "write", {"path": "/etc/evil", "content": "x"}, error=True)
+    check(r.structured_content["errno"] == "EINVAL" and "/etc/evil" in text_of(r), f"refused write: {text_of(r)}")
+    r = await call(session, "read", {"path": f"{prefix}/missing.md"}, error=True)
+    check(text_of(r).startswith("ENOENT") and "missing.md" in text_of(r), f"missing: {text_of(r)}")
+    r = await call(session, "delete", {"path": prefix}, error=True)
+    check(r.structured_content["errno"] == "ENOTEMPTY" and prefix in text_of(r), f"non-empty delete: {text_of(r)}")
+    r = await call(session, "read", {"path": notes, "bogus": 1}, error=True)
+    check("bogus" in text_of(r), f"unknown argument: {text_of(r)}")
+
+    # a runaway run ends at its timeout, and the server answers afterwards
+    started = time.monotonic()
+    r = await call(session, "exec", {"script": "while true; do :; done", "timeout_seconds": 1.5}, error=True)
+    took = time.monotonic() - started
+    check("tim" in r.structured_content["error"].lower(), f"timeout error: {r.structured_content}")
+    check(took < 15, f"timeout took {took:.1f} s")
+    r = await call(session, "read", {"path": notes, "start_line": 4, "end_line": 4})
+    check(r.content[0].text == "next: ship it\n", "server answers after a timeout")
+
+    # delete: a file, then the directory recursively
+    await call(session, "delete", {"path": f"{prefix}/blob.bin"})
+    r = await call(session, "find", {"pattern": f"{prefix}/*.bin"})
+    check(r.structured_content["paths"] == [], "deleted file gone")
+    # Leave notes.md for the test to look at through the CLI.
+    await call(session, "delete", {"path": f"{prefix}/other.txt"})
+
+
+async def over_stdio(binary, name):
+    # MCP hosts start servers with a minimal environment plus what their
+    # configuration names: pass the agent's endpoint and data directory so.
+    env = {k: v for k, v in os.environ.items() if k.startswith("AGENTCOMPUTER_")}
+    params = StdioServerParameters(command=binary, args=["mcp", name], env=env)
+    async with stdio_client(params) as (read, write):
+        async with ClientSession(read, write) as session:
+            await exercise(session, "stdio")
+
+
+async def over_http(url, token):
+    # Without a token, and with a wrong one: 401 before any MCP.
+    body = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}}
+    headers = {"Accept": "application/json, text/event-stream"}
+    async with httpx2.AsyncClient() as raw:
+        for auth in (None, "Bearer wrong-token", f"Basic {token}"):
+            h = dict(headers)
+            if auth:
+                h["Authorization"] = auth
+            resp = await raw.post(url, json=body, headers=h)
+            check(resp.status_code == 401, f"auth {auth!r}: status {resp.status_code}")
+            check(resp.headers.get("www-authenticate", "").lower().startswith("bearer"), "WWW-Authenticate")
+    # The MCP client without the token cannot initialize either.
+    refused = False
+    try:
+        async with create_mcp_http_client() as bare:
+            async with streamable_http_client(url, http_client=bare) as (read, write):
+                async with ClientSession(read, write, read_timeout_seconds=10) as session:
+                    await session.initialize()
+    except Exception:  # noqa: BLE001 - any failure is the point
+        refused = True
+    check(refused, "an MCP client without the token was served")
+
+    client = create_mcp_http_client(headers={"Authorization": f"Bearer {token}"})
+    async with client:
+        async with streamable_http_client(url, http_client=client) as (read, write):
+            async with ClientSession(read, write) as session:
+                await exercise(session, "http")
+
+
+def main():
+    mode = sys.argv[1]
+    if mode == "stdio":
+        asyncio.run(over_stdio(sys.argv[2], sys.argv[3]))
+    elif mode == "http":
+        asyncio.run(over_http(sys.argv[2], sys.argv[3]))
+    else:
+        raise SystemExit(f"unknown mode {mode}")
+    print(f"ok: {mode} {CHECKS}")
+
+
+if __name__ == "__main__":
+    main()
