@@ -22,7 +22,7 @@ use nix::mount::{MntFlags, umount2};
 use rand::Rng;
 
 const SERVER: &str = env!("CARGO_BIN_EXE_agentcomputer-fuse");
-const ROUNDS: usize = 6;
+const ROUNDS: usize = 12;
 
 fn record(n: u64) -> String {
     format!("record {n:08} {}\n", "y".repeat((n % 89) as usize))
@@ -150,11 +150,26 @@ fn a_new_server_takes_over_a_live_connection_with_no_error_seen() {
     let through_mount = std::fs::read_to_string(mnt.join("log")).unwrap();
     let acked = acked.lock().unwrap().clone();
     let expected: String = acked.iter().map(|&n| record(n)).collect();
-    assert!(
-        through_mount.starts_with(&expected),
-        "every acknowledged record, in order ({} acknowledged)",
-        acked.len()
-    );
+    if !through_mount.starts_with(&expected) {
+        let at = through_mount
+            .lines()
+            .zip(expected.lines())
+            .position(|(a, b)| a != b)
+            .unwrap_or(0);
+        let around = |t: &str| {
+            t.lines()
+                .skip(at.saturating_sub(2))
+                .take(4)
+                .map(|l| l[..16.min(l.len())].to_string())
+                .collect::<Vec<_>>()
+        };
+        panic!(
+            "acknowledged records differ from line {at} ({} acknowledged): mount {:?}, expected {:?}",
+            acked.len(),
+            around(&through_mount),
+            around(&expected)
+        );
+    }
     drop(kept);
     umount2(&mnt, MntFlags::empty()).unwrap();
     server.wait().unwrap();

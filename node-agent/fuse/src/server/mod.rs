@@ -115,11 +115,45 @@ impl Server {
         let (uid, gid) = self.creator(req);
         let (owner, perm) = new_inode_owner(&p, uid, gid, mode, is_dir);
         let name = name.as_bytes();
-        match kind {
+        let made = match kind {
             FileKind::Directory => self.fs.mkdir(parent, name, perm, owner),
             FileKind::Symlink => Err(Errno::EINVAL.into()),
             k => self.fs.mknod(parent, name, k, perm, rdev, owner),
+        };
+        match made {
+            Err(e) if e.errno() == Errno::EEXIST && resent(req) => {
+                self.existing(parent, name, kind)
+            }
+            r => r,
         }
+    }
+
+    /// For a resent creation that found its name taken: the entry, when it
+    /// is of the kind asked for (the previous server most likely made it
+    /// and died before answering), else `EEXIST`.
+    fn existing(&self, parent: Ino, name: &[u8], kind: FileKind) -> Result<Attr> {
+        match self.fs.lookup(parent, name) {
+            Ok(a) if a.kind == kind => Ok(a),
+            Ok(_) => Err(Errno::EEXIST.into()),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// For a resent append: whether the previous server applied it already,
+    /// judged by the file ending exactly where the kernel expected this
+    /// write to end (`offset` is the size it knew) with these very bytes.
+    /// A repeated identical append that was not applied ends elsewhere.
+    fn appended_already(&self, ino: Ino, offset: u64, data: &[u8]) -> bool {
+        let Ok(a) = self.fs.getattr(ino) else {
+            return false;
+        };
+        let len = data.len() as u64;
+        if len == 0 || a.size != offset + len {
+            return false;
+        }
+        self.fs
+            .read(ino, offset, data.len())
+            .is_ok_and(|tail| tail == data)
     }
 
     /// How the kernel treats a file opened with `flags` (open(2) flags).
@@ -171,6 +205,16 @@ fn owner_change(
 /// Whether a file opened with `flags` gets whole appends: written with
 /// `O_APPEND` while the writeback cache is off (with it on, the kernel's
 /// size is authoritative and appends go through its cache).
+/// Whether the kernel sends `req` again after a take-over: its id carries
+/// `FUSE_UNIQUE_RESEND` (bit 63; include/uapi/linux/fuse.h, Linux 6.9).
+/// The previous server may have applied it before dying unanswered, so
+/// the handlers of requests that are not idempotent (append, create,
+/// unlink) accept the state an applied request leaves, the way an NFS
+/// server's duplicate request cache would.
+fn resent(req: &Request) -> bool {
+    u64::from(req.unique()) & (1 << 63) != 0
+}
+
 fn append_whole(opts: &MountOptions, flags: i32) -> bool {
     !opts.writeback_cache
         && flags & libc::O_APPEND != 0
@@ -368,18 +412,20 @@ impl Filesystem for Server {
         self.reply_entry(reply, r);
     }
 
-    fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+    fn unlink(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
         self.enter();
         match self.fs.unlink(parent.0, name.as_bytes()) {
             Ok(()) => reply.ok(),
+            Err(e) if e.errno() == Errno::ENOENT && resent(req) => reply.ok(),
             Err(e) => reply.error(errno(&e)),
         }
     }
 
-    fn rmdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+    fn rmdir(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
         self.enter();
         match self.fs.rmdir(parent.0, name.as_bytes()) {
             Ok(()) => reply.ok(),
+            Err(e) if e.errno() == Errno::ENOENT && resent(req) => reply.ok(),
             Err(e) => reply.error(errno(&e)),
         }
     }
@@ -403,6 +449,12 @@ impl Filesystem for Server {
                 owner,
             )
         });
+        let r = match r {
+            Err(e) if e.errno() == Errno::EEXIST && resent(req) => {
+                self.existing(parent.0, link_name.as_bytes(), FileKind::Symlink)
+            }
+            r => r,
+        };
         self.reply_entry(reply, r);
     }
 
@@ -473,7 +525,7 @@ impl Filesystem for Server {
 
     fn write(
         &self,
-        _req: &Request,
+        req: &Request,
         ino: INodeNo,
         _fh: FileHandle,
         offset: u64,
@@ -496,6 +548,10 @@ impl Filesystem for Server {
             && flags.0 & libc::O_APPEND != 0
             && !write_flags.contains(WriteFlags::FUSE_WRITE_CACHE);
         if append {
+            if resent(req) && self.appended_already(ino.0, offset, data) {
+                reply.written(data.len() as u32);
+                return;
+            }
             match self.fs.append(ino.0, data) {
                 Ok((at, n)) => {
                     reply.written(n as u32);
@@ -744,13 +800,14 @@ impl Filesystem for Server {
         let made = match self.create_node(req, parent.0, name, mode, 0) {
             // The kernel believed the name absent (a stale negative entry):
             // without O_EXCL, open what is there.
-            Err(e) if e.errno() == Errno::EEXIST && flags & libc::O_EXCL == 0 => self
-                .fs
-                .lookup(parent.0, name.as_bytes())
-                .and_then(|a| match a.kind {
-                    FileKind::Directory => Err(Errno::EISDIR.into()),
-                    _ => Ok(a),
-                }),
+            Err(e) if e.errno() == Errno::EEXIST && (flags & libc::O_EXCL == 0 || resent(req)) => {
+                self.fs
+                    .lookup(parent.0, name.as_bytes())
+                    .and_then(|a| match a.kind {
+                        FileKind::Directory => Err(Errno::EISDIR.into()),
+                        _ => Ok(a),
+                    })
+            }
             r => r,
         };
         let r = made.and_then(|a| self.lookups.remember(&self.fs, a.ino).map(|()| a));
