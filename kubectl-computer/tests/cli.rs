@@ -35,6 +35,7 @@ impl Server {
             proxy_listen: None,
             streams: Default::default(),
             admission: agentcomputer_node_agent::admission::AdmissionConfig::for_node(),
+            fuse_holder: None,
         };
         let thread = std::thread::spawn(move || {
             let rt = tokio::runtime::Runtime::new().unwrap();

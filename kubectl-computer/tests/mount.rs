@@ -66,6 +66,7 @@ fn mount_exec_and_unmount() {
         proxy_listen: None,
         streams: Default::default(),
         admission: agentcomputer_node_agent::admission::AdmissionConfig::for_node(),
+        fuse_holder: None,
     };
     let server = std::thread::spawn(move || {
         let rt = tokio::runtime::Runtime::new().unwrap();

@@ -16,6 +16,7 @@ pub mod computer;
 pub mod containers;
 pub mod data_lock;
 pub mod fuse_link;
+pub mod holder;
 pub mod local;
 pub mod mounts;
 pub mod private;

@@ -52,6 +52,23 @@ pub struct LocalConfig {
     /// Limits on running execs ([`AdmissionConfig::for_node`] fits the
     /// machine).
     pub admission: AdmissionConfig,
+    /// Keep host mounts alive across restarts of the agent through a
+    /// descriptor holder process ([`crate::holder`]); `None`: host mounts
+    /// end with the agent. Needs root (the agent mounts with `mount(2)`).
+    pub fuse_holder: Option<FuseHolder>,
+}
+
+/// How local mode keeps its host mounts across restarts.
+#[derive(Debug, Clone)]
+pub struct FuseHolder {
+    /// The `node-agent` executable, run as `node-agent fuse-holder`.
+    pub exe: PathBuf,
+    /// How long the holder keeps connections while no agent is connected.
+    pub grace: Duration,
+    /// Set before the shutdown future completes to hand the mounts over
+    /// (leave them to the holder for the next agent) instead of
+    /// unmounting them.
+    pub hand_over: Arc<std::sync::atomic::AtomicBool>,
 }
 
 /// Makes the data directory ready for clients before the agent announces
@@ -95,12 +112,50 @@ where
     S: Future<Output = ()> + Send + 'static,
 {
     let token = prepare(&config.data_dir)?;
-    let registry = Registry::new(&config.data_dir, config.idle_timeout).with_context(|| {
-        format!(
-            "cannot prepare data directory {}",
-            config.data_dir.display()
-        )
-    })?;
+    // The holder's live mounts are resumed before anything probes them (a
+    // probe of a mount nobody serves would wait).
+    let holder = match &config.fuse_holder {
+        Some(h) => {
+            let (dir, exe, grace) = (config.data_dir.clone(), h.exe.clone(), h.grace);
+            let started = tokio::task::spawn_blocking(move || {
+                let client = crate::holder::Client::connect_or_start(&dir, &exe, grace)?;
+                let held = client.list()?;
+                Ok::<_, std::io::Error>((client, held))
+            })
+            .await?;
+            match started {
+                Ok(c) => Some(c),
+                Err(e) => {
+                    warn!(error = %e, "no FUSE descriptor holder: host mounts will end with this process");
+                    None
+                }
+            }
+        }
+        None => None,
+    };
+    let held_paths: Vec<PathBuf> = holder
+        .as_ref()
+        .map(|(_, held)| held.iter().map(|(h, _)| h.path.clone()).collect())
+        .unwrap_or_default();
+    let registry = Registry::new_with_held(&config.data_dir, config.idle_timeout, &held_paths)
+        .with_context(|| {
+            format!(
+                "cannot prepare data directory {}",
+                config.data_dir.display()
+            )
+        })?;
+    if let Some((client, held)) = holder {
+        registry.set_holder(Arc::new(client));
+        if !held.is_empty() {
+            let n = held.len();
+            let resumed = registry.resume_mounts(held).await;
+            info!(
+                resumed,
+                of = n,
+                "host mounts of the previous run taken over"
+            );
+        }
+    }
     let addr = listener.local_addr()?;
     info!(%addr, data_dir = %config.data_dir.display(), idle_timeout = ?config.idle_timeout, tls = config.tls.is_some(), admission = ?config.admission, "node agent serving");
 
@@ -154,6 +209,17 @@ where
         _ = forced => warn!("calls still running after the shutdown grace period; stopping anyway"),
     }
     stop.cancel();
+    let hand_over = config
+        .fuse_holder
+        .as_ref()
+        .is_some_and(|h| h.hand_over.load(std::sync::atomic::Ordering::SeqCst));
+    if hand_over {
+        let left = registry.leave_mounts();
+        info!(
+            mounts = left,
+            "handing host mounts over to the next agent process (the descriptor holder keeps them)"
+        );
+    }
     registry.close_all().await;
     info!("node agent stopped");
     Ok(())

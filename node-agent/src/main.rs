@@ -19,6 +19,8 @@
 use std::io::IsTerminal;
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use agentcomputer_node_agent::admission::AdmissionConfig;
@@ -82,11 +84,33 @@ enum Command {
         max_streams_per_computer: usize,
         #[command(flatten)]
         admission: AdmissionArgs,
+        /// Keep host mounts alive across restarts of the agent: a small
+        /// holder process keeps their FUSE connections, and the next agent
+        /// takes them over (root only). `off` makes host mounts end with
+        /// the agent. SIGUSR2 stops the agent leaving its mounts for the
+        /// next one; SIGTERM and SIGINT unmount them.
+        #[arg(long, default_value = "on", value_parser = ["on", "off"])]
+        keep_mounts: String,
+        /// How long the holder keeps mounts while no agent runs; then they
+        /// fail with ENOTCONN until mounted again or unmounted.
+        #[arg(long, default_value = "60s", value_parser = humantime::parse_duration)]
+        mount_grace: Duration,
     },
     /// Serve the computers placed on one Kubernetes node (unprivileged).
     /// The Kubernetes client comes from the in-cluster service account or
     /// KUBECONFIG.
     Cluster(ClusterArgs),
+    /// Hold the FUSE connections of local mode's host mounts while the
+    /// agent restarts (started by `node-agent local`; not for direct use).
+    #[command(hide = true)]
+    FuseHolder {
+        /// The socket to serve the agent on.
+        #[arg(long)]
+        socket: PathBuf,
+        /// How long to keep connections with no agent connected.
+        #[arg(long, value_parser = humantime::parse_duration)]
+        grace: Duration,
+    },
 }
 
 #[derive(clap::Args)]
@@ -270,6 +294,10 @@ fn main() -> anyhow::Result<()> {
             dir
         }
         Command::Cluster(args) => args.data_dir.clone(),
+        Command::FuseHolder { socket, grace } => {
+            return agentcomputer_node_agent::holder::run(socket, *grace)
+                .with_context(|| format!("FUSE descriptor holder on {}", socket.display()));
+        }
     };
     let runtime = tokio::runtime::Runtime::new().context("cannot start the async runtime")?;
     let result = runtime.block_on(async move {
@@ -285,6 +313,8 @@ fn main() -> anyhow::Result<()> {
                 max_streams_per_client,
                 max_streams_per_computer,
                 admission,
+                keep_mounts,
+                mount_grace,
             } => {
                 // Before announcing readiness: a client may use the old
                 // mountpoints as soon as it sees the address.
@@ -310,12 +340,39 @@ fn main() -> anyhow::Result<()> {
                         per_computer: max_streams_per_computer,
                     },
                     admission: admission.config(),
+                    fuse_holder: None,
                 };
-                local::serve(listener, config, shutdown_signal()?)
+                let hand_over = Arc::new(AtomicBool::new(false));
+                let config = LocalConfig {
+                    fuse_holder: (keep_mounts == "on" && nix::unistd::geteuid().is_root())
+                        .then(|| -> anyhow::Result<_> {
+                            Ok(local::FuseHolder {
+                                exe: std::env::current_exe()
+                                    .context("cannot find the node-agent executable")?,
+                                grace: mount_grace,
+                                hand_over: hand_over.clone(),
+                            })
+                        })
+                        .transpose()?,
+                    ..config
+                };
+                let signal = shutdown_signal()?;
+                let mut usr2 = signal_hook(SignalKind::user_defined2())?;
+                let shutdown = async move {
+                    tokio::select! {
+                        _ = signal => {}
+                        _ = usr2.recv() => {
+                            tracing::info!("SIGUSR2 received: stopping, leaving host mounts to the next agent");
+                            hand_over.store(true, Ordering::SeqCst);
+                        }
+                    }
+                };
+                local::serve(listener, config, shutdown)
                     .await
                     .map(|()| None)
             }
             Command::Cluster(args) => run_cluster(args).await.map(Some),
+            Command::FuseHolder { .. } => unreachable!("served before the runtime starts"),
         }
     });
     // Do not wait on blocking-pool threads left behind by cancelled work.
@@ -360,6 +417,10 @@ async fn run_cluster(args: ClusterArgs) -> anyhow::Result<DataDirLock> {
 }
 
 /// Completes on the first SIGINT or SIGTERM.
+fn signal_hook(kind: SignalKind) -> anyhow::Result<tokio::signal::unix::Signal> {
+    signal(kind).with_context(|| format!("cannot watch signal {}", kind.as_raw_value()))
+}
+
 fn shutdown_signal() -> anyhow::Result<impl std::future::Future<Output = ()> + Send + 'static> {
     let mut term = signal(SignalKind::terminate()).context("cannot watch SIGTERM")?;
     let mut int = signal(SignalKind::interrupt()).context("cannot watch SIGINT")?;

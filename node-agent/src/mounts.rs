@@ -107,13 +107,18 @@ pub fn load_records(data_dir: &Path) -> io::Result<Vec<MountRecord>> {
 /// their paths never silently become writable directories again; the rest
 /// (unmounted since, or mounted by someone else) are forgotten. An
 /// unreadable record is logged and replaced. Errors: rewriting the record.
-pub fn recheck_recorded(data_dir: &Path) -> io::Result<Vec<MountRecord>> {
+/// Paths in `held` (live connections the descriptor holder keeps, about
+/// to be resumed) are neither probed nor kept here.
+pub fn recheck_recorded(data_dir: &Path, held: &[PathBuf]) -> io::Result<Vec<MountRecord>> {
     let records = load_records(data_dir).unwrap_or_else(|e| {
         warn!(error = %e, "unreadable mount record; mounts of a previous run are not checked");
         Vec::new()
     });
     let mut dead = Vec::new();
     for r in records {
+        if held.contains(&r.path) {
+            continue;
+        }
         match agentcomputer_fuse::is_dead_mount(&r.path) {
             Ok(true) => {
                 warn!(
@@ -184,7 +189,7 @@ mod tests {
         save_records(dir.path(), &recs).unwrap();
         assert_eq!(load_records(dir.path()).unwrap(), recs);
         // A recorded directory that is not a mount is left as it is.
-        assert!(recheck_recorded(dir.path()).unwrap().is_empty());
+        assert!(recheck_recorded(dir.path(), &[]).unwrap().is_empty());
         assert!(!remove_dead(live.path()).unwrap());
         assert!(live.path().is_dir());
         assert!(load_records(dir.path()).unwrap().is_empty());

@@ -122,6 +122,9 @@ struct Inner {
     /// [`mounts::recheck_recorded`]); kept in the record until mounted
     /// again or unmounted. Changed only under the lifecycle lock.
     dead_mounts: Mutex<Vec<MountRecord>>,
+    /// Local mode's descriptor holder: host mounts are made over
+    /// connections it keeps, so they outlive this process.
+    holder: std::sync::OnceLock<Arc<crate::holder::Client>>,
 }
 
 /// One open computer.
@@ -218,6 +221,18 @@ impl Registry {
     /// removing leftovers of interrupted creates and deletes.
     /// Computers idle for `idle_timeout` are closed by [`Registry::close_idle`].
     pub fn new(data_dir: &Path, idle_timeout: Duration) -> io::Result<Registry> {
+        Registry::new_with_held(data_dir, idle_timeout, &[])
+    }
+
+    /// [`Registry::new`] for an agent whose descriptor holder keeps the
+    /// host mounts at `held` alive: those are not probed as dead mounts
+    /// (a probe would wait for a server) but left for
+    /// [`Registry::resume_mounts`].
+    pub fn new_with_held(
+        data_dir: &Path,
+        idle_timeout: Duration,
+        held: &[PathBuf],
+    ) -> io::Result<Registry> {
         let computers_dir = data_dir.join("computers");
         private::ensure_dir(data_dir)?;
         private::ensure_dir(&computers_dir)?;
@@ -232,7 +247,7 @@ impl Registry {
                 std::fs::remove_dir_all(entry.path())?;
             }
         }
-        let dead_mounts = mounts::recheck_recorded(data_dir)?;
+        let dead_mounts = mounts::recheck_recorded(data_dir, held)?;
         Ok(Registry {
             inner: Arc::new(Inner {
                 data_dir: data_dir.to_path_buf(),
@@ -243,6 +258,7 @@ impl Registry {
                 lifecycle: tokio::sync::Mutex::new(()),
                 shutdown: CancellationToken::new(),
                 dead_mounts: Mutex::new(dead_mounts),
+                holder: std::sync::OnceLock::new(),
             }),
         })
     }
@@ -399,7 +415,7 @@ impl Registry {
                     "deleted computer still serves handed-over FUSE connections until the mounter unmounts them"
                 );
             }
-            unmount_all(&slot).await;
+            unmount_all(&slot, &self.inner).await;
             self.save_mounts().await;
         }
         let trash = self
@@ -607,6 +623,103 @@ impl Registry {
         self.inner.shutdown.cancel();
     }
 
+    /// Makes host mounts over connections `holder` keeps (local mode), so
+    /// they outlive this process. Set once, before the first mount.
+    pub fn set_holder(&self, holder: Arc<crate::holder::Client>) {
+        let _ = self.inner.holder.set(holder);
+    }
+
+    /// Tells the holder that the mount at `path` is gone.
+    async fn let_go(&self, path: &Path) {
+        if let Some(holder) = self.inner.holder.get().cloned() {
+            let p = path.to_path_buf();
+            if let Err(e) = blocking(move || holder.drop_path(&p)).await {
+                warn!(path = %path.display(), error = %e, "could not tell the descriptor holder about an unmount");
+            }
+        }
+    }
+
+    /// Takes over the host mounts a previous agent process served (the
+    /// holder's `list`): each is served again over its live connection
+    /// (`agentcomputer_fuse::resume_connection`), so processes using it
+    /// see a pause, not an error. A mount whose computer is gone, or that
+    /// cannot be resumed, is unmounted lazily and let go. Returns how many
+    /// were resumed.
+    pub async fn resume_mounts(
+        &self,
+        held: Vec<(crate::holder::Held, std::os::fd::OwnedFd)>,
+    ) -> usize {
+        let mut resumed = 0;
+        for (h, fd) in held {
+            let started = std::time::Instant::now();
+            let result = async {
+                let init = hex::decode(&h.init)
+                    .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
+                    .and_then(agentcomputer_fuse::InitRecord::from_bytes)
+                    .map_err(|source| RegistryError::Mount {
+                        path: h.path.display().to_string(),
+                        source,
+                    })?;
+                let lease = self.acquire(&h.computer).await?;
+                let fs = lease.fs().clone();
+                let opts = host_mount_options(&h.computer);
+                let path = h.path.clone();
+                let handle = blocking(move || {
+                    agentcomputer_fuse::resume_connection(fs, fd, opts, init)
+                        .map(|conn| MountHandle::resumed(path, conn))
+                })
+                .await
+                .map_err(|source| RegistryError::Mount {
+                    path: h.path.display().to_string(),
+                    source,
+                })?;
+                lock(&lease.slot.mounts).insert(h.path.clone(), handle);
+                Ok::<(), RegistryError>(())
+            }
+            .await;
+            match result {
+                Ok(()) => {
+                    resumed += 1;
+                    info!(computer = %h.computer, path = %h.path.display(), took = ?started.elapsed(), "resumed a host mount served by a previous run");
+                }
+                Err(e) => {
+                    warn!(computer = %h.computer, path = %h.path.display(), error = %e, "cannot resume a host mount of a previous run: unmounting it");
+                    let p = h.path.clone();
+                    let _ =
+                        blocking(move || nix::mount::umount2(&p, nix::mount::MntFlags::MNT_DETACH))
+                            .await;
+                    self.let_go(&h.path).await;
+                }
+            }
+        }
+        self.save_mounts().await;
+        resumed
+    }
+
+    /// Stops serving every host mount made over a held connection without
+    /// unmounting it (the next agent process resumes it); other mounts
+    /// stay for [`Registry::close_all`] to unmount. Returns how many were
+    /// left.
+    pub fn leave_mounts(&self) -> usize {
+        let slots: Vec<Arc<Slot>> = lock(&self.inner.open).values().cloned().collect();
+        let mut left = 0;
+        for slot in slots {
+            let mut mounts = lock(&slot.mounts);
+            let held: Vec<PathBuf> = mounts
+                .iter()
+                .filter(|(_, h)| h.init_record().is_some())
+                .map(|(p, _)| p.clone())
+                .collect();
+            for p in held {
+                if let Some(h) = mounts.remove(&p) {
+                    h.leave();
+                    left += 1;
+                }
+            }
+        }
+        left
+    }
+
     /// Unmounts every host mount, then closes every open computer that has
     /// no lease, recording its usage. Computers still leased are left open
     /// (and logged). For shutdown.
@@ -614,7 +727,7 @@ impl Registry {
         let _guard = self.inner.lifecycle.lock().await;
         let all: Vec<Arc<Slot>> = lock(&self.inner.open).values().cloned().collect();
         for slot in &all {
-            unmount_all(slot).await;
+            unmount_all(slot, &self.inner).await;
         }
         self.save_mounts().await;
         let slots: Vec<Arc<Slot>> = {
@@ -701,17 +814,9 @@ impl Registry {
         let fs = lease.fs().clone();
         let target = path.to_path_buf();
         let agent_uid = nix::unistd::geteuid().as_raw();
-        let opts = MountOptions {
-            fsname: format!("agentcomputer:{name}"),
-            nosymfollow: true,
-            owner_map: Some(OwnerMap {
-                uid: agent_uid,
-                gid: nix::unistd::getegid().as_raw(),
-                stored_uid: SANDBOX_UID,
-                stored_gid: SANDBOX_GID,
-            }),
-            ..MountOptions::default()
-        };
+        let opts = host_mount_options(name);
+        let holder = self.inner.holder.get().cloned();
+        let computer = name.to_string();
         let handle = blocking(move || {
             let mount_err = |source| RegistryError::Mount {
                 path: target.display().to_string(),
@@ -731,7 +836,24 @@ impl Registry {
                     path: target.display().to_string(),
                 });
             }
-            agentcomputer_fuse::mount(fs, &target, opts).map_err(|e| {
+            let mounted = match &holder {
+                // Over a connection the holder keeps: it outlives this process.
+                Some(holder) => agentcomputer_fuse::mount_connection(fs, &target, opts).and_then(
+                    |(handle, kept)| {
+                        let held = crate::holder::Held {
+                            path: target.clone(),
+                            computer,
+                            init: hex::encode(
+                                handle.init_record().expect("a connection mount").as_bytes(),
+                            ),
+                        };
+                        holder.keep(&held, std::os::fd::AsFd::as_fd(&kept))?;
+                        Ok(handle)
+                    },
+                ),
+                None => agentcomputer_fuse::mount(fs, &target, opts),
+            };
+            mounted.map_err(|e| {
                 let refused = e
                     .get_ref()
                     .and_then(|inner| {
@@ -793,6 +915,7 @@ impl Registry {
             });
         };
         let result = blocking(move || handle.unmount()).await;
+        self.let_go(path).await;
         self.save_mounts().await;
         result.map_err(|source| RegistryError::Mount {
             path: path.display().to_string(),
@@ -1055,14 +1178,37 @@ async fn live_info(lease: Lease) -> Result<ComputerInfo, RegistryError> {
 }
 
 /// Unmounts every host mount of `slot`, logging failures.
-async fn unmount_all(slot: &Arc<Slot>) {
+async fn unmount_all(slot: &Arc<Slot>, inner: &Inner) {
     let handles: Vec<(PathBuf, MountHandle)> = lock(&slot.mounts).drain().collect();
     for (path, handle) in handles {
         let name = slot.name.clone();
-        match blocking(move || handle.unmount()).await {
+        let unmounted = blocking(move || handle.unmount()).await;
+        if let Some(holder) = inner.holder.get().cloned() {
+            let p = path.clone();
+            if let Err(e) = blocking(move || holder.drop_path(&p)).await {
+                warn!(path = %path.display(), error = %e, "could not tell the descriptor holder about an unmount");
+            }
+        }
+        match unmounted {
             Ok(()) => info!(computer = %name, path = %path.display(), "unmounted computer"),
             Err(e) => warn!(computer = %name, path = %path.display(), error = %e, "unmount failed"),
         }
+    }
+}
+
+/// Options of a host mount of computer `name`: made for the agent's
+/// user, `nosymfollow`, files shown as the agent's uid and gid.
+fn host_mount_options(name: &str) -> MountOptions {
+    MountOptions {
+        fsname: format!("agentcomputer:{name}"),
+        nosymfollow: true,
+        owner_map: Some(OwnerMap {
+            uid: nix::unistd::geteuid().as_raw(),
+            gid: nix::unistd::getegid().as_raw(),
+            stored_uid: SANDBOX_UID,
+            stored_gid: SANDBOX_GID,
+        }),
+        ..MountOptions::default()
     }
 }
 

@@ -177,7 +177,9 @@ async fn a_killed_agents_mount_stays_dead_until_mounted_again() {
     }
     let data = tempfile::tempdir().unwrap();
     let mnt = tempfile::tempdir().unwrap();
-    let agent = Agent::start(data.path(), &[]);
+    // Without the descriptor holder: a killed agent's mounts end with it.
+    const OFF: &[&str] = &["--keep-mounts", "off"];
+    let agent = Agent::start(data.path(), OFF);
     let mut c = agent.client().await;
     create(&mut c, "demo", 0).await;
     mount(&mut c, "demo", mnt.path()).await.unwrap();
@@ -196,7 +198,7 @@ async fn a_killed_agents_mount_stays_dead_until_mounted_again() {
         "the killed agent's mount should be dead"
     );
 
-    let agent = Agent::start(data.path(), &[]);
+    let agent = Agent::start(data.path(), OFF);
     let mut c = agent.client().await;
     // The restarted agent serves and has not turned the path into a plain
     // directory: writes fail loudly.
@@ -231,12 +233,12 @@ async fn a_killed_agents_mount_stays_dead_until_mounted_again() {
 
     // Killed again: `unmount` removes the dead mount, and the path is a
     // plain (empty) directory again only then.
-    let agent = Agent::start(data.path(), &[]);
+    let agent = Agent::start(data.path(), OFF);
     let mut c = agent.client().await;
     mount(&mut c, "demo", mnt.path()).await.unwrap();
     drop(c);
     drop(agent);
-    let agent = Agent::start(data.path(), &[]);
+    let agent = Agent::start(data.path(), OFF);
     let mut c = agent.client().await;
     assert_errno(
         unmount(&mut c, "other", mnt.path()).await,
@@ -250,6 +252,146 @@ async fn a_killed_agents_mount_stays_dead_until_mounted_again() {
     unmount(&mut c, "demo", mnt.path()).await.unwrap();
     assert!(entries(mnt.path()).is_empty());
     assert!(recorded(data.path()).is_empty());
+    drop(c);
+    assert!(agent.stop().await.success());
+}
+
+/// Appends and fsyncs numbered records to `log` until `stop` is set;
+/// returns the acknowledged count, or the first error with its record.
+fn append_records(
+    log: std::path::PathBuf,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    acked: std::sync::Arc<std::sync::Mutex<Vec<std::time::Instant>>>,
+) -> Result<usize, String> {
+    use std::io::Write;
+    let mut n = 0;
+    while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+        let mut f = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&log)
+            .map_err(|e| format!("open for record {n}: {e}"))?;
+        writeln!(f, "{n}").map_err(|e| format!("write of record {n}: {e}"))?;
+        f.sync_all()
+            .map_err(|e| format!("fsync of record {n}: {e}"))?;
+        acked.lock().unwrap().push(std::time::Instant::now());
+        n += 1;
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    Ok(n)
+}
+
+/// Longest time between two acknowledged records.
+fn longest_gap(acked: &[std::time::Instant]) -> Duration {
+    acked
+        .windows(2)
+        .map(|w| w[1] - w[0])
+        .max()
+        .unwrap_or_default()
+}
+
+/// The descriptor holder keeps host mounts alive across the agent: a
+/// writer appending and fsyncing through the mount sees no error while the
+/// agent is SIGKILLed and started again, and while it hands over to a new
+/// process (SIGUSR2); every acknowledged record is in the computer, and a
+/// file kept open stays readable. When no agent comes back within the
+/// grace period, the holder closes the connection: the mount fails with
+/// ECONNABORTED, then ENOTCONN (never a hang), and the next agent removes
+/// it on unmount.
+#[tokio::test(flavor = "multi_thread")]
+async fn host_mounts_survive_a_killed_and_a_replaced_agent() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::{Arc, Mutex};
+    if !fuse_available() {
+        return;
+    }
+    let data = tempfile::tempdir().unwrap();
+    let mnt = tempfile::tempdir().unwrap();
+    const GRACE: &[&str] = &["--mount-grace", "3s"];
+    let agent = Agent::start(data.path(), GRACE);
+    let mut c = agent.client().await;
+    create(&mut c, "demo", 0).await;
+    mount(&mut c, "demo", mnt.path()).await.unwrap();
+    std::fs::write(mnt.path().join("kept"), "kept open\n").unwrap();
+    let mut kept = std::fs::File::open(mnt.path().join("kept")).unwrap();
+    drop(c);
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let acked = Arc::new(Mutex::new(Vec::new()));
+    let writer = {
+        let (log, stop, acked) = (mnt.path().join("log"), stop.clone(), acked.clone());
+        std::thread::spawn(move || append_records(log, stop, acked))
+    };
+    let wait_for_records = |more: usize| {
+        let acked = acked.clone();
+        async move {
+            let start = acked.lock().unwrap().len();
+            let deadline = std::time::Instant::now() + Duration::from_secs(30);
+            while acked.lock().unwrap().len() < start + more {
+                assert!(std::time::Instant::now() < deadline, "the writer is stuck");
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        }
+    };
+    wait_for_records(10).await;
+
+    // 1. SIGKILL, then a new agent.
+    drop(agent);
+    let agent = Agent::start(data.path(), GRACE);
+    wait_for_records(10).await;
+    let crash_gap = longest_gap(&acked.lock().unwrap());
+    let mut text = String::new();
+    std::io::Read::read_to_string(&mut kept, &mut text).unwrap();
+    assert_eq!(text, "kept open\n");
+
+    // 2. A hand-over: SIGUSR2 leaves the mounts, the next process resumes.
+    let before = acked.lock().unwrap().len();
+    assert!(
+        agent
+            .stop_with(nix::sys::signal::Signal::SIGUSR2)
+            .await
+            .success()
+    );
+    let agent = Agent::start(data.path(), GRACE);
+    wait_for_records(10).await;
+    let handover_gap = longest_gap(&acked.lock().unwrap()[before.saturating_sub(1)..]);
+    eprintln!("longest pause seen by the writer: crash {crash_gap:?}, hand-over {handover_gap:?}");
+    assert!(
+        handover_gap < Duration::from_secs(1),
+        "hand-over pause {handover_gap:?}"
+    );
+
+    stop.store(true, Ordering::SeqCst);
+    let written = writer.join().unwrap().expect("the writer saw no error");
+    let mut c = agent.client().await;
+    let ran = sh(&mut c, "demo", "wc -l < log; tail -1 log").await;
+    assert_eq!(ran.code, 0, "{}", ran.stderr);
+    assert_eq!(
+        ran.stdout,
+        format!("{written}\n{}\n", written - 1),
+        "every acknowledged record"
+    );
+
+    // 3. Killed, and no agent within the grace: the holder lets go.
+    drop(c);
+    drop(kept);
+    drop(agent);
+    let t = std::time::Instant::now();
+    // A call waiting when the holder lets go fails with ECONNABORTED (the
+    // kernel aborts the connection), later ones with ENOTCONN.
+    let err = std::fs::metadata(mnt.path().join("log")).unwrap_err();
+    assert_eq!(err.raw_os_error(), Some(libc::ECONNABORTED), "{err}");
+    let waited = t.elapsed();
+    assert!(
+        waited >= Duration::from_secs(2) && waited < Duration::from_secs(10),
+        "{waited:?}"
+    );
+    let err = std::fs::metadata(mnt.path().join("log")).unwrap_err();
+    assert_eq!(err.raw_os_error(), Some(libc::ENOTCONN), "{err}");
+    let agent = Agent::start(data.path(), GRACE);
+    let mut c = agent.client().await;
+    unmount(&mut c, "demo", mnt.path()).await.unwrap();
+    assert!(entries(mnt.path()).is_empty());
     drop(c);
     assert!(agent.stop().await.success());
 }

@@ -32,6 +32,6 @@ pub use connection::{
     ConnectionHandle, INIT_TIMEOUT, is_live, resume_connection, serve_connection,
 };
 pub use handshake::InitRecord;
-pub use mount::{MountHandle, NosymfollowRefused, mount};
+pub use mount::{MountHandle, NosymfollowRefused, mount, mount_connection};
 pub use options::{DEFAULT_TTL, MountOptions, OwnerMap, SUBTYPE};
 pub use stale::{cleanup_stale_mounts, is_dead_mount};

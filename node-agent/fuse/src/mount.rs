@@ -8,6 +8,10 @@ use std::time::{Duration, Instant};
 use agentcomputer_fs::Fs;
 use fuser::{Config, MountOption, Session, SessionACL, SessionUnmounter};
 
+use std::os::fd::{AsRawFd, OwnedFd};
+
+use crate::connection::ConnectionHandle;
+use crate::handshake::InitRecord;
 use crate::invalidate::{Invalidator, OwnQueue, new_mount_id, queue};
 use crate::options::{MountOptions, SUBTYPE};
 use crate::server::Server;
@@ -86,10 +90,77 @@ pub fn mount(fs: Fs, mountpoint: &Path, opts: MountOptions) -> io::Result<MountH
         .spawn(move || session.run())?;
     Ok(MountHandle {
         mountpoint: mountpoint.to_path_buf(),
-        invalidator,
-        unmounter: Some(unmounter),
-        thread: Some(thread),
+        serving: Serving::Session {
+            invalidator,
+            unmounter: Some(unmounter),
+            thread: Some(thread),
+        },
     })
+}
+
+/// Mounts `fs` at `mountpoint` as [`mount`] does, but over a connection
+/// this process opened itself (`/dev/fuse`, `mount(2)` with `fd=N`) and
+/// serves with [`crate::serve_connection`], so that the connection can
+/// outlive the process: returns the handle and a duplicate of the
+/// connection's descriptor for a holder to keep. A later process takes the
+/// connection over with [`crate::resume_connection`] (the handle's
+/// [`MountHandle::init_record`]) and [`MountHandle::resumed`].
+///
+/// Root only (`mount(2)` needs `CAP_SYS_ADMIN`). The mount's type is
+/// `fuse.agentcomputer`, its source [`MountOptions::fsname`], with
+/// `default_permissions`, `nosuid,nodev`, `allow_other` per
+/// [`MountOptions::allow_other`] (default: on) and `nosymfollow` per the
+/// options. Every request is committed before it is answered.
+///
+/// Errors: as [`mount`]; `EPERM` when not root.
+pub fn mount_connection(
+    fs: Fs,
+    mountpoint: &Path,
+    opts: MountOptions,
+) -> io::Result<(MountHandle, OwnedFd)> {
+    use nix::mount::MsFlags;
+    let mountpoint = &mountpoint.canonicalize()?;
+    let dev = OwnedFd::from(
+        std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open("/dev/fuse")?,
+    );
+    let mut data = format!(
+        "fd={},rootmode=40000,user_id={},group_id={},default_permissions",
+        dev.as_raw_fd(),
+        nix::unistd::geteuid(),
+        nix::unistd::getegid()
+    );
+    if opts.allow_other.unwrap_or(true) {
+        data.push_str(",allow_other");
+    }
+    nix::mount::mount(
+        Some(opts.fsname.as_str()),
+        mountpoint,
+        Some(format!("fuse.{SUBTYPE}").as_str()),
+        MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
+        Some(data.as_str()),
+    )?;
+    let undo = |e: io::Error| {
+        let _ = nix::mount::umount2(mountpoint, nix::mount::MntFlags::MNT_DETACH);
+        e
+    };
+    if opts.nosymfollow
+        && let Err(errno) = forbid_symlinks(mountpoint)
+    {
+        let refused = NosymfollowRefused {
+            mountpoint: mountpoint.clone(),
+            errno: errno as i32,
+        };
+        return Err(undo(io::Error::new(
+            io::Error::from_raw_os_error(errno as i32).kind(),
+            refused,
+        )));
+    }
+    let kept = dev.try_clone().map_err(undo)?;
+    let conn = crate::serve_connection(fs, dev, opts).map_err(undo)?;
+    Ok((MountHandle::resumed(mountpoint.clone(), conn), kept))
 }
 
 /// Sets `nosymfollow` on the mount at `mountpoint`, keeping the flags it
@@ -130,12 +201,25 @@ impl std::fmt::Display for NosymfollowRefused {
 
 impl std::error::Error for NosymfollowRefused {}
 
-/// A live mount. [`MountHandle::unmount`] or dropping it unmounts.
+/// A live mount. [`MountHandle::unmount`] or dropping it unmounts;
+/// [`MountHandle::leave`] leaves a connection mount for the next process.
 pub struct MountHandle {
     mountpoint: PathBuf,
-    invalidator: Invalidator,
-    unmounter: Option<SessionUnmounter>,
-    thread: Option<JoinHandle<io::Result<()>>>,
+    serving: Serving,
+}
+
+/// How the mount is served.
+enum Serving {
+    /// A fuser session that mounted by itself ([`mount`]).
+    Session {
+        invalidator: Invalidator,
+        unmounter: Option<SessionUnmounter>,
+        thread: Option<JoinHandle<io::Result<()>>>,
+    },
+    /// A connection served with [`crate::serve_connection`] or
+    /// [`crate::resume_connection`] ([`mount_connection`]); `None` once
+    /// unmounted or left.
+    Connection(Option<ConnectionHandle>),
 }
 
 impl std::fmt::Debug for MountHandle {
@@ -152,10 +236,42 @@ impl MountHandle {
         &self.mountpoint
     }
 
+    /// A handle for the connection `conn` mounted at `mountpoint`, served
+    /// by this process after [`crate::resume_connection`] (or by
+    /// [`mount_connection`]).
+    pub fn resumed(mountpoint: PathBuf, conn: ConnectionHandle) -> MountHandle {
+        MountHandle {
+            mountpoint,
+            serving: Serving::Connection(Some(conn)),
+        }
+    }
+
+    /// The connection's `FUSE_INIT` record, for a mount that can be
+    /// resumed by another process ([`mount_connection`]); `None` otherwise.
+    pub fn init_record(&self) -> Option<&InitRecord> {
+        match &self.serving {
+            Serving::Connection(Some(c)) => Some(c.init_record()),
+            _ => None,
+        }
+    }
+
     /// Whether the session still serves requests (false once the kernel
     /// ended the connection, for example after an external `umount`).
     pub fn is_serving(&self) -> bool {
-        self.thread.as_ref().is_some_and(|t| !t.is_finished())
+        match &self.serving {
+            Serving::Session { thread, .. } => thread.as_ref().is_some_and(|t| !t.is_finished()),
+            Serving::Connection(c) => c.as_ref().is_some_and(|c| c.is_serving()),
+        }
+    }
+
+    /// Leaves a connection mount mounted for another process to resume
+    /// (the holder of its descriptor keeps it alive): this process stops
+    /// answering it when it exits, and requests wait for the next server.
+    /// A mount made by [`mount`] cannot be left and is unmounted.
+    pub fn leave(mut self) {
+        if let Serving::Connection(c) = &mut self.serving {
+            c.take();
+        }
     }
 
     /// Unmounts: the kernel writes back cached dirty pages, then the
@@ -169,27 +285,43 @@ impl MountHandle {
     }
 
     fn shutdown(&mut self) -> io::Result<()> {
-        let Some(mut unmounter) = self.unmounter.take() else {
+        let (invalidator, unmounter, thread) = match &mut self.serving {
+            Serving::Session {
+                invalidator,
+                unmounter,
+                thread,
+            } => (invalidator, unmounter, thread),
+            Serving::Connection(conn) => {
+                let Some(conn) = conn.take() else {
+                    return Ok(());
+                };
+                return unmount_connection(&self.mountpoint, &conn);
+            }
+        };
+        let Some(mut unmounter) = unmounter.take() else {
             return Ok(());
         };
-        self.invalidator.stop();
+        invalidator.stop();
         match unmounter.unmount() {
             Ok(()) => {}
             Err(e) if e.raw_os_error() == Some(libc::EBUSY) => {
                 lazy_unmount(&self.mountpoint)?;
                 let deadline = Instant::now() + DETACH_WAIT;
-                while self.is_serving() && Instant::now() < deadline {
+                let running = |t: &Option<JoinHandle<io::Result<()>>>| {
+                    t.as_ref().is_some_and(|t| !t.is_finished())
+                };
+                while running(thread) && Instant::now() < deadline {
                     std::thread::sleep(Duration::from_millis(10));
                 }
-                if self.is_serving() {
+                if running(thread) {
                     tracing::info!(mountpoint = %self.mountpoint.display(), "mount detached while busy; its session ends when the last file closes");
-                    self.thread = None;
+                    *thread = None;
                     return Ok(());
                 }
             }
             Err(e) => return Err(e),
         }
-        if let Some(t) = self.thread.take() {
+        if let Some(t) = thread.take() {
             match t.join() {
                 Ok(r) => r?,
                 Err(_) => return Err(io::Error::other("FUSE session thread panicked")),
@@ -197,6 +329,20 @@ impl MountHandle {
         }
         Ok(())
     }
+}
+
+/// Unmounts a connection mount (lazily when busy) and waits up to
+/// [`DETACH_WAIT`] for its session to end.
+fn unmount_connection(mountpoint: &Path, conn: &ConnectionHandle) -> io::Result<()> {
+    match nix::mount::umount2(mountpoint, nix::mount::MntFlags::empty()) {
+        Ok(()) => {}
+        Err(nix::errno::Errno::EBUSY) => lazy_unmount(mountpoint)?,
+        Err(e) => return Err(e.into()),
+    }
+    if !conn.wait_ended(DETACH_WAIT) {
+        tracing::info!(mountpoint = %mountpoint.display(), "mount detached while busy; its connection ends when the last file closes");
+    }
+    Ok(())
 }
 
 impl Drop for MountHandle {

@@ -78,6 +78,23 @@ fn write_records(
     Ok(())
 }
 
+/// Detaches the mount and kills the current server when the test ends,
+/// also when it fails half-way.
+struct Cleanup<'a> {
+    mnt: &'a Path,
+    server: Option<Child>,
+}
+
+impl Drop for Cleanup<'_> {
+    fn drop(&mut self) {
+        if let Some(mut s) = self.server.take() {
+            let _ = s.kill();
+            let _ = s.wait();
+        }
+        let _ = umount2(self.mnt, MntFlags::MNT_DETACH);
+    }
+}
+
 #[test]
 fn a_new_server_takes_over_a_live_connection_with_no_error_seen() {
     if !common::fuse_available() || !common::is_root() {
@@ -91,7 +108,11 @@ fn a_new_server_takes_over_a_live_connection_with_no_error_seen() {
     drop(Fs::create(&db, Limits::default()).unwrap());
     let conn = common::mount_fd(&mnt);
 
-    let (mut server, init) = start_server(&db, &conn, None);
+    let (server, init) = start_server(&db, &conn, None);
+    let mut cleanup = Cleanup {
+        mnt: &mnt,
+        server: Some(server),
+    };
     std::fs::create_dir(mnt.join("d")).unwrap();
     for i in 0..50 {
         std::fs::write(mnt.join(format!("d/f{i:02}")), format!("file {i}\n")).unwrap();
@@ -118,13 +139,14 @@ fn a_new_server_takes_over_a_live_connection_with_no_error_seen() {
             std::thread::sleep(Duration::from_millis(5));
         }
         std::thread::sleep(Duration::from_millis(rng.random_range(20..300)));
-        server.kill().unwrap(); // SIGKILL, possibly in the middle of a request
-        server.wait().unwrap();
+        let mut old = cleanup.server.take().expect("a server runs");
+        old.kill().unwrap(); // SIGKILL, possibly in the middle of a request
+        old.wait().unwrap();
         let killed = Instant::now();
         let count_at_kill = acked.lock().unwrap().len();
         let (next, printed) = start_server(&db, &conn, Some(&init));
         assert_eq!(printed, init, "the record travels unchanged");
-        server = next;
+        cleanup.server = Some(next);
         // The writer goes on by itself once the new server answers.
         while acked.lock().unwrap().len() <= count_at_kill {
             assert!(
@@ -172,7 +194,12 @@ fn a_new_server_takes_over_a_live_connection_with_no_error_seen() {
     }
     drop(kept);
     umount2(&mnt, MntFlags::empty()).unwrap();
-    server.wait().unwrap();
+    cleanup
+        .server
+        .take()
+        .expect("a server runs")
+        .wait()
+        .unwrap();
     drop(conn);
     let fs = Fs::open(&db).unwrap();
     let ino = fs.resolve(ROOT_INO, b"log", true).unwrap().ino;

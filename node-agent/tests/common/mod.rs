@@ -161,10 +161,15 @@ impl Agent {
 
     /// Sends SIGTERM and waits (at most 20 s) for the process to exit,
     /// letting this runtime's client connections answer the shutdown.
-    pub async fn stop(mut self) -> ExitStatus {
+    pub async fn stop(self) -> ExitStatus {
+        self.stop_with(nix::sys::signal::Signal::SIGTERM).await
+    }
+
+    /// Sends `signal` and waits (at most 20 s) for the process to exit.
+    pub async fn stop_with(mut self, signal: nix::sys::signal::Signal) -> ExitStatus {
         let mut child = self.child.take().unwrap();
         let pid = nix::unistd::Pid::from_raw(child.id() as i32);
-        nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).unwrap();
+        nix::sys::signal::kill(pid, signal).unwrap();
         let deadline = Instant::now() + Duration::from_secs(20);
         loop {
             if let Some(status) = child.try_wait().unwrap() {

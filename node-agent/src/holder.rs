@@ -1,0 +1,430 @@
+//! The descriptor holder of local mode: a very small process that keeps a
+//! duplicate of every host mount's FUSE connection, so that the mounts
+//! outlive the node agent (a crash, a `kill -9`, an upgrade to a newer
+//! build) and the next agent takes them over
+//! (`agentcomputer_fuse::resume_connection`). It is the local counterpart
+//! of the cluster's mounter, which keeps the descriptors of published
+//! volumes (docs/csi.md).
+//!
+//! # Process
+//!
+//! `node-agent fuse-holder --socket <data-dir>/fuse-holder.sock`, started
+//! by the agent when none answers, in a session of its own (so that a
+//! signal to the agent's process group spares it). It never reads or
+//! writes a FUSE descriptor and never opens a database: it only holds
+//! descriptors and hands duplicates back. It drops a descriptor when its
+//! connection ends (the device reports `POLLERR`: unmounted), and when no
+//! agent has been connected for the grace period (`--grace`, default
+//! [`DEFAULT_GRACE`]) it closes them all: the connections abort and
+//! processes using those mounts get `ENOTCONN` instead of waiting forever.
+//! It exits when it holds nothing and no agent is connected.
+//!
+//! # Protocol
+//!
+//! A unix `SOCK_SEQPACKET` socket, mode 0600 in the private data
+//! directory; a peer whose `SO_PEERCRED` uid differs from the holder's is
+//! refused. One JSON object per record ([`Message`]); a descriptor travels
+//! as `SCM_RIGHTS` on the record it belongs to. One agent at a time; a new
+//! connection replaces the previous one.
+//! * `keep {path, computer, init}` + descriptor → `ok`: hold it (`path`
+//!   is the key; a second `keep` for a path replaces the first);
+//! * `drop {path}` → `ok`;
+//! * `list` → one `entry {path, computer, init}` + a duplicate descriptor
+//!   per held connection, then `end`.
+
+use std::collections::HashMap;
+use std::io::{self, IoSlice, IoSliceMut};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+use nix::sys::socket::{
+    AddressFamily, Backlog, ControlMessage, ControlMessageOwned, MsgFlags, SockFlag, SockType,
+    UnixAddr, accept4, bind, connect, getsockopt, listen, recvmsg, sendmsg, socket, sockopt,
+};
+use serde::{Deserialize, Serialize};
+use tracing::{info, warn};
+
+/// File name of the holder's socket inside the data directory.
+pub const SOCKET_FILE: &str = "fuse-holder.sock";
+
+/// How long the holder keeps connections with no agent connected.
+pub const DEFAULT_GRACE: Duration = Duration::from_secs(60);
+
+/// Largest record, in bytes of JSON (an `init` record is at most 8 KiB of
+/// hex).
+const MAX_MESSAGE: usize = 64 * 1024;
+
+/// One record of the protocol.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case")]
+pub enum Message {
+    /// Agent → holder, with a descriptor.
+    Keep(Held),
+    /// Agent → holder.
+    Drop { path: PathBuf },
+    /// Agent → holder.
+    List,
+    /// Holder → agent, with a descriptor (answering `list`).
+    Entry(Held),
+    /// Holder → agent: the end of a `list`.
+    End,
+    /// Holder → agent: `keep` or `drop` done.
+    Ok,
+    /// Holder → agent: the request failed.
+    Error { message: String },
+}
+
+/// What is known of one held connection.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Held {
+    /// The host directory the connection is mounted at (the key).
+    pub path: PathBuf,
+    /// The computer it serves.
+    pub computer: String,
+    /// Hex of the connection's `FUSE_INIT` record.
+    pub init: String,
+}
+
+fn send(fd: BorrowedFd<'_>, msg: &Message, with: Option<BorrowedFd<'_>>) -> io::Result<()> {
+    let bytes = serde_json::to_vec(msg).map_err(io::Error::other)?;
+    let iov = [IoSlice::new(&bytes)];
+    let fds = with.map(|f| [f.as_raw_fd()]);
+    let cmsgs: Vec<ControlMessage<'_>> = fds.iter().map(|f| ControlMessage::ScmRights(f)).collect();
+    sendmsg::<()>(fd.as_raw_fd(), &iov, &cmsgs, MsgFlags::MSG_NOSIGNAL, None)?;
+    Ok(())
+}
+
+/// Receives one record: `None` at the end of the connection.
+fn recv(fd: BorrowedFd<'_>) -> io::Result<Option<(Message, Option<OwnedFd>)>> {
+    let mut buf = vec![0u8; MAX_MESSAGE];
+    let mut space = nix::cmsg_space!([RawFd; 4]);
+    let (n, fds) = {
+        let mut iov = [IoSliceMut::new(&mut buf)];
+        let msg = recvmsg::<()>(
+            fd.as_raw_fd(),
+            &mut iov,
+            Some(&mut space),
+            MsgFlags::MSG_CMSG_CLOEXEC,
+        )?;
+        let mut fds = Vec::new();
+        for c in msg.cmsgs()? {
+            if let ControlMessageOwned::ScmRights(raw) = c {
+                // SAFETY: the kernel installed these descriptors for us.
+                fds.extend(raw.into_iter().map(|r| unsafe { OwnedFd::from_raw_fd(r) }));
+            }
+        }
+        (msg.bytes, fds)
+    };
+    if n == 0 && fds.is_empty() {
+        return Ok(None);
+    }
+    if fds.len() > 1 {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            "more than one descriptor in a record",
+        ));
+    }
+    let msg = serde_json::from_slice(&buf[..n])
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
+    Ok(Some((msg, fds.into_iter().next())))
+}
+
+fn seqpacket() -> io::Result<OwnedFd> {
+    Ok(socket(
+        AddressFamily::Unix,
+        SockType::SeqPacket,
+        SockFlag::SOCK_CLOEXEC,
+        None,
+    )?)
+}
+
+// ------------------------------------------------------------ the process
+
+/// Runs the holder on `socket` until it holds nothing and no agent is
+/// connected (or after closing everything at the end of `grace`).
+/// Errors: binding the socket.
+pub fn run(socket_path: &Path, grace: Duration) -> io::Result<()> {
+    let listener = seqpacket()?;
+    let _ = std::fs::remove_file(socket_path);
+    bind(listener.as_raw_fd(), &UnixAddr::new(socket_path)?)?;
+    std::fs::set_permissions(
+        socket_path,
+        std::os::unix::fs::PermissionsExt::from_mode(0o600),
+    )?;
+    listen(&listener, Backlog::new(4).map_err(io::Error::from)?)?;
+    info!(socket = %socket_path.display(), ?grace, "FUSE descriptor holder serving");
+    let me = nix::unistd::geteuid().as_raw();
+    let mut held: HashMap<PathBuf, (Held, OwnedFd)> = HashMap::new();
+    let mut agent: Option<OwnedFd> = None;
+    let mut alone_since = Some(Instant::now());
+    loop {
+        // Which held connections ended: POLLERR with no events asked for.
+        let keys: Vec<PathBuf> = held.keys().cloned().collect();
+        let mut fds: Vec<PollFd<'_>> = vec![PollFd::new(listener.as_fd(), PollFlags::POLLIN)];
+        if let Some(a) = &agent {
+            fds.push(PollFd::new(a.as_fd(), PollFlags::POLLIN));
+        }
+        let first_held = fds.len();
+        for k in &keys {
+            fds.push(PollFd::new(held[k].1.as_fd(), PollFlags::empty()));
+        }
+        let wait = match alone_since {
+            Some(t) => grace
+                .saturating_sub(t.elapsed())
+                .min(Duration::from_secs(1)),
+            None => Duration::from_secs(1),
+        };
+        match poll(
+            &mut fds,
+            PollTimeout::try_from(wait).unwrap_or(PollTimeout::MAX),
+        ) {
+            Ok(_) | Err(nix::errno::Errno::EINTR) => {}
+            Err(e) => return Err(e.into()),
+        }
+        let revents: Vec<PollFlags> = fds
+            .iter()
+            .map(|f| f.revents().unwrap_or(PollFlags::empty()))
+            .collect();
+        drop(fds);
+        for (i, k) in keys.iter().enumerate() {
+            if revents[first_held + i].intersects(PollFlags::POLLERR | PollFlags::POLLHUP) {
+                info!(path = %k.display(), "held FUSE connection ended (unmounted); dropped");
+                held.remove(k);
+            }
+        }
+        if revents[0].contains(PollFlags::POLLIN) {
+            match accept4(&listener, SockFlag::SOCK_CLOEXEC) {
+                Ok(conn) => match getsockopt(&conn, sockopt::PeerCredentials) {
+                    Ok(c) if c.uid() == me => {
+                        if agent.replace(conn).is_some() {
+                            info!("a new node agent connection replaces the previous one");
+                        }
+                        info!(pid = c.pid(), "node agent connected");
+                        alone_since = None;
+                    }
+                    Ok(c) => warn!(uid = c.uid(), "refused a peer of another uid"),
+                    Err(e) => warn!(error = %e, "cannot read a peer's credentials"),
+                },
+                Err(e) => warn!(error = %e, "accept failed"),
+            }
+        } else if agent.is_some() && revents.get(1).is_some_and(|r| !r.is_empty()) {
+            let a = agent.take().expect("checked");
+            match serve_one(a.as_fd(), &mut held) {
+                Ok(true) => agent = Some(a),
+                Ok(false) => {
+                    info!(held = held.len(), "node agent disconnected");
+                    alone_since = Some(Instant::now());
+                }
+                Err(e) => {
+                    warn!(error = %e, "node agent connection failed");
+                    alone_since = Some(Instant::now());
+                }
+            }
+        }
+        if let Some(t) = alone_since {
+            if held.is_empty() {
+                info!("nothing held and no node agent: exiting");
+                break;
+            }
+            if t.elapsed() >= grace {
+                let paths: Vec<String> = held.keys().map(|p| p.display().to_string()).collect();
+                warn!(mounts = %paths.join(", "), ?grace, "no node agent came back: closing the held connections (their mounts fail with ENOTCONN until mounted again or unmounted)");
+                held.clear();
+                break;
+            }
+        }
+    }
+    let _ = std::fs::remove_file(socket_path);
+    Ok(())
+}
+
+/// Answers one record of the agent; false when it closed the connection.
+fn serve_one(
+    agent: BorrowedFd<'_>,
+    held: &mut HashMap<PathBuf, (Held, OwnedFd)>,
+) -> io::Result<bool> {
+    let Some((msg, fd)) = recv(agent)? else {
+        return Ok(false);
+    };
+    match (msg, fd) {
+        (Message::Keep(h), Some(fd)) => {
+            info!(path = %h.path.display(), computer = %h.computer, "holding a FUSE connection");
+            held.insert(h.path.clone(), (h, fd));
+            send(agent, &Message::Ok, None)?;
+        }
+        (Message::Drop { path }, None) => {
+            held.remove(&path);
+            send(agent, &Message::Ok, None)?;
+        }
+        (Message::List, None) => {
+            for (h, fd) in held.values() {
+                send(agent, &Message::Entry(h.clone()), Some(fd.as_fd()))?;
+            }
+            send(agent, &Message::End, None)?;
+        }
+        (other, _) => {
+            send(
+                agent,
+                &Message::Error {
+                    message: format!("unexpected record {other:?}"),
+                },
+                None,
+            )?;
+        }
+    }
+    Ok(true)
+}
+
+// ------------------------------------------------------------- the agent
+
+/// The agent's connection to its holder. Calls are short and blocking;
+/// one at a time.
+pub struct Client {
+    sock: Mutex<OwnedFd>,
+}
+
+impl Client {
+    /// Connects to the holder of `data_dir`, starting one (`exe
+    /// fuse-holder`, the node agent's executable, in its own session, logging to
+    /// `<data_dir>/fuse-holder.log`) when none answers. Errors: starting
+    /// it, or no socket within 5 s.
+    pub fn connect_or_start(data_dir: &Path, exe: &Path, grace: Duration) -> io::Result<Client> {
+        let path = data_dir.join(SOCKET_FILE);
+        if let Ok(c) = Client::connect(&path) {
+            return Ok(c);
+        }
+        let log = crate::private::create_file(&data_dir.join("fuse-holder.log"))?;
+        let mut cmd = std::process::Command::new(exe);
+        cmd.arg("fuse-holder")
+            .arg("--socket")
+            .arg(&path)
+            .arg("--grace")
+            .arg(format!("{}s", grace.as_secs().max(1)))
+            .stdin(std::process::Stdio::null())
+            .stdout(log.try_clone()?)
+            .stderr(log);
+        // Its own session: signals to the agent's process group or from
+        // its terminal do not reach it.
+        // SAFETY: setsid(2) is async-signal-safe.
+        unsafe {
+            std::os::unix::process::CommandExt::pre_exec(&mut cmd, || {
+                nix::unistd::setsid()?;
+                Ok(())
+            });
+        }
+        let mut child = cmd.spawn()?;
+        let deadline = Instant::now() + Duration::from_secs(5);
+        loop {
+            if let Ok(c) = Client::connect(&path) {
+                // Reaped by init once this process exits; a zombie until then
+                // only if it ends first, which try_wait collects.
+                std::thread::spawn(move || child.wait());
+                return Ok(c);
+            }
+            if let Some(status) = child.try_wait()? {
+                return Err(io::Error::other(format!(
+                    "the FUSE descriptor holder exited ({status}); see {}",
+                    data_dir.join("fuse-holder.log").display()
+                )));
+            }
+            if Instant::now() > deadline {
+                return Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    "the FUSE descriptor holder did not open its socket within 5 s",
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    fn connect(path: &Path) -> io::Result<Client> {
+        let sock = seqpacket()?;
+        connect(sock.as_raw_fd(), &UnixAddr::new(path)?)?;
+        Ok(Client {
+            sock: Mutex::new(sock),
+        })
+    }
+
+    fn call(&self, msg: &Message, with: Option<BorrowedFd<'_>>) -> io::Result<()> {
+        let sock = self.sock.lock().unwrap_or_else(|p| p.into_inner());
+        send(sock.as_fd(), msg, with)?;
+        match recv(sock.as_fd())? {
+            Some((Message::Ok, _)) => Ok(()),
+            Some((Message::Error { message }, _)) => Err(io::Error::other(message)),
+            Some((other, _)) => Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("unexpected answer {other:?}"),
+            )),
+            None => Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                "the holder closed the connection",
+            )),
+        }
+    }
+
+    /// Hands a duplicate of connection `fd` (mounted at `held.path`) to the
+    /// holder. Errors: the socket's.
+    pub fn keep(&self, held: &Held, fd: BorrowedFd<'_>) -> io::Result<()> {
+        self.call(&Message::Keep(held.clone()), Some(fd))
+    }
+
+    /// Tells the holder to let the connection at `path` go (unmounted).
+    pub fn drop_path(&self, path: &Path) -> io::Result<()> {
+        self.call(
+            &Message::Drop {
+                path: path.to_path_buf(),
+            },
+            None,
+        )
+    }
+
+    /// Every held connection, each with a duplicate of its descriptor.
+    pub fn list(&self) -> io::Result<Vec<(Held, OwnedFd)>> {
+        let sock = self.sock.lock().unwrap_or_else(|p| p.into_inner());
+        send(sock.as_fd(), &Message::List, None)?;
+        let mut out = Vec::new();
+        loop {
+            match recv(sock.as_fd())? {
+                Some((Message::Entry(h), Some(fd))) => out.push((h, fd)),
+                Some((Message::End, _)) => return Ok(out),
+                Some((other, _)) => {
+                    return Err(io::Error::new(
+                        io::ErrorKind::InvalidData,
+                        format!("unexpected answer {other:?}"),
+                    ));
+                }
+                None => {
+                    return Err(io::Error::new(
+                        io::ErrorKind::UnexpectedEof,
+                        "the holder closed the connection",
+                    ));
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn records_have_the_documented_json_shape() {
+        let keep = Message::Keep(Held {
+            path: "/m".into(),
+            computer: "demo".into(),
+            init: "28".into(),
+        });
+        assert_eq!(
+            serde_json::to_string(&keep).unwrap(),
+            r#"{"op":"keep","path":"/m","computer":"demo","init":"28"}"#
+        );
+        assert_eq!(
+            serde_json::to_string(&Message::End).unwrap(),
+            r#"{"op":"end"}"#
+        );
+    }
+}
