@@ -184,19 +184,30 @@ def chunks_of(data: Data, encoding: str = "utf-8") -> Iterator[bytes]:
 class WriteStream:
     """The messages of one Write call: the header, the data, and an end
     message carrying the byte count (only a stream that carries it is
-    published by the agent)."""
+    published by the agent).
+
+    A failure of the data source (a read error, data of a wrong type) ends
+    the stream without the end message, so the agent drops the upload, and
+    is kept in :attr:`error` for the caller to raise (gRPC would otherwise
+    only report a cancelled call).
+    """
 
     def __init__(self, header: pb.WriteRequest, pieces: Iterator[bytes]) -> None:
         self.header = header
         self.pieces = pieces
         self.total = 0
+        self.error: Optional[BaseException] = None
 
     def __iter__(self) -> Iterator[pb.WriteRequest]:
         yield self.header
-        for piece in self.pieces:
-            if piece:
-                self.total += len(piece)
-                yield pb.WriteRequest(data=piece)
+        try:
+            for piece in self.pieces:
+                if piece:
+                    self.total += len(piece)
+                    yield pb.WriteRequest(data=piece)
+        except Exception as e:  # noqa: BLE001 - handed to the caller
+            self.error = e
+            return
         yield pb.WriteRequest(end=pb.WriteEnd(total_bytes=self.total))
 
 

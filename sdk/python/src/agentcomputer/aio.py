@@ -199,13 +199,18 @@ class _AsyncWriteStream:
         self.header = header
         self.pieces = pieces
         self.total = 0
+        self.error: Optional[BaseException] = None
 
     async def __aiter__(self) -> AsyncIterator[pb.WriteRequest]:
         yield self.header
-        async for piece in self.pieces:
-            if piece:
-                self.total += len(piece)
-                yield pb.WriteRequest(data=piece)
+        try:
+            async for piece in self.pieces:
+                if piece:
+                    self.total += len(piece)
+                    yield pb.WriteRequest(data=piece)
+        except Exception as e:  # noqa: BLE001 - handed to the caller
+            self.error = e
+            return
         yield pb.WriteRequest(end=pb.WriteEnd(total_bytes=self.total))
 
 
@@ -294,7 +299,11 @@ class AsyncComputer:
         try:
             resp = await self.client._stub.Write(stream.__aiter__(), metadata=self.client._md)
         except grpc.RpcError as e:
+            if stream.error is not None:
+                raise stream.error
             raise c.translate(e, self.client.target, path) from None
+        if stream.error is not None:
+            raise stream.error
         return FileInfo.from_proto(resp.info, path)
 
     async def write_bytes(self, path: str, data: bytes, **kwargs: Any) -> FileInfo:

@@ -354,7 +354,11 @@ class Computer:
         try:
             resp = self.client._stub.Write(iter(stream), metadata=self.client._md)
         except grpc.RpcError as e:
+            if stream.error is not None:
+                raise stream.error
             raise c.translate(e, self.client.target, path) from None
+        if stream.error is not None:
+            raise stream.error
         return FileInfo.from_proto(resp.info, path)
 
     def write_bytes(self, path: str, data: bytes, **kwargs: Any) -> FileInfo:
