@@ -13,6 +13,7 @@ import grpc
 from .connection import Target
 from .errors import AgentComputerError, AgentUnavailableError, from_status
 from .v1 import agentcomputer_pb2 as pb
+from .v1 import agentcomputer_pb2_grpc as pb_grpc
 
 #: Bytes per data message of a Write stream (the API's preferred 1 MiB).
 CHUNK_BYTES = 1024 * 1024
@@ -25,18 +26,24 @@ WriteMode = Literal["truncate", "create", "append", "exclusive"]
 #: encoding is given), a binary file object, or an iterable of byte chunks.
 Data = Union[bytes, bytearray, memoryview, str, io.BufferedIOBase, io.RawIOBase, Iterable[bytes]]
 
-_RUNTIMES = {
+_RUNTIMES: dict[str, pb.Runtime] = {
     "shell": pb.RUNTIME_SHELL,
     "javascript": pb.RUNTIME_JAVASCRIPT,
     "js": pb.RUNTIME_JAVASCRIPT,
     "container": pb.RUNTIME_CONTAINER,
 }
-_WRITE_MODES = {
+_WRITE_MODES: dict[str, pb.WriteMode] = {
     "truncate": pb.WRITE_MODE_TRUNCATE,
     "create": pb.WRITE_MODE_CREATE,
     "append": pb.WRITE_MODE_APPEND,
     "exclusive": pb.WRITE_MODE_EXCLUSIVE,
 }
+
+
+def new_stub(channel: Any) -> Any:
+    """The generated service stub (untyped code) over a sync or aio channel."""
+    cls: Any = pb_grpc.AgentComputerStub
+    return cls(channel)
 
 
 def channel_options(target: Target) -> list[tuple[str, Any]]:
@@ -65,12 +72,13 @@ def call_metadata(target: Target) -> tuple[tuple[str, str], ...]:
 
 def translate(err: grpc.RpcError, target: Target, path: Optional[str] = None) -> AgentComputerError:
     """The library's exception for a failed call."""
-    code_obj = err.code() if hasattr(err, "code") else None  # type: ignore[attr-defined]
+    call: Any = err  # grpc.Call and grpc.aio.AioRpcError both have these
+    code_obj = call.code() if hasattr(call, "code") else None
     code = code_obj.name if code_obj is not None else "UNKNOWN"
-    details = (err.details() if hasattr(err, "details") else None) or str(err)  # type: ignore[attr-defined]
+    details = (call.details() if hasattr(call, "details") else None) or str(err)
     md: dict[str, str] = {}
     try:
-        for k, v in err.trailing_metadata() or ():  # type: ignore[attr-defined]
+        for k, v in call.trailing_metadata() or ():
             if isinstance(v, str):
                 md[k] = v
     except Exception:  # a failure before any response has no metadata
@@ -89,7 +97,7 @@ def translate(err: grpc.RpcError, target: Target, path: Optional[str] = None) ->
     return from_status(code, details, md, path=path)
 
 
-def runtime_value(runtime: str) -> int:
+def runtime_value(runtime: str) -> pb.Runtime:
     try:
         return _RUNTIMES[runtime]
     except KeyError:
@@ -171,7 +179,7 @@ def chunks_of(data: Data, encoding: str = "utf-8") -> Iterator[bytes]:
             if isinstance(piece, str):
                 raise TypeError("write() needs a binary file object (open it with 'rb')")
             yield bytes(piece)
-    for piece in data:  # type: ignore[union-attr]
+    for piece in data:
         if isinstance(piece, str):
             piece = piece.encode(encoding)
         if not isinstance(piece, (bytes, bytearray, memoryview)):

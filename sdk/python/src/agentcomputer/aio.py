@@ -32,7 +32,6 @@ from .models import (
     event_from_proto,
 )
 from .v1 import agentcomputer_pb2 as pb
-from .v1 import agentcomputer_pb2_grpc as pb_grpc
 
 __all__ = ["AsyncClient", "AsyncComputer", "AsyncExecStream"]
 
@@ -69,7 +68,7 @@ class AsyncClient:
             self._channel = grpc.aio.secure_channel(self.target.address, c.credentials(self.target), options)
         else:
             self._channel = grpc.aio.insecure_channel(self.target.address, options)
-        self._stub = pb_grpc.AgentComputerStub(self._channel)
+        self._stub: Any = c.new_stub(self._channel)
         self._md = c.call_metadata(self.target)
 
     @classmethod
@@ -186,11 +185,11 @@ class AsyncExecStream:
 
 async def _async_chunks(data: AsyncData, encoding: str) -> AsyncIterator[bytes]:
     if hasattr(data, "__aiter__"):
-        async for piece in data:  # type: ignore[union-attr]
+        async for piece in data:
             for sub in c.chunks_of(piece, encoding):
                 yield sub
         return
-    for piece in c.chunks_of(data, encoding):  # type: ignore[arg-type]
+    for piece in c.chunks_of(data, encoding):
         yield piece
 
 

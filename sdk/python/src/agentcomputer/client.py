@@ -32,7 +32,6 @@ from .models import (
     event_from_proto,
 )
 from .v1 import agentcomputer_pb2 as pb
-from .v1 import agentcomputer_pb2_grpc as pb_grpc
 
 __all__ = ["Client", "Computer", "ExecStream"]
 
@@ -92,7 +91,7 @@ class Client:
             self._channel = grpc.secure_channel(self.target.address, c.credentials(self.target), options)
         else:
             self._channel = grpc.insecure_channel(self.target.address, options)
-        self._stub = pb_grpc.AgentComputerStub(self._channel)
+        self._stub: Any = c.new_stub(self._channel)
         self._md = c.call_metadata(self.target)
 
     @classmethod
