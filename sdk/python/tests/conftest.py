@@ -67,19 +67,19 @@ def agent_binary() -> Path:
     return _build_agent()
 
 
-@pytest.fixture(scope="session")
-def agent(agent_binary: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Agent]:
-    """``node-agent local --listen 127.0.0.1:0`` on a fresh data directory;
-    its address is read from the ``listening on ADDR`` line it prints."""
-    root = tmp_path_factory.mktemp("agent")
+def start_agent(binary: Path, root: Path, *extra: str) -> Agent:
+    """Starts ``node-agent local --listen 127.0.0.1:0`` on data directory
+    ``root/data`` (plus ``extra`` flags); its address is read from the
+    ``listening on ADDR`` line it prints, its log goes to ``root/agent.log``."""
     data = root / "data"
     log = root / "agent.log"
     env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTCOMPUTER_")}
     env.setdefault("RUST_LOG", "warn")
+    tls = "--tls-cert" in extra
     with open(log, "wb") as log_file:
         proc = subprocess.Popen(
             [
-                str(agent_binary),
+                str(binary),
                 "local",
                 "--data-dir",
                 str(data),
@@ -89,13 +89,13 @@ def agent(agent_binary: Path, tmp_path_factory: pytest.TempPathFactory) -> Itera
                 "off",
                 "--idle-timeout",
                 "2s",
+                *extra,
             ],
             stdout=subprocess.PIPE,
             stderr=log_file,
             env=env,
             text=True,
         )
-    assert proc.stdout is not None
     found: list[str] = []
     ready = threading.Event()
 
@@ -111,21 +111,34 @@ def agent(agent_binary: Path, tmp_path_factory: pytest.TempPathFactory) -> Itera
     if not ready.wait(60) or not found:
         proc.kill()
         raise RuntimeError(f"node-agent did not start; its log:\n{log.read_text()}")
-    a = Agent(endpoint=f"http://{found[0]}", data_dir=data, process=proc, log=log)
+    scheme = "https" if tls else "http"
+    a = Agent(endpoint=f"{scheme}://{found[0]}", data_dir=data, process=proc, log=log)
     deadline = time.time() + 10
     while not (data / "token").exists():
         if time.time() > deadline:
+            stop_agent(a)
             raise RuntimeError("node-agent wrote no token")
         time.sleep(0.05)
+    return a
+
+
+def stop_agent(a: Agent) -> None:
+    a.process.terminate()
+    try:
+        a.process.wait(30)
+    except subprocess.TimeoutExpired:
+        a.process.kill()
+        a.process.wait()
+
+
+@pytest.fixture(scope="session")
+def agent(agent_binary: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Agent]:
+    """A plain-HTTP local agent shared by the session."""
+    a = start_agent(agent_binary, tmp_path_factory.mktemp("agent"))
     try:
         yield a
     finally:
-        proc.terminate()
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_agent(a)
 
 
 @pytest.fixture()
