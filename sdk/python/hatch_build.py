@@ -31,6 +31,7 @@ from hatchling.builders.hooks.plugin.interface import BuildHookInterface
 # Where the .proto files live, relative to this project: an sdist's copy
 # first, then the repository checkout.
 PROTO_DIRS = ("proto", os.path.join("..", "..", "proto"))
+INIT_TEXT = '"""Generated from the Agent Computer .proto files at build time."""\n'
 
 
 def find_proto_root(root: Path) -> Path:
@@ -99,6 +100,14 @@ class CustomBuildHook(BuildHookInterface):  # type: ignore[type-arg]
             return
         if self.target_name != "wheel":
             return
+        if version == "editable":
+            # `pip install -e`: the package is imported from src/, so the
+            # stubs go there (ignored by git, left out of the sdist).
+            generate(proto_root, root / "src")
+            init = root / "src" / "agentcomputer" / "v1" / "__init__.py"
+            init.write_text(INIT_TEXT)
+            build_data["dependencies"].extend(runtime_floors(root / "src" / "agentcomputer" / "v1"))
+            return
         self._tmp = tempfile.mkdtemp(prefix="agentcomputer-stubs-")
         out = Path(self._tmp)
         generate(proto_root, out)
@@ -108,7 +117,7 @@ class CustomBuildHook(BuildHookInterface):  # type: ignore[type-arg]
         for package in {p.parent for p in out.rglob("*.py")}:
             init = package / "__init__.py"
             if not init.exists():
-                init.write_text('"""Generated from the Agent Computer .proto files at build time."""\n')
+                init.write_text(INIT_TEXT)
         for path in sorted(out.rglob("*")):
             rel = path.relative_to(out)
             # The top package (agentcomputer/__init__.py) is the library's own.
