@@ -11,7 +11,10 @@ cargo build --workspace --all-targets
 # The Python MCP client the MCP server's tests drive (cached; made once).
 bash scripts/mcp-python.sh >/dev/null
 cargo test --workspace --no-fail-fast -- --test-threads=2
-bash scripts/test-python-sdk.sh
+# The node agent the workspace build above made (a build of the package
+# alone would unify features differently and compile it again).
+AGENTCOMPUTER_NODE_AGENT="$(cd "${CARGO_TARGET_DIR:-target}" && pwd)/debug/node-agent" \
+    bash scripts/test-python-sdk.sh
 if [ "$(id -u)" = 0 ]; then
     bash bench/pjdfstest.sh
 else
