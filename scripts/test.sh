@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs every test of the workspace: unit, property-based, crash, FUSE and
 # end-to-end tests of the local node agent, the operator against a real
-# kube-apiserver, then pjdfstest against a FUSE mount (compared with the
+# kube-apiserver, the Python client library (sdk/python) against a real
+# local agent, then pjdfstest against a FUSE mount (compared with the
 # local disk). The MCP server's tests use the Python `mcp` client from PyPI,
 # installed once into a cached virtual environment (scripts/mcp-python.sh).
 set -euo pipefail
@@ -10,6 +11,10 @@ cargo build --workspace --all-targets
 # The Python MCP client the MCP server's tests drive (cached; made once).
 bash scripts/mcp-python.sh >/dev/null
 cargo test --workspace --no-fail-fast -- --test-threads=2
+# The node agent the workspace build above made (a build of the package
+# alone would unify features differently and compile it again).
+AGENTCOMPUTER_NODE_AGENT="$(cd "${CARGO_TARGET_DIR:-target}" && pwd)/debug/node-agent" \
+    bash scripts/test-python-sdk.sh
 if [ "$(id -u)" = 0 ]; then
     bash bench/pjdfstest.sh
 else

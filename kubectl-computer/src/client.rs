@@ -104,11 +104,15 @@ pub async fn connect(url: &str, args: &TargetArgs, data_dir: Option<&Path>) -> R
         .connect_timeout(Duration::from_secs(5));
     if https {
         endpoint = endpoint
-            .tls_config(tls_config(args.ca_cert.as_deref())?)
+            .tls_config(tls_config(
+                args.ca_cert.as_deref(),
+                args.tls_server_name.as_deref(),
+            )?)
             .map_err(|e| CliError(format!("cannot set up TLS for {url}: {e}")))?;
     }
     let channel = endpoint.connect().await.map_err(|e| {
-        let why = match tls_failure(&e, host) {
+        let checked = args.tls_server_name.as_deref().unwrap_or(host);
+        let why = match tls_failure(&e, checked) {
             Some(why) => why,
             None => format!("{} (start one with: node-agent local)", root_cause(&e)),
         };
@@ -226,9 +230,14 @@ fn bearer_value(token: &str) -> std::result::Result<MetadataValue<Ascii>, ()> {
 }
 
 /// TLS settings: trust the certificates in `ca_cert`, or the platform's
-/// roots. Errors: the file cannot be read or holds no PEM certificate.
-fn tls_config(ca_cert: Option<&Path>) -> Result<ClientTlsConfig> {
-    let config = ClientTlsConfig::new();
+/// roots; check the agent's certificate against `server_name` when given
+/// (else the endpoint's host). Errors: the file cannot be read or holds no
+/// PEM certificate.
+fn tls_config(ca_cert: Option<&Path>, server_name: Option<&str>) -> Result<ClientTlsConfig> {
+    let mut config = ClientTlsConfig::new();
+    if let Some(name) = server_name {
+        config = config.domain_name(name);
+    }
     let Some(path) = ca_cert else {
         return Ok(config.with_native_roots());
     };
@@ -422,9 +431,9 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let f = dir.path().join("ca.pem");
         std::fs::write(&f, "not pem").unwrap();
-        let err = tls_config(Some(&f)).unwrap_err().0;
+        let err = tls_config(Some(&f), None).unwrap_err().0;
         assert!(err.starts_with("no certificate"), "{err}");
-        let err = tls_config(Some(&dir.path().join("none.pem")))
+        let err = tls_config(Some(&dir.path().join("none.pem")), None)
             .unwrap_err()
             .0;
         assert!(err.contains("cannot read CA certificate"), "{err}");

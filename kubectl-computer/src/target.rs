@@ -63,6 +63,17 @@ pub struct TargetArgs {
     /// the platform's roots. Not used for http:// endpoints.
     #[arg(long, global = true, env = "AGENTCOMPUTER_CA_CERT", value_name = "PEM")]
     pub ca_cert: Option<PathBuf>,
+    /// Name to check the agent's TLS certificate against, instead of the
+    /// endpoint's host: `port-forward` prints it (`tls-server-name NAME`)
+    /// for an agent serving TLS, whose certificate names the agent, not
+    /// 127.0.0.1. Not used for http:// endpoints.
+    #[arg(
+        long,
+        global = true,
+        env = "AGENTCOMPUTER_TLS_SERVER_NAME",
+        value_name = "NAME"
+    )]
+    pub tls_server_name: Option<String>,
     /// Talk to the node agent on this machine (http://127.0.0.1:7433).
     // Its own id: `put` and `get` have a positional `local`.
     #[arg(id = "local_agent", long = "local", global = true, conflicts_with_all = ["kube", "context", "namespace"])]

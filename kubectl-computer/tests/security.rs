@@ -78,6 +78,7 @@ fn cli(url: &str, home: &Path) -> Command {
         .env_remove("AGENTCOMPUTER_TOKEN")
         .env_remove("AGENTCOMPUTER_TOKEN_FILE")
         .env_remove("AGENTCOMPUTER_CA_CERT")
+        .env_remove("AGENTCOMPUTER_TLS_SERVER_NAME")
         .env_remove("AGENTCOMPUTER_DATA_DIR");
     cmd
 }
@@ -327,6 +328,36 @@ fn the_cli_speaks_tls_with_a_private_ca() {
         err,
         format!(
             "error: cannot connect to node agent at {by_ip}: the agent's TLS certificate is not valid for host 127.0.0.1\n"
+        )
+    );
+    // With the name the certificate holds, as `port-forward` prints it for
+    // an agent serving TLS behind a local address.
+    let mut cmd = cli(&by_ip, dir.path());
+    with_token(&mut cmd);
+    let out = cmd
+        .env("AGENTCOMPUTER_CA_CERT", &ca_file)
+        .args([
+            "--tls-server-name",
+            "localhost",
+            "exec",
+            "demo",
+            "--",
+            "echo by name",
+        ])
+        .output();
+    assert_eq!(ok(out), "by name\n");
+    let mut cmd = cli(&by_ip, dir.path());
+    with_token(&mut cmd);
+    let err = fails(
+        cmd.env("AGENTCOMPUTER_CA_CERT", &ca_file)
+            .env("AGENTCOMPUTER_TLS_SERVER_NAME", "other.example")
+            .arg("list")
+            .output(),
+    );
+    assert_eq!(
+        err,
+        format!(
+            "error: cannot connect to node agent at {by_ip}: the agent's TLS certificate is not valid for host other.example\n"
         )
     );
     // Plain http:// to the TLS port.

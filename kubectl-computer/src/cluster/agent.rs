@@ -5,6 +5,7 @@
 
 use std::future::Future;
 use std::net::SocketAddr;
+use std::path::Path;
 use std::pin::Pin;
 use std::sync::Mutex;
 use std::task::{Context, Poll};
@@ -191,10 +192,16 @@ impl Cluster {
 
     /// `port-forward`: serves `address` until interrupted, forwarding each
     /// connection to the agent of computer `name` through its own
-    /// port-forward. Prints `endpoint URL`, `token TOKEN` and `computer
-    /// NAMESPACE/NAME` lines for `--endpoint`/`--token` first.
+    /// port-forward. Prints the lines of [`forward_lines`] first. An agent
+    /// serving TLS is forwarded as it is (TLS end to end); its CA
+    /// certificate is written to a temporary file that lives as long as the
+    /// forward.
     pub async fn port_forward(&self, name: &str, address: SocketAddr) -> Result<()> {
         let route = self.route(name).await?;
+        let ca_file = match &route.tls {
+            Some((ca, _)) => Some(write_ca(ca)?),
+            None => None,
+        };
         // Fail now, not at the first connection, if forwarding is refused.
         drop(self.forward(&route.pod).await?);
         let listener = tokio::net::TcpListener::bind(address)
@@ -207,9 +214,13 @@ impl Cluster {
             SocketAddr::V4(a) => a.ip().to_string(),
             SocketAddr::V6(a) => format!("[{}]", a.ip()),
         };
-        outln!("endpoint http://{host}:{}", local.port());
-        outln!("token {}", route.token);
-        outln!("computer {}", route.computer);
+        let tls = match (&route.tls, &ca_file) {
+            (Some((_, server_name)), Some(file)) => Some((file.path(), server_name.as_str())),
+            _ => None,
+        };
+        for line in forward_lines(&format!("{host}:{}", local.port()), &route, tls) {
+            outln!("{line}");
+        }
         use std::io::Write;
         let _ = std::io::stdout().flush();
         loop {
@@ -233,6 +244,41 @@ impl Cluster {
             });
         }
     }
+}
+
+/// What `port-forward` prints, one `KEY VALUE` per line, for `--endpoint`,
+/// `--token`, `--ca-cert` and `--tls-server-name` (and the Python client's
+/// `Client.port_forward_computer`): `endpoint http://ADDR` (`https://`
+/// when the agent serves TLS), `token TOKEN`, for TLS `ca-cert PATH` and
+/// `tls-server-name NAME` (the name in the agent's certificate, which is
+/// not the local address), and last `computer NAMESPACE/NAME`.
+pub fn forward_lines(addr: &str, route: &Route, tls: Option<(&Path, &str)>) -> Vec<String> {
+    let scheme = if tls.is_some() { "https" } else { "http" };
+    let mut lines = vec![
+        format!("endpoint {scheme}://{addr}"),
+        format!("token {}", route.token),
+    ];
+    if let Some((ca, server_name)) = tls {
+        lines.push(format!("ca-cert {}", ca.display()));
+        lines.push(format!("tls-server-name {server_name}"));
+    }
+    lines.push(format!("computer {}", route.computer));
+    lines
+}
+
+/// Writes the agents' CA certificate (PEM) to a temporary file, removed
+/// when the returned handle is dropped.
+fn write_ca(pem: &[u8]) -> Result<tempfile::NamedTempFile> {
+    use std::io::Write;
+    let mut file = tempfile::Builder::new()
+        .prefix("agentcomputer-ca-")
+        .suffix(".pem")
+        .tempfile()
+        .map_err(|e| CliError(format!("cannot write the agent's CA certificate: {e}")))?;
+    file.write_all(pem)
+        .and_then(|()| file.flush())
+        .map_err(|e| CliError(format!("cannot write the agent's CA certificate: {e}")))?;
+    Ok(file)
 }
 
 /// The last error the API server reported on a port-forward's error
@@ -349,5 +395,37 @@ mod tests {
         assert!(!pod_ready(&pod("Pending", "True", false)));
         assert!(!pod_ready(&pod("Running", "True", true)));
         assert!(!pod_ready(&Pod::default()));
+    }
+
+    #[test]
+    fn forward_lines_name_tls() {
+        let route = Route {
+            computer: "team/demo".into(),
+            token: "tok".into(),
+            node: "n".into(),
+            pod: "p".into(),
+            tls: None,
+        };
+        assert_eq!(
+            forward_lines("127.0.0.1:4000", &route, None),
+            [
+                "endpoint http://127.0.0.1:4000",
+                "token tok",
+                "computer team/demo"
+            ]
+        );
+        let ca = write_ca(b"-----BEGIN CERTIFICATE-----\n").unwrap();
+        assert_eq!(
+            std::fs::read(ca.path()).unwrap(),
+            b"-----BEGIN CERTIFICATE-----\n"
+        );
+        let lines = forward_lines("[::1]:4000", &route, Some((ca.path(), "agent.svc")));
+        assert_eq!(lines[0], "endpoint https://[::1]:4000");
+        assert_eq!(lines[2], format!("ca-cert {}", ca.path().display()));
+        assert_eq!(lines[3], "tls-server-name agent.svc");
+        assert_eq!(lines.last().unwrap(), "computer team/demo");
+        let path = ca.path().to_path_buf();
+        drop(ca);
+        assert!(!path.exists(), "the CA file outlived the forward");
     }
 }

@@ -1,0 +1,228 @@
+"""What the sync and asyncio clients share: channel settings, request
+building, data chunking and error translation."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+from typing import Any, Iterable, Iterator, Literal, Mapping, Optional, Union
+
+import grpc
+
+from .connection import Target
+from .errors import AgentComputerError, AgentUnavailableError, from_status
+from .v1 import agentcomputer_pb2 as pb
+from .v1 import agentcomputer_pb2_grpc as pb_grpc
+
+#: Bytes per data message of a Write stream (the API's preferred 1 MiB).
+CHUNK_BYTES = 1024 * 1024
+#: The agent's message limit (4 MiB); answers are received with some room.
+MAX_MESSAGE_BYTES = 4 * 1024 * 1024
+
+Runtime = Literal["shell", "javascript", "container"]
+WriteMode = Literal["truncate", "create", "append", "exclusive"]
+#: What :meth:`Computer.write` accepts: bytes, text (UTF-8 unless an
+#: encoding is given), a binary file object, or an iterable of byte chunks.
+Data = Union[bytes, bytearray, memoryview, str, io.BufferedIOBase, io.RawIOBase, Iterable[bytes]]
+
+_RUNTIMES: dict[str, pb.Runtime] = {
+    "shell": pb.RUNTIME_SHELL,
+    "javascript": pb.RUNTIME_JAVASCRIPT,
+    "js": pb.RUNTIME_JAVASCRIPT,
+    "container": pb.RUNTIME_CONTAINER,
+}
+_WRITE_MODES: dict[str, pb.WriteMode] = {
+    "truncate": pb.WRITE_MODE_TRUNCATE,
+    "create": pb.WRITE_MODE_CREATE,
+    "append": pb.WRITE_MODE_APPEND,
+    "exclusive": pb.WRITE_MODE_EXCLUSIVE,
+}
+
+
+def new_stub(channel: Any) -> Any:
+    """The generated service stub (untyped code) over a sync or aio channel."""
+    cls: Any = pb_grpc.AgentComputerStub
+    return cls(channel)
+
+
+def channel_options(target: Target) -> list[tuple[str, Any]]:
+    """gRPC channel arguments for ``target``."""
+    options: list[tuple[str, Any]] = [
+        ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES + 64 * 1024),
+        ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+    ]
+    if target.tls_server_name:
+        options.append(("grpc.ssl_target_name_override", target.tls_server_name))
+        options.append(("grpc.default_authority", target.tls_server_name))
+    return options
+
+
+def credentials(target: Target) -> grpc.ChannelCredentials:
+    """TLS credentials trusting ``target.ca_cert`` (or gRPC's default roots)."""
+    return grpc.ssl_channel_credentials(root_certificates=target.ca_cert)
+
+
+def call_metadata(target: Target) -> tuple[tuple[str, str], ...]:
+    """``authorization: Bearer TOKEN`` (RFC 6750), or nothing without a token."""
+    if target.token:
+        return (("authorization", f"Bearer {target.token}"),)
+    return ()
+
+
+def translate(err: grpc.RpcError, target: Target, path: Optional[str] = None) -> AgentComputerError:
+    """The library's exception for a failed call."""
+    call: Any = err  # grpc.Call and grpc.aio.AioRpcError both have these
+    code_obj = call.code() if hasattr(call, "code") else None
+    code = code_obj.name if code_obj is not None else "UNKNOWN"
+    details = (call.details() if hasattr(call, "details") else None) or str(err)
+    md: dict[str, str] = {}
+    try:
+        for k, v in call.trailing_metadata() or ():
+            if isinstance(v, str):
+                md[k] = v
+    except Exception:  # a failure before any response has no metadata
+        pass
+    if code == "UNAVAILABLE" and "errno" not in md:
+        hint = " (start one with: node-agent local)" if "127.0.0.1" in target.address or "localhost" in target.address else ""
+        return AgentUnavailableError(
+            f"cannot connect to node agent at {target.endpoint}: {details}{hint}",
+            code=code,
+        )
+    if code == "UNAUTHENTICATED" and not target.token:
+        details += (
+            " (no token was sent: pass token=..., set AGENTCOMPUTER_TOKEN or"
+            " AGENTCOMPUTER_TOKEN_FILE, or run on the agent's machine)"
+        )
+    return from_status(code, details, md, path=path)
+
+
+def runtime_value(runtime: str) -> pb.Runtime:
+    try:
+        return _RUNTIMES[runtime]
+    except KeyError:
+        raise ValueError(f"unknown runtime {runtime!r}: expected shell, javascript or container") from None
+
+
+def exec_request(
+    computer: str,
+    script: str,
+    *,
+    runtime: str,
+    cwd: str,
+    env: Optional[Mapping[str, str]],
+    stdin: Union[bytes, str, None],
+    timeout: Optional[float],
+    max_output_bytes: int,
+    input: Any,
+    memory_limit_bytes: int,
+) -> pb.ExecRequest:
+    """An ExecRequest; validates what can be checked here.
+
+    ``timeout`` is in seconds (``None``: the agent's 60 s default; at most
+    3600); ``input`` is a JSON-serialisable value for JavaScript (``None``
+    sends nothing, which the module sees as ``null``).
+    """
+    rt = runtime_value(runtime)
+    timeout_ms = 0
+    if timeout is not None:
+        if timeout <= 0:
+            raise ValueError(f"timeout must be positive, got {timeout!r}")
+        timeout_ms = max(1, int(round(timeout * 1000)))
+    input_json = ""
+    if input is not None:
+        if rt != pb.RUNTIME_JAVASCRIPT:
+            raise ValueError("input is for the javascript runtime only (use stdin for others)")
+        input_json = json.dumps(input)
+    if isinstance(stdin, str):
+        stdin = stdin.encode()
+    return pb.ExecRequest(
+        computer=computer,
+        runtime=rt,
+        script=script,
+        cwd=cwd,
+        env=dict(env or {}),
+        stdin=bytes(stdin or b""),
+        timeout_ms=timeout_ms,
+        max_output_bytes=max_output_bytes,
+        input_json=input_json,
+        memory_limit_bytes=memory_limit_bytes,
+    )
+
+
+def write_header(computer: str, path: str, mode: str, perm: int, offset: int) -> pb.WriteRequest:
+    try:
+        m = _WRITE_MODES[mode]
+    except KeyError:
+        raise ValueError(f"unknown write mode {mode!r}: expected one of {sorted(_WRITE_MODES)}") from None
+    if offset and m != pb.WRITE_MODE_CREATE:
+        raise ValueError("offset is for mode='create' only")
+    return pb.WriteRequest(header=pb.WriteHeader(computer=computer, path=path, mode=m, perm=perm, offset=offset))
+
+
+def chunks_of(data: Data, encoding: str = "utf-8") -> Iterator[bytes]:
+    """Splits ``data`` into pieces of at most :data:`CHUNK_BYTES`; reads a
+    file object piece by piece, never whole."""
+    if isinstance(data, str):
+        data = data.encode(encoding)
+    if isinstance(data, (bytes, bytearray, memoryview)):
+        view = memoryview(data).cast("B")
+        for i in range(0, len(view), CHUNK_BYTES):
+            yield bytes(view[i : i + CHUNK_BYTES])
+        return
+    read = getattr(data, "read", None)
+    if read is not None:
+        while True:
+            piece = read(CHUNK_BYTES)
+            if not piece:
+                return
+            if isinstance(piece, str):
+                raise TypeError("write() needs a binary file object (open it with 'rb')")
+            yield bytes(piece)
+    for piece in data:
+        if isinstance(piece, str):
+            piece = piece.encode(encoding)
+        if not isinstance(piece, (bytes, bytearray, memoryview)):
+            raise TypeError(f"write() data must be bytes, str, a binary file or an iterable of bytes, got {type(piece).__name__}")
+        view = memoryview(piece).cast("B")
+        for i in range(0, len(view), CHUNK_BYTES):
+            yield bytes(view[i : i + CHUNK_BYTES])
+
+
+class WriteStream:
+    """The messages of one Write call: the header, the data, and an end
+    message carrying the byte count (only a stream that carries it is
+    published by the agent).
+
+    A failure of the data source (a read error, data of a wrong type) ends
+    the stream without the end message, so the agent drops the upload, and
+    is kept in :attr:`error` for the caller to raise (gRPC would otherwise
+    only report a cancelled call).
+    """
+
+    def __init__(self, header: pb.WriteRequest, pieces: Iterator[bytes]) -> None:
+        self.header = header
+        self.pieces = pieces
+        self.total = 0
+        self.error: Optional[BaseException] = None
+
+    def __iter__(self) -> Iterator[pb.WriteRequest]:
+        yield self.header
+        try:
+            for piece in self.pieces:
+                if piece:
+                    self.total += len(piece)
+                    yield pb.WriteRequest(data=piece)
+        except Exception as e:  # noqa: BLE001 - handed to the caller
+            self.error = e
+            return
+        yield pb.WriteRequest(end=pb.WriteEnd(total_bytes=self.total))
+
+
+def open_destination(dest: Union[str, "os.PathLike[str]", io.IOBase, Any]) -> tuple[Any, bool]:
+    """A binary file object to write to, and whether the caller must close it."""
+    if isinstance(dest, (str, os.PathLike)):
+        return open(dest, "wb"), True
+    if not hasattr(dest, "write"):
+        raise TypeError("destination must be a path or a binary file object")
+    return dest, False

@@ -1,0 +1,497 @@
+"""The asyncio client: :class:`AsyncClient` and :class:`AsyncComputer`.
+
+The same methods, arguments, results and exceptions as the blocking
+:mod:`agentcomputer.client`, as coroutines (``await computer.stat(p)``) and
+async iterators (``async for chunk in computer.iter_read(p)``), over
+``grpc.aio``. Create the client inside a running event loop.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, AsyncIterable, AsyncIterator, BinaryIO, Mapping, Optional, Union
+
+import grpc
+import grpc.aio
+
+from . import _common as c
+from .client import _exec_failure
+from .connection import PathOrPem, PortForward, Target, parse_port_forward, resolve_target
+from .errors import ExecError
+from .models import (
+    ComputerInfo,
+    DirEntry,
+    Egress,
+    ExecEvent,
+    ExecExit,
+    ExecResult,
+    FileInfo,
+    GlobResult,
+    GrepMatch,
+    Statfs,
+    event_from_proto,
+)
+from .v1 import agentcomputer_pb2 as pb
+
+__all__ = ["AsyncClient", "AsyncComputer", "AsyncExecStream"]
+
+PathLike = Union[str, "os.PathLike[str]"]
+AsyncData = Union[c.Data, AsyncIterable[bytes]]
+
+
+class AsyncClient:
+    """A connection to one node agent, for asyncio. Arguments as
+    :class:`agentcomputer.Client`. Use ``async with`` or ``await close()``."""
+
+    def __init__(
+        self,
+        endpoint: Optional[str] = None,
+        token: Optional[str] = None,
+        *,
+        token_file: Optional[PathLike] = None,
+        ca_cert: Optional[PathOrPem] = None,
+        tls_server_name: Optional[str] = None,
+        data_dir: Optional[PathLike] = None,
+        timeout: Optional[float] = 60.0,
+    ) -> None:
+        self.target: Target = resolve_target(
+            endpoint,
+            token,
+            token_file=token_file,
+            ca_cert=ca_cert,
+            tls_server_name=tls_server_name,
+            data_dir=data_dir,
+        )
+        self.timeout = timeout
+        options = c.channel_options(self.target)
+        if self.target.tls:
+            self._channel = grpc.aio.secure_channel(self.target.address, c.credentials(self.target), options)
+        else:
+            self._channel = grpc.aio.insecure_channel(self.target.address, options)
+        self._stub: Any = c.new_stub(self._channel)
+        self._md = c.call_metadata(self.target)
+
+    @classmethod
+    def from_port_forward(cls, output: Union[str, PortForward], **kwargs: Any) -> AsyncClient:
+        """A client for what ``kubectl computer port-forward NAME`` printed."""
+        pf = parse_port_forward(output) if isinstance(output, str) else output
+        return cls(pf.endpoint, pf.token, ca_cert=pf.ca_cert, tls_server_name=pf.tls_server_name, **kwargs)
+
+    @classmethod
+    def port_forward_computer(cls, output: Union[str, PortForward], **kwargs: Any) -> AsyncComputer:
+        """The computer a ``kubectl computer port-forward NAME`` serves."""
+        pf = parse_port_forward(output) if isinstance(output, str) else output
+        return cls.from_port_forward(pf, **kwargs).computer(pf.computer)
+
+    @property
+    def endpoint(self) -> str:
+        """The agent's URL."""
+        return self.target.endpoint
+
+    async def close(self) -> None:
+        """Closes the connection; calls in flight are cancelled."""
+        await self._channel.close()
+
+    async def __aenter__(self) -> AsyncClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    def __repr__(self) -> str:
+        return f"AsyncClient({self.target.endpoint!r})"
+
+    async def _unary(self, method: str, request: Any, path: Optional[str] = None) -> Any:
+        try:
+            return await getattr(self._stub, method)(request, metadata=self._md, timeout=self.timeout)
+        except grpc.RpcError as e:
+            raise c.translate(e, self.target, path) from None
+
+    async def _stream(self, method: str, request: Any, path: Optional[str] = None) -> AsyncIterator[Any]:
+        call = getattr(self._stub, method)(request, metadata=self._md)
+        try:
+            async for m in call:
+                yield m
+        except grpc.RpcError as e:
+            raise c.translate(e, self.target, path) from None
+        finally:
+            call.cancel()
+
+    def computer(self, name: str) -> AsyncComputer:
+        """A handle on computer ``name`` (no call is made)."""
+        return AsyncComputer(self, name)
+
+    async def create_computer(
+        self,
+        name: str,
+        *,
+        max_bytes: int = 0,
+        max_inodes: int = 0,
+        egress: Optional[Egress] = None,
+    ) -> AsyncComputer:
+        """Creates a computer; see :meth:`agentcomputer.Client.create_computer`."""
+        req = pb.CreateComputerRequest(
+            name=name,
+            max_bytes=max_bytes,
+            max_inodes=max_inodes,
+            egress=egress.to_proto() if egress else None,
+        )
+        info = ComputerInfo.from_proto(await self._unary("CreateComputer", req))
+        return AsyncComputer(self, name, info)
+
+    async def get_computer(self, name: str) -> ComputerInfo:
+        """Describes computer ``name``. Raises ComputerNotFoundError."""
+        return ComputerInfo.from_proto(await self._unary("GetComputer", pb.GetComputerRequest(name=name)))
+
+    async def list_computers(self) -> list[ComputerInfo]:
+        """All computers of this agent, sorted by name."""
+        resp = await self._unary("ListComputers", pb.ListComputersRequest())
+        return [ComputerInfo.from_proto(m) for m in resp.computers]
+
+    async def delete_computer(self, name: str) -> None:
+        """Deletes computer ``name`` and all its files."""
+        await self._unary("DeleteComputer", pb.DeleteComputerRequest(name=name))
+
+
+class AsyncExecStream:
+    """The events of one running exec (``async for``); :meth:`cancel` stops
+    it. After the iteration, :attr:`exit` holds the exit event."""
+
+    def __init__(self, client: AsyncClient, request: pb.ExecRequest) -> None:
+        self._client = client
+        self._call = client._stub.Exec(request, metadata=client._md)
+        self.exit: Optional[ExecExit] = None
+
+    async def __aiter__(self) -> AsyncIterator[ExecEvent]:
+        try:
+            async for m in self._call:
+                event = event_from_proto(m)
+                if isinstance(event, ExecExit):
+                    self.exit = event
+                yield event
+        except grpc.RpcError as e:
+            raise c.translate(e, self._client.target) from None
+
+    def cancel(self) -> None:
+        """Cancels the run (the agent stops it)."""
+        self._call.cancel()
+
+    async def __aenter__(self) -> AsyncExecStream:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.cancel()
+
+
+async def _async_chunks(data: AsyncData, encoding: str) -> AsyncIterator[bytes]:
+    if hasattr(data, "__aiter__"):
+        async for piece in data:
+            for sub in c.chunks_of(piece, encoding):
+                yield sub
+        return
+    for piece in c.chunks_of(data, encoding):
+        yield piece
+
+
+class _AsyncWriteStream:
+    def __init__(self, header: pb.WriteRequest, pieces: AsyncIterator[bytes]) -> None:
+        self.header = header
+        self.pieces = pieces
+        self.total = 0
+        self.error: Optional[BaseException] = None
+
+    async def __aiter__(self) -> AsyncIterator[pb.WriteRequest]:
+        yield self.header
+        try:
+            async for piece in self.pieces:
+                if piece:
+                    self.total += len(piece)
+                    yield pb.WriteRequest(data=piece)
+        except Exception as e:  # noqa: BLE001 - handed to the caller
+            self.error = e
+            return
+        yield pb.WriteRequest(end=pb.WriteEnd(total_bytes=self.total))
+
+
+class AsyncComputer:
+    """One computer of an agent, for asyncio: the methods of
+    :class:`agentcomputer.Computer` as coroutines and async iterators."""
+
+    def __init__(self, client: AsyncClient, name: str, info: Optional[ComputerInfo] = None) -> None:
+        self.client = client
+        self.name = name
+        self._info = info
+
+    def __repr__(self) -> str:
+        return f"AsyncComputer({self.name!r}, endpoint={self.client.endpoint!r})"
+
+    async def info(self) -> ComputerInfo:
+        """Settings and usage now."""
+        return await self.client.get_computer(self.name)
+
+    async def delete(self) -> None:
+        """Deletes this computer and all its files."""
+        await self.client.delete_computer(self.name)
+
+    async def stat(self, path: str, *, follow_symlinks: bool = True) -> FileInfo:
+        """Attributes of ``path``; see :meth:`agentcomputer.Computer.stat`."""
+        req = pb.StatRequest(computer=self.name, path=path, follow_symlinks=follow_symlinks)
+        return FileInfo.from_proto(await self.client._unary("Stat", req, path), path)
+
+    async def lstat(self, path: str) -> FileInfo:
+        """Attributes of ``path`` itself, not following a final symlink."""
+        return await self.stat(path, follow_symlinks=False)
+
+    async def exists(self, path: str) -> bool:
+        """Whether ``path`` exists."""
+        try:
+            await self.stat(path)
+            return True
+        except FileNotFoundError:
+            return False
+
+    async def iter_read(self, path: str, *, offset: int = 0, length: Optional[int] = None) -> AsyncIterator[bytes]:
+        """Streams a byte range of a file in chunks of at most 1 MiB."""
+        if offset < 0 or (length is not None and length < 0):
+            raise ValueError("offset and length must not be negative")
+        if length == 0:
+            return
+        req = pb.ReadRequest(computer=self.name, path=path, offset=offset, length=length or 0)
+        async for chunk in self.client._stream("Read", req, path):
+            yield chunk.data
+
+    async def read_bytes(self, path: str, *, offset: int = 0, length: Optional[int] = None) -> bytes:
+        """The content of a regular file (or a byte range of it)."""
+        return b"".join([p async for p in self.iter_read(path, offset=offset, length=length)])
+
+    async def read_text(self, path: str, *, encoding: str = "utf-8", errors: str = "strict") -> str:
+        """The content of a text file."""
+        return (await self.read_bytes(path)).decode(encoding, errors)
+
+    async def download(self, path: str, dest: Union[PathLike, BinaryIO]) -> int:
+        """Copies a file to a local path or binary file object; returns the bytes copied."""
+        f, close = c.open_destination(dest)
+        n = 0
+        try:
+            async for piece in self.iter_read(path):
+                f.write(piece)
+                n += len(piece)
+        finally:
+            if close:
+                f.close()
+        return n
+
+    async def write(
+        self,
+        path: str,
+        data: AsyncData,
+        *,
+        mode: c.WriteMode = "truncate",
+        perm: int = 0,
+        offset: int = 0,
+        encoding: str = "utf-8",
+    ) -> FileInfo:
+        """Writes a regular file, streamed; see :meth:`agentcomputer.Computer.write`.
+        ``data`` may also be an async iterable of bytes."""
+        header = c.write_header(self.name, path, mode, perm, offset)
+        stream = _AsyncWriteStream(header, _async_chunks(data, encoding))
+        try:
+            resp = await self.client._stub.Write(stream.__aiter__(), metadata=self.client._md)
+        except grpc.RpcError as e:
+            if stream.error is not None:
+                raise stream.error
+            raise c.translate(e, self.client.target, path) from None
+        if stream.error is not None:
+            raise stream.error
+        return FileInfo.from_proto(resp.info, path)
+
+    async def write_bytes(self, path: str, data: bytes, **kwargs: Any) -> FileInfo:
+        """Writes ``data`` to ``path``."""
+        return await self.write(path, data, **kwargs)
+
+    async def write_text(self, path: str, text: str, *, encoding: str = "utf-8", **kwargs: Any) -> FileInfo:
+        """Writes ``text`` to ``path``."""
+        return await self.write(path, text, encoding=encoding, **kwargs)
+
+    async def append(self, path: str, data: AsyncData, **kwargs: Any) -> FileInfo:
+        """Appends to ``path``, creating it if missing."""
+        return await self.write(path, data, mode="append", **kwargs)
+
+    async def upload(self, local_path: PathLike, path: str, **kwargs: Any) -> FileInfo:
+        """Copies the local file ``local_path`` to ``path``, streamed."""
+        with open(local_path, "rb") as f:
+            return await self.write(path, f, **kwargs)
+
+    async def iterdir(self, path: str = ".", *, with_info: bool = False, page_size: int = 0) -> AsyncIterator[DirEntry]:
+        """The entries of a directory, fetched page by page."""
+        token = ""
+        while True:
+            req = pb.ReadDirRequest(
+                computer=self.name, path=path, page_size=page_size, page_token=token, with_info=with_info
+            )
+            resp = await self.client._unary("ReadDir", req, path)
+            for e in resp.entries:
+                yield DirEntry.from_proto(e, path)
+            token = resp.next_page_token
+            if not token:
+                return
+
+    async def ls(self, path: str = ".", *, with_info: bool = False) -> list[DirEntry]:
+        """All entries of a directory."""
+        return [e async for e in self.iterdir(path, with_info=with_info)]
+
+    async def listdir(self, path: str = ".") -> list[str]:
+        """The names in a directory."""
+        return [e.name async for e in self.iterdir(path)]
+
+    async def mkdir(self, path: str, *, parents: bool = False, perm: int = 0) -> FileInfo:
+        """Creates a directory (``parents=True``: mkdir -p)."""
+        req = pb.MkdirRequest(computer=self.name, path=path, parents=parents, perm=perm)
+        return FileInfo.from_proto(await self.client._unary("Mkdir", req, path), path)
+
+    async def rm(self, path: str, *, recursive: bool = False) -> None:
+        """Removes a file, symlink or empty directory (``recursive``: a whole tree)."""
+        req = pb.RemoveRequest(computer=self.name, path=path, recursive=recursive)
+        await self.client._unary("Remove", req, path)
+
+    async def rename(self, src: str, dst: str, *, noreplace: bool = False) -> None:
+        """Moves ``src`` to ``dst`` like rename(2)."""
+        req = pb.RenameRequest(computer=self.name, to=dst, noreplace=noreplace, **{"from": src})
+        await self.client._unary("Rename", req, src)
+
+    async def symlink(self, path: str, target: str) -> FileInfo:
+        """Creates a symbolic link at ``path`` pointing to ``target``."""
+        req = pb.SymlinkRequest(computer=self.name, path=path, target=target)
+        return FileInfo.from_proto(await self.client._unary("Symlink", req, path), path)
+
+    async def readlink(self, path: str) -> str:
+        """The target of the symbolic link ``path``."""
+        req = pb.ReadlinkRequest(computer=self.name, path=path)
+        return str((await self.client._unary("Readlink", req, path)).target)
+
+    async def chmod(self, path: str, perm: int) -> FileInfo:
+        """Sets the permission bits of ``path``."""
+        req = pb.ChmodRequest(computer=self.name, path=path, perm=perm)
+        return FileInfo.from_proto(await self.client._unary("Chmod", req, path), path)
+
+    async def glob(self, pattern: str, *, max_results: int = 0) -> GlobResult:
+        """Paths matching ``pattern``; see :meth:`agentcomputer.Computer.glob`."""
+        req = pb.GlobRequest(computer=self.name, pattern=pattern, max_results=max_results)
+        resp = await self.client._unary("Glob", req)
+        return GlobResult(resp.paths, truncated=resp.truncated)
+
+    async def iter_grep(
+        self,
+        pattern: str,
+        path: str = "",
+        *,
+        glob: str = "",
+        max_matches: int = 0,
+        ignore_case: bool = False,
+    ) -> AsyncIterator[GrepMatch]:
+        """Streams matching lines; see :meth:`agentcomputer.Computer.iter_grep`."""
+        req = pb.GrepRequest(
+            computer=self.name,
+            path=path,
+            pattern=pattern,
+            glob=glob,
+            max_matches=max_matches,
+            case_insensitive=ignore_case,
+        )
+        async for m in self.client._stream("Grep", req, path or None):
+            yield GrepMatch(path=m.path, line_number=m.line_number, line=m.line)
+
+    async def grep(self, pattern: str, path: str = "", **kwargs: Any) -> list[GrepMatch]:
+        """All matches of :meth:`iter_grep`, as a list."""
+        return [m async for m in self.iter_grep(pattern, path, **kwargs)]
+
+    async def statfs(self) -> Statfs:
+        """Usage and limits of the whole filesystem."""
+        return Statfs.from_proto(await self.client._unary("Statfs", pb.StatfsRequest(computer=self.name)))
+
+    async def iter_backup(self) -> AsyncIterator[bytes]:
+        """Streams a consistent copy of the computer's database."""
+        async for chunk in self.client._stream("Backup", pb.BackupRequest(computer=self.name)):
+            yield chunk.data
+
+    async def backup(self, dest: Union[PathLike, BinaryIO]) -> int:
+        """Writes a consistent copy of the database to ``dest``; returns its size."""
+        f, close = c.open_destination(dest)
+        n = 0
+        try:
+            async for piece in self.iter_backup():
+                f.write(piece)
+                n += len(piece)
+        finally:
+            if close:
+                f.close()
+        return n
+
+    async def mount(self, host_path: str, *, nonempty: bool = False) -> None:
+        """Mounts the files over FUSE at ``host_path`` on the agent's machine."""
+        req = pb.MountRequest(computer=self.name, host_path=host_path, nonempty=nonempty)
+        await self.client._unary("Mount", req, host_path)
+
+    async def unmount(self, host_path: str) -> None:
+        """Undoes :meth:`mount`."""
+        req = pb.UnmountRequest(computer=self.name, host_path=host_path)
+        await self.client._unary("Unmount", req, host_path)
+
+    def exec_stream(
+        self,
+        script: str,
+        *,
+        runtime: c.Runtime = "shell",
+        cwd: str = "",
+        env: Optional[Mapping[str, str]] = None,
+        stdin: Union[bytes, str, None] = None,
+        timeout: Optional[float] = None,
+        max_output_bytes: int = 0,
+        input: Any = None,
+        memory_limit_bytes: int = 0,
+    ) -> AsyncExecStream:
+        """Starts a run; ``async for`` over the result gives its events."""
+        req = c.exec_request(
+            self.name,
+            script,
+            runtime=runtime,
+            cwd=cwd,
+            env=env,
+            stdin=stdin,
+            timeout=timeout,
+            max_output_bytes=max_output_bytes,
+            input=input,
+            memory_limit_bytes=memory_limit_bytes,
+        )
+        return AsyncExecStream(self.client, req)
+
+    async def exec(
+        self,
+        script: str,
+        *,
+        runtime: c.Runtime = "shell",
+        cwd: str = "",
+        env: Optional[Mapping[str, str]] = None,
+        stdin: Union[bytes, str, None] = None,
+        timeout: Optional[float] = None,
+        max_output_bytes: int = 0,
+        input: Any = None,
+        memory_limit_bytes: int = 0,
+        check: bool = False,
+    ) -> ExecResult:
+        """Runs ``script`` and waits for it; see :meth:`agentcomputer.Computer.exec`."""
+        stream = self.exec_stream(
+            script,
+            runtime=runtime,
+            cwd=cwd,
+            env=env,
+            stdin=stdin,
+            timeout=timeout,
+            max_output_bytes=max_output_bytes,
+            input=input,
+            memory_limit_bytes=memory_limit_bytes,
+        )
+        result = ExecResult.collect([e async for e in stream])
+        if check and not result.ok:
+            raise ExecError(_exec_failure(result), result)
+        return result

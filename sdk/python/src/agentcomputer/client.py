@@ -1,0 +1,606 @@
+"""The blocking client: :class:`Client` and its :class:`Computer` handles.
+
+Every method is one or more calls of the node agent's gRPC API
+(proto/agentcomputer/v1/agentcomputer.proto); a failure raises an
+:class:`agentcomputer.errors.AgentComputerError` (see that module for the
+mapping of errno names to Python exceptions). Paths are relative to
+``/workspace`` or absolute under it, as in the API. For asyncio, see
+:mod:`agentcomputer.aio`, which has the same methods as coroutines.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, BinaryIO, Iterator, Mapping, Optional, Union
+
+import grpc
+
+from . import _common as c
+from .connection import PathOrPem, PortForward, Target, parse_port_forward, resolve_target
+from .errors import ExecError
+from .models import (
+    ComputerInfo,
+    DirEntry,
+    Egress,
+    ExecEvent,
+    ExecExit,
+    ExecResult,
+    FileInfo,
+    GlobResult,
+    GrepMatch,
+    Statfs,
+    event_from_proto,
+)
+from .v1 import agentcomputer_pb2 as pb
+
+__all__ = ["Client", "Computer", "ExecStream"]
+
+PathLike = Union[str, "os.PathLike[str]"]
+
+
+class Client:
+    """A connection to one node agent.
+
+    Args:
+        endpoint: the agent's URL (``http://HOST:PORT``, ``https://HOST:PORT``
+            or a bare ``HOST:PORT``); default ``AGENTCOMPUTER_ENDPOINT``, else
+            the local agent ``http://127.0.0.1:7433``.
+        token: the bearer token; default ``AGENTCOMPUTER_TOKEN``, the token
+            file, or for a local endpoint the local agent's token file (see
+            :mod:`agentcomputer.connection` for the whole rule, the CLI's).
+        token_file: a file holding the token.
+        ca_cert: for ``https://``: the CA certificate(s) to trust, as a PEM
+            file path or PEM bytes.
+        tls_server_name: the name in the agent's certificate, when it is not
+            the endpoint's host.
+        data_dir: the local agent's data directory (for its token file).
+        timeout: deadline in seconds for each single-answer call (stat,
+            mkdir, ...); ``None`` waits forever. Streams (read, write, exec,
+            grep) have none: exec has its own ``timeout``.
+
+    Raises:
+        ConfigurationError: the endpoint, token file or CA is unusable.
+
+    The connection is made lazily; an agent that cannot be reached raises
+    :class:`~agentcomputer.errors.AgentUnavailableError` at the first call.
+    Use the client as a context manager, or call :meth:`close`.
+    """
+
+    def __init__(
+        self,
+        endpoint: Optional[str] = None,
+        token: Optional[str] = None,
+        *,
+        token_file: Optional[PathLike] = None,
+        ca_cert: Optional[PathOrPem] = None,
+        tls_server_name: Optional[str] = None,
+        data_dir: Optional[PathLike] = None,
+        timeout: Optional[float] = 60.0,
+    ) -> None:
+        self.target: Target = resolve_target(
+            endpoint,
+            token,
+            token_file=token_file,
+            ca_cert=ca_cert,
+            tls_server_name=tls_server_name,
+            data_dir=data_dir,
+        )
+        self.timeout = timeout
+        options = c.channel_options(self.target)
+        if self.target.tls:
+            self._channel = grpc.secure_channel(self.target.address, c.credentials(self.target), options)
+        else:
+            self._channel = grpc.insecure_channel(self.target.address, options)
+        self._stub: Any = c.new_stub(self._channel)
+        self._md = c.call_metadata(self.target)
+
+    @classmethod
+    def from_port_forward(cls, output: Union[str, PortForward], **kwargs: Any) -> Client:
+        """A client for what ``kubectl computer port-forward NAME`` printed
+        (its text, or a parsed :class:`PortForward`). Use
+        :meth:`port_forward_computer` for the computer itself."""
+        pf = parse_port_forward(output) if isinstance(output, str) else output
+        return cls(pf.endpoint, pf.token, ca_cert=pf.ca_cert, tls_server_name=pf.tls_server_name, **kwargs)
+
+    @classmethod
+    def port_forward_computer(cls, output: Union[str, PortForward], **kwargs: Any) -> Computer:
+        """The computer a ``kubectl computer port-forward NAME`` serves, from
+        the lines it printed (``endpoint``, ``token``, ``computer``...)."""
+        pf = parse_port_forward(output) if isinstance(output, str) else output
+        return cls.from_port_forward(pf, **kwargs).computer(pf.computer)
+
+    @property
+    def endpoint(self) -> str:
+        """The agent's URL."""
+        return self.target.endpoint
+
+    def close(self) -> None:
+        """Closes the connection; calls in flight are cancelled."""
+        self._channel.close()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"Client({self.target.endpoint!r})"
+
+    # ------------------------------------------------------------ calls
+
+    def _unary(self, method: str, request: Any, path: Optional[str] = None) -> Any:
+        try:
+            return getattr(self._stub, method)(request, metadata=self._md, timeout=self.timeout)
+        except grpc.RpcError as e:
+            raise c.translate(e, self.target, path) from None
+
+    def _stream(self, method: str, request: Any, path: Optional[str] = None) -> Iterator[Any]:
+        call = getattr(self._stub, method)(request, metadata=self._md)
+        try:
+            yield from call
+        except grpc.RpcError as e:
+            raise c.translate(e, self.target, path) from None
+        finally:
+            call.cancel()
+
+    # ------------------------------------------------------------ computers
+
+    def computer(self, name: str) -> Computer:
+        """A handle on computer ``name`` (no call is made)."""
+        return Computer(self, name)
+
+    def create_computer(
+        self,
+        name: str,
+        *,
+        max_bytes: int = 0,
+        max_inodes: int = 0,
+        egress: Optional[Egress] = None,
+    ) -> Computer:
+        """Creates a computer with an empty ``/workspace`` and returns its handle.
+
+        Args:
+            name: DNS-1123 label (1-63 of ``[a-z0-9-]``).
+            max_bytes: quota in bytes (0: the agent's default, 10 GiB).
+            max_inodes: inode quota (0: 1,000,000).
+            egress: outbound network policy (default deny-all).
+
+        Raises:
+            ComputerExistsError: the name is taken (creation is never idempotent).
+            AgentComputerError: INVALID_ARGUMENT for a bad name or policy.
+        """
+        req = pb.CreateComputerRequest(
+            name=name,
+            max_bytes=max_bytes,
+            max_inodes=max_inodes,
+            egress=egress.to_proto() if egress else None,
+        )
+        info = ComputerInfo.from_proto(self._unary("CreateComputer", req))
+        return Computer(self, name, info)
+
+    def get_computer(self, name: str) -> ComputerInfo:
+        """Describes computer ``name``. Raises ComputerNotFoundError."""
+        return ComputerInfo.from_proto(self._unary("GetComputer", pb.GetComputerRequest(name=name)))
+
+    def list_computers(self) -> list[ComputerInfo]:
+        """All computers of this agent, sorted by name."""
+        resp = self._unary("ListComputers", pb.ListComputersRequest())
+        return [ComputerInfo.from_proto(m) for m in resp.computers]
+
+    def delete_computer(self, name: str) -> None:
+        """Deletes computer ``name`` and all its files; its running execs are
+        cancelled. Raises ComputerNotFoundError."""
+        self._unary("DeleteComputer", pb.DeleteComputerRequest(name=name))
+
+
+class ExecStream:
+    """The events of one running exec, as they come: :class:`ExecStdout`
+    and :class:`ExecStderr` pieces, then one :class:`ExecExit`.
+
+    Iterate over it; :meth:`cancel` (or leaving a ``with`` block) stops the
+    run. After the iteration, :attr:`exit` holds the exit event.
+    """
+
+    def __init__(self, client: Client, request: pb.ExecRequest) -> None:
+        self._client = client
+        self._call = client._stub.Exec(request, metadata=client._md)
+        self.exit: Optional[ExecExit] = None
+
+    def __iter__(self) -> Iterator[ExecEvent]:
+        try:
+            for m in self._call:
+                event = event_from_proto(m)
+                if isinstance(event, ExecExit):
+                    self.exit = event
+                yield event
+        except grpc.RpcError as e:
+            raise c.translate(e, self._client.target) from None
+
+    def cancel(self) -> None:
+        """Cancels the run (the agent stops it)."""
+        self._call.cancel()
+
+    def __enter__(self) -> ExecStream:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.cancel()
+
+
+class Computer:
+    """One computer of an agent: its files and exec.
+
+    Get one from :meth:`Client.create_computer` or :meth:`Client.computer`.
+
+    Attributes:
+        name: the name sent in requests (in a cluster, ``NAMESPACE/NAME``).
+        client: the :class:`Client` it uses.
+    """
+
+    def __init__(self, client: Client, name: str, info: Optional[ComputerInfo] = None) -> None:
+        self.client = client
+        self.name = name
+        self._info = info
+
+    def __repr__(self) -> str:
+        return f"Computer({self.name!r}, endpoint={self.client.endpoint!r})"
+
+    def info(self) -> ComputerInfo:
+        """Settings and usage now (GetComputer)."""
+        return self.client.get_computer(self.name)
+
+    def delete(self) -> None:
+        """Deletes this computer and all its files."""
+        self.client.delete_computer(self.name)
+
+    # ------------------------------------------------------------ files
+
+    def stat(self, path: str, *, follow_symlinks: bool = True) -> FileInfo:
+        """Attributes of ``path`` (stat(2); lstat(2) with ``follow_symlinks=False``).
+
+        Raises:
+            FileNotFoundError: (a RemoteOSError) no such path.
+        """
+        req = pb.StatRequest(computer=self.name, path=path, follow_symlinks=follow_symlinks)
+        return FileInfo.from_proto(self.client._unary("Stat", req, path), path)
+
+    def lstat(self, path: str) -> FileInfo:
+        """Attributes of ``path`` itself, not following a final symlink."""
+        return self.stat(path, follow_symlinks=False)
+
+    def exists(self, path: str) -> bool:
+        """Whether ``path`` exists (a dangling symlink does not)."""
+        try:
+            self.stat(path)
+            return True
+        except FileNotFoundError:
+            return False
+
+    def iter_read(self, path: str, *, offset: int = 0, length: Optional[int] = None) -> Iterator[bytes]:
+        """Streams a byte range of a regular file in chunks of at most 1 MiB,
+        never holding the whole file.
+
+        Args:
+            offset: first byte.
+            length: bytes to read; ``None`` reads to the end.
+
+        Raises (while iterating):
+            FileNotFoundError, IsADirectoryError: as for open(2).
+            RemoteOSError: ECANCELED when the file changed past the first 4 MiB.
+        """
+        if offset < 0 or (length is not None and length < 0):
+            raise ValueError("offset and length must not be negative")
+        if length == 0:
+            return
+        req = pb.ReadRequest(computer=self.name, path=path, offset=offset, length=length or 0)
+        for chunk in self.client._stream("Read", req, path):
+            yield chunk.data
+
+    def read_bytes(self, path: str, *, offset: int = 0, length: Optional[int] = None) -> bytes:
+        """The content of a regular file (or a byte range of it)."""
+        return b"".join(self.iter_read(path, offset=offset, length=length))
+
+    def read_text(self, path: str, *, encoding: str = "utf-8", errors: str = "strict") -> str:
+        """The content of a text file."""
+        return self.read_bytes(path).decode(encoding, errors)
+
+    def download(self, path: str, dest: Union[PathLike, BinaryIO]) -> int:
+        """Copies a file to ``dest`` (a local path or a binary file object),
+        streamed; returns the bytes copied."""
+        f, close = c.open_destination(dest)
+        n = 0
+        try:
+            for piece in self.iter_read(path):
+                f.write(piece)
+                n += len(piece)
+        finally:
+            if close:
+                f.close()
+        return n
+
+    def write(
+        self,
+        path: str,
+        data: c.Data,
+        *,
+        mode: c.WriteMode = "truncate",
+        perm: int = 0,
+        offset: int = 0,
+        encoding: str = "utf-8",
+    ) -> FileInfo:
+        """Writes a regular file, streamed in 1 MiB messages.
+
+        Args:
+            data: bytes, text (encoded with ``encoding``), a binary file
+                object (read piece by piece), or an iterable of bytes.
+            mode: ``"truncate"`` (default: replace the whole content
+                atomically; a failed upload leaves the old file),
+                ``"create"`` (write in place at ``offset``), ``"append"``,
+                or ``"exclusive"`` (fail with FileExistsError if it exists).
+            perm: permission bits of a new file (0: 0o644; for truncate of
+                an existing file, keep its bits).
+
+        Returns: the file's attributes after the write.
+
+        Raises:
+            FileExistsError: ``exclusive`` and the path exists.
+            IsADirectoryError, NotADirectoryError, FileNotFoundError (a
+                missing parent directory), RemoteOSError (ENOSPC over quota).
+        """
+        header = c.write_header(self.name, path, mode, perm, offset)
+        stream = c.WriteStream(header, c.chunks_of(data, encoding))
+        try:
+            resp = self.client._stub.Write(iter(stream), metadata=self.client._md)
+        except grpc.RpcError as e:
+            if stream.error is not None:
+                raise stream.error
+            raise c.translate(e, self.client.target, path) from None
+        if stream.error is not None:
+            raise stream.error
+        return FileInfo.from_proto(resp.info, path)
+
+    def write_bytes(self, path: str, data: bytes, **kwargs: Any) -> FileInfo:
+        """Writes ``data`` to ``path`` (see :meth:`write`)."""
+        return self.write(path, data, **kwargs)
+
+    def write_text(self, path: str, text: str, *, encoding: str = "utf-8", **kwargs: Any) -> FileInfo:
+        """Writes ``text`` to ``path`` (see :meth:`write`)."""
+        return self.write(path, text, encoding=encoding, **kwargs)
+
+    def append(self, path: str, data: c.Data, **kwargs: Any) -> FileInfo:
+        """Appends to ``path``, creating it if missing (O_APPEND)."""
+        return self.write(path, data, mode="append", **kwargs)
+
+    def upload(self, local_path: PathLike, path: str, **kwargs: Any) -> FileInfo:
+        """Copies the local file ``local_path`` to ``path``, streamed."""
+        with open(local_path, "rb") as f:
+            return self.write(path, f, **kwargs)
+
+    def iterdir(self, path: str = ".", *, with_info: bool = False, page_size: int = 0) -> Iterator[DirEntry]:
+        """The entries of a directory (without ``.`` and ``..``), fetched page
+        by page. ``with_info`` fills each :attr:`DirEntry.info`."""
+        token = ""
+        while True:
+            req = pb.ReadDirRequest(
+                computer=self.name, path=path, page_size=page_size, page_token=token, with_info=with_info
+            )
+            resp = self.client._unary("ReadDir", req, path)
+            for e in resp.entries:
+                yield DirEntry.from_proto(e, path)
+            token = resp.next_page_token
+            if not token:
+                return
+
+    def ls(self, path: str = ".", *, with_info: bool = False) -> list[DirEntry]:
+        """All entries of a directory, in the agent's stable order."""
+        return list(self.iterdir(path, with_info=with_info))
+
+    def listdir(self, path: str = ".") -> list[str]:
+        """The names in a directory, like :func:`os.listdir`."""
+        return [e.name for e in self.iterdir(path)]
+
+    def mkdir(self, path: str, *, parents: bool = False, perm: int = 0) -> FileInfo:
+        """Creates a directory (``parents=True``: with missing parents, and an
+        existing directory is no error). ``perm`` 0 means 0o755.
+
+        Raises: FileExistsError, FileNotFoundError (no parent).
+        """
+        req = pb.MkdirRequest(computer=self.name, path=path, parents=parents, perm=perm)
+        return FileInfo.from_proto(self.client._unary("Mkdir", req, path), path)
+
+    def rm(self, path: str, *, recursive: bool = False) -> None:
+        """Removes a file, symlink or empty directory; ``recursive`` removes
+        a directory with everything under it (symlinks are not followed).
+
+        Raises: FileNotFoundError; RemoteOSError ENOTEMPTY for a non-empty
+        directory without ``recursive``.
+        """
+        req = pb.RemoveRequest(computer=self.name, path=path, recursive=recursive)
+        self.client._unary("Remove", req, path)
+
+    def rename(self, src: str, dst: str, *, noreplace: bool = False) -> None:
+        """Moves ``src`` to ``dst`` like rename(2), replacing ``dst`` unless
+        ``noreplace`` (then FileExistsError)."""
+        req = pb.RenameRequest(computer=self.name, to=dst, noreplace=noreplace, **{"from": src})
+        self.client._unary("Rename", req, src)
+
+    def symlink(self, path: str, target: str) -> FileInfo:
+        """Creates a symbolic link at ``path`` pointing to ``target``."""
+        req = pb.SymlinkRequest(computer=self.name, path=path, target=target)
+        return FileInfo.from_proto(self.client._unary("Symlink", req, path), path)
+
+    def readlink(self, path: str) -> str:
+        """The target of the symbolic link ``path``."""
+        req = pb.ReadlinkRequest(computer=self.name, path=path)
+        return str(self.client._unary("Readlink", req, path).target)
+
+    def chmod(self, path: str, perm: int) -> FileInfo:
+        """Sets the permission bits of ``path`` (following symlinks)."""
+        req = pb.ChmodRequest(computer=self.name, path=path, perm=perm)
+        return FileInfo.from_proto(self.client._unary("Chmod", req, path), path)
+
+    def glob(self, pattern: str, *, max_results: int = 0) -> GlobResult:
+        """Paths matching ``pattern`` (``src/**/*.rs``; ``globset`` syntax),
+        relative to ``/workspace`` and sorted. The result is a list with a
+        ``truncated`` attribute (``max_results``, 0 meaning 10000, cut it)."""
+        req = pb.GlobRequest(computer=self.name, pattern=pattern, max_results=max_results)
+        resp = self.client._unary("Glob", req)
+        return GlobResult(resp.paths, truncated=resp.truncated)
+
+    def iter_grep(
+        self,
+        pattern: str,
+        path: str = "",
+        *,
+        glob: str = "",
+        max_matches: int = 0,
+        ignore_case: bool = False,
+    ) -> Iterator[GrepMatch]:
+        """Streams the lines matching the regular expression ``pattern``
+        (``regex`` crate syntax) in the file or directory ``path`` (default:
+        everything). ``glob`` limits the files searched (``*.py``,
+        ``src/**/*.rs``); ``max_matches`` 0 means 1000. Binary files are skipped."""
+        req = pb.GrepRequest(
+            computer=self.name,
+            path=path,
+            pattern=pattern,
+            glob=glob,
+            max_matches=max_matches,
+            case_insensitive=ignore_case,
+        )
+        for m in self.client._stream("Grep", req, path or None):
+            yield GrepMatch(path=m.path, line_number=m.line_number, line=m.line)
+
+    def grep(self, pattern: str, path: str = "", **kwargs: Any) -> list[GrepMatch]:
+        """All matches of :meth:`iter_grep`, as a list."""
+        return list(self.iter_grep(pattern, path, **kwargs))
+
+    def statfs(self) -> Statfs:
+        """Usage and limits of the whole filesystem, like statfs(2)."""
+        return Statfs.from_proto(self.client._unary("Statfs", pb.StatfsRequest(computer=self.name)))
+
+    def iter_backup(self) -> Iterator[bytes]:
+        """Streams a consistent copy of the computer's database (``fs.db``);
+        it is complete only if the iteration ends without an error."""
+        for chunk in self.client._stream("Backup", pb.BackupRequest(computer=self.name)):
+            yield chunk.data
+
+    def backup(self, dest: Union[PathLike, BinaryIO]) -> int:
+        """Writes a consistent copy of the computer's database to ``dest``
+        (a path or binary file); returns its size in bytes."""
+        f, close = c.open_destination(dest)
+        n = 0
+        try:
+            for piece in self.iter_backup():
+                f.write(piece)
+                n += len(piece)
+        finally:
+            if close:
+                f.close()
+        return n
+
+    def mount(self, host_path: str, *, nonempty: bool = False) -> None:
+        """Mounts the files over FUSE at ``host_path`` on the agent's machine
+        (local mode only; see the API's Mount)."""
+        req = pb.MountRequest(computer=self.name, host_path=host_path, nonempty=nonempty)
+        self.client._unary("Mount", req, host_path)
+
+    def unmount(self, host_path: str) -> None:
+        """Undoes :meth:`mount`."""
+        req = pb.UnmountRequest(computer=self.name, host_path=host_path)
+        self.client._unary("Unmount", req, host_path)
+
+    # ------------------------------------------------------------ exec
+
+    def exec_stream(
+        self,
+        script: str,
+        *,
+        runtime: c.Runtime = "shell",
+        cwd: str = "",
+        env: Optional[Mapping[str, str]] = None,
+        stdin: Union[bytes, str, None] = None,
+        timeout: Optional[float] = None,
+        max_output_bytes: int = 0,
+        input: Any = None,
+        memory_limit_bytes: int = 0,
+    ) -> ExecStream:
+        """Starts a run and returns its events as they come (see :meth:`exec`
+        for the arguments). Cancel it with :meth:`ExecStream.cancel`."""
+        req = c.exec_request(
+            self.name,
+            script,
+            runtime=runtime,
+            cwd=cwd,
+            env=env,
+            stdin=stdin,
+            timeout=timeout,
+            max_output_bytes=max_output_bytes,
+            input=input,
+            memory_limit_bytes=memory_limit_bytes,
+        )
+        return ExecStream(self.client, req)
+
+    def exec(
+        self,
+        script: str,
+        *,
+        runtime: c.Runtime = "shell",
+        cwd: str = "",
+        env: Optional[Mapping[str, str]] = None,
+        stdin: Union[bytes, str, None] = None,
+        timeout: Optional[float] = None,
+        max_output_bytes: int = 0,
+        input: Any = None,
+        memory_limit_bytes: int = 0,
+        check: bool = False,
+    ) -> ExecResult:
+        """Runs ``script`` and waits for it to finish.
+
+        Args:
+            script: a bash script (``shell``, ``container``) or an ES module
+                (``javascript``: a default-exported function gets ``input``
+                and its awaited return value is :attr:`ExecResult.result`).
+            runtime: ``"shell"`` (in-process bash), ``"javascript"``
+                (QuickJS) or ``"container"`` (real binaries in a sandbox).
+            cwd: working directory (default ``/workspace``).
+            env: environment variables to add.
+            stdin: standard input (text is UTF-8).
+            timeout: wall-clock limit in seconds (default 60, at most 3600);
+                a run past it is stopped and its :attr:`ExecResult.error` says so.
+            max_output_bytes: cap on stdout plus stderr (0: 16 MiB).
+            input: JavaScript only: the JSON-serialisable argument.
+            memory_limit_bytes: the run's memory budget (0: the agent's default).
+            check: raise :class:`~agentcomputer.errors.ExecError` unless the
+                run exited with 0 and no error.
+
+        Returns: the :class:`ExecResult` (stdout, stderr, exit code, error).
+        """
+        events = list(
+            self.exec_stream(
+                script,
+                runtime=runtime,
+                cwd=cwd,
+                env=env,
+                stdin=stdin,
+                timeout=timeout,
+                max_output_bytes=max_output_bytes,
+                input=input,
+                memory_limit_bytes=memory_limit_bytes,
+            )
+        )
+        result = ExecResult.collect(events)
+        if check and not result.ok:
+            raise ExecError(_exec_failure(result), result)
+        return result
+
+
+def _exec_failure(result: ExecResult) -> str:
+    why = f"exit code {result.exit_code}"
+    if result.error:
+        why += f": {result.error}"
+    tail = result.stderr.strip().splitlines()[-1:] if result.stderr.strip() else []
+    if tail:
+        why += f" (stderr: {tail[0]})"
+    return f"the run failed with {why}"

@@ -1,0 +1,216 @@
+"""Exceptions raised by the client.
+
+Every failure the node agent reports is a gRPC status; the library raises it
+as an :class:`AgentComputerError` subclass:
+
+* a filesystem failure carries the POSIX errno name (``ENOENT``, ``EEXIST``
+  ...; the agent puts it in the ``errno`` response metadata and at the start
+  of the message). It is raised as a :class:`RemoteOSError`, which is also an
+  :class:`OSError` whose ``errno`` is this machine's number for that name and
+  whose ``filename`` is the path the call named, and, where Python has one,
+  the matching built-in subclass: ``ENOENT`` is a :class:`FileNotFoundError`,
+  ``EEXIST`` a :class:`FileExistsError`, ``ENOTDIR`` a
+  :class:`NotADirectoryError`, ``EISDIR`` an :class:`IsADirectoryError`,
+  ``EACCES``/``EPERM`` a :class:`PermissionError`, ``ETIMEDOUT`` a
+  :class:`TimeoutError`. So ``except FileNotFoundError`` works as with local
+  files;
+* an unknown computer is :class:`ComputerNotFoundError`, a name taken by
+  another computer :class:`ComputerExistsError`;
+* a missing or wrong token is :class:`AuthenticationError` (gRPC
+  UNAUTHENTICATED) and another computer's token
+  :class:`PermissionDeniedError` (PERMISSION_DENIED without an errno);
+* an agent that cannot be reached is :class:`AgentUnavailableError` (also a
+  :class:`ConnectionError`);
+* anything else is a plain :class:`AgentComputerError` with its gRPC code.
+
+The mapping of errno names to gRPC codes is the API's (proto/agentcomputer/
+v1/agentcomputer.proto, header comment).
+"""
+
+from __future__ import annotations
+
+import errno as _errno
+import re
+from typing import Optional
+
+__all__ = [
+    "AgentComputerError",
+    "AgentUnavailableError",
+    "AuthenticationError",
+    "ComputerExistsError",
+    "ComputerNotFoundError",
+    "ConfigurationError",
+    "ExecError",
+    "PermissionDeniedError",
+    "RemoteOSError",
+    "from_status",
+]
+
+_ERRNO_PREFIX = re.compile(r"^(E[A-Z0-9]+): ")
+
+
+class AgentComputerError(Exception):
+    """A call to the node agent failed.
+
+    Attributes:
+        code: the gRPC status code name (``"NOT_FOUND"``, ``"UNAVAILABLE"``
+            ...), or ``None`` for a failure found before any call.
+        errno_name: the POSIX errno name the agent reported (``"ENOENT"``),
+            or ``None``.
+        message: the agent's message (``"ENOENT: no such file or directory:
+            x.txt"``).
+    """
+
+    code: Optional[str]
+    errno_name: Optional[str]
+    message: str
+
+    def __init__(self, message: str, *, code: Optional[str] = None, errno_name: Optional[str] = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.code = code
+        self.errno_name = errno_name
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class ConfigurationError(AgentComputerError):
+    """The endpoint, token or CA certificate given (or found) is unusable."""
+
+
+class AgentUnavailableError(AgentComputerError, ConnectionError):
+    """The node agent cannot be reached (gRPC UNAVAILABLE)."""
+
+
+class AuthenticationError(AgentComputerError):
+    """The agent refused the token, or none was sent (gRPC UNAUTHENTICATED)."""
+
+
+class PermissionDeniedError(AgentComputerError):
+    """The token is valid but not for this computer (PERMISSION_DENIED, no errno)."""
+
+
+class ComputerNotFoundError(AgentComputerError, LookupError):
+    """No computer of that name exists on the agent."""
+
+
+class ComputerExistsError(AgentComputerError):
+    """CreateComputer of a name that is taken (creation is never idempotent)."""
+
+
+class ExecError(AgentComputerError):
+    """A run ended with a non-zero exit code or an error, when ``check=True``.
+
+    Attributes:
+        result: the :class:`agentcomputer.ExecResult` of the run.
+    """
+
+    def __init__(self, message: str, result: object) -> None:
+        super().__init__(message)
+        self.result = result
+
+
+class RemoteOSError(AgentComputerError, OSError):
+    """A filesystem call failed with a POSIX errno on the computer.
+
+    Also an :class:`OSError`: ``errno`` is the local number of
+    ``errno_name`` (``None`` if this platform has no such errno),
+    ``strerror`` the agent's message and ``filename`` the path of the call.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        code: Optional[str] = None,
+        errno_name: Optional[str] = None,
+        filename: Optional[str] = None,
+    ) -> None:
+        number = getattr(_errno, errno_name, None) if errno_name else None
+        OSError.__init__(self, number, message, filename)
+        self.message = message
+        self.code = code
+        self.errno_name = errno_name
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class RemoteFileNotFoundError(RemoteOSError, FileNotFoundError):
+    """ENOENT: the path does not exist."""
+
+
+class RemoteFileExistsError(RemoteOSError, FileExistsError):
+    """EEXIST: the path exists already."""
+
+
+class RemoteNotADirectoryError(RemoteOSError, NotADirectoryError):
+    """ENOTDIR: a component of the path is not a directory."""
+
+
+class RemoteIsADirectoryError(RemoteOSError, IsADirectoryError):
+    """EISDIR: the path is a directory where a file was needed."""
+
+
+class RemotePermissionError(RemoteOSError, PermissionError):
+    """EACCES or EPERM: the operation is not permitted."""
+
+
+class RemoteTimeoutError(RemoteOSError, TimeoutError):
+    """ETIMEDOUT."""
+
+
+_OS_ERRORS: dict[str, type[RemoteOSError]] = {
+    "ENOENT": RemoteFileNotFoundError,
+    "EEXIST": RemoteFileExistsError,
+    "ENOTDIR": RemoteNotADirectoryError,
+    "EISDIR": RemoteIsADirectoryError,
+    "EACCES": RemotePermissionError,
+    "EPERM": RemotePermissionError,
+    "ETIMEDOUT": RemoteTimeoutError,
+}
+
+__all__ += [cls.__name__ for cls in set(_OS_ERRORS.values())]
+
+
+def errno_name_of(message: str, metadata: Optional[dict[str, str]] = None) -> Optional[str]:
+    """The errno name of a status: its ``errno`` metadata, else the message prefix."""
+    if metadata:
+        name = metadata.get("errno")
+        if name:
+            return name
+    m = _ERRNO_PREFIX.match(message)
+    return m.group(1) if m else None
+
+
+def from_status(
+    code: str,
+    message: str,
+    metadata: Optional[dict[str, str]] = None,
+    *,
+    path: Optional[str] = None,
+) -> AgentComputerError:
+    """The exception for a gRPC status.
+
+    Args:
+        code: the status code's name (``"NOT_FOUND"``).
+        message: the status message.
+        metadata: the call's trailing metadata (``errno`` is read from it).
+        path: the path the call named, set as ``filename`` of an OSError.
+    """
+    name = errno_name_of(message, metadata)
+    if name is not None:
+        cls = _OS_ERRORS.get(name, RemoteOSError)
+        return cls(message, code=code, errno_name=name, filename=path)
+    if code == "NOT_FOUND" and message.startswith("computer "):
+        return ComputerNotFoundError(message, code=code)
+    if code == "ALREADY_EXISTS" and message.startswith("computer "):
+        return ComputerExistsError(message, code=code)
+    if code == "UNAUTHENTICATED":
+        return AuthenticationError(message, code=code)
+    if code == "PERMISSION_DENIED":
+        return PermissionDeniedError(message, code=code)
+    if code == "UNAVAILABLE":
+        return AgentUnavailableError(message, code=code)
+    return AgentComputerError(message, code=code)

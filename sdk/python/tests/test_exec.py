@@ -1,0 +1,115 @@
+"""Exec: results, streaming events, timeout, stdin, env, cwd, JavaScript."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+import agentcomputer
+from agentcomputer import ExecExit, ExecStderr, ExecStdout
+
+
+def test_result_object(computer: agentcomputer.Computer) -> None:
+    computer.write("notes.txt", "hello\n")
+    r = computer.exec("wc -c notes.txt")
+    assert r.stdout == "6 notes.txt\n"
+    assert r.stdout_bytes == b"6 notes.txt\n"
+    assert r.exit_code == 0 and r.ok and r.error == ""
+    assert str(r) == r.stdout
+
+    r = computer.exec("echo out; echo err >&2; exit 3")
+    assert (r.stdout, r.stderr, r.exit_code, r.ok) == ("out\n", "err\n", 3, False)
+    with pytest.raises(agentcomputer.ExecError) as e:
+        computer.exec("echo boom >&2; exit 7", check=True)
+    assert e.value.result.exit_code == 7  # type: ignore[attr-defined]
+    assert "exit code 7" in str(e.value) and "boom" in str(e.value)
+
+
+def test_stdin_env_cwd(computer: agentcomputer.Computer) -> None:
+    assert computer.exec("cat", stdin="from stdin").stdout == "from stdin"
+    assert computer.exec("wc -c", stdin=b"\x00\x01\x02").stdout.strip() == "3"
+    r = computer.exec('echo "$GREETING $WHO"', env={"GREETING": "hi", "WHO": "there"})
+    assert r.stdout == "hi there\n"
+    computer.mkdir("sub/dir", parents=True)
+    assert computer.exec("pwd", cwd="sub/dir").stdout == "/workspace/sub/dir\n"
+    assert computer.exec("pwd").stdout == "/workspace\n"
+    # The run's writes are the computer's files.
+    computer.exec("echo made > made.txt", cwd="sub")
+    assert computer.read_text("sub/made.txt") == "made\n"
+
+
+def test_timeout(computer: agentcomputer.Computer) -> None:
+    start = time.monotonic()
+    r = computer.exec("echo before; sleep 30; echo after", timeout=0.5)
+    elapsed = time.monotonic() - start
+    assert elapsed < 10
+    assert r.stdout == "before\n"
+    assert r.error != "" and not r.ok
+    assert "tim" in r.error.lower()
+    with pytest.raises(ValueError):
+        computer.exec("true", timeout=0)
+    with pytest.raises(agentcomputer.AgentComputerError) as e:
+        computer.exec("true", timeout=7200)
+    assert e.value.code == "INVALID_ARGUMENT"
+
+
+def test_output_cap(computer: agentcomputer.Computer) -> None:
+    r = computer.exec("for i in $(seq 1 2000); do echo line-$i; done", max_output_bytes=1000)
+    assert len(r.stdout_bytes) <= 1000
+    assert r.error != ""
+
+
+def test_stream_events_arrive_as_produced(computer: agentcomputer.Computer) -> None:
+    seen: list[tuple[float, agentcomputer.ExecEvent]] = []
+    start = time.monotonic()
+    with computer.exec_stream("echo first; echo warn >&2; sleep 1; echo second; exit 4") as stream:
+        for event in stream:
+            seen.append((time.monotonic() - start, event))
+    kinds = [type(e).__name__ for _, e in seen]
+    assert kinds[-1] == "ExecExit" and kinds.count("ExecExit") == 1
+    outs = [(t, e.data) for t, e in seen if isinstance(e, ExecStdout)]
+    errs = [e.data for _, e in seen if isinstance(e, ExecStderr)]
+    assert b"".join(d for _, d in outs) == b"first\nsecond\n"
+    assert b"".join(errs) == b"warn\n"
+    exit_time, exit_event = seen[-1]
+    assert isinstance(exit_event, ExecExit) and exit_event.code == 4
+    assert stream.exit == exit_event
+    # "first" came before the sleep ended, not with the exit.
+    assert outs[0][1].startswith(b"first")
+    assert exit_time - outs[0][0] >= 0.7
+
+
+def test_stream_cancel_stops_the_run(computer: agentcomputer.Computer) -> None:
+    stream = computer.exec_stream("echo started; sleep 30; echo never > never.txt")
+    it = iter(stream)
+    first = next(it)
+    assert isinstance(first, ExecStdout) and first.data == b"started\n"
+    stream.cancel()
+    with pytest.raises(agentcomputer.AgentComputerError) as e:
+        list(it)
+    assert e.value.code == "CANCELLED"
+    time.sleep(0.5)
+    assert not computer.exists("never.txt")
+
+
+def test_javascript(computer: agentcomputer.Computer) -> None:
+    computer.write("data.json", '{"n": 41}')
+    script = """
+import { readFile } from "node:fs/promises";
+export default async function (input) {
+  const data = JSON.parse(await readFile("data.json", "utf8"));
+  console.log("log line");
+  return { sum: data.n + input.add, env: process.env.MODE };
+}
+"""
+    r = computer.exec(script, runtime="javascript", input={"add": 1}, env={"MODE": "test"})
+    assert r.ok, r
+    assert r.result == {"sum": 42, "env": "test"}
+    assert r.stdout == "log line\n"
+    bad = computer.exec("throw new TypeError('nope')", runtime="javascript")
+    assert bad.exit_code == 1 and "TypeError: nope" in bad.error
+    with pytest.raises(ValueError):
+        computer.exec("echo", input={"x": 1})
+    with pytest.raises(ValueError):
+        computer.exec("echo", runtime="cobol")  # type: ignore[arg-type]
