@@ -956,8 +956,10 @@ fn bad_input(cx: &mut Context) -> Result<String> {
 
 /// The node agent pod is deleted (the DaemonSet makes a new one): the
 /// computers' files are all there afterwards. A sandbox pod running across
-/// the restart is reported, not required (FUSE connections do not yet
-/// survive the agent), and a recreated sandbox pod sees the files again.
+/// the restart is reported, not required: its FUSE connection is handed to
+/// the new agent (the mounter's `resume`), but its environment names the
+/// old agent pod's IP, so the operator replaces it; a recreated sandbox pod
+/// sees the files again.
 fn agent_restart(cx: &mut Context) -> Result<String> {
     let selector = "app.kubernetes.io/name=agentcomputer-node-agent";
     let before = cx
@@ -1003,9 +1005,10 @@ fn agent_restart(cx: &mut Context) -> Result<String> {
         out == "from-shell\nfrom-js\n",
         "after the restart the files read {out:?}"
     );
-    // The sandbox pod that ran across the restart: a FUSE connection does
-    // not yet outlive the agent that served it, so this is reported, not
-    // required (`timeout` bounds a read that would wait for a server).
+    // The sandbox pod that ran across the restart: its mount is resumed by
+    // the new agent, but the operator replaces the pod (it names the old
+    // agent's IP), so this is reported, not required (`timeout` bounds a
+    // read that would wait for a server).
     let same_before_probe = pod_uid(cx, &sandbox_before)? == uid_before;
     let survived = cx.tools.kubectl(&[
         "-n",
