@@ -208,7 +208,7 @@ fn exec_blocking(
         return failure(msg);
     }
     let main_name = format!("{}/[eval]", vfs.cwd().trim_end_matches('/'));
-    let rt = match Runtime::new() {
+    let rt = match Runtime::new_with_alloc(crate::alloc::ExecAllocator::new(stop.clone())) {
         Ok(rt) => rt,
         Err(e) => return failure(format!("javascript: cannot create a runtime: {e}")),
     };
