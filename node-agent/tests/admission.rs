@@ -169,9 +169,8 @@ async fn bombs(agent: &Agent, n: usize, computer: impl Fn(usize) -> String) -> J
 }
 
 /// A generous bound only: the p99 under this load is measured by
-/// bench/noisy (docs/benchmarks.md). One exec on each of 200 computers is
-/// measured there too; it has no timed test, since with all 200 admitted
-/// its tail is not bounded yet (docs/isolation.md).
+/// bench/noisy (docs/benchmarks.md), as is one exec on each of 200
+/// computers (see also `many_busy_computers_cannot_shut_out_a_quiet_one`).
 #[tokio::test]
 async fn a_busy_computer_cannot_starve_another() {
     let bound = Duration::from_secs(2);
