@@ -455,8 +455,8 @@ impl Inner {
             MemoryAsk::AtMost(n) => {
                 let computers = state.computers.values().filter(|p| p.running > 0).count()
                     + usize::from(running_here == 0);
-                let share = (c.exec_memory_bytes / computers.max(1) as u64)
-                    .saturating_sub(reserved_here);
+                let share =
+                    (c.exec_memory_bytes / computers.max(1) as u64).saturating_sub(reserved_here);
                 n.min(headroom).min(share).max(least)
             }
         };
@@ -917,7 +917,10 @@ mod tests {
         // all are admitted, the pool is never overdrawn, and the budgets
         // shrink towards the floor as the pool fills.
         for i in 0..63 {
-            let p = a.admit(&format!("busy{i}"), AtMost(256 * MIB)).await.unwrap();
+            let p = a
+                .admit(&format!("busy{i}"), AtMost(256 * MIB))
+                .await
+                .unwrap();
             assert!((32 * MIB..=256 * MIB).contains(&p.memory()), "{i}: {p:?}");
             held.push(p);
             let reserved: u64 = held.iter().map(Permit::memory).sum();

@@ -842,7 +842,10 @@ async fn operator_chart_and_crd_against_a_real_apiserver() {
         "kubectl get computers",
     );
     let header: Vec<&str> = get.lines().next().unwrap().split_whitespace().collect();
-    let disk = header.iter().position(|h| *h == "DISK").expect("DISK column");
+    let disk = header
+        .iter()
+        .position(|h| *h == "DISK")
+        .expect("DISK column");
     let line: Vec<&str> = get
         .lines()
         .find(|l| l.starts_with("scratch"))

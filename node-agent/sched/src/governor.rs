@@ -259,20 +259,24 @@ pub fn exec_thread() -> ExecThread {
     let start = cpu_time(clock).unwrap_or(start);
     let id = g.next_id.fetch_add(1, Ordering::Relaxed);
     let slot = Arc::new(Slot::new());
-    g.threads.lock().unwrap_or_else(|e| e.into_inner()).entries.insert(
-        id,
-        Entry {
-            tid,
-            clock,
-            start,
-            demoted: false,
-            place: Some(Instant::now()),
-            group: 0,
-            slot: Arc::clone(&slot),
-            turn: None,
-            last_turn: Instant::now(),
-        },
-    );
+    g.threads
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .entries
+        .insert(
+            id,
+            Entry {
+                tid,
+                clock,
+                start,
+                demoted: false,
+                place: Some(Instant::now()),
+                group: 0,
+                slot: Arc::clone(&slot),
+                turn: None,
+                last_turn: Instant::now(),
+            },
+        );
     CURRENT.with(|c| *c.borrow_mut() = Some((id, slot)));
     start_governor(g);
     g.wake.notify_one();
@@ -386,7 +390,13 @@ fn run(g: &'static Governor) {
             }
         }
         if fairness.background > 0 {
-            hand_out_turns(entries, rotation, fairness.background, slice * TURN_SLICES, now);
+            hand_out_turns(
+                entries,
+                rotation,
+                fairness.background,
+                slice * TURN_SLICES,
+                now,
+            );
         }
         let period = (slice / 2).clamp(MIN_PERIOD, MAX_PERIOD);
         threads = g

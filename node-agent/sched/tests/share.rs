@@ -72,7 +72,10 @@ fn a_computer_with_many_busy_execs_gets_no_more_than_one_with_a_single_one() {
         t.join().unwrap();
     }
     let (many, one) = (many.load(Ordering::Relaxed), one.load(Ordering::Relaxed));
-    assert!(one >= 100_000, "the single exec got {one} µs of CPU in 120 s");
+    assert!(
+        one >= 100_000,
+        "the single exec got {one} µs of CPU in 120 s"
+    );
     // Per thread the four-exec computer would get 4 times as much; per
     // computer about the same (turns of 20 ms, so some slack).
     assert!(

@@ -59,7 +59,9 @@ pub(crate) struct Job {
 /// A hook run before every command: the exec thread's safe point where a
 /// demoted exec waits for its computer's turn of idle CPU
 /// ([`agentcomputer_sched::checkpoint`]), unless it must stop.
-fn checkpoint_hook(stop: Arc<AtomicBool>) -> bashkit::hooks::Interceptor<bashkit::hooks::ToolEvent> {
+fn checkpoint_hook(
+    stop: Arc<AtomicBool>,
+) -> bashkit::hooks::Interceptor<bashkit::hooks::ToolEvent> {
     Box::new(move |event| {
         agentcomputer_sched::checkpoint(|| stop.load(std::sync::atomic::Ordering::Relaxed));
         bashkit::hooks::HookAction::Continue(event)
