@@ -32,7 +32,7 @@ fn names_scope_and_subresources() {
         .iter()
         .map(|c| c.name.as_str())
         .collect();
-    for want in ["Phase", "Node", "Size", "Age"] {
+    for want in ["Phase", "Node", "Size", "Disk", "Age"] {
         assert!(
             cols.contains(&want),
             "printer column {want} missing: {cols:?}"

@@ -247,14 +247,16 @@ async fn create_list_delete(cli: &Cli, admin: &Client) {
     set_status(
         &api,
         "demo",
-        json!({"phase": "Ready", "volume": {"bytesUsed": 3 << 20, "inodesUsed": 12}}),
+        json!({"phase": "Ready", "volume": {"bytesUsed": 3 << 20, "inodesUsed": 12, "diskBytes": 5 << 20}}),
     )
     .await;
     let table = ok(cli.run(&["list"]));
     let demo_line: Vec<&str> = table.lines().nth(1).unwrap().split_whitespace().collect();
     assert_eq!(
-        &demo_line[..8],
-        ["demo", "3.0", "MiB", "500", "MiB", "-", "12", "Ready"],
+        &demo_line[..9],
+        [
+            "demo", "3.0", "MiB", "500", "MiB", "5.0", "MiB", "12", "Ready"
+        ],
         "{table}"
     );
 

@@ -2,14 +2,20 @@
 //! the whole agent, and how much memory they reserve together.
 //!
 //! Every exec asks for a [`Permit`] before it starts, reserving its memory
-//! budget (the most its runtime lets it allocate). An exec that does not
-//! fit waits in a bounded queue for at most [`AdmissionConfig::queue_wait`];
-//! when a permit is released the waiting execs are served round-robin over
-//! their computers (first come, first served within one computer), so a
-//! computer with hundreds of queued execs delays another computer's by at
-//! most one turn. An exec still waiting at the end of the wait, or finding
-//! the queue full, is refused with RESOURCE_EXHAUSTED and a message naming
-//! the limit and its value. The model is written in docs/isolation.md.
+//! budget (the most its runtime lets it allocate). The reservation is sized
+//! so that a computer with no exec running is never shut out by the others:
+//! while an exec slot is free, at least [`AdmissionConfig::min_exec_memory_bytes`]
+//! of the pool is held back for each free slot, and an exec that asked for
+//! no particular budget ([`MemoryAsk::AtMost`]) is given the default budget
+//! only as far as that reserve and its computer's fair share of the pool
+//! (pool / computers running execs) allow, never less than the floor.
+//! An exec that does not fit waits in a bounded queue for at most
+//! [`AdmissionConfig::queue_wait`]; when a permit is released the waiting
+//! execs of the computers running the fewest execs go first (round-robin
+//! among equals, first come, first served within one computer). An exec
+//! still waiting at the end of the wait, or finding the queue full, is
+//! refused with RESOURCE_EXHAUSTED and a message naming the limit and its
+//! value. The model is written in docs/isolation.md.
 
 use std::collections::{HashMap, VecDeque};
 use std::fmt;
@@ -30,6 +36,46 @@ pub const EXECS_PER_COMPUTER_PER_CPU: usize = 4;
 pub const EXEC_MEMORY_SHARE: (u64, u64) = (1, 2);
 /// Default longest wait in the queue.
 pub const DEFAULT_QUEUE_WAIT: Duration = Duration::from_secs(2);
+/// Default floor of an exec's memory budget: what is held back for each
+/// free exec slot, and the least an exec asking for the default budget is
+/// given on a busy agent. A shell `echo` or a small JavaScript function
+/// needs well under it (the shell's variables and scratch, QuickJS's heap).
+pub const DEFAULT_MIN_EXEC_MEMORY: u64 = 32 << 20;
+/// Default largest budget one exec may be given (the API's default and
+/// maximum exec budget, 256 MiB): the agent keeps enough slots' reserve
+/// away from the pool that one exec of this size fits on an idle agent.
+pub const DEFAULT_LARGEST_EXEC_MEMORY: u64 = 256 << 20;
+
+/// The memory budget an exec asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MemoryAsk {
+    /// The client named this budget: it is reserved whole or the exec
+    /// waits (and is refused after the queue wait).
+    Exactly(u64),
+    /// The client asked for no budget: the computer's default of this many
+    /// bytes, lowered on a busy agent to what the reserve and the
+    /// computer's fair share allow, never below the floor
+    /// ([`AdmissionConfig::min_exec_memory_bytes`], or the default itself
+    /// when that is smaller).
+    AtMost(u64),
+}
+
+impl MemoryAsk {
+    /// The most this ask reserves.
+    pub fn most(self) -> u64 {
+        match self {
+            MemoryAsk::Exactly(n) | MemoryAsk::AtMost(n) => n,
+        }
+    }
+
+    /// The least this ask accepts, given the floor.
+    fn least(self, floor: u64) -> u64 {
+        match self {
+            MemoryAsk::Exactly(n) => n,
+            MemoryAsk::AtMost(n) => n.min(floor),
+        }
+    }
+}
 
 /// The limits of admission. [`AdmissionConfig::for_node`] derives defaults
 /// from the machine; local mode sets them from its flags and cluster mode
@@ -43,6 +89,15 @@ pub struct AdmissionConfig {
     /// Bytes the memory budgets of all running execs may add up to
     /// (`--exec-memory`).
     pub exec_memory_bytes: u64,
+    /// Floor of an exec's budget and what is held back for each free slot
+    /// (`--min-exec-memory`, [`DEFAULT_MIN_EXEC_MEMORY`]). The agent runs at
+    /// most `(exec_memory_bytes - largest_exec_memory_bytes) /
+    /// min_exec_memory_bytes + 1` execs at once even when `max_execs` is
+    /// higher, so that every slot has its floor.
+    pub min_exec_memory_bytes: u64,
+    /// The largest budget one exec is expected to ask for
+    /// ([`DEFAULT_LARGEST_EXEC_MEMORY`]); it fits on an idle agent.
+    pub largest_exec_memory_bytes: u64,
     /// Execs that may wait for admission at once (`--exec-queue`); 0
     /// refuses at once whatever does not fit.
     pub max_queued: usize,
@@ -75,10 +130,25 @@ impl AdmissionConfig {
             max_execs,
             max_execs_per_computer: EXECS_PER_COMPUTER_PER_CPU * cpus,
             exec_memory_bytes: available / EXEC_MEMORY_SHARE.1 * EXEC_MEMORY_SHARE.0,
+            min_exec_memory_bytes: DEFAULT_MIN_EXEC_MEMORY,
+            largest_exec_memory_bytes: DEFAULT_LARGEST_EXEC_MEMORY,
             max_queued: max_execs,
             queue_wait: DEFAULT_QUEUE_WAIT,
             cpu: CpuFairness::default(),
         }
+    }
+
+    /// Execs that may run at once: `max_execs`, lowered so that every slot
+    /// keeps its floor of `exec_memory_bytes` beside one exec of
+    /// `largest_exec_memory_bytes`; at least 1.
+    pub fn slots(&self) -> usize {
+        let floor = self.min_exec_memory_bytes.max(1);
+        let beside_largest = self
+            .exec_memory_bytes
+            .saturating_sub(self.largest_exec_memory_bytes)
+            / floor;
+        let by_memory = usize::try_from(beside_largest.saturating_add(1)).unwrap_or(usize::MAX);
+        self.max_execs.min(by_memory).max(1)
     }
 }
 
@@ -245,7 +315,7 @@ impl Metrics {
             // Present from the start, so rates work before the first refusal.
             m.refused.with_label_values(&[limit.name()]);
             let value = match limit {
-                Limit::Execs => config.max_execs as i64,
+                Limit::Execs => config.slots() as i64,
                 Limit::ExecsPerComputer => config.max_execs_per_computer as i64,
                 Limit::Memory => i64::try_from(config.exec_memory_bytes).unwrap_or(i64::MAX),
                 Limit::Queue => config.max_queued as i64,
@@ -259,7 +329,7 @@ impl Metrics {
 /// One waiting exec.
 struct Waiter {
     id: u64,
-    memory: u64,
+    ask: MemoryAsk,
     grant: oneshot::Sender<Permit>,
 }
 
@@ -267,6 +337,8 @@ struct Waiter {
 #[derive(Default)]
 struct PerComputer {
     running: usize,
+    /// Memory reserved by its running execs.
+    reserved: u64,
     waiting: VecDeque<Waiter>,
 }
 
@@ -283,6 +355,8 @@ struct State {
 
 struct Inner {
     config: AdmissionConfig,
+    /// [`AdmissionConfig::slots`].
+    slots: usize,
     state: Mutex<State>,
     metrics: Metrics,
 }
@@ -319,6 +393,14 @@ impl fmt::Debug for Permit {
     }
 }
 
+impl Permit {
+    /// The memory budget reserved for the exec, bytes: what its runtime
+    /// must be limited to.
+    pub fn memory(&self) -> u64 {
+        self.memory
+    }
+}
+
 impl Drop for Permit {
     fn drop(&mut self) {
         if !self.armed {
@@ -335,31 +417,59 @@ impl Inner {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// The limit `computer` would exceed by starting an exec of `memory`
-    /// bytes now, if any.
-    fn blocked_by(&self, state: &State, computer: &str, memory: u64) -> Option<Limit> {
+    /// The budget an exec of `computer` asking `ask` is given if it starts
+    /// now, or the limit it would exceed.
+    ///
+    /// With `n` execs running, `slots - n - 1` free slots remain after this
+    /// one; their floors are held back, so the budget is at most
+    /// `exec_memory - reserved - (slots - n - 1) × floor`. That is never
+    /// below the floor while a slot is free, so memory never keeps a
+    /// default-budget exec out: slots do. An [`MemoryAsk::AtMost`] budget is
+    /// further capped by the computer's fair share, `exec_memory / C`
+    /// minus what the computer already reserves, `C` counting the
+    /// computers with running execs and this one.
+    fn grant(&self, state: &State, computer: &str, ask: MemoryAsk) -> Result<u64, Limit> {
         let c = &self.config;
-        let running_here = state.computers.get(computer).map_or(0, |p| p.running);
+        let floor = c.min_exec_memory_bytes;
+        let (running_here, reserved_here) = state
+            .computers
+            .get(computer)
+            .map_or((0, 0), |p| (p.running, p.reserved));
         if running_here >= c.max_execs_per_computer {
-            Some(Limit::ExecsPerComputer)
-        } else if state.running >= c.max_execs {
-            Some(Limit::Execs)
-        } else if state.reserved.saturating_add(memory) > c.exec_memory_bytes {
-            Some(Limit::Memory)
-        } else {
-            None
+            return Err(Limit::ExecsPerComputer);
         }
+        if state.running >= self.slots {
+            return Err(Limit::Execs);
+        }
+        let free_after = (self.slots - state.running - 1) as u64;
+        let headroom = c
+            .exec_memory_bytes
+            .saturating_sub(state.reserved)
+            .saturating_sub(free_after.saturating_mul(floor));
+        let least = ask.least(floor);
+        if least > headroom {
+            return Err(Limit::Memory);
+        }
+        let budget = match ask {
+            MemoryAsk::Exactly(n) => n,
+            MemoryAsk::AtMost(n) => {
+                let computers = state.computers.values().filter(|p| p.running > 0).count()
+                    + usize::from(running_here == 0);
+                let share =
+                    (c.exec_memory_bytes / computers.max(1) as u64).saturating_sub(reserved_here);
+                n.min(headroom).min(share).max(least)
+            }
+        };
+        Ok(budget)
     }
 
     /// Counts an exec as running and makes its permit.
     fn take(self: &Arc<Self>, state: &mut State, computer: &str, memory: u64) -> Permit {
         state.running += 1;
         state.reserved += memory;
-        state
-            .computers
-            .entry(computer.to_string())
-            .or_default()
-            .running += 1;
+        let here = state.computers.entry(computer.to_string()).or_default();
+        here.running += 1;
+        here.reserved += memory;
         self.metrics.running.set(state.running as i64);
         self.metrics.reserved.set(state.reserved as i64);
         Permit {
@@ -375,6 +485,7 @@ impl Inner {
         state.reserved -= memory;
         if let Some(p) = state.computers.get_mut(computer) {
             p.running -= 1;
+            p.reserved -= memory;
             if p.running == 0 && p.waiting.is_empty() {
                 state.computers.remove(computer);
             }
@@ -383,22 +494,29 @@ impl Inner {
         self.metrics.reserved.set(state.reserved as i64);
     }
 
-    /// Admits waiting execs while they fit, one per computer per turn.
+    /// Admits waiting execs while they fit. Each grant goes to the head
+    /// of the computer, among those whose head fits, that runs the fewest
+    /// execs (the first in turn order among equals); the computer then
+    /// goes to the back of the turns.
     fn dispatch(self: &Arc<Self>, state: &mut State) {
-        let mut since_grant = 0;
-        while since_grant < state.turns.len() {
-            let Some(computer) = state.turns.pop_front() else {
+        loop {
+            let mut best: Option<(usize, usize, u64)> = None;
+            for (i, computer) in state.turns.iter().enumerate() {
+                let p = &state.computers[computer];
+                let Some(head) = p.waiting.front() else {
+                    continue;
+                };
+                if best.is_some_and(|(_, running, _)| running <= p.running) {
+                    continue;
+                }
+                if let Ok(memory) = self.grant(state, computer, head.ask) {
+                    best = Some((i, p.running, memory));
+                }
+            }
+            let Some((i, _, memory)) = best else {
                 break;
             };
-            let head_memory = state.computers[&computer].waiting.front().map(|w| w.memory);
-            let Some(memory) = head_memory else {
-                continue;
-            };
-            if self.blocked_by(state, &computer, memory).is_some() {
-                state.turns.push_back(computer);
-                since_grant += 1;
-                continue;
-            }
+            let computer = state.turns.remove(i).expect("index from the loop");
             let waiter = state
                 .computers
                 .get_mut(&computer)
@@ -410,8 +528,6 @@ impl Inner {
                 // The waiter gave up just now: undo without re-entering.
                 unused.armed = false;
                 self.release(state, &computer, memory);
-            } else {
-                since_grant = 0;
             }
             if state
                 .computers
@@ -460,6 +576,14 @@ impl Inner {
                 "exec refused: this computer already runs {} execs, its limit (max_execs_per_computer = {}){wait}",
                 c.max_execs_per_computer, c.max_execs_per_computer
             ),
+            Limit::Execs if self.slots < c.max_execs => format!(
+                "exec refused: the node agent already runs {} execs, as many as its exec memory holds at {} each (exec_memory = {}, min_exec_memory = {}, max_execs = {}){wait}",
+                self.slots,
+                bytes(c.min_exec_memory_bytes),
+                bytes(c.exec_memory_bytes),
+                bytes(c.min_exec_memory_bytes),
+                c.max_execs
+            ),
             Limit::Execs => format!(
                 "exec refused: the node agent already runs {} execs, its limit (max_execs = {}){wait}",
                 c.max_execs, c.max_execs
@@ -470,9 +594,10 @@ impl Inner {
                 bytes(c.exec_memory_bytes)
             ),
             Limit::Memory => format!(
-                "exec refused: running execs reserve too much of the exec memory for its budget of {} (exec_memory = {}){wait}",
+                "exec refused: its memory budget of {} does not fit beside what the running execs reserve and the floor held back for each free exec slot (exec_memory = {}, min_exec_memory = {}); an exec that asks for no budget is given what fits{wait}",
                 bytes(memory),
-                bytes(c.exec_memory_bytes)
+                bytes(c.exec_memory_bytes),
+                bytes(c.min_exec_memory_bytes)
             ),
             Limit::Queue => format!(
                 "exec refused: {} execs already wait for admission, the queue's limit (exec_queue = {})",
@@ -513,6 +638,7 @@ impl Admission {
         let metrics = Metrics::new(&config);
         Admission {
             inner: Arc::new(Inner {
+                slots: config.slots(),
                 config,
                 state: Mutex::new(State::default()),
                 metrics,
@@ -525,44 +651,42 @@ impl Admission {
         &self.inner.config
     }
 
-    /// Admits an exec on `computer` reserving `memory` bytes: at once when
-    /// it fits and no exec of the same computer waits before it, else after
-    /// waiting in the queue. Errors ([`Refusal`], RESOURCE_EXHAUSTED): the
-    /// budget alone exceeds `exec_memory_bytes`; the queue is full; no room
-    /// within `queue_wait`. Dropping the future withdraws the exec.
-    pub async fn admit(&self, computer: &str, memory: u64) -> Result<Permit, Refusal> {
+    /// Admits an exec on `computer` asking for `ask`: at once when it fits
+    /// and no exec of the same computer waits before it, else after waiting
+    /// in the queue. The permit tells the budget given
+    /// ([`Permit::memory`]). Errors ([`Refusal`], RESOURCE_EXHAUSTED): the
+    /// least budget it accepts exceeds `exec_memory_bytes` alone; the
+    /// queue is full; no room within `queue_wait`. Dropping the future
+    /// withdraws the exec.
+    pub async fn admit(&self, computer: &str, ask: MemoryAsk) -> Result<Permit, Refusal> {
         let inner = &self.inner;
+        let least = ask.least(inner.config.min_exec_memory_bytes);
         let (id, rx) = {
             let mut state = inner.lock();
-            if memory > inner.config.exec_memory_bytes {
-                return Err(inner.refusal(Limit::Memory, memory, false));
+            if least > inner.config.exec_memory_bytes {
+                return Err(inner.refusal(Limit::Memory, least, false));
             }
             let queue_ahead = state
                 .computers
                 .get(computer)
                 .is_some_and(|p| !p.waiting.is_empty());
-            if !queue_ahead && inner.blocked_by(&state, computer, memory).is_none() {
+            let now = inner.grant(&state, computer, ask);
+            if !queue_ahead && let Ok(memory) = now {
                 return Ok(inner.take(&mut state, computer, memory));
             }
             if state.queued >= inner.config.max_queued || inner.config.queue_wait.is_zero() {
                 let limit = if state.queued >= inner.config.max_queued {
                     Limit::Queue
                 } else {
-                    inner
-                        .blocked_by(&state, computer, memory)
-                        .unwrap_or(Limit::ExecsPerComputer)
+                    now.err().unwrap_or(Limit::ExecsPerComputer)
                 };
-                return Err(inner.refusal(limit, memory, false));
+                return Err(inner.refusal(limit, least, false));
             }
             let id = state.next_id;
             state.next_id += 1;
             let (tx, rx) = oneshot::channel();
             let p = state.computers.entry(computer.to_string()).or_default();
-            p.waiting.push_back(Waiter {
-                id,
-                memory,
-                grant: tx,
-            });
+            p.waiting.push_back(Waiter { id, ask, grant: tx });
             if p.waiting.len() == 1 {
                 state.turns.push_back(computer.to_string());
             }
@@ -585,20 +709,22 @@ impl Admission {
         }
         let mut state = inner.lock();
         guard.active = false;
+        let limit_now = |state: &State| {
+            inner
+                .grant(state, computer, ask)
+                .err()
+                .unwrap_or(Limit::ExecsPerComputer)
+        };
         if inner.withdraw(&mut state, computer, id) {
-            let limit = inner
-                .blocked_by(&state, computer, memory)
-                .unwrap_or(Limit::ExecsPerComputer);
-            return Err(inner.refusal(limit, memory, true));
+            let limit = limit_now(&state);
+            return Err(inner.refusal(limit, least, true));
         }
         // Granted as the wait ended: the permit is in the channel.
         drop(state);
         rx.try_recv().map_err(|_| {
             let state = inner.lock();
-            let limit = inner
-                .blocked_by(&state, computer, memory)
-                .unwrap_or(Limit::ExecsPerComputer);
-            inner.refusal(limit, memory, true)
+            let limit = limit_now(&state);
+            inner.refusal(limit, least, true)
         })
     }
 
@@ -629,6 +755,7 @@ impl Admission {
 
 #[cfg(test)]
 mod tests {
+    use super::MemoryAsk::{AtMost, Exactly};
     use super::*;
 
     fn config(max_execs: usize, per_computer: usize, memory: u64) -> AdmissionConfig {
@@ -636,6 +763,9 @@ mod tests {
             max_execs,
             max_execs_per_computer: per_computer,
             exec_memory_bytes: memory,
+            // No floor: these tests check the plain limits.
+            min_exec_memory_bytes: 0,
+            largest_exec_memory_bytes: 0,
             max_queued: 16,
             queue_wait: Duration::from_secs(5),
             cpu: CpuFairness::default(),
@@ -663,15 +793,15 @@ mod tests {
             queue_wait: Duration::from_millis(50),
             ..config(2, 1, 300)
         });
-        let _p1 = a.admit("a", 100).await.unwrap();
-        let e = a.admit("a", 100).await.unwrap_err();
+        let _p1 = a.admit("a", Exactly(100)).await.unwrap();
+        let e = a.admit("a", Exactly(100)).await.unwrap_err();
         assert_eq!(e.limit, Limit::ExecsPerComputer);
         assert!(e.to_string().contains("max_execs_per_computer = 1"), "{e}");
-        let _p2 = a.admit("b", 100).await.unwrap();
-        let e = a.admit("c", 100).await.unwrap_err();
+        let _p2 = a.admit("b", Exactly(100)).await.unwrap();
+        let e = a.admit("c", Exactly(100)).await.unwrap_err();
         assert_eq!(e.limit, Limit::Execs);
         assert!(e.to_string().contains("max_execs = 2"), "{e}");
-        let e = a.admit("c", 301).await.unwrap_err();
+        let e = a.admit("c", Exactly(301)).await.unwrap_err();
         assert_eq!(e.limit, Limit::Memory);
         assert!(e.to_string().contains("exec_memory = 300 bytes"), "{e}");
         let status = Status::from(e);
@@ -685,13 +815,13 @@ mod tests {
             queue_wait: Duration::from_millis(20),
             ..config(10, 10, 1 << 30)
         });
-        let p = a.admit("a", 768 << 20).await.unwrap();
-        let e = a.admit("b", 512 << 20).await.unwrap_err();
+        let p = a.admit("a", Exactly(768 << 20)).await.unwrap();
+        let e = a.admit("b", Exactly(512 << 20)).await.unwrap_err();
         assert_eq!(e.limit, Limit::Memory);
         assert!(e.to_string().contains("budget of 512 MiB"), "{e}");
         assert!(e.to_string().contains("exec_memory = 1 GiB"), "{e}");
         drop(p);
-        let _p = a.admit("b", 512 << 20).await.unwrap();
+        let _p = a.admit("b", Exactly(512 << 20)).await.unwrap();
     }
 
     #[tokio::test]
@@ -700,15 +830,15 @@ mod tests {
             max_queued: 1,
             ..config(1, 1, 1 << 30)
         });
-        let _p = a.admit("a", 1).await.unwrap();
+        let _p = a.admit("a", Exactly(1)).await.unwrap();
         let waiting = {
             let a = a.clone();
-            tokio::spawn(async move { a.admit("a", 1).await.map(drop) })
+            tokio::spawn(async move { a.admit("a", Exactly(1)).await.map(drop) })
         };
         while a.load().1 == 0 {
             tokio::task::yield_now().await;
         }
-        let e = a.admit("b", 1).await.unwrap_err();
+        let e = a.admit("b", Exactly(1)).await.unwrap_err();
         assert_eq!(e.limit, Limit::Queue);
         assert!(e.to_string().contains("exec_queue = 1"), "{e}");
         waiting.abort();
@@ -717,10 +847,10 @@ mod tests {
     #[tokio::test]
     async fn a_queued_exec_starts_when_a_permit_is_released() {
         let a = Admission::new(config(1, 1, 1 << 30));
-        let first = a.admit("a", 1).await.unwrap();
+        let first = a.admit("a", Exactly(1)).await.unwrap();
         let second = {
             let a = a.clone();
-            tokio::spawn(async move { a.admit("a", 1).await })
+            tokio::spawn(async move { a.admit("a", Exactly(1)).await })
         };
         while a.load().1 == 0 {
             tokio::task::yield_now().await;
@@ -739,7 +869,7 @@ mod tests {
             max_queued: 100,
             ..config(1, 1, 1 << 30)
         });
-        let running = a.admit("busy", 1).await.unwrap();
+        let running = a.admit("busy", Exactly(1)).await.unwrap();
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
         let mut tasks = Vec::new();
         // Five execs of "busy" queue up before one of "quiet".
@@ -747,7 +877,7 @@ mod tests {
             let queue = a.clone();
             let tx = tx.clone();
             tasks.push(tokio::spawn(async move {
-                let permit = queue.admit(name, 1).await.unwrap();
+                let permit = queue.admit(name, Exactly(1)).await.unwrap();
                 tx.send(name).unwrap();
                 tokio::task::yield_now().await;
                 drop(permit);
@@ -765,13 +895,136 @@ mod tests {
         assert_eq!(order[..2], ["busy", "quiet"], "{order:?}");
     }
 
+    const MIB: u64 = 1 << 20;
+
+    /// The defaults' shape on a small pool: 4 GiB, a 32 MiB floor, 256 MiB
+    /// budgets, 64 execs, 8 per computer.
+    fn pooled(max_execs: usize) -> AdmissionConfig {
+        AdmissionConfig {
+            min_exec_memory_bytes: 32 * MIB,
+            largest_exec_memory_bytes: 256 * MIB,
+            queue_wait: Duration::from_millis(50),
+            ..config(max_execs, 8, 4096 * MIB)
+        }
+    }
+
+    #[tokio::test]
+    async fn a_quiet_computer_is_admitted_beside_many_busy_ones() {
+        let a = Admission::new(pooled(64));
+        assert_eq!(a.inner.slots, 64);
+        let mut held = Vec::new();
+        // 63 computers each start one exec asking for the default budget:
+        // all are admitted, the pool is never overdrawn, and the budgets
+        // shrink towards the floor as the pool fills.
+        for i in 0..63 {
+            let p = a
+                .admit(&format!("busy{i}"), AtMost(256 * MIB))
+                .await
+                .unwrap();
+            assert!((32 * MIB..=256 * MIB).contains(&p.memory()), "{i}: {p:?}");
+            held.push(p);
+            let reserved: u64 = held.iter().map(Permit::memory).sum();
+            assert!(reserved <= 4096 * MIB, "{i}: {reserved}");
+        }
+        assert_eq!(held[0].memory(), 256 * MIB);
+        assert_eq!(held[62].memory(), 32 * MIB);
+        // The last slot still has its floor for a newcomer, at once.
+        let quiet = a.admit("quiet", AtMost(256 * MIB)).await.unwrap();
+        assert!(quiet.memory() >= 32 * MIB, "{quiet:?}");
+        // Then the slots are full: the next one waits and is refused.
+        let e = a.admit("late", AtMost(256 * MIB)).await.unwrap_err();
+        assert_eq!(e.limit, Limit::Execs);
+        // A budget asked for exactly is not shrunk: refused while the
+        // reserve holds, given whole once room is back.
+        drop(quiet);
+        let e = a.admit("exact", Exactly(256 * MIB)).await.unwrap_err();
+        assert_eq!(e.limit, Limit::Memory, "{e}");
+        assert!(e.to_string().contains("min_exec_memory = 32 MiB"), "{e}");
+        held.truncate(5);
+        let p = a.admit("exact", Exactly(256 * MIB)).await.unwrap();
+        assert_eq!(p.memory(), 256 * MIB);
+    }
+
+    #[tokio::test]
+    async fn slots_are_bounded_by_the_floor_and_a_default_budget_on_an_idle_agent() {
+        // 1 GiB: 24 floors of 32 MiB beside one 256 MiB budget.
+        let c = AdmissionConfig {
+            exec_memory_bytes: 1024 * MIB,
+            ..pooled(256)
+        };
+        assert_eq!(c.slots(), 25);
+        let a = Admission::new(c);
+        let first = a.admit("a", Exactly(256 * MIB)).await.unwrap();
+        assert_eq!(first.memory(), 256 * MIB);
+        let mut rest = Vec::new();
+        for i in 0..24 {
+            rest.push(a.admit(&format!("c{i}"), AtMost(256 * MIB)).await.unwrap());
+        }
+        assert!(rest.iter().all(|p| p.memory() == 32 * MIB));
+        let e = a.admit("z", AtMost(256 * MIB)).await.unwrap_err();
+        assert_eq!(e.limit, Limit::Execs);
+        assert!(e.to_string().contains("runs 25 execs"), "{e}");
+        assert!(e.to_string().contains("max_execs = 256"), "{e}");
+    }
+
+    #[tokio::test]
+    async fn a_computer_gets_no_more_than_its_fair_share_of_the_pool() {
+        // 16 GiB, 65 slots: the reserve does not bite before the share.
+        let a = Admission::new(AdmissionConfig {
+            exec_memory_bytes: 16384 * MIB,
+            ..pooled(65)
+        });
+        let mut held = Vec::new();
+        for i in 0..63 {
+            held.push(a.admit(&format!("c{i}"), AtMost(256 * MIB)).await.unwrap());
+        }
+        assert!(held.iter().all(|p| p.memory() == 256 * MIB));
+        // 63 computers share the pool: 16384 / 63 = 260 MiB each. c0
+        // already holds 256 MiB, so its second exec gets the floor.
+        let second = a.admit("c0", AtMost(256 * MIB)).await.unwrap();
+        assert_eq!(second.memory(), 32 * MIB);
+        // A newcomer's share is 256 MiB; it gets what is left, 224 MiB.
+        let newcomer = a.admit("c63", AtMost(256 * MIB)).await.unwrap();
+        assert_eq!(newcomer.memory(), 224 * MIB);
+    }
+
+    #[tokio::test]
+    async fn the_computer_running_fewest_is_served_first() {
+        let a = Admission::new(AdmissionConfig {
+            max_queued: 100,
+            queue_wait: Duration::from_secs(5),
+            ..config(2, 2, 1 << 30)
+        });
+        let busy = a.admit("busy", Exactly(1)).await.unwrap();
+        let other = a.admit("other", Exactly(1)).await.unwrap();
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        let mut tasks = Vec::new();
+        // "busy" (one running) queues first, then "quiet" (none running).
+        for name in ["busy", "quiet"] {
+            let queue = a.clone();
+            let tx = tx.clone();
+            tasks.push(tokio::spawn(async move {
+                let permit = queue.admit(name, Exactly(1)).await.unwrap();
+                tx.send(name).unwrap();
+                permit
+            }));
+            while a.load().1 < tasks.len() {
+                tokio::task::yield_now().await;
+            }
+        }
+        drop(other);
+        assert_eq!(rx.recv().await.unwrap(), "quiet");
+        drop(busy);
+        assert_eq!(rx.recv().await.unwrap(), "busy");
+    }
+
     #[tokio::test]
     async fn a_withdrawn_waiter_frees_its_place() {
         let a = Admission::new(config(1, 1, 1 << 30));
-        let first = a.admit("a", 1).await.unwrap();
+        let first = a.admit("a", Exactly(1)).await.unwrap();
         let waiter = {
             let a = a.clone();
-            tokio::spawn(async move { a.admit("b", 1).await.map(drop) })
+            tokio::spawn(async move { a.admit("b", Exactly(1)).await.map(drop) })
         };
         while a.load().1 == 0 {
             tokio::task::yield_now().await;
@@ -791,8 +1044,8 @@ mod tests {
         });
         let registry = prometheus::Registry::new();
         a.register_metrics(&registry).unwrap();
-        let _p = a.admit("a", 1000).await.unwrap();
-        a.admit("a", 1).await.unwrap_err();
+        let _p = a.admit("a", Exactly(1000)).await.unwrap();
+        a.admit("a", Exactly(1)).await.unwrap_err();
         let families = registry.gather();
         let value = |name: &str, label: Option<&str>| -> f64 {
             let f = families.iter().find(|f| f.name() == name).unwrap();

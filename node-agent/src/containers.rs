@@ -123,8 +123,10 @@ pub struct ContainerRun {
     pub stdin: Vec<u8>,
     pub timeout: std::time::Duration,
     pub max_output_bytes: u64,
-    /// Memory of the whole process tree in bytes (the exec's
-    /// `memory_limit_bytes`); 0 takes [`Limits::default`]'s.
+    /// Memory of the whole process tree in bytes: the exec's memory budget
+    /// as admission reserved it from the agent's exec memory, so the pool
+    /// counts what the sandbox may use; 0 (only outside the API) takes
+    /// [`Limits::default`]'s.
     pub memory_limit_bytes: u64,
 }
 

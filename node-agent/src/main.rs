@@ -196,6 +196,12 @@ struct AdmissionArgs {
     /// available at start].
     #[arg(long, value_parser = parse_bytes)]
     exec_memory: Option<u64>,
+    /// Floor of an exec's memory budget, held back for each free exec
+    /// slot so that a newcomer always fits; an exec asking for no budget
+    /// gets the default or its fair share of --exec-memory, never less
+    /// [default: 32Mi].
+    #[arg(long, value_parser = parse_bytes)]
+    min_exec_memory: Option<u64>,
     /// Execs that may wait for room at once; 0 refuses at once
     /// [default: --max-execs].
     #[arg(long)]
@@ -215,6 +221,10 @@ struct AdmissionArgs {
     /// for a place [default: 2 per CPU].
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     cpu_foreground: Option<u64>,
+    /// Demoted execs that run at once, in turns handed round the
+    /// computers; 0 lets all of them run [default: 1 per CPU].
+    #[arg(long)]
+    cpu_background: Option<u64>,
 }
 
 impl AdmissionArgs {
@@ -231,6 +241,9 @@ impl AdmissionArgs {
         if let Some(n) = self.exec_memory {
             c.exec_memory_bytes = n;
         }
+        if let Some(n) = self.min_exec_memory {
+            c.min_exec_memory_bytes = n;
+        }
         if let Some(n) = self.exec_queue {
             c.max_queued = size(n);
         }
@@ -239,6 +252,9 @@ impl AdmissionArgs {
         c.cpu.slice = self.cpu_slice;
         if let Some(n) = self.cpu_foreground {
             c.cpu.foreground = usize::try_from(n).unwrap_or(usize::MAX);
+        }
+        if let Some(n) = self.cpu_background {
+            c.cpu.background = usize::try_from(n).unwrap_or(usize::MAX);
         }
         c
     }

@@ -709,7 +709,8 @@ async fn node_agent_in_a_cluster() {
     .unwrap();
     assert_eq!((out.as_str(), code), ("js\n", 0));
 
-    // Usage: 1 MB written shows in status.volume.bytesUsed.
+    // Usage: 1 MB written shows in status.volume.bytesUsed, and the
+    // database's real size on the node's disk in diskBytes.
     let megabyte = vec![7u8; 1_000_000];
     write(&mut a, &uid_a, "one-mb.bin", &megabyte)
         .await
@@ -721,11 +722,18 @@ async fn node_agent_in_a_cluster() {
             let c = api.get("demo").await.ok()?;
             let v = c.status?.volume?;
             let used = v.bytes_used?;
-            (used >= 1_000_000 && v.inodes_used? >= 3).then_some(used)
+            (used >= 1_000_000 && v.inodes_used? >= 3).then_some((used, v.disk_bytes?))
         }
     })
     .await;
+    let (used, disk) = used;
     assert!(used < 1_000_000 + 64 * 1024, "bytesUsed {used}");
+    // The database holds the megabyte; within the host-disk bound of a
+    // 2 MiB quota (1.25 x quota + 64 MiB, docs/isolation.md).
+    assert!(
+        (1_000_000..=(5 << 19) + (64 << 20)).contains(&disk),
+        "diskBytes {disk}"
+    );
     let managers = computers_a
         .get("demo")
         .await

@@ -556,3 +556,95 @@ async fn a_computer_without_the_container_runtime_is_refused() {
     assert_eq!(sh(&mut c, "nobox", "echo ok").await.stdout, "ok\n");
     agent.stop().await;
 }
+
+/// The memory cgroup directory this process (and so the agent it starts)
+/// lives in, and the name of its limit file: cgroup v2 `memory.max` under
+/// the unified tree, or v1 `memory.limit_in_bytes` under the memory tree.
+fn own_memory_cgroup() -> Option<(std::path::PathBuf, &'static str)> {
+    let root = std::path::Path::new("/sys/fs/cgroup");
+    let cgroups = std::fs::read_to_string("/proc/self/cgroup").ok()?;
+    let unified = root.join("cgroup.controllers").exists();
+    for line in cgroups.lines() {
+        let mut parts = line.splitn(3, ':');
+        let (_, controllers, path) = (parts.next()?, parts.next()?, parts.next()?);
+        let path = path.trim_start_matches('/');
+        if unified && controllers.is_empty() {
+            return Some((root.join(path), "memory.max"));
+        }
+        if !unified && controllers.split(',').any(|c| c == "memory") {
+            return Some((root.join("memory").join(path), "memory.limit_in_bytes"));
+        }
+    }
+    None
+}
+
+/// The memory limit of the first cgroup of `agent_pid`'s runs
+/// (`agentcomputer-<pid>-<n>`) under `dir`, waiting up to 10 s for one.
+fn run_memory_limit(dir: &std::path::Path, file: &str, agent_pid: u32) -> u64 {
+    let prefix = format!("agentcomputer-{agent_pid}-");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let found = std::fs::read_dir(dir).unwrap().flatten().find(|e| {
+            e.file_name().to_string_lossy().starts_with(&prefix) && e.path().join(file).exists()
+        });
+        if let Some(entry) = found
+            && let Ok(text) = std::fs::read_to_string(entry.path().join(file))
+        {
+            return text.trim().parse().expect("a limit in bytes");
+        }
+        assert!(Instant::now() < deadline, "no cgroup {prefix}* in {dir:?}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// A container run's cgroup memory limit is the budget admission reserved
+/// for it from the agent's exec memory: the default budget (256 MiB on an
+/// idle agent) when the request names none, else the one it names.
+#[tokio::test]
+async fn a_container_run_is_limited_to_the_memory_it_reserved() {
+    if !sandbox_possible() {
+        return;
+    }
+    let Some((cgroup, file)) = own_memory_cgroup() else {
+        eprintln!("SKIPPED: no memory cgroup on this host");
+        return;
+    };
+    let probe = cgroup.join(format!("agentcomputer-probe-{}", std::process::id()));
+    if std::fs::create_dir(&probe).is_err() {
+        eprintln!("SKIPPED: the memory cgroup {cgroup:?} does not take child cgroups");
+        return;
+    }
+    std::fs::remove_dir(&probe).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let agent = Agent::start(dir.path(), &[]);
+    let mut c = agent.client().await;
+    create(&mut c, "box", 0).await;
+    for (asked, limit) in [(0, 256u64 << 20), (96 << 20, 96 << 20)] {
+        let mut req = box_req("box", "sleep 3; echo done");
+        req.memory_limit_bytes = asked;
+        let mut client = c.clone();
+        let running = tokio::spawn(async move { run(&mut client, req).await });
+        let seen = tokio::task::spawn_blocking({
+            let cgroup = cgroup.clone();
+            let pid = agent.pid();
+            move || run_memory_limit(&cgroup, file, pid)
+        })
+        .await
+        .unwrap();
+        assert_eq!(seen, limit, "asked for {asked} bytes");
+        let r = running.await.unwrap();
+        assert_eq!((r.code, r.stdout.as_str()), (0, "done\n"), "{r:?}");
+        // The run's cgroup is gone before the next one is looked for.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let prefix = format!("agentcomputer-{}-", agent.pid());
+        while std::fs::read_dir(&cgroup)
+            .unwrap()
+            .flatten()
+            .any(|e| e.file_name().to_string_lossy().starts_with(&prefix))
+        {
+            assert!(Instant::now() < deadline, "the run's cgroup stayed");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+    agent.stop().await;
+}

@@ -450,6 +450,7 @@ pub async fn apply(c: Arc<AgentComputer>, ctx: Arc<Context>) -> Result<Action> {
             claim_phase: Some(claim_phase),
             bytes_used: None,
             inodes_used: None,
+            disk_bytes: None,
         }),
         endpoint,
         credential_secret: Some(secret_name.clone()),
@@ -819,6 +820,7 @@ async fn write_status(
     if let (Some(v), Some(o)) = (status.volume.as_mut(), old.volume.as_ref()) {
         v.bytes_used = o.bytes_used;
         v.inodes_used = o.inodes_used;
+        v.disk_bytes = o.disk_bytes;
     }
     if &status == old {
         return Ok(());
@@ -826,6 +828,7 @@ async fn write_status(
     if let Some(v) = status.volume.as_mut() {
         v.bytes_used = None;
         v.inodes_used = None;
+        v.disk_bytes = None;
     }
     let api: Api<AgentComputer> = Api::namespaced(ctx.client.clone(), ns);
     let body = serde_json::json!({

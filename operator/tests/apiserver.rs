@@ -416,7 +416,7 @@ async fn operator_chart_and_crd_against_a_real_apiserver() {
             .next()
             .unwrap()
             .split_whitespace()
-            .eq(["NAME", "PHASE", "NODE", "SIZE", "AGE"]),
+            .eq(["NAME", "PHASE", "NODE", "SIZE", "DISK", "AGE"]),
         "{get}"
     );
 
@@ -797,7 +797,7 @@ async fn operator_chart_and_crd_against_a_real_apiserver() {
     );
     let agent_computers: Api<AgentComputer> = Api::namespaced(agent_id.clone(), NS);
     let usage = json!({"apiVersion": "agentcomputer.dev/v1alpha1", "kind": "AgentComputer", "metadata": {"name": "scratch"},
-        "status": {"volume": {"bytesUsed": 12345, "inodesUsed": 7}}});
+        "status": {"volume": {"bytesUsed": 12345, "inodesUsed": 7, "diskBytes": 81920}}});
     agent_computers
         .patch_status(
             "scratch",
@@ -833,9 +833,26 @@ async fn operator_chart_and_crd_against_a_real_apiserver() {
     .await;
     let volume = after.status.unwrap().volume.unwrap();
     assert_eq!(
-        (volume.bytes_used, volume.inodes_used),
-        (Some(12345), Some(7))
+        (volume.bytes_used, volume.inodes_used, volume.disk_bytes),
+        (Some(12345), Some(7), Some(81920))
     );
+    // `kubectl get` shows the reported size on disk in its DISK column.
+    let get = ok(
+        &cluster.kubectl(&["get", "computers", "-n", NS], None),
+        "kubectl get computers",
+    );
+    let header: Vec<&str> = get.lines().next().unwrap().split_whitespace().collect();
+    let disk = header
+        .iter()
+        .position(|h| *h == "DISK")
+        .expect("DISK column");
+    let line: Vec<&str> = get
+        .lines()
+        .find(|l| l.starts_with("scratch"))
+        .unwrap_or_else(|| panic!("{get}"))
+        .split_whitespace()
+        .collect();
+    assert_eq!(line[disk], "81920", "{get}");
     let kept = secrets
         .get("scratch-credential")
         .await

@@ -28,9 +28,23 @@ use pb::exec_event::Event;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
 use tokio::task::JoinSet;
+use tonic::metadata::{Ascii, MetadataValue};
+use tonic::service::interceptor::InterceptedService;
 use tonic::transport::Channel;
 
-type Client = AgentComputerClient<Channel>;
+/// Sends the agent token (the file `token` in the agent's data directory)
+/// as `authorization: Bearer <token>` on every call.
+#[derive(Clone)]
+struct Bearer(MetadataValue<Ascii>);
+
+impl tonic::service::Interceptor for Bearer {
+    fn call(&mut self, mut req: tonic::Request<()>) -> Result<tonic::Request<()>, tonic::Status> {
+        req.metadata_mut().insert("authorization", self.0.clone());
+        Ok(req)
+    }
+}
+
+type Client = AgentComputerClient<InterceptedService<Channel, Bearer>>;
 
 #[derive(Parser)]
 #[command(about = "p50/p99 of `echo ok` on one computer while others run bombs")]
@@ -158,7 +172,15 @@ impl Agent {
     }
 
     async fn client(&self) -> anyhow::Result<Client> {
-        Ok(AgentComputerClient::connect(self.url.clone()).await?)
+        let token = std::fs::read_to_string(self._data.path().join("token"))
+            .context("cannot read the agent token")?;
+        let bearer = Bearer(
+            format!("Bearer {}", token.trim())
+                .parse()
+                .context("the agent token is not a header value")?,
+        );
+        let channel = Channel::from_shared(self.url.clone())?.connect().await?;
+        Ok(AgentComputerClient::with_interceptor(channel, bearer))
     }
 }
 

@@ -252,9 +252,9 @@ pub async fn delete(cluster: &Cluster, name: &str, wait: Option<Duration>) -> Re
     Ok(())
 }
 
-/// Prints the computers of the namespace as the local `list` does. USED and
-/// INODES come from `status.volume` (reported by the node agent), STATE is
-/// the phase.
+/// Prints the computers of the namespace as the local `list` does. USED,
+/// DISK and INODES come from `status.volume` (reported by the node agent),
+/// STATE is the phase.
 pub async fn list(cluster: &Cluster) -> Result<()> {
     let list = cluster
         .computers()
@@ -276,8 +276,7 @@ fn row(c: &AgentComputer) -> Row {
             .map(human)
             .unwrap_or_else(|_| size.clone()),
         used_inodes: volume.and_then(|v| v.inodes_used).map(|n| n.max(0) as u64),
-        // The resource's status carries no host size (yet).
-        disk_bytes: None,
+        disk_bytes: volume.and_then(|v| v.disk_bytes).map(|n| n.max(0) as u64),
         state: c
             .status
             .as_ref()

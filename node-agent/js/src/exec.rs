@@ -191,6 +191,8 @@ fn exec_blocking(
     limits: &Limits,
     answer: &mut Option<tokio::sync::oneshot::Sender<JsOutcome>>,
 ) -> JsOutcome {
+    // Busy execs of one computer share one computer's turns of idle CPU.
+    agentcomputer_sched::join_group(fs.db_path());
     let vfs = Vfs::new(fs, options.owner).with_scratch_dir(options.scratch_dir.clone());
     let cwd = if req.cwd.is_empty() {
         "/workspace"
@@ -206,14 +208,19 @@ fn exec_blocking(
         return failure(msg);
     }
     let main_name = format!("{}/[eval]", vfs.cwd().trim_end_matches('/'));
-    let rt = match Runtime::new() {
+    let rt = match Runtime::new_with_alloc(crate::alloc::ExecAllocator::new(stop.clone())) {
         Ok(rt) => rt,
         Err(e) => return failure(format!("javascript: cannot create a runtime: {e}")),
     };
     rt.set_memory_limit(limits.memory);
     rt.set_max_stack_size(limits.stack);
     let s = stop.clone();
-    rt.set_interrupt_handler(Some(Box::new(move || s.interrupt())));
+    // The interrupt check is also where a demoted exec waits for its
+    // computer's turn of idle CPU (agentcomputer_sched::checkpoint).
+    rt.set_interrupt_handler(Some(Box::new(move || {
+        agentcomputer_sched::checkpoint(|| s.should_stop());
+        s.interrupt()
+    })));
     let st = Rc::new(ExecState {
         ops: FsOps::new(vfs),
         out,

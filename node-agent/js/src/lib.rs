@@ -19,6 +19,7 @@
 //! * Limits: wall-clock timeout, memory limit, stack limit, output cap and
 //!   cancellation each end only their own exec with a clear error.
 
+mod alloc;
 mod errno;
 mod event_loop;
 mod exec;

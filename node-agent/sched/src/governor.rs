@@ -1,10 +1,10 @@
 //! The governor: samples the CPU clocks of registered exec threads and
 //! demotes those past their slice.
 
-use std::cell::Cell;
-use std::collections::HashMap;
+use std::cell::{Cell, RefCell};
+use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Condvar, Mutex, OnceLock};
+use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use crate::CpuFairness;
@@ -15,6 +15,39 @@ const MAX_PERIOD: Duration = Duration::from_millis(10);
 const MIN_PERIOD: Duration = Duration::from_millis(1);
 /// Nice value of the fallback demotion.
 const FALLBACK_NICE: libc::c_int = 19;
+/// Longest a parked thread sleeps before it looks at its exec's stop flag
+/// again (the runtimes wait 250 ms for an exec thread to notice a stop).
+const PARK_RECHECK: Duration = Duration::from_millis(50);
+
+/// What a demoted thread and the governor share: whether it may run now.
+struct Slot {
+    /// Set by the governor once the thread is demoted; cleared never (the
+    /// slot lives for one exec).
+    demoted: AtomicBool,
+    /// The thread holds a background turn (or is not demoted).
+    allowed: AtomicBool,
+    lock: Mutex<()>,
+    turn: Condvar,
+}
+
+impl Slot {
+    fn new() -> Slot {
+        Slot {
+            demoted: AtomicBool::new(false),
+            allowed: AtomicBool::new(true),
+            lock: Mutex::new(()),
+            turn: Condvar::new(),
+        }
+    }
+
+    fn set_allowed(&self, allowed: bool) {
+        let _guard = self.lock.lock().unwrap_or_else(|e| e.into_inner());
+        self.allowed.store(allowed, Ordering::Release);
+        if allowed {
+            self.turn.notify_one();
+        }
+    }
+}
 
 struct Entry {
     tid: libc::pid_t,
@@ -23,6 +56,22 @@ struct Entry {
     demoted: bool,
     /// Holds a foreground place since this instant.
     place: Option<Instant>,
+    /// The computer the exec belongs to ([`join_group`]); 0 until told.
+    group: u64,
+    slot: Arc<Slot>,
+    /// Holds a background turn since this instant.
+    turn: Option<Instant>,
+    /// When its last background turn ended (or it was demoted).
+    last_turn: Instant,
+}
+
+/// Registered threads and the order in which computers get background
+/// turns.
+#[derive(Default)]
+struct Threads {
+    entries: HashMap<u64, Entry>,
+    /// Groups with demoted threads, next to get a turn first.
+    rotation: VecDeque<u64>,
 }
 
 /// The line for foreground places.
@@ -35,7 +84,7 @@ struct Line {
 
 struct Governor {
     fairness: Mutex<CpuFairness>,
-    threads: Mutex<HashMap<u64, Entry>>,
+    threads: Mutex<Threads>,
     wake: Condvar,
     line: Mutex<Line>,
     line_moved: Condvar,
@@ -51,7 +100,7 @@ fn governor() -> &'static Governor {
     static G: OnceLock<Governor> = OnceLock::new();
     G.get_or_init(|| Governor {
         fairness: Mutex::new(CpuFairness::default()),
-        threads: Mutex::new(HashMap::new()),
+        threads: Mutex::new(Threads::default()),
         wake: Condvar::new(),
         line: Mutex::new(Line::default()),
         line_moved: Condvar::new(),
@@ -92,6 +141,49 @@ pub(crate) fn note_retired() {
 thread_local! {
     /// This thread was demoted and could not return to normal priority.
     static TAINTED: Cell<bool> = const { Cell::new(false) };
+    /// The registration of the exec running on this thread.
+    static CURRENT: RefCell<Option<(u64, Arc<Slot>)>> = const { RefCell::new(None) };
+}
+
+/// Tells the governor which computer the exec on this thread belongs to,
+/// by any key that names it (its database path): demoted threads get
+/// background turns per computer, so a computer with many busy execs gets
+/// no more of the idle CPU than one with a single busy exec. Does nothing
+/// on a thread that is not registered ([`exec_thread`]).
+pub fn join_group(key: &(impl std::hash::Hash + ?Sized)) {
+    use std::hash::{BuildHasher, BuildHasherDefault, DefaultHasher};
+    let group = BuildHasherDefault::<DefaultHasher>::default().hash_one(key);
+    let Some(id) = CURRENT.with(|c| c.borrow().as_ref().map(|(id, _)| *id)) else {
+        return;
+    };
+    let mut threads = governor().threads.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(e) = threads.entries.get_mut(&id) {
+        e.group = group;
+    }
+}
+
+/// A safe point of an exec thread: returns at once unless the thread was
+/// demoted and does not hold a background turn, in which case it blocks
+/// until it is given one or `stopped()` says the exec must end (checked
+/// every 50 ms). Runtimes call it where the thread holds no lock another
+/// exec could need: between shell commands, in QuickJS's interrupt
+/// handler.
+pub fn checkpoint(stopped: impl Fn() -> bool) {
+    let slot = CURRENT.with(|c| c.borrow().as_ref().map(|(_, s)| Arc::clone(s)));
+    let Some(slot) = slot else {
+        return;
+    };
+    if slot.allowed.load(Ordering::Acquire) {
+        return;
+    }
+    let mut guard = slot.lock.lock().unwrap_or_else(|e| e.into_inner());
+    while !slot.allowed.load(Ordering::Acquire) && !stopped() {
+        guard = slot
+            .turn
+            .wait_timeout(guard, PARK_RECHECK)
+            .unwrap_or_else(|e| e.into_inner())
+            .0;
+    }
 }
 
 /// Whether this thread runs at the priority it was created with, so that
@@ -166,16 +258,26 @@ pub fn exec_thread() -> ExecThread {
     // CPU used while waiting in line (none: blocked) is not counted.
     let start = cpu_time(clock).unwrap_or(start);
     let id = g.next_id.fetch_add(1, Ordering::Relaxed);
-    g.threads.lock().unwrap_or_else(|e| e.into_inner()).insert(
-        id,
-        Entry {
-            tid,
-            clock,
-            start,
-            demoted: false,
-            place: Some(Instant::now()),
-        },
-    );
+    let slot = Arc::new(Slot::new());
+    g.threads
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .entries
+        .insert(
+            id,
+            Entry {
+                tid,
+                clock,
+                start,
+                demoted: false,
+                place: Some(Instant::now()),
+                group: 0,
+                slot: Arc::clone(&slot),
+                turn: None,
+                last_turn: Instant::now(),
+            },
+        );
+    CURRENT.with(|c| *c.borrow_mut() = Some((id, slot)));
     start_governor(g);
     g.wake.notify_one();
     ExecThread {
@@ -191,7 +293,7 @@ impl ExecThread {
             return false;
         };
         let threads = governor().threads.lock().unwrap_or_else(|e| e.into_inner());
-        threads.get(&id).is_some_and(|e| e.demoted)
+        threads.entries.get(&id).is_some_and(|e| e.demoted)
     }
 }
 
@@ -201,11 +303,17 @@ impl Drop for ExecThread {
             return;
         };
         let g = governor();
+        CURRENT.with(|c| *c.borrow_mut() = None);
         let entry = g
             .threads
             .lock()
             .unwrap_or_else(|e| e.into_inner())
+            .entries
             .remove(&id);
+        if entry.as_ref().is_some_and(|e| e.turn.is_some()) {
+            // Its turn goes to the next thread at the next sample.
+            g.wake.notify_one();
+        }
         let Some(entry) = entry else {
             return;
         };
@@ -250,13 +358,15 @@ fn start_governor(g: &'static Governor) {
 fn run(g: &'static Governor) {
     let mut threads = g.threads.lock().unwrap_or_else(|e| e.into_inner());
     loop {
-        while threads.is_empty() {
+        while threads.entries.is_empty() {
             threads = g.wake.wait(threads).unwrap_or_else(|e| e.into_inner());
         }
-        let slice = fairness().slice;
+        let fairness = fairness();
+        let slice = fairness.slice;
         let wall = slice * crate::FOREGROUND_WALL;
         let now = Instant::now();
-        for entry in threads.values_mut().filter(|e| !e.demoted) {
+        let Threads { entries, rotation } = &mut *threads;
+        for entry in entries.values_mut().filter(|e| !e.demoted) {
             // The thread unregisters (under this lock) before it ends, so
             // its clock is valid here.
             let Some(used) = cpu_time(entry.clock) else {
@@ -264,6 +374,14 @@ fn run(g: &'static Governor) {
             };
             if used.saturating_sub(entry.start) > slice && demote(g, entry.tid) {
                 entry.demoted = true;
+                entry.last_turn = now;
+                entry.slot.demoted.store(true, Ordering::Relaxed);
+                if fairness.background > 0 {
+                    entry.slot.set_allowed(false);
+                }
+                if !rotation.contains(&entry.group) {
+                    rotation.push_back(entry.group);
+                }
                 g.demoted.fetch_add(1, Ordering::Relaxed);
             }
             let done = entry.demoted || entry.place.is_some_and(|t| now - t > wall);
@@ -271,12 +389,81 @@ fn run(g: &'static Governor) {
                 leave_foreground(g);
             }
         }
+        if fairness.background > 0 {
+            hand_out_turns(
+                entries,
+                rotation,
+                fairness.background,
+                slice * TURN_SLICES,
+                now,
+            );
+        }
         let period = (slice / 2).clamp(MIN_PERIOD, MAX_PERIOD);
         threads = g
             .wake
             .wait_timeout(threads, period)
             .unwrap_or_else(|e| e.into_inner())
             .0;
+    }
+}
+
+/// Length of a background turn, in CPU slices of wall time.
+const TURN_SLICES: u32 = 4;
+
+/// Gives background turns to demoted threads: at most `turns` at once,
+/// each for `length` of wall time, one computer (group) at a time in
+/// round-robin order and, within a computer, the thread that waited
+/// longest. A computer gets a second turn at once only when no other
+/// computer waits for one; a turn is only taken back when another thread
+/// waits for it.
+fn hand_out_turns(
+    entries: &mut HashMap<u64, Entry>,
+    rotation: &mut VecDeque<u64>,
+    turns: usize,
+    length: Duration,
+    now: Instant,
+) {
+    let waiting = entries
+        .values()
+        .filter(|e| e.demoted && e.turn.is_none())
+        .count();
+    if waiting == 0 {
+        return;
+    }
+    // Ended turns (expired, while others wait).
+    for e in entries.values_mut() {
+        if e.turn.is_some_and(|t| now - t >= length) {
+            e.turn = None;
+            e.last_turn = now;
+            e.slot.set_allowed(false);
+        }
+    }
+    rotation.retain(|g| entries.values().any(|e| e.demoted && e.group == *g));
+    let mut held = entries.values().filter(|e| e.turn.is_some()).count();
+    while held < turns {
+        let holds = |g: u64| entries.values().any(|e| e.group == g && e.turn.is_some());
+        let wants = |g: u64| {
+            entries
+                .values()
+                .any(|e| e.group == g && e.demoted && e.turn.is_none())
+        };
+        let pick = rotation
+            .iter()
+            .position(|&g| wants(g) && !holds(g))
+            .or_else(|| rotation.iter().position(|&g| wants(g)));
+        let Some(i) = pick else {
+            break;
+        };
+        let group = rotation.remove(i).expect("index from position");
+        rotation.push_back(group);
+        let next = entries
+            .values_mut()
+            .filter(|e| e.group == group && e.demoted && e.turn.is_none())
+            .min_by_key(|e| e.last_turn)
+            .expect("the group wants a turn");
+        next.turn = Some(now);
+        next.slot.set_allowed(true);
+        held += 1;
     }
 }
 
@@ -326,6 +513,7 @@ mod tests {
             enabled: true,
             slice: Duration::from_millis(5),
             foreground: 2,
+            background: 2,
         });
         std::thread::spawn(|| {
             let guard = exec_thread();
@@ -351,6 +539,7 @@ mod tests {
             enabled: true,
             slice: Duration::from_millis(5),
             foreground: 2,
+            background: 2,
         });
         let sleepers: Vec<_> = (0..2)
             .map(|_| {

@@ -26,6 +26,17 @@
 //! once; the others wait, blocked, in a first-come-first-served line, and a
 //! place frees at the latest every slice of CPU per CPU.
 //!
+//! Demoted threads share what CPU is left per computer, not per thread:
+//! at most [`CpuFairness::background`] of them run at once, each for a
+//! turn of a few slices, the turns going round the computers (the
+//! [`join_group`] of each exec) and, within one computer, round its
+//! threads. The others wait, blocked, at their next [`checkpoint`]: the
+//! runtimes call it between shell commands and in QuickJS's interrupt
+//! handler. So a computer with 200 busy execs gets no more of the idle CPU
+//! than a computer with one, and the kernel sees a handful of runnable
+//! demoted threads instead of hundreds, which keeps a lock one of them
+//! holds from waiting behind all the others.
+//!
 //! If `SCHED_IDLE` is refused (a seccomp profile), the governor falls back
 //! to nice 19 (`setpriority(2)` on the thread id), which is weaker (weight
 //! 15 against 1024 instead of 3) but still keeps short execs fast.
@@ -35,7 +46,7 @@ mod pool;
 
 use std::time::Duration;
 
-pub use governor::{ExecThread, exec_thread, thread_is_clean};
+pub use governor::{ExecThread, checkpoint, exec_thread, join_group, thread_is_clean};
 pub use pool::Pool;
 
 /// CPU time an exec may use before its thread is demoted, by default.
@@ -46,6 +57,9 @@ pub const DEFAULT_SLICE: Duration = Duration::from_millis(5);
 
 /// Execs in their normal-priority slice at once, per CPU, by default.
 pub const FOREGROUND_PER_CPU: usize = 2;
+
+/// Demoted exec threads that run at once, per CPU, by default.
+pub const BACKGROUND_PER_CPU: usize = 1;
 
 /// How exec threads share the CPU.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -61,6 +75,11 @@ pub struct CpuFairness {
     /// slices of wall time (it sleeps or waits on I/O: it keeps normal
     /// priority until it has used its slice, but stops holding a place).
     pub foreground: usize,
+    /// Demoted threads that may run at once (background turns handed
+    /// round the computers); the others wait at their next
+    /// [`checkpoint`]. 0 lets every demoted thread run (the kernel's
+    /// per-thread share of idle time).
+    pub background: usize,
 }
 
 /// Slices of wall time after which an exec gives up its foreground place
@@ -68,14 +87,15 @@ pub struct CpuFairness {
 pub const FOREGROUND_WALL: u32 = 5;
 
 impl Default for CpuFairness {
-    /// On, [`DEFAULT_SLICE`], [`FOREGROUND_PER_CPU`] × the CPUs this process
-    /// may run on.
+    /// On, [`DEFAULT_SLICE`], [`FOREGROUND_PER_CPU`] and
+    /// [`BACKGROUND_PER_CPU`] × the CPUs this process may run on.
     fn default() -> CpuFairness {
         let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
         CpuFairness {
             enabled: true,
             slice: DEFAULT_SLICE,
             foreground: FOREGROUND_PER_CPU * cpus,
+            background: BACKGROUND_PER_CPU * cpus,
         }
     }
 }

@@ -52,6 +52,15 @@ impl ExecBudget {
         late
     }
 
+    /// [`ExecBudget::stopped`] at a step of a long command, which is also
+    /// a safe point where a demoted exec waits for its computer's turn of
+    /// idle CPU ([`agentcomputer_sched::checkpoint`]). Only for steps that
+    /// hold no engine transaction.
+    pub fn step_stopped(&self) -> bool {
+        agentcomputer_sched::checkpoint(|| self.stop.load(Ordering::Relaxed));
+        self.stopped()
+    }
+
     /// Whether a long call was stopped by the deadline.
     pub fn timed_out(&self) -> bool {
         self.timed_out.load(Ordering::Relaxed)

@@ -56,6 +56,18 @@ pub(crate) struct Job {
     pub egress: Arc<agentcomputer_egress::Policy>,
 }
 
+/// A hook run before every command: the exec thread's safe point where a
+/// demoted exec waits for its computer's turn of idle CPU
+/// ([`agentcomputer_sched::checkpoint`]), unless it must stop.
+fn checkpoint_hook(
+    stop: Arc<AtomicBool>,
+) -> bashkit::hooks::Interceptor<bashkit::hooks::ToolEvent> {
+    Box::new(move |event| {
+        agentcomputer_sched::checkpoint(|| stop.load(std::sync::atomic::Ordering::Relaxed));
+        bashkit::hooks::HookAction::Continue(event)
+    })
+}
+
 /// Runs `job` to completion on the current (exec) thread's runtime.
 pub(crate) async fn execute(job: Job) -> Finished {
     let cwd = resolve_cwd(&job.cwd);
@@ -67,6 +79,8 @@ pub(crate) async fn execute(job: Job) -> Finished {
             .map(|at| (at, job.timeout)),
         timed_out: Arc::default(),
     };
+    // Busy execs of one computer share one computer's turns of idle CPU.
+    agentcomputer_sched::join_group(job.fs.db_path());
     let engine = EngineFs::new(job.fs.clone()).with_budget(budget.clone());
     let sandbox = SandboxFs::new(engine.clone(), job.limits.scratch(), HOME);
     let mut builder = builtins::install(Bash::builder(), &engine, &budget, HOME)
@@ -74,7 +88,8 @@ pub(crate) async fn execute(job: Job) -> Finished {
         .limits(job.limits.execution(job.timeout, job.gate.cap()))
         .memory_limits(job.limits.memory())
         .session_limits(job.limits.session())
-        .cwd(&cwd);
+        .cwd(&cwd)
+        .before_tool(checkpoint_hook(Arc::clone(&job.stop)));
     let network = builtins::http::Network {
         policy: job.egress,
         max_download_bytes: job.limits.max_download_bytes,

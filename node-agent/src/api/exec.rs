@@ -36,7 +36,7 @@ use super::convert::resolve;
 use super::errors::{errno_detail, errno_status};
 use super::observe::{ExecOutcome, Observer};
 use super::paths::ApiPath;
-use crate::admission::Admission;
+use crate::admission::{Admission, MemoryAsk};
 use crate::blocking::blocking;
 use crate::containers::{ContainerRun, ContainerRuntime};
 use crate::registry::Registry;
@@ -52,7 +52,10 @@ pub const MAX_TIMEOUT: Duration = Duration::from_secs(3600);
 pub const DEFAULT_MAX_OUTPUT: u64 = 16 * 1024 * 1024;
 /// Memory budget of one exec when the request gives none, and the most a
 /// request may ask for (256 MiB): the shell's `ShellLimits::memory_bytes`,
-/// the JavaScript heap limit. See docs/isolation.md.
+/// the JavaScript heap limit, a container's cgroup `memory.max`. A request
+/// that asks for none may be given less on a busy agent (never less than
+/// the admission floor, [`crate::admission::AdmissionConfig::min_exec_memory_bytes`]).
+/// See docs/isolation.md.
 pub const DEFAULT_EXEC_MEMORY: u64 = 256 * 1024 * 1024;
 /// Events buffered ahead of a slow client.
 const EVENT_BUFFER: usize = 64;
@@ -76,7 +79,8 @@ pub type ExecStream = ReceiverStream<Result<pb::ExecEvent, Status>>;
 /// Limits: a request's timeout, output cap and memory of 0 take the
 /// computer's ([`crate::computer::ExecLimits`]), else the agent's defaults;
 /// larger ones are cut to the computer's (else memory to
-/// [`DEFAULT_EXEC_MEMORY`]). A timeout above [`MAX_TIMEOUT`] is refused
+/// [`DEFAULT_EXEC_MEMORY`]); the memory budget a run gets is the one
+/// admission reserved ([`crate::admission::MemoryAsk`]). A timeout above [`MAX_TIMEOUT`] is refused
 /// (INVALID_ARGUMENT naming the maximum), whatever the computer's limit.
 pub async fn start(
     registry: &Registry,
@@ -192,14 +196,17 @@ async fn start_runtime(
         n => limits.max_output_bytes.map_or(n, |most| n.min(most)),
     };
     let most_memory = limits.memory_bytes.unwrap_or(DEFAULT_EXEC_MEMORY);
-    let memory = match req.memory_limit_bytes {
-        0 => most_memory,
-        n => n.min(most_memory),
+    // No budget asked: the computer's default, or less on a busy agent
+    // (admission sizes it); a budget asked for is reserved whole.
+    let ask = match req.memory_limit_bytes {
+        0 => MemoryAsk::AtMost(most_memory),
+        n => MemoryAsk::Exactly(n.min(most_memory)),
     };
+    let memory = ask.most();
     let egress = policy_of(&lease, &settings.egress);
     let mut env: Vec<(String, String)> = req.env.into_iter().collect();
     env.sort();
-    let program = match input {
+    let mut program = match input {
         None if runtime == pb::Runtime::Container => Program::Container(
             Arc::clone(containers),
             ContainerRun {
@@ -212,7 +219,7 @@ async fn start_runtime(
                 stdin: req.stdin,
                 timeout,
                 max_output_bytes,
-                memory_limit_bytes: req.memory_limit_bytes,
+                memory_limit_bytes: memory,
             },
         ),
         None => Program::Shell(
@@ -253,7 +260,7 @@ async fn start_runtime(
     // waiting for a pod to start holds nothing other computers need.
     let early_permit = match program {
         Program::Container(..) => None,
-        _ => Some(admission.admit(lease.name(), memory).await?),
+        _ => Some(admission.admit(lease.name(), ask).await?),
     };
     let admission = admission.clone();
 
@@ -292,7 +299,7 @@ async fn start_runtime(
         }
         let permit = match early_permit {
             Some(permit) => permit,
-            None => match admission.admit(&computer, memory).await {
+            None => match admission.admit(&computer, ask).await {
                 Ok(permit) => permit,
                 Err(refusal) => {
                     observer.exec_finished(runtime_name, ExecOutcome::Rejected, started.elapsed());
@@ -302,6 +309,7 @@ async fn start_runtime(
                 }
             },
         };
+        program.set_memory(permit.memory());
         let run = program.start(
             lease.fs().clone(),
             cancel.clone(),

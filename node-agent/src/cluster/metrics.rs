@@ -8,6 +8,7 @@
 //! | `agentcomputer_node_computers` | gauge | `state` (`open`, `hibernated`) |
 //! | `agentcomputer_node_stored_bytes` | gauge | |
 //! | `agentcomputer_node_stored_inodes` | gauge | |
+//! | `agentcomputer_node_disk_bytes` | gauge | |
 //! | `agentcomputer_node_fuse_connections` | gauge | |
 //! | `agentcomputer_node_credential_refusals_total` | counter | `code` |
 //! | `agentcomputer_node_sandbox_runners` | gauge | (registered by [`super::sandboxes`]) |
@@ -36,6 +37,7 @@ pub struct Metrics {
     computers: IntGaugeVec,
     stored_bytes: IntGauge,
     stored_inodes: IntGauge,
+    disk_bytes: IntGauge,
     fuse_connections: IntGauge,
     refusals: IntCounterVec,
 }
@@ -86,6 +88,11 @@ impl Metrics {
             "Inodes in use in this node's computers",
         )
         .expect("valid metric");
+        let disk_bytes = IntGauge::new(
+            "agentcomputer_node_disk_bytes",
+            "Bytes this node's computers' databases take on its disk (files plus write-ahead logs)",
+        )
+        .expect("valid metric");
         let fuse_connections = IntGauge::new(
             "agentcomputer_node_fuse_connections",
             "FUSE connections this agent serves",
@@ -105,6 +112,7 @@ impl Metrics {
             Box::new(computers.clone()),
             Box::new(stored_bytes.clone()),
             Box::new(stored_inodes.clone()),
+            Box::new(disk_bytes.clone()),
             Box::new(fuse_connections.clone()),
             Box::new(refusals.clone()),
         ] {
@@ -126,6 +134,7 @@ impl Metrics {
             computers,
             stored_bytes,
             stored_inodes,
+            disk_bytes,
             fuse_connections,
             refusals,
         }
@@ -156,12 +165,14 @@ impl Metrics {
             .set(hibernated as i64);
     }
 
-    /// Sets the stored totals.
-    pub fn set_stored(&self, bytes: u64, inodes: u64) {
+    /// Sets the stored totals: content bytes, inodes, and bytes the
+    /// databases take on the host disk.
+    pub fn set_stored(&self, bytes: u64, inodes: u64, disk: u64) {
         self.stored_bytes
             .set(i64::try_from(bytes).unwrap_or(i64::MAX));
         self.stored_inodes
             .set(i64::try_from(inodes).unwrap_or(i64::MAX));
+        self.disk_bytes.set(i64::try_from(disk).unwrap_or(i64::MAX));
     }
 
     /// Sets the number of FUSE connections served.
@@ -209,7 +220,7 @@ mod tests {
         m.exec_finished("javascript", ExecOutcome::Rejected, Duration::ZERO);
         m.refused(Code::PermissionDenied);
         m.set_computers(2, 3);
-        m.set_stored(10, 4);
+        m.set_stored(10, 4, 8192);
         let text = String::from_utf8(m.encode()).unwrap();
         for line in [
             r#"agentcomputer_node_execs_total{outcome="success",runtime="shell"} 1"#,
@@ -221,6 +232,7 @@ mod tests {
             r#"agentcomputer_node_computers{state="hibernated"} 3"#,
             "agentcomputer_node_stored_bytes 10",
             "agentcomputer_node_stored_inodes 4",
+            "agentcomputer_node_disk_bytes 8192",
             "agentcomputer_node_fuse_connections 0",
         ] {
             assert!(text.contains(line), "{line} missing in\n{text}");

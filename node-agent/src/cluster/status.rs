@@ -1,5 +1,5 @@
 //! What the node agent writes on its AgentComputers:
-//! `status.volume.bytesUsed` / `inodesUsed` (server-side apply on the status
+//! `status.volume.bytesUsed` / `inodesUsed` / `diskBytes` (server-side apply on the status
 //! subresource, field manager `agentcomputer-node-agent`, only when changed
 //! and at most once per `status_interval` per computer) and the annotation
 //! `agentcomputer.dev/last-activity` (RFC 3339, merge patch, at most every
@@ -46,16 +46,17 @@ pub async fn run(node: Arc<Node>, stop: CancellationToken) {
         }
         let entries = node.index.entries();
         reported.retain(|uid, _| entries.iter().any(|e| &e.uid == uid));
-        let mut totals = (0u64, 0u64);
+        let mut totals = (0u64, 0u64, 0u64);
         for entry in &entries {
             let state = reported.entry(entry.uid.clone()).or_default();
             report_usage(&node, entry, state).await;
             if let Some((usage, _)) = state.usage {
                 totals.0 += usage.used_bytes;
                 totals.1 += usage.used_inodes;
+                totals.2 += usage.disk_bytes;
             }
         }
-        node.metrics.set_stored(totals.0, totals.1);
+        node.metrics.set_stored(totals.0, totals.1, totals.2);
         for (uid, used_at) in node.activity.snapshot() {
             if let (Some(entry), Some(state)) = (node.index.get(&uid), reported.get_mut(&uid)) {
                 report_activity(&node, &entry, used_at, state).await;
@@ -92,6 +93,7 @@ async fn report_usage(node: &Node, entry: &Entry, state: &mut Reported) {
         "status": {"volume": {
             "bytesUsed": i64::try_from(usage.used_bytes).unwrap_or(i64::MAX),
             "inodesUsed": i64::try_from(usage.used_inodes).unwrap_or(i64::MAX),
+            "diskBytes": i64::try_from(usage.disk_bytes).unwrap_or(i64::MAX),
         }},
     });
     let params = PatchParams::apply(FIELD_MANAGER).force();

@@ -35,6 +35,20 @@ pub enum Program {
 }
 
 impl Program {
+    /// Limits the program's memory to `bytes`, the budget admission
+    /// reserved for it: the shell's and QuickJS's limits, or the container's
+    /// cgroup `memory.max`, so that what the run may use is what the pool
+    /// counts.
+    pub fn set_memory(&mut self, bytes: u64) {
+        match self {
+            Program::Shell(_, limits) => limits.memory_bytes = bytes,
+            Program::JavaScript(req, _) => {
+                req.memory_limit_bytes = usize::try_from(bytes).unwrap_or(usize::MAX);
+            }
+            Program::Container(_, run) => run.memory_limit_bytes = bytes,
+        }
+    }
+
     /// Starts the program on `fs`. The in-process runtimes run it on an OS
     /// thread of their own and the container in processes of its own, so
     /// the task spawned here only waits.

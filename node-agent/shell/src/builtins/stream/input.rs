@@ -129,7 +129,7 @@ impl Input {
     /// stdin); `None` at end of input. Fails with the timeout or `Cancelled`
     /// once the exec must stop.
     pub async fn read(&mut self) -> bashkit::Result<Option<Vec<u8>>> {
-        if self.budget.stopped() {
+        if self.budget.step_stopped() {
             return Err(self.budget.stop_error());
         }
         match &mut self.source {
@@ -175,7 +175,7 @@ impl Input {
     /// Reads `len` bytes at `at` of a seekable input (for reading a file
     /// from its end); empty for stdin.
     pub fn read_at(&mut self, at: u64, len: usize) -> bashkit::Result<Vec<u8>> {
-        if self.budget.stopped() {
+        if self.budget.step_stopped() {
             return Err(self.budget.stop_error());
         }
         match &self.source {

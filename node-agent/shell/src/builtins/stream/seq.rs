@@ -381,7 +381,7 @@ impl Command for Seq {
 impl Seq {
     /// Writes what is pending, after checking the exec may go on.
     async fn flush(&self, ctx: &CommandContext<'_>, pending: &mut String) -> bashkit::Result<()> {
-        if self.0.budget.stopped() {
+        if self.0.budget.step_stopped() {
             return Err(self.0.budget.stop_error());
         }
         if !pending.is_empty() {

@@ -36,7 +36,7 @@ impl Command for Yes {
         line.push('\n');
         let step = repeat_line(line.as_bytes(), STEP_BYTES);
         loop {
-            if self.0.budget.stopped() {
+            if self.0.budget.step_stopped() {
                 return Err(self.0.budget.stop_error());
             }
             // A reader that went away ends the command with status 141,
