@@ -301,6 +301,17 @@ enum Command {
         #[arg(short = 'm', long, default_value_t = 1000)]
         max_count: u32,
     },
+    /// Print a link that downloads a file of a computer without a
+    /// credential until it expires (signed by the node agent; deleting the
+    /// computer, or rotating its credential in a cluster, revokes it). See
+    /// docs/share.md.
+    Share {
+        name: String,
+        path: String,
+        /// How long the link works, e.g. 30m, 1h, 7d (at most 7 days).
+        #[arg(long, default_value = "1h", value_parser = parse_expires)]
+        expires: Duration,
+    },
     /// Serve the Model Context Protocol for a computer: tools read, write,
     /// edit, ls, find, grep, delete and exec for an MCP host (an agent
     /// runtime, an IDE, a desktop assistant). Over standard input and
@@ -319,6 +330,15 @@ enum Command {
         #[arg(long, default_value_t = 0)]
         port: u16,
     },
+}
+
+/// `--expires` of `share`: a duration from 1 second to 7 days.
+fn parse_expires(s: &str) -> Result<Duration, String> {
+    let d = humantime::parse_duration(s).map_err(|e| format!("{s:?}: {e} (e.g. 30m, 1h, 7d)"))?;
+    if d < Duration::from_secs(1) || d > Duration::from_secs(7 * 24 * 3600) {
+        return Err(format!("{s:?}: a link lasts from 1s to 7d"));
+    }
+    Ok(d)
 }
 
 fn parse_env(s: &str) -> Result<(String, String), String> {
@@ -496,6 +516,14 @@ async fn run(cli: Cli) -> Result<u8> {
             let (mut c, name) = backend.client(name).await?;
             let progress = progress::enabled(no_progress, false);
             cmd::backup::backup(&mut c, name, &file, progress).await?
+        }
+        Command::Share {
+            name,
+            path,
+            expires,
+        } => {
+            let (mut c, name) = backend.client(name).await?;
+            cmd::share::share(&mut c, name, path, expires).await?
         }
         Command::Stat {
             name,

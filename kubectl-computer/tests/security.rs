@@ -32,6 +32,7 @@ impl Server {
             streams: Default::default(),
             admission: agentcomputer_node_agent::admission::AdmissionConfig::for_node(),
             fuse_holder: None,
+            share: None,
         };
         let thread = std::thread::spawn(move || {
             let rt = tokio::runtime::Runtime::new().unwrap();

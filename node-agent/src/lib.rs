@@ -21,6 +21,7 @@ pub mod local;
 pub mod mounts;
 pub mod private;
 pub mod registry;
+pub mod share;
 pub mod tls;
 pub mod token;
 

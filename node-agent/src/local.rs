@@ -22,6 +22,7 @@ use crate::admission::{Admission, AdmissionConfig};
 use crate::api::Service;
 use crate::containers::Containers;
 use crate::registry::Registry;
+use crate::share::{ShareConfig, Sharer, Unbound};
 use crate::token::AgentToken;
 
 /// Default address of the API in local mode.
@@ -56,6 +57,9 @@ pub struct LocalConfig {
     /// descriptor holder process ([`crate::holder`]); `None`: host mounts
     /// end with the agent. Needs root (the agent mounts with `mount(2)`).
     pub fuse_holder: Option<FuseHolder>,
+    /// Where share links are served ([`crate::share`]); `None`: nowhere,
+    /// and `Share` calls fail with `FAILED_PRECONDITION`.
+    pub share: Option<LocalShare>,
 }
 
 /// How local mode keeps its host mounts across restarts.
@@ -69,6 +73,31 @@ pub struct FuseHolder {
     /// (leave them to the holder for the next agent) instead of
     /// unmounting them.
     pub hand_over: Arc<std::sync::atomic::AtomicBool>,
+}
+
+/// Default address of the share server in local mode: loopback only.
+pub const DEFAULT_SHARE_LISTEN: &str = "127.0.0.1:7434";
+
+/// The share server of local mode.
+#[derive(Debug, Clone)]
+pub struct LocalShare {
+    /// Address to listen on (port 0 picks a free port).
+    pub listen: std::net::SocketAddr,
+    /// Where links point; `None`: `http://ADDR/` with the bound address.
+    pub base_url: Option<url::Url>,
+    /// Most downloads at once ([`crate::share::ShareConfig::max_downloads`]).
+    pub max_downloads: usize,
+}
+
+impl LocalShare {
+    /// The share server on `listen` with links pointing at it.
+    pub fn on(listen: std::net::SocketAddr) -> LocalShare {
+        LocalShare {
+            listen,
+            base_url: None,
+            max_downloads: crate::share::DEFAULT_MAX_DOWNLOADS,
+        }
+    }
 }
 
 /// Makes the data directory ready for clients before the agent announces
@@ -170,6 +199,24 @@ where
         let stop = stop.clone();
         tokio::spawn(async move { containers.serve_proxy(proxy_listener, stop).await });
     }
+    let mut sharer = None;
+    if let Some(share) = &config.share {
+        let listener = TcpListener::bind(share.listen).await.with_context(|| {
+            format!("cannot listen on {} for share links (--share-listen)", share.listen)
+        })?;
+        let bound = listener.local_addr()?;
+        let base_url = match &share.base_url {
+            Some(url) => url.clone(),
+            None => url::Url::parse(&format!("http://{bound}/"))
+                .context("cannot make the base URL of share links")?,
+        };
+        info!(addr = %bound, base_url = %base_url, "share links serving");
+        let mut share_config = ShareConfig::new(base_url);
+        share_config.max_downloads = share.max_downloads;
+        let made = Sharer::new(registry.clone(), Arc::new(Unbound), share_config);
+        tokio::spawn(crate::share::http::serve(listener, made.clone(), stop.clone()));
+        sharer = Some(made);
+    }
     tokio::spawn(registry.clone().run_sweeper(stop.clone()));
     // Compile the JavaScript built-ins now rather than in the first exec.
     tokio::task::spawn_blocking(agentcomputer_js::warm_up);
@@ -191,14 +238,15 @@ where
             .tls_config(tls)
             .context("cannot set up TLS for the API")?;
     }
+    let mut service = Service::new(registry.clone(), Arc::new(token))
+        .with_containers(containers)
+        .with_stream_limits(config.streams)
+        .with_admission(Admission::new(config.admission.clone()));
+    if let Some(sharer) = sharer {
+        service = service.with_sharer(sharer);
+    }
     let server = builder
-        .add_service(
-            Service::new(registry.clone(), Arc::new(token))
-                .with_containers(containers)
-                .with_stream_limits(config.streams)
-                .with_admission(Admission::new(config.admission.clone()))
-                .into_server(),
-        )
+        .add_service(service.into_server())
         .serve_with_incoming_shutdown(incoming, on_signal);
     let forced = async {
         stop.cancelled().await;

@@ -1,7 +1,9 @@
 //! `node-agent`: the Agent Computer node agent.
 //!
 //! `node-agent local [--data-dir DIR] [--listen ADDR] [--idle-timeout DUR]
-//! [--tls-cert PEM --tls-key PEM] [--proxy-listen ADDR|off]` serves the gRPC API without a cluster.
+//! [--tls-cert PEM --tls-key PEM] [--proxy-listen ADDR|off]
+//! [--share-listen ADDR|off] [--share-url URL]` serves the gRPC API without a
+//! cluster, and share links over HTTP (docs/share.md).
 //! It makes the data directory private to its user and keeps the agent token
 //! that every call must carry in `DIR/token`. It prints `listening on ADDR`
 //! on stdout once ready (useful with `--listen 127.0.0.1:0`), logs to stderr
@@ -27,7 +29,10 @@ use agentcomputer_node_agent::admission::AdmissionConfig;
 use agentcomputer_node_agent::cluster::{self, ClusterConfig};
 use agentcomputer_node_agent::containers::parse_proxy_listen;
 use agentcomputer_node_agent::data_lock::DataDirLock;
-use agentcomputer_node_agent::local::{self, DEFAULT_LISTEN, DEFAULT_PROXY_LISTEN, LocalConfig};
+use agentcomputer_node_agent::local::{
+    self, DEFAULT_LISTEN, DEFAULT_PROXY_LISTEN, LocalConfig, LocalShare,
+};
+use agentcomputer_node_agent::share;
 use agentcomputer_node_agent::tls;
 use anyhow::Context;
 use clap::{Parser, Subcommand};
@@ -95,6 +100,18 @@ enum Command {
         /// fail with ENOTCONN until mounted again or unmounted.
         #[arg(long, default_value = "60s", value_parser = humantime::parse_duration)]
         mount_grace: Duration,
+        /// Address of the share-link server (HTTP), or `off` (then Share
+        /// calls fail). Loopback by default: links work on this machine.
+        #[arg(long, default_value = local::DEFAULT_SHARE_LISTEN)]
+        share_listen: String,
+        /// Where share links point, e.g. https://files.example.com/, when
+        /// a proxy in front of the share server is what others reach
+        /// [default: http://SHARE-LISTEN-ADDR/].
+        #[arg(long, value_name = "URL", value_parser = share::parse_base_url)]
+        share_url: Option<url::Url>,
+        /// Most share-link downloads served at once (more get 503).
+        #[arg(long, default_value_t = share::DEFAULT_MAX_DOWNLOADS, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
+        max_downloads: usize,
     },
     /// Serve the computers placed on one Kubernetes node (unprivileged).
     /// The Kubernetes client comes from the in-cluster service account or
@@ -171,6 +188,17 @@ struct ClusterArgs {
     /// `off`.
     #[arg(long, env = "AGENTCOMPUTER_PROXY_LISTEN", default_value = "off")]
     proxy_listen: String,
+    /// Address of the share-link server (HTTP) the share gateway reaches,
+    /// or `off` (then Share calls fail).
+    #[arg(long, env = "AGENTCOMPUTER_SHARE_LISTEN", default_value = "off")]
+    share_listen: String,
+    /// Where share links point: the gateway's external URL. Required with
+    /// --share-listen.
+    #[arg(long, env = "AGENTCOMPUTER_SHARE_URL", value_name = "URL", value_parser = share::parse_base_url)]
+    share_url: Option<url::Url>,
+    /// Most share-link downloads served at once (more get 503).
+    #[arg(long, env = "AGENTCOMPUTER_MAX_DOWNLOADS", default_value_t = share::DEFAULT_MAX_DOWNLOADS, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
+    max_downloads: usize,
 }
 
 /// An overcommit factor: a finite number above 0.
@@ -331,6 +359,9 @@ fn main() -> anyhow::Result<()> {
                 admission,
                 keep_mounts,
                 mount_grace,
+                share_listen,
+                share_url,
+                max_downloads,
             } => {
                 // Before announcing readiness: a client may use the old
                 // mountpoints as soon as it sees the address.
@@ -357,6 +388,11 @@ fn main() -> anyhow::Result<()> {
                     },
                     admission: admission.config(),
                     fuse_holder: None,
+                    share: parse_share_listen(&share_listen)?.map(|listen| LocalShare {
+                        listen,
+                        base_url: share_url,
+                        max_downloads,
+                    }),
                 };
                 let hand_over = Arc::new(AtomicBool::new(false));
                 let config = LocalConfig {
@@ -427,9 +463,30 @@ async fn run_cluster(args: ClusterArgs) -> anyhow::Result<DataDirLock> {
         handover_socket: args.handover_socket,
         tls,
         proxy_listen: parse_proxy_listen(&args.proxy_listen).map_err(anyhow::Error::msg)?,
+        share: match (parse_share_listen(&args.share_listen)?, args.share_url) {
+            (None, _) => None,
+            (Some(listen), Some(base_url)) => Some(cluster::ClusterShare {
+                listen,
+                base_url,
+                max_downloads: args.max_downloads,
+            }),
+            (Some(_), None) => anyhow::bail!(
+                "--share-listen needs --share-url: the address outside the cluster that links point at (the share gateway's)"
+            ),
+        },
     };
     cluster::serve(client, listener, http, config, shutdown_signal()?).await?;
     Ok(lock)
+}
+
+/// `--share-listen`: an address, or `off`.
+fn parse_share_listen(text: &str) -> anyhow::Result<Option<SocketAddr>> {
+    if text == "off" {
+        return Ok(None);
+    }
+    text.parse().map(Some).map_err(|_| {
+        anyhow::anyhow!("--share-listen {text:?}: not an address (e.g. 127.0.0.1:7434) or `off`")
+    })
 }
 
 /// Completes on the first SIGINT or SIGTERM.

@@ -438,6 +438,58 @@ impl Registry {
         Ok(())
     }
 
+    /// The secret of computer `name` that signs its share links
+    /// ([`crate::share`]): [`SHARE_KEY_BYTES`] random bytes kept in
+    /// `computers/<name>/share.key` (`0600`). Being in the computer's own
+    /// directory, it goes when the computer is deleted, and with it every
+    /// link it signed; a computer made again under the same name gets a new
+    /// one. With `create`, a missing key is made (under the lifecycle lock,
+    /// so never for a computer being deleted); without, a missing key or
+    /// computer is `Ok(None)`. Errors: `InvalidName`, `NotFound` (with
+    /// `create`), `Io` for a key file that cannot be read or written or
+    /// has the wrong length.
+    pub async fn share_key(
+        &self,
+        name: &str,
+        create: bool,
+    ) -> Result<Option<[u8; SHARE_KEY_BYTES]>, RegistryError> {
+        check_name(name)?;
+        let dir = self.dir_of(name);
+        let owned = name.to_string();
+        let io_err = move |source| RegistryError::Io {
+            name: owned.clone(),
+            source,
+        };
+        if !create {
+            return blocking(move || read_share_key(&dir)).await.map_err(io_err);
+        }
+        let _guard = self.inner.lifecycle.lock().await;
+        if !dir.join(SETTINGS_FILE).exists() {
+            return Err(RegistryError::NotFound(name.to_string()));
+        }
+        blocking(move || {
+            if let Some(key) = read_share_key(&dir)? {
+                return Ok(Some(key));
+            }
+            let mut key = [0u8; SHARE_KEY_BYTES];
+            rand::TryRngCore::try_fill_bytes(&mut rand::rngs::OsRng, &mut key)
+                .map_err(io::Error::other)?;
+            // Written aside, synced, then renamed: a reader sees no key or
+            // the whole key.
+            let tmp = dir.join(format!(".{SHARE_KEY_FILE}.tmp"));
+            {
+                use std::io::Write;
+                let mut f = private::create_file(&tmp)?;
+                f.write_all(&key)?;
+                f.sync_all()?;
+            }
+            std::fs::rename(&tmp, dir.join(SHARE_KEY_FILE))?;
+            Ok(Some(key))
+        })
+        .await
+        .map_err(io_err)
+    }
+
     /// A lease on computer `name`, opening its engine if it is closed.
     /// Errors: `InvalidName`, `NotFound`, `Io`, `Engine`.
     pub async fn acquire(&self, name: &str) -> Result<Lease, RegistryError> {
@@ -1056,6 +1108,31 @@ fn prepare_scratch(dir: &Path) -> io::Result<()> {
 /// Free bytes inside an idle, still open computer's database that make
 /// [`Registry::compact_idle`] give them back (16 MiB).
 pub const COMPACT_MIN_FREE_BYTES: u64 = 16 << 20;
+
+/// File of a computer's share-link key inside its directory.
+pub const SHARE_KEY_FILE: &str = "share.key";
+
+/// Bytes in a share-link key (256 bits, the output size of SHA-256, as
+/// RFC 2104 section 3 recommends for an HMAC key at least).
+pub const SHARE_KEY_BYTES: usize = 32;
+
+/// The share-link key in computer directory `dir`, `None` when the file
+/// (or the directory) is missing.
+fn read_share_key(dir: &Path) -> io::Result<Option<[u8; SHARE_KEY_BYTES]>> {
+    match std::fs::read(dir.join(SHARE_KEY_FILE)) {
+        Ok(bytes) => bytes.try_into().map(Some).map_err(|bytes: Vec<u8>| {
+            io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!(
+                    "{SHARE_KEY_FILE} holds {} bytes, not {SHARE_KEY_BYTES}",
+                    bytes.len()
+                ),
+            )
+        }),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e),
+    }
+}
 
 fn check_name(name: &str) -> Result<(), RegistryError> {
     if computer::is_valid_name(name) {

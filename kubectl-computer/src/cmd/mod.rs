@@ -7,3 +7,4 @@ pub mod exec;
 pub mod files;
 pub mod mount;
 pub mod search;
+pub mod share;

@@ -1,5 +1,5 @@
-//! The MCP tools: `read`, `write`, `edit`, `ls`, `find`, `grep`, `delete`
-//! and `exec` on one computer, each with a description and a JSON Schema of
+//! The MCP tools: `read`, `write`, `edit`, `ls`, `find`, `grep`, `delete`,
+//! `exec` and `share` on one computer, each with a description and a JSON Schema of
 //! its arguments (generated from the parameter types below, whose doc
 //! comments become the property descriptions).
 //!
@@ -66,6 +66,18 @@ pub struct ReadParams {
     /// Most bytes of text to return; whole lines are kept while they fit
     /// and a note says where to continue [default: 100000; at most 1000000].
     pub max_bytes: Option<u64>,
+}
+
+/// Arguments of `share`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ShareParams {
+    /// The file to share (a regular file): relative to /workspace, or
+    /// absolute under it.
+    pub path: String,
+    /// How long the link works, in seconds [default: 3600; 1 to 604800
+    /// (7 days)].
+    pub expires_in_seconds: Option<u64>,
 }
 
 /// Arguments of `write`.
@@ -372,6 +384,18 @@ impl Tools {
     }
 
     #[tool(
+        description = "Make a download link for one file of the computer: an HTTP URL that anyone holding it can fetch (with curl, a browser) without a credential until it expires (default 1 hour, at most 7 days). The download has the file's content at the time it is fetched, with its name and type. Use it to hand a result (a report, an archive, an image) to a person. Deleting the computer revokes its links.",
+        annotations(read_only_hint = true, open_world_hint = true)
+    )]
+    async fn share(
+        &self,
+        Parameters(p): Parameters<ShareParams>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let path = p.path.clone();
+        Ok(self.link(p).await.unwrap_or_else(|e| failure(e, &path)))
+    }
+
+    #[tool(
         description = "Run a program on the computer, its files at /workspace, and wait for it. runtime shell (default): a bash script; javascript: an ES module (its default export's return value is `result`); container: bash with real binaries, when the computer enables it. Returns exit_code, stdout, stderr (each capped at max_output_bytes, the middle left out and marked), and error when the run did not finish normally (timeout, output cap, uncaught JavaScript error). A run is stopped at timeout_seconds.",
         annotations(destructive_hint = true, open_world_hint = true)
     )]
@@ -666,6 +690,41 @@ impl Tools {
         ))
     }
 
+    async fn link(&self, p: ShareParams) -> Result<CallToolResult, CliError> {
+        let seconds = p.expires_in_seconds.unwrap_or(3600);
+        if !(1..=604_800).contains(&seconds) {
+            return Err(invalid(format!(
+                "expires_in_seconds must be 1 to 604800 (7 days), not {seconds}"
+            )));
+        }
+        let mut client = self.agent.client();
+        let link = client
+            .share(pb::ShareRequest {
+                computer: self.agent.computer(),
+                path: p.path.clone(),
+                expires_in_seconds: seconds,
+            })
+            .await?
+            .into_inner();
+        let expires_at = u64::try_from(link.expires_unix_seconds)
+            .map(|s| {
+                humantime::format_rfc3339_seconds(
+                    std::time::UNIX_EPOCH + Duration::from_secs(s),
+                )
+                .to_string()
+            })
+            .unwrap_or_default();
+        Ok(success(
+            format!("{}\n(expires {expires_at})", link.url),
+            json!({
+                "url": link.url,
+                "path": link.path,
+                "expires_unix_seconds": link.expires_unix_seconds,
+                "expires_at": expires_at,
+            }),
+        ))
+    }
+
     async fn run(&self, p: ExecParams) -> Result<CallToolResult, CliError> {
         let enabled = self.agent.runtimes();
         let name = p.runtime.as_deref().unwrap_or("shell");
@@ -817,7 +876,7 @@ impl ServerHandler for Tools {
                 env!("CARGO_PKG_VERSION"),
             ))
             .with_instructions(format!(
-                "Tools on the Agent Computer {:?}: a persistent computer whose files live under /workspace (paths are relative to it). read/write/edit/ls/find/grep/delete work on the files; exec runs a program there ({}).",
+                "Tools on the Agent Computer {:?}: a persistent computer whose files live under /workspace (paths are relative to it). read/write/edit/ls/find/grep/delete work on the files; exec runs a program there ({}); share makes a download link for a file.",
                 self.agent.name(),
                 self.agent
                     .runtimes()

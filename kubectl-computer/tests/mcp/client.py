@@ -22,7 +22,7 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 
 CHECKS = 0
 
-TOOLS = {"read", "write", "edit", "ls", "find", "grep", "delete", "exec"}
+TOOLS = {"read", "write", "edit", "ls", "find", "grep", "delete", "exec", "share"}
 
 # Required arguments and some optional ones each tool must offer.
 SCHEMAS = {
@@ -34,6 +34,7 @@ SCHEMAS = {
     "grep": (["pattern"], ["path", "include", "exclude", "ignore_case", "context_lines", "max_matches"]),
     "delete": (["path"], ["recursive"]),
     "exec": (["script"], ["runtime", "cwd", "env", "stdin", "input", "timeout_seconds", "max_output_bytes"]),
+    "share": (["path"], ["expires_in_seconds"]),
 }
 
 NOTES = "# Notes\nstatus: draft\nowner: ada\nnext: ship it\nstatus line two: draft\n"
@@ -195,6 +196,24 @@ async def exercise(session, transport):
     check(took < 15, f"timeout took {took:.1f} s")
     r = await call(session, "read", {"path": notes, "start_line": 4, "end_line": 4})
     check(r.content[0].text == "next: ship it\n", "server answers after a timeout")
+
+    # share: a link that downloads the file without a credential
+    r = await call(session, "share", {"path": notes, "expires_in_seconds": 600})
+    link = r.structured_content
+    check(link["url"] in text_of(r) and link["path"] == notes, f"share: {text_of(r)}")
+    check(0 < link["expires_unix_seconds"] - time.time() <= 601, f"share expiry: {link}")
+    async with httpx2.AsyncClient() as raw:
+        resp = await raw.get(link["url"])
+        check(resp.status_code == 200, f"download: {resp.status_code} {resp.text}")
+        check(resp.text == NOTES.replace("status: draft\n", "status: final\n"), f"downloaded: {resp.text!r}")
+        check(resp.headers["content-type"].startswith("text/markdown"), f"type: {resp.headers['content-type']}")
+        check('filename="notes.md"' in resp.headers["content-disposition"], "disposition")
+        resp = await raw.get(link["url"].replace("sig=", "sig=A"))
+        check(resp.status_code == 403, f"tampered link: {resp.status_code}")
+    r = await call(session, "share", {"path": prefix}, error=True)
+    check(r.structured_content["errno"] == "EISDIR", f"share a directory: {text_of(r)}")
+    r = await call(session, "share", {"path": notes, "expires_in_seconds": 10**7}, error=True)
+    check(r.structured_content["errno"] == "EINVAL", f"share too long: {text_of(r)}")
 
     # delete: a file, then the directory recursively
     await call(session, "delete", {"path": f"{prefix}/blob.bin"})

@@ -17,6 +17,7 @@ pub mod observe;
 pub mod paths;
 mod read;
 mod search;
+mod share;
 pub mod streams;
 mod walk;
 mod write;
@@ -33,6 +34,7 @@ use crate::auth::{Authorizer, Caller};
 use crate::blocking::blocking;
 use crate::containers::{ContainerRuntime, Containers};
 use crate::registry::Registry;
+use crate::share::Sharer;
 
 pub use exec::{
     DEFAULT_EXEC_MEMORY, DEFAULT_MAX_OUTPUT, DEFAULT_TIMEOUT, MAX_RESULT_BYTES, MAX_TIMEOUT,
@@ -50,6 +52,7 @@ pub struct Service {
     containers: Arc<dyn ContainerRuntime>,
     streams: streams::StreamGate,
     admission: Admission,
+    sharer: Option<Sharer>,
 }
 
 impl Service {
@@ -67,6 +70,7 @@ impl Service {
             )),
             streams: streams::StreamGate::new(streams::StreamLimits::default()),
             admission: Admission::new(AdmissionConfig::for_node()),
+            sharer: None,
         }
     }
 
@@ -93,6 +97,15 @@ impl Service {
     /// the caller may register).
     pub fn with_admission(self, admission: Admission) -> Service {
         Service { admission, ..self }
+    }
+
+    /// The same service making share links with `sharer` (without one,
+    /// `Share` is `FAILED_PRECONDITION`).
+    pub fn with_sharer(self, sharer: Sharer) -> Service {
+        Service {
+            sharer: Some(sharer),
+            ..self
+        }
     }
 
     /// The credential of `req`, to be checked by the service's rule.
@@ -178,7 +191,7 @@ names_computer!(computer: pb::MountRequest, pb::UnmountRequest, pb::StatRequest,
     pb::ReadRequest, pb::MkdirRequest, pb::ReadDirRequest, pb::RemoveRequest,
     pb::RenameRequest, pb::SymlinkRequest, pb::ReadlinkRequest, pb::ChmodRequest,
     pb::GlobRequest, pb::GrepRequest, pb::StatfsRequest, pb::ExecRequest,
-    pb::BackupRequest);
+    pb::BackupRequest, pb::ShareRequest);
 
 #[tonic::async_trait]
 impl AgentComputer for Service {
@@ -381,6 +394,16 @@ impl AgentComputer for Service {
     ) -> Result<Response<pb::StatfsResponse>, Status> {
         let req = self.authorized(req)?;
         self.with_fs(&req.computer, fs::statfs).await
+    }
+
+    async fn share(
+        &self,
+        req: Request<pb::ShareRequest>,
+    ) -> Result<Response<pb::ShareResponse>, Status> {
+        let req = self.authorized(req)?;
+        share::share(&self.registry, self.sharer.as_ref(), req)
+            .await
+            .map(Response::new)
     }
 
     type ExecStream = exec::ExecStream;

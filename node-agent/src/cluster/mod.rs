@@ -23,6 +23,7 @@ pub mod keys;
 pub mod metrics;
 pub mod quantity;
 pub mod sandboxes;
+pub mod share_binding;
 pub mod spec;
 mod status;
 mod volumes;
@@ -88,6 +89,21 @@ pub struct ClusterConfig {
     /// Where the egress proxy for sandbox pods listens
     /// ([`egress_proxy`]); `None`: nowhere.
     pub proxy_listen: Option<std::net::SocketAddr>,
+    /// Where share links are served and where they point
+    /// ([`crate::share`], docs/share.md); `None`: no share links.
+    pub share: Option<ClusterShare>,
+}
+
+/// The share server of cluster mode.
+#[derive(Debug, Clone)]
+pub struct ClusterShare {
+    /// Address to listen on: the gateway reaches it at the agent pod's IP.
+    pub listen: std::net::SocketAddr,
+    /// Where links point: the gateway's external address, which routes
+    /// `/share/v1/UID/...` to the agent of the computer's node.
+    pub base_url: url::Url,
+    /// Most downloads at once.
+    pub max_downloads: usize,
 }
 
 /// What `/readyz` waits for.
@@ -246,10 +262,25 @@ where
     sandboxes
         .register_metrics(node.metrics.registry())
         .context("cannot register the sandbox runner metrics")?;
-    let service = Service::new(registry.clone(), authorizer)
+    let mut service = Service::new(registry.clone(), authorizer)
         .with_observer(observer)
         .with_admission(admission)
         .with_containers(sandboxes.clone());
+    if let Some(share) = node.config.share.clone() {
+        let share_listener = TcpListener::bind(share.listen).await.with_context(|| {
+            format!("cannot listen on {} for share links (--share-listen)", share.listen)
+        })?;
+        info!(addr = %share_listener.local_addr()?, base_url = %share.base_url, "share links serving");
+        let mut config = crate::share::ShareConfig::new(share.base_url);
+        config.max_downloads = share.max_downloads;
+        let sharer = crate::share::Sharer::new(
+            registry.clone(),
+            Arc::new(share_binding::CredentialBinding::new(node.index.clone())),
+            config,
+        );
+        tokio::spawn(crate::share::http::serve(share_listener, sharer.clone(), stop.clone()));
+        service = service.with_sharer(sharer);
+    }
     let stopping = CancellationToken::new();
     let on_signal = {
         let stopping = stopping.clone();

@@ -105,6 +105,10 @@ impl Agent {
         if !extra.contains(&"--proxy-listen") {
             cmd.args(["--proxy-listen", "127.0.0.1:0"]);
         }
+        // The share-link server likewise.
+        if !extra.contains(&"--share-listen") {
+            cmd.args(["--share-listen", "127.0.0.1:0"]);
+        }
         cmd.arg("--data-dir")
             .arg(data)
             .args(extra)
