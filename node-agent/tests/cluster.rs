@@ -102,6 +102,17 @@ impl Agent {
 
     /// [`Agent::start`] with the gRPC API on `listen`.
     async fn start_at(cluster: &Cluster, data: &Path, log: &str, listen: &str) -> Agent {
+        Agent::start_with(cluster, data, log, listen, &[]).await
+    }
+
+    /// [`Agent::start_at`] with `extra` arguments.
+    async fn start_with(
+        cluster: &Cluster,
+        data: &Path,
+        log: &str,
+        listen: &str,
+        extra: &[String],
+    ) -> Agent {
         let log = cluster.dir.path().join(log);
         // A port free now for the proxy (the agent prints no proxy address).
         let proxy = std::net::TcpListener::bind("127.0.0.1:0")
@@ -121,6 +132,7 @@ impl Agent {
                 // No mounter in this test: the link retries quietly.
                 .arg("--handover-socket")
                 .arg(cluster.dir.path().join("mounter.sock"))
+                .args(extra)
                 .env("KUBECONFIG", &cluster.node_agent_kubeconfig)
                 .env("RUST_LOG", "info,kube=warn"),
             log.clone(),
@@ -2115,5 +2127,90 @@ async fn the_egress_proxy_knows_computers_by_their_token() {
         metrics.contains("agentcomputer_egress_proxy_decisions_total"),
         "proxy decisions in /metrics:\n{metrics}"
     );
+    agent.stop().await;
+}
+
+/// Share links in cluster mode: made with the computer's token, served by
+/// the agent's share listener under the computer's uid, and revoked when
+/// the operator publishes a rotated credential.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn share_links_follow_the_computer_credential() {
+    if support::skipped() {
+        return;
+    }
+    let (cluster, admin) = prepared_cluster().await;
+    let data = cluster.dir.path().join("node-data");
+    let share_addr = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let extra = [
+        "--share-listen".to_string(),
+        share_addr.to_string(),
+        "--share-url".to_string(),
+        format!("http://{share_addr}/"),
+    ];
+    let agent = Agent::start_with(&cluster, &data, "node-agent-share.log", "127.0.0.1:0", &extra).await;
+    let (old, new) = (token("share-old"), token("share-new"));
+    let uid = computer(
+        &admin,
+        NS_A,
+        "sharer",
+        NODE,
+        serde_json::json!({"storage": {"size": "16Mi"}}),
+        &old,
+    )
+    .await;
+    let mut c = agent.client(Some(&old)).await;
+    let name = format!("{NS_A}/sharer");
+    eventually(30, "the computer on the agent", || {
+        let mut c = c.clone();
+        let name = name.clone();
+        async move { write(&mut c, &name, "report.txt", b"cluster report\n").await.ok() }
+    })
+    .await;
+    let share = |c: &mut Api_, secs: u64| {
+        let mut c = c.clone();
+        let name = name.clone();
+        async move {
+            c.share(pb::ShareRequest {
+                computer: name,
+                path: "report.txt".into(),
+                expires_in_seconds: secs,
+            })
+            .await
+            .map(|r| r.into_inner())
+        }
+    };
+    let link = share(&mut c, 600).await.unwrap();
+    assert!(
+        link.url.starts_with(&format!("http://{share_addr}/share/v1/{uid}/report.txt?expires=")),
+        "links name the computer by uid: {}",
+        link.url
+    );
+    assert_eq!(get(&link.url).await, (200, "cluster report\n".to_string()));
+    // Another computer's token makes no link to this one.
+    let mut stranger = agent.client(Some(&token("nobody"))).await;
+    let (code, _) = code_of(share(&mut stranger, 600).await);
+    assert_eq!(code, Code::Unauthenticated);
+
+    // Rotating the credential revokes the link; the new token makes new ones.
+    set_hash(&admin, NS_A, "sharer", &new).await;
+    let refused = eventually(30, "the old link to be refused", || {
+        let url = link.url.clone();
+        async move {
+            let got = get(&url).await;
+            (got.0 == 403).then_some(got.1)
+        }
+    })
+    .await;
+    assert_eq!(refused, "invalid or revoked link\n");
+    let mut c = agent.client(Some(&new)).await;
+    let fresh = share(&mut c, 600).await.unwrap();
+    assert_ne!(fresh.url, link.url);
+    assert_eq!(get(&fresh.url).await, (200, "cluster report\n".to_string()));
+    // Tampered: 403 too.
+    let tampered = fresh.url.replace("expires=", "expires=1");
+    assert_eq!(get(&tampered).await.0, 403);
     agent.stop().await;
 }
