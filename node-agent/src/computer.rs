@@ -2,7 +2,8 @@
 //!
 //! Layout under the data directory: `computers/<name>/fs.db` is the
 //! filesystem engine's SQLite database, `computers/<name>/computer.json` the
-//! [`Settings`] below.
+//! [`Settings`] below, `computers/<name>/share.key` the secret its share
+//! links are signed with ([`crate::registry::Registry::share_key`]).
 
 use std::io;
 use std::path::Path;

@@ -11,27 +11,93 @@ use std::process::Command;
 
 use serde::Deserialize;
 
-#[test]
-fn the_chart_starts_node_agent_with_arguments_it_accepts() {
-    if support::skipped() {
-        return;
-    }
+/// `helm template` of the chart with `extra` arguments: the rendered
+/// objects, or helm's stderr.
+fn render(extra: &[&str]) -> Result<Vec<serde_json::Value>, String> {
     let chart = Path::new(env!("CARGO_MANIFEST_DIR")).join("../charts/agent-computer");
     let out = Command::new(support::tools_bin().join("helm"))
         .arg("template")
         .arg("ac")
         .arg(&chart)
         .args(["--namespace", support::SYSTEM_NS])
+        .args(extra)
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "helm template: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    if !out.status.success() {
+        return Err(String::from_utf8_lossy(&out.stderr).into_owned());
+    }
     let rendered = String::from_utf8(out.stdout).unwrap();
-    let container = serde_yaml::Deserializer::from_str(&rendered)
+    Ok(serde_yaml::Deserializer::from_str(&rendered)
         .map(|doc| serde_json::Value::deserialize(doc).unwrap())
+        .filter(|v| !v.is_null())
+        .collect())
+}
+
+#[test]
+fn the_chart_starts_node_agent_with_arguments_it_accepts() {
+    if support::skipped() {
+        return;
+    }
+    let objects = render(&[]).unwrap_or_else(|e| panic!("helm template: {e}"));
+    let args = agent_args(&objects);
+    assert!(!args.iter().any(|a| a.starts_with("--share")), "share links are off by default: {args:?}");
+    agent_accepts(&args);
+}
+
+/// With share links on, the agent gets its share arguments (which it
+/// accepts), the share port, and a NetworkPolicy rule admitting only the
+/// peers of nodeAgent.share.from to it; without share.url helm refuses.
+#[test]
+fn the_chart_serves_share_links_when_asked() {
+    if support::skipped() {
+        return;
+    }
+    let objects = render(&[
+        "--set",
+        "nodeAgent.share.enabled=true",
+        "--set",
+        "nodeAgent.share.url=https://files.example.com/",
+        "--set-json",
+        r#"nodeAgent.share.from=[{"podSelector":{"matchLabels":{"app":"share-gateway"}}}]"#,
+    ])
+    .unwrap_or_else(|e| panic!("helm template: {e}"));
+    let args = agent_args(&objects);
+    for want in [
+        "--share-listen=0.0.0.0:7434",
+        "--share-url=https://files.example.com/",
+        "--max-downloads=64",
+    ] {
+        assert!(args.iter().any(|a| a == want), "{want} missing: {args:?}");
+    }
+    agent_accepts(&args);
+    let ports = &agent_container(&objects)["ports"];
+    assert!(
+        ports.as_array().unwrap().iter().any(|p| p["name"] == "share" && p["containerPort"] == 7434),
+        "{ports}"
+    );
+    let policy = objects
+        .iter()
+        .find(|o| o["kind"] == "NetworkPolicy")
+        .expect("the node agents' NetworkPolicy");
+    let share_rules: Vec<&serde_json::Value> = policy["spec"]["ingress"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["ports"].as_array().unwrap().iter().any(|p| p["port"] == 7434))
+        .collect();
+    assert_eq!(share_rules.len(), 1, "{policy}");
+    assert_eq!(
+        share_rules[0]["from"],
+        serde_json::json!([{"podSelector": {"matchLabels": {"app": "share-gateway"}}}])
+    );
+    let refused = render(&["--set", "nodeAgent.share.enabled=true"]).unwrap_err();
+    assert!(refused.contains("nodeAgent.share.url is required"), "{refused}");
+}
+
+/// The node-agent container of the rendered DaemonSets.
+fn agent_container(objects: &[serde_json::Value]) -> serde_json::Value {
+    objects
+        .iter()
         .filter(|v| v["kind"] == "DaemonSet")
         .flat_map(|v| {
             v["spec"]["template"]["spec"]["containers"]
@@ -40,9 +106,14 @@ fn the_chart_starts_node_agent_with_arguments_it_accepts() {
                 .unwrap_or_default()
         })
         .find(|c| c["command"] == serde_json::json!(["node-agent"]))
-        .expect("a DaemonSet container running node-agent");
+        .expect("a DaemonSet container running node-agent")
+}
+
+/// The node agent's arguments as the kubelet passes them.
+fn agent_args(objects: &[serde_json::Value]) -> Vec<String> {
+    let container = agent_container(objects);
     // The kubelet expands $(VAR) from the container's environment.
-    let args: Vec<String> = container["args"]
+    container["args"]
         .as_array()
         .unwrap()
         .iter()
@@ -52,7 +123,11 @@ fn the_chart_starts_node_agent_with_arguments_it_accepts() {
                 .replace("$(NODE_NAME)", "n1")
                 .replace("$(POD_NAMESPACE)", support::SYSTEM_NS)
         })
-        .collect();
+        .collect()
+}
+
+/// Runs the real node-agent with `args`: it must get past parsing them.
+fn agent_accepts(args: &[String]) {
     assert_eq!(
         args.first().map(String::as_str),
         Some("cluster"),
@@ -61,7 +136,7 @@ fn the_chart_starts_node_agent_with_arguments_it_accepts() {
     // Without a Kubernetes client the agent stops right after parsing its
     // arguments, before it binds or creates anything.
     let out = Command::new(env!("CARGO_BIN_EXE_node-agent"))
-        .args(&args)
+        .args(args)
         .env("KUBECONFIG", "/nonexistent/kubeconfig")
         .env_remove("KUBERNETES_SERVICE_HOST")
         .env_remove("KUBERNETES_SERVICE_PORT")
