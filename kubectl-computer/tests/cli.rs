@@ -1006,11 +1006,20 @@ fn share_prints_a_link_that_downloads_the_file() {
     let dir = tempfile::tempdir().unwrap();
     let server = Server::start(dir.path());
     ok(server.cli(&["create", "demo"]));
-    ok(server.cli(&["exec", "demo", "--", "mkdir out; printf 'a,b\\n1,2\\n' > out/table.csv"]));
+    ok(server.cli(&[
+        "exec",
+        "demo",
+        "--",
+        "mkdir out; printf 'a,b\\n1,2\\n' > out/table.csv",
+    ]));
     let out = server.cli(&["share", "demo", "out/table.csv", "--expires", "90s"]);
     let stderr = text(&out.stderr);
     let url = ok(out).trim().to_string();
-    assert!(url.starts_with("http://127.0.0.1:") && url.contains("/share/v1/demo/out/table.csv?expires="), "{url}");
+    assert!(
+        url.starts_with("http://127.0.0.1:")
+            && url.contains("/share/v1/demo/out/table.csv?expires="),
+        "{url}"
+    );
     assert!(stderr.starts_with("out/table.csv expires 20"), "{stderr}");
     let got = Command::new("curl")
         .args(["-sS", "-D", "-", &url])
@@ -1018,10 +1027,21 @@ fn share_prints_a_link_that_downloads_the_file() {
         .unwrap();
     let got = text(&got.stdout);
     assert!(got.starts_with("HTTP/1.1 200 OK"), "{got}");
-    assert!(got.to_ascii_lowercase().contains("content-type: text/csv"), "{got}");
+    assert!(
+        got.to_ascii_lowercase().contains("content-type: text/csv"),
+        "{got}"
+    );
     assert!(got.ends_with("\r\n\r\na,b\n1,2\n"), "{got}");
     // The expiry asked for is the one given.
-    let expires: i64 = url.rsplit_once("expires=").unwrap().1.split('&').next().unwrap().parse().unwrap();
+    let expires: i64 = url
+        .rsplit_once("expires=")
+        .unwrap()
+        .1
+        .split('&')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()

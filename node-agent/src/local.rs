@@ -202,7 +202,10 @@ where
     let mut sharer = None;
     if let Some(share) = &config.share {
         let listener = TcpListener::bind(share.listen).await.with_context(|| {
-            format!("cannot listen on {} for share links (--share-listen)", share.listen)
+            format!(
+                "cannot listen on {} for share links (--share-listen)",
+                share.listen
+            )
         })?;
         let bound = listener.local_addr()?;
         let base_url = match &share.base_url {
@@ -214,7 +217,11 @@ where
         let mut share_config = ShareConfig::new(base_url);
         share_config.max_downloads = share.max_downloads;
         let made = Sharer::new(registry.clone(), Arc::new(Unbound), share_config);
-        tokio::spawn(crate::share::http::serve(listener, made.clone(), stop.clone()));
+        tokio::spawn(crate::share::http::serve(
+            listener,
+            made.clone(),
+            stop.clone(),
+        ));
         sharer = Some(made);
     }
     tokio::spawn(registry.clone().run_sweeper(stop.clone()));

@@ -40,7 +40,10 @@ fn the_chart_starts_node_agent_with_arguments_it_accepts() {
     }
     let objects = render(&[]).unwrap_or_else(|e| panic!("helm template: {e}"));
     let args = agent_args(&objects);
-    assert!(!args.iter().any(|a| a.starts_with("--share")), "share links are off by default: {args:?}");
+    assert!(
+        !args.iter().any(|a| a.starts_with("--share")),
+        "share links are off by default: {args:?}"
+    );
     agent_accepts(&args);
 }
 
@@ -72,7 +75,11 @@ fn the_chart_serves_share_links_when_asked() {
     agent_accepts(&args);
     let ports = &agent_container(&objects)["ports"];
     assert!(
-        ports.as_array().unwrap().iter().any(|p| p["name"] == "share" && p["containerPort"] == 7434),
+        ports
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|p| p["name"] == "share" && p["containerPort"] == 7434),
         "{ports}"
     );
     let policy = objects
@@ -83,7 +90,13 @@ fn the_chart_serves_share_links_when_asked() {
         .as_array()
         .unwrap()
         .iter()
-        .filter(|r| r["ports"].as_array().unwrap().iter().any(|p| p["port"] == 7434))
+        .filter(|r| {
+            r["ports"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|p| p["port"] == 7434)
+        })
         .collect();
     assert_eq!(share_rules.len(), 1, "{policy}");
     assert_eq!(
@@ -91,7 +104,10 @@ fn the_chart_serves_share_links_when_asked() {
         serde_json::json!([{"podSelector": {"matchLabels": {"app": "share-gateway"}}}])
     );
     let refused = render(&["--set", "nodeAgent.share.enabled=true"]).unwrap_err();
-    assert!(refused.contains("nodeAgent.share.url is required"), "{refused}");
+    assert!(
+        refused.contains("nodeAgent.share.url is required"),
+        "{refused}"
+    );
 }
 
 /// The node-agent container of the rendered DaemonSets.

@@ -2150,7 +2150,14 @@ async fn share_links_follow_the_computer_credential() {
         "--share-url".to_string(),
         format!("http://{share_addr}/"),
     ];
-    let agent = Agent::start_with(&cluster, &data, "node-agent-share.log", "127.0.0.1:0", &extra).await;
+    let agent = Agent::start_with(
+        &cluster,
+        &data,
+        "node-agent-share.log",
+        "127.0.0.1:0",
+        &extra,
+    )
+    .await;
     let (old, new) = (token("share-old"), token("share-new"));
     let uid = computer(
         &admin,
@@ -2166,7 +2173,11 @@ async fn share_links_follow_the_computer_credential() {
     eventually(30, "the computer on the agent", || {
         let mut c = c.clone();
         let name = name.clone();
-        async move { write(&mut c, &name, "report.txt", b"cluster report\n").await.ok() }
+        async move {
+            write(&mut c, &name, "report.txt", b"cluster report\n")
+                .await
+                .ok()
+        }
     })
     .await;
     let share = |c: &mut Api_, secs: u64| {
@@ -2184,7 +2195,9 @@ async fn share_links_follow_the_computer_credential() {
     };
     let link = share(&mut c, 600).await.unwrap();
     assert!(
-        link.url.starts_with(&format!("http://{share_addr}/share/v1/{uid}/report.txt?expires=")),
+        link.url.starts_with(&format!(
+            "http://{share_addr}/share/v1/{uid}/report.txt?expires="
+        )),
         "links name the computer by uid: {}",
         link.url
     );

@@ -68,7 +68,12 @@ fn parse_headers(file: &Path) -> Vec<(String, String)> {
         .collect()
 }
 
-async fn share(c: &mut Client, computer: &str, path: &str, secs: u64) -> Result<pb::ShareResponse, tonic::Status> {
+async fn share(
+    c: &mut Client,
+    computer: &str,
+    path: &str,
+    secs: u64,
+) -> Result<pb::ShareResponse, tonic::Status> {
     c.share(pb::ShareRequest {
         computer: computer.into(),
         path: path.into(),
@@ -95,7 +100,11 @@ fn replace_query(url: &str, key: &str, value: &str) -> String {
     let pairs: Vec<(String, String)> = u
         .query_pairs()
         .map(|(k, v)| {
-            let v = if k == key { value.to_string() } else { v.into_owned() };
+            let v = if k == key {
+                value.to_string()
+            } else {
+                v.into_owned()
+            };
             (k.into_owned(), v)
         })
         .collect();
@@ -118,15 +127,31 @@ async fn links_download_with_type_disposition_and_ranges() {
     })
     .await
     .unwrap();
-    write(&mut c, "demo", "docs/Rapport été.md", pb::WriteMode::Truncate, text)
+    write(
+        &mut c,
+        "demo",
+        "docs/Rapport été.md",
+        pb::WriteMode::Truncate,
+        text,
+    )
+    .await
+    .unwrap();
+
+    let link = share(&mut c, "demo", "/workspace/docs/./Rapport été.md", 0)
         .await
         .unwrap();
-
-    let link = share(&mut c, "demo", "/workspace/docs/./Rapport été.md", 0).await.unwrap();
     assert_eq!(link.path, "docs/Rapport été.md");
     let now = agentcomputer_node_agent::share::now_unix_seconds();
-    assert!((3595..=3601).contains(&(link.expires_unix_seconds - now)), "default expiry is 1 h");
-    assert!(link.url.contains("/share/v1/demo/docs/Rapport%20%C3%A9t%C3%A9.md?expires="), "{}", link.url);
+    assert!(
+        (3595..=3601).contains(&(link.expires_unix_seconds - now)),
+        "default expiry is 1 h"
+    );
+    assert!(
+        link.url
+            .contains("/share/v1/demo/docs/Rapport%20%C3%A9t%C3%A9.md?expires="),
+        "{}",
+        link.url
+    );
 
     // The whole file.
     let got = curl(&link.url, &[]);
@@ -135,16 +160,24 @@ async fn links_download_with_type_disposition_and_ranges() {
     assert_eq!(got.header("content-type"), Some("text/markdown"));
     assert_eq!(
         got.header("content-disposition"),
-        Some("attachment; filename=\"Rapport _t_.md\"; filename*=UTF-8''Rapport%20%C3%A9t%C3%A9.md")
+        Some(
+            "attachment; filename=\"Rapport _t_.md\"; filename*=UTF-8''Rapport%20%C3%A9t%C3%A9.md"
+        )
     );
-    assert_eq!(got.header("content-length"), Some(text.len().to_string().as_str()));
+    assert_eq!(
+        got.header("content-length"),
+        Some(text.len().to_string().as_str())
+    );
     assert_eq!(got.header("accept-ranges"), Some("bytes"));
     assert_eq!(got.header("cache-control"), Some("private, no-store"));
 
     // HEAD: the same headers, no body.
     let head = curl(&link.url, &["-I"]);
     assert_eq!(head.status, 200);
-    assert_eq!(head.header("content-length"), Some(text.len().to_string().as_str()));
+    assert_eq!(
+        head.header("content-length"),
+        Some(text.len().to_string().as_str())
+    );
     // (curl -I writes the headers where the body would go.)
     assert!(!head.text().contains("hello share"), "HEAD sent a body");
 
@@ -152,23 +185,38 @@ async fn links_download_with_type_disposition_and_ranges() {
     let got = curl(&link.url, &["-H", "Range: bytes=6-10"]);
     assert_eq!(got.status, 206);
     assert_eq!(got.body, b"share");
-    assert_eq!(got.header("content-range"), Some(format!("bytes 6-10/{}", text.len()).as_str()));
+    assert_eq!(
+        got.header("content-range"),
+        Some(format!("bytes 6-10/{}", text.len()).as_str())
+    );
     let got = curl(&link.url, &["-H", "Range: bytes=-5"]);
     assert_eq!((got.status, got.body.as_slice()), (206, &b"line\n"[..]));
     let got = curl(&link.url, &["-H", "Range: bytes=18-"]);
-    assert_eq!((got.status, got.body.as_slice()), (206, &b"second line\n"[..]));
+    assert_eq!(
+        (got.status, got.body.as_slice()),
+        (206, &b"second line\n"[..])
+    );
     // Unsatisfiable: 416 with the size.
     let got = curl(&link.url, &["-H", &format!("Range: bytes={}-", text.len())]);
     assert_eq!(got.status, 416);
-    assert_eq!(got.header("content-range"), Some(format!("bytes */{}", text.len()).as_str()));
+    assert_eq!(
+        got.header("content-range"),
+        Some(format!("bytes */{}", text.len()).as_str())
+    );
     // Several ranges: the whole file (RFC 9110 section 14.2 allows it).
     let got = curl(&link.url, &["-H", "Range: bytes=0-1,4-5"]);
     assert_eq!((got.status, got.body.as_slice()), (200, &text[..]));
 
     // An extension nobody knows: octet-stream.
-    write(&mut c, "demo", "blob.zzq", pb::WriteMode::Truncate, b"\x00\x01")
-        .await
-        .unwrap();
+    write(
+        &mut c,
+        "demo",
+        "blob.zzq",
+        pb::WriteMode::Truncate,
+        b"\x00\x01",
+    )
+    .await
+    .unwrap();
     let blob = share(&mut c, "demo", "blob.zzq", 60).await.unwrap();
     let got = curl(&blob.url, &[]);
     assert_eq!(got.header("content-type"), Some("application/octet-stream"));
@@ -181,20 +229,30 @@ async fn links_download_with_type_disposition_and_ranges() {
     assert_eq!(e.code(), Code::NotFound);
     let e = share(&mut c, "demo", "/etc/passwd", 60).await.unwrap_err();
     assert_eq!(e.code(), Code::InvalidArgument);
-    let e = share(&mut c, "demo", "blob.zzq", 604_801).await.unwrap_err();
+    let e = share(&mut c, "demo", "blob.zzq", 604_801)
+        .await
+        .unwrap_err();
     assert_eq!(e.code(), Code::InvalidArgument);
     assert!(e.message().contains("604800"), "{}", e.message());
     let e = share(&mut c, "ghost", "blob.zzq", 60).await.unwrap_err();
     assert_eq!(e.code(), Code::NotFound);
     // Without the agent token: refused before anything.
     let mut anonymous = agent.client_with(None).await;
-    let e = share(&mut anonymous, "demo", "blob.zzq", 60).await.unwrap_err();
+    let e = share(&mut anonymous, "demo", "blob.zzq", 60)
+        .await
+        .unwrap_err();
     assert_eq!(e.code(), Code::Unauthenticated);
 
     // The file is read when the link is used.
-    write(&mut c, "demo", "docs/Rapport été.md", pb::WriteMode::Truncate, b"v2\n")
-        .await
-        .unwrap();
+    write(
+        &mut c,
+        "demo",
+        "docs/Rapport été.md",
+        pb::WriteMode::Truncate,
+        b"v2\n",
+    )
+    .await
+    .unwrap();
     assert_eq!(curl(&link.url, &[]).body, b"v2\n");
     // Removed: 404 (the link was genuine).
     c.remove(pb::RemoveRequest {
@@ -214,8 +272,24 @@ async fn tampered_expired_unknown_and_revoked_links_get_403() {
     let agent = Agent::start(dir.path(), &[]);
     let mut c = agent.client().await;
     create(&mut c, "demo", 0).await;
-    write(&mut c, "demo", "a.txt", pb::WriteMode::Truncate, b"secret a\n").await.unwrap();
-    write(&mut c, "demo", "b.txt", pb::WriteMode::Truncate, b"secret b\n").await.unwrap();
+    write(
+        &mut c,
+        "demo",
+        "a.txt",
+        pb::WriteMode::Truncate,
+        b"secret a\n",
+    )
+    .await
+    .unwrap();
+    write(
+        &mut c,
+        "demo",
+        "b.txt",
+        pb::WriteMode::Truncate,
+        b"secret b\n",
+    )
+    .await
+    .unwrap();
     let link = share(&mut c, "demo", "a.txt", 600).await.unwrap();
     assert_eq!(curl(&link.url, &[]).status, 200);
     let refused = |url: &str, reason: &str| {
@@ -233,13 +307,24 @@ async fn tampered_expired_unknown_and_revoked_links_get_403() {
         .unwrap()
         .1
         .into_owned();
-    let flipped = format!("{}{}", if sig.starts_with('A') { 'B' } else { 'A' }, &sig[1..]);
+    let flipped = format!(
+        "{}{}",
+        if sig.starts_with('A') { 'B' } else { 'A' },
+        &sig[1..]
+    );
     refused(&replace_query(&link.url, "sig", &flipped), invalid);
     refused(&replace_query(&link.url, "sig", ""), invalid);
     refused(&link.url.replace("/a.txt?", "/b.txt?"), invalid);
     let later = (link.expires_unix_seconds + 86_400).to_string();
     refused(&replace_query(&link.url, "expires", &later), invalid);
-    refused(&replace_query(&link.url, "expires", &format!("0{}", link.expires_unix_seconds)), invalid);
+    refused(
+        &replace_query(
+            &link.url,
+            "expires",
+            &format!("0{}", link.expires_unix_seconds),
+        ),
+        invalid,
+    );
     // An unknown computer looks the same as a bad signature.
     refused(&link.url.replace("/demo/", "/ghost/"), invalid);
     refused(&link.url.replace("/demo/", "/NOT_A_NAME/"), invalid);
@@ -254,12 +339,22 @@ async fn tampered_expired_unknown_and_revoked_links_get_403() {
 
     // Revoked: deleting the computer; a new computer of the same name
     // with the same file does not bring the old link back.
-    c.delete_computer(pb::DeleteComputerRequest { name: "demo".into() })
-        .await
-        .unwrap();
+    c.delete_computer(pb::DeleteComputerRequest {
+        name: "demo".into(),
+    })
+    .await
+    .unwrap();
     refused(&link.url, invalid);
     create(&mut c, "demo", 0).await;
-    write(&mut c, "demo", "a.txt", pb::WriteMode::Truncate, b"secret a\n").await.unwrap();
+    write(
+        &mut c,
+        "demo",
+        "a.txt",
+        pb::WriteMode::Truncate,
+        b"secret a\n",
+    )
+    .await
+    .unwrap();
     refused(&link.url, invalid);
     let fresh = share(&mut c, "demo", "a.txt", 600).await.unwrap();
     assert_eq!(curl(&fresh.url, &[]).body, b"secret a\n");
@@ -289,7 +384,9 @@ async fn large_files_stream_in_bounded_downloads() {
     let mut c = agent.client().await;
     create(&mut c, "demo", 0).await;
     let data = pattern(24 << 20);
-    write(&mut c, "demo", "big.bin", pb::WriteMode::Truncate, &data).await.unwrap();
+    write(&mut c, "demo", "big.bin", pb::WriteMode::Truncate, &data)
+        .await
+        .unwrap();
     let link = share(&mut c, "demo", "big.bin", 600).await.unwrap();
 
     let started = std::time::Instant::now();
@@ -334,11 +431,16 @@ async fn large_files_stream_in_bounded_downloads() {
     assert_eq!(busy.header("retry-after"), Some("1"));
     // Changing the file under the slow download ends it early rather than
     // mixing two versions: curl sees fewer bytes than Content-Length.
-    write(&mut c, "demo", "big.bin", pb::WriteMode::Create, b"changed").await.unwrap();
+    write(&mut c, "demo", "big.bin", pb::WriteMode::Create, b"changed")
+        .await
+        .unwrap();
     let out = tokio::task::spawn_blocking(move || slow.wait_with_output().unwrap())
         .await
         .unwrap();
-    assert!(!out.status.success(), "a download of a changed file completed");
+    assert!(
+        !out.status.success(),
+        "a download of a changed file completed"
+    );
     let partial = std::fs::metadata(&body).map(|m| m.len()).unwrap_or(0);
     assert!(partial < data.len() as u64, "{partial} bytes");
     // The place is free again (once the ended download let go of it).
@@ -359,7 +461,9 @@ async fn an_agent_without_share_server_refuses_share() {
     let agent = Agent::start(dir.path(), &["--share-listen", "off"]);
     let mut c = agent.client().await;
     create(&mut c, "demo", 0).await;
-    write(&mut c, "demo", "a.txt", pb::WriteMode::Truncate, b"a").await.unwrap();
+    write(&mut c, "demo", "a.txt", pb::WriteMode::Truncate, b"a")
+        .await
+        .unwrap();
     let e = share(&mut c, "demo", "a.txt", 60).await.unwrap_err();
     assert_eq!(e.code(), Code::FailedPrecondition);
     assert!(e.message().contains("--share-listen"), "{}", e.message());

@@ -708,10 +708,8 @@ impl Tools {
             .into_inner();
         let expires_at = u64::try_from(link.expires_unix_seconds)
             .map(|s| {
-                humantime::format_rfc3339_seconds(
-                    std::time::UNIX_EPOCH + Duration::from_secs(s),
-                )
-                .to_string()
+                humantime::format_rfc3339_seconds(std::time::UNIX_EPOCH + Duration::from_secs(s))
+                    .to_string()
             })
             .unwrap_or_default();
         Ok(success(

@@ -268,7 +268,10 @@ where
         .with_containers(sandboxes.clone());
     if let Some(share) = node.config.share.clone() {
         let share_listener = TcpListener::bind(share.listen).await.with_context(|| {
-            format!("cannot listen on {} for share links (--share-listen)", share.listen)
+            format!(
+                "cannot listen on {} for share links (--share-listen)",
+                share.listen
+            )
         })?;
         info!(addr = %share_listener.local_addr()?, base_url = %share.base_url, "share links serving");
         let mut config = crate::share::ShareConfig::new(share.base_url);
@@ -278,7 +281,11 @@ where
             Arc::new(share_binding::CredentialBinding::new(node.index.clone())),
             config,
         );
-        tokio::spawn(crate::share::http::serve(share_listener, sharer.clone(), stop.clone()));
+        tokio::spawn(crate::share::http::serve(
+            share_listener,
+            sharer.clone(),
+            stop.clone(),
+        ));
         service = service.with_sharer(sharer);
     }
     let stopping = CancellationToken::new();

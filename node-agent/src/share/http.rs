@@ -61,7 +61,12 @@ pub const EXPIRED: &str = "link expired";
 
 /// The routes of `sharer`, under the path of its base URL.
 pub fn router(sharer: Sharer) -> Router {
-    let prefix = sharer.config().base_url.path().trim_end_matches('/').to_string();
+    let prefix = sharer
+        .config()
+        .base_url
+        .path()
+        .trim_end_matches('/')
+        .to_string();
     let route = format!("{prefix}/{}/{{computer}}/{{*path}}", ROUTE.join("/"));
     Router::new()
         .route(&route, get(download))
@@ -70,7 +75,11 @@ pub fn router(sharer: Sharer) -> Router {
 }
 
 /// Serves `sharer`'s links on `listener` until `stop`.
-pub async fn serve(listener: TcpListener, sharer: Sharer, stop: CancellationToken) -> io::Result<()> {
+pub async fn serve(
+    listener: TcpListener,
+    sharer: Sharer,
+    stop: CancellationToken,
+) -> io::Result<()> {
     axum::serve(listener, router(sharer))
         .with_graceful_shutdown(async move { stop.cancelled().await })
         .await
@@ -133,7 +142,10 @@ async fn download(
         return forbidden(INVALID);
     };
     let Ok(permit) = sharer.inner.downloads.clone().try_acquire_owned() else {
-        let mut r = plain(StatusCode::SERVICE_UNAVAILABLE, "too many downloads; retry later");
+        let mut r = plain(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "too many downloads; retry later",
+        );
         r.headers_mut()
             .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
         return r;
@@ -144,7 +156,10 @@ async fn download(
         Err(RegistryError::NotFound(_)) => return forbidden(INVALID),
         Err(e) => {
             warn!(error = %e, "cannot open a shared computer");
-            return plain(StatusCode::INTERNAL_SERVER_ERROR, "cannot open the computer");
+            return plain(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "cannot open the computer",
+            );
         }
     };
     let fs = lease.fs().clone();
@@ -169,16 +184,18 @@ async fn download(
             .get(name)
             .map(|v| v.to_str().unwrap_or("\u{0}invalid"))
     };
-    let plan = range::plan(text(header::RANGE), headers.contains_key(header::IF_RANGE), size);
-    let name = api_path
-        .components()
-        .last()
-        .cloned()
-        .unwrap_or_default();
+    let plan = range::plan(
+        text(header::RANGE),
+        headers.contains_key(header::IF_RANGE),
+        size,
+    );
+    let name = api_path.components().last().cloned().unwrap_or_default();
     let mut response = Response::builder()
         .header(
             header::CONTENT_TYPE,
-            mime_guess::from_path(&name).first_or_octet_stream().as_ref(),
+            mime_guess::from_path(&name)
+                .first_or_octet_stream()
+                .as_ref(),
         )
         .header(header::CONTENT_DISPOSITION, content_disposition(&name))
         .header(header::ACCEPT_RANGES, "bytes")

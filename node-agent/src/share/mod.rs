@@ -239,7 +239,11 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let registry = Registry::new(dir.path(), Duration::from_secs(60)).unwrap();
         registry
-            .create("demo", agentcomputer_fs::Limits::default(), Default::default())
+            .create(
+                "demo",
+                agentcomputer_fs::Limits::default(),
+                Default::default(),
+            )
             .await
             .unwrap();
         let sharer = Sharer::new(
@@ -250,7 +254,9 @@ mod tests {
         let url = sharer.link("demo", "a dir/r%port.txt", 1234).await.unwrap();
         let text = url.as_str();
         assert!(
-            text.starts_with("http://127.0.0.1:7434/pre/share/v1/demo/a%20dir/r%25port.txt?expires=1234&sig="),
+            text.starts_with(
+                "http://127.0.0.1:7434/pre/share/v1/demo/a%20dir/r%25port.txt?expires=1234&sig="
+            ),
             "{text}"
         );
         // The key is kept: a second link signs the same way.

@@ -54,7 +54,10 @@ pub fn plan(range: Option<&str>, if_range: bool, size: u64) -> Plan {
                 EndPosition::Index(last) => last.min(size - 1),
                 EndPosition::LastByte => size - 1,
             };
-            Plan::Part { start: first, end: last }
+            Plan::Part {
+                start: first,
+                end: last,
+            }
         }
         (StartPosition::FromLast(n), _) => {
             if size == 0 {
@@ -79,13 +82,43 @@ mod tests {
         assert_eq!(plan(None, false, 10), Plan::Full);
         // Section 14.1.2's examples over a 10000-byte representation.
         assert_eq!(p("bytes=0-499"), Plan::Part { start: 0, end: 499 });
-        assert_eq!(p("bytes=500-999"), Plan::Part { start: 500, end: 999 });
-        assert_eq!(p("bytes=-500"), Plan::Part { start: 9500, end: 9999 });
-        assert_eq!(p("bytes=9500-"), Plan::Part { start: 9500, end: 9999 });
+        assert_eq!(
+            p("bytes=500-999"),
+            Plan::Part {
+                start: 500,
+                end: 999
+            }
+        );
+        assert_eq!(
+            p("bytes=-500"),
+            Plan::Part {
+                start: 9500,
+                end: 9999
+            }
+        );
+        assert_eq!(
+            p("bytes=9500-"),
+            Plan::Part {
+                start: 9500,
+                end: 9999
+            }
+        );
         // The last position is clamped to the end.
-        assert_eq!(p("bytes=9000-20000"), Plan::Part { start: 9000, end: 9999 });
+        assert_eq!(
+            p("bytes=9000-20000"),
+            Plan::Part {
+                start: 9000,
+                end: 9999
+            }
+        );
         // A suffix longer than the file is the whole file.
-        assert_eq!(p("bytes=-20000"), Plan::Part { start: 0, end: 9999 });
+        assert_eq!(
+            p("bytes=-20000"),
+            Plan::Part {
+                start: 0,
+                end: 9999
+            }
+        );
         // Unsatisfiable.
         assert_eq!(p("bytes=10000-"), Plan::Unsatisfiable);
         assert_eq!(p("bytes=20000-30000"), Plan::Unsatisfiable);

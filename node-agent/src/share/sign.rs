@@ -35,8 +35,8 @@ impl LinkKey {
     /// The link key of a computer with stored secret `secret` and mode
     /// binding `binding` (empty in local mode).
     pub fn derive(secret: &[u8], binding: &[u8]) -> LinkKey {
-        let mut mac = <HmacSha256 as KeyInit>::new_from_slice(secret)
-            .expect("HMAC takes keys of any length");
+        let mut mac =
+            <HmacSha256 as KeyInit>::new_from_slice(secret).expect("HMAC takes keys of any length");
         mac.update(KEY_LABEL);
         mac.update(binding);
         LinkKey(mac.finalize().into_bytes().into())
@@ -65,7 +65,11 @@ impl LinkKey {
         let Ok(bytes) = URL_SAFE_NO_PAD.decode(signature) else {
             return false;
         };
-        bytes.len() == 32 && self.mac(computer, expires, path).verify_slice(&bytes).is_ok()
+        bytes.len() == 32
+            && self
+                .mac(computer, expires, path)
+                .verify_slice(&bytes)
+                .is_ok()
     }
 }
 
@@ -85,7 +89,12 @@ mod tests {
         assert!(!key.verify("demo", 1_900_000_000, "dir/a b.txt2", &sig));
         // Another secret or binding signs differently.
         assert!(!LinkKey::derive(&[8; 32], b"").verify("demo", 1_900_000_000, "dir/a b.txt", &sig));
-        assert!(!LinkKey::derive(&[7; 32], b"x").verify("demo", 1_900_000_000, "dir/a b.txt", &sig));
+        assert!(!LinkKey::derive(&[7; 32], b"x").verify(
+            "demo",
+            1_900_000_000,
+            "dir/a b.txt",
+            &sig
+        ));
         // Not a signature at all.
         assert!(!key.verify("demo", 1_900_000_000, "dir/a b.txt", "!!"));
         assert!(!key.verify("demo", 1_900_000_000, "dir/a b.txt", &sig[..40]));
