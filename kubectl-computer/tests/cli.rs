@@ -36,9 +36,10 @@ impl Server {
             streams: Default::default(),
             admission: agentcomputer_node_agent::admission::AdmissionConfig::for_node(),
             fuse_holder: None,
-            share: Some(agentcomputer_node_agent::local::LocalShare::on(
-                "127.0.0.1:0".parse().unwrap(),
-            )),
+            share: Some(
+                agentcomputer_node_agent::local::LocalShare::bind("127.0.0.1:0".parse().unwrap())
+                    .unwrap(),
+            ),
         };
         let thread = std::thread::spawn(move || {
             let rt = tokio::runtime::Runtime::new().unwrap();

@@ -81,8 +81,9 @@ pub const DEFAULT_SHARE_LISTEN: &str = "127.0.0.1:7434";
 /// The share server of local mode.
 #[derive(Debug, Clone)]
 pub struct LocalShare {
-    /// Address to listen on (port 0 picks a free port).
-    pub listen: std::net::SocketAddr,
+    /// Its listener, bound before the agent announces itself so that links
+    /// work as soon as clients know the agent ([`LocalShare::bind`]).
+    pub listener: Arc<std::net::TcpListener>,
     /// Where links point; `None`: `http://ADDR/` with the bound address.
     pub base_url: Option<url::Url>,
     /// Most downloads at once ([`crate::share::ShareConfig::max_downloads`]).
@@ -90,13 +91,18 @@ pub struct LocalShare {
 }
 
 impl LocalShare {
-    /// The share server on `listen` with links pointing at it.
-    pub fn on(listen: std::net::SocketAddr) -> LocalShare {
-        LocalShare {
-            listen,
+    /// The share server listening on `addr` (port 0 picks a free port),
+    /// with links pointing at it. Errors: the address cannot be bound
+    /// (named in the message).
+    pub fn bind(addr: std::net::SocketAddr) -> anyhow::Result<LocalShare> {
+        let listener = std::net::TcpListener::bind(addr)
+            .with_context(|| format!("cannot listen on {addr} for share links (--share-listen)"))?;
+        listener.set_nonblocking(true)?;
+        Ok(LocalShare {
+            listener: Arc::new(listener),
             base_url: None,
             max_downloads: crate::share::DEFAULT_MAX_DOWNLOADS,
-        }
+        })
     }
 }
 
@@ -201,12 +207,8 @@ where
     }
     let mut sharer = None;
     if let Some(share) = &config.share {
-        let listener = TcpListener::bind(share.listen).await.with_context(|| {
-            format!(
-                "cannot listen on {} for share links (--share-listen)",
-                share.listen
-            )
-        })?;
+        let listener = TcpListener::from_std(share.listener.try_clone()?)
+            .context("cannot serve share links")?;
         let bound = listener.local_addr()?;
         let base_url = match &share.base_url {
             Some(url) => url.clone(),

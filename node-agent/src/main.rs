@@ -375,6 +375,15 @@ fn main() -> anyhow::Result<()> {
                 let listener = tokio::net::TcpListener::bind(listen)
                     .await
                     .with_context(|| format!("cannot listen on {listen}"))?;
+                // Bound before the address is announced, like the API.
+                let share = match parse_share_listen(&share_listen)? {
+                    Some(addr) => Some(LocalShare {
+                        base_url: share_url,
+                        max_downloads,
+                        ..LocalShare::bind(addr)?
+                    }),
+                    None => None,
+                };
                 println!("listening on {}", listener.local_addr()?);
                 let config = LocalConfig {
                     data_dir,
@@ -388,11 +397,7 @@ fn main() -> anyhow::Result<()> {
                     },
                     admission: admission.config(),
                     fuse_holder: None,
-                    share: parse_share_listen(&share_listen)?.map(|listen| LocalShare {
-                        listen,
-                        base_url: share_url,
-                        max_downloads,
-                    }),
+                    share,
                 };
                 let hand_over = Arc::new(AtomicBool::new(false));
                 let config = LocalConfig {

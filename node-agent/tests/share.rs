@@ -408,7 +408,7 @@ async fn large_files_stream_in_bounded_downloads() {
 
     // One download at a time: a slow client holds the only place...
     let body = dir.path().join("slow.body");
-    let mut slow = Command::new("curl")
+    let slow = Command::new("curl")
         .args(["-sS", "--limit-rate", "256K", "-o"])
         .arg(&body)
         .args(["-w", "%{http_code}"])
