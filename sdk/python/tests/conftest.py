@@ -87,6 +87,9 @@ def start_agent(binary: Path, root: Path, *extra: str) -> Agent:
                 "127.0.0.1:0",
                 "--proxy-listen",
                 "off",
+                # Share links on a free port: several agents run at once.
+                "--share-listen",
+                "127.0.0.1:0",
                 "--idle-timeout",
                 "2s",
                 *extra,

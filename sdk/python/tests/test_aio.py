@@ -134,3 +134,21 @@ def test_async_errors(agent: Agent) -> None:
                 await client.computer("ghost").stat("x")
 
     run(main())
+
+
+def test_async_share(agent: Agent) -> None:
+    import urllib.request
+
+    async def main() -> None:
+        async with AsyncClient(agent.endpoint, data_dir=agent.data_dir) as client:
+            comp = await client.create_computer(unique_name("aioshare"))
+            try:
+                await comp.write_text("s.txt", "async shared\n")
+                link = await comp.share("s.txt", expires_in=30)
+                body = await asyncio.to_thread(lambda: urllib.request.urlopen(link.url, timeout=10).read())
+                assert body == b"async shared\n"
+            finally:
+                await comp.delete()
+
+    run(main())
+

@@ -210,3 +210,23 @@ def test_backup_is_a_sqlite_database(computer: agentcomputer.Computer, tmp_path:
         assert db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
     finally:
         db.close()
+
+
+def test_share_link_downloads_the_file(computer: agentcomputer.Computer) -> None:
+    import urllib.error
+    import urllib.request
+
+    computer.write("report.txt", "shared text\n")
+    link = computer.share("report.txt", expires_in=60)
+    assert link.path == "report.txt"
+    assert link.expires_unix_seconds > 0
+    with urllib.request.urlopen(link.url, timeout=10) as r:
+        assert r.read() == b"shared text\n"
+        assert r.headers["Content-Type"].startswith("text/plain")
+    tampered = link.url[:-1] + ("0" if link.url[-1] != "0" else "1")
+    with pytest.raises(urllib.error.HTTPError) as e:
+        urllib.request.urlopen(tampered, timeout=10)
+    assert e.value.code == 403
+    with pytest.raises(FileNotFoundError):
+        computer.share("missing.txt")
+

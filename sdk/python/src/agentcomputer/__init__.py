@@ -44,6 +44,7 @@ from .models import (
     FileInfo,
     GlobResult,
     GrepMatch,
+    ShareLink,
     Statfs,
 )
 
@@ -76,6 +77,7 @@ __all__ = [
     "PermissionDeniedError",
     "PortForward",
     "RemoteOSError",
+    "ShareLink",
     "Statfs",
     "Target",
     "default_data_dir",

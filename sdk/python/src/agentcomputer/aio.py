@@ -28,6 +28,7 @@ from .models import (
     FileInfo,
     GlobResult,
     GrepMatch,
+    ShareLink,
     Statfs,
     event_from_proto,
 )
@@ -426,6 +427,14 @@ class AsyncComputer:
             if close:
                 f.close()
         return n
+
+    async def share(self, path: str, *, expires_in: float = 0) -> ShareLink:
+        """A signed download link to the file at ``path`` that works for
+        ``expires_in`` seconds (1 to 604800; 0: the agent's default, one
+        hour). Raises ``FileNotFoundError`` for a missing file, ``OSError``
+        (``EISDIR``) for a directory."""
+        req = pb.ShareRequest(computer=self.name, path=path, expires_in_seconds=int(expires_in))
+        return ShareLink.from_proto(await self.client._unary("Share", req, path))
 
     async def mount(self, host_path: str, *, nonempty: bool = False) -> None:
         """Mounts the files over FUSE at ``host_path`` on the agent's machine."""

@@ -308,6 +308,27 @@ class GrepMatch:
 
 
 @dataclass(frozen=True)
+class ShareLink:
+    """A signed, expiring download link to one file (the API's Share).
+
+    Attributes:
+        url: the link; anyone holding it can download the file until it
+            expires, or until the computer is deleted (or, in a cluster, its
+            credential rotated).
+        expires_unix_seconds: when it stops working, seconds since the epoch.
+        path: the shared path, normalised (relative to ``/workspace``).
+    """
+
+    url: str
+    expires_unix_seconds: int
+    path: str
+
+    @staticmethod
+    def from_proto(m: pb.ShareResponse) -> ShareLink:
+        return ShareLink(url=m.url, expires_unix_seconds=m.expires_unix_seconds, path=m.path)
+
+
+@dataclass(frozen=True)
 class Statfs:
     """Filesystem-wide usage and limits of one computer, like statfs(2).
 
