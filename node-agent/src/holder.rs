@@ -25,7 +25,8 @@
 //! directory; a peer whose `SO_PEERCRED` uid differs from the holder's is
 //! refused. One JSON object per record ([`Message`]); a descriptor travels
 //! as `SCM_RIGHTS` on the record it belongs to. One agent at a time; a new
-//! connection replaces the previous one.
+//! connection replaces the previous one only once the previous agent's
+//! connection is closed (a second one while it is open is refused).
 //! * `keep {path, computer, init}` + descriptor → `ok`: hold it (`path`
 //!   is the key; a second `keep` for a path replaces the first);
 //! * `drop {path}` → `ok`;
@@ -159,6 +160,7 @@ pub fn run(socket_path: &Path, grace: Duration) -> io::Result<()> {
     let me = nix::unistd::geteuid().as_raw();
     let mut held: HashMap<PathBuf, (Held, OwnedFd)> = HashMap::new();
     let mut agent: Option<OwnedFd> = None;
+    let mut agent_pid: Option<i32> = None;
     let mut alone_since = Some(Instant::now());
     loop {
         // Which held connections ended: POLLERR with no events asked for.
@@ -198,10 +200,18 @@ pub fn run(socket_path: &Path, grace: Duration) -> io::Result<()> {
         if revents[0].contains(PollFlags::POLLIN) {
             match accept4(&listener, SockFlag::SOCK_CLOEXEC) {
                 Ok(conn) => match getsockopt(&conn, sockopt::PeerCredentials) {
+                    // While the connected agent's connection is open, no one
+                    // else takes its place (a stray client of the same user
+                    // would cut the agent off its mounts). A dead agent's
+                    // socket is closed at its exit, zombie or not.
+                    Ok(c) if c.uid() == me && agent.as_ref().is_some_and(|a| !hung_up(a)) => {
+                        warn!(pid = c.pid(), agent = ?agent_pid, "refused a second connection while the node agent is connected");
+                    }
                     Ok(c) if c.uid() == me => {
                         if agent.replace(conn).is_some() {
                             info!("a new node agent connection replaces the previous one");
                         }
+                        agent_pid = Some(c.pid());
                         info!(pid = c.pid(), "node agent connected");
                         alone_since = None;
                     }
@@ -239,6 +249,18 @@ pub fn run(socket_path: &Path, grace: Duration) -> io::Result<()> {
     }
     let _ = std::fs::remove_file(socket_path);
     Ok(())
+}
+
+/// Whether the peer of the connected socket `fd` has closed it.
+fn hung_up(fd: &OwnedFd) -> bool {
+    let mut fds = [PollFd::new(fd.as_fd(), PollFlags::empty())];
+    match poll(&mut fds, PollTimeout::ZERO) {
+        Ok(_) => fds[0]
+            .revents()
+            .unwrap_or(PollFlags::empty())
+            .intersects(PollFlags::POLLHUP | PollFlags::POLLERR),
+        Err(_) => true,
+    }
 }
 
 /// Answers one record of the agent; false when it closed the connection.

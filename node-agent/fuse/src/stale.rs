@@ -46,8 +46,12 @@ pub fn cleanup_stale_mounts(under: &Path) -> io::Result<Vec<PathBuf>> {
 
 /// Whether `mountpoint` is itself the mountpoint of a dead FUSE mount: the
 /// topmost mount there (last in `/proc/self/mountinfo`) is of type `fuse`
-/// or `fuse.*` and its `statfs` fails with `ENOTCONN`. Errors: reading
-/// mountinfo.
+/// or `fuse.*` and its `statfs` fails with `ENOTCONN` or `ECONNABORTED`
+/// (an aborted connection), or gets no answer within [`PROBE_WAIT`]: a
+/// connection that some process keeps open but nobody serves (a
+/// descriptor holder's, after the agent that would resume it was started
+/// without it) would otherwise make the caller wait for its end. Errors:
+/// reading mountinfo.
 pub fn is_dead_mount(mountpoint: &Path) -> io::Result<bool> {
     let info = std::fs::read("/proc/self/mountinfo")?;
     let top = info
@@ -59,7 +63,32 @@ pub fn is_dead_mount(mountpoint: &Path) -> io::Result<bool> {
         return Ok(false);
     };
     let is_fuse = fstype == b"fuse" || fstype.starts_with(b"fuse.");
-    Ok(is_fuse && nix::sys::statfs::statfs(mountpoint).err() == Some(nix::errno::Errno::ENOTCONN))
+    Ok(is_fuse && !answers(mountpoint))
+}
+
+/// How long [`is_dead_mount`] waits for a FUSE server to answer `statfs`.
+pub const PROBE_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Whether the server of the FUSE mount at `mountpoint` answers `statfs`
+/// within [`PROBE_WAIT`] (any answer but `ENOTCONN`/`ECONNABORTED`). The
+/// probe runs on a thread of its own, left behind while a call waits.
+fn answers(mountpoint: &Path) -> bool {
+    use nix::errno::Errno;
+    let (tx, rx) = std::sync::mpsc::channel();
+    let path = mountpoint.to_path_buf();
+    let spawned = std::thread::Builder::new()
+        .name("fuse-probe".into())
+        .spawn(move || {
+            let _ = tx.send(nix::sys::statfs::statfs(&path).err());
+        });
+    if spawned.is_err() {
+        return true;
+    }
+    match rx.recv_timeout(PROBE_WAIT) {
+        Ok(Some(Errno::ENOTCONN | Errno::ECONNABORTED)) => false,
+        Ok(_) => true,
+        Err(_) => false,
+    }
 }
 
 /// Detaches the mount at `mountpoint` (`umount2(MNT_DETACH)`, or

@@ -209,8 +209,8 @@ fn owner_change(
 /// `FUSE_UNIQUE_RESEND` (bit 63; include/uapi/linux/fuse.h, Linux 6.9).
 /// The previous server may have applied it before dying unanswered, so
 /// the handlers of requests that are not idempotent (append, create,
-/// unlink) accept the state an applied request leaves, the way an NFS
-/// server's duplicate request cache would.
+/// unlink, rename, link) accept the state an applied request leaves, the
+/// way an NFS server's duplicate request cache would.
 fn resent(req: &Request) -> bool {
     u64::from(req.unique()) & (1 << 63) != 0
 }
@@ -460,7 +460,7 @@ impl Filesystem for Server {
 
     fn rename(
         &self,
-        _req: &Request,
+        req: &Request,
         parent: INodeNo,
         name: &OsStr,
         newparent: INodeNo,
@@ -481,20 +481,40 @@ impl Filesystem for Server {
             flags,
         ) {
             Ok(()) => reply.ok(),
+            // Resent after a take-over: the source is gone and the target
+            // name exists, as the dead server's rename left them. (A
+            // resent RENAME_EXCHANGE cannot be told from a new one and
+            // swaps again.)
+            Err(e)
+                if e.errno() == Errno::ENOENT
+                    && resent(req)
+                    && self.fs.lookup(newparent.0, newname.as_bytes()).is_ok() =>
+            {
+                reply.ok()
+            }
             Err(e) => reply.error(errno(&e)),
         }
     }
 
     fn link(
         &self,
-        _req: &Request,
+        req: &Request,
         ino: INodeNo,
         newparent: INodeNo,
         newname: &OsStr,
         reply: ReplyEntry,
     ) {
         self.enter();
-        let r = self.fs.link(ino.0, newparent.0, newname.as_bytes());
+        let r = match self.fs.link(ino.0, newparent.0, newname.as_bytes()) {
+            // Resent: the name already links this very inode.
+            Err(e) if e.errno() == Errno::EEXIST && resent(req) => {
+                match self.fs.lookup(newparent.0, newname.as_bytes()) {
+                    Ok(a) if a.ino == ino.0 => Ok(a),
+                    _ => Err(e),
+                }
+            }
+            r => r,
+        };
         self.reply_entry(reply, r);
     }
 
