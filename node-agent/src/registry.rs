@@ -712,7 +712,20 @@ impl Registry {
                         path: h.path.display().to_string(),
                         source,
                     })?;
-                let lease = self.acquire(&h.computer).await?;
+                // A previous process that handed over may still hold the
+                // database for a moment while it exits (EBUSY): wait for it.
+                let deadline = std::time::Instant::now() + Duration::from_secs(10);
+                let lease = loop {
+                    match self.acquire(&h.computer).await {
+                        Err(RegistryError::Engine { source, .. })
+                            if source.errno() == agentcomputer_fs::Errno::EBUSY
+                                && std::time::Instant::now() < deadline =>
+                        {
+                            tokio::time::sleep(Duration::from_millis(50)).await;
+                        }
+                        r => break r?,
+                    }
+                };
                 let fs = lease.fs().clone();
                 let opts = host_mount_options(&h.computer);
                 let path = h.path.clone();
