@@ -9,70 +9,28 @@ use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
-use agentcomputer_node_agent::{LocalConfig, serve};
 use rand::RngCore;
 
-/// An in-process node agent on its own runtime thread.
-struct Server {
-    url: String,
-    data: std::path::PathBuf,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-    thread: Option<std::thread::JoinHandle<()>>,
+mod common;
+
+/// The CLI's view of an in-process agent.
+struct Server(common::Agent);
+
+impl std::ops::Deref for Server {
+    type Target = common::Agent;
+    fn deref(&self) -> &common::Agent {
+        &self.0
+    }
 }
 
 impl Server {
     fn start(data: &Path) -> Server {
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        listener.set_nonblocking(true).unwrap();
-        let url = format!("http://{}", listener.local_addr().unwrap());
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        // The token exists before the first client comes, as with the binary.
-        agentcomputer_node_agent::local::prepare(data).unwrap();
-        let config = LocalConfig {
-            data_dir: data.to_path_buf(),
-            idle_timeout: Duration::from_secs(300),
-            tls: None,
-            proxy_listen: None,
-            streams: Default::default(),
-            admission: agentcomputer_node_agent::admission::AdmissionConfig::for_node(),
-            fuse_holder: None,
-            share: Some(
-                agentcomputer_node_agent::local::LocalShare::bind("127.0.0.1:0".parse().unwrap())
-                    .unwrap(),
-            ),
-        };
-        let thread = std::thread::spawn(move || {
-            let rt = tokio::runtime::Runtime::new().unwrap();
-            rt.block_on(async move {
-                let listener = tokio::net::TcpListener::from_std(listener).unwrap();
-                serve(listener, config, async {
-                    let _ = stopped.await;
-                })
-                .await
-                .unwrap();
-            });
-            rt.shutdown_timeout(Duration::from_secs(1));
-        });
-        Server {
-            url,
-            data: data.to_path_buf(),
-            stop: Some(stop),
-            thread: Some(thread),
-        }
+        Server(common::Agent::start(data, None, true))
     }
 
     /// Shuts the agent down gracefully and waits for it.
-    fn stop(mut self) {
-        self.shutdown();
-    }
-
-    fn shutdown(&mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        if let Some(t) = self.thread.take() {
-            t.join().unwrap();
-        }
+    fn stop(self) {
+        self.0.stop();
     }
 
     fn cli(&self, args: &[&str]) -> Output {
@@ -88,12 +46,6 @@ impl Server {
         let mut cmd = command(&self.url);
         cmd.env("AGENTCOMPUTER_DATA_DIR", &self.data);
         cmd
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        self.shutdown();
     }
 }
 

@@ -6,66 +6,26 @@
 use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Command, Output};
-use std::time::Duration;
 
-use agentcomputer_node_agent::{LocalConfig, serve};
+mod common;
 
-/// An in-process node agent on its own runtime thread.
-struct Server {
-    addr: std::net::SocketAddr,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-    thread: Option<std::thread::JoinHandle<()>>,
+/// The CLI's view of an in-process agent.
+struct Server(common::Agent);
+
+impl std::ops::Deref for Server {
+    type Target = common::Agent;
+    fn deref(&self) -> &common::Agent {
+        &self.0
+    }
 }
 
 impl Server {
     fn start(data: &Path, tls: Option<tonic::transport::ServerTlsConfig>) -> Server {
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        listener.set_nonblocking(true).unwrap();
-        let addr = listener.local_addr().unwrap();
-        agentcomputer_node_agent::local::prepare(data).unwrap();
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let config = LocalConfig {
-            data_dir: data.to_path_buf(),
-            idle_timeout: Duration::from_secs(300),
-            tls,
-            proxy_listen: None,
-            streams: Default::default(),
-            admission: agentcomputer_node_agent::admission::AdmissionConfig::for_node(),
-            fuse_holder: None,
-            share: None,
-        };
-        let thread = std::thread::spawn(move || {
-            let rt = tokio::runtime::Runtime::new().unwrap();
-            rt.block_on(async move {
-                let listener = tokio::net::TcpListener::from_std(listener).unwrap();
-                serve(listener, config, async {
-                    let _ = stopped.await;
-                })
-                .await
-                .unwrap();
-            });
-            rt.shutdown_timeout(Duration::from_secs(1));
-        });
-        Server {
-            addr,
-            stop: Some(stop),
-            thread: Some(thread),
-        }
+        Server(common::Agent::start(data, tls, false))
     }
 
     fn http(&self) -> String {
         format!("http://{}", self.addr)
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        if let Some(t) = self.thread.take() {
-            t.join().unwrap();
-        }
     }
 }
 
