@@ -39,6 +39,14 @@ pub struct Config {
     /// serves its API over TLS (the chart's `nodeAgent.tls`). `None`: the
     /// agents serve plaintext.
     pub agent_tls: Option<AgentTls>,
+    /// Name of a Service in the agent namespace that routes to the node
+    /// agent of the caller's own node (`internalTrafficPolicy: Local`, the
+    /// chart's `<release>-node-agent`). Sandbox pods dial its cluster IP,
+    /// which outlives every node-agent pod, so a restarted or upgraded
+    /// agent does not change their spec and running sandboxes are kept.
+    /// `None`: they dial the serving agent pod's IP, and are replaced
+    /// whenever that pod is.
+    pub agent_service: Option<String>,
 }
 
 /// Trust for node agents' TLS certificates, handed to each computer's
@@ -66,6 +74,7 @@ impl Default for Config {
             resync_seconds: 300,
             runner_image: None,
             agent_tls: None,
+            agent_service: None,
         }
     }
 }
@@ -123,6 +132,9 @@ pub struct Context {
     pub recorder: Recorder,
     /// Placements decided here that other inputs do not show yet.
     decided: Mutex<Decided>,
+    /// Cluster IP of [`Config::agent_service`], once read (a Service's
+    /// cluster IP never changes during its life).
+    agent_service_ip: tokio::sync::OnceCell<String>,
 }
 
 /// Placements decided here, by computer uid.
@@ -179,7 +191,35 @@ impl Context {
             metrics,
             recorder,
             decided: Mutex::new(Decided::default()),
+            agent_service_ip: tokio::sync::OnceCell::new(),
         }
+    }
+
+    /// The cluster IP of [`Config::agent_service`], read from the API
+    /// server once; `Ok(None)` when no Service is configured. Errors: the
+    /// Service cannot be read, or it is headless (no cluster IP to dial).
+    pub async fn agent_service_ip(&self) -> crate::error::Result<Option<String>> {
+        let Some(name) = &self.config.agent_service else {
+            return Ok(None);
+        };
+        let ip = self
+            .agent_service_ip
+            .get_or_try_init(|| async {
+                let services: kube::Api<k8s_openapi::api::core::v1::Service> =
+                    kube::Api::namespaced(self.client.clone(), &self.config.agent_namespace);
+                let svc = services.get(name).await?;
+                svc.spec
+                    .and_then(|s| s.cluster_ip)
+                    .filter(|ip| !ip.is_empty() && ip != "None")
+                    .ok_or_else(|| {
+                        crate::error::Error::Config(format!(
+                            "Service {}/{name} has no cluster IP: the node agents' Service must not be headless",
+                            self.config.agent_namespace
+                        ))
+                    })
+            })
+            .await?;
+        Ok(Some(ip.clone()))
     }
 
     /// Ready node agents by node name.

@@ -345,11 +345,17 @@ pub async fn apply(c: Arc<AgentComputer>, ctx: Arc<Context>) -> Result<Action> {
     // 5. Sandbox.
     let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
     let pod_name = resources::pod_name(&c);
+    // Where the sandbox's runner and proxy settings point: the node-local
+    // Service when there is one (stable across agent pods), else the pod.
+    let agent_address = match ctx.agent_service_ip().await? {
+        Some(ip) => Some(ip),
+        None => agent.as_ref().and_then(|a| a.ip.clone()),
+    };
     let (sandbox, requeue_idle) = reconcile_sandbox(
         &c,
         &pods,
         &pod_name,
-        agent.as_ref(),
+        agent_address.as_deref(),
         ctx.config.runner_image.as_deref(),
         ctx.config.agent_tls.as_ref(),
         credential_hash.as_deref(),
@@ -679,7 +685,7 @@ async fn reconcile_sandbox(
     c: &AgentComputer,
     pods: &Api<Pod>,
     name: &str,
-    agent: Option<&placement::Agent>,
+    agent_address: Option<&str>,
     runner_image: Option<&str>,
     agent_tls: Option<&crate::context::AgentTls>,
     credential_hash: Option<&str>,
@@ -711,7 +717,7 @@ async fn reconcile_sandbox(
     let desired = pod::build(
         c,
         sandbox,
-        agent.and_then(|a| a.ip.as_deref()),
+        agent_address,
         credential_hash,
         runner_image.map(|image| pod::Runner {
             image,

@@ -16,6 +16,10 @@ pub enum Error {
     /// Serializing an object to apply failed.
     #[error("serialize: {0}")]
     Serialize(#[from] serde_json::Error),
+    /// The operator's configuration does not match the cluster (e.g. the
+    /// node agents' Service is headless).
+    #[error("configuration: {0}")]
+    Config(String),
 }
 
 impl Error {
@@ -34,6 +38,7 @@ impl Error {
             },
             Error::MissingField(_) => "missing-field",
             Error::Serialize(_) => "serialize",
+            Error::Config(_) => "config",
         }
     }
 }

@@ -61,6 +61,13 @@ struct Args {
     /// check this name instead).
     #[arg(long, env = "AGENT_TLS_SERVER_NAME", requires = "agent_tls_ca")]
     agent_tls_server_name: Option<String>,
+    /// Service (in the agent namespace) that routes to the node agent of
+    /// the caller's own node (internalTrafficPolicy: Local). Sandbox pods
+    /// dial its cluster IP, so a node agent that restarts or is upgraded
+    /// keeps their spec and they keep running. Without it they dial the
+    /// agent pod's IP and are replaced with every agent pod.
+    #[arg(long, env = "AGENT_SERVICE")]
+    agent_service: Option<String>,
     /// Seconds between periodic reconciles of a Ready computer.
     #[arg(long, env = "RESYNC_SECONDS", default_value_t = 300)]
     resync_seconds: u64,
@@ -120,6 +127,7 @@ async fn main() -> anyhow::Result<()> {
         resync_seconds: args.resync_seconds,
         runner_image: args.runner_image.clone().filter(|i| !i.trim().is_empty()),
         agent_tls: agent_tls(&args)?,
+        agent_service: args.agent_service.clone().filter(|s| !s.trim().is_empty()),
     };
     if config.runner_image.is_none() {
         tracing::warn!(

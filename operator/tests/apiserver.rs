@@ -11,6 +11,7 @@
 mod support;
 
 use std::path::Path;
+use std::time::Duration;
 
 use agentcomputer_crds::{AgentComputer, ComputerPhase};
 use k8s_openapi::api::coordination::v1::Lease;
@@ -615,7 +616,20 @@ async fn operator_chart_and_crd_against_a_real_apiserver() {
             .find(|e| e.name == name)
             .unwrap_or_else(|| panic!("{name} in {env:?}"))
     };
+    // The runner dials the node-local agent Service's cluster IP (stable
+    // across agent pods), not the agent pod's IP of the status endpoint.
+    let agent_svc = Api::<k8s_openapi::api::core::v1::Service>::namespaced(admin.clone(), SYSTEM_NS)
+        .get(&format!("{RELEASE}-agent-computer-node-agent"))
+        .await
+        .unwrap();
+    let agent_svc_spec = agent_svc.spec.unwrap();
+    assert_eq!(agent_svc_spec.internal_traffic_policy.as_deref(), Some("Local"));
+    let svc_ip = agent_svc_spec.cluster_ip.unwrap();
     assert_eq!(
+        value("AGENTCOMPUTER_AGENT").value,
+        Some(format!("{svc_ip}:7433"))
+    );
+    assert_ne!(
         value("AGENTCOMPUTER_AGENT").value,
         builder.status.as_ref().unwrap().endpoint
     );
@@ -745,6 +759,30 @@ async fn operator_chart_and_crd_against_a_real_apiserver() {
         err.to_string().contains("storage.size may only grow"),
         "{err}"
     );
+
+    // --- A node agent restarted with a new pod IP keeps the sandbox. ---
+    // Its sandbox pod dials the node-local Service, so the agent's new pod
+    // changes nothing in the pod's spec: the pod (and the FUSE mount the
+    // mounter keeps for it) is not replaced.
+    let sandbox_uid = pods.get("builder-sandbox").await.unwrap().uid();
+    let bip = if bn == "node-a" { "10.244.1.10" } else { "10.244.2.10" };
+    set_agent_ready(&admin, &bn, bip, false).await;
+    wait_phase(&computers, "builder", ComputerPhase::Unavailable, 30).await;
+    let moved_ip = if bn == "node-a" { "10.244.1.11" } else { "10.244.2.11" };
+    set_agent_ready(&admin, &bn, moved_ip, true).await;
+    let back = wait_phase(&computers, "builder", ComputerPhase::Ready, 30).await;
+    assert_eq!(
+        back.status.unwrap().endpoint.as_deref(),
+        Some(format!("{moved_ip}:7433").as_str())
+    );
+    // A few reconciles' worth of time for a replacement to show.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(
+        pods.get("builder-sandbox").await.unwrap().uid(),
+        sandbox_uid,
+        "the sandbox pod was replaced when its node agent restarted"
+    );
+    set_agent_ready(&admin, &bn, bip, true).await;
 
     // --- Node agent loss and recovery. ---
     set_agent_ready(&admin, &sn, ip, false).await;

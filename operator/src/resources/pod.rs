@@ -105,7 +105,9 @@ pub struct Runner<'a> {
     pub tls: Option<&'a crate::context::AgentTls>,
 }
 
-/// Builds the pod. `agent_ip` is the serving node agent's pod IP: the pod
+/// Builds the pod. `agent_ip` is the address of the serving node agent
+/// (the cluster IP of the node-local agent Service, or the agent pod's IP;
+/// see [`crate::context::Config::agent_service`]): the pod
 /// gets HTTP(S)_PROXY pointing at it when the egress policy lists host
 /// names (with `proxy_credential`, the computer's `status.credentialHash`,
 /// as the proxy credential), and, with `runner`, the runner dialing it

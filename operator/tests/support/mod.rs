@@ -409,6 +409,7 @@ impl Cluster {
                 .arg("--lease-duration-seconds=6")
                 .arg("--resync-seconds=60")
                 .arg(format!("--runner-image={RUNNER_IMAGE}"))
+                .arg(format!("--agent-service={RELEASE}-agent-computer-node-agent"))
                 .arg(format!("--identity={identity}")),
             self.dir.path().join(format!("{identity}.log")),
         );
