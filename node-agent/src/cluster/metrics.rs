@@ -12,6 +12,10 @@
 //! | `agentcomputer_node_fuse_connections` | gauge | |
 //! | `agentcomputer_node_credential_refusals_total` | counter | `code` |
 //! | `agentcomputer_node_sandbox_runners` | gauge | (registered by [`super::sandboxes`]) |
+//!
+//! And the standard process families of the Prometheus client libraries
+//! (`process_resident_memory_bytes`, `process_cpu_seconds_total`,
+//! `process_open_fds`, ...), read from `/proc/self`.
 
 use std::time::Duration;
 
@@ -118,6 +122,11 @@ impl Metrics {
         ] {
             registry.register(c).expect("metric names are unique");
         }
+        // The agent's own memory and CPU: what an operator watches first
+        // on a node agent that serves many computers.
+        registry
+            .register(Box::new(prometheus::process_collector::ProcessCollector::for_self()))
+            .expect("process metric names are unique");
         for runtime in ["shell", "javascript"] {
             for outcome in ExecOutcome::ALL {
                 execs.with_label_values(&[runtime, outcome.as_str()]);
@@ -237,5 +246,13 @@ mod tests {
         ] {
             assert!(text.contains(line), "{line} missing in\n{text}");
         }
+        // The process's own resident memory, a real, non-zero number.
+        let rss: f64 = text
+            .lines()
+            .find_map(|l| l.strip_prefix("process_resident_memory_bytes "))
+            .unwrap_or_else(|| panic!("no process_resident_memory_bytes in\n{text}"))
+            .parse()
+            .unwrap();
+        assert!(rss > 1e6, "resident memory {rss}");
     }
 }
