@@ -79,6 +79,15 @@ pub enum RegistryError {
         "cannot mount over {path}: it is not empty, and the mount would hide its files until unmounted; use an empty directory, or ask for it with --nonempty"
     )]
     MountNotEmpty { path: String },
+    /// A host mount asked of an agent that is not root. Host mounts are
+    /// `nosymfollow`, which takes `CAP_SYS_ADMIN` (the bind remount that
+    /// sets it); without root the mount would otherwise fail further in,
+    /// with an errno that names neither cause (`EACCES` opening a
+    /// `/dev/fuse` of mode 0600, `ENOENT` without `fusermount3`).
+    #[error(
+        "cannot mount at {path}: this node agent runs as uid {uid}, and host mounts need one running as root (they refuse symbolic links with nosymfollow, which takes CAP_SYS_ADMIN); start node-agent local as root to mount"
+    )]
+    MountNeedsRoot { path: String, uid: u32 },
     /// The kernel would not make the mount refuse symbolic links
     /// (`nosymfollow`); nothing was mounted.
     #[error("cannot mount over {path} safely: {refused}")]
@@ -832,7 +841,8 @@ impl Registry {
     /// uid and gid ([`agentcomputer_fuse::OwnerMap`]; files made through it
     /// are stored as the sandbox user).
     ///
-    /// Errors: as [`Registry::acquire`], `MountNotOwned`, `MountNotEmpty`,
+    /// Errors: as [`Registry::acquire`], `MountNeedsRoot` (an agent that
+    /// is not root: nothing is tried), `MountNotOwned`, `MountNotEmpty`,
     /// or `Mount` with `EINVAL`, `ENOENT`, `ENOTDIR`, `EBUSY` or the
     /// kernel's errno.
     pub async fn mount(
@@ -856,6 +866,13 @@ impl Registry {
                 nix::errno::Errno::EINVAL as i32,
             )));
         }
+        let agent_uid = nix::unistd::geteuid().as_raw();
+        if agent_uid != 0 {
+            return Err(RegistryError::MountNeedsRoot {
+                path: path.display().to_string(),
+                uid: agent_uid,
+            });
+        }
         let busy = lock(&self.inner.open)
             .values()
             .any(|s| lock(&s.mounts).contains_key(path));
@@ -878,7 +895,6 @@ impl Registry {
         }
         let fs = lease.fs().clone();
         let target = path.to_path_buf();
-        let agent_uid = nix::unistd::geteuid().as_raw();
         let opts = host_mount_options(name);
         let holder = self.inner.holder.get().cloned();
         let computer = name.to_string();

@@ -725,3 +725,49 @@ async fn ioctls_on_mount_files_are_enotty_and_not_logged() {
     log.read_to_string(&mut text).unwrap();
     assert!(!text.contains("ioctl"), "the agent logged ioctls:\n{text}");
 }
+
+/// An agent that is not root cannot make a host mount safe (`nosymfollow`
+/// takes CAP_SYS_ADMIN): it refuses at once, in one line saying so and
+/// what to do, instead of failing inside the mount with an errno that
+/// names neither cause (`EACCES` from a `/dev/fuse` of mode 0600, `ENOENT`
+/// without `fusermount3`).
+#[tokio::test]
+async fn an_agent_that_is_not_root_refuses_mounts_saying_why() {
+    use std::os::unix::fs::PermissionsExt;
+    if !fuse_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let nobody = Some(nix::unistd::Uid::from_raw(65534));
+    let nogroup = Some(nix::unistd::Gid::from_raw(65534));
+    let data = dir.path().join("data");
+    let mnt = dir.path().join("mnt");
+    for d in [&data, &mnt] {
+        std::fs::create_dir(d).unwrap();
+        nix::unistd::chown(d, nobody, nogroup).unwrap();
+    }
+    let agent = Agent::start_as(&data, &[], 65534);
+    let mut c = agent.client().await;
+    create(&mut c, "demo", 0).await;
+    let err = mount(&mut c, "demo", &mnt).await.unwrap_err();
+    assert_eq!(err.code(), Code::PermissionDenied, "{}", err.message());
+    assert_eq!(
+        err.message(),
+        format!(
+            "EPERM: cannot mount at {}: this node agent runs as uid 65534, and host mounts need one running as root (they refuse symbolic links with nosymfollow, which takes CAP_SYS_ADMIN); start node-agent local as root to mount",
+            mnt.display()
+        )
+    );
+    assert_eq!(
+        nix::sys::statfs::statfs(&mnt).unwrap().filesystem_type(),
+        nix::sys::statfs::statfs(dir.path())
+            .unwrap()
+            .filesystem_type(),
+        "something was mounted"
+    );
+    assert!(!data.join("mounts.json").exists() || recorded(&data).is_empty());
+    // The rest of the agent works.
+    assert_eq!(sh(&mut c, "demo", "echo ok").await.stdout, "ok\n");
+    assert!(agent.stop().await.success());
+}

@@ -133,6 +133,7 @@ impl From<RegistryError> for Status {
             RegistryError::NotMounted { .. } => errno_detail(Errno::EINVAL, message),
             RegistryError::MountNotOwned { .. } => errno_detail(Errno::EPERM, message),
             RegistryError::MountNotEmpty { .. } => errno_detail(Errno::ENOTEMPTY, message),
+            RegistryError::MountNeedsRoot { .. } => errno_detail(Errno::EPERM, message),
             RegistryError::MountUnsafe { refused, .. } => {
                 errno_detail(Errno::from_raw(refused.errno), message)
             }
