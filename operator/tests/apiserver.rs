@@ -618,12 +618,16 @@ async fn operator_chart_and_crd_against_a_real_apiserver() {
     };
     // The runner dials the node-local agent Service's cluster IP (stable
     // across agent pods), not the agent pod's IP of the status endpoint.
-    let agent_svc = Api::<k8s_openapi::api::core::v1::Service>::namespaced(admin.clone(), SYSTEM_NS)
-        .get(&format!("{RELEASE}-agent-computer-node-agent"))
-        .await
-        .unwrap();
+    let agent_svc =
+        Api::<k8s_openapi::api::core::v1::Service>::namespaced(admin.clone(), SYSTEM_NS)
+            .get(&format!("{RELEASE}-agent-computer-node-agent"))
+            .await
+            .unwrap();
     let agent_svc_spec = agent_svc.spec.unwrap();
-    assert_eq!(agent_svc_spec.internal_traffic_policy.as_deref(), Some("Local"));
+    assert_eq!(
+        agent_svc_spec.internal_traffic_policy.as_deref(),
+        Some("Local")
+    );
     let svc_ip = agent_svc_spec.cluster_ip.unwrap();
     assert_eq!(
         value("AGENTCOMPUTER_AGENT").value,
@@ -765,10 +769,18 @@ async fn operator_chart_and_crd_against_a_real_apiserver() {
     // changes nothing in the pod's spec: the pod (and the FUSE mount the
     // mounter keeps for it) is not replaced.
     let sandbox_uid = pods.get("builder-sandbox").await.unwrap().uid();
-    let bip = if bn == "node-a" { "10.244.1.10" } else { "10.244.2.10" };
+    let bip = if bn == "node-a" {
+        "10.244.1.10"
+    } else {
+        "10.244.2.10"
+    };
     set_agent_ready(&admin, &bn, bip, false).await;
     wait_phase(&computers, "builder", ComputerPhase::Unavailable, 30).await;
-    let moved_ip = if bn == "node-a" { "10.244.1.11" } else { "10.244.2.11" };
+    let moved_ip = if bn == "node-a" {
+        "10.244.1.11"
+    } else {
+        "10.244.2.11"
+    };
     set_agent_ready(&admin, &bn, moved_ip, true).await;
     let back = wait_phase(&computers, "builder", ComputerPhase::Ready, 30).await;
     assert_eq!(

@@ -1066,7 +1066,11 @@ fn agent_restart(cx: &mut Context) -> Result<String> {
         );
         times.push(ns.parse::<u128>()?);
     }
-    ensure!(times.len() == 600, "tick.log has {} lines, not 600", times.len());
+    ensure!(
+        times.len() == 600,
+        "tick.log has {} lines, not 600",
+        times.len()
+    );
     let pause = times
         .windows(2)
         .map(|w| w[1].saturating_sub(w[0]))
@@ -1230,9 +1234,9 @@ fn burst(cx: &mut Context) -> Result<String> {
         .ok("kubectl apply of the burst")?;
     let mut last_ready = 0;
     eventually(600, &format!("{BURST} computers Ready"), || {
-        let all = cx
-            .tools
-            .kubectl_json(&["-n", NS, "get", "agentcomputers", "-l", "e2e/burst=1"])?;
+        let all =
+            cx.tools
+                .kubectl_json(&["-n", NS, "get", "agentcomputers", "-l", "e2e/burst=1"])?;
         let ready = all["items"]
             .as_array()
             .into_iter()
@@ -1244,7 +1248,10 @@ fn burst(cx: &mut Context) -> Result<String> {
     })
     .map_err(|e| anyhow!("{e:#} ({last_ready} of {BURST} Ready)"))?;
     let all_ready = start.elapsed();
-    cx.time(format!("{BURST} computers: kubectl apply to all Ready"), all_ready);
+    cx.time(
+        format!("{BURST} computers: kubectl apply to all Ready"),
+        all_ready,
+    );
     let mut latencies = Vec::with_capacity(BURST);
     for name in &names {
         let t = Instant::now();
@@ -1255,8 +1262,14 @@ fn burst(cx: &mut Context) -> Result<String> {
     latencies.sort();
     let p50 = latencies[BURST / 2];
     let max = latencies[BURST - 1];
-    cx.time(format!("{BURST} computers: first shell exec each, median"), p50);
-    cx.time(format!("{BURST} computers: first shell exec each, slowest"), max);
+    cx.time(
+        format!("{BURST} computers: first shell exec each, median"),
+        p50,
+    );
+    cx.time(
+        format!("{BURST} computers: first shell exec each, slowest"),
+        max,
+    );
     let open = agent_metrics(cx)?;
     let open_computers = metric(&open, r#"agentcomputer_node_computers{state="open"}"#)?;
     ensure!(

@@ -125,7 +125,9 @@ impl Metrics {
         // The agent's own memory and CPU: what an operator watches first
         // on a node agent that serves many computers.
         registry
-            .register(Box::new(prometheus::process_collector::ProcessCollector::for_self()))
+            .register(Box::new(
+                prometheus::process_collector::ProcessCollector::for_self(),
+            ))
             .expect("process metric names are unique");
         for runtime in ["shell", "javascript"] {
             for outcome in ExecOutcome::ALL {
