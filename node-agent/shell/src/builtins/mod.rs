@@ -12,6 +12,8 @@ mod ls_format;
 mod printf_format;
 mod stat;
 mod stream;
+mod test_cmd;
+mod test_expr;
 mod wget;
 mod workspace;
 
@@ -42,5 +44,7 @@ pub(crate) fn install(
         .builtin("link", Box::new(ln::Link::new(engine.clone())))
         .builtin("ls", Box::new(ls::Ls::new(engine.clone())))
         .builtin("stat", Box::new(stat::Stat::new(engine.clone())))
+        .builtin("test", Box::new(test_cmd::Test::new(engine.clone(), false)))
+        .builtin("[", Box::new(test_cmd::Test::new(engine.clone(), true)))
         .before_tool(Box::new(printf_format::hook))
 }
