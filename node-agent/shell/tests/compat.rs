@@ -103,6 +103,27 @@ async fn printf_reads_backslash_and_hex_escapes_as_bash() {
     assert_eq!(c.read("nul.bin"), b"a\0b\0g");
 }
 
+/// `%b` keeps the backslash of `\"` (it is not one of echo's escapes),
+/// also when the format is reused and after `*` widths; `%s` arguments are
+/// never touched. Compared with the host's bash where there is one.
+#[tokio::test]
+async fn printf_b_keeps_escaped_quotes_as_bash() {
+    let c = Computer::new();
+    let script = r#"printf '%b|' 'a\"b' 'c\\"d' '\"\n'; echo; printf '%s %b\n' '\"' '\"' x 'y\"'; printf '%*s%b\n' 3 'z' '\"\x41'; printf -v v '%b' '\"'; echo "$v""#;
+    let ours = c.sh(script).await.ok();
+    assert_eq!(
+        ours,
+        "a\\\"b|c\\\"d|\\\"\n|\n\\\" \\\"\nx y\\\"\n  z\\\"A\n\\\"\n"
+    );
+    if let Ok(host) = std::process::Command::new("bash")
+        .arg("-c")
+        .arg(script)
+        .output()
+    {
+        assert_eq!(ours, String::from_utf8(host.stdout).unwrap());
+    }
+}
+
 /// Every byte value, many times, with long runs of NUL and 0xff.
 fn binary() -> Vec<u8> {
     let mut all: Vec<u8> = (0..=255u8).cycle().take(256 * 64).collect();

@@ -8,6 +8,11 @@
 //! backslash and `\xHH` (one or two hex digits) as that byte, NUL included.
 //! The hook rewrites those two escapes to octal forms with the same meaning
 //! (`\134` is a backslash, `\000` a NUL), which bashkit handles correctly.
+//!
+//! bashkit's `%b` also took `\"` in an argument for a double quote, where
+//! bash's `%b` (the escapes of `echo -e`) keeps both characters:
+//! `printf %b 'a\"b'` prints `a\"b`. The hook doubles the backslash of
+//! `\"` in each argument a `%b` conversion consumes.
 
 use bashkit::hooks::{HookAction, ToolEvent};
 
@@ -16,11 +21,107 @@ use bashkit::hooks::{HookAction, ToolEvent};
 pub(crate) fn hook(mut event: ToolEvent) -> HookAction<ToolEvent> {
     if event.name == "printf"
         && let Some(i) = format_index(&event.args)
-        && let Some(fixed) = rewrite(&event.args[i])
     {
-        event.args[i] = fixed;
+        let slots = conversions(&event.args[i]);
+        if slots.contains(&Slot::Bytes) {
+            for (arg, slot) in event.args[i + 1..].iter_mut().zip(slots.iter().cycle()) {
+                if *slot == Slot::Bytes {
+                    *arg = keep_escaped_quotes(arg);
+                }
+            }
+        }
+        if let Some(fixed) = rewrite(&event.args[i]) {
+            event.args[i] = fixed;
+        }
     }
     HookAction::Continue(event)
+}
+
+/// What a format consumes from the arguments, one entry per argument.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Slot {
+    /// A `%b` argument.
+    Bytes,
+    /// Any other conversion's argument, or a `*` width or precision.
+    Other,
+}
+
+/// The arguments one pass of `format` consumes, in order. bash reuses the
+/// format while arguments remain, so they map onto this cyclically.
+fn conversions(format: &str) -> Vec<Slot> {
+    let bytes = format.as_bytes();
+    let mut slots = Vec::new();
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] != b'%' {
+            i += 1;
+            continue;
+        }
+        i += 1;
+        if bytes.get(i) == Some(&b'%') {
+            i += 1;
+            continue;
+        }
+        while i < bytes.len() && b"-+ #0'".contains(&bytes[i]) {
+            i += 1;
+        }
+        let mut width_and_precision = |i: &mut usize| {
+            if bytes.get(*i) == Some(&b'*') {
+                slots.push(Slot::Other);
+                *i += 1;
+            }
+            while bytes.get(*i).is_some_and(u8::is_ascii_digit) {
+                *i += 1;
+            }
+        };
+        width_and_precision(&mut i);
+        if bytes.get(i) == Some(&b'.') {
+            i += 1;
+            width_and_precision(&mut i);
+        }
+        while i < bytes.len() && b"hlLqjzt".contains(&bytes[i]) {
+            i += 1;
+        }
+        match bytes.get(i) {
+            Some(b'b') => slots.push(Slot::Bytes),
+            // `%(datefmt)T`: one argument, the time.
+            Some(b'(') => {
+                while i < bytes.len() && bytes[i] != b')' {
+                    i += 1;
+                }
+                slots.push(Slot::Other);
+            }
+            Some(_) => slots.push(Slot::Other),
+            None => {}
+        }
+        i += 1;
+    }
+    slots
+}
+
+/// `arg` with the backslash of each `\"` doubled (an escaped backslash
+/// `\\` is left as it is), so bashkit's `%b` prints `\"` as bash does.
+fn keep_escaped_quotes(arg: &str) -> String {
+    if !arg.contains("\\\"") {
+        return arg.to_string();
+    }
+    let mut out = String::with_capacity(arg.len() + 4);
+    let mut chars = arg.chars();
+    while let Some(c) = chars.next() {
+        if c != '\\' {
+            out.push(c);
+            continue;
+        }
+        match chars.next() {
+            Some('"') => out.push_str("\\\\\""),
+            Some(next) => {
+                out.push('\\');
+                out.push(next);
+            }
+            None => out.push('\\'),
+        }
+    }
+    out
 }
 
 /// Index of the format operand: after `-v NAME` (or `-vNAME`) and `--`.
@@ -96,6 +197,36 @@ mod tests {
         assert_eq!(rewrite(r"\x41\x001").as_deref(), Some(r"\x41\0001"));
         assert_eq!(rewrite(r"\\\x00").as_deref(), Some(r"\134\000"));
         assert_eq!(rewrite(r"%s\n"), None);
+    }
+
+    #[test]
+    fn b_arguments_keep_the_backslash_of_an_escaped_quote() {
+        assert_eq!(keep_escaped_quotes(r#"a\"b"#), r#"a\\"b"#);
+        assert_eq!(keep_escaped_quotes(r#"a\\"b"#), r#"a\\"b"#);
+        assert_eq!(keep_escaped_quotes(r#"\n\"\"#), r#"\n\\"\"#);
+        assert_eq!(
+            conversions("%s %b %*d %.*b %% %(%F)T %5.2f"),
+            [
+                Slot::Other,
+                Slot::Bytes,
+                Slot::Other,
+                Slot::Other,
+                Slot::Other,
+                Slot::Bytes,
+                Slot::Other,
+                Slot::Other
+            ]
+        );
+        let HookAction::Continue(e) = hook(ToolEvent {
+            name: "printf".into(),
+            args: args(&["%s|%b\n", r#"\""#, r#"\""#, r#"\""#, r#"\""#]),
+        }) else {
+            panic!("cancelled")
+        };
+        assert_eq!(
+            e.args,
+            args(&["%s|%b\n", r#"\""#, r#"\\""#, r#"\""#, r#"\\""#])
+        );
     }
 
     #[test]
