@@ -164,6 +164,17 @@ async fn ifs_is_set_at_start_up() {
     assert_eq!(out.ok(), "1\n3\n$' \\t\\n'\n0\n");
 }
 
+/// The variables bash sets at start-up with fixed values are set, and not
+/// exported: `set -u` scripts may read them.
+#[tokio::test]
+async fn start_up_variables_are_set_as_bash_sets_them() {
+    let c = Computer::new();
+    let out = c
+        .sh("set -u; echo \"$OPTERR $BASH\"; $BASH -c 'echo child'; env | grep -c -e '^OPTERR=' -e '^BASH=' -e '^IFS=' || true")
+        .await;
+    assert_eq!(out.ok(), "1 /bin/bash\nchild\n0\n");
+}
+
 #[tokio::test]
 async fn device_nodes_and_sockets_are_not_regular_files() {
     let c = Computer::new();

@@ -25,14 +25,21 @@ pub(crate) fn export_login(builder: BashBuilder, user: &str, home: &str) -> Bash
 /// bash's word-splitting default: space, tab, newline.
 const DEFAULT_IFS: &str = " \t\n";
 
+/// The shell's own path, `$BASH` (bashkit runs `/bin/bash -c ...` itself).
+const SHELL_PATH: &str = "/bin/bash";
+
 /// Sets the shell variables bash sets at start-up that bashkit leaves
-/// unset: `IFS` (space, tab, newline; not exported, and not taken from the
-/// environment, as bash does). With `IFS` unset, `old=$IFS; IFS=:; ...;
-/// IFS=$old` would leave it empty and turn word splitting off for the rest
-/// of the script.
+/// unset, none of them exported (as bash does):
+/// - `IFS`: space, tab, newline, and not taken from the environment. With
+///   `IFS` unset, `old=$IFS; IFS=:; ...; IFS=$old` would leave it empty and
+///   turn word splitting off for the rest of the script.
+/// - `OPTERR`: 1 (`getopts` reports errors), so `set -u` scripts can read it.
+/// - `BASH`: the path the shell was started as, `/bin/bash`.
 pub(crate) fn set_startup_variables(bash: &mut bashkit::Bash) {
     let mut state = bash.shell_state();
-    state.variables.insert("IFS".into(), DEFAULT_IFS.into());
-    state.env.remove("IFS");
+    for (name, value) in [("IFS", DEFAULT_IFS), ("OPTERR", "1"), ("BASH", SHELL_PATH)] {
+        state.variables.insert(name.into(), value.into());
+        state.env.remove(name);
+    }
     bash.restore_shell_state(&state);
 }
