@@ -300,3 +300,52 @@ async fn test_grammar_and_shell_state_match_bash() {
         assert_eq!(ours, String::from_utf8(theirs).unwrap());
     }
 }
+
+/// `sleep` waits as long as asked (bashkit's stopped at 60 s), sums its
+/// operands, takes coreutils' suffixes, refuses bad ones, and stops with
+/// the exec's timeout.
+#[tokio::test]
+async fn sleep_waits_the_whole_time_and_stops_with_the_exec() {
+    let c = Computer::new();
+    let started = std::time::Instant::now();
+    let out = c.sh("sleep 0.3 0.2s 0.005m; echo done").await;
+    assert_eq!(out.ok(), "done\n");
+    let took = started.elapsed();
+    assert!(took >= Duration::from_millis(800), "{took:?}");
+    let out = c.sh("sleep 1x; echo $?; sleep; echo $?").await;
+    assert_eq!(out.stdout(), "1\n1\n");
+    assert!(
+        out.stderr().contains("sleep: invalid time interval '1x'"),
+        "{}",
+        out.stderr()
+    );
+    assert!(
+        out.stderr().contains("sleep: missing operand"),
+        "{}",
+        out.stderr()
+    );
+    // Past bashkit's 60 s clamp (a minute of waiting, no CPU).
+    let started = std::time::Instant::now();
+    let out = c
+        .exec(ExecRequest {
+            script: "sleep 60.7; echo done".into(),
+            timeout: Duration::from_secs(90),
+            ..ExecRequest::default()
+        })
+        .await;
+    assert_eq!(out.ok(), "done\n");
+    let took = started.elapsed();
+    assert!(took >= Duration::from_millis(60_700), "{took:?}");
+    // An endless sleep ends with the exec's timeout.
+    let started = std::time::Instant::now();
+    let out = c
+        .exec(ExecRequest {
+            script: "sleep inf; echo late".into(),
+            timeout: Duration::from_secs(2),
+            ..ExecRequest::default()
+        })
+        .await;
+    assert_eq!(out.code(), agentcomputer_shell::EXIT_TIMEOUT);
+    assert_eq!(out.stdout(), "");
+    assert!(started.elapsed() < Duration::from_secs(10));
+}

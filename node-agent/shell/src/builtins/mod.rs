@@ -10,6 +10,7 @@ mod ln;
 mod ls;
 mod ls_format;
 mod printf_format;
+mod sleep;
 mod stat;
 mod stream;
 mod test_cmd;
@@ -38,7 +39,7 @@ pub(crate) fn install(
         engine: engine_fs.clone(),
         budget: budget.clone(),
     };
-    let builder = stream::install(builder, &env);
+    let builder = stream::install(builder, &env).command("sleep", sleep::Sleep(env.clone()));
     environment::export_login(builder, "sandbox", home)
         .builtin("ln", Box::new(ln::Ln::new(engine.clone())))
         .builtin("link", Box::new(ln::Link::new(engine.clone())))
