@@ -349,3 +349,32 @@ async fn sleep_waits_the_whole_time_and_stops_with_the_exec() {
     assert_eq!(out.stdout(), "");
     assert!(started.elapsed() < Duration::from_secs(10));
 }
+
+/// `timeout` runs the command with the duration asked (bashkit's stopped
+/// at 300 s; that ceiling is checked by the unit tests of its parser, a
+/// test of it would wait five minutes), stops it with 124, and refuses bad
+/// operands with 125 as coreutils does.
+#[tokio::test]
+async fn timeout_runs_commands_for_the_duration_asked() {
+    let c = Computer::new();
+    let script = "timeout 0.3 sleep 5; echo \"expired $?\"; timeout 1m echo quick; echo \"ok $?\"; \
+                  echo piped | timeout 5s cat; timeout 0 true; echo \"zero $?\"; \
+                  timeout -s KILL -k 1 2 sh -c 'exit 3'; echo \"status $?\"; \
+                  timeout soon true; echo \"bad $?\"; timeout 5; echo \"missing $?\"";
+    let started = std::time::Instant::now();
+    let out = c.sh(script).await;
+    assert_eq!(
+        out.stdout(),
+        "expired 124\nquick\nok 0\npiped\nzero 0\nstatus 3\nbad 125\nmissing 125\n"
+    );
+    assert!(started.elapsed() < Duration::from_secs(4));
+    assert!(
+        out.stderr()
+            .contains("timeout: invalid time interval 'soon'"),
+        "{}",
+        out.stderr()
+    );
+    if let Some(theirs) = host_bash(script) {
+        assert_eq!(out.stdout(), String::from_utf8(theirs).unwrap());
+    }
+}

@@ -15,6 +15,7 @@ mod stat;
 mod stream;
 mod test_cmd;
 mod test_expr;
+mod timeout;
 mod wget;
 mod workspace;
 
@@ -47,5 +48,6 @@ pub(crate) fn install(
         .builtin("stat", Box::new(stat::Stat::new(engine.clone())))
         .builtin("test", Box::new(test_cmd::Test::new(engine.clone(), false)))
         .builtin("[", Box::new(test_cmd::Test::new(engine.clone(), true)))
+        .builtin("timeout", Box::new(timeout::Timeout))
         .before_tool(Box::new(printf_format::hook))
 }
