@@ -290,7 +290,8 @@ async fn test_grammar_and_shell_state_match_bash() {
                   test ' 7 ' -eq 7; echo \"blank-int $?\"; \
                   test a b c 2>/dev/null; echo \"three $?\"; [ a 2>/dev/null; echo \"bracket $?\"; \
                   test 1 -eq x 2>/dev/null; echo \"int $?\"; test a b c d e 2>/dev/null; echo \"many $?\"; \
-                  [ b '>' a ] && echo gt; [ '!' = '!' ] && echo bang";
+                  [ b '>' a ] && echo gt; [ '!' = '!' ] && echo bang; \
+                  test '(' = ')'; echo \"eq-paren $?\"; test 0 -eq 0 -a '(' = ')'; echo \"word-paren $?\"";
     let ours = c.sh(script).await.ok();
     assert!(
         ours.starts_with("v:x\nv:a\nv:a[0]\nv:m[k]\nv:e\nboth\neither\nerrexit-on\nerrexit-off\n"),

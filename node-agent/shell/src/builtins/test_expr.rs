@@ -139,17 +139,27 @@ impl Parser<'_> {
     }
 
     fn not(&mut self) -> Result<Expr, SyntaxError> {
-        if self.peek() == Some("!") && self.args.len() > self.at + 1 {
+        if self.peek() == Some("!") {
             self.at += 1;
             return Ok(Expr::Not(Box::new(self.not()?)));
         }
         self.primary()
     }
 
+    /// A parenthesised expression, else a binary primary, else a unary
+    /// one, else a word: bash's order, so `( = )` among five or more
+    /// arguments is the word `=` in parentheses, not a comparison.
     fn primary(&mut self) -> Result<Expr, SyntaxError> {
         let Some(first) = self.next() else {
             return Err(SyntaxError("argument expected".into()));
         };
+        if first == "(" {
+            let inner = self.or()?;
+            return match self.next() {
+                Some(close) if close == ")" => Ok(inner),
+                _ => Err(SyntaxError("`)' expected".into())),
+            };
+        }
         if let Some(op) = self.args.get(self.at)
             && is_binary(op)
             && self.args.len() > self.at + 1
@@ -158,13 +168,6 @@ impl Parser<'_> {
             self.at += 1;
             let right = self.next().unwrap_or_default();
             return Ok(Expr::Binary(first, op, right));
-        }
-        if first == "(" {
-            let inner = self.or()?;
-            return match self.next() {
-                Some(close) if close == ")" => Ok(inner),
-                _ => Err(SyntaxError("`)' expected".into())),
-            };
         }
         if is_unary(&first) {
             return match self.next() {
