@@ -38,15 +38,15 @@ impl Test {
         if self.bracket { "[" } else { "test" }
     }
 
-    /// The expression's words (without `[`'s closing `]`), or the error
-    /// result for a `[` without one.
-    fn words<'a>(&self, args: &'a [String]) -> Result<&'a [String], ExecResult> {
+    /// The expression's words (without `[`'s closing `]`); `None` for a
+    /// `[` without one.
+    fn words<'a>(&self, args: &'a [String]) -> Option<&'a [String]> {
         if !self.bracket {
-            return Ok(args);
+            return Some(args);
         }
         match args.split_last() {
-            Some((last, rest)) if last == "]" => Ok(rest),
-            _ => Err(ExecResult::err("[: missing `]'\n".to_string(), 2)),
+            Some((last, rest)) if last == "]" => Some(rest),
+            _ => None,
         }
     }
 
@@ -339,7 +339,7 @@ impl Builtin for Test {
         &self,
         ctx: &BuiltinContext<'_>,
     ) -> bashkit::Result<Option<ExecutionPlan>> {
-        let Ok(words) = self.words(ctx.args) else {
+        let Some(words) = self.words(ctx.args) else {
             return Ok(None);
         };
         let Ok(expr) = parse(words) else {
@@ -364,9 +364,8 @@ impl Builtin for Test {
     }
 
     async fn execute(&self, ctx: BuiltinContext<'_>) -> bashkit::Result<ExecResult> {
-        let words = match self.words(ctx.args) {
-            Ok(w) => w,
-            Err(result) => return Ok(result),
+        let Some(words) = self.words(ctx.args) else {
+            return Ok(ExecResult::err("[: missing `]'\n".to_string(), 2));
         };
         let expr = match parse(words) {
             Ok(e) => e,
