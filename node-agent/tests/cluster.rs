@@ -1934,7 +1934,7 @@ async fn container_execs_run_in_the_sandbox_runner() {
         runner.log_tail()
     );
     let agent = Agent::start_at(&cluster, &data, "node-agent-runner-2.log", &addr).await;
-    let mut c = agent.client(Some(&tc)).await;
+    let c = agent.client(Some(&tc)).await;
     let (out, code) = eventually(30, "the runner attached again", || {
         let mut c = c.clone();
         async move {
@@ -1952,6 +1952,30 @@ async fn container_execs_run_in_the_sandbox_runner() {
             .count()
             >= 2
     );
+
+    // An agent that stops with only an idle runner attached ends the
+    // runner's stream at once instead of waiting its shutdown grace (20 s)
+    // for it; the runner stays and attaches to the next agent.
+    let stopping = std::time::Instant::now();
+    agent.stop().await;
+    let took = stopping.elapsed();
+    assert!(
+        took < Duration::from_secs(10),
+        "the agent took {took:?} to stop with an idle runner attached"
+    );
+    assert!(runner.alive(), "{}", runner.log_tail());
+    let agent = Agent::start_at(&cluster, &data, "node-agent-runner-3.log", &addr).await;
+    let mut c = agent.client(Some(&tc)).await;
+    let (out, _) = eventually(30, "the runner attached to the third agent", || {
+        let mut c = c.clone();
+        async move {
+            exec(&mut c, "boxed", pb::Runtime::Container, "echo third")
+                .await
+                .ok()
+        }
+    })
+    .await;
+    assert_eq!(out, "third\n");
 
     // SIGTERM ends the runner, and its runs with it.
     let mut stream = c

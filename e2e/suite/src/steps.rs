@@ -843,24 +843,30 @@ fn egress(cx: &mut Context) -> Result<String> {
         format!("{ip}:8080")
     };
     // The pod is replaced (its proxy settings went) and the NetworkPolicy
-    // changes: wait for both.
-    let out = eventually(120, "the container to reach the web pod by address", || {
-        let out = cx.exec_output(
-            "net",
-            "container",
-            &format!("env | grep -ci '^http_proxy=' || true; {}", curl(&direct)),
-        )?;
-        if out.code == 0 && out.stdout.ends_with("egress-ok\n") {
-            Ok(Some(out.stdout))
-        } else {
-            bail!(
-                "exit {}: {:?} {:?}",
-                out.code,
-                out.stdout,
-                out.stderr.trim()
-            )
-        }
-    })?;
+    // changes: wait for both. Until the operator has replaced it, the old
+    // pod still runs with the proxy settings (and the proxy, under the new
+    // policy, lets it through), so only a run without them counts.
+    let out = eventually(
+        120,
+        "the replaced container to reach the web pod by address",
+        || {
+            let out = cx.exec_output(
+                "net",
+                "container",
+                &format!("env | grep -ci '^http_proxy=' || true; {}", curl(&direct)),
+            )?;
+            if out.code == 0 && out.stdout == "0\negress-ok\n" {
+                Ok(Some(out.stdout))
+            } else {
+                bail!(
+                    "exit {}: {:?} {:?}",
+                    out.code,
+                    out.stdout,
+                    out.stderr.trim()
+                )
+            }
+        },
+    )?;
     ensure!(
         out.starts_with("0\n"),
         "the container still has a proxy: {out:?}"

@@ -292,11 +292,15 @@ where
     let on_signal = {
         let stopping = stopping.clone();
         let node = node.clone();
+        let sandboxes = sandboxes.clone();
         async move {
             shutdown.await;
             info!("shutting down: no new calls; running calls may finish");
             // /readyz fails from now on, so no new traffic is sent here.
             node.readiness.serving.store(false, Ordering::SeqCst);
+            // Idle runner streams end now (their runners reconnect to the
+            // next agent); the others when their runs end.
+            sandboxes.stop();
             stopping.cancel();
         }
     };

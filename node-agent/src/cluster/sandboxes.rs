@@ -93,6 +93,8 @@ pub struct Sandboxes {
     next_id: AtomicU64,
     /// `agentcomputer_node_sandbox_runners`: runners attached now.
     gauge: prometheus::IntGauge,
+    /// Set by [`Sandboxes::stop`]: a runner's stream ends with its last run.
+    stopping: std::sync::atomic::AtomicBool,
 }
 
 /// One attached runner: its command stream and its runs in flight.
@@ -136,6 +138,32 @@ impl Sandboxes {
                 "Sandbox pod runners attached to this node agent (one per computer at most)",
             )
             .expect("valid metric"),
+            stopping: std::sync::atomic::AtomicBool::new(false),
+        }
+    }
+
+    /// The agent is stopping: ends the stream of every runner with no run
+    /// in flight now, and each other runner's as soon as its last run ends.
+    /// Runners reconnect with backoff and find the next agent process (the
+    /// sandbox pod itself stays). An attach stream never ends by itself, so
+    /// without this a stopping agent would wait its whole shutdown grace
+    /// for the sandboxes of its node before it lets the next one start.
+    pub fn stop(&self) {
+        self.stopping.store(true, Ordering::SeqCst);
+        for runner in self.attached().values() {
+            if runner.runs().is_empty() {
+                runner.closed.cancel();
+            }
+        }
+    }
+
+    /// Forgets run `run_id` of `runner`; when the agent is stopping and
+    /// that was the runner's last run, ends its stream.
+    fn run_ended(&self, runner: &Runner, run_id: u64) {
+        let mut runs = runner.runs();
+        runs.remove(&run_id);
+        if runs.is_empty() && self.stopping.load(Ordering::SeqCst) {
+            runner.closed.cancel();
         }
     }
 
@@ -407,7 +435,7 @@ impl ContainerRuntime for Sandboxes {
             }))
             .await;
         if sent.is_err() {
-            runner.runs().remove(&run_id);
+            self.run_ended(&runner, run_id);
             return lost(self.not_connected(&run.computer));
         }
         let mut cancel_sent = false;
@@ -471,7 +499,7 @@ impl ContainerRuntime for Sandboxes {
                 }
             }
         };
-        runner.runs().remove(&run_id);
+        self.run_ended(&runner, run_id);
         outcome
     }
 }
