@@ -20,6 +20,29 @@ use nix::fcntl::{Flock, FlockArg};
 /// File name of the lock inside the data directory.
 pub const LOCK_FILE: &str = "agent.lock";
 
+/// Word a stopping agent adds after its pid in the lock file while it hands
+/// its mounts over (SIGUSR2): the next agent waits for such a holder to end
+/// instead of refusing to start.
+const HANDOVER_MARK: &str = "handover";
+
+/// How long a starting agent waits for a holder that is handing over
+/// (its running calls get up to 20 s to finish, its sessions close after).
+pub const HANDOVER_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// Marks the lock file of `data_dir`, held by this process, as handing
+/// over: a node agent started on the same directory from now on waits (up
+/// to [`HANDOVER_WAIT`]) for this process to release the lock, so an
+/// upgrade can start the new build right after sending SIGUSR2 to the old.
+/// Errors: the lock file cannot be written.
+pub fn mark_handing_over(data_dir: &Path) -> std::io::Result<()> {
+    let mut file = OpenOptions::new()
+        .write(true)
+        .truncate(true)
+        .open(data_dir.join(LOCK_FILE))?;
+    file.write_all(format!("{} {HANDOVER_MARK}\n", std::process::id()).as_bytes())?;
+    file.sync_data()
+}
+
 /// Why the data directory could not be locked.
 #[derive(Debug, thiserror::Error)]
 pub enum LockError {
@@ -36,6 +59,9 @@ pub enum LockError {
         dir: PathBuf,
         /// The holder's pid, as written in the lock file.
         pid: Option<u32>,
+        /// Whether the holder marked itself as handing over (and still
+        /// held the lock after [`HANDOVER_WAIT`]).
+        handing_over: bool,
     },
     /// The lock file cannot be opened, locked or written.
     #[error("cannot lock data directory {}: {source}", dir.display())]
@@ -58,9 +84,35 @@ pub struct DataDirLock {
 
 impl DataDirLock {
     /// Locks `data_dir` (which must exist) for this process and records
-    /// this process's pid in [`LOCK_FILE`] (mode 0600). Does not wait:
-    /// [`LockError::Held`] names the live holder's pid at once.
+    /// this process's pid in [`LOCK_FILE`] (mode 0600). A live holder that
+    /// is handing over ([`mark_handing_over`]) is waited for, up to
+    /// [`HANDOVER_WAIT`]; any other live holder gets [`LockError::Held`],
+    /// naming its pid, at once.
     pub fn acquire(data_dir: &Path) -> Result<DataDirLock, LockError> {
+        let deadline = std::time::Instant::now() + HANDOVER_WAIT;
+        let mut told = false;
+        loop {
+            match DataDirLock::try_acquire(data_dir) {
+                Err(LockError::Held {
+                    pid,
+                    handing_over: true,
+                    ..
+                }) if std::time::Instant::now() < deadline => {
+                    if !told {
+                        tracing::info!(
+                            pid,
+                            "waiting for the previous node agent to finish handing over the data directory"
+                        );
+                        told = true;
+                    }
+                    std::thread::sleep(std::time::Duration::from_millis(20));
+                }
+                other => return other,
+            }
+        }
+    }
+
+    fn try_acquire(data_dir: &Path) -> Result<DataDirLock, LockError> {
         let path = data_dir.join(LOCK_FILE);
         let io = |source| LockError::Io {
             dir: data_dir.to_path_buf(),
@@ -79,9 +131,11 @@ impl DataDirLock {
         let mut file = match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
             Ok(locked) => locked,
             Err((mut file, Errno::EWOULDBLOCK)) => {
+                let (pid, handing_over) = read_holder(&mut file);
                 return Err(LockError::Held {
                     dir: data_dir.to_path_buf(),
-                    pid: read_pid(&mut file),
+                    pid,
+                    handing_over,
                 });
             }
             Err((_, errno)) => return Err(io(std::io::Error::from(errno))),
@@ -111,12 +165,16 @@ impl DataDirLock {
     }
 }
 
-/// The pid written in a lock file, if it holds one.
-fn read_pid(file: &mut File) -> Option<u32> {
+/// The pid written in a lock file, if it holds one, and whether its
+/// holder marked itself as handing over.
+fn read_holder(file: &mut File) -> (Option<u32>, bool) {
     let mut text = String::new();
-    file.seek(SeekFrom::Start(0)).ok()?;
-    file.take(32).read_to_string(&mut text).ok()?;
-    text.trim().parse().ok()
+    if file.seek(SeekFrom::Start(0)).is_err() || file.take(64).read_to_string(&mut text).is_err() {
+        return (None, false);
+    }
+    let mut words = text.split_whitespace();
+    let pid = words.next().and_then(|w| w.parse().ok());
+    (pid, words.next() == Some(HANDOVER_MARK))
 }
 
 #[cfg(test)]
@@ -136,6 +194,27 @@ mod tests {
         }
         drop(first);
         DataDirLock::acquire(dir.path()).expect("free again after the holder let go");
+    }
+
+    #[test]
+    fn a_holder_handing_over_is_waited_for() {
+        let dir = tempfile::tempdir().unwrap();
+        let first = DataDirLock::acquire(dir.path()).unwrap();
+        mark_handing_over(dir.path()).unwrap();
+        let started = std::time::Instant::now();
+        let releaser = std::thread::spawn(move || {
+            std::thread::sleep(std::time::Duration::from_millis(300));
+            drop(first);
+        });
+        let second = DataDirLock::acquire(dir.path()).expect("taken once the holder let go");
+        assert!(started.elapsed() >= std::time::Duration::from_millis(300));
+        releaser.join().unwrap();
+        let text = std::fs::read_to_string(second.path()).unwrap();
+        assert_eq!(
+            text.trim(),
+            std::process::id().to_string(),
+            "the mark is gone"
+        );
     }
 
     #[test]

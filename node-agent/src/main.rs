@@ -415,12 +415,18 @@ fn main() -> anyhow::Result<()> {
                 };
                 let signal = shutdown_signal()?;
                 let mut usr2 = signal_hook(SignalKind::user_defined2())?;
+                let lock_dir = config.data_dir.clone();
                 let shutdown = async move {
                     tokio::select! {
                         _ = signal => {}
                         _ = usr2.recv() => {
                             tracing::info!("SIGUSR2 received: stopping, leaving host mounts to the next agent");
                             hand_over.store(true, Ordering::SeqCst);
+                            // The next agent, started right away, waits for
+                            // this one to let go of the data directory.
+                            if let Err(e) = agentcomputer_node_agent::data_lock::mark_handing_over(&lock_dir) {
+                                tracing::warn!(error = %e, "cannot mark the data directory as handed over");
+                            }
                         }
                     }
                 };
