@@ -28,7 +28,7 @@ use fuser::{
 
 use crate::convert::{errno, file_attr, file_type, negative_attr, timespec};
 use crate::invalidate::{OwnQueue, mark_serving};
-use crate::lookups::Lookups;
+use crate::lookups::{Forgot, Lookups};
 use crate::options::MountOptions;
 use owner::new_inode_owner;
 
@@ -323,8 +323,23 @@ impl Filesystem for Server {
 
     fn forget(&self, _req: &Request, ino: INodeNo, nlookup: u64) {
         self.enter();
-        // Dropping the last handle of an unlinked inode frees its data.
-        drop(self.lookups.forget(ino.0, nlookup));
+        match self.lookups.forget(ino.0, nlookup) {
+            Forgot::Kept => {}
+            // Dropping the last handle of an unlinked inode frees its data.
+            Forgot::Last(handle) => drop(handle),
+            // A file an earlier server of this connection saw unlinked
+            // while open, evicted now at its last close: the engine kept
+            // it for the kernel (`OpenOptions::keep_orphans`).
+            Forgot::Unknown => match self.fs.release_orphan(ino.0) {
+                Ok(true) => tracing::debug!(ino = ino.0, "freed an orphan kept for the kernel"),
+                Ok(false) => {}
+                Err(e) => tracing::error!(
+                    ino = ino.0,
+                    error = %e,
+                    "freeing an orphan the kernel forgot failed; it is purged at the next ordinary open"
+                ),
+            },
+        }
     }
 
     fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
