@@ -123,7 +123,8 @@ fn start(
     // Cloning needs a new open of /dev/fuse, which the agent cannot do.
     config.clone_fd = false;
     let (tx, rx) = queue();
-    let server = Server::new(fs.clone(), id, opts, OwnQueue(tx.clone()));
+    let resumed = matches!(how, Handshake::Resume(_));
+    let server = Server::new(fs.clone(), id, opts, OwnQueue(tx.clone()), resumed);
     let (session, init) = start_session(server, fd, config, how)?;
     let mut invalidator = Invalidator::start(&fs, session.notifier(), id, (tx, rx))?;
     let shared = Arc::new(Shared::default());

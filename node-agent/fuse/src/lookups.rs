@@ -79,6 +79,24 @@ impl Lookups {
         Ok(())
     }
 
+    /// Counts one reference to `ino` if none is counted: the kernel holds
+    /// one this server did not count, from an earlier server of a
+    /// connection taken over (see `Server::hold_target`).
+    ///
+    /// Errors: `ENOENT` if the inode is gone.
+    pub(crate) fn adopt(&self, fs: &Fs, ino: Ino) -> Result<()> {
+        if ino == ROOT_INO {
+            return Ok(());
+        }
+        let mut shard = self.shard(ino);
+        if shard.contains_key(&ino) {
+            return Ok(());
+        }
+        let h = fs.open_inode(ino)?;
+        shard.insert(ino, (1, h));
+        Ok(())
+    }
+
     /// Takes back `n` references; the last one returns the engine handle,
     /// which the caller drops outside the lock (dropping the last handle
     /// of an unlinked inode writes to the database).

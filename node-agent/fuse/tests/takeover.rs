@@ -234,7 +234,8 @@ fn used_blocks(mnt: &Path) -> u64 {
 /// A file unlinked while open lives across take-overs: the new servers do
 /// not free it at start (their engines keep orphans for the live
 /// connection), the process holding it reads everything it wrote and
-/// writes more, and the kernel's FORGET at the last close frees it.
+/// writes more, and the kernel's FORGET at the last close frees it. So
+/// does a file opened before a take-over and unlinked after it.
 #[test]
 fn a_file_unlinked_while_open_survives_take_overs_and_is_freed_at_close() {
     use std::os::unix::fs::{FileExt, MetadataExt};
@@ -270,6 +271,15 @@ fn a_file_unlinked_while_open_survives_take_overs_and_is_freed_at_close() {
     }
     f.sync_all().unwrap();
     assert!(used_blocks(&mnt) >= empty + expected.len() as u64 / 4096);
+    // Opened before the take-over and unlinked after it, through the
+    // kernel's cached entry (no LOOKUP reaches the new server).
+    let held = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create_new(true)
+        .open(mnt.join("held"))
+        .unwrap();
+    held.write_all_at(&block(20), 0).unwrap();
 
     for round in 0..2u8 {
         let mut old = cleanup.server.take().expect("a server runs");
@@ -277,6 +287,19 @@ fn a_file_unlinked_while_open_survives_take_overs_and_is_freed_at_close() {
         old.wait().unwrap();
         let (next, _) = start_server(&db, &conn, Some(&init));
         cleanup.server = Some(next);
+
+        if round == 0 {
+            std::fs::remove_file(mnt.join("held")).unwrap();
+        }
+        drop_cached_pages(&held);
+        let mut back = vec![0; block(20).len()];
+        held.read_exact_at(&mut back, 0).unwrap_or_else(|e| {
+            panic!("round {round}: reading the file unlinked after the take-over: {e}")
+        });
+        assert!(
+            back == block(20),
+            "round {round}: the file unlinked after the take-over"
+        );
 
         drop_cached_pages(&f);
         let mut back = vec![0; expected.len()];
@@ -304,8 +327,9 @@ fn a_file_unlinked_while_open_survives_take_overs_and_is_freed_at_close() {
     }
     assert!(used_blocks(&mnt) >= empty + expected.len() as u64 / 4096);
 
-    // The last close evicts the inode; the kernel's FORGET frees it.
+    // The last close evicts each inode; the kernel's FORGET frees it.
     drop(f);
+    drop(held);
     let deadline = Instant::now() + Duration::from_secs(20);
     while used_blocks(&mnt) != empty {
         assert!(
