@@ -163,7 +163,14 @@ async fn serve_fuse(
             message: "serve came without a FUSE descriptor".into(),
         };
     };
-    let lease = match registry.acquire(&volume).await {
+    // A live connection's kernel may hold files unlinked while open: an
+    // engine opened for it keeps them (freed at the kernel's FORGET).
+    let lease = if resume.is_some() {
+        registry.acquire_live(&volume).await
+    } else {
+        registry.acquire(&volume).await
+    };
+    let lease = match lease {
         Ok(l) => l,
         Err(e) => return failure(&volume, e),
     };

@@ -26,7 +26,7 @@ use std::time::{Duration, Instant};
 
 use agentcomputer_container::local::{SANDBOX_GID, SANDBOX_UID};
 use agentcomputer_egress::EgressConfig;
-use agentcomputer_fs::{Fs, Limits, Owner, ROOT_INO, SetAttr};
+use agentcomputer_fs::{Fs, Limits, OpenOptions, Owner, ROOT_INO, SetAttr};
 use agentcomputer_fuse::{ConnectionHandle, MountHandle, MountOptions, OwnerMap};
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
@@ -502,6 +502,22 @@ impl Registry {
     /// A lease on computer `name`, opening its engine if it is closed.
     /// Errors: `InvalidName`, `NotFound`, `Io`, `Engine`.
     pub async fn acquire(&self, name: &str) -> Result<Lease, RegistryError> {
+        self.acquire_with(name, OpenOptions::default()).await
+    }
+
+    /// A lease on computer `name` for taking a live FUSE connection over
+    /// (`agentcomputer_fuse::resume_connection`): as [`Registry::acquire`],
+    /// but an engine opened here keeps the files unlinked while open
+    /// ([`OpenOptions::keep_orphans`]), which the connection's kernel
+    /// still holds for processes in the mount and frees with its FORGET.
+    /// An engine open already is used as it is. Errors: as
+    /// [`Registry::acquire`].
+    pub async fn acquire_live(&self, name: &str) -> Result<Lease, RegistryError> {
+        self.acquire_with(name, OpenOptions { keep_orphans: true })
+            .await
+    }
+
+    async fn acquire_with(&self, name: &str, options: OpenOptions) -> Result<Lease, RegistryError> {
         check_name(name)?;
         if let Some(lease) = self.try_lease(name, true) {
             return Ok(lease);
@@ -512,7 +528,7 @@ impl Registry {
         }
         let dir = self.dir_of(name);
         let owned = name.to_string();
-        let (fs, settings) = blocking(move || open_computer(&owned, &dir)).await?;
+        let (fs, settings) = blocking(move || open_computer(&owned, &dir, options)).await?;
         let slot = Arc::new(Slot {
             fs,
             dir: self.dir_of(name),
@@ -725,7 +741,7 @@ impl Registry {
                 // database for a moment while it exits (EBUSY): wait for it.
                 let deadline = std::time::Instant::now() + Duration::from_secs(10);
                 let lease = loop {
-                    match self.acquire(&h.computer).await {
+                    match self.acquire_live(&h.computer).await {
                         Err(RegistryError::Engine { source, .. })
                             if source.errno() == agentcomputer_fs::Errno::EBUSY
                                 && std::time::Instant::now() < deadline =>
@@ -1239,7 +1255,11 @@ fn build_computer(
 
 /// Opens a computer's engine, applies its settings' limits and marks the
 /// settings "open" (usage unknown until closed cleanly).
-fn open_computer(name: &str, dir: &Path) -> Result<(Fs, Settings), RegistryError> {
+fn open_computer(
+    name: &str,
+    dir: &Path,
+    options: OpenOptions,
+) -> Result<(Fs, Settings), RegistryError> {
     let io_err = |source| RegistryError::Io {
         name: name.to_string(),
         source,
@@ -1255,7 +1275,7 @@ fn open_computer(name: &str, dir: &Path) -> Result<(Fs, Settings), RegistryError
         }
         Err(e) => return Err(io_err(e)),
     };
-    let fs = Fs::open(&dir.join(DB_FILE)).map_err(engine_err)?;
+    let fs = Fs::open_with(&dir.join(DB_FILE), options).map_err(engine_err)?;
     if fs.limits() != settings.limits() {
         fs.set_limits(settings.limits()).map_err(engine_err)?;
     }

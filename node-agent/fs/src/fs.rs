@@ -1,6 +1,6 @@
 //! [`Fs`]: construction, transactions, limits, statfs, fsync, subscriptions.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -91,6 +91,11 @@ pub(crate) struct Inner {
     pub(crate) chunk_size: u64,
     /// Open handles per inode; see [`crate::Handle`].
     pub(crate) open: Mutex<HashMap<Ino, u32>>,
+    /// Orphans found at an open with [`OpenOptions::keep_orphans`]: held
+    /// by a client from before the open (the kernel of a FUSE connection
+    /// taken over), so only [`Fs::release_orphan`] frees them, never the
+    /// drop of an engine handle. Lock order: after `open`.
+    pub(crate) kept: Mutex<HashSet<Ino>>,
     subs: Subscribers,
     /// Last, so it is released after every connection closed.
     _lock: ProcessLock,
@@ -331,6 +336,19 @@ pub(crate) fn initialize(conn: &Connection, limits: Limits, tuning: Tuning) -> R
 /// Mode of a database file made by [`Fs::create_with`]: its owner's only.
 pub const DB_FILE_MODE: u32 = 0o600;
 
+/// How [`Fs::open_with`] opens a database.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct OpenOptions {
+    /// Keep the orphans (inodes with no links left, table `orphans`)
+    /// instead of freeing them at open. For an open that serves a live
+    /// FUSE connection taken over from an earlier process: the kernel may
+    /// still hold those files open for processes in the mount, and it
+    /// reads and writes them through the new server. Each kept orphan is
+    /// freed by [`Fs::release_orphan`] (the server's FORGET for it), or at
+    /// the next open without this option.
+    pub keep_orphans: bool,
+}
+
 impl Fs {
     /// Creates a new database at `db_path` with the default [`Tuning`].
     ///
@@ -400,11 +418,21 @@ impl Fs {
     /// Opens an existing database: locks it for this process (see the
     /// `lock` module: a second process gets `EBUSY`), applies pending
     /// migrations and frees the inodes left unlinked-but-open by a crash.
+    /// The same as [`Fs::open_with`] with the default [`OpenOptions`].
     ///
     /// Errors: `ENOENT` if the file is missing; `EBUSY` if another process
     /// has it open; `EINVAL` if it is not an engine database; `ENOTSUP` if
     /// its schema is newer than this build.
     pub fn open(db_path: &Path) -> Result<Fs> {
+        Fs::open_with(db_path, OpenOptions::default())
+    }
+
+    /// Opens an existing database as [`Fs::open`] does; with
+    /// [`OpenOptions::keep_orphans`] the orphans are kept for
+    /// [`Fs::release_orphan`] instead of being freed.
+    ///
+    /// Errors: as [`Fs::open`].
+    pub fn open_with(db_path: &Path, options: OpenOptions) -> Result<Fs> {
         if !db_path.exists() {
             return Err(Errno::ENOENT.into());
         }
@@ -425,7 +453,19 @@ impl Fs {
             max_bytes: inode::meta_get(&conn, "max_bytes")? as u64,
             max_inodes: inode::meta_get(&conn, "max_inodes")? as u64,
         };
-        purge_orphans(&conn)?;
+        let kept = if options.keep_orphans {
+            let kept = orphans(&conn)?;
+            if !kept.is_empty() {
+                tracing::info!(
+                    count = kept.len(),
+                    "kept orphan inodes for a live connection"
+                );
+            }
+            kept.into_iter().collect()
+        } else {
+            purge_orphans(&conn)?;
+            HashSet::new()
+        };
         let inner = Arc::new_cyclic(|me| Inner {
             path: db_path.to_path_buf(),
             readers: Readers::new(db_path.to_path_buf()),
@@ -436,6 +476,7 @@ impl Fs {
             limits: RwLock::new(limits),
             chunk_size,
             open: Mutex::new(HashMap::new()),
+            kept: Mutex::new(kept),
             subs: Subscribers::default(),
             _lock: lock,
         });
@@ -449,9 +490,15 @@ impl Fs {
     /// Opens the database at `db_path`, creating it if missing. An existing
     /// database gets `limits` too (the caller's configuration wins).
     pub fn open_or_create(db_path: &Path, limits: Limits) -> Result<Fs> {
+        Fs::open_or_create_with(db_path, limits, OpenOptions::default())
+    }
+
+    /// As [`Fs::open_or_create`], opening an existing database with
+    /// `options` (see [`Fs::open_with`]).
+    pub fn open_or_create_with(db_path: &Path, limits: Limits, options: OpenOptions) -> Result<Fs> {
         match Fs::create(db_path, limits) {
             Err(e) if e.errno() == Errno::EEXIST => {
-                let fs = Fs::open(db_path)?;
+                let fs = Fs::open_with(db_path, options)?;
                 if fs.limits() != limits {
                     fs.set_limits(limits)?;
                 }
@@ -637,20 +684,26 @@ impl Fs {
     }
 }
 
-/// Frees every orphan: at open no handle can exist, so all are leftovers of
-/// a crash.
+/// The inodes in the `orphans` table.
+fn orphans(conn: &Connection) -> Result<Vec<Ino>> {
+    let mut st = conn.prepare("SELECT ino FROM orphans")?;
+    let all = st
+        .query_map(params![], |r| r.get::<_, i64>(0))?
+        .map(|r| r.map(|ino| ino as Ino))
+        .collect::<rusqlite::Result<_>>()?;
+    Ok(all)
+}
+
+/// Frees every orphan: at an ordinary open no handle can exist and no
+/// client from before holds one, so all are leftovers of a crash.
 fn purge_orphans(conn: &Connection) -> Result<()> {
-    let orphans: Vec<i64> = {
-        let mut st = conn.prepare("SELECT ino FROM orphans")?;
-        st.query_map(params![], |r| r.get(0))?
-            .collect::<rusqlite::Result<_>>()?
-    };
+    let orphans = orphans(conn)?;
     if orphans.is_empty() {
         return Ok(());
     }
     let tx = conn.unchecked_transaction()?;
     for ino in &orphans {
-        inode::free(&tx, *ino as Ino)?;
+        inode::free(&tx, *ino)?;
     }
     tx.commit()?;
     tracing::info!(count = orphans.len(), "purged orphan inodes after a crash");

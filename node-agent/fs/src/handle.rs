@@ -2,7 +2,10 @@
 //!
 //! Counts live in memory (`Inner::open`); a database row in `orphans` marks
 //! an unlinked inode kept for its handles, so a crash can't leak it: the next
-//! open frees every orphan.
+//! open frees every orphan. An open that serves a live FUSE connection keeps
+//! them instead (`OpenOptions::keep_orphans`): the kernel holds them for
+//! processes in the mount, and its FORGET frees them
+//! ([`Fs::release_orphan`]).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -59,8 +62,10 @@ impl Drop for Handle {
     }
 }
 
-/// Frees `ino` if it is an orphan nobody holds open any more.
-fn release_orphan(inner: &Inner, ino: Ino, window: Duration) -> Result<()> {
+/// Frees `ino` if it is an orphan nobody holds open any more: no engine
+/// handle, and no client from before the open (see `Inner::kept`).
+/// Returns whether it was freed.
+fn release_orphan(inner: &Inner, ino: Ino, window: Duration) -> Result<bool> {
     let mut t = inner.begin(window)?;
     let is_orphan = t
         .conn()
@@ -69,12 +74,21 @@ fn release_orphan(inner: &Inner, ino: Ino, window: Duration) -> Result<()> {
         .optional()?
         .is_some();
     // A handle opened meanwhile wins.
-    if !is_orphan || t.open_count(ino) > 0 {
-        return Ok(());
+    if !is_orphan || t.open_count(ino) > 0 || is_kept(inner, ino) {
+        return Ok(false);
     }
     inode::free(t.conn(), ino)?;
     t.changed_inode(ino);
-    t.commit()
+    t.commit()?;
+    Ok(true)
+}
+
+fn is_kept(inner: &Inner, ino: Ino) -> bool {
+    inner
+        .kept
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .contains(&ino)
 }
 
 /// Removes one link of inode `ino` inside `t`: with no links left the inode
@@ -105,6 +119,43 @@ pub(crate) fn drop_link(t: &mut WriteTxn<'_>, ino: Ino, is_dir: bool) -> Result<
 }
 
 impl Fs {
+    /// The outside holder of orphan `ino` let it go: frees an orphan kept
+    /// at open ([`crate::OpenOptions::keep_orphans`]) unless an engine
+    /// [`Handle`] still holds it (then the last handle's drop frees it).
+    /// The FUSE server calls this when the kernel forgets an inode it
+    /// holds no handle for: after a take-over, the kernel's references to
+    /// files that were unlinked while open, which it forgets when it
+    /// evicts them at their last close.
+    ///
+    /// Returns whether the inode was freed. Anything but a kept orphan is
+    /// left alone (`Ok(false)`) without touching the database, so the call
+    /// is cheap for the many inodes a new server never saw.
+    ///
+    /// Errors: `EIO` (or `ENOSPC`) if the freeing transaction fails; the
+    /// inode is then freed at the next open without `keep_orphans`.
+    pub fn release_orphan(&self, ino: Ino) -> Result<bool> {
+        let was_kept = self
+            .inner
+            .kept
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&ino);
+        if !was_kept {
+            return Ok(false);
+        }
+        release_orphan(&self.inner, ino, self.window)
+    }
+
+    /// How many orphans kept at open ([`crate::OpenOptions::keep_orphans`])
+    /// wait for [`Fs::release_orphan`].
+    pub fn kept_orphans(&self) -> usize {
+        self.inner
+            .kept
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .len()
+    }
+
     /// Resolves `path` (as [`Fs::resolve`]) and opens the inode it names
     /// (as [`Fs::open_inode`]) in one snapshot: a path that exists
     /// throughout never gives `ENOENT` because a rename or replace landed

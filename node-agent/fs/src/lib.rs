@@ -54,8 +54,8 @@ pub use db::WAL_SIZE_LIMIT;
 pub use error::{Errno, Error, Result, errno_name};
 pub use fence::Fence;
 pub use fs::{
-    DB_FILE_MODE, DEFAULT_CHUNK_SIZE, DEFAULT_PAGE_SIZE, Fs, MAX_FILE_SIZE, STATFS_BLOCK_SIZE,
-    Tuning,
+    DB_FILE_MODE, DEFAULT_CHUNK_SIZE, DEFAULT_PAGE_SIZE, Fs, MAX_FILE_SIZE, OpenOptions,
+    STATFS_BLOCK_SIZE, Tuning,
 };
 pub use handle::Handle;
 pub use notify::{Change, Subscriber, SubscriptionId};

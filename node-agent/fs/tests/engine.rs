@@ -3,8 +3,8 @@
 use std::sync::{Arc, Mutex};
 
 use agentcomputer_fs::{
-    Change, Errno, FileKind, Fs, Limits, MAX_FILE_SIZE, Owner, ROOT_INO, RenameFlags, SetAttr,
-    TimeSet, Timespec, Tuning, WriteMode, XattrFlags,
+    Change, Errno, FileKind, Fs, Limits, MAX_FILE_SIZE, OpenOptions, Owner, ROOT_INO, RenameFlags,
+    SetAttr, TimeSet, Timespec, Tuning, WriteMode, XattrFlags,
 };
 
 const O: Owner = Owner::ROOT;
@@ -470,6 +470,89 @@ fn unlink_while_open_keeps_data_until_close() {
     assert_eq!(fs.statfs().unwrap().used_inodes, 2);
     assert_consistent(&fs);
     assert_eq!(errno(fs.open_inode(g)), Errno::ENOENT);
+}
+
+#[test]
+fn an_open_for_a_live_connection_keeps_orphans_until_released() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("fs.db");
+    let fs = Fs::create(&p, Limits::default()).unwrap();
+    let f = file(&fs, ROOT_INO, "f");
+    fs.write(f, 0, b"unlinked but open").unwrap();
+    let g = file(&fs, ROOT_INO, "g");
+    fs.write(g, 0, b"also").unwrap();
+    // The serving process dies with both held open by the kernel.
+    std::mem::forget(fs.open_inode(f).unwrap());
+    std::mem::forget(fs.open_inode(g).unwrap());
+    fs.unlink(ROOT_INO, b"f").unwrap();
+    fs.unlink(ROOT_INO, b"g").unwrap();
+    let linked = file(&fs, ROOT_INO, "linked");
+    drop(fs);
+
+    let fs = Fs::open_with(&p, OpenOptions { keep_orphans: true }).unwrap();
+    assert_eq!(fs.kept_orphans(), 2);
+    // Reads, writes and truncation work with no engine handle.
+    assert_eq!(fs.read_all(f).unwrap(), b"unlinked but open");
+    fs.write(f, 17, b", and more").unwrap();
+    fs.setattr(
+        f,
+        &SetAttr {
+            size: Some(24),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    assert_eq!(fs.read_all(f).unwrap(), b"unlinked but open, and m");
+    assert_eq!(fs.getattr(f).unwrap().nlink, 0);
+    assert_consistent(&fs);
+    // An engine handle's drop does not free a kept orphan: the kernel
+    // still holds it.
+    drop(fs.open_inode(f).unwrap());
+    assert_eq!(fs.read_all(f).unwrap(), b"unlinked but open, and m");
+    // Only a kept orphan is released; anything else is left alone.
+    assert!(!fs.release_orphan(linked).unwrap());
+    assert!(!fs.release_orphan(ROOT_INO).unwrap());
+    assert!(!fs.release_orphan(987_654).unwrap());
+    assert_eq!(fs.getattr(linked).unwrap().nlink, 1);
+    // Released while an engine handle holds it: the handle frees it.
+    let h = fs.open_inode(f).unwrap();
+    assert!(!fs.release_orphan(f).unwrap());
+    assert_eq!(fs.read(f, 0, 8).unwrap(), b"unlinked");
+    drop(h);
+    assert_eq!(errno(fs.getattr(f)), Errno::ENOENT);
+    // Released with no handle: freed at once.
+    assert!(fs.release_orphan(g).unwrap());
+    assert_eq!(errno(fs.getattr(g)), Errno::ENOENT);
+    assert!(!fs.release_orphan(g).unwrap());
+    assert_eq!(fs.kept_orphans(), 0);
+    assert_eq!(fs.statfs().unwrap().used_bytes, 0);
+    assert_eq!(fs.statfs().unwrap().used_inodes, 2);
+    assert_consistent(&fs);
+}
+
+#[test]
+fn orphans_kept_for_a_connection_that_died_go_at_the_next_ordinary_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("fs.db");
+    let fs = Fs::create(&p, Limits::default()).unwrap();
+    let f = file(&fs, ROOT_INO, "f");
+    fs.write(f, 0, b"data").unwrap();
+    std::mem::forget(fs.open_inode(f).unwrap());
+    fs.unlink(ROOT_INO, b"f").unwrap();
+    drop(fs);
+    let keep = OpenOptions { keep_orphans: true };
+    // Kept across any number of opens for live connections...
+    for _ in 0..2 {
+        let fs = Fs::open_with(&p, keep).unwrap();
+        assert_eq!(fs.kept_orphans(), 1);
+        assert_eq!(fs.read_all(f).unwrap(), b"data");
+    }
+    // ...and freed by an ordinary one.
+    let fs = Fs::open(&p).unwrap();
+    assert_eq!(fs.kept_orphans(), 0);
+    assert_eq!(errno(fs.getattr(f)), Errno::ENOENT);
+    assert_eq!(fs.statfs().unwrap().used_bytes, 0);
+    assert_consistent(&fs);
 }
 
 #[test]

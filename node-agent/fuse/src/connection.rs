@@ -80,6 +80,13 @@ pub fn serve_connection(fs: Fs, fd: OwnedFd, opts: MountOptions) -> io::Result<C
 /// references are re-counted on demand: inode numbers are the engine's
 /// own and stable, and file handles carry no server state (`fh` is 0).
 ///
+/// Open `fs` with [`agentcomputer_fs::OpenOptions::keep_orphans`] (unless
+/// it was open already when the earlier server died): files unlinked while
+/// open before the take-over are still open in the kernel, which reads and
+/// writes them through this server and frees them with its FORGET at their
+/// last close. An ordinary open frees them first, and those processes'
+/// descriptors then fail with `ENOENT`.
+///
 /// Errors: `InvalidInput` for a descriptor with no live connection, or
 /// those of starting the session.
 pub fn resume_connection(
@@ -116,7 +123,8 @@ fn start(
     // Cloning needs a new open of /dev/fuse, which the agent cannot do.
     config.clone_fd = false;
     let (tx, rx) = queue();
-    let server = Server::new(fs.clone(), id, opts, OwnQueue(tx.clone()));
+    let resumed = matches!(how, Handshake::Resume(_));
+    let server = Server::new(fs.clone(), id, opts, OwnQueue(tx.clone()), resumed);
     let (session, init) = start_session(server, fd, config, how)?;
     let mut invalidator = Invalidator::start(&fs, session.notifier(), id, (tx, rx))?;
     let shared = Arc::new(Shared::default());

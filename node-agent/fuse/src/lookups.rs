@@ -10,6 +10,13 @@
 //! still read it. This replaces per-open handles, so the server can let
 //! the kernel open files without asking it (no OPEN or RELEASE round
 //! trips).
+//!
+//! A server that took a live connection over starts with no counts while
+//! the kernel keeps its references. Inodes that are still linked are
+//! counted again from their next lookup; files unlinked while open before
+//! the take-over cannot be looked up again, and the engine keeps them for
+//! the kernel instead (`OpenOptions::keep_orphans`) until their FORGET
+//! comes (see [`Forgot::Unknown`]).
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -30,6 +37,21 @@ impl Default for Lookups {
             shards: (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect(),
         }
     }
+}
+
+/// What a FORGET did to the counts.
+pub(crate) enum Forgot {
+    /// References remain.
+    Kept,
+    /// The last reference went: the engine handle, to drop outside the lock.
+    Last(Handle),
+    /// This server never counted a reference to the inode: the kernel got
+    /// it from an earlier server of the same connection (or the inode is
+    /// the root). If it is an orphan the engine kept at open, the kernel
+    /// has just evicted it after its last close (fs/fuse/inode.c,
+    /// `fuse_evict_inode` queues one FORGET with the inode's whole lookup
+    /// count), so it can be freed (`Fs::release_orphan`).
+    Unknown,
 }
 
 impl Lookups {
@@ -57,17 +79,40 @@ impl Lookups {
         Ok(())
     }
 
+    /// Counts one reference to `ino` if none is counted: the kernel holds
+    /// one this server did not count, from an earlier server of a
+    /// connection taken over (see `Server::hold_target`).
+    ///
+    /// Errors: `ENOENT` if the inode is gone.
+    pub(crate) fn adopt(&self, fs: &Fs, ino: Ino) -> Result<()> {
+        if ino == ROOT_INO {
+            return Ok(());
+        }
+        let mut shard = self.shard(ino);
+        if shard.contains_key(&ino) {
+            return Ok(());
+        }
+        let h = fs.open_inode(ino)?;
+        shard.insert(ino, (1, h));
+        Ok(())
+    }
+
     /// Takes back `n` references; the last one returns the engine handle,
     /// which the caller drops outside the lock (dropping the last handle
     /// of an unlinked inode writes to the database).
-    pub(crate) fn forget(&self, ino: Ino, n: u64) -> Option<Handle> {
+    pub(crate) fn forget(&self, ino: Ino, n: u64) -> Forgot {
         let mut shard = self.shard(ino);
-        let (count, _) = shard.get_mut(&ino)?;
+        let Some((count, _)) = shard.get_mut(&ino) else {
+            return Forgot::Unknown;
+        };
         *count = count.saturating_sub(n);
         if *count > 0 {
-            return None;
+            return Forgot::Kept;
         }
-        shard.remove(&ino).map(|(_, h)| h)
+        match shard.remove(&ino) {
+            Some((_, h)) => Forgot::Last(h),
+            None => Forgot::Unknown,
+        }
     }
 
     /// Drops every handle (the connection ended).
@@ -109,11 +154,15 @@ mod tests {
         l.remember(&fs, ROOT_INO).unwrap();
         assert_eq!(l.len(), 1);
         fs.unlink(ROOT_INO, b"f").unwrap();
-        assert!(l.forget(a.ino, 1).is_none());
+        assert!(matches!(l.forget(a.ino, 1), Forgot::Kept));
         assert_eq!(fs.read(a.ino, 0, 10).unwrap(), b"data");
-        drop(l.forget(a.ino, 1).expect("last reference"));
+        let Forgot::Last(h) = l.forget(a.ino, 1) else {
+            panic!("the last reference returns the handle")
+        };
+        drop(h);
         assert!(fs.getattr(a.ino).is_err(), "freed with the last reference");
-        assert!(l.forget(a.ino, 1).is_none());
+        assert!(matches!(l.forget(a.ino, 1), Forgot::Unknown));
+        assert!(matches!(l.forget(ROOT_INO, 1), Forgot::Unknown));
         assert!(fs.check().unwrap().is_empty());
     }
 }

@@ -66,7 +66,7 @@ pub fn mount(fs: Fs, mountpoint: &Path, opts: MountOptions) -> io::Result<MountH
     config.n_threads = Some(threads);
     config.clone_fd = threads > 1;
     let (tx, rx) = queue();
-    let server = Server::new(fs.clone(), id, opts, OwnQueue(tx.clone()));
+    let server = Server::new(fs.clone(), id, opts, OwnQueue(tx.clone()), false);
     let mut session = Session::new(server, mountpoint, &config)?;
     if nosymfollow {
         // Requests wait in the kernel until `session.run` serves them, so

@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use agentcomputer_fs::{Fs, Limits, ROOT_INO};
+use agentcomputer_fs::{Fs, Limits, OpenOptions, ROOT_INO};
 use nix::mount::{MntFlags, umount2};
 use rand::Rng;
 
@@ -207,5 +207,151 @@ fn a_new_server_takes_over_a_live_connection_with_no_error_seen() {
         String::from_utf8(fs.read_all(ino).unwrap()).unwrap(),
         through_mount
     );
+    assert!(fs.check().unwrap().is_empty());
+}
+
+/// Bytes of the `n`th block written to the unlinked file.
+fn block(n: u8) -> Vec<u8> {
+    (0..150_000u32)
+        .map(|i| (i % 251) as u8 ^ n.wrapping_mul(37))
+        .collect()
+}
+
+/// Drops the kernel's cached pages of `f`, so the next read is answered by
+/// the server (POSIX_FADV_DONTNEED invalidates a file's clean pages).
+fn drop_cached_pages(f: &std::fs::File) {
+    // SAFETY: `f` is an open descriptor; the call only drops cache.
+    let r = unsafe { libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+    assert_eq!(r, 0, "posix_fadvise");
+}
+
+/// Blocks in use on the mount, from `statfs(2)` (the engine's counters).
+fn used_blocks(mnt: &Path) -> u64 {
+    let st = nix::sys::statvfs::statvfs(mnt).unwrap();
+    st.blocks() - st.blocks_free()
+}
+
+/// A file unlinked while open lives across take-overs: the new servers do
+/// not free it at start (their engines keep orphans for the live
+/// connection), the process holding it reads everything it wrote and
+/// writes more, and the kernel's FORGET at the last close frees it. So
+/// does a file opened before a take-over and unlinked after it.
+#[test]
+fn a_file_unlinked_while_open_survives_take_overs_and_is_freed_at_close() {
+    use std::os::unix::fs::{FileExt, MetadataExt};
+    if !common::fuse_available() || !common::is_root() {
+        eprintln!("SKIPPED: mounting with fd=N needs root and /dev/fuse");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("fs.db");
+    let mnt = dir.path().join("mnt");
+    std::fs::create_dir(&mnt).unwrap();
+    drop(Fs::create(&db, Limits::default()).unwrap());
+    let conn = common::mount_fd(&mnt);
+    let (server, init) = start_server(&db, &conn, None);
+    let mut cleanup = Cleanup {
+        mnt: &mnt,
+        server: Some(server),
+    };
+    std::fs::write(mnt.join("kept"), b"linked file\n").unwrap();
+    let empty = used_blocks(&mnt);
+
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create_new(true)
+        .open(mnt.join("scratch"))
+        .unwrap();
+    std::fs::remove_file(mnt.join("scratch")).unwrap();
+    let mut expected = Vec::new();
+    for n in 0..3 {
+        f.write_all_at(&block(n), expected.len() as u64).unwrap();
+        expected.extend(block(n));
+    }
+    f.sync_all().unwrap();
+    assert!(used_blocks(&mnt) >= empty + expected.len() as u64 / 4096);
+    // Opened before the take-over and unlinked after it, through the
+    // kernel's cached entry (no LOOKUP reaches the new server).
+    let held = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create_new(true)
+        .open(mnt.join("held"))
+        .unwrap();
+    held.write_all_at(&block(20), 0).unwrap();
+
+    for round in 0..2u8 {
+        let mut old = cleanup.server.take().expect("a server runs");
+        old.kill().unwrap(); // SIGKILL
+        old.wait().unwrap();
+        let (next, _) = start_server(&db, &conn, Some(&init));
+        cleanup.server = Some(next);
+
+        if round == 0 {
+            std::fs::remove_file(mnt.join("held")).unwrap();
+        }
+        drop_cached_pages(&held);
+        let mut back = vec![0; block(20).len()];
+        held.read_exact_at(&mut back, 0).unwrap_or_else(|e| {
+            panic!("round {round}: reading the file unlinked after the take-over: {e}")
+        });
+        assert!(
+            back == block(20),
+            "round {round}: the file unlinked after the take-over"
+        );
+
+        drop_cached_pages(&f);
+        let mut back = vec![0; expected.len()];
+        f.read_exact_at(&mut back, 0)
+            .unwrap_or_else(|e| panic!("round {round}: reading the unlinked file back: {e}"));
+        assert!(
+            back == expected,
+            "round {round}: the data read back differs"
+        );
+        let more = block(10 + round);
+        f.write_all_at(&more, expected.len() as u64)
+            .unwrap_or_else(|e| panic!("round {round}: writing more: {e}"));
+        expected.extend(&more);
+        f.sync_all().unwrap();
+        drop_cached_pages(&f);
+        let mut back = vec![0; expected.len()];
+        f.read_exact_at(&mut back, 0).unwrap();
+        assert!(
+            back == expected,
+            "round {round}: the data written after the take-over"
+        );
+        let meta = f.metadata().unwrap();
+        assert_eq!(meta.nlink(), 0, "round {round}");
+        assert_eq!(meta.len(), expected.len() as u64, "round {round}");
+    }
+    assert!(used_blocks(&mnt) >= empty + expected.len() as u64 / 4096);
+
+    // The last close evicts each inode; the kernel's FORGET frees it.
+    drop(f);
+    drop(held);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while used_blocks(&mnt) != empty {
+        assert!(
+            Instant::now() < deadline,
+            "the unlinked file's data was not freed after its last close: {} blocks used, {empty} before",
+            used_blocks(&mnt)
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(std::fs::read(mnt.join("kept")).unwrap(), b"linked file\n");
+
+    umount2(&mnt, MntFlags::empty()).unwrap();
+    cleanup
+        .server
+        .take()
+        .expect("a server runs")
+        .wait()
+        .unwrap();
+    drop(conn);
+    // Opened as for another take-over, so nothing is purged at open: the
+    // orphan is gone from the database itself.
+    let fs = Fs::open_with(&db, OpenOptions { keep_orphans: true }).unwrap();
+    assert_eq!(fs.kept_orphans(), 0, "the orphans table is empty");
     assert!(fs.check().unwrap().is_empty());
 }

@@ -13,7 +13,7 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use agentcomputer_fs::{Fs, Limits};
+use agentcomputer_fs::{Fs, Limits, OpenOptions};
 use std::os::fd::{FromRawFd, OwnedFd};
 
 use agentcomputer_fuse::{
@@ -66,7 +66,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     stop.add(Signal::SIGTERM);
     stop.thread_block()?;
 
-    let fs = Fs::open_or_create(&args.db, Limits::default())?;
+    // A live connection's kernel may hold files unlinked while open: the
+    // engine keeps them for it (freed at its FORGET).
+    let options = OpenOptions {
+        keep_orphans: args.resume_init.is_some(),
+    };
+    let fs = Fs::open_or_create_with(&args.db, Limits::default(), options)?;
     let mut opts = MountOptions {
         threads: args.threads,
         writeback_cache: args.writeback,

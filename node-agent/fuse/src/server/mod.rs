@@ -28,7 +28,7 @@ use fuser::{
 
 use crate::convert::{errno, file_attr, file_type, negative_attr, timespec};
 use crate::invalidate::{OwnQueue, mark_serving};
-use crate::lookups::Lookups;
+use crate::lookups::{Forgot, Lookups};
 use crate::options::MountOptions;
 use owner::new_inode_owner;
 
@@ -46,10 +46,13 @@ pub(crate) struct Server {
     lookups: Lookups,
     /// Invalidations of this mount's own kernel cache, sent after replies.
     own: OwnQueue,
+    /// The connection was taken over from an earlier server: the kernel
+    /// holds references this server never counted.
+    resumed: bool,
 }
 
 impl Server {
-    pub(crate) fn new(fs: Fs, id: u64, opts: MountOptions, own: OwnQueue) -> Server {
+    pub(crate) fn new(fs: Fs, id: u64, opts: MountOptions, own: OwnQueue, resumed: bool) -> Server {
         let blksize = u32::try_from(fs.chunk_size()).unwrap_or(1 << 16);
         Server {
             fs: fs.with_commit_window(opts.commit_window),
@@ -58,6 +61,27 @@ impl Server {
             blksize,
             lookups: Lookups::default(),
             own,
+            resumed,
+        }
+    }
+
+    /// Before a request removes the name `name` of `parent` (unlink, or a
+    /// rename over it), on a connection taken over: counts the kernel's
+    /// reference to the file it names if this server has none. The kernel
+    /// sends the request on a dentry it holds (entries stay valid for
+    /// `entry_ttl` with no new LOOKUP), possibly one an earlier server
+    /// answered, and a process may hold the file open; with the reference
+    /// counted, the engine keeps the file as an orphan if this was its last
+    /// name, until the kernel's FORGET. Directories hold no data to keep.
+    fn hold_target(&self, parent: Ino, name: &OsStr) {
+        if !self.resumed {
+            return;
+        }
+        if let Ok(a) = self.fs.lookup(parent, name.as_bytes())
+            && a.kind != FileKind::Directory
+            && let Err(e) = self.lookups.adopt(&self.fs, a.ino)
+        {
+            tracing::debug!(ino = a.ino, error = %e, "could not count the kernel's reference");
         }
     }
 
@@ -323,8 +347,23 @@ impl Filesystem for Server {
 
     fn forget(&self, _req: &Request, ino: INodeNo, nlookup: u64) {
         self.enter();
-        // Dropping the last handle of an unlinked inode frees its data.
-        drop(self.lookups.forget(ino.0, nlookup));
+        match self.lookups.forget(ino.0, nlookup) {
+            Forgot::Kept => {}
+            // Dropping the last handle of an unlinked inode frees its data.
+            Forgot::Last(handle) => drop(handle),
+            // A file an earlier server of this connection saw unlinked
+            // while open, evicted now at its last close: the engine kept
+            // it for the kernel (`OpenOptions::keep_orphans`).
+            Forgot::Unknown => match self.fs.release_orphan(ino.0) {
+                Ok(true) => tracing::debug!(ino = ino.0, "freed an orphan kept for the kernel"),
+                Ok(false) => {}
+                Err(e) => tracing::error!(
+                    ino = ino.0,
+                    error = %e,
+                    "freeing an orphan the kernel forgot failed; it is purged at the next ordinary open"
+                ),
+            },
+        }
     }
 
     fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
@@ -414,6 +453,7 @@ impl Filesystem for Server {
 
     fn unlink(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
         self.enter();
+        self.hold_target(parent.0, name);
         match self.fs.unlink(parent.0, name.as_bytes()) {
             Ok(()) => reply.ok(),
             Err(e) if e.errno() == Errno::ENOENT && resent(req) => reply.ok(),
@@ -473,6 +513,7 @@ impl Filesystem for Server {
             Ok(f) => f,
             Err(e) => return reply.error(e),
         };
+        self.hold_target(newparent.0, newname);
         match self.fs.rename(
             parent.0,
             name.as_bytes(),
