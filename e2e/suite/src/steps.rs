@@ -81,6 +81,11 @@ pub const STEPS: &[Step] = &[
         run: agent_restart,
     },
     Step {
+        name: "helm upgrade keeps a running sandbox",
+        required: false,
+        run: upgrade_keeps_sandbox,
+    },
+    Step {
         name: "helm upgrade to TLS keeps computers",
         required: false,
         run: tls_upgrade,
@@ -998,23 +1003,7 @@ fn agent_restart(cx: &mut Context) -> Result<String> {
         "computer box has no sandbox pod"
     );
     let uid_before = pod_uid(cx, &sandbox_before)?;
-    // A writer in the sandbox pod that runs across the restart: one line
-    // per 50 ms into /workspace for 30 s, each with its time, failures
-    // into /tmp (outside the volume). `setsid` detaches it from the exec
-    // session, so it lives on after `kubectl exec` returns.
-    cx.pod_exec(
-        &sandbox_before,
-        "rm -f /workspace/tick.log /tmp/tick.err /tmp/tick.done; \
-         setsid sh -c 'i=1; while [ $i -le 600 ]; do \
-           echo \"$i $(date +%s%N)\" >> /workspace/tick.log || echo \"$i $?\" >> /tmp/tick.err; \
-           i=$((i+1)); sleep 0.05; done; touch /tmp/tick.done' >/dev/null 2>&1 < /dev/null &",
-    )?;
-    eventually(20, "the writer in the sandbox pod to start", || {
-        Ok(cx
-            .pod_exec(&sandbox_before, "test -s /workspace/tick.log && echo yes")
-            .ok()
-            .filter(|o| o.trim() == "yes"))
-    })?;
+    start_writer(cx, &sandbox_before)?;
     let start = Instant::now();
     cx.tools.kubectl_ok(&[
         "-n",
@@ -1046,46 +1035,7 @@ fn agent_restart(cx: &mut Context) -> Result<String> {
     // spec names the node-local agent Service, not the agent pod), and its
     // writer never saw an error: the mounter kept the FUSE connection and
     // the new agent resumed it; requests made meanwhile waited.
-    eventually(90, "the writer in the sandbox pod to finish", || {
-        Ok(cx
-            .pod_exec(&sandbox_before, "test -e /tmp/tick.done && echo yes")
-            .ok()
-            .filter(|o| o.trim() == "yes"))
-    })?;
-    ensure!(
-        pod_uid(cx, &sandbox_before)? == uid_before,
-        "the operator replaced the sandbox pod when the node agent restarted"
-    );
-    let errors = cx.pod_exec(&sandbox_before, "cat /tmp/tick.err 2>/dev/null; true")?;
-    ensure!(
-        errors.trim().is_empty(),
-        "writes to /workspace failed across the restart: {}",
-        errors.trim()
-    );
-    let log = cx.pod_exec(&sandbox_before, "cat /workspace/tick.log")?;
-    let mut times = Vec::new();
-    for (n, line) in log.lines().enumerate() {
-        let (i, ns) = line
-            .split_once(' ')
-            .ok_or_else(|| anyhow!("tick.log line {} is {line:?}", n + 1))?;
-        ensure!(
-            i == (n + 1).to_string(),
-            "tick.log line {} is {line:?}: a write was lost or repeated",
-            n + 1
-        );
-        times.push(ns.parse::<u128>()?);
-    }
-    ensure!(
-        times.len() == 600,
-        "tick.log has {} lines, not 600",
-        times.len()
-    );
-    let pause = times
-        .windows(2)
-        .map(|w| w[1].saturating_sub(w[0]))
-        .max()
-        .unwrap_or(0);
-    let pause = Duration::from_nanos(pause as u64);
+    let pause = finish_writer(cx, &sandbox_before, &uid_before)?;
     cx.time(
         "longest gap between a running sandbox's writes across the restart",
         pause,
@@ -1114,6 +1064,203 @@ fn agent_restart(cx: &mut Context) -> Result<String> {
         "sandbox pod kept; 600 writes across the restart, none lost, longest gap {} ms",
         pause.as_millis()
     ))
+}
+
+/// `helm upgrade` with changed values for both DaemonSets while a process
+/// in the box's sandbox pod writes to `/workspace`: every node agent pod is
+/// replaced, the mounter (updated `OnDelete`) is not, the sandbox pod is
+/// kept and its writer sees no error and loses nothing; computers stay
+/// Ready and container execs run. Then the mounter is replaced by hand and
+/// the agent restarted after it: the writer again sees nothing (the new
+/// mounter took the connections back from the agent).
+fn upgrade_keeps_sandbox(cx: &mut Context) -> Result<String> {
+    let agents = "app.kubernetes.io/name=agentcomputer-node-agent";
+    let mounters = "app.kubernetes.io/name=agentcomputer-mounter";
+    let names = |cx: &Context, selector: &str| -> Result<Vec<String>> {
+        let pods = cx
+            .tools
+            .kubectl_json(&["-n", SYSTEM_NS, "get", "pods", "-l", selector])?;
+        Ok(pods["items"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|p| text(p, "/metadata/name").to_string())
+            .collect())
+    };
+    let pod = text(&cx.computer("box")?, "/status/sandboxPod").to_string();
+    ensure!(!pod.is_empty(), "computer box has no sandbox pod");
+    let uid = pod_uid(cx, &pod)?;
+    let (old_agents, old_mounters) = (names(cx, agents)?, names(cx, mounters)?);
+    start_writer(cx, &pod)?;
+    let start = Instant::now();
+    cx.helm_upgrade(&[
+        "--set",
+        "nodeAgent.terminationGracePeriodSeconds=31",
+        "--set",
+        "mounter.logLevel=debug",
+    ])?;
+    eventually(180, "every node agent pod replaced and Ready", || {
+        let now = names(cx, agents)?;
+        Ok((!now.is_empty() && now.iter().all(|n| !old_agents.contains(n))).then_some(()))
+    })?;
+    cx.wait_release_ready()?;
+    cx.time(
+        "helm upgrade to every node agent replaced and Ready",
+        start.elapsed(),
+    );
+    ensure!(
+        names(cx, mounters)? == old_mounters,
+        "the upgrade replaced the mounter (updateStrategy OnDelete expected)"
+    );
+    let upgrade_pause = finish_writer(cx, &pod, &uid)?;
+    cx.time(
+        "longest gap of a running sandbox's writes across helm upgrade",
+        upgrade_pause,
+    );
+    ensure!(
+        condition(&cx.computer("box")?, "Ready") == "True",
+        "computer box is not Ready after the upgrade"
+    );
+
+    // The mounter replaced by hand (as OnDelete expects), then the agent:
+    // the connection must have been given back to the new mounter.
+    start_writer(cx, &pod)?;
+    cx.tools.kubectl_ok(&[
+        "-n",
+        SYSTEM_NS,
+        "delete",
+        "pods",
+        "-l",
+        mounters,
+        "--wait=true",
+    ])?;
+    eventually(120, "a new mounter pod Ready", || {
+        let pods = cx
+            .tools
+            .kubectl_json(&["-n", SYSTEM_NS, "get", "pods", "-l", mounters])?;
+        Ok(pods["items"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|p| {
+                !old_mounters.iter().any(|o| o == text(p, "/metadata/name"))
+                    && condition(p, "Ready") == "True"
+            })
+            .then_some(()))
+    })?;
+    // Time for the new mounter to take the connections back from the agent.
+    std::thread::sleep(Duration::from_secs(3));
+    let agents_now = names(cx, agents)?;
+    cx.tools.kubectl_ok(&[
+        "-n",
+        SYSTEM_NS,
+        "delete",
+        "pods",
+        "-l",
+        agents,
+        "--wait=true",
+    ])?;
+    eventually(120, "a new node agent pod Ready", || {
+        let pods = cx
+            .tools
+            .kubectl_json(&["-n", SYSTEM_NS, "get", "pods", "-l", agents])?;
+        Ok(pods["items"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|p| {
+                !agents_now.iter().any(|o| o == text(p, "/metadata/name"))
+                    && condition(p, "Ready") == "True"
+            })
+            .then_some(()))
+    })?;
+    let mounter_pause = finish_writer(cx, &pod, &uid)?;
+    cx.time(
+        "longest gap of a running sandbox's writes, mounter then agent replaced",
+        mounter_pause,
+    );
+    let ran = eventually(60, "a container exec after the upgrade", || {
+        match cx.exec("box", "container", "cat p.txt") {
+            Err(e) if format!("{e:#}").contains("not connected") => Err(e),
+            other => Ok(Some(other)),
+        }
+    })??;
+    ensure!(ran == "from-pod\n", "the container read {ran:?}");
+    Ok(format!(
+        "sandbox pod kept; longest write gap {} ms across the upgrade, {} ms across a mounter then agent replacement",
+        upgrade_pause.as_millis(),
+        mounter_pause.as_millis()
+    ))
+}
+
+/// Starts, in sandbox pod `pod`, a writer that appends one numbered, timed
+/// line to `/workspace/tick.log` every 50 ms for 30 s (600 lines), failures
+/// into `/tmp/tick.err` (outside the volume); returns once it has written.
+fn start_writer(cx: &Context, pod: &str) -> Result<()> {
+    // `setsid` detaches the writer from the exec session, so it lives on
+    // after `kubectl exec` returns.
+    cx.pod_exec(
+        pod,
+        "rm -f /workspace/tick.log /tmp/tick.err /tmp/tick.done; \
+         setsid sh -c 'i=1; while [ $i -le 600 ]; do \
+           echo \"$i $(date +%s%N)\" >> /workspace/tick.log || echo \"$i $?\" >> /tmp/tick.err; \
+           i=$((i+1)); sleep 0.05; done; touch /tmp/tick.done' >/dev/null 2>&1 < /dev/null &",
+    )?;
+    eventually(20, "the writer in the sandbox pod to start", || {
+        Ok(cx
+            .pod_exec(pod, "test -s /workspace/tick.log && echo yes")
+            .ok()
+            .filter(|o| o.trim() == "yes"))
+    })?;
+    Ok(())
+}
+
+/// Waits for the writer of [`start_writer`] in `pod` to finish, checks that
+/// the pod is still the one with uid `uid`, that no write failed and that
+/// all 600 lines are there once and in order; returns the longest gap
+/// between two writes.
+fn finish_writer(cx: &Context, pod: &str, uid: &str) -> Result<Duration> {
+    eventually(90, "the writer in the sandbox pod to finish", || {
+        Ok(cx
+            .pod_exec(pod, "test -e /tmp/tick.done && echo yes")
+            .ok()
+            .filter(|o| o.trim() == "yes"))
+    })?;
+    ensure!(
+        pod_uid(cx, pod)? == uid,
+        "the operator replaced the sandbox pod while its writer ran"
+    );
+    let errors = cx.pod_exec(pod, "cat /tmp/tick.err 2>/dev/null; true")?;
+    ensure!(
+        errors.trim().is_empty(),
+        "writes to /workspace failed while the writer ran: {}",
+        errors.trim()
+    );
+    let log = cx.pod_exec(pod, "cat /workspace/tick.log")?;
+    let mut times = Vec::new();
+    for (n, line) in log.lines().enumerate() {
+        let (i, ns) = line
+            .split_once(' ')
+            .ok_or_else(|| anyhow!("tick.log line {} is {line:?}", n + 1))?;
+        ensure!(
+            i == (n + 1).to_string(),
+            "tick.log line {} is {line:?}: a write was lost or repeated",
+            n + 1
+        );
+        times.push(ns.parse::<u128>()?);
+    }
+    ensure!(
+        times.len() == 600,
+        "tick.log has {} lines, not 600",
+        times.len()
+    );
+    let pause = times
+        .windows(2)
+        .map(|w| w[1].saturating_sub(w[0]))
+        .max()
+        .unwrap_or(0);
+    let pause = Duration::from_nanos(pause as u64);
+    Ok(pause)
 }
 
 /// The uid of pod `name` of the suite's namespace ("" when it is gone).
