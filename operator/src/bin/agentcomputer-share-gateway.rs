@@ -76,7 +76,9 @@ async fn main() -> anyhow::Result<()> {
     }
     agentcomputer_operator::Config::parse_selector(&args.agent_selector)
         .map_err(anyhow::Error::msg)?;
-    let client = kube::Client::try_default().await?;
+    let client = kube::Client::try_default()
+        .await
+        .map_err(|e| anyhow::anyhow!("no Kubernetes client (in-cluster or KUBECONFIG): {e}"))?;
 
     let (computers, computer_writer) = reflector::store::<AgentComputer>();
     let (agents, agent_writer) = reflector::store::<Pod>();
@@ -130,7 +132,8 @@ async fn main() -> anyhow::Result<()> {
     tokio::spawn({
         let gateway = gateway.clone();
         async move {
-            if computers.wait_until_ready().await.is_ok() && agents.wait_until_ready().await.is_ok() {
+            if computers.wait_until_ready().await.is_ok() && agents.wait_until_ready().await.is_ok()
+            {
                 gateway.set_ready();
                 tracing::info!("watch caches synced; routing links");
             }

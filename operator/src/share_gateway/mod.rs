@@ -128,11 +128,7 @@ impl Caches {
             .computers
             .find(|c| c.metadata.uid.as_deref() == Some(uid));
         let agents = self.agents.state();
-        route(
-            uid,
-            computer.as_deref(),
-            agents.iter().map(|p| p.as_ref()),
-        )
+        route(uid, computer.as_deref(), agents.iter().map(|p| p.as_ref()))
     }
 }
 

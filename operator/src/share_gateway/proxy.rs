@@ -305,10 +305,16 @@ mod tests {
     #[test]
     fn hop_by_hop_headers_are_dropped() {
         let mut h = HeaderMap::new();
-        h.insert(header::CONNECTION, HeaderValue::from_static("close, x-private"));
+        h.insert(
+            header::CONNECTION,
+            HeaderValue::from_static("close, x-private"),
+        );
         h.insert("x-private", HeaderValue::from_static("1"));
         h.insert("keep-alive", HeaderValue::from_static("timeout=5"));
-        h.insert(header::TRANSFER_ENCODING, HeaderValue::from_static("chunked"));
+        h.insert(
+            header::TRANSFER_ENCODING,
+            HeaderValue::from_static("chunked"),
+        );
         h.insert(header::RANGE, HeaderValue::from_static("bytes=0-9"));
         h.insert(header::IF_RANGE, HeaderValue::from_static("\"x\""));
         strip_hop_by_hop(&mut h);
