@@ -165,3 +165,137 @@ fn agent_accepts(args: &[String]) {
         "node-agent {args:?} failed before reaching the API server: {stderr}"
     );
 }
+
+/// With the gateway on: a Deployment running agentcomputer-share-gateway
+/// (from the operator image) with arguments the real binary accepts,
+/// non-root with a read-only root filesystem and probes; a Service of the
+/// chosen type; read-only RBAC; and the node agents' share port admitting
+/// the gateway pods besides nodeAgent.share.from. Without share links on,
+/// helm refuses the gateway.
+#[test]
+fn the_chart_runs_the_share_gateway_when_asked() {
+    if support::skipped() {
+        return;
+    }
+    let objects = render(&[
+        "--set",
+        "nodeAgent.share.enabled=true",
+        "--set",
+        "nodeAgent.share.url=https://files.example.com/links/",
+        "--set",
+        "shareGateway.enabled=true",
+        "--set",
+        "shareGateway.service.type=LoadBalancer",
+        "--set-json",
+        r#"nodeAgent.share.from=[{"podSelector":{"matchLabels":{"app":"ingress"}}}]"#,
+    ])
+    .unwrap_or_else(|e| panic!("helm template: {e}"));
+    let named = |kind: &str| {
+        objects
+            .iter()
+            .find(|o| {
+                o["kind"] == kind && o["metadata"]["name"] == "ac-agent-computer-share-gateway"
+            })
+            .unwrap_or_else(|| panic!("the gateway's {kind}"))
+    };
+    let deployment = named("Deployment");
+    let pod = &deployment["spec"]["template"]["spec"];
+    assert_eq!(pod["serviceAccountName"], "ac-agent-computer-share-gateway");
+    assert_eq!(pod["securityContext"]["runAsNonRoot"], true);
+    let container = &pod["containers"][0];
+    assert_eq!(container["image"], "ghcr.io/agentcomputer/operator:0.1.0");
+    assert_eq!(
+        container["command"],
+        serde_json::json!(["agentcomputer-share-gateway"])
+    );
+    assert_eq!(container["securityContext"]["readOnlyRootFilesystem"], true);
+    assert_eq!(
+        container["securityContext"]["allowPrivilegeEscalation"],
+        false
+    );
+    assert_eq!(container["readinessProbe"]["httpGet"]["path"], "/readyz");
+    assert_eq!(container["livenessProbe"]["httpGet"]["path"], "/healthz");
+    let args: Vec<String> = container["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap().to_string())
+        .collect();
+    for want in [
+        "--base-path=/links/",
+        "--agent-share-port=7434",
+        "--listen=0.0.0.0:8080",
+    ] {
+        assert!(args.iter().any(|a| a == want), "{want} missing: {args:?}");
+    }
+    gateway_accepts(&args);
+    let service = named("Service");
+    assert_eq!(service["spec"]["type"], "LoadBalancer");
+    assert_eq!(service["spec"]["ports"][0]["port"], 80);
+    assert_eq!(service["spec"]["ports"][0]["targetPort"], "http");
+    assert_eq!(
+        named("ClusterRole")["rules"],
+        serde_json::json!([{"apiGroups": ["agentcomputer.dev"], "resources": ["agentcomputers"], "verbs": ["list", "watch"]}])
+    );
+    assert_eq!(
+        named("Role")["rules"],
+        serde_json::json!([{"apiGroups": [""], "resources": ["pods"], "verbs": ["list", "watch"]}])
+    );
+    let policy = objects
+        .iter()
+        .find(|o| o["kind"] == "NetworkPolicy")
+        .expect("the node agents' NetworkPolicy");
+    let share_rules: Vec<&serde_json::Value> = policy["spec"]["ingress"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| {
+            r["ports"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|p| p["port"] == 7434)
+        })
+        .collect();
+    assert_eq!(share_rules.len(), 1, "{policy}");
+    assert_eq!(
+        share_rules[0]["from"],
+        serde_json::json!([
+            {"podSelector": {"matchLabels": {
+                "app.kubernetes.io/name": "agentcomputer-share-gateway",
+                "app.kubernetes.io/instance": "ac"}}},
+            {"podSelector": {"matchLabels": {"app": "ingress"}}},
+        ])
+    );
+    let refused = render(&["--set", "shareGateway.enabled=true"]).unwrap_err();
+    assert!(
+        refused.contains("shareGateway.enabled needs nodeAgent.share.enabled=true"),
+        "{refused}"
+    );
+    // Off by default.
+    let plain = render(&[]).unwrap();
+    assert!(
+        !plain
+            .iter()
+            .any(|o| o["metadata"]["name"] == "ac-agent-computer-share-gateway"),
+        "no gateway by default"
+    );
+}
+
+/// Runs the real gateway with `args`: it must get past parsing them.
+fn gateway_accepts(args: &[String]) {
+    let out = Command::new(support::share_gateway_exe())
+        .args(args)
+        .env("KUBECONFIG", "/nonexistent/kubeconfig")
+        .env_remove("KUBERNETES_SERVICE_HOST")
+        .env_remove("KUBERNETES_SERVICE_PORT")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    // clap exits 2 on an argument it does not accept.
+    assert_eq!(out.status.code(), Some(1), "gateway {args:?}: {stderr}");
+    assert!(
+        stderr.contains("no Kubernetes client"),
+        "gateway {args:?} failed before reaching for the API server: {stderr}"
+    );
+}

@@ -2251,3 +2251,273 @@ async fn share_links_follow_the_computer_credential() {
     assert_eq!(get(&tampered).await.0, 403);
     agent.stop().await;
 }
+
+/// The node-agent pod object the gateway routes by: on `node`, labelled
+/// like the chart's DaemonSet pods, Running with `podIP` 127.0.0.1 and
+/// Ready as `ready` says (created on first use).
+async fn agent_pod(admin: &kube::Client, node: &str, ready: bool) {
+    use k8s_openapi::api::core::v1::Pod;
+    let pods: Api<Pod> = Api::namespaced(admin.clone(), SYSTEM_NS);
+    let name = format!("node-agent-{node}");
+    if pods.get_opt(&name).await.unwrap().is_none() {
+        let pod = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": name, "labels": {
+                "app.kubernetes.io/name": "agentcomputer-node-agent",
+                "app.kubernetes.io/instance": support::RELEASE}},
+            "spec": {"nodeName": node, "containers": [{"name": "node-agent", "image": "node-agent:test"}]},
+        }))
+        .unwrap();
+        pods.create(&PostParams::default(), &pod).await.unwrap();
+    }
+    let status = serde_json::json!({"status": {
+        "phase": "Running", "podIP": "127.0.0.1", "podIPs": [{"ip": "127.0.0.1"}],
+        "conditions": [{"type": "Ready", "status": if ready { "True" } else { "False" }}]}});
+    pods.patch_status(&name, &PatchParams::default(), &Patch::Merge(status))
+        .await
+        .unwrap();
+}
+
+/// What curl saw: status, response headers (lower-case names), body.
+struct Fetched {
+    status: u16,
+    /// The response head as received.
+    head: String,
+    headers: Vec<(String, String)>,
+    body: Vec<u8>,
+}
+
+impl Fetched {
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+/// Runs curl against `url` with `extra` arguments.
+fn curl(dir: &Path, url: &str, extra: &[&str]) -> Fetched {
+    let (head, body) = (dir.join("curl.head"), dir.join("curl.body"));
+    let _ = std::fs::remove_file(&body);
+    let out = Command::new("curl")
+        .args(["-sS", "--max-time", "30", "-D"])
+        .arg(&head)
+        .arg("-o")
+        .arg(&body)
+        .args(["-w", "%{http_code}"])
+        .args(extra)
+        .arg(url)
+        .output()
+        .expect("curl");
+    assert!(
+        out.status.success(),
+        "curl {url}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let head = std::fs::read_to_string(&head).unwrap();
+    Fetched {
+        status: String::from_utf8_lossy(&out.stdout).trim().parse().unwrap(),
+        head: head.clone(),
+        headers: head
+            .lines()
+            .skip(1)
+            .filter_map(|l| l.split_once(':'))
+            .map(|(n, v)| (n.trim().to_ascii_lowercase(), v.trim().to_string()))
+            .collect(),
+        body: std::fs::read(&body).unwrap_or_default(),
+    }
+}
+
+/// A link made by `node-agent cluster` downloads from outside through the
+/// real `agentcomputer-share-gateway`, which runs under the chart's RBAC
+/// and routes by uid to the Ready node-agent pod of the computer's node:
+/// 200 with the agent's headers, HEAD, 206 for a range, 403 for a tampered
+/// link and an unknown uid, 503 while no agent is Ready there, 404 off the
+/// link route. The chart with the gateway passes a server-side dry run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn share_links_through_the_gateway() {
+    if support::skipped() {
+        return;
+    }
+    let (cluster, admin) = prepared_cluster().await;
+    let dir = cluster.dir.path();
+
+    // The chart with the gateway: dry-run server-side; apply its RBAC,
+    // which the gateway below runs under.
+    let chart = repo().join("charts/agent-computer");
+    let render = |extra: &[&str]| {
+        let mut args = vec![
+            "template",
+            support::RELEASE,
+            chart.to_str().unwrap(),
+            "--namespace",
+            SYSTEM_NS,
+            "--set",
+            "nodeAgent.share.enabled=true",
+            "--set",
+            "nodeAgent.share.url=https://files.example.com/",
+            "--set",
+            "shareGateway.enabled=true",
+        ];
+        args.extend_from_slice(extra);
+        let out = cluster.helm(&args);
+        ok(out.clone(), "helm template with the gateway");
+        String::from_utf8(out.stdout).unwrap()
+    };
+    ok(
+        cluster.kubectl(
+            &["apply", "--dry-run=server", "-f", "-"],
+            Some(&render(&[])),
+        ),
+        "server-side dry run of the chart with the gateway",
+    );
+    let rbac = render(&["--show-only", "templates/share-gateway-rbac.yaml"]);
+    ok(
+        cluster.kubectl(&["apply", "-f", "-"], Some(&rbac)),
+        "apply the gateway's RBAC",
+    );
+
+    let free = || {
+        std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+    };
+    let (share_addr, gateway_addr) = (free(), free());
+    let base = format!("http://{gateway_addr}/");
+    let extra = [
+        "--share-listen".to_string(),
+        share_addr.to_string(),
+        "--share-url".to_string(),
+        base.clone(),
+    ];
+    let agent = Agent::start_with(
+        &cluster,
+        &dir.join("node-data"),
+        "node-agent-gateway.log",
+        "127.0.0.1:0",
+        &extra,
+    )
+    .await;
+    agent_pod(&admin, NODE, true).await;
+    let gateway_log = dir.join("share-gateway.log");
+    let mut gateway = Proc::spawn(
+        "agentcomputer-share-gateway",
+        Command::new(support::share_gateway_exe())
+            .arg(format!("--listen={gateway_addr}"))
+            .arg(format!("--agent-namespace={SYSTEM_NS}"))
+            .arg(format!(
+                "--agent-selector=app.kubernetes.io/name=agentcomputer-node-agent,app.kubernetes.io/instance={}",
+                support::RELEASE
+            ))
+            .arg(format!("--agent-share-port={}", share_addr.port()))
+            .arg("--connect-timeout=2s")
+            .env("KUBECONFIG", &cluster.share_gateway_kubeconfig)
+            .env("RUST_LOG", "info,kube=warn"),
+        gateway_log,
+    );
+    eventually(30, "the gateway's /readyz", || {
+        let url = format!("{base}readyz");
+        async move { (get(&url).await.0 == 200).then_some(()) }
+    })
+    .await;
+    assert!(gateway.alive(), "gateway exited:\n{}", gateway.log_tail());
+
+    let tok = token("gateway");
+    let uid = computer(
+        &admin,
+        NS_A,
+        "shared",
+        NODE,
+        serde_json::json!({"storage": {"size": "16Mi"}}),
+        &tok,
+    )
+    .await;
+    let mut c = agent.client(Some(&tok)).await;
+    let name = format!("{NS_A}/shared");
+    let content: Vec<u8> = (0..300_000u32).map(|i| (i % 251) as u8).collect();
+    eventually(30, "the computer on the agent", || {
+        let (mut c, name, content) = (c.clone(), name.clone(), content.clone());
+        async move { write(&mut c, &name, "report.bin", &content).await.ok() }
+    })
+    .await;
+    let link = c
+        .share(pb::ShareRequest {
+            computer: name.clone(),
+            path: "report.bin".into(),
+            expires_in_seconds: 600,
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(
+        link.url
+            .starts_with(&format!("{base}share/v1/{uid}/report.bin?expires=")),
+        "{}",
+        link.url
+    );
+
+    // The whole file, with the agent's headers, through the gateway.
+    let got = curl(dir, &link.url, &[]);
+    assert_eq!(got.status, 200);
+    assert!(got.body == content, "{} bytes differ", got.body.len());
+    assert_eq!(got.header("content-length"), Some("300000"));
+    assert_eq!(
+        got.header("content-disposition"),
+        Some("attachment; filename=\"report.bin\"; filename*=UTF-8''report.bin")
+    );
+    assert_eq!(got.header("content-type"), Some("application/octet-stream"));
+    assert_eq!(got.header("accept-ranges"), Some("bytes"));
+    assert_eq!(got.header("x-content-type-options"), Some("nosniff"));
+    assert_eq!(got.header("cache-control"), Some("private, no-store"));
+    // HEAD: the headers, no body (curl -I writes the head as its output).
+    let head = curl(dir, &link.url, &["-I"]);
+    assert_eq!(head.status, 200);
+    assert_eq!(head.header("content-length"), Some("300000"));
+    assert_eq!(String::from_utf8_lossy(&head.body), head.head);
+    // One range: 206 with Content-Range, the bytes asked for.
+    let part = curl(dir, &link.url, &["-H", "Range: bytes=262100-262199"]);
+    assert_eq!(part.status, 206);
+    assert_eq!(
+        part.header("content-range"),
+        Some("bytes 262100-262199/300000")
+    );
+    assert_eq!(part.body, content[262100..262200]);
+    // Tampered: the agent refuses it, the gateway passes that on.
+    let tampered = link.url.replace("expires=", "expires=1");
+    let refused = curl(dir, &tampered, &[]);
+    assert_eq!(refused.status, 403);
+    assert_eq!(refused.body, b"invalid or revoked link\n");
+    // An unknown uid: the same answer, from the gateway.
+    let unknown = link
+        .url
+        .replace(&uid, "00000000-0000-0000-0000-000000000000");
+    let refused = curl(dir, &unknown, &[]);
+    assert_eq!(refused.status, 403);
+    assert_eq!(refused.body, b"invalid or revoked link\n");
+    // Off the link route: 404; other methods on a link: 405.
+    assert_eq!(curl(dir, &format!("{base}index.html"), &[]).status, 404);
+    let post = curl(dir, &link.url, &["-X", "POST"]);
+    assert_eq!(
+        (post.status, post.header("allow")),
+        (405, Some("GET, HEAD"))
+    );
+
+    // No Ready agent on the computer's node: 503 with Retry-After; back
+    // once it is Ready again.
+    agent_pod(&admin, NODE, false).await;
+    let busy = eventually(30, "503 while the agent is not Ready", || {
+        let got = curl(dir, &link.url, &[]);
+        async move { (got.status == 503).then_some(got) }
+    })
+    .await;
+    assert!(busy.header("retry-after").is_some());
+    agent_pod(&admin, NODE, true).await;
+    eventually(30, "200 once the agent is Ready again", || {
+        let got = curl(dir, &link.url, &[]);
+        async move { (got.status == 200).then_some(()) }
+    })
+    .await;
+    assert!(gateway.alive(), "gateway exited:\n{}", gateway.log_tail());
+    agent.stop().await;
+}

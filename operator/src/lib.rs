@@ -10,6 +10,9 @@
 //! - reports phase, node, endpoint and conditions in its status,
 //! - releases or keeps the volume when the computer is deleted (finalizer).
 //!
+//! The same crate ships the share-link gateway ([`share_gateway`]), which
+//! routes share links from outside the cluster to the node agents.
+//!
 //! Two replicas can run: only the holder of a coordination.k8s.io Lease
 //! reconciles ([`leader`]).
 
@@ -22,6 +25,7 @@ pub mod leader;
 pub mod metrics;
 pub mod placement;
 pub mod resources;
+pub mod share_gateway;
 pub mod triggers;
 
 pub use context::{Config, Context};

@@ -66,3 +66,15 @@ tolerations:
 {{- define "ac.image" -}}
 {{- printf "%s/%s:%s" .root.Values.image.registry .repository (default .root.Chart.AppVersion .root.Values.image.tag) -}}
 {{- end -}}
+
+{{/* Selector labels of the share-link gateway pods. */}}
+{{- define "ac.gateway.selector" -}}
+app.kubernetes.io/name: agentcomputer-share-gateway
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end -}}
+
+{{/* Path of nodeAgent.share.url (what the gateway routes below). */}}
+{{- define "ac.share.basePath" -}}
+{{- $path := (urlParse .Values.nodeAgent.share.url).path -}}
+{{- if $path }}{{ $path }}{{ else }}/{{ end -}}
+{{- end -}}

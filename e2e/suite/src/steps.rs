@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use anyhow::{Result, anyhow, bail, ensure};
+use anyhow::{Context as _, Result, anyhow, bail, ensure};
 use serde_json::Value;
 
 use crate::tools::{Tools, condition, eventually, text};
@@ -89,6 +89,11 @@ pub const STEPS: &[Step] = &[
         name: "helm upgrade to TLS keeps computers",
         required: false,
         run: tls_upgrade,
+    },
+    Step {
+        name: "share link through the gateway",
+        required: false,
+        run: share_gateway,
     },
     Step {
         name: "deletion under Delete and Retain",
@@ -641,6 +646,104 @@ fn tls_upgrade(cx: &mut Context) -> Result<String> {
     ensure!(
         has_ca,
         "the sandbox pod's runner was not given the agents' CA"
+    );
+    Ok(String::new())
+}
+
+/// Share links from outside the cluster: `helm upgrade` (keeping the
+/// values so far) with share links on and the chart's gateway; a
+/// `kubectl port-forward` to the gateway Service stands for the public
+/// address links point at. A link made with `kubectl computer share`
+/// downloads the file from this host through the gateway (the body,
+/// `Content-Disposition`, a range); a tampered link gets 403.
+fn share_gateway(cx: &mut Context) -> Result<String> {
+    // A port free on this host now, for the forward the links name.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port();
+    let url = format!("nodeAgent.share.url=http://127.0.0.1:{port}/");
+    let start = Instant::now();
+    cx.helm_upgrade(&[
+        "--reuse-values",
+        "--set",
+        "nodeAgent.share.enabled=true",
+        "--set",
+        &url,
+        "--set",
+        "shareGateway.enabled=true",
+        "--set",
+        "shareGateway.replicas=1",
+    ])?;
+    cx.wait_release_ready()?;
+    cx.tools.kubectl_ok(&[
+        "-n",
+        SYSTEM_NS,
+        "rollout",
+        "status",
+        "deployment/ac-agent-computer-share-gateway",
+        "--timeout=120s",
+    ])?;
+    cx.time(
+        "helm upgrade with the share gateway to Ready",
+        start.elapsed(),
+    );
+    let _forward = cx.tools.kubectl_port_forward(
+        SYSTEM_NS,
+        "svc/ac-agent-computer-share-gateway",
+        port,
+        80,
+    )?;
+    let body = "shared through the gateway\n";
+    eventually(120, "a file written after the agents restarted", || {
+        cx.exec(
+            "scratch",
+            "shell",
+            "printf 'shared through the gateway\\n' > out.txt",
+        )
+        .map(Some)
+    })?;
+    let link = cx
+        .tools
+        .cli(
+            &["-n", NS, "share", "scratch", "out.txt", "--expires", "10m"],
+            None,
+        )?
+        .ok("kubectl computer share")?;
+    let link = link.trim().to_string();
+    ensure!(
+        link.starts_with(&format!("http://127.0.0.1:{port}/share/v1/")),
+        "the link does not point at the gateway: {link}"
+    );
+    let curl = |url: &str, extra: &[&str]| -> Result<(String, String)> {
+        let mut cmd = std::process::Command::new("curl");
+        cmd.args(["-sS", "--max-time", "30", "-D", "-", "-o", "/dev/stderr"])
+            .args(extra)
+            .arg(url);
+        let out = cmd.output().context("cannot run curl")?;
+        ensure!(out.status.success(), "curl {url} failed ({})", out.status);
+        Ok((
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        ))
+    };
+    let start = Instant::now();
+    let (head, got) = curl(&link, &[])?;
+    cx.time("download through the gateway", start.elapsed());
+    ensure!(head.starts_with("HTTP/1.1 200"), "the download: {head}");
+    ensure!(got == body, "the download is {got:?}, not {body:?}");
+    ensure!(
+        head.to_lowercase()
+            .contains("content-disposition: attachment; filename=\"out.txt\""),
+        "no Content-Disposition of out.txt: {head}"
+    );
+    let (head, got) = curl(&link, &["-H", "Range: bytes=7-13"])?;
+    ensure!(head.starts_with("HTTP/1.1 206"), "the range: {head}");
+    ensure!(got == "through", "the range is {got:?}");
+    let (head, got) = curl(&link.replace("expires=", "expires=1"), &[])?;
+    ensure!(head.starts_with("HTTP/1.1 403"), "a tampered link: {head}");
+    ensure!(
+        got == "invalid or revoked link\n",
+        "a tampered link: {got:?}"
     );
     Ok(String::new())
 }

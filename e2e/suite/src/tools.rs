@@ -229,6 +229,71 @@ impl Tools {
     }
 }
 
+impl Tools {
+    /// Starts `kubectl -n NS port-forward TARGET LOCAL:REMOTE` (TARGET such
+    /// as `svc/NAME`) on 127.0.0.1 and waits until kubectl says it
+    /// forwards. The forward lives as long as the returned [`Background`].
+    pub fn kubectl_port_forward(
+        &self,
+        namespace: &str,
+        target: &str,
+        local: u16,
+        remote: u16,
+    ) -> Result<Background> {
+        let ports = format!("{local}:{remote}");
+        let mut child = self
+            .command(
+                &self.kubectl,
+                &[
+                    "-n",
+                    namespace,
+                    "port-forward",
+                    "--address",
+                    "127.0.0.1",
+                    target,
+                    &ports,
+                ],
+            )
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .context("cannot start kubectl port-forward")?;
+        let stdout = child.stdout.take().expect("piped stdout");
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(|l| l.ok()) {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let forward = Background { child };
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let line = rx.recv_timeout(left).map_err(|_| {
+                anyhow!("kubectl port-forward {target} did not start forwarding within 60 s")
+            })?;
+            if line.starts_with("Forwarding from") {
+                return Ok(forward);
+            }
+        }
+    }
+}
+
+/// A background process (a `kubectl port-forward`); killed when dropped.
+pub struct Background {
+    child: Child,
+}
+
+impl Drop for Background {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 /// A running `kubectl-computer port-forward`; stopped when dropped.
 pub struct PortForward {
     child: Child,

@@ -28,6 +28,9 @@ pub const OPERATOR_TOKEN: &str = "operator-token-for-tests-only";
 /// Token of the node agent's service account identity (what the chart's
 /// RBAC grants the node agent).
 pub const NODE_AGENT_TOKEN: &str = "node-agent-token-for-tests-only";
+/// Token of the share-link gateway's service account identity (what the
+/// chart's RBAC grants the gateway).
+pub const SHARE_GATEWAY_TOKEN: &str = "share-gateway-token-for-tests-only";
 /// User name of the node agent's service account identity.
 pub const NODE_AGENT_USER: &str =
     "system:serviceaccount:agentcomputer-system:ac-agent-computer-node-agent";
@@ -153,6 +156,7 @@ pub struct Cluster {
     pub kubeconfig: PathBuf,
     pub operator_kubeconfig: PathBuf,
     pub node_agent_kubeconfig: PathBuf,
+    pub share_gateway_kubeconfig: PathBuf,
     // Field order: the API server stops before etcd.
     pub apiserver: Proc,
     pub etcd: Proc,
@@ -228,7 +232,8 @@ impl Cluster {
             format!(
                 "{ADMIN_TOKEN},admin,admin-uid,\"system:masters\"\n\
                  {OPERATOR_TOKEN},system:serviceaccount:{SYSTEM_NS}:{RELEASE}-agent-computer-operator,operator-uid,\"system:serviceaccounts,system:serviceaccounts:{SYSTEM_NS},system:authenticated\"\n\
-                 {NODE_AGENT_TOKEN},system:serviceaccount:{SYSTEM_NS}:{RELEASE}-agent-computer-node-agent,node-agent-uid,\"system:serviceaccounts,system:serviceaccounts:{SYSTEM_NS},system:authenticated\"\n"
+                 {NODE_AGENT_TOKEN},system:serviceaccount:{SYSTEM_NS}:{RELEASE}-agent-computer-node-agent,node-agent-uid,\"system:serviceaccounts,system:serviceaccounts:{SYSTEM_NS},system:authenticated\"\n\
+                 {SHARE_GATEWAY_TOKEN},system:serviceaccount:{SYSTEM_NS}:{RELEASE}-agent-computer-share-gateway,share-gateway-uid,\"system:serviceaccounts,system:serviceaccounts:{SYSTEM_NS},system:authenticated\"\n"
             ),
         )
         .unwrap();
@@ -267,6 +272,7 @@ impl Cluster {
             kubeconfig: d.join("admin.kubeconfig"),
             operator_kubeconfig: d.join("operator.kubeconfig"),
             node_agent_kubeconfig: d.join("node-agent.kubeconfig"),
+            share_gateway_kubeconfig: d.join("share-gateway.kubeconfig"),
             dir,
             bin,
             url,
@@ -278,6 +284,7 @@ impl Cluster {
         cluster.write_kubeconfig(&cluster.kubeconfig, ADMIN_TOKEN);
         cluster.write_kubeconfig(&cluster.operator_kubeconfig, OPERATOR_TOKEN);
         cluster.write_kubeconfig(&cluster.node_agent_kubeconfig, NODE_AGENT_TOKEN);
+        cluster.write_kubeconfig(&cluster.share_gateway_kubeconfig, SHARE_GATEWAY_TOKEN);
         cluster
     }
 
@@ -415,6 +422,40 @@ impl Cluster {
         );
         (p, port)
     }
+}
+
+/// The `agentcomputer-share-gateway` binary: the operator crate's own when
+/// this module is compiled into its tests, else built by cargo (the same
+/// profile and target directory as the calling test) on first use.
+pub fn share_gateway_exe() -> PathBuf {
+    if let Some(exe) = option_env!("CARGO_BIN_EXE_agentcomputer-share-gateway") {
+        return PathBuf::from(exe);
+    }
+    static EXE: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    EXE.get_or_init(|| {
+        let out = Command::new(env!("CARGO"))
+            .current_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join(".."))
+            .args(["build", "--quiet", "--message-format=json"])
+            .args([
+                "-p",
+                "agentcomputer-operator",
+                "--bin",
+                "agentcomputer-share-gateway",
+            ])
+            .stderr(Stdio::inherit())
+            .output()
+            .expect("cargo");
+        assert!(
+            out.status.success(),
+            "cargo build -p agentcomputer-operator --bin agentcomputer-share-gateway failed"
+        );
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .find_map(|m| m["executable"].as_str().map(PathBuf::from))
+            .expect("cargo names the gateway executable")
+    })
+    .clone()
 }
 
 /// Polls `f` every 200 ms until it returns Some, or panics after `secs`.
