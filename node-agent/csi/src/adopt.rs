@@ -17,8 +17,8 @@
 //!   `Documentation/admin-guide/devices.txt`, misc major 10, minor 229);
 //! * its connection is live (`poll(2)` reports no `POLLERR`,
 //!   fs/fuse/dev.c `fuse_dev_poll`);
-//! * the agent names the volume that was asked, and the target is still
-//!   mounted for it (type, source) with the read-only setting and owner
+//! * the target is still mounted for the volume the agent names (type,
+//!   source: so only for the volume asked) with the read-only setting and owner
 //!   (`user_id=`, `group_id=`) the agent reports.
 //!
 //! Anything else is refused and logged, and the descriptor closed. Which
@@ -239,15 +239,12 @@ async fn adopt_one(
         }
     };
     let fd = one_descriptor(fds)?;
-    if got != volume {
-        return Err(Refusal::Refused(format!(
-            "the node agent handed back volume {got:?} for {volume}'s target"
-        )));
-    }
     check_descriptor(&fd).map_err(Refusal::Refused)?;
+    // Read again: the target may have been unmounted meanwhile. A volume
+    // other than the one asked is not the one mounted there.
     let mount = mountinfo::mount_at(target)
         .map_err(|e| Refusal::Refused(format!("reading /proc/self/mountinfo: {e}")))?;
-    check_mount(target, mount.as_ref(), volume, (uid, gid), readonly).map_err(Refusal::Refused)?;
+    check_mount(target, mount.as_ref(), &got, (uid, gid), readonly).map_err(Refusal::Refused)?;
     if init.is_empty() || init.len() % 2 != 0 || !init.bytes().all(|b| b.is_ascii_hexdigit()) {
         return Err(Refusal::Refused(
             "the FUSE_INIT record is not hexadecimal".into(),
