@@ -1529,7 +1529,11 @@ async fn a_restarted_mounter_takes_the_connections_back_from_the_agent() {
         }
     })
     .await;
-    progress("the writer going on after the mounter restart", lines(&target)).await;
+    progress(
+        "the writer going on after the mounter restart",
+        lines(&target),
+    )
+    .await;
 
     // Then the agent rolls (SIGKILL, as an OOM kill would): the new mounter
     // hands the connection to the new agent process.
@@ -1537,7 +1541,11 @@ async fn a_restarted_mounter_takes_the_connections_back_from_the_agent() {
     agent.proc.kill();
     let killed = std::time::Instant::now();
     let agent = Agent::start(&cluster, &data, "node-agent-readopt-2.log").await;
-    progress("the writer going on after the agent restart", lines(&target)).await;
+    progress(
+        "the writer going on after the agent restart",
+        lines(&target),
+    )
+    .await;
     eprintln!(
         "mounter and agent restarted; the mount answered again {:?} after the agent was killed",
         killed.elapsed()
@@ -1558,9 +1566,14 @@ async fn a_restarted_mounter_takes_the_connections_back_from_the_agent() {
         "records in order, none lost"
     );
     let mut c = agent.client(Some(&token)).await;
-    let (stdout, _) = exec(&mut c, "readopt", pb::Runtime::Shell, "wc -l < /workspace/log")
-        .await
-        .unwrap();
+    let (stdout, _) = exec(
+        &mut c,
+        "readopt",
+        pb::Runtime::Shell,
+        "wc -l < /workspace/log",
+    )
+    .await
+    .unwrap();
     assert_eq!(
         stdout.trim(),
         numbers.len().to_string(),

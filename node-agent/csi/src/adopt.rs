@@ -134,7 +134,11 @@ pub fn check_mount(
         return Err(format!(
             "{} is mounted {}, the agent says {}",
             target.display(),
-            if m.read_only() { "read-only" } else { "read-write" },
+            if m.read_only() {
+                "read-only"
+            } else {
+                "read-write"
+            },
             if readonly { "read-only" } else { "read-write" }
         ));
     }

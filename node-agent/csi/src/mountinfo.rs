@@ -136,7 +136,12 @@ mod tests {
         assert!(mount_at(Path::new("/")).unwrap().is_some());
         assert!(mount_at(Path::new("/no/such/mount")).unwrap().is_none());
         let all = topmost().unwrap();
-        assert_eq!(all.iter().filter(|e| e.mountpoint == Path::new("/")).count(), 1);
+        assert_eq!(
+            all.iter()
+                .filter(|e| e.mountpoint == Path::new("/"))
+                .count(),
+            1
+        );
         assert_eq!(
             all.iter().find(|e| e.mountpoint == Path::new("/")),
             mount_at(Path::new("/")).unwrap().as_ref()
