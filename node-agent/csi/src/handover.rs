@@ -359,10 +359,13 @@ pub struct Listener {
     on_connect: Box<dyn Fn(Option<i32>) + Send + Sync>,
 }
 
+/// Where a reply and the descriptors that came with it go.
+type ReplySender = oneshot::Sender<(Reply, Vec<OwnedFd>)>;
+
 /// One accepted agent connection (mounter side).
 pub struct AgentConn {
     sock: UnixSeqpacket,
-    pending: Mutex<std::collections::HashMap<u64, oneshot::Sender<(Reply, Vec<OwnedFd>)>>>,
+    pending: Mutex<std::collections::HashMap<u64, ReplySender>>,
     next_id: AtomicU64,
     closed: CancellationToken,
     pid: Option<i32>,
