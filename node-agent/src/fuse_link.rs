@@ -4,12 +4,20 @@
 //!
 //! The agent connects to the mounter's socket and answers its requests:
 //! `check` (is this volume here), `serve` (serve the FUSE connection that
-//! comes with the message over the computer's engine) and `stats` (the
-//! engine's usage counters). The volume id is the registry key (in cluster
-//! mode, the AgentComputer's uid).
+//! comes with the message over the computer's engine), `resume` (take a
+//! live one over again), `give` (hand a connection back to a restarted
+//! mounter) and `stats` (the engine's usage counters). The volume id is
+//! the registry key (in cluster mode, the AgentComputer's uid).
+//!
+//! The agent keeps a duplicate of the descriptor of every connection it
+//! serves, with what the mounter said of it ([`Held`]), for `give`: the
+//! mounter's own duplicates live in its memory only, and a restarted
+//! mounter takes them back from here so that a later agent restart still
+//! finds every connection held by the mounter.
 
+use std::os::fd::{AsFd, OwnedFd};
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use agentcomputer_csi::handover::{AgentEnd, Incoming, Reply, Request, VolumeStats};
@@ -26,11 +34,92 @@ pub const RETRY_MIN: Duration = Duration::from_millis(100);
 /// Longest delay between connection attempts.
 pub const RETRY_MAX: Duration = Duration::from_secs(5);
 
+/// One connection this agent process serves, as the mounter described it.
+struct HeldConnection {
+    volume: String,
+    /// The mount's target path (protocol 3 mounters say it); `None` for a
+    /// connection handed over by an older mounter.
+    target: Option<String>,
+    uid: u32,
+    gid: u32,
+    readonly: bool,
+    /// Hex of the connection's `FUSE_INIT` record.
+    init: String,
+    /// A duplicate of the connection's `/dev/fuse` descriptor.
+    fd: OwnedFd,
+}
+
+/// The connections this agent process serves, for `give`. Entries whose
+/// connection the kernel ended (the target was unmounted) are dropped
+/// whenever the list is used.
+#[derive(Default)]
+struct Held {
+    list: Mutex<Vec<HeldConnection>>,
+}
+
+impl Held {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<HeldConnection>> {
+        let mut list = self.list.lock().unwrap_or_else(|p| p.into_inner());
+        list.retain(|c| agentcomputer_fuse::is_live(&c.fd).unwrap_or(false));
+        list
+    }
+
+    /// Records a connection now served; replaces an entry of the same target.
+    fn add(&self, conn: HeldConnection) {
+        let mut list = self.lock();
+        if conn.target.is_some() {
+            list.retain(|c| c.target != conn.target);
+        }
+        list.push(conn);
+    }
+
+    /// The `adopt` reply and a duplicate descriptor for the connection of
+    /// `volume` at `target`: the one recorded with that target or, failing
+    /// that, the only one of the volume recorded without a target (handed
+    /// over by a protocol 2 mounter), which then gets the target. `None`
+    /// when there is no such connection or it is ambiguous.
+    fn give(&self, volume: &str, target: &str) -> Option<std::io::Result<(Reply, OwnedFd)>> {
+        let mut list = self.lock();
+        let index = match list
+            .iter()
+            .position(|c| c.volume == volume && c.target.as_deref() == Some(target))
+        {
+            Some(i) => i,
+            None => {
+                let mut untargeted = list
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, c)| c.volume == volume && c.target.is_none())
+                    .map(|(i, _)| i);
+                match (untargeted.next(), untargeted.next()) {
+                    (Some(i), None) => i,
+                    _ => return None,
+                }
+            }
+        };
+        let c = &mut list[index];
+        c.target = Some(target.to_string());
+        Some(c.fd.try_clone().map(|fd| {
+            (
+                Reply::Adopt {
+                    volume: c.volume.clone(),
+                    uid: c.uid,
+                    gid: c.gid,
+                    readonly: c.readonly,
+                    init: c.init.clone(),
+                },
+                fd,
+            )
+        }))
+    }
+}
+
 /// Connects to the mounter at `socket` and answers its requests until
 /// `stop` is cancelled. A failed connection is retried with a delay
 /// doubling from [`RETRY_MIN`] to [`RETRY_MAX`]; one warning is logged per
 /// outage, and one line when the link is up again.
 pub async fn run(registry: Registry, socket: PathBuf, stop: CancellationToken) {
+    let held = Arc::new(Held::default());
     let mut delay = RETRY_MIN;
     let mut outage = false;
     loop {
@@ -43,7 +132,7 @@ pub async fn run(registry: Registry, socket: PathBuf, stop: CancellationToken) {
                 info!(socket = %socket.display(), "connected to the mounter");
                 outage = false;
                 delay = RETRY_MIN;
-                serve(&registry, end, &stop).await;
+                serve(&registry, &held, end, &stop).await;
                 if stop.is_cancelled() {
                     return;
                 }
@@ -65,7 +154,7 @@ pub async fn run(registry: Registry, socket: PathBuf, stop: CancellationToken) {
 }
 
 /// Answers requests on one connection until it ends or `stop`.
-async fn serve(registry: &Registry, end: AgentEnd, stop: &CancellationToken) {
+async fn serve(registry: &Registry, held: &Arc<Held>, end: AgentEnd, stop: &CancellationToken) {
     let end = Arc::new(end);
     loop {
         let next = tokio::select! {
@@ -74,11 +163,11 @@ async fn serve(registry: &Registry, end: AgentEnd, stop: &CancellationToken) {
         };
         match next {
             Ok(Some(incoming)) => {
-                let (registry, end) = (registry.clone(), end.clone());
+                let (registry, held, end) = (registry.clone(), held.clone(), end.clone());
                 tokio::spawn(async move {
                     let id = incoming.id;
-                    let reply = answer(&registry, incoming).await;
-                    if let Err(e) = end.reply(id, reply).await {
+                    let (reply, fd) = answer(&registry, &held, incoming).await;
+                    if let Err(e) = end.reply(id, reply, fd.as_ref().map(|f| f.as_fd())).await {
                         warn!(error = %e, "could not answer the mounter");
                     }
                 });
@@ -92,9 +181,11 @@ async fn serve(registry: &Registry, end: AgentEnd, stop: &CancellationToken) {
     }
 }
 
-async fn answer(registry: &Registry, incoming: Incoming) -> Reply {
+/// The reply to one request, and the descriptor that goes with it (`give`).
+async fn answer(registry: &Registry, held: &Held, incoming: Incoming) -> (Reply, Option<OwnedFd>) {
     let Incoming { request, fd, .. } = incoming;
-    match request {
+    let reply = match request {
+        Request::Give { volume, target } => return give_back(held, &volume, &target),
         Request::Check { volume } => match registry.get(&volume).await {
             Ok(_) => Reply::Known,
             Err(e) => failure(&volume, e),
@@ -104,64 +195,125 @@ async fn answer(registry: &Registry, incoming: Incoming) -> Reply {
             uid,
             gid,
             readonly,
-        } => serve_fuse(registry, volume, fd, None, (uid, gid, readonly)).await,
+            target,
+        } => {
+            let conn = Described {
+                volume,
+                target,
+                uid,
+                gid,
+                readonly,
+            };
+            serve_fuse(registry, held, conn, fd, None).await
+        }
         Request::Resume {
             volume,
             uid,
             gid,
             readonly,
             init,
+            target,
         } => {
-            let record = match hex::decode(&init)
+            let conn = Described {
+                volume,
+                target,
+                uid,
+                gid,
+                readonly,
+            };
+            match hex::decode(&init)
                 .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
                 .and_then(InitRecord::from_bytes)
             {
-                Ok(r) => r,
-                Err(e) => {
-                    return Reply::Error {
-                        message: format!("resume of {volume}: bad FUSE_INIT record: {e}"),
-                    };
-                }
-            };
-            serve_fuse(registry, volume, fd, Some(record), (uid, gid, readonly)).await
-        }
-        Request::Stats { volume } => {
-            let lease = match registry.acquire(&volume).await {
-                Ok(l) => l,
-                Err(e) => return failure(&volume, e),
-            };
-            match blocking(move || lease.fs().statfs().map(|st| (st, lease.fs().limits()))).await {
-                // Bytes exactly (statfs rounds its block counts down).
-                Ok((st, limits)) => Reply::Stats(VolumeStats {
-                    total_bytes: limits.max_bytes,
-                    used_bytes: st.used_bytes,
-                    available_bytes: limits.max_bytes.saturating_sub(st.used_bytes),
-                    total_inodes: st.files,
-                    used_inodes: st.used_inodes,
-                    available_inodes: st.files_free,
-                }),
+                Ok(record) => serve_fuse(registry, held, conn, fd, Some(record)).await,
                 Err(e) => Reply::Error {
-                    message: format!("statfs of {volume}: {e}"),
+                    message: format!("resume of {}: bad FUSE_INIT record: {e}", conn.volume),
                 },
             }
         }
+        Request::Stats { volume } => stats(registry, volume).await,
+    };
+    (reply, None)
+}
+
+/// `give`: a duplicate of the connection served for `volume` at `target`.
+fn give_back(held: &Held, volume: &str, target: &str) -> (Reply, Option<OwnedFd>) {
+    match held.give(volume, target) {
+        Some(Ok((reply, fd))) => {
+            info!(computer = %volume, target, "handing a served FUSE connection back to the mounter");
+            (reply, Some(fd))
+        }
+        Some(Err(e)) => (
+            Reply::Error {
+                message: format!("duplicating the connection's descriptor: {e}"),
+            },
+            None,
+        ),
+        None => (Reply::NotFound, None),
     }
 }
 
+/// `stats`: the engine's usage counters of computer `volume`.
+async fn stats(registry: &Registry, volume: String) -> Reply {
+    let lease = match registry.acquire(&volume).await {
+        Ok(l) => l,
+        Err(e) => return failure(&volume, e),
+    };
+    match blocking(move || lease.fs().statfs().map(|st| (st, lease.fs().limits()))).await {
+        // Bytes exactly (statfs rounds its block counts down).
+        Ok((st, limits)) => Reply::Stats(VolumeStats {
+            total_bytes: limits.max_bytes,
+            used_bytes: st.used_bytes,
+            available_bytes: limits.max_bytes.saturating_sub(st.used_bytes),
+            total_inodes: st.files,
+            used_inodes: st.used_inodes,
+            available_inodes: st.files_free,
+        }),
+        Err(e) => Reply::Error {
+            message: format!("statfs of {volume}: {e}"),
+        },
+    }
+}
+
+/// A connection as `serve` and `resume` describe it.
+struct Described {
+    volume: String,
+    target: Option<String>,
+    uid: u32,
+    gid: u32,
+    readonly: bool,
+}
+
 /// Serves (or, with `resume`, takes over again) the FUSE connection `fd`
-/// of computer `volume` and keeps it with the computer; the reply carries
-/// the connection's `FUSE_INIT` record for the mounter to keep.
+/// of computer `conn.volume` and keeps it with the computer, and a
+/// duplicate of it in `held`; the reply carries the connection's
+/// `FUSE_INIT` record for the mounter to keep.
 async fn serve_fuse(
     registry: &Registry,
-    volume: String,
-    fd: Option<std::os::fd::OwnedFd>,
+    held: &Held,
+    conn: Described,
+    fd: Option<OwnedFd>,
     resume: Option<InitRecord>,
-    (uid, gid, readonly): (u32, u32, bool),
 ) -> Reply {
+    let Described {
+        volume,
+        target,
+        uid,
+        gid,
+        readonly,
+    } = conn;
     let Some(fd) = fd else {
         return Reply::Error {
             message: "serve came without a FUSE descriptor".into(),
         };
+    };
+    let kept = match fd.try_clone() {
+        Ok(k) => k,
+        Err(e) => {
+            return Reply::Error {
+                message: format!("duplicating the FUSE descriptor: {e}"),
+            };
+        }
     };
     // A live connection's kernel may hold files unlinked while open: an
     // engine opened for it keeps them (freed at the kernel's FORGET).
@@ -198,6 +350,15 @@ async fn serve_fuse(
     let init = hex::encode(conn.init_record().as_bytes());
     match registry.attach_connection(&lease, conn).await {
         Ok(()) => {
+            held.add(HeldConnection {
+                volume: volume.clone(),
+                target,
+                uid,
+                gid,
+                readonly,
+                init: init.clone(),
+                fd: kept,
+            });
             if resuming {
                 info!(computer = %volume, uid, gid, readonly, took = ?started.elapsed(), "resumed a live FUSE connection served by an earlier agent process");
             } else {

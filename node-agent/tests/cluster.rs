@@ -1351,6 +1351,249 @@ async fn a_published_volume_is_served_by_the_cluster_agent() {
     mounter.await.unwrap().unwrap();
 }
 
+/// The kubelet's CSI Node client on the mounter's socket `path`.
+async fn csi_node(
+    path: &Path,
+) -> agentcomputer_csi::pb::csi::node_client::NodeClient<tonic::transport::Channel> {
+    let path = path.to_path_buf();
+    let channel = tonic::transport::Endpoint::try_from("http://[::]:50051")
+        .unwrap()
+        .connect_with_connector(tower::service_fn(move |_: tonic::transport::Uri| {
+            let path = path.clone();
+            async move {
+                Ok::<_, std::io::Error>(hyper_util::rt::TokioIo::new(
+                    tokio::net::UnixStream::connect(path).await?,
+                ))
+            }
+        }))
+        .await
+        .unwrap();
+    agentcomputer_csi::pb::csi::node_client::NodeClient::new(channel)
+}
+
+/// An upgrade rolls the mounter and then the agent: the mounter is stopped
+/// and started again (its table of descriptors is gone) while a sandbox
+/// process appends and fsyncs records through a published volume; the
+/// agent hands the connection back to the new mounter (`give`/`adopt`);
+/// then the agent is killed (SIGKILL) and started again, and the new
+/// mounter resumes the connection to the new agent process. The writer
+/// sees no error and no fsynced record is lost. Needs root and /dev/fuse
+/// (prints SKIPPED otherwise).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restarted_mounter_takes_the_connections_back_from_the_agent() {
+    use agentcomputer_csi::mounter::{self, MounterConfig};
+    use agentcomputer_csi::pb::csi;
+    use agentcomputer_csi::pb::csi::volume_capability::access_mode::Mode;
+    use agentcomputer_csi::pb::csi::volume_capability::{AccessMode, AccessType, MountVolume};
+    use std::os::unix::fs::PermissionsExt;
+    use std::os::unix::process::CommandExt;
+
+    if support::skipped() {
+        return;
+    }
+    if !Path::new("/dev/fuse").exists() || !nix::unistd::geteuid().is_root() {
+        eprintln!("SKIPPED: publishing a volume needs root and /dev/fuse");
+        return;
+    }
+    const SANDBOX: u32 = 1000;
+    let (cluster, admin) = prepared_cluster().await;
+    let data = cluster.dir.path().join("node-data");
+    let kubelet = tempfile::tempdir().unwrap();
+    let config = MounterConfig {
+        node_name: NODE.into(),
+        csi_socket: kubelet.path().join("plugins/agentcomputer.dev/csi.sock"),
+        registration_dir: kubelet.path().join("plugins_registry"),
+        // Where Agent::start points the agent.
+        handover_socket: cluster.dir.path().join("mounter.sock"),
+        agent_uid: nix::unistd::geteuid().as_raw(),
+        agent_gid: nix::unistd::getegid().as_raw(),
+        data_dir: data.clone(),
+    };
+    let start_mounter = |config: MounterConfig| {
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let task = tokio::spawn(mounter::run(config, async move {
+            let _ = stopped.await;
+        }));
+        (stop, task)
+    };
+    let (stop_mounter, mounter_task) = start_mounter(config.clone());
+    eventually(10, "the mounter's CSI socket", || {
+        let up = config.csi_socket.exists().then_some(());
+        async move { up }
+    })
+    .await;
+    let agent = Agent::start(&cluster, &data, "node-agent-readopt.log").await;
+    let token = token("readopt");
+    let uid = computer(
+        &admin,
+        NS_A,
+        "readopt",
+        NODE,
+        serde_json::json!({"storage": {"size": "64Mi"}}),
+        &token,
+    )
+    .await;
+    let c = agent.client(Some(&token)).await;
+    eventually(30, "the computer's credential on the agent", || {
+        let mut c = c.clone();
+        async move { stat(&mut c, "readopt", "/workspace").await.ok() }
+    })
+    .await;
+
+    let pod = kubelet.path().join("pods/p1/volumes");
+    std::fs::create_dir_all(&pod).unwrap();
+    for dir in [
+        kubelet.path().to_path_buf(),
+        kubelet.path().join("pods"),
+        kubelet.path().join("pods/p1"),
+        pod.clone(),
+    ] {
+        // The sandbox user must reach the target.
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let target = pod.join("mount");
+    let mut attributes = std::collections::HashMap::new();
+    for k in ["agentcomputer.dev/uid", "agentcomputer.dev/gid"] {
+        attributes.insert(k.to_string(), SANDBOX.to_string());
+    }
+    csi_node(&config.csi_socket)
+        .await
+        .node_publish_volume(csi::NodePublishVolumeRequest {
+            volume_id: uid.clone(),
+            target_path: target.display().to_string(),
+            volume_capability: Some(csi::VolumeCapability {
+                access_mode: Some(AccessMode {
+                    mode: Mode::SingleNodeWriter as i32,
+                }),
+                access_type: Some(AccessType::Mount(MountVolume::default())),
+            }),
+            volume_context: attributes,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+
+    let writer = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(
+            "i=0; while [ ! -e \"$1/stop\" ] && [ $i -lt 6000 ]; do \
+               echo $i >> \"$1/log\" && sync \"$1/log\" || exit 1; i=$((i+1)); sleep 0.01; done",
+        )
+        .arg("sh")
+        .arg(&target)
+        .uid(SANDBOX)
+        .gid(SANDBOX)
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let lines = |target: &Path| {
+        std::fs::read_to_string(target.join("log"))
+            .unwrap_or_default()
+            .lines()
+            .count()
+    };
+    let progress = |what: &'static str, after: usize| {
+        let target = target.clone();
+        async move {
+            eventually(30, what, || {
+                let n = lines(&target);
+                async move { (n > after + 5).then_some(()) }
+            })
+            .await
+        }
+    };
+    progress("the writer's first records", 0).await;
+
+    // The mounter rolls: the new process holds no descriptor.
+    let _ = stop_mounter.send(());
+    mounter_task.await.unwrap().unwrap();
+    let (stop_mounter, mounter_task) = start_mounter(config.clone());
+    // The volume's stats are answered only for targets the mounter holds:
+    // they come once the agent has handed the connection back.
+    let stats = csi::NodeGetVolumeStatsRequest {
+        volume_id: uid.clone(),
+        volume_path: target.display().to_string(),
+        staging_target_path: String::new(),
+    };
+    eventually(30, "the new mounter holding the connection again", || {
+        let (socket, stats) = (config.csi_socket.clone(), stats.clone());
+        async move {
+            if !socket.exists() {
+                return None;
+            }
+            csi_node(&socket)
+                .await
+                .node_get_volume_stats(stats)
+                .await
+                .ok()
+        }
+    })
+    .await;
+    progress(
+        "the writer going on after the mounter restart",
+        lines(&target),
+    )
+    .await;
+
+    // Then the agent rolls (SIGKILL, as an OOM kill would): the new mounter
+    // hands the connection to the new agent process.
+    let mut agent = agent;
+    agent.proc.kill();
+    let killed = std::time::Instant::now();
+    let agent = Agent::start(&cluster, &data, "node-agent-readopt-2.log").await;
+    progress(
+        "the writer going on after the agent restart",
+        lines(&target),
+    )
+    .await;
+    eprintln!(
+        "mounter and agent restarted; the mount answered again {:?} after the agent was killed",
+        killed.elapsed()
+    );
+    std::fs::write(target.join("stop"), b"")
+        .unwrap_or_else(|e| panic!("writing the stop file through the mount: {e}"));
+    let out = writer.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "the writer saw an error across the restarts: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let log = std::fs::read_to_string(target.join("log")).unwrap();
+    let numbers: Vec<usize> = log.lines().map(|l| l.parse().unwrap()).collect();
+    assert_eq!(
+        numbers,
+        (0..numbers.len()).collect::<Vec<_>>(),
+        "records in order, none lost"
+    );
+    let mut c = agent.client(Some(&token)).await;
+    let (stdout, _) = exec(
+        &mut c,
+        "readopt",
+        pb::Runtime::Shell,
+        "wc -l < /workspace/log",
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        stdout.trim(),
+        numbers.len().to_string(),
+        "the engine holds what the mount showed"
+    );
+
+    csi_node(&config.csi_socket)
+        .await
+        .node_unpublish_volume(csi::NodeUnpublishVolumeRequest {
+            volume_id: uid.clone(),
+            target_path: target.display().to_string(),
+        })
+        .await
+        .unwrap();
+    assert_eq!(agentcomputer_csi::mountinfo::count_at(&target).unwrap(), 0);
+    agent.stop().await;
+    let _ = stop_mounter.send(());
+    mounter_task.await.unwrap().unwrap();
+}
+
 /// The sandbox runner: built by cargo (the same profile and target
 /// directory as this test) on first use; its path.
 fn runner_exe() -> PathBuf {

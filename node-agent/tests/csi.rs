@@ -627,9 +627,11 @@ async fn a_serve_the_agent_fails_is_unmounted() {
                         message: "engine exploded".into(),
                     }
                 }
-                Request::Stats { .. } | Request::Resume { .. } => Reply::NotFound,
+                Request::Stats { .. } | Request::Resume { .. } | Request::Give { .. } => {
+                    Reply::NotFound
+                }
             };
-            end.reply(incoming.id, reply).await.unwrap();
+            end.reply(incoming.id, reply, None).await.unwrap();
         }
         served
     });

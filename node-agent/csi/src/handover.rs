@@ -16,16 +16,17 @@
 //! One message is one seqpacket record: a UTF-8 JSON object of at most
 //! [`MAX_MESSAGE`] bytes (a longer record is a protocol error and ends the
 //! connection). File descriptors travel as one `SCM_RIGHTS` control message
-//! on the record they belong to; only `serve` carries one (exactly one).
+//! on the record they belong to: the requests `serve` and `resume` and the
+//! reply `adopt` carry exactly one, nothing else carries any.
 //! A record of length 0 is the peer closing the connection.
 //!
 //! # Messages
 //!
 //! Every message is `{"type": ..., ...}` ([`Message`]):
 //!
-//! 1. agent → mounter, first: `{"type":"hello","protocol":2}`.
+//! 1. agent → mounter, first: `{"type":"hello","protocol":3}`.
 //! 2. mounter → agent: `{"type":"welcome","protocol":N}` with the agent's
-//!    version when the mounter speaks it (1 or 2), or
+//!    version when the mounter speaks it (1, 2 or 3), or
 //!    `{"type":"refused","message":...}` followed by closing (wrong uid,
 //!    unsupported protocol). The agent must send `hello` within
 //!    [`HELLO_TIMEOUT`].
@@ -34,22 +35,29 @@
 //!    `{"type":"reply","id":N,"reply":{...}}` ([`Reply`]):
 //!    * `check {volume}` → `known` | `not_found` | `error`: does the agent
 //!      have this volume (asked before mounting);
-//!    * `serve {volume, uid, gid, readonly}` + one `/dev/fuse` descriptor
+//!    * `serve {volume, uid, gid, readonly, target}` + one `/dev/fuse` descriptor
 //!      of a mount made for the volume → `served` once the agent answered
 //!      the kernel's `FUSE_INIT` and serves the connection | `not_found` |
 //!      `error`; from protocol 2 `served` carries `init`, the hex of the
 //!      connection's `FUSE_INIT` request, which the mounter keeps with its
 //!      duplicate of the descriptor;
-//!    * `resume {volume, uid, gid, readonly, init}` + the mounter's kept
+//!    * `resume {volume, uid, gid, readonly, init, target}` + the mounter's kept
 //!      descriptor of a live connection (protocol 2): take the connection
 //!      over again (`agentcomputer_fuse::resume_connection`) → `served` |
 //!      `not_found` | `error`. Sent for every published volume when a new
 //!      agent process connects (a restart, or a new version);
+//!    * `give {volume, target}` (protocol 3): hand back a duplicate of the
+//!      connection served for `volume` at `target` → `adopt {volume, uid,
+//!      gid, readonly, init}` + that descriptor | `not_found` | `error`.
+//!      Sent by a restarted mounter, which holds no descriptors, for every
+//!      target it finds mounted; `target` in `serve` and `resume` (protocol
+//!      3, the target path as UTF-8) is how the agent tells its connections
+//!      apart;
 //!    * `stats {volume}` → `stats {total_bytes, used_bytes,
 //!      available_bytes, total_inodes, used_inodes, available_inodes}` from
 //!      the engine's counters | `not_found` | `error`.
 //!
-//!    The mounter waits [`CHECK_TIMEOUT`] for `check` and `stats` and
+//!    The mounter waits [`CHECK_TIMEOUT`] for `check`, `give` and `stats` and
 //!    [`SERVE_TIMEOUT`] for `serve`; a request that times out or whose
 //!    connection ends fails with [`HandoverError`].
 //!
@@ -63,6 +71,17 @@
 //! the kernel resends the requests the old process had read (Linux 6.9+).
 //! An agent speaking protocol 1 cannot resume: the mounter then logs which
 //! volumes are left without a server.
+//!
+//! # Adoption
+//!
+//! The mounter's table lives in memory. A restarted mounter finds the
+//! targets still mounted (`fuse.agentcomputer`, source
+//! `agentcomputer:<volume>`) and asks the agent to `give` each connection
+//! back; the agent keeps a duplicate of every connection it serves for
+//! this. The mounter keeps an adopted descriptor only when it is a
+//! `/dev/fuse` descriptor with a live connection and the target is mounted
+//! for the volume with the mode and owner the agent names
+//! (`crate::adopt`), so an agent cannot plant other descriptors.
 
 use std::io::{IoSlice, IoSliceMut};
 use std::os::fd::{BorrowedFd, OwnedFd};
@@ -82,9 +101,10 @@ use tracing::{info, warn};
 pub const DEFAULT_SOCKET: &str = "/var/lib/agentcomputer/run/mounter.sock";
 
 /// The protocol version this crate speaks.
-pub const PROTOCOL_VERSION: u32 = 2;
+pub const PROTOCOL_VERSION: u32 = 3;
 
-/// The oldest protocol version both ends still accept (1 has no `resume`).
+/// The oldest protocol version both ends still accept (1 has no `resume`,
+/// 2 no `give`).
 pub const OLDEST_PROTOCOL: u32 = 1;
 
 /// Largest message, in bytes of JSON.
@@ -94,7 +114,7 @@ pub const MAX_MESSAGE: usize = 64 * 1024;
 /// for the mounter's `welcome`.
 pub const HELLO_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// How long the mounter waits for the answer to `check` or `stats`.
+/// How long the mounter waits for the answer to `check`, `give` or `stats`.
 pub const CHECK_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// How long the mounter waits for the answer to `serve` (opening the
@@ -102,7 +122,8 @@ pub const CHECK_TIMEOUT: Duration = Duration::from_secs(10);
 pub const SERVE_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Room for the control message of one record (one descriptor is sent;
-/// extra ones received are closed and the message refused).
+/// extra ones received are closed and the message refused or the reply
+/// not used).
 const CONTROL_BUFFER: usize = 128;
 
 /// One protocol message (see the module documentation).
@@ -130,23 +151,35 @@ pub enum Request {
     /// Serve the FUSE connection whose descriptor comes with this message.
     /// `uid`/`gid` are the mount's owner, `readonly` whether it is mounted
     /// read-only. Answer: `Served` (after `FUSE_INIT`) or `NotFound`.
+    /// `target` (protocol 3) is the mount's target path, which names the
+    /// connection in a later `Give`.
     Serve {
         volume: String,
         uid: u32,
         gid: u32,
         readonly: bool,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        target: Option<String>,
     },
     /// Take over again the live FUSE connection whose descriptor comes
     /// with this message, served before by an earlier agent process;
     /// `init` is the hex of its `FUSE_INIT` record (from `served`).
-    /// Answer: `Served`, `NotFound` or `Error`. Protocol 2.
+    /// Answer: `Served`, `NotFound` or `Error`. Protocol 2; `target` as in
+    /// `Serve` (protocol 3).
     Resume {
         volume: String,
         uid: u32,
         gid: u32,
         readonly: bool,
         init: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        target: Option<String>,
     },
+    /// Hand back a duplicate of the descriptor of the connection the agent
+    /// serves for `volume` at `target` (the mounter restarted and holds
+    /// none). Answer: `Adopt` with the descriptor, `NotFound` (no such live
+    /// connection) or `Error`. Protocol 3.
+    Give { volume: String, target: String },
     /// The engine's usage counters of the volume. Answer: `Stats`.
     Stats { volume: String },
 }
@@ -158,6 +191,7 @@ impl Request {
             Request::Check { volume }
             | Request::Serve { volume, .. }
             | Request::Resume { volume, .. }
+            | Request::Give { volume, .. }
             | Request::Stats { volume } => volume,
         }
     }
@@ -194,6 +228,16 @@ pub enum Reply {
     },
     /// `Stats`: the counters.
     Stats(VolumeStats),
+    /// `Give`: the connection of `volume`, mounted with owner `uid`/`gid`
+    /// and `readonly`, whose `FUSE_INIT` record is `init` (hex); its
+    /// `/dev/fuse` descriptor comes with this record. Protocol 3.
+    Adopt {
+        volume: String,
+        uid: u32,
+        gid: u32,
+        readonly: bool,
+        init: String,
+    },
     /// The agent has no such volume.
     NotFound,
     /// The request failed; `message` says why.
@@ -315,10 +359,13 @@ pub struct Listener {
     on_connect: Box<dyn Fn(Option<i32>) + Send + Sync>,
 }
 
+/// Where a reply and the descriptors that came with it go.
+type ReplySender = oneshot::Sender<(Reply, Vec<OwnedFd>)>;
+
 /// One accepted agent connection (mounter side).
 pub struct AgentConn {
     sock: UnixSeqpacket,
-    pending: Mutex<std::collections::HashMap<u64, oneshot::Sender<Reply>>>,
+    pending: Mutex<std::collections::HashMap<u64, ReplySender>>,
     next_id: AtomicU64,
     closed: CancellationToken,
     pid: Option<i32>,
@@ -480,12 +527,10 @@ impl AgentConn {
             };
             match r {
                 Ok(Some((Message::Reply { id, reply }, fds))) => {
-                    if !fds.is_empty() {
-                        warn!("the node agent sent descriptors with a reply; closed them");
-                    }
+                    // Descriptors go to the request; unused ones are closed.
                     match lock(&self.pending).remove(&id) {
                         Some(tx) => {
-                            let _ = tx.send(reply);
+                            let _ = tx.send((reply, fds));
                         }
                         None => warn!(id, "reply to no pending request (timed out?)"),
                     }
@@ -506,14 +551,40 @@ impl AgentConn {
         lock(&self.pending).clear();
     }
 
-    /// Sends `request` (with `fd` for `Serve`) and waits up to `timeout`
-    /// for its reply. Errors: `Disconnected`, `TimedOut`, `Io`, `Protocol`.
+    /// Sends `request` (with `fd` for `Serve` and `Resume`) and waits up
+    /// to `timeout` for its reply. A descriptor that comes with the reply
+    /// is closed (logged). Errors: `Disconnected`, `TimedOut`, `Io`,
+    /// `Protocol`.
     pub async fn request(
         &self,
         request: Request,
         fd: Option<BorrowedFd<'_>>,
         timeout: Duration,
     ) -> Result<Reply, HandoverError> {
+        let (reply, fds) = self.exchange(request, fd, timeout).await?;
+        if !fds.is_empty() {
+            warn!(reply = ?reply, "the node agent sent descriptors with a reply that takes none; closed them");
+        }
+        Ok(reply)
+    }
+
+    /// Sends `request` (`Give`) and waits up to `timeout` for its reply and
+    /// the descriptors that came with it (the caller checks how many).
+    /// Errors: as [`AgentConn::request`].
+    pub async fn request_descriptor(
+        &self,
+        request: Request,
+        timeout: Duration,
+    ) -> Result<(Reply, Vec<OwnedFd>), HandoverError> {
+        self.exchange(request, None, timeout).await
+    }
+
+    async fn exchange(
+        &self,
+        request: Request,
+        fd: Option<BorrowedFd<'_>>,
+        timeout: Duration,
+    ) -> Result<(Reply, Vec<OwnedFd>), HandoverError> {
         if self.closed.is_cancelled() {
             return Err(HandoverError::Disconnected);
         }
@@ -551,8 +622,9 @@ pub struct Incoming {
     pub id: u64,
     /// What the mounter asks.
     pub request: Request,
-    /// The descriptor that came with `Serve` (`None` for other requests,
-    /// or when the mounter sent none, which the agent must refuse).
+    /// The descriptor that came with `Serve` or `Resume` (`None` for other
+    /// requests, or when the mounter sent none, which the agent must
+    /// refuse).
     pub fd: Option<OwnedFd>,
 }
 
@@ -626,13 +698,19 @@ impl AgentEnd {
         }
     }
 
-    /// Answers request `id`. Safe to call from several tasks at once (each
-    /// reply is one record). Errors: `Io`, `TimedOut` when the mounter has
-    /// not made room in the socket within [`CHECK_TIMEOUT`].
-    pub async fn reply(&self, id: u64, reply: Reply) -> Result<(), HandoverError> {
+    /// Answers request `id`, with `fd` attached for `Adopt`. Safe to call
+    /// from several tasks at once (each reply is one record). Errors: `Io`,
+    /// `TimedOut` when the mounter has not made room in the socket within
+    /// [`CHECK_TIMEOUT`].
+    pub async fn reply(
+        &self,
+        id: u64,
+        reply: Reply,
+        fd: Option<BorrowedFd<'_>>,
+    ) -> Result<(), HandoverError> {
         tokio::time::timeout(
             CHECK_TIMEOUT,
-            send(&self.sock, &Message::Reply { id, reply }, None),
+            send(&self.sock, &Message::Reply { id, reply }, fd),
         )
         .await
         .map_err(|_| HandoverError::TimedOut(CHECK_TIMEOUT))?
@@ -652,12 +730,50 @@ mod tests {
                 uid: 1000,
                 gid: 1000,
                 readonly: false,
+                target: None,
             },
         };
         assert_eq!(
             serde_json::to_string(&m).unwrap(),
             r#"{"type":"request","id":7,"request":{"op":"serve","volume":"v","uid":1000,"gid":1000,"readonly":false}}"#
         );
+        let give = Message::Request {
+            id: 8,
+            request: Request::Give {
+                volume: "v".into(),
+                target: "/t".into(),
+            },
+        };
+        assert_eq!(
+            serde_json::to_string(&give).unwrap(),
+            r#"{"type":"request","id":8,"request":{"op":"give","volume":"v","target":"/t"}}"#
+        );
+        let adopt = Message::Reply {
+            id: 8,
+            reply: Reply::Adopt {
+                volume: "v".into(),
+                uid: 1000,
+                gid: 1001,
+                readonly: true,
+                init: "00ff".into(),
+            },
+        };
+        assert_eq!(
+            serde_json::to_string(&adopt).unwrap(),
+            r#"{"type":"reply","id":8,"reply":{"result":"adopt","volume":"v","uid":1000,"gid":1001,"readonly":true,"init":"00ff"}}"#
+        );
+        // A protocol 2 peer's serve (no target) still parses.
+        let old: Message = serde_json::from_str(
+            r#"{"type":"request","id":1,"request":{"op":"resume","volume":"v","uid":1,"gid":1,"readonly":false,"init":"00"}}"#,
+        )
+        .unwrap();
+        assert!(matches!(
+            old,
+            Message::Request {
+                request: Request::Resume { target: None, .. },
+                ..
+            }
+        ));
         let r = Message::Reply {
             id: 7,
             reply: Reply::Error {

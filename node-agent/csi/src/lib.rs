@@ -9,8 +9,10 @@
 //!
 //! * [`mounter::run`]: the whole process, given [`mounter::MounterConfig`];
 //! * [`handover`]: the protocol between mounter and agent (both ends);
-//! * [`node`], [`identity`]: the gRPC services; [`publish`]: the mounts.
+//! * [`node`], [`identity`]: the gRPC services; [`publish`]: the mounts;
+//!   [`adopt`]: taking the connections back from the agent after a restart.
 
+pub mod adopt;
 pub mod authority;
 pub mod handover;
 pub mod identity;

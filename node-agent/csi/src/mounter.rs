@@ -88,8 +88,10 @@ pub async fn run(config: MounterConfig, shutdown: impl Future<Output = ()>) -> a
         .with_context(|| format!("cannot create {}", config.registration_dir.display()))?;
 
     let table = Arc::new(Table::default());
-    // A new agent process gets the published connections of the previous
-    // one back; the resume runs once the connection reads replies.
+    // On each agent connection: a restarted mounter first takes back the
+    // connections it holds no descriptor for (crate::adopt), then a new
+    // agent process gets the published connections of the previous one
+    // back (resume). Both run once the connection reads replies.
     let (connected_tx, mut connected_rx) = tokio::sync::mpsc::unbounded_channel::<Option<i32>>();
     let on_connect = Box::new(move |pid: Option<i32>| {
         let _ = connected_tx.send(pid);
@@ -108,6 +110,7 @@ pub async fn run(config: MounterConfig, shutdown: impl Future<Output = ()>) -> a
         let publisher = publisher.clone();
         tokio::spawn(async move {
             while connected_rx.recv().await.is_some() {
+                crate::adopt::adopt_unheld(&publisher).await;
                 publisher.resume_orphans().await;
             }
         })

@@ -16,6 +16,9 @@ pub struct MountEntry {
     pub fstype: String,
     /// Second field after `-`: the source, e.g. `agentcomputer:<volume>`.
     pub source: String,
+    /// Third field after `-`: the superblock's options, e.g. FUSE's
+    /// `rw,user_id=1000,group_id=1000,default_permissions,allow_other`.
+    pub super_options: Vec<String>,
 }
 
 impl MountEntry {
@@ -23,6 +26,28 @@ impl MountEntry {
     pub fn read_only(&self) -> bool {
         self.options.iter().any(|o| o == "ro")
     }
+
+    /// The value of superblock option `key` (`key=value`), if present.
+    pub fn super_option(&self, key: &str) -> Option<&str> {
+        self.super_options
+            .iter()
+            .find_map(|o| o.strip_prefix(key)?.strip_prefix('='))
+    }
+}
+
+/// Every mount point with the topmost mount at it, in mount order of those
+/// mounts. Errors: reading `/proc/self/mountinfo`.
+pub fn topmost() -> io::Result<Vec<MountEntry>> {
+    let info = std::fs::read("/proc/self/mountinfo")?;
+    let mut seen = std::collections::HashSet::new();
+    let mut out: Vec<MountEntry> = info
+        .split(|&b| b == b'\n')
+        .rev()
+        .filter_map(parse_line)
+        .filter(|e| seen.insert(e.mountpoint.clone()))
+        .collect();
+    out.reverse();
+    Ok(out)
 }
 
 /// The topmost mount at exactly `path`, if any (later lines are mounted on
@@ -46,19 +71,26 @@ pub fn count_at(path: &Path) -> io::Result<usize> {
         .count())
 }
 
-fn parse_line(line: &[u8]) -> Option<MountEntry> {
+/// Parses one line of mountinfo (proc(5)); `None` for a malformed line.
+pub fn parse_line(line: &[u8]) -> Option<MountEntry> {
     let fields: Vec<&[u8]> = line.split(|&b| b == b' ').collect();
     let mountpoint = fields.get(4)?;
     let options = fields.get(5)?;
     let dash = fields.iter().position(|f| *f == b"-")?;
     let fstype = fields.get(dash + 1)?;
     let source = fields.get(dash + 2)?;
+    let super_options = fields.get(dash + 3).copied().unwrap_or_default();
     let text = |b: &[u8]| String::from_utf8_lossy(&unescape(b)).into_owned();
     Some(MountEntry {
         mountpoint: PathBuf::from(OsString::from_vec(unescape(mountpoint))),
         options: text(options).split(',').map(str::to_string).collect(),
         fstype: text(fstype),
         source: text(source),
+        super_options: text(super_options)
+            .split(',')
+            .filter(|o| !o.is_empty())
+            .map(str::to_string)
+            .collect(),
     })
 }
 
@@ -93,6 +125,9 @@ mod tests {
         assert_eq!(e.fstype, "fuse.agentcomputer");
         assert_eq!(e.source, "agentcomputer:vol-1");
         assert!(e.read_only());
+        assert_eq!(e.super_option("user_id"), Some("1000"));
+        assert_eq!(e.super_option("user"), None);
+        assert_eq!(e.super_option("group_id"), None);
         assert!(parse_line(b"").is_none());
     }
 
@@ -100,5 +135,16 @@ mod tests {
     fn finds_the_root_mount() {
         assert!(mount_at(Path::new("/")).unwrap().is_some());
         assert!(mount_at(Path::new("/no/such/mount")).unwrap().is_none());
+        let all = topmost().unwrap();
+        assert_eq!(
+            all.iter()
+                .filter(|e| e.mountpoint == Path::new("/"))
+                .count(),
+            1
+        );
+        assert_eq!(
+            all.iter().find(|e| e.mountpoint == Path::new("/")),
+            mount_at(Path::new("/")).unwrap().as_ref()
+        );
     }
 }

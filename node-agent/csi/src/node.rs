@@ -129,18 +129,24 @@ fn volume_id(id: &str) -> Result<&str, Status> {
     if id.is_empty() {
         return Err(Status::invalid_argument("volume_id is required"));
     }
-    let label = id.len() <= 63
-        && id
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-        && !id.starts_with('-')
-        && !id.ends_with('-');
-    if !label {
+    if !is_volume_id(id) {
         return Err(Status::invalid_argument(format!(
             "volume_id {id:?} is not an agentcomputer volume id (a DNS-1123 label)"
         )));
     }
     Ok(id)
+}
+
+/// Whether `id` is a volume id: a non-empty DNS-1123 label (at most 63
+/// lowercase letters, digits and `-`, not starting or ending with `-`).
+pub fn is_volume_id(id: &str) -> bool {
+    !id.is_empty()
+        && id.len() <= 63
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && !id.starts_with('-')
+        && !id.ends_with('-')
 }
 
 fn target_path(p: &str, field: &str) -> Result<PathBuf, Status> {

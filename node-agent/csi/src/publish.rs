@@ -6,7 +6,9 @@
 //! descriptor in a table (target → volume, descriptor) and sends it to the
 //! agent, which answers once it serves the connection. Calls for one volume
 //! are serialised by a per-volume lock; different volumes proceed in
-//! parallel. The mounter never reads the descriptor itself.
+//! parallel. The mounter never reads the descriptor itself. After a
+//! restart of the mounter the table is refilled from the agent
+//! (`crate::adopt`).
 
 use std::collections::HashMap;
 use std::io;
@@ -148,6 +150,7 @@ impl Table {
                         gid: p.gid,
                         readonly: p.readonly,
                         init: init.clone(),
+                        target: target.to_str().map(str::to_string),
                     },
                     fd,
                 })),
@@ -165,6 +168,45 @@ impl Table {
         if let Some(p) = lock(&self.by_target).get_mut(target) {
             p.agent_pid = agent_pid;
         }
+    }
+
+    /// Whether the table holds a descriptor for `target`.
+    pub fn holds(&self, target: &Path) -> bool {
+        lock(&self.by_target).contains_key(target)
+    }
+
+    /// Records the connection at `target`, handed back by the agent
+    /// process `agent_pid` that serves it (`crate::adopt`, which checked
+    /// it), as if this mounter had published it. False (and `fd` closed)
+    /// when the table already holds the target.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn adopt(
+        &self,
+        target: &Path,
+        volume: &str,
+        readonly: bool,
+        (uid, gid): (u32, u32),
+        agent_pid: Option<i32>,
+        fd: OwnedFd,
+        init: String,
+    ) -> bool {
+        let mut by_target = lock(&self.by_target);
+        if by_target.contains_key(target) {
+            return false;
+        }
+        by_target.insert(
+            target.to_path_buf(),
+            Published {
+                volume: volume.to_string(),
+                readonly,
+                uid,
+                gid,
+                agent_pid,
+                fd,
+                init: Some(init),
+            },
+        );
+        true
     }
 
     /// Whether `volume` is published at `target`.
@@ -202,8 +244,13 @@ impl Publisher {
         &self.table
     }
 
+    /// The hand-over listener (the connected agent).
+    pub(crate) fn handover(&self) -> &Listener {
+        &self.handover
+    }
+
     /// Runs `f` holding the lock of `volume`.
-    async fn with_volume_lock<T>(&self, volume: &str, f: impl AsyncFnOnce() -> T) -> T {
+    pub(crate) async fn with_volume_lock<T>(&self, volume: &str, f: impl AsyncFnOnce() -> T) -> T {
         let l = lock(&self.locks)
             .entry(volume.to_string())
             .or_default()
@@ -253,8 +300,9 @@ impl Publisher {
                 lock(&self.table.by_target).remove(target);
             }
             (None, Some(m)) if m.fstype == FSTYPE && m.source == mount_source(&spec.volume) => {
-                // Mounted by an earlier run of the mounter: its descriptor is gone.
-                warn!(volume = %spec.volume, target = %target.display(), "target was published by an earlier mounter; its descriptor is not kept");
+                // Mounted by an earlier run of the mounter, and the agent
+                // did not hand the connection back (crate::adopt).
+                warn!(volume = %spec.volume, target = %target.display(), "target was published by an earlier mounter and its connection was not handed back; no descriptor is kept for it");
                 return same_mode(target, m.read_only(), spec.readonly);
             }
             (None, Some(m)) => {
@@ -294,6 +342,7 @@ impl Publisher {
             uid: spec.uid,
             gid: spec.gid,
             readonly: spec.readonly,
+            target: target.to_str().map(str::to_string),
         };
         let result = match agent.request(serve, Some(fd.as_fd()), SERVE_TIMEOUT).await {
             Ok(Reply::Served { init }) => Ok(init),
