@@ -1129,15 +1129,7 @@ fn bad_input(cx: &mut Context) -> Result<String> {
 /// restart cost it.
 fn agent_restart(cx: &mut Context) -> Result<String> {
     let selector = "app.kubernetes.io/name=agentcomputer-node-agent";
-    let before = cx
-        .tools
-        .kubectl_json(&["-n", SYSTEM_NS, "get", "pods", "-l", selector])?;
-    let old: Vec<String> = before["items"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .map(|p| text(p, "/metadata/name").to_string())
-        .collect();
+    let old = release_pods(cx, selector)?;
     ensure!(!old.is_empty(), "no node agent pod");
     let sandbox_before = text(&cx.computer("box")?, "/status/sandboxPod").to_string();
     ensure!(
@@ -1147,24 +1139,7 @@ fn agent_restart(cx: &mut Context) -> Result<String> {
     let uid_before = pod_uid(cx, &sandbox_before)?;
     start_writer(cx, &sandbox_before)?;
     let start = Instant::now();
-    cx.tools.kubectl_ok(&[
-        "-n",
-        SYSTEM_NS,
-        "delete",
-        "pods",
-        "-l",
-        selector,
-        "--wait=true",
-    ])?;
-    eventually(180, "a new Ready node agent pod", || {
-        let pods = cx
-            .tools
-            .kubectl_json(&["-n", SYSTEM_NS, "get", "pods", "-l", selector])?;
-        let ready = pods["items"].as_array().into_iter().flatten().any(|p| {
-            !old.iter().any(|o| o == text(p, "/metadata/name")) && condition(p, "Ready") == "True"
-        });
-        Ok(ready.then_some(()))
-    })?;
+    replace_pods(cx, selector, "node agent", 180)?;
     cx.time("node agent pod deleted to new pod Ready", start.elapsed());
     let out = eventually(60, "an exec after the restart", || {
         Ok(Some(cx.exec("scratch", "shell", "cat s.txt j.txt")?))
@@ -1219,14 +1194,9 @@ fn upgrade_keeps_sandbox(cx: &mut Context) -> Result<String> {
     let agents = "app.kubernetes.io/name=agentcomputer-node-agent";
     let mounters = "app.kubernetes.io/name=agentcomputer-mounter";
     let names = |cx: &Context, selector: &str| -> Result<Vec<String>> {
-        let pods = cx
-            .tools
-            .kubectl_json(&["-n", SYSTEM_NS, "get", "pods", "-l", selector])?;
-        Ok(pods["items"]
-            .as_array()
+        Ok(release_pods(cx, selector)?
             .into_iter()
-            .flatten()
-            .map(|p| text(p, "/metadata/name").to_string())
+            .map(|(n, _)| n)
             .collect())
     };
     let pod = text(&cx.computer("box")?, "/status/sandboxPod").to_string();
@@ -1267,10 +1237,10 @@ fn upgrade_keeps_sandbox(cx: &mut Context) -> Result<String> {
     // The mounter replaced by hand (as OnDelete expects), then the agent:
     // the connection must have been given back to the new mounter.
     start_writer(cx, &pod)?;
-    replace_pods(cx, mounters, "mounter")?;
+    replace_pods(cx, mounters, "mounter", 120)?;
     // Time for the new mounter to take the connections back from the agent.
     std::thread::sleep(Duration::from_secs(3));
-    replace_pods(cx, agents, "node agent")?;
+    replace_pods(cx, agents, "node agent", 120)?;
     let mounter_pause = finish_writer(cx, &pod, &uid)?;
     cx.time(
         "longest gap of a running sandbox's writes, mounter then agent replaced",
@@ -1290,26 +1260,31 @@ fn upgrade_keeps_sandbox(cx: &mut Context) -> Result<String> {
     ))
 }
 
+/// The release's pods matching `selector`: name and whether Ready.
+fn release_pods(cx: &Context, selector: &str) -> Result<Vec<(String, bool)>> {
+    let pods = cx
+        .tools
+        .kubectl_json(&["-n", SYSTEM_NS, "get", "pods", "-l", selector])?;
+    Ok(pods["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|p| {
+            (
+                text(p, "/metadata/name").to_string(),
+                condition(p, "Ready") == "True",
+            )
+        })
+        .collect())
+}
+
 /// Deletes the release's pods matching `selector` (waiting for them to go)
-/// and waits until a new one of them is Ready.
-fn replace_pods(cx: &Context, selector: &str, what: &str) -> Result<()> {
-    let ready_names = |cx: &Context| -> Result<Vec<(String, bool)>> {
-        let pods = cx
-            .tools
-            .kubectl_json(&["-n", SYSTEM_NS, "get", "pods", "-l", selector])?;
-        Ok(pods["items"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .map(|p| {
-                (
-                    text(p, "/metadata/name").to_string(),
-                    condition(p, "Ready") == "True",
-                )
-            })
-            .collect())
-    };
-    let old: Vec<String> = ready_names(cx)?.into_iter().map(|(n, _)| n).collect();
+/// and waits up to `secs` until a new one of them is Ready.
+fn replace_pods(cx: &Context, selector: &str, what: &str, secs: u64) -> Result<()> {
+    let old: Vec<String> = release_pods(cx, selector)?
+        .into_iter()
+        .map(|(n, _)| n)
+        .collect();
     cx.tools.kubectl_ok(&[
         "-n",
         SYSTEM_NS,
@@ -1319,8 +1294,8 @@ fn replace_pods(cx: &Context, selector: &str, what: &str) -> Result<()> {
         selector,
         "--wait=true",
     ])?;
-    eventually(120, &format!("a new {what} pod Ready"), || {
-        Ok(ready_names(cx)?
+    eventually(secs, &format!("a new {what} pod Ready"), || {
+        Ok(release_pods(cx, selector)?
             .iter()
             .any(|(n, ready)| *ready && !old.contains(n))
             .then_some(()))
