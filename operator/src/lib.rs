@@ -31,6 +31,19 @@ pub mod triggers;
 pub use context::{Config, Context};
 pub use error::{Error, Result};
 
+/// Completes at the first SIGTERM (the kubelet stopping the pod) or SIGINT,
+/// for the operator's and the share gateway's graceful shutdown. Panics if
+/// the signal handlers cannot be installed (at start-up only).
+pub async fn shutdown_signal() {
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .expect("SIGTERM handler");
+    tokio::select! {
+        _ = term.recv() => {},
+        _ = tokio::signal::ctrl_c() => {},
+    }
+    tracing::info!("shutting down");
+}
+
 /// Field manager of every server-side apply the operator makes.
 pub const FIELD_MANAGER: &str = "agentcomputer-operator";
 /// Finalizer the operator puts on every AgentComputer, so that it can release

@@ -213,7 +213,7 @@ async fn main() -> anyhow::Result<()> {
     ));
 
     let run = controller
-        .graceful_shutdown_on(shutdown_signal())
+        .graceful_shutdown_on(agentcomputer_operator::shutdown_signal())
         .run(reconcile, error_policy, ctx)
         .for_each(|res| async move {
             if let Err(e) = res {
@@ -237,14 +237,4 @@ async fn main() -> anyhow::Result<()> {
         None => run.await,
     }
     Ok(())
-}
-
-async fn shutdown_signal() {
-    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-        .expect("SIGTERM handler");
-    tokio::select! {
-        _ = term.recv() => {},
-        _ = tokio::signal::ctrl_c() => {},
-    }
-    tracing::info!("shutting down");
 }

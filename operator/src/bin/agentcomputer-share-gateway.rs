@@ -145,16 +145,6 @@ async fn main() -> anyhow::Result<()> {
     let addr = listener.local_addr()?;
     println!("listening on {addr}");
     tracing::info!(%addr, "serving share links");
-    proxy::serve(listener, gateway, shutdown_signal()).await?;
+    proxy::serve(listener, gateway, agentcomputer_operator::shutdown_signal()).await?;
     Ok(())
-}
-
-async fn shutdown_signal() {
-    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-        .expect("SIGTERM handler");
-    tokio::select! {
-        _ = term.recv() => {},
-        _ = tokio::signal::ctrl_c() => {},
-    }
-    tracing::info!("shutting down");
 }
