@@ -98,6 +98,7 @@ fn run_client(server: &Server, args: &[&str]) -> u32 {
         .env("AGENTCOMPUTER_DATA_DIR", &server.data)
         .env_remove("AGENTCOMPUTER_TOKEN")
         .env_remove("AGENTCOMPUTER_TOKEN_FILE")
+        .env_remove("KUBECONFIG")
         .output()
         .unwrap();
     let stdout = ok(&out, &format!("client.py {args:?}"));

@@ -17,7 +17,7 @@
 //! says so), `E2E_WEB_IMAGE` (an image with busybox `httpd` for the egress
 //! step's web server, default `localhost/agentcomputer-e2e/busybox:1`),
 //! `E2E_ONLY` (comma-separated step names to run, with the steps they
-//! need; opt-in steps run only when named there). `e2e/kind/run.sh` runs it on a kind cluster.
+//! need). `e2e/kind/run.sh` runs it on a kind cluster.
 
 mod steps;
 mod tools;
@@ -46,11 +46,6 @@ fn main() -> ExitCode {
             .as_ref()
             .is_some_and(|only| only.iter().any(|o| o == step.name));
         if only.is_some() && !step.required && !named {
-            continue;
-        }
-        // Opt-in steps run only when E2E_ONLY names them.
-        if step.opt_in && !named {
-            println!("skipped {:<40} (opt-in: E2E_ONLY names it)", step.name);
             continue;
         }
         let t = Instant::now();

@@ -24,8 +24,6 @@ pub struct Step {
     pub name: &'static str,
     /// Later steps need this one: a failure stops the run.
     pub required: bool,
-    /// Run only when `E2E_ONLY` names it (a step that does not pass yet).
-    pub opt_in: bool,
     /// The step.
     pub run: fn(&mut Context) -> Result<String>,
 }
@@ -35,91 +33,81 @@ pub const STEPS: &[Step] = &[
     Step {
         name: "helm install",
         required: true,
-        opt_in: false,
         run: helm_install,
     },
     Step {
         name: "example computer Ready",
         required: true,
-        opt_in: false,
         run: example_computer,
     },
     Step {
         name: "shell and javascript share files",
         required: false,
-        opt_in: false,
         run: shell_and_javascript,
     },
     Step {
         name: "sandbox pod mounts the volume",
         required: false,
-        opt_in: false,
         run: sandbox_pod,
     },
     Step {
         name: "container runtime via kubectl computer",
         required: false,
-        opt_in: false,
         run: container_runtime,
     },
     Step {
         name: "idle sandbox pod starts on exec",
         required: false,
-        opt_in: false,
         run: idle_wake,
     },
     Step {
         name: "missing sandbox image reported",
         required: false,
-        opt_in: false,
         run: missing_image,
     },
     Step {
         name: "egress on the pod network",
         required: false,
-        opt_in: false,
         run: egress,
     },
     Step {
         name: "bad input refused",
         required: false,
-        opt_in: false,
         run: bad_input,
     },
     Step {
         name: "running sandbox survives node agent restart",
         required: false,
-        opt_in: false,
         run: agent_restart,
     },
     Step {
         name: "helm upgrade keeps a running sandbox",
         required: false,
-        opt_in: false,
         run: upgrade_keeps_sandbox,
     },
     Step {
         name: "helm upgrade to TLS keeps computers",
         required: false,
-        opt_in: false,
         run: tls_upgrade,
     },
     Step {
         name: "share link through the gateway",
         required: false,
-        opt_in: true,
         run: share_gateway,
+    },
+    Step {
+        name: "MCP server on a computer in the cluster",
+        required: false,
+        run: mcp_in_cluster,
     },
     Step {
         name: "deletion under Delete and Retain",
         required: false,
-        opt_in: false,
         run: deletion,
     },
     Step {
         name: "200 computers on one node",
         required: false,
-        opt_in: false,
         run: burst,
     },
 ];
@@ -131,6 +119,8 @@ pub struct Context {
     tag: String,
     node_data: Option<PathBuf>,
     timings: Vec<(String, Duration)>,
+    /// The host port share links name, once the gateway is on.
+    share_port: Option<u16>,
 }
 
 impl Context {
@@ -143,6 +133,7 @@ impl Context {
             tag: std::env::var("E2E_IMAGE_TAG").unwrap_or_else(|_| "e2e".into()),
             node_data: std::env::var_os("E2E_NODE_DATA_DIR").map(PathBuf::from),
             timings: Vec::new(),
+            share_port: None,
         }
     }
 
@@ -674,36 +665,7 @@ fn tls_upgrade(cx: &mut Context) -> Result<String> {
 /// downloads the file from this host through the gateway (the body,
 /// `Content-Disposition`, a range); a tampered link gets 403.
 fn share_gateway(cx: &mut Context) -> Result<String> {
-    // A port free on this host now, for the forward the links name.
-    let port = std::net::TcpListener::bind("127.0.0.1:0")?
-        .local_addr()?
-        .port();
-    let url = format!("nodeAgent.share.url=http://127.0.0.1:{port}/");
-    let start = Instant::now();
-    cx.helm_upgrade(&[
-        "--reuse-values",
-        "--set",
-        "nodeAgent.share.enabled=true",
-        "--set",
-        &url,
-        "--set",
-        "shareGateway.enabled=true",
-        "--set",
-        "shareGateway.replicas=1",
-    ])?;
-    cx.wait_release_ready()?;
-    cx.tools.kubectl_ok(&[
-        "-n",
-        SYSTEM_NS,
-        "rollout",
-        "status",
-        "deployment/ac-agent-computer-share-gateway",
-        "--timeout=120s",
-    ])?;
-    cx.time(
-        "helm upgrade with the share gateway to Ready",
-        start.elapsed(),
-    );
+    let port = share_links_on(cx)?;
     let body = "shared through the gateway\n";
     eventually(120, "a file written after the agents restarted", || {
         cx.exec(
@@ -725,33 +687,7 @@ fn share_gateway(cx: &mut Context) -> Result<String> {
         link.starts_with(&format!("http://127.0.0.1:{port}/share/v1/")),
         "the link does not point at the gateway: {link}"
     );
-    let curl = |url: &str, extra: &[&str]| -> Result<(String, String)> {
-        let mut cmd = std::process::Command::new("curl");
-        cmd.args(["-sS", "--max-time", "30", "-D", "-", "-o", "/dev/stderr"])
-            .args(extra)
-            .arg(url);
-        let out = cmd.output().context("cannot run curl")?;
-        ensure!(out.status.success(), "curl {url} failed ({})", out.status);
-        Ok((
-            String::from_utf8_lossy(&out.stdout).into_owned(),
-            String::from_utf8_lossy(&out.stderr).into_owned(),
-        ))
-    };
-    let _forward = cx.tools.kubectl_port_forward(
-        SYSTEM_NS,
-        "svc/ac-agent-computer-share-gateway",
-        port,
-        80,
-    )?;
-    // A connection made the moment the forward announces itself can be
-    // reset before the forward's stream to the pod is up: wait for the
-    // gateway's /healthz through it first.
-    let health = format!("http://127.0.0.1:{port}/healthz");
-    eventually(30, "the gateway through the port-forward", || {
-        Ok(curl(&health, &[])
-            .ok()
-            .filter(|(head, _)| head.starts_with("HTTP/1.1 200")))
-    })?;
+    let _forward = forward_to_gateway(cx, port)?;
     let (took, attempts) = {
         let mut attempts = 0;
         let took = eventually(60, "downloads through the gateway", || {
@@ -785,6 +721,134 @@ fn share_gateway(cx: &mut Context) -> Result<String> {
     } else {
         String::new()
     })
+}
+
+/// Turns share links on (`helm upgrade --reuse-values` with the gateway,
+/// links naming a port free on this host now) and waits for the release;
+/// returns that port. Done once per run.
+fn share_links_on(cx: &mut Context) -> Result<u16> {
+    if let Some(port) = cx.share_port {
+        return Ok(port);
+    }
+    // A port free on this host now, for the forward the links name.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port();
+    let url = format!("nodeAgent.share.url=http://127.0.0.1:{port}/");
+    let start = Instant::now();
+    cx.helm_upgrade(&[
+        "--reuse-values",
+        "--set",
+        "nodeAgent.share.enabled=true",
+        "--set",
+        &url,
+        "--set",
+        "shareGateway.enabled=true",
+        "--set",
+        "shareGateway.replicas=1",
+    ])?;
+    cx.wait_release_ready()?;
+    cx.tools.kubectl_ok(&[
+        "-n",
+        SYSTEM_NS,
+        "rollout",
+        "status",
+        "deployment/ac-agent-computer-share-gateway",
+        "--timeout=120s",
+    ])?;
+    cx.time(
+        "helm upgrade with the share gateway to Ready",
+        start.elapsed(),
+    );
+    cx.share_port = Some(port);
+    Ok(port)
+}
+
+/// Starts a `kubectl port-forward` from the host port share links name to
+/// the gateway Service, and waits until the gateway answers through it.
+fn forward_to_gateway(cx: &Context, port: u16) -> Result<crate::tools::Background> {
+    let forward = cx.tools.kubectl_port_forward(
+        SYSTEM_NS,
+        "svc/ac-agent-computer-share-gateway",
+        port,
+        80,
+    )?;
+    // A connection made the moment the forward announces itself can be
+    // reset before the forward's stream to the pod is up: wait for the
+    // gateway's /healthz through it first.
+    let health = format!("http://127.0.0.1:{port}/healthz");
+    eventually(30, "the gateway through the port-forward", || {
+        Ok(curl(&health, &[])
+            .ok()
+            .filter(|(head, _)| head.starts_with("HTTP/1.1 200")))
+    })?;
+    Ok(forward)
+}
+
+/// `curl -sS` of `url` with `extra` arguments: (response head, body).
+/// Errors: curl failed (no response).
+fn curl(url: &str, extra: &[&str]) -> Result<(String, String)> {
+    let mut cmd = std::process::Command::new("curl");
+    cmd.args(["-sS", "--max-time", "30", "-D", "-", "-o", "/dev/stderr"])
+        .args(extra)
+        .arg(url);
+    let out = cmd.output().context("cannot run curl")?;
+    ensure!(out.status.success(), "curl {url} failed ({})", out.status);
+    Ok((
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    ))
+}
+
+/// MCP from outside the cluster: the official Python MCP client (the test
+/// client of kubectl-computer/tests/mcp, in the virtual environment
+/// scripts/mcp-python.sh makes) starts `kubectl computer -n e2e mcp
+/// scratch` over stdio, which reaches the computer through the CLI's
+/// cluster mode, and runs every tool: write, edit, read a range, ls, find,
+/// grep, exec in the shell and JavaScript runtimes, a refused path, a
+/// timeout, and a share link downloaded through the gateway.
+fn mcp_in_cluster(cx: &mut Context) -> Result<String> {
+    let port = share_links_on(cx)?;
+    let _forward = forward_to_gateway(cx, port)?;
+    let python = cx
+        .tools
+        .run(std::path::Path::new("bash"), &["scripts/mcp-python.sh"])?
+        .ok("scripts/mcp-python.sh")?;
+    let client = cx.tools.repo.join("kubectl-computer/tests/mcp/client.py");
+    let cli = std::fs::canonicalize(&cx.tools.cli).unwrap_or_else(|_| cx.tools.cli.clone());
+    let start = Instant::now();
+    let out = cx
+        .tools
+        .run(
+            std::path::Path::new(python.trim()),
+            &[
+                &client.display().to_string(),
+                "stdio",
+                &cli.display().to_string(),
+                "scratch",
+                "-n",
+                NS,
+            ],
+        )?
+        .ok("the Python MCP client")?;
+    let took = start.elapsed();
+    let checks = out
+        .lines()
+        .last()
+        .and_then(|l| l.strip_prefix("ok: stdio "))
+        .and_then(|n| n.parse::<u32>().ok())
+        .with_context(|| format!("the MCP client did not finish: {out}"))?;
+    ensure!(checks > 100, "the MCP client made only {checks} checks");
+    let notes = cx
+        .tools
+        .cli(&["-n", NS, "cat", "scratch", "mcp-stdio/notes.md"], None)?
+        .ok("kubectl computer cat")?;
+    ensure!(
+        notes.contains("status: final\n"),
+        "the MCP client's edit is not in the computer: {notes:?}"
+    );
+    cx.time("MCP client's whole run against the cluster", took);
+    Ok(format!("{checks} checks"))
 }
 
 /// Writes `ca.crt` (a CA made here) and `tls.crt`/`tls.key` (a P-256

@@ -154,6 +154,11 @@ impl Tools {
         })
     }
 
+    /// Runs `program ARGS` with the cluster's KUBECONFIG, in the repository.
+    pub fn run(&self, program: &std::path::Path, args: &[&str]) -> Result<Output> {
+        self.run_with(&program.to_path_buf(), args, None)
+    }
+
     /// Runs `kubectl ARGS`.
     pub fn kubectl(&self, args: &[&str]) -> Result<Output> {
         self.run_with(&self.kubectl, args, None)
@@ -200,14 +205,7 @@ impl Tools {
             .spawn()
             .context("cannot start kubectl-computer port-forward")?;
         let stdout = child.stdout.take().expect("piped stdout");
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(|l| l.ok()) {
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
+        let rx = lines_of(stdout);
         let mut forward = PortForward {
             child,
             endpoint: String::new(),
@@ -260,14 +258,7 @@ impl Tools {
             .spawn()
             .context("cannot start kubectl port-forward")?;
         let stdout = child.stdout.take().expect("piped stdout");
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(|l| l.ok()) {
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
+        let rx = lines_of(stdout);
         let forward = Background { child };
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {
@@ -346,4 +337,18 @@ pub fn condition<'a>(v: &'a Value, kind: &str) -> &'a str {
         })
         .and_then(|c| c.get("status").and_then(Value::as_str))
         .unwrap_or("")
+}
+
+/// Reads `stdout` line by line on a thread, to the end: the lines come out
+/// of the returned channel. Reading goes on after the receiver is dropped,
+/// because a port-forward prints a line per connection and a write to a
+/// closed pipe would kill it (SIGPIPE).
+fn lines_of(stdout: std::process::ChildStdout) -> std::sync::mpsc::Receiver<String> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(|l| l.ok()) {
+            let _ = tx.send(line);
+        }
+    });
+    rx
 }

@@ -1,11 +1,13 @@
 """Drives `kubectl-computer mcp` with the official Python MCP client (the `mcp`
 package from PyPI), as an MCP host would. Run by kubectl-computer/tests/mcp.rs.
 
-    client.py stdio KUBECTL_COMPUTER NAME   # starts the server over stdio
-    client.py http URL TOKEN                # a server started with --listen
+    client.py stdio KUBECTL_COMPUTER NAME [FLAG...]  # starts the server over stdio
+    client.py http URL TOKEN                         # a server started with --listen
 
-The environment of the stdio server is this process's (the Rust test sets
-the endpoint and data directory). Every check that fails raises; the last
+The stdio server gets this process's AGENTCOMPUTER_* variables and
+KUBECONFIG (the Rust test sets the endpoint and data directory; the
+cluster suite, e2e/suite, sets KUBECONFIG and passes `-n NAMESPACE` as a
+FLAG, which goes before `mcp`). Every check that fails raises; the last
 line printed on success is `ok: <transport> <number of checks>`.
 """
 
@@ -223,11 +225,12 @@ async def exercise(session, transport):
     await call(session, "delete", {"path": f"{prefix}/other.txt"})
 
 
-async def over_stdio(binary, name):
+async def over_stdio(binary, name, flags):
     # MCP hosts start servers with a minimal environment plus what their
-    # configuration names: pass the agent's endpoint and data directory so.
-    env = {k: v for k, v in os.environ.items() if k.startswith("AGENTCOMPUTER_")}
-    params = StdioServerParameters(command=binary, args=["mcp", name], env=env)
+    # configuration names: pass the agent's endpoint and data directory (or
+    # the cluster's kubeconfig) so.
+    env = {k: v for k, v in os.environ.items() if k.startswith("AGENTCOMPUTER_") or k == "KUBECONFIG"}
+    params = StdioServerParameters(command=binary, args=[*flags, "mcp", name], env=env)
     async with stdio_client(params) as (read, write):
         async with ClientSession(read, write) as session:
             await exercise(session, "stdio")
@@ -266,7 +269,7 @@ async def over_http(url, token):
 def main():
     mode = sys.argv[1]
     if mode == "stdio":
-        asyncio.run(over_stdio(sys.argv[2], sys.argv[3]))
+        asyncio.run(over_stdio(sys.argv[2], sys.argv[3], sys.argv[4:]))
     elif mode == "http":
         asyncio.run(over_http(sys.argv[2], sys.argv[3]))
     else:
