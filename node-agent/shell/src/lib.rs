@@ -25,6 +25,7 @@ mod pool;
 mod runtime;
 mod sandbox_fs;
 mod session;
+mod stdin;
 
 pub use agentcomputer_egress::{EgressConfig, Policy as EgressPolicy};
 pub use engine_fs::{EngineFs, SHELL_OWNER};

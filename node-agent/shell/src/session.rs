@@ -9,6 +9,7 @@ use crate::limits::ShellLimits;
 use crate::output::{OutputGate, Refusal};
 use crate::paths::resolve_cwd;
 use crate::sandbox_fs::SandboxFs;
+use crate::stdin;
 use agentcomputer_fs::Fs;
 use bashkit::{Bash, ExecOptions, LimitExceeded};
 use std::path::Path;
@@ -83,9 +84,25 @@ pub(crate) async fn execute(job: Job) -> Finished {
     agentcomputer_sched::join_group(job.fs.db_path());
     let engine = EngineFs::new(job.fs.clone()).with_budget(budget.clone());
     let sandbox = SandboxFs::new(engine.clone(), job.limits.scratch(), HOME);
+    let limits = job.limits.execution(job.timeout, job.gate.cap());
+    // With stdin, the script reads it through a pipe fed by the runtime
+    // (see the `stdin` module); a script that must run as written gets it
+    // whole, as bashkit hands it over; no stdin leaves the script alone.
+    let wrapped = match job.stdin.is_empty() {
+        true => None,
+        false => stdin::wrap(&job.script, &limits),
+    };
+    let (wrapped, feed, options) = match wrapped {
+        Some(wrapped) => (
+            Some(wrapped),
+            Some(stdin::Feed::new(job.stdin, budget.clone())),
+            ExecOptions::new(),
+        ),
+        None => (None, None, ExecOptions::new().stdin(job.stdin)),
+    };
     let mut builder = builtins::install(Bash::builder(), &engine, &budget, HOME)
         .fs(Arc::new(sandbox))
-        .limits(job.limits.execution(job.timeout, job.gate.cap()))
+        .limits(limits)
         .memory_limits(job.limits.memory())
         .session_limits(job.limits.session())
         .cwd(&cwd)
@@ -97,6 +114,9 @@ pub(crate) async fn execute(job: Job) -> Finished {
     builder = builtins::http::install(builder, network);
     for (key, value) in job.env {
         builder = builder.env(key, value);
+    }
+    if let Some(feed) = feed {
+        builder = builder.command(stdin::FEED_COMMAND, feed);
     }
     let mut bash = builder.build();
     builtins::set_startup_variables(&mut bash);
@@ -112,7 +132,7 @@ pub(crate) async fn execute(job: Job) -> Finished {
     let gate_out = Arc::clone(&job.gate);
     let gate_err = Arc::clone(&job.gate);
     let result = bash
-        .execute(&job.script)
+        .execute(wrapped.as_deref().unwrap_or(&job.script))
         .stdout_fn(move |bytes| {
             let gate = Arc::clone(&gate_out);
             async move { gate.deliver(false, bytes).await.map_err(refusal_error) }
@@ -122,7 +142,7 @@ pub(crate) async fn execute(job: Job) -> Finished {
             async move { gate.deliver(true, bytes).await.map_err(refusal_error) }
         })
         .cancel_with(Arc::clone(&job.stop))
-        .options(ExecOptions::new().stdin(job.stdin))
+        .options(options)
         .await;
 
     match result {
