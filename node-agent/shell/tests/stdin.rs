@@ -87,6 +87,8 @@ async fn a_second_reader_sees_what_the_first_left() {
     same_as_bash(&c, "head -n1; cat", lines, "l1\n").await;
     // A pipeline inside the script reads the same stdin.
     same_as_bash(&c, "read a; cat | tr a-z A-Z; cat", lines, "L2\nL3\n").await;
+    // A command substitution reads the same stdin.
+    same_as_bash(&c, "echo \"<$(cat)>\"; wc -l", lines, "<l1\nl2\nl3>\n0\n").await;
     // Input without a final newline, and a script that never reads it.
     same_as_bash(&c, "read a; echo \"$a\"; cat", b"x\ny", "x\ny").await;
     same_as_bash(&c, "echo never read", lines, "never read\n").await;
