@@ -44,6 +44,16 @@ pub const SANDBOX_UID: u32 = 1000;
 /// gid of the sandbox pod (`runAsGroup`, `fsGroup`): the PV's
 /// `agentcomputer.dev/gid` attribute.
 pub const SANDBOX_GID: u32 = 1000;
+/// Exit status of a sandbox pod's `agentcomputer-runner serve` when its
+/// node agent refuses the runner's attach protocol revision
+/// (`SandboxRunner.Attach` answering FAILED_PRECONDITION; see
+/// proto/agentcomputer/v1/agentcomputer.proto, `RunnerHello.protocol`). The
+/// runner writes why to the container's termination message. The operator
+/// reads it from the sandbox container's last termination and replaces the
+/// pod when a newer runner image is configured. Equal to
+/// `agentcomputer_proto::RUNNER_EXIT_INCOMPATIBLE`, which the runner uses
+/// (a node agent test checks both).
+pub const RUNNER_EXIT_INCOMPATIBLE: i32 = 3;
 /// storageClassName of computers' PersistentVolumes and claims, and of the
 /// CSIStorageCapacity objects the node agents publish.
 pub const STORAGE_CLASS: &str = "agentcomputer";

@@ -161,6 +161,11 @@ pub mod sandbox_reasons {
     /// A pod that ended (phase `Failed` or `Succeeded`, e.g. evicted); it
     /// is replaced, so this counts as progress.
     pub const ENDED: &str = "PodEnded";
+    /// The node agent refuses the pod's runner (an attach protocol revision
+    /// it does not serve) and no other runner image is configured: the
+    /// runner is restarted by the kubelet until a node agent that serves it
+    /// runs on the node.
+    pub const RUNNER_INCOMPATIBLE: &str = "RunnerIncompatible";
 
     /// Whether `reason` (of `SandboxReady=False`) means the pod is
     /// starting or stopped on purpose, not failing.

@@ -14,6 +14,9 @@
 //!    PersistentVolumeClaim, pre-bound to each other;
 //! 4. NetworkPolicy from `spec.egress`;
 //! 5. sandbox Pod when `runtimes.container` is on and not idle, else none;
+//!    a live pod keeps the runner image it carries (a new product version
+//!    takes effect with the next pod, see [`pod::keep_runner`]) unless the
+//!    node agent refuses that runner;
 //! 6. status (phase, node, endpoint, volume, conditions), written only when
 //!    it changed, and Events on transitions.
 //!
@@ -714,7 +717,7 @@ async fn reconcile_sandbox(
         };
         return Ok((Some(st), None));
     }
-    let desired = pod::build(
+    let mut desired = pod::build(
         c,
         sandbox,
         agent_address,
@@ -725,6 +728,34 @@ async fn reconcile_sandbox(
             tls: agent_tls,
         }),
     );
+    // A new product version (runner image) alone never replaces or
+    // restarts a live sandbox: the pod keeps the runner it runs, and the
+    // newer one comes with the next pod (pod::keep_runner).
+    let mut pending_runner = None;
+    if let Some(existing) = pods.get_opt(name).await? {
+        if let Some(newer) = pod::keep_runner(&mut desired, &existing) {
+            // Unless the node agent refuses the runner the pod carries: no
+            // exec can reach that pod (its runner is not attached, and the
+            // runs of its last stream were killed when the stream ended),
+            // so it is idle, and only a pod with the newer runner serves.
+            if let Some(why) = pod::runner_refused(&existing) {
+                let kept = pod::runner_image(&existing).unwrap_or_default();
+                tracing::info!(pod = name, kept, newer, why, "the node agent refuses the sandbox's runner; replacing the pod");
+                delete_ignoring_absent(pods, name).await?;
+                let st = SandboxState {
+                    ready: false,
+                    running: false,
+                    reason: sandbox_reasons::REPLACING.into(),
+                    message: format!(
+                        "the node agent refuses the runner of pod {name} ({kept}: {why}); \
+                         the pod is being replaced with runner {newer}"
+                    ),
+                };
+                return Ok((Some(st), Some(Duration::from_secs(2))));
+            }
+            pending_runner = Some(newer);
+        }
+    }
     let applied = match apply_obj(pods, name, &desired).await {
         Ok(p) => p,
         // Most of a pod's spec is immutable: replace the pod when it changed.
@@ -778,10 +809,19 @@ async fn reconcile_sandbox(
         };
         return Ok((Some(st), Some(Duration::from_secs(2))));
     }
-    let (reason, message) = if ready {
+    let (reason, mut message) = if ready {
         (
             sandbox_reasons::RUNNING.to_string(),
             format!("pod {name} is {phase}"),
+        )
+    } else if let Some(why) = pod::runner_refused(&applied) {
+        (
+            sandbox_reasons::RUNNER_INCOMPATIBLE.to_string(),
+            format!(
+                "the node agent refuses the runner of pod {name} ({}): {why}; the kubelet \
+                 restarts it until a node agent that serves it runs on the node",
+                pod::runner_image(&applied).unwrap_or_default()
+            ),
         )
     } else if let Some(trouble) = placement::pod_trouble(&applied) {
         (trouble.reason, format!("pod {name}: {}", trouble.message))
@@ -791,6 +831,11 @@ async fn reconcile_sandbox(
             format!("pod {name} is {phase}"),
         )
     };
+    if let (Some(newer), Some(kept)) = (&pending_runner, pod::runner_image(&applied)) {
+        message.push_str(&format!(
+            "; runner {kept} kept, {newer} pending until the pod is next created"
+        ));
+    }
     let st = SandboxState {
         ready,
         running: true,

@@ -1159,6 +1159,232 @@ async fn operator_chart_and_crd_against_a_real_apiserver() {
     drop(cluster);
 }
 
+/// Sets a sandbox pod's status as a kubelet would once its runner was
+/// installed: `sandbox` is the sandbox container's state (and `last` its
+/// last state), `ready` whether it runs.
+async fn set_sandbox_status(
+    pods: &Api<Pod>,
+    name: &str,
+    ready: bool,
+    sandbox: serde_json::Value,
+    last: serde_json::Value,
+) {
+    let pod = pods.get(name).await.unwrap();
+    let runner = agentcomputer_operator::resources::pod::runner_image(&pod)
+        .unwrap()
+        .to_string();
+    let flag = if ready { "True" } else { "False" };
+    let status = json!({"status": {
+        "phase": "Running",
+        "conditions": [{"type": "Ready", "status": flag}, {"type": "ContainersReady", "status": flag}],
+        "initContainerStatuses": [{"name": "install-runner", "image": runner, "imageID": "",
+            "ready": true, "restartCount": 0,
+            "state": {"terminated": {"exitCode": 0, "reason": "Completed"}}}],
+        "containerStatuses": [{"name": "sandbox", "image": "debian:bookworm-slim", "imageID": "",
+            "ready": ready, "restartCount": 1, "started": ready,
+            "state": sandbox, "lastState": last}]}});
+    pods.patch_status(name, &PatchParams::default(), &Patch::Merge(status))
+        .await
+        .unwrap();
+}
+
+/// The computer's `SandboxReady` condition once `check` accepts it.
+async fn wait_sandbox(
+    computers: &Api<AgentComputer>,
+    name: &str,
+    what: &str,
+    check: impl Fn(&k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition) -> bool,
+) -> k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition {
+    let check = &check;
+    eventually(30, &format!("{name}: {what}"), || async move {
+        let c = computers.get(name).await.ok()?;
+        let cond = c
+            .status?
+            .conditions
+            .into_iter()
+            .find(|x| x.type_ == "SandboxReady")?;
+        check(&cond).then_some(cond)
+    })
+    .await
+}
+
+/// A new product version (the operator restarted with another runner
+/// image, as `helm upgrade` to a new image tag does) keeps running
+/// sandbox pods: same pod, same runner image, and the computer's
+/// `SandboxReady` says a newer runner is pending. The new image comes with
+/// the next pod: after an idle stop and wake, and at once for a pod whose
+/// runner the node agent refuses (status 3, nothing can run in it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_runner_image_keeps_running_sandboxes() {
+    if support::skipped() {
+        return;
+    }
+    const NEXT: &str = "registry.test/agentcomputer/node-agent:next";
+    let cluster = Cluster::start().await;
+    let admin = cluster.admin().await;
+    support::create_namespace(&admin, SYSTEM_NS).await;
+    support::create_namespace(&admin, NS).await;
+    let chart = repo().join("charts/agent-computer");
+    let rendered = ok(
+        &cluster.helm(&[
+            "template",
+            RELEASE,
+            chart.to_str().unwrap(),
+            "--namespace",
+            SYSTEM_NS,
+            "--include-crds",
+            "--set",
+            "metrics.serviceMonitor.enabled=false",
+        ]),
+        "helm template",
+    );
+    ok(
+        &cluster.kubectl(&["apply", "--server-side", "-f", "-"], Some(&rendered)),
+        "kubectl apply of the chart",
+    );
+    ok(
+        &cluster.kubectl(
+            &[
+                "wait",
+                "--for=condition=Established",
+                "crd/agentcomputers.agentcomputer.dev",
+                "--timeout=60s",
+            ],
+            None,
+        ),
+        "CRD established",
+    );
+    add_node(&admin, "node-a").await;
+    add_agent(&admin, "node-a", "10.244.1.10").await;
+    let agent_id = cluster.client_from(&cluster.node_agent_kubeconfig).await;
+    publish_capacity(&agent_id, "node-a", "100Gi").await;
+    let (mut v1, _) = cluster.start_operator("operator-v1", false);
+
+    // --- Two computers with running sandboxes, under the first version. ---
+    let computers: Api<AgentComputer> = Api::namespaced(admin.clone(), NS);
+    for name in ["steady", "stale"] {
+        let c = json!({"apiVersion": "agentcomputer.dev/v1alpha1", "kind": "AgentComputer",
+            "metadata": {"name": name},
+            "spec": {"storage": {"size": "1Gi"}, "runtimes": {"container": true},
+                     "sandbox": {"image": "debian:bookworm-slim", "idleTimeoutSeconds": 600}}});
+        computers
+            .create(&PostParams::default(), &serde_json::from_value(c).unwrap())
+            .await
+            .unwrap();
+    }
+    let pods: Api<Pod> = Api::namespaced(admin.clone(), NS);
+    let running = json!({"running": {"startedAt": "2026-01-01T00:00:00Z"}});
+    let mut uids = Vec::new();
+    for name in ["steady", "stale"] {
+        let pod_name = format!("{name}-sandbox");
+        let pod = eventually(30, &format!("{pod_name} to be made"), || async {
+            pods.get_opt(&pod_name).await.ok()?
+        })
+        .await;
+        assert_eq!(
+            agentcomputer_operator::resources::pod::runner_image(&pod),
+            Some(support::RUNNER_IMAGE)
+        );
+        uids.push(pod.uid().unwrap());
+        set_sandbox_status(&pods, &pod_name, true, running.clone(), json!({})).await;
+        let cond = wait_sandbox(&computers, name, "sandbox ready", |c| c.status == "True").await;
+        assert!(!cond.message.contains("pending"), "{}", cond.message);
+    }
+
+    // --- The new version: the operator restarts with another runner image. ---
+    v1.kill();
+    let (v2, _) = cluster.start_operator_with(
+        &cluster.operator_kubeconfig,
+        "operator-v2",
+        false,
+        &[&format!("--runner-image={NEXT}")],
+    );
+    for name in ["steady", "stale"] {
+        let cond = wait_sandbox(&computers, name, "the newer runner reported pending", |c| {
+            c.message.contains(&format!("{NEXT} pending"))
+        })
+        .await;
+        assert_eq!((cond.status.as_str(), cond.reason.as_str()), ("True", "Running"));
+        assert!(
+            cond.message.contains(&format!("runner {} kept", support::RUNNER_IMAGE)),
+            "{}",
+            cond.message
+        );
+    }
+    // A few reconciles' worth of time for a replacement to show.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    for (name, uid) in ["steady", "stale"].iter().zip(&uids) {
+        let pod = pods.get(&format!("{name}-sandbox")).await.unwrap();
+        assert_eq!(pod.uid().as_ref(), Some(uid), "{name}'s sandbox was replaced");
+        assert!(pod.metadata.deletion_timestamp.is_none());
+        assert_eq!(
+            agentcomputer_operator::resources::pod::runner_image(&pod),
+            Some(support::RUNNER_IMAGE),
+            "{name}'s running sandbox was given another runner"
+        );
+    }
+
+    // --- A runner the upgraded node agent refuses: replaced at once. ---
+    let why = "sandbox runner 0.1.0 speaks attach protocol 1, this node agent serves 2 to 2";
+    set_sandbox_status(
+        &pods,
+        "stale-sandbox",
+        false,
+        json!({"waiting": {"reason": "CrashLoopBackOff", "message": "back-off restarting failed container"}}),
+        json!({"terminated": {"exitCode": 3, "reason": "Error", "message": why}}),
+    )
+    .await;
+    let replaced = eventually(30, "the refused sandbox to be replaced", || async {
+        let pod = pods.get_opt("stale-sandbox").await.ok()??;
+        (pod.uid().as_ref() != Some(&uids[1])).then_some(pod)
+    })
+    .await;
+    assert_eq!(
+        agentcomputer_operator::resources::pod::runner_image(&replaced),
+        Some(NEXT)
+    );
+    // The new pod has the configured runner: nothing is pending any more.
+    let cond = wait_sandbox(&computers, "stale", "the new sandbox starting", |c| {
+        c.reason == "Starting"
+    })
+    .await;
+    assert!(!cond.message.contains("pending"), "{}", cond.message);
+
+    // --- The steady computer goes idle, then is used again. ---
+    let idle = json!({"metadata": {"annotations": {
+        "agentcomputer.dev/last-activity": "2026-01-01T00:00:00Z"}}});
+    computers
+        .patch("steady", &PatchParams::default(), &Patch::Merge(&idle))
+        .await
+        .unwrap();
+    wait_sandbox(&computers, "steady", "stopped when idle", |c| c.reason == "Idle").await;
+    eventually(30, "the idle sandbox to be gone", || async {
+        pods.get_opt("steady-sandbox").await.ok()?.is_none().then_some(())
+    })
+    .await;
+    let now = k8s_openapi::jiff::Timestamp::now().to_string();
+    let used = json!({"metadata": {"annotations": {"agentcomputer.dev/last-activity": now}}});
+    computers
+        .patch("steady", &PatchParams::default(), &Patch::Merge(&used))
+        .await
+        .unwrap();
+    let woken = eventually(30, "the woken sandbox", || async {
+        pods.get_opt("steady-sandbox").await.ok()?
+    })
+    .await;
+    assert_ne!(woken.uid().as_ref(), Some(&uids[0]));
+    assert_eq!(
+        agentcomputer_operator::resources::pod::runner_image(&woken),
+        Some(NEXT),
+        "the next pod carries the new runner"
+    );
+    set_sandbox_status(&pods, "steady-sandbox", true, running, json!({})).await;
+    let cond = wait_sandbox(&computers, "steady", "the new sandbox ready", |c| c.status == "True").await;
+    assert!(!cond.message.contains("pending"), "{}", cond.message);
+    drop(v2);
+    drop(cluster);
+}
+
 /// The privilege split as rendered: the mounter privileged with the kubelet
 /// directory and no API token, the agent unprivileged without it.
 fn check_node_side_shape(rendered: &str) {

@@ -35,3 +35,26 @@ pub const MAX_MESSAGE_BYTES: usize = 4 * 1024 * 1024;
 
 /// Preferred size of one data chunk in Read and Write streams (1 MiB).
 pub const CHUNK_BYTES: usize = 1024 * 1024;
+
+/// Revision of the `SandboxRunner.Attach` protocol this build speaks (sent
+/// in `RunnerHello.protocol` by the runner). Raise it for a change an
+/// older peer would misread (a new command an old runner would ignore, a
+/// meaning changed), not for fields both sides may leave unset.
+pub const RUNNER_PROTOCOL: u32 = 1;
+
+/// Oldest attach protocol revision a node agent of this build serves. It
+/// stays at or below the revision of the previous release, so that sandbox
+/// pods started before an upgrade keep working with the upgraded agent.
+pub const MIN_RUNNER_PROTOCOL: u32 = 1;
+
+/// The revision a hello names: `protocol`, or 1 for 0 (runners built
+/// before revisions were sent speak revision 1).
+pub fn runner_protocol(hello: &v1::RunnerHello) -> u32 {
+    hello.protocol.max(1)
+}
+
+/// Exit status of `agentcomputer-runner serve` when its node agent refuses
+/// its protocol revision (FAILED_PRECONDITION); see the `SandboxRunner`
+/// service. The operator knows it as
+/// `agentcomputer_crds::RUNNER_EXIT_INCOMPATIBLE`.
+pub const RUNNER_EXIT_INCOMPATIBLE: u8 = 3;

@@ -1,7 +1,6 @@
 //! The stream to the node agent: attach, take commands, reconnect.
 
 use std::collections::HashMap;
-use std::convert::Infallible;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -25,14 +24,42 @@ const STABLE: Duration = Duration::from_secs(10);
 /// their scripts, once the pipes fill).
 const EVENT_BUFFER: usize = 64;
 
-/// Attaches to the agent again and again, forever.
-pub async fn serve(config: Config, reaper: Arc<Reaper>) -> Infallible {
+/// The node agent will not take this runner: it answered the attach with
+/// FAILED_PRECONDITION (an attach protocol revision it does not serve).
+/// Carries the agent's message.
+#[derive(Debug)]
+pub struct Refused(pub String);
+
+/// Why one stream ended.
+enum Failure {
+    /// Worth another attempt (unreachable agent, broken stream, ...).
+    Retry(String),
+    /// The agent refuses this runner; another attempt gets the same answer.
+    Refused(String),
+}
+
+impl From<String> for Failure {
+    fn from(e: String) -> Self {
+        Failure::Retry(e)
+    }
+}
+
+impl From<&str> for Failure {
+    fn from(e: &str) -> Self {
+        Failure::Retry(e.to_string())
+    }
+}
+
+/// Attaches to the agent again and again, until the agent refuses this
+/// runner's protocol revision.
+pub async fn serve(config: Config, reaper: Arc<Reaper>) -> Refused {
     let mut backoff = MIN_BACKOFF;
     loop {
         let began = Instant::now();
         match session(&config, &reaper).await {
             Ok(()) => log!("the node agent ended the stream; reconnecting"),
-            Err(e) => log!("{e}; retrying in {backoff:?}"),
+            Err(Failure::Retry(e)) => log!("{e}; retrying in {backoff:?}"),
+            Err(Failure::Refused(why)) => return Refused(why),
         }
         if began.elapsed() >= STABLE {
             backoff = MIN_BACKOFF;
@@ -44,7 +71,7 @@ pub async fn serve(config: Config, reaper: Arc<Reaper>) -> Infallible {
 
 /// One Attach stream, until it ends. Every run started on it is cancelled
 /// (its process group killed) when it ends.
-async fn session(config: &Config, reaper: &Arc<Reaper>) -> Result<(), String> {
+async fn session(config: &Config, reaper: &Arc<Reaper>) -> Result<(), Failure> {
     let scheme = if config.tls.is_some() {
         "https"
     } else {
@@ -87,6 +114,7 @@ async fn session(config: &Config, reaper: &Arc<Reaper>) -> Result<(), String> {
         event: Some(pb::runner_event::Event::Hello(pb::RunnerHello {
             computer: config.computer.clone(),
             version: env!("CARGO_PKG_VERSION").to_string(),
+            protocol: agentcomputer_proto::RUNNER_PROTOCOL,
         })),
     };
     events.send(hello).await.map_err(|_| "the stream closed")?;
@@ -98,7 +126,10 @@ async fn session(config: &Config, reaper: &Arc<Reaper>) -> Result<(), String> {
     let mut commands = client
         .attach(req)
         .await
-        .map_err(|s| format!("attach refused: {:?}: {}", s.code(), s.message()))?
+        .map_err(|s| match s.code() {
+            tonic::Code::FailedPrecondition => Failure::Refused(s.message().to_string()),
+            code => Failure::Retry(format!("attach refused: {code:?}: {}", s.message())),
+        })?
         .into_inner();
     log!("attached to the node agent at {}", config.agent);
     let runs: Arc<Mutex<HashMap<u64, oneshot::Sender<()>>>> = Arc::default();
@@ -140,5 +171,5 @@ async fn session(config: &Config, reaper: &Arc<Reaper>) -> Result<(), String> {
         log!("killing {} run(s) of the lost stream", left.len());
     }
     drop(left);
-    ended
+    ended.map_err(Failure::Retry)
 }

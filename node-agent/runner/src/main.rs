@@ -14,7 +14,11 @@
 //! (`SandboxRunner.Attach`, see proto/agentcomputer/v1/agentcomputer.proto),
 //! runs the container execs the agent sends, streams their output back,
 //! reconnects with bounded backoff whenever the stream breaks, and exits
-//! only on SIGTERM or SIGINT (killing its runs first). Environment:
+//! on SIGTERM or SIGINT (killing its runs first), or with status 3
+//! ([`agentcomputer_proto::RUNNER_EXIT_INCOMPATIBLE`]) when the agent
+//! refuses its attach protocol revision (FAILED_PRECONDITION), after
+//! writing the agent's message to the container's termination message
+//! file, where the operator reads it. Environment:
 //!
 //! * `AGENTCOMPUTER_AGENT`: `HOST:PORT` of the node agent's gRPC API;
 //! * `AGENTCOMPUTER_COMPUTER`: the computer (its uid);
@@ -23,6 +27,10 @@
 //! * `AGENTCOMPUTER_WORKSPACE` (or `--workspace`): where the computer's
 //!   files are, default `/workspace`; a run's `/workspace/...` paths are
 //!   taken below it.
+//!
+//! * `AGENTCOMPUTER_TERMINATION_LOG`: the termination message file,
+//!   default `/dev/termination-log` (the kubelet's default
+//!   `terminationMessagePath`); written only if it exists.
 //!
 //! These variables are removed from the runs' environment.
 
@@ -38,14 +46,18 @@ use std::process::ExitCode;
 pub const EXE_NAME: &str = "agentcomputer-runner";
 
 /// Variables of the runner itself, never passed to a run.
-pub const OWN_VARS: [&str; 6] = [
+pub const OWN_VARS: [&str; 7] = [
     "AGENTCOMPUTER_AGENT",
     "AGENTCOMPUTER_AGENT_CA",
     "AGENTCOMPUTER_AGENT_TLS_NAME",
     "AGENTCOMPUTER_COMPUTER",
+    "AGENTCOMPUTER_TERMINATION_LOG",
     "AGENTCOMPUTER_TOKEN",
     "AGENTCOMPUTER_WORKSPACE",
 ];
+
+/// The kubelet's default `terminationMessagePath`.
+const TERMINATION_LOG: &str = "/dev/termination-log";
 
 const USAGE: &str =
     "usage: agentcomputer-runner install DIR | agentcomputer-runner serve [--workspace DIR]";
@@ -64,21 +76,64 @@ fn main() -> ExitCode {
         .collect::<Vec<_>>()
         .as_slice()
     {
-        ["install", dir] => install(Path::new(dir)),
+        ["install", dir] => install(Path::new(dir)).map_err(Exit::Error),
         ["serve"] => serve(None),
         ["serve", "--workspace", dir] => serve(Some(PathBuf::from(dir))),
         ["--help"] | ["-h"] => {
             println!("{USAGE}");
             return ExitCode::SUCCESS;
         }
-        _ => Err(USAGE.to_string()),
+        _ => Err(Exit::Error(USAGE.to_string())),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
+        Err(Exit::Refused(why)) => {
+            log!("the node agent refuses this runner: {why}");
+            write_termination_message(&why);
+            ExitCode::from(agentcomputer_proto::RUNNER_EXIT_INCOMPATIBLE)
+        }
+        Err(Exit::Error(e)) => {
             log!("{e}");
             ExitCode::from(2)
         }
+    }
+}
+
+/// Why the runner stops other than on a signal.
+enum Exit {
+    /// Bad usage or setup (status 2).
+    Error(String),
+    /// The node agent refuses this runner (status 3).
+    Refused(String),
+}
+
+impl From<String> for Exit {
+    fn from(e: String) -> Self {
+        Exit::Error(e)
+    }
+}
+
+/// Writes `why` to the termination message file when it exists (the
+/// kubelet creates it, world-writable, in every container; the kubelet
+/// reads at most 4096 bytes of it).
+fn write_termination_message(why: &str) {
+    let path = std::env::var_os("AGENTCOMPUTER_TERMINATION_LOG")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(TERMINATION_LOG));
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .truncate(true)
+        .open(&path);
+    let written = file.and_then(|mut f| {
+        use std::io::Write;
+        let mut end = why.len().min(4096);
+        while !why.is_char_boundary(end) {
+            end -= 1;
+        }
+        f.write_all(&why.as_bytes()[..end])
+    });
+    if let Err(e) = written {
+        log!("cannot write the termination message to {}: {e}", path.display());
     }
 }
 
@@ -154,15 +209,15 @@ fn required(name: &str) -> Result<String, String> {
     }
 }
 
-fn serve(workspace: Option<PathBuf>) -> Result<(), String> {
+fn serve(workspace: Option<PathBuf>) -> Result<(), Exit> {
     let workspace = workspace
         .or_else(|| std::env::var_os("AGENTCOMPUTER_WORKSPACE").map(PathBuf::from))
         .unwrap_or_else(|| PathBuf::from("/workspace"));
     if !workspace.is_dir() {
-        return Err(format!(
+        return Err(Exit::Error(format!(
             "the workspace {} is not a directory",
             workspace.display()
-        ));
+        )));
     }
     // The token is in this process's environment, which the scripts (same
     // uid) could read at /proc/1/environ. A non-dumpable process's /proc
@@ -189,14 +244,17 @@ fn serve(workspace: Option<PathBuf>) -> Result<(), String> {
         let mut int = signal(SignalKind::interrupt()).map_err(|e| e.to_string())?;
         let reaper = reaper::Reaper::start().map_err(|e| format!("cannot watch SIGCHLD: {e}"))?;
         let serving = attach::serve(config, reaper.clone());
-        tokio::select! {
-            never = serving => match never {},
-            _ = term.recv() => log!("SIGTERM: killing the runs and exiting"),
-            _ = int.recv() => log!("SIGINT: killing the runs and exiting"),
-        }
+        let refused = tokio::select! {
+            attach::Refused(why) = serving => Some(why),
+            _ = term.recv() => { log!("SIGTERM: killing the runs and exiting"); None }
+            _ = int.recv() => { log!("SIGINT: killing the runs and exiting"); None }
+        };
         tokio::task::spawn_blocking(move || reaper.kill_descendants())
             .await
             .map_err(|e| e.to_string())?;
-        Ok(())
+        match refused {
+            Some(why) => Err(Exit::Refused(why)),
+            None => Ok(()),
+        }
     })
 }

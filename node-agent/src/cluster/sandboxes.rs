@@ -619,7 +619,9 @@ impl SandboxRunner for AttachService {
     /// [`HELLO_TIMEOUT`]), checks that the token is that computer's and
     /// attaches the runner. Errors: UNAUTHENTICATED / PERMISSION_DENIED /
     /// NOT_FOUND as [`Authorizer::computer`] decides, INVALID_ARGUMENT for
-    /// a stream not starting with a hello, DEADLINE_EXCEEDED for none.
+    /// a stream not starting with a hello, DEADLINE_EXCEEDED for none,
+    /// FAILED_PRECONDITION for a protocol revision this agent does not
+    /// serve ([`check_protocol`]).
     async fn attach(
         &self,
         req: Request<Streaming<pb::RunnerEvent>>,
@@ -647,7 +649,104 @@ impl SandboxRunner for AttachService {
             }
         };
         let uid = self.0.auth.computer(&hello.computer, token.as_deref())?;
-        info!(computer = %uid, version = %hello.version, "sandbox runner hello");
+        if let Err(refused) = check_protocol(&hello) {
+            warn!(computer = %uid, version = %hello.version, protocol = hello.protocol, "{}", refused.message());
+            return Err(refused);
+        }
+        info!(computer = %uid, version = %hello.version, protocol = hello.protocol, "sandbox runner hello");
         Ok(Response::new(self.0.attach(uid, inbound)))
+    }
+}
+
+/// Whether this agent serves the attach protocol revision the hello names
+/// ([`agentcomputer_proto::runner_protocol`]): revisions
+/// [`agentcomputer_proto::MIN_RUNNER_PROTOCOL`] to
+/// [`agentcomputer_proto::RUNNER_PROTOCOL`]. Refused: FAILED_PRECONDITION
+/// naming both sides and what happens next; the runner exits with
+/// [`agentcomputer_proto::RUNNER_EXIT_INCOMPATIBLE`] and passes the message
+/// on as its termination message.
+pub fn check_protocol(hello: &pb::RunnerHello) -> Result<(), Status> {
+    use agentcomputer_proto::{MIN_RUNNER_PROTOCOL, RUNNER_PROTOCOL};
+    check_revision(hello, MIN_RUNNER_PROTOCOL, RUNNER_PROTOCOL)
+}
+
+/// [`check_protocol`] for the served revisions `min..=max`.
+fn check_revision(hello: &pb::RunnerHello, min: u32, max: u32) -> Result<(), Status> {
+    let revision = agentcomputer_proto::runner_protocol(hello);
+    if (min..=max).contains(&revision) {
+        return Ok(());
+    }
+    let which = if revision > max {
+        "newer than this node agent: it attaches once the node agent on this node is upgraded"
+    } else {
+        "older than this node agent serves: the operator replaces the sandbox pod with the \
+         configured runner image"
+    };
+    Err(Status::failed_precondition(format!(
+        "sandbox runner {} speaks attach protocol {revision}, this node agent serves {min} to {max}; the runner is {which}",
+        if hello.version.is_empty() { "(version not sent)" } else { hello.version.as_str() },
+    )))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use agentcomputer_proto::{MIN_RUNNER_PROTOCOL, RUNNER_PROTOCOL};
+
+    fn hello(protocol: u32) -> pb::RunnerHello {
+        pb::RunnerHello {
+            computer: "u-1".into(),
+            version: "0.9.0".into(),
+            protocol,
+        }
+    }
+
+    #[test]
+    fn runners_of_the_served_revisions_attach() {
+        for p in MIN_RUNNER_PROTOCOL..=RUNNER_PROTOCOL {
+            check_protocol(&hello(p)).unwrap();
+        }
+        // A runner that sends no revision speaks revision 1, which this
+        // agent must still serve while MIN_RUNNER_PROTOCOL is 1.
+        assert_eq!(
+            check_protocol(&hello(0)).is_ok(),
+            MIN_RUNNER_PROTOCOL <= 1
+        );
+    }
+
+    #[test]
+    fn other_revisions_are_refused_with_both_named() {
+        // An agent serving revisions 2 and 3.
+        let newer = check_revision(&hello(4), 2, 3).unwrap_err();
+        assert_eq!(newer.code(), tonic::Code::FailedPrecondition);
+        let text = newer.message();
+        assert!(
+            text.contains("runner 0.9.0 speaks attach protocol 4")
+                && text.contains("serves 2 to 3")
+                && text.contains("node agent on this node is upgraded"),
+            "{text}"
+        );
+        for old in [0, 1] {
+            let older = check_revision(&hello(old), 2, 3).unwrap_err();
+            assert_eq!(older.code(), tonic::Code::FailedPrecondition);
+            assert!(
+                older.message().contains("attach protocol 1")
+                    && older.message().contains("replaces the sandbox pod"),
+                "{}",
+                older.message()
+            );
+        }
+        check_revision(&hello(2), 2, 3).unwrap();
+        check_revision(&hello(3), 2, 3).unwrap();
+        // This build refuses the revision after its own.
+        assert!(check_protocol(&hello(RUNNER_PROTOCOL + 1)).is_err());
+    }
+
+    #[test]
+    fn the_operator_and_the_runner_agree_on_the_refusal_exit_status() {
+        assert_eq!(
+            agentcomputer_crds::RUNNER_EXIT_INCOMPATIBLE,
+            i32::from(agentcomputer_proto::RUNNER_EXIT_INCOMPATIBLE)
+        );
     }
 }

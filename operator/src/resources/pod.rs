@@ -41,6 +41,8 @@ pub const RUNNER_DIR: &str = "/agentcomputer";
 pub const RUNNER_EXE: &str = "agentcomputer-runner";
 /// Name of the init container that installs the runner.
 pub const RUNNER_INIT: &str = "install-runner";
+/// Name of the sandbox container (the runner, or `spec.sandbox.command`).
+pub const SANDBOX_CONTAINER: &str = "sandbox";
 /// Name of the `emptyDir` volume holding the runner.
 const RUNNER_VOLUME: &str = "agentcomputer-runner";
 
@@ -285,7 +287,7 @@ pub fn build(
                 ..Default::default()
             }),
             containers: vec![Container {
-                name: "sandbox".into(),
+                name: SANDBOX_CONTAINER.into(),
                 image: Some(sandbox.image.clone()),
                 command: Some(command),
                 working_dir: Some("/workspace".into()),
@@ -301,6 +303,90 @@ pub fn build(
         }),
         status: None,
     }
+}
+
+/// The runner image `pod` carries: the image of its [`RUNNER_INIT`] init
+/// container (what `kubectl get pod -o jsonpath='{.spec.initContainers[0].image}'`
+/// shows). None for a pod without a runner.
+pub fn runner_image(pod: &Pod) -> Option<&str> {
+    pod.spec
+        .as_ref()?
+        .init_containers
+        .as_ref()?
+        .iter()
+        .find(|c| c.name == RUNNER_INIT)?
+        .image
+        .as_deref()
+}
+
+/// Keeps the runner of a live pod: when both `existing` and `desired` have
+/// a runner and their images differ, `desired` is given the image of
+/// `existing`, and the image `desired` named is returned (the newer runner,
+/// pending until the pod is next created). None when there is nothing to
+/// keep: either pod has no runner, or the images are equal.
+///
+/// Why: the runner runs from the copy its init container made when the pod
+/// started. An init container's image may be changed on a live pod (the
+/// API server allows `spec.initContainers[*].image` updates), but the
+/// kubelet does not run an init container again once the pod has
+/// initialized; it runs them all again, with the images then in the spec,
+/// only when it must create the pod sandbox again (Kubernetes v1.36.3,
+/// pkg/kubelet/kuberuntime: `computeInitContainerActions` skips completed
+/// init containers of an initialized pod; `computePodActions` restarts from
+/// the first init container with a new sandbox). Writing the new image into
+/// a live pod would make its spec name a runner it does not run, and
+/// replacing the pod would kill the sandbox's processes; keeping the image
+/// does neither, and the next pod (after an idle stop, a spec change that
+/// needs a new pod, a deletion) gets the new runner.
+pub fn keep_runner(desired: &mut Pod, existing: &Pod) -> Option<String> {
+    let current = runner_image(existing)?.to_string();
+    let init = desired
+        .spec
+        .as_mut()?
+        .init_containers
+        .as_mut()?
+        .iter_mut()
+        .find(|c| c.name == RUNNER_INIT)?;
+    if init.image.as_deref() == Some(current.as_str()) {
+        return None;
+    }
+    init.image.replace(current)
+}
+
+/// Why the node agent refused the runner of `pod`: the sandbox container is
+/// not running and ended last with
+/// [`agentcomputer_crds::RUNNER_EXIT_INCOMPATIBLE`] (its current state
+/// terminated so, or waiting to restart after such a termination). Returns
+/// the container's termination message (the runner writes the agent's
+/// refusal there) or a generic text. None while the container runs (a
+/// runner restarted after a refusal may have attached since) or ended
+/// otherwise.
+pub fn runner_refused(pod: &Pod) -> Option<String> {
+    let status = pod
+        .status
+        .as_ref()?
+        .container_statuses
+        .as_ref()?
+        .iter()
+        .find(|c| c.name == SANDBOX_CONTAINER)?;
+    let state = status.state.as_ref()?;
+    let ended = match (&state.terminated, &state.waiting) {
+        (Some(t), _) => t,
+        (None, Some(_)) => status.last_state.as_ref()?.terminated.as_ref()?,
+        (None, None) => return None,
+    };
+    if ended.exit_code != agentcomputer_crds::RUNNER_EXIT_INCOMPATIBLE {
+        return None;
+    }
+    Some(
+        ended
+            .message
+            .as_deref()
+            .map(str::trim)
+            .filter(|m| !m.is_empty())
+            .unwrap_or("the node agent refused the runner's attach protocol")
+            .to_string(),
+    )
 }
 
 #[cfg(test)]
@@ -471,5 +557,141 @@ mod tests {
                 .unwrap(),
             ["sleep", "infinity"]
         );
+    }
+
+    fn with_runner(image: &str) -> Pod {
+        build(
+            &computer(),
+            &sandbox(None),
+            Some("10.96.0.9"),
+            Some("sha256:ab"),
+            Some(Runner {
+                image,
+                credential_hash: Some("sha256:ab"),
+                tls: None,
+            }),
+        )
+    }
+
+    #[test]
+    fn a_live_pod_keeps_its_runner_image() {
+        let existing = with_runner("reg/node-agent:1");
+        let mut desired = with_runner("reg/node-agent:2");
+        assert_eq!(runner_image(&desired), Some("reg/node-agent:2"));
+        assert_eq!(
+            keep_runner(&mut desired, &existing).as_deref(),
+            Some("reg/node-agent:2"),
+            "the newer image is reported as pending"
+        );
+        assert_eq!(runner_image(&desired), Some("reg/node-agent:1"));
+        // The runner image was the only difference: what is applied equals
+        // the live pod, so the API server has nothing to change.
+        assert_eq!(desired.spec, existing.spec);
+        // Same image: nothing kept, nothing pending.
+        let mut same = with_runner("reg/node-agent:1");
+        assert_eq!(keep_runner(&mut same, &existing), None);
+        assert_eq!(same.spec, existing.spec);
+    }
+
+    #[test]
+    fn other_changes_stay_with_the_runner_image_kept() {
+        let existing = with_runner("reg/node-agent:1");
+        // A rotated token (an env change: the API server refuses it, so the
+        // pod is replaced and the new one gets the new runner).
+        let mut desired = build(
+            &computer(),
+            &sandbox(None),
+            Some("10.96.0.9"),
+            Some("sha256:cd"),
+            Some(Runner {
+                image: "reg/node-agent:2",
+                credential_hash: Some("sha256:cd"),
+                tls: None,
+            }),
+        );
+        assert!(keep_runner(&mut desired, &existing).is_some());
+        assert_eq!(runner_image(&desired), Some("reg/node-agent:1"));
+        assert_ne!(desired.spec, existing.spec, "the token change is kept");
+    }
+
+    #[test]
+    fn pods_without_a_runner_keep_nothing() {
+        let bare = build(&computer(), &sandbox(None), None, None, None);
+        assert_eq!(runner_image(&bare), None);
+        // A pod made before the agent was known gets the runner: no image
+        // to keep, the init container is new (and the pod replaced).
+        let mut desired = with_runner("reg/node-agent:2");
+        assert_eq!(keep_runner(&mut desired, &bare), None);
+        assert_eq!(runner_image(&desired), Some("reg/node-agent:2"));
+        // A pod losing its runner stays without one.
+        let mut no_runner = bare.clone();
+        assert_eq!(
+            keep_runner(&mut no_runner, &with_runner("reg/node-agent:1")),
+            None
+        );
+        assert_eq!(runner_image(&no_runner), None);
+    }
+
+    #[test]
+    fn a_refused_runner_is_read_from_the_sandbox_containers_termination() {
+        use k8s_openapi::api::core::v1::{
+            ContainerState, ContainerStateTerminated, ContainerStateWaiting, ContainerStatus,
+            PodStatus,
+        };
+        let terminated = |code: i32, message: Option<&str>| ContainerState {
+            terminated: Some(ContainerStateTerminated {
+                exit_code: code,
+                message: message.map(str::to_string),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let with_status = |name: &str, state: Option<ContainerState>, last: Option<ContainerState>| {
+            let mut pod = with_runner("reg/node-agent:1");
+            pod.status = Some(PodStatus {
+                container_statuses: Some(vec![ContainerStatus {
+                    name: name.into(),
+                    state,
+                    last_state: last,
+                    ..Default::default()
+                }]),
+                ..Default::default()
+            });
+            pod
+        };
+        let waiting = ContainerState {
+            waiting: Some(ContainerStateWaiting {
+                reason: Some("CrashLoopBackOff".into()),
+                message: None,
+            }),
+            ..Default::default()
+        };
+        // Crash-looping after a refusal: the agent's words come through.
+        let refused = with_status(
+            SANDBOX_CONTAINER,
+            Some(waiting.clone()),
+            Some(terminated(3, Some("attach protocol 1 is not served\n"))),
+        );
+        assert_eq!(
+            runner_refused(&refused).as_deref(),
+            Some("attach protocol 1 is not served")
+        );
+        // Just ended, no message: a generic text.
+        let bare = with_status(SANDBOX_CONTAINER, Some(terminated(3, None)), None);
+        assert!(runner_refused(&bare).unwrap().contains("refused"));
+        // Other exits, a runner running again (it may have attached), other
+        // containers, no status: not a refusal.
+        let running = ContainerState {
+            running: Some(Default::default()),
+            ..Default::default()
+        };
+        for pod in [
+            with_status(SANDBOX_CONTAINER, Some(waiting.clone()), Some(terminated(2, None))),
+            with_status(SANDBOX_CONTAINER, Some(running), Some(terminated(3, None))),
+            with_status(RUNNER_INIT, Some(terminated(3, None)), None),
+            with_runner("reg/node-agent:1"),
+        ] {
+            assert_eq!(runner_refused(&pod), None);
+        }
     }
 }

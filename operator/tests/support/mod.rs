@@ -386,7 +386,8 @@ impl Cluster {
     }
 
     /// Like [`Cluster::start_operator`] with another identity's kubeconfig
-    /// and extra flags.
+    /// and extra flags; a `--runner-image=...` among them replaces
+    /// [`RUNNER_IMAGE`].
     pub fn start_operator_with(
         &self,
         kubeconfig: &Path,
@@ -400,6 +401,11 @@ impl Cluster {
             panic!("start_operator is for the operator crate's tests");
         };
         let port = free_port();
+        let runner = if extra.iter().any(|a| a.starts_with("--runner-image=")) {
+            None
+        } else {
+            Some(format!("--runner-image={RUNNER_IMAGE}"))
+        };
         let p = Proc::spawn(
             identity,
             Command::new(operator)
@@ -415,7 +421,7 @@ impl Cluster {
                 .arg(format!("--lease-name={RELEASE}-agent-computer-operator"))
                 .arg("--lease-duration-seconds=6")
                 .arg("--resync-seconds=60")
-                .arg(format!("--runner-image={RUNNER_IMAGE}"))
+                .args(runner)
                 .arg(format!("--agent-service={RELEASE}-agent-computer-node-agent"))
                 .arg(format!("--identity={identity}")),
             self.dir.path().join(format!("{identity}.log")),
