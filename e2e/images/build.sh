@@ -21,7 +21,7 @@
 #               ca-certificates, and the sandbox user "agent" (1000:1000);
 #               cached in ~/.cache/agentcomputer/e2e-images by package list
 #
-# Usage: e2e/images/build.sh [--bin-dir DIR] [--runner PATH] [--out DIR] [--tag TAG] [NAME...]
+# Usage: e2e/images/build.sh [--bin-dir DIR] [--runner PATH] [--out DIR] [--tag TAG] [--also-tag TAG] [NAME...]
 #   --bin-dir  where the product binaries are (default: $CARGO_TARGET_DIR or
 #              target, then /release)
 #   --runner   a static agentcomputer-runner to put into the node-agent image
@@ -29,6 +29,10 @@
 #              x86_64-unknown-linux-musl -p agentcomputer-runner`, run here)
 #   --out      directory of the archives (default $E2E_STATE/images)
 #   --tag      image tag (default e2e)
+#   --also-tag a second tag of the same images in each archive (both names
+#              are imported), so that a `helm upgrade` can move the release
+#              to another image tag, as an upgrade to a new product version
+#              does, with the same binaries
 #   NAME       operator, node-agent, sandbox (default: all three)
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -38,6 +42,7 @@ here="$(cd "$(dirname "$0")" && pwd)"
 bin_dir="${CARGO_TARGET_DIR:-$E2E_REPO/target}/release"
 out="$S/images"
 tag=e2e
+also_tag=
 runner=
 names=()
 while [ $# -gt 0 ]; do
@@ -46,11 +51,13 @@ while [ $# -gt 0 ]; do
         --runner) runner="$2"; shift 2 ;;
         --out) out="$2"; shift 2 ;;
         --tag) tag="$2"; shift 2 ;;
+        --also-tag) also_tag="$2"; shift 2 ;;
         operator|node-agent|sandbox) names+=("$1"); shift ;;
-        *) die "unknown argument $1 (usage: build.sh [--bin-dir DIR] [--runner PATH] [--out DIR] [--tag TAG] [operator|node-agent|sandbox...])" ;;
+        *) die "unknown argument $1 (usage: build.sh [--bin-dir DIR] [--runner PATH] [--out DIR] [--tag TAG] [--also-tag TAG] [operator|node-agent|sandbox...])" ;;
     esac
 done
 [ ${#names[@]} -gt 0 ] || names=(operator node-agent sandbox)
+[ "$also_tag" != "$tag" ] || die "--also-tag must differ from --tag ($tag)"
 ensure_packages umoci:umoci
 mkdir -p "$out"
 work="$(mktemp -d "$out/work.XXXXXX")"
@@ -58,6 +65,11 @@ trap 'rm -rf "$work"' EXIT
 
 IMAGE_PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 need_bin() { [ -x "$bin_dir/$1" ] || die "$bin_dir/$1 is missing: build it first (cargo build --release -p ...)"; }
+# finish LAYOUT ARCHIVE: the image of $tag (and $also_tag) written out.
+finish() {
+    [ -z "$also_tag" ] || umoci tag --image "$1:$tag" "$also_tag"
+    oci_finish "$1" "$tag" "$2"
+}
 certs() { install -D -m 0644 /etc/ssl/certs/ca-certificates.crt "$1/etc/ssl/certs/ca-certificates.crt"; }
 
 build_operator() {
@@ -74,7 +86,7 @@ build_operator() {
     umoci insert --image "$work/operator:$tag" "$r" /
     umoci config --image "$work/operator:$tag" --config.entrypoint /usr/local/bin/operator \
         --config.user 65532:65532 --config.env "PATH=$IMAGE_PATH" --config.exposedports 8080/tcp
-    oci_finish "$work/operator" "$tag" "$out/operator.tar"
+    finish "$work/operator" "$out/operator.tar"
 }
 
 # The runner must run in any sandbox image, whatever its libc: a static
@@ -125,7 +137,7 @@ build_node_agent() {
     umoci config --image "$work/node-agent:$tag" --config.entrypoint /usr/local/bin/node-agent \
         --config.env "PATH=$IMAGE_PATH" \
         --config.exposedports 7433/tcp --config.exposedports 3128/tcp --config.exposedports 9090/tcp
-    oci_finish "$work/node-agent" "$tag" "$out/node-agent.tar"
+    finish "$work/node-agent" "$out/node-agent.tar"
     # Which product programs the image carries, for e2e/images/smoke.
     mv "$work/node-agent.programs" "$out/node-agent.programs"
 }
@@ -152,7 +164,7 @@ build_sandbox() {
         --config.workingdir /home/agent \
         --config.env "PATH=$IMAGE_PATH" \
         --config.env HOME=/home/agent --config.env LANG=C.UTF-8
-    oci_finish "$work/sandbox" "$tag" "$out/sandbox.tar"
+    finish "$work/sandbox" "$out/sandbox.tar"
 }
 
 for n in "${names[@]}"; do
@@ -162,5 +174,5 @@ for n in "${names[@]}"; do
         node-agent) build_node_agent ;;
         sandbox) build_sandbox ;;
     esac
-    log "image $n:$tag -> $out/$n.tar ($(du -h "$out/$n.tar" | cut -f1), $((SECONDS - start))s)"
+    log "image $n:$tag${also_tag:+ and :$also_tag} -> $out/$n.tar ($(du -h "$out/$n.tar" | cut -f1), $((SECONDS - start))s)"
 done
