@@ -1821,17 +1821,23 @@ async fn container_execs_run_in_the_sandbox_runner() {
     set_sandbox_condition(&admin, "boxed", "Starting", "pod boxed-sandbox is Pending").await;
 
     // A runner without the right token cannot attach: none at all, an
-    // unknown one, another computer's.
-    let hello = |computer: &str| pb::RunnerEvent {
+    // unknown one, another computer's; nor one speaking an attach protocol
+    // revision this agent does not serve. The hello below sends no
+    // revision, as runners before revisions did: it attaches further down.
+    let hello_at = |computer: &str, protocol: u32| pb::RunnerEvent {
         event: Some(pb::runner_event::Event::Hello(pb::RunnerHello {
             computer: computer.into(),
             version: "test".into(),
+            protocol,
         })),
     };
-    for (token, want) in [
-        (None, Code::Unauthenticated),
-        (Some(token("nobody")), Code::Unauthenticated),
-        (Some(tp.clone()), Code::PermissionDenied),
+    let hello = |computer: &str| hello_at(computer, 0);
+    let future = agentcomputer_proto::RUNNER_PROTOCOL + 1;
+    for (token, protocol, want) in [
+        (None, 0, Code::Unauthenticated),
+        (Some(token("nobody")), 0, Code::Unauthenticated),
+        (Some(tp.clone()), 0, Code::PermissionDenied),
+        (Some(tc.clone()), future, Code::FailedPrecondition),
     ] {
         let channel = Channel::from_shared(agent.grpc.clone())
             .unwrap()
@@ -1840,9 +1846,21 @@ async fn container_execs_run_in_the_sandbox_runner() {
             .unwrap();
         let mut rc = SandboxRunnerClient::with_interceptor(channel, Bearer(token));
         let got = rc
-            .attach(futures::stream::iter([hello(&uid)]).chain(futures::stream::pending()))
+            .attach(
+                futures::stream::iter([hello_at(&uid, protocol)])
+                    .chain(futures::stream::pending()),
+            )
             .await;
-        assert_eq!(got.map(|_| ()).unwrap_err().code(), want);
+        let refused = got.map(|_| ()).unwrap_err();
+        assert_eq!(refused.code(), want, "{refused:?}");
+        if want == Code::FailedPrecondition {
+            assert!(
+                refused
+                    .message()
+                    .contains(&format!("speaks attach protocol {future}")),
+                "{refused:?}"
+            );
+        }
     }
     // A runner process with a wrong token keeps retrying and never serves.
     let workspace = tempfile::tempdir().unwrap();
