@@ -1847,8 +1847,7 @@ async fn container_execs_run_in_the_sandbox_runner() {
         let mut rc = SandboxRunnerClient::with_interceptor(channel, Bearer(token));
         let got = rc
             .attach(
-                futures::stream::iter([hello_at(&uid, protocol)])
-                    .chain(futures::stream::pending()),
+                futures::stream::iter([hello_at(&uid, protocol)]).chain(futures::stream::pending()),
             )
             .await;
         let refused = got.map(|_| ()).unwrap_err();

@@ -740,7 +740,13 @@ async fn reconcile_sandbox(
             // so it is idle, and only a pod with the newer runner serves.
             if let Some(why) = pod::runner_refused(&existing) {
                 let kept = pod::runner_image(&existing).unwrap_or_default();
-                tracing::info!(pod = name, kept, newer, why, "the node agent refuses the sandbox's runner; replacing the pod");
+                tracing::info!(
+                    pod = name,
+                    kept,
+                    newer,
+                    why,
+                    "the node agent refuses the sandbox's runner; replacing the pod"
+                );
                 delete_ignoring_absent(pods, name).await?;
                 let st = SandboxState {
                     ready: false,

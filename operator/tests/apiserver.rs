@@ -1304,9 +1304,13 @@ async fn a_new_runner_image_keeps_running_sandboxes() {
             c.message.contains(&format!("{NEXT} pending"))
         })
         .await;
-        assert_eq!((cond.status.as_str(), cond.reason.as_str()), ("True", "Running"));
+        assert_eq!(
+            (cond.status.as_str(), cond.reason.as_str()),
+            ("True", "Running")
+        );
         assert!(
-            cond.message.contains(&format!("runner {} kept", support::RUNNER_IMAGE)),
+            cond.message
+                .contains(&format!("runner {} kept", support::RUNNER_IMAGE)),
             "{}",
             cond.message
         );
@@ -1315,7 +1319,11 @@ async fn a_new_runner_image_keeps_running_sandboxes() {
     tokio::time::sleep(Duration::from_secs(3)).await;
     for (name, uid) in ["steady", "stale"].iter().zip(&uids) {
         let pod = pods.get(&format!("{name}-sandbox")).await.unwrap();
-        assert_eq!(pod.uid().as_ref(), Some(uid), "{name}'s sandbox was replaced");
+        assert_eq!(
+            pod.uid().as_ref(),
+            Some(uid),
+            "{name}'s sandbox was replaced"
+        );
         assert!(pod.metadata.deletion_timestamp.is_none());
         assert_eq!(
             agentcomputer_operator::resources::pod::runner_image(&pod),
@@ -1357,9 +1365,16 @@ async fn a_new_runner_image_keeps_running_sandboxes() {
         .patch("steady", &PatchParams::default(), &Patch::Merge(&idle))
         .await
         .unwrap();
-    wait_sandbox(&computers, "steady", "stopped when idle", |c| c.reason == "Idle").await;
+    wait_sandbox(&computers, "steady", "stopped when idle", |c| {
+        c.reason == "Idle"
+    })
+    .await;
     eventually(30, "the idle sandbox to be gone", || async {
-        pods.get_opt("steady-sandbox").await.ok()?.is_none().then_some(())
+        pods.get_opt("steady-sandbox")
+            .await
+            .ok()?
+            .is_none()
+            .then_some(())
     })
     .await;
     let now = k8s_openapi::jiff::Timestamp::now().to_string();
@@ -1379,7 +1394,10 @@ async fn a_new_runner_image_keeps_running_sandboxes() {
         "the next pod carries the new runner"
     );
     set_sandbox_status(&pods, "steady-sandbox", true, running, json!({})).await;
-    let cond = wait_sandbox(&computers, "steady", "the new sandbox ready", |c| c.status == "True").await;
+    let cond = wait_sandbox(&computers, "steady", "the new sandbox ready", |c| {
+        c.status == "True"
+    })
+    .await;
     assert!(!cond.message.contains("pending"), "{}", cond.message);
     drop(v2);
     drop(cluster);

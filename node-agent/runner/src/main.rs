@@ -133,7 +133,10 @@ fn write_termination_message(why: &str) {
         f.write_all(&why.as_bytes()[..end])
     });
     if let Err(e) = written {
-        log!("cannot write the termination message to {}: {e}", path.display());
+        log!(
+            "cannot write the termination message to {}: {e}",
+            path.display()
+        );
     }
 }
 

@@ -93,5 +93,8 @@ async fn a_refused_runner_exits_with_the_agents_reason() {
     assert!(seen.try_recv().is_err(), "the runner attached again");
     let mut stderr = String::new();
     std::io::Read::read_to_string(&mut runner.stderr.take().unwrap(), &mut stderr).unwrap();
-    assert!(stderr.contains("the node agent refuses this runner"), "{stderr}");
+    assert!(
+        stderr.contains("the node agent refuses this runner"),
+        "{stderr}"
+    );
 }

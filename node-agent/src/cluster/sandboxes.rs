@@ -684,7 +684,11 @@ fn check_revision(hello: &pb::RunnerHello, min: u32, max: u32) -> Result<(), Sta
     };
     Err(Status::failed_precondition(format!(
         "sandbox runner {} speaks attach protocol {revision}, this node agent serves {min} to {max}; the runner is {which}",
-        if hello.version.is_empty() { "(version not sent)" } else { hello.version.as_str() },
+        if hello.version.is_empty() {
+            "(version not sent)"
+        } else {
+            hello.version.as_str()
+        },
     )))
 }
 
@@ -708,10 +712,7 @@ mod tests {
         }
         // A runner that sends no revision speaks revision 1, which this
         // agent must still serve while MIN_RUNNER_PROTOCOL is 1.
-        assert_eq!(
-            check_protocol(&hello(0)).is_ok(),
-            MIN_RUNNER_PROTOCOL <= 1
-        );
+        assert_eq!(check_protocol(&hello(0)).is_ok(), MIN_RUNNER_PROTOCOL <= 1);
     }
 
     #[test]

@@ -646,19 +646,20 @@ mod tests {
             }),
             ..Default::default()
         };
-        let with_status = |name: &str, state: Option<ContainerState>, last: Option<ContainerState>| {
-            let mut pod = with_runner("reg/node-agent:1");
-            pod.status = Some(PodStatus {
-                container_statuses: Some(vec![ContainerStatus {
-                    name: name.into(),
-                    state,
-                    last_state: last,
+        let with_status =
+            |name: &str, state: Option<ContainerState>, last: Option<ContainerState>| {
+                let mut pod = with_runner("reg/node-agent:1");
+                pod.status = Some(PodStatus {
+                    container_statuses: Some(vec![ContainerStatus {
+                        name: name.into(),
+                        state,
+                        last_state: last,
+                        ..Default::default()
+                    }]),
                     ..Default::default()
-                }]),
-                ..Default::default()
-            });
-            pod
-        };
+                });
+                pod
+            };
         let waiting = ContainerState {
             waiting: Some(ContainerStateWaiting {
                 reason: Some("CrashLoopBackOff".into()),
@@ -686,7 +687,11 @@ mod tests {
             ..Default::default()
         };
         for pod in [
-            with_status(SANDBOX_CONTAINER, Some(waiting.clone()), Some(terminated(2, None))),
+            with_status(
+                SANDBOX_CONTAINER,
+                Some(waiting.clone()),
+                Some(terminated(2, None)),
+            ),
             with_status(SANDBOX_CONTAINER, Some(running), Some(terminated(3, None))),
             with_status(RUNNER_INIT, Some(terminated(3, None)), None),
             with_runner("reg/node-agent:1"),
