@@ -19,6 +19,7 @@ pub mod fuse_link;
 pub mod holder;
 pub mod local;
 pub mod mounts;
+mod name_locks;
 pub mod private;
 pub mod registry;
 pub mod share;

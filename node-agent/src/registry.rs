@@ -13,9 +13,13 @@
 //! So does a FUSE connection that the cluster's mounter handed over
 //! ([`Registry::attach_connection`]), until the kernel ends it.
 //!
-//! Opening, closing, creating and deleting are serialised by one async lock,
-//! so there is never more than one engine instance per computer. Requests for
-//! an already open computer take only a short synchronous lock.
+//! Opening, closing, creating and deleting a computer are serialised by
+//! that computer's own async lock ([`crate::name_locks`]), so there is never
+//! more than one engine instance per computer, and one computer's open or
+//! close (database files, `fsync`s) never holds up another's. Changes to
+//! the host mount table take one more, agent-wide lock, always after the
+//! computer's. Requests for an already open computer take only a short
+//! synchronous lock.
 
 use std::collections::HashMap;
 use std::io;
@@ -34,6 +38,7 @@ use tracing::{info, warn};
 use crate::blocking::blocking;
 use crate::computer::{self, Config, DB_FILE, SETTINGS_FILE, Settings, Usage};
 use crate::mounts::{self, MountRecord};
+use crate::name_locks::NameLocks;
 use crate::private;
 
 /// Why a registry call failed.
@@ -125,11 +130,15 @@ struct Inner {
     scratch_dir: PathBuf,
     idle_timeout: Duration,
     open: Mutex<HashMap<String, Arc<Slot>>>,
-    lifecycle: tokio::sync::Mutex<()>,
+    /// Each computer's lifecycle lock: open, close, create, update, delete.
+    names: NameLocks,
+    /// The host mount table (`mounts.json`, `dead_mounts`); taken after a
+    /// computer's lock, never before.
+    mount_table: tokio::sync::Mutex<()>,
     shutdown: CancellationToken,
     /// Host mounts a killed previous run left dead (see
     /// [`mounts::recheck_recorded`]); kept in the record until mounted
-    /// again or unmounted. Changed only under the lifecycle lock.
+    /// again or unmounted. Changed only under the mount table lock.
     dead_mounts: Mutex<Vec<MountRecord>>,
     /// Local mode's descriptor holder: host mounts are made over
     /// connections it keeps, so they outlive this process.
@@ -153,7 +162,7 @@ struct Slot {
     /// cancelled can say why.
     deleted: std::sync::atomic::AtomicBool,
     /// Host FUSE mounts of this engine, by mountpoint. Non-empty keeps the
-    /// slot open. Changed only under the lifecycle lock.
+    /// slot open. Changed only under the computer's lock and the mount table lock.
     mounts: Mutex<HashMap<PathBuf, MountHandle>>,
     /// Handed-over FUSE connections served over this engine, by
     /// connection id. Non-empty keeps the slot open; each removes itself
@@ -264,7 +273,8 @@ impl Registry {
                 scratch_dir,
                 idle_timeout,
                 open: Mutex::new(HashMap::new()),
-                lifecycle: tokio::sync::Mutex::new(()),
+                names: NameLocks::default(),
+                mount_table: tokio::sync::Mutex::new(()),
                 shutdown: CancellationToken::new(),
                 dead_mounts: Mutex::new(dead_mounts),
                 holder: std::sync::OnceLock::new(),
@@ -313,7 +323,7 @@ impl Registry {
     ) -> Result<ComputerInfo, RegistryError> {
         check_name(name)?;
         let limits = config.limits;
-        let _guard = self.inner.lifecycle.lock().await;
+        let _guard = self.inner.names.lock(name).await;
         let dir = self.dir_of(name);
         if dir.exists() {
             return Err(RegistryError::AlreadyExists(name.to_string()));
@@ -357,7 +367,7 @@ impl Registry {
     /// settings are then unchanged).
     pub async fn update(&self, name: &str, config: Config) -> Result<bool, RegistryError> {
         check_name(name)?;
-        let _guard = self.inner.lifecycle.lock().await;
+        let _guard = self.inner.names.lock(name).await;
         let dir = self.dir_of(name);
         let slot = lock(&self.inner.open).get(name).cloned();
         let owned = name.to_string();
@@ -406,7 +416,7 @@ impl Registry {
     /// until they end. Errors: `InvalidName`, `NotFound`, `Io`.
     pub async fn delete(&self, name: &str) -> Result<(), RegistryError> {
         check_name(name)?;
-        let _guard = self.inner.lifecycle.lock().await;
+        let _guard = self.inner.names.lock(name).await;
         let dir = self.dir_of(name);
         if !dir.join(SETTINGS_FILE).exists() {
             return Err(RegistryError::NotFound(name.to_string()));
@@ -424,6 +434,7 @@ impl Registry {
                     "deleted computer still serves handed-over FUSE connections until the mounter unmounts them"
                 );
             }
+            let _table = self.inner.mount_table.lock().await;
             unmount_all(&slot, &self.inner).await;
             self.save_mounts().await;
         }
@@ -452,7 +463,7 @@ impl Registry {
     /// `computers/<name>/share.key` (`0600`). Being in the computer's own
     /// directory, it goes when the computer is deleted, and with it every
     /// link it signed; a computer made again under the same name gets a new
-    /// one. With `create`, a missing key is made (under the lifecycle lock,
+    /// one. With `create`, a missing key is made (under the computer's lock,
     /// so never for a computer being deleted); without, a missing key or
     /// computer is `Ok(None)`. Errors: `InvalidName`, `NotFound` (with
     /// `create`), `Io` for a key file that cannot be read or written or
@@ -472,7 +483,7 @@ impl Registry {
         if !create {
             return blocking(move || read_share_key(&dir)).await.map_err(io_err);
         }
-        let _guard = self.inner.lifecycle.lock().await;
+        let _guard = self.inner.names.lock(name).await;
         if !dir.join(SETTINGS_FILE).exists() {
             return Err(RegistryError::NotFound(name.to_string()));
         }
@@ -522,7 +533,7 @@ impl Registry {
         if let Some(lease) = self.try_lease(name, true) {
             return Ok(lease);
         }
-        let _guard = self.inner.lifecycle.lock().await;
+        let _guard = self.inner.names.lock(name).await;
         if let Some(lease) = self.try_lease(name, true) {
             return Ok(lease);
         }
@@ -634,29 +645,38 @@ impl Registry {
     /// Closes every open computer that has had no lease for the idle timeout.
     /// Returns how many were closed.
     pub async fn close_idle(&self) -> usize {
-        let _guard = self.inner.lifecycle.lock().await;
         let idle = self.inner.idle_timeout;
-        let victims: Vec<Arc<Slot>> = {
-            let mut map = lock(&self.inner.open);
-            let names: Vec<String> = map
-                .iter()
-                .filter(|(_, s)| {
-                    s.active.load(Ordering::SeqCst) == 0
-                        && lock(&s.last_used).elapsed() >= idle
-                        && lock(&s.mounts).is_empty()
-                        && lock(&s.connections).is_empty()
-                        // A lazily detached mount still serving processes
-                        // holds the engine: closing would let the next use
-                        // open a second engine on the same database.
-                        && !s.fs.is_shared()
-                })
-                .map(|(n, _)| n.clone())
-                .collect();
-            names.iter().filter_map(|n| map.remove(n)).collect()
+        let closable = |s: &Slot| {
+            s.active.load(Ordering::SeqCst) == 0
+                && lock(&s.last_used).elapsed() >= idle
+                && lock(&s.mounts).is_empty()
+                && lock(&s.connections).is_empty()
+                // A lazily detached mount still serving processes holds
+                // the engine: closing would let the next use open a second
+                // engine on the same database.
+                && !s.fs.is_shared()
         };
-        let count = victims.len();
-        for slot in victims {
-            close_slot(slot).await;
+        let candidates: Vec<String> = lock(&self.inner.open)
+            .iter()
+            .filter(|(_, s)| closable(s))
+            .map(|(n, _)| n.clone())
+            .collect();
+        let mut count = 0;
+        for name in candidates {
+            // Under the computer's own lock, so no open of it runs at the
+            // same time; the others stay free to open and close.
+            let _guard = self.inner.names.lock(&name).await;
+            let victim = {
+                let mut map = lock(&self.inner.open);
+                match map.get(&name) {
+                    Some(s) if closable(s) => map.remove(&name),
+                    _ => None,
+                }
+            };
+            if let Some(slot) = victim {
+                close_slot(slot).await;
+                count += 1;
+            }
         }
         count
     }
@@ -814,12 +834,19 @@ impl Registry {
     /// no lease, recording its usage. Computers still leased are left open
     /// (and logged). For shutdown.
     pub async fn close_all(&self) {
-        let _guard = self.inner.lifecycle.lock().await;
-        let all: Vec<Arc<Slot>> = lock(&self.inner.open).values().cloned().collect();
+        let mut all: Vec<Arc<Slot>> = lock(&self.inner.open).values().cloned().collect();
+        // One order for every caller, so two shutdowns cannot deadlock.
+        all.sort_by(|a, b| a.name.cmp(&b.name));
+        let mut held = Vec::with_capacity(all.len());
+        for slot in &all {
+            held.push(self.inner.names.lock(&slot.name).await);
+        }
+        let table = self.inner.mount_table.lock().await;
         for slot in &all {
             unmount_all(slot, &self.inner).await;
         }
         self.save_mounts().await;
+        drop(table);
         let slots: Vec<Arc<Slot>> = {
             let mut map = lock(&self.inner.open);
             let names: Vec<String> = map.keys().cloned().collect();
@@ -868,7 +895,8 @@ impl Registry {
         nonempty: bool,
     ) -> Result<(), RegistryError> {
         let lease = self.acquire(name).await?;
-        let _guard = self.inner.lifecycle.lock().await;
+        let _guard = self.inner.names.lock(name).await;
+        let _table = self.inner.mount_table.lock().await;
         if lease.slot.cancel.is_cancelled() {
             // Deleted (or shutting down) while we waited.
             return Err(RegistryError::NotFound(name.to_string()));
@@ -987,7 +1015,8 @@ impl Registry {
         if !path.is_absolute() {
             return Err(mount_err(nix::errno::Errno::EINVAL));
         }
-        let _guard = self.inner.lifecycle.lock().await;
+        let _guard = self.inner.names.lock(name).await;
+        let _table = self.inner.mount_table.lock().await;
         let slot = lock(&self.inner.open).get(name).cloned();
         let handle = slot.and_then(|s| lock(&s.mounts).remove(path));
         let Some(handle) = handle else {
@@ -1033,7 +1062,7 @@ impl Registry {
         lease: &Lease,
         conn: ConnectionHandle,
     ) -> Result<(), RegistryError> {
-        let _guard = self.inner.lifecycle.lock().await;
+        let _guard = self.inner.names.lock(lease.name()).await;
         if lease.slot.cancel.is_cancelled() {
             return Err(RegistryError::NotFound(lease.name().to_string()));
         }
