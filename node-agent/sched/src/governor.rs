@@ -379,9 +379,7 @@ fn run(g: &'static Governor) {
                 if fairness.background > 0 {
                     entry.slot.set_allowed(false);
                 }
-                if !rotation.contains(&entry.group) {
-                    rotation.push_back(entry.group);
-                }
+                join_rotation(rotation, entry.group);
                 g.demoted.fetch_add(1, Ordering::Relaxed);
             }
             let done = entry.demoted || entry.place.is_some_and(|t| now - t > wall);
@@ -404,6 +402,22 @@ fn run(g: &'static Governor) {
             .wait_timeout(threads, period)
             .unwrap_or_else(|e| e.into_inner())
             .0;
+    }
+}
+
+/// Puts `group` in the rotation of background turns when one of its
+/// threads is demoted. A computer already in it keeps its place; one that
+/// had no demoted thread goes first: it has had no idle CPU while the
+/// others took turns (fair queuing places a newly active flow at the
+/// current head, not behind every backlogged one). Without this, an exec
+/// of a quiet computer demoted once (a cold first exec uses 14 ms of CPU in
+/// a debug build) waited a whole round: 200 busy computers × one 20 ms
+/// turn / 2 turns at once = 2 s, and 30 s was measured under I/O bombs.
+/// It cannot take more than that one turn per demotion: a computer's
+/// further threads wait for its next turn in the round as before.
+fn join_rotation(rotation: &mut VecDeque<u64>, group: u64) {
+    if !rotation.contains(&group) {
+        rotation.push_front(group);
     }
 }
 
@@ -562,6 +576,51 @@ mod tests {
             s.join().unwrap();
         }
         assert!(g_line_is_empty());
+    }
+
+    fn demoted_entry(group: u64, last_turn: Instant) -> Entry {
+        Entry {
+            tid: 0,
+            clock: 0,
+            start: Duration::ZERO,
+            demoted: true,
+            place: None,
+            group,
+            slot: Arc::new(Slot::new()),
+            turn: None,
+            last_turn,
+        }
+    }
+
+    #[test]
+    fn a_newly_demoted_computer_gets_the_next_turn() {
+        let start = Instant::now();
+        let mut entries = HashMap::new();
+        let mut rotation = VecDeque::new();
+        // Three busy computers, the first holding the only turn.
+        for (id, group) in [(1, 10), (2, 20), (3, 30)] {
+            entries.insert(id, demoted_entry(group, start));
+            join_rotation(&mut rotation, group);
+        }
+        hand_out_turns(&mut entries, &mut rotation, 1, Duration::from_millis(20), start);
+        let holder = entries.values().find(|e| e.turn.is_some()).unwrap().group;
+        // A quiet computer's exec is demoted: it is served when that turn
+        // ends, before the computers that waited in the round.
+        entries.insert(4, demoted_entry(40, start));
+        join_rotation(&mut rotation, 40);
+        // Joining again (a second demoted thread) keeps its place.
+        join_rotation(&mut rotation, 40);
+        assert_eq!(rotation.iter().filter(|&&g| g == 40).count(), 1);
+        let later = start + Duration::from_millis(25);
+        hand_out_turns(&mut entries, &mut rotation, 1, Duration::from_millis(20), later);
+        let next = entries.values().find(|e| e.turn.is_some()).unwrap().group;
+        assert_ne!(next, holder);
+        assert_eq!(next, 40, "the quiet computer waited behind the round");
+        // Then the round goes on with the computers that were waiting.
+        let after = later + Duration::from_millis(25);
+        hand_out_turns(&mut entries, &mut rotation, 1, Duration::from_millis(20), after);
+        let third = entries.values().find(|e| e.turn.is_some()).unwrap().group;
+        assert!(third != 40 && third != holder, "{third}");
     }
 
     fn g_line_is_empty() -> bool {
