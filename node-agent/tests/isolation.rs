@@ -15,6 +15,40 @@ use common::{Agent, Client, Ran, create, exec_req, js_req, run, sh};
 const ADDRESS_SPACE: u64 = 4 << 30;
 /// The exec memory budget (the agent's default).
 const BUDGET: u64 = 256 << 20;
+/// `--exec-memory` of the agents started here: what all execs together may
+/// reserve. The acceptance bound on the agent's peak resident set is this
+/// plus its base (its peak once both runtimes have run once).
+const EXEC_MEMORY: u64 = 1 << 30;
+const EXEC_MEMORY_FLAG: &str = "1Gi";
+
+/// The tests of this file measure time, CPU and peak memory of their own
+/// agent: they run one at a time so that they do not measure each other.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Starts an agent under the 4 GiB address-space limit with
+/// `--exec-memory` [`EXEC_MEMORY`] and `extra`.
+fn limited_agent(data: &std::path::Path, extra: &[&str]) -> Agent {
+    let mut args = vec!["--exec-memory", EXEC_MEMORY_FLAG];
+    args.extend_from_slice(extra);
+    Agent::start_with_address_space(data, &args, ADDRESS_SPACE)
+}
+
+/// CPU time (user + system) process `pid` has used so far.
+fn cpu_time(pid: u32) -> Duration {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("stat");
+    // Fields after the command name, which is in parentheses (proc(5)):
+    // utime and stime are fields 14 and 15, in clock ticks.
+    let after = &stat[stat.rfind(')').expect("comm") + 2..];
+    let fields: Vec<&str> = after.split_whitespace().collect();
+    let ticks: u64 = fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap();
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as u64;
+    Duration::from_millis(ticks * 1000 / hz)
+}
 
 /// `VmHWM` (peak resident set) of process `pid`, bytes.
 fn peak_rss(pid: u32) -> u64 {
@@ -44,6 +78,7 @@ fn with_timeout(mut req: pb::ExecRequest, timeout: Duration) -> pb::ExecRequest 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tenant_cannot_turn_sparse_files_into_agent_memory() {
+    let _serial = serial();
     let data = tempfile::tempdir().unwrap();
     let mut agent = Agent::start_with_address_space(data.path(), &[], ADDRESS_SPACE);
     let mut c = agent.client().await;
@@ -177,10 +212,12 @@ async fn a_tenant_cannot_turn_sparse_files_into_agent_memory() {
 
 #[tokio::test]
 async fn grep_is_linear_on_a_long_line() {
+    let _serial = serial();
     let data = tempfile::tempdir().unwrap();
-    let agent = Agent::start(data.path(), &[]);
+    let mut agent = limited_agent(data.path(), &[]);
     let mut c = agent.client().await;
     create(&mut c, "g", 1 << 30).await;
+    let base = peak_rss(agent.pid());
     let mut line = vec![b'a'; 64 << 20];
     line.extend_from_slice(b"needle");
     common::write(&mut c, "g", "long", pb::WriteMode::Truncate, &line)
@@ -225,4 +262,348 @@ async fn grep_is_linear_on_a_long_line() {
         .into_inner();
     let m = stream.message().await.unwrap().expect("a match");
     assert_eq!(m.line_number, 1);
+    drop(stream);
+    let peak = peak_rss(agent.pid());
+    eprintln!(
+        "grep over long lines: agent peak RSS {} MiB (base {} MiB)",
+        peak >> 20,
+        base >> 20
+    );
+    assert!(peak < base + EXEC_MEMORY, "peak {peak} over base {base} + exec memory");
+    assert!(agent.alive(), "the agent died");
+}
+
+/// The used bytes and inodes of computer `name`.
+async fn usage(c: &mut Client, name: &str) -> (u64, u64) {
+    let info = c
+        .get_computer(pb::GetComputerRequest { name: name.into() })
+        .await
+        .expect("get computer")
+        .into_inner();
+    (info.used_bytes, info.used_inodes)
+}
+
+/// An API write at a huge offset is refused at once; a `cp` stopped by its
+/// timeout answers within the timeout plus 1 s and never commits its copy.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn huge_offsets_are_refused_and_a_stopped_copy_is_never_committed() {
+    let _serial = serial();
+    let data = tempfile::tempdir().unwrap();
+    let mut agent = limited_agent(data.path(), &[]);
+    let mut c = agent.client().await;
+    create(&mut c, "w", 1 << 30).await;
+    assert_eq!(sh(&mut c, "w", "echo ok").await.stdout, "ok\n");
+    let base = peak_rss(agent.pid());
+
+    // A write at offset 1e12 would make a sparse terabyte.
+    let start = Instant::now();
+    let status = c
+        .write(futures::stream::iter(vec![
+            pb::WriteRequest {
+                msg: Some(pb::write_request::Msg::Header(pb::WriteHeader {
+                    computer: "w".into(),
+                    path: "far".into(),
+                    mode: pb::WriteMode::Create as i32,
+                    perm: 0,
+                    offset: 1_000_000_000_000,
+                })),
+            },
+            pb::WriteRequest {
+                msg: Some(pb::write_request::Msg::Data(b"x".to_vec())),
+            },
+            common::end_msg(1),
+        ]))
+        .await
+        .unwrap_err();
+    let took = start.elapsed();
+    eprintln!("API write at offset 1e12: {status:?} after {took:?}");
+    common::assert_errno(&status, tonic::Code::ResourceExhausted, "EFBIG");
+    assert!(took < Duration::from_secs(1), "took {took:?}");
+    let size = c
+        .stat(pb::StatRequest {
+            computer: "w".into(),
+            path: "far".into(),
+            follow_symlinks: true,
+        })
+        .await
+        .map(|r| r.into_inner().size);
+    assert!(
+        !matches!(size, Ok(n) if n > 0),
+        "the refused write left {size:?}"
+    );
+
+    // `cp` of 160 MiB of data, stopped by a 300 ms timeout.
+    let content: Vec<u8> = (0..160u32 << 20)
+        .map(|i| (i.wrapping_mul(2_654_435_761) >> 24) as u8 | 1)
+        .collect();
+    common::write(&mut c, "w", "big", pb::WriteMode::Truncate, &content)
+        .await
+        .unwrap();
+    drop(content);
+    let before = usage(&mut c, "w").await;
+    let timeout = Duration::from_millis(300);
+    let (ran, took) = timed(
+        &mut c,
+        with_timeout(exec_req("w", "cp big copy; echo copied"), timeout),
+    )
+    .await;
+    eprintln!("cp of 160 MiB with a 300 ms timeout: exit {} after {took:?}", ran.code);
+    assert_eq!(ran.code, 124, "{ran:?}");
+    assert!(took < timeout + Duration::from_secs(1), "answered after {took:?}");
+    assert!(!ran.stdout.contains("copied"), "{ran:?}");
+    // Nothing of it is committed later, and its unnamed copy is freed.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let copy = c
+        .stat(pb::StatRequest {
+            computer: "w".into(),
+            path: "copy".into(),
+            follow_symlinks: true,
+        })
+        .await;
+    assert_eq!(
+        copy.as_ref().map_err(|s| s.code()).err(),
+        Some(tonic::Code::NotFound),
+        "the copy was committed after the timeout: {copy:?}"
+    );
+    assert_eq!(usage(&mut c, "w").await, before, "the stopped copy holds space");
+
+    let peak = peak_rss(agent.pid());
+    eprintln!(
+        "huge offset and stopped cp: agent peak RSS {} MiB (base {} MiB)",
+        peak >> 20,
+        base >> 20
+    );
+    assert!(peak < base + EXEC_MEMORY, "peak {peak} over base {base} + exec memory");
+    assert!(agent.alive(), "the agent died");
+}
+
+/// A Grep whose client gave up at its deadline stops scanning: the agent's
+/// CPU clock stands still afterwards.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn grep_stops_when_its_client_gives_up() {
+    let _serial = serial();
+    let data = tempfile::tempdir().unwrap();
+    let mut agent = limited_agent(data.path(), &[]);
+    let mut c = agent.client().await;
+    create(&mut c, "g", 1 << 30).await;
+    // 8 KiB of text, then a 1 GiB hole: the file is text to Grep (its
+    // first 8 KiB hold no NUL) and one line of a gigabyte, stored in 8 KiB.
+    let ran = run(&mut c, js_req("g", "const fs = require('fs'); fs.writeFileSync('long', 'a'.repeat(8192)); fs.truncateSync('long', 2 ** 30); export default () => fs.statSync('long').size", "")).await;
+    assert_eq!(ran.result, "1073741824", "{ran:?}");
+
+    // Unbounded, the scan takes longer than the deadline below.
+    let deadline = Duration::from_millis(500);
+    let start = Instant::now();
+    let mut req = tonic::Request::new(pb::GrepRequest {
+        computer: "g".into(),
+        path: "long".into(),
+        pattern: "needle".into(),
+        ..Default::default()
+    });
+    req.set_timeout(deadline);
+    let outcome = tokio::time::timeout(deadline, async {
+        let mut stream = c.grep(req).await?.into_inner();
+        while stream.message().await?.is_some() {}
+        Ok::<_, tonic::Status>(())
+    })
+    .await;
+    // The client gave up (its future, and with it the stream, is dropped).
+    assert!(outcome.is_err(), "the grep ended before its deadline: {outcome:?}");
+    eprintln!("grep given up after {:?}", start.elapsed());
+    // Give the scan a moment to notice, then watch the agent's CPU clock.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let cpu_before = cpu_time(agent.pid());
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let used = cpu_time(agent.pid()) - cpu_before;
+    eprintln!("agent CPU in the 2 s after the grep's deadline: {used:?}");
+    assert!(
+        used < Duration::from_millis(300),
+        "the agent used {used:?} of CPU after the grep's client left"
+    );
+    // The same scan without a deadline runs for seconds: the check above
+    // measures a scan that would have gone on.
+    let start = Instant::now();
+    let cpu_before = cpu_time(agent.pid());
+    let mut stream = c
+        .grep(pb::GrepRequest {
+            computer: "g".into(),
+            path: "long".into(),
+            pattern: "needle".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    while stream.message().await.unwrap().is_some() {}
+    let (took, cpu) = (start.elapsed(), cpu_time(agent.pid()) - cpu_before);
+    eprintln!("the whole scan: {took:?}, {cpu:?} of CPU");
+    assert!(
+        cpu > Duration::from_millis(1200),
+        "the whole scan used only {cpu:?} of CPU: the check above proves nothing"
+    );
+    assert!(agent.alive(), "the agent died");
+}
+
+/// `cat z64 ×8 | wc -c` four times at once (they used to reach 8.6 GB): each
+/// streams, ending with its count or its timeout (exit 124, a clear end
+/// the acceptance allows: four at once share one computer's CPU turns and
+/// take about 95 s in a debug build), and the agent's peak stays within
+/// its exec memory.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn four_big_pipelines_at_once_stay_within_the_exec_memory() {
+    let _serial = serial();
+    let data = tempfile::tempdir().unwrap();
+    let mut agent = limited_agent(data.path(), &[]);
+    let mut c = agent.client().await;
+    create(&mut c, "p", 10 << 20).await;
+    create(&mut c, "other", 10 << 20).await;
+    let ran = run(&mut c, js_req("p", "const fs = require('fs'); fs.writeFileSync('z64', ''); fs.truncateSync('z64', 64 * 1024 * 1024); export default () => fs.statSync('z64').size", "")).await;
+    assert_eq!(ran.result, "67108864", "{ran:?}");
+    assert_eq!(sh(&mut c, "other", "echo ok").await.stdout, "ok\n");
+    let base = peak_rss(agent.pid());
+    let start = Instant::now();
+    let timeout = Duration::from_secs(20);
+    let mut runs = Vec::new();
+    for _ in 0..4 {
+        let mut c = agent.client().await;
+        runs.push(tokio::spawn(async move {
+            timed(
+                &mut c,
+                with_timeout(
+                    exec_req("p", "cat z64 z64 z64 z64 z64 z64 z64 z64 | wc -c"),
+                    timeout,
+                ),
+            )
+            .await
+        }));
+    }
+    // Meanwhile the other computer answers.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let (ok, echo_took) = timed(&mut c, exec_req("other", "echo ok")).await;
+    assert_eq!(ok.stdout, "ok\n");
+    for r in runs {
+        let (ran, took) = r.await.unwrap();
+        eprintln!("cat z64 x8 | wc -c (one of four): exit {} after {took:?}", ran.code);
+        match ran.code {
+            0 => assert_eq!(ran.stdout, "536870912\n", "{ran:?}"),
+            124 => assert!(ran.stdout.is_empty(), "{ran:?}"),
+            _ => panic!("unexpected end: {ran:?}"),
+        }
+        assert!(
+            took < timeout + Duration::from_secs(1),
+            "ended after {took:?}"
+        );
+    }
+    let peak = peak_rss(agent.pid());
+    eprintln!(
+        "four pipelines at once: {:?}; echo ok on another computer meanwhile: {echo_took:?}; agent peak RSS {} MiB (base {} MiB)",
+        start.elapsed(),
+        peak >> 20,
+        base >> 20
+    );
+    assert!(
+        echo_took < Duration::from_secs(1),
+        "the other computer answered after {echo_took:?}"
+    );
+    assert!(peak < base + EXEC_MEMORY, "peak {peak} over base {base} + exec memory");
+    assert!(agent.alive(), "the agent died");
+}
+
+/// 200 spinning execs on one computer: another computer's `echo ok` keeps
+/// answering, every spinning exec ends within its timeout plus 1 s (after
+/// at most the queue wait) or is refused with RESOURCE_EXHAUSTED naming
+/// the limit, and the agent's peak stays within its exec memory.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn spinning_execs_neither_stall_others_nor_outlive_their_timeout() {
+    let _serial = serial();
+    let data = tempfile::tempdir().unwrap();
+    let mut agent = limited_agent(data.path(), &[]);
+    let mut c = agent.client().await;
+    create(&mut c, "spin", 10 << 20).await;
+    create(&mut c, "quiet", 10 << 20).await;
+    assert_eq!(sh(&mut c, "quiet", "echo ok").await.stdout, "ok\n");
+    let base = peak_rss(agent.pid());
+    let timeout = Duration::from_secs(3);
+    // The longest an exec may wait in the queue (the agent's default).
+    let queue_wait = Duration::from_secs(2);
+    let mut clients = Vec::new();
+    for _ in 0..4 {
+        clients.push(agent.client().await);
+    }
+    let mut spinning = tokio::task::JoinSet::new();
+    for i in 0..200 {
+        let mut c = clients[i % 4].clone();
+        spinning.spawn(async move {
+            let start = Instant::now();
+            let result = async {
+                let mut stream = c
+                    .exec(with_timeout(
+                        exec_req("spin", "while true; do :; done"),
+                        timeout,
+                    ))
+                    .await?
+                    .into_inner();
+                let mut code = None;
+                while let Some(ev) = stream.message().await? {
+                    if let Some(pb::exec_event::Event::Exit(e)) = ev.event {
+                        code = Some(e.code);
+                    }
+                }
+                Ok::<_, tonic::Status>(code)
+            }
+            .await;
+            (result, start.elapsed())
+        });
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let mut echo = Vec::new();
+    for _ in 0..20 {
+        let (ok, took) = timed(&mut c, exec_req("quiet", "echo ok")).await;
+        assert_eq!(ok.stdout, "ok\n", "{ok:?}");
+        echo.push(took);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    echo.sort();
+    let (mut ran, mut refused, mut longest) = (0, 0, Duration::ZERO);
+    while let Some(joined) = spinning.join_next().await {
+        let (result, took) = joined.unwrap();
+        match result {
+            Ok(code) => {
+                assert_eq!(code, Some(124), "a spinning exec ended with {code:?}");
+                assert!(
+                    took < queue_wait + timeout + Duration::from_secs(1),
+                    "a spinning exec with a {timeout:?} timeout ended after {took:?}"
+                );
+                ran += 1;
+                longest = longest.max(took);
+            }
+            Err(status) => {
+                assert_eq!(status.code(), tonic::Code::ResourceExhausted, "{status:?}");
+                assert!(status.message().contains("limit"), "{status:?}");
+                assert!(
+                    took < queue_wait + Duration::from_secs(1),
+                    "refused after {took:?}"
+                );
+                refused += 1;
+            }
+        }
+    }
+    let peak = peak_rss(agent.pid());
+    eprintln!(
+        "200 spinning execs: {ran} ran (the longest answered after {longest:?}), {refused} refused; \
+         echo ok on another computer: median {:?}, max {:?}; agent peak RSS {} MiB (base {} MiB)",
+        echo[echo.len() / 2],
+        echo[echo.len() - 1],
+        peak >> 20,
+        base >> 20
+    );
+    assert!(ran > 0, "no spinning exec ran");
+    assert!(
+        echo[echo.len() - 1] < Duration::from_secs(1),
+        "echo ok on the quiet computer took up to {:?}",
+        echo[echo.len() - 1]
+    );
+    assert!(peak < base + EXEC_MEMORY, "peak {peak} over base {base} + exec memory");
+    assert!(agent.alive(), "the agent died");
+    assert_eq!(sh(&mut c, "quiet", "echo ok").await.stdout, "ok\n");
 }

@@ -12,6 +12,10 @@ use common::*;
 use tonic::Code;
 
 const MIB: u64 = 1 << 20;
+/// The address-space limit the stream tests run the agent under (as
+/// `isolation.rs`): buffers that grew without bound would fail the test
+/// instead of the machine.
+const ADDRESS_SPACE: u64 = 4 << 30;
 
 fn upload_header(computer: &str, path: &str) -> pb::WriteRequest {
     pb::WriteRequest {
@@ -98,9 +102,10 @@ fn rss_bytes(pid: u32) -> u64 {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_stalled_upload_ends_and_gives_back_its_quota() {
     let dir = tempfile::tempdir().unwrap();
-    let agent = Agent::start(
+    let agent = Agent::start_with_address_space(
         dir.path(),
         &["--stream-idle-timeout", "1s", "--idle-timeout", "1s"],
+        ADDRESS_SPACE,
     );
     let mut c = agent.client().await;
     create(&mut c, "quota", 4 * MIB).await;
@@ -162,7 +167,7 @@ async fn a_stalled_upload_ends_and_gives_back_its_quota() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_stalled_read_ends_releases_its_lease_and_buffers_little() {
     let dir = tempfile::tempdir().unwrap();
-    let agent = Agent::start(
+    let agent = Agent::start_with_address_space(
         dir.path(),
         &[
             "--stream-idle-timeout",
@@ -174,6 +179,7 @@ async fn a_stalled_read_ends_releases_its_lease_and_buffers_little() {
             "--max-streams-per-computer",
             "100",
         ],
+        ADDRESS_SPACE,
     );
     let mut c = agent.client().await;
     create(&mut c, "reader", 256 * MIB).await;
