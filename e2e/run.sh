@@ -13,6 +13,12 @@
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 
+# One run at a time: two runs would share the state directory, the
+# cluster's interfaces and its network guard.
+run_lock="${E2E_STATE:-/var/tmp/agentcomputer-e2e}.run.lock"
+exec 8>"$run_lock"
+flock -n 8 || { echo "e2e: another e2e/run.sh is running (it holds $run_lock); wait for it to end" >&2; exit 1; }
+
 status=0
 step() { # NAME CMD...
     local start=$SECONDS
