@@ -111,8 +111,9 @@ start_component() {
     local name="$1"; shift
     if component_pid "$name" >/dev/null; then return 0; fi
     log "starting $name"
-    # fd 9 (the state lock) stays with the scripts, not the daemons.
-    nsenter --net="$NETNS" --mount="$MNTNS" -- setsid "$@" >>"$S/log/$name.log" 2>&1 </dev/null 9<&- &
+    # fd 9 (the state lock) and fd 8 (e2e/run.sh's run lock) stay with the
+    # scripts, not the daemons.
+    nsenter --net="$NETNS" --mount="$MNTNS" -- setsid "$@" >>"$S/log/$name.log" 2>&1 </dev/null 9<&- 8<&- &
     echo $! >"$S/run/pids/$name"
 }
 
