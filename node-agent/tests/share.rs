@@ -468,3 +468,57 @@ async fn an_agent_without_share_server_refuses_share() {
     assert_eq!(e.code(), Code::FailedPrecondition);
     assert!(e.message().contains("--share-listen"), "{}", e.message());
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn names_with_control_and_reserved_characters_download() {
+    let dir = tempfile::tempdir().unwrap();
+    let agent = Agent::start(dir.path(), &[]);
+    let mut c = agent.client().await;
+    create(&mut c, "demo", 0).await;
+    c.mkdir(pb::MkdirRequest {
+        computer: "demo".into(),
+        path: "a\tdir".into(),
+        parents: false,
+        perm: 0,
+    })
+    .await
+    .unwrap();
+    // Every C0 control byte but NUL and `/`, DEL, C1, and what a URL
+    // reserves.
+    let controls: String = (1u8..0x20).map(char::from).collect();
+    let names = [
+        "line\r\nbreak.txt".to_string(),
+        format!("c{controls}\u{7f}\u{85}.txt"),
+        "q?#%20[x] y+z;=@:.txt".to_string(),
+        "été\\ü.txt".to_string(),
+    ];
+    for name in names {
+        let path = format!("a\tdir/{name}");
+        let body = format!("content of {name:?}\n");
+        write(
+            &mut c,
+            "demo",
+            &path,
+            pb::WriteMode::Truncate,
+            body.as_bytes(),
+        )
+        .await
+        .unwrap();
+        let link = share(&mut c, "demo", &path, 60).await.unwrap();
+        assert_eq!(link.path, path);
+        let route = link.url.split('?').next().unwrap();
+        assert!(
+            route.contains("/share/v1/demo/a%09dir/"),
+            "{}",
+            link.url
+        );
+        assert!(
+            route.bytes().all(|b| b.is_ascii_graphic()),
+            "a raw control or non-ASCII byte in {:?}",
+            link.url
+        );
+        let got = curl(&link.url, &[]);
+        assert_eq!(got.status, 200, "{:?}: {}", link.url, got.text());
+        assert_eq!(got.body, body.as_bytes(), "{:?}", link.url);
+    }
+}

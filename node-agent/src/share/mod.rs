@@ -23,6 +23,7 @@ pub mod sign;
 use std::sync::Arc;
 use std::time::Duration;
 
+use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
 use tokio::sync::Semaphore;
 use url::Url;
 
@@ -31,6 +32,30 @@ use sign::LinkKey;
 
 /// First path segments of every link.
 pub const ROUTE: [&str; 2] = ["share", "v1"];
+
+/// Bytes percent-encoded in a path segment of a link: all but RFC 3986's
+/// `pchar` (section 3.3: unreserved `A-Z a-z 0-9 - . _ ~`, sub-delims
+/// `! $ & ' ( ) * + , ; =`, and `:` `@`). So control characters, space,
+/// `%`, `/`, `?`, `#` and every non-ASCII byte are encoded. The server
+/// decodes each segment back (axum's path extractor).
+pub const SEGMENT: &AsciiSet = &NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'.')
+    .remove(b'_')
+    .remove(b'~')
+    .remove(b'!')
+    .remove(b'$')
+    .remove(b'&')
+    .remove(b'\'')
+    .remove(b'(')
+    .remove(b')')
+    .remove(b'*')
+    .remove(b'+')
+    .remove(b',')
+    .remove(b';')
+    .remove(b'=')
+    .remove(b':')
+    .remove(b'@');
 
 /// Lifetime of a link when the caller asks for none: one hour.
 pub const DEFAULT_EXPIRY: Duration = Duration::from_secs(3600);
@@ -175,12 +200,19 @@ impl Sharer {
             .ok_or_else(|| ShareError::Unbound(computer.to_string()))?;
         let signature = key.sign(computer, expires, path);
         let mut url = self.inner.config.base_url.clone();
-        url.path_segments_mut()
-            .expect("the base URL has a host, so it has a path")
-            .pop_if_empty()
-            .extend(ROUTE)
-            .push(computer)
-            .extend(path.split('/'));
+        // Encoded here, not by `Url`'s segment setters: those follow the
+        // WHATWG URL parser, which drops tabs and line breaks instead of
+        // encoding them, and the link would name another file.
+        let mut route = url.path().trim_end_matches('/').to_string();
+        for segment in ROUTE {
+            route.push('/');
+            route.push_str(segment);
+        }
+        for segment in std::iter::once(computer).chain(path.split('/')) {
+            route.push('/');
+            route.extend(utf8_percent_encode(segment, SEGMENT));
+        }
+        url.set_path(&route);
         url.query_pairs_mut()
             .append_pair("expires", &expires.to_string())
             .append_pair("sig", &signature);
@@ -258,6 +290,21 @@ mod tests {
                 "http://127.0.0.1:7434/pre/share/v1/demo/a%20dir/r%25port.txt?expires=1234&sig="
             ),
             "{text}"
+        );
+        // Control characters are encoded, never dropped; sub-delims stay.
+        let odd = sharer
+            .link("demo", "d/a\tb\r\nc\u{7f}#?.txt", 1)
+            .await
+            .unwrap();
+        assert!(
+            odd.as_str()
+                .contains("/share/v1/demo/d/a%09b%0D%0Ac%7F%23%3F.txt?expires=1&"),
+            "{odd}"
+        );
+        let subs = sharer.link("demo", "x+y=(1);@:!'$&*,~", 1).await.unwrap();
+        assert!(
+            subs.as_str().contains("/demo/x+y=(1);@:!'$&*,~?expires"),
+            "{subs}"
         );
         // The key is kept: a second link signs the same way.
         let again = sharer.link("demo", "a dir/r%port.txt", 1234).await.unwrap();
