@@ -1,5 +1,6 @@
 //! Glob and Grep over a computer's files.
 
+use std::collections::BTreeSet;
 use std::ops::ControlFlow;
 
 use agentcomputer_fs::{FileKind, Fs, Ino};
@@ -42,7 +43,8 @@ fn has_glob_meta(component: &str) -> bool {
 
 /// Serves Glob. The pattern's leading literal components pick the directory
 /// the walk starts from; without `**` the walk goes no deeper than the
-/// pattern has components.
+/// pattern has components. The paths are sorted; past `max_results` the
+/// first ones in that order are kept and `truncated` is set.
 pub fn glob(fs: &Fs, req: &pb::GlobRequest) -> Result<pb::GlobResponse, Status> {
     let max = match req.max_results {
         0 => GLOB_DEFAULT_MAX,
@@ -77,18 +79,26 @@ pub fn glob(fs: &Fs, req: &pb::GlobRequest) -> Result<pb::GlobResponse, Status> 
     } else {
         rest.len()
     };
+    // The answer is the `max` first matches in sorted order, not the first
+    // ones the walk meets: keep the smallest `max` seen (memory bounded by
+    // `max`), so the whole tree is walked.
+    let mut kept = BTreeSet::new();
     walk(fs, base.ino, &base_rel, max_depth, |path, _| {
         if matcher.is_match(path) {
-            if paths.len() == max {
+            if kept.len() < max {
+                kept.insert(path.to_string());
+            } else {
                 truncated = true;
-                return ControlFlow::Break(());
+                if kept.last().is_some_and(|last| path < last.as_str()) {
+                    kept.pop_last();
+                    kept.insert(path.to_string());
+                }
             }
-            paths.push(path.to_string());
         }
         ControlFlow::Continue(())
     })
     .map_err(on(&req.pattern))?;
-    paths.sort();
+    paths.extend(kept);
     Ok(pb::GlobResponse { paths, truncated })
 }
 
