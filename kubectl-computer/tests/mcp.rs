@@ -226,3 +226,90 @@ fn http_listener_stays_on_loopback_unless_told() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("nope") && err.contains("not found"), "{err}");
 }
+
+/// Over stdio, every line gets an answer, even those the MCP SDK cannot
+/// decode: a batch, a lone surrogate, invalid UTF-8, garbage and a line
+/// over the 16 MiB limit, each with its id when it can be recovered
+/// (JSON-RPC 2.0: -32700 parse error, -32600 invalid request). The server
+/// then still serves.
+#[test]
+fn stdio_answers_lines_the_sdk_cannot_decode() {
+    use std::io::Write;
+    use std::sync::mpsc;
+    use std::time::Duration;
+
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path());
+    server.cli(&["create", "demo"]);
+    let mut child = server
+        .command()
+        .args(["mcp", "demo"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = mpsc::channel::<serde_json::Value>();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            let value = serde_json::from_str(&line)
+                .unwrap_or_else(|e| panic!("not JSON on stdout ({e}): {line:?}"));
+            if tx.send(value).is_err() {
+                break;
+            }
+        }
+    });
+    let mut send = |line: &[u8]| {
+        stdin.write_all(line).unwrap();
+        stdin.write_all(b"\n").unwrap();
+        stdin.flush().unwrap();
+    };
+    let next = || {
+        rx.recv_timeout(Duration::from_secs(30))
+            .expect("no answer within 30 s")
+    };
+
+    send(br#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"0"}}}"#);
+    assert_eq!(next()["id"], 1);
+    send(br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
+
+    send(br#"[{"jsonrpc":"2.0","id":7,"method":"tools/list"},{"jsonrpc":"2.0","method":"notifications/x"}]"#);
+    let batch = next();
+    assert_eq!(batch.as_array().map(Vec::len), Some(1), "{batch}");
+    assert_eq!(batch[0]["id"], 7);
+    assert_eq!(batch[0]["error"]["code"], -32600);
+
+    send(br#"{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"name":"read","arguments":{"path":"\ud800"}}}"#);
+    let a = next();
+    assert_eq!((a["id"].clone(), a["error"]["code"].clone()), (8.into(), (-32700).into()), "{a}");
+
+    send(b"{\"jsonrpc\":\"2.0\",\"id\":\"nine\",\"method\":\"tools/call\",\"params\":{\"name\":\"read\",\"arguments\":{\"path\":\"\xff\"}}}");
+    let a = next();
+    assert_eq!((a["id"].clone(), a["error"]["code"].clone()), ("nine".into(), (-32700).into()), "{a}");
+
+    send(b"this is not json");
+    let a = next();
+    assert_eq!((a["id"].clone(), a["error"]["code"].clone()), (serde_json::Value::Null, (-32700).into()), "{a}");
+
+    let mut huge = br#"{"jsonrpc":"2.0","id":10,"method":"tools/call","params":{"name":"write","arguments":{"path":"x","content":""#.to_vec();
+    huge.resize(17 << 20, b'a');
+    huge.extend_from_slice(b"\"}}}");
+    send(&huge);
+    let a = next();
+    assert_eq!((a["id"].clone(), a["error"]["code"].clone()), (10.into(), (-32600).into()), "{a}");
+
+    // Still serving.
+    send(br#"{"jsonrpc":"2.0","id":11,"method":"tools/list"}"#);
+    let a = next();
+    assert_eq!(a["id"], 11);
+    assert!(a["result"]["tools"].as_array().is_some_and(|t| t.len() == 9), "{a}");
+
+    // End of input ends the server cleanly.
+    drop(send);
+    drop(stdin);
+    let status = child.wait().unwrap();
+    assert!(status.success(), "{status:?}");
+}

@@ -3,7 +3,8 @@
 //!
 //! The protocol is the official Rust SDK's (`rmcp`); this module only
 //! supplies the tools ([`tools`]) and picks the transport: standard input
-//! and output by default (the way MCP hosts start local servers), or
+//! and output by default (the way MCP hosts start local servers; [`stdio`]
+//! answers the lines the SDK cannot decode), or
 //! streamable HTTP with `--listen ADDR` ([`http`], behind a bearer token).
 //! The tools reach the computer through the CLI's own [`Backend`]: a local
 //! or directly addressed node agent, or a cluster's agent through a
@@ -12,6 +13,7 @@
 mod agent;
 mod http;
 mod search;
+mod stdio;
 mod text;
 mod tools;
 
@@ -54,15 +56,20 @@ pub async fn serve(backend: Backend, args: McpArgs) -> Result<()> {
     let agent = Agent::open(backend, args.name).await?;
     match args.listen {
         None => {
+            // Lines rmcp would drop unanswered are answered by the guard.
+            let (input, output, writer) = stdio::transport();
             let server = tools::Tools::new(std::sync::Arc::new(agent))
-                .serve(rmcp::transport::stdio())
+                .serve((input, output))
                 .await
                 .map_err(|e| CliError(format!("MCP over stdio: {e}")))?;
-            server
+            let ended = server
                 .waiting()
                 .await
-                .map_err(|e| CliError(format!("MCP over stdio: {e}")))?;
-            Ok(())
+                .map_err(|e| CliError(format!("MCP over stdio: {e}")));
+            // The service's end closed its output: the last answers are
+            // written, then standard output is flushed.
+            let _ = writer.await;
+            ended.map(|_| ())
         }
         Some(listen) => {
             let options = http::Options {
