@@ -44,6 +44,26 @@ pub fn request(args: ExecArgs, stdin: Vec<u8>) -> pb::ExecRequest {
     }
 }
 
+/// Refuses a request the node agent could not take: one encoded larger
+/// than its gRPC message limit
+/// ([`MAX_MESSAGE_BYTES`](agentcomputer_proto::MAX_MESSAGE_BYTES), 4 MiB),
+/// which would otherwise reset the connection with nothing said. The
+/// script, standard input, environment and JavaScript input all count.
+/// `instead` tells the caller what to do (put the data in a file first).
+/// Errors: `E2BIG: the exec request is N bytes ...`.
+pub fn check_size(req: &pb::ExecRequest, instead: &str) -> Result<()> {
+    use prost::Message;
+    let size = req.encoded_len();
+    let limit = agentcomputer_proto::MAX_MESSAGE_BYTES;
+    if size > limit {
+        return Err(CliError(format!(
+            "E2BIG: the exec request is {size} bytes (script, stdin, env and input together), \
+             more than the node agent's message limit of {limit} bytes (4 MiB); {instead}"
+        )));
+    }
+    Ok(())
+}
+
 /// Streams the run's output to our stdout/stderr as it arrives and returns
 /// the program's exit code. The runtime's own error (timeout, output cap) is
 /// printed as `error: ...` unless the run already wrote it to stderr. A
@@ -57,6 +77,10 @@ pub async fn exec(client: &mut Client, args: ExecArgs) -> Result<i32> {
             .map_err(|e| CliError(format!("cannot read stdin: {e}")))?;
     }
     let req = request(args, stdin);
+    check_size(
+        &req,
+        "copy large data to the computer first (kubectl-computer put) and read it from the file (`prog < FILE`)",
+    )?;
     let mut stream = client.exec(req).await?.into_inner();
     let mut out = std::io::stdout().lock();
     let mut err = std::io::stderr().lock();

@@ -2,11 +2,22 @@
 //! agent, opened once through the CLI's [`Backend`], and the runtimes the
 //! computer enables.
 
+use std::sync::Arc;
+
 use agentcomputer_proto::v1 as pb;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use crate::backend::Backend;
 use crate::client::Client;
 use crate::error::Result;
+
+/// Most Read and Write streams the server keeps open on the agent at once.
+/// The agent refuses a connection's stream past its own cap (32 by
+/// default, `DEFAULT_STREAMS_PER_CLIENT` of the node agent's
+/// `api::streams`); staying well below it leaves room for streams the
+/// agent has not yet let go of, so parallel tool calls wait here instead of
+/// failing there.
+pub const MAX_FILE_STREAMS: usize = 16;
 
 /// One computer, reachable.
 pub struct Agent {
@@ -20,6 +31,8 @@ pub struct Agent {
     name: String,
     /// Runtimes `exec` may select, in the order offered.
     runtimes: Vec<pb::Runtime>,
+    /// Places for Read/Write streams ([`MAX_FILE_STREAMS`]).
+    file_streams: Arc<Semaphore>,
 }
 
 impl Agent {
@@ -59,12 +72,24 @@ impl Agent {
             computer,
             name,
             runtimes,
+            file_streams: Arc::new(Semaphore::new(MAX_FILE_STREAMS)),
         })
     }
 
     /// A client handle for one call.
     pub fn client(&self) -> Client {
         self.client.clone()
+    }
+
+    /// A place for one Read or Write stream at a time, waited for when
+    /// [`MAX_FILE_STREAMS`] are taken; hold it while the call reads or
+    /// writes files.
+    pub async fn file_stream(&self) -> OwnedSemaphorePermit {
+        self.file_streams
+            .clone()
+            .acquire_owned()
+            .await
+            .expect("the semaphore is never closed")
     }
 
     /// The computer's name as requests carry it.

@@ -141,7 +141,11 @@ pub async fn serve(agent: Agent, options: Options) -> Result<()> {
         .local_addr()
         .map_err(|e| CliError(format!("cannot listen on {addr}: {e}")))?;
     let stop = tokio_util::sync::CancellationToken::new();
-    let mut config = StreamableHttpServerConfig::default();
+    // The same largest message as over stdio (16 MiB, not the SDK's 4 MiB
+    // for HTTP), so a large `write` works on both, and an `exec` over the
+    // agent's limit reaches the tool and gets its E2BIG with advice.
+    let mut config =
+        StreamableHttpServerConfig::default().with_max_request_body_bytes(super::stdio::MAX_LINE);
     config.cancellation_token = stop.child_token();
     if options.allow_remote {
         // Clients name this host however they reach it; the token guards it.

@@ -15,6 +15,7 @@ use crate::client::Client;
 use crate::cmd::files::read_bytes;
 use crate::cmd::search::GrepArgs;
 use crate::error::{CliError, Result};
+use crate::format::shown;
 
 /// Largest file whose context lines are shown (16 MiB).
 pub const CONTEXT_FILE_MAX: usize = 16 << 20;
@@ -44,7 +45,9 @@ pub struct Hit {
 }
 
 /// The result: matches in the agent's order, the grep(1)-style text
-/// (`path:N:line`, context lines as `path-N-line`, `--` between groups),
+/// (`path:N:line`, context lines as `path-N-line`, `--` between groups;
+/// paths escaped by [`shown`] so a control character in a file name
+/// cannot forge a line, file content as it is),
 /// and whether `max` cut the list.
 pub struct Found {
     pub hits: Vec<Hit>,
@@ -128,7 +131,7 @@ pub async fn grep(client: &mut Client, q: Query) -> Result<Found> {
     hits.truncate(q.max);
     let text = if q.context == 0 {
         hits.iter()
-            .map(|h| format!("{}:{}:{}\n", h.path, h.line, h.text))
+            .map(|h| format!("{}:{}:{}\n", shown(&h.path), h.line, h.text))
             .collect()
     } else {
         with_context(client, &q.computer, &hits, q.context).await?
@@ -173,11 +176,11 @@ async fn with_context(
         if more {
             // Too large to show context: the matches alone.
             for h in hits.iter().filter(|h| h.path == path) {
-                out.push_str(&format!("{}:{}:{}\n", h.path, h.line, h.text));
+                out.push_str(&format!("{}:{}:{}\n", shown(&h.path), h.line, h.text));
             }
             continue;
         }
-        out.push_str(&context_block(path, &file, matched, context));
+        out.push_str(&context_block(&shown(path), &file, matched, context));
     }
     // `--` separates groups; none after the last.
     if out.ends_with("--\n") {

@@ -30,11 +30,11 @@ use serde_json::{Value, json};
 use super::agent::Agent;
 use super::search::{self, Query};
 use super::text::{Capped, EditRefusal, is_binary, replace_exact, select_lines};
-use crate::cmd::exec::{ExecArgs, request};
+use crate::cmd::exec::{ExecArgs, check_size, request};
 use crate::cmd::files::{list_dir, mkdir, read_bytes, rm, write_bytes};
 use crate::cmd::search::glob_paths;
 use crate::error::CliError;
-use crate::format::{kind_name, long_line, time};
+use crate::format::{kind_name, long_line, shown, time};
 
 /// Most bytes of a file `read` and `edit` look at (16 MiB): lines past it
 /// cannot be addressed, and a larger file cannot be edited here.
@@ -42,6 +42,9 @@ const SCAN_MAX: usize = 16 << 20;
 /// `read`'s default and largest `max_bytes`.
 const READ_DEFAULT_BYTES: u64 = 100_000;
 const READ_MAX_BYTES: u64 = 1_000_000;
+/// `find`'s default and largest `max_results`.
+const FIND_DEFAULT_RESULTS: u32 = 1000;
+const FIND_MAX_RESULTS: u32 = 10_000;
 /// `exec`'s default and largest cap per output stream.
 const OUTPUT_DEFAULT_BYTES: u64 = 50_000;
 const OUTPUT_MAX_BYTES: u64 = 1_000_000;
@@ -130,7 +133,8 @@ pub struct FindParams {
     /// path component, `**` any number of components, `{a,b}` and `[a-z]`
     /// as usual. Examples: `**/*.md`, `src/**/*.rs`, `*.txt`.
     pub pattern: String,
-    /// Most paths to return, sorted [default: 1000].
+    /// Most paths to return: the first ones in sorted order [default: 1000;
+    /// 1 to 10000].
     pub max_results: Option<u32>,
 }
 
@@ -410,6 +414,7 @@ impl Tools {
 
 impl Tools {
     async fn read_file(&self, p: ReadParams) -> Result<CallToolResult, CliError> {
+        let _stream = self.agent.file_stream().await;
         let start = p.start_line.unwrap_or(1).max(1);
         let end = p.end_line.unwrap_or(u64::MAX);
         if end < start {
@@ -507,6 +512,7 @@ impl Tools {
     }
 
     async fn write_file(&self, p: WriteParams) -> Result<CallToolResult, CliError> {
+        let _stream = self.agent.file_stream().await;
         let mut client = self.agent.client();
         if let Some(parent) = parent_of(&p.path) {
             mkdir(&mut client, self.agent.computer(), parent.to_string(), true).await?;
@@ -525,6 +531,7 @@ impl Tools {
     }
 
     async fn edit_file(&self, p: EditParams) -> Result<CallToolResult, CliError> {
+        let _stream = self.agent.file_stream().await;
         let mut client = self.agent.client();
         let computer = self.agent.computer();
         let (data, more) =
@@ -600,7 +607,7 @@ impl Tools {
                     listed.push(describe(&e.name, info));
                 }
                 None => {
-                    text.push_str(&e.name);
+                    text.push_str(&shown(&e.name));
                     listed.push(json!({"name": e.name}));
                 }
             }
@@ -621,12 +628,20 @@ impl Tools {
     }
 
     async fn find_paths(&self, p: FindParams) -> Result<CallToolResult, CliError> {
+        let max = p.max_results.unwrap_or(FIND_DEFAULT_RESULTS);
+        if !(1..=FIND_MAX_RESULTS).contains(&max) {
+            return Err(invalid(format!(
+                "max_results is from 1 to {FIND_MAX_RESULTS}, not {max}"
+            )));
+        }
         let mut client = self.agent.client();
-        let max = p.max_results.unwrap_or(1000).max(1);
+        // The agent answers the `max` first paths in sorted order.
         let resp = glob_paths(&mut client, self.agent.computer(), p.pattern.clone(), max).await?;
-        let mut text: String = resp.paths.iter().map(|p| format!("{p}\n")).collect();
+        // Names are escaped in the text (a newline in a name cannot forge a
+        // line); structured content keeps them raw.
+        let mut text: String = resp.paths.iter().map(|p| format!("{}\n", shown(p))).collect();
         if resp.paths.is_empty() {
-            text.push_str(&format!("no path matches {}\n", p.pattern));
+            text.push_str(&format!("no path matches {}\n", shown(&p.pattern)));
         }
         if resp.truncated {
             text.push_str(&format!(
@@ -659,6 +674,8 @@ impl Tools {
             context: p.context_lines as usize,
             max: max as usize,
         };
+        // Context lines are read with Read streams.
+        let _stream = self.agent.file_stream().await;
         let found = search::grep(&mut client, query).await?;
         let mut text = found.text;
         if found.hits.is_empty() {
@@ -779,6 +796,10 @@ impl Tools {
             script: p.script,
         };
         let req = request(args, p.stdin.into_bytes());
+        check_size(
+            &req,
+            "write the data to a file with the write tool first and redirect it (`prog < FILE`)",
+        )?;
         let mut client = self.agent.client();
         let mut stdout = Capped::new(cap);
         let mut stderr = Capped::new(cap);

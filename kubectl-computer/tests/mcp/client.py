@@ -217,12 +217,77 @@ async def exercise(session, transport):
     r = await call(session, "share", {"path": notes, "expires_in_seconds": 10**7}, error=True)
     check(r.structured_content["errno"] == "EINVAL", f"share too long: {text_of(r)}")
 
+    await limits_and_names(session, prefix, notes)
+
     # delete: a file, then the directory recursively
     await call(session, "delete", {"path": f"{prefix}/blob.bin"})
     r = await call(session, "find", {"pattern": f"{prefix}/*.bin"})
     check(r.structured_content["paths"] == [], "deleted file gone")
     # Leave notes.md for the test to look at through the CLI.
     await call(session, "delete", {"path": f"{prefix}/other.txt"})
+
+
+async def limits_and_names(session, prefix, notes):
+    """Input past the agent's limits, hostile file names, ordering and
+    parallel calls."""
+    # exec input over the agent's 4 MiB message limit: a tool error saying
+    # so, before anything is sent; the server goes on answering.
+    big = "x" * (5 * 1024 * 1024)
+    r = await call(session, "exec", {"script": "wc -c", "stdin": big}, error=True)
+    check(r.structured_content["errno"] == "E2BIG", f"big stdin: {text_of(r)[:300]}")
+    check("4194304" in text_of(r) and "write tool" in text_of(r), f"big stdin advice: {text_of(r)[:300]}")
+    r = await call(session, "exec", {"script": "echo still here"})
+    check(r.structured_content["stdout"] == "still here\n", "exec after a refused one")
+    # The advice works: the data in a file, then redirected.
+    await call(session, "write", {"path": f"{prefix}/big.txt", "content": big})
+    r = await call(session, "exec", {"script": f"wc -c < {prefix}/big.txt"})
+    check(r.structured_content["stdout"].strip() == str(len(big)), f"redirected: {r.structured_content}")
+    await call(session, "delete", {"path": f"{prefix}/big.txt"})
+
+    # A newline in a file name cannot forge lines of find or grep.
+    forged = f"{prefix}/names/fake\nsecret.txt:1:FORGED"
+    await call(session, "write", {"path": forged, "content": "needle\n"})
+    escaped = f"{prefix}/names/fake\\nsecret.txt:1:FORGED"
+    r = await call(session, "grep", {"pattern": "needle", "path": f"{prefix}/names"})
+    check(text_of(r) == f"{escaped}:1:needle\n", f"grep names: {text_of(r)!r}")
+    check(r.structured_content["matches"][0]["path"] == forged, "grep structured path is raw")
+    r = await call(session, "grep", {"pattern": "needle", "path": f"{prefix}/names", "context_lines": 1})
+    check(text_of(r) == f"{escaped}:1:needle\n", f"grep -C names: {text_of(r)!r}")
+    r = await call(session, "find", {"pattern": f"{prefix}/names/*"})
+    check(text_of(r) == f"{escaped}\n", f"find names: {text_of(r)!r}")
+    check(r.structured_content["paths"] == [forged], "find structured path is raw")
+    r = await call(session, "ls", {"path": f"{prefix}/names"})
+    check(text_of(r).count("\n") == 1 and "fake\\nsecret" in text_of(r), f"ls names: {text_of(r)!r}")
+    await call(session, "delete", {"path": f"{prefix}/names", "recursive": True})
+
+    # find: the first paths in sorted order, not the first the walk meets
+    # ("d-e.txt" sorts before "d/x.txt", which is written first).
+    await call(session, "write", {"path": f"{prefix}/order/d/x.txt", "content": "1"})
+    await call(session, "write", {"path": f"{prefix}/order/d-e.txt", "content": "2"})
+    await call(session, "write", {"path": f"{prefix}/order/c/y.txt", "content": "3"})
+    r = await call(session, "find", {"pattern": f"{prefix}/order/**/*.txt", "max_results": 2})
+    check(
+        r.structured_content == {"paths": [f"{prefix}/order/c/y.txt", f"{prefix}/order/d-e.txt"], "truncated": True},
+        f"find order: {r.structured_content}",
+    )
+    r = await call(session, "find", {"pattern": f"{prefix}/order/**/*.txt", "max_results": 3})
+    check(r.structured_content["truncated"] is False and len(r.structured_content["paths"]) == 3, "find all")
+    r = await call(session, "find", {"pattern": f"{prefix}/order/**", "max_results": 0}, error=True)
+    check(r.structured_content["errno"] == "EINVAL", f"find max_results 0: {text_of(r)}")
+    await call(session, "delete", {"path": f"{prefix}/order", "recursive": True})
+
+    # 200 calls at once: more file streams than the agent lets one
+    # connection open; they wait for each other instead of failing.
+    text = (await call(session, "read", {"path": notes})).content[0].text
+    reads = [session.call_tool("read", {"path": notes}) for _ in range(160)]
+    writes = [session.call_tool("write", {"path": f"{prefix}/par/{i}.txt", "content": f"{i}\n" * 1000}) for i in range(40)]
+    results = await asyncio.gather(*reads, *writes)
+    failed = [text_of(r) for r in results if r.is_error]
+    check(not failed, f"{len(failed)} of 200 parallel calls failed, e.g. {failed[:1]}")
+    check(all(r.content[0].text == text for r in results[:160]), "parallel reads")
+    r = await call(session, "find", {"pattern": f"{prefix}/par/*.txt"})
+    check(len(r.structured_content["paths"]) == 40, "parallel writes")
+    await call(session, "delete", {"path": f"{prefix}/par", "recursive": True})
 
 
 async def over_stdio(binary, name, flags):
