@@ -115,6 +115,22 @@ def test_async_exec(agent: Agent) -> None:
                 assert isinstance(events[-1], ExecExit) and events[-1].code == 0
                 assert times[-1] - times[0] >= 0.7
 
+                # cancel() inside the loop: the iteration just ends.
+                seen = []
+                stream = comp.exec_stream("echo a; sleep 30; echo never > never.txt")
+                try:
+                    async for ev in stream:
+                        seen.append(ev)
+                        stream.cancel()
+                except Exception as e:  # noqa: BLE001 - the failure under test
+                    raise AssertionError(f"cancel() raised {e!r}") from e
+                assert [type(e).__name__ for e in seen] == ["ExecStdout"] and stream.exit is None
+                with pytest.raises(ValueError, match="E2BIG"):
+                    await comp.exec("wc -c", stdin=b"x" * (4 * 1024 * 1024))
+                for bad in (0, -5, 604_801):
+                    with pytest.raises(ValueError, match="1 to 604800"):
+                        await comp.share("notes.txt", expires_in=bad)
+
                 # Several runs at once on one connection.
                 rs = await asyncio.gather(*(comp.exec(f"echo {i}") for i in range(8)))
                 assert [r.stdout for r in rs] == [f"{i}\n" for i in range(8)]

@@ -86,11 +86,39 @@ def test_stream_cancel_stops_the_run(computer: agentcomputer.Computer) -> None:
     first = next(it)
     assert isinstance(first, ExecStdout) and first.data == b"started\n"
     stream.cancel()
-    with pytest.raises(agentcomputer.AgentComputerError) as e:
-        list(it)
-    assert e.value.code == "CANCELLED"
+    # The iteration ends without an error, and without an exit event.
+    assert list(it) == []
+    assert stream.cancelled and stream.exit is None
     time.sleep(0.5)
     assert not computer.exists("never.txt")
+
+
+def test_stream_cancel_inside_the_loop_ends_it(computer: agentcomputer.Computer) -> None:
+    seen = []
+    with computer.exec_stream("echo a; sleep 30; echo never > never.txt") as stream:
+        for event in stream:
+            seen.append(event)
+            stream.cancel()
+    assert [type(e).__name__ for e in seen] == ["ExecStdout"]
+    assert stream.exit is None
+    # A run that ended is not affected by a late cancel().
+    done = computer.exec_stream("echo b")
+    events = list(done)
+    done.cancel()
+    assert isinstance(events[-1], ExecExit) and done.exit == events[-1]
+
+
+def test_request_over_the_message_limit(computer: agentcomputer.Computer) -> None:
+    big = b"x" * (4 * 1024 * 1024)
+    with pytest.raises(ValueError) as e:
+        computer.exec("wc -c", stdin=big)
+    message = str(e.value)
+    assert message.startswith("E2BIG:") and "4194304" in message and "file" in message
+    with pytest.raises(ValueError, match="E2BIG"):
+        computer.exec_stream("true", env={"BIG": "y" * (4 * 1024 * 1024)})
+    # Just under the limit goes through whole.
+    fits = b"z" * (4 * 1024 * 1024 - 1024)
+    assert computer.exec("wc -c", stdin=fits).stdout.strip() == str(len(fits))
 
 
 def test_javascript(computer: agentcomputer.Computer) -> None:

@@ -3,6 +3,8 @@ rename, symlinks, chmod, glob, grep, statfs, backup."""
 
 from __future__ import annotations
 
+import time
+
 import hashlib
 import io
 import os
@@ -229,4 +231,19 @@ def test_share_link_downloads_the_file(computer: agentcomputer.Computer) -> None
     assert e.value.code == 403
     with pytest.raises(FileNotFoundError):
         computer.share("missing.txt")
+
+
+def test_share_lifetime_bounds(computer: agentcomputer.Computer) -> None:
+    computer.write("r.txt", "x\n")
+    # 0 would be read as "unset" by the API (a one-hour link): refused, as
+    # are negative, too long and non-numeric lifetimes, before any call.
+    for bad in (0, 0.5, -1, -3600, 604_801, float("nan"), True):
+        with pytest.raises(ValueError, match="1 to 604800"):
+            computer.share("r.txt", expires_in=bad)
+    now = time.time()
+    assert 0 < computer.share("r.txt", expires_in=1).expires_unix_seconds - now <= 2
+    week = computer.share("r.txt", expires_in=604_800).expires_unix_seconds - now
+    assert 604_790 < week <= 604_801
+    default = computer.share("r.txt").expires_unix_seconds - now
+    assert 3590 < default <= 3601
 

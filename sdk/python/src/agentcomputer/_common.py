@@ -117,7 +117,10 @@ def exec_request(
     input: Any,
     memory_limit_bytes: int,
 ) -> pb.ExecRequest:
-    """An ExecRequest; validates what can be checked here.
+    """An ExecRequest; validates what can be checked here. Raises
+    ``ValueError`` for a bad argument, and (its message starting with
+    ``E2BIG``) for a request encoded larger than :data:`MAX_MESSAGE_BYTES`,
+    which the agent could not take.
 
     ``timeout`` is in seconds (``None``: the agent's 60 s default; at most
     3600); ``input`` is a JSON-serialisable value for JavaScript (``None``
@@ -136,7 +139,7 @@ def exec_request(
         input_json = json.dumps(input)
     if isinstance(stdin, str):
         stdin = stdin.encode()
-    return pb.ExecRequest(
+    req = pb.ExecRequest(
         computer=computer,
         runtime=rt,
         script=script,
@@ -148,6 +151,35 @@ def exec_request(
         input_json=input_json,
         memory_limit_bytes=memory_limit_bytes,
     )
+    size = req.ByteSize()
+    if size > MAX_MESSAGE_BYTES:
+        raise ValueError(
+            f"E2BIG: the exec request is {size} bytes (script, stdin, env and input together),"
+            f" more than the node agent's message limit of {MAX_MESSAGE_BYTES} bytes (4 MiB);"
+            " write large data to a file first (Computer.write) and read it from there"
+            " (`prog < FILE`)"
+        )
+    return req
+
+
+#: Longest lifetime of a share link, in seconds (7 days; the agent's limit).
+SHARE_MAX_SECONDS = 7 * 24 * 3600
+
+
+def share_request(computer: str, path: str, expires_in: Optional[float]) -> pb.ShareRequest:
+    """A ShareRequest for a link lasting ``expires_in`` seconds (``None``:
+    the agent's default, one hour). Raises ``ValueError`` outside 1 to
+    :data:`SHARE_MAX_SECONDS` (the API reads 0 as "unset", so it cannot be
+    sent as a lifetime)."""
+    seconds = 0
+    if expires_in is not None:
+        if isinstance(expires_in, bool) or not (1 <= expires_in <= SHARE_MAX_SECONDS):
+            raise ValueError(
+                f"expires_in must be from 1 to {SHARE_MAX_SECONDS} seconds (7 days),"
+                f" or None for the default of one hour; got {expires_in!r}"
+            )
+        seconds = int(expires_in)
+    return pb.ShareRequest(computer=computer, path=path, expires_in_seconds=seconds)
 
 
 def write_header(computer: str, path: str, mode: str, perm: int, offset: int) -> pb.WriteRequest:

@@ -8,6 +8,7 @@ async iterators (``async for chunk in computer.iter_read(p)``), over
 
 from __future__ import annotations
 
+import asyncio
 import os
 from typing import Any, AsyncIterable, AsyncIterator, BinaryIO, Mapping, Optional, Union
 
@@ -156,11 +157,13 @@ class AsyncClient:
 
 class AsyncExecStream:
     """The events of one running exec (``async for``); :meth:`cancel` stops
-    it. After the iteration, :attr:`exit` holds the exit event."""
+    it. After the iteration, :attr:`exit` holds the exit event, or ``None``
+    when the run was cancelled before it ended."""
 
     def __init__(self, client: AsyncClient, request: pb.ExecRequest) -> None:
         self._client = client
         self._call = client._stub.Exec(request, metadata=client._md)
+        self._cancelled = False
         self.exit: Optional[ExecExit] = None
 
     async def __aiter__(self) -> AsyncIterator[ExecEvent]:
@@ -170,11 +173,32 @@ class AsyncExecStream:
                 if isinstance(event, ExecExit):
                     self.exit = event
                 yield event
+        except asyncio.CancelledError:
+            # grpc.aio ends a cancelled call's iteration with CancelledError.
+            # After our own cancel() the iteration just ends; a cancellation
+            # of the task itself goes on.
+            task = asyncio.current_task()
+            cancelling = getattr(task, "cancelling", None)
+            if self._cancelled and not (cancelling is not None and cancelling()):
+                return
+            raise
         except grpc.RpcError as e:
+            status: Any = e  # grpc.Call and grpc.aio.AioRpcError both have code()
+            if self._cancelled and status.code() == grpc.StatusCode.CANCELLED:
+                return
             raise c.translate(e, self._client.target) from None
 
+    @property
+    def cancelled(self) -> bool:
+        """Whether :meth:`cancel` was called."""
+        return self._cancelled
+
     def cancel(self) -> None:
-        """Cancels the run (the agent stops it)."""
+        """Cancels the run (the agent stops it). An ``async for`` in
+        progress, even inside its loop, then ends without an error after
+        the events already received; :attr:`exit` stays ``None`` unless the
+        run had ended. Does nothing after the run ended."""
+        self._cancelled = True
         self._call.cancel()
 
     async def __aenter__(self) -> AsyncExecStream:
@@ -428,12 +452,13 @@ class AsyncComputer:
                 f.close()
         return n
 
-    async def share(self, path: str, *, expires_in: float = 0) -> ShareLink:
+    async def share(self, path: str, *, expires_in: Optional[float] = None) -> ShareLink:
         """A signed download link to the file at ``path`` that works for
-        ``expires_in`` seconds (1 to 604800; 0: the agent's default, one
-        hour). Raises ``FileNotFoundError`` for a missing file, ``OSError``
-        (``EISDIR``) for a directory."""
-        req = pb.ShareRequest(computer=self.name, path=path, expires_in_seconds=int(expires_in))
+        ``expires_in`` seconds (1 to 604800; ``None``: the agent's default,
+        one hour). Raises ``ValueError`` for a lifetime outside 1 to 604800
+        (0 and negative ones included), ``FileNotFoundError`` for a missing
+        file, ``OSError`` (``EISDIR``) for a directory."""
+        req = c.share_request(self.name, path, expires_in)
         return ShareLink.from_proto(await self.client._unary("Share", req, path))
 
     async def mount(self, host_path: str, *, nonempty: bool = False) -> None:

@@ -200,12 +200,14 @@ class ExecStream:
     and :class:`ExecStderr` pieces, then one :class:`ExecExit`.
 
     Iterate over it; :meth:`cancel` (or leaving a ``with`` block) stops the
-    run. After the iteration, :attr:`exit` holds the exit event.
+    run. After the iteration, :attr:`exit` holds the exit event, or ``None``
+    when the run was cancelled before it ended.
     """
 
     def __init__(self, client: Client, request: pb.ExecRequest) -> None:
         self._client = client
         self._call = client._stub.Exec(request, metadata=client._md)
+        self._cancelled = False
         self.exit: Optional[ExecExit] = None
 
     def __iter__(self) -> Iterator[ExecEvent]:
@@ -216,10 +218,23 @@ class ExecStream:
                     self.exit = event
                 yield event
         except grpc.RpcError as e:
+            status: Any = e  # grpc.Call and grpc.aio.AioRpcError both have code()
+            if self._cancelled and status.code() == grpc.StatusCode.CANCELLED:
+                # Our own cancel(): the iteration just ends.
+                return
             raise c.translate(e, self._client.target) from None
 
+    @property
+    def cancelled(self) -> bool:
+        """Whether :meth:`cancel` was called."""
+        return self._cancelled
+
     def cancel(self) -> None:
-        """Cancels the run (the agent stops it)."""
+        """Cancels the run (the agent stops it). An iteration in progress,
+        even inside its loop, then ends without an error after the events
+        already received; :attr:`exit` stays ``None`` unless the run had
+        ended. Does nothing after the run ended."""
+        self._cancelled = True
         self._call.cancel()
 
     def __enter__(self) -> ExecStream:
@@ -501,12 +516,13 @@ class Computer:
                 f.close()
         return n
 
-    def share(self, path: str, *, expires_in: float = 0) -> ShareLink:
+    def share(self, path: str, *, expires_in: Optional[float] = None) -> ShareLink:
         """A signed download link to the file at ``path`` that works for
-        ``expires_in`` seconds (1 to 604800; 0: the agent's default, one
-        hour). Raises ``FileNotFoundError`` for a missing file, ``OSError``
-        (``EISDIR``) for a directory."""
-        req = pb.ShareRequest(computer=self.name, path=path, expires_in_seconds=int(expires_in))
+        ``expires_in`` seconds (1 to 604800; ``None``: the agent's default,
+        one hour). Raises ``ValueError`` for a lifetime outside 1 to 604800
+        (0 and negative ones included), ``FileNotFoundError`` for a missing
+        file, ``OSError`` (``EISDIR``) for a directory."""
+        req = c.share_request(self.name, path, expires_in)
         return ShareLink.from_proto(self.client._unary("Share", req, path))
 
     def mount(self, host_path: str, *, nonempty: bool = False) -> None:
