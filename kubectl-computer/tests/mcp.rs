@@ -284,31 +284,51 @@ fn stdio_answers_lines_the_sdk_cannot_decode() {
 
     send(br#"{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"name":"read","arguments":{"path":"\ud800"}}}"#);
     let a = next();
-    assert_eq!((a["id"].clone(), a["error"]["code"].clone()), (8.into(), (-32700).into()), "{a}");
+    assert_eq!(
+        (a["id"].clone(), a["error"]["code"].clone()),
+        (8.into(), (-32700).into()),
+        "{a}"
+    );
 
     send(b"{\"jsonrpc\":\"2.0\",\"id\":\"nine\",\"method\":\"tools/call\",\"params\":{\"name\":\"read\",\"arguments\":{\"path\":\"\xff\"}}}");
     let a = next();
-    assert_eq!((a["id"].clone(), a["error"]["code"].clone()), ("nine".into(), (-32700).into()), "{a}");
+    assert_eq!(
+        (a["id"].clone(), a["error"]["code"].clone()),
+        ("nine".into(), (-32700).into()),
+        "{a}"
+    );
 
     send(b"this is not json");
     let a = next();
-    assert_eq!((a["id"].clone(), a["error"]["code"].clone()), (serde_json::Value::Null, (-32700).into()), "{a}");
+    assert_eq!(
+        (a["id"].clone(), a["error"]["code"].clone()),
+        (serde_json::Value::Null, (-32700).into()),
+        "{a}"
+    );
 
     let mut huge = br#"{"jsonrpc":"2.0","id":10,"method":"tools/call","params":{"name":"write","arguments":{"path":"x","content":""#.to_vec();
     huge.resize(17 << 20, b'a');
     huge.extend_from_slice(b"\"}}}");
     send(&huge);
     let a = next();
-    assert_eq!((a["id"].clone(), a["error"]["code"].clone()), (10.into(), (-32600).into()), "{a}");
+    assert_eq!(
+        (a["id"].clone(), a["error"]["code"].clone()),
+        (10.into(), (-32600).into()),
+        "{a}"
+    );
 
     // Still serving.
     send(br#"{"jsonrpc":"2.0","id":11,"method":"tools/list"}"#);
     let a = next();
     assert_eq!(a["id"], 11);
-    assert!(a["result"]["tools"].as_array().is_some_and(|t| t.len() == 9), "{a}");
+    assert!(
+        a["result"]["tools"]
+            .as_array()
+            .is_some_and(|t| t.len() == 9),
+        "{a}"
+    );
 
     // End of input ends the server cleanly.
-    drop(send);
     drop(stdin);
     let status = child.wait().unwrap();
     assert!(status.success(), "{status:?}");

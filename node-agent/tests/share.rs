@@ -507,11 +507,7 @@ async fn names_with_control_and_reserved_characters_download() {
         let link = share(&mut c, "demo", &path, 60).await.unwrap();
         assert_eq!(link.path, path);
         let route = link.url.split('?').next().unwrap();
-        assert!(
-            route.contains("/share/v1/demo/a%09dir/"),
-            "{}",
-            link.url
-        );
+        assert!(route.contains("/share/v1/demo/a%09dir/"), "{}", link.url);
         assert!(
             route.bytes().all(|b| b.is_ascii_graphic()),
             "a raw control or non-ASCII byte in {:?}",

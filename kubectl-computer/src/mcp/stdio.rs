@@ -162,7 +162,10 @@ fn string_end(text: &[u8], start: usize) -> Option<usize> {
 
 /// The number or string after `:` at the start of `rest`.
 fn id_value(rest: &[u8]) -> Option<Value> {
-    let rest = rest.trim_ascii_start().strip_prefix(b":")?.trim_ascii_start();
+    let rest = rest
+        .trim_ascii_start()
+        .strip_prefix(b":")?
+        .trim_ascii_start();
     let token = match rest.first()? {
         b'"' => &rest[..=string_end(rest, 0)?],
         b'-' | b'0'..=b'9' => {
@@ -363,25 +366,36 @@ mod tests {
 
     #[test]
     fn unparsable_lines_get_a_parse_error_with_the_id() {
-        let a = answer(br#"{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"path":"\ud800"}}"#);
+        let a =
+            answer(br#"{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"path":"\ud800"}}"#);
         assert_eq!(a["id"], 8);
         assert_eq!(a["error"]["code"], -32700);
-        let a = answer(b"{\"jsonrpc\":\"2.0\",\"method\":\"m\",\"params\":{\"p\":\"\xff\"},\"id\":\"s-1\"}");
+        let a = answer(
+            b"{\"jsonrpc\":\"2.0\",\"method\":\"m\",\"params\":{\"p\":\"\xff\"},\"id\":\"s-1\"}",
+        );
         assert_eq!(a["id"], "s-1");
         assert!(a["error"]["message"].as_str().unwrap().contains("UTF-8"));
         let a = answer(b"not json");
-        assert_eq!((a["id"].clone(), a["error"]["code"].clone()), (Value::Null, json!(-32700)));
+        assert_eq!(
+            (a["id"].clone(), a["error"]["code"].clone()),
+            (Value::Null, json!(-32700))
+        );
     }
 
     #[test]
     fn batches_are_answered_per_request() {
-        let a = answer(br#"[{"jsonrpc":"2.0","id":7,"method":"ping"},{"jsonrpc":"2.0","method":"n"},3]"#);
+        let a = answer(
+            br#"[{"jsonrpc":"2.0","id":7,"method":"ping"},{"jsonrpc":"2.0","method":"n"},3]"#,
+        );
         let items = a.as_array().unwrap();
         assert_eq!(items.len(), 2);
         assert_eq!(items[0]["id"], 7);
         assert_eq!(items[0]["error"]["code"], -32600);
         assert_eq!(items[1]["id"], Value::Null);
-        assert_eq!(check_line(br#"[{"jsonrpc":"2.0","method":"n"}]"#), Verdict::Skip);
+        assert_eq!(
+            check_line(br#"[{"jsonrpc":"2.0","method":"n"}]"#),
+            Verdict::Skip
+        );
         assert_eq!(answer(b"[]")["error"]["code"], -32600);
         assert_eq!(answer(b"42")["error"]["code"], -32600);
     }
@@ -389,11 +403,17 @@ mod tests {
     #[test]
     fn ids_are_found_only_at_the_top_level() {
         assert_eq!(scan_id(br#"{"params":{"id":1},"id":2"#), Some(json!(2)));
-        assert_eq!(scan_id(br#"{"a":"\"id\":3","id" : -4.5e1}"#), Some(json!(-45.0)));
+        assert_eq!(
+            scan_id(br#"{"a":"\"id\":3","id" : -4.5e1}"#),
+            Some(json!(-45.0))
+        );
         assert_eq!(scan_id(br#"{"method":"x","params":{"id":1"#), None);
         assert_eq!(scan_id(br#"{"id":null}"#), None);
         assert_eq!(scan_id(br#"{"id":"\ud800"}"#), None);
-        assert_eq!(scan_id(br#"{"x":["id","id"],"id":"ok"}"#), Some(json!("ok")));
+        assert_eq!(
+            scan_id(br#"{"x":["id","id"],"id":"ok"}"#),
+            Some(json!("ok"))
+        );
     }
 
     #[tokio::test]
@@ -445,9 +465,15 @@ mod tests {
             .map(|l| serde_json::from_str(l).unwrap())
             .collect();
         assert_eq!(lines.len(), 3, "{out}");
-        let too_long = lines.iter().find(|l| l["id"] == 10).expect("oversized answered");
+        let too_long = lines
+            .iter()
+            .find(|l| l["id"] == 10)
+            .expect("oversized answered");
         assert_eq!(too_long["error"]["code"], -32600);
-        assert!(lines.iter().any(|l| l[0]["id"] == 2), "batch answered: {out}");
+        assert!(
+            lines.iter().any(|l| l[0]["id"] == 2),
+            "batch answered: {out}"
+        );
         assert!(lines.iter().any(|l| l["from"] == "rmcp"), "{out}");
     }
 }

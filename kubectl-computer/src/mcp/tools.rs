@@ -639,7 +639,11 @@ impl Tools {
         let resp = glob_paths(&mut client, self.agent.computer(), p.pattern.clone(), max).await?;
         // Names are escaped in the text (a newline in a name cannot forge a
         // line); structured content keeps them raw.
-        let mut text: String = resp.paths.iter().map(|p| format!("{}\n", shown(p))).collect();
+        let mut text: String = resp
+            .paths
+            .iter()
+            .map(|p| format!("{}\n", shown(p)))
+            .collect();
         if resp.paths.is_empty() {
             text.push_str(&format!("no path matches {}\n", shown(&p.pattern)));
         }
