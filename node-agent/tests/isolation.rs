@@ -269,7 +269,10 @@ async fn grep_is_linear_on_a_long_line() {
         peak >> 20,
         base >> 20
     );
-    assert!(peak < base + EXEC_MEMORY, "peak {peak} over base {base} + exec memory");
+    assert!(
+        peak < base + EXEC_MEMORY,
+        "peak {peak} over base {base} + exec memory"
+    );
     assert!(agent.alive(), "the agent died");
 }
 
@@ -347,9 +350,15 @@ async fn huge_offsets_are_refused_and_a_stopped_copy_is_never_committed() {
         with_timeout(exec_req("w", "cp big copy; echo copied"), timeout),
     )
     .await;
-    eprintln!("cp of 160 MiB with a 300 ms timeout: exit {} after {took:?}", ran.code);
+    eprintln!(
+        "cp of 160 MiB with a 300 ms timeout: exit {} after {took:?}",
+        ran.code
+    );
     assert_eq!(ran.code, 124, "{ran:?}");
-    assert!(took < timeout + Duration::from_secs(1), "answered after {took:?}");
+    assert!(
+        took < timeout + Duration::from_secs(1),
+        "answered after {took:?}"
+    );
     assert!(!ran.stdout.contains("copied"), "{ran:?}");
     // Nothing of it is committed later, and its unnamed copy is freed.
     tokio::time::sleep(Duration::from_secs(3)).await;
@@ -365,7 +374,11 @@ async fn huge_offsets_are_refused_and_a_stopped_copy_is_never_committed() {
         Some(tonic::Code::NotFound),
         "the copy was committed after the timeout: {copy:?}"
     );
-    assert_eq!(usage(&mut c, "w").await, before, "the stopped copy holds space");
+    assert_eq!(
+        usage(&mut c, "w").await,
+        before,
+        "the stopped copy holds space"
+    );
 
     let peak = peak_rss(agent.pid());
     eprintln!(
@@ -373,7 +386,10 @@ async fn huge_offsets_are_refused_and_a_stopped_copy_is_never_committed() {
         peak >> 20,
         base >> 20
     );
-    assert!(peak < base + EXEC_MEMORY, "peak {peak} over base {base} + exec memory");
+    assert!(
+        peak < base + EXEC_MEMORY,
+        "peak {peak} over base {base} + exec memory"
+    );
     assert!(agent.alive(), "the agent died");
 }
 
@@ -408,7 +424,10 @@ async fn grep_stops_when_its_client_gives_up() {
     })
     .await;
     // The client gave up (its future, and with it the stream, is dropped).
-    assert!(outcome.is_err(), "the grep ended before its deadline: {outcome:?}");
+    assert!(
+        outcome.is_err(),
+        "the grep ended before its deadline: {outcome:?}"
+    );
     eprintln!("grep given up after {:?}", start.elapsed());
     // Give the scan a moment to notice, then watch the agent's CPU clock.
     tokio::time::sleep(Duration::from_millis(300)).await;
@@ -483,7 +502,10 @@ async fn four_big_pipelines_at_once_stay_within_the_exec_memory() {
     assert_eq!(ok.stdout, "ok\n");
     for r in runs {
         let (ran, took) = r.await.unwrap();
-        eprintln!("cat z64 x8 | wc -c (one of four): exit {} after {took:?}", ran.code);
+        eprintln!(
+            "cat z64 x8 | wc -c (one of four): exit {} after {took:?}",
+            ran.code
+        );
         match ran.code {
             0 => assert_eq!(ran.stdout, "536870912\n", "{ran:?}"),
             124 => assert!(ran.stdout.is_empty(), "{ran:?}"),
@@ -505,7 +527,10 @@ async fn four_big_pipelines_at_once_stay_within_the_exec_memory() {
         echo_took < Duration::from_secs(1),
         "the other computer answered after {echo_took:?}"
     );
-    assert!(peak < base + EXEC_MEMORY, "peak {peak} over base {base} + exec memory");
+    assert!(
+        peak < base + EXEC_MEMORY,
+        "peak {peak} over base {base} + exec memory"
+    );
     assert!(agent.alive(), "the agent died");
 }
 
@@ -603,7 +628,10 @@ async fn spinning_execs_neither_stall_others_nor_outlive_their_timeout() {
         "echo ok on the quiet computer took up to {:?}",
         echo[echo.len() - 1]
     );
-    assert!(peak < base + EXEC_MEMORY, "peak {peak} over base {base} + exec memory");
+    assert!(
+        peak < base + EXEC_MEMORY,
+        "peak {peak} over base {base} + exec memory"
+    );
     assert!(agent.alive(), "the agent died");
     assert_eq!(sh(&mut c, "quiet", "echo ok").await.stdout, "ok\n");
 }

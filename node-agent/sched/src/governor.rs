@@ -602,7 +602,13 @@ mod tests {
             entries.insert(id, demoted_entry(group, start));
             join_rotation(&mut rotation, group);
         }
-        hand_out_turns(&mut entries, &mut rotation, 1, Duration::from_millis(20), start);
+        hand_out_turns(
+            &mut entries,
+            &mut rotation,
+            1,
+            Duration::from_millis(20),
+            start,
+        );
         let holder = entries.values().find(|e| e.turn.is_some()).unwrap().group;
         // A quiet computer's exec is demoted: it is served when that turn
         // ends, before the computers that waited in the round.
@@ -612,13 +618,25 @@ mod tests {
         join_rotation(&mut rotation, 40);
         assert_eq!(rotation.iter().filter(|&&g| g == 40).count(), 1);
         let later = start + Duration::from_millis(25);
-        hand_out_turns(&mut entries, &mut rotation, 1, Duration::from_millis(20), later);
+        hand_out_turns(
+            &mut entries,
+            &mut rotation,
+            1,
+            Duration::from_millis(20),
+            later,
+        );
         let next = entries.values().find(|e| e.turn.is_some()).unwrap().group;
         assert_ne!(next, holder);
         assert_eq!(next, 40, "the quiet computer waited behind the round");
         // Then the round goes on with the computers that were waiting.
         let after = later + Duration::from_millis(25);
-        hand_out_turns(&mut entries, &mut rotation, 1, Duration::from_millis(20), after);
+        hand_out_turns(
+            &mut entries,
+            &mut rotation,
+            1,
+            Duration::from_millis(20),
+            after,
+        );
         let third = entries.values().find(|e| e.turn.is_some()).unwrap().group;
         assert!(third != 40 && third != holder, "{third}");
     }
