@@ -359,7 +359,9 @@ async fn huge_offsets_are_refused_and_a_stopped_copy_is_never_committed() {
         took < timeout + Duration::from_secs(1),
         "answered after {took:?}"
     );
-    assert!(!ran.stdout.contains("copied"), "{ran:?}");
+    // The interpreter may reach `echo copied` before it sees the runtime's
+    // stop flag (polled every 10 ms), so stdout is not checked: what
+    // matters is that no file change of the run outlives its answer.
     // Nothing of it is committed later, and its unnamed copy is freed.
     tokio::time::sleep(Duration::from_secs(3)).await;
     let copy = c
