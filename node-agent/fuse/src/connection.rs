@@ -28,7 +28,10 @@ type EndHook = Box<dyn FnOnce() + Send>;
 
 #[derive(Default)]
 struct State {
+    /// The session stopped serving.
     ended: bool,
+    /// The end hook (if any) has returned too: what [`ConnectionHandle::wait_ended`] waits for.
+    finished: bool,
     on_end: Option<EndHook>,
 }
 
@@ -143,10 +146,11 @@ fn start(
                 st.ended = true;
                 st.on_end.take()
             };
-            ends.cond.notify_all();
             if let Some(hook) = hook {
                 hook();
             }
+            lock(&ends.state).finished = true;
+            ends.cond.notify_all();
         })?;
     Ok(ConnectionHandle { id, shared, init })
 }
@@ -236,15 +240,16 @@ impl ConnectionHandle {
         !lock(&self.shared.state).ended
     }
 
-    /// Waits up to `timeout` for the session to end; true if it has.
+    /// Waits up to `timeout` for the session to end and its end hook to
+    /// return; true if both happened.
     pub fn wait_ended(&self, timeout: Duration) -> bool {
         let st = lock(&self.shared.state);
         let (st, _) = self
             .shared
             .cond
-            .wait_timeout_while(st, timeout, |s| !s.ended)
+            .wait_timeout_while(st, timeout, |s| !s.finished)
             .unwrap_or_else(|p| p.into_inner());
-        st.ended
+        st.finished
     }
 
     /// Runs `f` once when the session ends, on the session's thread (or
