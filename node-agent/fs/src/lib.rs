@@ -58,6 +58,7 @@ pub use fs::{
     STATFS_BLOCK_SIZE, Tuning,
 };
 pub use handle::Handle;
+pub use namespace::EXCHANGES_REMEMBERED;
 pub use notify::{Change, Subscriber, SubscriptionId};
 pub use path::WORKSPACE;
 pub use snapshot::ReadSnapshot;

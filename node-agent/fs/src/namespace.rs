@@ -15,6 +15,13 @@ use crate::{
     dirent,
 };
 
+/// How many recent swaps [`Fs::exchange_once`] remembers. A dead server
+/// leaves at most one unanswered request per thread reading the device,
+/// and the kernel puts resent requests at the head of its queue
+/// (fs/fuse/dev.c, `fuse_resend`), so a resent swap finds its record long
+/// before a thousand newer swaps could push it out.
+pub const EXCHANGES_REMEMBERED: usize = 1024;
+
 /// What kind of inode a create makes, with its kind-specific data.
 pub(crate) enum NewKind<'a> {
     Dir,
@@ -486,6 +493,72 @@ impl Fs {
         let mut t = self.begin()?;
         t.rename(parent, name, new_parent, new_name, flags)?;
         t.commit()
+    }
+
+    /// `RENAME_EXCHANGE` of `parent/name` and `new_parent/new_name`,
+    /// applied at most once for one FUSE request: `request` is the
+    /// request's id without the `FUSE_UNIQUE_RESEND` bit, and `resent` says
+    /// whether the kernel sent it again after a take-over
+    /// (include/uapi/linux/fuse.h). Every swap is recorded with its request
+    /// in its own transaction; a resent request that finds its record was
+    /// applied by the server that died before answering, and is not
+    /// swapped back. The last [`EXCHANGES_REMEMBERED`] swaps are kept.
+    ///
+    /// Returns true if this call swapped, false if the record showed the
+    /// swap was already applied. Errors: as [`Fs::rename`] with
+    /// `exchange`.
+    pub fn exchange_once(
+        &self,
+        parent: Ino,
+        name: &[u8],
+        new_parent: Ino,
+        new_name: &[u8],
+        request: u64,
+        resent: bool,
+    ) -> Result<bool> {
+        let mut t = self.begin()?;
+        let request = request as i64;
+        if resent {
+            let applied = t
+                .conn()
+                .prepare_cached(
+                    "SELECT 1 FROM applied_exchanges WHERE request = ?1 AND parent = ?2
+                     AND name = ?3 AND new_parent = ?4 AND new_name = ?5",
+                )?
+                .exists(params![
+                    request,
+                    parent as i64,
+                    name,
+                    new_parent as i64,
+                    new_name
+                ])?;
+            if applied {
+                return Ok(false);
+            }
+        }
+        let flags = RenameFlags {
+            noreplace: false,
+            exchange: true,
+        };
+        t.rename(parent, name, new_parent, new_name, flags)?;
+        t.conn()
+            .prepare_cached(
+                "INSERT INTO applied_exchanges (request, parent, name, new_parent, new_name)
+                 VALUES (?1, ?2, ?3, ?4, ?5)",
+            )?
+            .execute(params![
+                request,
+                parent as i64,
+                name,
+                new_parent as i64,
+                new_name
+            ])?;
+        let newest = t.conn().last_insert_rowid();
+        t.conn()
+            .prepare_cached("DELETE FROM applied_exchanges WHERE rowid <= ?1")?
+            .execute([newest - EXCHANGES_REMEMBERED as i64])?;
+        t.commit()?;
+        Ok(true)
     }
 
     /// Up to `limit` entries of directory `dir` after the entry whose

@@ -114,6 +114,24 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         WHERE key = 'used_inodes';
         ",
     },
+    // 5 -> 6: the `RENAME_EXCHANGE` requests applied last, by the FUSE
+    // request id that asked for them (`Fs::exchange_once`). A server that
+    // takes a live connection over gets the dead server's unanswered
+    // requests again (`FUSE_NOTIFY_RESEND`); an exchange, unlike every
+    // other request, leaves no trace that tells an applied one from a new
+    // one, so the record is kept in the same transaction as the swap.
+    Migration {
+        sql: "
+        CREATE TABLE applied_exchanges (
+            request INTEGER NOT NULL,
+            parent INTEGER NOT NULL,
+            name BLOB NOT NULL,
+            new_parent INTEGER NOT NULL,
+            new_name BLOB NOT NULL
+        );
+        CREATE INDEX applied_exchanges_request ON applied_exchanges (request);
+        ",
+    },
 ];
 
 /// SQLite's `PRAGMA auto_vacuum` value for incremental mode ("PRAGMA

@@ -234,10 +234,15 @@ fn owner_change(
 /// The previous server may have applied it before dying unanswered, so
 /// the handlers of requests that are not idempotent (append, create,
 /// unlink, rename, link) accept the state an applied request leaves, the
-/// way an NFS server's duplicate request cache would.
+/// way an NFS server's duplicate request cache would; a swap
+/// (`RENAME_EXCHANGE`) leaves no such state and is looked up in the
+/// engine's record of applied swaps instead.
 fn resent(req: &Request) -> bool {
-    u64::from(req.unique()) & (1 << 63) != 0
+    u64::from(req.unique()) & RESEND_BIT != 0
 }
+
+/// `FUSE_UNIQUE_RESEND` (include/uapi/linux/fuse.h).
+const RESEND_BIT: u64 = 1 << 63;
 
 fn append_whole(opts: &MountOptions, flags: i32) -> bool {
     !opts.writeback_cache
@@ -514,6 +519,22 @@ impl Filesystem for Server {
             Err(e) => return reply.error(e),
         };
         self.hold_target(newparent.0, newname);
+        if flags.exchange {
+            // Both names exist before and after a swap, so only the
+            // engine's record of applied swaps tells a resent one apart.
+            let id = u64::from(req.unique()) & !RESEND_BIT;
+            return match self.fs.exchange_once(
+                parent.0,
+                name.as_bytes(),
+                newparent.0,
+                newname.as_bytes(),
+                id,
+                resent(req),
+            ) {
+                Ok(_) => reply.ok(),
+                Err(e) => reply.error(errno(&e)),
+            };
+        }
         match self.fs.rename(
             parent.0,
             name.as_bytes(),
@@ -523,9 +544,7 @@ impl Filesystem for Server {
         ) {
             Ok(()) => reply.ok(),
             // Resent after a take-over: the source is gone and the target
-            // name exists, as the dead server's rename left them. (A
-            // resent RENAME_EXCHANGE cannot be told from a new one and
-            // swaps again.)
+            // name exists, as the dead server's rename left them.
             Err(e)
                 if e.errno() == Errno::ENOENT
                     && resent(req)
