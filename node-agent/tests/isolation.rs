@@ -29,12 +29,74 @@ fn serial() -> std::sync::MutexGuard<'static, ()> {
     SERIAL.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// Starts an agent under the 4 GiB address-space limit with
-/// `--exec-memory` [`EXEC_MEMORY`] and `extra`.
-fn limited_agent(data: &std::path::Path, extra: &[&str]) -> Agent {
-    let mut args = vec!["--exec-memory", EXEC_MEMORY_FLAG];
-    args.extend_from_slice(extra);
-    Agent::start_with_address_space(data, &args, ADDRESS_SPACE)
+/// What one test holds besides its agent and client: the lock that keeps
+/// the tests of this file apart, the agent's data directory, and the
+/// acceptance bound on the agent's peak resident set (its base plus an
+/// allowance).
+struct Fixture {
+    base: u64,
+    allowance: u64,
+    _data: tempfile::TempDir,
+    _serial: std::sync::MutexGuard<'static, ()>,
+}
+
+impl Fixture {
+    /// Starts an agent under [`ADDRESS_SPACE`] with `args` and creates
+    /// `computers` (name, quota in bytes). `allowance` is what its peak
+    /// resident set may grow past the base (taken with
+    /// [`Fixture::take_base`]). Declare the returned agent and client after
+    /// the fixture, so they drop first.
+    async fn start(
+        args: &[&str],
+        allowance: u64,
+        computers: &[(&str, u64)],
+    ) -> (Fixture, Agent, Client) {
+        let serial = serial();
+        let data = tempfile::tempdir().unwrap();
+        let agent = Agent::start_with_address_space(data.path(), args, ADDRESS_SPACE);
+        let mut c = agent.client().await;
+        for (name, quota) in computers {
+            create(&mut c, name, *quota).await;
+        }
+        let fixture = Fixture {
+            base: 0,
+            allowance,
+            _data: data,
+            _serial: serial,
+        };
+        (fixture, agent, c)
+    }
+
+    /// An agent with `--exec-memory` [`EXEC_MEMORY`], which is then the
+    /// allowance.
+    async fn limited(computers: &[(&str, u64)]) -> (Fixture, Agent, Client) {
+        Fixture::start(&["--exec-memory", EXEC_MEMORY_FLAG], EXEC_MEMORY, computers).await
+    }
+
+    /// Takes the agent's peak resident set now as the base (after its
+    /// runtimes have run once).
+    fn take_base(&mut self, agent: &Agent) {
+        self.base = peak_rss(agent.pid());
+    }
+
+    /// The acceptance check that ends every test: the agent is alive and
+    /// its peak resident set stayed under base + allowance.
+    fn assert_bounded(&self, agent: &mut Agent, what: &str) {
+        let peak = peak_rss(agent.pid());
+        eprintln!(
+            "{what}: agent peak RSS {} MiB (base {} MiB, allowance {} MiB)",
+            peak >> 20,
+            self.base >> 20,
+            self.allowance >> 20
+        );
+        assert!(
+            peak < self.base + self.allowance,
+            "{what}: peak {peak} over base {} + {}",
+            self.base,
+            self.allowance
+        );
+        assert!(agent.alive(), "{what}: the agent died");
+    }
 }
 
 /// CPU time (user + system) process `pid` has used so far.
@@ -78,12 +140,8 @@ fn with_timeout(mut req: pb::ExecRequest, timeout: Duration) -> pb::ExecRequest 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tenant_cannot_turn_sparse_files_into_agent_memory() {
-    let _serial = serial();
-    let data = tempfile::tempdir().unwrap();
-    let mut agent = Agent::start_with_address_space(data.path(), &[], ADDRESS_SPACE);
-    let mut c = agent.client().await;
-    create(&mut c, "victim", 10 << 20).await;
-    create(&mut c, "other", 10 << 20).await;
+    let (mut fx, mut agent, mut c) =
+        Fixture::start(&[], BUDGET, &[("victim", 10 << 20), ("other", 10 << 20)]).await;
     // Warm both runtimes up, then take the base.
     assert_eq!(sh(&mut c, "other", "echo ok").await.stdout, "ok\n");
     // A sparse file's logical size is capped (at the quota, at least 1 GiB:
@@ -91,7 +149,7 @@ async fn a_tenant_cannot_turn_sparse_files_into_agent_memory() {
     // memory budget, so an unbounded buffer would show in VmHWM below.
     let js = run(&mut c, js_req("victim", "const fs = require('fs'); fs.writeFileSync('f', ''); let capped = false; try { fs.truncateSync('f', 1e12); } catch (e) { capped = e.code === 'EFBIG'; } if (!capped) throw new Error('a 1e12-byte sparse file was allowed'); fs.writeFileSync('z64', ''); fs.truncateSync('f', 2 ** 30); fs.truncateSync('z64', 64 * 1024 * 1024); export default () => fs.statSync('f').size", "")).await;
     assert_eq!(js.result, "1073741824", "{js:?}");
-    let base = peak_rss(agent.pid());
+    fx.take_base(&agent);
 
     // Whole-input commands: a clear error at once.
     let (ran, took) = timed(
@@ -174,18 +232,7 @@ async fn a_tenant_cannot_turn_sparse_files_into_agent_memory() {
     );
     assert_eq!(busy.await.unwrap().code, 124);
 
-    let peak = peak_rss(agent.pid());
-    eprintln!(
-        "agent peak RSS: base {} MiB, after the reproductions {} MiB (budget {} MiB)",
-        base >> 20,
-        peak >> 20,
-        BUDGET >> 20
-    );
-    assert!(
-        peak < base + BUDGET,
-        "peak {peak} over base {base} + budget {BUDGET}"
-    );
-    assert!(agent.alive(), "the agent died");
+    fx.assert_bounded(&mut agent, "sparse-file reproductions");
     assert_eq!(sh(&mut c, "other", "echo ok").await.stdout, "ok\n");
     // Nothing the stopped `tail -n 1 f | tee copy2` started shows up
     // afterwards.
@@ -212,12 +259,8 @@ async fn a_tenant_cannot_turn_sparse_files_into_agent_memory() {
 
 #[tokio::test]
 async fn grep_is_linear_on_a_long_line() {
-    let _serial = serial();
-    let data = tempfile::tempdir().unwrap();
-    let mut agent = limited_agent(data.path(), &[]);
-    let mut c = agent.client().await;
-    create(&mut c, "g", 1 << 30).await;
-    let base = peak_rss(agent.pid());
+    let (mut fx, mut agent, mut c) = Fixture::limited(&[("g", 1 << 30)]).await;
+    fx.take_base(&agent);
     let mut line = vec![b'a'; 64 << 20];
     line.extend_from_slice(b"needle");
     common::write(&mut c, "g", "long", pb::WriteMode::Truncate, &line)
@@ -263,17 +306,7 @@ async fn grep_is_linear_on_a_long_line() {
     let m = stream.message().await.unwrap().expect("a match");
     assert_eq!(m.line_number, 1);
     drop(stream);
-    let peak = peak_rss(agent.pid());
-    eprintln!(
-        "grep over long lines: agent peak RSS {} MiB (base {} MiB)",
-        peak >> 20,
-        base >> 20
-    );
-    assert!(
-        peak < base + EXEC_MEMORY,
-        "peak {peak} over base {base} + exec memory"
-    );
-    assert!(agent.alive(), "the agent died");
+    fx.assert_bounded(&mut agent, "grep over long lines");
 }
 
 /// The used bytes and inodes of computer `name`.
@@ -290,13 +323,9 @@ async fn usage(c: &mut Client, name: &str) -> (u64, u64) {
 /// timeout answers within the timeout plus 1 s and never commits its copy.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn huge_offsets_are_refused_and_a_stopped_copy_is_never_committed() {
-    let _serial = serial();
-    let data = tempfile::tempdir().unwrap();
-    let mut agent = limited_agent(data.path(), &[]);
-    let mut c = agent.client().await;
-    create(&mut c, "w", 1 << 30).await;
+    let (mut fx, mut agent, mut c) = Fixture::limited(&[("w", 1 << 30)]).await;
     assert_eq!(sh(&mut c, "w", "echo ok").await.stdout, "ok\n");
-    let base = peak_rss(agent.pid());
+    fx.take_base(&agent);
 
     // A write at offset 1e12 would make a sparse terabyte.
     let start = Instant::now();
@@ -382,28 +411,14 @@ async fn huge_offsets_are_refused_and_a_stopped_copy_is_never_committed() {
         "the stopped copy holds space"
     );
 
-    let peak = peak_rss(agent.pid());
-    eprintln!(
-        "huge offset and stopped cp: agent peak RSS {} MiB (base {} MiB)",
-        peak >> 20,
-        base >> 20
-    );
-    assert!(
-        peak < base + EXEC_MEMORY,
-        "peak {peak} over base {base} + exec memory"
-    );
-    assert!(agent.alive(), "the agent died");
+    fx.assert_bounded(&mut agent, "huge offset and stopped cp");
 }
 
 /// A Grep whose client gave up at its deadline stops scanning: the agent's
 /// CPU clock stands still afterwards.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn grep_stops_when_its_client_gives_up() {
-    let _serial = serial();
-    let data = tempfile::tempdir().unwrap();
-    let mut agent = limited_agent(data.path(), &[]);
-    let mut c = agent.client().await;
-    create(&mut c, "g", 1 << 30).await;
+    let (fx, mut agent, mut c) = Fixture::limited(&[("g", 1 << 30)]).await;
     // 8 KiB of text, then a 1 GiB hole: the file is text to Grep (its
     // first 8 KiB hold no NUL) and one line of a gigabyte, stored in 8 KiB.
     let ran = run(&mut c, js_req("g", "const fs = require('fs'); fs.writeFileSync('long', 'a'.repeat(8192)); fs.truncateSync('long', 2 ** 30); export default () => fs.statSync('long').size", "")).await;
@@ -463,6 +478,7 @@ async fn grep_stops_when_its_client_gives_up() {
         "the whole scan used only {cpu:?} of CPU: the check above proves nothing"
     );
     assert!(agent.alive(), "the agent died");
+    drop(fx);
 }
 
 /// `cat z64 ×8 | wc -c` four times at once (they used to reach 8.6 GB): each
@@ -472,16 +488,12 @@ async fn grep_stops_when_its_client_gives_up() {
 /// its exec memory.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn four_big_pipelines_at_once_stay_within_the_exec_memory() {
-    let _serial = serial();
-    let data = tempfile::tempdir().unwrap();
-    let mut agent = limited_agent(data.path(), &[]);
-    let mut c = agent.client().await;
-    create(&mut c, "p", 10 << 20).await;
-    create(&mut c, "other", 10 << 20).await;
+    let (mut fx, mut agent, mut c) =
+        Fixture::limited(&[("p", 10 << 20), ("other", 10 << 20)]).await;
     let ran = run(&mut c, js_req("p", "const fs = require('fs'); fs.writeFileSync('z64', ''); fs.truncateSync('z64', 64 * 1024 * 1024); export default () => fs.statSync('z64').size", "")).await;
     assert_eq!(ran.result, "67108864", "{ran:?}");
     assert_eq!(sh(&mut c, "other", "echo ok").await.stdout, "ok\n");
-    let base = peak_rss(agent.pid());
+    fx.take_base(&agent);
     let start = Instant::now();
     let timeout = Duration::from_secs(20);
     let mut runs = Vec::new();
@@ -518,22 +530,15 @@ async fn four_big_pipelines_at_once_stay_within_the_exec_memory() {
             "ended after {took:?}"
         );
     }
-    let peak = peak_rss(agent.pid());
     eprintln!(
-        "four pipelines at once: {:?}; echo ok on another computer meanwhile: {echo_took:?}; agent peak RSS {} MiB (base {} MiB)",
+        "four pipelines at once: {:?}; echo ok on another computer meanwhile: {echo_took:?}",
         start.elapsed(),
-        peak >> 20,
-        base >> 20
     );
     assert!(
         echo_took < Duration::from_secs(1),
         "the other computer answered after {echo_took:?}"
     );
-    assert!(
-        peak < base + EXEC_MEMORY,
-        "peak {peak} over base {base} + exec memory"
-    );
-    assert!(agent.alive(), "the agent died");
+    fx.assert_bounded(&mut agent, "four pipelines at once");
 }
 
 /// 200 spinning execs on one computer: another computer's `echo ok` keeps
@@ -542,14 +547,10 @@ async fn four_big_pipelines_at_once_stay_within_the_exec_memory() {
 /// the limit, and the agent's peak stays within its exec memory.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn spinning_execs_neither_stall_others_nor_outlive_their_timeout() {
-    let _serial = serial();
-    let data = tempfile::tempdir().unwrap();
-    let mut agent = limited_agent(data.path(), &[]);
-    let mut c = agent.client().await;
-    create(&mut c, "spin", 10 << 20).await;
-    create(&mut c, "quiet", 10 << 20).await;
+    let (mut fx, mut agent, mut c) =
+        Fixture::limited(&[("spin", 10 << 20), ("quiet", 10 << 20)]).await;
     assert_eq!(sh(&mut c, "quiet", "echo ok").await.stdout, "ok\n");
-    let base = peak_rss(agent.pid());
+    fx.take_base(&agent);
     let timeout = Duration::from_secs(3);
     // The longest an exec may wait in the queue (the agent's default).
     let queue_wait = Duration::from_secs(2);
@@ -615,14 +616,11 @@ async fn spinning_execs_neither_stall_others_nor_outlive_their_timeout() {
             }
         }
     }
-    let peak = peak_rss(agent.pid());
     eprintln!(
         "200 spinning execs: {ran} ran (the longest answered after {longest:?}), {refused} refused; \
-         echo ok on another computer: median {:?}, max {:?}; agent peak RSS {} MiB (base {} MiB)",
+         echo ok on another computer: median {:?}, max {:?}",
         echo[echo.len() / 2],
         echo[echo.len() - 1],
-        peak >> 20,
-        base >> 20
     );
     assert!(ran > 0, "no spinning exec ran");
     assert!(
@@ -630,10 +628,6 @@ async fn spinning_execs_neither_stall_others_nor_outlive_their_timeout() {
         "echo ok on the quiet computer took up to {:?}",
         echo[echo.len() - 1]
     );
-    assert!(
-        peak < base + EXEC_MEMORY,
-        "peak {peak} over base {base} + exec memory"
-    );
-    assert!(agent.alive(), "the agent died");
+    fx.assert_bounded(&mut agent, "200 spinning execs");
     assert_eq!(sh(&mut c, "quiet", "echo ok").await.stdout, "ok\n");
 }
