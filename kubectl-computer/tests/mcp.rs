@@ -150,9 +150,14 @@ impl Drop for Listening {
 /// Starts `kubectl-computer mcp demo --listen 127.0.0.1:0 EXTRA...` and
 /// reads the endpoint (and a generated token) from its stderr.
 fn listen(server: &Server, extra: &[&str]) -> Listening {
+    listen_on(server, "127.0.0.1:0", extra)
+}
+
+/// [`listen`] on address `addr`.
+fn listen_on(server: &Server, addr: &str, extra: &[&str]) -> Listening {
     let mut child = server
         .command()
-        .args(["mcp", "demo", "--listen", "127.0.0.1:0"])
+        .args(["mcp", "demo", "--listen", addr])
         .args(extra)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
@@ -202,6 +207,14 @@ fn http_transport_needs_the_token() {
     let http = listen(&server, &["--mcp-token-file", file.to_str().unwrap()]);
     assert_eq!(http.token, None);
     run_client(&server, &["http", &http.url, "file-token-0123456789"]);
+    drop(http);
+
+    // Any loopback address it is told to use is a name its clients may
+    // give in `Host` (the DNS-rebinding check refused 127.1.2.3 before).
+    let http = listen_on(&server, "127.1.2.3:0", &[]);
+    assert!(http.url.starts_with("http://127.1.2.3:"), "{}", http.url);
+    let token = http.token.clone().expect("no token printed");
+    run_client(&server, &["http", &http.url, &token]);
 }
 
 #[test]

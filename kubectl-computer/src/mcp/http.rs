@@ -64,6 +64,17 @@ pub fn listen_address(text: &str, allow_remote: bool) -> Result<SocketAddr> {
     Ok(addr)
 }
 
+/// The `Host` names a loopback server answers to: `localhost`, the usual
+/// loopback addresses and the one it is bound to.
+fn allowed_hosts(bound: IpAddr) -> Vec<String> {
+    let mut hosts: Vec<String> = ["localhost", "127.0.0.1", "::1"].map(String::from).into();
+    let ip = bound.to_string();
+    if !hosts.contains(&ip) {
+        hosts.push(ip);
+    }
+    hosts
+}
+
 /// The bearer token: the file's text without surrounding whitespace, or a
 /// new random one (`generated` true). Errors: the file cannot be read, is
 /// empty, or holds characters a header cannot carry.
@@ -150,6 +161,11 @@ pub async fn serve(agent: Agent, options: Options) -> Result<()> {
     if options.allow_remote {
         // Clients name this host however they reach it; the token guards it.
         config = config.disable_allowed_hosts();
+    } else {
+        // The `Host` check guards a loopback server against DNS rebinding;
+        // it must also accept the loopback address the server was told to
+        // use (any of 127.0.0.0/8), which is how its clients name it.
+        config = config.with_allowed_hosts(allowed_hosts(bound.ip()));
     }
     let agent = Arc::new(agent);
     let service = StreamableHttpService::new(
