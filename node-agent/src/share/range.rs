@@ -29,7 +29,18 @@ pub fn plan(range: Option<&str>, if_range: bool, size: u64) -> Plan {
     if if_range {
         return Plan::Full;
     }
-    let parsed = match http_range_header::parse_range_header(range.trim()) {
+    // Range unit names are case-insensitive (section 14.1); the parser
+    // knows only the lower-case spelling.
+    let range = range.trim();
+    let normalized;
+    let range = match range.get(..6) {
+        Some(unit) if unit.eq_ignore_ascii_case("bytes=") && unit != "bytes=" => {
+            normalized = format!("bytes={}", &range[6..]);
+            normalized.as_str()
+        }
+        _ => range,
+    };
+    let parsed = match http_range_header::parse_range_header(range) {
         Ok(p) => p,
         // `bytes=-0`: a suffix of nothing is a valid range that is never
         // satisfiable (section 14.1.1).
@@ -82,6 +93,10 @@ mod tests {
         assert_eq!(plan(None, false, 10), Plan::Full);
         // Section 14.1.2's examples over a 10000-byte representation.
         assert_eq!(p("bytes=0-499"), Plan::Part { start: 0, end: 499 });
+        // The unit's name is case-insensitive (section 14.1).
+        assert_eq!(p("BYTES=0-499"), Plan::Part { start: 0, end: 499 });
+        assert_eq!(p("Bytes=-500"), Plan::Part { start: 9500, end: 9999 });
+        assert_eq!(p("lines=0-1"), Plan::Full);
         assert_eq!(
             p("bytes=500-999"),
             Plan::Part {
