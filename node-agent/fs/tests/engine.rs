@@ -1102,20 +1102,32 @@ fn a_resent_exchange_is_applied_once() {
     let b = file(&fs, ROOT_INO, "b");
     let at = |fs: &Fs, name: &str| fs.lookup(ROOT_INO, name.as_bytes()).unwrap().ino;
 
-    assert!(fs.exchange_once(ROOT_INO, b"a", ROOT_INO, b"b", 42, false).unwrap());
+    assert!(
+        fs.exchange_once(ROOT_INO, b"a", ROOT_INO, b"b", 42, false)
+            .unwrap()
+    );
     assert_eq!((at(&fs, "a"), at(&fs, "b")), (b, a));
     drop(fs);
 
     let fs = Fs::open(&p).unwrap();
     // The same request again, as the kernel resends it: already applied.
-    assert!(!fs.exchange_once(ROOT_INO, b"a", ROOT_INO, b"b", 42, true).unwrap());
+    assert!(
+        !fs.exchange_once(ROOT_INO, b"a", ROOT_INO, b"b", 42, true)
+            .unwrap()
+    );
     assert_eq!((at(&fs, "a"), at(&fs, "b")), (b, a));
     // A resent request the dead server never applied swaps.
-    assert!(fs.exchange_once(ROOT_INO, b"a", ROOT_INO, b"b", 44, true).unwrap());
+    assert!(
+        fs.exchange_once(ROOT_INO, b"a", ROOT_INO, b"b", 44, true)
+            .unwrap()
+    );
     assert_eq!((at(&fs, "a"), at(&fs, "b")), (a, b));
     // A new request (not resent) with a remembered id swaps too: ids are
     // per connection, and only a resend can repeat one.
-    assert!(fs.exchange_once(ROOT_INO, b"a", ROOT_INO, b"b", 42, false).unwrap());
+    assert!(
+        fs.exchange_once(ROOT_INO, b"a", ROOT_INO, b"b", 42, false)
+            .unwrap()
+    );
     assert_eq!((at(&fs, "a"), at(&fs, "b")), (b, a));
     // Errors are the rename's, and a failed swap leaves no record.
     assert_eq!(
@@ -1123,7 +1135,10 @@ fn a_resent_exchange_is_applied_once() {
         Errno::ENOENT
     );
     file(&fs, ROOT_INO, "gone");
-    assert!(fs.exchange_once(ROOT_INO, b"a", ROOT_INO, b"gone", 46, true).unwrap());
+    assert!(
+        fs.exchange_once(ROOT_INO, b"a", ROOT_INO, b"gone", 46, true)
+            .unwrap()
+    );
     assert_consistent(&fs);
 }
 
@@ -1135,12 +1150,27 @@ fn applied_exchanges_are_bounded() {
     file(&fs, ROOT_INO, "b");
     let n = agentcomputer_fs::EXCHANGES_REMEMBERED as u64;
     for id in 0..n + 10 {
-        assert!(fs.exchange_once(ROOT_INO, b"a", ROOT_INO, b"b", id, false).unwrap());
+        assert!(
+            fs.exchange_once(ROOT_INO, b"a", ROOT_INO, b"b", id, false)
+                .unwrap()
+        );
     }
     // The oldest ten were dropped: resent, they swap again.
-    assert!(fs.exchange_once(ROOT_INO, b"a", ROOT_INO, b"b", 3, true).unwrap());
+    assert!(
+        fs.exchange_once(ROOT_INO, b"a", ROOT_INO, b"b", 3, true)
+            .unwrap()
+    );
     // That swap pushed out one more (id 10); the newest are still known.
-    assert!(!fs.exchange_once(ROOT_INO, b"a", ROOT_INO, b"b", n + 9, true).unwrap());
-    assert!(!fs.exchange_once(ROOT_INO, b"a", ROOT_INO, b"b", 11, true).unwrap());
-    assert!(fs.exchange_once(ROOT_INO, b"a", ROOT_INO, b"b", 10, true).unwrap());
+    assert!(
+        !fs.exchange_once(ROOT_INO, b"a", ROOT_INO, b"b", n + 9, true)
+            .unwrap()
+    );
+    assert!(
+        !fs.exchange_once(ROOT_INO, b"a", ROOT_INO, b"b", 11, true)
+            .unwrap()
+    );
+    assert!(
+        fs.exchange_once(ROOT_INO, b"a", ROOT_INO, b"b", 10, true)
+            .unwrap()
+    );
 }

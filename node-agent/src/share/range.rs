@@ -95,7 +95,13 @@ mod tests {
         assert_eq!(p("bytes=0-499"), Plan::Part { start: 0, end: 499 });
         // The unit's name is case-insensitive (section 14.1).
         assert_eq!(p("BYTES=0-499"), Plan::Part { start: 0, end: 499 });
-        assert_eq!(p("Bytes=-500"), Plan::Part { start: 9500, end: 9999 });
+        assert_eq!(
+            p("Bytes=-500"),
+            Plan::Part {
+                start: 9500,
+                end: 9999
+            }
+        );
         assert_eq!(p("lines=0-1"), Plan::Full);
         assert_eq!(
             p("bytes=500-999"),
