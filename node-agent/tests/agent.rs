@@ -262,6 +262,47 @@ async fn write_modes() {
     assert_errno(&err, Code::InvalidArgument, "EINVAL");
     assert_eq!(read(&mut c, "demo", "f").await.unwrap(), b"new");
 
+    // CREATE and APPEND of a new file publish it only when the upload
+    // completes: a failed one leaves no empty file behind.
+    for mode in [pb::WriteMode::Create, pb::WriteMode::Append] {
+        let header = pb::WriteRequest {
+            msg: Some(pb::write_request::Msg::Header(pb::WriteHeader {
+                computer: "demo".into(),
+                path: "fresh".into(),
+                mode: mode as i32,
+                perm: 0,
+                offset: 0,
+            })),
+        };
+        let err = c
+            .write(futures::stream::iter(vec![header, data()]))
+            .await
+            .unwrap_err();
+        assert_errno(&err, Code::Cancelled, "ECANCELED");
+        assert_eq!(names(&mut c, "demo", "").await, ["f"], "{mode:?}");
+    }
+    // A new file made by CREATE at an offset starts with a hole.
+    let header = pb::WriteRequest {
+        msg: Some(pb::write_request::Msg::Header(pb::WriteHeader {
+            computer: "demo".into(),
+            path: "fresh".into(),
+            mode: pb::WriteMode::Create as i32,
+            perm: 0,
+            offset: 2,
+        })),
+    };
+    c.write(futures::stream::iter(vec![header, data(), end_msg(7)]))
+        .await
+        .unwrap();
+    assert_eq!(read(&mut c, "demo", "fresh").await.unwrap(), b"\0\0partial");
+    c.remove(pb::RemoveRequest {
+        computer: "demo".into(),
+        path: "fresh".into(),
+        recursive: false,
+    })
+    .await
+    .unwrap();
+
     // A stream without a header is refused.
     let msgs = vec![pb::WriteRequest {
         msg: Some(pb::write_request::Msg::Data(b"x".to_vec())),

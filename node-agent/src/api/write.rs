@@ -245,22 +245,30 @@ fn prepare(
             _ => Err(errno_status(Errno::EINVAL, shown)),
         }
     };
-    let create = || -> Result<agentcomputer_fs::Attr, Status> {
-        fs.mknod(
-            dir,
-            name.as_bytes(),
-            FileKind::RegularFile,
-            new_perm(None),
-            0,
-            OWNER,
-        )
-        .map_err(on(shown))
+    // A new file is written unnamed and linked when the upload completes,
+    // so a failed or abandoned upload leaves no empty file behind. The link
+    // refuses to replace a file made meanwhile under the name (EEXIST), as
+    // creating the name first would have.
+    let unnamed = |offset: u64, append: bool, perm: u32, noreplace: bool| {
+        let (attr, open) = fs.create_unnamed(dir, perm, OWNER).map_err(on(shown))?;
+        Ok(Target {
+            ino: attr.ino,
+            offset,
+            append,
+            written: 0,
+            publish: Some(Publish {
+                dir,
+                name: name.as_bytes().to_vec(),
+                noreplace,
+            }),
+            open: Some(open),
+        })
     };
     match (mode, existing) {
         (pb::WriteMode::Create, Some(attr)) => in_place(attr, header.offset, false),
-        (pb::WriteMode::Create, None) => in_place(create()?, header.offset, false),
+        (pb::WriteMode::Create, None) => unnamed(header.offset, false, new_perm(None), true),
         (pb::WriteMode::Append, Some(attr)) => in_place(attr, 0, true),
-        (pb::WriteMode::Append, None) => in_place(create()?, 0, true),
+        (pb::WriteMode::Append, None) => unnamed(0, true, new_perm(None), true),
         (pb::WriteMode::Exclusive, Some(_)) => Err(errno_status(Errno::EEXIST, shown)),
         (pb::WriteMode::Truncate | pb::WriteMode::Unspecified, Some(attr))
             if attr.kind == FileKind::Symlink =>
@@ -281,19 +289,7 @@ fn prepare(
         }
         (mode, existing) => {
             let perm = new_perm(existing.as_ref().map(|a| a.perm));
-            let (attr, open) = fs.create_unnamed(dir, perm, OWNER).map_err(on(shown))?;
-            Ok(Target {
-                ino: attr.ino,
-                offset: 0,
-                append: false,
-                written: 0,
-                publish: Some(Publish {
-                    dir,
-                    name: name.as_bytes().to_vec(),
-                    noreplace: mode == pb::WriteMode::Exclusive,
-                }),
-                open: Some(open),
-            })
+            unnamed(0, false, perm, mode == pb::WriteMode::Exclusive)
         }
     }
 }
