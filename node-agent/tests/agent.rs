@@ -50,6 +50,14 @@ async fn exec_outputs_exit_codes_and_files_survive_a_restart() {
     req.cwd = "src".into();
     let r = run(&mut c, req).await;
     assert_eq!(r.stdout, "hello world in /workspace/src\n", "{r:?}");
+    // Entries no environment can carry are refused, naming the entry.
+    for (name, value) in [("", "x"), ("A=B", "x"), ("A\0B", "x"), ("OK", "x\0y")] {
+        let mut req = exec_req("demo", "true");
+        req.env.insert(name.into(), value.into());
+        let err = c.exec(req).await.unwrap_err();
+        assert_errno(&err, Code::InvalidArgument, "EINVAL");
+        assert!(err.message().contains(&format!("{name:?}")), "{err:?}");
+    }
 
     assert!(agent.stop().await.success(), "clean exit on SIGTERM");
     let agent = Agent::start(dir.path(), &[]);

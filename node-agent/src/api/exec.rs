@@ -161,6 +161,7 @@ async fn start_runtime(
     {
         return Err(Status::failed_precondition(why));
     }
+    check_env(&req.env)?;
     let cwd = ApiPath::parse(&req.cwd)?;
     {
         let fs = lease.fs().clone();
@@ -428,4 +429,30 @@ async fn parse_input(text: String) -> Result<serde_json::Value, Status> {
     } else {
         blocking(parse).await
     }
+}
+
+/// Refuses environment entries no runtime can pass on the same way: a
+/// name that is empty or holds `=` or NUL, or a value that holds NUL. An
+/// environment is a list of `name=value` C strings (execve(2); POSIX.1-2017
+/// XBD 8.1), so the container runtime could not carry them, and the other
+/// runtimes would read them differently. Errors: `EINVAL` naming the entry.
+fn check_env(env: &std::collections::HashMap<String, String>) -> Result<(), Status> {
+    for (name, value) in env {
+        let why = if name.is_empty() {
+            "an empty name"
+        } else if name.contains('=') {
+            "a name containing '='"
+        } else if name.contains('\0') || value.contains('\0') {
+            "a NUL byte"
+        } else {
+            continue;
+        };
+        return Err(errno_detail(
+            Errno::EINVAL,
+            format_args!(
+                "env entry {name:?} has {why}; environment names and values are C strings (name=value)"
+            ),
+        ));
+    }
+    Ok(())
 }
