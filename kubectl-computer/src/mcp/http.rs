@@ -104,7 +104,38 @@ pub fn token(file: Option<&std::path::Path>) -> Result<(String, bool)> {
             file.display()
         )));
     }
+    for warning in token_file_warnings(file, token) {
+        errln!("warning: {warning}");
+    }
     Ok((token.to_string(), false))
+}
+
+/// The shortest token that is not flagged as guessable: 128 bits as hex.
+const SHORT_TOKEN: usize = 32;
+
+/// What is weak about a token file (served anyway; the operator chose it):
+/// a file that other users may read, or a token shorter than
+/// [`SHORT_TOKEN`] characters.
+fn token_file_warnings(file: &std::path::Path, token: &str) -> Vec<String> {
+    use std::os::unix::fs::PermissionsExt as _;
+    let mut warnings = Vec::new();
+    if let Ok(meta) = std::fs::metadata(file)
+        && meta.permissions().mode() & 0o077 != 0
+    {
+        warnings.push(format!(
+            "the MCP token file {} is readable by other users (mode {:o}); chmod 600 it",
+            file.display(),
+            meta.permissions().mode() & 0o777
+        ));
+    }
+    if token.len() < SHORT_TOKEN {
+        warnings.push(format!(
+            "the MCP token in {} has {} characters; use at least {SHORT_TOKEN} random ones (openssl rand -hex 16)",
+            file.display(),
+            token.len()
+        ));
+    }
+    warnings
 }
 
 /// Whether `request` carries `Authorization: Bearer <expected>`; the
@@ -240,6 +271,18 @@ mod tests {
         let f = dir.path().join("t");
         std::fs::write(&f, " s3cret\n").unwrap();
         assert_eq!(token(Some(&f)).unwrap(), ("s3cret".to_string(), false));
+        {
+            use std::os::unix::fs::PermissionsExt as _;
+            std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o644)).unwrap();
+            let w = token_file_warnings(&f, "s3cret");
+            assert_eq!(w.len(), 2, "{w:?}");
+            assert!(
+                w[0].contains("mode 644") && w[1].contains("6 characters"),
+                "{w:?}"
+            );
+            std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o600)).unwrap();
+            assert!(token_file_warnings(&f, &"a".repeat(SHORT_TOKEN)).is_empty());
+        }
         std::fs::write(&f, "\n").unwrap();
         assert!(token(Some(&f)).unwrap_err().0.contains("empty"));
         std::fs::write(&f, "a b").unwrap();
