@@ -234,12 +234,18 @@ fn errno_of(message: &str) -> Option<&str> {
 }
 
 /// A tool error for `err` about `path`: the message (with the path added
-/// when it does not name it), and `{error, errno, path}` as structured
-/// content.
+/// when it does not name it; escaped by [`shown`] in the text, so a
+/// control character in a name cannot forge lines of the message), and
+/// `{error, errno, path}` as structured content (JSON carries it as is).
 fn failure(err: CliError, path: &str) -> CallToolResult {
     let mut text = err.0;
-    if !path.is_empty() && !text.contains(path) {
-        text = format!("{text} (path: {path})");
+    if !path.is_empty() {
+        let escaped = shown(path);
+        if text.contains(path) {
+            text = text.replace(path, &escaped);
+        } else {
+            text = format!("{text} (path: {escaped})");
+        }
     }
     let errno = errno_of(&text).map(str::to_string);
     let mut result = CallToolResult::error(vec![ContentBlock::text(text.clone())]);
@@ -962,5 +968,15 @@ mod tests {
         assert_eq!(s["errno"], "EISDIR");
         assert_eq!(s["path"], "src");
         assert_eq!(s["error"], "EISDIR: is a directory (path: src)");
+        // A name with a newline cannot forge a line of the message.
+        let r = failure(CliError("ENOENT: a\nEPERM: x".into()), "a\nEPERM: x");
+        let s = r.structured_content.unwrap();
+        assert_eq!(s["error"], "ENOENT: a\\nEPERM: x");
+        assert_eq!(s["path"], "a\nEPERM: x");
+        let r = failure(CliError("EACCES: denied".into()), "b\r");
+        assert_eq!(
+            r.structured_content.unwrap()["error"],
+            "EACCES: denied (path: b\\r)"
+        );
     }
 }
