@@ -10,6 +10,11 @@ cd "$(dirname "$0")/.."
 cargo build --workspace --all-targets
 # The Python MCP client the MCP server's tests drive (cached; made once).
 bash scripts/mcp-python.sh >/dev/null
+# The brush shell's YAML cases for bench/shell-spec/tests/brush.rs: the
+# pinned brush-shell crate's source, fetched (not built) into Cargo's
+# registry cache; one small download, then cached.
+SHELL_SPEC_BRUSH="$(bash bench/shell-spec/fetch-brush.sh)"
+export SHELL_SPEC_BRUSH
 cargo test --workspace --no-fail-fast -- --test-threads=2
 # The node agent the workspace build above made (a build of the package
 # alone would unify features differently and compile it again).

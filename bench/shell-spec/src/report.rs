@@ -10,6 +10,15 @@ pub const SHELLS: [&str; 3] = ["agentcomputer-shell", "just-bash", "bash"];
 pub const HAND_START: &str = "<!-- hand-written: start -->";
 /// End of the hand-written part.
 pub const HAND_END: &str = "<!-- hand-written: end -->";
+/// Marks the brush suite's section, which a run of the Oils suite keeps
+/// and a run of the brush suite replaces.
+pub const BRUSH_START: &str = "<!-- brush suite: start -->";
+/// End of the brush suite's section.
+pub const BRUSH_END: &str = "<!-- brush suite: end -->";
+/// Marks the hand-written part inside the brush section.
+pub const BRUSH_HAND_START: &str = "<!-- brush hand-written: start -->";
+/// End of the hand-written part inside the brush section.
+pub const BRUSH_HAND_END: &str = "<!-- brush hand-written: end -->";
 
 /// One case's verdicts, one per shell of [`SHELLS`].
 #[derive(Debug, Clone)]
@@ -60,8 +69,9 @@ pub struct Meta<'a> {
 }
 
 /// Renders the whole document; `hand` is the preserved hand-written
-/// section (without markers).
-pub fn render(files: &[FileResult], meta: &Meta, hand: &str) -> String {
+/// section (without markers), `brush` the brush suite's section (with its
+/// markers), appended as it is.
+pub fn render(files: &[FileResult], meta: &Meta, hand: &str, brush: Option<&str>) -> String {
     let mut d = String::new();
     let all: Vec<&CaseResult> = files.iter().flat_map(|f| &f.cases).collect();
     let _ = writeln!(d, "# Shell conformance\n");
@@ -170,7 +180,16 @@ pub fn render(files: &[FileResult], meta: &Meta, hand: &str) -> String {
         }
         let _ = writeln!(d);
     }
+    if let Some(b) = brush {
+        let _ = writeln!(d, "{}", b.trim());
+    }
     d
+}
+
+fn between<'a>(doc: &'a str, start: &str, end: &str) -> Option<&'a str> {
+    let s = doc.find(start)? + start.len();
+    let e = doc[s..].find(end)? + s;
+    Some(&doc[s..e])
 }
 
 /// The hand-written section of an existing document, if any.
@@ -178,4 +197,163 @@ pub fn hand_written(doc: &str) -> Option<String> {
     let start = doc.find(HAND_START)? + HAND_START.len();
     let end = doc[start..].find(HAND_END)? + start;
     Some(doc[start..end].trim().to_string())
+}
+
+/// The brush section of a document, markers included.
+pub fn brush_section(doc: &str) -> Option<String> {
+    let body = between(doc, BRUSH_START, BRUSH_END)?;
+    Some(format!("{BRUSH_START}{body}{BRUSH_END}"))
+}
+
+/// `doc` with its brush section replaced by `section` (markers included),
+/// or with `section` appended when it has none.
+pub fn with_brush_section(doc: &str, section: &str) -> String {
+    match (doc.find(BRUSH_START), doc.find(BRUSH_END)) {
+        (Some(s), Some(e)) if e > s => format!(
+            "{}{}{}",
+            &doc[..s],
+            section.trim(),
+            &doc[e + BRUSH_END.len()..]
+        ),
+        _ => format!("{}\n\n{}\n", doc.trim_end(), section.trim()),
+    }
+}
+
+/// Run parameters of the brush suite printed in its section.
+pub struct BrushMeta {
+    /// `brush-shell 0.4.0`.
+    pub corpus: String,
+    /// Versions of the three shells.
+    pub versions: [String; 3],
+    /// Per-case timeout.
+    pub timeout_secs: u64,
+    /// Wall-clock time of the run, seconds.
+    pub elapsed_secs: f64,
+}
+
+/// One brush file's results: its cases' verdicts, where a skipped case's
+/// reason is its exclusion.
+pub type BrushFile = FileResult;
+
+fn rate(p: usize, f: usize) -> String {
+    if p + f == 0 {
+        "–".into()
+    } else {
+        format!("{:.1} %", 100.0 * p as f64 / (p + f) as f64)
+    }
+}
+
+/// Renders the brush section (markers included); `hand` is its preserved
+/// hand-written part (failure classes).
+pub fn render_brush(files: &[BrushFile], meta: &BrushMeta, hand: &str) -> String {
+    let mut d = String::new();
+    let all: Vec<&CaseResult> = files.iter().flat_map(|f| &f.cases).collect();
+    let _ = writeln!(d, "{BRUSH_START}\n");
+    let _ = writeln!(d, "## Brush suite: agreement with bash\n");
+    let _ = writeln!(
+        d,
+        "The YAML compatibility cases of the [brush](https://github.com/reubeno/brush) shell (MIT),\n\
+         read at run time from the published `{}` crate (`tests/cases/`). GNU bash is the oracle: a\n\
+         case passes for a shell when its stdout and exit status equal bash's (stdout with whitespace\n\
+         runs collapsed where the case says `ignore_whitespace`, not compared under `ignore_stdout`).\n\
+         Every case runs on a fresh computer (a new engine database) for agentcomputer-shell, a fresh\n\
+         `new Bash()` for just-bash and a fresh temp directory for bash; the bash column is a second\n\
+         bash run judged against the first (cases whose output is not deterministic).\n",
+        meta.corpus
+    );
+    let _ = writeln!(d, "Reproduce from the repository root:\n");
+    let _ = writeln!(
+        d,
+        "```sh\nmkdir -p target/shell-spec && npm install --prefix target/shell-spec just-bash@3.4.2\n\
+         cargo run -p shell-spec -- --suite brush --brush \"$(bash bench/shell-spec/fetch-brush.sh)\" --out docs/shell-conformance.md\n```\n"
+    );
+    let _ = writeln!(d, "{BRUSH_HAND_START}\n{}\n{BRUSH_HAND_END}\n", hand.trim());
+    let _ = writeln!(d, "### Brush totals\n");
+    let _ = writeln!(
+        d,
+        "| Shell | Version | Agree | Differ | Excluded | Agreement |"
+    );
+    let _ = writeln!(d, "|---|---|---:|---:|---:|---:|");
+    for (s, name) in SHELLS.iter().enumerate() {
+        let (p, f, k) = counts(all.iter().copied(), s);
+        let _ = writeln!(
+            d,
+            "| {name} | {} | {p} | {f} | {k} | {} |",
+            meta.versions[s],
+            rate(p, f)
+        );
+    }
+    let _ = writeln!(
+        d,
+        "\n{} cases in {} files; per-case timeout {} s; agreement = agree / (agree + differ); \
+         the whole run took {:.0} s (debug build, three shells side by side).\n",
+        all.len(),
+        files.len(),
+        meta.timeout_secs,
+        meta.elapsed_secs
+    );
+    let _ = writeln!(d, "### Brush per file (agree / differ / excluded)\n");
+    let _ = writeln!(
+        d,
+        "| File | Cases | {} | {} | {} |",
+        SHELLS[0], SHELLS[1], SHELLS[2]
+    );
+    let _ = writeln!(d, "|---|---:|---:|---:|---:|");
+    for f in files {
+        let cell = |s| {
+            let (p, fl, k) = counts(&f.cases, s);
+            format!("{p} / {fl} / {k}")
+        };
+        let _ = writeln!(
+            d,
+            "| {} | {} | {} | {} | {} |",
+            f.name,
+            f.cases.len(),
+            cell(0),
+            cell(1),
+            cell(2)
+        );
+    }
+    let _ = writeln!(d, "\n### Brush excluded cases\n");
+    for f in files {
+        for c in &f.cases {
+            if let Verdict::Skip(why) = &c.verdicts[0] {
+                let _ = writeln!(d, "- {}: `{}` — {why}", f.name, c.name.replace('`', "'"));
+            }
+        }
+    }
+    let _ = writeln!(
+        d,
+        "\n### Brush cases where agentcomputer-shell differs from bash\n"
+    );
+    for f in files {
+        let fails: Vec<_> = f
+            .cases
+            .iter()
+            .filter_map(|c| match &c.verdicts[0] {
+                Verdict::Fail(why) => Some((c, why)),
+                _ => None,
+            })
+            .collect();
+        if fails.is_empty() {
+            continue;
+        }
+        let _ = writeln!(d, "#### {} ({})\n", f.name, fails.len());
+        for (c, why) in fails {
+            let _ = writeln!(
+                d,
+                "- `{}` — {}",
+                c.name.replace('`', "'"),
+                why.replace('\n', " ")
+            );
+        }
+        let _ = writeln!(d);
+    }
+    let _ = writeln!(d, "{BRUSH_END}");
+    d
+}
+
+/// The hand-written part of the brush section of `doc`, if any.
+pub fn brush_hand_written(doc: &str) -> Option<String> {
+    between(doc, BRUSH_HAND_START, BRUSH_HAND_END).map(|s| s.trim().to_string())
 }

@@ -1,17 +1,17 @@
-//! Runner for real bash: each case runs as `bash < SCRIPT` in a fresh
-//! temp dir, in its own process group that is killed on timeout.
+//! Runner for real bash: each case runs as `bash < SCRIPT` (Oils) or
+//! `bash --norc --noprofile ARGS < STDIN` (brush) in a fresh temp dir, in its own process group that is killed on timeout.
 
 use super::TIMEOUT_STATUS;
-use crate::{Job, Observed};
+use crate::{Job, Observed, Setup};
 use anyhow::Result;
+use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-/// Runs `job` with `bash` (a path) in a fresh checkout-like directory
-/// (`$REPO_ROOT`): [`super::LAYOUT_DIRS`] and, when the job needs it,
-/// a copy of `testdata`.
+/// Runs `job` with `bash` (a path) in a fresh temp directory: an Oils case
+/// in a checkout-like `$REPO_ROOT`, a brush case per its [`Setup`].
 pub fn run_one(
     bash: &Path,
     job: &Job,
@@ -21,42 +21,16 @@ pub fn run_one(
     let dir = tempfile::tempdir()?;
     let tmp = dir.path().join("tmp");
     std::fs::create_dir(&tmp)?;
-    let root = dir.path().join("repo");
-    std::fs::create_dir(&root)?;
-    for d in super::LAYOUT_DIRS {
-        std::fs::create_dir_all(root.join(d))?;
-    }
-    if job.needs_testdata {
-        for (path, bytes) in testdata {
-            let p = root.join(path);
-            if let Some(parent) = p.parent() {
-                std::fs::create_dir_all(parent)?;
-            }
-            std::fs::write(p, bytes)?;
-        }
-    }
     let out_path = dir.path().join("stdout");
     let err_path = dir.path().join("stderr");
-    // The script on stdin, as the Oils harness feeds cases: `$0` is the
-    // shell, `BASH_SOURCE` is empty, `FUNCNAME` has no `main`, and a fatal
-    // error exits 1 (not 127 as under `-c`).
-    let script = dir.path().join("case.sh");
-    std::fs::write(&script, &job.script)?;
-    let mut child = Command::new(bash)
-        .arg0("bash")
-        .current_dir(&root)
-        .env_clear()
-        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
-        .env("HOME", &tmp)
-        .env("LC_ALL", "C.UTF-8")
-        .env("SH", bash)
-        .env("TMP", &tmp)
-        .env("REPO_ROOT", &root)
-        .stdin(std::fs::File::open(&script)?)
-        .stdout(std::fs::File::create(&out_path)?)
-        .stderr(std::fs::File::create(&err_path)?)
-        .process_group(0)
-        .spawn()?;
+    let mut child = match &job.setup {
+        None => oils_command(bash, job, testdata, dir.path(), &tmp)?,
+        Some(setup) => brush_command(bash, setup, dir.path(), &tmp)?,
+    }
+    .stdout(std::fs::File::create(&out_path)?)
+    .stderr(std::fs::File::create(&err_path)?)
+    .process_group(0)
+    .spawn()?;
     let pgid = child.id() as i32;
     let deadline = Instant::now() + timeout;
     let (status, timed_out) = loop {
@@ -81,6 +55,85 @@ pub fn run_one(
         status,
         timed_out,
     })
+}
+
+/// An Oils case: `bash` reading the case on stdin in a checkout-like
+/// `$REPO_ROOT` ([`super::LAYOUT_DIRS`], `testdata` when needed).
+fn oils_command(
+    bash: &Path,
+    job: &Job,
+    testdata: &[(String, Vec<u8>)],
+    dir: &Path,
+    tmp: &Path,
+) -> Result<Command> {
+    let root = dir.join("repo");
+    std::fs::create_dir(&root)?;
+    for d in super::LAYOUT_DIRS {
+        std::fs::create_dir_all(root.join(d))?;
+    }
+    if job.needs_testdata {
+        for (path, bytes) in testdata {
+            let p = root.join(path);
+            if let Some(parent) = p.parent() {
+                std::fs::create_dir_all(parent)?;
+            }
+            std::fs::write(p, bytes)?;
+        }
+    }
+    // The script on stdin, as the Oils harness feeds cases: `$0` is the
+    // shell, `BASH_SOURCE` is empty, `FUNCNAME` has no `main`, and a fatal
+    // error exits 1 (not 127 as under `-c`).
+    let script = dir.join("case.sh");
+    std::fs::write(&script, &job.script)?;
+    let mut cmd = Command::new(bash);
+    cmd.arg0("bash")
+        .current_dir(&root)
+        .env_clear()
+        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+        .env("HOME", tmp)
+        .env("LC_ALL", "C.UTF-8")
+        .env("SH", bash)
+        .env("TMP", tmp)
+        .env("REPO_ROOT", &root)
+        .stdin(std::fs::File::open(&script)?);
+    Ok(cmd)
+}
+
+/// A brush case: `bash --norc --noprofile ARGS` (as brush's harness runs
+/// its oracle) in a fresh directory holding the case's files, with the
+/// case's stdin and environment.
+fn brush_command(bash: &Path, setup: &Setup, dir: &Path, tmp: &Path) -> Result<Command> {
+    let cwd = dir.join("case");
+    std::fs::create_dir(&cwd)?;
+    for f in &setup.files {
+        let p = cwd.join(&f.path);
+        if let Some(parent) = p.parent() {
+            std::fs::create_dir_all(parent)?;
+        }
+        std::fs::write(&p, &f.contents)?;
+        let mode = if f.executable { 0o755 } else { 0o644 };
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(mode))?;
+    }
+    let home = match &setup.home_dir {
+        Some(h) => cwd.join(h),
+        None => dir.join("home"),
+    };
+    std::fs::create_dir_all(&home)?;
+    let stdin = dir.join("stdin");
+    std::fs::write(&stdin, &setup.stdin)?;
+    let mut cmd = Command::new(bash);
+    cmd.arg0("bash")
+        .args(["--norc", "--noprofile"])
+        .args(setup.args.iter().flatten())
+        .current_dir(&cwd)
+        .env_clear()
+        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+        .env("HOME", &home)
+        .env("LC_ALL", "C.UTF-8")
+        .env("TMPDIR", tmp)
+        .envs(setup.env.iter().map(|(k, v)| (k, v)))
+        .stdin(std::fs::File::open(&stdin)?);
+    Ok(cmd)
 }
 
 fn kill_group(pgid: i32) {

@@ -29,13 +29,26 @@ for await (const line of rl) {
   const ctl = new AbortController();
   const timer = setTimeout(() => ctl.abort(), timeoutMs);
   try {
-    const bash = new Bash({
-      cwd: "/repo",
-      env: { SH: "bash", TMP: "/tmp", REPO_ROOT: "/repo" },
-      files: msg.needsTestdata ? testdata : {},
-    });
-    for (const d of layoutDirs) await bash.fs.mkdir("/repo/" + d, { recursive: true });
-    const r = await bash.exec(msg.script, { rawScript: true, signal: ctl.signal });
+    let bash;
+    if (msg.brush) {
+      const b = msg.brush;
+      const files = {};
+      for (const [p, c] of Object.entries(b.files)) files["/case/" + p] = c;
+      const env = { ...b.env };
+      if (b.home !== null) env.HOME = b.home;
+      bash = new Bash({ cwd: "/case", env, files });
+      await bash.fs.mkdir("/case", { recursive: true });
+      if (b.home !== null) await bash.fs.mkdir(b.home, { recursive: true });
+      for (const p of b.executables) await bash.fs.chmod("/case/" + p, 0o755);
+    } else {
+      bash = new Bash({
+        cwd: "/repo",
+        env: { SH: "bash", TMP: "/tmp", REPO_ROOT: "/repo" },
+        files: msg.needsTestdata ? testdata : {},
+      });
+      for (const d of layoutDirs) await bash.fs.mkdir("/repo/" + d, { recursive: true });
+    }
+    const r = await bash.exec(msg.script, { rawScript: true, signal: ctl.signal, stdin: msg.stdin });
     reply = { stdout: r.stdout, stderr: r.stderr, status: r.exitCode, timedOut: ctl.signal.aborted };
   } catch (e) {
     reply = { stdout: "", stderr: String(e && e.stack || e), status: 1, timedOut: ctl.signal.aborted };
@@ -132,7 +145,34 @@ pub fn run_all(
     let mut driver = Driver::start(&dir, timeout, &files)?;
     let mut out = Vec::with_capacity(jobs.len());
     for (i, job) in jobs.iter().enumerate() {
-        let msg = json!({ "script": job.script, "needsTestdata": job.needs_testdata });
+        let brush = job.setup.as_ref().map(|s| {
+            let files: serde_json::Map<String, Value> = s
+                .files
+                .iter()
+                .map(|f| {
+                    let text = String::from_utf8_lossy(&f.contents).into_owned();
+                    (f.path.clone(), Value::String(text))
+                })
+                .collect();
+            let home = s.home_dir.as_ref().map(|h| {
+                match h.trim_start_matches("./").trim_end_matches('/') {
+                    "." | "" => "/case".to_string(),
+                    r => format!("/case/{r}"),
+                }
+            });
+            json!({
+                "files": files,
+                "executables": s.files.iter().filter(|f| f.executable).map(|f| &f.path).collect::<Vec<_>>(),
+                "env": s.env.iter().map(|(k, v)| (k.clone(), Value::String(v.clone()))).collect::<serde_json::Map<String, Value>>(),
+                "home": home,
+            })
+        });
+        let msg = json!({
+            "script": job.script,
+            "needsTestdata": job.needs_testdata,
+            "stdin": String::from_utf8_lossy(&job.inline_stdin()),
+            "brush": brush,
+        });
         let sent = writeln!(driver.stdin, "{msg}").and_then(|_| driver.stdin.flush());
         let reply = match sent {
             Ok(()) => driver

@@ -2,7 +2,7 @@
 //! case gets a fresh computer, an engine database in its own temp dir.
 
 use super::TIMEOUT_STATUS;
-use crate::{Job, Observed};
+use crate::{Job, Observed, Setup};
 use agentcomputer_fs::{Fs, Ino, Limits, Owner, ROOT_INO, WriteMode};
 use agentcomputer_shell::{EXIT_TIMEOUT, ExecRequest, OutputChunk, run};
 use anyhow::{Context, Result};
@@ -14,7 +14,7 @@ use tokio_util::sync::CancellationToken;
 const ENV: &[(&str, &str)] = &[("SH", "bash"), ("TMP", "/tmp"), ("REPO_ROOT", "/workspace")];
 
 /// Runs `job` on a fresh computer; `testdata` is written under
-/// `/workspace` when the job needs it.
+/// `/workspace` when an Oils job needs it, a brush job's files likewise.
 pub async fn run_one(
     job: &Job,
     testdata: &[(String, Vec<u8>)],
@@ -23,20 +23,27 @@ pub async fn run_one(
     let dir = tempfile::tempdir()?;
     let fs = Fs::create(&dir.path().join("computer.db"), Limits::default())
         .map_err(|e| anyhow::anyhow!("create engine: {e}"))?;
-    for d in super::LAYOUT_DIRS {
-        mkdir_p(&fs, d)?;
-    }
-    if job.needs_testdata {
-        for (path, bytes) in testdata {
-            write_with_parents(&fs, path, bytes).with_context(|| format!("writing {path}"))?;
+    let env = match &job.setup {
+        None => {
+            for d in super::LAYOUT_DIRS {
+                mkdir_p(&fs, d)?;
+            }
+            if job.needs_testdata {
+                for (path, bytes) in testdata {
+                    write_with_parents(&fs, path, bytes, 0o644)
+                        .with_context(|| format!("writing {path}"))?;
+                }
+            }
+            ENV.iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect()
         }
-    }
+        Some(setup) => brush_setup(&fs, setup)?,
+    };
     let req = ExecRequest {
         script: job.script.clone(),
-        env: ENV
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect(),
+        stdin: job.inline_stdin(),
+        env,
         timeout,
         max_output_bytes: 1 << 20,
         ..ExecRequest::default()
@@ -81,7 +88,32 @@ const OWNER: Owner = Owner {
     gid: 1000,
 };
 
-fn write_with_parents(fs: &Fs, path: &str, bytes: &[u8]) -> Result<()> {
+/// Writes a brush case's files under `/workspace` (the engine root and the
+/// starting directory) and returns its environment (`$HOME` when the case
+/// names one, then the case's variables).
+fn brush_setup(fs: &Fs, setup: &Setup) -> Result<Vec<(String, String)>> {
+    for f in &setup.files {
+        let mode = if f.executable { 0o755 } else { 0o644 };
+        write_with_parents(fs, &f.path, &f.contents, mode)
+            .with_context(|| format!("writing {}", f.path))?;
+    }
+    let mut env = Vec::new();
+    if let Some(h) = &setup.home_dir {
+        let rel = h.trim_start_matches("./").trim_end_matches('/');
+        if rel != "." && !rel.is_empty() {
+            mkdir_p(fs, rel)?;
+        }
+        let home = match rel {
+            "." | "" => "/workspace".to_string(),
+            r => format!("/workspace/{r}"),
+        };
+        env.push(("HOME".to_string(), home));
+    }
+    env.extend(setup.env.iter().cloned());
+    Ok(env)
+}
+
+fn write_with_parents(fs: &Fs, path: &str, bytes: &[u8], mode: u32) -> Result<()> {
     let (parents, name) = path.rsplit_once('/').unwrap_or(("", path));
     let dir = mkdir_p(fs, parents)?;
     fs.write_all(
@@ -89,7 +121,7 @@ fn write_with_parents(fs: &Fs, path: &str, bytes: &[u8]) -> Result<()> {
         name.as_bytes(),
         bytes,
         WriteMode::Truncate,
-        0o644,
+        mode,
         OWNER,
     )
     .map_err(|e| anyhow::anyhow!("write: {e}"))?;
