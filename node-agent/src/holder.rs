@@ -303,9 +303,13 @@ fn serve_one(
 // ------------------------------------------------------------- the agent
 
 /// The agent's connection to its holder. Calls are short and blocking;
-/// one at a time.
+/// one at a time. When the holder dies (the link breaks,
+/// [`Client::wait_broken`]), [`Client::restart`] starts a new one and
+/// connects to it; the caller then hands it its connections again.
 pub struct Client {
     sock: Mutex<OwnedFd>,
+    /// How to start a holder: data directory, executable, grace.
+    start: (PathBuf, PathBuf, Duration),
 }
 
 impl Client {
@@ -314,6 +318,50 @@ impl Client {
     /// `<data_dir>/fuse-holder.log`) when none answers. Errors: starting
     /// it, or no socket within 5 s.
     pub fn connect_or_start(data_dir: &Path, exe: &Path, grace: Duration) -> io::Result<Client> {
+        let sock = Client::connect_or_spawn(data_dir, exe, grace)?;
+        Ok(Client {
+            sock: Mutex::new(sock),
+            start: (data_dir.to_path_buf(), exe.to_path_buf(), grace),
+        })
+    }
+
+    /// Connects to a holder again after the link broke, starting a new one
+    /// as [`Client::connect_or_start`] does, and uses that connection for
+    /// later calls. The new holder holds nothing: the caller `keep`s its
+    /// connections again. Errors: as [`Client::connect_or_start`].
+    pub fn restart(&self) -> io::Result<()> {
+        let (data_dir, exe, grace) = &self.start;
+        let sock = Client::connect_or_spawn(data_dir, exe, *grace)?;
+        *self.sock.lock().unwrap_or_else(|p| p.into_inner()) = sock;
+        Ok(())
+    }
+
+    /// Waits up to `timeout` for the link to the holder to break (the
+    /// holder closed it or died: `POLLHUP`/`POLLERR` on the socket; the
+    /// holder never ends the link of a connected agent otherwise).
+    /// Returns whether it broke. Errors: duplicating the socket, `poll(2)`.
+    pub fn wait_broken(&self, timeout: Duration) -> io::Result<bool> {
+        // A duplicate, so that calls are not held up while this waits.
+        let sock = self
+            .sock
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .try_clone()?;
+        let mut fds = [PollFd::new(sock.as_fd(), PollFlags::empty())];
+        let wait = PollTimeout::try_from(timeout).unwrap_or(PollTimeout::MAX);
+        match poll(&mut fds, wait) {
+            Ok(_) | Err(nix::errno::Errno::EINTR) => {}
+            Err(e) => return Err(e.into()),
+        }
+        Ok(fds[0]
+            .revents()
+            .unwrap_or(PollFlags::empty())
+            .intersects(PollFlags::POLLHUP | PollFlags::POLLERR))
+    }
+
+    /// A connected socket to the holder of `data_dir`, starting one when
+    /// none answers.
+    fn connect_or_spawn(data_dir: &Path, exe: &Path, grace: Duration) -> io::Result<OwnedFd> {
         let path = data_dir.join(SOCKET_FILE);
         if let Ok(c) = Client::connect(&path) {
             return Ok(c);
@@ -362,12 +410,10 @@ impl Client {
         }
     }
 
-    fn connect(path: &Path) -> io::Result<Client> {
+    fn connect(path: &Path) -> io::Result<OwnedFd> {
         let sock = seqpacket()?;
         connect(sock.as_raw_fd(), &UnixAddr::new(path)?)?;
-        Ok(Client {
-            sock: Mutex::new(sock),
-        })
+        Ok(sock)
     }
 
     fn call(&self, msg: &Message, with: Option<BorrowedFd<'_>>) -> io::Result<()> {

@@ -227,6 +227,8 @@ where
         sharer = Some(made);
     }
     tokio::spawn(registry.clone().run_sweeper(stop.clone()));
+    // A killed holder is replaced, so the mounts keep surviving this process.
+    tokio::spawn(registry.clone().watch_holder(stop.clone()));
     // Compile the JavaScript built-ins now rather than in the first exec.
     tokio::task::spawn_blocking(agentcomputer_js::warm_up);
 

@@ -23,6 +23,7 @@
 
 use std::collections::HashMap;
 use std::io;
+use std::os::fd::{AsFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};
@@ -163,11 +164,20 @@ struct Slot {
     deleted: std::sync::atomic::AtomicBool,
     /// Host FUSE mounts of this engine, by mountpoint. Non-empty keeps the
     /// slot open. Changed only under the computer's lock and the mount table lock.
-    mounts: Mutex<HashMap<PathBuf, MountHandle>>,
+    mounts: Mutex<HashMap<PathBuf, HostMount>>,
     /// Handed-over FUSE connections served over this engine, by
     /// connection id. Non-empty keeps the slot open; each removes itself
     /// when the kernel ends it.
     connections: Mutex<HashMap<u64, ConnectionHandle>>,
+}
+
+/// One host mount of a computer.
+struct HostMount {
+    handle: MountHandle,
+    /// A duplicate of the connection's `/dev/fuse` descriptor when the
+    /// descriptor holder keeps it too: a new holder gets it again when the
+    /// first one dies ([`Registry::watch_holder`]).
+    fd: Option<OwnedFd>,
 }
 
 /// The right to use one computer's engine; keeps it open while held.
@@ -736,6 +746,110 @@ impl Registry {
         }
     }
 
+    /// Watches the link to the descriptor holder until `stop` is cancelled
+    /// (local mode; returns at once without a holder). When the link
+    /// breaks (the holder was killed), starts a new holder as at start-up
+    /// and hands it every connection this process still serves
+    /// ([`Registry::keep_served`]), so that a later crash of this process
+    /// still leaves the mounts to the next one. Up to
+    /// [`HOLDER_RESTART_ATTEMPTS`] attempts, [`HOLDER_RESTART_DELAY`]
+    /// apart and doubling, each logged; after the last, host mounts end
+    /// with this process (logged) and the watch stops.
+    pub async fn watch_holder(self, stop: CancellationToken) {
+        let Some(holder) = self.inner.holder.get().cloned() else {
+            return;
+        };
+        loop {
+            let h = holder.clone();
+            let broken = tokio::select! {
+                _ = stop.cancelled() => return,
+                r = blocking(move || h.wait_broken(Duration::from_secs(1))) => r,
+            };
+            match broken {
+                Ok(false) => continue,
+                Ok(true) => {}
+                Err(e) => {
+                    warn!(error = %e, "cannot watch the link to the FUSE descriptor holder; treating it as broken");
+                }
+            }
+            warn!(
+                "the link to the FUSE descriptor holder broke (the holder died): starting a new one"
+            );
+            let mut delay = HOLDER_RESTART_DELAY;
+            let mut replaced = false;
+            for attempt in 1..=HOLDER_RESTART_ATTEMPTS {
+                if stop.is_cancelled() {
+                    return;
+                }
+                let h = holder.clone();
+                let result = match blocking(move || h.restart()).await {
+                    Ok(()) => self.keep_served().await,
+                    Err(e) => Err(e),
+                };
+                match result {
+                    Ok(kept) => {
+                        info!(
+                            attempt,
+                            kept, "a new FUSE descriptor holder keeps the host mounts again"
+                        );
+                        replaced = true;
+                        break;
+                    }
+                    Err(e) => {
+                        warn!(attempt, of = HOLDER_RESTART_ATTEMPTS, error = %e, "replacing the FUSE descriptor holder failed");
+                    }
+                }
+                tokio::select! {
+                    _ = stop.cancelled() => return,
+                    _ = tokio::time::sleep(delay) => {}
+                }
+                delay *= 2;
+            }
+            if !replaced {
+                tracing::error!(
+                    attempts = HOLDER_RESTART_ATTEMPTS,
+                    "no FUSE descriptor holder: host mounts will end with this process"
+                );
+                return;
+            }
+        }
+    }
+
+    /// Hands a duplicate of every host mount connection this process
+    /// serves over a held connection to the holder (`keep`), under the
+    /// mount table lock. Connections the kernel ended are skipped.
+    /// Returns how many were kept. Errors: the first failed `keep`.
+    pub async fn keep_served(&self) -> io::Result<usize> {
+        let Some(holder) = self.inner.holder.get().cloned() else {
+            return Ok(0);
+        };
+        let _table = self.inner.mount_table.lock().await;
+        let mut batch = Vec::new();
+        for slot in lock(&self.inner.open).values() {
+            for (path, m) in lock(&slot.mounts).iter() {
+                let (Some(fd), Some(init)) = (&m.fd, m.handle.init_record()) else {
+                    continue;
+                };
+                if !agentcomputer_fuse::is_live(fd).unwrap_or(false) {
+                    continue;
+                }
+                let held = crate::holder::Held {
+                    path: path.clone(),
+                    computer: slot.name.clone(),
+                    init: hex::encode(init.as_bytes()),
+                };
+                batch.push((held, fd.try_clone()?));
+            }
+        }
+        blocking(move || {
+            for (held, fd) in &batch {
+                holder.keep(held, fd.as_fd())?;
+            }
+            Ok(batch.len())
+        })
+        .await
+    }
+
     /// Takes over the host mounts a previous agent process served (the
     /// holder's `list`): each is served again over its live connection
     /// (`agentcomputer_fuse::resume_connection`), so processes using it
@@ -774,16 +888,21 @@ impl Registry {
                 let fs = lease.fs().clone();
                 let opts = host_mount_options(&h.computer);
                 let path = h.path.clone();
-                let handle = blocking(move || {
-                    agentcomputer_fuse::resume_connection(fs, fd, opts, init)
-                        .map(|conn| MountHandle::resumed(path, conn))
+                let mount = blocking(move || {
+                    let kept = fd.try_clone()?;
+                    agentcomputer_fuse::resume_connection(fs, fd, opts, init).map(|conn| {
+                        HostMount {
+                            handle: MountHandle::resumed(path, conn),
+                            fd: Some(kept),
+                        }
+                    })
                 })
                 .await
                 .map_err(|source| RegistryError::Mount {
                     path: h.path.display().to_string(),
                     source,
                 })?;
-                lock(&lease.slot.mounts).insert(h.path.clone(), handle);
+                lock(&lease.slot.mounts).insert(h.path.clone(), mount);
                 Ok::<(), RegistryError>(())
             }
             .await;
@@ -817,12 +936,12 @@ impl Registry {
             let mut mounts = lock(&slot.mounts);
             let held: Vec<PathBuf> = mounts
                 .iter()
-                .filter(|(_, h)| h.init_record().is_some())
+                .filter(|(_, m)| m.handle.init_record().is_some())
                 .map(|(p, _)| p.clone())
                 .collect();
             for p in held {
-                if let Some(h) = mounts.remove(&p) {
-                    h.leave();
+                if let Some(m) = mounts.remove(&p) {
+                    m.handle.leave();
                     left += 1;
                 }
             }
@@ -942,7 +1061,7 @@ impl Registry {
         let opts = host_mount_options(name);
         let holder = self.inner.holder.get().cloned();
         let computer = name.to_string();
-        let handle = blocking(move || {
+        let mount = blocking(move || {
             let mount_err = |source| RegistryError::Mount {
                 path: target.display().to_string(),
                 source,
@@ -972,11 +1091,15 @@ impl Registry {
                                 handle.init_record().expect("a connection mount").as_bytes(),
                             ),
                         };
-                        holder.keep(&held, std::os::fd::AsFd::as_fd(&kept))?;
-                        Ok(handle)
+                        holder.keep(&held, kept.as_fd())?;
+                        Ok(HostMount {
+                            handle,
+                            fd: Some(kept),
+                        })
                     },
                 ),
-                None => agentcomputer_fuse::mount(fs, &target, opts),
+                None => agentcomputer_fuse::mount(fs, &target, opts)
+                    .map(|handle| HostMount { handle, fd: None }),
             };
             mounted.map_err(|e| {
                 let refused = e
@@ -995,7 +1118,7 @@ impl Registry {
             })
         })
         .await?;
-        lock(&lease.slot.mounts).insert(path.to_path_buf(), handle);
+        lock(&lease.slot.mounts).insert(path.to_path_buf(), mount);
         info!(computer = name, path = %path.display(), "mounted computer");
         self.save_mounts().await;
         Ok(())
@@ -1040,7 +1163,7 @@ impl Registry {
                 path: path.display().to_string(),
             });
         };
-        let result = blocking(move || handle.unmount()).await;
+        let result = blocking(move || handle.handle.unmount()).await;
         self.let_go(path).await;
         self.save_mounts().await;
         result.map_err(|source| RegistryError::Mount {
@@ -1145,6 +1268,14 @@ impl Registry {
         }
     }
 }
+
+/// How many times [`Registry::watch_holder`] tries to replace a dead
+/// descriptor holder.
+pub const HOLDER_RESTART_ATTEMPTS: u32 = 5;
+
+/// Delay after the first failed attempt to replace the descriptor holder
+/// (doubling after each).
+pub const HOLDER_RESTART_DELAY: Duration = Duration::from_millis(200);
 
 /// Directory of the data directory holding per-exec scratch space, each
 /// exec's in its own subdirectory (JavaScript's `/tmp` database). Mode
@@ -1334,10 +1465,10 @@ async fn live_info(lease: Lease) -> Result<ComputerInfo, RegistryError> {
 
 /// Unmounts every host mount of `slot`, logging failures.
 async fn unmount_all(slot: &Arc<Slot>, inner: &Inner) {
-    let handles: Vec<(PathBuf, MountHandle)> = lock(&slot.mounts).drain().collect();
-    for (path, handle) in handles {
+    let handles: Vec<(PathBuf, HostMount)> = lock(&slot.mounts).drain().collect();
+    for (path, mount) in handles {
         let name = slot.name.clone();
-        let unmounted = blocking(move || handle.unmount()).await;
+        let unmounted = blocking(move || mount.handle.unmount()).await;
         if let Some(holder) = inner.holder.get().cloned() {
             let p = path.clone();
             if let Err(e) = blocking(move || holder.drop_path(&p)).await {

@@ -396,6 +396,143 @@ async fn host_mounts_survive_a_killed_and_a_replaced_agent() {
     assert!(agent.stop().await.success());
 }
 
+/// The pid of the descriptor holder listening in data directory `data`
+/// (`SO_PEERCRED` of a connection to its socket: the listener's
+/// credentials); `None` when none listens. The holder refuses the
+/// connection itself (its agent is connected), which changes nothing.
+fn holder_pid(data: &Path) -> Option<i32> {
+    use nix::sys::socket::{
+        AddressFamily, SockFlag, SockType, UnixAddr, connect, getsockopt, socket, sockopt,
+    };
+    use std::os::fd::AsRawFd;
+    let sock = socket(
+        AddressFamily::Unix,
+        SockType::SeqPacket,
+        SockFlag::SOCK_CLOEXEC,
+        None,
+    )
+    .ok()?;
+    let addr = UnixAddr::new(&data.join("fuse-holder.sock")).ok()?;
+    connect(sock.as_raw_fd(), &addr).ok()?;
+    getsockopt(&sock, sockopt::PeerCredentials)
+        .ok()
+        .map(|c| c.pid())
+}
+
+/// An agent logging at `info` to a pipe: the agent and a receiver of its
+/// log lines (each also printed to the test's stderr).
+fn agent_with_log(data: &Path, extra: &[&str]) -> (Agent, std::sync::mpsc::Receiver<String>) {
+    let mut agent = Agent::start_with(data, extra, |cmd| {
+        cmd.env("RUST_LOG", "info")
+            .stderr(std::process::Stdio::piped());
+    });
+    let stderr = agent.take_stderr();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        for line in std::io::BufReader::new(stderr).lines() {
+            let Ok(line) = line else { break };
+            eprintln!("agent: {line}");
+            let _ = tx.send(line);
+        }
+    });
+    (agent, rx)
+}
+
+/// Waits up to `secs` for a line of `log` containing `text`.
+fn wait_for_line(log: &std::sync::mpsc::Receiver<String>, text: &str, secs: u64) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(secs);
+    loop {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        match log.recv_timeout(left) {
+            Ok(line) if line.contains(text) => return,
+            Ok(_) => {}
+            Err(e) => panic!("no log line with {text:?} within {secs} s ({e})"),
+        }
+    }
+}
+
+/// A killed descriptor holder is replaced: the agent notices the link
+/// broke, starts a new holder and hands it every connection it serves,
+/// so a later `kill -9` of the agent still leaves the mount to the next
+/// agent. A writer appending and fsyncing through the mount sees no error
+/// throughout, and every acknowledged record is in the computer.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_killed_holder_is_replaced_and_mounts_still_survive_the_agent() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::{Arc, Mutex};
+    if !fuse_available() {
+        return;
+    }
+    let data = tempfile::tempdir().unwrap();
+    let mnt = tempfile::tempdir().unwrap();
+    const GRACE: &[&str] = &["--mount-grace", "20s"];
+    let (agent, log) = agent_with_log(data.path(), GRACE);
+    let mut c = agent.client().await;
+    create(&mut c, "demo", 0).await;
+    mount(&mut c, "demo", mnt.path()).await.unwrap();
+    drop(c);
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let acked = Arc::new(Mutex::new(Vec::new()));
+    let writer = {
+        let (log, stop, acked) = (mnt.path().join("log"), stop.clone(), acked.clone());
+        std::thread::spawn(move || append_records(log, stop, acked))
+    };
+    let wait_for_records = |more: usize| {
+        let acked = acked.clone();
+        async move {
+            let start = acked.lock().unwrap().len();
+            let deadline = std::time::Instant::now() + Duration::from_secs(30);
+            while acked.lock().unwrap().len() < start + more {
+                assert!(std::time::Instant::now() < deadline, "the writer is stuck");
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        }
+    };
+    wait_for_records(10).await;
+
+    // The holder is killed; the agent starts a new one and keeps the
+    // mount's connection with it again.
+    let first = holder_pid(data.path()).expect("a holder listens");
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(first),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    wait_for_line(
+        &log,
+        "a new FUSE descriptor holder keeps the host mounts again",
+        30,
+    );
+    let second = holder_pid(data.path()).expect("a new holder listens");
+    assert_ne!(first, second, "the same holder still answers");
+    wait_for_records(10).await;
+
+    // Now the agent is killed: the new holder keeps the mount for the next
+    // agent.
+    drop(agent);
+    let agent = Agent::start(data.path(), GRACE);
+    wait_for_records(10).await;
+    stop.store(true, Ordering::SeqCst);
+    let written = writer.join().unwrap().expect("the writer saw no error");
+    eprintln!(
+        "longest pause seen by the writer: {:?}",
+        longest_gap(&acked.lock().unwrap())
+    );
+    let mut c = agent.client().await;
+    let ran = sh(&mut c, "demo", "wc -l < log; tail -1 log").await;
+    assert_eq!(ran.code, 0, "{}", ran.stderr);
+    assert_eq!(
+        ran.stdout,
+        format!("{written}\n{}\n", written - 1),
+        "every acknowledged record"
+    );
+    drop(c);
+    assert!(agent.stop().await.success());
+    assert!(entries(mnt.path()).is_empty(), "a clean stop unmounts");
+}
+
 /// A computer's symbolic link pointing at a host file: host tools writing
 /// through the mount get ELOOP (`nosymfollow`) and the host file stays as
 /// it was; `readlink` still shows the link and the computer's own runtimes
