@@ -4,7 +4,14 @@
 //!
 //! The record is `<data-dir>/mounts.json`, a JSON array of
 //! `{"computer": NAME, "path": ABSOLUTE_DIR}`, rewritten atomically after
-//! every mount and unmount. A killed agent's mounts stay in the kernel with
+//! every mount and unmount, and before every `mount(2)` with the new
+//! target in it: a process killed between `mount(2)` and recording the
+//! mount (or handing its connection to the descriptor holder) leaves the
+//! target in the record, so the next start finds the dead mount there like
+//! any other (no connection held, nobody serves it: `ENOTCONN`), instead
+//! of an unrecorded one that only `umount -l` would remove. A target whose
+//! `mount(2)` never happened is simply not a mount and is forgotten. A
+//! killed agent's mounts stay in the kernel with
 //! no server: every access fails with `ENOTCONN`. They are left there on
 //! purpose ([`recheck_recorded`] keeps their records): removing one would
 //! turn its path back into the plain directory underneath, and a process

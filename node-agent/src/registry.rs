@@ -144,6 +144,11 @@ struct Inner {
     /// Local mode's descriptor holder: host mounts are made over
     /// connections it keeps, so they outlive this process.
     holder: std::sync::OnceLock<Arc<crate::holder::Client>>,
+    /// Host mounts being made: recorded before `mount(2)`, so that a
+    /// process killed before the mount is recorded (or its connection
+    /// kept by the holder) leaves a record for the next start to find the
+    /// dead mount by. Changed only under the mount table lock.
+    mounting: Mutex<Vec<MountRecord>>,
 }
 
 /// One open computer.
@@ -288,6 +293,7 @@ impl Registry {
                 shutdown: CancellationToken::new(),
                 dead_mounts: Mutex::new(dead_mounts),
                 holder: std::sync::OnceLock::new(),
+                mounting: Mutex::new(Vec::new()),
             }),
         })
     }
@@ -1056,6 +1062,25 @@ impl Registry {
             lock(&self.inner.dead_mounts).retain(|r| r.path != path);
             self.save_mounts().await;
         }
+        // The target is on disk before mount(2): a kill before the mount
+        // is recorded leaves the next start a record to find the dead
+        // mount by (mounts::recheck_recorded), instead of a mount no one
+        // knows of.
+        let intent = MountRecord {
+            computer: name.to_string(),
+            path: path.to_path_buf(),
+        };
+        lock(&self.inner.mounting).push(intent.clone());
+        if let Err(e) = self.try_save_mounts().await {
+            lock(&self.inner.mounting).retain(|r| *r != intent);
+            return Err(RegistryError::Mount {
+                path: path.display().to_string(),
+                source: io::Error::new(
+                    e.kind(),
+                    format!("cannot record the mount before making it: {e}"),
+                ),
+            });
+        }
         let fs = lease.fs().clone();
         let target = path.to_path_buf();
         let opts = host_mount_options(name);
@@ -1117,7 +1142,15 @@ impl Registry {
                 }
             })
         })
-        .await?;
+        .await;
+        lock(&self.inner.mounting).retain(|r| *r != intent);
+        let mount = match mount {
+            Ok(m) => m,
+            Err(e) => {
+                self.save_mounts().await;
+                return Err(e);
+            }
+        };
         lock(&lease.slot.mounts).insert(path.to_path_buf(), mount);
         info!(computer = name, path = %path.display(), "mounted computer");
         self.save_mounts().await;
@@ -1233,16 +1266,22 @@ impl Registry {
         out
     }
 
-    /// Rewrites `mounts.json` from the live mounts and the dead ones a
-    /// previous run left; failures are logged (the record only helps the
-    /// next start find dead mounts).
+    /// Rewrites `mounts.json` from the live mounts, those being made and
+    /// the dead ones a previous run left; failures are logged (the record
+    /// only helps the next start find dead mounts).
     async fn save_mounts(&self) {
-        let mut records = self.mounts();
-        records.extend(lock(&self.inner.dead_mounts).iter().cloned());
-        let dir = self.inner.data_dir.clone();
-        if let Err(e) = blocking(move || mounts::save_records(&dir, &records)).await {
+        if let Err(e) = self.try_save_mounts().await {
             warn!(error = %e, "could not record host mounts");
         }
+    }
+
+    /// [`Registry::save_mounts`], returning the error.
+    async fn try_save_mounts(&self) -> io::Result<()> {
+        let mut records = self.mounts();
+        records.extend(lock(&self.inner.mounting).iter().cloned());
+        records.extend(lock(&self.inner.dead_mounts).iter().cloned());
+        let dir = self.inner.data_dir.clone();
+        blocking(move || mounts::save_records(&dir, &records)).await
     }
 
     /// How many computers have their engine open now.

@@ -533,6 +533,98 @@ async fn a_killed_holder_is_replaced_and_mounts_still_survive_the_agent() {
     assert!(entries(mnt.path()).is_empty(), "a clean stop unmounts");
 }
 
+/// A kill between mount(2) and the holder's `keep` leaves no unrecorded
+/// dead mount: the agent records the target before mounting, so the next
+/// agent finds the dead mount there (its connection held by nobody) and
+/// keeps it as a recorded dead mount, which `unmount` removes and `mount`
+/// replaces. The window is held open without any test hook: the holder is
+/// stopped (SIGSTOP), so the agent's `keep` waits for an answer after
+/// mount(2); the agent is then killed, and the stopped holder with the
+/// `keep` it never read.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_kill_between_mount_and_keep_leaves_a_recorded_dead_mount() {
+    use nix::sys::signal::{Signal, kill};
+    if !fuse_available() {
+        return;
+    }
+    let data = tempfile::tempdir().unwrap();
+    let mnt = tempfile::tempdir().unwrap();
+    let agent = Agent::start(data.path(), &[]);
+    let mut c = agent.client().await;
+    create(&mut c, "demo", 0).await;
+    let holder = nix::unistd::Pid::from_raw(holder_pid(data.path()).expect("a holder listens"));
+    // Killed however the test ends: a stopped holder would keep the mount
+    // alive and unserved.
+    struct KillOnDrop(nix::unistd::Pid);
+    impl Drop for KillOnDrop {
+        fn drop(&mut self) {
+            let _ = kill(self.0, Signal::SIGKILL);
+        }
+    }
+    let _killer = KillOnDrop(holder);
+    kill(holder, Signal::SIGSTOP).unwrap();
+    let mounting = {
+        let mut c = agent.client().await;
+        let path = mnt.path().to_path_buf();
+        tokio::spawn(async move { mount(&mut c, "demo", &path).await })
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while agentcomputer_csi::mountinfo::count_at(mnt.path()).unwrap() == 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no mount(2) within 20 s"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    // The intent is on disk before mount(2).
+    assert_eq!(
+        recorded(data.path()),
+        vec![serde_json::json!({"computer": "demo", "path": mnt.path()})],
+        "the target is recorded before it is mounted"
+    );
+    drop(c);
+    drop(agent);
+    kill(holder, Signal::SIGKILL).unwrap();
+    assert!(mounting.await.unwrap().is_err(), "the agent was killed");
+    // Nobody holds the connection any more: the kernel aborted it.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while nix::sys::statfs::statfs(mnt.path()).err() != Some(nix::errno::Errno::ENOTCONN) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the mount is not dead"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+
+    let agent = Agent::start(data.path(), &[]);
+    let mut c = agent.client().await;
+    c.list_computers(pb::ListComputersRequest {}).await.unwrap();
+    // Kept dead and recorded: writes fail, nothing lands underneath.
+    let err = std::fs::write(mnt.path().join("late"), "lost?\n").unwrap_err();
+    assert_eq!(err.raw_os_error(), Some(libc::ENOTCONN), "{err}");
+    assert_eq!(
+        recorded(data.path()),
+        vec![serde_json::json!({"computer": "demo", "path": mnt.path()})],
+        "the dead mount must stay recorded"
+    );
+    // `unmount` removes it, and the path is a plain directory again.
+    unmount(&mut c, "demo", mnt.path()).await.unwrap();
+    assert_eq!(
+        agentcomputer_csi::mountinfo::count_at(mnt.path()).unwrap(),
+        0
+    );
+    assert!(entries(mnt.path()).is_empty());
+    assert!(recorded(data.path()).is_empty());
+    // And it mounts again.
+    mount(&mut c, "demo", mnt.path()).await.unwrap();
+    std::fs::write(mnt.path().join("a"), "hi\n").unwrap();
+    let ran = sh(&mut c, "demo", "cat a").await;
+    assert_eq!(ran.stdout, "hi\n");
+    drop(c);
+    assert!(agent.stop().await.success());
+    assert!(entries(mnt.path()).is_empty(), "a clean stop unmounts");
+}
+
 /// A computer's symbolic link pointing at a host file: host tools writing
 /// through the mount get ELOOP (`nosymfollow`) and the host file stays as
 /// it was; `readlink` still shows the link and the computer's own runtimes
