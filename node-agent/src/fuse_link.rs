@@ -34,6 +34,12 @@ pub const RETRY_MIN: Duration = Duration::from_millis(100);
 /// Longest delay between connection attempts.
 pub const RETRY_MAX: Duration = Duration::from_secs(5);
 
+/// How long after the first link to the mounter opens still keep orphans
+/// ([`Registry::shorten_orphan_hold`]): the mounter sends every `resume`
+/// right after the link is up, one at a time (each waits at most
+/// `SERVE_TIMEOUT`, in practice milliseconds).
+pub const RESUME_WINDOW: Duration = Duration::from_secs(120);
+
 /// One connection this agent process serves, as the mounter described it.
 struct HeldConnection {
     volume: String,
@@ -122,6 +128,7 @@ pub async fn run(registry: Registry, socket: PathBuf, stop: CancellationToken) {
     let held = Arc::new(Held::default());
     let mut delay = RETRY_MIN;
     let mut outage = false;
+    let mut linked = false;
     loop {
         let attempt = tokio::select! {
             _ = stop.cancelled() => return,
@@ -130,6 +137,10 @@ pub async fn run(registry: Registry, socket: PathBuf, stop: CancellationToken) {
         match attempt {
             Ok(end) => {
                 info!(socket = %socket.display(), "connected to the mounter");
+                if !linked {
+                    linked = true;
+                    registry.shorten_orphan_hold(std::time::Instant::now() + RESUME_WINDOW);
+                }
                 outage = false;
                 delay = RETRY_MIN;
                 serve(&registry, &held, end, &stop).await;

@@ -149,6 +149,9 @@ struct Inner {
     /// kept by the holder) leaves a record for the next start to find the
     /// dead mount by. Changed only under the mount table lock.
     mounting: Mutex<Vec<MountRecord>>,
+    /// Until when every open keeps the orphans; see
+    /// [`Registry::hold_orphans_until`].
+    orphan_hold: Mutex<Option<Instant>>,
 }
 
 /// One open computer.
@@ -294,6 +297,7 @@ impl Registry {
                 dead_mounts: Mutex::new(dead_mounts),
                 holder: std::sync::OnceLock::new(),
                 mounting: Mutex::new(Vec::new()),
+                orphan_hold: Mutex::new(None),
             }),
         })
     }
@@ -544,6 +548,33 @@ impl Registry {
             .await
     }
 
+    /// Until `until`, every engine this registry opens keeps its orphans
+    /// ([`OpenOptions::keep_orphans`]), as an open for a live connection
+    /// ([`Registry::acquire_live`]) does. For cluster mode: FUSE
+    /// connections a previous agent process served may still be on their
+    /// way back (the mounter's `resume`), and their kernels hold files
+    /// unlinked while open, which an ordinary open would free under them.
+    /// Orphans that no connection comes back for are freed at the first
+    /// ordinary open after the hold (the computer hibernated and opened
+    /// again). Replaces an earlier hold.
+    pub fn hold_orphans_until(&self, until: Instant) {
+        *lock(&self.inner.orphan_hold) = Some(until);
+    }
+
+    /// Ends the hold of [`Registry::hold_orphans_until`] at `until` if it
+    /// would end later (never extends it).
+    pub fn shorten_orphan_hold(&self, until: Instant) {
+        let mut hold = lock(&self.inner.orphan_hold);
+        if let Some(end) = hold.as_mut() {
+            *end = (*end).min(until);
+        }
+    }
+
+    /// Whether opens keep orphans now ([`Registry::hold_orphans_until`]).
+    pub fn holds_orphans(&self) -> bool {
+        lock(&self.inner.orphan_hold).is_some_and(|end| Instant::now() < end)
+    }
+
     async fn acquire_with(&self, name: &str, options: OpenOptions) -> Result<Lease, RegistryError> {
         check_name(name)?;
         if let Some(lease) = self.try_lease(name, true) {
@@ -553,6 +584,15 @@ impl Registry {
         if let Some(lease) = self.try_lease(name, true) {
             return Ok(lease);
         }
+        let options = if !options.keep_orphans && self.holds_orphans() {
+            info!(
+                computer = name,
+                "opening with orphans kept: connections of the previous agent process may still be resumed"
+            );
+            OpenOptions { keep_orphans: true }
+        } else {
+            options
+        };
         let dir = self.dir_of(name);
         let owned = name.to_string();
         let (fs, settings) = blocking(move || open_computer(&owned, &dir, options)).await?;
@@ -1590,4 +1630,82 @@ async fn close_slot(slot: Arc<Slot>) {
     })
     .await;
     info!(computer = %name, "closed computer");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Makes an orphan in computer `name` as a crashed process leaves it
+    /// (a file unlinked while open, the engine dropped without a clean
+    /// close) and returns its inode.
+    async fn crash_with_orphan(data: &Path, name: &str) -> u64 {
+        let registry = Registry::new(data, Duration::ZERO).unwrap();
+        registry
+            .create(name, Limits::default(), EgressConfig::default())
+            .await
+            .unwrap();
+        let lease = registry.acquire(name).await.unwrap();
+        let fs = lease.fs();
+        let f = fs
+            .mknod(
+                ROOT_INO,
+                b"f",
+                agentcomputer_fs::FileKind::RegularFile,
+                0o644,
+                0,
+                Owner::ROOT,
+            )
+            .unwrap();
+        fs.write(f.ino, 0, b"still open").unwrap();
+        // An engine handle that is never released: the file stays an orphan.
+        std::mem::forget(fs.open_inode(f.ino).unwrap());
+        fs.unlink(ROOT_INO, b"f").unwrap();
+        drop(lease);
+        // No close_all: the settings keep saying "open", as after a crash.
+        drop(registry);
+        f.ino
+    }
+
+    /// During an orphan hold (a cluster agent waiting for the mounter's
+    /// `resume`), an ordinary open keeps the orphans a live connection may
+    /// hold; once the hold is over, an orphan no connection came back for
+    /// is freed at the next ordinary open. Without a hold, at once.
+    #[tokio::test]
+    async fn orphans_are_kept_during_the_hold_and_freed_after_it() {
+        let data = tempfile::tempdir().unwrap();
+        let ino = crash_with_orphan(data.path(), "demo").await;
+
+        let registry = Registry::new(data.path(), Duration::ZERO).unwrap();
+        registry.hold_orphans_until(Instant::now() + Duration::from_secs(600));
+        let lease = registry.acquire("demo").await.unwrap();
+        assert_eq!(lease.fs().kept_orphans(), 1);
+        assert_eq!(lease.fs().read_all(ino).unwrap(), b"still open");
+        drop(lease);
+        // Hibernated and opened again during the hold: still kept.
+        assert_eq!(registry.close_idle().await, 1);
+        let lease = registry.acquire("demo").await.unwrap();
+        assert_eq!(lease.fs().kept_orphans(), 1);
+        drop(lease);
+        // The hold ends (shortened, as once the mounter is linked): the
+        // next ordinary open frees it.
+        registry.shorten_orphan_hold(Instant::now());
+        assert!(!registry.holds_orphans());
+        assert_eq!(registry.close_idle().await, 1);
+        let lease = registry.acquire("demo").await.unwrap();
+        assert_eq!(lease.fs().kept_orphans(), 0);
+        assert!(lease.fs().getattr(ino).is_err(), "the orphan was freed");
+        drop(lease);
+        registry.close_all().await;
+
+        // Without a hold, the first ordinary open frees it.
+        let data = tempfile::tempdir().unwrap();
+        let ino = crash_with_orphan(data.path(), "demo").await;
+        let registry = Registry::new(data.path(), Duration::ZERO).unwrap();
+        let lease = registry.acquire("demo").await.unwrap();
+        assert_eq!(lease.fs().kept_orphans(), 0);
+        assert!(lease.fs().getattr(ino).is_err());
+        drop(lease);
+        registry.close_all().await;
+    }
 }

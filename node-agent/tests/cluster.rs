@@ -1339,6 +1339,49 @@ async fn a_published_volume_is_served_by_the_cluster_agent() {
         "the engine holds what the mount showed"
     );
 
+    // A file a sandbox process holds unlinked while open survives a
+    // restart in which an API call reaches the new agent before the
+    // mounter's `resume`: that call's open keeps the orphan, which the
+    // resumed connection then serves. The agent is kept off the mounter
+    // by moving the hand-over socket away until the call is done.
+    let mut held = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create_new(true)
+        .open(target.join("held"))
+        .unwrap();
+    std::io::Write::write_all(&mut held, b"unlinked but open\n").unwrap();
+    held.sync_all().unwrap();
+    std::fs::remove_file(target.join("held")).unwrap();
+    let socket = cluster.dir.path().join("mounter.sock");
+    let away = cluster.dir.path().join("mounter.sock.away");
+    std::fs::rename(&socket, &away).unwrap();
+    let mut agent = agent;
+    agent.proc.kill();
+    let agent = Agent::start(&cluster, &data, "node-agent-volume-3.log").await;
+    let c = agent.client(Some(&tb)).await;
+    eventually(30, "an API call on the agent before the resume", || {
+        let mut c = c.clone();
+        async move { stat(&mut c, "basic", "/workspace/a").await.ok() }
+    })
+    .await;
+    std::fs::rename(&away, &socket).unwrap();
+    // A read through the mount waits for the resume, then works.
+    let out = Command::new("cat").arg(target.join("a")).output().unwrap();
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "hi\n");
+    // Writes go to the server (no writeback cache): the orphan is there.
+    std::io::Write::write_all(&mut held, b"and more\n")
+        .unwrap_or_else(|e| panic!("write to the file held unlinked: {e}"));
+    held.sync_all()
+        .unwrap_or_else(|e| panic!("fsync of the file held unlinked: {e}"));
+    held.set_len(4)
+        .unwrap_or_else(|e| panic!("truncate of the file held unlinked: {e}"));
+    let mut text = String::new();
+    std::io::Seek::seek(&mut held, std::io::SeekFrom::Start(0)).unwrap();
+    std::io::Read::read_to_string(&mut held, &mut text).unwrap();
+    assert_eq!(text, "unli");
+    drop(held);
+
     node.node_unpublish_volume(csi::NodeUnpublishVolumeRequest {
         volume_id: uid.clone(),
         target_path: target.display().to_string(),

@@ -63,6 +63,13 @@ pub const DEFAULT_STATUS_INTERVAL: Duration = Duration::from_secs(10);
 /// a pod gets by default between SIGTERM and SIGKILL).
 pub const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(20);
 
+/// How long after start every open keeps orphans while the agent has not
+/// reached the mounter ([`Registry::hold_orphans_until`]): a mounter that
+/// keeps connections of the previous process hands them over (`resume`)
+/// as soon as the link is up; one that does not answer for this long is
+/// taken to have lost them (it restarted too).
+pub const ORPHAN_HOLD_UNLINKED: Duration = Duration::from_secs(300);
+
 /// Settings of cluster mode.
 #[derive(Debug, Clone)]
 pub struct ClusterConfig {
@@ -199,6 +206,10 @@ where
             config.data_dir.display()
         )
     })?;
+    // Connections the previous process served come back with the
+    // mounter's `resume`; until then, opens keep the files their kernels
+    // hold unlinked while open (fuse_link shortens this once linked).
+    registry.hold_orphans_until(std::time::Instant::now() + ORPHAN_HOLD_UNLINKED);
     let addr = listener.local_addr()?;
     info!(%addr, node = %config.node_name, data_dir = %config.data_dir.display(), "node agent serving in cluster mode");
     let index = Arc::new(Index::default());
