@@ -17,7 +17,9 @@
 //! agent has been connected for the grace period (`--grace`, default
 //! [`DEFAULT_GRACE`]) it closes them all: the connections abort and
 //! processes using those mounts get `ENOTCONN` instead of waiting forever.
-//! It exits when it holds nothing and no agent is connected.
+//! It exits when it holds nothing and no agent is connected. An agent
+//! whose holder dies starts a new one and hands it its connections again
+//! (`Registry::watch_holder`).
 //!
 //! # Protocol
 //!
