@@ -10,10 +10,12 @@ cd "$(dirname "$0")/../.."
 runs=${1:-100}
 only=${2:-startup,script,modules,limits,network}
 target=${CARGO_TARGET_DIR:-target}
+# The interpreters' hot crates optimised inside the debug build.
+source bench/python-eval/opt.sh
 out=$(mktemp -d)
 for feature in python cpython; do
   start=$(date +%s)
-  cargo build -q -p python-eval --features "$feature"
+  cargo build -q "${OPT_FLAGS[@]}" -p python-eval --features "$feature"
   echo "build of python-eval --features $feature: $(( $(date +%s) - start )) s (incremental)"
   cp "$target/debug/python-eval" "$out/python-eval-$feature"
 done

@@ -61,7 +61,9 @@ fn parse_args() -> Result<Args> {
                     }
                 }
             }
-            other => bail!("unknown argument {other:?}; usage: python-eval [--runs N] [--only SECTION,...]"),
+            other => bail!(
+                "unknown argument {other:?}; usage: python-eval [--runs N] [--only SECTION,...]"
+            ),
         }
     }
     Ok(args)

@@ -18,7 +18,10 @@ impl Computer {
         let dir = tempfile::tempdir()?;
         let fs = Fs::create(&dir.path().join("computer.db"), Limits::default())
             .map_err(|e| anyhow::anyhow!("create engine: {e}"))?;
-        Ok(Self { fs, _dir: Some(dir) })
+        Ok(Self {
+            fs,
+            _dir: Some(dir),
+        })
     }
 
     /// Another handle on a computer whose directory someone else keeps.
@@ -57,8 +60,10 @@ impl Computer {
             }
             (out, err)
         };
-        let (outcome, (out, err)) =
-            tokio::join!(run(self.fs.clone(), req, tx, CancellationToken::new()), collect);
+        let (outcome, (out, err)) = tokio::join!(
+            run(self.fs.clone(), req, tx, CancellationToken::new()),
+            collect
+        );
         Ran {
             exit: outcome.exit_code,
             stdout: String::from_utf8_lossy(&out).into_owned(),
@@ -166,7 +171,8 @@ impl Mem {
 /// Resets `VmHWM` to the current resident set (proc(5), `clear_refs` 5), so
 /// the next [`Mem::now`] shows the peak of what ran in between.
 pub fn reset_peak() -> Result<()> {
-    std::fs::write("/proc/self/clear_refs", "5").context("reset VmHWM through /proc/self/clear_refs")
+    std::fs::write("/proc/self/clear_refs", "5")
+        .context("reset VmHWM through /proc/self/clear_refs")
 }
 
 /// CPU time (user + system) this process has used so far.

@@ -54,7 +54,12 @@ pub async fn startup(runs: usize) -> Result<()> {
     for _ in 0..runs {
         let r = c.sh("python3 -c 'print(1)'", T30).await;
         if r.exit != 0 || r.stdout != "1\n" {
-            bail!("python3 -c 'print(1)' gave exit {} {:?} {:?}", r.exit, r.stdout, r.stderr);
+            bail!(
+                "python3 -c 'print(1)' gave exit {} {:?} {:?}",
+                r.exit,
+                r.stdout,
+                r.stderr
+            );
         }
         py.push(r.elapsed);
     }
@@ -90,7 +95,47 @@ pub async fn startup(runs: usize) -> Result<()> {
         mib(after_runs.peak_vm)
     );
 
-    // Eight at once, as several agents' scripts would run on one node.
+    // Imports: the stdlib is Python source in a zip, compiled per exec.
+    for imports in ["json", "csv, json, re, pathlib, os"] {
+        let script = format!("python3 -c 'import {imports}'");
+        let mut t = Vec::new();
+        for _ in 0..runs.min(20) {
+            let r = c.sh(&script, T30).await;
+            if r.exit != 0 {
+                println!(
+                    "| `import {imports}` | exit {}: {} |",
+                    r.exit,
+                    r.error_line()
+                );
+                break;
+            }
+            t.push(r.elapsed);
+        }
+        if !t.is_empty() {
+            let n = t.len();
+            let (p50, p99, max) = percentiles(t);
+            println!(
+                "| `python3 -c 'import {imports}'` p50 / p99 / max ({n} runs) | {} / {} / {} |",
+                ms(p50),
+                ms(p99),
+                ms(max)
+            );
+        }
+    }
+
+    // Eight at once, as several agents' scripts would run on one node;
+    // first one alone, for comparison.
+    let alone = c.sh("python3 -c 'print(sum(range(10**6)))'", T30).await;
+    println!(
+        "| one exec of `print(sum(range(10**6)))` alone | {} (exit {}{}) |",
+        ms(alone.elapsed),
+        alone.exit,
+        if alone.exit == 0 {
+            String::new()
+        } else {
+            format!(": {}", alone.error_line())
+        }
+    );
     let rss_before = Mem::now().rss;
     reset_peak()?;
     let start = Instant::now();
@@ -103,11 +148,22 @@ pub async fn startup(runs: usize) -> Result<()> {
         });
     }
     let mut ok = 0;
+    let mut failure = None;
     while let Some(r) = set.join_next().await {
         let r = r?;
         if r.exit == 0 && r.stdout == "499999500000\n" {
             ok += 1;
+        } else if failure.is_none() {
+            failure = Some(format!(
+                "exit {} after {}: {}",
+                r.exit,
+                ms(r.elapsed),
+                r.error_line()
+            ));
         }
+    }
+    if let Some(failure) = failure {
+        println!("| first failure among the 8 | {failure} |");
     }
     let concurrent = Mem::now();
     println!(
@@ -160,14 +216,19 @@ pub async fn script(runs: usize) -> Result<()> {
             T30,
         )
         .await;
-    let engine = c.read("b.txt").map(|b| String::from_utf8_lossy(&b).into_owned());
-    let ok = r.exit == 0 && r.stdout == "HELLO\n" && engine.as_deref().is_ok_and(|s| s == "HELLO\n");
+    let engine = c
+        .read("b.txt")
+        .map(|b| String::from_utf8_lossy(&b).into_owned());
+    let ok =
+        r.exit == 0 && r.stdout == "HELLO\n" && engine.as_deref().is_ok_and(|s| s == "HELLO\n");
     println!(
         "| shell writes `a.txt`, Python `Path.read_text`/`write_text` `b.txt`, shell `cat`s it, engine API reads it | {} (exit {}; shell saw {:?}; engine saw {}) {} |",
         verdict(ok),
         r.exit,
         r.stdout,
-        engine.as_ref().map_or_else(|e| e.to_string(), |s| format!("{s:?}")),
+        engine
+            .as_ref()
+            .map_or_else(|e| e.to_string(), |s| format!("{s:?}")),
         r.error_line()
     );
     let r = c
@@ -194,9 +255,16 @@ wc -l < data/people.csv"
     );
     let r = c.sh(&prepare, T30).await;
     if r.exit != 0 || r.stdout.trim() != "501" {
-        bail!("preparing the inputs failed: {} {} {}", r.exit, r.stdout, r.stderr);
+        bail!(
+            "preparing the inputs failed: {} {} {}",
+            r.exit,
+            r.stdout,
+            r.stderr
+        );
     }
-    let expected_hits = (1..=500).filter(|i| i % 3 == 0 && 20 + i % 50 >= 30).count();
+    let expected_hits = (1..=500)
+        .filter(|i| i % 3 == 0 && 20 + i % 50 >= 30)
+        .count();
     let expected = format!("500 {expected_hits}\n");
     let mut times = Vec::with_capacity(runs);
     let mut last = None;
@@ -229,10 +297,13 @@ wc -l < data/people.csv"
         return Ok(());
     }
     let check = c
-        .sh("jq -r '.hits, .cwd' out/summary.json; wc -l < out/hits.csv; sed -n 2p out/hits.csv", T30)
+        .sh(
+            "jq -r '.hits, .cwd' out/summary.json; wc -l < out/hits.csv; sed -n 2p out/hits.csv",
+            T30,
+        )
         .await;
     let want = format!(
-        "{expected_hits}\n/workspace\n{}\nuser30,user30@test.org\r\n",
+        "{expected_hits}\n/workspace\n{}\nuser12,user12@test.org\r\n",
         expected_hits + 1
     );
     println!(
@@ -246,7 +317,11 @@ wc -l < data/people.csv"
         "| engine API reads `out/summary.json` | {} ({} bytes, `\"hits\": {expected_hits}` {}) |",
         verdict(summary.contains(&format!("\"hits\": {expected_hits}"))),
         summary.len(),
-        if summary.contains(&format!("\"hits\": {expected_hits}")) { "present" } else { "missing" }
+        if summary.contains(&format!("\"hits\": {expected_hits}")) {
+            "present"
+        } else {
+            "missing"
+        }
     );
     Ok(())
 }
@@ -254,25 +329,73 @@ wc -l < data/people.csv"
 /// One import and one use of each common module.
 const MODULES: &[(&str, &str)] = &[
     ("json", "import json; print(json.dumps({\"a\": [1, 2]}))"),
-    ("re", "import re; print(re.sub(r\"[0-9]+\", \"N\", \"a1b22\"))"),
-    ("pathlib", "import pathlib; print(pathlib.Path(\"/workspace\").is_dir())"),
-    ("csv", "import csv; print(list(csv.reader([\"a,b\", \"c,d\"])))"),
-    ("os", "import os; print(os.getcwd(), sorted(os.listdir(\".\")), os.environ.get(\"HOME\"))"),
+    (
+        "re",
+        "import re; print(re.sub(r\"[0-9]+\", \"N\", \"a1b22\"))",
+    ),
+    (
+        "pathlib",
+        "import pathlib; print(pathlib.Path(\"/workspace\").is_dir())",
+    ),
+    (
+        "csv",
+        "import csv; print(list(csv.reader([\"a,b\", \"c,d\"])))",
+    ),
+    (
+        "os",
+        "import os; print(os.getcwd(), sorted(os.listdir(\".\")), os.environ.get(\"HOME\"))",
+    ),
     ("sys", "import sys; print(sys.version_info[:2], sys.argv)"),
-    ("subprocess", "import subprocess; print(subprocess.run([\"echo\", \"hi\"], capture_output=True).stdout)"),
-    ("datetime", "import datetime; print(datetime.datetime.now().year >= 2024, datetime.date(2024, 1, 31) + datetime.timedelta(days=1))"),
-    ("collections", "import collections; print(collections.Counter(\"abca\").most_common(1), collections.defaultdict(list)[\"k\"])"),
-    ("itertools", "import itertools; print(list(itertools.islice(itertools.count(), 3)), list(itertools.chain([1], [2])))"),
+    (
+        "subprocess",
+        "import subprocess; print(subprocess.run([\"echo\", \"hi\"], capture_output=True).stdout)",
+    ),
+    (
+        "datetime",
+        "import datetime; print(datetime.datetime.now().year >= 2024, datetime.date(2024, 1, 31) + datetime.timedelta(days=1))",
+    ),
+    (
+        "collections",
+        "import collections; print(collections.Counter(\"abca\").most_common(1), collections.defaultdict(list)[\"k\"])",
+    ),
+    (
+        "itertools",
+        "import itertools; print(list(itertools.islice(itertools.count(), 3)), list(itertools.chain([1], [2])))",
+    ),
     ("math", "import math; print(math.sqrt(2), math.floor(2.5))"),
-    ("hashlib", "import hashlib; print(hashlib.sha256(b\"x\").hexdigest()[:16])"),
+    (
+        "hashlib",
+        "import hashlib; print(hashlib.sha256(b\"x\").hexdigest()[:16])",
+    ),
     ("base64", "import base64; print(base64.b64encode(b\"hi\"))"),
-    ("textwrap", "import textwrap; print(textwrap.wrap(\"aa bb cc dd\", 5))"),
-    ("argparse", "import argparse; p = argparse.ArgumentParser(); p.add_argument(\"--n\", type=int); print(p.parse_args([\"--n\", \"3\"]).n)"),
-    ("typing", "from typing import List, Optional; x: List[int] = [1]; print(x, Optional[int])"),
-    ("dataclasses", "from dataclasses import dataclass, asdict\n@dataclass\nclass P:\n    x: int\n    y: int = 2\nprint(asdict(P(1)))"),
-    ("class + f-string + exceptions", "class A:\n    def __init__(self, n):\n        self.n = n\ntry:\n    raise ValueError(A(3).n)\nexcept ValueError as e:\n    print(f\"caught {e!r:>12}\")"),
-    ("generators + comprehension", "def g(n):\n    yield from range(n)\nprint({k: v for k, v in zip(\"ab\", g(2))}, sum(x * x for x in g(4)))"),
-    ("sqlite3", "import sqlite3; c = sqlite3.connect(\":memory:\"); print(c.execute(\"select 1 + 1\").fetchone())"),
+    (
+        "textwrap",
+        "import textwrap; print(textwrap.wrap(\"aa bb cc dd\", 5))",
+    ),
+    (
+        "argparse",
+        "import argparse; p = argparse.ArgumentParser(); p.add_argument(\"--n\", type=int); print(p.parse_args([\"--n\", \"3\"]).n)",
+    ),
+    (
+        "typing",
+        "from typing import List, Optional; x: List[int] = [1]; print(x, Optional[int])",
+    ),
+    (
+        "dataclasses",
+        "from dataclasses import dataclass, asdict\n@dataclass\nclass P:\n    x: int\n    y: int = 2\nprint(asdict(P(1)))",
+    ),
+    (
+        "class + f-string + exceptions",
+        "class A:\n    def __init__(self, n):\n        self.n = n\ntry:\n    raise ValueError(A(3).n)\nexcept ValueError as e:\n    print(f\"caught {e!r:>12}\")",
+    ),
+    (
+        "generators + comprehension",
+        "def g(n):\n    yield from range(n)\nprint({k: v for k, v in zip(\"ab\", g(2))}, sum(x * x for x in g(4)))",
+    ),
+    (
+        "sqlite3",
+        "import sqlite3; c = sqlite3.connect(\":memory:\"); print(c.execute(\"select 1 + 1\").fetchone())",
+    ),
     ("stdin", "import sys; print(len(sys.stdin.read()))"),
 ];
 
@@ -318,18 +441,57 @@ pub async fn limits() -> Result<()> {
     let c = Computer::new()?;
     println!("## Limits: timeout, CPU after the stop, memory bombs, recursion");
     println!();
-    println!("| script (exec timeout) | ended after | exit | message | CPU in the 1 s after | peak RSS above before | `echo alive` after |");
+    println!(
+        "| script (exec timeout) | ended after | exit | message | CPU in the 1 s after | peak RSS above before | `echo alive` after |"
+    );
     println!("|---|---|---|---|---|---|---|");
     let cases: &[(&str, &str, u64)] = &[
         ("while True: pass", "python3 -c 'while True: pass'", 3),
-        ("x = 7 ** (10 ** 9) (one long native operation)", "python3 -c 'x = 7 ** (10 ** 9); print(1)'", 3),
-        ("x = 'a' * 10**10", "python3 -c 'x = \"a\" * 10**10; print(len(x))'", 20),
-        ("bytearray(2**31)", "python3 -c 'b = bytearray(2**31); print(len(b))'", 20),
-        ("growing list", "python3 -c 'l = []\nwhile True: l.append(bytes(1000))'", 20),
-        ("growing dict of str", "python3 -c 'd = {}\ni = 0\nwhile True:\n    d[i] = str(i) * 100\n    i += 1'", 20),
-        ("file bomb: write 1 MiB chunks forever to /workspace", "python3 -c 'f = open(\"big\", \"wb\")\nwhile True: f.write(bytes(1 << 20))'", 20),
-        ("deep recursion", "python3 -c 'def f(n): return f(n + 1)\nf(0)'", 20),
-        ("deeply nested literal", "python3 -c 'print(eval(\"[\" * 100000 + \"]\" * 100000))'", 20),
+        (
+            "x = 7 ** (10 ** 9) (one long native operation)",
+            "python3 -c 'x = 7 ** (10 ** 9); print(1)'",
+            3,
+        ),
+        (
+            "x = 'a' * 10**10",
+            "python3 -c 'x = \"a\" * 10**10; print(len(x))'",
+            20,
+        ),
+        (
+            "bytearray(2**31)",
+            "python3 -c 'b = bytearray(2**31); print(len(b))'",
+            20,
+        ),
+        (
+            "x = 'a' * 10**9",
+            "python3 -c 'x = \"a\" * 10**9; print(len(x))'",
+            20,
+        ),
+        (
+            "growing list of 1 MiB bytes",
+            "python3 -c 'l = []\nwhile True: l.append(bytes(1 << 20))'",
+            20,
+        ),
+        (
+            "growing dict of str",
+            "python3 -c 'd = {}\ni = 0\nwhile True:\n    d[i] = str(i) * 100\n    i += 1'",
+            20,
+        ),
+        (
+            "file bomb: write 1 MiB chunks forever to /workspace",
+            "python3 -c 'f = open(\"big\", \"wb\")\nwhile True: f.write(bytes(1 << 20))'",
+            20,
+        ),
+        (
+            "deep recursion",
+            "python3 -c 'def f(n): return f(n + 1)\nf(0)'",
+            20,
+        ),
+        (
+            "deeply nested literal",
+            "python3 -c 'print(eval(\"[\" * 100000 + \"]\" * 100000))'",
+            20,
+        ),
     ];
     for (name, script, secs) in cases {
         let rss = Mem::now().rss;
@@ -366,14 +528,41 @@ pub async fn network() -> Result<()> {
     println!("| attempt | exit | error (last line of stderr) |");
     println!("|---|---|---|");
     let attempts = [
-        ("socket.create_connection", format!("import socket; socket.create_connection((\"127.0.0.1\", {port}), timeout=2); print(\"connected\")")),
-        ("urllib.request.urlopen", format!("import urllib.request; print(urllib.request.urlopen(\"http://127.0.0.1:{port}/\", timeout=2).status)")),
-        ("subprocess curl", format!("import subprocess; print(subprocess.run([\"curl\", \"http://127.0.0.1:{port}/\"]).returncode)")),
-        ("os.system", "import os; print(os.system(\"echo hi\"))".to_string()),
+        (
+            "socket.create_connection",
+            format!(
+                "import socket; socket.create_connection((\"127.0.0.1\", {port}), timeout=2); print(\"connected\")"
+            ),
+        ),
+        (
+            "urllib.request.urlopen",
+            format!(
+                "import urllib.request; print(urllib.request.urlopen(\"http://127.0.0.1:{port}/\", timeout=2).status)"
+            ),
+        ),
+        (
+            "subprocess curl",
+            format!(
+                "import subprocess; print(subprocess.run([\"curl\", \"http://127.0.0.1:{port}/\"]).returncode)"
+            ),
+        ),
+        (
+            "os.system",
+            "import os; print(os.system(\"echo hi\"))".to_string(),
+        ),
     ];
     for (name, code) in attempts {
-        let r = c.sh(&format!("python3 -c \"{}\"", shell_dq(&code)), Duration::from_secs(10)).await;
-        let detail = if r.exit == 0 { cell(r.stdout.trim()) } else { r.error_line() };
+        let r = c
+            .sh(
+                &format!("python3 -c \"{}\"", shell_dq(&code)),
+                Duration::from_secs(10),
+            )
+            .await;
+        let detail = if r.exit == 0 {
+            cell(r.stdout.trim())
+        } else {
+            r.error_line()
+        };
         println!("| {name} | {} | {detail} |", r.exit);
     }
     let mut accepted = 0;
