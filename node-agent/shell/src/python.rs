@@ -9,8 +9,8 @@
 //! With both, CPython is the one registered. Either reads and writes files
 //! through bashkit's outermost filesystem, which is this crate's
 //! [`crate::SandboxFs`]: `/workspace` is the engine, `/tmp` the exec's
-//! scratch tree. Each call gets the exec's memory budget, its remaining
-//! time (bashkit's deadline) and its output cap. The measurements that
+//! scratch tree. Each call gets the exec's memory budget and its remaining
+//! time (bashkit's deadline); CPython also gets the exec's output cap. The measurements that
 //! decide whether one of them ships are in `docs/shell-runtime.md`
 //! (section "python3") and `bench/python-eval`.
 
