@@ -22,6 +22,7 @@ mod limits;
 mod output;
 mod paths;
 mod pool;
+mod python;
 mod runtime;
 mod sandbox_fs;
 mod session;

@@ -112,6 +112,7 @@ pub(crate) async fn execute(job: Job) -> Finished {
         max_download_bytes: job.limits.max_download_bytes,
     };
     builder = builtins::http::install(builder, network);
+    builder = crate::python::install(builder, &job.limits, job.timeout, job.gate.cap());
     for (key, value) in job.env {
         builder = builder.env(key, value);
     }
