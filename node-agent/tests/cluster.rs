@@ -1031,6 +1031,7 @@ async fn a_published_volume_is_served_by_the_cluster_agent() {
         agent_uid: nix::unistd::geteuid().as_raw(),
         agent_gid: nix::unistd::getegid().as_raw(),
         data_dir: data.clone(),
+        agent_grace: agentcomputer_csi::grace::DEFAULT_AGENT_GRACE,
     };
     let (stop_mounter, stopped) = tokio::sync::oneshot::channel::<()>();
     let mounter = tokio::spawn(mounter::run(config.clone(), async move {
@@ -1451,6 +1452,7 @@ async fn a_restarted_mounter_takes_the_connections_back_from_the_agent() {
         agent_uid: nix::unistd::geteuid().as_raw(),
         agent_gid: nix::unistd::getegid().as_raw(),
         data_dir: data.clone(),
+        agent_grace: agentcomputer_csi::grace::DEFAULT_AGENT_GRACE,
     };
     let start_mounter = |config: MounterConfig| {
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();

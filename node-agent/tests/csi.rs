@@ -70,6 +70,7 @@ impl Node {
             agent_uid,
             agent_gid: 0,
             data_dir: dir.path().join("data"),
+            agent_grace: agentcomputer_csi::grace::DEFAULT_AGENT_GRACE,
         };
         let (tx, rx) = tokio::sync::oneshot::channel::<()>();
         let mounter = tokio::spawn(mounter::run(config.clone(), async move {

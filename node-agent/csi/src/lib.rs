@@ -10,10 +10,12 @@
 //! * [`mounter::run`]: the whole process, given [`mounter::MounterConfig`];
 //! * [`handover`]: the protocol between mounter and agent (both ends);
 //! * [`node`], [`identity`]: the gRPC services; [`publish`]: the mounts;
-//!   [`adopt`]: taking the connections back from the agent after a restart.
+//!   [`adopt`]: taking the connections back from the agent after a restart;
+//!   [`grace`]: the bound on how long a connection waits for an agent.
 
 pub mod adopt;
 pub mod authority;
+pub mod grace;
 pub mod handover;
 pub mod identity;
 pub mod mounter;

@@ -3,7 +3,7 @@
 //!
 //! Flags (each also an environment variable): `--node-name`,
 //! `--csi-endpoint`, `--registration-dir`, `--handover-socket`,
-//! `--agent-uid`, `--agent-gid`, `--data-dir`. Logs go to stderr
+//! `--agent-uid`, `--agent-gid`, `--data-dir`, `--agent-grace`. Logs go to stderr
 //! (`RUST_LOG`, default `info`); SIGINT or SIGTERM stops it, leaving live
 //! mounts to the agent.
 
@@ -58,6 +58,12 @@ struct Cli {
         default_value = "/var/lib/agentcomputer/data"
     )]
     data_dir: PathBuf,
+    /// Seconds a published volume waits for a node agent to serve it
+    /// (after the agent that served it left) before its FUSE connection is
+    /// ended: processes on the mount then get ECONNABORTED/ENOTCONN instead
+    /// of waiting. 0 waits forever. See docs/csi.md.
+    #[arg(long, env = "AGENTCOMPUTER_AGENT_GRACE", default_value_t = agentcomputer_csi::grace::DEFAULT_AGENT_GRACE.as_secs())]
+    agent_grace: u64,
 }
 
 fn main() -> anyhow::Result<()> {
@@ -78,6 +84,7 @@ fn main() -> anyhow::Result<()> {
         agent_uid: cli.agent_uid,
         agent_gid: cli.agent_gid,
         data_dir: cli.data_dir,
+        agent_grace: std::time::Duration::from_secs(cli.agent_grace),
     };
     let runtime = tokio::runtime::Runtime::new().context("cannot start the async runtime")?;
     runtime.block_on(async move {

@@ -40,6 +40,10 @@ pub struct MounterConfig {
     pub agent_gid: u32,
     /// The agent's data directory, created (mode 0700) for the agent.
     pub data_dir: PathBuf,
+    /// How long a published connection may go without a serving agent
+    /// process before the mounter ends it (`crate::grace`); zero waits
+    /// forever.
+    pub agent_grace: std::time::Duration,
 }
 
 impl MounterConfig {
@@ -116,11 +120,16 @@ pub async fn run(config: MounterConfig, shutdown: impl Future<Output = ()>) -> a
         })
     };
     let handover_task = tokio::spawn(handover.clone().run(stop.clone()));
+    let grace_task = tokio::spawn(crate::grace::watch(
+        publisher.clone(),
+        config.agent_grace,
+        stop.clone(),
+    ));
     let csi_server = tonic::transport::Server::builder()
         .add_service(IdentityServer::new(IdentityService::new(handover.clone())))
         .add_service(NodeServer::new(NodeService::new(
             config.node_name.clone(),
-            publisher,
+            publisher.clone(),
         )))
         .serve_with_incoming_shutdown(UnixListenerStream::new(csi), stop.clone().cancelled_owned());
     let reg_server = tonic::transport::Server::builder()
@@ -138,6 +147,7 @@ pub async fn run(config: MounterConfig, shutdown: impl Future<Output = ()>) -> a
         csi = %config.csi_socket.display(),
         registration = %reg_path.display(),
         handover = %config.handover_socket.display(),
+        agent_grace = ?config.agent_grace,
         "mounter serving"
     );
     let servers = async { tokio::try_join!(csi_server, reg_server) };
@@ -150,6 +160,7 @@ pub async fn run(config: MounterConfig, shutdown: impl Future<Output = ()>) -> a
     };
     stop.cancel();
     let _ = handover_task.await;
+    let _ = grace_task.await;
     resumer.abort();
     for path in [&config.csi_socket, &reg_path] {
         if let Err(e) = std::fs::remove_file(path) {

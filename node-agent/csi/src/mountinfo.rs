@@ -8,6 +8,10 @@ use std::path::{Path, PathBuf};
 /// One line of mountinfo: the fields the mounter needs.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MountEntry {
+    /// Field 3: the `st_dev` of files on the mount as `(major, minor)`. A
+    /// FUSE connection is number `minor` under fusectl
+    /// (`/sys/fs/fuse/connections/<minor>`, major 0: an anonymous device).
+    pub device: (u32, u32),
     /// Field 5: where it is mounted.
     pub mountpoint: PathBuf,
     /// Field 6: per-mount options (`rw` or `ro`, `nosuid`, ...).
@@ -74,6 +78,8 @@ pub fn count_at(path: &Path) -> io::Result<usize> {
 /// Parses one line of mountinfo (proc(5)); `None` for a malformed line.
 pub fn parse_line(line: &[u8]) -> Option<MountEntry> {
     let fields: Vec<&[u8]> = line.split(|&b| b == b' ').collect();
+    let device = std::str::from_utf8(fields.get(2)?).ok()?.split_once(':')?;
+    let device = (device.0.parse().ok()?, device.1.parse().ok()?);
     let mountpoint = fields.get(4)?;
     let options = fields.get(5)?;
     let dash = fields.iter().position(|f| *f == b"-")?;
@@ -82,6 +88,7 @@ pub fn parse_line(line: &[u8]) -> Option<MountEntry> {
     let super_options = fields.get(dash + 3).copied().unwrap_or_default();
     let text = |b: &[u8]| String::from_utf8_lossy(&unescape(b)).into_owned();
     Some(MountEntry {
+        device,
         mountpoint: PathBuf::from(OsString::from_vec(unescape(mountpoint))),
         options: text(options).split(',').map(str::to_string).collect(),
         fstype: text(fstype),
@@ -121,6 +128,7 @@ mod tests {
     fn parses_a_fuse_line_with_escapes_and_optional_fields() {
         let line = b"36 35 0:45 / /var/lib/a\\040b ro,nosuid,nodev shared:7 - fuse.agentcomputer agentcomputer:vol-1 rw,user_id=1000";
         let e = parse_line(line).unwrap();
+        assert_eq!(e.device, (0, 45));
         assert_eq!(e.mountpoint, PathBuf::from("/var/lib/a b"));
         assert_eq!(e.fstype, "fuse.agentcomputer");
         assert_eq!(e.source, "agentcomputer:vol-1");
@@ -129,6 +137,7 @@ mod tests {
         assert_eq!(e.super_option("user"), None);
         assert_eq!(e.super_option("group_id"), None);
         assert!(parse_line(b"").is_none());
+        assert!(parse_line(b"36 35 0-45 / /a rw - fuse.x s rw").is_none());
     }
 
     #[test]

@@ -16,6 +16,7 @@ use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use nix::errno::Errno;
 use nix::mount::{MntFlags, MsFlags};
@@ -92,8 +93,14 @@ struct Published {
     /// The mounter's descriptor of the FUSE connection (the agent got a
     /// duplicate through SCM_RIGHTS). Kept so the connection survives an
     /// agent restart and a new agent process can resume it; closed at
-    /// unpublish.
-    fd: OwnedFd,
+    /// unpublish, or when no agent served it for the grace period
+    /// (`crate::grace`: then `None`, and the mount stays, dead, until
+    /// unpublished).
+    fd: Option<OwnedFd>,
+    /// Since when no agent process serves the connection (the one that
+    /// served it is not the one connected now), as the grace watch last
+    /// saw it; `None` while served.
+    unserved_since: Option<Instant>,
     /// Hex of the connection's `FUSE_INIT` record (protocol 2 agents),
     /// which `resume` hands back; `None` from a protocol 1 agent.
     init: Option<String>,
@@ -137,11 +144,15 @@ impl Table {
             if p.agent_pid.is_some() && p.agent_pid == agent_pid {
                 continue;
             }
+            // Ended for want of an agent (crate::grace): nothing to resume.
+            let Some(kept) = &p.fd else {
+                continue;
+            };
             let Some(init) = &p.init else {
                 v.push(Err((p.volume.clone(), target.clone())));
                 continue;
             };
-            match p.fd.try_clone() {
+            match kept.try_clone() {
                 Ok(fd) => v.push(Ok(Orphan {
                     target: target.clone(),
                     request: Request::Resume {
@@ -202,7 +213,8 @@ impl Table {
                 uid,
                 gid,
                 agent_pid,
-                fd,
+                fd: Some(fd),
+                unserved_since: None,
                 init: Some(init),
             },
         );
@@ -215,6 +227,75 @@ impl Table {
             .get(target)
             .is_some_and(|p| p.volume == volume)
     }
+
+    /// Whether the table still holds a descriptor for `target` (false when
+    /// the target is not published, or its connection was ended by
+    /// `crate::grace`).
+    pub fn is_live(&self, target: &Path) -> bool {
+        lock(&self.by_target)
+            .get(target)
+            .is_some_and(|p| p.fd.is_some())
+    }
+
+    /// The live connections that no agent process serves at `now`, with
+    /// how long each has been without one. A connection is served when
+    /// `agent_pid`, the process connected on the hand-over socket now (None:
+    /// no agent), is the one that last served it; otherwise it is unserved
+    /// from the first call that saw it so, until a call sees it served
+    /// again.
+    pub fn unserved(&self, agent_pid: Option<i32>, now: Instant) -> Vec<Unserved> {
+        let mut by_target = lock(&self.by_target);
+        let mut v = Vec::new();
+        for (target, p) in by_target.iter_mut() {
+            if p.fd.is_none() {
+                continue;
+            }
+            if agent_pid.is_some() && p.agent_pid == agent_pid {
+                p.unserved_since = None;
+                continue;
+            }
+            let since = *p.unserved_since.get_or_insert(now);
+            v.push(Unserved {
+                volume: p.volume.clone(),
+                target: target.clone(),
+                waited: now.saturating_duration_since(since),
+            });
+        }
+        v.sort_by(|a, b| a.target.cmp(&b.target));
+        v
+    }
+
+    /// Takes the kept descriptor of the connection at `target` out of the
+    /// table, leaving the record (the mount stays until unpublished), when
+    /// it is still live and still unserved with `agent_pid` connected now.
+    /// Returns it with how long it had been unserved; None otherwise.
+    pub(crate) fn take_unserved(
+        &self,
+        target: &Path,
+        agent_pid: Option<i32>,
+        now: Instant,
+    ) -> Option<(OwnedFd, Duration)> {
+        let mut by_target = lock(&self.by_target);
+        let p = by_target.get_mut(target)?;
+        if agent_pid.is_some() && p.agent_pid == agent_pid {
+            return None;
+        }
+        let since = p.unserved_since?;
+        let fd = p.fd.take()?;
+        p.unserved_since = None;
+        Some((fd, now.saturating_duration_since(since)))
+    }
+}
+
+/// A live connection without a serving agent process ([`Table::unserved`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unserved {
+    /// The CSI volume id.
+    pub volume: String,
+    /// The published target.
+    pub target: PathBuf,
+    /// How long it has been without a server.
+    pub waited: Duration,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -294,7 +375,12 @@ impl Publisher {
                     target.display()
                 )));
             }
-            (Some((_, readonly)), Some(_)) => return same_mode(target, readonly, spec.readonly),
+            (Some((_, readonly)), Some(_)) => {
+                if !self.table.is_live(target) {
+                    warn!(volume = %spec.volume, target = %target.display(), "published target's connection was ended (no node agent within the grace period); it stays dead until unpublished");
+                }
+                return same_mode(target, readonly, spec.readonly);
+            }
             (Some(_), None) => {
                 warn!(volume = %spec.volume, target = %target.display(), "published target is no longer mounted; mounting again");
                 lock(&self.table.by_target).remove(target);
@@ -369,7 +455,8 @@ impl Publisher {
                 uid: spec.uid,
                 gid: spec.gid,
                 agent_pid: agent.pid(),
-                fd,
+                fd: Some(fd),
+                unserved_since: None,
                 init,
             },
         );
@@ -402,16 +489,28 @@ impl Publisher {
             }
             let volume = orphan.request.volume().to_string();
             let started = std::time::Instant::now();
+            // The server is recorded under the volume's lock, which the
+            // grace watch takes before ending a connection (crate::grace):
+            // a connection resumed just at the deadline is never ended.
             let reply = self
                 .with_volume_lock(&volume, async || {
-                    agent
+                    if !self.table.is_live(&orphan.target) {
+                        return Ok(Reply::Error {
+                            message: "the connection was ended while waiting for a node agent"
+                                .into(),
+                        });
+                    }
+                    let reply = agent
                         .request(orphan.request, Some(orphan.fd.as_fd()), SERVE_TIMEOUT)
-                        .await
+                        .await;
+                    if let Ok(Reply::Served { .. }) = reply {
+                        self.table.set_server(&orphan.target, agent.pid());
+                    }
+                    reply
                 })
                 .await;
             match reply {
                 Ok(Reply::Served { .. }) => {
-                    self.table.set_server(&orphan.target, agent.pid());
                     info!(volume = %volume, target = %orphan.target.display(), took = ?started.elapsed(), "the new node agent process resumed a published volume");
                 }
                 Ok(other) => {
@@ -623,7 +722,8 @@ mod tests {
                     uid: 1000,
                     gid: 1000,
                     agent_pid: pid,
-                    fd: dev(),
+                    fd: Some(dev()),
+                    unserved_since: None,
                     init: init.map(str::to_string),
                 },
             );
@@ -648,6 +748,74 @@ mod tests {
         table.set_server(Path::new("/t/c"), Some(10));
         assert_eq!(summary(Some(10)), ["vb:cannot"]);
         assert_eq!(table.volumes().len(), 3);
+    }
+
+    #[test]
+    fn the_clock_runs_while_no_agent_process_serves_a_connection() {
+        let table = Table::default();
+        let null = || OwnedFd::from(std::fs::File::open("/dev/null").unwrap());
+        for (target, pid) in [("/t/a", 10), ("/t/b", 11)] {
+            lock(&table.by_target).insert(
+                PathBuf::from(target),
+                Published {
+                    volume: format!("v{}", &target[3..]),
+                    readonly: false,
+                    uid: 1000,
+                    gid: 1000,
+                    agent_pid: Some(pid),
+                    fd: Some(null()),
+                    unserved_since: None,
+                    init: Some("00".into()),
+                },
+            );
+        }
+        let t0 = Instant::now();
+        let waited = |pid, at| {
+            table
+                .unserved(pid, at)
+                .into_iter()
+                .map(|u| (u.volume, u.waited))
+                .collect::<Vec<_>>()
+        };
+        // Agent 10 connected: b is unserved from now.
+        assert_eq!(waited(Some(10), t0), [("vb".to_string(), Duration::ZERO)]);
+        let t1 = t0 + Duration::from_secs(3);
+        // No agent: a starts, b goes on.
+        assert_eq!(
+            waited(None, t1),
+            [
+                ("va".to_string(), Duration::ZERO),
+                ("vb".to_string(), Duration::from_secs(3))
+            ]
+        );
+        // Agent 10 came back: a's clock stops; b cannot be taken while it
+        // is served, and is taken once (the record stays, without it).
+        let t2 = t1 + Duration::from_secs(1);
+        assert_eq!(waited(Some(10), t2).len(), 1);
+        assert!(
+            table
+                .take_unserved(Path::new("/t/a"), Some(10), t2)
+                .is_none()
+        );
+        let (_, took) = table
+            .take_unserved(Path::new("/t/b"), Some(10), t2)
+            .unwrap();
+        assert_eq!(took, Duration::from_secs(4));
+        assert!(
+            table
+                .take_unserved(Path::new("/t/b"), Some(10), t2)
+                .is_none()
+        );
+        assert!(table.holds(Path::new("/t/b")) && !table.is_live(Path::new("/t/b")));
+        // A dead connection is neither unserved nor an orphan to resume.
+        assert!(waited(None, t2).iter().all(|(v, _)| v != "vb"));
+        assert!(
+            table
+                .orphans(Some(12))
+                .iter()
+                .all(|o| o.as_ref().is_ok_and(|o| o.target == Path::new("/t/a")))
+        );
+        assert_eq!(table.orphans(Some(12)).len(), 1);
     }
 
     #[test]
