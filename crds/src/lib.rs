@@ -54,6 +54,13 @@ pub const SANDBOX_GID: u32 = 1000;
 /// `agentcomputer_proto::RUNNER_EXIT_INCOMPATIBLE`, which the runner uses
 /// (a node agent test checks both).
 pub const RUNNER_EXIT_INCOMPATIBLE: i32 = 3;
+/// Exit status of a sandbox pod's `agentcomputer-runner serve` when the
+/// sandbox's workspace mount has ended for good (its node agent did not
+/// come back within the mounter's grace period, docs/csi.md): the pod's
+/// containers bind the dead mount, so the operator replaces the pod and
+/// reports [`sandbox_reasons::WORKSPACE_LOST`] until the new one is ready.
+/// Equal to `agentcomputer_proto::RUNNER_EXIT_WORKSPACE_LOST`.
+pub const RUNNER_EXIT_WORKSPACE_LOST: i32 = 4;
 /// storageClassName of computers' PersistentVolumes and claims, and of the
 /// CSIStorageCapacity objects the node agents publish.
 pub const STORAGE_CLASS: &str = "agentcomputer";

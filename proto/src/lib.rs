@@ -58,3 +58,11 @@ pub fn runner_protocol(hello: &v1::RunnerHello) -> u32 {
 /// service. The operator knows it as
 /// `agentcomputer_crds::RUNNER_EXIT_INCOMPATIBLE`.
 pub const RUNNER_EXIT_INCOMPATIBLE: u8 = 3;
+
+/// Exit status of `agentcomputer-runner serve` when the sandbox's workspace
+/// mount has ended for good (`statfs` of its root fails with `ENOTCONN` or
+/// `ECONNABORTED`: the node agent did not come back within the mounter's
+/// grace period). The runner writes "workspace mount lost: ..." to its
+/// termination message; the operator, which knows the status as
+/// `agentcomputer_crds::RUNNER_EXIT_WORKSPACE_LOST`, replaces the pod.
+pub const RUNNER_EXIT_WORKSPACE_LOST: u8 = 4;

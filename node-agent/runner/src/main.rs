@@ -18,7 +18,11 @@
 //! ([`agentcomputer_proto::RUNNER_EXIT_INCOMPATIBLE`]) when the agent
 //! refuses its attach protocol revision (FAILED_PRECONDITION), after
 //! writing the agent's message to the container's termination message
-//! file, where the operator reads it. Environment:
+//! file, where the operator reads it; or with status 4
+//! ([`agentcomputer_proto::RUNNER_EXIT_WORKSPACE_LOST`]) when the workspace
+//! mount has ended for good (its node agent did not come back within the
+//! mounter's grace period: `workspace.rs`), after writing
+//! "workspace mount lost: ..." there. Environment:
 //!
 //! * `AGENTCOMPUTER_AGENT`: `HOST:PORT` of the node agent's gRPC API;
 //! * `AGENTCOMPUTER_COMPUTER`: the computer (its uid);
@@ -38,6 +42,7 @@ mod attach;
 mod procs;
 mod reaper;
 mod run;
+mod workspace;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -92,6 +97,11 @@ fn main() -> ExitCode {
             write_termination_message(&why);
             ExitCode::from(agentcomputer_proto::RUNNER_EXIT_INCOMPATIBLE)
         }
+        Err(Exit::WorkspaceLost(why)) => {
+            log!("{why}");
+            write_termination_message(&why);
+            ExitCode::from(agentcomputer_proto::RUNNER_EXIT_WORKSPACE_LOST)
+        }
         Err(Exit::Error(e)) => {
             log!("{e}");
             ExitCode::from(2)
@@ -105,6 +115,8 @@ enum Exit {
     Error(String),
     /// The node agent refuses this runner (status 3).
     Refused(String),
+    /// The workspace's FUSE connection has ended (status 4).
+    WorkspaceLost(String),
 }
 
 impl From<String> for Exit {
@@ -216,11 +228,26 @@ fn serve(workspace: Option<PathBuf>) -> Result<(), Exit> {
     let workspace = workspace
         .or_else(|| std::env::var_os("AGENTCOMPUTER_WORKSPACE").map(PathBuf::from))
         .unwrap_or_else(|| PathBuf::from("/workspace"));
-    if !workspace.is_dir() {
-        return Err(Exit::Error(format!(
-            "the workspace {} is not a directory",
-            workspace.display()
-        )));
+    // May wait while the node agent is away; a container restarted over a
+    // mount that ended for good stops here at once.
+    match std::fs::metadata(&workspace) {
+        Ok(m) if m.is_dir() => {}
+        Err(e)
+            if e.raw_os_error()
+                .map(nix::errno::Errno::from_raw)
+                .is_some_and(workspace::is_lost) =>
+        {
+            let errno = nix::errno::Errno::from_raw(e.raw_os_error().unwrap_or_default());
+            return Err(Exit::WorkspaceLost(workspace::lost_message(
+                &workspace, errno,
+            )));
+        }
+        _ => {
+            return Err(Exit::Error(format!(
+                "the workspace {} is not a directory",
+                workspace.display()
+            )));
+        }
     }
     // The token is in this process's environment, which the scripts (same
     // uid) could read at /proc/1/environ. A non-dumpable process's /proc
@@ -246,17 +273,20 @@ fn serve(workspace: Option<PathBuf>) -> Result<(), Exit> {
         let mut term = signal(SignalKind::terminate()).map_err(|e| e.to_string())?;
         let mut int = signal(SignalKind::interrupt()).map_err(|e| e.to_string())?;
         let reaper = reaper::Reaper::start().map_err(|e| format!("cannot watch SIGCHLD: {e}"))?;
+        let lost = workspace::watch(config.workspace.clone())
+            .map_err(|e| format!("cannot start the workspace check: {e}"))?;
         let serving = attach::serve(config, reaper.clone());
-        let refused = tokio::select! {
-            attach::Refused(why) = serving => Some(why),
+        let ended = tokio::select! {
+            attach::Refused(why) = serving => Some(Exit::Refused(why)),
+            Ok(why) = lost => Some(Exit::WorkspaceLost(why)),
             _ = term.recv() => { log!("SIGTERM: killing the runs and exiting"); None }
             _ = int.recv() => { log!("SIGINT: killing the runs and exiting"); None }
         };
         tokio::task::spawn_blocking(move || reaper.kill_descendants())
             .await
             .map_err(|e| e.to_string())?;
-        match refused {
-            Some(why) => Err(Exit::Refused(why)),
+        match ended {
+            Some(exit) => Err(exit),
             None => Ok(()),
         }
     })

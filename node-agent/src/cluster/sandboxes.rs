@@ -749,5 +749,9 @@ mod tests {
             agentcomputer_crds::RUNNER_EXIT_INCOMPATIBLE,
             i32::from(agentcomputer_proto::RUNNER_EXIT_INCOMPATIBLE)
         );
+        assert_eq!(
+            agentcomputer_crds::RUNNER_EXIT_WORKSPACE_LOST,
+            i32::from(agentcomputer_proto::RUNNER_EXIT_WORKSPACE_LOST)
+        );
     }
 }
