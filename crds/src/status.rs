@@ -166,6 +166,10 @@ pub mod sandbox_reasons {
     /// runner is restarted by the kubelet until a node agent that serves it
     /// runs on the node.
     pub const RUNNER_INCOMPATIBLE: &str = "RunnerIncompatible";
+    /// The sandbox's workspace mount ended for good (its node agent did not
+    /// come back within the mounter's grace period, docs/csi.md): the pod
+    /// is replaced, and the reason stays until the new pod is ready.
+    pub const WORKSPACE_LOST: &str = "WorkspaceLost";
 
     /// Whether `reason` (of `SandboxReady=False`) means the pod is
     /// starting or stopped on purpose, not failing.

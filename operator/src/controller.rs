@@ -672,6 +672,16 @@ async fn apply_claim(
     }
 }
 
+/// Whether the computer's `SandboxReady` condition says its sandbox's
+/// workspace mount was lost (the pod is being replaced).
+fn lost_before(c: &AgentComputer) -> bool {
+    c.status.as_ref().is_some_and(|s| {
+        s.conditions
+            .iter()
+            .any(|k| k.type_ == ct::SANDBOX_READY && k.reason == sandbox_reasons::WORKSPACE_LOST)
+    })
+}
+
 struct SandboxState {
     ready: bool,
     running: bool,
@@ -732,7 +742,26 @@ async fn reconcile_sandbox(
     // restarts a live sandbox: the pod keeps the runner it runs, and the
     // newer one comes with the next pod (pod::keep_runner).
     let mut pending_runner = None;
-    if let Some(existing) = pods.get_opt(name).await? {
+    let existing = pods.get_opt(name).await?;
+    // A pod whose workspace mount ended for good (its node agent did not
+    // come back in time) cannot get it back in place: its containers bind
+    // the dead mount. Replace it.
+    if let Some(why) = existing.as_ref().and_then(pod::workspace_lost) {
+        tracing::warn!(
+            pod = name,
+            why,
+            "the sandbox's workspace mount is lost; replacing the pod"
+        );
+        delete_ignoring_absent(pods, name).await?;
+        let st = SandboxState {
+            ready: false,
+            running: false,
+            reason: sandbox_reasons::WORKSPACE_LOST.into(),
+            message: format!("pod {name}: {why}; the pod is being replaced"),
+        };
+        return Ok((Some(st), Some(Duration::from_secs(2))));
+    }
+    if let Some(existing) = existing {
         if let Some(newer) = pod::keep_runner(&mut desired, &existing) {
             // Unless the node agent refuses the runner the pod carries: no
             // exec can reach that pod (its runner is not attached, and the
@@ -831,6 +860,13 @@ async fn reconcile_sandbox(
         )
     } else if let Some(trouble) = placement::pod_trouble(&applied) {
         (trouble.reason, format!("pod {name}: {}", trouble.message))
+    } else if lost_before(c) {
+        // The replacement of a pod whose workspace was lost: the reason
+        // stays until it is ready.
+        (
+            sandbox_reasons::WORKSPACE_LOST.to_string(),
+            format!("pod {name} replaces a pod whose workspace mount was lost; it is {phase}"),
+        )
     } else {
         (
             sandbox_reasons::STARTING.to_string(),

@@ -1393,12 +1393,61 @@ async fn a_new_runner_image_keeps_running_sandboxes() {
         Some(NEXT),
         "the next pod carries the new runner"
     );
-    set_sandbox_status(&pods, "steady-sandbox", true, running, json!({})).await;
+    set_sandbox_status(&pods, "steady-sandbox", true, running.clone(), json!({})).await;
     let cond = wait_sandbox(&computers, "steady", "the new sandbox ready", |c| {
         c.status == "True"
     })
     .await;
     assert!(!cond.message.contains("pending"), "{}", cond.message);
+
+    // --- Its workspace mount is lost (the runner exited 4): replaced, and
+    // WorkspaceLost until the new pod is ready. ---
+    let lost =
+        "workspace mount lost: statfs /workspace: ENOTCONN: Transport endpoint is not connected";
+    set_sandbox_status(
+        &pods,
+        "steady-sandbox",
+        false,
+        json!({"waiting": {"reason": "CrashLoopBackOff", "message": "back-off restarting failed container"}}),
+        json!({"terminated": {"exitCode": 4, "reason": "Error", "message": lost}}),
+    )
+    .await;
+    let woken_uid = woken.uid().unwrap();
+    let renewed = eventually(30, "the sandbox with a lost workspace replaced", || async {
+        let pod = pods.get_opt("steady-sandbox").await.ok()??;
+        (pod.uid().as_ref() != Some(&woken_uid)).then_some(pod)
+    })
+    .await;
+    let cond = wait_sandbox(&computers, "steady", "the lost workspace reported", |c| {
+        c.reason == "WorkspaceLost"
+    })
+    .await;
+    assert_eq!(cond.status, "False");
+    // A few reconciles: the reason stays while the new pod starts.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let cond = wait_sandbox(
+        &computers,
+        "steady",
+        "the lost workspace still reported",
+        |_| true,
+    )
+    .await;
+    assert_eq!(
+        (cond.status.as_str(), cond.reason.as_str()),
+        ("False", "WorkspaceLost"),
+        "{}",
+        cond.message
+    );
+    assert_eq!(
+        pods.get("steady-sandbox").await.unwrap().uid(),
+        renewed.uid(),
+        "the new pod was replaced again"
+    );
+    set_sandbox_status(&pods, "steady-sandbox", true, running, json!({})).await;
+    wait_sandbox(&computers, "steady", "the new sandbox ready", |c| {
+        c.status == "True" && c.reason == "Running"
+    })
+    .await;
     drop(v2);
     drop(cluster);
 }
@@ -1437,6 +1486,7 @@ fn check_node_side_shape(rendered: &str) {
         "--agent-uid=65532",
         "--agent-gid=65532",
         "--data-dir=/var/lib/agentcomputer/data",
+        "--agent-grace=300",
     ] {
         assert!(margs.contains(&want), "mounter lacks {want}: {margs:?}");
     }

@@ -362,6 +362,32 @@ pub fn keep_runner(desired: &mut Pod, existing: &Pod) -> Option<String> {
 /// runner restarted after a refusal may have attached since) or ended
 /// otherwise.
 pub fn runner_refused(pod: &Pod) -> Option<String> {
+    runner_stopped(
+        pod,
+        agentcomputer_crds::RUNNER_EXIT_INCOMPATIBLE,
+        "the node agent refused the runner's attach protocol",
+    )
+}
+
+/// Why the sandbox's workspace mount is lost: the sandbox container is not
+/// running and ended last with
+/// [`agentcomputer_crds::RUNNER_EXIT_WORKSPACE_LOST`] (the runner found the
+/// FUSE connection of `/workspace` ended for good). Returns the container's
+/// termination message (the runner's "workspace mount lost: ...") or a
+/// generic text; None otherwise, as for [`runner_refused`].
+pub fn workspace_lost(pod: &Pod) -> Option<String> {
+    runner_stopped(
+        pod,
+        agentcomputer_crds::RUNNER_EXIT_WORKSPACE_LOST,
+        "workspace mount lost",
+    )
+}
+
+/// The termination message of the sandbox container when it is not
+/// running and ended last with `code` (its current state terminated so, or
+/// waiting to restart after such a termination); `fallback` when it left
+/// none.
+fn runner_stopped(pod: &Pod, code: i32, fallback: &str) -> Option<String> {
     let status = pod
         .status
         .as_ref()?
@@ -375,7 +401,7 @@ pub fn runner_refused(pod: &Pod) -> Option<String> {
         (None, Some(_)) => status.last_state.as_ref()?.terminated.as_ref()?,
         (None, None) => return None,
     };
-    if ended.exit_code != agentcomputer_crds::RUNNER_EXIT_INCOMPATIBLE {
+    if ended.exit_code != code {
         return None;
     }
     Some(
@@ -384,7 +410,7 @@ pub fn runner_refused(pod: &Pod) -> Option<String> {
             .as_deref()
             .map(str::trim)
             .filter(|m| !m.is_empty())
-            .unwrap_or("the node agent refused the runner's attach protocol")
+            .unwrap_or(fallback)
             .to_string(),
     )
 }
@@ -698,5 +724,39 @@ mod tests {
         ] {
             assert_eq!(runner_refused(&pod), None);
         }
+        // A lost workspace is its own status, not a refusal.
+        let lost = with_status(
+            SANDBOX_CONTAINER,
+            Some(waiting.clone()),
+            Some(terminated(
+                4,
+                Some(
+                    "workspace mount lost: statfs /workspace: Transport endpoint is not connected",
+                ),
+            )),
+        );
+        assert_eq!(runner_refused(&lost), None);
+        assert_eq!(
+            workspace_lost(&lost).as_deref(),
+            Some("workspace mount lost: statfs /workspace: Transport endpoint is not connected")
+        );
+        let just_ended = with_status(SANDBOX_CONTAINER, Some(terminated(4, None)), None);
+        assert_eq!(
+            workspace_lost(&just_ended).as_deref(),
+            Some("workspace mount lost")
+        );
+        assert_eq!(workspace_lost(&refused), None);
+        let running = ContainerState {
+            running: Some(Default::default()),
+            ..Default::default()
+        };
+        assert_eq!(
+            workspace_lost(&with_status(
+                SANDBOX_CONTAINER,
+                Some(running),
+                Some(terminated(4, None))
+            )),
+            None
+        );
     }
 }
