@@ -365,6 +365,11 @@ pub async fn apply(c: Arc<AgentComputer>, ctx: Arc<Context>) -> Result<Action> {
         now,
     )
     .await?;
+    let mut sandbox = sandbox;
+    if let Some(st) = sandbox.as_mut() {
+        let computers: Api<AgentComputer> = Api::namespaced(ctx.client.clone(), &ns);
+        keep_lost_reason(&computers, &c, st).await?;
+    }
 
     // 6. Status.
     let node_alive = node_obj.is_some();
@@ -672,14 +677,37 @@ async fn apply_claim(
     }
 }
 
-/// Whether the computer's `SandboxReady` condition says its sandbox's
-/// workspace mount was lost (the pod is being replaced).
-fn lost_before(c: &AgentComputer) -> bool {
-    c.status.as_ref().is_some_and(|s| {
-        s.conditions
-            .iter()
-            .any(|k| k.type_ == ct::SANDBOX_READY && k.reason == sandbox_reasons::WORKSPACE_LOST)
-    })
+/// A starting sandbox pod that replaces one whose workspace mount was lost
+/// keeps reason [`sandbox_reasons::WORKSPACE_LOST`] until it is ready. The
+/// memory is the computer's own `SandboxReady` condition, read from the API
+/// server when the cached object lacks it: the reconcile right after the
+/// deletion may run on a cached object that does not have that status yet.
+async fn keep_lost_reason(
+    api: &Api<AgentComputer>,
+    c: &AgentComputer,
+    st: &mut SandboxState,
+) -> Result<()> {
+    if st.ready || st.reason != sandbox_reasons::STARTING {
+        return Ok(());
+    }
+    let was_lost = |c: &AgentComputer| {
+        c.status.as_ref().is_some_and(|s| {
+            conditions::has_reason(
+                &s.conditions,
+                ct::SANDBOX_READY,
+                sandbox_reasons::WORKSPACE_LOST,
+            )
+        })
+    };
+    if !was_lost(c) && !was_lost(&api.get(&c.name_any()).await?) {
+        return Ok(());
+    }
+    st.reason = sandbox_reasons::WORKSPACE_LOST.into();
+    st.message = format!(
+        "{}; it replaces a pod whose workspace mount was lost",
+        st.message
+    );
+    Ok(())
 }
 
 struct SandboxState {
@@ -860,13 +888,6 @@ async fn reconcile_sandbox(
         )
     } else if let Some(trouble) = placement::pod_trouble(&applied) {
         (trouble.reason, format!("pod {name}: {}", trouble.message))
-    } else if lost_before(c) {
-        // The replacement of a pod whose workspace was lost: the reason
-        // stays until it is ready.
-        (
-            sandbox_reasons::WORKSPACE_LOST.to_string(),
-            format!("pod {name} replaces a pod whose workspace mount was lost; it is {phase}"),
-        )
     } else {
         (
             sandbox_reasons::STARTING.to_string(),
