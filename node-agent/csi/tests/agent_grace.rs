@@ -39,7 +39,7 @@ use tonic::transport::{Channel, Endpoint, Uri};
 const VOLUME: &str = "vol-grace";
 const GRACE: Duration = Duration::from_secs(2);
 /// The watch looks every grace/4; the rest is a loaded machine's slack.
-const MARGIN: Duration = Duration::from_secs(2);
+const MARGIN: Duration = Duration::from_secs(3);
 const ROLE: &str = "AGENT_GRACE_ROLE";
 
 fn main() {
