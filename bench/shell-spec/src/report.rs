@@ -265,7 +265,7 @@ pub fn render_brush(files: &[BrushFile], meta: &BrushMeta, hand: &str) -> String
          runs collapsed where the case says `ignore_whitespace`, not compared under `ignore_stdout`).\n\
          Every case runs on a fresh computer (a new engine database) for agentcomputer-shell, a fresh\n\
          `new Bash()` for just-bash and a fresh temp directory for bash and brush (the `brush` binary\n\
-         of that crate, run as bash is with `--no-config` first); the bash column is a second\n\
+         of that crate, run as bash is, after `--no-config --input-backend=basic`); the bash column is a second\n\
          bash run judged against the first (cases whose output is not deterministic).\n",
         meta.corpus
     );

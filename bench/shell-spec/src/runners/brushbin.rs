@@ -11,8 +11,12 @@ use std::path::Path;
 use std::time::Duration;
 
 /// Arguments put before bash's: `--no-config` keeps brush from reading a
-/// user configuration file (brush's own test harness passes it too).
-pub const ARGS: &[&str] = &["--no-config"];
+/// user configuration file, and `--input-backend=basic` makes it read a
+/// script on stdin as bash does. With brush-shell's default (reedline)
+/// backend, brush 0.4.0 parses such a script line by line, so every
+/// construct spanning lines (a function body, a here-document, `if`/`fi`)
+/// fails with "syntax error at end of input".
+pub const ARGS: &[&str] = &["--no-config", "--input-backend=basic"];
 
 /// Runs every job in order with the brush binary at `brush`.
 pub fn run_all(
