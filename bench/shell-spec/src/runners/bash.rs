@@ -25,7 +25,8 @@ pub fn run_one(
 
 /// Runs `job` like [`run_one`] with the shell at `shell`, whose command
 /// line gets `extra_args` first (before `--norc --noprofile ARGS` of a
-/// brush case, or alone for an Oils case); `$SH` names `shell`.
+/// brush case, so only long options for bash; alone for an Oils case);
+/// `$SH` names `shell`.
 pub fn run_one_with(
     shell: &Path,
     extra_args: &[&str],
