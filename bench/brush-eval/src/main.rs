@@ -4,8 +4,9 @@
 //!
 //! Measures, per interpreter: cold start (a new shell for every script, as
 //! the runtime makes one per exec) of `echo hi` and of a 1000-step
-//! arithmetic loop, as p50/p99 over `--iterations`; the live heap and RSS
-//! per shell; and probes what matters for running several computers'
+//! arithmetic loop, as p50/p99 over `--iterations`; the heap high-water
+//! mark of one `echo hi` (both) and the heap and RSS kept per idle shell
+//! (brush, which can keep a shell between scripts); and probes what matters for running several computers'
 //! shells in one process: cwd, environment and umask isolation, where a
 //! redirection writes, and whether a runaway script stops at a timeout.
 //!
@@ -163,7 +164,8 @@ async fn runtime_exec(fs: &Fs, script: &str, timeout: Duration) -> (Vec<u8>, i32
         }
         o
     };
-    let (outcome, stdout) = tokio::join!(run(fs.clone(), req, tx, CancellationToken::new()), collect);
+    let (outcome, stdout) =
+        tokio::join!(run(fs.clone(), req, tx, CancellationToken::new()), collect);
     (stdout, outcome.exit_code, outcome.error)
 }
 
@@ -177,17 +179,26 @@ async fn runtime_memory(fs: &Fs, n: usize) -> Result<Value> {
         let base = GLOBAL.live_bytes();
         GLOBAL.reset_peak();
         let (o, code, err) = runtime_exec(fs, "echo hi", Duration::from_secs(30)).await;
-        ensure!(code == 0 && o == b"hi\n", "runtime memory run: {code} {err:?}");
+        ensure!(
+            code == 0 && o == b"hi\n",
+            "runtime memory run: {code} {err:?}"
+        );
         peaks.push(GLOBAL.peak_bytes() - base);
     }
-    Ok(json!({ "what": "peak heap of one `echo hi` exec above the idle baseline",
-               "peak_heap_kib_p50": median_kib(&mut peaks) }))
+    Ok(
+        json!({ "what": "peak heap of one `echo hi` exec above the idle baseline",
+               "peak_heap_kib_p50": median_kib(&mut peaks) }),
+    )
 }
 
 /// Median of `v` in KiB.
 fn median_kib(v: &mut [i64]) -> f64 {
     v.sort_unstable();
-    if v.is_empty() { 0.0 } else { (v[v.len() / 2] as f64 / 1024.0).round() }
+    if v.is_empty() {
+        0.0
+    } else {
+        (v[v.len() / 2] as f64 / 1024.0).round()
+    }
 }
 
 /// A script that never ends, with a 200 ms exec timeout: the time until

@@ -38,7 +38,10 @@ fn brush_case(args: Option<&[&str]>, stdin: &str) -> Job {
 fn extra_args_reach_the_shell_first() {
     let job = oils("false\necho after\n");
     let plain = bash::run_one(Path::new(BASH), &job, &[], T).unwrap();
-    assert_eq!((plain.stdout.as_slice(), plain.status), (&b"after\n"[..], 0));
+    assert_eq!(
+        (plain.stdout.as_slice(), plain.status),
+        (&b"after\n"[..], 0)
+    );
     // `-e` before the (empty) rest of the command line: the script stops.
     let errexit = bash::run_one_with(Path::new(BASH), &["-e"], &job, &[], T).unwrap();
     assert_eq!((errexit.stdout.as_slice(), errexit.status), (&b""[..], 1));
@@ -48,7 +51,12 @@ fn extra_args_reach_the_shell_first() {
     let o = bash::run_one(Path::new(BASH), &job, &[], T).unwrap();
     assert_eq!(o.stdout, b"unset\n");
     let o = bash::run_one_with(Path::new(BASH), &["--posix"], &job, &[], T).unwrap();
-    assert_eq!(o.stdout, b"y\n", "stderr: {}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(
+        o.stdout,
+        b"y\n",
+        "stderr: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
 }
 
 #[test]
