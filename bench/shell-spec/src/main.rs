@@ -1,6 +1,7 @@
 //! `shell-spec`: runs the Oils spec tests (or, with `--suite brush`, the
-//! brush shell's YAML cases) through the shell runtime, just-bash and bash,
-//! and writes the comparison as Markdown.
+//! brush shell's YAML cases) through the shell runtime, just-bash, bash and
+//! (with `--brush-bin`) the brush shell's binary, and writes the comparison
+//! as Markdown.
 
 use anyhow::{Context, Result};
 use clap::{Parser, ValueEnum};
@@ -22,7 +23,9 @@ enum Suite {
 }
 
 #[derive(Parser)]
-#[command(about = "Oils spec tests or brush cases: agentcomputer-shell vs just-bash vs bash")]
+#[command(
+    about = "Oils spec tests or brush cases: agentcomputer-shell vs just-bash vs bash vs brush"
+)]
 struct Args {
     /// Which corpus to run.
     #[arg(long, value_enum, default_value = "oils")]
@@ -46,6 +49,10 @@ struct Args {
     /// Path of real bash.
     #[arg(long, default_value = "/bin/bash")]
     bash: PathBuf,
+    /// The brush shell's binary (as printed by
+    /// `bench/shell-spec/install-brush.sh`); its column is skipped without it.
+    #[arg(long)]
+    brush_bin: Option<PathBuf>,
     /// Only files whose name contains this.
     #[arg(long)]
     only: Option<String>,
@@ -89,7 +96,7 @@ fn run_oils(args: &Args) -> Result<()> {
     }
     eprintln!("{} files, {} runnable cases", files.len(), jobs.len());
     let started = Instant::now();
-    let (ours, jb, bash, _) = run_shells(args, &jobs, &testdata, false)?;
+    let (ours, jb, bash, _, br) = run_shells(args, &jobs, &testdata, false)?;
 
     let mut results: Vec<FileResult> = files
         .iter()
@@ -103,7 +110,7 @@ fn run_oils(args: &Args) -> Result<()> {
                     CaseResult {
                         name: c.name.clone(),
                         line: c.line,
-                        verdicts: [skip.clone(), skip.clone(), skip],
+                        verdicts: std::array::from_fn(|_| skip.clone()),
                     }
                 })
                 .collect(),
@@ -120,7 +127,16 @@ fn run_oils(args: &Args) -> Result<()> {
             None => Verdict::Skip("just-bash not installed".into()),
         };
         r.verdicts[2] = v(&bash[k]);
-        let outs = [Some(&ours[k]), jb.as_ref().map(|j| &j[k]), Some(&bash[k])];
+        r.verdicts[3] = match &br {
+            Some(b) => v(&b[k]),
+            None => Verdict::Skip(NO_BRUSH.into()),
+        };
+        let outs = [
+            Some(&ours[k]),
+            jb.as_ref().map(|j| &j[k]),
+            Some(&bash[k]),
+            br.as_ref().map(|b| &b[k]),
+        ];
         for (s, o) in outs.into_iter().enumerate() {
             if let (Verdict::Fail(why), Some(o)) = (&r.verdicts[s], o) {
                 failures.push(json!({
@@ -151,6 +167,7 @@ fn run_oils(args: &Args) -> Result<()> {
             "bashkit 0.20.2".into(),
             runners::justbash::version(&args.node_dir).unwrap_or_else(|| "not installed".into()),
             bash_version(&args.bash),
+            brush_version(args),
         ],
         timeout_secs: args.timeout,
         excluded: select::EXCLUDED
@@ -183,10 +200,11 @@ fn run_oils(args: &Args) -> Result<()> {
     Ok(())
 }
 
-/// The three shells' outcomes for `jobs`, run side by side (one thread
-/// each); bash runs each job twice when `bash_twice` (the second outcome
-/// checks that bash agrees with itself). just-bash is `None` when it is not
-/// installed.
+/// The shells' outcomes for `jobs`, run side by side (one thread each):
+/// the runtime, just-bash, bash, bash again, brush. Bash runs each job twice
+/// when `bash_twice` (the second outcome checks that bash agrees with
+/// itself). just-bash is `None` when it is not installed, brush when no
+/// `--brush-bin` was given.
 #[allow(clippy::type_complexity)]
 fn run_shells(
     args: &Args,
@@ -198,6 +216,7 @@ fn run_shells(
     Option<Vec<Observed>>,
     Vec<Observed>,
     Vec<Observed>,
+    Option<Vec<Observed>>,
 )> {
     let timeout = Duration::from_secs(args.timeout);
     let started = Instant::now();
@@ -209,7 +228,7 @@ fn run_shells(
         }
     };
     let n = jobs.len();
-    let (ours, jb, bash) = std::thread::scope(|s| {
+    let (ours, jb, bash, br) = std::thread::scope(|s| {
         let o = s.spawn(|| {
             runners::ours::run_all(jobs, testdata, timeout, tick("agentcomputer-shell", n))
         });
@@ -232,7 +251,19 @@ fn run_shells(
             };
             Ok((first, second))
         });
-        (o.join(), j.join(), b.join())
+        let r = s.spawn(|| -> Result<Option<Vec<Observed>>> {
+            match &args.brush_bin {
+                Some(bin) => Ok(Some(runners::brushbin::run_all(
+                    bin,
+                    jobs,
+                    testdata,
+                    timeout,
+                    tick("brush", n),
+                )?)),
+                None => Ok(None),
+            }
+        });
+        (o.join(), j.join(), b.join(), r.join())
     });
     let ours = ours.expect("runner thread")?;
     let jb = match jb.expect("runner thread") {
@@ -243,7 +274,8 @@ fn run_shells(
         }
     };
     let (bash, again) = bash.expect("runner thread")?;
-    Ok((ours, jb, bash, again))
+    let br = br.expect("runner thread")?;
+    Ok((ours, jb, bash, again, br))
 }
 
 fn run_brush(args: &Args) -> Result<()> {
@@ -279,7 +311,7 @@ fn run_brush(args: &Args) -> Result<()> {
         jobs.len()
     );
     let started = Instant::now();
-    let (ours, jb, bash, again) = run_shells(args, &jobs, &[], true)?;
+    let (ours, jb, bash, again, br) = run_shells(args, &jobs, &[], true)?;
     let elapsed = started.elapsed();
 
     let mut results: Vec<FileResult> = files
@@ -296,7 +328,7 @@ fn run_brush(args: &Args) -> Result<()> {
                     CaseResult {
                         name: c.name.clone(),
                         line: i + 1,
-                        verdicts: [skip.clone(), skip.clone(), skip],
+                        verdicts: std::array::from_fn(|_| skip.clone()),
                     }
                 })
                 .collect(),
@@ -311,7 +343,7 @@ fn run_brush(args: &Args) -> Result<()> {
                 "bash itself runs past the {} s timeout",
                 args.timeout
             ));
-            r.verdicts = [why.clone(), why.clone(), why];
+            r.verdicts = std::array::from_fn(|_| why.clone());
             continue;
         }
         let v = |o: &Observed| brush::judge(case, &bash[k], o);
@@ -321,7 +353,16 @@ fn run_brush(args: &Args) -> Result<()> {
             None => Verdict::Skip("just-bash not installed".into()),
         };
         r.verdicts[2] = v(&again[k]);
-        let outs = [Some(&ours[k]), jb.as_ref().map(|j| &j[k]), Some(&again[k])];
+        r.verdicts[3] = match &br {
+            Some(b) => v(&b[k]),
+            None => Verdict::Skip(NO_BRUSH.into()),
+        };
+        let outs = [
+            Some(&ours[k]),
+            jb.as_ref().map(|j| &j[k]),
+            Some(&again[k]),
+            br.as_ref().map(|b| &b[k]),
+        ];
         for (s, o) in outs.into_iter().enumerate() {
             if let (Verdict::Fail(why), Some(o)) = (&r.verdicts[s], o) {
                 failures.push(json!({
@@ -358,6 +399,7 @@ fn run_brush(args: &Args) -> Result<()> {
             "bashkit 0.20.2".into(),
             runners::justbash::version(&args.node_dir).unwrap_or_else(|| "not installed".into()),
             format!("{oracle_version} (second run)"),
+            brush_version(args),
         ],
         timeout_secs: args.timeout,
         elapsed_secs: elapsed.as_secs_f64(),
@@ -385,6 +427,21 @@ fn run_brush(args: &Args) -> Result<()> {
     }
     eprintln!("done in {:.1?}", elapsed);
     Ok(())
+}
+
+/// Skip reason of the brush column when the run has no brush binary.
+const NO_BRUSH: &str = "brush not run (no --brush-bin)";
+
+/// The version `--brush-bin` reports (`brush 0.4.0 ...`), or why the
+/// column is empty.
+fn brush_version(args: &Args) -> String {
+    match &args.brush_bin {
+        None => "not run".into(),
+        Some(bin) => match runners::brushbin::version(bin) {
+            Some(v) => v,
+            None => format!("{} does not run", bin.display()),
+        },
+    }
 }
 
 fn bash_version(bash: &std::path::Path) -> String {

@@ -3,8 +3,12 @@
 use crate::judge::Verdict;
 use std::fmt::Write;
 
-/// Shells in column order.
-pub const SHELLS: [&str; 3] = ["agentcomputer-shell", "just-bash", "bash"];
+/// Shells in column order. `brush` (the brush shell's own binary) is
+/// optional: its column is all skips when the run was given no binary.
+pub const SHELLS: [&str; 4] = ["agentcomputer-shell", "just-bash", "bash", "brush"];
+
+/// Index of the bash column in [`SHELLS`] and [`CaseResult::verdicts`].
+pub const BASH: usize = 2;
 
 /// Marks the hand-written part of the document, kept across regenerations.
 pub const HAND_START: &str = "<!-- hand-written: start -->";
@@ -27,8 +31,8 @@ pub struct CaseResult {
     pub name: String,
     /// Line of its `####` header.
     pub line: usize,
-    /// Verdict per shell.
-    pub verdicts: [Verdict; 3],
+    /// Verdict per shell of [`SHELLS`].
+    pub verdicts: [Verdict; 4],
 }
 
 /// One spec file's results.
@@ -60,8 +64,8 @@ pub fn counts<'a>(
 pub struct Meta<'a> {
     /// Corpus description (commit).
     pub corpus: &'a str,
-    /// Versions of the three shells.
-    pub versions: [String; 3],
+    /// Versions of the shells of [`SHELLS`].
+    pub versions: [String; 4],
     /// Per-case timeout.
     pub timeout_secs: u64,
     /// Excluded files with reasons.
@@ -79,7 +83,8 @@ pub fn render(files: &[FileResult], meta: &Meta, hand: &str, brush: Option<&str>
         d,
         "How closely the shell runtime (`agentcomputer-shell`, bashkit) follows bash, measured with the\n\
          [Oils](https://github.com/oils-for-unix/oils) spec tests (Apache-2.0) next to\n\
-         [just-bash](https://www.npmjs.com/package/just-bash) and GNU bash itself. Each case is judged\n\
+         [just-bash](https://www.npmjs.com/package/just-bash), GNU bash itself and the\n\
+         [brush](https://github.com/reubeno/brush) shell's binary. Each case is judged\n\
          against the expectation the corpus states for bash (`## OK/BUG/N-I bash ...` where present).\n"
     );
     let _ = writeln!(
@@ -89,7 +94,8 @@ pub fn render(files: &[FileResult], meta: &Meta, hand: &str, brush: Option<&str>
     let _ = writeln!(
         d,
         "```sh\nmkdir -p target/shell-spec && npm install --prefix target/shell-spec just-bash@3.4.2\n\
-         cargo run --release -p shell-spec -- --corpus ../shared/oils-spec --out docs/shell-conformance.md\n```\n"
+         cargo run --release -p shell-spec -- --corpus ../shared/oils-spec --out docs/shell-conformance.md \\\n    \
+         --brush-bin \"$(bash bench/shell-spec/install-brush.sh)\"\n```\n"
     );
     let _ = writeln!(d, "{HAND_START}\n{}\n{HAND_END}\n", hand.trim());
     let _ = writeln!(d, "## Totals\n");
@@ -119,10 +125,10 @@ pub fn render(files: &[FileResult], meta: &Meta, hand: &str, brush: Option<&str>
     let _ = writeln!(d, "## Per file (pass / fail / skip)\n");
     let _ = writeln!(
         d,
-        "| File | Cases | {} | {} | {} |",
-        SHELLS[0], SHELLS[1], SHELLS[2]
+        "| File | Cases | {} | {} | {} | {} |",
+        SHELLS[0], SHELLS[1], SHELLS[2], SHELLS[3]
     );
-    let _ = writeln!(d, "|---|---:|---:|---:|---:|");
+    let _ = writeln!(d, "|---|---:|---:|---:|---:|---:|");
     for f in files {
         let cell = |s| {
             let (p, fl, k) = counts(&f.cases, s);
@@ -130,12 +136,13 @@ pub fn render(files: &[FileResult], meta: &Meta, hand: &str, brush: Option<&str>
         };
         let _ = writeln!(
             d,
-            "| {} | {} | {} | {} | {} |",
+            "| {} | {} | {} | {} | {} | {} |",
             f.name,
             f.cases.len(),
             cell(0),
             cell(1),
-            cell(2)
+            cell(2),
+            cell(3)
         );
     }
     let _ = writeln!(d, "\n## Excluded files\n");
@@ -165,7 +172,7 @@ pub fn render(files: &[FileResult], meta: &Meta, hand: &str, brush: Option<&str>
         }
         let _ = writeln!(d, "### {} ({})\n", f.name, fails.len());
         for (c, why) in fails {
-            let bash_too = if matches!(c.verdicts[2], Verdict::Fail(_)) {
+            let bash_too = if matches!(c.verdicts[BASH], Verdict::Fail(_)) {
                 " (bash fails too)"
             } else {
                 ""
@@ -223,8 +230,8 @@ pub fn with_brush_section(doc: &str, section: &str) -> String {
 pub struct BrushMeta {
     /// `brush-shell 0.4.0`.
     pub corpus: String,
-    /// Versions of the three shells.
-    pub versions: [String; 3],
+    /// Versions of the shells of [`SHELLS`].
+    pub versions: [String; 4],
     /// Per-case timeout.
     pub timeout_secs: u64,
     /// Wall-clock time of the run, seconds.
@@ -257,7 +264,8 @@ pub fn render_brush(files: &[BrushFile], meta: &BrushMeta, hand: &str) -> String
          case passes for a shell when its stdout and exit status equal bash's (stdout with whitespace\n\
          runs collapsed where the case says `ignore_whitespace`, not compared under `ignore_stdout`).\n\
          Every case runs on a fresh computer (a new engine database) for agentcomputer-shell, a fresh\n\
-         `new Bash()` for just-bash and a fresh temp directory for bash; the bash column is a second\n\
+         `new Bash()` for just-bash and a fresh temp directory for bash and brush (the `brush` binary\n\
+         of that crate, run as bash is, after `--no-config --input-backend=basic`); the bash column is a second\n\
          bash run judged against the first (cases whose output is not deterministic).\n",
         meta.corpus
     );
@@ -265,7 +273,8 @@ pub fn render_brush(files: &[BrushFile], meta: &BrushMeta, hand: &str) -> String
     let _ = writeln!(
         d,
         "```sh\nmkdir -p target/shell-spec && npm install --prefix target/shell-spec just-bash@3.4.2\n\
-         cargo run -p shell-spec -- --suite brush --brush \"$(bash bench/shell-spec/fetch-brush.sh)\" --out docs/shell-conformance.md\n```\n"
+         cargo run -p shell-spec -- --suite brush --brush \"$(bash bench/shell-spec/fetch-brush.sh)\" --out docs/shell-conformance.md \\\n    \
+         --brush-bin \"$(bash bench/shell-spec/install-brush.sh)\"\n```\n"
     );
     let _ = writeln!(d, "{BRUSH_HAND_START}\n{}\n{BRUSH_HAND_END}\n", hand.trim());
     let _ = writeln!(d, "### Brush totals\n");
@@ -286,7 +295,7 @@ pub fn render_brush(files: &[BrushFile], meta: &BrushMeta, hand: &str) -> String
     let _ = writeln!(
         d,
         "\n{} cases in {} files; per-case timeout {} s; agreement = agree / (agree + differ); \
-         the whole run took {:.0} s (debug build, three shells side by side).\n",
+         the whole run took {:.0} s (debug build, the shells side by side).\n",
         all.len(),
         files.len(),
         meta.timeout_secs,
@@ -295,10 +304,10 @@ pub fn render_brush(files: &[BrushFile], meta: &BrushMeta, hand: &str) -> String
     let _ = writeln!(d, "### Brush per file (agree / differ / excluded)\n");
     let _ = writeln!(
         d,
-        "| File | Cases | {} | {} | {} |",
-        SHELLS[0], SHELLS[1], SHELLS[2]
+        "| File | Cases | {} | {} | {} | {} |",
+        SHELLS[0], SHELLS[1], SHELLS[2], SHELLS[3]
     );
-    let _ = writeln!(d, "|---|---:|---:|---:|---:|");
+    let _ = writeln!(d, "|---|---:|---:|---:|---:|---:|");
     for f in files {
         let cell = |s| {
             let (p, fl, k) = counts(&f.cases, s);
@@ -306,12 +315,13 @@ pub fn render_brush(files: &[BrushFile], meta: &BrushMeta, hand: &str) -> String
         };
         let _ = writeln!(
             d,
-            "| {} | {} | {} | {} | {} |",
+            "| {} | {} | {} | {} | {} | {} |",
             f.name,
             f.cases.len(),
             cell(0),
             cell(1),
-            cell(2)
+            cell(2),
+            cell(3)
         );
     }
     let _ = writeln!(d, "\n### Brush excluded cases\n");

@@ -1,5 +1,7 @@
 //! Runner for real bash: each case runs as `bash < SCRIPT` (Oils) or
 //! `bash --norc --noprofile ARGS < STDIN` (brush) in a fresh temp dir, in its own process group that is killed on timeout.
+//! Any shell that takes bash's command line runs the same way
+//! ([`run_all_with`], used for the brush binary).
 
 use super::TIMEOUT_STATUS;
 use crate::{Job, Observed, Setup};
@@ -18,14 +20,29 @@ pub fn run_one(
     testdata: &[(String, Vec<u8>)],
     timeout: Duration,
 ) -> Result<Observed> {
+    run_one_with(bash, &[], job, testdata, timeout)
+}
+
+/// Runs `job` like [`run_one`] with the shell at `shell`, whose command
+/// line gets `extra_args` first (before `--norc --noprofile ARGS` of a
+/// brush case, so only long options for bash; alone for an Oils case);
+/// `$SH` names `shell`.
+pub fn run_one_with(
+    shell: &Path,
+    extra_args: &[&str],
+    job: &Job,
+    testdata: &[(String, Vec<u8>)],
+    timeout: Duration,
+) -> Result<Observed> {
+    let bash = shell;
     let dir = tempfile::tempdir()?;
     let tmp = dir.path().join("tmp");
     std::fs::create_dir(&tmp)?;
     let out_path = dir.path().join("stdout");
     let err_path = dir.path().join("stderr");
     let mut child = match &job.setup {
-        None => oils_command(bash, job, testdata, dir.path(), &tmp)?,
-        Some(setup) => brush_command(bash, setup, dir.path(), &tmp)?,
+        None => oils_command(bash, extra_args, job, testdata, dir.path(), &tmp)?,
+        Some(setup) => brush_command(bash, extra_args, setup, dir.path(), &tmp)?,
     }
     .stdout(std::fs::File::create(&out_path)?)
     .stderr(std::fs::File::create(&err_path)?)
@@ -61,6 +78,7 @@ pub fn run_one(
 /// `$REPO_ROOT` ([`super::LAYOUT_DIRS`], `testdata` when needed).
 fn oils_command(
     bash: &Path,
+    extra_args: &[&str],
     job: &Job,
     testdata: &[(String, Vec<u8>)],
     dir: &Path,
@@ -87,6 +105,7 @@ fn oils_command(
     std::fs::write(&script, &job.script)?;
     let mut cmd = Command::new(bash);
     cmd.arg0("bash")
+        .args(extra_args)
         .current_dir(&root)
         .env_clear()
         .env("PATH", "/usr/local/bin:/usr/bin:/bin")
@@ -102,7 +121,13 @@ fn oils_command(
 /// A brush case: `bash --norc --noprofile ARGS` (as brush's harness runs
 /// its oracle) in a fresh directory holding the case's files, with the
 /// case's stdin and environment.
-fn brush_command(bash: &Path, setup: &Setup, dir: &Path, tmp: &Path) -> Result<Command> {
+fn brush_command(
+    bash: &Path,
+    extra_args: &[&str],
+    setup: &Setup,
+    dir: &Path,
+    tmp: &Path,
+) -> Result<Command> {
     let cwd = dir.join("case");
     std::fs::create_dir(&cwd)?;
     for f in &setup.files {
@@ -123,6 +148,7 @@ fn brush_command(bash: &Path, setup: &Setup, dir: &Path, tmp: &Path) -> Result<C
     std::fs::write(&stdin, &setup.stdin)?;
     let mut cmd = Command::new(bash);
     cmd.arg0("bash")
+        .args(extra_args)
         .args(["--norc", "--noprofile"])
         .args(setup.args.iter().flatten())
         .current_dir(&cwd)
@@ -151,9 +177,22 @@ pub fn run_all(
     timeout: Duration,
     progress: impl Fn(usize),
 ) -> Result<Vec<Observed>> {
+    run_all_with(bash, &[], jobs, testdata, timeout, progress)
+}
+
+/// Runs every job in order with the shell at `shell` and `extra_args`
+/// (see [`run_one_with`]).
+pub fn run_all_with(
+    shell: &Path,
+    extra_args: &[&str],
+    jobs: &[Job],
+    testdata: &[(String, Vec<u8>)],
+    timeout: Duration,
+    progress: impl Fn(usize),
+) -> Result<Vec<Observed>> {
     let mut out = Vec::with_capacity(jobs.len());
     for (i, job) in jobs.iter().enumerate() {
-        out.push(run_one(bash, job, testdata, timeout)?);
+        out.push(run_one_with(shell, extra_args, job, testdata, timeout)?);
         progress(i + 1);
     }
     Ok(out)

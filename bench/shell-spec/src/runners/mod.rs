@@ -1,7 +1,8 @@
-//! The three shells under test. Each runs a batch of [`crate::Job`]s, every
+//! The shells under test. Each runs a batch of [`crate::Job`]s, every
 //! job on a fresh instance, bounded by a per-case timeout.
 
 pub mod bash;
+pub mod brushbin;
 pub mod justbash;
 pub mod ours;
 
