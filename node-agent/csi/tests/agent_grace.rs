@@ -224,8 +224,26 @@ fn errno_of(r: std::io::Result<impl Sized>) -> Option<Errno> {
         .map(|e| Errno::from_raw(e.raw_os_error().unwrap_or_default()))
 }
 
+/// Lazily unmounts every mount under a directory when dropped, so a failed
+/// run leaves no dead mount behind (the temp dir's removal would stop at it).
+struct UnmountUnder(PathBuf);
+
+impl Drop for UnmountUnder {
+    fn drop(&mut self) {
+        let Ok(mounts) = std::fs::read_to_string("/proc/self/mounts") else {
+            return;
+        };
+        for target in mounts.lines().filter_map(|l| l.split(' ').nth(1)) {
+            if Path::new(target).starts_with(&self.0) {
+                let _ = nix::mount::umount2(target, nix::mount::MntFlags::MNT_DETACH);
+            }
+        }
+    }
+}
+
 async fn run() {
     let dir = tempfile::tempdir().unwrap();
+    let _unmount = UnmountUnder(dir.path().to_path_buf());
     let csi_socket = dir.path().join("plugins/agentcomputer.dev/csi.sock");
     let handover = dir.path().join("run/mounter.sock");
     let log = dir.path().join("mounter.log");
@@ -337,10 +355,20 @@ async fn run() {
         .unwrap()
         .expect("the dead mount stays");
     assert_eq!(entry.source, format!("agentcomputer:{VOLUME}"));
-    let text = std::fs::read_to_string(&log).unwrap();
+    // The mounter logs once it has ended the connection, which the waiting
+    // call may see first: give the line a moment to reach the file.
+    let wanted = "no node agent served the volume within the grace period";
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let text = loop {
+        let text = std::fs::read_to_string(&log).unwrap();
+        if text.contains(wanted) || Instant::now() >= deadline {
+            break text;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
     let line = text
         .lines()
-        .find(|l| l.contains("no node agent served the volume within the grace period"))
+        .find(|l| l.contains(wanted))
         .unwrap_or_else(|| panic!("no error logged:\n{text}"));
     assert!(
         line.contains("ERROR") && line.contains(VOLUME) && line.contains("waited"),
