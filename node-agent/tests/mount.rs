@@ -282,6 +282,51 @@ fn append_records(
 }
 
 /// Longest time between two acknowledged records.
+/// A thread appending records with [`append_records`] until finished,
+/// with the times of the records it saw acknowledged.
+struct RecordWriter {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    acked: std::sync::Arc<std::sync::Mutex<Vec<std::time::Instant>>>,
+    thread: std::thread::JoinHandle<Result<usize, String>>,
+}
+
+impl RecordWriter {
+    fn start(log: std::path::PathBuf) -> RecordWriter {
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let acked = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let thread = {
+            let (stop, acked) = (stop.clone(), acked.clone());
+            std::thread::spawn(move || append_records(log, stop, acked))
+        };
+        RecordWriter {
+            stop,
+            acked,
+            thread,
+        }
+    }
+
+    /// The acknowledgement times so far.
+    fn acked(&self) -> std::sync::MutexGuard<'_, Vec<std::time::Instant>> {
+        self.acked.lock().unwrap()
+    }
+
+    /// Waits (up to 30 s) for `more` records to be acknowledged.
+    async fn wait_for(&self, more: usize) {
+        let start = self.acked().len();
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        while self.acked().len() < start + more {
+            assert!(std::time::Instant::now() < deadline, "the writer is stuck");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
+    /// Stops the writer; its record count, or the error it saw.
+    fn finish(self) -> Result<usize, String> {
+        self.stop.store(true, std::sync::atomic::Ordering::SeqCst);
+        self.thread.join().unwrap()
+    }
+}
+
 fn longest_gap(acked: &[std::time::Instant]) -> Duration {
     acked
         .windows(2)
@@ -300,8 +345,6 @@ fn longest_gap(acked: &[std::time::Instant]) -> Duration {
 /// it on unmount.
 #[tokio::test(flavor = "multi_thread")]
 async fn host_mounts_survive_a_killed_and_a_replaced_agent() {
-    use std::sync::atomic::{AtomicBool, Ordering};
-    use std::sync::{Arc, Mutex};
     if !fuse_available() {
         return;
     }
@@ -316,36 +359,20 @@ async fn host_mounts_survive_a_killed_and_a_replaced_agent() {
     let mut kept = std::fs::File::open(mnt.path().join("kept")).unwrap();
     drop(c);
 
-    let stop = Arc::new(AtomicBool::new(false));
-    let acked = Arc::new(Mutex::new(Vec::new()));
-    let writer = {
-        let (log, stop, acked) = (mnt.path().join("log"), stop.clone(), acked.clone());
-        std::thread::spawn(move || append_records(log, stop, acked))
-    };
-    let wait_for_records = |more: usize| {
-        let acked = acked.clone();
-        async move {
-            let start = acked.lock().unwrap().len();
-            let deadline = std::time::Instant::now() + Duration::from_secs(30);
-            while acked.lock().unwrap().len() < start + more {
-                assert!(std::time::Instant::now() < deadline, "the writer is stuck");
-                tokio::time::sleep(Duration::from_millis(10)).await;
-            }
-        }
-    };
-    wait_for_records(10).await;
+    let writer = RecordWriter::start(mnt.path().join("log"));
+    writer.wait_for(10).await;
 
     // 1. SIGKILL, then a new agent.
     drop(agent);
     let agent = Agent::start(data.path(), GRACE);
-    wait_for_records(10).await;
-    let crash_gap = longest_gap(&acked.lock().unwrap());
+    writer.wait_for(10).await;
+    let crash_gap = longest_gap(&writer.acked());
     let mut text = String::new();
     std::io::Read::read_to_string(&mut kept, &mut text).unwrap();
     assert_eq!(text, "kept open\n");
 
     // 2. A hand-over: SIGUSR2 leaves the mounts, the next process resumes.
-    let before = acked.lock().unwrap().len();
+    let before = writer.acked().len();
     assert!(
         agent
             .stop_with(nix::sys::signal::Signal::SIGUSR2)
@@ -353,16 +380,15 @@ async fn host_mounts_survive_a_killed_and_a_replaced_agent() {
             .success()
     );
     let agent = Agent::start(data.path(), GRACE);
-    wait_for_records(10).await;
-    let handover_gap = longest_gap(&acked.lock().unwrap()[before.saturating_sub(1)..]);
+    writer.wait_for(10).await;
+    let handover_gap = longest_gap(&writer.acked()[before.saturating_sub(1)..]);
     eprintln!("longest pause seen by the writer: crash {crash_gap:?}, hand-over {handover_gap:?}");
     assert!(
         handover_gap < Duration::from_secs(1),
         "hand-over pause {handover_gap:?}"
     );
 
-    stop.store(true, Ordering::SeqCst);
-    let written = writer.join().unwrap().expect("the writer saw no error");
+    let written = writer.finish().expect("the writer saw no error");
     let mut c = agent.client().await;
     let ran = sh(&mut c, "demo", "wc -l < log; tail -1 log").await;
     assert_eq!(ran.code, 0, "{}", ran.stderr);
@@ -459,8 +485,6 @@ fn wait_for_line(log: &std::sync::mpsc::Receiver<String>, text: &str, secs: u64)
 /// throughout, and every acknowledged record is in the computer.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_killed_holder_is_replaced_and_mounts_still_survive_the_agent() {
-    use std::sync::atomic::{AtomicBool, Ordering};
-    use std::sync::{Arc, Mutex};
     if !fuse_available() {
         return;
     }
@@ -473,24 +497,8 @@ async fn a_killed_holder_is_replaced_and_mounts_still_survive_the_agent() {
     mount(&mut c, "demo", mnt.path()).await.unwrap();
     drop(c);
 
-    let stop = Arc::new(AtomicBool::new(false));
-    let acked = Arc::new(Mutex::new(Vec::new()));
-    let writer = {
-        let (log, stop, acked) = (mnt.path().join("log"), stop.clone(), acked.clone());
-        std::thread::spawn(move || append_records(log, stop, acked))
-    };
-    let wait_for_records = |more: usize| {
-        let acked = acked.clone();
-        async move {
-            let start = acked.lock().unwrap().len();
-            let deadline = std::time::Instant::now() + Duration::from_secs(30);
-            while acked.lock().unwrap().len() < start + more {
-                assert!(std::time::Instant::now() < deadline, "the writer is stuck");
-                tokio::time::sleep(Duration::from_millis(10)).await;
-            }
-        }
-    };
-    wait_for_records(10).await;
+    let writer = RecordWriter::start(mnt.path().join("log"));
+    writer.wait_for(10).await;
 
     // The holder is killed; the agent starts a new one and keeps the
     // mount's connection with it again.
@@ -507,19 +515,16 @@ async fn a_killed_holder_is_replaced_and_mounts_still_survive_the_agent() {
     );
     let second = holder_pid(data.path()).expect("a new holder listens");
     assert_ne!(first, second, "the same holder still answers");
-    wait_for_records(10).await;
+    writer.wait_for(10).await;
 
     // Now the agent is killed: the new holder keeps the mount for the next
     // agent.
     drop(agent);
     let agent = Agent::start(data.path(), GRACE);
-    wait_for_records(10).await;
-    stop.store(true, Ordering::SeqCst);
-    let written = writer.join().unwrap().expect("the writer saw no error");
-    eprintln!(
-        "longest pause seen by the writer: {:?}",
-        longest_gap(&acked.lock().unwrap())
-    );
+    writer.wait_for(10).await;
+    let gap = longest_gap(&writer.acked());
+    let written = writer.finish().expect("the writer saw no error");
+    eprintln!("longest pause seen by the writer: {gap:?}");
     let mut c = agent.client().await;
     let ran = sh(&mut c, "demo", "wc -l < log; tail -1 log").await;
     assert_eq!(ran.code, 0, "{}", ran.stderr);
