@@ -8,6 +8,9 @@
 //! the third is kept (NodeGetVolumeStats then reaches the agent). Needs
 //! root and /dev/fuse (prints SKIPPED otherwise).
 
+mod common;
+use common::channel;
+
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -17,10 +20,8 @@ use agentcomputer_csi::handover::{AgentEnd, Reply, Request, VolumeStats};
 use agentcomputer_csi::pb::csi::NodeGetVolumeStatsRequest;
 use agentcomputer_csi::pb::csi::node_client::NodeClient;
 use agentcomputer_csi::publish::{FSTYPE, mount_data, mount_source};
-use hyper_util::rt::TokioIo;
 use tokio::task::JoinHandle;
 use tonic::Code;
-use tonic::transport::{Channel, Endpoint, Uri};
 
 const VOLUME: &str = "vol-adopt";
 
@@ -70,19 +71,6 @@ fn mount(target: &Path) -> TestMount {
         target: target.to_path_buf(),
         fd,
     }
-}
-
-async fn channel(path: PathBuf) -> Channel {
-    Endpoint::try_from("http://[::]:50051")
-        .unwrap()
-        .connect_with_connector(tower::service_fn(move |_: Uri| {
-            let path = path.clone();
-            async move {
-                Ok::<_, std::io::Error>(TokioIo::new(tokio::net::UnixStream::connect(path).await?))
-            }
-        }))
-        .await
-        .unwrap()
 }
 
 /// Waits until the mounter's log has `needle` after byte `from`; returns

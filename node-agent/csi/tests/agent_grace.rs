@@ -21,6 +21,9 @@
 //! steps in order, or plays the agent in a child. Needs root and
 //! /dev/fuse (prints SKIPPED otherwise).
 
+mod common;
+use common::channel;
+
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -32,9 +35,7 @@ use agentcomputer_csi::pb::csi;
 use agentcomputer_csi::pb::csi::node_client::NodeClient;
 use agentcomputer_csi::pb::csi::volume_capability::access_mode::Mode;
 use agentcomputer_csi::pb::csi::volume_capability::{AccessMode, AccessType, MountVolume};
-use hyper_util::rt::TokioIo;
 use nix::errno::Errno;
-use tonic::transport::{Channel, Endpoint, Uri};
 
 const VOLUME: &str = "vol-grace";
 const GRACE: Duration = Duration::from_secs(2);
@@ -192,19 +193,6 @@ impl Drop for Mounter {
         let _ = self.0.kill();
         let _ = self.0.wait();
     }
-}
-
-async fn channel(path: PathBuf) -> Channel {
-    Endpoint::try_from("http://[::]:50051")
-        .unwrap()
-        .connect_with_connector(tower::service_fn(move |_: Uri| {
-            let path = path.clone();
-            async move {
-                Ok::<_, std::io::Error>(TokioIo::new(tokio::net::UnixStream::connect(path).await?))
-            }
-        }))
-        .await
-        .unwrap()
 }
 
 /// Runs `f` on a thread of its own: it may block on the mount.

@@ -3,8 +3,11 @@
 //! connection, and a clean stop on SIGTERM. Runs as any user: the agent's
 //! uid and gid are this process's own.
 
+mod common;
+use common::channel;
+
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -13,8 +16,6 @@ use agentcomputer_csi::pb::csi::ProbeRequest;
 use agentcomputer_csi::pb::csi::identity_client::IdentityClient;
 use agentcomputer_csi::pb::registration::InfoRequest;
 use agentcomputer_csi::pb::registration::registration_client::RegistrationClient;
-use hyper_util::rt::TokioIo;
-use tonic::transport::{Channel, Endpoint, Uri};
 
 struct Mounter {
     child: Child,
@@ -25,19 +26,6 @@ impl Drop for Mounter {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
-}
-
-async fn channel(path: PathBuf) -> Channel {
-    Endpoint::try_from("http://[::]:50051")
-        .unwrap()
-        .connect_with_connector(tower::service_fn(move |_: Uri| {
-            let path = path.clone();
-            async move {
-                Ok::<_, std::io::Error>(TokioIo::new(tokio::net::UnixStream::connect(path).await?))
-            }
-        }))
-        .await
-        .unwrap()
 }
 
 async fn wait_for(what: &str, mut cond: impl AsyncFnMut() -> bool) {
