@@ -5,16 +5,16 @@
 //! [`Backend`] (in local mode, the bubblewrap sandbox of
 //! `agentcomputer-container`).
 //!
-//! Layout under the data directory: `run/` (mode 0700) holds the
-//! sandbox's own `/etc` files (`run/sandbox/`) and one mountpoint per
-//! running exec (`run/exec/<computer>-<n>/`), which is unmounted and
-//! removed when the run ends; a killed agent's leftovers are detached and
-//! removed by [`Containers::cleanup_stale`] at the next start.
+//! Layout under the data directory: `run/` (mode 0700) holds one
+//! mountpoint per running exec (`run/exec/<64 random hex digits>/`, named
+//! by no counter or computer name, so nothing a caller knows names it),
+//! which is unmounted and removed when the run ends; a killed agent's
+//! leftovers are detached and removed by [`Containers::cleanup_stale`] at
+//! the next start.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use agentcomputer_container::local::{LocalSandbox, SANDBOX_GID, SANDBOX_UID};
 use agentcomputer_container::netns::{PROXY_PORT, ProxyNetns};
@@ -103,7 +103,6 @@ pub struct Containers {
     run_dir: PathBuf,
     metrics: Metrics,
     credentials: Credentials,
-    runs: AtomicU64,
 }
 
 /// What an exec asks of the container runtime (already validated).
@@ -139,7 +138,7 @@ impl Containers {
         if let Err(e) = private_dir(&run_dir) {
             warn!(path = %run_dir.display(), error = %e, "cannot prepare the container runtime's directory");
         }
-        let backend = LocalSandbox::probe(&run_dir.join("sandbox")).map(|sandbox| {
+        let backend = LocalSandbox::probe().map(|sandbox| {
             info!(cgroup_controllers = ?sandbox.controllers(), "container runtime: bubblewrap sandbox ready");
             if let Some(weaker) = sandbox.weaker_walls() {
                 warn!("container runtime: {weaker}");
@@ -163,7 +162,6 @@ impl Containers {
             run_dir,
             metrics: Metrics::new(),
             credentials: Credentials::new(),
-            runs: AtomicU64::new(0),
         }
     }
 
@@ -218,11 +216,9 @@ impl Containers {
                 };
             }
         };
-        let n = self.runs.fetch_add(1, Ordering::Relaxed);
-        let mountpoint = self
-            .run_dir
-            .join("exec")
-            .join(format!("{}-{n}", run.computer));
+        // A name nobody can guess: the directory is the computer's files
+        // on the host while the run lasts.
+        let mountpoint = self.run_dir.join("exec").join(random_token());
         let failed = |what: String| Outcome {
             exit_code: agentcomputer_container::EXIT_START_FAILED,
             error: Some(format!("container: cannot start the sandbox: {what}")),

@@ -21,6 +21,7 @@
 //! with an egress proxy listener inside is made by [`netns::ProxyNetns`].
 
 pub mod cgroup;
+pub mod launch;
 pub mod local;
 pub mod netns;
 mod output;

@@ -162,6 +162,12 @@ async fn start_runtime(
         return Err(Status::failed_precondition(why));
     }
     check_env(&req.env)?;
+    if runtime == pb::Runtime::Container {
+        for name in req.env.keys() {
+            agentcomputer_container::launch::check_name(name)
+                .map_err(|e| errno_detail(Errno::EINVAL, e))?;
+        }
+    }
     let cwd = ApiPath::parse(&req.cwd)?;
     {
         let fs = lease.fs().clone();

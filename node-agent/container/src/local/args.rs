@@ -52,8 +52,11 @@ pub struct Layout<'a> {
     pub workspace: &'a Path,
     /// Working directory inside (`/workspace/...`).
     pub cwd: &'a str,
-    /// Host files with the sandbox's `/etc/passwd`, `/etc/group`, `/etc/hosts`.
-    pub etc_files: &'a [(PathBuf, &'static str)],
+    /// Descriptors (inherited by `bwrap`) holding the sandbox's own
+    /// `/etc/passwd`, `/etc/group`, `/etc/hosts`, and where each goes:
+    /// copied in by bubblewrap (`--ro-bind-data`), so no host path of the
+    /// agent's shows in the sandbox's mount table.
+    pub etc_files: &'a [(i32, &'static str)],
     /// Host `/etc` entries to show (those of [`ETC`] that exist).
     pub etc_entries: &'a [String],
     /// `(path, Some(symlink target))` or `(path, None)` for a directory, of
@@ -71,22 +74,29 @@ pub struct Layout<'a> {
     pub gid: u32,
     /// `setpriv` on the host.
     pub setpriv: &'a Path,
-    /// The script for `bash -c`.
-    pub script: &'a str,
+    /// The descriptor (inherited by `bwrap`) holding the script and the
+    /// caller's environment, read by the shell after the privilege drop
+    /// ([`crate::launch`]).
+    pub launch_fd: i32,
     /// Descriptors (inherited by `bwrap`) each holding one seccomp
     /// program, loaded in this order before the sandbox's first exec
     /// (`--add-seccomp-fd`; see [`crate::seccomp`]).
     pub seccomp_fds: &'a [i32],
 }
 
-/// The arguments to give `bwrap` (its path not included).
-pub fn bwrap_args(l: &Layout<'_>) -> Vec<OsString> {
-    let mut a: Vec<OsString> = Vec::new();
-    let mut push = |items: &[&dyn AsRef<std::ffi::OsStr>]| {
-        for i in items {
-            a.push(i.as_ref().to_os_string());
-        }
-    };
+/// The arguments to give `bwrap` (its path not included): its options,
+/// then the sandbox's command (`--`, `setpriv` dropping to the sandbox
+/// user, then `bash -c LAUNCHER` reading the script from
+/// [`Layout::launch_fd`]). The options hold host paths, so the agent hands
+/// them over through `--args FD` rather than argv (readable by everyone
+/// in `/proc/PID/cmdline`, inside the sandbox too); the command, which
+/// bubblewrap takes on argv only, holds nothing of the host or the caller.
+pub fn bwrap_args(l: &Layout<'_>) -> (Vec<OsString>, Vec<OsString>) {
+    fn push_to(to: &mut Vec<OsString>, items: &[&dyn AsRef<std::ffi::OsStr>]) {
+        to.extend(items.iter().map(|i| i.as_ref().to_os_string()));
+    }
+    let mut options: Vec<OsString> = Vec::new();
+    let mut push = |items: &[&dyn AsRef<std::ffi::OsStr>]| push_to(&mut options, items);
     push(&[
         &"--die-with-parent",
         &"--new-session",
@@ -114,8 +124,14 @@ pub fn bwrap_args(l: &Layout<'_>) -> Vec<OsString> {
         let p = format!("/etc/{name}");
         push(&[&"--ro-bind", &p, &p]);
     }
-    for (host, inside) in l.etc_files {
-        push(&[&"--ro-bind", host, inside]);
+    for (fd, inside) in l.etc_files {
+        push(&[
+            &"--perms",
+            &"0644",
+            &"--ro-bind-data",
+            &fd.to_string(),
+            inside,
+        ]);
     }
     let tmp_bytes = l.tmp_bytes.to_string();
     push(&[
@@ -146,11 +162,14 @@ pub fn bwrap_args(l: &Layout<'_>) -> Vec<OsString> {
         &"CAP_SETUID",
         &"--cap-add",
         &"CAP_SETGID",
-        &"--",
     ]);
+    let mut command: Vec<OsString> = Vec::new();
+    let mut push = |items: &[&dyn AsRef<std::ffi::OsStr>]| push_to(&mut command, items);
     let uid = format!("--reuid={}", l.uid);
+    let launcher = crate::launch::launcher(l.launch_fd);
     let gid = format!("--regid={}", l.gid);
     push(&[
+        &"--",
         &l.setpriv,
         &uid,
         &gid,
@@ -161,9 +180,11 @@ pub fn bwrap_args(l: &Layout<'_>) -> Vec<OsString> {
         &"--",
         &"/bin/bash",
         &"-c",
-        &l.script,
+        &launcher,
+        // $0, as `bash -c SCRIPT` sets it.
+        &"/bin/bash",
     ]);
-    a
+    (options, command)
 }
 
 #[cfg(test)]
@@ -183,7 +204,7 @@ mod tests {
             ("/usr".to_string(), None),
             ("/bin".to_string(), Some(PathBuf::from("usr/bin"))),
         ];
-        let etc_files = vec![(PathBuf::from("/run/x/passwd"), "/etc/passwd")];
+        let etc_files = vec![(9, "/etc/passwd")];
         let l = Layout {
             workspace: Path::new("/data/run/workspaces/demo"),
             cwd: "/workspace/src",
@@ -196,10 +217,13 @@ mod tests {
             uid: 1000,
             gid: 1000,
             setpriv: Path::new("/usr/bin/setpriv"),
-            script: "echo hi",
+            launch_fd: 7,
             seccomp_fds: &[5, 6],
         };
-        let t = text(&bwrap_args(&l));
+        let (options, command) = bwrap_args(&l);
+        let t = format!("{} {}", text(&options), text(&command));
+        assert_eq!(text(&command[..2]), "-- /usr/bin/setpriv");
+        assert!(!text(&command).contains("/data"), "{command:?}");
         for want in [
             "--die-with-parent",
             "--unshare-pid",
@@ -207,12 +231,12 @@ mod tests {
             "--ro-bind /usr /usr",
             "--symlink usr/bin /bin",
             "--ro-bind /etc/ssl /etc/ssl",
-            "--ro-bind /run/x/passwd /etc/passwd",
+            "--perms 0644 --ro-bind-data 9 /etc/passwd",
             "--perms 01777 --size 1048576 --tmpfs /tmp",
             "--bind /data/run/workspaces/demo /workspace",
             "--remount-ro / --chdir /workspace/src",
             "-- /usr/bin/setpriv --reuid=1000 --regid=1000 --clear-groups",
-            "--no-new-privs -- /bin/bash -c echo hi",
+            "--no-new-privs -- /bin/bash -c while IFS= read -r -d '' -u 7 t",
             "--add-seccomp-fd 5 --add-seccomp-fd 6",
         ] {
             assert!(t.contains(want), "{want:?} missing from {t}");
@@ -223,6 +247,6 @@ mod tests {
             unshare_net: false,
             ..l
         };
-        assert!(!text(&bwrap_args(&shared)).contains("--unshare-net"));
+        assert!(!text(&bwrap_args(&shared).0).contains("--unshare-net"));
     }
 }

@@ -5,7 +5,9 @@
 //! UTS, cgroup and network namespaces with the computer's FUSE mount at
 //! `/workspace`, the host userland read-only, a private `/tmp`, then
 //! `setpriv` dropping to the sandbox user (uid/gid 1000, no capabilities,
-//! `no_new_privs`) before `bash -c SCRIPT`, under the seccomp filter of
+//! `no_new_privs`) before `bash` runs the script (handed over as
+//! [`crate::launch`] describes, never on argv or in the environment of
+//! the root programs), under the seccomp filter of
 //! [`crate::seccomp`] (bubblewrap loads it before its last exec). The first process joins the
 //! run's cgroup and gets its rlimits before it execs `bwrap`. The run ends
 //! by SIGKILL to `bwrap`: its PID namespace's init dies with it
@@ -69,13 +71,18 @@ pub const GROUP: &str = "root:x:0:\ncomputer:x:1000:\nnogroup:x:65534:\n";
 /// proxy, outside).
 pub const HOSTS: &str = "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n";
 
+/// The sandbox's own files in `/etc`: where each goes and its text.
+const ETC_FILES: &[(&str, &str)] = &[
+    ("/etc/passwd", PASSWD),
+    ("/etc/group", GROUP),
+    ("/etc/hosts", HOSTS),
+];
+
 /// The bubblewrap backend, ready to run.
 #[derive(Debug, Clone)]
 pub struct LocalSandbox {
     bwrap: PathBuf,
     setpriv: PathBuf,
-    /// Files bound over `/etc/passwd`, `/etc/group`, `/etc/hosts`.
-    etc_files: Vec<(PathBuf, &'static str)>,
     etc_entries: Vec<String>,
     userland: Vec<(String, Option<PathBuf>)>,
     /// What the host's cgroups can enforce (`memory`, `pids`).
@@ -86,13 +93,10 @@ pub struct LocalSandbox {
 }
 
 impl LocalSandbox {
-    /// Checks that every wall can be built here and prepares the sandbox's
-    /// own `/etc` files under `state_dir` (made mode 0700, as its parent
-    /// must be). Errors: not
-    /// root (the message lists the walls that cannot be built), no `bwrap`
-    /// or `setpriv` on `PATH`, `state_dir` not writable, no seccomp filter
-    /// for this architecture.
-    pub fn probe(state_dir: &Path) -> Result<LocalSandbox, Unavailable> {
+    /// Checks that every wall can be built here. Errors: not root (the
+    /// message lists the walls that cannot be built), no `bwrap` or
+    /// `setpriv` on `PATH`, no seccomp filter for this architecture.
+    pub fn probe() -> Result<LocalSandbox, Unavailable> {
         if !nix::unistd::Uid::effective().is_root() {
             return Err(Unavailable(
                 "the agent is not running as root, so these walls cannot be built: the mount namespace \
@@ -111,31 +115,6 @@ impl LocalSandbox {
         let setpriv = find_program("setpriv")
             .ok_or_else(|| Unavailable("setpriv (util-linux) is not installed".into()))?;
         let filters = Filters::for_this_arch().map_err(|e| Unavailable(e.to_string()))?;
-        let unavailable =
-            |what: &str, e: io::Error| Unavailable(format!("{what} {}: {e}", state_dir.display()));
-        std::fs::create_dir_all(state_dir).map_err(|e| unavailable("cannot create", e))?;
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(state_dir, std::fs::Permissions::from_mode(0o700))
-            .map_err(|e| unavailable("cannot restrict", e))?;
-        let mut etc_files = Vec::new();
-        for (name, inside, text) in [
-            ("passwd", "/etc/passwd", PASSWD),
-            ("group", "/etc/group", GROUP),
-            ("hosts", "/etc/hosts", HOSTS),
-        ] {
-            let host = state_dir.join(name);
-            // Mode 0600 like everything under the data directory, owned by
-            // the sandbox user so that it can read it inside (bound
-            // read-only there); `state_dir` (0700, root) keeps everyone
-            // else out.
-            std::fs::write(&host, text).map_err(|e| unavailable("cannot write into", e))?;
-            std::fs::set_permissions(&host, std::fs::Permissions::from_mode(0o600))
-                .and_then(|()| {
-                    std::os::unix::fs::chown(&host, Some(SANDBOX_UID), Some(SANDBOX_GID))
-                })
-                .map_err(|e| unavailable("cannot write into", e))?;
-            etc_files.push((host, inside));
-        }
         let etc_entries = ETC
             .iter()
             .filter(|e| Path::new("/etc").join(e).exists())
@@ -160,7 +139,6 @@ impl LocalSandbox {
         Ok(LocalSandbox {
             bwrap,
             setpriv,
-            etc_files,
             etc_entries,
             userland,
             controllers,
@@ -199,14 +177,26 @@ impl LocalSandbox {
     }
 
     fn command(&self, spec: &RunSpec, cgroup: &Cgroup) -> io::Result<Command> {
+        // The script and every variable of the run reach only the shell,
+        // after the privilege drop (see `crate::launch`).
+        let payload = crate::launch::payload(&spec.env, &spec.script)
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+        let launch = crate::launch::memfd(&payload)?;
         // Each run reads its own copies: bubblewrap reads from the
         // descriptor's offset.
         let seccomp = self.filters.memfds().map_err(io::Error::other)?;
         let seccomp_fds: Vec<i32> = seccomp.iter().map(|fd| fd.as_raw_fd()).collect();
+        let mut etc = Vec::new();
+        let mut etc_files = Vec::new();
+        for (inside, text) in ETC_FILES {
+            let fd = crate::launch::memfd(text.as_bytes())?;
+            etc_files.push((fd.as_raw_fd(), *inside));
+            etc.push(fd);
+        }
         let layout = args::Layout {
             workspace: &spec.workspace,
             cwd: &spec.cwd,
-            etc_files: &self.etc_files,
+            etc_files: &etc_files,
             etc_entries: &self.etc_entries,
             userland: &self.userland,
             unshare_net: matches!(spec.network, Network::None),
@@ -215,24 +205,35 @@ impl LocalSandbox {
             uid: SANDBOX_UID,
             gid: SANDBOX_GID,
             setpriv: &self.setpriv,
-            script: &spec.script,
+            launch_fd: launch.as_raw_fd(),
             seccomp_fds: &seccomp_fds,
         };
+        // bubblewrap reads its arguments from this descriptor and closes
+        // it, so neither the host paths nor the command line show in any
+        // `/proc/PID/cmdline`.
+        let (options, command) = args::bwrap_args(&layout);
+        let mut argv = Vec::new();
+        for a in options {
+            use std::os::unix::ffi::OsStrExt;
+            argv.extend_from_slice(a.as_bytes());
+            argv.push(0);
+        }
+        let args_fd = crate::launch::memfd(&argv)?;
         let mut cmd = Command::new(&self.bwrap);
-        cmd.args(args::bwrap_args(&layout))
+        cmd.arg("--args")
+            .arg(args_fd.as_raw_fd().to_string())
+            .args(command)
             .env_clear()
-            .env("PATH", PATH)
-            .env("HOME", crate::WORKSPACE)
-            .env("USER", "computer")
-            .env("LOGNAME", "computer")
-            .env("TMPDIR", "/tmp")
-            .env("LANG", "C.UTF-8")
-            .envs(spec.env.iter().map(|(k, v)| (k, v)))
+            .envs(crate::launch::BASE_ENV.iter().copied())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .kill_on_drop(true);
-        let pre = PreExec::new(spec, cgroup, self.controllers.contains(&"pids"), seccomp)?;
+        let mut inherited = seccomp;
+        inherited.extend(etc);
+        inherited.push(launch);
+        inherited.push(args_fd);
+        let pre = PreExec::new(spec, cgroup, self.controllers.contains(&"pids"), inherited)?;
         // SAFETY: the closure only makes async-signal-safe system calls
         // (setns, open, write, close, setrlimit, fcntl) on data prepared
         // before the fork; it allocates nothing.
@@ -248,9 +249,10 @@ struct PreExec {
     netns: Option<i32>,
     procs: Vec<CString>,
     rlimits: Vec<(libc::__rlimit_resource_t, u64)>,
-    /// The run's seccomp memfds: close-on-exec in the agent (so no other
-    /// child inherits them), made inheritable in this child only.
-    seccomp: Vec<std::os::fd::OwnedFd>,
+    /// The run's memfds for `bwrap` (its arguments, the seccomp programs,
+    /// the script): close-on-exec in the agent (so no other child
+    /// inherits them), made inheritable in this child only.
+    inherited: Vec<std::os::fd::OwnedFd>,
 }
 
 impl PreExec {
@@ -258,7 +260,7 @@ impl PreExec {
         spec: &RunSpec,
         cgroup: &Cgroup,
         pids_cgroup: bool,
-        seccomp: Vec<std::os::fd::OwnedFd>,
+        inherited: Vec<std::os::fd::OwnedFd>,
     ) -> io::Result<PreExec> {
         let netns = match &spec.network {
             Network::None => None,
@@ -282,7 +284,7 @@ impl PreExec {
             netns,
             procs: cgroup.procs_files().to_vec(),
             rlimits,
-            seccomp,
+            inherited,
         })
     }
 
@@ -326,7 +328,7 @@ impl PreExec {
                     return Err(io::Error::last_os_error());
                 }
             }
-            for fd in &self.seccomp {
+            for fd in &self.inherited {
                 if libc::fcntl(fd.as_raw_fd(), libc::F_SETFD, 0) != 0 {
                     return Err(io::Error::last_os_error());
                 }
