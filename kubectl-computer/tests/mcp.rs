@@ -12,7 +12,6 @@
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
-use std::sync::OnceLock;
 
 mod common;
 
@@ -61,26 +60,8 @@ fn ok(out: &Output, what: &str) -> String {
     text(&out.stdout)
 }
 
-/// A Python with the `mcp` package, from scripts/mcp-python.sh (made once,
-/// then cached). Panics, saying why, when python3, venv or pip is missing.
 fn python() -> &'static Path {
-    static PYTHON: OnceLock<PathBuf> = OnceLock::new();
-    PYTHON.get_or_init(|| {
-        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/mcp-python.sh");
-        let out = Command::new("bash")
-            .arg(&script)
-            .stderr(Stdio::inherit())
-            .output()
-            .unwrap_or_else(|e| panic!("cannot run bash {}: {e}", script.display()));
-        assert!(
-            out.status.success(),
-            "the MCP tests need python3 with venv and pip, and the `mcp` package from PyPI; {} failed (see its error above)",
-            script.display()
-        );
-        let path = PathBuf::from(String::from_utf8(out.stdout).unwrap().trim());
-        assert!(path.exists(), "{} printed no interpreter", script.display());
-        path
-    })
+    common::mcp_python()
 }
 
 fn client_script() -> PathBuf {

@@ -84,3 +84,26 @@ impl Drop for Agent {
         self.shutdown();
     }
 }
+
+/// A Python with the `mcp` package, from scripts/mcp-python.sh (made once,
+/// then cached). Panics, saying why, when python3, venv or pip is missing.
+pub fn mcp_python() -> &'static Path {
+    use std::process::{Command, Stdio};
+    static PYTHON: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    PYTHON.get_or_init(|| {
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/mcp-python.sh");
+        let out = Command::new("bash")
+            .arg(&script)
+            .stderr(Stdio::inherit())
+            .output()
+            .unwrap_or_else(|e| panic!("cannot run bash {}: {e}", script.display()));
+        assert!(
+            out.status.success(),
+            "the MCP tests need python3 with venv and pip, and the `mcp` package from PyPI; {} failed (see its error above)",
+            script.display()
+        );
+        let path = PathBuf::from(String::from_utf8(out.stdout).unwrap().trim());
+        assert!(path.exists(), "{} printed no interpreter", script.display());
+        path
+    })
+}
