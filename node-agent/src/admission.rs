@@ -257,7 +257,7 @@ impl From<Refusal> for Status {
 }
 
 /// Shows a byte count in binary units (`256 MiB`, `11.2 GiB`).
-fn bytes(n: u64) -> String {
+pub(crate) fn bytes(n: u64) -> String {
     const UNITS: [&str; 5] = ["bytes", "KiB", "MiB", "GiB", "TiB"];
     let mut v = n as f64;
     let mut unit = 0;

@@ -68,11 +68,13 @@ pub struct Limits {
 }
 
 impl Default for Limits {
-    /// 2 GiB of memory, 1024 processes, 1024 open files, no CPU-seconds or
-    /// file-size limit beyond the run's timeout and the computer's quota.
+    /// 256 MiB of memory (the default exec budget of every runtime; the
+    /// agent passes the budget admission reserved), 1024 processes, 1024
+    /// open files, no CPU-seconds or file-size limit beyond the run's
+    /// timeout and the computer's quota.
     fn default() -> Limits {
         Limits {
-            memory_bytes: 2 << 30,
+            memory_bytes: 256 << 20,
             max_processes: 1024,
             cpu_seconds: 0,
             open_files: 1024,

@@ -78,9 +78,11 @@ pub type ExecStream = ReceiverStream<Result<pb::ExecEvent, Status>>;
 ///
 /// Limits: a request's timeout, output cap and memory of 0 take the
 /// computer's ([`crate::computer::ExecLimits`]), else the agent's defaults;
-/// larger ones are cut to the computer's (else memory to
-/// [`DEFAULT_EXEC_MEMORY`]); the memory budget a run gets is the one
-/// admission reserved ([`crate::admission::MemoryAsk`]). A timeout above [`MAX_TIMEOUT`] is refused
+/// a larger timeout or output cap is cut to the computer's; a memory
+/// budget above the computer's (else [`DEFAULT_EXEC_MEMORY`]) is refused
+/// (INVALID_ARGUMENT naming the limit), in every runtime alike; the memory
+/// budget a run gets is the one admission reserved
+/// ([`crate::admission::MemoryAsk`]). A timeout above [`MAX_TIMEOUT`] is refused
 /// (INVALID_ARGUMENT naming the maximum), whatever the computer's limit.
 pub async fn start(
     registry: &Registry,
@@ -207,7 +209,21 @@ async fn start_runtime(
     // (admission sizes it); a budget asked for is reserved whole.
     let ask = match req.memory_limit_bytes {
         0 => MemoryAsk::AtMost(most_memory),
-        n => MemoryAsk::Exactly(n.min(most_memory)),
+        n if n > most_memory => {
+            let whose = if limits.memory_bytes.is_some() {
+                "this computer's limit (spec.limits.memory)"
+            } else {
+                "the default budget of a computer with no memory limit (spec.limits.memory raises it)"
+            };
+            return Err(errno_detail(
+                Errno::EINVAL,
+                format_args!(
+                    "memory_limit_bytes {n} is above {whose}: {most_memory} bytes ({})",
+                    crate::admission::bytes(most_memory)
+                ),
+            ));
+        }
+        n => MemoryAsk::Exactly(n),
     };
     let memory = ask.most();
     let egress = policy_of(&lease, &settings.egress);
