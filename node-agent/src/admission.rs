@@ -122,6 +122,38 @@ impl AdmissionConfig {
         AdmissionConfig::derive(cpus, memory)
     }
 
+    /// [`AdmissionConfig::for_node`] for an agent in a cluster, which must
+    /// stay under its container's memory limit: every tenant on the node
+    /// loses its execs when the kernel kills the agent. Without a limit to
+    /// be found (a container without `resources.limits.memory`, or cgroup
+    /// files this process cannot read) the execs' memory is
+    /// [`CLUSTER_EXEC_MEMORY_WITHOUT_LIMIT`], with a warning.
+    pub fn for_cluster() -> AdmissionConfig {
+        let mut config = AdmissionConfig::for_node();
+        match crate::cgroup_memory::own() {
+            Some(cgroup) => tracing::info!(
+                exec_memory = %bytes(config.exec_memory_bytes),
+                limit = %bytes(cgroup.limit),
+                used = %bytes(cgroup.usage),
+                cgroup = %cgroup.dir.display(),
+                version = cgroup.version,
+                "exec memory sized from the agent's memory cgroup"
+            ),
+            None => {
+                config.exec_memory_bytes = config
+                    .exec_memory_bytes
+                    .min(CLUSTER_EXEC_MEMORY_WITHOUT_LIMIT);
+                tracing::warn!(
+                    exec_memory = %bytes(config.exec_memory_bytes),
+                    "no memory limit found for the agent's cgroup (cgroup v1 or v2, \
+                     /proc/self/cgroup and /proc/self/mountinfo); execs may reserve only this much \
+                     together: give the agent container resources.limits.memory"
+                );
+            }
+        }
+        config
+    }
+
     /// The defaults for `cpus` CPUs and `available` bytes of memory.
     pub fn derive(cpus: usize, available: u64) -> AdmissionConfig {
         let cpus = cpus.max(1);
@@ -154,52 +186,24 @@ impl AdmissionConfig {
 
 /// Bytes of memory the agent may still use: `MemAvailable` of
 /// `/proc/meminfo` (proc(5)), lowered to the room left under the agent's
-/// memory cgroup when it has a limit (cgroup v2 `memory.max` minus
-/// `memory.current`, or cgroup v1 `memory.limit_in_bytes` minus
-/// `memory.usage_in_bytes`, read through `/proc/self/cgroup`). `None` when
-/// `/proc/meminfo` cannot be read.
+/// memory cgroup when it has a limit ([`crate::cgroup_memory`]: v1 or v2,
+/// on a host or inside a container). `None` when `/proc/meminfo` cannot be
+/// read.
 pub fn available_memory() -> Option<u64> {
     let meminfo = std::fs::read_to_string("/proc/meminfo").ok()?;
     let mut available = meminfo.lines().find_map(|l| {
         let kib = l.strip_prefix("MemAvailable:")?.trim().strip_suffix("kB")?;
         kib.trim().parse::<u64>().ok().map(|k| k * 1024)
     })?;
-    if let Some(room) = cgroup_room() {
-        available = available.min(room);
+    if let Some(cgroup) = crate::cgroup_memory::own() {
+        available = available.min(cgroup.room());
     }
     Some(available)
 }
 
-/// Room under the process's memory cgroup limit, if it has one.
-fn cgroup_room() -> Option<u64> {
-    let cgroups = std::fs::read_to_string("/proc/self/cgroup").ok()?;
-    let read = |p: String| -> Option<u64> { std::fs::read_to_string(p).ok()?.trim().parse().ok() };
-    for line in cgroups.lines() {
-        let mut parts = line.splitn(3, ':');
-        let (_, controllers, path) = (parts.next()?, parts.next()?, parts.next()?);
-        let (limit, usage) = if controllers.is_empty() {
-            let dir = format!("/sys/fs/cgroup{path}");
-            (
-                read(format!("{dir}/memory.max")),
-                read(format!("{dir}/memory.current")),
-            )
-        } else if controllers.split(',').any(|c| c == "memory") {
-            let dir = format!("/sys/fs/cgroup/memory{path}");
-            (
-                read(format!("{dir}/memory.limit_in_bytes")),
-                read(format!("{dir}/memory.usage_in_bytes")),
-            )
-        } else {
-            continue;
-        };
-        // "max" (v2) does not parse: no limit. v1 reports no limit as a
-        // huge number, which `min` leaves alone.
-        if let (Some(limit), Some(usage)) = (limit, usage) {
-            return Some(limit.saturating_sub(usage));
-        }
-    }
-    None
-}
+/// The memory all execs of a cluster agent may reserve together when no
+/// limit of its container can be found (512 MiB).
+pub const CLUSTER_EXEC_MEMORY_WITHOUT_LIMIT: u64 = 512 << 20;
 
 /// The limit that kept an exec out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

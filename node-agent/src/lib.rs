@@ -11,6 +11,7 @@ pub mod admission;
 pub mod api;
 pub mod auth;
 mod blocking;
+mod cgroup_memory;
 pub mod cluster;
 pub mod computer;
 pub mod containers;

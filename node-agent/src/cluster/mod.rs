@@ -258,7 +258,8 @@ where
     });
     // Admission limits that fit the node (docs/isolation.md), shown in
     // /metrics.
-    let admission = crate::admission::Admission::new(crate::admission::AdmissionConfig::for_node());
+    let admission =
+        crate::admission::Admission::new(crate::admission::AdmissionConfig::for_cluster());
     admission
         .register_metrics(node.metrics.registry())
         .context("cannot register the admission metrics")?;
