@@ -1156,9 +1156,11 @@ fn bad_input(cx: &mut Context) -> Result<String> {
         "scratch's token read box's file: {:?}",
         out.stdout
     );
+    // Answered as for a computer that does not exist: a token learns no
+    // other tenant's computers.
     ensure!(
-        out.stderr.to_lowercase().contains("permission")
-            || out.stderr.contains("not the credential"),
+        out.stderr
+            .contains("not found on this node for this credential"),
         "the refusal does not say why: {}",
         out.stderr.trim()
     );

@@ -8,7 +8,7 @@ use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 use tonic::Status;
 
-use super::index::{Index, Lookup};
+use super::index::{Entry, Index};
 use crate::auth::Authorizer;
 
 /// Message of `manage` calls in a cluster.
@@ -26,10 +26,11 @@ pub const MOUNT_REFUSED: &str =
 ///    (`subtle`) with every published fingerprint on this node; no match →
 ///    `UNAUTHENTICATED` (a computer without a published fingerprint matches
 ///    nothing, so it refuses everything);
-/// 3. `requested` (uid, `NAMESPACE/NAME`, or a `NAME` unique on this node)
-///    names no computer → `NOT_FOUND`; several → `FAILED_PRECONDITION`
-///    asking for `NAMESPACE/NAME`;
-/// 4. the token is not that computer's → `PERMISSION_DENIED`.
+/// 3. `requested` (uid, `NAMESPACE/NAME`, or `NAME`) must name a computer
+///    whose fingerprint the token matched; anything else → `NOT_FOUND`,
+///    with the same message whether the computer is another tenant's or
+///    does not exist, so a token learns no other computer's name or
+///    namespace. A `NAME` two namespaces share means the token's own.
 ///
 /// Only then does the call go on, with the computer's uid as registry key.
 pub struct ClusterAuthorizer {
@@ -54,31 +55,29 @@ impl Authorizer for ClusterAuthorizer {
         let matches = |published: &Option<[u8; 32]>| -> bool {
             published.is_some_and(|p| bool::from(p.ct_eq(&digest)))
         };
-        // Every fingerprint is compared, without stopping at a match.
-        let known = self
-            .index
-            .with_entries(|all| all.fold(false, |any, e| any | matches(&e.credential)));
-        if !known {
+        // Every fingerprint is compared, without stopping at a match; the
+        // computers the token opens are the only ones it may learn of.
+        let own: Vec<Entry> = self.index.with_entries(|all| {
+            all.filter(|e| matches(&e.credential))
+                .cloned()
+                .collect::<Vec<_>>()
+        });
+        if own.is_empty() {
             return Err(Status::unauthenticated(
                 "invalid credential: the token is not the current token of any computer on this node",
             ));
         }
-        let target = self.index.resolve(requested).map_err(|err| match err {
-            Lookup::NotFound => {
-                Status::not_found(format!("computer \"{requested}\" not found on this node"))
-            }
-            Lookup::Ambiguous(all) => Status::failed_precondition(format!(
-                "computer name \"{requested}\" is ambiguous on this node ({}): use NAMESPACE/NAME",
-                all.join(", ")
-            )),
-        })?;
-        if !matches(&target.credential) {
-            return Err(Status::permission_denied(format!(
-                "the token is not the credential of computer {}",
-                target.shown()
-            )));
-        }
-        Ok(target.uid)
+        // A computer the token does not open is answered like one that
+        // does not exist, so that a tenant learns no other tenant's names
+        // or namespaces.
+        own.into_iter()
+            .find(|e| e.uid == requested || e.shown() == requested || e.name == requested)
+            .map(|e| e.uid)
+            .ok_or_else(|| {
+                Status::not_found(format!(
+                    "computer \"{requested}\" not found on this node for this credential"
+                ))
+            })
     }
 
     fn manage(&self, _token: Option<&str>) -> Result<(), Status> {
@@ -133,20 +132,30 @@ mod tests {
         assert_eq!(r.computer("solo", Some("t3")).unwrap(), "u3");
         assert_eq!(code(r.computer("u1", None)), Code::Unauthenticated);
         assert_eq!(code(r.computer("u1", Some("wrong"))), Code::Unauthenticated);
-        assert_eq!(code(r.computer("u1", Some("t2"))), Code::PermissionDenied);
-        assert_eq!(
-            code(r.computer("nohash", Some("t1"))),
-            Code::PermissionDenied
-        );
-        assert_eq!(code(r.computer("missing", Some("t1"))), Code::NotFound);
+        // Another tenant's computer, one without a credential and one that
+        // does not exist get the same answer.
+        let answers: Vec<Status> = ["u2", "b/demo", "solo", "nohash", "missing"]
+            .iter()
+            .map(|n| r.computer(n, Some("t1")).unwrap_err())
+            .collect();
+        for (a, name) in answers
+            .iter()
+            .zip(["u2", "b/demo", "solo", "nohash", "missing"])
+        {
+            assert_eq!(a.code(), Code::NotFound, "{a:?}");
+            assert_eq!(
+                a.message(),
+                format!("computer \"{name}\" not found on this node for this credential")
+            );
+        }
         // An unknown computer with a bad token reveals nothing.
         assert_eq!(
             code(r.computer("missing", Some("x"))),
             Code::Unauthenticated
         );
-        let ambiguous = r.computer("demo", Some("t1")).unwrap_err();
-        assert_eq!(ambiguous.code(), Code::FailedPrecondition);
-        assert!(ambiguous.message().contains("NAMESPACE/NAME"));
+        // A name two namespaces share means the token's own computer.
+        assert_eq!(r.computer("demo", Some("t1")).unwrap(), "u1");
+        assert_eq!(r.computer("demo", Some("t2")).unwrap(), "u2");
         let manage = r.manage(Some("t1")).unwrap_err();
         assert_eq!(manage.code(), Code::FailedPrecondition);
         assert_eq!(manage.message(), MANAGE_REFUSED);

@@ -135,7 +135,7 @@ impl Metrics {
             }
             exec_seconds.with_label_values(&[runtime]);
         }
-        for code in [Code::Unauthenticated, Code::PermissionDenied] {
+        for code in [Code::Unauthenticated, Code::NotFound] {
             refusals.with_label_values(&[code_name(code)]);
         }
         Metrics {
