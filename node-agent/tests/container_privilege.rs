@@ -204,3 +204,107 @@ async fn variables_the_sandboxs_shell_cannot_set_are_refused_by_name() {
         .unwrap();
     assert_eq!(r.stdout, "ok\n");
 }
+
+#[tokio::test]
+async fn a_working_directory_through_a_link_stays_inside_the_sandbox() {
+    if !sandbox_possible() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let agent = Agent::start(dir.path(), &[]);
+    let mut c = agent.client().await;
+    create(&mut c, "box", 0).await;
+    // A link to a descriptor bubblewrap holds on the host's /proc while it
+    // changes directory as root; the computer has a directory of the same
+    // path, so the agent's check of `cwd` passes.
+    let marker = format!("agentcomputer-escape-{}", std::process::id());
+    let r = run(
+        &mut c,
+        box_req(
+            "box",
+            "mkdir -p /workspace/proc/self/fd/3 sub && ln -s /proc/self/fd/3 /workspace/esc3 && ln -s sub inside",
+        ),
+    )
+    .await;
+    assert_eq!(r.code, 0, "{r:?}");
+    let mut req = box_req(
+        "box",
+        &format!("touch ../tmp/{marker}; ls -a ..; ls /proc | grep -c '^[0-9]'"),
+    );
+    req.cwd = "esc3".into();
+    let r = run(&mut c, req).await;
+    let host_file = Path::new("/tmp").join(&marker);
+    let escaped = host_file.exists();
+    let _ = std::fs::remove_file(&host_file);
+    assert!(!escaped, "the script wrote into the host's /tmp: {r:?}");
+    assert_eq!(r.code, 125, "{r:?}");
+    assert!(
+        r.stderr
+            .contains("container: cannot enter the working directory /workspace/esc3"),
+        "{r:?}"
+    );
+    // A link inside the computer is followed as the sandbox user would.
+    let mut req = box_req("box", "pwd; pwd -P");
+    req.cwd = "inside".into();
+    let r = run(&mut c, req).await;
+    assert_eq!(
+        (r.code, r.stdout.as_str()),
+        (0, "/workspace/sub\n/workspace/sub\n"),
+        "{r:?}"
+    );
+}
+
+#[tokio::test]
+async fn descriptors_and_ignored_signals_of_the_agents_parent_stay_out() {
+    if !sandbox_possible() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let secret = dir.path().join("root-only");
+    std::fs::write(&secret, "root secret\n").unwrap();
+    let file = std::fs::OpenOptions::new()
+        .append(true)
+        .open(&secret)
+        .unwrap();
+    use std::os::fd::AsRawFd;
+    let raw = file.as_raw_fd();
+    // The agent starts with the file open as descriptor 7 (not
+    // close-on-exec) and SIGHUP ignored, as under `nohup ... 7>>file`.
+    let data = dir.path().join("data");
+    let agent = Agent::start_with(&data, &[], move |cmd| {
+        use std::os::unix::process::CommandExt;
+        // SAFETY: dup2 and signal are async-signal-safe.
+        unsafe {
+            cmd.pre_exec(move || {
+                if libc::dup2(raw, 7) < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                libc::signal(libc::SIGHUP, libc::SIG_IGN);
+                Ok(())
+            });
+        }
+    });
+    drop(file);
+    let mut c = agent.client().await;
+    create(&mut c, "box", 0).await;
+    let r = run(
+        &mut c,
+        box_req(
+            "box",
+            "ls /proc/$$/fd | tr '\\n' ' '; echo; echo written >&7; grep SigIgn /proc/self/status",
+        ),
+    )
+    .await;
+    assert!(r.stdout.starts_with("0 1 2 \n"), "{r:?}");
+    assert!(r.stderr.contains("7: Bad file descriptor"), "{r:?}");
+    // No standard signal (1 to 31) is ignored; 32 and 33 belong to the C
+    // library's threads.
+    let ignored = r
+        .stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("SigIgn:\t"))
+        .and_then(|hex| u64::from_str_radix(hex.trim(), 16).ok())
+        .unwrap_or_else(|| panic!("no SigIgn line: {r:?}"));
+    assert_eq!(ignored & 0x7fff_ffff, 0, "{r:?}");
+    assert_eq!(std::fs::read_to_string(&secret).unwrap(), "root secret\n");
+}

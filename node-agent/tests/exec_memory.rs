@@ -50,6 +50,12 @@ async fn a_budget_above_the_computers_limit_is_refused_in_every_runtime() {
                 && err.message().contains("268435456 bytes (256 MiB)"),
             "{runtime:?}: {err:?}"
         );
+        let err = c.exec(req(4096)).await.unwrap_err();
+        assert_errno(&err, Code::InvalidArgument, "EINVAL");
+        assert!(
+            err.message().contains("below the least") && err.message().contains("8 MiB"),
+            "{runtime:?}: {err:?}"
+        );
         // At the limit, and below it, the run goes ahead.
         for ok in [256 * MIB, 64 * MIB] {
             let r = run(&mut c, req(ok)).await;

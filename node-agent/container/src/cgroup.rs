@@ -139,17 +139,21 @@ impl Cgroup {
     /// Whether the run went past its memory limit at least once (v1
     /// `memory.failcnt`, v2 `memory.events` `max`/`oom_kill`).
     pub fn hit_memory_limit(&self) -> bool {
+        // v1: `memory.failcnt` and `memory.memsw.failcnt` count charges
+        // refused at the limit, but the kernel may reclaim or kill first
+        // and leave them at 0; `memory.oom_control` counts the OOM kills
+        // (`oom_kill N`, Linux 4.13). v2: `memory.events`' `oom_kill`.
+        let positive = |n: &str| n.trim().parse::<u64>().is_ok_and(|n| n > 0);
+        let counter = |text: &str, key: &str| {
+            text.lines()
+                .any(|l| l.strip_prefix(key).is_some_and(|n| positive(n)))
+        };
         self.dirs.iter().any(|d| {
             let read = |f: &str| std::fs::read_to_string(d.join(f)).ok();
-            if let Some(n) = read("memory.failcnt") {
-                return n.trim().parse::<u64>().is_ok_and(|n| n > 0);
-            }
-            read("memory.events").is_some_and(|events| {
-                events.lines().any(|l| {
-                    l.strip_prefix("oom_kill ")
-                        .is_some_and(|n| n.trim().parse::<u64>().is_ok_and(|n| n > 0))
-                })
-            })
+            read("memory.failcnt").is_some_and(|n| positive(&n))
+                || read("memory.memsw.failcnt").is_some_and(|n| positive(&n))
+                || read("memory.oom_control").is_some_and(|t| counter(&t, "oom_kill "))
+                || read("memory.events").is_some_and(|t| counter(&t, "oom_kill "))
         })
     }
 

@@ -15,13 +15,21 @@
 //! The memfd also keeps the script off every argv: `/proc/PID/cmdline` is
 //! readable by every local user, and a script may carry secrets.
 //!
-//! The memfd holds `NAME=VALUE\0` records, an empty record (`\0`), then
-//! the script's bytes to the end. [`launcher`] is the fixed `bash -c`
-//! text that reads them: it reads every record before exporting any (so
-//! no caller variable can change how the rest is read), closes the
-//! descriptor, exports the records in order and `eval`s the script on its
-//! first line, so `$0`, `$#`, `LINENO` and `exit` behave as under
-//! `bash -c SCRIPT`.
+//! The memfd holds NUL-terminated records: the working directory, then
+//! `NAME=VALUE` for each variable, then the script's bytes to the end.
+//! [`launcher`] is the fixed `bash -c` text that reads them into one array
+//! ([`RESERVED`], a name no caller may set), closes the descriptor, enters
+//! the working directory, exports the variables in one `export`, and
+//! `eval`s the script on its first line (after unsetting the array), so
+//! `$0`, `$#`, `LINENO` and `exit` behave as under `bash -c SCRIPT`.
+//!
+//! The working directory is entered here, as the sandbox user, and not by
+//! `bwrap --chdir`: bubblewrap changes directory as root while it still
+//! holds a descriptor of the host's `/proc`, so a symbolic link in the
+//! computer (`dir -> /proc/self/fd/3`) would start the script in the
+//! host's filesystem. `cd -P` as uid 1000 resolves links with the sandbox
+//! user's rights inside the sandbox's own mount namespace, as the script
+//! itself would.
 
 use std::io::{Seek, SeekFrom, Write};
 use std::os::fd::OwnedFd;
@@ -38,6 +46,9 @@ pub const BASE_ENV: &[(&str, &str)] = &[
     ("TMPDIR", "/tmp"),
     ("LANG", "C.UTF-8"),
 ];
+
+/// The launcher's own array: refused as a caller's variable name.
+pub const RESERVED: &str = "AGENTCOMPUTER_LAUNCH";
 
 /// Variables bash keeps read-only for itself (bash(1), "Shell
 /// Variables"): a caller cannot set them for the script.
@@ -71,6 +82,11 @@ pub fn check_name(name: &str) -> Result<(), Refused> {
              with a digit); the container runtime sets the caller's variables in the sandbox's shell"
         )));
     }
+    if name == RESERVED {
+        return Err(Refused(format!(
+            "env entry {name:?} is reserved for the container runtime's launcher"
+        )));
+    }
     if BASH_READONLY.contains(&name) {
         return Err(Refused(format!(
             "env entry {name:?} is a read-only variable of bash and cannot be set for the script"
@@ -79,11 +95,19 @@ pub fn check_name(name: &str) -> Result<(), Refused> {
     Ok(())
 }
 
-/// The memfd's bytes for `env` (in order; later entries win) and
-/// `script`. Errors: a name [`check_name`] refuses, or a NUL byte in a
-/// value or the script (a shell variable cannot hold one).
-pub fn payload(env: &[(String, String)], script: &str) -> Result<Vec<u8>, Refused> {
-    let mut out = Vec::with_capacity(script.len() + 64 * env.len() + 1);
+/// The memfd's bytes for a run in `cwd` (an absolute path inside the
+/// sandbox) with `env` (in order; later entries win) and `script`.
+/// Errors: a name [`check_name`] refuses, or a NUL byte in the working
+/// directory, a value or the script (a shell variable cannot hold one).
+pub fn payload(cwd: &str, env: &[(String, String)], script: &str) -> Result<Vec<u8>, Refused> {
+    let mut out = Vec::with_capacity(cwd.len() + script.len() + 64 * env.len() + 2);
+    if cwd.contains('\0') {
+        return Err(Refused(format!(
+            "the working directory {cwd:?} holds a NUL byte"
+        )));
+    }
+    out.extend_from_slice(cwd.as_bytes());
+    out.push(0);
     for (name, value) in env {
         check_name(name)?;
         if value.contains('\0') {
@@ -94,13 +118,15 @@ pub fn payload(env: &[(String, String)], script: &str) -> Result<Vec<u8>, Refuse
         out.extend_from_slice(value.as_bytes());
         out.push(0);
     }
-    out.push(0);
     if script.contains('\0') {
         return Err(Refused(
             "the script holds a NUL byte, which bash cannot read".into(),
         ));
     }
     out.extend_from_slice(script.as_bytes());
+    // The script's record ends like the others, so an empty script is a
+    // record too.
+    out.push(0);
     Ok(out)
 }
 
@@ -117,17 +143,19 @@ pub fn memfd(payload: &[u8]) -> std::io::Result<OwnedFd> {
     Ok(OwnedFd::from(file))
 }
 
-/// The `bash -c` text that reads the payload from descriptor `fd`, sets
-/// the environment and runs the script. One line, so that the script's
-/// `LINENO` counts from 1. It holds no variable of its own while the
-/// caller's are exported: the records wait in the positional parameters,
-/// which `eval`'s first statement empties.
+/// The `bash -c` text that reads the payload from descriptor `fd`, enters
+/// the working directory (exit status 125 with a message when it cannot),
+/// sets the environment and runs the script. One line, so that the
+/// script's `LINENO` counts from 1; linear in the payload's size. Only
+/// [`RESERVED`] is set while the caller's variables are exported, and the
+/// script's first statement unsets it.
 pub fn launcher(fd: i32) -> String {
+    let a = RESERVED;
     format!(
-        "while IFS= read -r -d '' -u {fd} t && [ -n \"$t\" ]; do set -- \"$@\" \"$t\"; done; \
-         IFS= read -r -d '' -u {fd} t; exec {fd}<&-; set -- \"$t\" \"$@\"; unset t; \
-         while [ $# -gt 1 ]; do export -- \"$2\" || exit 125; set -- \"$1\" \"${{@:3}}\"; done; \
-         eval \"set --; $1\""
+        "{{ mapfile -d '' -u {fd} {a} && exec {fd}<&-; }} || exit 125; \
+         {{ cd -P -- \"${{{a}[0]}}\" || {{ echo \"container: cannot enter the working directory ${{{a}[0]}}\" >&2; exit 125; }}; }} && \
+         {{ [ \"${{#{a}[@]}}\" -lt 3 ] || export -- \"${{{a}[@]:1:${{#{a}[@]}}-2}}\" || exit 125; }} && \
+         eval \"unset {a}; ${{{a}[-1]}}\""
     )
 }
 
@@ -141,7 +169,7 @@ mod tests {
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect();
-        let fd = memfd(&payload(&env, script).unwrap()).unwrap();
+        let fd = memfd(&payload("/", &env, script).unwrap()).unwrap();
         use std::os::fd::AsRawFd;
         let raw = fd.as_raw_fd();
         let mut cmd = Command::new("/bin/bash");
@@ -199,13 +227,63 @@ mod tests {
     }
 
     #[test]
+    fn a_callers_ifs_and_ten_thousand_variables_are_all_set() {
+        let (out, code) = run(
+            &[("IFS", "2"), ("A", "a"), ("Z", "z")],
+            "echo \"[$A] [$Z]\"",
+        );
+        assert_eq!((out.as_str(), code), ("[a] [z]\n", 0));
+        let many: Vec<(String, String)> = (0..10_000)
+            .map(|i| (format!("V_{i}"), i.to_string()))
+            .collect();
+        let refs: Vec<(&str, &str)> = many.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        let (out, _) = run(&refs, "env | grep -c '^V_'; echo \"$V_9999\"");
+        assert_eq!(out, "10000\n9999\n");
+    }
+
+    #[test]
+    fn a_working_directory_that_cannot_be_entered_ends_the_run_with_125() {
+        let env: Vec<(String, String)> = Vec::new();
+        let fd = memfd(&payload("/nonexistent-dir", &env, "echo ran").unwrap()).unwrap();
+        use std::os::fd::AsRawFd;
+        let raw = fd.as_raw_fd();
+        let mut cmd = Command::new("/bin/bash");
+        cmd.arg("-c").arg(launcher(raw)).arg("/bin/bash");
+        use std::os::unix::process::CommandExt;
+        // SAFETY: fcntl is async-signal-safe.
+        unsafe {
+            cmd.pre_exec(move || {
+                libc::fcntl(raw, libc::F_SETFD, 0);
+                Ok(())
+            });
+        }
+        let out = cmd.output().unwrap();
+        assert_eq!(out.status.code(), Some(125));
+        assert!(out.stdout.is_empty());
+        assert!(
+            String::from_utf8_lossy(&out.stderr)
+                .contains("container: cannot enter the working directory /nonexistent-dir")
+        );
+    }
+
+    #[test]
     fn names_the_shell_cannot_set_are_refused_with_the_name() {
-        for bad in ["", "1A", "a-b", "a.b", "BASH_FUNC_f%%", "SHELLOPTS", "UID"] {
-            let e = payload(&[(bad.to_string(), "v".to_string())], "true").unwrap_err();
+        for bad in [
+            "",
+            "1A",
+            "a-b",
+            "a.b",
+            "BASH_FUNC_f%%",
+            "SHELLOPTS",
+            "UID",
+            RESERVED,
+        ] {
+            let e = payload("/", &[(bad.to_string(), "v".to_string())], "true").unwrap_err();
             assert!(e.0.contains(&format!("{bad:?}")), "{e}");
         }
-        assert!(payload(&[], "echo a\0b").is_err());
-        assert!(payload(&[("A".into(), "a\0".into())], "true").is_err());
-        assert!(payload(&[("_a1".into(), "v".into())], "true").is_ok());
+        assert!(payload("/", &[], "echo a\0b").is_err());
+        assert!(payload("/\0", &[], "true").is_err());
+        assert!(payload("/", &[("A".into(), "a\0".into())], "true").is_err());
+        assert!(payload("/", &[("_a1".into(), "v".into())], "true").is_ok());
     }
 }

@@ -57,6 +57,11 @@ pub const DEFAULT_MAX_OUTPUT: u64 = 16 * 1024 * 1024;
 /// the admission floor, [`crate::admission::AdmissionConfig::min_exec_memory_bytes`]).
 /// See docs/isolation.md.
 pub const DEFAULT_EXEC_MEMORY: u64 = 256 * 1024 * 1024;
+/// The least memory budget a request may name (8 MiB): below it no
+/// runtime starts (bash alone, in the container runtime, needs about 4 MiB;
+/// a QuickJS context about 1 MiB), and a run killed at once would say
+/// nothing useful.
+pub const MIN_EXEC_MEMORY: u64 = 8 * 1024 * 1024;
 /// Events buffered ahead of a slow client.
 const EVENT_BUFFER: usize = 64;
 /// `input_json` longer than this is parsed on the blocking pool.
@@ -220,6 +225,15 @@ async fn start_runtime(
                 format_args!(
                     "memory_limit_bytes {n} is above {whose}: {most_memory} bytes ({})",
                     crate::admission::bytes(most_memory)
+                ),
+            ));
+        }
+        n if n < MIN_EXEC_MEMORY => {
+            return Err(errno_detail(
+                Errno::EINVAL,
+                format_args!(
+                    "memory_limit_bytes {n} is below the least any runtime can start with, {MIN_EXEC_MEMORY} bytes ({})",
+                    crate::admission::bytes(MIN_EXEC_MEMORY)
                 ),
             ));
         }

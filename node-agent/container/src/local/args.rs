@@ -50,8 +50,6 @@ pub const ETC: &[&str] = &[
 pub struct Layout<'a> {
     /// The computer's files on the host (its FUSE mount).
     pub workspace: &'a Path,
-    /// Working directory inside (`/workspace/...`).
-    pub cwd: &'a str,
     /// Descriptors (inherited by `bwrap`) holding the sandbox's own
     /// `/etc/passwd`, `/etc/group`, `/etc/hosts`, and where each goes:
     /// copied in by bubblewrap (`--ro-bind-data`), so no host path of the
@@ -156,8 +154,11 @@ pub fn bwrap_args(l: &Layout<'_>) -> (Vec<OsString>, Vec<OsString>) {
         // The root tmpfs itself (holding the mountpoints) read-only too.
         &"--remount-ro",
         &"/",
+        // The run's own working directory is entered by the shell after
+        // the privilege drop (`crate::launch`): bubblewrap would follow
+        // links in the computer as root.
         &"--chdir",
-        &l.cwd,
+        &crate::WORKSPACE,
         &"--cap-add",
         &"CAP_SETUID",
         &"--cap-add",
@@ -207,7 +208,6 @@ mod tests {
         let etc_files = vec![(9, "/etc/passwd")];
         let l = Layout {
             workspace: Path::new("/data/run/workspaces/demo"),
-            cwd: "/workspace/src",
             etc_files: &etc_files,
             etc_entries: &["ssl".to_string()],
             userland: &userland,
@@ -234,9 +234,9 @@ mod tests {
             "--perms 0644 --ro-bind-data 9 /etc/passwd",
             "--perms 01777 --size 1048576 --tmpfs /tmp",
             "--bind /data/run/workspaces/demo /workspace",
-            "--remount-ro / --chdir /workspace/src",
+            "--remount-ro / --chdir /workspace --cap-add",
             "-- /usr/bin/setpriv --reuid=1000 --regid=1000 --clear-groups",
-            "--no-new-privs -- /bin/bash -c while IFS= read -r -d '' -u 7 t",
+            "--no-new-privs -- /bin/bash -c { mapfile -d '' -u 7 AGENTCOMPUTER_LAUNCH",
             "--add-seccomp-fd 5 --add-seccomp-fd 6",
         ] {
             assert!(t.contains(want), "{want:?} missing from {t}");

@@ -179,7 +179,7 @@ impl LocalSandbox {
     fn command(&self, spec: &RunSpec, cgroup: &Cgroup) -> io::Result<Command> {
         // The script and every variable of the run reach only the shell,
         // after the privilege drop (see `crate::launch`).
-        let payload = crate::launch::payload(&spec.env, &spec.script)
+        let payload = crate::launch::payload(&spec.cwd, &spec.env, &spec.script)
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
         let launch = crate::launch::memfd(&payload)?;
         // Each run reads its own copies: bubblewrap reads from the
@@ -195,7 +195,6 @@ impl LocalSandbox {
         }
         let layout = args::Layout {
             workspace: &spec.workspace,
-            cwd: &spec.cwd,
             etc_files: &etc_files,
             etc_entries: &self.etc_entries,
             userland: &self.userland,
@@ -328,13 +327,55 @@ impl PreExec {
                     return Err(io::Error::last_os_error());
                 }
             }
+            // Nothing the agent itself inherited (a descriptor its parent
+            // left open, an ignored signal) reaches the sandbox: every
+            // descriptor from 3 up closes at exec but the run's own, and
+            // every signal has its default action.
+            cloexec_from(3);
             for fd in &self.inherited {
                 if libc::fcntl(fd.as_raw_fd(), libc::F_SETFD, 0) != 0 {
                     return Err(io::Error::last_os_error());
                 }
             }
+            let mut default: libc::sigaction = std::mem::zeroed();
+            default.sa_sigaction = libc::SIG_DFL;
+            // The standard signals (glibc keeps 32 and 33 for itself).
+            for signal in 1..32 {
+                if signal != libc::SIGKILL && signal != libc::SIGSTOP {
+                    libc::sigaction(signal, &default, std::ptr::null_mut());
+                }
+            }
+            let mut none: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut none);
+            libc::sigprocmask(libc::SIG_SETMASK, &none, std::ptr::null_mut());
         }
         Ok(())
+    }
+}
+
+/// Marks every descriptor from `first` up close-on-exec: `close_range(2)`
+/// with `CLOSE_RANGE_CLOEXEC` (Linux 5.11), else `fcntl` on each up to the
+/// soft `RLIMIT_NOFILE` (at most 2^20). Async-signal-safe.
+///
+/// # Safety
+/// Only system calls on integers; meant for a child between fork and exec.
+unsafe fn cloexec_from(first: u32) {
+    /// `CLOSE_RANGE_CLOEXEC` of `<linux/close_range.h>`.
+    const CLOSE_RANGE_CLOEXEC: libc::c_uint = 1 << 2;
+    // SAFETY: raw system calls on integer arguments.
+    unsafe {
+        if libc::syscall(libc::SYS_close_range, first, u32::MAX, CLOSE_RANGE_CLOEXEC) == 0 {
+            return;
+        }
+        let mut limit: libc::rlimit = std::mem::zeroed();
+        let most = if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) == 0 {
+            limit.rlim_cur.min(1 << 20) as i32
+        } else {
+            1 << 16
+        };
+        for fd in first as i32..most {
+            libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC);
+        }
     }
 }
 
