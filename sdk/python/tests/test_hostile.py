@@ -48,6 +48,18 @@ def run(coro: Any) -> Any:
     return asyncio.run(coro)
 
 
+def test_deadlines_must_be_positive(hostile: HostileServer) -> None:
+    for bad in (0, -1, float("nan"), True, "5"):
+        with pytest.raises(ValueError) as e:
+            Client(hostile.endpoint, token="t", idle_timeout=bad)  # type: ignore[arg-type]
+        assert "idle_timeout must be a positive number" in str(e.value)
+        with pytest.raises(ValueError):
+            Client(hostile.endpoint, token="t", exec_grace=bad)  # type: ignore[arg-type]
+    with Client(hostile.endpoint, token="t", idle_timeout=None, exec_grace=None) as c:
+        assert c.computer("c").read_bytes("f", length=3) == b"012"
+        assert c.computer("fine").exec("x").stdout == "hi\n"
+
+
 # ------------------------------------------------------------------ exec
 
 

@@ -48,6 +48,16 @@ def new_stub(channel: Any) -> Any:
     return cls(channel)
 
 
+def check_deadlines(idle_timeout: Optional[float], exec_grace: Optional[float]) -> None:
+    """Checks the stream deadlines a client was given: each a positive
+    number of seconds or ``None``. Raises ``ValueError``."""
+    for name, value in (("idle_timeout", idle_timeout), ("exec_grace", exec_grace)):
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+            raise ValueError(f"{name} must be a positive number of seconds or None, got {value!r}")
+
+
 def channel_options(target: Target) -> list[tuple[str, Any]]:
     """gRPC channel arguments for ``target``."""
     options: list[tuple[str, Any]] = [

@@ -61,6 +61,7 @@ class AsyncClient:
         idle_timeout: Optional[float] = g.DEFAULT_IDLE_TIMEOUT,
         exec_grace: Optional[float] = g.DEFAULT_EXEC_GRACE,
     ) -> None:
+        c.check_deadlines(idle_timeout, exec_grace)
         self.target: Target = resolve_target(
             endpoint,
             token,

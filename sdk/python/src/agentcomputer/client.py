@@ -78,6 +78,8 @@ class Client:
 
     Raises:
         ConfigurationError: the endpoint, token file or CA is unusable.
+        ValueError: ``idle_timeout`` or ``exec_grace`` is not a positive
+            number of seconds or ``None``.
 
     The connection is made lazily; an agent that cannot be reached raises
     :class:`~agentcomputer.errors.AgentUnavailableError` at the first call.
@@ -97,6 +99,7 @@ class Client:
         idle_timeout: Optional[float] = g.DEFAULT_IDLE_TIMEOUT,
         exec_grace: Optional[float] = g.DEFAULT_EXEC_GRACE,
     ) -> None:
+        c.check_deadlines(idle_timeout, exec_grace)
         self.target: Target = resolve_target(
             endpoint,
             token,
