@@ -92,9 +92,10 @@ def exec_deadline_message(timeout: Optional[float], grace: float) -> str:
 
 
 def idle_message(what: str, idle: float) -> str:
-    """The message of the DeadlineExceededError of an idle stream."""
+    """The message of the DeadlineExceededError of an idle stream;
+    ``what`` names it (``"Read stream of 'a.txt'"``)."""
     return (
-        f"the agent sent nothing on the {what} stream for {_seconds(idle)}"
+        f"the agent sent nothing on the {what} for {_seconds(idle)}"
         " (Client(idle_timeout=...)); the call was cancelled"
     )
 
@@ -176,9 +177,9 @@ class ExecGather:
             received = len(self.stdout) + len(self.stderr) + len(event.data)
             if received > self.limit:
                 raise OutputLimitError(
-                    f"the agent sent {received} bytes of output, more than the run's cap"
-                    f" ({self.limit - OUTPUT_ALLOWANCE_BYTES} bytes: max_output_bytes, or the default"
-                    f" {DEFAULT_MAX_OUTPUT_BYTES}) plus {OUTPUT_ALLOWANCE_BYTES}; the stream was dropped",
+                    f"the agent sent {received} bytes of output, more than the run's cap of"
+                    f" {self.limit - OUTPUT_ALLOWANCE_BYTES} bytes (max_output_bytes; 0 is the agent's"
+                    f" default, 16 MiB) plus an allowance of {OUTPUT_ALLOWANCE_BYTES}; the run was cancelled",
                     limit=self.limit,
                     received=received,
                 )

@@ -123,7 +123,7 @@ class AsyncClient:
         or is closed."""
         call = getattr(self._stub, method)(request, metadata=self._md)
         try:
-            async for m in amessages(call, self.idle_timeout, f"{method} {path or ''}".strip()):
+            async for m in amessages(call, self.idle_timeout, f"{method} stream" + (f" of {path!r}" if path else "")):
                 yield m
         except grpc.RpcError as e:
             raise c.translate(e, self.target, path) from None

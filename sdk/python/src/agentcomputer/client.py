@@ -166,7 +166,7 @@ class Client:
         or is closed (a check of its messages failed)."""
         call = getattr(self._stub, method)(request, metadata=self._md)
         try:
-            yield from messages(call, self.idle_timeout, f"{method} {path or ''}".strip())
+            yield from messages(call, self.idle_timeout, f"{method} stream" + (f" of {path!r}" if path else ""))
         except grpc.RpcError as e:
             raise c.translate(e, self.target, path) from None
         finally:
