@@ -25,7 +25,8 @@ MiB = 1024 * 1024
 #: none (``max_output_bytes`` 0): 16 MiB.
 DEFAULT_MAX_OUTPUT_BYTES = 16 * MiB
 #: Bytes :meth:`Computer.exec` accepts past a run's cap before it calls the
-#: agent broken (64 KiB), room for an agent that cuts at a message boundary.
+#: agent broken (64 KiB): room for the notice the agent adds when it cuts
+#: the output (``shell: output exceeded ...`` on stderr).
 OUTPUT_ALLOWANCE_BYTES = 64 * 1024
 #: The agent's run timeout when the request asks for none, in seconds.
 DEFAULT_EXEC_TIMEOUT = 60.0

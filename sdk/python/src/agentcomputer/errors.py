@@ -148,8 +148,9 @@ class ProtocolError(AgentComputerError):
 class OutputLimitError(ProtocolError):
     """:meth:`Computer.exec` received more output than the run may produce:
     stdout plus stderr past the run's cap (its ``max_output_bytes``, else
-    the agent's default of 16 MiB) plus a small allowance. A compliant
-    agent cuts the output at the cap, so more is a broken or hostile agent;
+    the agent's default of 16 MiB) plus a 64 KiB allowance. A compliant
+    agent cuts the output at the cap and adds at most a one-line notice, so
+    more is a broken or hostile agent;
     the stream is dropped rather than gathered.
 
     Attributes:
