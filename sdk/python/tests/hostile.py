@@ -135,6 +135,22 @@ class Hostile(pb_grpc.AgentComputerServicer):  # type: ignore[misc]
             for i in range(3):
                 yield pb.BackupChunk(offset=i * 100, data=b"d" * 100, total_bytes=300)
 
+    # Write, by computer name: "write-no-answer" (takes every message,
+    # then never answers), "write-no-read" (takes nothing); anything else:
+    # takes the upload and answers with its size.
+    def Write(self, request_iterator: Iterator[pb.WriteRequest], context: Any) -> pb.WriteResponse:
+        header = next(request_iterator)
+        case = header.header.computer
+        if case == "write-no-read":
+            _stall(context)
+            return pb.WriteResponse()
+        n = 0
+        for m in request_iterator:
+            n += len(m.data)
+        if case == "write-no-answer":
+            _stall(context)
+        return pb.WriteResponse(info=pb.FileInfo(kind=pb.FILE_KIND_REGULAR, size=n))
+
     # Grep, by computer name: "grep-many" (2000 matches whatever was asked),
     # "grep-escape" (a path out of /workspace), "grep-stall"; anything
     # else: one match.

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Any, Iterator
+from typing import Any, AsyncIterator, Iterator
 
 import pytest
 
@@ -210,6 +210,24 @@ def test_backup_chunks_are_checked(client: Client, case: str, says: str) -> None
     assert says in str(e.value)
 
 
+def slow_source(pieces: int, pause: float) -> Iterator[bytes]:
+    for _ in range(pieces):
+        time.sleep(pause)
+        yield b"p" * 1000
+
+
+@pytest.mark.parametrize("case", ["write-no-answer", "write-no-read"])
+def test_write_to_an_agent_that_stalls_hits_the_idle_deadline(client: Client, case: str) -> None:
+    # A slow data source is not a stalled agent.
+    assert client.computer("fine").write("a.txt", slow_source(3, 0.7)).size == 3000
+    start = time.monotonic()
+    with pytest.raises(DeadlineExceededError) as e:
+        # 16 MiB: more than gRPC buffers for an agent that reads nothing.
+        client.computer(case).write("a.txt", b"w" * (16 * MiB))
+    assert "Write stream of 'a.txt'" in str(e.value)
+    assert time.monotonic() - start < 5
+
+
 # ------------------------------------------------------------------ search, listing, links
 
 
@@ -329,6 +347,18 @@ def test_async_reads_and_search(hostile: HostileServer) -> None:
                 await asyncio.sleep(0.7)
                 pieces.append(piece)
             assert len(b"".join(pieces)) == 3000
+
+            async def slow() -> AsyncIterator[bytes]:
+                for _ in range(3):
+                    await asyncio.sleep(0.7)
+                    yield b"p" * 1000
+
+            assert (await client.computer("fine").write("a.txt", slow())).size == 3000
+            for case in ("write-no-answer", "write-no-read"):
+                start = time.monotonic()
+                with pytest.raises(DeadlineExceededError):
+                    await client.computer(case).write("a.txt", b"w" * (16 * MiB))
+                assert time.monotonic() - start < 5
 
             import io
 

@@ -18,7 +18,7 @@ import grpc.aio
 
 from . import _common as c
 from . import _guard as g
-from ._idle import amessages
+from ._idle import AsyncWatch, amessages, arequests
 from .client import _exec_failure
 from .connection import PathOrPem, PortForward, Target, parse_port_forward, resolve_target
 from .errors import DeadlineExceededError, ExecError, OutputLimitError, ProtocolError
@@ -359,12 +359,32 @@ class AsyncComputer:
         ``data`` may also be an async iterable of bytes."""
         header = c.write_header(self.name, path, mode, perm, offset)
         stream = _AsyncWriteStream(header, _async_chunks(data, encoding))
+        idle = self.client.idle_timeout
+        watch = AsyncWatch(idle) if idle is not None else None
+        messages = arequests(stream.__aiter__(), watch) if watch is not None else stream.__aiter__()
+        stalled = DeadlineExceededError(
+            g.idle_message(f"Write stream of {path!r}", idle or 0.0), code="DEADLINE_EXCEEDED"
+        )
+        call = self.client._stub.Write(messages, metadata=self.client._md)
+        watcher = None
+        if watch is not None:
+            watch.call = call
+            watcher = asyncio.ensure_future(watch.run())
         try:
-            resp = await self.client._stub.Write(stream.__aiter__(), metadata=self.client._md)
+            resp = await call
+        except asyncio.CancelledError:
+            if watch is not None and watch.fired:
+                raise stalled from None
+            raise
         except grpc.RpcError as e:
             if stream.error is not None:
                 raise stream.error
+            if watch is not None and watch.fired:
+                raise stalled from None
             raise c.translate(e, self.client.target, path) from None
+        finally:
+            if watcher is not None:
+                watcher.cancel()
         if stream.error is not None:
             raise stream.error
         return FileInfo.from_proto(resp.info, path)

@@ -19,7 +19,7 @@ import grpc
 
 from . import _common as c
 from . import _guard as g
-from ._idle import messages
+from ._idle import Watch, messages, requests
 from .connection import PathOrPem, PortForward, Target, parse_port_forward, resolve_target
 from .errors import DeadlineExceededError, ExecError, OutputLimitError, ProtocolError
 from .models import (
@@ -61,9 +61,11 @@ class Client:
         timeout: deadline in seconds for each single-answer call (stat,
             mkdir, ...); ``None`` waits forever. Streams have their own:
         idle_timeout: the longest wait, in seconds, for the agent's next
-            message of a read, backup or grep stream (default 120; the time
-            the caller spends between messages does not count); ``None``
-            waits forever. A backup's first chunk comes once the copy is
+            message of a read, backup or grep stream, and in an upload
+            (write) for the agent to take the next message or, after the
+            last, to answer (default 120; the time the caller spends
+            between messages, or reading the data to upload, does not
+            count); ``None`` waits forever. A backup's first chunk comes once the copy is
             taken and a grep over a large tree may be silent while it
             scans: raise it for those.
         exec_grace: seconds an exec stream may last past its run's timeout
@@ -426,15 +428,36 @@ class Computer:
             FileExistsError: ``exclusive`` and the path exists.
             IsADirectoryError, NotADirectoryError, FileNotFoundError (a
                 missing parent directory), RemoteOSError (ENOSPC over quota).
+            DeadlineExceededError: the agent took no data, or gave no
+                answer after the last, for the client's ``idle_timeout``
+                (the time spent reading ``data`` does not count).
         """
         header = c.write_header(self.name, path, mode, perm, offset)
         stream = c.WriteStream(header, c.chunks_of(data, encoding))
+        idle = self.client.idle_timeout
+        watch = Watch(None, idle) if idle is not None else None
+        messages = requests(iter(stream), watch) if watch is not None else iter(stream)
+        stalled = DeadlineExceededError(
+            g.idle_message(f"Write stream of {path!r}", idle or 0.0), code="DEADLINE_EXCEEDED"
+        )
         try:
-            resp = self.client._stub.Write(iter(stream), metadata=self.client._md)
+            call = self.client._stub.Write.future(messages, metadata=self.client._md)
+            if watch is not None:
+                watch.set_call(call)
+            resp = call.result()
+        except grpc.FutureCancelledError:
+            if watch is not None and watch.fired:
+                raise stalled from None
+            raise
         except grpc.RpcError as e:
             if stream.error is not None:
                 raise stream.error
+            if watch is not None and watch.fired:
+                raise stalled from None
             raise c.translate(e, self.client.target, path) from None
+        finally:
+            if watch is not None:
+                watch.stop()
         if stream.error is not None:
             raise stream.error
         return FileInfo.from_proto(resp.info, path)

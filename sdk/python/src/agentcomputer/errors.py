@@ -130,7 +130,9 @@ class DeadlineExceededError(AgentComputerError, TimeoutError):
     a single-answer call its ``Client(timeout=...)``, an exec stream its
     run's timeout plus ``Client(exec_grace=...)``, a read, backup or grep
     stream ``Client(idle_timeout=...)`` while waiting for the agent's next
-    message. The call is cancelled. Also a :class:`TimeoutError`.
+    message, an upload (write) the same while waiting for the agent to take
+    the next message or to answer. The call is cancelled. Also a
+    :class:`TimeoutError`.
     """
 
 
