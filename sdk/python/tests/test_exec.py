@@ -60,6 +60,22 @@ def test_output_cap(computer: agentcomputer.Computer) -> None:
     assert r.error != ""
 
 
+def test_the_agents_cap_is_within_what_exec_gathers(computer: agentcomputer.Computer) -> None:
+    """The agent cuts a run's output at its cap and may add its own notice;
+    exec() accepts that (the cap plus its allowance) and no more."""
+    allowance = agentcomputer.OUTPUT_ALLOWANCE_BYTES
+    r = computer.exec("yes abcdefghijklmnop | head -c 18000000")
+    assert len(r.stdout_bytes) == agentcomputer.DEFAULT_MAX_OUTPUT_BYTES and r.exit_code == 141
+    assert len(r.stdout_bytes) + len(r.stderr_bytes) <= agentcomputer.DEFAULT_MAX_OUTPUT_BYTES + allowance
+    both = "for i in $(seq 1 20000); do echo out-$i; echo err-$i >&2; done"
+    r = computer.exec(both, max_output_bytes=100_000)
+    assert 90_000 < len(r.stdout_bytes) + len(r.stderr_bytes) <= 100_000 + allowance and r.error
+    js = "console.log('x'.repeat(200000)); console.error('y'.repeat(200000))"
+    r = computer.exec(js, runtime="javascript", max_output_bytes=100_000)
+    assert len(r.stdout_bytes) == 100_000 and r.error
+    assert len(r.stdout_bytes) + len(r.stderr_bytes) <= 100_000 + allowance
+
+
 def test_stream_events_arrive_as_produced(computer: agentcomputer.Computer) -> None:
     seen: list[tuple[float, agentcomputer.ExecEvent]] = []
     start = time.monotonic()

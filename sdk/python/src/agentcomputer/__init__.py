@@ -17,6 +17,7 @@ its own, as the ``kubectl computer`` CLI does; see
 for asyncio, :mod:`agentcomputer.errors` the exceptions.
 """
 
+from ._guard import DEFAULT_MAX_OUTPUT_BYTES, OUTPUT_ALLOWANCE_BYTES
 from .aio import AsyncClient, AsyncComputer, AsyncExecStream
 from .client import Client, Computer, ExecStream
 from .connection import PortForward, Target, default_data_dir, parse_port_forward, resolve_target
@@ -27,8 +28,11 @@ from .errors import (
     ComputerExistsError,
     ComputerNotFoundError,
     ConfigurationError,
+    DeadlineExceededError,
     ExecError,
+    OutputLimitError,
     PermissionDeniedError,
+    ProtocolError,
     RemoteOSError,
 )
 from .models import (
@@ -49,6 +53,8 @@ from .models import (
 )
 
 __all__ = [
+    "DEFAULT_MAX_OUTPUT_BYTES",
+    "OUTPUT_ALLOWANCE_BYTES",
     "AgentComputerError",
     "AgentUnavailableError",
     "AsyncClient",
@@ -61,6 +67,7 @@ __all__ = [
     "ComputerInfo",
     "ComputerNotFoundError",
     "ConfigurationError",
+    "DeadlineExceededError",
     "DirEntry",
     "Egress",
     "EgressCidr",
@@ -74,8 +81,10 @@ __all__ = [
     "FileInfo",
     "GlobResult",
     "GrepMatch",
+    "OutputLimitError",
     "PermissionDeniedError",
     "PortForward",
+    "ProtocolError",
     "RemoteOSError",
     "ShareLink",
     "Statfs",

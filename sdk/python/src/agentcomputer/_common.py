@@ -10,8 +10,10 @@ from typing import Any, Iterable, Iterator, Literal, Mapping, Optional, Union
 
 import grpc
 
+from . import _guard as g
 from .connection import Target
-from .errors import AgentComputerError, AgentUnavailableError, from_status
+from .errors import AgentComputerError, AgentUnavailableError, ProtocolError, from_status
+from .models import GlobResult, ShareLink
 from .v1 import agentcomputer_pb2 as pb
 from .v1 import agentcomputer_pb2_grpc as pb_grpc
 
@@ -44,6 +46,16 @@ def new_stub(channel: Any) -> Any:
     """The generated service stub (untyped code) over a sync or aio channel."""
     cls: Any = pb_grpc.AgentComputerStub
     return cls(channel)
+
+
+def check_deadlines(idle_timeout: Optional[float], exec_grace: Optional[float]) -> None:
+    """Checks the stream deadlines a client was given: each a positive
+    number of seconds or ``None``. Raises ``ValueError``."""
+    for name, value in (("idle_timeout", idle_timeout), ("exec_grace", exec_grace)):
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+            raise ValueError(f"{name} must be a positive number of seconds or None, got {value!r}")
 
 
 def channel_options(target: Target) -> list[tuple[str, Any]]:
@@ -258,3 +270,34 @@ def open_destination(dest: Union[str, "os.PathLike[str]", io.IOBase, Any]) -> tu
     if not hasattr(dest, "write"):
         raise TypeError("destination must be a path or a binary file object")
     return dest, False
+
+
+def check_page(resp: pb.ReadDirResponse, page_size: int, token_sent: str) -> None:
+    """Checks one ReadDir page: at most the entries asked (``page_size``, 0
+    meaning 1000, at most 10000), names that are names, and a next page
+    token other than the one sent. Raises ProtocolError."""
+    most = g.page_size(page_size)
+    if len(resp.entries) > most:
+        raise ProtocolError(f"the agent sent a page of {len(resp.entries)} entries, more than the {most} asked")
+    for e in resp.entries:
+        g.entry_name(e)
+    if token_sent and resp.next_page_token == token_sent:
+        raise ProtocolError(
+            f"the agent sent the same page token back ({g.shown(token_sent)}): the listing would never end"
+        )
+
+
+def glob_result(resp: pb.GlobResponse, max_results: int) -> GlobResult:
+    """The GlobResult of a Glob answer, checked: at most ``max_results``
+    paths (0: 10000), each relative to ``/workspace``. Raises ProtocolError."""
+    g.count(len(resp.paths), max_results, g.GLOB_DEFAULT_MAX, "paths")
+    for p in resp.paths:
+        g.relative_path(p, "glob")
+    return GlobResult(resp.paths, truncated=resp.truncated)
+
+
+def share_link(resp: pb.ShareResponse) -> ShareLink:
+    """The ShareLink of a Share answer, checked (see
+    :func:`agentcomputer._guard.share_response`)."""
+    g.share_response(resp)
+    return ShareLink.from_proto(resp)

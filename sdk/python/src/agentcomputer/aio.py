@@ -10,15 +10,18 @@ from __future__ import annotations
 
 import asyncio
 import os
-from typing import Any, AsyncIterable, AsyncIterator, BinaryIO, Mapping, Optional, Union
+import time
+from typing import Any, AsyncGenerator, AsyncIterable, AsyncIterator, BinaryIO, Mapping, Optional, Union
 
 import grpc
 import grpc.aio
 
 from . import _common as c
+from . import _guard as g
+from ._idle import AsyncWatch, amessages, arequests
 from .client import _exec_failure
 from .connection import PathOrPem, PortForward, Target, parse_port_forward, resolve_target
-from .errors import ExecError
+from .errors import DeadlineExceededError, ExecError, OutputLimitError, ProtocolError
 from .models import (
     ComputerInfo,
     DirEntry,
@@ -31,7 +34,6 @@ from .models import (
     GrepMatch,
     ShareLink,
     Statfs,
-    event_from_proto,
 )
 from .v1 import agentcomputer_pb2 as pb
 
@@ -42,7 +44,8 @@ AsyncData = Union[c.Data, AsyncIterable[bytes]]
 
 
 class AsyncClient:
-    """A connection to one node agent, for asyncio. Arguments as
+    """A connection to one node agent, for asyncio. Arguments (deadlines
+    ``timeout``, ``idle_timeout`` and ``exec_grace`` included) as
     :class:`agentcomputer.Client`. Use ``async with`` or ``await close()``."""
 
     def __init__(
@@ -55,7 +58,10 @@ class AsyncClient:
         tls_server_name: Optional[str] = None,
         data_dir: Optional[PathLike] = None,
         timeout: Optional[float] = 60.0,
+        idle_timeout: Optional[float] = g.DEFAULT_IDLE_TIMEOUT,
+        exec_grace: Optional[float] = g.DEFAULT_EXEC_GRACE,
     ) -> None:
+        c.check_deadlines(idle_timeout, exec_grace)
         self.target: Target = resolve_target(
             endpoint,
             token,
@@ -65,6 +71,8 @@ class AsyncClient:
             data_dir=data_dir,
         )
         self.timeout = timeout
+        self.idle_timeout = idle_timeout
+        self.exec_grace = exec_grace
         options = c.channel_options(self.target)
         if self.target.tls:
             self._channel = grpc.aio.secure_channel(self.target.address, c.credentials(self.target), options)
@@ -109,10 +117,13 @@ class AsyncClient:
         except grpc.RpcError as e:
             raise c.translate(e, self.target, path) from None
 
-    async def _stream(self, method: str, request: Any, path: Optional[str] = None) -> AsyncIterator[Any]:
+    async def _stream(self, method: str, request: Any, path: Optional[str] = None) -> AsyncGenerator[Any, None]:
+        """The messages of a response stream, each awaited at most
+        :attr:`idle_timeout`; the call is cancelled when the iteration ends
+        or is closed."""
         call = getattr(self._stub, method)(request, metadata=self._md)
         try:
-            async for m in call:
+            async for m in amessages(call, self.idle_timeout, f"{method} stream" + (f" of {path!r}" if path else "")):
                 yield m
         except grpc.RpcError as e:
             raise c.translate(e, self.target, path) from None
@@ -158,18 +169,24 @@ class AsyncClient:
 class AsyncExecStream:
     """The events of one running exec (``async for``); :meth:`cancel` stops
     it. After the iteration, :attr:`exit` holds the exit event, or ``None``
-    when the run was cancelled before it ended."""
+    when the run was cancelled before it ended. As
+    :class:`agentcomputer.ExecStream`: no output cap (nothing is gathered),
+    a deadline of the run's timeout plus the client's ``exec_grace``."""
 
-    def __init__(self, client: AsyncClient, request: pb.ExecRequest) -> None:
+    def __init__(self, client: AsyncClient, request: pb.ExecRequest, timeout: Optional[float] = None) -> None:
         self._client = client
-        self._call = client._stub.Exec(request, metadata=client._md)
+        self._timeout = timeout
+        self._deadline = g.exec_deadline(timeout, client.exec_grace)
+        self._started = time.monotonic()
+        self._call = client._stub.Exec(request, metadata=client._md, timeout=self._deadline)
         self._cancelled = False
         self.exit: Optional[ExecExit] = None
 
     async def __aiter__(self) -> AsyncIterator[ExecEvent]:
+        sequence = g.ExecSequence()
         try:
             async for m in self._call:
-                event = event_from_proto(m)
+                event = sequence.event(m)
                 if isinstance(event, ExecExit):
                     self.exit = event
                 yield event
@@ -186,7 +203,22 @@ class AsyncExecStream:
             status: Any = e  # grpc.Call and grpc.aio.AioRpcError both have code()
             if self._cancelled and status.code() == grpc.StatusCode.CANCELLED:
                 return
+            grace = self._client.exec_grace
+            if (
+                status.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+                and self._deadline is not None
+                and grace is not None
+                and time.monotonic() - self._started >= self._deadline - g.CLOCK_SLACK
+            ):
+                raise DeadlineExceededError(
+                    g.exec_deadline_message(self._timeout, grace), code="DEADLINE_EXCEEDED"
+                ) from None
             raise c.translate(e, self._client.target) from None
+        except ProtocolError:
+            self._call.cancel()
+            raise
+        if not self._cancelled:
+            sequence.end()
 
     @property
     def cancelled(self) -> bool:
@@ -276,17 +308,24 @@ class AsyncComputer:
             return False
 
     async def iter_read(self, path: str, *, offset: int = 0, length: Optional[int] = None) -> AsyncIterator[bytes]:
-        """Streams a byte range of a file in chunks of at most 1 MiB."""
+        """Streams a byte range of a file in chunks of at most 1 MiB; checks
+        and errors as :meth:`agentcomputer.Computer.iter_read`."""
         if offset < 0 or (length is not None and length < 0):
             raise ValueError("offset and length must not be negative")
         if length == 0:
             return
         req = pb.ReadRequest(computer=self.name, path=path, offset=offset, length=length or 0)
-        async for chunk in self.client._stream("Read", req, path):
-            yield chunk.data
+        sequence = g.ReadSequence(path, offset, length or 0)
+        chunks = self.client._stream("Read", req, path)
+        try:
+            async for chunk in chunks:
+                yield sequence.chunk(chunk.offset, chunk.data)
+        finally:
+            await chunks.aclose()
 
     async def read_bytes(self, path: str, *, offset: int = 0, length: Optional[int] = None) -> bytes:
-        """The content of a regular file (or a byte range of it)."""
+        """The content of a regular file (or a byte range of it), held whole
+        in memory: pass ``length`` to bound it."""
         return b"".join([p async for p in self.iter_read(path, offset=offset, length=length)])
 
     async def read_text(self, path: str, *, encoding: str = "utf-8", errors: str = "strict") -> str:
@@ -320,12 +359,32 @@ class AsyncComputer:
         ``data`` may also be an async iterable of bytes."""
         header = c.write_header(self.name, path, mode, perm, offset)
         stream = _AsyncWriteStream(header, _async_chunks(data, encoding))
+        idle = self.client.idle_timeout
+        watch = AsyncWatch(idle) if idle is not None else None
+        messages = arequests(stream.__aiter__(), watch) if watch is not None else stream.__aiter__()
+        stalled = DeadlineExceededError(
+            g.idle_message(f"Write stream of {path!r}", idle or 0.0), code="DEADLINE_EXCEEDED"
+        )
+        call = self.client._stub.Write(messages, metadata=self.client._md)
+        watcher = None
+        if watch is not None:
+            watch.call = call
+            watcher = asyncio.ensure_future(watch.run())
         try:
-            resp = await self.client._stub.Write(stream.__aiter__(), metadata=self.client._md)
+            resp = await call
+        except asyncio.CancelledError:
+            if watch is not None and watch.fired:
+                raise stalled from None
+            raise
         except grpc.RpcError as e:
             if stream.error is not None:
                 raise stream.error
+            if watch is not None and watch.fired:
+                raise stalled from None
             raise c.translate(e, self.client.target, path) from None
+        finally:
+            if watcher is not None:
+                watcher.cancel()
         if stream.error is not None:
             raise stream.error
         return FileInfo.from_proto(resp.info, path)
@@ -348,13 +407,15 @@ class AsyncComputer:
             return await self.write(path, f, **kwargs)
 
     async def iterdir(self, path: str = ".", *, with_info: bool = False, page_size: int = 0) -> AsyncIterator[DirEntry]:
-        """The entries of a directory, fetched page by page."""
+        """The entries of a directory, fetched page by page; checks as
+        :meth:`agentcomputer.Computer.iterdir`."""
         token = ""
         while True:
             req = pb.ReadDirRequest(
                 computer=self.name, path=path, page_size=page_size, page_token=token, with_info=with_info
             )
             resp = await self.client._unary("ReadDir", req, path)
+            c.check_page(resp, page_size, token)
             for e in resp.entries:
                 yield DirEntry.from_proto(e, path)
             token = resp.next_page_token
@@ -402,8 +463,7 @@ class AsyncComputer:
     async def glob(self, pattern: str, *, max_results: int = 0) -> GlobResult:
         """Paths matching ``pattern``; see :meth:`agentcomputer.Computer.glob`."""
         req = pb.GlobRequest(computer=self.name, pattern=pattern, max_results=max_results)
-        resp = await self.client._unary("Glob", req)
-        return GlobResult(resp.paths, truncated=resp.truncated)
+        return c.glob_result(await self.client._unary("Glob", req), max_results)
 
     async def iter_grep(
         self,
@@ -423,8 +483,16 @@ class AsyncComputer:
             max_matches=max_matches,
             case_insensitive=ignore_case,
         )
-        async for m in self.client._stream("Grep", req, path or None):
-            yield GrepMatch(path=m.path, line_number=m.line_number, line=m.line)
+        n = 0
+        found = self.client._stream("Grep", req, path or None)
+        try:
+            async for m in found:
+                n += 1
+                g.count(n, max_matches, g.GREP_DEFAULT_MAX, "matches")
+                g.grep_match(m)
+                yield GrepMatch(path=m.path, line_number=m.line_number, line=m.line)
+        finally:
+            await found.aclose()
 
     async def grep(self, pattern: str, path: str = "", **kwargs: Any) -> list[GrepMatch]:
         """All matches of :meth:`iter_grep`, as a list."""
@@ -435,9 +503,16 @@ class AsyncComputer:
         return Statfs.from_proto(await self.client._unary("Statfs", pb.StatfsRequest(computer=self.name)))
 
     async def iter_backup(self) -> AsyncIterator[bytes]:
-        """Streams a consistent copy of the computer's database."""
-        async for chunk in self.client._stream("Backup", pb.BackupRequest(computer=self.name)):
-            yield chunk.data
+        """Streams a consistent copy of the computer's database; checks as
+        :meth:`agentcomputer.Computer.iter_backup`."""
+        sequence = g.BackupSequence(self.name)
+        chunks = self.client._stream("Backup", pb.BackupRequest(computer=self.name))
+        try:
+            async for chunk in chunks:
+                yield sequence.chunk(chunk)
+        finally:
+            await chunks.aclose()
+        sequence.end()
 
     async def backup(self, dest: Union[PathLike, BinaryIO]) -> int:
         """Writes a consistent copy of the database to ``dest``; returns its size."""
@@ -457,9 +532,11 @@ class AsyncComputer:
         ``expires_in`` seconds (1 to 604800; ``None``: the agent's default,
         one hour). Raises ``ValueError`` for a lifetime outside 1 to 604800
         (0 and negative ones included), ``FileNotFoundError`` for a missing
-        file, ``OSError`` (``EISDIR``) for a directory."""
+        file, ``OSError`` (``EISDIR``) for a directory, ProtocolError for
+        an answer that is not an ``http(s)`` link to a path in
+        ``/workspace`` expiring when it says."""
         req = c.share_request(self.name, path, expires_in)
-        return ShareLink.from_proto(await self.client._unary("Share", req, path))
+        return c.share_link(await self.client._unary("Share", req, path))
 
     async def mount(self, host_path: str, *, nonempty: bool = False) -> None:
         """Mounts the files over FUSE at ``host_path`` on the agent's machine."""
@@ -484,7 +561,8 @@ class AsyncComputer:
         input: Any = None,
         memory_limit_bytes: int = 0,
     ) -> AsyncExecStream:
-        """Starts a run; ``async for`` over the result gives its events."""
+        """Starts a run; ``async for`` over the result gives its events (no
+        output cap; a deadline of ``timeout`` plus the client's ``exec_grace``)."""
         req = c.exec_request(
             self.name,
             script,
@@ -497,7 +575,7 @@ class AsyncComputer:
             input=input,
             memory_limit_bytes=memory_limit_bytes,
         )
-        return AsyncExecStream(self.client, req)
+        return AsyncExecStream(self.client, req, timeout)
 
     async def exec(
         self,
@@ -513,7 +591,9 @@ class AsyncComputer:
         memory_limit_bytes: int = 0,
         check: bool = False,
     ) -> ExecResult:
-        """Runs ``script`` and waits for it; see :meth:`agentcomputer.Computer.exec`."""
+        """Runs ``script`` and waits for it; see :meth:`agentcomputer.Computer.exec`
+        (the same output cap, deadline and errors)."""
+        gather = g.ExecGather(g.output_limit(max_output_bytes))
         stream = self.exec_stream(
             script,
             runtime=runtime,
@@ -525,7 +605,15 @@ class AsyncComputer:
             input=input,
             memory_limit_bytes=memory_limit_bytes,
         )
-        result = ExecResult.collect([e async for e in stream])
+        try:
+            async for event in stream:
+                gather.add(event)
+        except OutputLimitError:
+            stream.cancel()
+            raise
+        if stream.exit is None:
+            raise ProtocolError("the exec stream ended without an exit event")
+        result = gather.result(stream.exit)
         if check and not result.ok:
             raise ExecError(_exec_failure(result), result)
         return result

@@ -10,14 +10,18 @@ mapping of errno names to Python exceptions). Paths are relative to
 
 from __future__ import annotations
 
+import contextlib
 import os
-from typing import Any, BinaryIO, Iterator, Mapping, Optional, Union
+import time
+from typing import Any, BinaryIO, Generator, Iterator, Mapping, Optional, Union
 
 import grpc
 
 from . import _common as c
+from . import _guard as g
+from ._idle import Watch, messages, requests
 from .connection import PathOrPem, PortForward, Target, parse_port_forward, resolve_target
-from .errors import ExecError
+from .errors import DeadlineExceededError, ExecError, OutputLimitError, ProtocolError
 from .models import (
     ComputerInfo,
     DirEntry,
@@ -30,7 +34,6 @@ from .models import (
     GrepMatch,
     ShareLink,
     Statfs,
-    event_from_proto,
 )
 from .v1 import agentcomputer_pb2 as pb
 
@@ -56,11 +59,29 @@ class Client:
             the endpoint's host.
         data_dir: the local agent's data directory (for its token file).
         timeout: deadline in seconds for each single-answer call (stat,
-            mkdir, ...); ``None`` waits forever. Streams (read, write, exec,
-            grep) have none: exec has its own ``timeout``.
+            mkdir, ...); ``None`` waits forever. Streams have their own:
+        idle_timeout: the longest wait, in seconds, for the agent's next
+            message of a read, backup or grep stream, and in an upload
+            (write) for the agent to take the next message or, after the
+            last, to answer (default 120; the time the caller spends
+            between messages, or reading the data to upload, does not
+            count); ``None`` waits forever. A backup's first chunk comes once the copy is
+            taken and a grep over a large tree may be silent while it
+            scans: raise it for those.
+        exec_grace: seconds an exec stream may last past its run's timeout
+            (the ``timeout`` of :meth:`Computer.exec`, else the agent's
+            default of 60 s) before it is cancelled (default 30); ``None``
+            trusts the agent to end it. In a cluster whose computer has a
+            default timeout longer than 60 s
+            (``spec.limits.timeoutSeconds``), pass ``timeout`` to exec.
+
+        A stream past its deadline raises
+        :class:`~agentcomputer.errors.DeadlineExceededError`.
 
     Raises:
         ConfigurationError: the endpoint, token file or CA is unusable.
+        ValueError: ``idle_timeout`` or ``exec_grace`` is not a positive
+            number of seconds or ``None``.
 
     The connection is made lazily; an agent that cannot be reached raises
     :class:`~agentcomputer.errors.AgentUnavailableError` at the first call.
@@ -77,7 +98,10 @@ class Client:
         tls_server_name: Optional[str] = None,
         data_dir: Optional[PathLike] = None,
         timeout: Optional[float] = 60.0,
+        idle_timeout: Optional[float] = g.DEFAULT_IDLE_TIMEOUT,
+        exec_grace: Optional[float] = g.DEFAULT_EXEC_GRACE,
     ) -> None:
+        c.check_deadlines(idle_timeout, exec_grace)
         self.target: Target = resolve_target(
             endpoint,
             token,
@@ -87,6 +111,8 @@ class Client:
             data_dir=data_dir,
         )
         self.timeout = timeout
+        self.idle_timeout = idle_timeout
+        self.exec_grace = exec_grace
         options = c.channel_options(self.target)
         if self.target.tls:
             self._channel = grpc.secure_channel(self.target.address, c.credentials(self.target), options)
@@ -136,10 +162,13 @@ class Client:
         except grpc.RpcError as e:
             raise c.translate(e, self.target, path) from None
 
-    def _stream(self, method: str, request: Any, path: Optional[str] = None) -> Iterator[Any]:
+    def _stream(self, method: str, request: Any, path: Optional[str] = None) -> Generator[Any, None, None]:
+        """The messages of a response stream, each awaited at most
+        :attr:`idle_timeout`; the call is cancelled when the iteration ends
+        or is closed (a check of its messages failed)."""
         call = getattr(self._stub, method)(request, metadata=self._md)
         try:
-            yield from call
+            yield from messages(call, self.idle_timeout, f"{method} stream" + (f" of {path!r}" if path else ""))
         except grpc.RpcError as e:
             raise c.translate(e, self.target, path) from None
         finally:
@@ -199,21 +228,34 @@ class ExecStream:
     """The events of one running exec, as they come: :class:`ExecStdout`
     and :class:`ExecStderr` pieces, then one :class:`ExecExit`.
 
+    Nothing is gathered, so there is no cap on the output it passes on
+    (the agent's own cap, ``max_output_bytes``, still applies to the run);
+    the stream does have a deadline: the run's timeout plus the client's
+    ``exec_grace``, counted from the call's start.
+
     Iterate over it; :meth:`cancel` (or leaving a ``with`` block) stops the
     run. After the iteration, :attr:`exit` holds the exit event, or ``None``
     when the run was cancelled before it ended.
     """
 
-    def __init__(self, client: Client, request: pb.ExecRequest) -> None:
+    def __init__(self, client: Client, request: pb.ExecRequest, timeout: Optional[float] = None) -> None:
         self._client = client
-        self._call = client._stub.Exec(request, metadata=client._md)
+        self._timeout = timeout
+        self._deadline = g.exec_deadline(timeout, client.exec_grace)
+        self._started = time.monotonic()
+        self._call = client._stub.Exec(request, metadata=client._md, timeout=self._deadline)
         self._cancelled = False
         self.exit: Optional[ExecExit] = None
 
     def __iter__(self) -> Iterator[ExecEvent]:
+        """The events. Raises (besides the call's errors)
+        DeadlineExceededError past the run's timeout plus the client's
+        ``exec_grace``, ProtocolError for events out of the API's order
+        (an empty event, one after the exit, no exit at the end)."""
+        sequence = g.ExecSequence()
         try:
             for m in self._call:
-                event = event_from_proto(m)
+                event = sequence.event(m)
                 if isinstance(event, ExecExit):
                     self.exit = event
                 yield event
@@ -222,7 +264,21 @@ class ExecStream:
             if self._cancelled and status.code() == grpc.StatusCode.CANCELLED:
                 # Our own cancel(): the iteration just ends.
                 return
-            raise c.translate(e, self._client.target) from None
+            raise self._failure(e) from None
+        except ProtocolError:
+            self._call.cancel()
+            raise
+        if not self._cancelled:
+            sequence.end()
+
+    def _failure(self, e: grpc.RpcError) -> Exception:
+        status: Any = e
+        ran = time.monotonic() - self._started
+        grace = self._client.exec_grace
+        if status.code() == grpc.StatusCode.DEADLINE_EXCEEDED and self._deadline is not None and grace is not None:
+            if ran >= self._deadline - g.CLOCK_SLACK:
+                return DeadlineExceededError(g.exec_deadline_message(self._timeout, grace), code="DEADLINE_EXCEEDED")
+        return c.translate(e, self._client.target)
 
     @property
     def cancelled(self) -> bool:
@@ -304,17 +360,26 @@ class Computer:
         Raises (while iterating):
             FileNotFoundError, IsADirectoryError: as for open(2).
             RemoteOSError: ECANCELED when the file changed past the first 4 MiB.
+            ProtocolError: a chunk that does not start where the previous
+                one ended (the first: at ``offset``), is empty or larger
+                than 1 MiB, or passes ``length``.
+            DeadlineExceededError: the agent sent nothing for the client's
+                ``idle_timeout``.
         """
         if offset < 0 or (length is not None and length < 0):
             raise ValueError("offset and length must not be negative")
         if length == 0:
             return
         req = pb.ReadRequest(computer=self.name, path=path, offset=offset, length=length or 0)
-        for chunk in self.client._stream("Read", req, path):
-            yield chunk.data
+        sequence = g.ReadSequence(path, offset, length or 0)
+        with contextlib.closing(self.client._stream("Read", req, path)) as chunks:
+            for chunk in chunks:
+                yield sequence.chunk(chunk.offset, chunk.data)
 
     def read_bytes(self, path: str, *, offset: int = 0, length: Optional[int] = None) -> bytes:
-        """The content of a regular file (or a byte range of it)."""
+        """The content of a regular file (or a byte range of it), held whole
+        in memory: pass ``length`` to bound it (the agent may send no more),
+        or stream with :meth:`iter_read` / :meth:`download`."""
         return b"".join(self.iter_read(path, offset=offset, length=length))
 
     def read_text(self, path: str, *, encoding: str = "utf-8", errors: str = "strict") -> str:
@@ -363,15 +428,36 @@ class Computer:
             FileExistsError: ``exclusive`` and the path exists.
             IsADirectoryError, NotADirectoryError, FileNotFoundError (a
                 missing parent directory), RemoteOSError (ENOSPC over quota).
+            DeadlineExceededError: the agent took no data, or gave no
+                answer after the last, for the client's ``idle_timeout``
+                (the time spent reading ``data`` does not count).
         """
         header = c.write_header(self.name, path, mode, perm, offset)
         stream = c.WriteStream(header, c.chunks_of(data, encoding))
+        idle = self.client.idle_timeout
+        watch = Watch(None, idle) if idle is not None else None
+        messages = requests(iter(stream), watch) if watch is not None else iter(stream)
+        stalled = DeadlineExceededError(
+            g.idle_message(f"Write stream of {path!r}", idle or 0.0), code="DEADLINE_EXCEEDED"
+        )
         try:
-            resp = self.client._stub.Write(iter(stream), metadata=self.client._md)
+            call = self.client._stub.Write.future(messages, metadata=self.client._md)
+            if watch is not None:
+                watch.set_call(call)
+            resp = call.result()
+        except grpc.FutureCancelledError:
+            if watch is not None and watch.fired:
+                raise stalled from None
+            raise
         except grpc.RpcError as e:
             if stream.error is not None:
                 raise stream.error
+            if watch is not None and watch.fired:
+                raise stalled from None
             raise c.translate(e, self.client.target, path) from None
+        finally:
+            if watch is not None:
+                watch.stop()
         if stream.error is not None:
             raise stream.error
         return FileInfo.from_proto(resp.info, path)
@@ -395,13 +481,19 @@ class Computer:
 
     def iterdir(self, path: str = ".", *, with_info: bool = False, page_size: int = 0) -> Iterator[DirEntry]:
         """The entries of a directory (without ``.`` and ``..``), fetched page
-        by page. ``with_info`` fills each :attr:`DirEntry.info`."""
+        by page. ``with_info`` fills each :attr:`DirEntry.info`.
+
+        Raises ProtocolError for a page larger than asked, an entry name
+        that is not a name (empty, ``.``, ``..``, with ``/`` or NUL), or a
+        next page token equal to the one sent (a listing that would never
+        end)."""
         token = ""
         while True:
             req = pb.ReadDirRequest(
                 computer=self.name, path=path, page_size=page_size, page_token=token, with_info=with_info
             )
             resp = self.client._unary("ReadDir", req, path)
+            c.check_page(resp, page_size, token)
             for e in resp.entries:
                 yield DirEntry.from_proto(e, path)
             token = resp.next_page_token
@@ -459,10 +551,11 @@ class Computer:
     def glob(self, pattern: str, *, max_results: int = 0) -> GlobResult:
         """Paths matching ``pattern`` (``src/**/*.rs``; ``globset`` syntax),
         relative to ``/workspace`` and sorted. The result is a list with a
-        ``truncated`` attribute (``max_results``, 0 meaning 10000, cut it)."""
+        ``truncated`` attribute (``max_results``, 0 meaning 10000, cut it).
+        Raises ProtocolError for more paths than asked or a path out of
+        ``/workspace``."""
         req = pb.GlobRequest(computer=self.name, pattern=pattern, max_results=max_results)
-        resp = self.client._unary("Glob", req)
-        return GlobResult(resp.paths, truncated=resp.truncated)
+        return c.glob_result(self.client._unary("Glob", req), max_results)
 
     def iter_grep(
         self,
@@ -476,7 +569,12 @@ class Computer:
         """Streams the lines matching the regular expression ``pattern``
         (``regex`` crate syntax) in the file or directory ``path`` (default:
         everything). ``glob`` limits the files searched (``*.py``,
-        ``src/**/*.rs``); ``max_matches`` 0 means 1000. Binary files are skipped."""
+        ``src/**/*.rs``); ``max_matches`` 0 means 1000. Binary files are skipped.
+
+        Raises ProtocolError for more matches than ``max_matches``, a path
+        out of ``/workspace`` or a line over 4096 characters;
+        DeadlineExceededError when the agent sends nothing for the client's
+        ``idle_timeout`` (a long scan without matches counts)."""
         req = pb.GrepRequest(
             computer=self.name,
             path=path,
@@ -485,8 +583,13 @@ class Computer:
             max_matches=max_matches,
             case_insensitive=ignore_case,
         )
-        for m in self.client._stream("Grep", req, path or None):
-            yield GrepMatch(path=m.path, line_number=m.line_number, line=m.line)
+        n = 0
+        with contextlib.closing(self.client._stream("Grep", req, path or None)) as found:
+            for m in found:
+                n += 1
+                g.count(n, max_matches, g.GREP_DEFAULT_MAX, "matches")
+                g.grep_match(m)
+                yield GrepMatch(path=m.path, line_number=m.line_number, line=m.line)
 
     def grep(self, pattern: str, path: str = "", **kwargs: Any) -> list[GrepMatch]:
         """All matches of :meth:`iter_grep`, as a list."""
@@ -498,9 +601,17 @@ class Computer:
 
     def iter_backup(self) -> Iterator[bytes]:
         """Streams a consistent copy of the computer's database (``fs.db``);
-        it is complete only if the iteration ends without an error."""
-        for chunk in self.client._stream("Backup", pb.BackupRequest(computer=self.name)):
-            yield chunk.data
+        it is complete only if the iteration ends without an error.
+
+        Raises ProtocolError for chunks out of order, past the size the
+        agent announced, or a stream that ends short of it;
+        DeadlineExceededError when the agent sends nothing for the client's
+        ``idle_timeout`` (the first chunk comes once the copy is taken)."""
+        sequence = g.BackupSequence(self.name)
+        with contextlib.closing(self.client._stream("Backup", pb.BackupRequest(computer=self.name))) as chunks:
+            for chunk in chunks:
+                yield sequence.chunk(chunk)
+        sequence.end()
 
     def backup(self, dest: Union[PathLike, BinaryIO]) -> int:
         """Writes a consistent copy of the computer's database to ``dest``
@@ -521,9 +632,11 @@ class Computer:
         ``expires_in`` seconds (1 to 604800; ``None``: the agent's default,
         one hour). Raises ``ValueError`` for a lifetime outside 1 to 604800
         (0 and negative ones included), ``FileNotFoundError`` for a missing
-        file, ``OSError`` (``EISDIR``) for a directory."""
+        file, ``OSError`` (``EISDIR``) for a directory, ProtocolError for
+        an answer that is not an ``http(s)`` link to a path in
+        ``/workspace`` expiring when it says."""
         req = c.share_request(self.name, path, expires_in)
-        return ShareLink.from_proto(self.client._unary("Share", req, path))
+        return c.share_link(self.client._unary("Share", req, path))
 
     def mount(self, host_path: str, *, nonempty: bool = False) -> None:
         """Mounts the files over FUSE at ``host_path`` on the agent's machine
@@ -552,7 +665,10 @@ class Computer:
         memory_limit_bytes: int = 0,
     ) -> ExecStream:
         """Starts a run and returns its events as they come (see :meth:`exec`
-        for the arguments). Cancel it with :meth:`ExecStream.cancel`."""
+        for the arguments). Cancel it with :meth:`ExecStream.cancel`.
+        Nothing is gathered, so no output cap applies on this side; the
+        stream's deadline is ``timeout`` (``None``: 60 s) plus the client's
+        ``exec_grace``."""
         req = c.exec_request(
             self.name,
             script,
@@ -565,7 +681,7 @@ class Computer:
             input=input,
             memory_limit_bytes=memory_limit_bytes,
         )
-        return ExecStream(self.client, req)
+        return ExecStream(self.client, req, timeout)
 
     def exec(
         self,
@@ -594,28 +710,45 @@ class Computer:
             stdin: standard input (text is UTF-8).
             timeout: wall-clock limit in seconds (default 60, at most 3600);
                 a run past it is stopped and its :attr:`ExecResult.error` says so.
-            max_output_bytes: cap on stdout plus stderr (0: 16 MiB).
+            max_output_bytes: cap on stdout plus stderr (0: 16 MiB). The
+                agent cuts the output there; an agent sending more than the
+                cap plus 64 KiB raises OutputLimitError.
             input: JavaScript only: the JSON-serialisable argument.
             memory_limit_bytes: the run's memory budget (0: the agent's default).
             check: raise :class:`~agentcomputer.errors.ExecError` unless the
                 run exited with 0 and no error.
 
         Returns: the :class:`ExecResult` (stdout, stderr, exit code, error).
+
+        Raises:
+            OutputLimitError: the agent sent more output than the cap (see
+                ``max_output_bytes``); the run is cancelled.
+            DeadlineExceededError: the stream outlasted ``timeout`` (or the
+                default 60 s) plus the client's ``exec_grace``.
+            ProtocolError: the events broke the API's order (no exit, one
+                after it) or the result JSON is over 4 MiB.
         """
-        events = list(
-            self.exec_stream(
-                script,
-                runtime=runtime,
-                cwd=cwd,
-                env=env,
-                stdin=stdin,
-                timeout=timeout,
-                max_output_bytes=max_output_bytes,
-                input=input,
-                memory_limit_bytes=memory_limit_bytes,
-            )
+        gather = g.ExecGather(g.output_limit(max_output_bytes))
+        stream = self.exec_stream(
+            script,
+            runtime=runtime,
+            cwd=cwd,
+            env=env,
+            stdin=stdin,
+            timeout=timeout,
+            max_output_bytes=max_output_bytes,
+            input=input,
+            memory_limit_bytes=memory_limit_bytes,
         )
-        result = ExecResult.collect(events)
+        try:
+            for event in stream:
+                gather.add(event)
+        except OutputLimitError:
+            stream.cancel()
+            raise
+        if stream.exit is None:
+            raise ProtocolError("the exec stream ended without an exit event")
+        result = gather.result(stream.exit)
         if check and not result.ok:
             raise ExecError(_exec_failure(result), result)
         return result

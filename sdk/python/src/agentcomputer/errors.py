@@ -21,7 +21,15 @@ as an :class:`AgentComputerError` subclass:
   :class:`PermissionDeniedError` (PERMISSION_DENIED without an errno);
 * an agent that cannot be reached is :class:`AgentUnavailableError` (also a
   :class:`ConnectionError`);
+* a call or stream that outlasted its deadline is
+  :class:`DeadlineExceededError` (also a :class:`TimeoutError`);
 * anything else is a plain :class:`AgentComputerError` with its gRPC code.
+
+The client does not trust what the agent sends: an answer that breaks the
+API's contract (a chunk at the wrong offset, more bytes than asked, a name
+that is not a name, JSON that does not parse) raises a
+:class:`ProtocolError`, and output past the run's cap an
+:class:`OutputLimitError`; the call is dropped then.
 
 The mapping of errno names to gRPC codes is the API's (proto/agentcomputer/
 v1/agentcomputer.proto, header comment).
@@ -40,13 +48,19 @@ __all__ = [
     "ComputerExistsError",
     "ComputerNotFoundError",
     "ConfigurationError",
+    "DeadlineExceededError",
     "ExecError",
+    "OutputLimitError",
     "PermissionDeniedError",
+    "ProtocolError",
     "RemoteOSError",
     "from_status",
 ]
 
-_ERRNO_PREFIX = re.compile(r"^(E[A-Z0-9]+): ")
+_ERRNO_PREFIX = re.compile(r"^(E[A-Z0-9]{1,15}): ")
+#: What an errno name looks like (``ENOENT``); anything else in the
+#: ``errno`` metadata is ignored.
+_ERRNO_NAME = re.compile(r"^E[A-Z0-9]{1,15}$")
 
 
 class AgentComputerError(Exception):
@@ -111,6 +125,47 @@ class ExecError(AgentComputerError):
         self.result = result
 
 
+class DeadlineExceededError(AgentComputerError, TimeoutError):
+    """A call or stream outlasted its deadline (gRPC DEADLINE_EXCEEDED):
+    a single-answer call its ``Client(timeout=...)``, an exec stream its
+    run's timeout plus ``Client(exec_grace=...)``, a read, backup or grep
+    stream ``Client(idle_timeout=...)`` while waiting for the agent's next
+    message, an upload (write) the same while waiting for the agent to take
+    the next message or to answer. The call is cancelled. Also a
+    :class:`TimeoutError`.
+    """
+
+
+class ProtocolError(AgentComputerError):
+    """The agent's answer broke the API's contract: a read chunk that does
+    not continue where the previous one ended, more bytes or entries than
+    were asked for, an exec stream without its one exit event, a result
+    that is not JSON, a path out of ``/workspace``, a share link that is not
+    an ``http(s)`` URL... The message says what was wrong and shows the
+    first bytes of the offending value; the call is dropped (a stream is
+    cancelled), so nothing more is read from it. ``code`` is ``None``.
+    """
+
+
+class OutputLimitError(ProtocolError):
+    """:meth:`Computer.exec` received more output than the run may produce:
+    stdout plus stderr past the run's cap (its ``max_output_bytes``, else
+    the agent's default of 16 MiB) plus a 64 KiB allowance. A compliant
+    agent cuts the output at the cap and adds at most a one-line notice, so
+    more is a broken or hostile agent;
+    the stream is dropped rather than gathered.
+
+    Attributes:
+        limit: the most bytes the client accepted (cap plus allowance).
+        received: the bytes received when the limit was passed.
+    """
+
+    def __init__(self, message: str, *, limit: int, received: int) -> None:
+        super().__init__(message)
+        self.limit = limit
+        self.received = received
+
+
 class RemoteOSError(AgentComputerError, OSError):
     """A filesystem call failed with a POSIX errno on the computer.
 
@@ -127,7 +182,8 @@ class RemoteOSError(AgentComputerError, OSError):
         errno_name: Optional[str] = None,
         filename: Optional[str] = None,
     ) -> None:
-        number = getattr(_errno, errno_name, None) if errno_name else None
+        found = getattr(_errno, errno_name, None) if errno_name and _ERRNO_NAME.match(errno_name) else None
+        number = found if isinstance(found, int) else None
         OSError.__init__(self, number, message, filename)
         self.message = message
         self.code = code
@@ -175,10 +231,12 @@ __all__ += [cls.__name__ for cls in set(_OS_ERRORS.values())]
 
 
 def errno_name_of(message: str, metadata: Optional[dict[str, str]] = None) -> Optional[str]:
-    """The errno name of a status: its ``errno`` metadata, else the message prefix."""
+    """The errno name of a status: its ``errno`` metadata, else the message
+    prefix; a value that is no errno name (``E`` and up to 15 capitals or
+    digits) is ignored."""
     if metadata:
         name = metadata.get("errno")
-        if name:
+        if name and _ERRNO_NAME.match(name):
             return name
     m = _ERRNO_PREFIX.match(message)
     return m.group(1) if m else None
@@ -213,4 +271,6 @@ def from_status(
         return PermissionDeniedError(message, code=code)
     if code == "UNAVAILABLE":
         return AgentUnavailableError(message, code=code)
+    if code == "DEADLINE_EXCEEDED":
+        return DeadlineExceededError(message, code=code)
     return AgentComputerError(message, code=code)

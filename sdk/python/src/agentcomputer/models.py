@@ -7,12 +7,12 @@ with Python types: sizes in bytes as ``int``, times as ``datetime`` in UTC
 
 from __future__ import annotations
 
-import json
 import stat as _stat
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Iterable, List, Optional, Union
 
+from .errors import ProtocolError
 from .v1 import agentcomputer_pb2 as pb
 
 __all__ = [
@@ -408,17 +408,6 @@ ExecEvent = Union[ExecStdout, ExecStderr, ExecExit]
 """One event of :meth:`Computer.exec_stream`: output, then one exit."""
 
 
-def event_from_proto(m: pb.ExecEvent) -> ExecEvent:
-    which = m.WhichOneof("event")
-    if which == "stdout":
-        return ExecStdout(m.stdout)
-    if which == "stderr":
-        return ExecStderr(m.stderr)
-    if which == "exit":
-        return ExecExit.from_proto(m.exit)
-    raise ValueError("the agent sent an empty exec event")
-
-
 @dataclass(frozen=True)
 class ExecResult:
     """The whole of a finished run.
@@ -458,16 +447,24 @@ class ExecResult:
     @property
     def result(self) -> Any:
         """JavaScript only: the returned value, parsed from ``result_json``
-        (``None`` when empty)."""
-        return json.loads(self.result_json) if self.result_json else None
+        (``None`` when empty).
+
+        Raises:
+            ProtocolError: ``result_json`` is not JSON (or nests too deep
+                to parse); the message shows its first bytes.
+        """
+        from ._guard import parse_result_json
+
+        return parse_result_json(self.result_json)
 
     def __str__(self) -> str:
         return self.stdout
 
     @staticmethod
     def collect(events: list[ExecEvent]) -> ExecResult:
-        """Joins a run's events into its result. Raises ValueError when the
-        stream ended without an exit event."""
+        """Joins a run's events into its result (everything up to the first
+        exit event; no cap). Raises ProtocolError when there is no exit
+        event."""
         out = bytearray()
         err = bytearray()
         for e in events:
@@ -484,4 +481,4 @@ class ExecResult:
                     result_json=e.result_json,
                     duration_ms=e.duration_ms,
                 )
-        raise ValueError("the exec stream ended without an exit status")
+        raise ProtocolError("the exec stream ended without an exit event")
