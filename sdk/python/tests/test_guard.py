@@ -58,7 +58,7 @@ def test_read_sequence_from_an_offset() -> None:
 def test_limits_and_deadlines() -> None:
     assert g.output_limit(0) == 16 * 1024 * 1024 + 64 * 1024
     assert g.output_limit(10) == 10 + 64 * 1024
-    assert g.exec_deadline(None, 30) == 90
+    assert g.exec_deadline(None, 30) == 3630
     assert g.exec_deadline(5, 1.5) == 6.5
     assert g.exec_deadline(5, None) is None
     assert g.page_size(0) == 1000 and g.page_size(7) == 7 and g.page_size(50_000) == 10_000

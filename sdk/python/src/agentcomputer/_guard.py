@@ -28,8 +28,11 @@ DEFAULT_MAX_OUTPUT_BYTES = 16 * MiB
 #: agent broken (64 KiB): room for the notice the agent adds when it cuts
 #: the output (``shell: output exceeded ...`` on stderr).
 OUTPUT_ALLOWANCE_BYTES = 64 * 1024
-#: The agent's run timeout when the request asks for none, in seconds.
-DEFAULT_EXEC_TIMEOUT = 60.0
+#: The longest run timeout any computer may have, in seconds (the agent's
+#: maximum, 1 hour): the deadline of a run that names no timeout, since a
+#: computer's own default (``spec.limits.timeoutSeconds``) may be anything
+#: up to it.
+MAX_EXEC_TIMEOUT = 3600.0
 #: Default of ``Client(exec_grace=...)``: seconds an exec stream may last
 #: past its run's timeout (the run's start, a container's teardown).
 DEFAULT_EXEC_GRACE = 30.0
@@ -72,11 +75,12 @@ def output_limit(max_output_bytes: int) -> int:
 
 def exec_deadline(timeout: Optional[float], grace: Optional[float]) -> Optional[float]:
     """Seconds an exec stream may last: the run's timeout (``None``: the
-    agent's default, 60 s) plus ``grace``; ``None`` (no deadline) when
+    longest any computer may have, 1 hour, since the computer's own default
+    is not known here) plus ``grace``; ``None`` (no deadline) when
     ``grace`` is ``None``."""
     if grace is None:
         return None
-    return (timeout if timeout is not None else DEFAULT_EXEC_TIMEOUT) + grace
+    return (timeout if timeout is not None else MAX_EXEC_TIMEOUT) + grace
 
 
 def _seconds(s: float) -> str:
@@ -85,7 +89,7 @@ def _seconds(s: float) -> str:
 
 def exec_deadline_message(timeout: Optional[float], grace: float) -> str:
     """The message of the DeadlineExceededError of an exec stream."""
-    run = _seconds(timeout) if timeout is not None else f"the default {_seconds(DEFAULT_EXEC_TIMEOUT)}"
+    run = _seconds(timeout) if timeout is not None else f"the longest allowed, {_seconds(MAX_EXEC_TIMEOUT)}"
     return (
         f"the agent did not end the exec stream within the run's timeout ({run}) plus the grace"
         f" ({_seconds(grace)}, Client(exec_grace=...)); the call was cancelled"

@@ -69,11 +69,10 @@ class Client:
             taken and a grep over a large tree may be silent while it
             scans: raise it for those.
         exec_grace: seconds an exec stream may last past its run's timeout
-            (the ``timeout`` of :meth:`Computer.exec`, else the agent's
-            default of 60 s) before it is cancelled (default 30); ``None``
-            trusts the agent to end it. In a cluster whose computer has a
-            default timeout longer than 60 s
-            (``spec.limits.timeoutSeconds``), pass ``timeout`` to exec.
+            (the ``timeout`` of :meth:`Computer.exec`, else the longest
+            any computer may have, 1 hour, since a computer's own default
+            may be longer than the agent's 60 s) before it is cancelled
+            (default 30); ``None`` trusts the agent to end it.
 
         A stream past its deadline raises
         :class:`~agentcomputer.errors.DeadlineExceededError`.
@@ -667,7 +666,7 @@ class Computer:
         """Starts a run and returns its events as they come (see :meth:`exec`
         for the arguments). Cancel it with :meth:`ExecStream.cancel`.
         Nothing is gathered, so no output cap applies on this side; the
-        stream's deadline is ``timeout`` (``None``: 60 s) plus the client's
+        stream's deadline is ``timeout`` (``None``: 1 hour) plus the client's
         ``exec_grace``."""
         req = c.exec_request(
             self.name,
@@ -724,7 +723,7 @@ class Computer:
             OutputLimitError: the agent sent more output than the cap (see
                 ``max_output_bytes``); the run is cancelled.
             DeadlineExceededError: the stream outlasted ``timeout`` (or the
-                default 60 s) plus the client's ``exec_grace``.
+                1 hour when none is given) plus the client's ``exec_grace``.
             ProtocolError: the events broke the API's order (no exit, one
                 after it) or the result JSON is over 4 MiB.
         """
