@@ -143,6 +143,14 @@ impl Containers {
             if let Some(weaker) = sandbox.weaker_walls() {
                 warn!("container runtime: {weaker}");
             }
+            if let Some(account) = sandbox.host_account_of_sandbox_uid() {
+                warn!(
+                    "container runtime: the sandbox user, uid {SANDBOX_UID}, is also the host account \
+                     {account:?}: processes of that account can read the environment and files of running \
+                     container runs and signal or trace them (docs/security.md, \"Privilege boundaries\"); \
+                     on a shared host, run the agent where uid {SANDBOX_UID} is no one's account"
+                );
+            }
             Arc::new(sandbox) as Arc<dyn Backend>
         });
         if let Err(why) = &backend {

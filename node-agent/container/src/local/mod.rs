@@ -147,6 +147,18 @@ impl LocalSandbox {
         })
     }
 
+    /// The host account that has the sandbox user's uid, if any (from the
+    /// host's user database, getpwuid(3)). Without a user namespace the
+    /// sandbox's processes are that uid on the host too, so that account
+    /// can see and change running sandboxes (`/proc/PID/environ`,
+    /// `/proc/PID/root`, ptrace where Yama allows it), and signal them.
+    pub fn host_account_of_sandbox_uid(&self) -> Option<String> {
+        nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(SANDBOX_UID))
+            .ok()
+            .flatten()
+            .map(|u| u.name)
+    }
+
     /// Limits that cannot be enforced here, as a sentence for the start-up
     /// log, or `None` when all can.
     pub fn weaker_walls(&self) -> Option<String> {
