@@ -45,6 +45,9 @@ pub const DEFAULT_MIN_EXEC_MEMORY: u64 = 32 << 20;
 /// maximum exec budget, 256 MiB): the agent keeps enough slots' reserve
 /// away from the pool that one exec of this size fits on an idle agent.
 pub const DEFAULT_LARGEST_EXEC_MEMORY: u64 = 256 << 20;
+/// Default of [`AdmissionConfig::quiet_reserve_bytes`]: an exec's default
+/// budget (256 MiB).
+pub const DEFAULT_QUIET_RESERVE: u64 = 256 << 20;
 
 /// The memory budget an exec asks for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -98,6 +101,12 @@ pub struct AdmissionConfig {
     /// The largest budget one exec is expected to ask for
     /// ([`DEFAULT_LARGEST_EXEC_MEMORY`]); it fits on an idle agent.
     pub largest_exec_memory_bytes: u64,
+    /// Memory and one slot held back from computers that run execs, for a
+    /// computer that runs none: its first exec gets its default budget (up
+    /// to this much) however much the busy ones ask
+    /// ([`DEFAULT_QUIET_RESERVE`]; 0 holds nothing back; at most half of
+    /// `exec_memory_bytes`, see [`AdmissionConfig::quiet_reserve`]).
+    pub quiet_reserve_bytes: u64,
     /// Execs that may wait for admission at once (`--exec-queue`); 0
     /// refuses at once whatever does not fit.
     pub max_queued: usize,
@@ -164,22 +173,33 @@ impl AdmissionConfig {
             exec_memory_bytes: available / EXEC_MEMORY_SHARE.1 * EXEC_MEMORY_SHARE.0,
             min_exec_memory_bytes: DEFAULT_MIN_EXEC_MEMORY,
             largest_exec_memory_bytes: DEFAULT_LARGEST_EXEC_MEMORY,
+            quiet_reserve_bytes: DEFAULT_QUIET_RESERVE,
             max_queued: max_execs,
             queue_wait: DEFAULT_QUEUE_WAIT,
             cpu: CpuFairness::default(),
         }
     }
 
+    /// The quiet reserve in effect: `quiet_reserve_bytes`, at most half of
+    /// `exec_memory_bytes`.
+    pub fn quiet_reserve(&self) -> u64 {
+        self.quiet_reserve_bytes.min(self.exec_memory_bytes / 2)
+    }
+
     /// Execs that may run at once: `max_execs`, lowered so that every slot
     /// keeps its floor of `exec_memory_bytes` beside one exec of
-    /// `largest_exec_memory_bytes`; at least 1.
+    /// `largest_exec_memory_bytes` and, when there is one, the quiet
+    /// reserve's slot with its reserve; at least 1.
     pub fn slots(&self) -> usize {
         let floor = self.min_exec_memory_bytes.max(1);
-        let beside_largest = self
+        let reserve = self.quiet_reserve();
+        let beside = self
             .exec_memory_bytes
             .saturating_sub(self.largest_exec_memory_bytes)
+            .saturating_sub(reserve)
             / floor;
-        let by_memory = usize::try_from(beside_largest.saturating_add(1)).unwrap_or(usize::MAX);
+        let held = 1 + u64::from(reserve > 0);
+        let by_memory = usize::try_from(beside.saturating_add(held)).unwrap_or(usize::MAX);
         self.max_execs.min(by_memory).max(1)
     }
 }
@@ -446,13 +466,51 @@ impl Inner {
             return Err(Limit::Execs);
         }
         let free_after = (self.slots - state.running - 1) as u64;
-        let headroom = c
+        let whole = c
             .exec_memory_bytes
             .saturating_sub(state.reserved)
             .saturating_sub(free_after.saturating_mul(floor));
+        // Computers that run execs see the agent without the quiet
+        // reserve: one slot and `reserve` bytes fewer. A quiet computer
+        // sees that, or takes from the reserve up to the reserve.
+        let reserve = c.quiet_reserve();
+        let busy_view = if reserve == 0 {
+            Some(whole)
+        } else if free_after >= 1 {
+            Some(
+                c.exec_memory_bytes
+                    .saturating_sub(reserve)
+                    .saturating_sub(state.reserved)
+                    .saturating_sub((free_after - 1).saturating_mul(floor)),
+            )
+        } else {
+            None
+        };
+        let headroom = if running_here > 0 {
+            busy_view.ok_or(Limit::Execs)?
+        } else {
+            busy_view.unwrap_or(0).max(whole.min(reserve))
+        };
         let least = ask.least(floor);
         if least > headroom {
             return Err(Limit::Memory);
+        }
+        // While another computer waits, one that runs execs takes no more
+        // than its fair share of the whole.
+        if running_here > 0 {
+            let others_wait = state
+                .computers
+                .iter()
+                .any(|(name, p)| name != computer && !p.waiting.is_empty());
+            let active = state
+                .computers
+                .values()
+                .filter(|p| p.running > 0 || !p.waiting.is_empty())
+                .count()
+                .max(1) as u64;
+            if others_wait && reserved_here.saturating_add(least) > c.exec_memory_bytes / active {
+                return Err(Limit::Memory);
+            }
         }
         let budget = match ask {
             MemoryAsk::Exactly(n) => n,
@@ -770,6 +828,7 @@ mod tests {
             // No floor: these tests check the plain limits.
             min_exec_memory_bytes: 0,
             largest_exec_memory_bytes: 0,
+            quiet_reserve_bytes: 0,
             max_queued: 16,
             queue_wait: Duration::from_secs(5),
             cpu: CpuFairness::default(),
@@ -1078,5 +1137,63 @@ mod tests {
             1.0
         );
         assert_eq!(value("agentcomputer_exec_limit", Some("max_execs")), 4.0);
+    }
+
+    /// One computer with a large default and many execs cannot push a
+    /// quiet computer's first exec below its default budget: an agent with
+    /// 830 MiB of exec memory (a 2 GiB container), a computer of
+    /// `limits.memory: 4Gi` starting 8 execs, another asking for its
+    /// default 256 MiB.
+    #[tokio::test]
+    async fn a_quiet_computer_gets_its_default_beside_a_greedy_one() {
+        let mib = 1u64 << 20;
+        let a = Admission::new(AdmissionConfig {
+            exec_memory_bytes: 830 * mib,
+            queue_wait: Duration::from_millis(50),
+            ..AdmissionConfig::derive(2, 1660 * mib)
+        });
+        assert_eq!(a.config().slots(), 11);
+        let mut greedy = Vec::new();
+        for _ in 0..8 {
+            greedy.push(a.admit("greedy", AtMost(4096 * mib)).await.unwrap());
+        }
+        let taken: u64 = greedy.iter().map(Permit::memory).sum();
+        assert!(taken <= (830 - 256) * mib, "{taken}");
+        let quiet = a.admit("quiet", AtMost(256 * mib)).await.unwrap();
+        assert_eq!(quiet.memory(), 256 * mib);
+        // It runs a 150 MiB job that way; a second quiet computer waits
+        // for room rather than take less than its floor.
+        drop(quiet);
+        let again = a.admit("quiet", AtMost(256 * mib)).await.unwrap();
+        assert_eq!(again.memory(), 256 * mib);
+    }
+
+    /// While another computer waits, one that runs execs gets no more
+    /// than its fair share: the waiter is served when room frees.
+    #[tokio::test]
+    async fn a_busy_computer_stays_within_its_fair_share_while_another_waits() {
+        let a = Admission::new(AdmissionConfig {
+            queue_wait: Duration::from_secs(5),
+            ..config(8, 8, 1000)
+        });
+        let first = a.admit("busy", Exactly(400)).await.unwrap();
+        // The quiet one asks for more than is free and waits.
+        let waiting = {
+            let a = a.clone();
+            tokio::spawn(async move { a.admit("quiet", Exactly(700)).await })
+        };
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        // 400 + 200 would pass the busy one's half of the whole.
+        let more = {
+            let a = a.clone();
+            tokio::spawn(async move { a.admit("busy", Exactly(200)).await })
+        };
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        assert!(!more.is_finished(), "granted past its fair share");
+        drop(first);
+        let got = waiting.await.unwrap().unwrap();
+        assert_eq!(got.memory(), 700);
+        drop(got);
+        assert_eq!(more.await.unwrap().unwrap().memory(), 200);
     }
 }
