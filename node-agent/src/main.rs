@@ -145,6 +145,12 @@ struct ClusterArgs {
     /// The agent's own namespace, where it publishes its CSIStorageCapacity.
     #[arg(long, env = "POD_NAMESPACE")]
     namespace: String,
+    /// The node's addresses (the chart passes the pod's `status.hostIP`),
+    /// comma-separated. A computer's connections, made by this agent,
+    /// reach none of them (nor any address of the agent pod's own
+    /// interfaces) unless its egress policy names them (docs/egress.md).
+    #[arg(long, env = "NODE_IPS", value_delimiter = ',')]
+    node_ips: Vec<std::net::IpAddr>,
     /// Address of the gRPC API.
     #[arg(long, env = "AGENTCOMPUTER_LISTEN", default_value = cluster::DEFAULT_LISTEN)]
     listen: SocketAddr,
@@ -447,6 +453,7 @@ fn main() -> anyhow::Result<()> {
 /// Runs cluster mode until SIGTERM; returns the data directory's lock, to
 /// be let go after the runtime's shutdown.
 async fn run_cluster(args: ClusterArgs) -> anyhow::Result<DataDirLock> {
+    agentcomputer_egress::node::add_node_addresses(args.node_ips.iter().copied());
     let tls = match (&args.tls_cert, &args.tls_key) {
         (Some(cert), Some(key)) => Some(tls::server_tls(cert, key)?),
         _ => None,

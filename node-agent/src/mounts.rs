@@ -1,4 +1,5 @@
-//! Host FUSE mounts of computers (local mode): checking a mount directory,
+//! Host FUSE mounts of computers (local mode): opening and checking a
+//! mount directory without following links ([`MountDir`]),
 //! and the record of mounts that lets the next start find those of an
 //! agent that was killed.
 //!
@@ -20,7 +21,7 @@
 //! unmounting it through the agent, replaces or removes the dead mount.
 
 use std::io;
-use std::os::unix::fs::MetadataExt;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -38,45 +39,77 @@ pub struct MountRecord {
     pub path: PathBuf,
 }
 
-/// Checks that `path` can take a new mount: absolute (else `EINVAL`), an
-/// existing directory (`ENOENT`, `ENOTDIR`), and not already a mountpoint
-/// (`EBUSY`; a mountpoint is on another device than its parent, or is `/`).
-/// Errors carry the errno as their raw OS error. Ownership and emptiness
-/// are checked by [`owner`] and [`is_empty`].
-pub fn check_mount_dir(path: &Path) -> io::Result<()> {
-    if !path.is_absolute() {
-        return Err(io::Error::from_raw_os_error(libc_errno::EINVAL));
-    }
-    let meta = std::fs::metadata(path)?;
-    if !meta.is_dir() {
-        return Err(io::Error::from_raw_os_error(libc_errno::ENOTDIR));
-    }
-    let parent = match path.parent() {
-        Some(p) => std::fs::metadata(p)?,
-        None => return Err(io::Error::from_raw_os_error(libc_errno::EBUSY)),
-    };
-    if parent.dev() != meta.dev() {
-        return Err(io::Error::from_raw_os_error(libc_errno::EBUSY));
-    }
-    Ok(())
+/// A directory about to take a new mount, opened once without following
+/// any symbolic link: every check is made on this descriptor and the mount
+/// is attached to it ([`agentcomputer_fuse::mount_connection_at`]), so no
+/// link planted in the path (by another user owning one of its
+/// directories, say) can send the checks or the mount elsewhere.
+#[derive(Debug)]
+pub struct MountDir {
+    fd: OwnedFd,
 }
 
-/// The uid owning `path` (following symlinks, as a mount does).
-pub fn owner(path: &Path) -> io::Result<u32> {
-    Ok(std::fs::metadata(path)?.uid())
-}
+impl MountDir {
+    /// Opens `path`, which must be absolute (else `EINVAL`), name an
+    /// existing directory (`ENOENT`, `ENOTDIR`) through no symbolic link
+    /// in any component (`ELOOP`; openat2(2) with `RESOLVE_NO_SYMLINKS`),
+    /// and not be a mountpoint already (`EBUSY`; a mountpoint is on
+    /// another device than its parent, or is `/`). Errors carry the errno
+    /// as their raw OS error. Ownership and emptiness are checked by
+    /// [`MountDir::owner`] and [`MountDir::is_empty`].
+    pub fn open(path: &Path) -> io::Result<MountDir> {
+        use nix::fcntl::{OFlag, OpenHow, ResolveFlag};
+        if !path.is_absolute() {
+            return Err(io::Error::from_raw_os_error(libc_errno::EINVAL));
+        }
+        let how = OpenHow::new()
+            .flags(OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC)
+            .resolve(ResolveFlag::RESOLVE_NO_SYMLINKS | ResolveFlag::RESOLVE_NO_MAGICLINKS);
+        let fd = nix::fcntl::openat2(nix::fcntl::AT_FDCWD, path, how)?;
+        if path.parent().is_none() {
+            return Err(io::Error::from_raw_os_error(libc_errno::EBUSY));
+        }
+        let me = nix::sys::stat::fstat(&fd)?;
+        let parent = nix::sys::stat::fstatat(&fd, "..", nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW)?;
+        if parent.st_dev != me.st_dev {
+            return Err(io::Error::from_raw_os_error(libc_errno::EBUSY));
+        }
+        Ok(MountDir { fd })
+    }
 
-/// Whether the directory `path` has no entries (a mount over it would hide
-/// them). Errors: reading the directory.
-pub fn is_empty(path: &Path) -> io::Result<bool> {
-    Ok(std::fs::read_dir(path)?.next().transpose()?.is_none())
+    /// The uid owning the directory.
+    pub fn owner(&self) -> io::Result<u32> {
+        Ok(nix::sys::stat::fstat(&self.fd)?.st_uid)
+    }
+
+    /// Whether the directory has no entries (a mount over it would hide
+    /// them). Errors: reading the directory.
+    pub fn is_empty(&self) -> io::Result<bool> {
+        let dup = self.fd.try_clone()?;
+        // The duplicate shares the file offset: start at the beginning.
+        nix::unistd::lseek(&dup, 0, nix::unistd::Whence::SeekSet)?;
+        let mut dir = nix::dir::Dir::from_fd(dup)?;
+        let mut empty = true;
+        for entry in dir.iter() {
+            let name = entry?.file_name().to_bytes().to_vec();
+            if name != b"." && name != b".." {
+                empty = false;
+                break;
+            }
+        }
+        Ok(empty)
+    }
+
+    /// The opened directory, for the mount to attach to.
+    pub fn as_fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
 }
 
 /// Errno values as `i32` for `io::Error::from_raw_os_error`.
 mod libc_errno {
     use nix::errno::Errno;
     pub const EINVAL: i32 = Errno::EINVAL as i32;
-    pub const ENOTDIR: i32 = Errno::ENOTDIR as i32;
     pub const EBUSY: i32 = Errno::EBUSY as i32;
 }
 
@@ -162,7 +195,7 @@ mod tests {
     #[test]
     fn mount_dir_checks() {
         let dir = tempfile::tempdir().unwrap();
-        let errno = |p: &Path| check_mount_dir(p).unwrap_err().raw_os_error();
+        let errno = |p: &Path| MountDir::open(p).unwrap_err().raw_os_error();
         assert_eq!(errno(Path::new("rel/dir")), Some(libc_errno::EINVAL));
         assert_eq!(
             errno(&dir.path().join("missing")),
@@ -170,18 +203,30 @@ mod tests {
         );
         let file = dir.path().join("f");
         std::fs::write(&file, b"x").unwrap();
-        assert_eq!(errno(&file), Some(libc_errno::ENOTDIR));
+        assert_eq!(errno(&file), Some(nix::errno::Errno::ENOTDIR as i32));
         assert_eq!(errno(Path::new("/")), Some(libc_errno::EBUSY));
         assert_eq!(errno(Path::new("/proc")), Some(libc_errno::EBUSY));
-        check_mount_dir(dir.path()).unwrap();
+        // A link anywhere in the path, to a fine directory, is refused.
+        let real = dir.path().join("real");
+        std::fs::create_dir_all(real.join("sub")).unwrap();
+        std::os::unix::fs::symlink(&real, dir.path().join("link")).unwrap();
+        let eloop = Some(nix::errno::Errno::ELOOP as i32);
+        assert_eq!(errno(&dir.path().join("link")), eloop);
+        assert_eq!(errno(&dir.path().join("link/sub")), eloop);
+        MountDir::open(&real.join("sub")).unwrap();
+        let opened = MountDir::open(dir.path()).unwrap();
+        assert_eq!(opened.owner().unwrap(), nix::unistd::geteuid().as_raw());
     }
 
     #[test]
     fn emptiness() {
         let dir = tempfile::tempdir().unwrap();
-        assert!(is_empty(dir.path()).unwrap());
+        let opened = MountDir::open(dir.path()).unwrap();
+        assert!(opened.is_empty().unwrap());
         std::fs::write(dir.path().join(".hidden"), b"").unwrap();
-        assert!(!is_empty(dir.path()).unwrap());
+        assert!(!opened.is_empty().unwrap());
+        // Asked again, the answer is read again from the start.
+        assert!(!opened.is_empty().unwrap());
     }
 
     #[test]

@@ -79,6 +79,13 @@ pub enum RegistryError {
         owner: u32,
         agent: u32,
     },
+    /// A mount at a path with a symbolic link in it: the link could be
+    /// another user's, pointing the mount at a directory the caller never
+    /// named, so none is followed.
+    #[error(
+        "cannot mount at {path}: a component of the path is a symbolic link, and host mounts follow none; give the path without links"
+    )]
+    MountThroughLink { path: String },
     /// A mount over a directory with entries, not asked for: the mount
     /// would hide them.
     #[error(
@@ -1037,8 +1044,9 @@ impl Registry {
     }
 
     /// Mounts computer `name` over FUSE at the host directory `path`
-    /// (see [`crate::mounts::check_mount_dir`] for its checks) and records
-    /// the mount. The directory must belong to the agent's (effective)
+    /// (opened without following any link, see [`crate::mounts::MountDir`]
+    /// for its checks; the mount is attached to that descriptor) and
+    /// records the mount. The directory must belong to the agent's (effective)
     /// user and be empty unless `nonempty`. A dead mount a killed previous
     /// run left at `path` is replaced.
     ///
@@ -1050,9 +1058,9 @@ impl Registry {
     /// are stored as the sandbox user).
     ///
     /// Errors: as [`Registry::acquire`], `MountNeedsRoot` (an agent that
-    /// is not root: nothing is tried), `MountNotOwned`, `MountNotEmpty`,
-    /// or `Mount` with `EINVAL`, `ENOENT`, `ENOTDIR`, `EBUSY` or the
-    /// kernel's errno.
+    /// is not root: nothing is tried), `MountThroughLink` (a symbolic link
+    /// in the path), `MountNotOwned`, `MountNotEmpty`, or `Mount` with
+    /// `EINVAL`, `ENOENT`, `ENOTDIR`, `EBUSY` or the kernel's errno.
     pub async fn mount(
         &self,
         name: &str,
@@ -1131,8 +1139,16 @@ impl Registry {
                 path: target.display().to_string(),
                 source,
             };
-            mounts::check_mount_dir(&target).map_err(mount_err)?;
-            let owner = mounts::owner(&target).map_err(mount_err)?;
+            let dir = match mounts::MountDir::open(&target) {
+                Ok(dir) => dir,
+                Err(e) if e.raw_os_error() == Some(nix::errno::Errno::ELOOP as i32) => {
+                    return Err(RegistryError::MountThroughLink {
+                        path: target.display().to_string(),
+                    });
+                }
+                Err(e) => return Err(mount_err(e)),
+            };
+            let owner = dir.owner().map_err(mount_err)?;
             if owner != agent_uid {
                 return Err(RegistryError::MountNotOwned {
                     path: target.display().to_string(),
@@ -1140,32 +1156,31 @@ impl Registry {
                     agent: agent_uid,
                 });
             }
-            if !nonempty && !mounts::is_empty(&target).map_err(mount_err)? {
+            if !nonempty && !dir.is_empty().map_err(mount_err)? {
                 return Err(RegistryError::MountNotEmpty {
                     path: target.display().to_string(),
                 });
             }
-            let mounted = match &holder {
-                // Over a connection the holder keeps: it outlives this process.
-                Some(holder) => agentcomputer_fuse::mount_connection(fs, &target, opts).and_then(
-                    |(handle, kept)| {
-                        let held = crate::holder::Held {
-                            path: target.clone(),
-                            computer,
-                            init: hex::encode(
-                                handle.init_record().expect("a connection mount").as_bytes(),
-                            ),
-                        };
-                        holder.keep(&held, kept.as_fd())?;
-                        Ok(HostMount {
-                            handle,
-                            fd: Some(kept),
-                        })
-                    },
-                ),
-                None => agentcomputer_fuse::mount(fs, &target, opts)
-                    .map(|handle| HostMount { handle, fd: None }),
-            };
+            // Over a connection that can outlive this process: the holder,
+            // when there is one, keeps a duplicate of it.
+            let mounted = agentcomputer_fuse::mount_connection_at(fs, dir.as_fd(), &target, opts)
+                .and_then(|(handle, kept)| {
+                    let Some(holder) = &holder else {
+                        return Ok(HostMount { handle, fd: None });
+                    };
+                    let held = crate::holder::Held {
+                        path: target.clone(),
+                        computer,
+                        init: hex::encode(
+                            handle.init_record().expect("a connection mount").as_bytes(),
+                        ),
+                    };
+                    holder.keep(&held, kept.as_fd())?;
+                    Ok(HostMount {
+                        handle,
+                        fd: Some(kept),
+                    })
+                });
             mounted.map_err(|e| {
                 let refused = e
                     .get_ref()

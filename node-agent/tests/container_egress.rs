@@ -57,6 +57,35 @@ impl Netns {
         format!("/proc/{}/ns/net", self.holder.id())
     }
 
+    /// Another namespace joined to this one by a veth pair: this side
+    /// gets `10.204.0.1/24` (an address of the agent's host that is not
+    /// loopback), the peer `10.204.0.2/24` (another machine).
+    fn peer(&self) -> Netns {
+        let holder = Command::new("unshare")
+            .args(["--net", "--", "sleep", "600"])
+            .spawn()
+            .expect("unshare");
+        let mine = std::fs::read_link("/proc/self/ns/net").unwrap();
+        let path = format!("/proc/{}/ns/net", holder.id());
+        for _ in 0..500 {
+            if std::fs::read_link(&path).is_ok_and(|l| l != mine) {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
+        let peer = Netns { holder };
+        let pid = peer.holder.id().to_string();
+        self.ip(&[
+            "link", "add", "ac-node", "type", "veth", "peer", "name", "ac-peer", "netns", &pid,
+        ]);
+        self.ip(&["addr", "add", "10.204.0.1/24", "dev", "ac-node"]);
+        self.ip(&["link", "set", "ac-node", "up"]);
+        peer.ip(&["link", "set", "lo", "up"]);
+        peer.ip(&["addr", "add", "10.204.0.2/24", "dev", "ac-peer"]);
+        peer.ip(&["link", "set", "ac-peer", "up"]);
+        peer
+    }
+
     fn ip(&self, args: &[&str]) {
         let st = Command::new("nsenter")
             .arg(format!("--net={}", self.path()))
@@ -204,6 +233,40 @@ async fn in_js(c: &mut Client, computer: &str, url: &str) -> (Got, Ran) {
     (got(&text), r)
 }
 
+/// A `node-agent local` in `ns` with [`HOSTS`] as its `/etc/hosts`, data
+/// under `dir`; returns it and its proxy's port (on 127.0.0.1 in `ns`).
+fn agent_in(ns: &Netns, dir: &std::path::Path) -> (Agent, u16) {
+    let hosts = dir.join("hosts");
+    std::fs::write(&hosts, HOSTS).unwrap();
+    let data = dir.join("data");
+    // A free port in the namespace for the shared proxy listener.
+    let proxy_port = ns.inside(|| {
+        std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port()
+    });
+    let mut cmd = Command::new("nsenter");
+    cmd.arg(format!("--net={}", ns.path()))
+        .args([
+            "--",
+            "unshare",
+            "--mount",
+            "--propagation",
+            "private",
+            "--",
+            "sh",
+            "-c",
+        ])
+        .arg("mount --bind \"$0\" /etc/hosts && exec \"$@\"")
+        .arg(&hosts)
+        .arg(env!("CARGO_BIN_EXE_node-agent"));
+    let proxy_addr = format!("127.0.0.1:{proxy_port}");
+    let agent = Agent::start_wrapped(cmd, &data, &["--proxy-listen", &proxy_addr]);
+    (agent, proxy_port)
+}
+
 fn possible() -> bool {
     if !nix::unistd::Uid::effective().is_root() {
         eprintln!("SKIPPED: network namespaces and the container sandbox need root");
@@ -232,34 +295,7 @@ async fn every_runtime_gets_the_same_egress_decisions() {
     let s3_other_port = serve(&ns, "10.203.0.3:80", "3b");
 
     let dir = tempfile::tempdir().unwrap();
-    let hosts = dir.path().join("hosts");
-    std::fs::write(&hosts, HOSTS).unwrap();
-    let data = dir.path().join("data");
-    // A free port in the namespace for the shared proxy listener.
-    let proxy_port = ns.inside(|| {
-        std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port()
-    });
-    let mut cmd = Command::new("nsenter");
-    cmd.arg(format!("--net={}", ns.path()))
-        .args([
-            "--",
-            "unshare",
-            "--mount",
-            "--propagation",
-            "private",
-            "--",
-            "sh",
-            "-c",
-        ])
-        .arg("mount --bind \"$0\" /etc/hosts && exec \"$@\"")
-        .arg(&hosts)
-        .arg(env!("CARGO_BIN_EXE_node-agent"));
-    let proxy_addr = format!("127.0.0.1:{proxy_port}");
-    let agent = Agent::start_wrapped(cmd, &data, &["--proxy-listen", &proxy_addr]);
+    let (agent, proxy_port) = agent_in(&ns, dir.path());
     let mut c = client_in(&ns, &agent.url, agent.token()).await;
 
     let listed = pb::Egress {
@@ -327,8 +363,11 @@ async fn every_runtime_gets_the_same_egress_decisions() {
     );
     assert!(s1.load(Ordering::SeqCst) >= 4 && s3.load(Ordering::SeqCst) == 3);
 
-    // allow-all: everything but metadata and the node's loopback, still
-    // through the proxy.
+    // allow-all: everything but metadata and the node's own addresses
+    // (loopback, and 10.203.0.2 on the agent's `lo`), still through the
+    // proxy; another machine is reached.
+    let peer = ns.peer();
+    let remote = serve(&peer, "10.204.0.2:80", "remote");
     c.create_computer(pb::CreateComputerRequest {
         name: "open".into(),
         egress: Some(pb::Egress {
@@ -340,7 +379,8 @@ async fn every_runtime_gets_the_same_egress_decisions() {
     .await
     .unwrap();
     for (url, want) in [
-        ("http://other.test/", server("2")),
+        ("http://10.204.0.2/", server("remote")),
+        ("http://other.test/", Got::Refused),
         ("http://169.254.169.254/", Got::Refused),
         (&*format!("http://127.0.0.1:{proxy_port}/"), Got::Refused),
     ] {
@@ -349,6 +389,8 @@ async fn every_runtime_gets_the_same_egress_decisions() {
         let (shell, r) = in_shell(&mut c, "open", url).await;
         assert_eq!(shell, want, "shell, {url}: {r:?}");
     }
+    assert_eq!(s2.load(Ordering::SeqCst), 0, "allow-all reached the node");
+    assert!(remote.load(Ordering::SeqCst) >= 2);
 
     // The proxy's own listener is no open proxy: without a running exec's
     // credential it answers 407.
@@ -378,5 +420,105 @@ async fn every_runtime_gets_the_same_egress_decisions() {
         r.stdout,
         "http://computer:TOKEN@127.0.0.1:3128\nlocalhost,127.0.0.1,::1\n"
     );
+    agent.stop().await;
+}
+
+/// The node's own addresses are the node's, like its loopback: a service
+/// bound to every interface of the agent's host (here `0.0.0.0:8081` in
+/// the agent's namespace) is not reached under allow-all through any of
+/// its addresses, by any runtime, while another machine is; a CIDR rule
+/// naming the address reaches it.
+#[tokio::test]
+async fn allow_all_keeps_the_nodes_own_addresses_out() {
+    if !possible() {
+        return;
+    }
+    let ns = Netns::new();
+    let peer = ns.peer();
+    let node_service = serve(&ns, "0.0.0.0:8081", "node");
+    let remote = serve(&peer, "10.204.0.2:80", "remote");
+    let dir = tempfile::tempdir().unwrap();
+    let (agent, _) = agent_in(&ns, dir.path());
+    let mut c = client_in(&ns, &agent.url, agent.token()).await;
+
+    let create = |name: &str, egress: pb::Egress| pb::CreateComputerRequest {
+        name: name.into(),
+        egress: Some(egress),
+        ..Default::default()
+    };
+    c.create_computer(create(
+        "open",
+        pb::Egress {
+            mode: pb::EgressMode::AllowAll as i32,
+            ..Default::default()
+        },
+    ))
+    .await
+    .unwrap();
+    let server = |n: &str| Got::Server(n.to_string());
+    for (url, want) in [
+        ("http://10.204.0.2/", server("remote")),
+        // The agent's veth address, and its spellings.
+        ("http://10.204.0.1:8081/", Got::Refused),
+        ("http://[::ffff:10.204.0.1]:8081/", Got::Refused),
+        ("http://0x0a.204.0.1:8081/", Got::Refused),
+        // An address on the agent's `lo` that is not in 127.0.0.0/8.
+        ("http://10.203.0.3:8081/", Got::Refused),
+        ("http://other.test:8081/", Got::Refused),
+        ("http://127.0.0.1:8081/", Got::Refused),
+    ] {
+        let (container, rc) = in_container(&mut c, "open", &format!("'{url}'")).await;
+        let (shell, rs) = in_shell(&mut c, "open", url).await;
+        let (js, rj) = in_js(&mut c, "open", url).await;
+        assert_eq!(container, want, "container, {url}: {rc:?}");
+        assert_eq!(shell, want, "shell, {url}: {rs:?}");
+        assert_eq!(js, want, "javascript, {url}: {rj:?}");
+        if want == Got::Refused {
+            assert!(
+                rs.stderr.contains("egress denied by policy"),
+                "shell, {url}: {rs:?}"
+            );
+        }
+    }
+    let (_, r) = in_shell(&mut c, "open", "http://10.204.0.1:8081/").await;
+    assert!(
+        r.stderr
+            .contains("10.204.0.1:8081 is an address of this node"),
+        "{r:?}"
+    );
+    let (_, r) = in_container(&mut c, "open", "-p http://10.204.0.1:8081/").await;
+    assert!(r.stderr.contains("403"), "CONNECT to the node: {r:?}");
+    assert_eq!(
+        node_service.load(Ordering::SeqCst),
+        0,
+        "allow-all reached a service of the node"
+    );
+    assert!(remote.load(Ordering::SeqCst) >= 3);
+
+    // A rule naming the address reaches it, from every runtime.
+    c.create_computer(create(
+        "named",
+        pb::Egress {
+            mode: pb::EgressMode::AllowList as i32,
+            cidrs: vec![pb::EgressCidr {
+                cidr: "10.204.0.1/32".into(),
+                ports: vec![pb::EgressPorts {
+                    port: 8081,
+                    ..Default::default()
+                }],
+            }],
+            ..Default::default()
+        },
+    ))
+    .await
+    .unwrap();
+    let url = "http://10.204.0.1:8081/";
+    let (container, rc) = in_container(&mut c, "named", &format!("'{url}'")).await;
+    let (shell, rs) = in_shell(&mut c, "named", url).await;
+    let (js, rj) = in_js(&mut c, "named", url).await;
+    assert_eq!(container, server("node"), "container: {rc:?}");
+    assert_eq!(shell, server("node"), "shell: {rs:?}");
+    assert_eq!(js, server("node"), "javascript: {rj:?}");
+    assert_eq!(node_service.load(Ordering::SeqCst), 3);
     agent.stop().await;
 }

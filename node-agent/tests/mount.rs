@@ -923,6 +923,84 @@ async fn mount_over_another_users_directory_is_refused() {
     assert!(agent.stop().await.success());
 }
 
+/// A path through a symbolic link another user planted is refused with
+/// ELOOP naming the path, whether the link is the last component or one
+/// in the middle: following it would mount over a directory the caller
+/// never named (here one of the agent's own user, which passes the
+/// ownership check). Nothing is mounted anywhere and nothing is recorded.
+#[tokio::test(flavor = "multi_thread")]
+async fn mount_through_another_users_symlink_is_refused() {
+    if !fuse_available() {
+        return;
+    }
+    let data = tempfile::tempdir().unwrap();
+    let host = tempfile::tempdir().unwrap();
+    let nobody = (
+        Some(nix::unistd::Uid::from_raw(65534)),
+        Some(nix::unistd::Gid::from_raw(65534)),
+    );
+    // Root-owned, empty directories the planted links point at: `target`,
+    // and `parent/sub`.
+    let target = host.path().join("target");
+    std::fs::create_dir(&target).unwrap();
+    let parent = host.path().join("parent");
+    std::fs::create_dir_all(parent.join("sub")).unwrap();
+    let theirs = host.path().join("theirs");
+    std::fs::create_dir(&theirs).unwrap();
+    nix::unistd::chown(&theirs, nobody.0, nobody.1).unwrap();
+    let plant = |link: &Path, to: &Path| {
+        std::os::unix::fs::symlink(to, link).unwrap();
+        nix::unistd::fchownat(
+            nix::fcntl::AT_FDCWD,
+            link,
+            nobody.0,
+            nobody.1,
+            nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW,
+        )
+        .unwrap();
+    };
+    let last = theirs.join("link");
+    plant(&last, &target);
+    plant(&theirs.join("up"), &parent);
+    let middle = theirs.join("up").join("sub");
+    let agent = Agent::start(data.path(), &[]);
+    let mut c = agent.client().await;
+    create(&mut c, "demo", 0).await;
+    let fs_type = |p: &Path| nix::sys::statfs::statfs(p).unwrap().filesystem_type();
+    for path in [&last, &middle] {
+        let err = mount(&mut c, "demo", path).await.unwrap_err();
+        assert_eq!(
+            (err.code(), err.message()),
+            (
+                Code::FailedPrecondition,
+                format!(
+                    "ELOOP: cannot mount at {}: a component of the path is a symbolic link, and host mounts follow none; give the path without links",
+                    path.display()
+                )
+                .as_str()
+            ),
+        );
+        for dir in [&target, &parent.join("sub")] {
+            assert_eq!(
+                fs_type(dir),
+                fs_type(host.path()),
+                "something was mounted at {}",
+                dir.display()
+            );
+        }
+    }
+    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    assert!(
+        !mountinfo.contains(host.path().to_str().unwrap()),
+        "{mountinfo}"
+    );
+    assert!(!data.path().join("mounts.json").exists() || recorded(data.path()).is_empty());
+    // The agent is up, and the real path mounts.
+    mount(&mut c, "demo", &target).await.unwrap();
+    unmount(&mut c, "demo", &target).await.unwrap();
+    assert!(agent.stop().await.success());
+}
+
 /// isatty(3) on a mounted file (an ioctl, TCGETS) says "not a terminal"
 /// with `ENOTTY`, as a local file does, and the agent's log stays quiet:
 /// every Python `open()` asks it.

@@ -71,6 +71,11 @@ pub const STEPS: &[Step] = &[
         run: egress,
     },
     Step {
+        name: "allow-all keeps the node's own addresses out",
+        required: false,
+        run: egress_keeps_the_node_out,
+    },
+    Step {
         name: "bad input refused",
         required: false,
         run: bad_input,
@@ -1114,6 +1119,123 @@ fn egress(cx: &mut Context) -> Result<String> {
         out.contains("refused"),
         "JavaScript's fetch under deny-all gave {out:?}"
     );
+    Ok(String::new())
+}
+
+/// Under allow-all the in-process runtimes (whose connections the node
+/// agent makes) reach the web pod but not the node's own addresses: the
+/// node's address (the kubelet's port 10250) and the agent pod's own
+/// address (its metrics port) are refused with the policy's reason, from
+/// the shell's `curl` and from JavaScript's `fetch`; a CIDR rule naming
+/// the node's address reaches it (the kubelet answers, with any status).
+/// Runs after "egress on the pod network" (its web pod and computer).
+fn egress_keeps_the_node_out(cx: &mut Context) -> Result<String> {
+    let spec = |egress: Value| {
+        serde_json::json!({
+            "storage": {"size": "64Mi"},
+            "runtimes": {"shell": true, "javascript": true, "container": true},
+            "sandbox": {"image": cx.sandbox_image()},
+            "egress": egress,
+        })
+    };
+    cx.apply_computer("net", spec(serde_json::json!({"mode": "allow-all"})))?;
+    cx.wait_ready("net", 180)?;
+    let node = text(&cx.computer("net")?, "/status/node").to_string();
+    ensure!(!node.is_empty(), "computer net has no node in its status");
+    let agents = cx.tools.kubectl_json(&[
+        "-n",
+        SYSTEM_NS,
+        "get",
+        "pods",
+        "-l",
+        "app.kubernetes.io/name=agentcomputer-node-agent",
+    ])?;
+    let agent = agents["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|p| text(p, "/spec/nodeName") == node)
+        .with_context(|| format!("no node agent pod on node {node}"))?;
+    let host_ip = text(agent, "/status/hostIP").to_string();
+    let pod_ip = text(agent, "/status/podIP").to_string();
+    ensure!(
+        !host_ip.is_empty() && !pod_ip.is_empty(),
+        "the node agent pod has no addresses"
+    );
+    let url = |ip: &str, port: u16| match ip.contains(':') {
+        true => format!("http://[{ip}]:{port}/"),
+        false => format!("http://{ip}:{port}/"),
+    };
+    let allowed = format!("web.{NS}.svc.cluster.local");
+    let out = eventually(60, "the shell's curl under allow-all", || {
+        cx.exec(
+            "net",
+            "shell",
+            &format!("curl -sS --max-time 10 http://{allowed}/"),
+        )
+        .map(Some)
+    })?;
+    ensure!(
+        out == "egress-ok
+",
+        "the shell's curl got {out:?}"
+    );
+    for target in [url(&host_ip, 10250), url(&pod_ip, 9090)] {
+        let denied = cx.tools.cli(
+            &[
+                "-n",
+                NS,
+                "exec",
+                "net",
+                "--",
+                &format!("curl -sS --max-time 10 {target}"),
+            ],
+            None,
+        )?;
+        ensure!(
+            denied.code != 0 && denied.stderr.contains("is an address of this node"),
+            "the shell's curl of {target} under allow-all: exit {}, {:?}",
+            denied.code,
+            denied.stderr.trim()
+        );
+        let js = format!(
+            "export default async () => {{ try {{ const r = await fetch('{target}'); return 'status ' + r.status; }} catch (e) {{ return 'refused: ' + e.message; }} }}"
+        );
+        let out = cx.exec("net", "javascript", &js)?;
+        ensure!(
+            out.contains("refused") && out.contains("is an address of this node"),
+            "JavaScript's fetch of {target} under allow-all gave {out:?}"
+        );
+    }
+    // Named by a CIDR rule, the node's address is reached: the kubelet
+    // answers plain HTTP on its TLS port with an HTTP 400.
+    let cidr = match host_ip.contains(':') {
+        true => format!("{host_ip}/128"),
+        false => format!("{host_ip}/32"),
+    };
+    cx.apply_computer(
+        "net",
+        spec(serde_json::json!({"mode": "allow-list", "cidrs": [{"cidr": cidr, "ports": [{"port": 10250}]}]})),
+    )?;
+    let kubelet = url(&host_ip, 10250);
+    eventually(60, "the shell's curl of the named node address", || {
+        let out = cx.tools.cli(
+            &[
+                "-n",
+                NS,
+                "exec",
+                "net",
+                "--",
+                &format!("curl -s --max-time 10 -o /dev/null -w '%{{http_code}}' {kubelet}"),
+            ],
+            None,
+        )?;
+        if out.stderr.contains("egress denied") {
+            bail!("still denied: {:?}", out.stderr.trim());
+        }
+        Ok(Some(()))
+    })?;
+    cx.apply_computer("net", spec(serde_json::json!({"mode": "deny-all"})))?;
     Ok(String::new())
 }
 

@@ -5,7 +5,8 @@
 //!   AgentComputer resource's `spec.egress`; [`Policy::new`] validates it.
 //! * [`Policy::check`] decides one TCP destination (host name, IP, port):
 //!   deny-all by default, cloud metadata refused unless `allowMetadata`,
-//!   the node's own loopback reachable only through a loopback CIDR rule.
+//!   the node's own loopback reachable only through a loopback CIDR rule,
+//!   the node's other addresses ([`node`]) only through a rule naming them.
 //! * [`resolve()`] looks a name up once and keeps the allowed addresses;
 //!   [`http::send`] connects to exactly those, so DNS rebinding between the
 //!   check and the connection is not possible, and re-checks every
@@ -16,6 +17,7 @@
 mod config;
 mod host;
 pub mod http;
+pub mod node;
 mod policy;
 mod resolve;
 

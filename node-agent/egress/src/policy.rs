@@ -8,6 +8,7 @@ use ipnet::IpNet;
 
 use crate::config::{EgressConfig, Mode, Protocol};
 use crate::host::{HostPattern, normalize};
+use crate::node::{self, NodeAddresses};
 
 /// Whether `ip` is a cloud metadata or credential endpoint, directly or in
 /// an IPv6 form that embeds one (the shared list of
@@ -35,11 +36,15 @@ pub const MAX_PORTS: usize = 32;
 ///   host name matching a host rule. Metadata stays excluded from every
 ///   rule unless `allowMetadata`. Host rules match names only, never IP
 ///   literals.
-/// * Loopback and "this host" addresses (127.0.0.0/8, ::1, 0.0.0.0/8, ::)
-///   are the node agent's own in local mode, not the computer's, so only a
-///   CIDR rule lying inside 127.0.0.0/8 or ::1/128 reaches them; allow-all
-///   and host rules never do. IPv4-mapped IPv6 addresses are judged as the
-///   IPv4 address they carry.
+/// * Loopback and "this host" addresses (127.0.0.0/8, ::1, 0.0.0.0/8, ::,
+///   and the IPv6 forms that carry a loopback IPv4 address) are the node
+///   agent's own, not the computer's, so only a CIDR rule lying inside
+///   127.0.0.0/8 or ::1/128 reaches them; allow-all and host rules never do.
+/// * The node's other addresses ([`crate::node`]) reach its services just
+///   as loopback does: only an allow-list rule naming the address (a CIDR
+///   rule that contains it, other than a `/0`, or a host rule matching the
+///   name it was resolved from) reaches them; allow-all never does.
+///   IPv4-mapped IPv6 addresses are judged as the IPv4 address they carry.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Policy {
     config: EgressConfig,
@@ -82,6 +87,10 @@ pub enum DenyReason {
     /// inside 127.0.0.0/8 or ::1/128 at all (with one, a loopback address
     /// or port it does not admit is [`DenyReason::NotListed`]).
     Local,
+    /// An address of this node (not loopback), and no rule names it: no
+    /// CIDR rule other than a `/0` contains it (with one, a port it does
+    /// not admit is [`DenyReason::NotListed`]) and no host rule matches.
+    Node,
 }
 
 /// A refused destination, printable for people:
@@ -106,6 +115,10 @@ impl fmt::Display for Denial {
             DenyReason::Local => write!(
                 f,
                 "{target} is a loopback address; only a cidr rule inside 127.0.0.0/8 or ::1/128 allows it"
+            ),
+            DenyReason::Node => write!(
+                f,
+                "{target} is an address of this node; only a cidr or host rule naming it allows it"
             ),
         }
     }
@@ -178,7 +191,8 @@ impl Policy {
         })
     }
 
-    /// A policy that allows every destination but metadata and loopback.
+    /// A policy that allows every destination but metadata, loopback and
+    /// the node's own addresses.
     pub fn allow_all() -> Policy {
         Policy {
             config: EgressConfig {
@@ -196,8 +210,20 @@ impl Policy {
 
     /// Decides a TCP connection to `ip:port`. `host` is the name the
     /// address was resolved from (`None` for an IP literal); only host
-    /// rules look at it.
+    /// rules look at it. The node's addresses are those of
+    /// [`node::current`] (read at most [`node::REFRESH`] ago).
     pub fn check(&self, host: Option<&str>, ip: IpAddr, port: u16) -> Result<(), Denial> {
+        self.check_on(&node::current(), host, ip, port)
+    }
+
+    /// [`Policy::check`] with `node` as the node's addresses.
+    pub fn check_on(
+        &self,
+        node: &NodeAddresses,
+        host: Option<&str>,
+        ip: IpAddr,
+        port: u16,
+    ) -> Result<(), Denial> {
         let ip = ip.to_canonical();
         let deny = |reason| {
             Err(Denial {
@@ -222,6 +248,20 @@ impl Policy {
             return match loopback_rules.next() {
                 Some(_) => deny(DenyReason::NotListed),
                 None => deny(DenyReason::Local),
+            };
+        }
+        if is_node(node, ip) {
+            // Only a rule that names the address: a "/0" means anywhere,
+            // as allow-all does.
+            let mut naming = self.cidrs.iter().filter(|r| r.net.prefix_len() > 0);
+            if naming.clone().any(|r| r.admits(ip, port))
+                || host.is_some_and(|h| self.host_listed(h))
+            {
+                return Ok(());
+            }
+            return match naming.any(|r| r.net.contains(&ip)) {
+                true => deny(DenyReason::NotListed),
+                false => deny(DenyReason::Node),
             };
         }
         if self.config.mode == Mode::AllowAll
@@ -261,12 +301,33 @@ const LOOPBACK: [IpNet; 2] = [
     IpNet::V6(ipnet::Ipv6Net::new_assert(Ipv6Addr::LOCALHOST, 128)),
 ];
 
-/// Loopback, or an address Linux treats as this host (0.0.0.0/8, ::).
+/// Loopback, an address Linux treats as this host (0.0.0.0/8, ::), or an
+/// IPv6 form carrying a loopback IPv4 address (IPv4-compatible
+/// `::127.0.0.1`, NAT64 `64:ff9b::127.0.0.1`, ...; the candidates of
+/// [`agentcomputer_metadata_endpoints::embedded_ipv4`]).
 fn is_local(ip: IpAddr) -> bool {
     match ip {
         IpAddr::V4(v4) => v4.is_loopback() || v4.octets()[0] == 0,
-        IpAddr::V6(v6) => v6.is_loopback() || v6.is_unspecified(),
+        IpAddr::V6(v6) => {
+            v6.is_loopback()
+                || v6.is_unspecified()
+                || agentcomputer_metadata_endpoints::embedded_ipv4(v6)
+                    .iter()
+                    .any(|a| a.is_loopback())
+        }
     }
+}
+
+/// An address of this node, directly or in an IPv6 form carrying one of
+/// its IPv4 addresses.
+fn is_node(node: &NodeAddresses, ip: IpAddr) -> bool {
+    node.contains(ip)
+        || match ip {
+            IpAddr::V4(_) => false,
+            IpAddr::V6(v6) => agentcomputer_metadata_endpoints::embedded_ipv4(v6)
+                .into_iter()
+                .any(|a| node.contains(IpAddr::V4(a))),
+        }
 }
 
 fn port_number(n: i32) -> Result<u16, PolicyError> {
@@ -371,6 +432,10 @@ mod tests {
             "0.0.0.0",
             "::",
             "::ffff:127.0.0.1",
+            // IPv4-compatible and NAT64 forms of loopback.
+            "::127.0.0.1",
+            "64:ff9b::127.0.0.1",
+            "64:ff9b:1::7f00:1",
         ] {
             assert_eq!(
                 reason(p.check(None, ip(l), 80)),
@@ -385,6 +450,83 @@ mod tests {
         })
         .unwrap();
         assert!(with_metadata.check(None, ip("169.254.169.254"), 80).is_ok());
+    }
+
+    #[test]
+    fn the_nodes_addresses_need_a_rule_naming_them() {
+        let node: NodeAddresses = [ip("10.0.0.7"), ip("2001:db8::7"), ip("192.0.2.2")]
+            .into_iter()
+            .collect();
+        let open = Policy::allow_all();
+        for a in [
+            "10.0.0.7",
+            "::ffff:10.0.0.7",
+            "::10.0.0.7",
+            "64:ff9b::10.0.0.7",
+            "2001:db8::7",
+        ] {
+            assert_eq!(
+                reason(open.check_on(&node, None, ip(a), 10250)),
+                Some(DenyReason::Node),
+                "{a}"
+            );
+        }
+        // Other addresses, the node's neighbours included, stay open.
+        assert!(open.check_on(&node, None, ip("10.0.0.8"), 80).is_ok());
+        assert!(open.check_on(&node, None, ip("2001:db8::8"), 80).is_ok());
+        assert_eq!(
+            open.check_on(&node, None, ip("10.0.0.7"), 10250)
+                .unwrap_err()
+                .to_string(),
+            "10.0.0.7:10250 is an address of this node; only a cidr or host rule naming it allows it"
+        );
+        // A CIDR rule containing it names it, on its ports; a /0 does not.
+        let p = list(
+            &[("10.0.0.0/24", &[(8080, None)]), ("0.0.0.0/0", &[])],
+            &["db.example.com"],
+        );
+        assert!(p.check_on(&node, None, ip("10.0.0.7"), 8080).is_ok());
+        assert_eq!(
+            reason(p.check_on(&node, None, ip("10.0.0.7"), 10250)),
+            Some(DenyReason::NotListed)
+        );
+        assert_eq!(
+            reason(p.check_on(&node, None, ip("192.0.2.2"), 80)),
+            Some(DenyReason::Node)
+        );
+        assert!(p.check_on(&node, None, ip("192.0.2.3"), 80).is_ok());
+        // So does a host rule matching the name it was resolved from.
+        assert!(
+            p.check_on(&node, Some("db.example.com"), ip("192.0.2.2"), 5432)
+                .is_ok()
+        );
+        assert_eq!(
+            reason(p.check_on(&node, Some("x.example.com"), ip("192.0.2.2"), 5432)),
+            Some(DenyReason::Node)
+        );
+        // Loopback keeps its own rule: a rule naming a node address does
+        // not open it.
+        assert_eq!(
+            reason(p.check_on(&node, None, ip("127.0.0.1"), 8080)),
+            Some(DenyReason::Local)
+        );
+    }
+
+    #[test]
+    fn the_live_interfaces_are_the_nodes() {
+        // Whatever this machine's addresses are, allow-all reaches none.
+        let now = node::current();
+        let open = Policy::allow_all();
+        for ifaddr in nix::ifaddrs::getifaddrs().unwrap() {
+            let Some(addr) = ifaddr.address else { continue };
+            let a = match (addr.as_sockaddr_in(), addr.as_sockaddr_in6()) {
+                (Some(v4), _) => IpAddr::V4(v4.ip()),
+                (_, Some(v6)) => IpAddr::V6(v6.ip()),
+                _ => continue,
+            };
+            assert!(now.contains(a), "{a}");
+            assert!(open.check(None, a, 80).is_err(), "{a}");
+        }
     }
 
     #[test]

@@ -6,6 +6,8 @@
 //!
 //! * [`mount`] mounts an engine at a directory and serves it on several
 //!   threads; the returned [`MountHandle`] unmounts when dropped.
+//!   [`mount_connection_at`] mounts over a directory the caller opened
+//!   (no path resolved between its checks and the mount).
 //! * Changes made directly on the engine (not through this mount) reach the
 //!   kernel as cache invalidations, sent from a dedicated thread, so a
 //!   `cat` in a container sees an API write at once.
@@ -24,6 +26,7 @@ mod handshake;
 mod invalidate;
 mod lookups;
 mod mount;
+mod mount_at;
 mod options;
 mod server;
 mod stale;
@@ -33,5 +36,6 @@ pub use connection::{
 };
 pub use handshake::InitRecord;
 pub use mount::{MountHandle, NosymfollowRefused, mount, mount_connection};
+pub use mount_at::mount_connection_at;
 pub use options::{DEFAULT_TTL, MountOptions, OwnerMap, SUBTYPE};
 pub use stale::{cleanup_stale_mounts, is_dead_mount};

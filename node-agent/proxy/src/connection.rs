@@ -164,6 +164,7 @@ async fn open(
                 DenyReason::NotListed => "not-listed",
                 DenyReason::Metadata => "metadata",
                 DenyReason::Local => "local",
+                DenyReason::Node => "node",
             };
             proxy.metrics.count("denied", reason);
             info!(%computer, method, target = %dest, reason, "egress proxy: denied");

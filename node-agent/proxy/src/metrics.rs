@@ -5,7 +5,7 @@ use prometheus::{IntCounterVec, Opts, Registry};
 /// Decisions of the egress proxy, as the Prometheus counter
 /// `agentcomputer_egress_proxy_decisions_total{decision, reason}`:
 /// `decision` is `allowed`, `denied` or `failed`; `reason` is empty for
-/// allowed, one of `deny-all`, `not-listed`, `metadata`, `local`,
+/// allowed, one of `deny-all`, `not-listed`, `metadata`, `local`, `node`,
 /// `unauthenticated`, `bad-request` for denied, and `lookup`, `connect`
 /// for failed. Cheap to clone (one shared counter).
 #[derive(Clone)]

@@ -132,6 +132,7 @@ impl From<RegistryError> for Status {
             // umount(2) says EINVAL for a target that is not a mount point.
             RegistryError::NotMounted { .. } => errno_detail(Errno::EINVAL, message),
             RegistryError::MountNotOwned { .. } => errno_detail(Errno::EPERM, message),
+            RegistryError::MountThroughLink { .. } => errno_detail(Errno::ELOOP, message),
             RegistryError::MountNotEmpty { .. } => errno_detail(Errno::ENOTEMPTY, message),
             RegistryError::MountNeedsRoot { .. } => errno_detail(Errno::EPERM, message),
             RegistryError::MountUnsafe { refused, .. } => {
