@@ -738,3 +738,49 @@ async fn truncate_sizes_by_metadata_and_a_stopped_script_ends_at_once() {
     fx.assert_bounded(&mut agent, "truncate and stopped scripts");
     assert_eq!(sh(&mut c, "other", "echo ok").await.stdout, "ok\n");
 }
+
+/// A long command stopped by its timeout stops using the CPU: the agent's
+/// CPU clock stands nearly still from 0.3 s after the answer, whichever
+/// command it was (searching, a pipeline, a read loop, a copy). Not
+/// `sort`: bashkit's sorts its whole input in one call that never looks
+/// at the stop flag, so its thread runs on (without writing: the fence is
+/// closed) until the sort ends (docs/isolation.md, "Not yet bounded").
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stopped_commands_stop_using_the_cpu() {
+    let (fx, mut agent, mut c) = Fixture::start(&[], BUDGET, &[("s", 0)]).await;
+    let mut lines = Vec::new();
+    for i in 1..=5_000_000u32 {
+        lines.extend_from_slice(format!("{i}\n").as_bytes());
+    }
+    common::write(&mut c, "s", "big", pb::WriteMode::Truncate, &lines)
+        .await
+        .unwrap();
+    drop(lines);
+    let timeout = Duration::from_secs(1);
+    let mut busy = Vec::new();
+    for script in [
+        "grep -r 123456 . > hits",
+        "cat big big big big | wc -l",
+        "while read l; do :; done < big",
+        "seq 1 100000000 > nums",
+        "for i in 1 2 3 4 5 6 7 8; do cp big copy$i; done",
+    ] {
+        let (ran, took) = timed(&mut c, with_timeout(exec_req("s", script), timeout)).await;
+        assert_eq!(ran.code, 124, "{script}: {ran:?}");
+        assert!(
+            took < timeout + Duration::from_secs(1),
+            "{script}: answered after {took:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let before = cpu_time(agent.pid());
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let used = cpu_time(agent.pid()) - before;
+        eprintln!("{script}: answered after {took:?}; agent CPU in the 2 s after: {used:?}");
+        if used >= Duration::from_millis(300) {
+            busy.push(format!("{script}: {used:?}"));
+        }
+    }
+    assert!(busy.is_empty(), "CPU used after the run ended: {busy:?}");
+    assert!(agent.alive(), "the agent died");
+    drop(fx);
+}
