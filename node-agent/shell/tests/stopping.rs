@@ -16,8 +16,9 @@ const ANSWER_WITHIN: Duration = Duration::from_secs(1);
 
 /// Commands that run for seconds on the computer made by [`computer`] (a
 /// 1 GiB sparse file `sparse`, ~40 MB of numbered lines in `big`, plain and
-/// in `tree/`, five times that in `blob`), each followed by statements that
-/// must never run once the exec was stopped.
+/// in `tree/`, five times that in `blob`, 20 000 small files under
+/// `files/`), each followed by statements that must never run once the
+/// exec was stopped.
 const LONG: &[&str] = &[
     "cp blob copy",
     "cat sparse > out",
@@ -29,6 +30,9 @@ const LONG: &[&str] = &[
     "head -c 900000000 /dev/zero > zeros",
     "tail -n 1 sparse > last",
     "sha256sum sparse > sum",
+    "for i in 1 2 3 4 5; do find . > list; done",
+    "for i in 1 2 3; do grep -r zzz files > hits; done",
+    "tar cf /tmp/files.tar files",
     "sleep 30",
     "while read l; do :; done < big",
 ];
@@ -52,6 +56,25 @@ async fn computer() -> Computer {
     c.write("tree/a", &lines);
     c.write("tree/b", &lines);
     c.write("sparse", b"");
+    // 20 000 small files in 20 directories.
+    let owner = agentcomputer_fs::Owner::ROOT;
+    let files = c.fs.mkdir(ROOT_INO, b"files", 0o755, owner).expect("mkdir");
+    for d in 0..20 {
+        let dir =
+            c.fs.mkdir(files.ino, format!("d{d}").as_bytes(), 0o755, owner)
+                .expect("mkdir");
+        for f in 0..1000 {
+            c.fs.write_all(
+                dir.ino,
+                format!("f{f}").as_bytes(),
+                format!("{f}\n").as_bytes(),
+                agentcomputer_fs::WriteMode::Truncate,
+                0o644,
+                owner,
+            )
+            .expect("write");
+        }
+    }
     let ino = c.fs.resolve(ROOT_INO, b"sparse", true).expect("sparse").ino;
     c.fs.setattr(
         ino,
@@ -140,7 +163,7 @@ async fn stopped(c: &Computer, long: &str, cancel_after: Option<Duration>) {
     );
     // Clean up for the next case (the outputs would slow it down).
     let _ = c
-        .sh("rm -f copy out count sorted hits nums zeros last sum")
+        .sh("rm -f copy out count sorted hits nums zeros last sum list")
         .await;
 }
 
