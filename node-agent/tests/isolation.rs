@@ -632,3 +632,155 @@ async fn spinning_execs_neither_stall_others_nor_outlive_their_timeout() {
     fx.assert_bounded(&mut agent, "200 spinning execs");
     assert_eq!(sh(&mut c, "quiet", "echo ok").await.stdout, "ok\n");
 }
+
+/// The size of `path` on computer `name`, or the status code of the Stat.
+async fn size_of(c: &mut Client, name: &str, path: &str) -> Result<u64, tonic::Code> {
+    c.stat(pb::StatRequest {
+        computer: name.into(),
+        path: path.into(),
+        follow_symlinks: true,
+    })
+    .await
+    .map(|r| r.into_inner().size)
+    .map_err(|s| s.code())
+}
+
+/// On a computer with the default quota (10 GiB), `truncate -s` sizes by
+/// metadata: 8 GiB, far past the exec's memory budget, takes a moment and
+/// no memory of the agent. A script stopped by its timeout or its client
+/// leaving ends at the next statement, answers within 1 s, and nothing of
+/// it lands after the answer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn truncate_sizes_by_metadata_and_a_stopped_script_ends_at_once() {
+    let (mut fx, mut agent, mut c) = Fixture::start(&[], BUDGET, &[("t", 0), ("other", 0)]).await;
+    assert_eq!(sh(&mut c, "other", "echo ok").await.stdout, "ok\n");
+    fx.take_base(&agent);
+
+    let (ran, took) = timed(&mut c, exec_req("t", "truncate -s 8G f; wc -c f")).await;
+    eprintln!("truncate -s 8G: {ran:?} after {took:?}");
+    assert_eq!(ran.stdout, "8589934592 f\n", "{ran:?}");
+    assert_eq!(ran.code, 0, "{ran:?}");
+    assert!(took < Duration::from_secs(3), "took {took:?}");
+    let (used, _) = usage(&mut c, "t").await;
+    assert!(used < 1 << 20, "the hole cost {used} bytes of quota");
+
+    // The reproduction: a 1 s timeout around a big truncate.
+    let timeout = Duration::from_secs(1);
+    let script = "truncate -s 1200000000 f3; sleep 5; echo after > marker";
+    let (ran, took) = timed(&mut c, with_timeout(exec_req("t", script), timeout)).await;
+    eprintln!("{script}: exit {} after {took:?}", ran.code);
+    assert_eq!(ran.code, 124, "{ran:?}");
+    assert!(
+        took < timeout + Duration::from_secs(1),
+        "answered after {took:?}"
+    );
+    assert_eq!(size_of(&mut c, "t", "f3").await, Ok(1_200_000_000));
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(
+        size_of(&mut c, "t", "marker").await,
+        Err(tonic::Code::NotFound)
+    );
+    assert_eq!(size_of(&mut c, "t", "f3").await, Ok(1_200_000_000));
+
+    // A `cp` whose client leaves: the script ends there.
+    let content: Vec<u8> = (0..64u32 << 20)
+        .map(|i| (i.wrapping_mul(2_654_435_761) >> 24) as u8 | 1)
+        .collect();
+    common::write(&mut c, "t", "big", pb::WriteMode::Truncate, &content)
+        .await
+        .unwrap();
+    drop(content);
+    // Output reaches the client only when the interpreter yields, so the
+    // client leaves by the clock, while the copies run.
+    let stream = c
+        .exec(exec_req(
+            "t",
+            "for i in $(seq 20); do cp big copy$i; done; echo after > marker",
+        ))
+        .await
+        .unwrap()
+        .into_inner();
+    // Twenty copies take many seconds: the client leaves during one.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    drop(stream);
+    let copies = |c: &mut Client| {
+        let mut c = c.clone();
+        async move {
+            let mut present = Vec::new();
+            for i in 1..=20 {
+                let name = format!("copy{i}");
+                if size_of(&mut c, "t", &name).await.is_ok() {
+                    present.push(name);
+                }
+            }
+            (present, size_of(&mut c, "t", "marker").await)
+        }
+    };
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let (present, marker) = copies(&mut c).await;
+    eprintln!("copies 1.5 s after the client left: {present:?}, marker {marker:?}");
+    assert!(
+        present.len() < 20,
+        "the copies ended before the client left"
+    );
+    assert_eq!(
+        marker,
+        Err(tonic::Code::NotFound),
+        "the statement after the cancelled cp ran"
+    );
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(
+        copies(&mut c).await,
+        (present, marker),
+        "the stopped script went on"
+    );
+
+    fx.assert_bounded(&mut agent, "truncate and stopped scripts");
+    assert_eq!(sh(&mut c, "other", "echo ok").await.stdout, "ok\n");
+}
+
+/// A long command stopped by its timeout stops using the CPU: the agent's
+/// CPU clock stands nearly still from 0.3 s after the answer, whichever
+/// command it was (searching, a pipeline, a read loop, a copy). Not
+/// `sort`: bashkit's sorts its whole input in one call that never looks
+/// at the stop flag, so its thread runs on (without writing: the fence is
+/// closed) until the sort ends (docs/isolation.md, "Not yet bounded").
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stopped_commands_stop_using_the_cpu() {
+    let (fx, mut agent, mut c) = Fixture::start(&[], BUDGET, &[("s", 0)]).await;
+    let mut lines = Vec::new();
+    for i in 1..=5_000_000u32 {
+        lines.extend_from_slice(format!("{i}\n").as_bytes());
+    }
+    common::write(&mut c, "s", "big", pb::WriteMode::Truncate, &lines)
+        .await
+        .unwrap();
+    drop(lines);
+    let timeout = Duration::from_secs(1);
+    let mut busy = Vec::new();
+    for script in [
+        "grep -r 123456 . > hits",
+        "cat big big big big | wc -l",
+        "while read l; do :; done < big",
+        "seq 1 100000000 > nums",
+        "for i in 1 2 3 4 5 6 7 8; do cp big copy$i; done",
+    ] {
+        let (ran, took) = timed(&mut c, with_timeout(exec_req("s", script), timeout)).await;
+        assert_eq!(ran.code, 124, "{script}: {ran:?}");
+        assert!(
+            took < timeout + Duration::from_secs(1),
+            "{script}: answered after {took:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let before = cpu_time(agent.pid());
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let used = cpu_time(agent.pid()) - before;
+        eprintln!("{script}: answered after {took:?}; agent CPU in the 2 s after: {used:?}");
+        if used >= Duration::from_millis(300) {
+            busy.push(format!("{script}: {used:?}"));
+        }
+    }
+    assert!(busy.is_empty(), "CPU used after the run ended: {busy:?}");
+    assert!(agent.alive(), "the agent died");
+    drop(fx);
+}

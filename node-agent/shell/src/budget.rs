@@ -8,6 +8,7 @@
 //! error naming the limit, instead of growing the node agent's memory.
 
 use crate::errno::kind_of;
+use crate::stop::StopFlag;
 use agentcomputer_fs::Errno;
 use std::io::Error as IoError;
 use std::sync::Arc;
@@ -19,9 +20,9 @@ use std::time::{Duration, Instant};
 pub(crate) struct ExecBudget {
     /// The exec's memory budget, bytes (`ShellLimits::memory_bytes`).
     pub memory: u64,
-    /// Set when the exec must stop (timeout, cancellation); long calls
-    /// check it between steps.
-    pub stop: Arc<AtomicBool>,
+    /// Raised when the exec must stop (timeout, cancellation); long calls
+    /// check it between steps, the interpreter before every command.
+    pub stop: Arc<StopFlag>,
     /// When the exec's timeout ends, and the timeout; long calls stop at
     /// it without waiting for the runtime to set `stop`.
     pub deadline: Option<(Instant, Duration)>,
@@ -40,14 +41,17 @@ impl ExecBudget {
         Err(over_budget(Errno::EFBIG, what, bytes, self.memory))
     }
 
-    /// Whether the exec was asked to stop or its timeout has passed.
+    /// Whether the exec was asked to stop or its timeout has passed. A
+    /// passed timeout also raises the stop flag, so the script ends at its
+    /// next statement instead of going on after the stopped call.
     pub fn stopped(&self) -> bool {
-        if self.stop.load(Ordering::Relaxed) {
+        if self.stop.is_raised() {
             return true;
         }
         let late = self.deadline.is_some_and(|(at, _)| Instant::now() >= at);
         if late {
             self.timed_out.store(true, Ordering::Relaxed);
+            self.stop.raise();
         }
         late
     }
@@ -57,7 +61,7 @@ impl ExecBudget {
     /// idle CPU ([`agentcomputer_sched::checkpoint`]). Only for steps that
     /// hold no engine transaction.
     pub fn step_stopped(&self) -> bool {
-        agentcomputer_sched::checkpoint(|| self.stop.load(Ordering::Relaxed));
+        agentcomputer_sched::checkpoint(|| self.stop.is_raised());
         self.stopped()
     }
 
@@ -102,7 +106,7 @@ mod tests {
     fn admits_up_to_the_limit_and_names_it_past() {
         let b = ExecBudget {
             memory: 100,
-            stop: Arc::default(),
+            stop: StopFlag::new(),
             deadline: None,
             timed_out: Arc::default(),
         };

@@ -27,6 +27,7 @@ mod runtime;
 mod sandbox_fs;
 mod session;
 mod stdin;
+mod stop;
 
 pub use agentcomputer_egress::{EgressConfig, Policy as EgressPolicy};
 pub use engine_fs::{EngineFs, SHELL_OWNER};

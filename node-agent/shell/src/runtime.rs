@@ -3,9 +3,9 @@
 use crate::limits::{DEFAULT_MAX_OUTPUT_BYTES, DEFAULT_TIMEOUT, ShellLimits};
 use crate::output::OutputGate;
 use crate::session::{self, Finished, Job, Stop};
+use crate::stop::StopFlag;
 use agentcomputer_fs::{Fence, Fs};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
@@ -109,7 +109,7 @@ pub async fn run_with_limits(
         n => n,
     };
     let gate = Arc::new(OutputGate::new(out.clone(), cap));
-    let stop = Arc::new(AtomicBool::new(false));
+    let stop = StopFlag::new();
     // Every change the script makes goes through this fence; it is closed
     // before the caller hears how the run ended, so nothing the script
     // started is committed afterwards.
@@ -158,7 +158,7 @@ pub async fn run_with_limits(
     };
     // Ask the script to stop and give it a moment to get there, so that in
     // the usual case nothing touches the computer after we answer.
-    stop.store(true, Ordering::Relaxed);
+    stop.raise();
     let _ = tokio::time::timeout(STOP_GRACE, &mut done_rx).await;
     // A thread still running past the grace may be inside an engine call:
     // wait for that call, and refuse the thread's later ones.
@@ -177,13 +177,13 @@ async fn close_fence(fence: &Arc<Fence>) {
 
 /// Stops the script and its output when dropped.
 struct Abandon {
-    stop: Arc<AtomicBool>,
+    stop: Arc<StopFlag>,
     gate: Arc<OutputGate>,
 }
 
 impl Drop for Abandon {
     fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
+        self.stop.raise();
         self.gate.close();
     }
 }

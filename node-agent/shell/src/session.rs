@@ -10,11 +10,11 @@ use crate::output::{OutputGate, Refusal};
 use crate::paths::resolve_cwd;
 use crate::sandbox_fs::SandboxFs;
 use crate::stdin;
+use crate::stop::StopFlag;
 use agentcomputer_fs::Fs;
 use bashkit::{Bash, ExecOptions, LimitExceeded};
 use std::path::Path;
 use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
 /// bashkit's user; `$HOME` is `/home/<user>` in the scratch tree.
@@ -51,8 +51,9 @@ pub(crate) struct Job {
     pub timeout: Duration,
     pub limits: ShellLimits,
     pub gate: Arc<OutputGate>,
-    /// bashkit's cancellation flag, set by the caller's task.
-    pub stop: Arc<AtomicBool>,
+    /// The exec's stop flag, raised by the caller's task; linked to the
+    /// interpreter's cancellation token once the interpreter exists.
+    pub stop: Arc<StopFlag>,
     /// Decides the connections of `curl` and `wget`.
     pub egress: Arc<agentcomputer_egress::Policy>,
 }
@@ -60,11 +61,9 @@ pub(crate) struct Job {
 /// A hook run before every command: the exec thread's safe point where a
 /// demoted exec waits for its computer's turn of idle CPU
 /// ([`agentcomputer_sched::checkpoint`]), unless it must stop.
-fn checkpoint_hook(
-    stop: Arc<AtomicBool>,
-) -> bashkit::hooks::Interceptor<bashkit::hooks::ToolEvent> {
+fn checkpoint_hook(stop: Arc<StopFlag>) -> bashkit::hooks::Interceptor<bashkit::hooks::ToolEvent> {
     Box::new(move |event| {
-        agentcomputer_sched::checkpoint(|| stop.load(std::sync::atomic::Ordering::Relaxed));
+        agentcomputer_sched::checkpoint(|| stop.is_raised());
         bashkit::hooks::HookAction::Continue(event)
     })
 }
@@ -100,13 +99,19 @@ pub(crate) async fn execute(job: Job) -> Finished {
         ),
         None => (None, None, ExecOptions::new().stdin(job.stdin)),
     };
-    let mut builder = builtins::install(Bash::builder(), &engine, &budget, HOME)
-        .fs(Arc::new(sandbox))
-        .limits(limits)
-        .memory_limits(job.limits.memory())
-        .session_limits(job.limits.session())
-        .cwd(&cwd)
-        .before_tool(checkpoint_hook(Arc::clone(&job.stop)));
+    let mut builder = builtins::install(
+        Bash::builder(),
+        &engine,
+        &budget,
+        HOME,
+        job.limits.scratch_bytes,
+    )
+    .fs(Arc::new(sandbox))
+    .limits(limits)
+    .memory_limits(job.limits.memory())
+    .session_limits(job.limits.session())
+    .cwd(&cwd)
+    .before_tool(checkpoint_hook(Arc::clone(&job.stop)));
     let network = builtins::http::Network {
         policy: job.egress,
         max_download_bytes: job.limits.max_download_bytes,
@@ -121,6 +126,11 @@ pub(crate) async fn execute(job: Job) -> Finished {
     }
     let mut bash = builder.build();
     builtins::set_startup_variables(&mut bash);
+    // The interpreter checks its own token before every command (and its
+    // long builtins poll it): raising the exec's flag raises it too, so a
+    // stopped script ends at its next statement.
+    let token = bash.cancellation_token();
+    job.stop.link(Arc::clone(&token));
 
     if let Err(reason) = check_cwd(&bash, &cwd).await {
         let message = format!("cd: {cwd}: {reason}");
@@ -142,7 +152,7 @@ pub(crate) async fn execute(job: Job) -> Finished {
             let gate = Arc::clone(&gate_err);
             async move { gate.deliver(true, bytes).await.map_err(refusal_error) }
         })
-        .cancel_with(Arc::clone(&job.stop))
+        .cancel_with(token)
         .options(options)
         .await;
 
@@ -156,6 +166,12 @@ pub(crate) async fn execute(job: Job) -> Finished {
         Ok(done) => Finished {
             exit_code: done.exit_code,
             stop: None,
+        },
+        // Stopped after a long call saw the deadline pass (it raised the
+        // stop flag, which the interpreter reports as a cancellation).
+        Err(_) if budget.timed_out() && !job.gate.cap_reached() => Finished {
+            exit_code: 1,
+            stop: Some(Stop::Timeout),
         },
         Err(err) => failure(err, &job.gate, &job.script).await,
     }

@@ -493,10 +493,18 @@ async fn the_exec_timeout_and_cancel_stop_a_hanging_download() {
     let run = c
         .exec(ExecRequest {
             timeout: Duration::from_secs(1),
-            ..request(&format!("curl -s {}", s.url("/hang")), first_loopback())
+            ..request(
+                &format!(
+                    "curl -s {}; echo after > marker; echo after",
+                    s.url("/hang")
+                ),
+                first_loopback(),
+            )
         })
         .await;
     assert_eq!(run.code(), EXIT_TIMEOUT);
+    // The script ends with the stopped download.
+    assert!(!run.stdout().contains("after"), "{run:?}");
     assert!(
         start.elapsed() < Duration::from_secs(5),
         "{:?}",
@@ -514,13 +522,22 @@ async fn the_exec_timeout_and_cancel_stop_a_hanging_download() {
     let run = exec(
         &c.fs,
         request(
-            &format!("wget -q -O - {}", s.url("/hang")),
+            &format!(
+                "wget -q -O - {}; echo after > marker; echo after",
+                s.url("/hang")
+            ),
             first_loopback(),
         ),
         cancel,
     )
     .await;
     assert_eq!(run.code(), EXIT_CANCELLED);
+    assert!(!run.stdout().contains("after"), "{run:?}");
+    assert!(
+        c.fs.resolve(agentcomputer_fs::ROOT_INO, b"marker", false)
+            .is_err(),
+        "the statement after the stopped downloads ran"
+    );
     wait_until(|| *s.hangs_closed.lock().unwrap() == 2).await;
 }
 

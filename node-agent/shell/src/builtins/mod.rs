@@ -10,12 +10,15 @@ mod ln;
 mod ls;
 mod ls_format;
 mod printf_format;
+mod realpath;
 mod sleep;
 mod stat;
 mod stream;
 mod test_cmd;
 mod test_expr;
 mod timeout;
+mod truncate;
+mod truncate_size;
 mod wget;
 mod workspace;
 
@@ -28,19 +31,27 @@ use bashkit::BashBuilder;
 /// Installs this module's commands and hooks, and the exported login
 /// environment of bashkit's user `sandbox` with home directory `home`, on
 /// `builder`; `engine_fs` is the computer behind `/workspace`, `budget` the
-/// exec's memory budget and stop flag.
+/// exec's memory budget and stop flag, `scratch_file_bytes` the largest
+/// file of the scratch tree.
 pub(crate) fn install(
     builder: BashBuilder,
     engine_fs: &EngineFs,
     budget: &ExecBudget,
     home: &str,
+    scratch_file_bytes: u64,
 ) -> BashBuilder {
     let engine = engine_fs.engine();
     let env = stream::Env {
         engine: engine_fs.clone(),
         budget: budget.clone(),
     };
-    let builder = stream::install(builder, &env).command("sleep", sleep::Sleep(env.clone()));
+    let truncate = truncate::Truncate {
+        env: env.clone(),
+        scratch_file_bytes,
+    };
+    let builder = stream::install(builder, &env)
+        .command("sleep", sleep::Sleep(env.clone()))
+        .command("truncate", truncate);
     environment::export_login(builder, "sandbox", home)
         .builtin("ln", Box::new(ln::Ln::new(engine.clone())))
         .builtin("link", Box::new(ln::Link::new(engine.clone())))

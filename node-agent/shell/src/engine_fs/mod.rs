@@ -85,7 +85,7 @@ impl EngineFs {
             fifos: Arc::default(),
             budget: ExecBudget {
                 memory: crate::limits::DEFAULT_MEMORY_BYTES,
-                stop: Arc::default(),
+                stop: crate::stop::StopFlag::new(),
                 deadline: None,
                 timed_out: Arc::default(),
             },
@@ -102,6 +102,11 @@ impl EngineFs {
     /// The engine handle.
     pub fn engine(&self) -> &Fs {
         &self.fs
+    }
+
+    /// The owner new inodes get.
+    pub(crate) fn owner(&self) -> Owner {
+        self.owner
     }
 
     /// Attributes of `path` without following a final symlink.

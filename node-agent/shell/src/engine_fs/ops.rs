@@ -21,6 +21,10 @@ type Entry = (Ino, Vec<u8>);
 
 impl EngineFs {
     fn write_mode(&self, path: &Path, data: &[u8], mode: WriteMode) -> bashkit::Result<()> {
+        // One write is one engine transaction, which holds the exec's write
+        // fence until it ends: bounding it by the memory budget bounds how
+        // long a stopped exec can keep the runtime from answering.
+        self.budget.admit(data.len() as u64, "the write")?;
         let (parent, name) = self.walk_parent(path, Errno::EISDIR)?;
         match self
             .fs

@@ -138,6 +138,23 @@ fn number(text: &str) -> Result<Number, String> {
     })
 }
 
+/// Largest field width or precision of a `-f` format, as bashkit's `printf`
+/// and `awk` allow: each number is rendered into a buffer of that size, so
+/// `seq -f %01000000000g 1 1` would otherwise allocate a gigabyte.
+const MAX_FORMAT_WIDTH: usize = 10_000;
+
+/// A width or precision of a format (`""` is 0); refused past
+/// [`MAX_FORMAT_WIDTH`] with `format <what> N exceeds limit 10000`.
+fn bounded(digits: &str, what: &str) -> Result<usize, String> {
+    match digits.parse::<usize>() {
+        Ok(n) if n <= MAX_FORMAT_WIDTH => Ok(n),
+        _ if digits.is_empty() => Ok(0),
+        _ => Err(format!(
+            "format {what} {digits} exceeds limit {MAX_FORMAT_WIDTH}"
+        )),
+    }
+}
+
 /// A `-f` format: text around one `%` directive for a floating value.
 #[derive(Debug, Clone)]
 struct Format {
@@ -180,12 +197,12 @@ impl Format {
         let width_len = rest
             .find(|c: char| !c.is_ascii_digit())
             .unwrap_or(rest.len());
-        let width = rest[..width_len].parse().unwrap_or(0);
+        let width = bounded(&rest[..width_len], "width")?;
         let mut rest = &rest[width_len..];
         let mut precision = None;
         if let Some(p) = rest.strip_prefix('.') {
             let len = p.find(|c: char| !c.is_ascii_digit()).unwrap_or(p.len());
-            precision = Some(p[..len].parse().unwrap_or(0));
+            precision = Some(bounded(&p[..len], "precision")?);
             rest = &p[len..];
         }
         let rest = rest.strip_prefix('L').unwrap_or(rest);
@@ -416,6 +433,19 @@ mod tests {
         assert_eq!(Format::parse("x%05.1fy").unwrap().render(-1.0), "x-01.0y");
         assert!(Format::parse("%d").is_err());
         assert!(Format::parse("%f %f").is_err());
+    }
+
+    #[test]
+    fn widths_and_precisions_past_the_limit_are_refused_before_rendering() {
+        assert_eq!(
+            Format::parse("%01000000000g").unwrap_err(),
+            "format width 1000000000 exceeds limit 10000"
+        );
+        assert_eq!(
+            Format::parse("%.99999999999999999999f").unwrap_err(),
+            "format precision 99999999999999999999 exceeds limit 10000"
+        );
+        assert_eq!(Format::parse("%010000.10000f").unwrap().width, 10_000);
     }
 
     #[test]
