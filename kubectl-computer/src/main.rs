@@ -40,6 +40,7 @@ mod cluster;
 mod cmd;
 mod error;
 mod format;
+mod interrupt;
 mod mcp;
 mod progress;
 mod size;

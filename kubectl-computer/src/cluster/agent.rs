@@ -225,7 +225,8 @@ impl Cluster {
         let _ = std::io::stdout().flush();
         loop {
             let (mut conn, _) = tokio::select! {
-                _ = tokio::signal::ctrl_c() => return Ok(()),
+                // Returning drops the CA file, on SIGTERM and SIGHUP too.
+                () = crate::interrupt::interrupted() => return Ok(()),
                 accepted = listener.accept() => accepted
                     .map_err(|e| CliError(format!("accepting on {local}: {e}")))?,
             };

@@ -171,7 +171,7 @@ async fn require_token(
         .into_response()
 }
 
-/// Serves until interrupted (SIGINT or SIGTERM). Prints on stderr the
+/// Serves until interrupted (SIGINT, SIGTERM or SIGHUP). Prints on stderr the
 /// endpoint URL and, when it made the token, the token (once).
 pub async fn serve(agent: Agent, options: Options) -> Result<()> {
     let addr = listen_address(&options.listen, options.allow_remote)?;
@@ -215,29 +215,13 @@ pub async fn serve(agent: Agent, options: Options) -> Result<()> {
         errln!("MCP bearer token (shown once): {token}");
     }
     let shutdown = async move {
-        wait_for_signal().await;
+        crate::interrupt::interrupted().await;
         stop.cancel();
     };
     axum::serve(listener, app)
         .with_graceful_shutdown(shutdown)
         .await
         .map_err(|e| CliError(format!("MCP over HTTP: {e}")))
-}
-
-/// SIGINT or SIGTERM.
-async fn wait_for_signal() {
-    use tokio::signal::unix::{SignalKind, signal};
-    match signal(SignalKind::terminate()) {
-        Ok(mut term) => {
-            tokio::select! {
-                _ = tokio::signal::ctrl_c() => {}
-                _ = term.recv() => {}
-            }
-        }
-        Err(_) => {
-            let _ = tokio::signal::ctrl_c().await;
-        }
-    }
 }
 
 #[cfg(test)]
