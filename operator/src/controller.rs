@@ -526,10 +526,11 @@ async fn apply_steps(c: &Arc<AgentComputer>, ctx: &Arc<Context>) -> Result<Resul
                 ct::PLACED,
                 false,
                 reconciled::RECONCILE_FAILED.to_string(),
-                format!(
-                    "node {node} was chosen, but a computer is placed only once its claim is \
-                     accepted (see VolumeReady)"
-                ),
+                // No node named: the choice may differ at each retry, and
+                // a status that changes at each retry is rewritten each time.
+                "a computer is placed on a node only once its claim is accepted (see \
+                 VolumeReady)"
+                    .to_string(),
             )
         },
         match failed_of(Step::Volume) {
