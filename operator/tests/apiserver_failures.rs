@@ -253,6 +253,60 @@ async fn refused_steps_are_visible_and_do_not_stop_the_egress_step() {
     let pvs: Api<PersistentVolume> = Api::all(admin.clone());
     let sandbox = json!({"image": "debian:bookworm-slim"});
 
+    // --- Specs the node agent would refuse are refused by the API server,
+    // with a message that says why (on create and on update). ---
+    let refused = [
+        (
+            json!({"mode": "allow-list", "hosts": ["10.0.0.1"]}),
+            "not IP addresses",
+        ),
+        (
+            json!({"mode": "allow-list", "hosts": ["foo.123"]}),
+            "not IP addresses",
+        ),
+        (
+            json!({"mode": "allow-list", "hosts": [format!("{}.example.com", "a".repeat(70))]}),
+            "should match",
+        ),
+    ];
+    for (i, (egress, want)) in refused.iter().enumerate() {
+        let spec = json!({"storage": {"size": "1Gi"}, "egress": egress});
+        let err = computers
+            .create(
+                &PostParams::default(),
+                &computer(&format!("refused-{i}"), spec),
+            )
+            .await
+            .expect_err(&format!("accepted egress {egress}"));
+        assert!(err.to_string().contains(want), "{egress}: {err}");
+    }
+    let memory = json!({"storage": {"size": "1Gi"}, "limits": {"memory": "-1"}});
+    let err = computers
+        .create(&PostParams::default(), &computer("refused-memory", memory))
+        .await
+        .expect_err("accepted limits.memory -1");
+    assert!(
+        err.to_string()
+            .contains("limits.memory must be a quantity of bytes"),
+        "{err}"
+    );
+    computers
+        .create(
+            &PostParams::default(),
+            &computer(
+                "tightened",
+                json!({"storage": {"size": "1Gi"}, "egress": {"mode": "allow-all"}}),
+            ),
+        )
+        .await
+        .unwrap();
+    let narrow = json!({"spec": {"egress": {"mode": "allow-list", "hosts": ["10.0.0.1"]}}});
+    let err = computers
+        .patch("tightened", &PatchParams::default(), &Patch::Merge(&narrow))
+        .await
+        .expect_err("accepted a host rule that is an address");
+    assert!(err.to_string().contains("not IP addresses"), "{err}");
+
     // --- Storage changes on bound claims, with a sandbox. ---
     for name in ["grow", "grow-egress", "grow-image"] {
         let spec = json!({"storage": {"size": "1Gi"},
