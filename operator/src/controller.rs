@@ -51,7 +51,7 @@ use crate::context::Context;
 use crate::error::{Error, Result, is_not_found};
 use crate::resources::{self, netpol, pod, pv, secret};
 use crate::steps::{self, InStep, Step, StepFailure};
-use crate::{FIELD_MANAGER, FINALIZER, conditions, placement, reconciled, volume_step};
+use crate::{FIELD_MANAGER, FINALIZER, conditions, placement, reconciled, spec_check, volume_step};
 
 /// How often a computer waiting for a node is retried.
 pub const PENDING_RETRY: Duration = Duration::from_secs(30);
@@ -206,6 +206,17 @@ async fn apply_steps(c: &Arc<AgentComputer>, ctx: &Arc<Context>) -> Result<Resul
     let old = c.status.clone().unwrap_or_default();
     let agents = ctx.ready_agents();
     let now = Timestamp::now();
+
+    // A spec the node agent would refuse: a computer never placed is not
+    // placed, so that no node agent sees it; a placed one gets the
+    // narrowest sandbox policy at the egress step.
+    let spec_error = spec_check::check(&c.spec).err();
+    if let Some(why) = &spec_error
+        && old.node.is_none()
+        && !c.labels().contains_key(labels::NODE)
+    {
+        return Err(Error::InvalidSpec(why.clone())).in_step(Step::Spec);
+    }
 
     // 0. A kept claim of this name. Only before the computer is placed: once
     // it is, the claim is its own.
@@ -390,18 +401,26 @@ async fn apply_steps(c: &Arc<AgentComputer>, ctx: &Arc<Context>) -> Result<Resul
 
     // 4. Egress policy: applied whatever happened to the steps before.
     let nps: Api<NetworkPolicy> = Api::namespaced(client.clone(), &ns);
-    let egress_ok = match apply_obj(
-        &nps,
-        &resources::netpol_name(&c),
-        &netpol::build(&c, &ctx.config),
-    )
-    .await
-    {
-        Ok(_) => true,
+    let policy = match &spec_error {
+        None => netpol::build(&c, &ctx.config),
+        Some(_) => {
+            let mut narrowest = (*c).clone();
+            narrowest.spec.egress = Default::default();
+            netpol::build(&narrowest, &ctx.config)
+        }
+    };
+    let egress_ok = match apply_obj(&nps, &resources::netpol_name(&c), &policy).await {
         Err(e) => {
             failed(Step::Egress, e);
             false
         }
+        Ok(_) => match &spec_error {
+            Some(why) => {
+                failed(Step::Egress, Error::InvalidSpec(why.clone()));
+                false
+            }
+            None => true,
+        },
     };
 
     // 5. Sandbox: its pod needs the credential, the claim, and the egress

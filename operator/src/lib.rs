@@ -27,6 +27,7 @@ pub mod placement;
 pub mod reconciled;
 pub mod resources;
 pub mod share_gateway;
+pub mod spec_check;
 pub mod steps;
 pub mod triggers;
 pub mod volume_step;

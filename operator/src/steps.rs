@@ -19,6 +19,8 @@ use crate::error::Error;
 /// the `Reconciled` condition.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Step {
+    /// The checks of the spec the node agent makes ([`crate::spec_check`]).
+    Spec,
     /// Finalizer, kept-claim check, node choice and the node label.
     Placement,
     /// The credential Secret.
@@ -37,9 +39,10 @@ pub enum Step {
 
 impl Step {
     /// Lower-case name (`placement`, `credential`, `volume`, `egress`,
-    /// `sandbox`, `status`, `cleanup`).
+    /// `sandbox`, `status`, `cleanup`, and `spec` for the spec's own checks).
     pub fn as_str(self) -> &'static str {
         match self {
+            Step::Spec => "spec",
             Step::Placement => "placement",
             Step::Credential => "credential",
             Step::Volume => "volume",

@@ -1295,3 +1295,64 @@ async fn a_volume_deleted_under_a_live_computer_is_left_to_finish_then_made_agai
         Some(ComputerPhase::Ready)
     );
 }
+
+#[tokio::test]
+async fn a_spec_the_node_agent_refuses_is_refused_before_placement_and_narrows_a_placed_one() {
+    let mut env = env();
+    two_nodes(&mut env);
+    // As an API server with an older CRD would let through.
+    computer(
+        &env,
+        "c1",
+        json!({"storage": {"size": "1Gi"},
+               "egress": {"mode": "allow-list", "hosts": ["10.0.0.1"]}}),
+    );
+    let err = settle(&env, "c1").await.unwrap_err();
+    assert_eq!(err.reason(), "invalid-spec", "{err}");
+    let c = current(&env, "c1");
+    assert_eq!(condition(&c, "Reconciled"), ("False", "InvalidSpec"));
+    assert_eq!(condition(&c, "Ready").0, "False");
+    let msg = c
+        .status
+        .as_ref()
+        .unwrap()
+        .conditions
+        .iter()
+        .find(|k| k.type_ == "Reconciled")
+        .unwrap()
+        .message
+        .clone();
+    assert!(msg.contains("10.0.0.1"), "{msg}");
+    assert!(
+        c.labels().get("agentcomputer.dev/node").is_none(),
+        "no node agent sees it"
+    );
+    assert!(env.fake.get(PV).is_none() && env.fake.get(PVC).is_none());
+
+    // A placed allow-all computer changed to such a spec: its sandbox
+    // policy becomes the narrowest (deny-all), as the node agent's proxy.
+    computer(
+        &env,
+        "c2",
+        json!({"storage": {"size": "1Gi"}, "egress": {"mode": "allow-all"}}),
+    );
+    settle(&env, "c2").await.unwrap();
+    let np = "/apis/networking.k8s.io/v1/namespaces/team/networkpolicies/c2-egress";
+    assert!(!env.fake.get(np).unwrap()["spec"]["egress"].is_null());
+    let mut c = env.fake.get(&computer_path("c2")).unwrap();
+    c["spec"]["egress"] = json!({"mode": "allow-list", "hosts": ["foo.123"]});
+    c["metadata"]["generation"] = json!(2);
+    env.fake.put(&computer_path("c2"), c);
+    let err = reconcile(Arc::new(current(&env, "c2")), env.ctx.clone())
+        .await
+        .unwrap_err();
+    assert_eq!(err.reason(), "invalid-spec", "{err}");
+    assert!(
+        env.fake.get(np).unwrap()["spec"]["egress"].is_null(),
+        "deny-all"
+    );
+    let c = current(&env, "c2");
+    assert_eq!(condition(&c, "EgressReady"), ("False", "InvalidSpec"));
+    assert_eq!(condition(&c, "Reconciled"), ("False", "InvalidSpec"));
+    assert_eq!(c.status.as_ref().unwrap().observed_generation, Some(1));
+}
