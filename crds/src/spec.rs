@@ -177,7 +177,10 @@ pub struct SandboxSpec {
 /// Outbound network policy.
 #[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
 #[serde(rename_all = "camelCase")]
-#[x_kube(validation = Rule::new("self.mode == 'allow-list' || ((!has(self.cidrs) || size(self.cidrs) == 0) && (!has(self.hosts) || size(self.hosts) == 0))").message("egress.cidrs and egress.hosts may only be set when egress.mode is allow-list"))]
+#[x_kube(
+    validation = Rule::new("self.mode == 'allow-list' || ((!has(self.cidrs) || size(self.cidrs) == 0) && (!has(self.hosts) || size(self.hosts) == 0))").message("egress.cidrs and egress.hosts may only be set when egress.mode is allow-list"),
+    validation = Rule::new("!has(self.hosts) || self.hosts.all(h, !h.matches('(^|[.])[0-9]+$'))").message("egress.hosts are host names, not IP addresses (a name's last label is never all digits): allow an address with a cidr rule").field_path(".hosts")
+)]
 pub struct EgressSpec {
     /// deny-all: no outbound connections. allow-all: any destination except
     /// cloud metadata. allow-list: only the destinations in cidrs and hosts
@@ -194,14 +197,15 @@ pub struct EgressSpec {
     /// Destinations by DNS host name (allow-list mode), e.g. "pypi.org" or
     /// "*.githubusercontent.com". Host names are enforced by the node agent's
     /// egress proxy: sandbox pods get HTTP(S)_PROXY settings and may reach
-    /// only the proxy.
+    /// only the proxy. Each is a lowercase DNS name of at most 253
+    /// characters and 63 per label, whose last label is not all digits.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(
         length(max = 64),
         inner(
             length(min = 1, max = 253),
             regex(
-                pattern = r"^(\*\.)?([a-z0-9]([-a-z0-9]*[a-z0-9])?\.)*[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+                pattern = r"^(\*\.)?([a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?\.)*[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$"
             )
         )
     )]
@@ -285,8 +289,9 @@ impl Protocol {
 }
 
 /// Limits of every exec, whatever the runtime.
-#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
 #[serde(rename_all = "camelCase")]
+#[x_kube(validation = Rule::new("!has(self.memory) || (isQuantity(string(self.memory)) && quantity(string(self.memory)).compareTo(quantity('0')) >= 0 && quantity(string(self.memory)).compareTo(quantity('8Ei')) < 0)").message("limits.memory must be a quantity of bytes from 0 to below 8Ei, e.g. 256Mi").field_path(".memory"))]
 pub struct ExecLimits {
     /// Wall-clock limit of one exec in seconds; the exec is cancelled and
     /// reports a timeout past it.

@@ -53,7 +53,8 @@ pub struct AgentComputerStatus {
     #[x_kube(merge_strategy = ListMerge::Map(vec!["type".into()]))]
     pub conditions: Vec<Condition>,
 
-    /// metadata.generation of the spec this status describes.
+    /// metadata.generation of the spec this status describes: it moves
+    /// only once every step of a generation was applied.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
 }
@@ -136,6 +137,9 @@ pub mod condition_types {
     pub const SANDBOX_READY: &str = "SandboxReady";
     /// Summary: the computer can serve execs.
     pub const READY: &str = "Ready";
+    /// The last reconcile applied every step of the current generation;
+    /// False names the step that failed and the API server's reason.
+    pub const RECONCILED: &str = "Reconciled";
 }
 
 /// Reasons of the `SandboxReady` condition that mean the sandbox pod is on

@@ -33,6 +33,24 @@ pub fn merge(
         .collect()
 }
 
+/// `previous` with the condition of `type_` set (added, or replaced in
+/// place), the others kept as they are; `lastTransitionTime` as [`merge`].
+pub fn set(
+    previous: &[Condition],
+    entry: (&str, bool, &str, String),
+    generation: Option<i64>,
+    now: Timestamp,
+) -> Vec<Condition> {
+    let type_ = entry.0;
+    let new = merge(previous, &[entry], generation, now).remove(0);
+    let mut out = previous.to_vec();
+    match out.iter_mut().find(|c| c.type_ == type_) {
+        Some(c) => *c = new,
+        None => out.push(new),
+    }
+    out
+}
+
 /// Status ("True"/"False") of the condition of that type, if present.
 pub fn status_of<'a>(conditions: &'a [Condition], type_: &str) -> Option<&'a str> {
     conditions
@@ -75,5 +93,22 @@ mod tests {
         assert_eq!(flipped[0].last_transition_time, Time(t1));
         assert_eq!(status_of(&flipped, "Ready"), Some("True"));
         assert_eq!(status_of(&flipped, "Placed"), None);
+        let both = set(
+            &flipped,
+            ("Reconciled", false, "Forbidden", "step volume".into()),
+            Some(3),
+            t1,
+        );
+        assert_eq!(both.len(), 2);
+        assert_eq!(both[0], flipped[0], "the others are kept");
+        let again = set(
+            &both,
+            ("Reconciled", false, "Invalid", "step egress".into()),
+            Some(4),
+            t1,
+        );
+        assert_eq!(again.len(), 2);
+        assert_eq!(again[1].reason, "Invalid");
+        assert_eq!(again[1].last_transition_time, Time(t1));
     }
 }

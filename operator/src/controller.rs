@@ -49,8 +49,9 @@ use serde::de::DeserializeOwned;
 
 use crate::context::Context;
 use crate::error::{Error, Result, is_not_found};
-use crate::resources::{self, netpol, pod, pv, pvc, secret};
-use crate::{FIELD_MANAGER, FINALIZER, conditions, placement};
+use crate::resources::{self, netpol, pod, pv, secret};
+use crate::steps::{self, InStep, Step, StepFailure};
+use crate::{FIELD_MANAGER, FINALIZER, conditions, placement, reconciled, spec_check, volume_step};
 
 /// How often a computer waiting for a node is retried.
 pub const PENDING_RETRY: Duration = Duration::from_secs(30);
@@ -97,8 +98,8 @@ pub async fn reconcile(c: Arc<AgentComputer>, ctx: Arc<Context>) -> Result<Actio
     })
     .await
     .map_err(|e| Error::Finalizer(Box::new(e)));
-    ctx.metrics
-        .observe(started.elapsed(), res.as_ref().err().map(Error::reason));
+    let failed = res.as_ref().err().map(Error::labels).unwrap_or_default();
+    ctx.metrics.observe(started.elapsed(), &failed);
     res
 }
 
@@ -120,7 +121,7 @@ fn merge_params() -> PatchParams {
     }
 }
 
-async fn apply_obj<K>(api: &Api<K>, name: &str, obj: &K) -> Result<K>
+pub(crate) async fn apply_obj<K>(api: &Api<K>, name: &str, obj: &K) -> Result<K>
 where
     K: Resource + Clone + Serialize + DeserializeOwned + std::fmt::Debug,
     K::DynamicType: Default,
@@ -142,7 +143,13 @@ where
     }
 }
 
-async fn publish(ctx: &Context, c: &AgentComputer, type_: EventType, reason: &str, note: String) {
+pub(crate) async fn publish(
+    ctx: &Context,
+    c: &AgentComputer,
+    type_: EventType,
+    reason: &str,
+    note: String,
+) {
     let ev = KubeEvent {
         type_,
         // events.k8s.io/v1 limits: reason 128 characters, note 1 KiB.
@@ -172,25 +179,53 @@ fn same_trouble(a: &str, b: &str) -> bool {
     a == b || (PULL.contains(&a) && PULL.contains(&b))
 }
 
-/// Reconciles a live computer (see the module docs).
+/// Reconciles a live computer (see the module docs). A failure is shown in
+/// status (`Reconciled=False`, see [`crate::reconciled`]) before it is
+/// returned to the controller, which retries it.
 pub async fn apply(c: Arc<AgentComputer>, ctx: Arc<Context>) -> Result<Action> {
+    match apply_steps(&c, &ctx).await {
+        Ok(reported) => reported,
+        Err(e) => Err(reconciled::report_abort(&ctx, &c, e).await),
+    }
+}
+
+/// The steps of [`apply`]. The outer error is a reconcile that ended
+/// before writing status (placement, or the status write); the inner one
+/// lists the steps that failed, already shown in the status written.
+async fn apply_steps(c: &Arc<AgentComputer>, ctx: &Arc<Context>) -> Result<Result<Action>> {
+    let c = c.clone();
+    let ctx = ctx.clone();
     let ns = c
         .namespace()
-        .ok_or(Error::MissingField("metadata.namespace"))?;
+        .ok_or(Error::MissingField("metadata.namespace"))
+        .in_step(Step::Placement)?;
     if c.uid().is_none() {
-        return Err(Error::MissingField("metadata.uid"));
+        return Err(Error::MissingField("metadata.uid")).in_step(Step::Placement);
     }
     let client = &ctx.client;
     let old = c.status.clone().unwrap_or_default();
     let agents = ctx.ready_agents();
     let now = Timestamp::now();
 
+    // A spec the node agent would refuse: a computer never placed is not
+    // placed, so that no node agent sees it; a placed one gets the
+    // narrowest sandbox policy at the egress step.
+    let spec_error = spec_check::check(&c.spec).err();
+    if let Some(why) = &spec_error
+        && old.node.is_none()
+        && !c.labels().contains_key(labels::NODE)
+    {
+        return Err(Error::InvalidSpec(why.clone())).in_step(Step::Spec);
+    }
+
     // 0. A kept claim of this name. Only before the computer is placed: once
     // it is, the claim is its own.
     let pvs: Api<PersistentVolume> = Api::all(client.clone());
     let pv_name = resources::pv_name(&c);
     if old.node.is_none()
-        && let Some(why) = kept_claim(&c, &ns, client, &pv_name).await?
+        && let Some(why) = kept_claim(&c, &ns, client, &pv_name)
+            .await
+            .in_step(Step::Placement)?
     {
         let status = AgentComputerStatus {
             phase: Some(ComputerPhase::Pending),
@@ -214,15 +249,18 @@ pub async fn apply(c: Arc<AgentComputer>, ctx: Arc<Context>) -> Result<Action> {
         if !conditions::has_reason(&old.conditions, ct::VOLUME_READY, KEPT_CLAIM) {
             publish(&ctx, &c, EventType::Warning, KEPT_CLAIM, why).await;
         }
-        write_status(&ctx, &c, &ns, &old, status).await?;
-        return Ok(Action::requeue(KEPT_CLAIM_RETRY));
+        write_status(&ctx, &c, &ns, &old, status)
+            .await
+            .in_step(Step::Status)?;
+        return Ok(Ok(Action::requeue(KEPT_CLAIM_RETRY)));
     }
 
     // 1. Placement. The PV is authoritative once it exists: its node
     // affinity is immutable, and the cache may not show our last status yet.
+    let existing_pv = pvs.get_opt(&pv_name).await.in_step(Step::Placement)?;
     let known = match old.node.clone() {
         Some(n) => Some(n),
-        None => pvs.get_opt(&pv_name).await?.as_ref().and_then(pv::node_of),
+        None => existing_pv.as_ref().and_then(pv::node_of),
     };
     let newly_placed = known.is_none();
     let node = match known {
@@ -289,92 +327,170 @@ pub async fn apply(c: Arc<AgentComputer>, ctx: Arc<Context>) -> Result<Action> {
                     if !conditions::has_reason(&old.conditions, ct::PLACED, reason) {
                         publish(&ctx, &c, EventType::Warning, reason, why).await;
                     }
-                    write_status(&ctx, &c, &ns, &old, status).await?;
-                    return Ok(Action::requeue(PENDING_RETRY));
+                    write_status(&ctx, &c, &ns, &old, status)
+                        .await
+                        .in_step(Step::Status)?;
+                    return Ok(Ok(Action::requeue(PENDING_RETRY)));
                 }
             }
         }
     };
-    // The node agent finds the computers of its node by this label. Kept
-    // whatever the cache says of the status: the node never changes.
-    if c.labels().get(labels::NODE) != Some(&node) {
-        let label = serde_json::json!({"metadata": {"labels": {labels::NODE: node}}});
-        Api::<AgentComputer>::namespaced(client.clone(), &ns)
-            .patch(&c.name_any(), &merge_params(), &Patch::Merge(&label))
-            .await?;
-    }
     let node_obj: Option<Arc<Node>> = ctx.nodes.get(&ObjectRef::new(&node));
     let hostname = placement::hostname_label(node_obj.as_deref(), &node);
     let agent = agents.get(&node).cloned();
+    // Steps that failed; the independent steps after them still run.
+    let mut failures: Vec<StepFailure> = Vec::new();
+    let mut failed = |step: Step, error: Error| failures.push(StepFailure { step, error });
 
     // 2. Credential.
     let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
     let secret_name = resources::secret_name(&c);
     let credential =
-        reconcile_credential(&c, &secrets, &secret_name, ctx.config.agent_tls.as_ref()).await?;
-    let credential_hash = credential.as_ref().ok().map(|t| secret::credential_hash(t));
-
-    // 3. Volume. While the Node object is gone its hostname label is unknown,
-    // and the PV's node affinity cannot change anyway: leave an existing PV be.
-    // A PV someone deleted while the computer lives is left to finish (its
-    // finalizers cannot be re-added); once gone it is made again, empty.
-    let existing_pv = pvs.get_opt(&pv_name).await?;
-    let pv_deleting = existing_pv
-        .as_ref()
-        .is_some_and(|p| p.metadata.deletion_timestamp.is_some());
-    let keep_pv = pv_deleting || (node_obj.is_none() && existing_pv.is_some());
-    if !keep_pv {
-        let desired = pv::build(&c, &node, &hostname, &ctx.config.storage_class);
-        apply_obj(&pvs, &pv_name, &desired).await?;
-    }
-    let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), &ns);
-    let pvc_name = resources::pvc_name(&c);
-    let claim = apply_claim(&pvcs, &c, &pvc_name, &ctx.config.storage_class).await?;
-    let claim_phase = claim
-        .status
-        .as_ref()
-        .and_then(|s| s.phase.clone())
-        .unwrap_or_else(|| "Pending".into());
-
-    // 4. Egress policy.
-    let nps: Api<NetworkPolicy> = Api::namespaced(client.clone(), &ns);
-    apply_obj(
-        &nps,
-        &resources::netpol_name(&c),
-        &netpol::build(&c, &ctx.config),
-    )
-    .await?;
-
-    // 5. Sandbox.
-    let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
-    let pod_name = resources::pod_name(&c);
-    // Where the sandbox's runner and proxy settings point: the node-local
-    // Service when there is one (stable across agent pods), else the pod.
-    let agent_address = match ctx.agent_service_ip().await? {
-        Some(ip) => Some(ip),
-        None => agent.as_ref().and_then(|a| a.ip.clone()),
+        match reconcile_credential(&c, &secrets, &secret_name, ctx.config.agent_tls.as_ref()).await
+        {
+            Ok(cred) => Some(cred),
+            Err(e) => {
+                failed(Step::Credential, e);
+                None
+            }
+        };
+    // A Secret that could not be read keeps the hash the node agent checks.
+    let credential_hash = match &credential {
+        Some(cred) => cred.as_ref().ok().map(|t| secret::credential_hash(t)),
+        None => old.credential_hash.clone(),
     };
-    let (sandbox, requeue_idle) = reconcile_sandbox(
+
+    // 3. Volume: the claim, then the PV.
+    let pvc_name = resources::pvc_name(&c);
+    let volume = match volume_step::reconcile_volume(
+        client,
         &c,
-        &pods,
-        &pod_name,
-        agent_address.as_deref(),
-        ctx.config.runner_image.as_deref(),
-        ctx.config.agent_tls.as_ref(),
-        credential_hash.as_deref(),
-        now,
+        &node,
+        node_obj.as_deref(),
+        &hostname,
+        existing_pv.as_ref(),
+        &ctx.config.storage_class,
     )
-    .await?;
-    let mut sandbox = sandbox;
-    if let Some(st) = sandbox.as_mut() {
-        let computers: Api<AgentComputer> = Api::namespaced(ctx.client.clone(), &ns);
-        keep_lost_reason(&computers, &c, st).await?;
+    .await
+    {
+        Ok(v) => Some(v),
+        Err(e) => {
+            failed(Step::Volume, e);
+            None
+        }
+    };
+    // A computer is placed once it has a volume: one whose first claim was
+    // refused takes no room on the node it was going to (not labelled for
+    // its node agent, its reservation released) and is placed again later.
+    let placed = !newly_placed || existing_pv.is_some() || volume.is_some();
+    if placed {
+        // The node agent finds the computers of its node by this label.
+        // Kept whatever the cache says of the status: the node never changes.
+        if c.labels().get(labels::NODE) != Some(&node) {
+            let label = serde_json::json!({"metadata": {"labels": {labels::NODE: node}}});
+            if let Err(e) = Api::<AgentComputer>::namespaced(client.clone(), &ns)
+                .patch(&c.name_any(), &merge_params(), &Patch::Merge(&label))
+                .await
+            {
+                failed(Step::Placement, e.into());
+            }
+        }
+    } else {
+        ctx.forget(&c.uid().unwrap_or_default());
     }
+
+    // 4. Egress policy: applied whatever happened to the steps before.
+    let nps: Api<NetworkPolicy> = Api::namespaced(client.clone(), &ns);
+    let policy = match &spec_error {
+        None => netpol::build(&c, &ctx.config),
+        Some(_) => {
+            let mut narrowest = (*c).clone();
+            narrowest.spec.egress = Default::default();
+            netpol::build(&narrowest, &ctx.config)
+        }
+    };
+    let egress_ok = match apply_obj(&nps, &resources::netpol_name(&c), &policy).await {
+        Err(e) => {
+            failed(Step::Egress, e);
+            false
+        }
+        Ok(_) => match &spec_error {
+            Some(why) => {
+                failed(Step::Egress, Error::InvalidSpec(why.clone()));
+                false
+            }
+            None => true,
+        },
+    };
+
+    // 5. Sandbox: its pod needs the credential, the claim, and the egress
+    // policy that confines it; without them a live pod is left as it is.
+    let sandbox_wanted = c.spec.runtimes.container && c.spec.sandbox.is_some();
+    let mut sandbox = None;
+    let mut requeue_idle = None;
+    if credential.is_some() && volume.is_some() && egress_ok && placed {
+        let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
+        let pod_name = resources::pod_name(&c);
+        let done: Result<(Option<SandboxState>, Option<Duration>)> = async {
+            // Where the sandbox's runner and proxy settings point: the
+            // node-local Service when there is one (stable across agent
+            // pods), else the pod.
+            let agent_address = match ctx.agent_service_ip().await? {
+                Some(ip) => Some(ip),
+                None => agent.as_ref().and_then(|a| a.ip.clone()),
+            };
+            let (mut st, idle) = reconcile_sandbox(
+                &c,
+                &pods,
+                &pod_name,
+                agent_address.as_deref(),
+                ctx.config.runner_image.as_deref(),
+                ctx.config.agent_tls.as_ref(),
+                credential_hash.as_deref(),
+                now,
+            )
+            .await?;
+            if let Some(st) = st.as_mut() {
+                let computers: Api<AgentComputer> = Api::namespaced(ctx.client.clone(), &ns);
+                keep_lost_reason(&computers, &c, st).await?;
+            }
+            Ok((st, idle))
+        }
+        .await;
+        match done {
+            Ok((st, idle)) => {
+                sandbox = st;
+                requeue_idle = idle;
+            }
+            Err(e) => failed(Step::Sandbox, e),
+        }
+    }
+    if sandbox.is_none() && sandbox_wanted && !failures.is_empty() {
+        sandbox = Some(SandboxState {
+            ready: false,
+            running: old.sandbox_pod.is_some(),
+            reason: reconciled::RECONCILE_FAILED.into(),
+            message: format!(
+                "the sandbox pod was not reconciled: {}",
+                steps::describe_all(&failures)
+            ),
+        });
+    }
+    let failed_of = |step: Step| failures.iter().find(|f| f.step == step);
+    // Failures the computer's service depends on (all but the sandbox's).
+    let blocking: Vec<&StepFailure> = failures
+        .iter()
+        .filter(|f| f.step != Step::Sandbox)
+        .collect();
 
     // 6. Status.
+    let pv_deleting = volume.as_ref().is_some_and(|v| v.pv_deleting);
+    let credential_ok = !matches!(credential, Some(Err(_)));
     let node_alive = node_obj.is_some();
     let serving = agent.is_some() && node_alive;
-    let phase = if serving && credential.is_ok() && !pv_deleting {
+    let phase = if !placed {
+        ComputerPhase::Pending
+    } else if serving && credential_ok && !pv_deleting && blocking.is_empty() {
         ComputerPhase::Ready
     } else {
         ComputerPhase::Unavailable
@@ -382,13 +498,20 @@ pub async fn apply(c: Arc<AgentComputer>, ctx: Arc<Context>) -> Result<Action> {
     let endpoint = agent
         .as_ref()
         .and_then(|a| a.ip.as_ref())
+        .filter(|_| placed)
         .map(|ip| endpoint_of(ip));
+    let blocking_why = blocking
+        .iter()
+        .map(|f| f.describe())
+        .collect::<Vec<_>>()
+        .join("; ");
     let (ready_reason, ready_msg) = match (&agent, node_alive) {
+        _ if !blocking.is_empty() => (reconciled::RECONCILE_FAILED, blocking_why),
         (Some(_), true) if pv_deleting => (
             VOLUME_DELETING,
             format!("volume {pv_name} is being deleted"),
         ),
-        (Some(_), true) if credential.is_err() => (
+        (Some(_), true) if !credential_ok => (
             CREDENTIAL_INVALID,
             "no usable credential: every request is refused (see CredentialReady)".to_string(),
         ),
@@ -405,77 +528,129 @@ pub async fn apply(c: Arc<AgentComputer>, ctx: Arc<Context>) -> Result<Action> {
             format!("no ready node agent on {node}"),
         ),
     };
-    let mut next = vec![
-        (ct::PLACED, true, "Placed", format!("placed on node {node}")),
-        (
-            ct::VOLUME_READY,
-            !pv_deleting,
-            if pv_deleting {
-                VOLUME_DELETING
-            } else {
-                "Applied"
-            },
-            if pv_deleting {
+    let step_condition =
+        |step: Step, type_: &'static str, ok: (&'static str, String)| match failed_of(step) {
+            Some(f) => (type_, false, f.reason(), f.describe()),
+            None => (type_, true, ok.0.to_string(), ok.1),
+        };
+    let mut next: Vec<(&str, bool, String, String)> = vec![
+        if placed {
+            step_condition(
+                Step::Placement,
+                ct::PLACED,
+                ("Placed", format!("placed on node {node}")),
+            )
+        } else {
+            (
+                ct::PLACED,
+                false,
+                reconciled::RECONCILE_FAILED.to_string(),
+                // No node named: the choice may differ at each retry, and
+                // a status that changes at each retry is rewritten each time.
+                "a computer is placed on a node only once its claim is accepted (see \
+                 VolumeReady)"
+                    .to_string(),
+            )
+        },
+        match failed_of(Step::Volume) {
+            Some(f) => (ct::VOLUME_READY, false, f.reason(), f.describe()),
+            None if pv_deleting => (
+                ct::VOLUME_READY,
+                false,
+                VOLUME_DELETING.to_string(),
                 format!(
                     "volume {pv_name} was deleted while the computer exists; it is made again, \
                      empty, once the node agent has released it"
-                )
-            } else {
-                format!("claim {pvc_name} is {claim_phase}, volume {pv_name}")
-            },
-        ),
-        match &credential {
-            Ok(_) => (
+                ),
+            ),
+            None => (
+                ct::VOLUME_READY,
+                true,
+                "Applied".to_string(),
+                format!(
+                    "claim {pvc_name} is {}, volume {pv_name}",
+                    volume
+                        .as_ref()
+                        .map_or("Pending", |v| v.claim_phase.as_str())
+                ),
+            ),
+        },
+        match (&credential, failed_of(Step::Credential)) {
+            (_, Some(f)) => (ct::CREDENTIAL_READY, false, f.reason(), f.describe()),
+            (Some(Err(why)), None) => (
+                ct::CREDENTIAL_READY,
+                false,
+                INVALID_TOKEN.to_string(),
+                why.clone(),
+            ),
+            _ => (
                 ct::CREDENTIAL_READY,
                 true,
-                "Applied",
+                "Applied".to_string(),
                 format!("secret {secret_name}"),
             ),
-            Err(why) => (ct::CREDENTIAL_READY, false, INVALID_TOKEN, why.clone()),
         },
-        (
+        step_condition(
+            Step::Egress,
             ct::EGRESS_READY,
-            true,
-            "Applied",
-            format!("network policy {}", resources::netpol_name(&c)),
+            (
+                "Applied",
+                format!("network policy {}", resources::netpol_name(&c)),
+            ),
         ),
     ];
     if let Some(s) = &sandbox {
         next.push((
             ct::SANDBOX_READY,
             s.ready,
-            s.reason.as_str(),
+            s.reason.clone(),
             s.message.clone(),
         ));
     }
     next.push((
         ct::READY,
         phase == ComputerPhase::Ready,
-        ready_reason,
+        ready_reason.to_string(),
         ready_msg.clone(),
     ));
+    let (rec_ok, rec_reason, rec_msg) = reconciled::condition(&failures, c.metadata.generation);
+    next.push((ct::RECONCILED, rec_ok, rec_reason.clone(), rec_msg.clone()));
+    let next: Vec<(&str, bool, &str, String)> = next
+        .iter()
+        .map(|(t, ok, r, m)| (*t, *ok, r.as_str(), m.clone()))
+        .collect();
+    let sandbox_pod = match &sandbox {
+        Some(s) if s.reason == reconciled::RECONCILE_FAILED => old.sandbox_pod.clone(),
+        Some(s) => s.running.then(|| resources::pod_name(&c)),
+        None => None,
+    };
     let status = AgentComputerStatus {
         phase: Some(phase),
-        node: Some(node.clone()),
-        volume: Some(VolumeStatus {
-            claim_name: Some(pvc_name),
-            volume_name: Some(pv_name),
-            capacity: Some(c.spec.storage.size.clone()),
-            claim_phase: Some(claim_phase),
-            bytes_used: None,
-            inodes_used: None,
-            disk_bytes: None,
-        }),
+        node: placed.then(|| node.clone()),
+        volume: match &volume {
+            Some(v) => Some(VolumeStatus {
+                claim_name: Some(pvc_name),
+                volume_name: Some(pv_name),
+                capacity: Some(c.spec.storage.size.clone()),
+                claim_phase: Some(v.claim_phase.clone()),
+                bytes_used: None,
+                inodes_used: None,
+                disk_bytes: None,
+            }),
+            None => old.volume.clone(),
+        },
         endpoint,
         credential_secret: Some(secret_name.clone()),
         credential_hash: credential_hash.clone(),
-        sandbox_pod: sandbox
-            .as_ref()
-            .and_then(|s| s.running.then(|| resources::pod_name(&c))),
+        sandbox_pod,
         conditions: conditions::merge(&old.conditions, &next, c.metadata.generation, now),
-        observed_generation: c.metadata.generation,
+        observed_generation: reconciled::observed_generation(
+            &old,
+            c.metadata.generation,
+            !failures.is_empty(),
+        ),
     };
-    if newly_placed {
+    if newly_placed && placed {
         publish(
             &ctx,
             &c,
@@ -487,11 +662,13 @@ pub async fn apply(c: Arc<AgentComputer>, ctx: Arc<Context>) -> Result<Action> {
     }
     // A sandbox that cannot run (refused by the API server, or held by the
     // kubelet: image pull, config, crash loop) is a Warning on the
-    // computer, once per reason.
-    if let Some(s) = sandbox
-        .as_ref()
-        .filter(|s| !s.ready && !sandbox_reasons::is_progress(&s.reason))
-    {
+    // computer, once per reason. One left alone by a failed step is told
+    // by the Reconciled event.
+    if let Some(s) = sandbox.as_ref().filter(|s| {
+        !s.ready
+            && !sandbox_reasons::is_progress(&s.reason)
+            && s.reason != reconciled::RECONCILE_FAILED
+    }) {
         let before = old
             .conditions
             .iter()
@@ -502,7 +679,7 @@ pub async fn apply(c: Arc<AgentComputer>, ctx: Arc<Context>) -> Result<Action> {
             publish(&ctx, &c, EventType::Warning, &s.reason, s.message.clone()).await;
         }
     }
-    match (was_serving(&old), serving) {
+    match (was_serving(&old), serving && placed) {
         (Some(true), false) => {
             publish(&ctx, &c, EventType::Warning, "NodeAgentLost", ready_msg).await
         }
@@ -519,7 +696,7 @@ pub async fn apply(c: Arc<AgentComputer>, ctx: Arc<Context>) -> Result<Action> {
         _ => {}
     }
     match (&credential, &old.credential_hash, &credential_hash) {
-        (Err(why), _, _)
+        (Some(Err(why)), _, _)
             if !conditions::has_reason(&old.conditions, ct::CREDENTIAL_READY, INVALID_TOKEN) =>
         {
             publish(
@@ -531,7 +708,7 @@ pub async fn apply(c: Arc<AgentComputer>, ctx: Arc<Context>) -> Result<Action> {
             )
             .await
         }
-        (Ok(_), Some(before), Some(after)) if before != after => {
+        (Some(Ok(_)), Some(before), Some(after)) if before != after => {
             publish(
                 &ctx,
                 &c,
@@ -543,14 +720,25 @@ pub async fn apply(c: Arc<AgentComputer>, ctx: Arc<Context>) -> Result<Action> {
         }
         _ => {}
     }
-    write_status(&ctx, &c, &ns, &old, status).await?;
+    reconciled::announce(&ctx, &c, &old.conditions, (rec_ok, &rec_reason, &rec_msg)).await;
+    if let Err(e) = write_status(&ctx, &c, &ns, &old, status).await {
+        failures.push(StepFailure {
+            step: Step::Status,
+            error: e,
+        });
+    }
+    if !failures.is_empty() {
+        return Ok(Err(Error::Steps(failures)));
+    }
 
     let base = if phase == ComputerPhase::Ready && !pv_deleting {
         Duration::from_secs(ctx.config.resync_seconds)
     } else {
         UNAVAILABLE_RETRY
     };
-    Ok(Action::requeue(requeue_idle.map_or(base, |d| d.min(base))))
+    Ok(Ok(Action::requeue(
+        requeue_idle.map_or(base, |d| d.min(base)),
+    )))
 }
 
 /// Whether the node agent served the computer at the last status: None
@@ -653,28 +841,6 @@ async fn kept_claim(
          volume; the kept volume {volume} stays until deleted.{deleting}",
         c.name_any()
     )))
-}
-
-/// Applies the PVC requesting the quota. A statically bound claim cannot be
-/// resized (the API server rejects the change as invalid), so after a quota
-/// increase the claim keeps the request it has; the quota the node agent
-/// enforces follows the PV's capacity instead.
-async fn apply_claim(
-    pvcs: &Api<PersistentVolumeClaim>,
-    c: &AgentComputer,
-    name: &str,
-    storage_class: &str,
-) -> Result<PersistentVolumeClaim> {
-    let desired = pvc::build(c, storage_class, c.spec.storage.size.clone());
-    match apply_obj(pvcs, name, &desired).await {
-        Err(Error::Kube(kube::Error::Api(s))) if s.code == 422 => {
-            let Some(request) = pvcs.get_opt(name).await?.as_ref().and_then(pvc::request_of) else {
-                return Err(Error::Kube(kube::Error::Api(s)));
-            };
-            apply_obj(pvcs, name, &pvc::build(c, storage_class, request)).await
-        }
-        other => other,
-    }
 }
 
 /// A starting sandbox pod that replaces one whose workspace mount was lost
@@ -923,7 +1089,7 @@ fn idle_remaining(c: &AgentComputer, timeout_secs: i64, now: Timestamp) -> Optio
 
 /// Writes status by server-side apply to the status subresource, unless it
 /// equals the current one.
-async fn write_status(
+pub(crate) async fn write_status(
     ctx: &Context,
     c: &AgentComputer,
     ns: &str,

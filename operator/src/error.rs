@@ -20,6 +20,14 @@ pub enum Error {
     /// node agents' Service is headless).
     #[error("configuration: {0}")]
     Config(String),
+    /// The spec is one the node agent would refuse (the CRD's schema should
+    /// have stopped it); nothing is applied for it.
+    #[error("invalid spec: {0}")]
+    InvalidSpec(String),
+    /// Steps of a reconcile failed (in the order they ran); the steps
+    /// independent of them ran.
+    #[error("{}", crate::steps::describe_all(.0))]
+    Steps(Vec<crate::steps::StepFailure>),
 }
 
 impl Error {
@@ -39,6 +47,25 @@ impl Error {
             Error::MissingField(_) => "missing-field",
             Error::Serialize(_) => "serialize",
             Error::Config(_) => "config",
+            Error::InvalidSpec(_) => "invalid-spec",
+            Error::Steps(f) => f.first().map_or("steps", |f| f.error.reason()),
+        }
+    }
+
+    /// `(step, reason)` pairs for the error metric: one per failed step;
+    /// an error outside the steps counts under `step="reconcile"`.
+    pub fn labels(&self) -> Vec<(&'static str, &'static str)> {
+        match self {
+            Error::Steps(f) => f
+                .iter()
+                .map(|f| (f.step.as_str(), f.error.reason()))
+                .collect(),
+            Error::Finalizer(e) => match e.as_ref() {
+                kube::runtime::finalizer::Error::ApplyFailed(inner)
+                | kube::runtime::finalizer::Error::CleanupFailed(inner) => inner.labels(),
+                _ => vec![("finalizer", self.reason())],
+            },
+            other => vec![("reconcile", other.reason())],
         }
     }
 }

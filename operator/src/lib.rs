@@ -24,9 +24,13 @@ pub mod http;
 pub mod leader;
 pub mod metrics;
 pub mod placement;
+pub mod reconciled;
 pub mod resources;
 pub mod share_gateway;
+pub mod spec_check;
+pub mod steps;
 pub mod triggers;
+pub mod volume_step;
 
 pub use context::{Config, Context};
 pub use error::{Error, Result};

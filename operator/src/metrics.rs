@@ -1,7 +1,10 @@
 //! Prometheus metrics of the operator (text exposition format at /metrics).
 //!
 //! - `agentcomputer_operator_reconciles_total{result="ok|error"}`
-//! - `agentcomputer_operator_reconcile_errors_total{reason}`
+//! - `agentcomputer_operator_reconcile_errors_total{step, reason}`: one per
+//!   failed step of a reconcile (`crate::steps::Step`; `reconcile` or
+//!   `finalizer` for a failure outside the steps), `reason` as
+//!   [`crate::Error::reason`]
 //! - `agentcomputer_operator_reconcile_duration_seconds` (histogram)
 //! - `agentcomputer_operator_computers{phase}`: computers by status.phase,
 //!   refreshed from the cache at each scrape
@@ -44,8 +47,11 @@ impl Metrics {
         )
         .unwrap();
         let errors = IntCounterVec::new(
-            Opts::new("reconcile_errors_total", "Failed reconciles by reason"),
-            &["reason"],
+            Opts::new(
+                "reconcile_errors_total",
+                "Failed steps of reconciles, by step and reason",
+            ),
+            &["step", "reason"],
         )
         .unwrap();
         let duration = HistogramVec::new(
@@ -83,17 +89,19 @@ impl Metrics {
         }
     }
 
-    /// Records one finished reconcile.
-    pub fn observe(&self, took: Duration, error_reason: Option<&str>) {
+    /// Records one finished reconcile: `failed` lists `(step, reason)` of
+    /// each step that failed, empty for a successful one.
+    pub fn observe(&self, took: Duration, failed: &[(&str, &str)]) {
         self.duration
             .with_label_values::<&str>(&[])
             .observe(took.as_secs_f64());
-        match error_reason {
-            None => self.reconciles.with_label_values(&["ok"]).inc(),
-            Some(reason) => {
-                self.reconciles.with_label_values(&["error"]).inc();
-                self.errors.with_label_values(&[reason]).inc();
-            }
+        if failed.is_empty() {
+            self.reconciles.with_label_values(&["ok"]).inc();
+            return;
+        }
+        self.reconciles.with_label_values(&["error"]).inc();
+        for (step, reason) in failed {
+            self.errors.with_label_values(&[step, reason]).inc();
         }
     }
 
@@ -130,16 +138,26 @@ mod tests {
     #[test]
     fn counts_show_up_in_exposition() {
         let m = Metrics::new();
-        m.observe(Duration::from_millis(3), None);
-        m.observe(Duration::from_millis(4), Some("conflict"));
+        m.observe(Duration::from_millis(3), &[]);
+        m.observe(
+            Duration::from_millis(4),
+            &[("volume", "forbidden"), ("egress", "invalid")],
+        );
         let text = m.render();
         assert!(
             text.contains("agentcomputer_operator_reconciles_total{result=\"ok\"} 1"),
             "{text}"
         );
         assert!(
-            text.contains("agentcomputer_operator_reconcile_errors_total{reason=\"conflict\"} 1")
+            text.contains(
+                "agentcomputer_operator_reconcile_errors_total{reason=\"forbidden\",step=\"volume\"} 1"
+            ),
+            "{text}"
         );
+        assert!(text.contains(
+            "agentcomputer_operator_reconcile_errors_total{reason=\"invalid\",step=\"egress\"} 1"
+        ));
+        assert!(text.contains("agentcomputer_operator_reconciles_total{result=\"error\"} 1"));
         assert!(text.contains("agentcomputer_operator_reconcile_duration_seconds_count 2"));
     }
 }

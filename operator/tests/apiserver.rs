@@ -21,7 +21,10 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
 use serde_json::json;
-use support::{Cluster, RELEASE, SYSTEM_NS, eventually, publish_capacity};
+use support::{
+    Cluster, RELEASE, SYSTEM_NS, add_agent, add_node, eventually, http_get, publish_capacity,
+    set_agent_ready, wait_phase,
+};
 
 const NS: &str = "team";
 
@@ -37,91 +40,6 @@ fn ok(out: &std::process::Output, what: &str) -> String {
         String::from_utf8_lossy(&out.stderr)
     );
     String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-/// A Ready Node, as a kubelet would report it.
-async fn add_node(client: &Client, name: &str) {
-    let nodes: Api<Node> = Api::all(client.clone());
-    let node = json!({"metadata": {"name": name, "labels": {
-        "kubernetes.io/hostname": name, "kubernetes.io/os": "linux"}}});
-    nodes
-        .create(
-            &PostParams::default(),
-            &serde_json::from_value(node).unwrap(),
-        )
-        .await
-        .unwrap();
-    set_node_ready(client, name, true).await;
-    // Admission taints new nodes not-ready; the node lifecycle controller
-    // (absent here) lifts the taint once the kubelet reports Ready.
-    let untaint = json!({"spec": {"taints": null}});
-    nodes
-        .patch(name, &PatchParams::default(), &Patch::Merge(untaint))
-        .await
-        .unwrap();
-}
-
-async fn set_node_ready(client: &Client, name: &str, ready: bool) {
-    let nodes: Api<Node> = Api::all(client.clone());
-    let status = json!({"status": {"conditions": [{
-        "type": "Ready", "status": if ready { "True" } else { "False" },
-        "reason": "KubeletReady", "message": "test", "lastHeartbeatTime": "2026-01-01T00:00:00Z",
-        "lastTransitionTime": "2026-01-01T00:00:00Z"}]}});
-    nodes
-        .patch_status(name, &PatchParams::default(), &Patch::Merge(status))
-        .await
-        .unwrap();
-}
-
-/// A node-agent pod bound to `node`, as the DaemonSet would create it, made
-/// Running and Ready (or not) through the status subresource.
-async fn add_agent(client: &Client, node: &str, ip: &str) {
-    let pods: Api<Pod> = Api::namespaced(client.clone(), SYSTEM_NS);
-    let pod = json!({
-        "metadata": {"name": format!("node-agent-{node}"), "labels": {
-            "app.kubernetes.io/name": "agentcomputer-node-agent", "app.kubernetes.io/instance": RELEASE}},
-        "spec": {"nodeName": node, "containers": [{"name": "node-agent", "image": "node-agent:test"}]}
-    });
-    pods.create(
-        &PostParams::default(),
-        &serde_json::from_value(pod).unwrap(),
-    )
-    .await
-    .unwrap();
-    set_agent_ready(client, node, ip, true).await;
-}
-
-async fn set_agent_ready(client: &Client, node: &str, ip: &str, ready: bool) {
-    let pods: Api<Pod> = Api::namespaced(client.clone(), SYSTEM_NS);
-    let status = json!({"status": {"phase": "Running", "podIP": ip, "podIPs": [{"ip": ip}],
-        "conditions": [{"type": "Ready", "status": if ready { "True" } else { "False" }}]}});
-    pods.patch_status(
-        &format!("node-agent-{node}"),
-        &PatchParams::default(),
-        &Patch::Merge(status),
-    )
-    .await
-    .unwrap();
-}
-
-async fn wait_phase(
-    api: &Api<AgentComputer>,
-    name: &str,
-    phase: ComputerPhase,
-    secs: u64,
-) -> AgentComputer {
-    let last = api
-        .get_opt(name)
-        .await
-        .ok()
-        .flatten()
-        .and_then(|c| c.status);
-    let what = format!("{name} to be {phase:?} (status when the wait began: {last:?})");
-    eventually(secs, &what, || async {
-        let c = api.get_opt(name).await.ok()??;
-        (c.status.as_ref()?.phase == Some(phase)).then_some(c)
-    })
-    .await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1554,20 +1472,4 @@ fn sha256_hex(bytes: &[u8]) -> String {
     let out = child.wait_with_output().unwrap();
     let text = String::from_utf8(out.stdout).unwrap();
     format!("sha256:{}", text.split_whitespace().next().unwrap())
-}
-
-/// GET from the operator's metrics server on loopback.
-async fn http_get(port: u16, path: &str) -> String {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mut s = tokio::net::TcpStream::connect(("127.0.0.1", port))
-        .await
-        .unwrap();
-    s.write_all(format!("GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n").as_bytes())
-        .await
-        .unwrap();
-    let mut buf = String::new();
-    s.read_to_string(&mut buf).await.unwrap();
-    buf.split_once("\r\n\r\n")
-        .map(|(_, b)| b.to_string())
-        .unwrap_or(buf)
 }

@@ -830,21 +830,31 @@ async fn api_failures_surface_as_errors_and_metrics() {
     env.fake.fail(Method::PATCH, "/persistentvolumes/", 500, 1);
     let err = settle(&env, "c1").await.unwrap_err();
     assert_eq!(err.reason(), "api", "{err}");
+    // The failure is in status: the step, the API server's reason, and no
+    // generation observed; the egress step after it ran.
+    let c = current(&env, "c1");
+    assert_eq!(condition(&c, "Reconciled"), ("False", "Injected"));
+    assert_eq!(condition(&c, "VolumeReady"), ("False", "Injected"));
+    assert_eq!(condition(&c, "EgressReady"), ("True", "Applied"));
+    assert_eq!(condition(&c, "Ready"), ("False", "ReconcileFailed"));
+    assert_eq!(status(&c).observed_generation, None);
     assert!(
-        current(&env, "c1").status.is_none(),
-        "no status after a failed apply"
+        env.fake.get(NETPOL).is_some(),
+        "egress applied all the same"
     );
     let text = env.ctx.metrics.render();
     assert!(
-        text.contains("agentcomputer_operator_reconcile_errors_total{reason=\"api\"} 1"),
+        text.contains(
+            "agentcomputer_operator_reconcile_errors_total{reason=\"api\",step=\"volume\"} 1"
+        ),
         "{text}"
     );
     // The retry succeeds.
     settle(&env, "c1").await.unwrap();
-    assert_eq!(
-        status(&current(&env, "c1")).phase,
-        Some(ComputerPhase::Ready)
-    );
+    let c = current(&env, "c1");
+    assert_eq!(status(&c).phase, Some(ComputerPhase::Ready));
+    assert_eq!(condition(&c, "Reconciled"), ("True", "Applied"));
+    assert_eq!(status(&c).observed_generation, c.metadata.generation);
 
     // Cleanup failures keep the finalizer, so deletion is retried.
     env.fake
@@ -1022,13 +1032,8 @@ async fn growing_storage_resizes_the_volume_and_keeps_the_claim_request() {
     let mut c = env.fake.get(&computer_path("c1")).unwrap();
     c["spec"]["storage"]["size"] = json!("3Gi");
     env.fake.put(&computer_path("c1"), c);
-    // The API server refuses to resize a statically bound claim.
-    env.fake.fail(
-        Method::PATCH,
-        "/persistentvolumeclaims/c1-workspace",
-        422,
-        1,
-    );
+    // The claim keeps its request: the API server refuses to resize a
+    // claim of a pre-provisioned volume (422 unbound, 403 bound).
     settle(&env, "c1").await.unwrap();
     assert_eq!(
         env.fake.get(PV).unwrap()["spec"]["capacity"]["storage"],
@@ -1289,4 +1294,65 @@ async fn a_volume_deleted_under_a_live_computer_is_left_to_finish_then_made_agai
         status(&current(&env, "c1")).phase,
         Some(ComputerPhase::Ready)
     );
+}
+
+#[tokio::test]
+async fn a_spec_the_node_agent_refuses_is_refused_before_placement_and_narrows_a_placed_one() {
+    let mut env = env();
+    two_nodes(&mut env);
+    // As an API server with an older CRD would let through.
+    computer(
+        &env,
+        "c1",
+        json!({"storage": {"size": "1Gi"},
+               "egress": {"mode": "allow-list", "hosts": ["10.0.0.1"]}}),
+    );
+    let err = settle(&env, "c1").await.unwrap_err();
+    assert_eq!(err.reason(), "invalid-spec", "{err}");
+    let c = current(&env, "c1");
+    assert_eq!(condition(&c, "Reconciled"), ("False", "InvalidSpec"));
+    assert_eq!(condition(&c, "Ready").0, "False");
+    let msg = c
+        .status
+        .as_ref()
+        .unwrap()
+        .conditions
+        .iter()
+        .find(|k| k.type_ == "Reconciled")
+        .unwrap()
+        .message
+        .clone();
+    assert!(msg.contains("10.0.0.1"), "{msg}");
+    assert!(
+        c.labels().get("agentcomputer.dev/node").is_none(),
+        "no node agent sees it"
+    );
+    assert!(env.fake.get(PV).is_none() && env.fake.get(PVC).is_none());
+
+    // A placed allow-all computer changed to such a spec: its sandbox
+    // policy becomes the narrowest (deny-all), as the node agent's proxy.
+    computer(
+        &env,
+        "c2",
+        json!({"storage": {"size": "1Gi"}, "egress": {"mode": "allow-all"}}),
+    );
+    settle(&env, "c2").await.unwrap();
+    let np = "/apis/networking.k8s.io/v1/namespaces/team/networkpolicies/c2-egress";
+    assert!(!env.fake.get(np).unwrap()["spec"]["egress"].is_null());
+    let mut c = env.fake.get(&computer_path("c2")).unwrap();
+    c["spec"]["egress"] = json!({"mode": "allow-list", "hosts": ["foo.123"]});
+    c["metadata"]["generation"] = json!(2);
+    env.fake.put(&computer_path("c2"), c);
+    let err = reconcile(Arc::new(current(&env, "c2")), env.ctx.clone())
+        .await
+        .unwrap_err();
+    assert_eq!(err.reason(), "invalid-spec", "{err}");
+    assert!(
+        env.fake.get(np).unwrap()["spec"]["egress"].is_null(),
+        "deny-all"
+    );
+    let c = current(&env, "c2");
+    assert_eq!(condition(&c, "EgressReady"), ("False", "InvalidSpec"));
+    assert_eq!(condition(&c, "Reconciled"), ("False", "InvalidSpec"));
+    assert_eq!(c.status.as_ref().unwrap().observed_generation, Some(1));
 }

@@ -10,6 +10,8 @@ use serde_json::Value;
 
 use crate::tools::{Tools, condition, eventually, text};
 
+mod failures;
+
 /// Namespace of the release.
 const SYSTEM_NS: &str = "agentcomputer-system";
 /// Namespace of the computers the suite makes.
@@ -74,6 +76,21 @@ pub const STEPS: &[Step] = &[
         name: "allow-all keeps the node's own addresses out",
         required: false,
         run: egress_keeps_the_node_out,
+    },
+    Step {
+        name: "allow-all computer Ready, metadata refused",
+        required: false,
+        run: failures::allow_all,
+    },
+    Step {
+        name: "resize then deny-all cuts the sandbox off",
+        required: false,
+        run: failures::resize_then_deny,
+    },
+    Step {
+        name: "a failed reconcile is a condition and an event",
+        required: false,
+        run: failures::failed_reconcile_visible,
     },
     Step {
         name: "bad input refused",

@@ -159,13 +159,16 @@ fn conditions_of(c: &AgentComputer) -> &[Condition] {
 
 /// Why `c` is not Ready, in one line: its phase and the first condition that
 /// is not True (`Pending: Placed=False NoEligibleNode: 0/3 nodes are
-/// eligible: ...`), or that it has no status yet.
+/// eligible: ...`), a failed reconcile first (`Reconciled=False Forbidden:
+/// step volume: ...`, the step and the API server's reason), or that it
+/// has no status yet.
 pub fn not_ready_reason(c: &AgentComputer) -> String {
     let Some(status) = &c.status else {
         return "no status yet (is the operator running?)".into();
     };
     let phase = status.phase.map_or("no phase", |p| p.as_str());
     let order = [
+        condition_types::RECONCILED,
         condition_types::PLACED,
         condition_types::VOLUME_READY,
         condition_types::CREDENTIAL_READY,
@@ -391,6 +394,54 @@ mod tests {
         assert!(!is_ready(&c));
         c.status.as_mut().unwrap().conditions = vec![condition("Ready", "True", "Ready", "")];
         assert!(is_ready(&c));
+    }
+
+    #[test]
+    fn names_the_failed_reconcile_first() {
+        let mut c = resource(&args()).unwrap();
+        // What a computer whose first reconcile failed shows: the status
+        // the operator could write, with the step and the API server's reason.
+        c.status = Some(AgentComputerStatus {
+            conditions: vec![condition(
+                "Reconciled",
+                "False",
+                "Invalid",
+                "step egress: NetworkPolicy.networking.k8s.io \"demo-egress\" is invalid",
+            )],
+            ..AgentComputerStatus::default()
+        });
+        assert_eq!(
+            not_ready_reason(&c),
+            "no phase: Reconciled=False Invalid: step egress: NetworkPolicy.networking.k8s.io \"demo-egress\" is invalid"
+        );
+        c.status = Some(AgentComputerStatus {
+            phase: Some(ComputerPhase::Unavailable),
+            conditions: vec![
+                condition(
+                    "VolumeReady",
+                    "False",
+                    "Forbidden",
+                    "step volume: exceeded quota",
+                ),
+                condition(
+                    "Ready",
+                    "False",
+                    "ReconcileFailed",
+                    "step volume: exceeded quota",
+                ),
+                condition(
+                    "Reconciled",
+                    "False",
+                    "Forbidden",
+                    "step volume: exceeded quota",
+                ),
+            ],
+            ..AgentComputerStatus::default()
+        });
+        assert_eq!(
+            not_ready_reason(&c),
+            "Unavailable: Reconciled=False Forbidden: step volume: exceeded quota"
+        );
     }
 
     #[test]

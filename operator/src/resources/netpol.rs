@@ -3,9 +3,14 @@
 //! - every mode denies all ingress (execs reach the sandbox through the
 //!   kubelet, not the network);
 //! - deny-all: no egress rule, so nothing leaves the pod;
-//! - allow-all: 0.0.0.0/0 and ::/0, except the cloud metadata and credential
-//!   endpoints and the IPv6 forms embedding them
-//!   (`agentcomputer_metadata_endpoints::denied_nets`, docs/egress.md);
+//! - allow-all: 0.0.0.0/0 and ::/0, each block with its own `except`: the
+//!   cloud metadata and credential endpoints of its family and the IPv6
+//!   prefixes that route to an IPv4 one (NAT64, 6to4, IPv4-compatible)
+//!   (`agentcomputer_metadata_endpoints::denied_nets`, docs/egress.md).
+//!   The IPv4-mapped forms (`::ffff:169.254.169.254`) are left out: the API
+//!   server refuses them in an ipBlock, and no packet carries one (a socket
+//!   given a mapped address sends IPv4, which the IPv4 block's `except`
+//!   covers); the node agent's policy engine and proxy still refuse them;
 //! - allow-list: each CIDR with its ports (metadata carved out of ranges
 //!   that contain it), cluster DNS, and, when host names are listed, only the
 //!   node agent's egress proxy port for those.
@@ -179,13 +184,19 @@ fn metadata_nets() -> impl Iterator<Item = IpNet> {
 }
 
 /// An ipBlock peer for `net`, with the metadata addresses it contains carved
-/// out unless allowed.
+/// out unless allowed. Every `except` is one the API server accepts: of the
+/// family of `net`, a strict subset of it, and never IPv4-mapped IPv6.
 fn ip_peer(net: IpNet, allow_metadata: bool) -> NetworkPolicyPeer {
     let except: Vec<String> = if allow_metadata {
         vec![]
     } else {
         metadata_nets()
-            .filter(|m| same_family(m.addr(), net.addr()) && net.contains(m) && *m != net)
+            .filter(|m| !ipv4_mapped(m))
+            .filter(|m| {
+                same_family(m.addr(), net.addr())
+                    && net.contains(m)
+                    && m.prefix_len() > net.prefix_len()
+            })
             .map(|m| m.to_string())
             .collect()
     };
@@ -197,6 +208,12 @@ fn ip_peer(net: IpNet, allow_metadata: bool) -> NetworkPolicyPeer {
         namespace_selector: None,
         pod_selector: None,
     }
+}
+
+/// `::ffff:a.b.c.d/n`: an IPv4 address in IPv6 form, which the API server
+/// refuses in an ipBlock.
+fn ipv4_mapped(net: &IpNet) -> bool {
+    matches!(net, IpNet::V6(v6) if v6.addr().to_ipv4_mapped().is_some())
 }
 
 fn same_family(a: IpAddr, b: IpAddr) -> bool {
@@ -324,7 +341,6 @@ mod tests {
         for a in [
             "fd00:ec2::254/128",
             "fd00:ec2::23/128",
-            "::ffff:169.254.169.254/128",
             "::a9fe:a9fe/128",
             "64:ff9b::a9fe:a9fe/128",
             "64:ff9b:1::a9fe:aa02/128",
@@ -333,9 +349,13 @@ mod tests {
         ] {
             assert!(v6_except.iter().any(|e| e == a), "{a} in {v6_except:?}");
         }
-        // Exactly the shared list: the agent's policy engine denies the same.
+        assert!(!v6_except.iter().any(|e| e.starts_with("::ffff:")));
+        // The shared list but its IPv4-mapped forms, which the policy
+        // engine denies as the IPv4 addresses they are.
         let shared = agentcomputer_metadata_endpoints::denied_nets();
-        assert_eq!(v4_except.len() + v6_except.len(), shared.len());
+        let mapped = shared.iter().filter(|n| ipv4_mapped(n)).count();
+        assert!(mapped > 0);
+        assert_eq!(v4_except.len() + v6_except.len(), shared.len() - mapped);
         let open = EgressSpec {
             allow_metadata: true,
             ..e
@@ -415,6 +435,74 @@ mod tests {
                 .unwrap()["kubernetes.io/metadata.name"],
             "agentcomputer-system"
         );
+    }
+
+    /// What the API server's ipBlock validation asks of every `except`:
+    /// no IPv4-mapped IPv6 address, same family as `cidr`, a strict subset.
+    fn assert_valid_blocks(np: &NetworkPolicy) {
+        for rule in egress_of(np) {
+            for peer in rule.to.unwrap_or_default() {
+                let Some(block) = peer.ip_block else { continue };
+                let cidr: IpNet = block.cidr.parse().unwrap();
+                for e in block.except.unwrap_or_default() {
+                    let ex: IpNet = e.parse().unwrap();
+                    if let IpNet::V6(v6) = ex {
+                        assert!(
+                            v6.addr().to_ipv4_mapped().is_none(),
+                            "IPv4-mapped {e} in the except of {cidr}"
+                        );
+                    }
+                    assert!(
+                        same_family(ex.addr(), cidr.addr())
+                            && cidr.contains(&ex)
+                            && ex.prefix_len() > cidr.prefix_len(),
+                        "{e} is not a strict subset of {cidr}"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn every_ip_block_is_one_the_api_server_accepts() {
+        let allow_all = EgressSpec {
+            mode: EgressMode::AllowAll,
+            ..Default::default()
+        };
+        let np = build(&computer(allow_all), &Config::default());
+        assert_valid_blocks(&np);
+        let v6 = egress_of(&np)[0].to.as_ref().unwrap()[1]
+            .ip_block
+            .clone()
+            .unwrap();
+        assert_eq!(v6.cidr, "::/0");
+        // The IPv4 metadata addresses are carved out of the IPv4 block;
+        // the IPv6 embeddings that route elsewhere (NAT64, 6to4) of the IPv6.
+        assert!(
+            v6.except
+                .as_ref()
+                .unwrap()
+                .contains(&"64:ff9b::a9fe:a9fe/128".to_string())
+        );
+        let list = EgressSpec {
+            mode: EgressMode::AllowList,
+            cidrs: [
+                "0.0.0.0/0",
+                "::/0",
+                "169.254.0.0/16",
+                "fd00::/8",
+                "::/96",
+                "64:ff9b::/96",
+            ]
+            .iter()
+            .map(|c| CidrRule {
+                cidr: (*c).into(),
+                ports: vec![],
+            })
+            .collect(),
+            ..Default::default()
+        };
+        assert_valid_blocks(&build(&computer(list), &Config::default()));
     }
 
     #[test]

@@ -520,3 +520,112 @@ pub async fn publish_capacity(client: &Client, node: &str, room: &str) {
     .await
     .unwrap();
 }
+
+// --- What a kubelet and the node agent DaemonSet would do, for clusters
+// without them. ---
+
+use agentcomputer_crds::{AgentComputer, ComputerPhase};
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use serde_json::json;
+
+/// A Ready Node, as a kubelet would report it.
+pub async fn add_node(client: &Client, name: &str) {
+    let nodes: Api<Node> = Api::all(client.clone());
+    let node = json!({"metadata": {"name": name, "labels": {
+        "kubernetes.io/hostname": name, "kubernetes.io/os": "linux"}}});
+    nodes
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(node).unwrap(),
+        )
+        .await
+        .unwrap();
+    set_node_ready(client, name, true).await;
+    // Admission taints new nodes not-ready; the node lifecycle controller
+    // (absent here) lifts the taint once the kubelet reports Ready.
+    let untaint = json!({"spec": {"taints": null}});
+    nodes
+        .patch(name, &PatchParams::default(), &Patch::Merge(untaint))
+        .await
+        .unwrap();
+}
+
+pub async fn set_node_ready(client: &Client, name: &str, ready: bool) {
+    let nodes: Api<Node> = Api::all(client.clone());
+    let status = json!({"status": {"conditions": [{
+        "type": "Ready", "status": if ready { "True" } else { "False" },
+        "reason": "KubeletReady", "message": "test", "lastHeartbeatTime": "2026-01-01T00:00:00Z",
+        "lastTransitionTime": "2026-01-01T00:00:00Z"}]}});
+    nodes
+        .patch_status(name, &PatchParams::default(), &Patch::Merge(status))
+        .await
+        .unwrap();
+}
+
+/// A node-agent pod bound to `node`, as the DaemonSet would create it, made
+/// Running and Ready (or not) through the status subresource.
+pub async fn add_agent(client: &Client, node: &str, ip: &str) {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), SYSTEM_NS);
+    let pod = json!({
+        "metadata": {"name": format!("node-agent-{node}"), "labels": {
+            "app.kubernetes.io/name": "agentcomputer-node-agent", "app.kubernetes.io/instance": RELEASE}},
+        "spec": {"nodeName": node, "containers": [{"name": "node-agent", "image": "node-agent:test"}]}
+    });
+    pods.create(
+        &PostParams::default(),
+        &serde_json::from_value(pod).unwrap(),
+    )
+    .await
+    .unwrap();
+    set_agent_ready(client, node, ip, true).await;
+}
+
+pub async fn set_agent_ready(client: &Client, node: &str, ip: &str, ready: bool) {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), SYSTEM_NS);
+    let status = json!({"status": {"phase": "Running", "podIP": ip, "podIPs": [{"ip": ip}],
+        "conditions": [{"type": "Ready", "status": if ready { "True" } else { "False" }}]}});
+    pods.patch_status(
+        &format!("node-agent-{node}"),
+        &PatchParams::default(),
+        &Patch::Merge(status),
+    )
+    .await
+    .unwrap();
+}
+
+pub async fn wait_phase(
+    api: &Api<AgentComputer>,
+    name: &str,
+    phase: ComputerPhase,
+    secs: u64,
+) -> AgentComputer {
+    let last = api
+        .get_opt(name)
+        .await
+        .ok()
+        .flatten()
+        .and_then(|c| c.status);
+    let what = format!("{name} to be {phase:?} (status when the wait began: {last:?})");
+    eventually(secs, &what, || async {
+        let c = api.get_opt(name).await.ok()??;
+        (c.status.as_ref()?.phase == Some(phase)).then_some(c)
+    })
+    .await
+}
+
+/// GET from the operator's metrics server on loopback.
+pub async fn http_get(port: u16, path: &str) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .unwrap();
+    s.write_all(format!("GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n").as_bytes())
+        .await
+        .unwrap();
+    let mut buf = String::new();
+    s.read_to_string(&mut buf).await.unwrap();
+    buf.split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or(buf)
+}
