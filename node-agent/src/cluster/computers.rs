@@ -113,10 +113,8 @@ async fn apply(node: &Node, computer: &AgentComputer) {
     let config = match spec::config_of(computer) {
         Ok(c) => c,
         Err(e) => {
-            warn!(computer = %shown, error = %e, "cannot apply the spec; keeping the current settings");
-            // The proxy never keeps a policy the spec no longer says.
-            node.proxy_callers
-                .set_policy(&uid, &agentcomputer_egress::EgressConfig::default());
+            warn!(computer = %shown, error = %e, "cannot apply the spec; its egress is deny-all until it can");
+            narrow_to_deny_all(node, &uid).await;
             return;
         }
     };
@@ -146,6 +144,35 @@ async fn apply(node: &Node, computer: &AgentComputer) {
     if changed {
         // The capacity depends on the computers here and their quotas.
         node.placement_changed.notify_one();
+    }
+}
+
+/// Gives computer `uid` deny-all egress at every enforcement point this
+/// agent has (the in-process runtimes through its settings, the proxy
+/// through its caller table), keeping its other settings: a spec this
+/// agent cannot apply must never leave an older, wider policy in force in
+/// one place while another says deny-all.
+async fn narrow_to_deny_all(node: &Node, uid: &str) {
+    let deny = agentcomputer_egress::EgressConfig::default();
+    node.proxy_callers.set_policy(uid, &deny);
+    let Ok(lease) = node.registry.acquire(uid).await else {
+        // Not created here yet: nothing runs with a policy.
+        return;
+    };
+    let s = lease.settings();
+    drop(lease);
+    let config = crate::computer::Config {
+        limits: agentcomputer_fs::Limits {
+            max_bytes: s.max_bytes,
+            max_inodes: s.max_inodes,
+        },
+        egress: deny,
+        runtimes: s.runtimes,
+        exec: s.exec,
+        display_name: s.display_name,
+    };
+    if let Err(e) = node.registry.update(uid, config).await {
+        warn!(%uid, error = %e, "cannot narrow the computer's egress to deny-all");
     }
 }
 
