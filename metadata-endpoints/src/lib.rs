@@ -132,6 +132,9 @@ const TEREDO: Ipv6Net = Ipv6Net::new_assert(Ipv6Addr::new(0x2001, 0, 0, 0, 0, 0,
 /// * IPv4-mapped `::ffff:a.b.c.d` (RFC 4291 section 2.5.5.2), which a
 ///   dual-stack socket connects to as IPv4;
 /// * IPv4-compatible `::a.b.c.d` (RFC 4291 section 2.5.5.1, deprecated);
+/// * IPv4-translated `::ffff:0:a.b.c.d` (RFC 2765 section 2.1, SIIT; RFC
+///   6145 keeps the translator), which a stateless translator turns into
+///   IPv4;
 /// * NAT64 `64:ff9b::a.b.c.d` (RFC 6052), and inside the local-use prefix
 ///   64:ff9b:1::/48 (RFC 8215) every RFC 6052 layout whose prefix fits in
 ///   it (prefix lengths 48, 56, 64 and 96, bits 64-71 skipped);
@@ -147,6 +150,9 @@ pub fn embedded_ipv4(ip: Ipv6Addr) -> Vec<Ipv4Addr> {
         out.push(a);
     }
     if b[..12].iter().all(|&x| x == 0) && !ip.is_unspecified() && !ip.is_loopback() {
+        out.push(at(12));
+    }
+    if b[..8].iter().all(|&x| x == 0) && b[8..12] == [0xff, 0xff, 0, 0] {
         out.push(at(12));
     }
     if NAT64_WKP.contains(&ip) || NAT64_LOCAL.contains(&ip) {
@@ -228,6 +234,8 @@ mod tests {
             "::ffff:169.254.169.254",
             "::169.254.169.254",
             "::a9fe:aa02",
+            // IPv4-translated (SIIT).
+            "::ffff:0:169.254.169.254",
             "64:ff9b::169.254.169.254",
             "64:ff9b::100.100.100.200",
             "64:ff9b:1::169.254.170.23",

@@ -434,6 +434,7 @@ mod tests {
             "::ffff:127.0.0.1",
             // IPv4-compatible and NAT64 forms of loopback.
             "::127.0.0.1",
+            "::ffff:0:127.0.0.1",
             "64:ff9b::127.0.0.1",
             "64:ff9b:1::7f00:1",
         ] {
