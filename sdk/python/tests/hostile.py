@@ -171,7 +171,8 @@ class Hostile(pb_grpc.AgentComputerServicer):  # type: ignore[misc]
 
     # ReadDir, by computer name: "dir-escape" (an entry named "../x"),
     # "dir-slash" (an entry named "a/b"), "dir-loop" (the same page token
-    # back), "dir-big-page" (more entries than the page size asked);
+    # back), "dir-cycle" (page tokens a, b, a, b, ... for ever),
+    # "dir-big-page" (more entries than the page size asked);
     # anything else: two entries.
     def ReadDir(self, request: pb.ReadDirRequest, context: Any) -> pb.ReadDirResponse:
         case = request.computer
@@ -182,6 +183,12 @@ class Hostile(pb_grpc.AgentComputerServicer):  # type: ignore[misc]
         if case == "dir-loop":
             return pb.ReadDirResponse(
                 entries=[pb.DirEntry(name="x", kind=pb.FILE_KIND_REGULAR, ino=2)], next_page_token="7"
+            )
+        if case == "dir-cycle":
+            token = "b" if request.page_token == "a" else "a"
+            return pb.ReadDirResponse(
+                entries=[pb.DirEntry(name=f"x{token}", kind=pb.FILE_KIND_REGULAR, ino=2)],
+                next_page_token=token,
             )
         if case == "dir-big-page":
             n = (request.page_size or 1000) + 1

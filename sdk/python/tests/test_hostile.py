@@ -248,6 +248,7 @@ def test_grep_is_checked(client: Client) -> None:
         ("dir-escape", "'..'"),
         ("dir-slash", "'a/b'"),
         ("dir-loop", "same page token"),
+        ("dir-cycle", "page token it had sent before"),
         ("dir-big-page", "1001 entries"),
     ],
 )

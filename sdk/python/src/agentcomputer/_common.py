@@ -272,10 +272,12 @@ def open_destination(dest: Union[str, "os.PathLike[str]", io.IOBase, Any]) -> tu
     return dest, False
 
 
-def check_page(resp: pb.ReadDirResponse, page_size: int, token_sent: str) -> None:
+def check_page(resp: pb.ReadDirResponse, page_size: int, token_sent: str, seen: set[str]) -> None:
     """Checks one ReadDir page: at most the entries asked (``page_size``, 0
     meaning 1000, at most 10000), names that are names, and a next page
-    token other than the one sent. Raises ProtocolError."""
+    token other than every token of this listing so far (``seen``, which
+    this adds to: a token sent twice would make the listing go round for
+    ever). Raises ProtocolError."""
     most = g.page_size(page_size)
     if len(resp.entries) > most:
         raise ProtocolError(f"the agent sent a page of {len(resp.entries)} entries, more than the {most} asked")
@@ -285,6 +287,13 @@ def check_page(resp: pb.ReadDirResponse, page_size: int, token_sent: str) -> Non
         raise ProtocolError(
             f"the agent sent the same page token back ({g.shown(token_sent)}): the listing would never end"
         )
+    if resp.next_page_token and resp.next_page_token in seen:
+        raise ProtocolError(
+            f"the agent sent a page token it had sent before ({g.shown(resp.next_page_token)}):"
+            " the listing would go round for ever"
+        )
+    if token_sent:
+        seen.add(token_sent)
 
 
 def glob_result(resp: pb.GlobResponse, max_results: int) -> GlobResult:

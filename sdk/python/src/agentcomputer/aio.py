@@ -410,12 +410,13 @@ class AsyncComputer:
         """The entries of a directory, fetched page by page; checks as
         :meth:`agentcomputer.Computer.iterdir`."""
         token = ""
+        seen: set[str] = set()
         while True:
             req = pb.ReadDirRequest(
                 computer=self.name, path=path, page_size=page_size, page_token=token, with_info=with_info
             )
             resp = await self.client._unary("ReadDir", req, path)
-            c.check_page(resp, page_size, token)
+            c.check_page(resp, page_size, token, seen)
             for e in resp.entries:
                 yield DirEntry.from_proto(e, path)
             token = resp.next_page_token
