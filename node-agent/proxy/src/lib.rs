@@ -10,7 +10,9 @@
 //! connection (the listener it came in on, its source address, or a
 //! credential the agent issued) to a computer; a connection it cannot map
 //! gets `407` and nothing else, so the proxy is not open to anything it
-//! does not know.
+//! does not know. Wrong credentials are bounded per source address
+//! ([`GuessLimits`]): past the budget a source gets `429` and its
+//! credentials are not checked until the budget refills.
 //!
 //! Every decision is logged (`tracing`, target `agentcomputer_proxy`) and
 //! counted ([`Metrics`]).
@@ -19,6 +21,7 @@ mod connection;
 mod identify;
 mod metrics;
 mod target;
+mod throttle;
 
 use std::sync::Arc;
 
@@ -29,6 +32,8 @@ use tracing::warn;
 pub use identify::{BySource, Caller, CredentialGuard, Credentials, Fixed, Identify};
 pub use metrics::Metrics;
 pub use target::{TargetError, parse_authority};
+pub use throttle::GuessLimits;
+use throttle::Throttle;
 
 /// Limits of one proxied connection.
 #[derive(Debug, Clone, Copy)]
@@ -39,15 +44,19 @@ pub struct Settings {
     pub head_timeout: std::time::Duration,
     /// Time to connect to one upstream address.
     pub connect_timeout: std::time::Duration,
+    /// Bounds on wrong credentials per source ([`GuessLimits`]).
+    pub guesses: GuessLimits,
 }
 
 impl Default for Settings {
-    /// 64 KiB heads, 30 s to send one, 10 s to connect.
+    /// 64 KiB heads, 30 s to send one, 10 s to connect, the default
+    /// [`GuessLimits`].
     fn default() -> Settings {
         Settings {
             max_head_bytes: 64 * 1024,
             head_timeout: std::time::Duration::from_secs(30),
             connect_timeout: std::time::Duration::from_secs(10),
+            guesses: GuessLimits::default(),
         }
     }
 }
@@ -58,6 +67,7 @@ pub struct Proxy {
     identify: Arc<dyn Identify>,
     metrics: Metrics,
     settings: Settings,
+    throttle: Arc<Throttle>,
 }
 
 impl Proxy {
@@ -67,12 +77,14 @@ impl Proxy {
             identify,
             metrics,
             settings: Settings::default(),
+            throttle: Arc::new(Throttle::new(GuessLimits::default())),
         }
     }
 
     /// The same proxy with other limits.
     pub fn with_settings(mut self, settings: Settings) -> Proxy {
         self.settings = settings;
+        self.throttle = Arc::new(Throttle::new(settings.guesses));
         self
     }
 
