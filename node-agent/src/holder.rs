@@ -341,24 +341,37 @@ impl Client {
     /// Waits up to `timeout` for the link to the holder to break (the
     /// holder closed it or died: `POLLHUP`/`POLLERR` on the socket; the
     /// holder never ends the link of a connected agent otherwise).
-    /// Returns whether it broke. Errors: duplicating the socket, `poll(2)`.
+    /// Returns whether it broke. Without a descriptor to spare for the
+    /// duplicate it waits on, it checks the link without waiting and then
+    /// sleeps `timeout`. Errors: duplicating the socket, `poll(2)`.
     pub fn wait_broken(&self, timeout: Duration) -> io::Result<bool> {
         // A duplicate, so that calls are not held up while this waits.
-        let sock = self
+        let dup = self
             .sock
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .try_clone()?;
-        let mut fds = [PollFd::new(sock.as_fd(), PollFlags::empty())];
-        let wait = PollTimeout::try_from(timeout).unwrap_or(PollTimeout::MAX);
-        match poll(&mut fds, wait) {
-            Ok(_) | Err(nix::errno::Errno::EINTR) => {}
-            Err(e) => return Err(e.into()),
-        }
-        Ok(fds[0]
-            .revents()
-            .unwrap_or(PollFlags::empty())
-            .intersects(PollFlags::POLLHUP | PollFlags::POLLERR))
+            .try_clone();
+        let sock = match dup {
+            Ok(sock) => sock,
+            // No descriptor to spare (EMFILE, ENFILE): that says nothing
+            // about the holder. Look at the link itself without waiting,
+            // under the lock, then wait without it.
+            Err(e) if is_descriptor_shortage(&e) => {
+                let broken = {
+                    let sock = self.sock.lock().unwrap_or_else(|p| p.into_inner());
+                    link_broken(sock.as_fd(), PollTimeout::ZERO)?
+                };
+                if !broken {
+                    std::thread::sleep(timeout);
+                }
+                return Ok(broken);
+            }
+            Err(e) => return Err(e),
+        };
+        link_broken(
+            sock.as_fd(),
+            PollTimeout::try_from(timeout).unwrap_or(PollTimeout::MAX),
+        )
     }
 
     /// A connected socket to the holder of `data_dir`, starting one when
@@ -497,4 +510,26 @@ mod tests {
             r#"{"op":"end"}"#
         );
     }
+}
+
+/// Whether `fd` reports a hang-up or error within `wait`.
+fn link_broken(fd: BorrowedFd<'_>, wait: PollTimeout) -> io::Result<bool> {
+    let mut fds = [PollFd::new(fd, PollFlags::empty())];
+    match poll(&mut fds, wait) {
+        Ok(_) | Err(nix::errno::Errno::EINTR) => {}
+        Err(e) => return Err(e.into()),
+    }
+    Ok(fds[0]
+        .revents()
+        .unwrap_or(PollFlags::empty())
+        .intersects(PollFlags::POLLHUP | PollFlags::POLLERR))
+}
+
+/// Whether `e` is the process or the system running out of descriptors
+/// (`EMFILE`, `ENFILE`): a shortage, not a fault of what was asked.
+pub fn is_descriptor_shortage(e: &io::Error) -> bool {
+    matches!(
+        e.raw_os_error(),
+        Some(code) if code == nix::libc::EMFILE || code == nix::libc::ENFILE
+    )
 }

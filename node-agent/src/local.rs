@@ -198,7 +198,11 @@ where
     info!(%addr, data_dir = %config.data_dir.display(), idle_timeout = ?config.idle_timeout, tls = config.tls.is_some(), admission = ?config.admission, "node agent serving");
 
     let stop = CancellationToken::new();
-    let containers = Arc::new(Containers::local(&config.data_dir));
+    // Half the descriptors outside connections may hold go to the egress
+    // proxies, a quarter each to the API and share ports.
+    let containers = Arc::new(Containers::local(&config.data_dir).with_connection_limits(
+        agentcomputer_proxy::ConnectionLimits::within(descriptors.outside() / 2),
+    ));
     if let Some(proxy_addr) = config.proxy_listen {
         let proxy_listener = TcpListener::bind(proxy_addr).await.with_context(|| {
             format!("cannot listen on {proxy_addr} for the egress proxy (--proxy-listen)")

@@ -107,7 +107,9 @@ pub async fn serve(proxy: &Proxy, mut client: TcpStream, peer: SocketAddr) {
         if !rest.is_empty() && upstream.write_all(rest).await.is_err() {
             return;
         }
-        let _ = tokio::io::copy_bidirectional(&mut client, &mut upstream).await;
+        if !crate::relay::relay(&mut client, &mut upstream, proxy.settings.idle_timeout).await {
+            info!(computer = %caller.computer, "egress proxy: idle connection closed");
+        }
         return;
     }
     let (dest, origin) = match parse_absolute(target) {
@@ -143,7 +145,9 @@ pub async fn serve(proxy: &Proxy, mut client: TcpStream, peer: SocketAddr) {
     if upstream.write_all(&upstream_head).await.is_err() {
         return;
     }
-    let _ = tokio::io::copy_bidirectional(&mut client, &mut upstream).await;
+    if !crate::relay::relay(&mut client, &mut upstream, proxy.settings.idle_timeout).await {
+        info!(computer = %caller.computer, "egress proxy: idle connection closed");
+    }
 }
 
 /// The `Host` value for `dest`: the port only when it is not 80, the
