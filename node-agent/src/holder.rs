@@ -510,6 +510,59 @@ mod tests {
             r#"{"op":"end"}"#
         );
     }
+
+    /// With no descriptor to spare (soft `RLIMIT_NOFILE` at the lowest
+    /// free descriptor), watching the link still tells a live holder from
+    /// a gone one instead of failing with `EMFILE`. Runs in a forked child:
+    /// the limit is the process's.
+    #[test]
+    fn the_link_is_watched_without_a_spare_descriptor() {
+        use nix::sys::wait::{WaitStatus, waitpid};
+        use nix::unistd::{ForkResult, fork};
+        let (ours, holders) = std::os::unix::net::UnixStream::pair().unwrap();
+        let client = Client {
+            sock: Mutex::new(OwnedFd::from(ours)),
+            start: (PathBuf::new(), PathBuf::new(), Duration::from_secs(1)),
+        };
+        // SAFETY: the child only makes system calls on descriptors it
+        // already has and exits without returning to the test harness.
+        match unsafe { fork() }.unwrap() {
+            ForkResult::Child => {
+                let lowest_free = std::fs::File::open("/dev/null").unwrap();
+                let limit = lowest_free.as_raw_fd() as u64;
+                drop(lowest_free);
+                let (_, hard) = rlimit::getrlimit(rlimit::Resource::NOFILE).unwrap();
+                rlimit::setrlimit(rlimit::Resource::NOFILE, limit, hard).unwrap();
+                let code = match client.wait_broken(Duration::from_millis(50)) {
+                    Ok(false) => {
+                        drop(holders);
+                        match client.wait_broken(Duration::from_millis(50)) {
+                            Ok(true) => 0,
+                            Ok(false) => 3,
+                            Err(_) => 4,
+                        }
+                    }
+                    Ok(true) => 1,
+                    Err(e) if is_emfile(&e) => 2,
+                    Err(_) => 5,
+                };
+                unsafe { nix::libc::_exit(code) }
+            }
+            ForkResult::Parent { child } => {
+                drop(holders);
+                let status = waitpid(child, None).unwrap();
+                assert_eq!(
+                    status,
+                    WaitStatus::Exited(child, 0),
+                    "exit 2: EMFILE from watching the link; 1: a live link taken for broken; 3, 4: a closed link not seen"
+                );
+            }
+        }
+    }
+
+    fn is_emfile(e: &io::Error) -> bool {
+        e.raw_os_error() == Some(nix::libc::EMFILE)
+    }
 }
 
 /// Whether `fd` reports a hang-up or error within `wait`.
