@@ -89,7 +89,12 @@ async fn unauthenticated_floods_leave_the_token_holder_served() {
     let mut wrapper = Command::new("prlimit");
     wrapper.args(["--nofile=1024:8192", "--"]);
     wrapper.arg(env!("CARGO_BIN_EXE_node-agent"));
-    let mut agent = Agent::start_wrapped(wrapper, dir.path(), &[]);
+    let log_dir = tempfile::tempdir().unwrap();
+    let log_path = log_dir.path().join("agent.log");
+    let log = std::fs::File::create(&log_path).unwrap();
+    let mut agent = Agent::start_wrapped_with(wrapper, dir.path(), &[], |cmd| {
+        cmd.stderr(log);
+    });
     let mut c = agent.client().await;
     create(&mut c, "owner", 0).await;
     write(
@@ -154,4 +159,17 @@ async fn unauthenticated_floods_leave_the_token_holder_served() {
         "the share link was not served during the flood"
     );
     assert!(agent.alive(), "the agent died under the flood");
+    let log = std::fs::read_to_string(&log_path).unwrap();
+    assert!(
+        !log.contains("Too many open files"),
+        "the agent ran out of descriptors:\n{log}"
+    );
+    for listener in ["api", "share"] {
+        assert!(
+            log.contains(&format!(
+                "too many unauthenticated connections: closed the oldest listener=\"{listener}\""
+            )),
+            "the {listener} gate did not act:\n{log}"
+        );
+    }
 }

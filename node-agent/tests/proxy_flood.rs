@@ -219,6 +219,15 @@ async fn a_proxy_flood_from_one_computer_leaves_the_others_working() {
         !log.contains("FUSE descriptor holder"),
         "the holder's supervision failed during the flood:\n{log}"
     );
+    // The limit held the flood, not luck: the agent never ran out.
+    assert!(
+        !log.contains("Too many open files"),
+        "the agent ran out of descriptors:\n{log}"
+    );
+    assert!(
+        log.contains("the computer holds its limit of proxy connections"),
+        "the flood was not refused by the per-computer limit:\n{log}"
+    );
     let mut c = agent.client().await;
     c.unmount(pb::UnmountRequest {
         computer: "other".into(),
