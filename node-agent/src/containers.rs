@@ -169,7 +169,7 @@ impl Containers {
             run_dir,
             metrics: Metrics::new(),
             credentials: Credentials::new(),
-            limits: ConnectionLimits::default(),
+            limits: ConnectionLimits::new(usize::MAX, agentcomputer_proxy::DEFAULT_PER_COMPUTER),
         }
     }
 

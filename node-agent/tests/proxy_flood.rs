@@ -19,7 +19,7 @@ use common::*;
 const PROCESSES: usize = 5;
 const PER_PROCESS: usize = 1000;
 
-/// Opens the connections to the proxy and holds them for 12 s; writes
+/// Opens the connections to the proxy and holds them for 10 s; writes
 /// `opened.txt` (how many each process opened) once all are open.
 fn flood_script() -> String {
     format!(
@@ -39,7 +39,7 @@ for p in range({PROCESSES}):
                 break
         os.write(w, str(len(held)).encode())
         os.close(w)
-        time.sleep(12)
+        time.sleep(10)
         os._exit(0)
     os.close(w)
     counts.append(int(os.read(r, 64) or b"0"))

@@ -62,9 +62,11 @@ impl Drop for Admitted {
 }
 
 impl Default for ConnectionLimits {
-    /// No total limit; [`DEFAULT_PER_COMPUTER`] per computer.
+    /// No limit at all: for a listener whose connections are not one
+    /// computer's (identified per request), which the caller bounds
+    /// otherwise.
     fn default() -> ConnectionLimits {
-        ConnectionLimits::new(usize::MAX, DEFAULT_PER_COMPUTER)
+        ConnectionLimits::new(usize::MAX, usize::MAX)
     }
 }
 
