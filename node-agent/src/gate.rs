@@ -16,8 +16,9 @@
 //!   (an HTTP/2 preface or request headers sent slowly, or nothing);
 //! * at most [`GateConfig::max_connections`] connections are open at once;
 //!   the rest of that number beyond `max_unauthenticated` is reserved for
-//!   authenticated ones, which unauthenticated ones cannot take. Past it a
-//!   new connection is closed at once.
+//!   authenticated ones, which unauthenticated ones cannot take. At the
+//!   limit a new connection closes the oldest unauthenticated one; when
+//!   all are authenticated, the new one is closed at once.
 //!
 //! Accept errors (`EMFILE`, `ENFILE`, `ENOBUFS`...) are logged (at most
 //! one line a second) and the listener retries after a short pause, so a
@@ -79,6 +80,9 @@ struct Conn {
     id: u64,
     authenticated: AtomicBool,
     closed: AtomicBool,
+    /// Whether it still counts as open (until closed by the gate or
+    /// dropped).
+    counted: AtomicBool,
     waker: AtomicWaker,
 }
 
@@ -173,19 +177,24 @@ impl GatedListener {
             };
             let config = self.shared.config;
             let mut state = self.shared.lock();
-            if state.open >= config.max_connections {
-                drop(state);
-                self.shared.warn(
-                    "connection refused: the listener is at its connection limit",
-                    None,
-                );
-                continue;
-            }
-            if Shared::unauthenticated_count(&mut state) >= config.max_unauthenticated {
-                if let Some(oldest) = state.unauthenticated.pop_front() {
-                    oldest.closed.store(true, Ordering::Release);
-                    oldest.waker.wake();
+            let unauthenticated = Shared::unauthenticated_count(&mut state);
+            if unauthenticated >= config.max_unauthenticated || state.open >= config.max_connections
+            {
+                // Room is made at the expense of the oldest unauthenticated
+                // connection; authenticated ones are never closed for it.
+                let Some(oldest) = state.unauthenticated.pop_front() else {
+                    drop(state);
+                    self.shared.warn(
+                        "connection refused: the listener is at its connection limit",
+                        None,
+                    );
+                    continue;
+                };
+                if oldest.counted.swap(false, Ordering::AcqRel) {
+                    state.open = state.open.saturating_sub(1);
                 }
+                oldest.closed.store(true, Ordering::Release);
+                oldest.waker.wake();
                 // Logged after the state is released.
                 drop(state);
                 self.shared.warn(
@@ -200,6 +209,7 @@ impl GatedListener {
                 id,
                 authenticated: AtomicBool::new(false),
                 closed: AtomicBool::new(false),
+                counted: AtomicBool::new(true),
                 waker: AtomicWaker::new(),
             });
             state.unauthenticated.push_back(Arc::clone(&conn));
@@ -214,7 +224,6 @@ impl GatedListener {
                     shared: Arc::clone(&self.shared),
                 },
                 deadline: Box::pin(tokio::time::sleep(config.auth_deadline)),
-                released: false,
             };
             return (gated, peer);
         }
@@ -295,7 +304,6 @@ pub struct Gated {
     stream: TcpStream,
     ticket: Ticket,
     deadline: Pin<Box<tokio::time::Sleep>>,
-    released: bool,
 }
 
 impl Gated {
@@ -328,14 +336,13 @@ impl Gated {
 
 impl Drop for Gated {
     fn drop(&mut self) {
-        if !self.released {
-            self.released = true;
-            let conn = &self.ticket.conn;
-            conn.closed.store(true, Ordering::Release);
-            let mut state = self.ticket.shared.lock();
+        let conn = &self.ticket.conn;
+        conn.closed.store(true, Ordering::Release);
+        let mut state = self.ticket.shared.lock();
+        if conn.counted.swap(false, Ordering::AcqRel) {
             state.open = state.open.saturating_sub(1);
-            state.unauthenticated.retain(|c| c.id != conn.id);
         }
+        state.unauthenticated.retain(|c| c.id != conn.id);
     }
 }
 
@@ -395,5 +402,122 @@ impl tonic::transport::server::Connected for Gated {
 
     fn connect_info(&self) -> Ticket {
         self.ticket.clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    /// Accepts every connection and echoes what each sends until the gate
+    /// ends it; sends the tickets out so the test can authenticate them.
+    async fn echo(
+        config: GateConfig,
+    ) -> (SocketAddr, tokio::sync::mpsc::UnboundedReceiver<Ticket>) {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let gated = GatedListener::new(listener, config, "test");
+        let addr = gated.local_addr().unwrap();
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        tokio::spawn(async move {
+            loop {
+                let (mut conn, _) = gated.accept().await;
+                let _ = tx.send(conn.ticket().clone());
+                tokio::spawn(async move {
+                    let mut buf = [0u8; 64];
+                    while let Ok(n @ 1..) = conn.read(&mut buf).await {
+                        if conn.write_all(&buf[..n]).await.is_err() {
+                            break;
+                        }
+                    }
+                });
+            }
+        });
+        (addr, rx)
+    }
+
+    /// Whether the server still echoes on `s`.
+    async fn alive(s: &mut TcpStream) -> bool {
+        if s.write_all(b"x").await.is_err() {
+            return false;
+        }
+        let mut b = [0u8; 1];
+        matches!(
+            tokio::time::timeout(Duration::from_secs(5), s.read(&mut b)).await,
+            Ok(Ok(1))
+        )
+    }
+
+    #[tokio::test]
+    async fn the_oldest_unauthenticated_connection_makes_room_and_authenticated_ones_stay() {
+        let config = GateConfig {
+            max_connections: 3,
+            max_unauthenticated: 2,
+            auth_deadline: Duration::from_secs(60),
+        };
+        let (addr, mut tickets) = echo(config).await;
+        let mut first = TcpStream::connect(addr).await.unwrap();
+        tickets.recv().await.unwrap().authenticated();
+        let mut second = TcpStream::connect(addr).await.unwrap();
+        let _ = tickets.recv().await.unwrap();
+        let mut third = TcpStream::connect(addr).await.unwrap();
+        let third_ticket = tickets.recv().await.unwrap();
+        // Three open, the limit: the fourth closes the oldest
+        // unauthenticated one, the second.
+        let mut fourth = TcpStream::connect(addr).await.unwrap();
+        let fourth_ticket = tickets.recv().await.unwrap();
+        assert!(
+            !alive(&mut second).await,
+            "the oldest unauthenticated connection was kept"
+        );
+        assert!(alive(&mut first).await && alive(&mut third).await && alive(&mut fourth).await);
+        // All three authenticated: nothing may be closed for a newcomer,
+        // which is closed at once.
+        third_ticket.authenticated();
+        fourth_ticket.authenticated();
+        let mut fifth = TcpStream::connect(addr).await.unwrap();
+        assert!(
+            !alive(&mut fifth).await,
+            "a connection past the limit was kept"
+        );
+        assert!(alive(&mut first).await && alive(&mut third).await && alive(&mut fourth).await);
+    }
+
+    #[tokio::test]
+    async fn unauthenticated_connections_end_at_the_deadline() {
+        let config = GateConfig {
+            auth_deadline: Duration::from_millis(300),
+            ..GateConfig::default()
+        };
+        let (addr, mut tickets) = echo(config).await;
+        let mut silent = TcpStream::connect(addr).await.unwrap();
+        let _ = tickets.recv().await.unwrap();
+        let mut trusted = TcpStream::connect(addr).await.unwrap();
+        tickets.recv().await.unwrap().authenticated();
+        tokio::time::sleep(Duration::from_millis(600)).await;
+        let mut b = [0u8; 1];
+        let read = tokio::time::timeout(Duration::from_secs(5), silent.read(&mut b)).await;
+        assert!(
+            matches!(read, Ok(Ok(0) | Err(_))),
+            "a silent connection outlived its deadline: {read:?}"
+        );
+        assert!(
+            alive(&mut trusted).await,
+            "an authenticated connection was ended"
+        );
+    }
+
+    #[test]
+    fn bounds_fit_the_descriptors() {
+        let small = GateConfig::within(192);
+        assert_eq!(
+            (small.max_connections, small.max_unauthenticated),
+            (192, 24)
+        );
+        let large = GateConfig::within(100_000);
+        assert_eq!(
+            (large.max_connections, large.max_unauthenticated),
+            (1024, 128)
+        );
     }
 }
