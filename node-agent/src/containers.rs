@@ -24,7 +24,7 @@ use agentcomputer_container::{
 use agentcomputer_egress::{Mode, Policy};
 use agentcomputer_fs::{Fs, ROOT_INO, SetAttr};
 use agentcomputer_fuse::MountOptions;
-use agentcomputer_proxy::{Caller, Credentials, Fixed, Metrics, Proxy};
+use agentcomputer_proxy::{Caller, ConnectionLimits, Credentials, Fixed, Metrics, Proxy};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
@@ -103,7 +103,14 @@ pub struct Containers {
     run_dir: PathBuf,
     metrics: Metrics,
     credentials: Credentials,
+    /// Connections all of this agent's proxies may hold, per computer and
+    /// together.
+    limits: ConnectionLimits,
 }
+
+/// The key the host-side proxy listener's connections are counted under
+/// (a name no computer can have).
+const HOST_SIDE_KEY: &str = "host-side listener";
 
 /// What an exec asks of the container runtime (already validated).
 pub struct ContainerRun {
@@ -170,7 +177,15 @@ impl Containers {
             run_dir,
             metrics: Metrics::new(),
             credentials: Credentials::new(),
+            limits: ConnectionLimits::new(usize::MAX, agentcomputer_proxy::DEFAULT_PER_COMPUTER),
         }
+    }
+
+    /// The same runtime with its proxies' connections bounded by `limits`
+    /// ([`ConnectionLimits::within`] the descriptors the agent gives them).
+    pub fn with_connection_limits(mut self, limits: ConnectionLimits) -> Containers {
+        self.limits = limits;
+        self
     }
 
     /// A runtime that refuses every run with `reason`.
@@ -187,7 +202,8 @@ impl Containers {
     /// present a running exec's credential (`Proxy-Authorization: Basic`,
     /// the credential sandboxes get in `HTTP_PROXY`), until `stop`.
     pub async fn serve_proxy(&self, listener: tokio::net::TcpListener, stop: CancellationToken) {
-        let proxy = Proxy::new(Arc::new(self.credentials.clone()), self.metrics.clone());
+        let proxy = Proxy::new(Arc::new(self.credentials.clone()), self.metrics.clone())
+            .with_limits(self.limits.clone(), HOST_SIDE_KEY);
         proxy.serve(listener, stop).await
     }
 
@@ -270,7 +286,8 @@ impl Containers {
                         return failed(format!("cannot serve the egress proxy: {e}"));
                     }
                 };
-                let proxy = Proxy::new(Arc::new(Fixed(caller.clone())), self.metrics.clone());
+                let proxy = Proxy::new(Arc::new(Fixed(caller.clone())), self.metrics.clone())
+                    .with_limits(self.limits.clone(), &run.computer);
                 tokio::spawn(proxy.serve(listener, stop_proxy.clone()));
                 let token = random_token();
                 _credential = Some(self.credentials.issue(token.clone(), caller));

@@ -341,24 +341,37 @@ impl Client {
     /// Waits up to `timeout` for the link to the holder to break (the
     /// holder closed it or died: `POLLHUP`/`POLLERR` on the socket; the
     /// holder never ends the link of a connected agent otherwise).
-    /// Returns whether it broke. Errors: duplicating the socket, `poll(2)`.
+    /// Returns whether it broke. Without a descriptor to spare for the
+    /// duplicate it waits on, it checks the link without waiting and then
+    /// sleeps `timeout`. Errors: duplicating the socket, `poll(2)`.
     pub fn wait_broken(&self, timeout: Duration) -> io::Result<bool> {
         // A duplicate, so that calls are not held up while this waits.
-        let sock = self
+        let dup = self
             .sock
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .try_clone()?;
-        let mut fds = [PollFd::new(sock.as_fd(), PollFlags::empty())];
-        let wait = PollTimeout::try_from(timeout).unwrap_or(PollTimeout::MAX);
-        match poll(&mut fds, wait) {
-            Ok(_) | Err(nix::errno::Errno::EINTR) => {}
-            Err(e) => return Err(e.into()),
-        }
-        Ok(fds[0]
-            .revents()
-            .unwrap_or(PollFlags::empty())
-            .intersects(PollFlags::POLLHUP | PollFlags::POLLERR))
+            .try_clone();
+        let sock = match dup {
+            Ok(sock) => sock,
+            // No descriptor to spare (EMFILE, ENFILE): that says nothing
+            // about the holder. Look at the link itself without waiting,
+            // under the lock, then wait without it.
+            Err(e) if is_descriptor_shortage(&e) => {
+                let broken = {
+                    let sock = self.sock.lock().unwrap_or_else(|p| p.into_inner());
+                    link_broken(sock.as_fd(), PollTimeout::ZERO)?
+                };
+                if !broken {
+                    std::thread::sleep(timeout);
+                }
+                return Ok(broken);
+            }
+            Err(e) => return Err(e),
+        };
+        link_broken(
+            sock.as_fd(),
+            PollTimeout::try_from(timeout).unwrap_or(PollTimeout::MAX),
+        )
     }
 
     /// A connected socket to the holder of `data_dir`, starting one when
@@ -497,4 +510,79 @@ mod tests {
             r#"{"op":"end"}"#
         );
     }
+
+    /// With no descriptor to spare (soft `RLIMIT_NOFILE` at the lowest
+    /// free descriptor), watching the link still tells a live holder from
+    /// a gone one instead of failing with `EMFILE`. Runs in a forked child:
+    /// the limit is the process's.
+    #[test]
+    fn the_link_is_watched_without_a_spare_descriptor() {
+        use nix::sys::wait::{WaitStatus, waitpid};
+        use nix::unistd::{ForkResult, fork};
+        let (ours, holders) = std::os::unix::net::UnixStream::pair().unwrap();
+        let client = Client {
+            sock: Mutex::new(OwnedFd::from(ours)),
+            start: (PathBuf::new(), PathBuf::new(), Duration::from_secs(1)),
+        };
+        // SAFETY: the child only makes system calls on descriptors it
+        // already has and exits without returning to the test harness.
+        match unsafe { fork() }.unwrap() {
+            ForkResult::Child => {
+                let lowest_free = std::fs::File::open("/dev/null").unwrap();
+                let limit = lowest_free.as_raw_fd() as u64;
+                drop(lowest_free);
+                let (_, hard) = rlimit::getrlimit(rlimit::Resource::NOFILE).unwrap();
+                rlimit::setrlimit(rlimit::Resource::NOFILE, limit, hard).unwrap();
+                let code = match client.wait_broken(Duration::from_millis(50)) {
+                    Ok(false) => {
+                        drop(holders);
+                        match client.wait_broken(Duration::from_millis(50)) {
+                            Ok(true) => 0,
+                            Ok(false) => 3,
+                            Err(_) => 4,
+                        }
+                    }
+                    Ok(true) => 1,
+                    Err(e) if is_emfile(&e) => 2,
+                    Err(_) => 5,
+                };
+                unsafe { nix::libc::_exit(code) }
+            }
+            ForkResult::Parent { child } => {
+                drop(holders);
+                let status = waitpid(child, None).unwrap();
+                assert_eq!(
+                    status,
+                    WaitStatus::Exited(child, 0),
+                    "exit 2: EMFILE from watching the link; 1: a live link taken for broken; 3, 4: a closed link not seen"
+                );
+            }
+        }
+    }
+
+    fn is_emfile(e: &io::Error) -> bool {
+        e.raw_os_error() == Some(nix::libc::EMFILE)
+    }
+}
+
+/// Whether `fd` reports a hang-up or error within `wait`.
+fn link_broken(fd: BorrowedFd<'_>, wait: PollTimeout) -> io::Result<bool> {
+    let mut fds = [PollFd::new(fd, PollFlags::empty())];
+    match poll(&mut fds, wait) {
+        Ok(_) | Err(nix::errno::Errno::EINTR) => {}
+        Err(e) => return Err(e.into()),
+    }
+    Ok(fds[0]
+        .revents()
+        .unwrap_or(PollFlags::empty())
+        .intersects(PollFlags::POLLHUP | PollFlags::POLLERR))
+}
+
+/// Whether `e` is the process or the system running out of descriptors
+/// (`EMFILE`, `ENFILE`): a shortage, not a fault of what was asked.
+pub fn is_descriptor_shortage(e: &io::Error) -> bool {
+    matches!(
+        e.raw_os_error(),
+        Some(code) if code == nix::libc::EMFILE || code == nix::libc::ENFILE
+    )
 }

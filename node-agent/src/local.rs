@@ -12,8 +12,8 @@ use std::time::Duration;
 use anyhow::Context;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
+use tonic::service::InterceptorLayer;
 use tonic::transport::ServerTlsConfig;
-use tonic::transport::server::TcpIncoming;
 use tracing::{info, warn};
 
 use std::sync::Arc;
@@ -21,6 +21,8 @@ use std::sync::Arc;
 use crate::admission::{Admission, AdmissionConfig};
 use crate::api::Service;
 use crate::containers::Containers;
+use crate::descriptors::Descriptors;
+use crate::gate::{GateConfig, GatedListener, Ticket};
 use crate::registry::Registry;
 use crate::share::{ShareConfig, Sharer, Unbound};
 use crate::token::AgentToken;
@@ -147,6 +149,7 @@ where
     S: Future<Output = ()> + Send + 'static,
 {
     let token = prepare(&config.data_dir)?;
+    let descriptors = Descriptors::raise();
     // The holder's live mounts are resumed before anything probes them (a
     // probe of a mount nobody serves would wait).
     let holder = match &config.fuse_holder {
@@ -195,7 +198,11 @@ where
     info!(%addr, data_dir = %config.data_dir.display(), idle_timeout = ?config.idle_timeout, tls = config.tls.is_some(), admission = ?config.admission, "node agent serving");
 
     let stop = CancellationToken::new();
-    let containers = Arc::new(Containers::local(&config.data_dir));
+    // Half the descriptors outside connections may hold go to the egress
+    // proxies, a quarter each to the API and share ports.
+    let containers = Arc::new(Containers::local(&config.data_dir).with_connection_limits(
+        agentcomputer_proxy::ConnectionLimits::within(descriptors.outside() / 2),
+    ));
     if let Some(proxy_addr) = config.proxy_listen {
         let proxy_listener = TcpListener::bind(proxy_addr).await.with_context(|| {
             format!("cannot listen on {proxy_addr} for the egress proxy (--proxy-listen)")
@@ -218,6 +225,7 @@ where
         info!(addr = %bound, base_url = %base_url, "share links serving");
         let mut share_config = ShareConfig::new(base_url);
         share_config.max_downloads = share.max_downloads;
+        share_config.gate = GateConfig::within(descriptors.outside() / 4);
         let made = Sharer::new(registry.clone(), Arc::new(Unbound), share_config);
         tokio::spawn(crate::share::http::serve(
             listener,
@@ -242,14 +250,24 @@ where
             stop.cancel();
         }
     };
-    let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
-    let mut builder = tonic::transport::Server::builder();
+    let incoming = GatedListener::new(
+        listener,
+        GateConfig::within(descriptors.outside() / 4),
+        "api",
+    )
+    .into_stream();
+    let mut builder = tonic::transport::Server::builder()
+        // Authenticated connections whose peer is gone end too.
+        .http2_keepalive_interval(Some(Duration::from_secs(60)))
+        .http2_keepalive_timeout(Some(Duration::from_secs(20)));
     if let Some(tls) = config.tls {
         builder = builder
             .tls_config(tls)
             .context("cannot set up TLS for the API")?;
     }
-    let mut service = Service::new(registry.clone(), Arc::new(token))
+    let token = Arc::new(token);
+    let token_for_gate = Arc::clone(&token);
+    let mut service = Service::new(registry.clone(), token)
         .with_containers(containers)
         .with_stream_limits(config.streams)
         .with_admission(Admission::new(config.admission.clone()));
@@ -257,6 +275,9 @@ where
         service = service.with_sharer(sharer);
     }
     let server = builder
+        .layer(InterceptorLayer::new(AuthenticatedConnections(Arc::clone(
+            &token_for_gate,
+        ))))
         .add_service(service.into_server())
         .serve_with_incoming_shutdown(incoming, on_signal);
     let forced = async {
@@ -282,4 +303,34 @@ where
     registry.close_all().await;
     info!("node agent stopped");
     Ok(())
+}
+
+/// Marks a connection authenticated ([`crate::gate`]) once a request on it
+/// carries the agent token; refuses nothing itself (every call checks the
+/// token again).
+#[derive(Clone)]
+struct AuthenticatedConnections(Arc<AgentToken>);
+
+impl tonic::service::Interceptor for AuthenticatedConnections {
+    fn call(&mut self, req: tonic::Request<()>) -> Result<tonic::Request<()>, tonic::Status> {
+        if self
+            .0
+            .check(crate::auth::bearer_token(req.metadata()))
+            .is_ok()
+        {
+            if let Some(ticket) = ticket_of(req.extensions()) {
+                ticket.authenticated();
+            }
+        }
+        Ok(req)
+    }
+}
+
+/// The gate's ticket of the request's connection, over TLS or not.
+pub fn ticket_of(extensions: &http::Extensions) -> Option<&Ticket> {
+    extensions.get::<Ticket>().or_else(|| {
+        extensions
+            .get::<tonic::transport::server::TlsConnectInfo<Ticket>>()
+            .map(|tls| tls.get_ref())
+    })
 }

@@ -326,6 +326,8 @@ fn main() -> anyhow::Result<()> {
         .with_writer(std::io::stderr)
         .with_ansi(std::io::stderr().is_terminal())
         .init();
+    // Before any thread or descriptor: everything after runs under it.
+    agentcomputer_node_agent::descriptors::Descriptors::raise();
     // One agent per data directory: the lock is taken before anything in
     // it is touched (stale mounts, scratch, leftovers) and held until the
     // last exec thread had its chance to stop, after the runtime's

@@ -821,6 +821,16 @@ impl Registry {
             match broken {
                 Ok(false) => continue,
                 Ok(true) => {}
+                // Out of descriptors says nothing about the holder: look
+                // again once some are back.
+                Err(e) if crate::holder::is_descriptor_shortage(&e) => {
+                    warn!(error = %e, "cannot watch the link to the FUSE descriptor holder for now; retrying");
+                    tokio::select! {
+                        _ = stop.cancelled() => return,
+                        _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+                    }
+                    continue;
+                }
                 Err(e) => {
                     warn!(error = %e, "cannot watch the link to the FUSE descriptor holder; treating it as broken");
                 }

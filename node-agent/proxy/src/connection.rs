@@ -62,9 +62,25 @@ pub async fn serve(proxy: &Proxy, mut client: TcpStream, peer: SocketAddr) {
         .iter()
         .find(|h| h.name.eq_ignore_ascii_case("proxy-authorization"))
         .map(|h| h.value);
+    let source = peer.ip().to_canonical();
+    if let Some(left) = proxy.throttle.throttled(source) {
+        // The credential is not looked at: that is what bounds guessing.
+        proxy.metrics.count("denied", "throttled");
+        proxy.throttle.refused_throttled(source, left);
+        let head = format!(
+            "HTTP/1.1 429 Too Many Requests\r\nretry-after: {}\r\ncontent-length: 0\r\nconnection: close\r\n\r\n",
+            left.as_secs().max(1)
+        );
+        let _ = client.write_all(head.as_bytes()).await;
+        return;
+    }
     let Some(caller) = proxy.identify.identify(peer, auth) else {
         proxy.metrics.count("denied", "unauthenticated");
-        info!(%peer, "egress proxy: unknown caller refused");
+        let what = match auth {
+            Some(_) => "unknown or revoked credential",
+            None => "no credential",
+        };
+        proxy.throttle.failed(source, what);
         let _ = client
             .write_all(
                 b"HTTP/1.1 407 Proxy Authentication Required\r\nProxy-Authenticate: Basic realm=\"agentcomputer\"\r\ncontent-length: 0\r\nconnection: close\r\n\r\n",
@@ -91,7 +107,9 @@ pub async fn serve(proxy: &Proxy, mut client: TcpStream, peer: SocketAddr) {
         if !rest.is_empty() && upstream.write_all(rest).await.is_err() {
             return;
         }
-        let _ = tokio::io::copy_bidirectional(&mut client, &mut upstream).await;
+        if !crate::relay::relay(&mut client, &mut upstream, proxy.settings.idle_timeout).await {
+            info!(computer = %caller.computer, "egress proxy: idle connection closed");
+        }
         return;
     }
     let (dest, origin) = match parse_absolute(target) {
@@ -127,7 +145,9 @@ pub async fn serve(proxy: &Proxy, mut client: TcpStream, peer: SocketAddr) {
     if upstream.write_all(&upstream_head).await.is_err() {
         return;
     }
-    let _ = tokio::io::copy_bidirectional(&mut client, &mut upstream).await;
+    if !crate::relay::relay(&mut client, &mut upstream, proxy.settings.idle_timeout).await {
+        info!(computer = %caller.computer, "egress proxy: idle connection closed");
+    }
 }
 
 /// The `Host` value for `dest`: the port only when it is not 80, the

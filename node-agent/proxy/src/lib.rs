@@ -10,15 +10,20 @@
 //! connection (the listener it came in on, its source address, or a
 //! credential the agent issued) to a computer; a connection it cannot map
 //! gets `407` and nothing else, so the proxy is not open to anything it
-//! does not know.
+//! does not know. Wrong credentials are bounded per source address
+//! ([`GuessLimits`]): past the budget a source gets `429` and its
+//! credentials are not checked until the budget refills.
 //!
 //! Every decision is logged (`tracing`, target `agentcomputer_proxy`) and
 //! counted ([`Metrics`]).
 
 mod connection;
 mod identify;
+mod limits;
 mod metrics;
+mod relay;
 mod target;
+mod throttle;
 
 use std::sync::Arc;
 
@@ -27,8 +32,11 @@ use tokio_util::sync::CancellationToken;
 use tracing::warn;
 
 pub use identify::{BySource, Caller, CredentialGuard, Credentials, Fixed, Identify};
+pub use limits::{Admitted, ConnectionLimits, DEFAULT_PER_COMPUTER, Refusal};
 pub use metrics::Metrics;
 pub use target::{TargetError, parse_authority};
+pub use throttle::GuessLimits;
+use throttle::Throttle;
 
 /// Limits of one proxied connection.
 #[derive(Debug, Clone, Copy)]
@@ -39,15 +47,23 @@ pub struct Settings {
     pub head_timeout: std::time::Duration,
     /// Time to connect to one upstream address.
     pub connect_timeout: std::time::Duration,
+    /// Bounds on wrong credentials per source ([`GuessLimits`]).
+    pub guesses: GuessLimits,
+    /// A tunnel or forwarded request in which nothing moved either way for
+    /// this long is closed.
+    pub idle_timeout: std::time::Duration,
 }
 
 impl Default for Settings {
-    /// 64 KiB heads, 30 s to send one, 10 s to connect.
+    /// 64 KiB heads, 10 s to send one, 10 s to connect, the default
+    /// [`GuessLimits`], 5 minutes idle.
     fn default() -> Settings {
         Settings {
             max_head_bytes: 64 * 1024,
-            head_timeout: std::time::Duration::from_secs(30),
+            head_timeout: std::time::Duration::from_secs(10),
             connect_timeout: std::time::Duration::from_secs(10),
+            guesses: GuessLimits::default(),
+            idle_timeout: std::time::Duration::from_secs(300),
         }
     }
 }
@@ -58,6 +74,11 @@ pub struct Proxy {
     identify: Arc<dyn Identify>,
     metrics: Metrics,
     settings: Settings,
+    throttle: Arc<Throttle>,
+    limits: ConnectionLimits,
+    /// The key this listener's connections are counted under.
+    key: Arc<str>,
+    accept_log: Arc<std::sync::Mutex<Option<std::time::Instant>>>,
 }
 
 impl Proxy {
@@ -67,12 +88,43 @@ impl Proxy {
             identify,
             metrics,
             settings: Settings::default(),
+            throttle: Arc::new(Throttle::new(GuessLimits::default())),
+            limits: ConnectionLimits::default(),
+            key: Arc::from("proxy"),
+            accept_log: Arc::default(),
+        }
+    }
+
+    /// The same proxy counting its connections in `limits` (shared with
+    /// the agent's other proxies) under `key` (the computer whose listener
+    /// this is, or a name for a shared listener). Past a limit a new
+    /// connection is closed at once, counted as
+    /// `denied/too-many-connections` and logged (at most one line a
+    /// second per proxy).
+    pub fn with_limits(mut self, limits: ConnectionLimits, key: &str) -> Proxy {
+        self.limits = limits;
+        self.key = Arc::from(key);
+        self
+    }
+
+    /// Logs `message` at `WARN` unless this proxy logged one in the last
+    /// second.
+    fn warn_limited(&self, message: &str, error: Option<&std::io::Error>) {
+        let mut last = self.accept_log.lock().unwrap_or_else(|p| p.into_inner());
+        if last.is_some_and(|t| t.elapsed() < std::time::Duration::from_secs(1)) {
+            return;
+        }
+        *last = Some(std::time::Instant::now());
+        match error {
+            Some(e) => warn!(listener = %self.key, error = %e, "{message}"),
+            None => warn!(listener = %self.key, "{message}"),
         }
     }
 
     /// The same proxy with other limits.
     pub fn with_settings(mut self, settings: Settings) -> Proxy {
         self.settings = settings;
+        self.throttle = Arc::new(Throttle::new(settings.guesses));
         self
     }
 
@@ -87,9 +139,28 @@ impl Proxy {
             };
             match accepted {
                 Ok((stream, peer)) => {
+                    let admitted = match self.limits.admit(&self.key) {
+                        Ok(a) => a,
+                        Err(why) => {
+                            // Closed at once: the descriptor is back.
+                            drop(stream);
+                            self.metrics.count("denied", "too-many-connections");
+                            let message = match why {
+                                Refusal::PerComputer => {
+                                    "egress proxy: connection refused: the computer holds its limit of proxy connections"
+                                }
+                                Refusal::Total => {
+                                    "egress proxy: connection refused: the proxies hold the agent's limit of connections"
+                                }
+                            };
+                            self.warn_limited(message, None);
+                            continue;
+                        }
+                    };
                     let proxy = self.clone();
                     let stop = stop.clone();
                     tokio::spawn(async move {
+                        let _admitted = admitted;
                         tokio::select! {
                             () = stop.cancelled() => {}
                             () = connection::serve(&proxy, stream, peer) => {}
@@ -97,8 +168,10 @@ impl Proxy {
                     });
                 }
                 Err(e) => {
-                    warn!(error = %e, "egress proxy: accept failed");
-                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                    // EMFILE and its kind: wait for descriptors to come
+                    // back rather than spin.
+                    self.warn_limited("egress proxy: accept failed; retrying", Some(&e));
+                    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
                 }
             }
         }

@@ -6,7 +6,9 @@ use prometheus::{IntCounterVec, Opts, Registry};
 /// `agentcomputer_egress_proxy_decisions_total{decision, reason}`:
 /// `decision` is `allowed`, `denied` or `failed`; `reason` is empty for
 /// allowed, one of `deny-all`, `not-listed`, `metadata`, `local`, `node`,
-/// `unauthenticated`, `bad-request` for denied, and `lookup`, `connect`
+/// `unauthenticated`, `throttled` (a source past its wrong-credential
+/// budget, answered `429`), `too-many-connections` (closed at accept: a
+/// [`crate::ConnectionLimits`] limit), `bad-request` for denied, and `lookup`, `connect`
 /// for failed. Cheap to clone (one shared counter).
 #[derive(Clone)]
 pub struct Metrics {

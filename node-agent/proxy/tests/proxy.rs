@@ -223,3 +223,93 @@ async fn a_credential_listener_serves_only_issued_credentials() {
     assert_eq!(metrics.get("denied", "unauthenticated"), 2);
     stop.cancel();
 }
+
+/// Whether the proxy closed `s` (EOF or reset) within `within`.
+async fn closed_within(s: &mut TcpStream, within: std::time::Duration) -> bool {
+    let mut buf = [0u8; 64];
+    matches!(
+        tokio::time::timeout(within, s.read(&mut buf)).await,
+        Ok(Ok(0) | Err(_))
+    )
+}
+
+#[tokio::test]
+async fn connections_past_the_computers_limit_are_closed_at_once() {
+    let (up, _) = upstream().await;
+    let metrics = Metrics::new();
+    let limits = agentcomputer_proxy::ConnectionLimits::new(100, 3);
+    let caller = Caller {
+        computer: "demo".into(),
+        policy: policy(up),
+    };
+    let proxy =
+        Proxy::new(Arc::new(Fixed(caller)), metrics.clone()).with_limits(limits.clone(), "demo");
+    let (port, stop) = start(proxy).await;
+    let mut held = Vec::new();
+    for _ in 0..3 {
+        held.push(TcpStream::connect(("127.0.0.1", port)).await.unwrap());
+    }
+    let mut extra = TcpStream::connect(("127.0.0.1", port)).await.unwrap();
+    assert!(
+        closed_within(&mut extra, std::time::Duration::from_secs(5)).await,
+        "a fourth connection of the computer was kept"
+    );
+    assert_eq!(metrics.get("denied", "too-many-connections"), 1);
+    assert_eq!(limits.open("demo"), 3);
+    // A place freed is a place again.
+    drop(held.pop());
+    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    let got = exchange(
+        port,
+        &format!("GET http://127.0.0.1:{up}/ HTTP/1.1\r\n\r\n"),
+    )
+    .await;
+    assert!(got.contains("hello GET / HTTP/1.1"), "{got}");
+    stop.cancel();
+}
+
+#[tokio::test]
+async fn idle_tunnels_and_silent_clients_are_closed() {
+    // A server that accepts and never says anything.
+    let silent = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let silent_port = silent.local_addr().unwrap().port();
+    tokio::spawn(async move {
+        let mut kept = Vec::new();
+        while let Ok((s, _)) = silent.accept().await {
+            kept.push(s);
+        }
+    });
+    let caller = Caller {
+        computer: "demo".into(),
+        policy: policy(silent_port),
+    };
+    let settings = agentcomputer_proxy::Settings {
+        idle_timeout: std::time::Duration::from_millis(300),
+        head_timeout: std::time::Duration::from_millis(300),
+        ..Default::default()
+    };
+    let proxy = Proxy::new(Arc::new(Fixed(caller)), Metrics::new()).with_settings(settings);
+    let (port, stop) = start(proxy).await;
+    let mut tunnel = TcpStream::connect(("127.0.0.1", port)).await.unwrap();
+    tunnel
+        .write_all(format!("CONNECT 127.0.0.1:{silent_port} HTTP/1.1\r\n\r\n").as_bytes())
+        .await
+        .unwrap();
+    let mut head = [0u8; 39];
+    tunnel.read_exact(&mut head).await.unwrap();
+    assert!(
+        head.starts_with(b"HTTP/1.1 200"),
+        "{:?}",
+        String::from_utf8_lossy(&head)
+    );
+    assert!(
+        closed_within(&mut tunnel, std::time::Duration::from_secs(5)).await,
+        "an idle tunnel was kept"
+    );
+    let mut silent_client = TcpStream::connect(("127.0.0.1", port)).await.unwrap();
+    assert!(
+        closed_within(&mut silent_client, std::time::Duration::from_secs(5)).await,
+        "a client that sent no request head was kept"
+    );
+    stop.cancel();
+}

@@ -31,9 +31,10 @@
 use std::io;
 
 use agentcomputer_fs::{FileKind, ROOT_INO};
+use axum::Extension;
 use axum::Router;
 use axum::body::{Body, Bytes};
-use axum::extract::{Path, Query, State};
+use axum::extract::{ConnectInfo, Path, Query, State};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::response::Response;
 use axum::routing::get;
@@ -48,6 +49,7 @@ use super::range::{self, Plan};
 use super::{ROUTE, Sharer, now_unix_seconds};
 use crate::api::paths::ApiPath;
 use crate::blocking::blocking;
+use crate::gate::{GatedListener, Ticket};
 use crate::registry::RegistryError;
 
 /// Largest piece read from the engine and sent at once, in bytes.
@@ -74,13 +76,18 @@ pub fn router(sharer: Sharer) -> Router {
         .with_state(sharer)
 }
 
-/// Serves `sharer`'s links on `listener` until `stop`.
+/// Serves `sharer`'s links on `listener` until `stop`, behind a gate
+/// ([`crate::gate`], bounds from [`super::ShareConfig::gate`]): a
+/// connection counts as authenticated once a link it asked for checked
+/// out.
 pub async fn serve(
     listener: TcpListener,
     sharer: Sharer,
     stop: CancellationToken,
 ) -> io::Result<()> {
-    axum::serve(listener, router(sharer))
+    let gated = GatedListener::new(listener, sharer.config().gate, "share");
+    let app = router(sharer).into_make_service_with_connect_info::<Ticket>();
+    axum::serve(gated, app)
         .with_graceful_shutdown(async move { stop.cancelled().await })
         .await
 }
@@ -106,6 +113,7 @@ fn forbidden(reason: &str) -> Response {
 
 async fn download(
     State(sharer): State<Sharer>,
+    ticket: Option<Extension<ConnectInfo<Ticket>>>,
     Path((computer, path)): Path<(String, String)>,
     Query(query): Query<LinkQuery>,
     method: Method,
@@ -134,6 +142,10 @@ async fn download(
     };
     if !key.verify(&computer, expires, &path, &sig) {
         return forbidden(INVALID);
+    }
+    // A genuine link, even an expired one: its holder is no stranger.
+    if let Some(Extension(ConnectInfo(ticket))) = &ticket {
+        ticket.authenticated();
     }
     if now_unix_seconds() >= expires {
         return forbidden(EXPIRED);

@@ -102,6 +102,10 @@ pub struct ShareConfig {
     pub max_downloads: usize,
     /// A download whose client takes nothing for this long is ended.
     pub idle_timeout: Duration,
+    /// Bounds on the share port's connections: a connection is
+    /// authenticated once it asked for a link whose signature checks out
+    /// ([`crate::gate`]).
+    pub gate: crate::gate::GateConfig,
 }
 
 impl ShareConfig {
@@ -111,6 +115,7 @@ impl ShareConfig {
             base_url,
             max_downloads: DEFAULT_MAX_DOWNLOADS,
             idle_timeout: DEFAULT_IDLE_TIMEOUT,
+            gate: crate::gate::GateConfig::default(),
         }
     }
 }

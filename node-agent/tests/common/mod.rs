@@ -81,6 +81,17 @@ impl Agent {
         Self::spawn(wrapper, data, extra, |_| {})
     }
 
+    /// Like [`Agent::start_wrapped`], letting `setup` change the command
+    /// first.
+    pub fn start_wrapped_with(
+        wrapper: Command,
+        data: &Path,
+        extra: &[&str],
+        setup: impl FnOnce(&mut Command),
+    ) -> Agent {
+        Self::spawn(wrapper, data, extra, setup)
+    }
+
     /// The agent's process id.
     pub fn pid(&self) -> u32 {
         self.child.as_ref().expect("running").id()
