@@ -904,6 +904,7 @@ impl Registry {
                     path: path.clone(),
                     computer: slot.name.clone(),
                     init: hex::encode(init.as_bytes()),
+                    dev: m.handle.device(),
                 };
                 batch.push((held, fd.try_clone()?));
             }
@@ -930,7 +931,32 @@ impl Registry {
         let mut resumed = 0;
         for (h, fd) in held {
             let started = std::time::Instant::now();
+            // The mount's root, found without following the path: it is
+            // unmounted through it, never through the path.
+            let (p, dev) = (h.path.clone(), h.dev);
+            let root = match blocking(move || agentcomputer_fuse::find_mount_root(&p, dev)).await {
+                Ok(Some(root)) => Some(root),
+                Ok(None) => {
+                    warn!(computer = %h.computer, path = %h.path.display(), "cannot find the root of a host mount of a previous run without following its path");
+                    None
+                }
+                Err(e) => {
+                    warn!(computer = %h.computer, path = %h.path.display(), error = %e, "cannot find the root of a host mount of a previous run");
+                    None
+                }
+            };
             let result = async {
+                let root = match &root {
+                    Some(root) => root.try_clone(),
+                    None => Err(io::Error::new(
+                        io::ErrorKind::NotFound,
+                        "its mount cannot be found without following a link",
+                    )),
+                }
+                .map_err(|source| RegistryError::Mount {
+                    path: h.path.display().to_string(),
+                    source,
+                })?;
                 let init = hex::decode(&h.init)
                     .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
                     .and_then(agentcomputer_fuse::InitRecord::from_bytes)
@@ -959,7 +985,7 @@ impl Registry {
                     let kept = fd.try_clone()?;
                     agentcomputer_fuse::resume_connection(fs, fd, opts, init).map(|conn| {
                         HostMount {
-                            handle: MountHandle::resumed(path, conn),
+                            handle: MountHandle::resumed(path, conn).with_root(root),
                             fd: Some(kept),
                         }
                     })
@@ -979,11 +1005,23 @@ impl Registry {
                     info!(computer = %h.computer, path = %h.path.display(), took = ?started.elapsed(), "resumed a host mount served by a previous run");
                 }
                 Err(e) => {
-                    warn!(computer = %h.computer, path = %h.path.display(), error = %e, "cannot resume a host mount of a previous run: unmounting it");
-                    let p = h.path.clone();
-                    let _ =
-                        blocking(move || nix::mount::umount2(&p, nix::mount::MntFlags::MNT_DETACH))
-                            .await;
+                    // Detached through its root, wherever it is; one that
+                    // cannot be found is never unmounted by path: its
+                    // connection ends when the holder lets go, and the
+                    // mount is left dead (ENOTCONN) where it is.
+                    match root {
+                        Some(root) => {
+                            warn!(computer = %h.computer, path = %h.path.display(), error = %e, "cannot resume a host mount of a previous run: unmounting it");
+                            if let Err(e) =
+                                blocking(move || agentcomputer_fuse::detach_mount(&root)).await
+                            {
+                                warn!(path = %h.path.display(), error = %e, "unmount failed");
+                            }
+                        }
+                        None => {
+                            warn!(computer = %h.computer, path = %h.path.display(), error = %e, "cannot resume a host mount of a previous run: ending its connection; the mount is left dead where it is");
+                        }
+                    }
                     self.let_go(&h.path).await;
                 }
             }
@@ -1188,6 +1226,7 @@ impl Registry {
                         init: hex::encode(
                             handle.init_record().expect("a connection mount").as_bytes(),
                         ),
+                        dev: handle.device(),
                     };
                     holder.keep(&held, kept.as_fd())?;
                     Ok(HostMount {

@@ -1089,8 +1089,9 @@ async fn an_agent_that_is_not_root_refuses_mounts_saying_why() {
 /// recorded path to a tmpfs (the decoy). The unmount is refused with
 /// ELOOP naming the path and the decoy stays mounted; with a plain
 /// directory planted instead it is refused with EBUSY. The moved mount
-/// is not forgotten: deleting the computer detaches it where it now is,
-/// and nothing of the computer stays mounted anywhere.
+/// is not forgotten, by this agent nor by the next one after a kill:
+/// deleting the computer detaches it where it now is, and nothing of the
+/// computer stays mounted anywhere.
 #[tokio::test(flavor = "multi_thread")]
 async fn unmount_through_a_planted_link_is_refused_and_delete_still_detaches() {
     use std::os::unix::process::CommandExt;
@@ -1188,6 +1189,21 @@ async fn unmount_through_a_planted_link_is_refused_and_delete_still_detaches() {
     );
     decoy_intact("through a replaced directory");
     assert_eq!(recorded(data.path()).len(), 1, "the mount was forgotten");
+
+    // A killed agent's successor takes the mount over and refuses alike.
+    as_nobody("rm -r b && ln -s y b");
+    drop(c);
+    drop(agent);
+    let agent = Agent::start(data.path(), &[]);
+    let mut c = agent.client().await;
+    let err = unmount(&mut c, "q1", &mnt).await.unwrap_err();
+    assert_eq!(err.code(), Code::FailedPrecondition, "{}", err.message());
+    assert!(err.message().starts_with("ELOOP: "), "{}", err.message());
+    decoy_intact("by the next agent");
+    assert_eq!(
+        std::fs::read_to_string(ev.join("b_old/mnt/mine")).unwrap(),
+        "computer\n"
+    );
 
     c.delete_computer(pb::DeleteComputerRequest { name: "q1".into() })
         .await

@@ -252,6 +252,15 @@ impl MountHandle {
         }
     }
 
+    /// The device (`st_dev`) of the mount, for a handle with a root
+    /// descriptor ([`MountHandle::with_root`]): what
+    /// [`crate::find_mount_root`] finds the mount by again in another
+    /// process. `None` without a root descriptor or when `statx(2)` fails.
+    pub fn device(&self) -> Option<u64> {
+        let root = self.root.as_ref()?;
+        crate::unmount_at::device(root.as_fd()).ok()
+    }
+
     /// This handle, unmounting through `root`, a descriptor of the mount's
     /// root (an `fsmount(2)` descriptor, or an `O_PATH` one opened at the
     /// mountpoint without following links), instead of through its path.

@@ -60,11 +60,7 @@ fn refused(mountpoint: &Path, errno: i32) -> io::Error {
 ///
 /// Errors: [`NotThisMount`] with `ELOOP` or `EBUSY`; `statx(2)` errors.
 pub(crate) fn check_leads_to(root: BorrowedFd<'_>, mountpoint: &Path) -> io::Result<()> {
-    use nix::fcntl::{OFlag, OpenHow, ResolveFlag};
-    let how = OpenHow::new()
-        .flags(OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC)
-        .resolve(ResolveFlag::RESOLVE_NO_SYMLINKS | ResolveFlag::RESOLVE_NO_MAGICLINKS);
-    let here = match nix::fcntl::openat2(nix::fcntl::AT_FDCWD, mountpoint, how) {
+    let here = match open_no_follow(mountpoint) {
         Ok(fd) => fd,
         Err(nix::errno::Errno::ELOOP) => return Err(refused(mountpoint, libc::ELOOP)),
         Err(_) => return Err(refused(mountpoint, libc::EBUSY)),
@@ -73,6 +69,23 @@ pub(crate) fn check_leads_to(root: BorrowedFd<'_>, mountpoint: &Path) -> io::Res
         return Err(refused(mountpoint, libc::EBUSY));
     }
     Ok(())
+}
+
+/// Opens the directory `path` as `O_PATH` (nothing is read, a dead FUSE
+/// mount's root opens too), following no symbolic link in any component
+/// (openat2(2) `RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS`: `ELOOP`).
+pub(crate) fn open_no_follow(path: &Path) -> nix::Result<OwnedFd> {
+    use nix::fcntl::{OFlag, OpenHow, ResolveFlag};
+    let how = OpenHow::new()
+        .flags(OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC)
+        .resolve(ResolveFlag::RESOLVE_NO_SYMLINKS | ResolveFlag::RESOLVE_NO_MAGICLINKS);
+    nix::fcntl::openat2(nix::fcntl::AT_FDCWD, path, how)
+}
+
+/// The mount id (as in field 1 of `/proc/self/mountinfo`) of the mount
+/// `fd` is on. Errors: `statx(2)`; a kernel before 5.8 (no mount id).
+pub(crate) fn mount_id(fd: BorrowedFd<'_>) -> io::Result<u64> {
+    Ok(identity(fd)?.0)
 }
 
 /// (mount id, device major, device minor, inode) of what `fd` refers to.
@@ -102,11 +115,73 @@ fn identity(fd: BorrowedFd<'_>) -> io::Result<(u64, u32, u32, u64)> {
 /// detached (by someone else) is not an error. Processes holding files in
 /// the mount keep them; the mount ends when the last one, and `root`, are
 /// closed. Errors: the errno of `umount2(2)`.
-pub(crate) fn detach(root: &OwnedFd) -> io::Result<()> {
+pub fn detach(root: &OwnedFd) -> io::Result<()> {
     let own = format!("/proc/self/fd/{}", root.as_raw_fd());
     match nix::mount::umount2(own.as_str(), nix::mount::MntFlags::MNT_DETACH) {
         // No longer in this namespace's tree: detached already.
         Ok(()) | Err(nix::errno::Errno::EINVAL) => Ok(()),
         Err(e) => Err(e.into()),
     }
+}
+
+/// The device (`st_dev`, as `makedev(major, minor)`) of the filesystem
+/// `root` is on: for a FUSE mount, its connection's, unique while the
+/// connection lives (a connection ends with its superblock). Errors:
+/// `statx(2)`.
+pub(crate) fn device(root: BorrowedFd<'_>) -> io::Result<u64> {
+    let (_, major, minor, _) = identity(root)?;
+    Ok(rustix::fs::makedev(major, minor))
+}
+
+/// Finds the root of the mount of device `dev` (see
+/// [`crate::MountHandle::device`]) and opens it (`O_PATH`) without
+/// following any link: first at `mountpoint`, else wherever
+/// `/proc/self/mountinfo` shows a mount of that device now (a directory
+/// of its path may have been renamed). `dev` `None` (not known) accepts
+/// only a mount root at `mountpoint`. `Ok(None)` when none is found.
+/// Errors: reading mountinfo.
+pub fn find_mount_root(mountpoint: &Path, dev: Option<u64>) -> io::Result<Option<OwnedFd>> {
+    let is_root_of = |fd: &OwnedFd| -> bool {
+        let Ok(st) = statx(
+            fd,
+            "",
+            AtFlags::EMPTY_PATH,
+            StatxFlags::INO | StatxFlags::MNT_ID,
+        ) else {
+            return false;
+        };
+        let mount_root = st
+            .stx_attributes_mask
+            .contains(rustix::fs::StatxAttributes::MOUNT_ROOT)
+            && st
+                .stx_attributes
+                .contains(rustix::fs::StatxAttributes::MOUNT_ROOT);
+        let same = dev.is_none_or(|d| rustix::fs::makedev(st.stx_dev_major, st.stx_dev_minor) == d);
+        mount_root && same
+    };
+    if let Ok(fd) = open_no_follow(mountpoint)
+        && is_root_of(&fd)
+    {
+        return Ok(Some(fd));
+    }
+    let Some(dev) = dev else {
+        return Ok(None);
+    };
+    let wanted = format!("{}:{}", rustix::fs::major(dev), rustix::fs::minor(dev));
+    let info = std::fs::read("/proc/self/mountinfo")?;
+    for line in info.split(|&b| b == b'\n').rev() {
+        let fields: Vec<&[u8]> = line.split(|&b| b == b' ').collect();
+        if fields.get(2).copied() != Some(wanted.as_bytes()) {
+            continue;
+        }
+        let Some(entry) = crate::stale::parse_mountinfo_line(line) else {
+            continue;
+        };
+        if let Ok(fd) = open_no_follow(&entry.mountpoint)
+            && is_root_of(&fd)
+        {
+            return Ok(Some(fd));
+        }
+    }
+    Ok(None)
 }
