@@ -93,7 +93,9 @@ fn identity(fd: BorrowedFd<'_>) -> io::Result<(u64, u32, u32, u64)> {
     let st = statx(
         fd,
         "",
-        AtFlags::EMPTY_PATH,
+        // Cached attributes: a FUSE mount whose server is dead, or not
+        // serving yet, is never asked.
+        AtFlags::EMPTY_PATH | AtFlags::STATX_DONT_SYNC,
         StatxFlags::INO | StatxFlags::MNT_ID,
     )?;
     if st.stx_mask & StatxFlags::MNT_ID.bits() == 0 {
@@ -145,7 +147,9 @@ pub fn find_mount_root(mountpoint: &Path, dev: Option<u64>) -> io::Result<Option
         let Ok(st) = statx(
             fd,
             "",
-            AtFlags::EMPTY_PATH,
+            // Cached attributes: a FUSE mount whose server is dead, or not
+            // serving yet, is never asked.
+            AtFlags::EMPTY_PATH | AtFlags::STATX_DONT_SYNC,
             StatxFlags::INO | StatxFlags::MNT_ID,
         ) else {
             return false;
