@@ -1641,7 +1641,6 @@ async fn live_info(lease: Lease) -> Result<ComputerInfo, RegistryError> {
     })
 }
 
-/// Unmounts every host mount of `slot`, logging failures.
 /// The errno of a refused unmount ([`agentcomputer_fuse::NotThisMount`]:
 /// the path no longer leads to the mount), `None` for any other error.
 fn not_this_mount(e: &io::Error) -> Option<i32> {
@@ -1650,6 +1649,8 @@ fn not_this_mount(e: &io::Error) -> Option<i32> {
         .map(|n| n.errno)
 }
 
+/// Unmounts every host mount of `slot`, wherever each is now (through
+/// its root descriptor), logging failures.
 async fn unmount_all(slot: &Arc<Slot>, inner: &Inner) {
     let handles: Vec<(PathBuf, HostMount)> = lock(&slot.mounts).drain().collect();
     for (path, mount) in handles {
