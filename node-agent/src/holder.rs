@@ -29,10 +29,10 @@
 //! as `SCM_RIGHTS` on the record it belongs to. One agent at a time; a new
 //! connection replaces the previous one only once the previous agent's
 //! connection is closed (a second one while it is open is refused).
-//! * `keep {path, computer, init}` + descriptor → `ok`: hold it (`path`
+//! * `keep {path, computer, init[, dev]}` + descriptor → `ok`: hold it (`path`
 //!   is the key; a second `keep` for a path replaces the first);
 //! * `drop {path}` → `ok`;
-//! * `list` → one `entry {path, computer, init}` + a duplicate descriptor
+//! * `list` → one `entry {path, computer, init[, dev]}` + a duplicate descriptor
 //!   per held connection, then `end`.
 
 use std::collections::HashMap;
@@ -89,6 +89,11 @@ pub struct Held {
     pub computer: String,
     /// Hex of the connection's `FUSE_INIT` record.
     pub init: String,
+    /// The mount's device (`st_dev`), by which the next agent finds the
+    /// mount's root again without following the path
+    /// (`agentcomputer_fuse::find_mount_root`); absent when not known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dev: Option<u64>,
 }
 
 fn send(fd: BorrowedFd<'_>, msg: &Message, with: Option<BorrowedFd<'_>>) -> io::Result<()> {
@@ -500,6 +505,7 @@ mod tests {
             path: "/m".into(),
             computer: "demo".into(),
             init: "28".into(),
+            dev: None,
         });
         assert_eq!(
             serde_json::to_string(&keep).unwrap(),

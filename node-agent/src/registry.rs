@@ -108,6 +108,20 @@ pub enum RegistryError {
         path: String,
         refused: agentcomputer_fuse::NosymfollowRefused,
     },
+    /// `unmount` at a path with a symbolic link in it: the link could be
+    /// another user's, leading the unmount to a mount the caller never
+    /// named. The computer's mount is kept.
+    #[error(
+        "cannot unmount at {path}: a component of the path is a symbolic link, and host mounts follow none; nothing was unmounted, and the computer's mount stays until it is unmounted by a path without links or the computer is deleted"
+    )]
+    UnmountThroughLink { path: String },
+    /// `unmount` at a path that no longer leads to the computer's mount
+    /// (a directory of it was renamed or replaced, or another mount
+    /// covers it). The computer's mount is kept.
+    #[error(
+        "cannot unmount at {path}: the path no longer leads to this computer's mount (a directory of it was moved or replaced, or another mount covers it); nothing was unmounted, and the computer's mount stays until the path leads to it again or the computer is deleted"
+    )]
+    UnmountElsewhere { path: String },
     /// `unmount` of a path where this agent has no mount of the computer.
     #[error("computer \"{name}\" is not mounted at {path}")]
     NotMounted { name: String, path: String },
@@ -900,6 +914,7 @@ impl Registry {
                     path: path.clone(),
                     computer: slot.name.clone(),
                     init: hex::encode(init.as_bytes()),
+                    dev: m.handle.device(),
                 };
                 batch.push((held, fd.try_clone()?));
             }
@@ -926,7 +941,32 @@ impl Registry {
         let mut resumed = 0;
         for (h, fd) in held {
             let started = std::time::Instant::now();
+            // The mount's root, found without following the path: it is
+            // unmounted through it, never through the path.
+            let (p, dev) = (h.path.clone(), h.dev);
+            let root = match blocking(move || agentcomputer_fuse::find_mount_root(&p, dev)).await {
+                Ok(Some(root)) => Some(root),
+                Ok(None) => {
+                    warn!(computer = %h.computer, path = %h.path.display(), "cannot find the root of a host mount of a previous run without following its path");
+                    None
+                }
+                Err(e) => {
+                    warn!(computer = %h.computer, path = %h.path.display(), error = %e, "cannot find the root of a host mount of a previous run");
+                    None
+                }
+            };
             let result = async {
+                let root = match &root {
+                    Some(root) => root.try_clone(),
+                    None => Err(io::Error::new(
+                        io::ErrorKind::NotFound,
+                        "its mount cannot be found without following a link",
+                    )),
+                }
+                .map_err(|source| RegistryError::Mount {
+                    path: h.path.display().to_string(),
+                    source,
+                })?;
                 let init = hex::decode(&h.init)
                     .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
                     .and_then(agentcomputer_fuse::InitRecord::from_bytes)
@@ -955,7 +995,7 @@ impl Registry {
                     let kept = fd.try_clone()?;
                     agentcomputer_fuse::resume_connection(fs, fd, opts, init).map(|conn| {
                         HostMount {
-                            handle: MountHandle::resumed(path, conn),
+                            handle: MountHandle::resumed(path, conn).with_root(root),
                             fd: Some(kept),
                         }
                     })
@@ -975,11 +1015,23 @@ impl Registry {
                     info!(computer = %h.computer, path = %h.path.display(), took = ?started.elapsed(), "resumed a host mount served by a previous run");
                 }
                 Err(e) => {
-                    warn!(computer = %h.computer, path = %h.path.display(), error = %e, "cannot resume a host mount of a previous run: unmounting it");
-                    let p = h.path.clone();
-                    let _ =
-                        blocking(move || nix::mount::umount2(&p, nix::mount::MntFlags::MNT_DETACH))
-                            .await;
+                    // Detached through its root, wherever it is; one that
+                    // cannot be found is never unmounted by path: its
+                    // connection ends when the holder lets go, and the
+                    // mount is left dead (ENOTCONN) where it is.
+                    match root {
+                        Some(root) => {
+                            warn!(computer = %h.computer, path = %h.path.display(), error = %e, "cannot resume a host mount of a previous run: unmounting it");
+                            if let Err(e) =
+                                blocking(move || agentcomputer_fuse::detach_mount(&root)).await
+                            {
+                                warn!(path = %h.path.display(), error = %e, "unmount failed");
+                            }
+                        }
+                        None => {
+                            warn!(computer = %h.computer, path = %h.path.display(), error = %e, "cannot resume a host mount of a previous run: ending its connection; the mount is left dead where it is");
+                        }
+                    }
                     self.let_go(&h.path).await;
                 }
             }
@@ -1184,6 +1236,7 @@ impl Registry {
                         init: hex::encode(
                             handle.init_record().expect("a connection mount").as_bytes(),
                         ),
+                        dev: handle.device(),
                     };
                     holder.keep(&held, kept.as_fd())?;
                     Ok(HostMount {
@@ -1224,9 +1277,13 @@ impl Registry {
 
     /// Unmounts the mount of computer `name` at `path` and updates the
     /// record. A busy mount is detached lazily. A dead mount of `name` that
-    /// a killed previous run left at `path` is removed. Errors:
-    /// `InvalidName`, `NotMounted`, `Mount` with `EINVAL` (relative path)
-    /// or the errno of `umount2(2)`.
+    /// a killed previous run left at `path` is removed. The mount is
+    /// unmounted only when `path`, resolved without following any link,
+    /// still leads to it (checked on the mount's own descriptor, through
+    /// which it is then detached); otherwise it stays mounted and recorded.
+    /// Errors: `InvalidName`, `NotMounted`, `UnmountThroughLink` (a link in
+    /// the path), `UnmountElsewhere` (the path leads to another place),
+    /// `Mount` with `EINVAL` (relative path) or the errno of `umount2(2)`.
     pub async fn unmount(&self, name: &str, path: &Path) -> Result<(), RegistryError> {
         check_name(name)?;
         let mount_err = |errno: nix::errno::Errno| RegistryError::Mount {
@@ -1261,7 +1318,34 @@ impl Registry {
                 path: path.display().to_string(),
             });
         };
-        let result = blocking(move || handle.handle.unmount()).await;
+        let (result, kept) = blocking(move || {
+            let mut handle = handle;
+            match handle.handle.try_unmount() {
+                Err(e) if not_this_mount(&e).is_some() => (Err(e), Some(handle)),
+                r => (r, None),
+            }
+        })
+        .await;
+        if let Some(handle) = kept {
+            // The path was changed under the mount: it stays, recorded and
+            // served, and a delete detaches it through its descriptor.
+            let source = result.expect_err("refused");
+            let slot = lock(&self.inner.open).get(name).cloned();
+            if let Some(slot) = slot {
+                lock(&slot.mounts).insert(path.to_path_buf(), handle);
+            }
+            let errno = not_this_mount(&source).unwrap_or(nix::errno::Errno::EBUSY as i32);
+            warn!(computer = name, path = %path.display(), error = %source, "refused to unmount: the path no longer leads to the computer's mount");
+            return Err(if errno == nix::errno::Errno::ELOOP as i32 {
+                RegistryError::UnmountThroughLink {
+                    path: path.display().to_string(),
+                }
+            } else {
+                RegistryError::UnmountElsewhere {
+                    path: path.display().to_string(),
+                }
+            });
+        }
         self.let_go(path).await;
         self.save_mounts().await;
         result.map_err(|source| RegistryError::Mount {
@@ -1567,7 +1651,16 @@ async fn live_info(lease: Lease) -> Result<ComputerInfo, RegistryError> {
     })
 }
 
-/// Unmounts every host mount of `slot`, logging failures.
+/// The errno of a refused unmount ([`agentcomputer_fuse::NotThisMount`]:
+/// the path no longer leads to the mount), `None` for any other error.
+fn not_this_mount(e: &io::Error) -> Option<i32> {
+    e.get_ref()
+        .and_then(|inner| inner.downcast_ref::<agentcomputer_fuse::NotThisMount>())
+        .map(|n| n.errno)
+}
+
+/// Unmounts every host mount of `slot`, wherever each is now (through
+/// its root descriptor), logging failures.
 async fn unmount_all(slot: &Arc<Slot>, inner: &Inner) {
     let handles: Vec<(PathBuf, HostMount)> = lock(&slot.mounts).drain().collect();
     for (path, mount) in handles {

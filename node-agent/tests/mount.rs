@@ -1083,3 +1083,139 @@ async fn an_agent_that_is_not_root_refuses_mounts_saying_why() {
     assert_eq!(sh(&mut c, "demo", "echo ok").await.stdout, "ok\n");
     assert!(agent.stop().await.success());
 }
+
+/// Unmount never follows a link: another user who owns a directory of
+/// the mount's path moves the mount away and plants links that lead the
+/// recorded path to a tmpfs (the decoy). The unmount is refused with
+/// ELOOP naming the path and the decoy stays mounted; with a plain
+/// directory planted instead it is refused with EBUSY. The moved mount
+/// is not forgotten, by this agent nor by the next one after a kill:
+/// deleting the computer detaches it where it now is, and nothing of the
+/// computer stays mounted anywhere.
+#[tokio::test(flavor = "multi_thread")]
+async fn unmount_through_a_planted_link_is_refused_and_delete_still_detaches() {
+    use std::os::unix::process::CommandExt;
+    if !fuse_available() {
+        return;
+    }
+    let data = tempfile::tempdir().unwrap();
+    let host = tempfile::tempdir().unwrap();
+    let decoy = host.path().join("tm");
+    std::fs::create_dir(&decoy).unwrap();
+    nix::mount::mount(
+        Some("tmpfs"),
+        &decoy,
+        Some("tmpfs"),
+        nix::mount::MsFlags::empty(),
+        Some("size=1m"),
+    )
+    .unwrap();
+    std::fs::write(decoy.join("file"), "precious\n").unwrap();
+    let ev = host.path().join("ev");
+    let mnt = ev.join("b").join("mnt");
+    std::fs::create_dir_all(&mnt).unwrap();
+    let nobody = (
+        Some(nix::unistd::Uid::from_raw(65534)),
+        Some(nix::unistd::Gid::from_raw(65534)),
+    );
+    nix::unistd::chown(&ev, nobody.0, nobody.1).unwrap();
+    nix::unistd::chown(&ev.join("b"), nobody.0, nobody.1).unwrap();
+    let as_nobody = |script: &str| {
+        let out = std::process::Command::new("sh")
+            .args(["-c", script])
+            .current_dir(&ev)
+            .uid(65534)
+            .gid(65534)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{script}: {out:?}");
+    };
+    let agent = Agent::start(data.path(), &[]);
+    let mut c = agent.client().await;
+    create(&mut c, "q1", 0).await;
+    mount(&mut c, "q1", &mnt).await.unwrap();
+    std::fs::write(mnt.join("mine"), "computer\n").unwrap();
+    let decoy_text = decoy.to_str().unwrap();
+    as_nobody(&format!(
+        "mv b b_old && mkdir y && ln -s {decoy_text} y/mnt && ln -s {}/y b",
+        ev.display()
+    ));
+    let fs_type = |p: &Path| nix::sys::statfs::statfs(p).unwrap().filesystem_type();
+    let decoy_intact = |when: &str| {
+        assert_eq!(
+            fs_type(&decoy),
+            nix::sys::statfs::TMPFS_MAGIC,
+            "the decoy was unmounted {when}"
+        );
+        assert_eq!(
+            std::fs::read_to_string(decoy.join("file")).unwrap(),
+            "precious\n"
+        );
+    };
+
+    let err = unmount(&mut c, "q1", &mnt).await.unwrap_err();
+    assert_eq!(
+        (err.code(), err.message()),
+        (
+            Code::FailedPrecondition,
+            format!(
+                "ELOOP: cannot unmount at {}: a component of the path is a symbolic link, and host mounts follow none; nothing was unmounted, and the computer's mount stays until it is unmounted by a path without links or the computer is deleted",
+                mnt.display()
+            )
+            .as_str()
+        )
+    );
+    decoy_intact("through a link");
+    // The mount is still known, and still the computer's.
+    assert_eq!(recorded(data.path()).len(), 1, "the mount was forgotten");
+    assert_eq!(
+        std::fs::read_to_string(ev.join("b_old/mnt/mine")).unwrap(),
+        "computer\n"
+    );
+
+    // A plain directory where the mount was: not the computer's mount.
+    as_nobody("rm b && mkdir -p b/mnt");
+    let err = unmount(&mut c, "q1", &mnt).await.unwrap_err();
+    assert_eq!(
+        (err.code(), err.message()),
+        (
+            Code::FailedPrecondition,
+            format!(
+                "EBUSY: cannot unmount at {}: the path no longer leads to this computer's mount (a directory of it was moved or replaced, or another mount covers it); nothing was unmounted, and the computer's mount stays until the path leads to it again or the computer is deleted",
+                mnt.display()
+            )
+            .as_str()
+        )
+    );
+    decoy_intact("through a replaced directory");
+    assert_eq!(recorded(data.path()).len(), 1, "the mount was forgotten");
+
+    // A killed agent's successor takes the mount over and refuses alike.
+    as_nobody("rm -r b && ln -s y b");
+    drop(c);
+    drop(agent);
+    let agent = Agent::start(data.path(), &[]);
+    let mut c = agent.client().await;
+    let err = unmount(&mut c, "q1", &mnt).await.unwrap_err();
+    assert_eq!(err.code(), Code::FailedPrecondition, "{}", err.message());
+    assert!(err.message().starts_with("ELOOP: "), "{}", err.message());
+    decoy_intact("by the next agent");
+    assert_eq!(
+        std::fs::read_to_string(ev.join("b_old/mnt/mine")).unwrap(),
+        "computer\n"
+    );
+
+    c.delete_computer(pb::DeleteComputerRequest { name: "q1".into() })
+        .await
+        .unwrap();
+    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    assert!(
+        !mountinfo.contains("agentcomputer:q1"),
+        "the deleted computer is still mounted: {mountinfo}"
+    );
+    assert!(entries(&ev.join("b_old/mnt")).is_empty());
+    assert!(recorded(data.path()).is_empty());
+    decoy_intact("by the delete");
+    assert!(agent.stop().await.success());
+    nix::mount::umount(&decoy).unwrap();
+}

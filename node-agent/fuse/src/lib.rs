@@ -30,6 +30,7 @@ mod mount_at;
 mod options;
 mod server;
 mod stale;
+mod unmount_at;
 
 pub use connection::{
     ConnectionHandle, INIT_TIMEOUT, is_live, resume_connection, serve_connection,
@@ -39,3 +40,4 @@ pub use mount::{MountHandle, NosymfollowRefused, mount, mount_connection};
 pub use mount_at::mount_connection_at;
 pub use options::{DEFAULT_TTL, MountOptions, OwnerMap, SUBTYPE};
 pub use stale::{cleanup_stale_mounts, is_dead_mount};
+pub use unmount_at::{NotThisMount, detach as detach_mount, find_mount_root};

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use agentcomputer_fs::Fs;
 use fuser::{Config, MountOption, Session, SessionACL, SessionUnmounter};
 
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 
 use crate::connection::ConnectionHandle;
 use crate::handshake::InitRecord;
@@ -89,6 +89,7 @@ pub fn mount(fs: Fs, mountpoint: &Path, opts: MountOptions) -> io::Result<MountH
         .name(format!("fuse-session-{id}"))
         .spawn(move || session.run())?;
     Ok(MountHandle {
+        root: None,
         mountpoint: mountpoint.to_path_buf(),
         serving: Serving::Session {
             invalidator,
@@ -206,6 +207,10 @@ impl std::error::Error for NosymfollowRefused {}
 pub struct MountHandle {
     mountpoint: PathBuf,
     serving: Serving,
+    /// A descriptor of the mount's root, taken when it was made
+    /// ([`crate::mount_connection_at`]): the mount is unmounted through
+    /// it, never through the path, which can be changed under it.
+    root: Option<OwnedFd>,
 }
 
 /// How the mount is served.
@@ -243,7 +248,25 @@ impl MountHandle {
         MountHandle {
             mountpoint,
             serving: Serving::Connection(Some(conn)),
+            root: None,
         }
+    }
+
+    /// The device (`st_dev`) of the mount, for a handle with a root
+    /// descriptor ([`MountHandle::with_root`]): what
+    /// [`crate::find_mount_root`] finds the mount by again in another
+    /// process. `None` without a root descriptor or when `statx(2)` fails.
+    pub fn device(&self) -> Option<u64> {
+        let root = self.root.as_ref()?;
+        crate::unmount_at::device(root.as_fd()).ok()
+    }
+
+    /// This handle, unmounting through `root`, a descriptor of the mount's
+    /// root (an `fsmount(2)` descriptor, or an `O_PATH` one opened at the
+    /// mountpoint without following links), instead of through its path.
+    pub fn with_root(mut self, root: OwnedFd) -> MountHandle {
+        self.root = Some(root);
+        self
     }
 
     /// The connection's `FUSE_INIT` record, for a mount that can be
@@ -279,8 +302,28 @@ impl MountHandle {
     /// (`MNT_DETACH`): the path is free at once and processes holding files
     /// keep them until they close, served by the session until then.
     ///
+    /// A mount with a root descriptor ([`MountHandle::with_root`]) is
+    /// detached through it wherever it is now, whatever its path leads to.
+    ///
     /// Errors: the `io::Error` of `umount2(2)`.
     pub fn unmount(mut self) -> io::Result<()> {
+        self.shutdown()
+    }
+
+    /// Unmounts as [`MountHandle::unmount`] does, but only when the
+    /// mountpoint, resolved without following any symbolic link, still
+    /// leads to this very mount (checked on its root descriptor, see
+    /// [`MountHandle::with_root`]); otherwise nothing is unmounted and the
+    /// handle still holds the mount. A handle without a root descriptor
+    /// unmounts by path.
+    ///
+    /// Errors: [`crate::NotThisMount`] inside the `io::Error` (`ELOOP`: a
+    /// link in the path; `EBUSY`: the path leads elsewhere), or the
+    /// `io::Error` of `umount2(2)`.
+    pub fn try_unmount(&mut self) -> io::Result<()> {
+        if let (Some(root), Serving::Connection(Some(_))) = (&self.root, &self.serving) {
+            crate::unmount_at::check_leads_to(root.as_fd(), &self.mountpoint)?;
+        }
         self.shutdown()
     }
 
@@ -295,6 +338,14 @@ impl MountHandle {
                 let Some(conn) = conn.take() else {
                     return Ok(());
                 };
+                if let Some(root) = self.root.take() {
+                    crate::unmount_at::detach(&root)?;
+                    // The last reference of this process to the mount:
+                    // unless files in it are open, it ends here.
+                    drop(root);
+                    wait_ended(&self.mountpoint, &conn);
+                    return Ok(());
+                }
                 return unmount_connection(&self.mountpoint, &conn);
             }
         };
@@ -339,10 +390,16 @@ fn unmount_connection(mountpoint: &Path, conn: &ConnectionHandle) -> io::Result<
         Err(nix::errno::Errno::EBUSY) => lazy_unmount(mountpoint)?,
         Err(e) => return Err(e.into()),
     }
+    wait_ended(mountpoint, conn);
+    Ok(())
+}
+
+/// Waits up to [`DETACH_WAIT`] for the connection of a detached mount to
+/// end, logging when it does not (files in it are still open).
+fn wait_ended(mountpoint: &Path, conn: &ConnectionHandle) {
     if !conn.wait_ended(DETACH_WAIT) {
         tracing::info!(mountpoint = %mountpoint.display(), "mount detached while busy; its connection ends when the last file closes");
     }
-    Ok(())
 }
 
 impl Drop for MountHandle {

@@ -20,7 +20,8 @@ use crate::options::{MountOptions, SUBTYPE};
 /// for reading) as [`crate::mount_connection`] does over a path: a
 /// connection this process opened, served with
 /// [`crate::serve_connection`]; returns the handle (its mountpoint is
-/// `shown`, the path the caller resolved `dir` from, used to unmount) and
+/// `shown`, the path the caller resolved `dir` from; it unmounts through
+/// the mount's own descriptor, see [`MountHandle::try_unmount`]) and
 /// a duplicate of the connection's descriptor for a holder to keep.
 ///
 /// The mount is `fuse.agentcomputer` with source [`MountOptions::fsname`],
@@ -94,5 +95,10 @@ pub fn mount_connection_at(
     };
     let kept = dev.try_clone().map_err(undo)?;
     let conn = crate::serve_connection(fs, dev, opts).map_err(undo)?;
-    Ok((MountHandle::resumed(shown.to_path_buf(), conn), kept))
+    // The fsmount(2) descriptor stays the handle's way to this mount's
+    // root: it is unmounted through it, never through `shown`.
+    Ok((
+        MountHandle::resumed(shown.to_path_buf(), conn).with_root(mnt),
+        kept,
+    ))
 }

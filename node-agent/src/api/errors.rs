@@ -133,6 +133,8 @@ impl From<RegistryError> for Status {
             RegistryError::NotMounted { .. } => errno_detail(Errno::EINVAL, message),
             RegistryError::MountNotOwned { .. } => errno_detail(Errno::EPERM, message),
             RegistryError::MountThroughLink { .. } => errno_detail(Errno::ELOOP, message),
+            RegistryError::UnmountThroughLink { .. } => errno_detail(Errno::ELOOP, message),
+            RegistryError::UnmountElsewhere { .. } => errno_detail(Errno::EBUSY, message),
             RegistryError::MountNotEmpty { .. } => errno_detail(Errno::ENOTEMPTY, message),
             RegistryError::MountNeedsRoot { .. } => errno_detail(Errno::EPERM, message),
             RegistryError::MountUnsafe { refused, .. } => {
