@@ -138,6 +138,10 @@ pub struct PodTrouble {
 /// `PodInitializing`).
 const STARTING_REASONS: [&str; 2] = ["ContainerCreating", "PodInitializing"];
 
+/// The scheduler's message for a pod whose claims are not bound yet
+/// (kube-scheduler's VolumeBinding plugin, `ErrReasonUnboundImmediatePVC`).
+const UNBOUND_CLAIMS: &str = "pod has unbound immediate PersistentVolumeClaims";
+
 /// The first trouble found in `pod`'s status: the scheduler's
 /// `PodScheduled=False`, then an init container that failed or waits for a
 /// reason other than a normal start, then such a main container. `None`
@@ -150,6 +154,15 @@ pub fn pod_trouble(pod: &Pod) -> Option<PodTrouble> {
         .flatten()
         .find(|c| c.type_ == "PodScheduled" && c.status == "False");
     if let Some(c) = unschedulable {
+        // The claim made just before the pod is still binding: the
+        // scheduler tries again once it is bound, so this is a step of the
+        // start, not trouble.
+        if c.message
+            .as_deref()
+            .is_some_and(|m| m.contains(UNBOUND_CLAIMS))
+        {
+            return None;
+        }
         return Some(PodTrouble {
             reason: condition_reason(c.reason.as_deref(), "Unschedulable"),
             message: c.message.clone().unwrap_or_default(),
@@ -478,6 +491,13 @@ mod tests {
             (t.reason.as_str(), t.message.as_str()),
             ("Unschedulable", "0/1 nodes are available")
         );
+        // A claim still binding is a step of the start.
+        let binding = pod_with(serde_json::json!({
+            "phase": "Pending",
+            "conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+                "message": "0/1 nodes are available: pod has unbound immediate PersistentVolumeClaims. not found"}],
+        }));
+        assert_eq!(pod_trouble(&binding), None);
         let pod = pod_with(serde_json::json!({
             "phase": "Pending",
             "initContainerStatuses": [{"name": "install-runner", "image": "r", "imageID": "",
