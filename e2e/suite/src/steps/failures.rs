@@ -145,6 +145,30 @@ pub fn failed_reconcile_visible(cx: &mut Context) -> Result<String> {
     cx.tools
         .apply(&policy.to_string())?
         .ok("kubectl apply of the freezing policy")?;
+    // The API server takes a policy in asynchronously: wait until it
+    // refuses a (dry-run) change of the claim before changing the spec.
+    let deadline = Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let probe = cx.tools.kubectl(&[
+            "-n",
+            NS,
+            "annotate",
+            "pvc",
+            "frozen-workspace",
+            "e2e-probe=1",
+            "--overwrite",
+            "--dry-run=server",
+        ])?;
+        if probe.code != 0 && probe.stderr.contains("frozen by the e2e policy") {
+            break;
+        }
+        ensure!(
+            Instant::now() < deadline,
+            "the freezing policy did not take effect within 30 s: {}",
+            probe.stderr.trim()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
     // Any change makes the operator reconcile (and fail) at once.
     cx.apply_computer(
         "frozen",
