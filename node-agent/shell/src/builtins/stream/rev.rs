@@ -44,33 +44,61 @@ impl Command for Rev {
                     continue;
                 }
             };
-            let mut line: Vec<u8> = Vec::new();
+            // The unfinished line, as the pieces it came in: a long line is
+            // never joined into one growing buffer.
+            let mut parts: Vec<Vec<u8>> = Vec::new();
+            let mut held = 0u64;
             while let Some(piece) = input.read().await? {
                 let mut out = Vec::with_capacity(piece.len());
                 for chunk in piece.split_inclusive(|b| *b == b'\n') {
-                    match chunk.strip_suffix(b"\n") {
-                        Some(end) => {
-                            line.extend_from_slice(end);
-                            reversed(&line, &mut out);
-                            out.push(b'\n');
-                            line.clear();
-                        }
-                        None => {
-                            line.extend_from_slice(chunk);
-                            self.0
-                                .budget
-                                .admit(line.len() as u64, "the line rev holds")?;
-                        }
+                    let Some(text) = chunk.strip_suffix(b"\n") else {
+                        held += chunk.len() as u64;
+                        self.0.budget.admit(held, "the line rev holds")?;
+                        parts.push(chunk.to_vec());
+                        continue;
+                    };
+                    if parts.is_empty() {
+                        reversed(text, &mut out);
+                    } else {
+                        parts.push(text.to_vec());
+                        ctx.stdout.write_all(&std::mem::take(&mut out)).await?;
+                        write_reversed(&ctx, &parts).await?;
+                        parts.clear();
+                        held = 0;
                     }
+                    out.push(b'\n');
                 }
                 ctx.stdout.write_all(&out).await?;
             }
-            let mut out = Vec::new();
-            reversed(&line, &mut out);
-            ctx.stdout.write_all(&out).await?;
+            write_reversed(&ctx, &parts).await?;
         }
         Ok(CommandStatus::with_code(status))
     }
+}
+
+/// Writes the line made of `parts` with its characters in reverse order,
+/// a part at a time. A character split between two parts is written with
+/// the earlier part: up to 3 continuation bytes at the start of a part go
+/// with the part before it.
+async fn write_reversed(ctx: &CommandContext<'_>, parts: &[Vec<u8>]) -> bashkit::Result<()> {
+    let mut lead: Vec<u8> = Vec::new();
+    for (n, part) in parts.iter().enumerate().rev() {
+        let mut text = part.clone();
+        text.extend_from_slice(&lead);
+        let split = if n == 0 {
+            0
+        } else {
+            text.iter()
+                .take(3)
+                .take_while(|b| (0x80..0xc0).contains(*b))
+                .count()
+        };
+        lead = text[..split].to_vec();
+        let mut out = Vec::with_capacity(text.len());
+        reversed(&text[split..], &mut out);
+        ctx.stdout.write_all(&out).await?;
+    }
+    Ok(())
 }
 
 /// Appends `line` with its characters in reverse order to `out`.

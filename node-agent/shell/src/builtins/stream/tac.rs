@@ -15,6 +15,7 @@ use super::input::Input;
 use super::{Env, STEP_BYTES, fail, reason};
 use async_trait::async_trait;
 use bashkit::{Command, CommandContext, CommandStatus};
+use std::collections::VecDeque;
 
 pub(crate) struct Tac(pub Env);
 
@@ -131,8 +132,7 @@ impl Command for Tac {
                         let len = (STEP_BYTES as u64).min(at);
                         at -= len;
                         let step = input.read_at(at, len as usize)?;
-                        let out = records.prepend(&step, at == 0)?;
-                        ctx.stdout.write_all(&out).await?;
+                        records.prepend(&ctx, step, at == 0).await?;
                     }
                 }
                 (None, None) => {
@@ -142,12 +142,11 @@ impl Command for Tac {
                         if self.0.budget.step_stopped() {
                             return Err(self.0.budget.stop_error());
                         }
-                        let out = records.prepend(&piece, pieces.is_empty())?;
-                        ctx.stdout.write_all(&out).await?;
+                        records.prepend(&ctx, piece, pieces.is_empty()).await?;
                     }
                 }
                 (Some(re), _) => {
-                    let whole = hold(&self.0, &mut input).await?.concat();
+                    let whole = hold_whole(&self.0, &mut input).await?;
                     by_pattern(&ctx, &self.0, re, args.before, &whole).await?;
                 }
             }
@@ -167,6 +166,18 @@ async fn hold(env: &Env, input: &mut Input) -> bashkit::Result<Vec<Vec<u8>>> {
         pieces.push(piece);
     }
     Ok(pieces)
+}
+
+/// Reads all of `input` into one buffer of exactly the admitted size.
+async fn hold_whole(env: &Env, input: &mut Input) -> bashkit::Result<Vec<u8>> {
+    let mut whole = Vec::new();
+    while let Some(piece) = input.read().await? {
+        env.budget
+            .admit((whole.len() + piece.len()) as u64, "the input tac holds")?;
+        whole.reserve_exact(piece.len());
+        whole.extend_from_slice(&piece);
+    }
+    Ok(whole)
 }
 
 /// Writes the records of `whole` split by matches of `re`, last first.
@@ -194,66 +205,126 @@ async fn by_pattern(
     Ok(())
 }
 
-/// The part of the input not yet written (the unfinished first record of
-/// what was read so far), kept in reverse byte order so that prepending a
-/// step costs only that step, with the separator reversed to match it.
+/// The part of the input not yet written: the unfinished first record of
+/// what was read so far, as the steps it was read in (file order). Steps
+/// are kept as they came, never joined into one growing buffer, so holding
+/// a long record costs its length and nothing is reallocated or copied.
 struct Reverser<'a> {
     env: &'a Env,
-    /// Reversed separator.
-    rsep: Vec<u8>,
+    separator: Vec<u8>,
     before: bool,
-    /// Reversed bytes; `held[cut..]` is not written yet.
-    held: Vec<u8>,
-    cut: usize,
+    tail: VecDeque<Vec<u8>>,
+    /// Bytes in `tail`.
+    held: usize,
 }
 
 impl<'a> Reverser<'a> {
     fn new(env: &'a Env, separator: &[u8], before: bool) -> Reverser<'a> {
         Reverser {
             env,
-            rsep: separator.iter().rev().copied().collect(),
+            separator: separator.to_vec(),
             before,
-            held: Vec::new(),
-            cut: 0,
+            tail: VecDeque::new(),
+            held: 0,
         }
     }
 
-    /// Adds `step`, the bytes just before everything added so far, and
-    /// returns the records it completed, last first; `start` says the step
-    /// begins the input, which completes the first record.
-    fn prepend(&mut self, step: &[u8], start: bool) -> bashkit::Result<Vec<u8>> {
-        if self.cut > self.held.len() / 2 {
-            self.held.drain(..self.cut);
-            self.cut = 0;
+    /// Writes bytes `from..to` of `step` followed by the tail: into `out`
+    /// when small (many short records make one write), else straight on.
+    async fn write(
+        &self,
+        ctx: &CommandContext<'_>,
+        out: &mut Vec<u8>,
+        step: &[u8],
+        from: usize,
+        to: usize,
+    ) -> bashkit::Result<()> {
+        let mut offset = 0;
+        for part in std::iter::once(step).chain(self.tail.iter().map(Vec::as_slice)) {
+            let (lo, hi) = (from.max(offset), to.min(offset + part.len()));
+            if lo < hi {
+                let slice = &part[lo - offset..hi - offset];
+                if out.len() + slice.len() > STEP_BYTES {
+                    ctx.stdout.write_all(&std::mem::take(out)).await?;
+                }
+                if slice.len() > STEP_BYTES {
+                    ctx.stdout.write_all(slice).await?;
+                } else {
+                    out.extend_from_slice(slice);
+                }
+            }
+            offset += part.len();
+            if offset >= to {
+                break;
+            }
         }
-        let searched = self
-            .held
-            .len()
-            .saturating_sub(self.rsep.len() - 1)
-            .max(self.cut);
-        self.env.budget.admit(
-            (self.held.len() - self.cut + step.len()) as u64,
-            "the record tac holds",
-        )?;
-        self.held.extend(step.iter().rev());
-        let mut out = Vec::new();
-        let mut from = searched;
-        while let Some(found) = memchr::memmem::find(&self.held[from..], &self.rsep) {
+        Ok(())
+    }
+
+    /// Adds `step`, the bytes just before everything added so far, and
+    /// writes the records it completed, last first; `start` says the step
+    /// begins the input, which completes the first record. The record
+    /// still unfinished is admitted against the budget.
+    async fn prepend(
+        &mut self,
+        ctx: &CommandContext<'_>,
+        step: Vec<u8>,
+        start: bool,
+    ) -> bashkit::Result<()> {
+        let len = self.separator.len();
+        // A separator may start in the step and end in the tail: search
+        // the step and the tail's first `len - 1` bytes.
+        let mut region = step.clone();
+        for part in &self.tail {
+            let want = (step.len() + len - 1).saturating_sub(region.len());
+            if want == 0 {
+                break;
+            }
+            region.extend_from_slice(&part[..want.min(part.len())]);
+        }
+        let mut bounds = Vec::new();
+        let mut from = 0;
+        while let Some(found) = memchr::memmem::find(&region[from..], &self.separator) {
             let at = from + found;
-            let end = if self.before {
-                at + self.rsep.len()
-            } else {
-                at
-            };
-            out.extend(self.held[self.cut..end].iter().rev());
-            self.cut = end;
-            from = at + self.rsep.len();
+            if at >= step.len() {
+                break;
+            }
+            bounds.push(if self.before { at } else { at + len });
+            from = at + len;
+        }
+        drop(region);
+        let mut end = step.len() + self.held;
+        let mut out = Vec::new();
+        for &bound in bounds.iter().rev() {
+            self.write(ctx, &mut out, &step, bound, end).await?;
+            end = bound;
         }
         if start {
-            out.extend(self.held[self.cut..].iter().rev());
-            self.held.clear();
-            self.cut = 0;
+            self.write(ctx, &mut out, &step, 0, end).await?;
         }
-        Ok(out)
+        ctx.stdout.write_all(&out).await?;
+        if start {
+            self.tail.clear();
+            self.held = 0;
+            return Ok(());
+        }
+        // What is left is bytes 0..end of the step and the tail.
+        self.env.budget.admit(end as u64, "the record tac holds")?;
+        let mut keep = end.saturating_sub(step.len());
+        let mut kept = VecDeque::new();
+        for mut part in self.tail.drain(..) {
+            if keep == 0 {
+                break;
+            }
+            part.truncate(keep);
+            keep -= part.len();
+            kept.push_back(part);
+        }
+        let mut step = step;
+        step.truncate(end);
+        kept.push_front(step);
+        self.tail = kept;
+        self.held = end;
+        Ok(())
     }
 }
