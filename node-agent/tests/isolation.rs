@@ -114,16 +114,26 @@ fn cpu_time(pid: u32) -> Duration {
 
 /// `VmHWM` (peak resident set) of process `pid`, bytes.
 fn peak_rss(pid: u32) -> u64 {
+    status_bytes(pid, "VmHWM:")
+}
+
+/// `VmRSS` (resident set now) of process `pid`, bytes.
+fn current_rss(pid: u32) -> u64 {
+    status_bytes(pid, "VmRSS:")
+}
+
+/// A size field (`VmHWM:`, `VmRSS:`) of /proc/`pid`/status, bytes.
+fn status_bytes(pid: u32, field: &str) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("status");
     let line = status
         .lines()
-        .find(|l| l.starts_with("VmHWM:"))
-        .expect("VmHWM");
+        .find(|l| l.starts_with(field))
+        .unwrap_or_else(|| panic!("{field} in /proc/{pid}/status"));
     let kib: u64 = line
         .split_whitespace()
         .nth(1)
         .and_then(|n| n.parse().ok())
-        .expect("VmHWM value");
+        .unwrap_or_else(|| panic!("{field} value"));
     kib * 1024
 }
 
@@ -764,6 +774,10 @@ async fn stopped_commands_stop_using_the_cpu() {
         "while read l; do :; done < big",
         "seq 1 100000000 > nums",
         "for i in 1 2 3 4 5 6 7 8; do cp big copy$i; done",
+        "xxd big > hex",
+        "tac big > reversed",
+        "cat big big | tac | wc -c",
+        "rev big > reversed",
     ] {
         let (ran, took) = timed(&mut c, with_timeout(exec_req("s", script), timeout)).await;
         assert_eq!(ran.code, 124, "{script}: {ran:?}");
@@ -783,4 +797,61 @@ async fn stopped_commands_stop_using_the_cpu() {
     assert!(busy.is_empty(), "CPU used after the run ended: {busy:?}");
     assert!(agent.alive(), "the agent died");
     drop(fx);
+}
+
+/// Commands that bashkit ran over a whole input in one call (`xxd`, `tac`,
+/// `rev`): a huge `xxd -c` is refused as GNU refuses it; `tac` and `rev`
+/// of a file of 100 MB of lines, of a 1 GiB sparse file (one record of
+/// zeros, past the budget) and of a pipe each answer a result or the
+/// budget's error, and no one of them raises the agent's peak resident set
+/// by more than its budget (plus 32 MiB of slack) over what the agent held
+/// when it started.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn whole_input_commands_stay_within_the_exec_memory() {
+    let (mut fx, mut agent, mut c) = Fixture::limited(&[("w", 2 << 30)]).await;
+    let made = sh(&mut c, "w", "seq 1 13000000 > r; truncate -s 1G z; wc -c r").await;
+    assert_eq!(made.stdout, "105888897 r\n", "{made:?}");
+    fx.take_base(&agent);
+    let cases: &[(&str, &str)] = &[
+        ("echo abc | xxd -c 900000000 | wc -c", "0\n"),
+        (
+            "xxd -p -c 900000000 r | head -c 16; echo",
+            "310a320a330a340a\n",
+        ),
+        ("tac r | head -n 2", "13000000\n12999999\n"),
+        ("tac r | wc -c", "105888897\n"),
+        ("cat r | tac | tail -n 1", "1\n"),
+        ("rev r | tail -n 1", "00000031\n"),
+        ("tac z | wc -c", "0\n"),
+        ("rev z | wc -c", "0\n"),
+    ];
+    for (script, want) in cases {
+        let resident = current_rss(agent.pid());
+        let peak_before = peak_rss(agent.pid());
+        let (ran, took) = timed(
+            &mut c,
+            with_timeout(exec_req("w", script), Duration::from_secs(300)),
+        )
+        .await;
+        let peak = peak_rss(agent.pid());
+        eprintln!(
+            "{script}: exit {} after {took:?}; agent resident {} MiB before, peak {} MiB after",
+            ran.code,
+            resident >> 20,
+            peak >> 20
+        );
+        assert_eq!(ran.stdout, *want, "{script}: {ran:?}");
+        if script.contains(" z ") {
+            assert!(
+                ran.stderr
+                    .contains("memory limit of 268435456 bytes exceeded"),
+                "{script}: {ran:?}"
+            );
+        }
+        assert!(
+            peak <= peak_before.max(resident + BUDGET + (32 << 20)),
+            "{script}: peak {peak} from {resident} resident"
+        );
+    }
+    fx.assert_bounded(&mut agent, "xxd, tac and rev on big inputs");
 }

@@ -25,6 +25,11 @@ const LONG: &[&str] = &[
     "cat big > out",
     "cat big big big big | wc -l > count",
     "sort big > sorted",
+    "xxd big > hex",
+    "xxd -p -c 900000000 blob > hex",
+    "tac blob > reversed",
+    "cat big big | tac > reversed",
+    "rev blob > reversed",
     "grep -r 123456 . > hits",
     "seq 1 100000000 > nums",
     "head -c 900000000 /dev/zero > zeros",
@@ -163,7 +168,7 @@ async fn stopped(c: &Computer, long: &str, cancel_after: Option<Duration>) {
     );
     // Clean up for the next case (the outputs would slow it down).
     let _ = c
-        .sh("rm -f copy out count sorted hits nums zeros last sum list")
+        .sh("rm -f copy out count sorted hits nums zeros last sum list hex reversed")
         .await;
 }
 

@@ -1,5 +1,5 @@
 //! The project's streaming commands: `cat`, `wc`, `head`, `tail`, `tee`,
-//! `base64`, `seq`, `yes`, `md5sum` and `sha1sum`/`sha224sum`/`sha256sum`/`sha384sum`/
+//! `base64`, `seq`, `yes`, `xxd`, `tac`, `rev`, `md5sum` and `sha1sum`/`sha224sum`/`sha256sum`/`sha384sum`/
 //! `sha512sum`, registered through bashkit's streaming `Command` extension.
 //!
 //! bashkit's own versions of these read every input whole into memory, so
@@ -18,10 +18,13 @@ mod cat;
 mod digest;
 mod head;
 mod input;
+mod rev;
 mod seq;
+mod tac;
 mod tail;
 mod tee;
 mod wc;
+mod xxd;
 mod yes;
 
 use crate::budget::ExecBudget;
@@ -49,7 +52,10 @@ pub(crate) fn install(builder: BashBuilder, env: &Env) -> BashBuilder {
         .command("tee", tee::Tee(env.clone()))
         .command("base64", base64_cmd::Base64(env.clone()))
         .command("seq", seq::Seq(env.clone()))
-        .command("yes", yes::Yes(env.clone()));
+        .command("yes", yes::Yes(env.clone()))
+        .command("xxd", xxd::Xxd(env.clone()))
+        .command("tac", tac::Tac(env.clone()))
+        .command("rev", rev::Rev(env.clone()));
     for algo in digest::Algorithm::ALL {
         builder = builder.command(algo.command(), digest::Sum(env.clone(), algo));
     }
