@@ -11,32 +11,10 @@ use common::*;
 use pb::exec_event::Event;
 use tonic::Code;
 
-/// Whether this machine can run the sandbox; prints why not.
-fn sandbox_possible() -> bool {
-    if !nix::unistd::Uid::effective().is_root() {
-        eprintln!("SKIPPED: the local container sandbox needs root");
-        return false;
-    }
-    if !std::path::Path::new("/usr/bin/bwrap").exists() && which("bwrap").is_none() {
-        eprintln!("SKIPPED: bwrap (Debian package bubblewrap) is not installed");
-        return false;
-    }
-    true
-}
-
 fn which(name: &str) -> Option<std::path::PathBuf> {
     std::env::split_paths(&std::env::var_os("PATH")?)
         .map(|d| d.join(name))
         .find(|p| p.is_file())
-}
-
-fn box_req(computer: &str, script: &str) -> pb::ExecRequest {
-    pb::ExecRequest {
-        computer: computer.into(),
-        script: script.into(),
-        runtime: pb::Runtime::Container as i32,
-        ..Default::default()
-    }
 }
 
 async fn boxed(c: &mut Client, computer: &str, script: &str) -> Ran {

@@ -13,31 +13,6 @@ use agentcomputer_proto::v1 as pb;
 use common::*;
 use tonic::Code;
 
-fn sandbox_possible() -> bool {
-    if !nix::unistd::Uid::effective().is_root() {
-        eprintln!("SKIPPED: the local container sandbox needs root");
-        return false;
-    }
-    let on_path = |name: &str| {
-        std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())
-            .any(|d| d.join(name).is_file())
-    };
-    if !on_path("bwrap") {
-        eprintln!("SKIPPED: bwrap (Debian package bubblewrap) is not installed");
-        return false;
-    }
-    true
-}
-
-fn box_req(computer: &str, script: &str) -> pb::ExecRequest {
-    pb::ExecRequest {
-        computer: computer.into(),
-        script: script.into(),
-        runtime: pb::Runtime::Container as i32,
-        ..Default::default()
-    }
-}
-
 /// Builds `fixtures/preload_record.c` into `dir/preload.so`, recording to
 /// `record`, and checks that it works: a host program run with it
 /// preloaded leaves a line with its uid.

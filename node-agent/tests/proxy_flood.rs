@@ -52,13 +52,9 @@ PY"#
     )
 }
 
-fn sandbox_possible() -> bool {
-    if !nix::unistd::Uid::effective().is_root() {
-        eprintln!("SKIPPED: the local container sandbox needs root");
-        return false;
-    }
-    if !std::path::Path::new("/usr/bin/bwrap").exists() {
-        eprintln!("SKIPPED: bwrap (Debian package bubblewrap) is not installed");
+/// The sandbox, and the FUSE device its workspace needs.
+fn flood_possible() -> bool {
+    if !sandbox_possible() {
         return false;
     }
     if !std::path::Path::new("/dev/fuse").exists() {
@@ -81,7 +77,7 @@ fn curl(url: &str) -> Result<Vec<u8>, String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_proxy_flood_from_one_computer_leaves_the_others_working() {
-    if !sandbox_possible() {
+    if !flood_possible() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();

@@ -400,3 +400,29 @@ pub async fn assert_run_stops_when_client_leaves(
         "the {what} kept running after its client left"
     );
 }
+
+/// Whether this machine can run the local container sandbox (root,
+/// bubblewrap on `PATH`); prints why not, for a SKIPPED line.
+pub fn sandbox_possible() -> bool {
+    if !nix::unistd::Uid::effective().is_root() {
+        eprintln!("SKIPPED: the local container sandbox needs root");
+        return false;
+    }
+    let on_path = std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())
+        .any(|d| d.join("bwrap").is_file());
+    if !on_path && !Path::new("/usr/bin/bwrap").exists() {
+        eprintln!("SKIPPED: bwrap (Debian package bubblewrap) is not installed");
+        return false;
+    }
+    true
+}
+
+/// A RUNTIME_CONTAINER request running `script` on `computer`.
+pub fn box_req(computer: &str, script: &str) -> pb::ExecRequest {
+    pb::ExecRequest {
+        computer: computer.into(),
+        script: script.into(),
+        runtime: pb::Runtime::Container as i32,
+        ..Default::default()
+    }
+}
