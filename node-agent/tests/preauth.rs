@@ -16,7 +16,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use agentcomputer_proto::v1 as pb;
-use common::{Agent, create, sh, write};
+use common::{Agent, create, curl, sh, write};
 
 /// Connections the other user opens to each port.
 const FLOOD: usize = 1000;
@@ -66,17 +66,6 @@ fn port_of(url: &str) -> u16 {
         .unwrap()
         .parse()
         .unwrap()
-}
-
-fn curl(url: &str) -> Result<Vec<u8>, String> {
-    let out = Command::new("curl")
-        .args(["-sS", "--fail", "--max-time", "10", url])
-        .output()
-        .expect("run curl");
-    match out.status.success() {
-        true => Ok(out.stdout),
-        false => Err(String::from_utf8_lossy(&out.stderr).into_owned()),
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

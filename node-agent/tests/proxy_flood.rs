@@ -64,17 +64,6 @@ fn flood_possible() -> bool {
     true
 }
 
-fn curl(url: &str) -> Result<Vec<u8>, String> {
-    let out = Command::new("curl")
-        .args(["-sS", "--fail", "--max-time", "10", url])
-        .output()
-        .expect("run curl");
-    match out.status.success() {
-        true => Ok(out.stdout),
-        false => Err(String::from_utf8_lossy(&out.stderr).into_owned()),
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_proxy_flood_from_one_computer_leaves_the_others_working() {
     if !flood_possible() {

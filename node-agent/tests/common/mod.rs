@@ -426,3 +426,15 @@ pub fn box_req(computer: &str, script: &str) -> pb::ExecRequest {
         ..Default::default()
     }
 }
+
+/// `curl -sS --fail --max-time 10 URL`: the body, or curl's message.
+pub fn curl(url: &str) -> Result<Vec<u8>, String> {
+    let out = Command::new("curl")
+        .args(["-sS", "--fail", "--max-time", "10", url])
+        .output()
+        .expect("run curl");
+    match out.status.success() {
+        true => Ok(out.stdout),
+        false => Err(String::from_utf8_lossy(&out.stderr).into_owned()),
+    }
+}
