@@ -453,6 +453,11 @@ fn hand_out_turns(
         }
     }
     rotation.retain(|g| entries.values().any(|e| e.demoted && e.group == *g));
+    // A thread demoted before it named its computer ([`join_group`]) joined
+    // the rotation under the group it had then: its computer joins now.
+    for e in entries.values().filter(|e| e.demoted) {
+        join_rotation(rotation, e.group);
+    }
     let mut held = entries.values().filter(|e| e.turn.is_some()).count();
     while held < turns {
         let holds = |g: u64| entries.values().any(|e| e.group == g && e.turn.is_some());
@@ -639,6 +644,31 @@ mod tests {
         );
         let third = entries.values().find(|e| e.turn.is_some()).unwrap().group;
         assert!(third != 40 && third != holder, "{third}");
+    }
+
+    #[test]
+    fn a_thread_demoted_before_it_names_its_computer_still_gets_turns() {
+        // The governor may demote a thread in the moment between its
+        // registration and `join_group` (a cold exec under load): it joins
+        // the rotation as group 0, then names its computer.
+        let start = Instant::now();
+        let mut entries = HashMap::new();
+        let mut rotation = VecDeque::new();
+        entries.insert(1, demoted_entry(0, start));
+        join_rotation(&mut rotation, 0);
+        entries.get_mut(&1).unwrap().group = 77;
+        hand_out_turns(
+            &mut entries,
+            &mut rotation,
+            1,
+            Duration::from_millis(20),
+            start,
+        );
+        assert!(
+            entries[&1].turn.is_some(),
+            "a demoted thread was left without a turn"
+        );
+        assert_eq!(rotation, [77]);
     }
 
     fn g_line_is_empty() -> bool {
