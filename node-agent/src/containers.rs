@@ -353,7 +353,7 @@ fn mount_workspace(
         .map_err(std::io::Error::other)?;
     }
     let opts = MountOptions {
-        fsname: format!("agentcomputer:{computer}"),
+        fsname: agentcomputer_handover::fsname::source(computer),
         ..MountOptions::default()
     };
     match agentcomputer_fuse::mount(fs, dir, opts) {

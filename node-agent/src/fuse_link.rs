@@ -1,6 +1,6 @@
 //! The agent's end of the hand-over link to the cluster's privileged
 //! mounter (`agentcomputer-mounter`, protocol in
-//! `agentcomputer_csi::handover` and `docs/csi.md`).
+//! `agentcomputer_handover::mounter` and `docs/csi.md`).
 //!
 //! The agent connects to the mounter's socket and answers its requests:
 //! `check` (is this volume here), `serve` (serve the FUSE connection that
@@ -10,7 +10,7 @@
 //! the registry key (in cluster mode, the AgentComputer's uid).
 //!
 //! The agent keeps a duplicate of the descriptor of every connection it
-//! serves, with what the mounter said of it ([`Held`]), for `give`: the
+//! serves, with what the mounter said of it ([`ServedConnections`]), for `give`: the
 //! mounter's own duplicates live in its memory only, and a restarted
 //! mounter takes them back from here so that a later agent restart still
 //! finds every connection held by the mounter.
@@ -20,12 +20,13 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use agentcomputer_csi::handover::{AgentEnd, Incoming, Reply, Request, VolumeStats};
-use agentcomputer_fuse::{InitRecord, MountOptions};
+use agentcomputer_fuse::MountOptions;
+use agentcomputer_handover::mounter::{AgentEnd, Incoming, Reply, Request, VolumeStats};
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
 use crate::blocking::blocking;
+use crate::handed_over::{Handed, TakeOverError, serve_handed_over};
 use crate::registry::{Registry, RegistryError};
 
 /// First delay before connecting again after a failure.
@@ -41,7 +42,7 @@ pub const RETRY_MAX: Duration = Duration::from_secs(5);
 pub const RESUME_WINDOW: Duration = Duration::from_secs(120);
 
 /// One connection this agent process serves, as the mounter described it.
-struct HeldConnection {
+struct ServedConnection {
     volume: String,
     /// The mount's target path (protocol 3 mounters say it); `None` for a
     /// connection handed over by an older mounter.
@@ -59,19 +60,19 @@ struct HeldConnection {
 /// connection the kernel ended (the target was unmounted) are dropped
 /// whenever the list is used.
 #[derive(Default)]
-struct Held {
-    list: Mutex<Vec<HeldConnection>>,
+struct ServedConnections {
+    list: Mutex<Vec<ServedConnection>>,
 }
 
-impl Held {
-    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<HeldConnection>> {
+impl ServedConnections {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<ServedConnection>> {
         let mut list = self.list.lock().unwrap_or_else(|p| p.into_inner());
         list.retain(|c| agentcomputer_fuse::is_live(&c.fd).unwrap_or(false));
         list
     }
 
     /// Records a connection now served; replaces an entry of the same target.
-    fn add(&self, conn: HeldConnection) {
+    fn add(&self, conn: ServedConnection) {
         let mut list = self.lock();
         if conn.target.is_some() {
             list.retain(|c| c.target != conn.target);
@@ -125,7 +126,7 @@ impl Held {
 /// doubling from [`RETRY_MIN`] to [`RETRY_MAX`]; one warning is logged per
 /// outage, and one line when the link is up again.
 pub async fn run(registry: Registry, socket: PathBuf, stop: CancellationToken) {
-    let held = Arc::new(Held::default());
+    let held = Arc::new(ServedConnections::default());
     let mut delay = RETRY_MIN;
     let mut outage = false;
     let mut linked = false;
@@ -165,7 +166,12 @@ pub async fn run(registry: Registry, socket: PathBuf, stop: CancellationToken) {
 }
 
 /// Answers requests on one connection until it ends or `stop`.
-async fn serve(registry: &Registry, held: &Arc<Held>, end: AgentEnd, stop: &CancellationToken) {
+async fn serve(
+    registry: &Registry,
+    held: &Arc<ServedConnections>,
+    end: AgentEnd,
+    stop: &CancellationToken,
+) {
     let end = Arc::new(end);
     loop {
         let next = tokio::select! {
@@ -193,7 +199,11 @@ async fn serve(registry: &Registry, held: &Arc<Held>, end: AgentEnd, stop: &Canc
 }
 
 /// The reply to one request, and the descriptor that goes with it (`give`).
-async fn answer(registry: &Registry, held: &Held, incoming: Incoming) -> (Reply, Option<OwnedFd>) {
+async fn answer(
+    registry: &Registry,
+    held: &ServedConnections,
+    incoming: Incoming,
+) -> (Reply, Option<OwnedFd>) {
     let Incoming { request, fd, .. } = incoming;
     let reply = match request {
         Request::Give { volume, target } => return give_back(held, &volume, &target),
@@ -232,15 +242,7 @@ async fn answer(registry: &Registry, held: &Held, incoming: Incoming) -> (Reply,
                 gid,
                 readonly,
             };
-            match hex::decode(&init)
-                .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
-                .and_then(InitRecord::from_bytes)
-            {
-                Ok(record) => serve_fuse(registry, held, conn, fd, Some(record)).await,
-                Err(e) => Reply::Error {
-                    message: format!("resume of {}: bad FUSE_INIT record: {e}", conn.volume),
-                },
-            }
+            serve_fuse(registry, held, conn, fd, Some(init)).await
         }
         Request::Stats { volume } => stats(registry, volume).await,
     };
@@ -248,7 +250,7 @@ async fn answer(registry: &Registry, held: &Held, incoming: Incoming) -> (Reply,
 }
 
 /// `give`: a duplicate of the connection served for `volume` at `target`.
-fn give_back(held: &Held, volume: &str, target: &str) -> (Reply, Option<OwnedFd>) {
+fn give_back(held: &ServedConnections, volume: &str, target: &str) -> (Reply, Option<OwnedFd>) {
     match held.give(volume, target) {
         Some(Ok((reply, fd))) => {
             info!(computer = %volume, target, "handing a served FUSE connection back to the mounter");
@@ -301,10 +303,10 @@ struct Described {
 /// `FUSE_INIT` record for the mounter to keep.
 async fn serve_fuse(
     registry: &Registry,
-    held: &Held,
+    held: &ServedConnections,
     conn: Described,
     fd: Option<OwnedFd>,
-    resume: Option<InitRecord>,
+    resume: Option<String>,
 ) -> Reply {
     let Described {
         volume,
@@ -326,42 +328,30 @@ async fn serve_fuse(
             };
         }
     };
-    // A live connection's kernel may hold files unlinked while open: an
-    // engine opened for it keeps them (freed at the kernel's FORGET).
-    let lease = if resume.is_some() {
-        registry.acquire_live(&volume).await
-    } else {
-        registry.acquire(&volume).await
+    let resuming = resume.is_some();
+    let handed = match &resume {
+        Some(init) => Handed::Live { init },
+        None => Handed::Fresh,
     };
-    let lease = match lease {
-        Ok(l) => l,
-        Err(e) => return failure(&volume, e),
-    };
-    let fs = lease.fs().clone();
     let opts = MountOptions {
-        fsname: format!("agentcomputer:{volume}"),
+        fsname: agentcomputer_handover::fsname::source(&volume),
         ..MountOptions::default()
     };
-    let resuming = resume.is_some();
     let started = std::time::Instant::now();
-    let conn = match blocking(move || match resume {
-        Some(init) => agentcomputer_fuse::resume_connection(fs, fd, opts, init),
-        None => agentcomputer_fuse::serve_connection(fs, fd, opts),
-    })
-    .await
-    {
-        Ok(c) => c,
+    let (lease, conn) = match serve_handed_over(registry, &volume, fd, opts, handed).await {
+        Ok(served) => served,
+        Err(TakeOverError::Registry(e)) => return failure(&volume, e),
         Err(e) => {
             warn!(computer = %volume, error = %e, resuming, "cannot serve the handed-over FUSE connection");
             return Reply::Error {
-                message: format!("serving the FUSE connection: {e}"),
+                message: format!("{volume}: {e}"),
             };
         }
     };
-    let init = hex::encode(conn.init_record().as_bytes());
+    let init = agentcomputer_handover::init::encode(conn.init_record().as_bytes());
     match registry.attach_connection(&lease, conn).await {
         Ok(()) => {
-            held.add(HeldConnection {
+            held.add(ServedConnection {
                 volume: volume.clone(),
                 target,
                 uid,

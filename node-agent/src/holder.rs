@@ -23,31 +23,22 @@
 //!
 //! # Protocol
 //!
-//! A unix `SOCK_SEQPACKET` socket, mode 0600 in the private data
-//! directory; a peer whose `SO_PEERCRED` uid differs from the holder's is
-//! refused. One JSON object per record ([`Message`]); a descriptor travels
-//! as `SCM_RIGHTS` on the record it belongs to. One agent at a time; a new
-//! connection replaces the previous one only once the previous agent's
-//! connection is closed (a second one while it is open is refused).
-//! * `keep {path, computer, init[, dev]}` + descriptor → `ok`: hold it (`path`
-//!   is the key; a second `keep` for a path replaces the first);
-//! * `drop {path}` → `ok`;
-//! * `list` → one `entry {path, computer, init[, dev]}` + a duplicate descriptor
-//!   per held connection, then `end`.
+//! `agentcomputer_handover::holder`: one agent at a time; a new connection
+//! replaces the previous one only once the previous agent's connection is
+//! closed (a second one while it is open is refused); a peer whose
+//! `SO_PEERCRED` uid differs from the holder's is refused.
 
 use std::collections::HashMap;
-use std::io::{self, IoSlice, IoSliceMut};
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+use std::io;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use agentcomputer_handover::holder::{KeptConnection, Message, recv, send};
+use agentcomputer_handover::record;
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
-use nix::sys::socket::{
-    AddressFamily, Backlog, ControlMessage, ControlMessageOwned, MsgFlags, SockFlag, SockType,
-    UnixAddr, accept4, bind, connect, getsockopt, listen, recvmsg, sendmsg, socket, sockopt,
-};
-use serde::{Deserialize, Serialize};
+use nix::sys::socket::{SockFlag, accept4, getsockopt, sockopt};
 use tracing::{info, warn};
 
 /// File name of the holder's socket inside the data directory.
@@ -56,116 +47,21 @@ pub const SOCKET_FILE: &str = "fuse-holder.sock";
 /// How long the holder keeps connections with no agent connected.
 pub const DEFAULT_GRACE: Duration = Duration::from_secs(60);
 
-/// Largest record, in bytes of JSON (an `init` record is at most 8 KiB of
-/// hex).
-const MAX_MESSAGE: usize = 64 * 1024;
-
-/// One record of the protocol.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "op", rename_all = "snake_case")]
-pub enum Message {
-    /// Agent → holder, with a descriptor.
-    Keep(Held),
-    /// Agent → holder.
-    Drop { path: PathBuf },
-    /// Agent → holder.
-    List,
-    /// Holder → agent, with a descriptor (answering `list`).
-    Entry(Held),
-    /// Holder → agent: the end of a `list`.
-    End,
-    /// Holder → agent: `keep` or `drop` done.
-    Ok,
-    /// Holder → agent: the request failed.
-    Error { message: String },
-}
-
-/// What is known of one held connection.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Held {
-    /// The host directory the connection is mounted at (the key).
-    pub path: PathBuf,
-    /// The computer it serves.
-    pub computer: String,
-    /// Hex of the connection's `FUSE_INIT` record.
-    pub init: String,
-    /// The mount's device (`st_dev`), by which the next agent finds the
-    /// mount's root again without following the path
-    /// (`agentcomputer_fuse::find_mount_root`); absent when not known.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub dev: Option<u64>,
-}
-
-fn send(fd: BorrowedFd<'_>, msg: &Message, with: Option<BorrowedFd<'_>>) -> io::Result<()> {
-    let bytes = serde_json::to_vec(msg).map_err(io::Error::other)?;
-    let iov = [IoSlice::new(&bytes)];
-    let fds = with.map(|f| [f.as_raw_fd()]);
-    let cmsgs: Vec<ControlMessage<'_>> = fds.iter().map(|f| ControlMessage::ScmRights(f)).collect();
-    sendmsg::<()>(fd.as_raw_fd(), &iov, &cmsgs, MsgFlags::MSG_NOSIGNAL, None)?;
-    Ok(())
-}
-
-/// Receives one record: `None` at the end of the connection.
-fn recv(fd: BorrowedFd<'_>) -> io::Result<Option<(Message, Option<OwnedFd>)>> {
-    let mut buf = vec![0u8; MAX_MESSAGE];
-    let mut space = nix::cmsg_space!([RawFd; 4]);
-    let (n, fds) = {
-        let mut iov = [IoSliceMut::new(&mut buf)];
-        let msg = recvmsg::<()>(
-            fd.as_raw_fd(),
-            &mut iov,
-            Some(&mut space),
-            MsgFlags::MSG_CMSG_CLOEXEC,
-        )?;
-        let mut fds = Vec::new();
-        for c in msg.cmsgs()? {
-            if let ControlMessageOwned::ScmRights(raw) = c {
-                // SAFETY: the kernel installed these descriptors for us.
-                fds.extend(raw.into_iter().map(|r| unsafe { OwnedFd::from_raw_fd(r) }));
-            }
-        }
-        (msg.bytes, fds)
-    };
-    if n == 0 && fds.is_empty() {
-        return Ok(None);
-    }
-    if fds.len() > 1 {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidData,
-            "more than one descriptor in a record",
-        ));
-    }
-    let msg = serde_json::from_slice(&buf[..n])
-        .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
-    Ok(Some((msg, fds.into_iter().next())))
-}
-
-fn seqpacket() -> io::Result<OwnedFd> {
-    Ok(socket(
-        AddressFamily::Unix,
-        SockType::SeqPacket,
-        SockFlag::SOCK_CLOEXEC,
-        None,
-    )?)
-}
-
 // ------------------------------------------------------------ the process
 
 /// Runs the holder on `socket` until it holds nothing and no agent is
 /// connected (or after closing everything at the end of `grace`).
 /// Errors: binding the socket.
 pub fn run(socket_path: &Path, grace: Duration) -> io::Result<()> {
-    let listener = seqpacket()?;
     let _ = std::fs::remove_file(socket_path);
-    bind(listener.as_raw_fd(), &UnixAddr::new(socket_path)?)?;
+    let listener = record::listen_blocking(socket_path, 4)?;
     std::fs::set_permissions(
         socket_path,
         std::os::unix::fs::PermissionsExt::from_mode(0o600),
     )?;
-    listen(&listener, Backlog::new(4).map_err(io::Error::from)?)?;
     info!(socket = %socket_path.display(), ?grace, "FUSE descriptor holder serving");
     let me = nix::unistd::geteuid().as_raw();
-    let mut held: HashMap<PathBuf, (Held, OwnedFd)> = HashMap::new();
+    let mut held: HashMap<PathBuf, (KeptConnection, OwnedFd)> = HashMap::new();
     let mut agent: Option<OwnedFd> = None;
     let mut agent_pid: Option<i32> = None;
     let mut alone_since = Some(Instant::now());
@@ -273,7 +169,7 @@ fn hung_up(fd: &OwnedFd) -> bool {
 /// Answers one record of the agent; false when it closed the connection.
 fn serve_one(
     agent: BorrowedFd<'_>,
-    held: &mut HashMap<PathBuf, (Held, OwnedFd)>,
+    held: &mut HashMap<PathBuf, (KeptConnection, OwnedFd)>,
 ) -> io::Result<bool> {
     let Some((msg, fd)) = recv(agent)? else {
         return Ok(false);
@@ -431,9 +327,7 @@ impl Client {
     }
 
     fn connect(path: &Path) -> io::Result<OwnedFd> {
-        let sock = seqpacket()?;
-        connect(sock.as_raw_fd(), &UnixAddr::new(path)?)?;
-        Ok(sock)
+        record::connect_blocking(path)
     }
 
     fn call(&self, msg: &Message, with: Option<BorrowedFd<'_>>) -> io::Result<()> {
@@ -455,7 +349,7 @@ impl Client {
 
     /// Hands a duplicate of connection `fd` (mounted at `held.path`) to the
     /// holder. Errors: the socket's.
-    pub fn keep(&self, held: &Held, fd: BorrowedFd<'_>) -> io::Result<()> {
+    pub fn keep(&self, held: &KeptConnection, fd: BorrowedFd<'_>) -> io::Result<()> {
         self.call(&Message::Keep(held.clone()), Some(fd))
     }
 
@@ -470,7 +364,7 @@ impl Client {
     }
 
     /// Every held connection, each with a duplicate of its descriptor.
-    pub fn list(&self) -> io::Result<Vec<(Held, OwnedFd)>> {
+    pub fn list(&self) -> io::Result<Vec<(KeptConnection, OwnedFd)>> {
         let sock = self.sock.lock().unwrap_or_else(|p| p.into_inner());
         send(sock.as_fd(), &Message::List, None)?;
         let mut out = Vec::new();
@@ -498,24 +392,7 @@ impl Client {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn records_have_the_documented_json_shape() {
-        let keep = Message::Keep(Held {
-            path: "/m".into(),
-            computer: "demo".into(),
-            init: "28".into(),
-            dev: None,
-        });
-        assert_eq!(
-            serde_json::to_string(&keep).unwrap(),
-            r#"{"op":"keep","path":"/m","computer":"demo","init":"28"}"#
-        );
-        assert_eq!(
-            serde_json::to_string(&Message::End).unwrap(),
-            r#"{"op":"end"}"#
-        );
-    }
+    use std::os::fd::AsRawFd;
 
     /// With no descriptor to spare (soft `RLIMIT_NOFILE` at the lowest
     /// free descriptor), watching the link still tells a live holder from

@@ -19,6 +19,7 @@ pub mod data_lock;
 pub mod descriptors;
 pub mod fuse_link;
 pub mod gate;
+pub mod handed_over;
 pub mod holder;
 pub mod local;
 pub mod mounts;

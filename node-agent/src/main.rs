@@ -184,7 +184,7 @@ struct ClusterArgs {
     )]
     tls_key: Option<PathBuf>,
     /// The mounter's hand-over socket (FUSE connections of sandbox mounts).
-    #[arg(long, env = "AGENTCOMPUTER_HANDOVER_SOCKET", default_value = agentcomputer_csi::handover::DEFAULT_SOCKET)]
+    #[arg(long, env = "AGENTCOMPUTER_HANDOVER_SOCKET", default_value = agentcomputer_handover::mounter::DEFAULT_SOCKET)]
     handover_socket: PathBuf,
     /// Time running calls get to finish after SIGTERM.
     #[arg(long, env = "AGENTCOMPUTER_SHUTDOWN_GRACE", default_value = "20s", value_parser = humantime::parse_duration)]

@@ -910,10 +910,10 @@ impl Registry {
                 if !agentcomputer_fuse::is_live(fd).unwrap_or(false) {
                     continue;
                 }
-                let held = crate::holder::Held {
+                let held = agentcomputer_handover::holder::KeptConnection {
                     path: path.clone(),
                     computer: slot.name.clone(),
-                    init: hex::encode(init.as_bytes()),
+                    init: agentcomputer_handover::init::encode(init.as_bytes()),
                     dev: m.handle.device(),
                 };
                 batch.push((held, fd.try_clone()?));
@@ -936,7 +936,10 @@ impl Registry {
     /// were resumed.
     pub async fn resume_mounts(
         &self,
-        held: Vec<(crate::holder::Held, std::os::fd::OwnedFd)>,
+        held: Vec<(
+            agentcomputer_handover::holder::KeptConnection,
+            std::os::fd::OwnedFd,
+        )>,
     ) -> usize {
         let mut resumed = 0;
         for (h, fd) in held {
@@ -967,44 +970,26 @@ impl Registry {
                     path: h.path.display().to_string(),
                     source,
                 })?;
-                let init = hex::decode(&h.init)
-                    .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
-                    .and_then(agentcomputer_fuse::InitRecord::from_bytes)
-                    .map_err(|source| RegistryError::Mount {
-                        path: h.path.display().to_string(),
-                        source,
-                    })?;
-                // A previous process that handed over may still hold the
-                // database for a moment while it exits (EBUSY): wait for it.
-                let deadline = std::time::Instant::now() + Duration::from_secs(10);
-                let lease = loop {
-                    match self.acquire_live(&h.computer).await {
-                        Err(RegistryError::Engine { source, .. })
-                            if source.errno() == agentcomputer_fs::Errno::EBUSY
-                                && std::time::Instant::now() < deadline =>
-                        {
-                            tokio::time::sleep(Duration::from_millis(50)).await;
-                        }
-                        r => break r?,
-                    }
-                };
-                let fs = lease.fs().clone();
-                let opts = host_mount_options(&h.computer);
-                let path = h.path.clone();
-                let mount = blocking(move || {
-                    let kept = fd.try_clone()?;
-                    agentcomputer_fuse::resume_connection(fs, fd, opts, init).map(|conn| {
-                        HostMount {
-                            handle: MountHandle::resumed(path, conn).with_root(root),
-                            fd: Some(kept),
-                        }
-                    })
-                })
-                .await
-                .map_err(|source| RegistryError::Mount {
+                let kept = fd.try_clone().map_err(|source| RegistryError::Mount {
                     path: h.path.display().to_string(),
                     source,
                 })?;
+                let handed = crate::handed_over::Handed::Live { init: &h.init };
+                let opts = host_mount_options(&h.computer);
+                let (lease, conn) =
+                    crate::handed_over::serve_handed_over(self, &h.computer, fd, opts, handed)
+                        .await
+                        .map_err(|e| match e {
+                            crate::handed_over::TakeOverError::Registry(e) => e,
+                            other => RegistryError::Mount {
+                                path: h.path.display().to_string(),
+                                source: io::Error::other(other.to_string()),
+                            },
+                        })?;
+                let mount = HostMount {
+                    handle: MountHandle::resumed(h.path.clone(), conn).with_root(root),
+                    fd: Some(kept),
+                };
                 lock(&lease.slot.mounts).insert(h.path.clone(), mount);
                 Ok::<(), RegistryError>(())
             }
@@ -1230,10 +1215,10 @@ impl Registry {
                     let Some(holder) = &holder else {
                         return Ok(HostMount { handle, fd: None });
                     };
-                    let held = crate::holder::Held {
+                    let held = agentcomputer_handover::holder::KeptConnection {
                         path: target.clone(),
                         computer,
-                        init: hex::encode(
+                        init: agentcomputer_handover::init::encode(
                             handle.init_record().expect("a connection mount").as_bytes(),
                         ),
                         dev: handle.device(),
@@ -1683,7 +1668,7 @@ async fn unmount_all(slot: &Arc<Slot>, inner: &Inner) {
 /// user, `nosymfollow`, files shown as the agent's uid and gid.
 fn host_mount_options(name: &str) -> MountOptions {
     MountOptions {
-        fsname: format!("agentcomputer:{name}"),
+        fsname: agentcomputer_handover::fsname::source(name),
         nosymfollow: true,
         owner_map: Some(OwnerMap {
             uid: nix::unistd::geteuid().as_raw(),
