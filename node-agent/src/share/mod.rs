@@ -17,6 +17,7 @@
 //! reaches.
 
 pub mod http;
+pub mod keys;
 mod range;
 pub mod sign;
 
@@ -183,7 +184,7 @@ impl Sharer {
     /// Computer `computer`'s link key now: `Ok(None)` when it has no
     /// secret (and `create` is off), or the mode binds it to nothing.
     async fn key(&self, computer: &str, create: bool) -> Result<Option<LinkKey>, RegistryError> {
-        let Some(secret) = self.inner.registry.share_key(computer, create).await? else {
+        let Some(secret) = keys::share_key(&self.inner.registry, computer, create).await? else {
             return Ok(None);
         };
         Ok(self
