@@ -1,6 +1,6 @@
 //! A computer's status as a pure function of what one reconcile observed.
 //!
-//! [`derive`] takes what the steps found ([`Observed`]), the status the
+//! [`derive()`] takes what the steps found ([`Observed`]), the status the
 //! computer had and the time, and returns the next status (phase, node,
 //! endpoint, volume, credential hash, sandbox pod, conditions,
 //! `observedGeneration`) and the [`Transition`]s to publish as Events.

@@ -1,4 +1,4 @@
-//! [`derive`] and [`aborted`] per condition, from hand-made observations.
+//! [`derive()`] and [`aborted`] per condition, from hand-made observations.
 
 use super::applied::endpoint_of;
 use super::*;

@@ -17,6 +17,7 @@ use crate::resources;
 /// it does not own: kept by an earlier computer of the same name under
 /// reclaim policy Retain (or made by someone else). Such a claim is bound
 /// to another volume, and `spec.volumeName` of a claim cannot change.
+/// `pv_name` is this computer's PV. Errors: the claim cannot be read.
 pub async fn kept_claim(
     c: &AgentComputer,
     ns: &str,

@@ -113,7 +113,8 @@ pub struct SandboxState {
     pub message: String,
 }
 
-/// Creates, keeps, replaces or removes the sandbox pod. Returns its state
+/// Creates, keeps, replaces or removes the sandbox pod `name`; `config`
+/// gives the runner image and the agents' TLS trust. Returns its state
 /// (None when the container runtime is off) and, when an idle timeout is
 /// running, the time until it fires.
 async fn reconcile_sandbox(
