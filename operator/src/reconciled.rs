@@ -110,4 +110,40 @@ mod tests {
         assert_eq!(reason, "Forbidden");
         assert_eq!(message, "step volume: exceeded quota: q");
     }
+
+    #[test]
+    fn a_failure_is_announced_once_and_its_recovery_once() {
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+        let t = Time("2026-01-01T00:00:00Z".parse().unwrap());
+        let shown = |status: &str, reason: &str, message: &str| Condition {
+            type_: ct::RECONCILED.into(),
+            status: status.into(),
+            reason: reason.into(),
+            message: message.into(),
+            observed_generation: Some(1),
+            last_transition_time: t.clone(),
+        };
+        let first = transition(&[], (false, "Forbidden", "step volume: quota"));
+        assert_eq!(
+            first.map(|e| (e.type_, e.reason)),
+            Some((EventType::Warning, "Forbidden".to_string()))
+        );
+        let failing = [shown("False", "Forbidden", "step volume: quota")];
+        assert_eq!(
+            transition(&failing, (false, "Forbidden", "step volume: quota")),
+            None
+        );
+        let other = transition(&failing, (false, "Invalid", "step egress: bad"));
+        assert_eq!(other.map(|e| e.reason), Some("Invalid".to_string()));
+        let back = transition(&failing, (true, APPLIED, "generation 2 applied")).unwrap();
+        assert_eq!(
+            (back.type_, back.reason.as_str(), back.note.as_str()),
+            (EventType::Normal, APPLIED, "generation 2 applied")
+        );
+        let applied = [shown("True", APPLIED, "generation 1 applied")];
+        assert_eq!(
+            transition(&applied, (true, APPLIED, "generation 2 applied")),
+            None
+        );
+    }
 }

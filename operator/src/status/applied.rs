@@ -168,10 +168,10 @@ pub(super) fn derive_applied(
         ct::READY,
         phase == ComputerPhase::Ready,
         ready_reason.to_string(),
-        ready_msg.clone(),
+        ready_msg,
     ));
     let (rec_ok, rec_reason, rec_msg) = reconciled::condition(failures, generation);
-    next.push((ct::RECONCILED, rec_ok, rec_reason.clone(), rec_msg.clone()));
+    next.push((ct::RECONCILED, rec_ok, rec_reason, rec_msg));
     let next: Vec<(&str, bool, &str, String)> = next
         .iter()
         .map(|(t, ok, r, m)| (*t, *ok, r.as_str(), m.clone()))
