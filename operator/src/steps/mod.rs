@@ -1,14 +1,30 @@
-//! The steps of one reconcile of a live computer, and what a failed step
+//! The steps of one reconcile, one module each, and what a failed step
 //! leaves behind.
 //!
-//! A reconcile runs placement, then the credential, volume, egress and
-//! sandbox steps, then writes the status. Placement failing ends the
-//! reconcile; each later step that fails is recorded as a [`StepFailure`]
-//! and the independent steps after it still run: the egress policy is
-//! applied even when the volume step fails. Only the sandbox step depends
-//! on others (its pod needs the credential, the claim, and the egress
-//! policy that confines it), so it is skipped, leaving any live pod as it
-//! is, when one of them failed.
+//! A reconcile of a live computer ([`crate::controller::apply`]) runs, in
+//! order: the [`claim`] check (a claim of its name kept by an earlier
+//! computer blocks it), [`place`]ment, then the [`credential`],
+//! [`volume`], [`egress`] and [`sandbox`] steps; then derives the status
+//! ([`crate::status::derive`], a pure function), publishes its
+//! [`events`] and writes the [`status`]. A deleted computer runs
+//! [`cleanup`].
+//!
+//! Placement failing ends the reconcile; each later step that fails is
+//! recorded as a [`StepFailure`] and the independent steps after it still
+//! run: the egress policy is applied even when the volume step fails. Only
+//! the sandbox step depends on others (its pod needs the credential, the
+//! claim, and the egress policy that confines it), so it is skipped,
+//! leaving any live pod as it is, when one of them failed.
+
+pub mod claim;
+pub mod cleanup;
+pub mod credential;
+pub mod egress;
+pub mod events;
+pub mod place;
+pub mod sandbox;
+pub mod status;
+pub mod volume;
 
 use std::fmt;
 

@@ -12,9 +12,9 @@ use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim};
 use kube::ResourceExt;
 use kube::api::Api;
 
-use crate::controller::apply_obj;
 use crate::error::{Error, Result};
 use crate::resources::{self, pv, pvc};
+use crate::writes::apply_obj;
 
 /// What the volume step found.
 pub struct VolumeState {
