@@ -521,3 +521,12 @@ mod tests {
         );
     }
 }
+
+/// The gate's ticket of the request's connection, over TLS or not.
+pub fn ticket_of(extensions: &http::Extensions) -> Option<&Ticket> {
+    extensions.get::<Ticket>().or_else(|| {
+        extensions
+            .get::<tonic::transport::server::TlsConnectInfo<Ticket>>()
+            .map(|tls| tls.get_ref())
+    })
+}

@@ -27,8 +27,8 @@ use std::time::Duration;
 
 use agentcomputer_node_agent::admission::AdmissionConfig;
 use agentcomputer_node_agent::cluster::{self, ClusterConfig};
-use agentcomputer_node_agent::containers::parse_proxy_listen;
 use agentcomputer_node_agent::data_lock::DataDirLock;
+use agentcomputer_node_agent::local::containers::parse_proxy_listen;
 use agentcomputer_node_agent::local::{
     self, DEFAULT_LISTEN, DEFAULT_PROXY_LISTEN, LocalConfig, LocalShare,
 };
@@ -347,7 +347,7 @@ fn main() -> anyhow::Result<()> {
         }
         Command::Cluster(args) => args.data_dir.clone(),
         Command::FuseHolder { socket, grace } => {
-            return agentcomputer_node_agent::holder::run(socket, *grace)
+            return agentcomputer_node_agent::local::holder::run(socket, *grace)
                 .with_context(|| format!("FUSE descriptor holder on {}", socket.display()));
         }
     };

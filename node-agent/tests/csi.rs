@@ -23,7 +23,7 @@ use agentcomputer_csi::pb::registration::registration_client::RegistrationClient
 use agentcomputer_egress::EgressConfig;
 use agentcomputer_fs::{Limits, ROOT_INO, SetAttr};
 use agentcomputer_handover::mounter::{AgentEnd, HandoverError, Reply, Request};
-use agentcomputer_node_agent::fuse_link;
+use agentcomputer_node_agent::cluster::fuse_link;
 use agentcomputer_node_agent::registry::Registry;
 use hyper_util::rt::TokioIo;
 use tokio::task::JoinHandle;

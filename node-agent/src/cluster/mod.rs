@@ -7,7 +7,7 @@
 //! ([`computers`]), finishes the deletion of their volumes ([`volumes`]),
 //! reports usage and activity on them ([`status`]), publishes the node's
 //! storage capacity ([`capacity`]), serves the FUSE connections the
-//! mounter hands over ([`crate::fuse_link`]), runs container execs in the
+//! mounter hands over ([`crate::cluster::fuse_link`]), runs container execs in the
 //! computers' sandbox pods through the runners attached to it
 //! ([`sandboxes`]), and serves metrics and probes ([`http`]).
 //! docs/cluster.md describes the contract with the operator.
@@ -17,6 +17,7 @@ pub mod capacity;
 mod computers;
 pub mod credentials;
 pub mod egress_proxy;
+pub mod fuse_link;
 mod http;
 pub mod index;
 pub mod keys;
@@ -88,7 +89,7 @@ pub struct ClusterConfig {
     /// Time running calls get after SIGTERM before they are cancelled.
     pub shutdown_grace: Duration,
     /// The mounter's hand-over socket, where FUSE connections of sandbox
-    /// mounts come from ([`crate::fuse_link`]).
+    /// mounts come from ([`crate::cluster::fuse_link`]).
     pub handover_socket: PathBuf,
     /// Serve the API over TLS with this identity ([`crate::tls::server_tls`]);
     /// `None` serves plain HTTP/2.
@@ -233,7 +234,7 @@ where
     tokio::spawn(volumes::run(node.clone(), stop.clone()));
     tokio::spawn(capacity::run(node.clone(), stop.clone()));
     tokio::spawn(status::run(node.clone(), stop.clone()));
-    tokio::spawn(crate::fuse_link::run(
+    tokio::spawn(crate::cluster::fuse_link::run(
         registry.clone(),
         node.config.handover_socket.clone(),
         stop.clone(),

@@ -1,4 +1,4 @@
-//! Local mode's link to the descriptor holder ([`crate::holder`]): host
+//! Local mode's link to the descriptor holder ([`crate::local::holder`]): host
 //! mount connections are kept there so that they outlive this process,
 //! handed to a new holder when one dies, and taken over again by the next
 //! agent process.
@@ -28,7 +28,7 @@ pub const HOLDER_RESTART_DELAY: Duration = Duration::from_millis(200);
 impl Registry {
     /// Makes host mounts over connections `holder` keeps (local mode), so
     /// they outlive this process. Set once, before the first mount.
-    pub fn set_holder(&self, holder: Arc<crate::holder::Client>) {
+    pub fn set_holder(&self, holder: Arc<crate::registry::HolderClient>) {
         let _ = self.inner.holder.set(holder);
     }
 
@@ -56,7 +56,7 @@ impl Registry {
                 Ok(true) => {}
                 // Out of descriptors says nothing about the holder: look
                 // again once some are back.
-                Err(e) if crate::holder::is_descriptor_shortage(&e) => {
+                Err(e) if crate::registry::is_descriptor_shortage(&e) => {
                     warn!(error = %e, "cannot watch the link to the FUSE descriptor holder for now; retrying");
                     tokio::select! {
                         _ = stop.cancelled() => return,
@@ -193,13 +193,13 @@ impl Registry {
                     path: h.path.display().to_string(),
                     source,
                 })?;
-                let handed = crate::handed_over::Handed::Live { init: &h.init };
+                let handed = crate::registry::Handed::Live { init: &h.init };
                 let opts = host_mount_options(&h.computer);
                 let (lease, conn) =
-                    crate::handed_over::serve_handed_over(self, &h.computer, fd, opts, handed)
+                    crate::registry::serve_handed_over(self, &h.computer, fd, opts, handed)
                         .await
                         .map_err(|e| match e {
-                            crate::handed_over::TakeOverError::Registry(e) => e,
+                            crate::registry::TakeOverError::Registry(e) => e,
                             other => RegistryError::Mount {
                                 path: h.path.display().to_string(),
                                 source: io::Error::other(other.to_string()),

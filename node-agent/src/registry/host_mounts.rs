@@ -1,6 +1,6 @@
 //! Local mode's host mounts: a computer mounted at a host directory over
 //! FUSE holds its engine open, so its mounts are state of the open slot.
-//! They are recorded in `<data>/mounts.json` ([`crate::mounts`]).
+//! They are recorded in `<data>/mounts.json` ([`crate::registry::mount_records`]).
 
 use std::io;
 use std::os::fd::{AsFd, OwnedFd};
@@ -12,7 +12,7 @@ use agentcomputer_fuse::{MountHandle, MountOptions, OwnerMap};
 use tracing::{info, warn};
 
 use crate::blocking::blocking;
-use crate::mounts::{self, MountRecord};
+use crate::registry::mount_records::{self as mounts, MountRecord};
 
 use super::*;
 
@@ -27,7 +27,7 @@ pub(super) struct HostMount {
 
 impl Registry {
     /// Mounts computer `name` over FUSE at the host directory `path`
-    /// (opened without following any link, see [`crate::mounts::MountDir`]
+    /// (opened without following any link, see [`crate::registry::mount_records::MountDir`]
     /// for its checks; the mount is attached to that descriptor) and
     /// records the mount. The directory must belong to the agent's (effective)
     /// user and be empty unless `nonempty`. A dead mount a killed previous

@@ -9,7 +9,7 @@
 //!
 //! A computer mounted on the host over FUSE ([`Registry::mount`]) holds its
 //! engine, so it is never hibernated; its mounts end on unmount, delete and
-//! shutdown, and are recorded in `<data>/mounts.json` ([`crate::mounts`]).
+//! shutdown, and are recorded in `<data>/mounts.json` ([`crate::registry::mount_records`]).
 //! So does a FUSE connection that the cluster's mounter handed over
 //! ([`Registry::attach_connection`]), until the kernel ends it.
 //!
@@ -34,20 +34,26 @@ use tokio_util::sync::CancellationToken;
 use tracing::warn;
 
 use crate::computer::{Settings, Usage};
-use crate::mounts::{self, MountRecord};
+use crate::layout::SCRATCH_DIR;
 use crate::name_locks::NameLocks;
 use crate::private;
+use crate::registry::mount_records::{self as mounts, MountRecord};
 
 mod connections;
 mod error;
+mod handed_over;
 mod hibernation;
+mod holder_client;
 mod holder_link;
 mod host_mounts;
 mod lease;
 mod lifecycle;
+pub mod mount_records;
 
 pub use error::RegistryError;
+pub use handed_over::{Handed, TakeOverError, serve_handed_over};
 pub use hibernation::COMPACT_MIN_FREE_BYTES;
+pub use holder_client::{Client as HolderClient, is_descriptor_shortage};
 pub use holder_link::{HOLDER_RESTART_ATTEMPTS, HOLDER_RESTART_DELAY};
 pub use lease::Lease;
 // Shared by the files of this module (`use super::*` in each).
@@ -93,7 +99,7 @@ struct Inner {
     dead_mounts: Mutex<Vec<MountRecord>>,
     /// Local mode's descriptor holder: host mounts are made over
     /// connections it keeps, so they outlive this process.
-    holder: std::sync::OnceLock<Arc<crate::holder::Client>>,
+    holder: std::sync::OnceLock<Arc<crate::registry::HolderClient>>,
     /// Host mounts being made: recorded before `mount(2)`, so that a
     /// process killed before the mount is recorded (or its connection
     /// kept by the holder) leaves a record for the next start to find the
@@ -165,7 +171,7 @@ impl Registry {
         idle_timeout: Duration,
         held: &[PathBuf],
     ) -> io::Result<Registry> {
-        let computers_dir = data_dir.join("computers");
+        let computers_dir = data_dir.join(crate::layout::COMPUTERS_DIR);
         private::ensure_dir(data_dir)?;
         private::ensure_dir(&computers_dir)?;
         let scratch_dir = data_dir.join(SCRATCH_DIR);
@@ -212,12 +218,6 @@ impl Registry {
         lock(&self.inner.open).len()
     }
 }
-
-/// Directory of the data directory holding per-exec scratch space, each
-/// exec's in its own subdirectory (JavaScript's `/tmp` database). Mode
-/// 0700; whatever it holds when the agent starts is left over from a crash
-/// and is removed.
-pub const SCRATCH_DIR: &str = "scratch";
 
 #[cfg(test)]
 mod tests {

@@ -47,9 +47,9 @@ use tracing::{debug, warn};
 
 use super::range::{self, Plan};
 use super::{ROUTE, Sharer, now_unix_seconds};
-use crate::api::paths::ApiPath;
 use crate::blocking::blocking;
 use crate::gate::{GatedListener, Ticket};
+use crate::paths::ApiPath;
 use crate::registry::RegistryError;
 
 /// Largest piece read from the engine and sent at once, in bytes.

@@ -60,8 +60,7 @@ pub async fn share_key(
     .map_err(io_err)
 }
 
-/// File of a computer's share-link key inside its directory.
-pub const SHARE_KEY_FILE: &str = "share.key";
+pub use crate::layout::SHARE_KEY_FILE;
 
 /// Bytes in a share-link key (256 bits, the output size of SHA-256, as
 /// RFC 2104 section 3 recommends for an HMAC key at least).

@@ -20,7 +20,7 @@ use agentcomputer_fs::{NAME_MAX, PATH_MAX};
 use nix::errno::Errno;
 use tonic::Status;
 
-use super::errors::{errno_detail, errno_status};
+use crate::errors::{errno_detail, errno_status};
 
 /// Where the computer's files appear in every runtime.
 pub const WORKSPACE: &str = "/workspace";

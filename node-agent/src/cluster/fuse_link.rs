@@ -26,7 +26,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
 use crate::blocking::blocking;
-use crate::handed_over::{Handed, TakeOverError, serve_handed_over};
+use crate::registry::{Handed, TakeOverError, serve_handed_over};
 use crate::registry::{Registry, RegistryError};
 
 /// First delay before connecting again after a failure.

@@ -20,7 +20,7 @@ use crate::auth::Authorizer;
 use crate::private;
 
 /// Name of the token file inside the data directory.
-pub const TOKEN_FILE: &str = "token";
+pub const TOKEN_FILE: &str = crate::layout::TOKEN_FILE;
 
 /// Random bytes in a token (256 bits).
 pub const TOKEN_BYTES: usize = 32;

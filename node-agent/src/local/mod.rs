@@ -5,6 +5,10 @@
 //! every call must carry the agent token kept in it ([`crate::token`]); with
 //! a certificate the API is served over TLS ([`crate::tls`]).
 
+pub mod containers;
+pub mod holder;
+pub mod token;
+
 use std::future::Future;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -20,12 +24,12 @@ use std::sync::Arc;
 
 use crate::admission::{Admission, AdmissionConfig};
 use crate::api::Service;
-use crate::containers::Containers;
 use crate::descriptors::Descriptors;
-use crate::gate::{GateConfig, GatedListener, Ticket};
+use crate::gate::{GateConfig, GatedListener};
+use crate::local::containers::Containers;
+use crate::local::token::AgentToken;
 use crate::registry::Registry;
 use crate::share::{ShareConfig, Sharer, Unbound};
-use crate::token::AgentToken;
 
 /// Default address of the API in local mode.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:7433";
@@ -56,7 +60,7 @@ pub struct LocalConfig {
     /// machine).
     pub admission: AdmissionConfig,
     /// Keep host mounts alive across restarts of the agent through a
-    /// descriptor holder process ([`crate::holder`]); `None`: host mounts
+    /// descriptor holder process ([`crate::local::holder`]); `None`: host mounts
     /// end with the agent. Needs root (the agent mounts with `mount(2)`).
     pub fuse_holder: Option<FuseHolder>,
     /// Where share links are served ([`crate::share`]); `None`: nowhere,
@@ -131,7 +135,7 @@ pub fn default_data_dir() -> Option<PathBuf> {
 /// Removes what a killed previous run on `data_dir` left mounted inside
 /// the data directory (the container runs' workspaces). Its host mounts are
 /// not removed: the registry keeps them dead until they are mounted again
-/// or unmounted ([`crate::mounts::recheck_recorded`]). Failures are logged:
+/// or unmounted ([`crate::registry::mount_records::recheck_recorded`]). Failures are logged:
 /// they must not stop the agent from starting.
 pub fn cleanup_stale_mounts(data_dir: &std::path::Path) {
     Containers::cleanup_stale(data_dir);
@@ -156,7 +160,7 @@ where
         Some(h) => {
             let (dir, exe, grace) = (config.data_dir.clone(), h.exe.clone(), h.grace);
             let started = tokio::task::spawn_blocking(move || {
-                let client = crate::holder::Client::connect_or_start(&dir, &exe, grace)?;
+                let client = crate::registry::HolderClient::connect_or_start(&dir, &exe, grace)?;
                 let held = client.list()?;
                 Ok::<_, std::io::Error>((client, held))
             })
@@ -318,19 +322,10 @@ impl tonic::service::Interceptor for AuthenticatedConnections {
             .check(crate::auth::bearer_token(req.metadata()))
             .is_ok()
         {
-            if let Some(ticket) = ticket_of(req.extensions()) {
+            if let Some(ticket) = crate::gate::ticket_of(req.extensions()) {
                 ticket.authenticated();
             }
         }
         Ok(req)
     }
-}
-
-/// The gate's ticket of the request's connection, over TLS or not.
-pub fn ticket_of(extensions: &http::Extensions) -> Option<&Ticket> {
-    extensions.get::<Ticket>().or_else(|| {
-        extensions
-            .get::<tonic::transport::server::TlsConnectInfo<Ticket>>()
-            .map(|tls| tls.get_ref())
-    })
 }

@@ -28,7 +28,7 @@ use serde::{Deserialize, Serialize};
 use tracing::warn;
 
 /// File name of the mount record inside the data directory.
-pub const RECORD_FILE: &str = "mounts.json";
+pub const RECORD_FILE: &str = crate::layout::MOUNTS_FILE;
 
 /// One recorded mount.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -21,7 +21,7 @@ use agentcomputer_container::netns::{PROXY_PORT, ProxyNetns};
 use agentcomputer_container::{
     Backend, Limits, Network, Outcome, OutputChunk, RunSpec, Unavailable,
 };
-use agentcomputer_egress::{Mode, Policy};
+use agentcomputer_egress::Mode;
 use agentcomputer_fs::{Fs, ROOT_INO, SetAttr};
 use agentcomputer_fuse::MountOptions;
 use agentcomputer_proxy::{Caller, ConnectionLimits, Credentials, Fixed, Metrics, Proxy};
@@ -29,57 +29,12 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
+use crate::api::container_runtime::{ContainerRun, ContainerRuntime};
 use crate::blocking::blocking;
 
 /// `NO_PROXY` inside the sandbox: its own loopback services are reached
 /// directly.
 pub const NO_PROXY: &str = "localhost,127.0.0.1,::1";
-
-/// Where an agent's container execs go: the local sandbox ([`Containers`])
-/// or, in a cluster, the computer's sandbox pod
-/// (`crate::cluster::sandboxes::Sandboxes`). The exec call keeps the
-/// contract (limits, events, cancellation) whichever runs the script.
-#[tonic::async_trait]
-pub trait ContainerRuntime: Send + Sync + 'static {
-    /// Why no container run can start on this agent at all (refused with
-    /// FAILED_PRECONDITION before the computer is looked at).
-    fn unavailable_reason(&self) -> Option<String>;
-
-    /// Why computer `key` (its registry key) cannot run a container exec
-    /// now or soon, asked once the computer is known to enable the runtime
-    /// (refused with FAILED_PRECONDITION). The default: nothing stops it.
-    async fn not_ready(&self, key: &str) -> Option<String> {
-        let _ = key;
-        None
-    }
-
-    /// Waits until computer `key` can take a run (in a cluster: its sandbox
-    /// pod, started again if it was stopped when idle, has attached),
-    /// sending one human-readable line per step of the wait to `progress`
-    /// (the exec shows them on stderr). `cancel` ends the wait. Errors:
-    /// why no run can start (the kubelet's reason for a pod that cannot
-    /// run, a start slower than allowed, a cancelled wait). The default:
-    /// ready at once.
-    async fn prepare(
-        &self,
-        key: &str,
-        progress: mpsc::Sender<String>,
-        cancel: CancellationToken,
-    ) -> Result<(), String> {
-        let _ = (key, progress, cancel);
-        Ok(())
-    }
-
-    /// Runs `run` to its end, sending its output to `out`; `cancel` (or
-    /// `out` closing) stops it. Every process of the run is gone, or being
-    /// killed, when this returns.
-    async fn run(
-        &self,
-        run: ContainerRun,
-        out: mpsc::Sender<OutputChunk>,
-        cancel: CancellationToken,
-    ) -> Outcome;
-}
 
 #[tonic::async_trait]
 impl ContainerRuntime for Containers {
@@ -112,36 +67,12 @@ pub struct Containers {
 /// (a name no computer can have).
 const HOST_SIDE_KEY: &str = "host-side listener";
 
-/// What an exec asks of the container runtime (already validated).
-pub struct ContainerRun {
-    /// The computer's registry key (its name locally, its uid in a cluster).
-    pub computer: String,
-    /// Its files (the local sandbox mounts them; a sandbox pod has them
-    /// through its volume).
-    pub fs: Fs,
-    /// Its egress policy (the local sandbox enforces it; in a cluster the
-    /// operator's NetworkPolicy does).
-    pub egress: Arc<Policy>,
-    pub script: String,
-    /// Absolute path inside the sandbox, `/workspace` or below.
-    pub cwd: String,
-    pub env: Vec<(String, String)>,
-    pub stdin: Vec<u8>,
-    pub timeout: std::time::Duration,
-    pub max_output_bytes: u64,
-    /// Memory of the whole process tree in bytes: the exec's memory budget
-    /// as admission reserved it from the agent's exec memory, so the pool
-    /// counts what the sandbox may use; 0 (only outside the API) takes
-    /// [`Limits::default`]'s.
-    pub memory_limit_bytes: u64,
-}
-
 impl Containers {
     /// Local mode: the bubblewrap sandbox, when this host can build all of
     /// its walls; otherwise a runtime that refuses every run with the
     /// reason (logged now as a warning).
     pub fn local(data_dir: &Path) -> Containers {
-        let run_dir = data_dir.join("run");
+        let run_dir = data_dir.join(crate::layout::RUN_DIR);
         if let Err(e) = private_dir(&run_dir) {
             warn!(path = %run_dir.display(), error = %e, "cannot prepare the container runtime's directory");
         }
@@ -210,7 +141,7 @@ impl Containers {
     /// Detaches and removes the exec mountpoints a killed agent left in
     /// `data_dir/run/exec`. Failures are logged.
     pub fn cleanup_stale(data_dir: &Path) {
-        let exec_dir = data_dir.join("run").join("exec");
+        let exec_dir = data_dir.join(crate::layout::RUN_DIR).join("exec");
         let Ok(entries) = std::fs::read_dir(&exec_dir) else {
             return;
         };
@@ -242,7 +173,10 @@ impl Containers {
         };
         // A name nobody can guess: the directory is the computer's files
         // on the host while the run lasts.
-        let mountpoint = self.run_dir.join("exec").join(random_token());
+        let mountpoint = self
+            .run_dir
+            .join(crate::layout::EXEC_RUN_DIR)
+            .join(random_token());
         let failed = |what: String| Outcome {
             exit_code: agentcomputer_container::EXIT_START_FAILED,
             error: Some(format!("container: cannot start the sandbox: {what}")),
@@ -338,7 +272,7 @@ fn mount_workspace(
     computer: &str,
 ) -> std::io::Result<agentcomputer_fuse::MountHandle> {
     private_dir(run_dir)?;
-    private_dir(&run_dir.join("exec"))?;
+    private_dir(&run_dir.join(crate::layout::EXEC_RUN_DIR))?;
     std::fs::create_dir(dir)?;
     let root = fs.getattr(ROOT_INO).map_err(std::io::Error::other)?;
     if root.uid == 0 && root.gid == 0 {
