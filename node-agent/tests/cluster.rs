@@ -2945,3 +2945,93 @@ async fn one_source_cannot_hold_the_agents_ports() {
     drop((api_flood, proxy_flood));
     agent.stop().await;
 }
+
+/// Over TLS the deadline covers the handshake: connections from one
+/// address that start a handshake and never finish it are held to that
+/// address's bound and closed 10 s after their accept, while a client
+/// from another address completes its handshake and its calls.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn half_done_tls_handshakes_end_at_the_deadline() {
+    use tokio::io::AsyncWriteExt;
+    use tonic::transport::{Certificate, ClientTlsConfig, Endpoint};
+    if support::skipped() {
+        return;
+    }
+    let (cluster, admin) = prepared_cluster().await;
+    let data = cluster.dir.path().join("node-data");
+    let leaf = rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).unwrap();
+    let (cert, key) = (
+        cluster.dir.path().join("tls.crt"),
+        cluster.dir.path().join("tls.key"),
+    );
+    std::fs::write(&cert, leaf.cert.pem()).unwrap();
+    std::fs::write(&key, leaf.signing_key.serialize_pem()).unwrap();
+    let extra = [
+        "--tls-cert".to_string(),
+        cert.display().to_string(),
+        "--tls-key".to_string(),
+        key.display().to_string(),
+    ];
+    let agent =
+        Agent::start_with(&cluster, &data, "node-agent-tls.log", "127.0.0.1:0", &extra).await;
+    let t = token("tls-doors");
+    computer(
+        &admin,
+        NS_A,
+        "sealed",
+        NODE,
+        serde_json::json!({"storage": {"size": "16Mi"}}),
+        &t,
+    )
+    .await;
+    let api: std::net::SocketAddr = agent.grpc.strip_prefix("http://").unwrap().parse().unwrap();
+    let tls_client = || {
+        let url = format!("https://localhost:{}", api.port());
+        let pem = leaf.cert.pem();
+        let t = t.clone();
+        async move {
+            let channel = Endpoint::from_shared(url)
+                .unwrap()
+                .tls_config(ClientTlsConfig::new().ca_certificate(Certificate::from_pem(pem)))
+                .unwrap()
+                .connect()
+                .await
+                .expect("TLS connect");
+            AgentComputerClient::with_interceptor(channel, Bearer(Some(t)))
+        }
+    };
+    eventually(30, "the agent to know the computer", || async {
+        let mut c = tls_client().await;
+        stat(&mut c, "sealed", "/workspace").await.ok()
+    })
+    .await;
+
+    // Half a ClientHello: a record header announcing 512 bytes, then 3.
+    let mut stalled = idle_connections("127.0.0.2", api, 40).await;
+    for s in &mut stalled {
+        s.write_all(&[0x16, 0x03, 0x01, 0x02, 0x00, 0x01, 0x00, 0x01])
+            .await
+            .unwrap();
+    }
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let open = still_open(&stalled);
+    eprintln!("after 1 s the agent holds {open} of 40 half-done handshakes of one source");
+    for _ in 0..3 {
+        let started = std::time::Instant::now();
+        let mut c = tls_client().await;
+        stat(&mut c, "sealed", "/workspace")
+            .await
+            .expect("another source's TLS call during the stall");
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "another source waited {:?}",
+            started.elapsed()
+        );
+    }
+    assert!(open <= 8, "one source holds {open} half-done handshakes");
+    tokio::time::sleep(Duration::from_secs(11)).await;
+    let left = still_open(&stalled);
+    assert_eq!(left, 0, "half-done handshakes outlived the deadline");
+    drop(stalled);
+    agent.stop().await;
+}
