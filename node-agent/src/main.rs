@@ -112,6 +112,15 @@ enum Command {
         /// Most share-link downloads served at once (more get 503).
         #[arg(long, default_value_t = share::DEFAULT_MAX_DOWNLOADS, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
         max_downloads: usize,
+        /// Most share-link downloads of one computer served at once (more
+        /// get 503) [default: an eighth of --max-downloads, at least 1].
+        #[arg(long, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
+        max_downloads_per_computer: Option<usize>,
+        /// Bytes a second a share-link download's client must take, over
+        /// each 10 s; a slower download is ended and its place freed.
+        /// Bytes or with a binary suffix (4Ki); 0 for no minimum.
+        #[arg(long, default_value = "4Ki", value_parser = parse_bytes)]
+        download_min_rate: u64,
     },
     /// Serve the computers placed on one Kubernetes node (unprivileged).
     /// The Kubernetes client comes from the in-cluster service account or
@@ -205,6 +214,32 @@ struct ClusterArgs {
     /// Most share-link downloads served at once (more get 503).
     #[arg(long, env = "AGENTCOMPUTER_MAX_DOWNLOADS", default_value_t = share::DEFAULT_MAX_DOWNLOADS, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     max_downloads: usize,
+    /// Most share-link downloads of one computer served at once (more get
+    /// 503) [default: an eighth of --max-downloads, at least 1].
+    #[arg(long, env = "AGENTCOMPUTER_MAX_DOWNLOADS_PER_COMPUTER", value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
+    max_downloads_per_computer: Option<usize>,
+    /// Bytes a second a share-link download's client must take, over each
+    /// 10 s; a slower download is ended and its place freed. Bytes or with
+    /// a binary suffix (4Ki); 0 for no minimum.
+    #[arg(long, env = "AGENTCOMPUTER_DOWNLOAD_MIN_RATE", default_value = "4Ki", value_parser = parse_bytes)]
+    download_min_rate: u64,
+    /// Most API connections open at once from one source address (a
+    /// sandbox pod; port-forwarded clients share 127.0.0.1); past it the
+    /// source's oldest unauthenticated connection is closed, or the new one.
+    #[arg(long, env = "AGENTCOMPUTER_API_CONNECTIONS_PER_SOURCE", default_value_t = agentcomputer_node_agent::gate::DEFAULT_CONNECTIONS_PER_SOURCE, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
+    api_connections_per_source: usize,
+    /// Most API connections from one source address that have not yet
+    /// carried a computer's token; one more closes the source's oldest.
+    #[arg(long, env = "AGENTCOMPUTER_API_UNAUTHENTICATED_PER_SOURCE", default_value_t = agentcomputer_node_agent::gate::DEFAULT_UNAUTHENTICATED_PER_SOURCE, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
+    api_unauthenticated_per_source: usize,
+    /// Time an API connection has, from its accept (TLS handshake
+    /// included), to carry a computer's token; then it is closed.
+    #[arg(long, env = "AGENTCOMPUTER_API_AUTH_DEADLINE", default_value = "10s", value_parser = humantime::parse_duration)]
+    api_auth_deadline: Duration,
+    /// Most egress proxy connections of one computer at once, and of one
+    /// source address (a sandbox pod); more are refused.
+    #[arg(long, env = "AGENTCOMPUTER_PROXY_CONNECTIONS_PER_COMPUTER", default_value_t = agentcomputer_proxy::DEFAULT_PER_COMPUTER, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
+    proxy_connections_per_computer: usize,
 }
 
 /// An overcommit factor: a finite number above 0.
@@ -370,6 +405,8 @@ fn main() -> anyhow::Result<()> {
                 share_listen,
                 share_url,
                 max_downloads,
+                max_downloads_per_computer,
+                download_min_rate,
             } => {
                 // Before announcing readiness: a client may use the old
                 // mountpoints as soon as it sees the address.
@@ -388,6 +425,8 @@ fn main() -> anyhow::Result<()> {
                     Some(addr) => Some(LocalShare {
                         base_url: share_url,
                         max_downloads,
+                        max_downloads_per_computer,
+                        min_rate: download_min_rate,
                         ..LocalShare::bind(addr)?
                     }),
                     None => None,
@@ -489,11 +528,19 @@ async fn run_cluster(args: ClusterArgs) -> anyhow::Result<DataDirLock> {
                 listen,
                 base_url,
                 max_downloads: args.max_downloads,
+                max_downloads_per_computer: args.max_downloads_per_computer,
+                min_rate: args.download_min_rate,
             }),
             (Some(_), None) => anyhow::bail!(
                 "--share-listen needs --share-url: the address outside the cluster that links point at (the share gateway's)"
             ),
         },
+        api_gate: cluster::api_gate::ApiGate {
+            connections_per_source: args.api_connections_per_source,
+            unauthenticated_per_source: args.api_unauthenticated_per_source,
+            auth_deadline: args.api_auth_deadline,
+        },
+        proxy_connections_per_computer: args.proxy_connections_per_computer,
     };
     cluster::serve(client, listener, http, config, shutdown_signal()?).await?;
     Ok(lock)

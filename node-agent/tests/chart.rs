@@ -44,6 +44,14 @@ fn the_chart_starts_node_agent_with_arguments_it_accepts() {
         !args.iter().any(|a| a.starts_with("--share")),
         "share links are off by default: {args:?}"
     );
+    for want in [
+        "--api-connections-per-source=64",
+        "--api-unauthenticated-per-source=8",
+        "--api-auth-deadline=10s",
+        "--proxy-connections-per-computer=256",
+    ] {
+        assert!(args.iter().any(|a| a == want), "{want} missing: {args:?}");
+    }
     agent_accepts(&args);
 }
 
@@ -60,6 +68,8 @@ fn the_chart_serves_share_links_when_asked() {
         "nodeAgent.share.enabled=true",
         "--set",
         "nodeAgent.share.url=https://files.example.com/",
+        "--set",
+        "nodeAgent.share.maxDownloadsPerComputer=4",
         "--set-json",
         r#"nodeAgent.share.from=[{"podSelector":{"matchLabels":{"app":"share-gateway"}}}]"#,
     ])
@@ -69,6 +79,8 @@ fn the_chart_serves_share_links_when_asked() {
         "--share-listen=0.0.0.0:7434",
         "--share-url=https://files.example.com/",
         "--max-downloads=64",
+        "--download-min-rate=4Ki",
+        "--max-downloads-per-computer=4",
     ] {
         assert!(args.iter().any(|a| a == want), "{want} missing: {args:?}");
     }

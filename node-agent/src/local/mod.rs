@@ -2,7 +2,7 @@
 //! over the computers of one data directory.
 //!
 //! The data directory is private to the agent's user ([`crate::private`]) and
-//! every call must carry the agent token kept in it ([`crate::token`]); with
+//! every call must carry the agent token kept in it ([`crate::local::token`]); with
 //! a certificate the API is served over TLS ([`crate::tls`]).
 
 pub mod containers;
@@ -94,6 +94,12 @@ pub struct LocalShare {
     pub base_url: Option<url::Url>,
     /// Most downloads at once ([`crate::share::ShareConfig::max_downloads`]).
     pub max_downloads: usize,
+    /// Most downloads of one computer at once
+    /// ([`crate::share::ShareConfig::max_downloads_per_computer`]).
+    pub max_downloads_per_computer: Option<usize>,
+    /// Bytes a second a download must move
+    /// ([`crate::share::ShareConfig::min_rate`]).
+    pub min_rate: u64,
 }
 
 impl LocalShare {
@@ -108,6 +114,8 @@ impl LocalShare {
             listener: Arc::new(listener),
             base_url: None,
             max_downloads: crate::share::DEFAULT_MAX_DOWNLOADS,
+            max_downloads_per_computer: None,
+            min_rate: crate::share::DEFAULT_MIN_RATE,
         })
     }
 }
@@ -229,6 +237,8 @@ where
         info!(addr = %bound, base_url = %base_url, "share links serving");
         let mut share_config = ShareConfig::new(base_url);
         share_config.max_downloads = share.max_downloads;
+        share_config.max_downloads_per_computer = share.max_downloads_per_computer;
+        share_config.min_rate = share.min_rate;
         share_config.gate = GateConfig::within(descriptors.outside() / 4);
         let made = Sharer::new(registry.clone(), Arc::new(Unbound), share_config);
         tokio::spawn(crate::share::http::serve(
