@@ -15,6 +15,7 @@ mod cgroup_memory;
 pub mod cluster;
 pub mod computer;
 pub mod containers;
+pub mod control_addresses;
 pub mod data_lock;
 pub mod descriptors;
 pub mod fuse_link;
