@@ -11,6 +11,7 @@ use serde_json::Value;
 use crate::tools::{Tools, condition, eventually, text};
 
 mod failures;
+mod memory;
 
 /// Namespace of the release.
 const SYSTEM_NS: &str = "agentcomputer-system";
@@ -91,6 +92,11 @@ pub const STEPS: &[Step] = &[
         name: "a failed reconcile is a condition and an event",
         required: false,
         run: failures::failed_reconcile_visible,
+    },
+    Step {
+        name: "three 600 MiB JavaScript execs leave the agent running",
+        required: false,
+        run: memory::js_memory_burst,
     },
     Step {
         name: "bad input refused",
