@@ -51,7 +51,10 @@ use crate::context::Context;
 use crate::error::{Error, Result, is_not_found};
 use crate::resources::{self, netpol, pod, pv, secret};
 use crate::steps::{self, InStep, Step, StepFailure};
-use crate::{FIELD_MANAGER, FINALIZER, conditions, placement, reconciled, spec_check, volume_step};
+use crate::{
+    FIELD_MANAGER, FINALIZER, conditions, namespace_storage, placement, reconciled, spec_check,
+    volume_step,
+};
 
 /// How often a computer waiting for a node is retried.
 pub const PENDING_RETRY: Duration = Duration::from_secs(30);
@@ -263,8 +266,28 @@ async fn apply_steps(c: &Arc<AgentComputer>, ctx: &Arc<Context>) -> Result<Resul
         None => existing_pv.as_ref().and_then(pv::node_of),
     };
     let newly_placed = known.is_none();
+    // The namespace's storage limit: for a placed computer, how much of a
+    // grown quota its volume gets; a new one that does not fit waits here.
+    let storage_grant = match ctx.config.namespace_storage_limit {
+        None => namespace_storage::Grant::Whole,
+        limit => namespace_storage::grant(
+            limit,
+            &c,
+            existing_pv.as_ref(),
+            ctx.computers.state().iter().map(|o| o.as_ref()),
+        ),
+    };
     let node = match known {
         Some(n) => n,
+        None if matches!(storage_grant, namespace_storage::Grant::Refused { .. }) => {
+            let namespace_storage::Grant::Refused { message, .. } = storage_grant else {
+                unreachable!()
+            };
+            return namespace_storage_wait(&ctx, &c, &ns, &old, message, now)
+                .await
+                .in_step(Step::Status)
+                .map(Ok);
+        }
         None => {
             let nodes = ctx.nodes.state();
             let uid = c.uid().unwrap_or_default();
@@ -360,11 +383,18 @@ async fn apply_steps(c: &Arc<AgentComputer>, ctx: &Arc<Context>) -> Result<Resul
         None => old.credential_hash.clone(),
     };
 
-    // 3. Volume: the claim, then the PV.
+    // 3. Volume: the claim, then the PV, at the size the namespace's limit
+    // grants (a refused growth keeps the volume's capacity).
+    let granted = match &storage_grant {
+        namespace_storage::Grant::Refused { held, .. } => {
+            Arc::new(namespace_storage::with_size(&c, held))
+        }
+        namespace_storage::Grant::Whole => c.clone(),
+    };
     let pvc_name = resources::pvc_name(&c);
     let volume = match volume_step::reconcile_volume(
         client,
-        &c,
+        &granted,
         &node,
         node_obj.as_deref(),
         &hostname,
@@ -613,6 +643,9 @@ async fn apply_steps(c: &Arc<AgentComputer>, ctx: &Arc<Context>) -> Result<Resul
         ready_reason.to_string(),
         ready_msg.clone(),
     ));
+    if ctx.config.namespace_storage_limit.is_some() {
+        next.push(namespace_storage_condition(&ctx, &c, &old, &storage_grant).await);
+    }
     let (rec_ok, rec_reason, rec_msg) = reconciled::condition(&failures, c.metadata.generation);
     next.push((ct::RECONCILED, rec_ok, rec_reason.clone(), rec_msg.clone()));
     let next: Vec<(&str, bool, &str, String)> = next
@@ -631,7 +664,7 @@ async fn apply_steps(c: &Arc<AgentComputer>, ctx: &Arc<Context>) -> Result<Resul
             Some(v) => Some(VolumeStatus {
                 claim_name: Some(pvc_name),
                 volume_name: Some(pv_name),
-                capacity: Some(c.spec.storage.size.clone()),
+                capacity: Some(granted.spec.storage.size.clone()),
                 claim_phase: Some(v.claim_phase.clone()),
                 bytes_used: None,
                 inodes_used: None,
@@ -1085,6 +1118,78 @@ fn idle_remaining(c: &AgentComputer, timeout_secs: i64, now: Timestamp) -> Optio
     Some(Duration::from_secs(
         (timeout_secs as u64).saturating_sub(idle),
     ))
+}
+
+/// A new computer the namespace's storage limit has no room for: Pending,
+/// `Placed=False` with the limit's reason and message (a Warning event the
+/// first time), retried like a computer waiting for a node.
+async fn namespace_storage_wait(
+    ctx: &Context,
+    c: &AgentComputer,
+    ns: &str,
+    old: &AgentComputerStatus,
+    why: String,
+    now: Timestamp,
+) -> Result<Action> {
+    let reason = namespace_storage::NAMESPACE_STORAGE_LIMIT;
+    let status = AgentComputerStatus {
+        phase: Some(ComputerPhase::Pending),
+        conditions: conditions::merge(
+            &old.conditions,
+            &[
+                (ct::PLACED, false, reason, why.clone()),
+                (
+                    ct::READY,
+                    false,
+                    "NotPlaced",
+                    format!(
+                        "waiting for room in the namespace's storage limit for {}",
+                        c.spec.storage.size.0
+                    ),
+                ),
+            ],
+            c.metadata.generation,
+            now,
+        ),
+        observed_generation: c.metadata.generation,
+        ..Default::default()
+    };
+    if !conditions::has_reason(&old.conditions, ct::PLACED, reason) {
+        publish(ctx, c, EventType::Warning, reason, why).await;
+    }
+    write_status(ctx, c, ns, old, status).await?;
+    Ok(Action::requeue(PENDING_RETRY))
+}
+
+/// `StorageGranted` of a placed computer under a namespace storage limit
+/// (a Warning event when a growth is first refused).
+async fn namespace_storage_condition(
+    ctx: &Context,
+    c: &AgentComputer,
+    old: &AgentComputerStatus,
+    grant: &namespace_storage::Grant,
+) -> (&'static str, bool, String, String) {
+    let reason = namespace_storage::NAMESPACE_STORAGE_LIMIT;
+    match grant {
+        namespace_storage::Grant::Whole => (
+            namespace_storage::STORAGE_GRANTED,
+            true,
+            namespace_storage::WITHIN_LIMIT.to_string(),
+            format!("the volume has the whole quota, {}", c.spec.storage.size.0),
+        ),
+        namespace_storage::Grant::Refused { message, .. } => {
+            if !conditions::has_reason(&old.conditions, namespace_storage::STORAGE_GRANTED, reason)
+            {
+                publish(ctx, c, EventType::Warning, reason, message.clone()).await;
+            }
+            (
+                namespace_storage::STORAGE_GRANTED,
+                false,
+                reason.to_string(),
+                format!("the volume keeps its capacity: {message}"),
+            )
+        }
+    }
 }
 
 /// Writes status by server-side apply to the status subresource, unless it
