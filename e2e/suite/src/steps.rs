@@ -1157,9 +1157,9 @@ fn egress(cx: &mut Context) -> Result<String> {
 /// agent makes) reach the web pod but not the node's control addresses:
 /// the node's address on the kubelet's port 10250 and the agent pod's own
 /// address on its metrics port are refused as control addresses, from the
-/// shell's `curl` and from JavaScript's `fetch`; a CIDR rule naming the
-/// node's address on 10250 does not reach the kubelet either (only the
-/// chart's egress.allowControlAddresses would).
+/// shell's `curl` and from JavaScript's `fetch`; CIDR rules naming the
+/// node's address on 10250 and the API server's Service address on 443
+/// reach neither (only the chart's egress.allowControlAddresses would).
 /// Runs after "egress on the pod network" (its web pod and computer).
 fn egress_keeps_the_node_out(cx: &mut Context) -> Result<String> {
     let spec = |egress: Value| {
@@ -1243,43 +1243,61 @@ fn egress_keeps_the_node_out(cx: &mut Context) -> Result<String> {
             "JavaScript's fetch of {target} under allow-all gave {out:?}"
         );
     }
-    // Named by a CIDR rule, the kubelet is still refused: it is a control
-    // address, which no allow-list reaches.
-    let cidr = match host_ip.contains(':') {
-        true => format!("{host_ip}/128"),
-        false => format!("{host_ip}/32"),
+    // Named by CIDR rules, the kubelet and the API server's Service address
+    // are still refused: they are control addresses, which no allow-list
+    // reaches.
+    let host = |ip: &str| match ip.contains(':') {
+        true => format!("{ip}/128"),
+        false => format!("{ip}/32"),
     };
+    let api = cx
+        .tools
+        .kubectl_json(&["-n", "default", "get", "service", "kubernetes"])?;
+    let api_ip = text(&api, "/spec/clusterIP").to_string();
+    ensure!(
+        !api_ip.is_empty(),
+        "the kubernetes Service has no cluster IP"
+    );
     cx.apply_computer(
         "net",
-        spec(serde_json::json!({"mode": "allow-list", "cidrs": [{"cidr": cidr, "ports": [{"port": 10250}]}]})),
+        spec(serde_json::json!({"mode": "allow-list", "cidrs": [
+            {"cidr": host(&host_ip), "ports": [{"port": 10250}]},
+            {"cidr": host(&api_ip), "ports": [{"port": 443}]},
+        ]})),
     )?;
-    let kubelet = url(&host_ip, 10250);
-    // The new policy reaches the agent within a watch event: wait until
-    // the refusal is the control one rather than "not in the allow-list".
-    eventually(60, "the named kubelet refused as a control address", || {
-        let out = cx.tools.cli(
-            &[
-                "-n",
-                NS,
-                "exec",
-                "net",
-                "--",
-                &format!("curl -sS --max-time 10 -o /dev/null {kubelet}"),
-            ],
-            None,
+    for (target, what) in [
+        (url(&host_ip, 10250), "the kubelet"),
+        (url(&api_ip, 443), "the API server"),
+    ] {
+        // The new policy reaches the agent within a watch event: wait until
+        // the refusal is the control one rather than "not in the allow-list".
+        let reason = format!("is a control address ({what})");
+        eventually(
+            60,
+            &format!("{target} refused as a control address"),
+            || {
+                let out = cx.tools.cli(
+                    &[
+                        "-n",
+                        NS,
+                        "exec",
+                        "net",
+                        "--",
+                        &format!("curl -sS --max-time 10 -o /dev/null {target}"),
+                    ],
+                    None,
+                )?;
+                if out.code == 0 || !out.stderr.contains("egress denied") {
+                    bail!(
+                        "{target} was reached: exit {}, {:?}",
+                        out.code,
+                        out.stderr.trim()
+                    );
+                }
+                Ok(out.stderr.contains(&reason).then_some(()))
+            },
         )?;
-        if out.code == 0 || !out.stderr.contains("egress denied") {
-            bail!(
-                "the kubelet was reached: exit {}, {:?}",
-                out.code,
-                out.stderr.trim()
-            );
-        }
-        Ok(out
-            .stderr
-            .contains("is a control address (the kubelet)")
-            .then_some(()))
-    })?;
+    }
     cx.apply_computer("net", spec(serde_json::json!({"mode": "deny-all"})))?;
     Ok(String::new())
 }
