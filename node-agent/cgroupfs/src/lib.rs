@@ -138,13 +138,6 @@ pub fn dirs_of<'a>(
         .filter_map(move |m| Some((m, m.dir_of(path)?)))
 }
 
-/// Whether the unified hierarchy alone is in use: a cgroup2 mount and no
-/// v1 mount (the hybrid layout mounts v1 controllers beside an empty v2
-/// tree, and uses v1).
-pub fn unified_only(mounts: &[Mount]) -> bool {
-    mounts.iter().any(Mount::is_v2) && !mounts.iter().any(|m| m.fstype == "cgroup")
-}
-
 /// Undoes mountinfo's octal escapes (`\040`, `\011`, `\012`, `\134`).
 pub fn unescape(field: &str) -> String {
     let bytes = field.as_bytes();
@@ -196,10 +189,7 @@ mod tests {
         assert_eq!(mounts.len(), 2);
         assert_eq!(mounts[0].root, "/kubepods/pod 1");
         assert!(mounts[0].is_v1_of("memory") && !mounts[0].is_v1_of("pids"));
-        assert!(mounts[1].is_v2());
-        assert!(!unified_only(&mounts), "hybrid is v1");
-        assert!(unified_only(&mounts[1..]));
-        assert!(!unified_only(&[]));
+        assert!(mounts[1].is_v2() && !mounts[0].is_v2());
     }
 
     #[test]

@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 
-use agentcomputer_cgroupfs::{Mount, OwnCgroup, cgroup_mounts, dirs_of, own_cgroups, unified_only};
+use agentcomputer_cgroupfs::{Mount, OwnCgroup, cgroup_mounts, dirs_of, own_cgroups};
 
 use crate::Limits;
 
@@ -257,7 +257,13 @@ fn parents(cgroup: &str, mountinfo: &str, exists: impl Fn(&Path) -> bool) -> Par
     if mounts.is_empty() {
         return Parents::None;
     }
-    if unified_only(&mounts) {
+    // The unified hierarchy is used when no v1 hierarchy carries either
+    // controller (a v1 named hierarchy such as name=systemd beside it
+    // carries none; the hybrid layout's v1 memory and pids do).
+    let v1_in_use = mounts
+        .iter()
+        .any(|m| m.is_v1_of("memory") || m.is_v1_of("pids"));
+    if !v1_in_use && mounts.iter().any(Mount::is_v2) {
         return own
             .iter()
             .find(|l| l.is_unified())
@@ -331,6 +337,18 @@ mod tests {
         assert_eq!(
             parents("0::/kubepods/pod1/ctr\n", mountinfo, |_| true),
             Parents::V2("/sys/fs/cgroup".into())
+        );
+    }
+
+    #[test]
+    fn v2_beside_a_named_v1_hierarchy() {
+        // A systemd container on a v2 host: name=systemd mounted as v1,
+        // every controller on the unified hierarchy.
+        let mountinfo = "40 30 0:30 / /sys/fs/cgroup rw,nosuid - cgroup2 cgroup2 rw\n\
+                         41 40 0:31 / /sys/fs/cgroup/systemd rw - cgroup cgroup rw,xattr,name=systemd\n";
+        assert_eq!(
+            parents("1:name=systemd:/\n0::/agent\n", mountinfo, |_| true),
+            Parents::V2("/sys/fs/cgroup/agent".into())
         );
     }
 
