@@ -14,6 +14,7 @@ mod blocking;
 mod cgroup_memory;
 pub mod cluster;
 pub mod computer;
+pub mod control_addresses;
 pub mod data_lock;
 pub mod descriptors;
 pub mod errors;

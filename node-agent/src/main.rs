@@ -27,6 +27,7 @@ use std::time::Duration;
 
 use agentcomputer_node_agent::admission::AdmissionConfig;
 use agentcomputer_node_agent::cluster::{self, ClusterConfig};
+use agentcomputer_node_agent::control_addresses::{self, ControlArgs};
 use agentcomputer_node_agent::data_lock::DataDirLock;
 use agentcomputer_node_agent::local::containers::parse_proxy_listen;
 use agentcomputer_node_agent::local::{
@@ -121,6 +122,8 @@ enum Command {
         /// Bytes or with a binary suffix (4Ki); 0 for no minimum.
         #[arg(long, default_value = "4Ki", value_parser = parse_bytes)]
         download_min_rate: u64,
+        #[command(flatten)]
+        control: ControlArgs,
     },
     /// Serve the computers placed on one Kubernetes node (unprivileged).
     /// The Kubernetes client comes from the in-cluster service account or
@@ -240,6 +243,14 @@ struct ClusterArgs {
     /// source address (a sandbox pod); more are refused.
     #[arg(long, env = "AGENTCOMPUTER_PROXY_CONNECTIONS_PER_COMPUTER", default_value_t = agentcomputer_proxy::DEFAULT_PER_COMPUTER, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     proxy_connections_per_computer: usize,
+    #[command(flatten)]
+    control: ControlArgs,
+    /// Services whose endpoints no computer may reach whatever its egress
+    /// policy says (NAMESPACE/NAME, comma-separated; the chart names the
+    /// operator's and the node agents'). `default/kubernetes`, the API
+    /// server's, is always one of them.
+    #[arg(long, env = "AGENTCOMPUTER_CONTROL_SERVICES", value_delimiter = ',')]
+    control_services: Vec<control_addresses::ControlService>,
 }
 
 /// An overcommit factor: a finite number above 0.
@@ -407,6 +418,7 @@ fn main() -> anyhow::Result<()> {
                 max_downloads,
                 max_downloads_per_computer,
                 download_min_rate,
+                control,
             } => {
                 // Before announcing readiness: a client may use the old
                 // mountpoints as soon as it sees the address.
@@ -431,6 +443,16 @@ fn main() -> anyhow::Result<()> {
                     }),
                     None => None,
                 };
+                // Before any computer runs: the agent's own ports are
+                // control addresses (the egress proxy's is added when bound).
+                let share_port = match &share {
+                    Some(s) => Some(s.listener.local_addr()?.port()),
+                    None => None,
+                };
+                control_addresses::configure(
+                    &control,
+                    std::iter::once(listener.local_addr()?.port()).chain(share_port),
+                );
                 println!("listening on {}", listener.local_addr()?);
                 let config = LocalConfig {
                     data_dir,
@@ -495,6 +517,20 @@ fn main() -> anyhow::Result<()> {
 /// be let go after the runtime's shutdown.
 async fn run_cluster(args: ClusterArgs) -> anyhow::Result<DataDirLock> {
     agentcomputer_egress::node::add_node_addresses(args.node_ips.iter().copied());
+    let proxy_listen = parse_proxy_listen(&args.proxy_listen).map_err(anyhow::Error::msg)?;
+    let share_listen = parse_share_listen(&args.share_listen)?;
+    control_addresses::configure(
+        &args.control,
+        [args.listen.port(), args.metrics_addr.port()]
+            .into_iter()
+            .chain(proxy_listen.map(|a| a.port()))
+            .chain(share_listen.map(|a| a.port())),
+    );
+    control_addresses::configure_cluster(
+        &args.node_ips,
+        control_addresses::api_service_from_env(),
+        &control_addresses::system_nameservers(),
+    );
     let tls = match (&args.tls_cert, &args.tls_key) {
         (Some(cert), Some(key)) => Some(tls::server_tls(cert, key)?),
         _ => None,
@@ -502,6 +538,11 @@ async fn run_cluster(args: ClusterArgs) -> anyhow::Result<DataDirLock> {
     let client = kube::Client::try_default().await.context(
         "no Kubernetes client: neither an in-cluster service account nor KUBECONFIG works",
     )?;
+    let (api_ns, api_name) = control_addresses::API_SERVER_SERVICE;
+    let services = std::iter::once(control_addresses::ControlService::new(api_ns, api_name))
+        .chain(args.control_services.iter().cloned())
+        .collect();
+    tokio::spawn(control_addresses::watch_services(client.clone(), services));
     let lock = DataDirLock::create_and_acquire(&args.data_dir)?;
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
@@ -521,8 +562,8 @@ async fn run_cluster(args: ClusterArgs) -> anyhow::Result<DataDirLock> {
         shutdown_grace: args.shutdown_grace,
         handover_socket: args.handover_socket,
         tls,
-        proxy_listen: parse_proxy_listen(&args.proxy_listen).map_err(anyhow::Error::msg)?,
-        share: match (parse_share_listen(&args.share_listen)?, args.share_url) {
+        proxy_listen,
+        share: match (share_listen, args.share_url) {
             (None, _) => None,
             (Some(listen), Some(base_url)) => Some(cluster::ClusterShare {
                 listen,

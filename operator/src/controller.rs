@@ -44,7 +44,7 @@ use crate::steps::{
     InStep, Step, StepFailure, claim, cleanup, credential, egress, events, place, sandbox, status,
     volume,
 };
-use crate::{FINALIZER, placement, resources, spec_check};
+use crate::{FINALIZER, namespace_storage, placement, resources, spec_check};
 
 /// How often a computer waiting for a node is retried.
 pub const PENDING_RETRY: Duration = Duration::from_secs(30);
@@ -134,6 +134,28 @@ async fn apply_steps(c: &AgentComputer, ctx: &Context) -> Result<Result<Action>>
     // affinity is immutable, and the cache may not show our last status yet.
     let pvs: Api<PersistentVolume> = Api::all(client.clone());
     let existing_pv = pvs.get_opt(&pv_name).await.in_step(Step::Placement)?;
+    // The namespace's storage limit: for a placed computer, how much of a
+    // grown quota its volume gets; a new one that does not fit waits here.
+    let storage_grant = ctx.config.namespace_storage_limit.map(|limit| {
+        namespace_storage::grant(
+            Some(limit),
+            c,
+            existing_pv.as_ref(),
+            ctx.computers.state().iter().map(|o| o.as_ref()),
+        )
+    });
+    let known = old.node.is_some()
+        || existing_pv
+            .as_ref()
+            .and_then(resources::pv::node_of)
+            .is_some();
+    if !known && let Some(namespace_storage::Grant::Refused { message, .. }) = &storage_grant {
+        let stage = Stage::Unplaced {
+            reason: namespace_storage::NAMESPACE_STORAGE_LIMIT,
+            why: message.clone(),
+        };
+        return finish_early(ctx, c, &ns, &old, stage, now, PENDING_RETRY).await;
+    }
     let (node, newly_placed) = match place::place(ctx, c, &old, existing_pv.as_ref(), &agents) {
         Placement::Known(node) => (node, false),
         Placement::Chosen(node) => (node, true),
@@ -155,10 +177,17 @@ async fn apply_steps(c: &AgentComputer, ctx: &Context) -> Result<Result<Action>>
     let credential = record(&mut failures, Step::Credential, credential);
     let credential_hash = credential::hash_after(credential.as_ref(), &old);
 
-    // 3. Volume: the claim, then the PV.
+    // 3. Volume: the claim, then the PV, at the size the namespace's limit
+    // grants (a refused growth keeps the volume's capacity).
+    let granted = match &storage_grant {
+        Some(namespace_storage::Grant::Refused { held, .. }) => {
+            Some(namespace_storage::with_size(c, held))
+        }
+        _ => None,
+    };
     let volume = volume::reconcile_volume(
         client,
-        c,
+        granted.as_ref().unwrap_or(c),
         &node,
         node_obj.as_deref(),
         &hostname,
@@ -204,6 +233,7 @@ async fn apply_steps(c: &AgentComputer, ctx: &Context) -> Result<Result<Action>>
             credential: credential.as_ref(),
             volume: volume.as_ref(),
             sandbox: sandbox.as_ref(),
+            storage: storage_grant.as_ref(),
             failures: &failures,
         }),
     };

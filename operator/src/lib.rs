@@ -23,6 +23,7 @@ pub mod error;
 pub mod http;
 pub mod leader;
 pub mod metrics;
+pub mod namespace_storage;
 pub mod placement;
 pub mod reconciled;
 pub mod resources;

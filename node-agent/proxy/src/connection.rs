@@ -202,6 +202,7 @@ async fn open(
                 DenyReason::Metadata => "metadata",
                 DenyReason::Local => "local",
                 DenyReason::Node => "node",
+                DenyReason::Control(_) => "control",
             };
             proxy.metrics.count("denied", reason);
             info!(%computer, method, target = %dest, reason, "egress proxy: denied");

@@ -220,6 +220,7 @@ where
             format!("cannot listen on {proxy_addr} for the egress proxy (--proxy-listen)")
         })?;
         info!(addr = %proxy_listener.local_addr()?, "egress proxy serving");
+        crate::control_addresses::add_own_port(proxy_listener.local_addr()?.port());
         let containers = Arc::clone(&containers);
         let stop = stop.clone();
         tokio::spawn(async move { containers.serve_proxy(proxy_listener, stop).await });

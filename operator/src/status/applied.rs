@@ -14,6 +14,7 @@ use super::{
     VOLUME_DELETING,
 };
 use crate::conditions;
+use crate::namespace_storage;
 use crate::reconciled::{self, RECONCILE_FAILED};
 use crate::resources;
 use crate::steps::credential::{self, Credential};
@@ -170,6 +171,9 @@ pub(super) fn derive_applied(
         ready_reason.to_string(),
         ready_msg,
     ));
+    if let Some(grant) = a.storage {
+        next.push(storage_granted(c, grant));
+    }
     let (rec_ok, rec_reason, rec_msg) = reconciled::condition(failures, generation);
     next.push((ct::RECONCILED, rec_ok, rec_reason, rec_msg));
     let next: Vec<(&str, bool, &str, String)> = next
@@ -188,7 +192,10 @@ pub(super) fn derive_applied(
             Some(v) => Some(VolumeStatus {
                 claim_name: Some(pvc_name),
                 volume_name: Some(pv_name),
-                capacity: Some(c.spec.storage.size.clone()),
+                capacity: Some(match a.storage {
+                    Some(namespace_storage::Grant::Refused { held, .. }) => held.clone(),
+                    _ => c.spec.storage.size.clone(),
+                }),
                 claim_phase: Some(v.claim_phase.clone()),
                 bytes_used: None,
                 inodes_used: None,
@@ -204,7 +211,19 @@ pub(super) fn derive_applied(
         observed_generation: reconciled::observed_generation(old, generation, !failures.is_empty()),
     };
 
-    let events = transitions::of_applied(c, a, old, &status);
+    let mut events = transitions::of_applied(c, a, old, &status);
+    if let Some(namespace_storage::Grant::Refused { message, .. }) = a.storage
+        && !conditions::has_reason(
+            &old.conditions,
+            namespace_storage::STORAGE_GRANTED,
+            namespace_storage::NAMESPACE_STORAGE_LIMIT,
+        )
+    {
+        events.push(Transition::warning(
+            namespace_storage::NAMESPACE_STORAGE_LIMIT,
+            message.clone(),
+        ));
+    }
     (status, events)
 }
 
@@ -239,5 +258,26 @@ pub(super) fn endpoint_of(ip: &str) -> String {
         format!("[{ip}]:{NODE_AGENT_GRPC_PORT}")
     } else {
         format!("{ip}:{NODE_AGENT_GRPC_PORT}")
+    }
+}
+
+/// `StorageGranted` of a placed computer under a namespace storage limit.
+fn storage_granted(
+    c: &AgentComputer,
+    grant: &namespace_storage::Grant,
+) -> (&'static str, bool, String, String) {
+    match grant {
+        namespace_storage::Grant::Whole => (
+            namespace_storage::STORAGE_GRANTED,
+            true,
+            namespace_storage::WITHIN_LIMIT.to_string(),
+            format!("the volume has the whole quota, {}", c.spec.storage.size.0),
+        ),
+        namespace_storage::Grant::Refused { message, .. } => (
+            namespace_storage::STORAGE_GRANTED,
+            false,
+            namespace_storage::NAMESPACE_STORAGE_LIMIT.to_string(),
+            format!("the volume keeps its capacity: {message}"),
+        ),
     }
 }

@@ -103,6 +103,9 @@ pub struct Applied<'a> {
     /// The sandbox step's result; None when the container runtime is off,
     /// or the step did not run or failed.
     pub sandbox: Option<&'a SandboxState>,
+    /// What the namespace's storage limit grants ([`crate::namespace_storage`]);
+    /// None when there is no limit.
+    pub storage: Option<&'a crate::namespace_storage::Grant>,
     /// The steps that failed, in the order they ran.
     pub failures: &'a [StepFailure],
 }
@@ -134,10 +137,17 @@ pub fn derive(
             (ct::PLACED, reason, why),
             (
                 "NotPlaced",
-                format!(
-                    "waiting for a node with a ready node agent and room for {}",
-                    c.spec.storage.size.0
-                ),
+                if *reason == crate::namespace_storage::NAMESPACE_STORAGE_LIMIT {
+                    format!(
+                        "waiting for room in the namespace's storage limit for {}",
+                        c.spec.storage.size.0
+                    )
+                } else {
+                    format!(
+                        "waiting for a node with a ready node agent and room for {}",
+                        c.spec.storage.size.0
+                    )
+                },
             ),
         ),
         Stage::Applied(applied) => applied::derive_applied(c, applied, old, now),

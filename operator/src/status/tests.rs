@@ -76,6 +76,7 @@ struct World {
     credential: Option<Credential>,
     volume: Option<VolumeState>,
     sandbox: Option<SandboxState>,
+    storage: Option<crate::namespace_storage::Grant>,
     failures: Vec<StepFailure>,
 }
 
@@ -92,6 +93,7 @@ impl World {
             credential: Some(Credential::Usable(HASH.into())),
             volume: Some(volume("Bound")),
             sandbox: None,
+            storage: None,
             failures: Vec::new(),
         }
     }
@@ -117,6 +119,7 @@ impl World {
                 credential: self.credential.as_ref(),
                 volume: self.volume.as_ref(),
                 sandbox: self.sandbox.as_ref(),
+                storage: self.storage.as_ref(),
                 failures: &self.failures,
             }),
         };
@@ -736,4 +739,63 @@ fn a_failure_then_a_recovery_is_announced() {
 fn endpoints_bracket_ipv6() {
     assert_eq!(endpoint_of("10.1.2.3"), "10.1.2.3:7433");
     assert_eq!(endpoint_of("fd00::7"), "[fd00::7]:7433");
+}
+
+#[test]
+fn the_namespace_storage_limit_holds_a_new_computer_and_a_growth() {
+    use crate::namespace_storage::{Grant, NAMESPACE_STORAGE_LIMIT, STORAGE_GRANTED, WITHIN_LIMIT};
+    use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+    let c = computer(1, false);
+    let why = "team's computers would hold 11Gi, over its limit of 10Gi";
+    let waiting = Observed {
+        computer: &c,
+        stage: Stage::Unplaced {
+            reason: NAMESPACE_STORAGE_LIMIT,
+            why: why.into(),
+        },
+    };
+    let (status, events) = derive(&waiting, &AgentComputerStatus::default(), at(T0));
+    assert_eq!(
+        summary(&status, ct::PLACED),
+        ("False", NAMESPACE_STORAGE_LIMIT, why)
+    );
+    assert_eq!(
+        summary(&status, ct::READY).2,
+        "waiting for room in the namespace's storage limit for 5Gi"
+    );
+    assert_eq!(
+        events,
+        [Transition::warning(NAMESPACE_STORAGE_LIMIT, why.into())]
+    );
+
+    // Placed, within the limit.
+    let mut world = World::healthy(computer(2, false));
+    world.storage = Some(Grant::Whole);
+    let (ok, events) = world.derive(&AgentComputerStatus::default(), at(T0));
+    assert_eq!(summary(&ok, STORAGE_GRANTED).0, "True");
+    assert_eq!(summary(&ok, STORAGE_GRANTED).1, WITHIN_LIMIT);
+    assert!(events.iter().all(|e| e.reason != NAMESPACE_STORAGE_LIMIT));
+    // A growth past it: the volume keeps its capacity, announced once.
+    world.storage = Some(Grant::Refused {
+        held: Quantity("4Gi".into()),
+        message: why.into(),
+    });
+    let (held, events) = world.derive(&ok, at(T1));
+    assert_eq!(summary(&held, STORAGE_GRANTED).0, "False");
+    assert_eq!(summary(&held, STORAGE_GRANTED).1, NAMESPACE_STORAGE_LIMIT);
+    assert_eq!(
+        held.volume.as_ref().and_then(|v| v.capacity.clone()),
+        Some(Quantity("4Gi".into()))
+    );
+    assert_eq!(
+        held.phase,
+        Some(ComputerPhase::Ready),
+        "the computer keeps running"
+    );
+    assert_eq!(
+        reasons(&events),
+        [(EventType::Warning, NAMESPACE_STORAGE_LIMIT)]
+    );
+    let (_, events) = world.derive(&held, at(T1));
+    assert!(events.iter().all(|e| e.reason != NAMESPACE_STORAGE_LIMIT));
 }
