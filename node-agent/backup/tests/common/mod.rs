@@ -119,3 +119,42 @@ impl Drop for ObjectServer {
         let _ = self.child.wait();
     }
 }
+
+/// Writes `data` as file `name` at the root of `fs`, in one transaction.
+pub fn write_file(fs: &agentcomputer_fs::Fs, name: &str, data: &[u8]) {
+    fs.write_all(
+        agentcomputer_fs::ROOT_INO,
+        name.as_bytes(),
+        data,
+        agentcomputer_fs::WriteMode::Truncate,
+        0o644,
+        agentcomputer_fs::Owner::ROOT,
+    )
+    .unwrap();
+}
+
+/// Every file at the root of `fs`: name and content.
+pub fn files(fs: &agentcomputer_fs::Fs) -> std::collections::BTreeMap<String, Vec<u8>> {
+    let mut out = std::collections::BTreeMap::new();
+    let mut cookie = 0;
+    loop {
+        let page = fs.readdir(agentcomputer_fs::ROOT_INO, cookie, 256).unwrap();
+        let Some(last) = page.last() else { break };
+        cookie = last.cookie;
+        for e in &page {
+            if e.name == b"." || e.name == b".." {
+                continue;
+            }
+            out.insert(
+                String::from_utf8(e.name.clone()).unwrap(),
+                fs.read_all(e.ino).unwrap(),
+            );
+        }
+    }
+    out
+}
+
+/// Deterministic content of `len` bytes for record `i`.
+pub fn content(i: usize, len: usize) -> Vec<u8> {
+    (0..len).map(|k| (i * 31 + k * 7 + k / 251) as u8).collect()
+}
