@@ -19,6 +19,7 @@
 //! | 4 | number of pages that follow |
 //! | 32 | SHA-256 of the previous position's whole object (zero for a first snapshot) |
 //! | 8 | creation time, milliseconds since the Unix epoch |
+//! | 8 | writer: a random number each shipper draws at start |
 //! | n × (4 + page size) | page number, page |
 //! | 32 | SHA-256 of every byte before it |
 //!
@@ -31,7 +32,7 @@ use sha2::{Digest, Sha256};
 
 pub const MAGIC: &[u8; 8] = b"ACBKUP01";
 /// Bytes before the first page record.
-pub const HEADER_BYTES: usize = 88;
+pub const HEADER_BYTES: usize = 96;
 pub const DIGEST_BYTES: usize = 32;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -52,6 +53,9 @@ pub struct Header {
     pub page_count: u32,
     pub prev_digest: [u8; 32],
     pub created_ms: u64,
+    /// The shipper that wrote it: two shippers at one WAL position never
+    /// make byte-identical objects, so neither takes the other's for its own.
+    pub writer: u64,
 }
 
 /// The key of `position` under `prefix`.
@@ -93,6 +97,7 @@ pub fn encode<'a>(
     out.extend_from_slice(&header.page_count.to_be_bytes());
     out.extend_from_slice(&header.prev_digest);
     out.extend_from_slice(&header.created_ms.to_be_bytes());
+    out.extend_from_slice(&header.writer.to_be_bytes());
     debug_assert_eq!(out.len(), HEADER_BYTES);
     let mut n = 0u32;
     for (pgno, page) in pages {
@@ -151,6 +156,7 @@ pub fn decode_header(b: &[u8]) -> Result<Header, String> {
         page_count: be32(&b[44..48]),
         prev_digest: b[48..80].try_into().unwrap(),
         created_ms: be64(&b[80..88]),
+        writer: be64(&b[88..96]),
     })
 }
 
@@ -206,6 +212,7 @@ mod tests {
             page_count: 2,
             prev_digest: [5; 32],
             created_ms: 1,
+            writer: 2,
         };
         let a = vec![1u8; 512];
         let b = vec![2u8; 512];

@@ -41,8 +41,8 @@ fn corrupt(key: &Path, reason: impl Into<String>) -> Error {
 ///
 /// Errors: [`Error::DestinationExists`] (nothing is touched);
 /// [`Error::NoBackup`]; [`Error::Missing`] or [`Error::Corrupt`] naming
-/// the object; [`Error::Check`] if the result fails its checks (it is then
-/// left as `<dest>.restoring` for inspection, never at `dest`).
+/// the object; [`Error::Check`] if the result fails its checks. On any
+/// error `<dest>.restoring` is removed and `dest` never appears.
 pub async fn restore(
     store: &Arc<dyn ObjectStore>,
     prefix: &Path,
@@ -120,10 +120,47 @@ pub async fn restore(
         s.push(".restoring");
         s.into()
     };
-    let mut file = std::fs::OpenOptions::new()
+    // A leftover of a restore cut short by a crash is ours to replace.
+    match std::fs::remove_file(&tmp) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e.into()),
+        _ => {}
+    }
+    let file = std::fs::OpenOptions::new()
         .write(true)
         .create_new(true)
         .open(&tmp)?;
+    let result = build(store, prefix, base, head, file, &tmp).await;
+    if result.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    let (page_size, db_pages) = result?;
+    std::fs::rename(&tmp, dest)?;
+    if let Some(dir) = dest.parent() {
+        let dir = if dir.as_os_str().is_empty() {
+            FsPath::new(".")
+        } else {
+            dir
+        };
+        std::fs::File::open(dir)?.sync_all()?;
+    }
+    Ok(Restored {
+        snapshot: base,
+        position: head,
+        db_pages,
+        page_size,
+    })
+}
+
+/// Writes positions `base..=head` into `file` (at `tmp`), syncs and checks
+/// it. Returns (page size, database pages).
+async fn build(
+    store: &Arc<dyn ObjectStore>,
+    prefix: &Path,
+    base: u64,
+    head: u64,
+    mut file: std::fs::File,
+    tmp: &FsPath,
+) -> Result<(u32, u32)> {
     let mut prev_digest = None;
     let mut page_size = 0;
     let mut db_pages = 0;
@@ -177,22 +214,8 @@ pub async fn restore(
     }
     file.sync_all()?;
     drop(file);
-    check(&tmp)?;
-    std::fs::rename(&tmp, dest)?;
-    if let Some(dir) = dest.parent() {
-        let dir = if dir.as_os_str().is_empty() {
-            FsPath::new(".")
-        } else {
-            dir
-        };
-        std::fs::File::open(dir)?.sync_all()?;
-    }
-    Ok(Restored {
-        snapshot: base,
-        position: head,
-        db_pages,
-        page_size,
-    })
+    check(tmp)?;
+    Ok((page_size, db_pages))
 }
 
 /// `PRAGMA integrity_check`, then the engine's check (which opens the

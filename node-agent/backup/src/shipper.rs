@@ -211,6 +211,8 @@ struct State {
     written: Arc<Mutex<Vec<u64>>>,
     /// Why the shipper stopped, once it did.
     failed: Option<String>,
+    /// This shipper's random id, in every object it writes.
+    writer: u64,
 }
 
 fn db_error(path: &FsPath, reason: impl Into<String>) -> Error {
@@ -326,6 +328,7 @@ impl State {
             shipped,
             written,
             failed: None,
+            writer: rand::random(),
         };
         s.pinned(|s| s.snapshot())?;
         Ok(s)
@@ -457,6 +460,7 @@ impl State {
             page_count: pages.len() as u32,
             prev_digest: self.prev_digest,
             created_ms: now_ms(),
+            writer: self.writer,
         };
         let (bytes, digest) = object::encode(&header, pages.into_iter());
         self.put(header.position, bytes, digest)?;
@@ -536,6 +540,7 @@ impl State {
             page_count: db_pages,
             prev_digest: self.prev_digest,
             created_ms: now_ms(),
+            writer: self.writer,
         };
         let pages = image
             .chunks_exact(ps)
