@@ -17,7 +17,7 @@
 //! | 8 | last transaction |
 //! | 4 | database size in pages after this object |
 //! | 4 | number of pages that follow |
-//! | 32 | SHA-256 of the previous position's whole object (zero for a first snapshot) |
+//! | 32 | digest (trailer) of the previous position's object (zero for a first snapshot) |
 //! | 8 | creation time, milliseconds since the Unix epoch |
 //! | 8 | writer: a random number each shipper draws at start |
 //! | n × (4 + page size) | page number, page |
@@ -78,7 +78,7 @@ pub fn position_of(key: &Path) -> Option<u64> {
 }
 
 /// Encodes an object: `pages` are (page number, page bytes of `page_size`).
-/// Returns the bytes and their whole-object digest (what the next position
+/// Returns the bytes and their digest, the trailer (what the next position
 /// records as `prev_digest`).
 pub fn encode<'a>(
     header: &Header,
@@ -109,13 +109,17 @@ pub fn encode<'a>(
     assert_eq!(n, header.page_count, "page count in the header");
     let trailer: [u8; 32] = Sha256::digest(&out).into();
     out.extend_from_slice(&trailer);
-    let whole: [u8; 32] = Sha256::digest(&out).into();
-    (out, whole)
+    (out, trailer)
 }
 
-/// The SHA-256 of a whole object's bytes.
+/// An object's digest: its trailer, the SHA-256 of every byte before it
+/// (meaningful once [`Object::decode`] verified it).
 pub fn digest(bytes: &[u8]) -> [u8; 32] {
-    Sha256::digest(bytes).into()
+    let mut d = [0; 32];
+    if bytes.len() >= DIGEST_BYTES {
+        d.copy_from_slice(&bytes[bytes.len() - DIGEST_BYTES..]);
+    }
+    d
 }
 
 fn be32(b: &[u8]) -> u32 {

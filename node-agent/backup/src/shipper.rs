@@ -205,8 +205,8 @@ struct State {
     restart_allowed: bool,
     at: Position,
     prev_digest: [u8; 32],
-    /// WAL length and mtime at the last round, to skip unchanged polls.
-    seen: Option<(u64, SystemTime)>,
+    /// `PRAGMA data_version` at the last round, to skip unchanged polls.
+    seen: Option<i64>,
     shipped: watch::Sender<Position>,
     written: Arc<Mutex<Vec<u64>>>,
     /// Why the shipper stopped, once it did.
@@ -229,29 +229,24 @@ fn now_ms() -> u64 {
         .unwrap_or(0)
 }
 
-/// The WAL's header and its bytes from `from` on (empty if there is no valid header).
-fn read_wal(path: &FsPath, from: u64) -> Result<(Option<WalHeader>, Vec<u8>)> {
+/// The WAL's header, or `None` if there is no WAL or no valid header yet.
+fn read_wal_header(path: &FsPath) -> Result<Option<WalHeader>> {
+    let head = read_wal_range(path, 0, wal::HEADER_BYTES as usize)?;
+    Ok(wal::parse_header(&head))
+}
+
+/// Up to `max` bytes of the WAL from `from` on (fewer at its end; none if
+/// there is no WAL).
+fn read_wal_range(path: &FsPath, from: u64, max: usize) -> Result<Vec<u8>> {
     let mut f = match std::fs::File::open(path) {
         Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok((None, Vec::new())),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
         Err(e) => return Err(e.into()),
     };
-    let mut head = [0u8; wal::HEADER_BYTES as usize];
-    let mut n = 0;
-    while n < head.len() {
-        let k = f.read(&mut head[n..])?;
-        if k == 0 {
-            break;
-        }
-        n += k;
-    }
-    let Some(h) = wal::parse_header(&head[..n]) else {
-        return Ok((None, Vec::new()));
-    };
     f.seek(SeekFrom::Start(from))?;
-    let mut rest = Vec::new();
-    f.read_to_end(&mut rest)?;
-    Ok((Some(h), rest))
+    let mut buf = Vec::new();
+    f.take(max as u64).read_to_end(&mut buf)?;
+    Ok(buf)
 }
 
 /// The database size in pages its header records, if valid, else from its length.
@@ -385,25 +380,42 @@ impl State {
         Ok(v)
     }
 
-    /// One round: ships new commits unless the WAL is unchanged (`force` reads it anyway).
+    /// One round: ships new commits, unless no other connection committed
+    /// since the last round (`PRAGMA data_version`, read from the shared
+    /// WAL index without I/O); `force` looks anyway.
     fn round(&mut self, force: bool) -> Result<Position> {
-        let meta = match std::fs::metadata(&self.wal_path) {
-            Ok(m) => Some((m.len(), m.modified()?)),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-            Err(e) => return Err(e.into()),
-        };
-        if !force && meta.is_some() && meta == self.seen {
+        let version: i64 = self
+            .reader
+            .query_row("PRAGMA data_version", [], |r| r.get(0))?;
+        if !force && self.seen == Some(version) {
             return Ok(self.at);
         }
         self.pinned(|s| s.ship())?;
-        self.seen = meta;
+        // Read before the pin: a commit after it changes the version again.
+        self.seen = Some(version);
         Ok(self.at)
+    }
+
+    /// Scans the WAL from `offset` for committed transactions, reading
+    /// only as far as valid frames go (after a restart the file still holds
+    /// the old cycle's frames, up to the WAL size limit, which must not be
+    /// read every round). Returns the scan and the bytes it indexes.
+    fn scan_tail(&self, h: &WalHeader) -> Result<(wal::Scan, Vec<u8>)> {
+        let frame = (wal::FRAME_HEADER_BYTES + h.page_size as u64) as usize;
+        let mut want = 64 * frame;
+        loop {
+            let tail = read_wal_range(&self.wal_path, self.offset, want)?;
+            let found = wal::scan(&tail, h, self.checksum);
+            if tail.len() < want || found.valid + frame <= tail.len() {
+                return Ok((found, tail));
+            }
+            want *= 4;
+        }
     }
 
     /// Ships the commits after `offset`; pinned.
     fn ship(&mut self) -> Result<()> {
-        let (header, tail) = read_wal(&self.wal_path, self.offset)?;
-        let Some(h) = header else {
+        let Some(h) = read_wal_header(&self.wal_path)? else {
             // No WAL content: nothing new, unless a cycle we were reading
             // vanished without our checkpoint.
             if self.salt.is_some() && !self.restart_allowed {
@@ -421,22 +433,18 @@ impl State {
                 ),
             ));
         }
-        let tail = match self.salt {
-            Some(salt) if salt == h.salt => tail,
-            None => {
-                self.begin_cycle(&h);
-                read_wal(&self.wal_path, self.offset)?.1
-            }
+        match self.salt {
+            Some(salt) if salt == h.salt => {}
+            None => self.begin_cycle(&h),
             Some((s1, _)) if self.restart_allowed && h.salt.0 == s1.wrapping_add(1) => {
-                self.begin_cycle(&h);
-                read_wal(&self.wal_path, self.offset)?.1
+                self.begin_cycle(&h)
             }
             Some(_) => {
                 return self
                     .resnapshot("the WAL restarted after a checkpoint the shipper did not run");
             }
-        };
-        let found = wal::scan(&tail, &h, self.checksum);
+        }
+        let (found, tail) = self.scan_tail(&h)?;
         if found.transactions.is_empty() {
             return Ok(());
         }
@@ -496,7 +504,8 @@ impl State {
 
     /// Writes the whole database as of the pin at the next position; pinned.
     fn snapshot(&mut self) -> Result<()> {
-        let (header, tail) = read_wal(&self.wal_path, wal::HEADER_BYTES)?;
+        let header = read_wal_header(&self.wal_path)?;
+        let tail = read_wal_range(&self.wal_path, wal::HEADER_BYTES, usize::MAX >> 1)?;
         let db = std::fs::read(&self.db_path)?;
         if db.len() < 100 {
             return Err(db_error(
@@ -578,17 +587,18 @@ impl State {
             mode: PutMode::Create,
             ..Default::default()
         };
-        let r = self.rt.block_on(
-            self.store
-                .put_opts(&key, PutPayload::from_bytes(bytes), opts),
-        );
+        let r = self.rt.block_on(self.store.put_opts(
+            &key,
+            PutPayload::from_bytes(bytes.clone()),
+            opts,
+        ));
         match r {
             Ok(_) => {}
             Err(object_store::Error::AlreadyExists { .. }) => {
                 let theirs = self
                     .rt
                     .block_on(async { self.store.get(&key).await?.bytes().await })?;
-                if object::digest(&theirs) != digest {
+                if theirs != bytes {
                     return Err(Error::Fenced {
                         key: key.to_string(),
                     });

@@ -94,6 +94,10 @@ pub struct Scan {
     pub consumed: usize,
     /// The running checksum at the end of the last commit frame.
     pub checksum: (u32, u32),
+    /// Bytes of `buf` holding valid frames, committed or not: where the
+    /// scan stopped. Less than a frame short of `buf`'s end means the
+    /// buffer ended first and the WAL may hold more.
+    pub valid: usize,
 }
 
 /// Scans `buf`, the WAL's bytes from a frame boundary on, for committed
@@ -106,6 +110,7 @@ pub fn scan(buf: &[u8], header: &WalHeader, checksum_in: (u32, u32)) -> Scan {
         transactions: Vec::new(),
         consumed: 0,
         checksum: checksum_in,
+        valid: 0,
     };
     let mut s = checksum_in;
     let mut pending = Vec::new();
@@ -126,6 +131,7 @@ pub fn scan(buf: &[u8], header: &WalHeader, checksum_in: (u32, u32)) -> Scan {
         }
         pending.push((pgno, at + 24));
         at += frame;
+        out.valid = at;
         let db_pages = be32(&h[4..8]);
         if db_pages != 0 {
             out.transactions.push(Transaction {
