@@ -478,14 +478,19 @@ impl State {
         self.at.txn = header.last_txn;
         self.published();
         let frames = (self.offset - wal::HEADER_BYTES) / (wal::FRAME_HEADER_BYTES + ps as u64);
+        // This cycle now holds frames no checkpoint of ours covered.
+        self.restart_allowed = false;
         if frames >= self.options.checkpoint_pages {
             // Pinned: only frames up to the pin, all shipped, are copied.
-            let (_busy, _log, _done): (i64, i64, i64) =
+            let (busy, log, done): (i64, i64, i64) =
                 self.checkpointer
                     .query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |r| {
                         Ok((r.get(0)?, r.get(1)?, r.get(2)?))
                     })?;
-            self.restart_allowed = true;
+            // A restart (salt-1 plus one) is expected only once every frame
+            // of the cycle, all shipped, reached the database file; a
+            // partial checkpoint is completed by a later round.
+            self.restart_allowed = busy == 0 && log == done && log as u64 == frames;
         }
         Ok(())
     }

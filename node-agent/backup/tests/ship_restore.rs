@@ -130,3 +130,84 @@ async fn a_restore_never_replaces_a_file_and_an_empty_prefix_is_reported() {
     assert!(e.to_string().contains("no backup under nothing"), "{e}");
     assert!(!dir.path().join("new.db").exists());
 }
+
+/// Without the engine's hook, a checkpoint the shipper did not run
+/// (`Fs::compact` ends with `wal_checkpoint(TRUNCATE)`) may copy frames
+/// not yet shipped and empty the WAL: the shipper notices and writes a new
+/// snapshot, so the restore still holds every commit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_checkpoint_the_shipper_did_not_run_costs_a_snapshot_and_loses_nothing() {
+    let Some(server) = common::ObjectServer::start() else {
+        return;
+    };
+    let store = server.store();
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("fs.db");
+    let fs = Fs::create(&db, Limits::default()).unwrap();
+    let prefix = Path::from("computers/foreign-checkpoint");
+    // Polls rarely, so the compact below runs before the writes are shipped.
+    let options = Options {
+        poll_interval: Duration::from_secs(3600),
+        ..Options::default()
+    };
+    let shipper = Shipper::start(&db, store.clone(), prefix.clone(), options)
+        .await
+        .unwrap();
+    for i in 0..10 {
+        common::write_file(&fs, &format!("a{i}"), &common::content(i, 5000));
+    }
+    assert_eq!(shipper.sync().await.unwrap().snapshots, 1);
+    for i in 0..5 {
+        common::write_file(&fs, &format!("b{i}"), &common::content(i + 50, 7000));
+    }
+    fs.compact().unwrap();
+    assert_eq!(
+        fs.disk_usage().unwrap().wal_bytes,
+        0,
+        "the engine's checkpoint emptied the WAL"
+    );
+    common::write_file(&fs, "after", b"after the foreign checkpoint");
+    let at = shipper.sync().await.unwrap();
+    assert_eq!(at.snapshots, 2, "{at:?}");
+    let dest = dir.path().join("restored.db");
+    restore(&store, &prefix, &dest).await.unwrap();
+    assert_eq!(common::files(&Fs::open(&dest).unwrap()), common::files(&fs));
+    shipper.stop().await.unwrap();
+}
+
+/// With the hook the engine runs no checkpoint of its own, `compact`'s
+/// included: the shipper's first snapshot is its only one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_checkpoints_left_to_the_shipper_compact_keeps_the_wal() {
+    let Some(server) = common::ObjectServer::start() else {
+        return;
+    };
+    let store = server.store();
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("fs.db");
+    let fs = Fs::create(&db, Limits::default()).unwrap();
+    fs.leave_checkpoints_to_backup().unwrap();
+    assert!(fs.checkpoints_left_to_backup());
+    let prefix = Path::from("computers/hooked");
+    let options = Options {
+        poll_interval: Duration::from_secs(3600),
+        ..Options::default()
+    };
+    let shipper = Shipper::start(&db, store.clone(), prefix.clone(), options)
+        .await
+        .unwrap();
+    for i in 0..5 {
+        common::write_file(&fs, &format!("b{i}"), &common::content(i, 7000));
+    }
+    fs.compact().unwrap();
+    assert!(
+        fs.disk_usage().unwrap().wal_bytes > 0,
+        "compact left the WAL to the shipper"
+    );
+    let at = shipper.sync().await.unwrap();
+    assert_eq!(at.snapshots, 1, "{at:?}");
+    let dest = dir.path().join("restored.db");
+    restore(&store, &prefix, &dest).await.unwrap();
+    assert_eq!(common::files(&Fs::open(&dest).unwrap()), common::files(&fs));
+    shipper.stop().await.unwrap();
+}
