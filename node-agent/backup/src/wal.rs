@@ -33,17 +33,17 @@ fn be32(b: &[u8]) -> u32 {
 
 /// SQLite's WAL checksum of `data` (a multiple of 8 bytes), continuing from `s`.
 pub fn checksum(data: &[u8], mut s: (u32, u32), big_endian: bool) -> (u32, u32) {
-    for w in data.chunks_exact(8) {
-        let (x0, x1) = if big_endian {
-            (be32(&w[0..4]), be32(&w[4..8]))
+    let word = |b: &[u8]| {
+        let b = [b[0], b[1], b[2], b[3]];
+        if big_endian {
+            u32::from_be_bytes(b)
         } else {
-            (
-                u32::from_le_bytes(w[0..4].try_into().unwrap()),
-                u32::from_le_bytes(w[4..8].try_into().unwrap()),
-            )
-        };
-        s.0 = s.0.wrapping_add(x0).wrapping_add(s.1);
-        s.1 = s.1.wrapping_add(x1).wrapping_add(s.0);
+            u32::from_le_bytes(b)
+        }
+    };
+    for w in data.chunks_exact(8) {
+        s.0 = s.0.wrapping_add(word(&w[0..4])).wrapping_add(s.1);
+        s.1 = s.1.wrapping_add(word(&w[4..8])).wrapping_add(s.0);
     }
     s
 }

@@ -60,7 +60,14 @@ impl ObjectServer {
         };
         let log = std::fs::File::create(dir.path().join("server.log")).unwrap();
         let child = Command::new(&bin)
-            .args(["--access", ACCESS_KEY, "--secret", SECRET_KEY, "--quiet"])
+            .args([
+                "--access",
+                ACCESS_KEY,
+                "--secret",
+                SECRET_KEY,
+                "--quiet",
+                "--keep-alive",
+            ])
             .arg("--port")
             .arg(addr.to_string())
             .arg("posix")
