@@ -211,3 +211,59 @@ async fn with_checkpoints_left_to_the_shipper_compact_keeps_the_wal() {
     assert_eq!(common::files(&Fs::open(&dest).unwrap()), common::files(&fs));
     shipper.stop().await.unwrap();
 }
+
+/// An agent that stops and opens the computer again (or another node
+/// after a restore) starts a new shipper on the same prefix: it snapshots
+/// at the next position and the log restores to the latest state.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_shipper_on_a_reopened_database_continues_the_log() {
+    let Some(server) = common::ObjectServer::start() else {
+        return;
+    };
+    let store = server.store();
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("fs.db");
+    let prefix = Path::from("computers/reopened");
+    let options = Options {
+        poll_interval: Duration::from_secs(3600),
+        ..Options::default()
+    };
+    {
+        let fs = Fs::create(&db, Limits::default()).unwrap();
+        fs.leave_checkpoints_to_backup().unwrap();
+        let shipper = Shipper::start(&db, store.clone(), prefix.clone(), options)
+            .await
+            .unwrap();
+        common::write_file(&fs, "a", b"first life");
+        assert_eq!(shipper.sync().await.unwrap().position, 2);
+        common::write_file(&fs, "unshipped", b"committed after the last round");
+        // Gone without a last round, as a killed agent would be.
+        drop(shipper);
+    }
+    // Elsewhere: the log restores what was shipped.
+    let elsewhere = dir.path().join("elsewhere.db");
+    restore(&store, &prefix, &elsewhere).await.unwrap();
+    let got = common::files(&Fs::open(&elsewhere).unwrap());
+    assert_eq!(got.keys().collect::<Vec<_>>(), ["a"]);
+
+    // Here: the database reopens with everything it committed.
+    let fs = Fs::open(&db).unwrap();
+    fs.leave_checkpoints_to_backup().unwrap();
+    common::write_file(&fs, "b", b"second life");
+    let shipper = Shipper::start(&db, store.clone(), prefix.clone(), options)
+        .await
+        .unwrap();
+    common::write_file(&fs, "c", b"after the new snapshot");
+    let at = shipper.sync().await.unwrap();
+    assert_eq!((at.position, at.snapshots), (4, 1));
+    let dest = dir.path().join("restored.db");
+    let r = restore(&store, &prefix, &dest).await.unwrap();
+    assert_eq!((r.snapshot, r.position), (3, 4));
+    let restored = common::files(&Fs::open(&dest).unwrap());
+    assert_eq!(restored, common::files(&fs));
+    assert_eq!(
+        restored.keys().collect::<Vec<_>>(),
+        ["a", "b", "c", "unshipped"]
+    );
+    shipper.stop().await.unwrap();
+}
