@@ -213,6 +213,26 @@ struct State {
     failed: Option<String>,
     /// This shipper's random id, in every object it writes.
     writer: u64,
+    /// An upload whose outcome is unknown, retried first.
+    unconfirmed: Option<Unconfirmed>,
+}
+
+/// The state an uploaded object moves the shipper to.
+struct Advance {
+    position: u64,
+    txn: u64,
+    digest: [u8; 32],
+    snapshot: bool,
+    page_size: u32,
+    salt: Option<(u32, u32)>,
+    offset: u64,
+    checksum: (u32, u32),
+}
+
+/// An upload that failed with a store error: it may have landed.
+struct Unconfirmed {
+    bytes: Bytes,
+    advance: Advance,
 }
 
 fn db_error(path: &FsPath, reason: impl Into<String>) -> Error {
@@ -324,6 +344,7 @@ impl State {
             written,
             failed: None,
             writer: rand::random(),
+            unconfirmed: None,
         };
         s.pinned(|s| s.snapshot())?;
         Ok(s)
@@ -387,6 +408,7 @@ impl State {
         let version: i64 = self
             .reader
             .query_row("PRAGMA data_version", [], |r| r.get(0))?;
+        self.confirm()?;
         if !force && self.seen == Some(version) {
             return Ok(self.at);
         }
@@ -471,12 +493,19 @@ impl State {
             writer: self.writer,
         };
         let (bytes, digest) = object::encode(&header, pages.into_iter());
-        self.put(header.position, bytes, digest)?;
-        self.offset += found.consumed as u64;
-        self.checksum = found.checksum;
-        self.at.position = header.position;
-        self.at.txn = header.last_txn;
-        self.published();
+        self.upload(
+            bytes,
+            Advance {
+                position: header.position,
+                txn: header.last_txn,
+                digest,
+                snapshot: false,
+                page_size: self.page_size,
+                salt: self.salt,
+                offset: self.offset + found.consumed as u64,
+                checksum: found.checksum,
+            },
+        )?;
         let frames = (self.offset - wal::HEADER_BYTES) / (wal::FRAME_HEADER_BYTES + ps as u64);
         // This cycle now holds frames no checkpoint of ours covered.
         self.restart_allowed = false;
@@ -561,33 +590,88 @@ impl State {
             .enumerate()
             .map(|(i, p)| (i as u32 + 1, p));
         let (bytes, digest) = object::encode(&header_obj, pages);
-        self.put(header_obj.position, bytes, digest)?;
-        self.page_size = page_size;
-        match (header, found) {
-            (Some(h), Some(f)) => {
-                self.salt = Some(h.salt);
-                self.offset = wal::HEADER_BYTES + f.consumed as u64;
-                self.checksum = f.checksum;
-            }
-            _ => {
-                self.salt = None;
-                self.offset = wal::HEADER_BYTES;
-                self.checksum = (0, 0);
-            }
-        }
-        self.restart_allowed = false;
-        self.at.position = header_obj.position;
-        self.at.snapshots += 1;
-        self.published();
+        let (salt, offset, checksum) = match (header, found) {
+            (Some(h), Some(f)) => (
+                Some(h.salt),
+                wal::HEADER_BYTES + f.consumed as u64,
+                f.checksum,
+            ),
+            _ => (None, wal::HEADER_BYTES, (0, 0)),
+        };
+        self.upload(
+            bytes,
+            Advance {
+                position: header_obj.position,
+                txn: self.at.txn,
+                digest,
+                snapshot: true,
+                page_size,
+                salt,
+                offset,
+                checksum,
+            },
+        )?;
         Ok(())
+    }
+
+    /// Uploads an object and, once it is in the store, moves the state to
+    /// `advance`. If the outcome is unknown (a store error: the object may
+    /// or may not have landed), the same bytes are kept and retried first
+    /// in the next round, so a landed object is recognised as ours.
+    fn upload(&mut self, bytes: Vec<u8>, advance: Advance) -> Result<()> {
+        let bytes = Bytes::from(bytes);
+        match self.put(advance.position, &bytes) {
+            Ok(()) => {
+                self.apply(advance);
+                Ok(())
+            }
+            Err(e @ Error::Store(_)) => {
+                self.unconfirmed = Some(Unconfirmed { bytes, advance });
+                Err(e)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Retries an upload whose outcome was unknown, before anything else.
+    fn confirm(&mut self) -> Result<()> {
+        let Some(u) = self.unconfirmed.take() else {
+            return Ok(());
+        };
+        match self.put(u.advance.position, &u.bytes) {
+            Ok(()) => {
+                self.apply(u.advance);
+                Ok(())
+            }
+            Err(e @ Error::Store(_)) => {
+                self.unconfirmed = Some(u);
+                Err(e)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    fn apply(&mut self, a: Advance) {
+        self.prev_digest = a.digest;
+        self.written.lock().unwrap().push(a.position);
+        self.page_size = a.page_size;
+        self.salt = a.salt;
+        self.offset = a.offset;
+        self.checksum = a.checksum;
+        self.restart_allowed = false;
+        self.at.position = a.position;
+        self.at.txn = a.txn;
+        if a.snapshot {
+            self.at.snapshots += 1;
+        }
+        self.published();
     }
 
     /// Creates the object at `position`. An existing object with the same
     /// bytes is ours (a retried request whose first try landed); any other
     /// means another shipper took the position: [`Error::Fenced`].
-    fn put(&mut self, position: u64, bytes: Vec<u8>, digest: [u8; 32]) -> Result<()> {
+    fn put(&self, position: u64, bytes: &Bytes) -> Result<()> {
         let key = object::key(&self.prefix, position);
-        let bytes = Bytes::from(bytes);
         let opts = PutOptions {
             mode: PutMode::Create,
             ..Default::default()
@@ -598,22 +682,20 @@ impl State {
             opts,
         ));
         match r {
-            Ok(_) => {}
+            Ok(_) => Ok(()),
             Err(object_store::Error::AlreadyExists { .. }) => {
                 let theirs = self
                     .rt
                     .block_on(async { self.store.get(&key).await?.bytes().await })?;
-                if theirs != bytes {
+                if theirs != *bytes {
                     return Err(Error::Fenced {
                         key: key.to_string(),
                     });
                 }
+                Ok(())
             }
-            Err(e) => return Err(e.into()),
+            Err(e) => Err(e.into()),
         }
-        self.prev_digest = digest;
-        self.written.lock().unwrap().push(position);
-        Ok(())
     }
 
     fn published(&self) {
