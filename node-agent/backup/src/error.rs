@@ -30,6 +30,9 @@ pub enum Error {
     /// The shipper has stopped (after [`crate::Shipper::stop`] or an earlier error).
     #[error("shipper stopped: {0}")]
     Stopped(String),
+    /// The shipper cannot run here (a single-threaded Tokio runtime).
+    #[error("{0}")]
+    Unsupported(String),
     #[error("object store: {0}")]
     Store(#[from] object_store::Error),
     #[error("sqlite: {0}")]

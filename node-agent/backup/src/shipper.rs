@@ -70,7 +70,8 @@ enum Cmd {
     Stop(oneshot::Sender<Result<Position>>),
 }
 
-/// A running shipper of one database. Dropping it stops it without a last round.
+/// A running shipper of one database. Dropping it stops it after the
+/// round under way, without a last one and without waiting.
 pub struct Shipper {
     cmds: mpsc::Sender<Cmd>,
     thread: Option<std::thread::JoinHandle<()>>,
@@ -81,8 +82,8 @@ pub struct Shipper {
 impl Shipper {
     /// Starts shipping the database at `db_path` (in WAL mode) under
     /// `prefix`: writes a snapshot at the position after the latest one
-    /// in the store, then ships each commit. Must be called within a Tokio
-    /// runtime, whose I/O drives the uploads.
+    /// in the store, then ships each commit. Must be called within a
+    /// multi-thread Tokio runtime, whose I/O drives the uploads.
     ///
     /// Errors: [`Error::Fenced`] if another shipper took that position
     /// first; [`Error::Database`] if the database is not in WAL mode;
@@ -94,6 +95,13 @@ impl Shipper {
         options: Options,
     ) -> Result<Shipper> {
         let rt = Handle::current();
+        if rt.runtime_flavor() == tokio::runtime::RuntimeFlavor::CurrentThread {
+            // The shipper thread waits on uploads this runtime's I/O drives,
+            // which a single-threaded runtime does only while it is polled.
+            return Err(Error::Unsupported(
+                "a backup shipper needs a multi-thread Tokio runtime".into(),
+            ));
+        }
         let db_path = db_path.to_path_buf();
         let (cmds, rx) = mpsc::channel();
         let (started_tx, started_rx) = oneshot::channel();
@@ -173,12 +181,12 @@ impl Shipper {
 
 impl Drop for Shipper {
     fn drop(&mut self) {
-        // Closing the channel ends the thread after its current round.
+        // Closing the channel ends the thread after its current round; it
+        // is not joined, so dropping never blocks an async caller (the
+        // round may be waiting on this very runtime's I/O).
         let (tx, _) = mpsc::channel();
         drop(std::mem::replace(&mut self.cmds, tx));
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
+        drop(self.thread.take());
     }
 }
 

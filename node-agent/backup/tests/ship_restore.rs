@@ -267,3 +267,21 @@ async fn a_new_shipper_on_a_reopened_database_continues_the_log() {
     );
     shipper.stop().await.unwrap();
 }
+
+/// A single-threaded runtime cannot drive the shipper's uploads while its
+/// thread waits on them: refused with a clear error rather than a hang.
+#[tokio::test(flavor = "current_thread")]
+async fn a_single_threaded_runtime_is_refused() {
+    let Some(server) = common::ObjectServer::start() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("fs.db");
+    let _fs = Fs::create(&db, Limits::default()).unwrap();
+    let r = Shipper::start(&db, server.store(), Path::from("x"), Options::default()).await;
+    let e = r.err().expect("refused");
+    assert!(
+        e.to_string().contains("needs a multi-thread Tokio runtime"),
+        "{e}"
+    );
+}
