@@ -89,6 +89,19 @@ async fn damaged_objects_are_named_and_nothing_is_restored() {
         "{e}"
     );
 
+    // The latest object cut to less than a header.
+    let file5 = server.object_file(&key(5));
+    let good5 = std::fs::read(&file5).unwrap();
+    std::fs::write(&file5, &good5[..10]).unwrap();
+    let e = restore(&store, &prefix, &dest.with_extension("5"))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&e, Error::Corrupt { key: k, .. } if *k == key(5)),
+        "{e}"
+    );
+    std::fs::write(&file5, &good5).unwrap();
+
     // Put back, everything restores.
     std::fs::write(&file4, &good4).unwrap();
     let r = restore(&store, &prefix, &dest).await.unwrap();
