@@ -7,6 +7,8 @@
 # installed once into a cached virtual environment (scripts/mcp-python.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# Formatting first: it takes a second and fails before a long build.
+cargo fmt --all -- --check
 cargo build --workspace --all-targets
 # The Python MCP client the MCP server's tests drive (cached; made once).
 bash scripts/mcp-python.sh >/dev/null

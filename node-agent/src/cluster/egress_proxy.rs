@@ -108,9 +108,9 @@ impl Identify for ProxyCallers {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use base64::Engine;
     use crate::cluster::index::Entry;
     use agentcomputer_egress::Mode;
+    use base64::Engine;
     use sha2::{Digest, Sha256};
 
     /// The proxy credential of the computer whose token is `token`.
