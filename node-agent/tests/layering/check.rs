@@ -33,15 +33,15 @@ pub fn edges(files: &[Parsed]) -> Vec<Edge> {
             continue;
         }
         for r in &file.refs {
-            if let Some(to) = resolve(files, &modules, r, 0) {
-                if to != from {
-                    out.push(Edge {
-                        from,
-                        to,
-                        line: r.line,
-                        path: r.segments.join("::"),
-                    });
-                }
+            if let Some(to) = resolve(files, &modules, r, 0)
+                && to != from
+            {
+                out.push(Edge {
+                    from,
+                    to,
+                    line: r.line,
+                    path: r.segments.join("::"),
+                });
             }
         }
     }
@@ -74,13 +74,14 @@ fn resolve(
         .rev()
         .find(|k| modules.contains_key(&absolute[..*k]))?;
     let target = modules[&absolute[..k]];
-    if k < absolute.len() && depth < 8 {
-        if let Some(re) = files[target].uses.get(&absolute[k]) {
-            let mut further = re.clone();
-            further.segments.extend(absolute[k + 1..].iter().cloned());
-            if let Some(t) = resolve(files, modules, &further, depth + 1) {
-                return Some(t);
-            }
+    if k < absolute.len()
+        && depth < 8
+        && let Some(re) = files[target].uses.get(&absolute[k])
+    {
+        let mut further = re.clone();
+        further.segments.extend(absolute[k + 1..].iter().cloned());
+        if let Some(t) = resolve(files, modules, &further, depth + 1) {
+            return Some(t);
         }
     }
     Some(target)
@@ -175,22 +176,21 @@ fn folder_cycles(
             reach[e.from][e.to] = true;
         }
     }
+    // Transitive closure (Floyd-Warshall over booleans; a folder has tens
+    // of files).
     for k in 0..n {
-        for i in 0..n {
-            if reach[i][k] {
-                for j in 0..n {
-                    if reach[k][j] {
-                        reach[i][j] = true;
-                    }
-                }
+        let through_k = reach[k].clone();
+        for row in reach.iter_mut().filter(|row| row[k]) {
+            for (to, reached) in row.iter_mut().enumerate() {
+                *reached |= through_k[to];
             }
         }
     }
     let mut cycles: BTreeSet<Vec<String>> = BTreeSet::new();
-    for i in 0..n {
-        if reach[i][i] {
+    for (i, row) in reach.iter().enumerate() {
+        if row[i] {
             let mut members: Vec<String> = (0..n)
-                .filter(|j| reach[i][*j] && reach[*j][i])
+                .filter(|j| row[*j] && reach[*j][i])
                 .map(|j| files[j].rel.clone())
                 .collect();
             members.sort();

@@ -60,8 +60,9 @@ pub fn parse(rel: &str, text: &str) -> Result<Parsed, String> {
     let total = text.lines().count();
     let mut excluded = vec![false; total + 1];
     for (start, end) in &collector.test_lines {
-        for line in *start..=(*end).min(total) {
-            excluded[line] = true;
+        let end = (*end).min(total);
+        if *start <= end {
+            excluded[*start..=end].fill(true);
         }
     }
     let counted_lines = (1..=total).filter(|l| !excluded[*l]).count();
@@ -203,27 +204,24 @@ impl Collector {
         let flat = flatten(tokens);
         let mut i = 0;
         while i < flat.len() {
-            if let TokenTree::Ident(id) = &flat[i] {
-                if id == "crate" {
-                    let line = id.span().start().line;
-                    let mut segments = vec!["crate".to_string()];
-                    let mut j = i + 1;
-                    while j + 2 < flat.len()
-                        && is_punct(&flat[j], ':')
-                        && is_punct(&flat[j + 1], ':')
-                    {
-                        match &flat[j + 2] {
-                            TokenTree::Ident(next) => segments.push(next.to_string()),
-                            _ => break,
-                        }
-                        j += 3;
+            if let TokenTree::Ident(id) = &flat[i]
+                && id == "crate"
+            {
+                let line = id.span().start().line;
+                let mut segments = vec!["crate".to_string()];
+                let mut j = i + 1;
+                while j + 2 < flat.len() && is_punct(&flat[j], ':') && is_punct(&flat[j + 1], ':') {
+                    match &flat[j + 2] {
+                        TokenTree::Ident(next) => segments.push(next.to_string()),
+                        _ => break,
                     }
-                    if let Some(r) = self.reference(segments, line) {
-                        self.refs.push(r);
-                    }
-                    i = j;
-                    continue;
+                    j += 3;
                 }
+                if let Some(r) = self.reference(segments, line) {
+                    self.refs.push(r);
+                }
+                i = j;
+                continue;
             }
             i += 1;
         }
