@@ -340,27 +340,11 @@ impl AdmissionArgs {
     }
 }
 
-/// Parses a byte count: digits, optionally followed by Ki, Mi, Gi or Ti.
+/// Parses a byte count as a Kubernetes quantity (`1073741824`, `512Mi`,
+/// `8Gi`, `1e9`), with the operator's parser
+/// (`agentcomputer_crds::quantity`), so the two never disagree.
 fn parse_bytes(s: &str) -> Result<u64, String> {
-    let digits = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
-    let (n, suffix) = s.split_at(digits);
-    let n: u64 = n
-        .parse()
-        .map_err(|_| format!("{s:?} is not a byte count (e.g. 1073741824, 512Mi, 8Gi)"))?;
-    let shift = match suffix {
-        "" => 0,
-        "Ki" => 10,
-        "Mi" => 20,
-        "Gi" => 30,
-        "Ti" => 40,
-        _ => {
-            return Err(format!(
-                "{s:?}: unknown suffix {suffix:?} (use Ki, Mi, Gi or Ti)"
-            ));
-        }
-    };
-    n.checked_mul(1 << shift)
-        .ok_or_else(|| format!("{s:?} is too large"))
+    agentcomputer_crds::quantity::parse_bytes(s).map_err(|e| e.to_string())
 }
 
 fn main() -> anyhow::Result<()> {

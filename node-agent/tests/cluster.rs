@@ -10,7 +10,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use agentcomputer_crds::AgentComputer;
-use agentcomputer_node_agent::cluster::quantity;
+use agentcomputer_crds::quantity;
 use agentcomputer_proto::v1 as pb;
 use agentcomputer_proto::v1::agent_computer_client::AgentComputerClient;
 use k8s_openapi::api::core::v1::PersistentVolume;
@@ -401,7 +401,7 @@ async fn published_capacity(admin: &kube::Client) -> Option<(u64, CSIStorageCapa
         .await
         .unwrap()?;
     // The API server writes quantities in canonical form ("48G", "512Ki").
-    let bytes = quantity::to_bytes(&cap.capacity.as_ref()?.0).expect("a quantity");
+    let bytes = quantity::parse_bytes(&cap.capacity.as_ref()?.0).expect("a quantity");
     Some((bytes, cap))
 }
 

@@ -31,7 +31,9 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tracing::warn;
 
-pub use identify::{BySource, Caller, CredentialGuard, Credentials, Fixed, Identify};
+pub use identify::{
+    BySource, Caller, CredentialGuard, Credentials, Fixed, Identify, basic_password,
+};
 pub use limits::{Admitted, ConnectionLimits, DEFAULT_PER_COMPUTER, Refusal};
 pub use metrics::Metrics;
 pub use target::{TargetError, parse_authority};

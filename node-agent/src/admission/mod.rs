@@ -34,8 +34,8 @@ mod tests {
     use super::MemoryAsk::{AtMost, Exactly};
     use super::*;
     use agentcomputer_sched::CpuFairness;
-    use tonic::Status;
     use std::time::Duration;
+    use tonic::Status;
 
     fn config(max_execs: usize, per_computer: usize, memory: u64) -> AdmissionConfig {
         AdmissionConfig {

@@ -23,7 +23,6 @@ mod http;
 pub mod index;
 pub mod keys;
 pub mod metrics;
-pub mod quantity;
 pub mod sandboxes;
 pub mod share_binding;
 pub mod spec;
