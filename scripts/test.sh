@@ -10,6 +10,8 @@ cd "$(dirname "$0")/.."
 # Formatting first: it takes a second and fails before a long build.
 cargo fmt --all -- --check
 cargo build --workspace --all-targets
+# Lints: clippy's defaults, every warning an error.
+cargo clippy --workspace --all-targets -- -D warnings
 # The Python MCP client the MCP server's tests drive (cached; made once).
 bash scripts/mcp-python.sh >/dev/null
 # The brush shell's YAML cases for bench/shell-spec/tests/brush.rs: the

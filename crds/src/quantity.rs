@@ -146,7 +146,7 @@ pub fn format_bytes(bytes: u64) -> String {
     };
     let scale = 1u128 << (10 * (i + 1));
     let tenths = (bytes as u128 * 10) / scale;
-    if tenths % 10 == 0 {
+    if tenths.is_multiple_of(10) {
         format!("{}{u}", tenths / 10)
     } else {
         format!("{}.{}{u}", tenths / 10, tenths % 10)

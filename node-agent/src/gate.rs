@@ -632,6 +632,15 @@ impl tonic::transport::server::Connected for Gated {
     }
 }
 
+/// The gate's ticket of the request's connection, over TLS or not.
+pub fn ticket_of(extensions: &http::Extensions) -> Option<&Ticket> {
+    extensions.get::<Ticket>().or_else(|| {
+        extensions
+            .get::<tonic::transport::server::TlsConnectInfo<Ticket>>()
+            .map(|tls| tls.get_ref())
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -808,13 +817,4 @@ mod tests {
             (1024, 128)
         );
     }
-}
-
-/// The gate's ticket of the request's connection, over TLS or not.
-pub fn ticket_of(extensions: &http::Extensions) -> Option<&Ticket> {
-    extensions.get::<Ticket>().or_else(|| {
-        extensions
-            .get::<tonic::transport::server::TlsConnectInfo<Ticket>>()
-            .map(|tls| tls.get_ref())
-    })
 }

@@ -46,6 +46,9 @@ impl Fixture {
     /// resident set may grow past the base (taken with
     /// [`Fixture::take_base`]). Declare the returned agent and client after
     /// the fixture, so they drop first.
+    // The lock only keeps this file's tests (each on its own runtime and
+    // thread) from running at once; nothing on this runtime waits for it.
+    #[allow(clippy::await_holding_lock)]
     async fn start(
         args: &[&str],
         allowance: u64,

@@ -258,11 +258,13 @@ mod tests {
         );
         assert_eq!(with_size(&a, &held).spec.storage.size.0, "4Gi");
         // The volume's capacity counts over a stale status.
-        let mut pv = PersistentVolume::default();
-        pv.spec = Some(k8s_openapi::api::core::v1::PersistentVolumeSpec {
-            capacity: Some([("storage".to_string(), Quantity("8Gi".into()))].into()),
+        let pv = PersistentVolume {
+            spec: Some(k8s_openapi::api::core::v1::PersistentVolumeSpec {
+                capacity: Some([("storage".to_string(), Quantity("8Gi".into()))].into()),
+                ..Default::default()
+            }),
             ..Default::default()
-        });
+        };
         assert_eq!(pv_capacity(&pv), 8 * GI);
         assert_eq!(grant(limit, &a, Some(&pv), [&a, &b]), Grant::Whole);
         // Within the limit, growth is granted.

@@ -281,8 +281,7 @@ wc -l < data/people.csv"
     let job_ok = last.exit == 0 && last.stdout == expected;
     let (p50, p99, max) = percentiles(times.clone());
     println!(
-        "| `python3 job.py` (csv.DictReader over 500 rows, json, re, pathlib, os; writes 2 files): {} | {} (exit {}, stdout {:?}, expected {:?}); {} runs p50 / p99 / max {} / {} / {} |",
-        "runs",
+        "| `python3 job.py` (csv.DictReader over 500 rows, json, re, pathlib, os; writes 2 files): runs | {} (exit {}, stdout {:?}, expected {:?}); {} runs p50 / p99 / max {} / {} / {} |",
         verdict(job_ok),
         last.exit,
         last.stdout,

@@ -146,7 +146,7 @@ impl Cgroup {
         let positive = |n: &str| n.trim().parse::<u64>().is_ok_and(|n| n > 0);
         let counter = |text: &str, key: &str| {
             text.lines()
-                .any(|l| l.strip_prefix(key).is_some_and(|n| positive(n)))
+                .any(|l| l.strip_prefix(key).is_some_and(&positive))
         };
         self.dirs.iter().any(|d| {
             let read = |f: &str| std::fs::read_to_string(d.join(f)).ok();

@@ -28,6 +28,7 @@ impl Fs {
     /// Errors: `ECANCELED`, `EISDIR` (`src` is a directory), `EINVAL` (not
     /// a regular file), `ENOSPC`, `EEXIST` (the name exists and not
     /// `replace`), `ENOENT`, `ENOTDIR`, `ENAMETOOLONG`.
+    #[allow(clippy::too_many_arguments)] // each is one of cp(1)'s inputs
     pub fn copy_file(
         &self,
         src: Ino,

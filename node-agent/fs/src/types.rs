@@ -266,7 +266,6 @@ impl Limits {
     /// its readers scan; writes and truncates past it fail with `EFBIG`.
     pub fn file_size_limit(&self) -> u64 {
         self.max_bytes
-            .max(MIN_FILE_SIZE_LIMIT)
-            .min(crate::MAX_FILE_SIZE)
+            .clamp(MIN_FILE_SIZE_LIMIT, crate::MAX_FILE_SIZE)
     }
 }

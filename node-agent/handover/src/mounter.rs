@@ -116,10 +116,6 @@ pub const CHECK_TIMEOUT: Duration = Duration::from_secs(10);
 /// engine, if hibernated, and the `FUSE_INIT` exchange).
 pub const SERVE_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// Room for the control message of one record (one descriptor is sent;
-/// extra ones received are closed and the message refused or the reply
-/// not used).
-
 /// One protocol message (see the module documentation).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
@@ -260,8 +256,6 @@ pub enum HandoverError {
     #[error("hand-over socket: {0}")]
     Io(#[from] std::io::Error),
 }
-
-/// Sends `msg` as one record, with `fd` attached when given.
 
 impl From<RecordError> for HandoverError {
     fn from(e: RecordError) -> Self {

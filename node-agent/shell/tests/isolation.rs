@@ -205,11 +205,11 @@ async fn replaced_commands_match_coreutils_above_their_buffers() {
         let n = (i * 2_654_435_761) % 97;
         text.extend_from_slice(format!("{i}\tlïne {n} ").as_bytes());
         text.extend(std::iter::repeat_n(b'a' + (n % 26) as u8, n as usize));
-        if n % 7 == 0 {
+        if n.is_multiple_of(7) {
             text.extend_from_slice(b"\x01\x7f\xff");
         }
         text.push(b'\n');
-        if n % 11 == 0 {
+        if n.is_multiple_of(11) {
             text.push(b'\n');
         }
     }

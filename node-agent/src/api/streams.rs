@@ -146,33 +146,6 @@ pub fn idle_error(what: &str, timeout: Duration) -> Status {
     ))
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn caps_per_client_and_per_computer() {
-        let gate = StreamGate::new(StreamLimits {
-            idle_timeout: Duration::from_secs(1),
-            per_client: 2,
-            per_computer: 3,
-        });
-        let a1 = gate.admit("a", "c").unwrap();
-        let _a2 = gate.admit("a", "c").unwrap();
-        let e = gate.admit("a", "c").err().unwrap();
-        assert_eq!(e.code(), tonic::Code::ResourceExhausted);
-        assert!(e.message().contains("per client"), "{}", e.message());
-        let _b1 = gate.admit("b", "c").unwrap();
-        let e = gate.admit("b", "c").err().unwrap();
-        assert!(e.message().contains("per computer"), "{}", e.message());
-        // Another computer is not affected by this one's streams.
-        let _b2 = gate.admit("b", "d").unwrap();
-        // Finishing a stream frees its place under both caps.
-        drop(a1);
-        let _e1 = gate.admit("e", "c").unwrap();
-    }
-}
-
 /// The stream of a server-streaming call fed by a task: the items as the
 /// task sends them, then the error that ended it early, if the task left
 /// one in `failure` (it could not queue it behind a full channel of a
@@ -218,5 +191,32 @@ impl<T> tokio_stream::Stream for PermitStream<T> {
             }
             other => other,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn caps_per_client_and_per_computer() {
+        let gate = StreamGate::new(StreamLimits {
+            idle_timeout: Duration::from_secs(1),
+            per_client: 2,
+            per_computer: 3,
+        });
+        let a1 = gate.admit("a", "c").unwrap();
+        let _a2 = gate.admit("a", "c").unwrap();
+        let e = gate.admit("a", "c").err().unwrap();
+        assert_eq!(e.code(), tonic::Code::ResourceExhausted);
+        assert!(e.message().contains("per client"), "{}", e.message());
+        let _b1 = gate.admit("b", "c").unwrap();
+        let e = gate.admit("b", "c").err().unwrap();
+        assert!(e.message().contains("per computer"), "{}", e.message());
+        // Another computer is not affected by this one's streams.
+        let _b2 = gate.admit("b", "d").unwrap();
+        // Finishing a stream frees its place under both caps.
+        drop(a1);
+        let _e1 = gate.admit("e", "c").unwrap();
     }
 }

@@ -66,10 +66,10 @@ pub struct AuthenticatedConnections(pub Arc<ClusterAuthorizer>);
 
 impl tonic::service::Interceptor for AuthenticatedConnections {
     fn call(&mut self, req: tonic::Request<()>) -> Result<tonic::Request<()>, tonic::Status> {
-        if bearer_token(req.metadata()).is_some_and(|t| self.0.knows(t)) {
-            if let Some(ticket) = crate::gate::ticket_of(req.extensions()) {
-                ticket.authenticated();
-            }
+        if bearer_token(req.metadata()).is_some_and(|t| self.0.knows(t))
+            && let Some(ticket) = crate::gate::ticket_of(req.extensions())
+        {
+            ticket.authenticated();
         }
         Ok(req)
     }

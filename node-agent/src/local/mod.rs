@@ -332,10 +332,9 @@ impl tonic::service::Interceptor for AuthenticatedConnections {
             .0
             .check(crate::auth::bearer_token(req.metadata()))
             .is_ok()
+            && let Some(ticket) = crate::gate::ticket_of(req.extensions())
         {
-            if let Some(ticket) = crate::gate::ticket_of(req.extensions()) {
-                ticket.authenticated();
-            }
+            ticket.authenticated();
         }
         Ok(req)
     }

@@ -197,6 +197,28 @@ impl Client {
     }
 }
 
+/// Whether `fd` reports a hang-up or error within `wait`.
+fn link_broken(fd: BorrowedFd<'_>, wait: PollTimeout) -> io::Result<bool> {
+    let mut fds = [PollFd::new(fd, PollFlags::empty())];
+    match poll(&mut fds, wait) {
+        Ok(_) | Err(nix::errno::Errno::EINTR) => {}
+        Err(e) => return Err(e.into()),
+    }
+    Ok(fds[0]
+        .revents()
+        .unwrap_or(PollFlags::empty())
+        .intersects(PollFlags::POLLHUP | PollFlags::POLLERR))
+}
+
+/// Whether `e` is the process or the system running out of descriptors
+/// (`EMFILE`, `ENFILE`): a shortage, not a fault of what was asked.
+pub fn is_descriptor_shortage(e: &io::Error) -> bool {
+    matches!(
+        e.raw_os_error(),
+        Some(code) if code == nix::libc::EMFILE || code == nix::libc::ENFILE
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -254,26 +276,4 @@ mod tests {
     fn is_emfile(e: &io::Error) -> bool {
         e.raw_os_error() == Some(nix::libc::EMFILE)
     }
-}
-
-/// Whether `fd` reports a hang-up or error within `wait`.
-fn link_broken(fd: BorrowedFd<'_>, wait: PollTimeout) -> io::Result<bool> {
-    let mut fds = [PollFd::new(fd, PollFlags::empty())];
-    match poll(&mut fds, wait) {
-        Ok(_) | Err(nix::errno::Errno::EINTR) => {}
-        Err(e) => return Err(e.into()),
-    }
-    Ok(fds[0]
-        .revents()
-        .unwrap_or(PollFlags::empty())
-        .intersects(PollFlags::POLLHUP | PollFlags::POLLERR))
-}
-
-/// Whether `e` is the process or the system running out of descriptors
-/// (`EMFILE`, `ENFILE`): a shortage, not a fault of what was asked.
-pub fn is_descriptor_shortage(e: &io::Error) -> bool {
-    matches!(
-        e.raw_os_error(),
-        Some(code) if code == nix::libc::EMFILE || code == nix::libc::ENFILE
-    )
 }

@@ -38,10 +38,10 @@ impl Pace {
         loop {
             tokio::time::sleep(self.window).await;
             let now = progress();
-            if let (Some(before), Some(after)) = (last, now) {
-                if after.saturating_sub(before) < need {
-                    return;
-                }
+            if let (Some(before), Some(after)) = (last, now)
+                && after.saturating_sub(before) < need
+            {
+                return;
             }
             last = now;
         }

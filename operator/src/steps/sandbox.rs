@@ -183,35 +183,35 @@ async fn reconcile_sandbox(
         };
         return Ok((Some(st), Some(REPLACE_RETRY)));
     }
-    if let Some(existing) = existing {
-        if let Some(newer) = pod::keep_runner(&mut desired, &existing) {
-            // Unless the node agent refuses the runner the pod carries: no
-            // exec can reach that pod (its runner is not attached, and the
-            // runs of its last stream were killed when the stream ended),
-            // so it is idle, and only a pod with the newer runner serves.
-            if let Some(why) = pod::runner_refused(&existing) {
-                let kept = pod::runner_image(&existing).unwrap_or_default();
-                tracing::info!(
-                    pod = name,
-                    kept,
-                    newer,
-                    why,
-                    "the node agent refuses the sandbox's runner; replacing the pod"
-                );
-                delete_ignoring_absent(pods, name).await?;
-                let st = SandboxState {
-                    ready: false,
-                    running: false,
-                    reason: sandbox_reasons::REPLACING.into(),
-                    message: format!(
-                        "the node agent refuses the runner of pod {name} ({kept}: {why}); \
+    if let Some(existing) = existing
+        && let Some(newer) = pod::keep_runner(&mut desired, &existing)
+    {
+        // Unless the node agent refuses the runner the pod carries: no
+        // exec can reach that pod (its runner is not attached, and the
+        // runs of its last stream were killed when the stream ended),
+        // so it is idle, and only a pod with the newer runner serves.
+        if let Some(why) = pod::runner_refused(&existing) {
+            let kept = pod::runner_image(&existing).unwrap_or_default();
+            tracing::info!(
+                pod = name,
+                kept,
+                newer,
+                why,
+                "the node agent refuses the sandbox's runner; replacing the pod"
+            );
+            delete_ignoring_absent(pods, name).await?;
+            let st = SandboxState {
+                ready: false,
+                running: false,
+                reason: sandbox_reasons::REPLACING.into(),
+                message: format!(
+                    "the node agent refuses the runner of pod {name} ({kept}: {why}); \
                          the pod is being replaced with runner {newer}"
-                    ),
-                };
-                return Ok((Some(st), Some(REPLACE_RETRY)));
-            }
-            pending_runner = Some(newer);
+                ),
+            };
+            return Ok((Some(st), Some(REPLACE_RETRY)));
         }
+        pending_runner = Some(newer);
     }
     let applied = match apply_obj(pods, name, &desired).await {
         Ok(p) => p,

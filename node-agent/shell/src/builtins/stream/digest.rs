@@ -194,7 +194,7 @@ impl Sum {
                         "FAILED open or read"
                     }
                 };
-                if !status_only && !(quiet && verdict == "OK") {
+                if !(status_only || quiet && verdict == "OK") {
                     ctx.stdout
                         .write_all(format!("{name}: {verdict}\n").as_bytes())
                         .await?;

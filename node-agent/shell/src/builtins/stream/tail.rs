@@ -44,9 +44,9 @@ fn parse(args: &[String]) -> Result<Args, String> {
         };
         if options_done || arg == "-" || (!arg.starts_with('-') && !arg.starts_with('+')) {
             files.push(arg.clone());
-        } else if arg.starts_with('+') {
+        } else if let Some(count) = arg.strip_prefix('+') {
             // Obsolete `tail +N`: from line N.
-            match parse_count(&arg[1..]) {
+            match parse_count(count) {
                 Some(n) => amount = Amount::FromLine(n),
                 None => files.push(arg.clone()),
             }
