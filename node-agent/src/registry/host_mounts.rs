@@ -44,7 +44,29 @@ impl Registry {
     /// is not root: nothing is tried), `MountThroughLink` (a symbolic link
     /// in the path), `MountNotOwned`, `MountNotEmpty`, or `Mount` with
     /// `EINVAL`, `ENOENT`, `ENOTDIR`, `EBUSY` or the kernel's errno.
+    ///
+    /// Cancel-safe: the work runs to its end on a task of its own, so a
+    /// dropped call (a client that hung up) leaves the mount made and
+    /// recorded, or neither, never the recorded intent of a mount that was
+    /// undone.
     pub async fn mount(
+        &self,
+        name: &str,
+        path: &Path,
+        nonempty: bool,
+    ) -> Result<(), RegistryError> {
+        let shown = path.display().to_string();
+        let (this, name, path) = (self.clone(), name.to_string(), path.to_path_buf());
+        tokio::spawn(async move { this.mount_to_the_end(&name, &path, nonempty).await })
+            .await
+            .map_err(|e| RegistryError::Mount {
+                path: shown,
+                source: io::Error::other(format!("the mount task failed: {e}")),
+            })?
+    }
+
+    /// [`Registry::mount`]'s work, which must not be dropped midway.
+    async fn mount_to_the_end(
         &self,
         name: &str,
         path: &Path,
