@@ -10,6 +10,7 @@ use serde_json::Value;
 
 use crate::tools::{Tools, condition, eventually, text};
 
+mod doors;
 mod failures;
 mod memory;
 
@@ -97,6 +98,10 @@ pub const STEPS: &[Step] = &[
         name: "three 600 MiB JavaScript execs leave the agent running",
         required: false,
         run: memory::js_memory_burst,
+    },
+    Step {
+        name: "one sandbox cannot hold the node agent's API port",
+        run: doors::one_sandbox_cannot_hold_the_agents_port,
     },
     Step {
         name: "bad input refused",

@@ -1,0 +1,149 @@
+//! The node agent's API port against one sandbox pod that floods it: the
+//! chart's NetworkPolicy admits every sandbox to the agent's port 7433, so
+//! a tenant's container run can open connections to it without any
+//! credential. The agent keeps at most a few unauthenticated connections
+//! per source address (a pod's address is its identity here) and closes
+//! the rest, so the run holds almost none of the agent's descriptors while
+//! another computer's calls keep their latency and the agent lives.
+
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, Result, ensure};
+use serde_json::Value;
+
+use super::{Context, SYSTEM_NS};
+use crate::tools::text;
+
+/// Connections the container run opens.
+const OPENED: usize = 300;
+
+/// The most the agent may still hold a few seconds later: its default cap
+/// of unauthenticated connections per source address (8,
+/// `--api-unauthenticated-per-source`), with room for connections still
+/// in their first round trip.
+const HELD_AT_MOST: usize = 16;
+
+/// Opens `OPENED` TCP connections to the agent's API port from the sandbox,
+/// waits, and prints how many were opened and how many the agent still
+/// holds open (a closed one reads EOF or a reset; an open one would block).
+const FLOOD: &str = r#"python3 - "$AGENT" <<'PY'
+import socket, sys, time
+agent = sys.argv[1]
+socks = []
+for _ in range(OPENED):
+    s = socket.socket()
+    s.settimeout(2)
+    try:
+        s.connect((agent, 7433))
+    except OSError:
+        continue
+    socks.append(s)
+time.sleep(3)
+held = 0
+for s in socks:
+    s.setblocking(False)
+    try:
+        if s.recv(1) != b"":
+            held += 1
+    except BlockingIOError:
+        held += 1
+    except OSError:
+        pass
+print(len(socks), held)
+PY"#;
+
+/// The node agent pod serving `node`: its address, uid and restart count.
+fn agent_pod(cx: &Context, node: &str) -> Result<(String, String, i64)> {
+    let pods = cx.tools.kubectl_json(&[
+        "-n",
+        SYSTEM_NS,
+        "get",
+        "pods",
+        "-l",
+        "app.kubernetes.io/name=agentcomputer-node-agent",
+    ])?;
+    let pod = pods["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|p| text(p, "/spec/nodeName") == node)
+        .with_context(|| format!("no node agent pod on node {node}"))?;
+    let restarts = pod
+        .pointer("/status/containerStatuses")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|s| s["restartCount"].as_i64())
+        .sum();
+    Ok((
+        text(pod, "/status/podIP").to_string(),
+        text(pod, "/metadata/uid").to_string(),
+        restarts,
+    ))
+}
+
+/// A container run of computer `box` opens 300 connections to its node
+/// agent's API port; a few seconds later the agent holds at most a few,
+/// another computer's `echo ok` answered meanwhile within 5 s, and the
+/// agent is the same pod with the same restart count.
+pub fn one_sandbox_cannot_hold_the_agents_port(cx: &mut Context) -> Result<String> {
+    let node = text(&cx.computer("box")?, "/status/node").to_string();
+    ensure!(!node.is_empty(), "computer box has no node in its status");
+    let (agent_ip, pod_before, restarts_before) = agent_pod(cx, &node)?;
+    ensure!(!agent_ip.is_empty(), "the node agent pod has no address");
+    let script = format!(
+        "AGENT={agent_ip}\n{}",
+        FLOOD.replace("OPENED", &OPENED.to_string())
+    );
+    let ctx: &Context = cx;
+    let (flood, other) = std::thread::scope(|scope| {
+        let flood = scope.spawn(|| ctx.exec("box", "container", &script));
+        let other = scope.spawn(|| {
+            std::thread::sleep(Duration::from_secs(2));
+            let t = Instant::now();
+            ctx.exec("scratch", "shell", "echo ok")
+                .map(|o| (o, t.elapsed()))
+        });
+        (
+            flood.join().expect("flood thread"),
+            other.join().expect("other thread"),
+        )
+    });
+    let flood = flood.context("the flood from box's sandbox")?;
+    let (opened, held) = flood
+        .split_once(' ')
+        .and_then(|(o, h)| {
+            Some((
+                o.trim().parse::<usize>().ok()?,
+                h.trim().parse::<usize>().ok()?,
+            ))
+        })
+        .with_context(|| format!("the flood printed {flood:?}"))?;
+    let (other_out, other_took) = other.context("scratch's echo during the flood")?;
+    ensure!(
+        other_out == "ok\n",
+        "scratch answered {other_out:?} during the flood"
+    );
+    ensure!(
+        opened >= OPENED / 2,
+        "the sandbox opened only {opened} of {OPENED} connections: the flood did not happen"
+    );
+    ensure!(
+        held <= HELD_AT_MOST,
+        "the node agent still held {held} of {opened} idle connections of one sandbox after 3 s"
+    );
+    ensure!(
+        other_took < Duration::from_secs(5),
+        "another computer's echo took {other_took:?} during the flood"
+    );
+    let (_, pod_after, restarts_after) = agent_pod(cx, &node)?;
+    ensure!(
+        (pod_after.as_str(), restarts_after) == (pod_before.as_str(), restarts_before),
+        "the node agent was replaced or restarted during the flood"
+    );
+    Ok(format!(
+        "{opened} connections from one sandbox, {held} still held after 3 s; \
+         another computer's echo took {:.0} ms meanwhile",
+        other_took.as_secs_f64() * 1e3
+    ))
+}
