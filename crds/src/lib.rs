@@ -39,11 +39,10 @@ pub const NODE_AGENT_GRPC_PORT: u16 = 7433;
 /// policy allows host names.
 pub const NODE_AGENT_PROXY_PORT: u16 = 3128;
 /// uid the sandbox pod runs as (`runAsUser`), and so the owner of the files
-/// the node agent serves to it: the PV's `agentcomputer.dev/uid` attribute.
-pub const SANDBOX_UID: u32 = 1000;
+/// the node agent serves to it: the PV's `agentcomputer.dev/uid` attribute;
 /// gid of the sandbox pod (`runAsGroup`, `fsGroup`): the PV's
-/// `agentcomputer.dev/gid` attribute.
-pub const SANDBOX_GID: u32 = 1000;
+/// `agentcomputer.dev/gid` attribute. The same user as every runtime's.
+pub use agentcomputer_runtime_contract::{SANDBOX_GID, SANDBOX_UID};
 /// Exit status of a sandbox pod's `agentcomputer-runner serve` when its
 /// node agent refuses the runner's attach protocol revision
 /// (`SandboxRunner.Attach` answering FAILED_PRECONDITION; see

@@ -47,7 +47,7 @@ impl Bearer {
     /// it came from (`--token / AGENTCOMPUTER_TOKEN`, a file, a Secret).
     pub fn new(token: &str, source: &str) -> Result<Bearer> {
         bearer_value(token).map(|v| Bearer(Some(v))).map_err(|()| {
-            CliError(format!(
+            CliError::new(format!(
                 "the token from {source} is not a valid token (it holds characters a header cannot carry)"
             ))
         })
@@ -83,12 +83,12 @@ pub async fn connect(url: &str, args: &TargetArgs, data_dir: Option<&Path>) -> R
     crate::error::set_endpoint(url);
     let uri: http::Uri = url
         .parse()
-        .map_err(|e| CliError(format!("invalid endpoint {url:?}: {e}")))?;
+        .map_err(|e| CliError::new(format!("invalid endpoint {url:?}: {e}")))?;
     let https = match uri.scheme_str() {
         Some("https") => true,
         Some("http") => false,
         _ => {
-            return Err(CliError(format!(
+            return Err(CliError::new(format!(
                 "invalid endpoint {url:?}: it must start with http:// or https://"
             )));
         }
@@ -100,7 +100,7 @@ pub async fn connect(url: &str, args: &TargetArgs, data_dir: Option<&Path>) -> R
         errln!("warning: sending the agent token unencrypted to {url}; use an https:// endpoint");
     }
     let mut endpoint = Endpoint::from_shared(url.to_string())
-        .map_err(|e| CliError(format!("invalid endpoint {url:?}: {e}")))?
+        .map_err(|e| CliError::new(format!("invalid endpoint {url:?}: {e}")))?
         .connect_timeout(Duration::from_secs(5));
     if https {
         endpoint = endpoint
@@ -108,7 +108,7 @@ pub async fn connect(url: &str, args: &TargetArgs, data_dir: Option<&Path>) -> R
                 args.ca_cert.as_deref(),
                 args.tls_server_name.as_deref(),
             )?)
-            .map_err(|e| CliError(format!("cannot set up TLS for {url}: {e}")))?;
+            .map_err(|e| CliError::new(format!("cannot set up TLS for {url}: {e}")))?;
     }
     let channel = endpoint.connect().await.map_err(|e| {
         let checked = args.tls_server_name.as_deref().unwrap_or(host);
@@ -116,7 +116,7 @@ pub async fn connect(url: &str, args: &TargetArgs, data_dir: Option<&Path>) -> R
             Some(why) => why,
             None => format!("{} (start one with: node-agent local)", root_cause(&e)),
         };
-        CliError(format!("cannot connect to node agent at {url}: {why}"))
+        CliError::new(format!("cannot connect to node agent at {url}: {why}"))
     })?;
     let bearer = match token {
         Some(t) => Bearer::new(&t.text, &t.source)?,
@@ -164,11 +164,11 @@ fn find_token(args: &TargetArgs, data_dir: Option<&Path>) -> Result<Option<Token
     if let Some(file) = &args.token_file {
         return match read_token(file) {
             Ok(t) => Ok(Some(t)),
-            Err(e) if e.kind() == io::ErrorKind::PermissionDenied => Err(CliError(format!(
+            Err(e) if e.kind() == io::ErrorKind::PermissionDenied => Err(CliError::new(format!(
                 "no token readable at {}: permission denied",
                 file.display()
             ))),
-            Err(e) => Err(CliError(format!(
+            Err(e) => Err(CliError::new(format!(
                 "cannot read token file {} (AGENTCOMPUTER_TOKEN_FILE): {}",
                 file.display(),
                 io_text(&e)
@@ -184,11 +184,11 @@ fn find_token(args: &TargetArgs, data_dir: Option<&Path>) -> Result<Option<Token
         // No local agent has run with this data directory: send nothing,
         // the agent's refusal says how to find its token.
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
-        Err(e) if e.kind() == io::ErrorKind::PermissionDenied => Err(CliError(format!(
+        Err(e) if e.kind() == io::ErrorKind::PermissionDenied => Err(CliError::new(format!(
             "no token readable at {}: permission denied — the agent belongs to another user",
             file.display()
         ))),
-        Err(e) => Err(CliError(format!(
+        Err(e) => Err(CliError::new(format!(
             "cannot read the agent token {}: {}",
             file.display(),
             io_text(&e)
@@ -242,7 +242,7 @@ fn tls_config(ca_cert: Option<&Path>, server_name: Option<&str>) -> Result<Clien
         return Ok(config.with_native_roots());
     };
     let pem = std::fs::read(path).map_err(|e| {
-        CliError(format!(
+        CliError::new(format!(
             "cannot read CA certificate {} (--ca-cert / AGENTCOMPUTER_CA_CERT): {}",
             path.display(),
             io_text(&e)
@@ -251,13 +251,13 @@ fn tls_config(ca_cert: Option<&Path>, server_name: Option<&str>) -> Result<Clien
     let certs = CertificateDer::pem_slice_iter(&pem)
         .collect::<std::result::Result<Vec<_>, _>>()
         .map_err(|e| {
-            CliError(format!(
+            CliError::new(format!(
                 "CA certificate {} is not valid PEM: {e}",
                 path.display()
             ))
         })?;
     if certs.is_empty() {
-        return Err(CliError(format!(
+        return Err(CliError::new(format!(
             "no certificate (-----BEGIN CERTIFICATE-----) in CA certificate file {}",
             path.display()
         )));
@@ -403,11 +403,11 @@ mod tests {
             token_file: Some(dir.path().join("nope")),
             ..TargetArgs::default()
         };
-        let err = find_token(&missing, None).unwrap_err().0;
+        let err = find_token(&missing, None).unwrap_err().message;
         assert!(err.contains("cannot read token file"), "{err}");
         assert!(err.contains("nope"), "{err}");
         std::fs::write(&file, "\n").unwrap();
-        let err = find_token(&from_file, None).unwrap_err().0;
+        let err = find_token(&from_file, None).unwrap_err().message;
         assert!(err.ends_with("the file is empty"), "{err}");
     }
 
@@ -417,7 +417,8 @@ mod tests {
         assert_eq!(v.to_str().unwrap(), "Bearer abc");
         assert!(v.is_sensitive());
         assert!(bearer_value("a\nb").is_err());
-        let Err(CliError(err)) = Bearer::new("a\nb", "the credential Secret ns/c") else {
+        let Err(CliError { message: err, .. }) = Bearer::new("a\nb", "the credential Secret ns/c")
+        else {
             panic!("a token with a newline was taken");
         };
         assert!(
@@ -431,11 +432,11 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let f = dir.path().join("ca.pem");
         std::fs::write(&f, "not pem").unwrap();
-        let err = tls_config(Some(&f), None).unwrap_err().0;
+        let err = tls_config(Some(&f), None).unwrap_err().message;
         assert!(err.starts_with("no certificate"), "{err}");
         let err = tls_config(Some(&dir.path().join("none.pem")), None)
             .unwrap_err()
-            .0;
+            .message;
         assert!(err.contains("cannot read CA certificate"), "{err}");
         assert!(err.ends_with("no such file or directory"), "{err}");
     }

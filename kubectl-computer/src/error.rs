@@ -4,11 +4,28 @@ use std::fmt;
 
 /// A failure shown to the user as `error: <message>` on stderr.
 #[derive(Debug)]
-pub struct CliError(pub String);
+pub struct CliError {
+    /// The one line shown.
+    pub message: String,
+    /// The errno name the node agent sent with the failure (`ENOENT`), from
+    /// the `errno` metadata of its status; `None` for failures of the CLI
+    /// itself and of the transport.
+    pub errno: Option<String>,
+}
+
+impl CliError {
+    /// A failure of the CLI itself: `message`, no errno.
+    pub fn new(message: impl Into<String>) -> CliError {
+        CliError {
+            message: message.into(),
+            errno: None,
+        }
+    }
+}
 
 impl fmt::Display for CliError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
+        f.write_str(&self.message)
     }
 }
 
@@ -59,23 +76,60 @@ impl From<tonic::Status> for CliError {
             } else {
                 ""
             };
-            return CliError(format!(
+            return CliError::new(format!(
                 "the node agent{at} is unreachable or went away ({}); check that it is running (start one with: node-agent local) and that --endpoint names it{tls}",
                 status.message()
             ));
         }
-        if status.message().is_empty() {
-            CliError(format!("{:?}", status.code()))
+        let errno = status
+            .metadata()
+            .get(agentcomputer_proto::ERRNO_METADATA_KEY)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string);
+        let message = if status.message().is_empty() {
+            format!("{:?}", status.code())
         } else {
-            CliError(status.message().to_string())
-        }
+            status.message().to_string()
+        };
+        CliError { message, errno }
     }
 }
 
 /// An I/O failure on a local file, with what was being done.
 pub fn local_io(what: &str, path: &std::path::Path, err: std::io::Error) -> CliError {
-    CliError(format!("{what} {}: {err}", path.display()))
+    CliError::new(format!("{what} {}: {err}", path.display()))
 }
 
 /// Result alias of the CLI.
 pub type Result<T, E = CliError> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_agents_errno_is_kept_from_the_metadata() {
+        let mut md = tonic::metadata::MetadataMap::new();
+        md.insert(
+            agentcomputer_proto::ERRNO_METADATA_KEY,
+            "ENOENT".parse().unwrap(),
+        );
+        let status = tonic::Status::with_metadata(
+            tonic::Code::NotFound,
+            "ENOENT: no such file or directory: a",
+            md,
+        );
+        let err = CliError::from(status);
+        assert_eq!(err.errno.as_deref(), Some("ENOENT"));
+        assert_eq!(err.message, "ENOENT: no such file or directory: a");
+    }
+
+    #[test]
+    fn a_status_without_errno_metadata_has_none() {
+        let err = CliError::from(tonic::Status::failed_precondition("runtime disabled"));
+        assert_eq!(
+            (err.errno, err.message.as_str()),
+            (None, "runtime disabled")
+        );
+    }
+}

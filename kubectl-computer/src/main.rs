@@ -394,8 +394,8 @@ async fn run(cli: Cli) -> Result<u8> {
                 }
                 Backend::Agent { .. } => {
                     if !runtimes.is_empty() || sandbox_image.is_some() {
-                        return Err(CliError(
-                            "--runtime and --sandbox-image are for cluster mode: a local agent runs the shell and JavaScript runtimes".into(),
+                        return Err(CliError::new(
+                            "--runtime and --sandbox-image are for cluster mode: a local agent runs the shell and JavaScript runtimes",
                         ));
                     }
                     let (mut c, name) = backend.client(name).await?;
@@ -422,8 +422,8 @@ async fn run(cli: Cli) -> Result<u8> {
         Command::Mount { .. } | Command::Unmount { .. }
             if matches!(backend, Backend::Cluster(_)) =>
         {
-            return Err(CliError(
-                "mount works in local mode only: in a cluster, sandbox pods mount a computer's volume (spec.runtimes.container)".into(),
+            return Err(CliError::new(
+                "mount works in local mode only: in a cluster, sandbox pods mount a computer's volume (spec.runtimes.container)",
             ));
         }
         Command::PortForward {
@@ -437,7 +437,7 @@ async fn run(cli: Cli) -> Result<u8> {
                     .await?
             }
             Backend::Agent { url, .. } => {
-                return Err(CliError(format!(
+                return Err(CliError::new(format!(
                     "port-forward works in cluster mode only: this node agent is already at {url}"
                 )));
             }
@@ -612,7 +612,7 @@ fn main() -> ExitCode {
     };
     match runtime.block_on(run(cli)) {
         Ok(code) => ExitCode::from(code),
-        Err(CliError(message)) => {
+        Err(CliError { message, .. }) => {
             match cluster::agent::take_forward_failure() {
                 Some(forward) => errln!("error: {message} ({forward})"),
                 None => errln!("error: {message}"),
@@ -625,6 +625,21 @@ fn main() -> ExitCode {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `--runtime` takes each runtime's one name (and `js`), and means the
+    /// runtime of that name.
+    #[test]
+    fn runtime_arguments_are_the_runtimes_names() {
+        for arg in RuntimeArg::value_variants() {
+            let value = arg.to_possible_value().unwrap();
+            let named: agentcomputer_runtime_contract::Runtime = value.get_name().parse().unwrap();
+            assert_eq!(Runtime::from(named), Runtime::from(*arg));
+            for alias in value.get_name_and_aliases() {
+                assert_eq!(alias.parse(), Ok(named), "{alias}");
+            }
+        }
+        assert_eq!(RuntimeArg::value_variants().len(), 3);
+    }
 
     #[test]
     fn command_line_is_consistent() {

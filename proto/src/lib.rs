@@ -18,6 +18,7 @@ pub mod v1 {
 
 pub mod apidoc;
 pub mod codec;
+mod runtime;
 
 /// The encoded `google.protobuf.FileDescriptorSet` of
 /// `agentcomputer/v1/agentcomputer.proto`, with source code info (its

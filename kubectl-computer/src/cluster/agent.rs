@@ -57,17 +57,17 @@ impl Cluster {
         let c = self.get(name).await?;
         let status = c.status.clone().unwrap_or_default();
         if status.phase != Some(ComputerPhase::Ready) {
-            return Err(CliError(format!(
+            return Err(CliError::new(format!(
                 "computer {name} is not Ready: {}",
                 not_ready_reason(&c)
             )));
         }
         let node = status
             .node
-            .ok_or_else(|| CliError(format!("computer {name} is not placed on a node yet")))?;
-        let secret = status
-            .credential_secret
-            .ok_or_else(|| CliError(format!("computer {name} has no credential Secret yet")))?;
+            .ok_or_else(|| CliError::new(format!("computer {name} is not placed on a node yet")))?;
+        let secret = status.credential_secret.ok_or_else(|| {
+            CliError::new(format!("computer {name} has no credential Secret yet"))
+        })?;
         let (token, tls) = self.credential(&secret).await?;
         let pod = self.agent_pod(&node).await?;
         Ok(Route {
@@ -84,7 +84,7 @@ impl Cluster {
     async fn credential(&self, secret: &str) -> Result<(String, Option<(Vec<u8>, String)>)> {
         let secrets: Api<Secret> = Api::namespaced(self.client.clone(), &self.namespace);
         let s = secrets.get(secret).await.map_err(|e| {
-            CliError(format!(
+            CliError::new(format!(
                 "cannot read the credential Secret {}/{secret}: {}",
                 self.namespace,
                 api_error(&e)
@@ -101,7 +101,7 @@ impl Cluster {
             .and_then(|d| d.get(TOKEN_KEY))
             .map(|b| b.0.clone())
             .ok_or_else(|| {
-                CliError(format!(
+                CliError::new(format!(
                     "the credential Secret {}/{secret} has no {TOKEN_KEY:?} key",
                     self.namespace
                 ))
@@ -109,7 +109,7 @@ impl Cluster {
         String::from_utf8(bytes)
             .map(|t| (t.trim().to_string(), tls))
             .map_err(|_| {
-                CliError(format!(
+                CliError::new(format!(
                     "the token in Secret {}/{secret} is not text",
                     self.namespace
                 ))
@@ -129,7 +129,7 @@ impl Cluster {
             .last()
             .and_then(|p| p.metadata.name.clone())
             .ok_or_else(|| {
-                CliError(format!(
+                CliError::new(format!(
                     "no ready node agent on node {node} (pods labelled {AGENT_POD_LABEL} in namespace {})",
                     self.agent_namespace
                 ))
@@ -162,22 +162,22 @@ impl Cluster {
             route.pod, self.agent_namespace
         );
         let mut endpoint = Endpoint::from_shared(uri)
-            .map_err(|e| CliError(format!("invalid pod name {:?}: {e}", route.pod)))?;
+            .map_err(|e| CliError::new(format!("invalid pod name {:?}: {e}", route.pod)))?;
         if let Some((ca, name)) = &route.tls {
             let tls = ClientTlsConfig::new()
                 .ca_certificate(Certificate::from_pem(ca))
                 .domain_name(name.clone());
             endpoint = endpoint
                 .tls_config(tls)
-                .map_err(|e| CliError(format!("cannot set up TLS to the node agent: {e}")))?;
+                .map_err(|e| CliError::new(format!("cannot set up TLS to the node agent: {e}")))?;
         }
         let channel = endpoint
             .connect_with_connector(connector)
             .await
             .map_err(|e| match forwarding_error(&e) {
                 // The port-forward's own message names the pod already.
-                Some(message) => CliError(message),
-                None => CliError(format!(
+                Some(message) => CliError::new(message),
+                None => CliError::new(format!(
                     "cannot reach the node agent {}/{} on node {}: {}",
                     self.agent_namespace,
                     route.pod,
@@ -206,10 +206,10 @@ impl Cluster {
         drop(self.forward(&route.pod).await?);
         let listener = tokio::net::TcpListener::bind(address)
             .await
-            .map_err(|e| CliError(format!("cannot listen on {address}: {e}")))?;
+            .map_err(|e| CliError::new(format!("cannot listen on {address}: {e}")))?;
         let local = listener
             .local_addr()
-            .map_err(|e| CliError(format!("cannot listen on {address}: {e}")))?;
+            .map_err(|e| CliError::new(format!("cannot listen on {address}: {e}")))?;
         let host = match local {
             SocketAddr::V4(a) => a.ip().to_string(),
             SocketAddr::V6(a) => format!("[{}]", a.ip()),
@@ -228,7 +228,7 @@ impl Cluster {
                 // Returning drops the CA file, on SIGTERM and SIGHUP too.
                 () = crate::interrupt::interrupted() => return Ok(()),
                 accepted = listener.accept() => accepted
-                    .map_err(|e| CliError(format!("accepting on {local}: {e}")))?,
+                    .map_err(|e| CliError::new(format!("accepting on {local}: {e}")))?,
             };
             let pods = self.pods();
             let pod = route.pod.clone();
@@ -240,7 +240,7 @@ impl Cluster {
                             errln!("error: {failure}");
                         }
                     }
-                    Err(CliError(e)) => errln!("error: {e}"),
+                    Err(CliError { message: e, .. }) => errln!("error: {e}"),
                 }
             });
         }
@@ -275,10 +275,10 @@ fn write_ca(pem: &[u8]) -> Result<tempfile::NamedTempFile> {
         .prefix("agentcomputer-ca-")
         .suffix(".pem")
         .tempfile()
-        .map_err(|e| CliError(format!("cannot write the agent's CA certificate: {e}")))?;
+        .map_err(|e| CliError::new(format!("cannot write the agent's CA certificate: {e}")))?;
     file.write_all(pem)
         .and_then(|()| file.flush())
-        .map_err(|e| CliError(format!("cannot write the agent's CA certificate: {e}")))?;
+        .map_err(|e| CliError::new(format!("cannot write the agent's CA certificate: {e}")))?;
     Ok(file)
 }
 
@@ -301,16 +301,16 @@ async fn forward(pods: Api<Pod>, pod: &str) -> Result<DuplexStream> {
         .await
         .map_err(|e| match &e {
             kube::Error::Api(s) if s.is_forbidden() => {
-                CliError(format!("RBAC forbids pods/portforward: {}", s.message))
+                CliError::new(format!("RBAC forbids pods/portforward: {}", s.message))
             }
-            _ => CliError(format!(
+            _ => CliError::new(format!(
                 "port-forward to node agent pod {pod}: {}",
                 api_error(&e)
             )),
         })?;
     let stream = forwarder
         .take_stream(NODE_AGENT_GRPC_PORT)
-        .ok_or_else(|| CliError("port-forward gave no stream".into()))?;
+        .ok_or_else(|| CliError::new("port-forward gave no stream"))?;
     if let Some(errors) = forwarder.take_error(NODE_AGENT_GRPC_PORT) {
         let pod = pod.to_string();
         tokio::spawn(async move {
@@ -330,7 +330,7 @@ async fn forward(pods: Api<Pod>, pod: &str) -> Result<DuplexStream> {
 fn forwarding_error(err: &(dyn std::error::Error + 'static)) -> Option<String> {
     let mut cause = Some(err);
     while let Some(e) = cause {
-        if let Some(CliError(message)) = e.downcast_ref::<CliError>() {
+        if let Some(CliError { message, .. }) = e.downcast_ref::<CliError>() {
             return Some(message.clone());
         }
         cause = e.source();

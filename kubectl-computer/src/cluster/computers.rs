@@ -46,9 +46,10 @@ pub fn resource(args: &CreateArgs) -> Result<AgentComputer> {
         }
     };
     let max_inodes = match args.max_inodes {
-        Some(n) => {
-            Some(i64::try_from(n).map_err(|_| CliError(format!("--max-inodes {n} is too large")))?)
-        }
+        Some(n) => Some(
+            i64::try_from(n)
+                .map_err(|_| CliError::new(format!("--max-inodes {n} is too large")))?,
+        ),
         None => None,
     };
     let spec = AgentComputerSpec {
@@ -82,7 +83,7 @@ pub fn resource(args: &CreateArgs) -> Result<AgentComputer> {
 /// The egress flags (already checked by `EgressArgs::to_proto`) as the spec.
 fn egress_spec(e: &pb::Egress) -> Result<EgressSpec> {
     let port = |p: u32| {
-        i32::try_from(p).map_err(|_| CliError(format!("port {p} is out of range (1-65535)")))
+        i32::try_from(p).map_err(|_| CliError::new(format!("port {p} is out of range (1-65535)")))
     };
     let mut cidrs = Vec::with_capacity(e.cidrs.len());
     for c in &e.cidrs {
@@ -200,16 +201,16 @@ async fn wait_ready(cluster: &Cluster, name: &str, limit: Duration) -> Result<()
     let ready = |c: Option<&AgentComputer>| c.is_some_and(is_ready);
     match tokio::time::timeout(limit, await_condition(api, name, ready)).await {
         Ok(Ok(Some(_))) => Ok(()),
-        Ok(Ok(None)) => Err(CliError(format!(
+        Ok(Ok(None)) => Err(CliError::new(format!(
             "computer {name} was deleted while waiting for it to become Ready"
         ))),
-        Ok(Err(e)) => Err(CliError(format!(
+        Ok(Err(e)) => Err(CliError::new(format!(
             "waiting for computer {name}: {}",
             super::innermost(&e)
         ))),
         Err(_) => {
             let c = cluster.get(name).await?;
-            Err(CliError(format!(
+            Err(CliError::new(format!(
                 "computer {name} is not Ready after {}: {}; it was created, see kubectl describe agentcomputer {name} -n {}",
                 humantime::format_duration(limit),
                 not_ready_reason(&c),
@@ -237,13 +238,13 @@ pub async fn delete(cluster: &Cluster, name: &str, wait: Option<Duration>) -> Re
         match gone.await {
             Ok(Ok(_)) => {}
             Ok(Err(e)) => {
-                return Err(CliError(format!(
+                return Err(CliError::new(format!(
                     "waiting for computer {name} to be deleted: {}",
                     super::innermost(&e)
                 )));
             }
             Err(_) => {
-                return Err(CliError(format!(
+                return Err(CliError::new(format!(
                     "computer {name} is still being deleted after {} (its finalizers run: see kubectl describe agentcomputer {name} -n {})",
                     humantime::format_duration(limit),
                     cluster.namespace

@@ -37,11 +37,13 @@ impl Cluster {
         let config = match Kubeconfig::read() {
             Ok(kubeconfig) => kube::Config::from_custom_kubeconfig(kubeconfig, &options)
                 .await
-                .map_err(|e| CliError(format!("cannot use the kubeconfig: {}", innermost(&e))))?,
+                .map_err(|e| {
+                    CliError::new(format!("cannot use the kubeconfig: {}", innermost(&e)))
+                })?,
             Err(read_error) => match (context, kube::Config::incluster()) {
                 (None, Ok(config)) => config,
                 _ => {
-                    return Err(CliError(format!(
+                    return Err(CliError::new(format!(
                         "cannot read a kubeconfig (KUBECONFIG or ~/.kube/config): {}",
                         innermost(&read_error)
                     )));
@@ -52,7 +54,7 @@ impl Cluster {
             .map(str::to_string)
             .unwrap_or_else(|| config.default_namespace.clone());
         let client = kube::Client::try_from(config).map_err(|e| {
-            CliError(format!(
+            CliError::new(format!(
                 "cannot make a Kubernetes client: {}",
                 innermost(&e)
             ))
@@ -80,7 +82,7 @@ impl Cluster {
     }
 
     fn not_found(&self, name: &str) -> CliError {
-        CliError(format!(
+        CliError::new(format!(
             "computer {name} not found in namespace {}",
             self.namespace
         ))
@@ -101,12 +103,14 @@ pub fn api_error(err: &kube::Error) -> CliError {
                     "404 page not found" | "the server could not find the requested resource"
                 ) =>
         {
-            CliError(
-                "this cluster does not serve AgentComputers (agentcomputer.dev/v1alpha1): install the chart charts/agent-computer".into(),
+            CliError::new(
+                "this cluster does not serve AgentComputers (agentcomputer.dev/v1alpha1): install the chart charts/agent-computer",
             )
         }
-        kube::Error::Api(status) if !status.message.is_empty() => CliError(status.message.clone()),
-        other => CliError(format!("Kubernetes API: {}", innermost(other))),
+        kube::Error::Api(status) if !status.message.is_empty() => {
+            CliError::new(status.message.clone())
+        }
+        other => CliError::new(format!("Kubernetes API: {}", innermost(other))),
     }
 }
 

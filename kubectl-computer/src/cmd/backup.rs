@@ -24,7 +24,7 @@ pub async fn backup(
     progress: bool,
 ) -> Result<()> {
     if local.exists() {
-        return Err(CliError(format!(
+        return Err(CliError::new(format!(
             "{} exists; a backup never overwrites a file",
             local.display()
         )));
@@ -47,7 +47,7 @@ pub async fn backup(
     let mut total = None;
     while let Some(chunk) = stream.message().await? {
         if chunk.offset != written || total.is_some_and(|t| t != chunk.total_bytes) {
-            return Err(CliError(format!(
+            return Err(CliError::new(format!(
                 "backup of {computer}: the stream skipped or repeated bytes (offset {}, expected {written})",
                 chunk.offset
             )));
@@ -60,7 +60,7 @@ pub async fn backup(
         received.add(chunk.data.len() as u64);
     }
     if total.is_some_and(|t| t != written) || total.is_none() {
-        return Err(CliError(format!(
+        return Err(CliError::new(format!(
             "backup of {computer}: got {written} of {} bytes",
             total.unwrap_or(0)
         )));

@@ -48,8 +48,8 @@ impl EgressArgs {
             (Some(ModeArg::AllowAll), _) => pb::EgressMode::AllowAll,
         };
         if has_rules && mode != pb::EgressMode::AllowList {
-            return Err(CliError(
-                "--allow-host and --allow-cidr need --egress allow-list".into(),
+            return Err(CliError::new(
+                "--allow-host and --allow-cidr need --egress allow-list",
             ));
         }
         Ok(pb::Egress {

@@ -56,7 +56,7 @@ pub fn check_size(req: &pb::ExecRequest, instead: &str) -> Result<()> {
     let size = req.encoded_len();
     let limit = agentcomputer_proto::MAX_MESSAGE_BYTES;
     if size > limit {
-        return Err(CliError(format!(
+        return Err(CliError::new(format!(
             "E2BIG: the exec request is {size} bytes (script, stdin, env and input together), \
              more than the node agent's message limit of {limit} bytes (4 MiB); {instead}"
         )));
@@ -74,7 +74,7 @@ pub async fn exec(client: &mut Client, args: ExecArgs) -> Result<i32> {
     if args.stdin {
         std::io::stdin()
             .read_to_end(&mut stdin)
-            .map_err(|e| CliError(format!("cannot read stdin: {e}")))?;
+            .map_err(|e| CliError::new(format!("cannot read stdin: {e}")))?;
     }
     let req = request(args, stdin);
     check_size(
@@ -120,7 +120,7 @@ pub async fn exec(client: &mut Client, args: ExecArgs) -> Result<i32> {
             None => {}
         }
     }
-    Err(CliError(
-        "the node agent ended the run without an exit status".into(),
+    Err(CliError::new(
+        "the node agent ended the run without an exit status",
     ))
 }

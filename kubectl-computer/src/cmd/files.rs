@@ -191,12 +191,12 @@ pub async fn put(
         .metadata()
         .map_err(|e| local_io("cannot stat", local, e))?;
     if meta.is_dir() {
-        return Err(CliError(format!("{} is a directory", local.display())));
+        return Err(CliError::new(format!("{} is a directory", local.display())));
     }
     let remote = if remote.ends_with('/') {
         let name = local
             .file_name()
-            .ok_or_else(|| CliError(format!("{} has no file name", local.display())))?;
+            .ok_or_else(|| CliError::new(format!("{} has no file name", local.display())))?;
         format!("{remote}{}", name.to_string_lossy())
     } else {
         remote
@@ -321,7 +321,7 @@ pub async fn get(
         let mut out = std::io::stdout().lock();
         while let Some(chunk) = stream.message().await? {
             out.write_all(&chunk.data)
-                .map_err(|e| CliError(format!("cannot write stdout: {e}")))?;
+                .map_err(|e| CliError::new(format!("cannot write stdout: {e}")))?;
             received.add(chunk.data.len() as u64);
         }
         let _ = out.flush();
@@ -391,8 +391,8 @@ pub async fn rm(
     recursive: bool,
 ) -> Result<()> {
     if path.is_empty() {
-        return Err(CliError(
-            "rm: the path is empty: name a file or directory under /workspace (the workspace itself cannot be removed)".into(),
+        return Err(CliError::new(
+            "rm: the path is empty: name a file or directory under /workspace (the workspace itself cannot be removed)",
         ));
     }
     client

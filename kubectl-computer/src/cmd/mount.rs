@@ -10,10 +10,11 @@ use crate::error::{CliError, Result};
 /// `dir` as an absolute path, taken from this process's working directory
 /// (the node agent has its own). Not resolved further: the agent checks it.
 fn absolute(dir: &Path) -> Result<String> {
-    let abs = std::path::absolute(dir).map_err(|e| CliError(format!("{}: {e}", dir.display())))?;
+    let abs =
+        std::path::absolute(dir).map_err(|e| CliError::new(format!("{}: {e}", dir.display())))?;
     abs.into_os_string()
         .into_string()
-        .map_err(|p| CliError(format!("{}: not valid UTF-8", p.display())))
+        .map_err(|p| CliError::new(format!("{}: not valid UTF-8", p.display())))
 }
 
 pub async fn mount(client: &mut Client, name: String, dir: &Path, nonempty: bool) -> Result<()> {

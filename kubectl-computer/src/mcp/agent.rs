@@ -5,6 +5,7 @@
 use std::sync::Arc;
 
 use agentcomputer_proto::v1 as pb;
+use agentcomputer_runtime_contract::Runtime;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use crate::backend::Backend;
@@ -30,7 +31,7 @@ pub struct Agent {
     /// The name the user gave.
     name: String,
     /// Runtimes `exec` may select, in the order offered.
-    runtimes: Vec<pb::Runtime>,
+    runtimes: Vec<Runtime>,
     /// Places for Read/Write streams ([`MAX_FILE_STREAMS`]).
     file_streams: Arc<Semaphore>,
 }
@@ -47,19 +48,15 @@ impl Agent {
             Backend::Cluster(cluster) => {
                 let spec = cluster.get(&name).await?.spec.runtimes;
                 [
-                    (spec.shell, pb::Runtime::Shell),
-                    (spec.javascript, pb::Runtime::Javascript),
-                    (spec.container, pb::Runtime::Container),
+                    (spec.shell, Runtime::Shell),
+                    (spec.javascript, Runtime::JavaScript),
+                    (spec.container, Runtime::Container),
                 ]
                 .into_iter()
                 .filter_map(|(on, r)| on.then_some(r))
                 .collect()
             }
-            Backend::Agent { .. } => vec![
-                pb::Runtime::Shell,
-                pb::Runtime::Javascript,
-                pb::Runtime::Container,
-            ],
+            Backend::Agent { .. } => Runtime::ALL.to_vec(),
         };
         let (mut client, computer) = backend.client(name.clone()).await?;
         client
@@ -103,7 +100,7 @@ impl Agent {
     }
 
     /// The runtimes `exec` may select.
-    pub fn runtimes(&self) -> &[pb::Runtime] {
+    pub fn runtimes(&self) -> &[Runtime] {
         &self.runtimes
     }
 }

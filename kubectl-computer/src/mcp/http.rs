@@ -47,17 +47,17 @@ pub fn listen_address(text: &str, allow_remote: bool) -> Result<SocketAddr> {
     } else if let Some(port) = text.strip_prefix("localhost:") {
         let port = port
             .parse::<u16>()
-            .map_err(|_| CliError(format!("--listen {text:?}: bad port")))?;
+            .map_err(|_| CliError::new(format!("--listen {text:?}: bad port")))?;
         SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), port)
     } else {
         text.parse::<SocketAddr>().map_err(|_| {
-            CliError(format!(
+            CliError::new(format!(
                 "--listen {text:?}: expected PORT, HOST:PORT or [IPV6]:PORT with an IP address or localhost"
             ))
         })?
     };
     if !addr.ip().is_loopback() && !allow_remote {
-        return Err(CliError(format!(
+        return Err(CliError::new(format!(
             "--listen {addr}: not a loopback address; anyone who can reach it and has the token controls the computer. Add --allow-remote to serve it anyway (plain HTTP: put TLS in front)"
         )));
     }
@@ -86,20 +86,20 @@ pub fn token(file: Option<&std::path::Path>) -> Result<(String, bool)> {
         return Ok((hex, true));
     };
     let text = std::fs::read_to_string(file).map_err(|e| {
-        CliError(format!(
+        CliError::new(format!(
             "cannot read the MCP token file {}: {e}",
             file.display()
         ))
     })?;
     let token = text.trim();
     if token.is_empty() {
-        return Err(CliError(format!(
+        return Err(CliError::new(format!(
             "the MCP token file {} is empty",
             file.display()
         )));
     }
     if !token.bytes().all(|b| b.is_ascii_graphic()) {
-        return Err(CliError(format!(
+        return Err(CliError::new(format!(
             "the MCP token file {} holds characters a header cannot carry (spaces, control or non-ASCII)",
             file.display()
         )));
@@ -178,10 +178,10 @@ pub async fn serve(agent: Agent, options: Options) -> Result<()> {
     let (token, generated) = token(options.token_file.as_deref())?;
     let listener = tokio::net::TcpListener::bind(addr)
         .await
-        .map_err(|e| CliError(format!("cannot listen on {addr}: {e}")))?;
+        .map_err(|e| CliError::new(format!("cannot listen on {addr}: {e}")))?;
     let bound = listener
         .local_addr()
-        .map_err(|e| CliError(format!("cannot listen on {addr}: {e}")))?;
+        .map_err(|e| CliError::new(format!("cannot listen on {addr}: {e}")))?;
     let stop = tokio_util::sync::CancellationToken::new();
     // The same largest message as over stdio (16 MiB, not the SDK's 4 MiB
     // for HTTP), so a large `write` works on both, and an `exec` over the
@@ -221,7 +221,7 @@ pub async fn serve(agent: Agent, options: Options) -> Result<()> {
     axum::serve(listener, app)
         .with_graceful_shutdown(shutdown)
         .await
-        .map_err(|e| CliError(format!("MCP over HTTP: {e}")))
+        .map_err(|e| CliError::new(format!("MCP over HTTP: {e}")))
 }
 
 #[cfg(test)]
@@ -239,7 +239,7 @@ mod tests {
             "127.0.0.1:0".parse().unwrap()
         );
         assert!(listen_address("[::1]:9", false).is_ok());
-        let err = listen_address("0.0.0.0:8080", false).unwrap_err().0;
+        let err = listen_address("0.0.0.0:8080", false).unwrap_err().message;
         assert!(err.contains("--allow-remote"), "{err}");
         assert!(listen_address("0.0.0.0:8080", true).is_ok());
         assert!(listen_address("example.com:80", true).is_err());
@@ -268,7 +268,7 @@ mod tests {
             assert!(token_file_warnings(&f, &"a".repeat(SHORT_TOKEN)).is_empty());
         }
         std::fs::write(&f, "\n").unwrap();
-        assert!(token(Some(&f)).unwrap_err().0.contains("empty"));
+        assert!(token(Some(&f)).unwrap_err().message.contains("empty"));
         std::fs::write(&f, "a b").unwrap();
         assert!(token(Some(&f)).is_err());
         assert!(token(Some(&dir.path().join("none"))).is_err());

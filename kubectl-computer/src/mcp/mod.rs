@@ -61,11 +61,11 @@ pub async fn serve(backend: Backend, args: McpArgs) -> Result<()> {
             let server = tools::Tools::new(std::sync::Arc::new(agent))
                 .serve((input, output))
                 .await
-                .map_err(|e| CliError(format!("MCP over stdio: {e}")))?;
+                .map_err(|e| CliError::new(format!("MCP over stdio: {e}")))?;
             let ended = server
                 .waiting()
                 .await
-                .map_err(|e| CliError(format!("MCP over stdio: {e}")));
+                .map_err(|e| CliError::new(format!("MCP over stdio: {e}")));
             // The service's end closed its output: the last answers are
             // written, then standard output is flushed.
             let _ = writer.await;

@@ -64,7 +64,7 @@ impl Filter {
             .literal_separator(true)
             .build()
             .or_else(|_| Glob::new(pattern))
-            .map_err(|e| CliError(format!("EINVAL: invalid glob {pattern:?}: {e}")))?;
+            .map_err(|e| CliError::new(format!("EINVAL: invalid glob {pattern:?}: {e}")))?;
         Ok(Filter(glob.compile_matcher(), pattern.contains('/')))
     }
 

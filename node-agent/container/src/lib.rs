@@ -34,17 +34,11 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-pub use output::OutputChunk;
-
-/// Exit status of a run stopped at its timeout (as timeout(1)).
-pub const EXIT_TIMEOUT: i32 = 124;
-/// Exit status of a run cancelled because its caller went away (SIGINT's 128+2).
-pub const EXIT_CANCELLED: i32 = 130;
-/// Exit status of a run stopped for producing more output than its cap
-/// (SIGPIPE's 128+13).
-pub const EXIT_OUTPUT_CAP: i32 = 141;
-/// Exit status when the sandbox could not be started.
-pub const EXIT_START_FAILED: i32 = 125;
+/// Exit statuses of a run the runtime stopped, and the output chunks it
+/// sends: those of every runtime.
+pub use agentcomputer_runtime_contract::{
+    EXIT_CANCELLED, EXIT_OUTPUT_CAP, EXIT_START_FAILED, EXIT_TIMEOUT, OutputChunk,
+};
 
 /// Where the container runtime's paths are: the computer's files.
 pub const WORKSPACE: &str = "/workspace";

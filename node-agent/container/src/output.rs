@@ -7,12 +7,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::sync::{Notify, mpsc};
 
-/// A piece of output, in the order the sandbox wrote it on its stream.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum OutputChunk {
-    Stdout(Vec<u8>),
-    Stderr(Vec<u8>),
-}
+use crate::OutputChunk;
 
 /// Bytes read at most per chunk.
 const READ_SIZE: usize = 64 * 1024;

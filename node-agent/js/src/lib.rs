@@ -59,12 +59,11 @@ pub const SCRATCH_MAX_BYTES: u64 = 256 * 1024 * 1024;
 /// Exit code of an exec that ended with an uncaught error, or at the memory
 /// or stack limit.
 pub const EXIT_FAILURE: i32 = 1;
-/// Exit code of a run stopped at its timeout (as `timeout(1)` and the shell runtime).
-pub const EXIT_TIMEOUT: i32 = 124;
-/// Exit code of a cancelled run (128 + SIGINT, as the shell runtime).
-pub const EXIT_CANCELLED: i32 = 130;
-/// Exit code of a run stopped at its output cap (128 + SIGPIPE, as the shell runtime).
-pub const EXIT_OUTPUT_CAP: i32 = 141;
+/// Exit codes of a run the runtime stopped, and the output chunks it
+/// sends: those of every runtime.
+pub use agentcomputer_runtime_contract::{
+    EXIT_CANCELLED, EXIT_OUTPUT_CAP, EXIT_TIMEOUT, OutputChunk,
+};
 
 /// One JavaScript exec.
 ///
@@ -114,16 +113,6 @@ impl Default for JsRequest {
             stack_limit_bytes: DEFAULT_STACK_LIMIT_BYTES,
         }
     }
-}
-
-/// A piece of output, sent as soon as the code produced it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum OutputChunk {
-    /// `console.log`/`console.info`/`console.debug`, `process.stdout.write`.
-    Stdout(Vec<u8>),
-    /// `console.warn`/`console.error`, `process.stderr.write`, and the report
-    /// of an uncaught error or a limit.
-    Stderr(Vec<u8>),
 }
 
 /// How an exec ended.

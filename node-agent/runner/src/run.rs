@@ -3,9 +3,9 @@
 //! left it: [`Reaper::kill_run`]) when it ends, times out, is cancelled or
 //! passes the cap.
 //!
-//! Exit codes and messages are those of the local container runtime
-//! (`agentcomputer-container`): 124 timeout, 125 could not start, 130
-//! cancelled, 141 output cap; the message is also written to stderr.
+//! Exit codes and messages are those of every runtime
+//! (`agentcomputer-runtime-contract`): 124 timeout, 125 could not start,
+//! 130 cancelled, 141 output cap; the message is also written to stderr.
 
 use std::os::unix::process::CommandExt;
 use std::path::{Component, Path, PathBuf};
@@ -20,14 +20,9 @@ use tokio::sync::{Notify, mpsc, oneshot};
 
 use crate::reaper::Reaper;
 
-/// Exit status of a run stopped at its timeout (as timeout(1)).
-pub const EXIT_TIMEOUT: i32 = 124;
-/// Exit status when the script could not be started.
-pub const EXIT_START_FAILED: i32 = 125;
-/// Exit status of a cancelled run (SIGINT's 128+2).
-pub const EXIT_CANCELLED: i32 = 130;
-/// Exit status of a run stopped at its output cap (SIGPIPE's 128+13).
-pub const EXIT_OUTPUT_CAP: i32 = 141;
+pub use agentcomputer_runtime_contract::{
+    EXIT_CANCELLED, EXIT_OUTPUT_CAP, EXIT_START_FAILED, EXIT_TIMEOUT,
+};
 
 /// Timeout when the agent sends 0.
 const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);

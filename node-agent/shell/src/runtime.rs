@@ -10,13 +10,9 @@ use std::time::Duration;
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
-/// Exit status of a run stopped by its timeout (as `timeout(1)` reports).
-pub const EXIT_TIMEOUT: i32 = 124;
-/// Exit status of a cancelled run (128 + SIGINT, as bash reports Ctrl-C).
-pub const EXIT_CANCELLED: i32 = 130;
-/// Exit status of a run stopped at the output cap (128 + SIGPIPE: the
-/// reader stopped reading).
-pub const EXIT_OUTPUT_CAP: i32 = 141;
+pub use agentcomputer_runtime_contract::{
+    EXIT_CANCELLED, EXIT_OUTPUT_CAP, EXIT_TIMEOUT, OutputChunk,
+};
 /// Exit status of a run stopped by a resource budget (loop, command,
 /// recursion, memory) or refused before it started (bad cwd).
 pub const EXIT_LIMIT: i32 = 1;
@@ -47,13 +43,6 @@ pub struct ExecRequest {
     pub max_output_bytes: u64,
     /// Where `curl` and `wget` may connect; the default denies everything.
     pub egress: Arc<agentcomputer_egress::Policy>,
-}
-
-/// A piece of output, in the order the script produced it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum OutputChunk {
-    Stdout(Vec<u8>),
-    Stderr(Vec<u8>),
 }
 
 /// How a run ended.

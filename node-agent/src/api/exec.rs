@@ -24,6 +24,7 @@ use agentcomputer_egress::{EgressConfig, Policy};
 use agentcomputer_fs::FileKind;
 use agentcomputer_js::JsRequest;
 use agentcomputer_proto::v1 as pb;
+use agentcomputer_runtime_contract::Runtime;
 use agentcomputer_shell::{ExecRequest as ShellRequest, ShellLimits};
 use nix::errno::Errno;
 use pb::exec_event::Event;
@@ -102,40 +103,35 @@ pub async fn start(
             format_args!("unknown runtime {}", req.runtime),
         )
     })?;
-    let name = match runtime {
-        pb::Runtime::Unspecified | pb::Runtime::Shell => "shell",
-        pb::Runtime::Javascript => "javascript",
-        pb::Runtime::Container => "container",
-    };
+    let runtime = Runtime::from(runtime);
     let started = start_runtime(
         registry,
         containers,
         admission,
         runtime,
-        name,
         req,
         observer.clone(),
     )
     .await;
     if started.is_err() {
-        observer.exec_finished(name, ExecOutcome::Rejected, Duration::ZERO);
+        observer.exec_finished(runtime.name(), ExecOutcome::Rejected, Duration::ZERO);
     }
     started
 }
 
-/// Starts a run of `runtime`, named `runtime_name` in messages and in
-/// `spec.runtimes`.
+/// Starts a run of `runtime`, named by [`Runtime::name`] in messages, logs,
+/// metrics and `spec.runtimes`.
 async fn start_runtime(
     registry: &Registry,
     containers: &Arc<dyn ContainerRuntime>,
     admission: &Admission,
-    runtime: pb::Runtime,
-    runtime_name: &'static str,
+    runtime: Runtime,
     req: pb::ExecRequest,
     observer: Arc<dyn Observer>,
 ) -> Result<ExecStream, Status> {
+    let runtime_name = runtime.name();
     let input = match runtime {
-        pb::Runtime::Unspecified | pb::Runtime::Shell | pb::Runtime::Container => {
+        Runtime::Shell | Runtime::Container => {
             if !req.input_json.is_empty() {
                 return Err(errno_detail(
                     Errno::EINVAL,
@@ -144,9 +140,9 @@ async fn start_runtime(
             }
             None
         }
-        pb::Runtime::Javascript => Some(parse_input(req.input_json).await?),
+        Runtime::JavaScript => Some(parse_input(req.input_json).await?),
     };
-    if runtime == pb::Runtime::Container
+    if runtime == Runtime::Container
         && let Some(why) = containers.unavailable_reason()
     {
         return Err(Status::failed_precondition(why));
@@ -154,22 +150,22 @@ async fn start_runtime(
     let lease = registry.acquire(&req.computer).await?;
     let settings = lease.settings();
     let enabled = match runtime {
-        pb::Runtime::Javascript => settings.runtimes.javascript,
-        pb::Runtime::Container => settings.runtimes.container,
-        _ => settings.runtimes.shell,
+        Runtime::JavaScript => settings.runtimes.javascript,
+        Runtime::Container => settings.runtimes.container,
+        Runtime::Shell => settings.runtimes.shell,
     };
     if !enabled {
         return Err(Status::failed_precondition(format!(
             "runtime {runtime_name} is disabled for this computer (spec.runtimes.{runtime_name})"
         )));
     }
-    if runtime == pb::Runtime::Container
+    if runtime == Runtime::Container
         && let Some(why) = containers.not_ready(lease.name()).await
     {
         return Err(Status::failed_precondition(why));
     }
     check_env(&req.env)?;
-    if runtime == pb::Runtime::Container {
+    if runtime == Runtime::Container {
         for name in req.env.keys() {
             agentcomputer_container::launch::check_name(name)
                 .map_err(|e| errno_detail(Errno::EINVAL, e))?;
@@ -244,7 +240,7 @@ async fn start_runtime(
     let mut env: Vec<(String, String)> = req.env.into_iter().collect();
     env.sort();
     let mut program = match input {
-        None if runtime == pb::Runtime::Container => Program::Container(
+        None if runtime == Runtime::Container => Program::Container(
             Arc::clone(containers),
             ContainerRun {
                 computer: lease.name().to_string(),
@@ -306,14 +302,13 @@ async fn start_runtime(
     tokio::spawn(async move {
         let computer = lease.name().to_string();
         let started = Instant::now();
-        let runtime = runtime.as_str_name();
-        info!(%computer, runtime, timeout_ms = timeout.as_millis() as u64, "exec started");
+        info!(%computer, runtime = runtime_name, timeout_ms = timeout.as_millis() as u64, "exec started");
         // A container run may first wait for its sandbox; the wait does not
         // count against the script's timeout.
         if let Program::Container(containers, _) = &program
             && let Err(why) = prepare_container(containers.as_ref(), &computer, &tx, &cancel).await
         {
-            info!(%computer, runtime, error = %why, "exec could not start");
+            info!(%computer, runtime = runtime_name, error = %why, "exec could not start");
             let outcome = if tx.is_closed() || cancel.is_cancelled() {
                 ExecOutcome::Cancelled
             } else {
@@ -321,7 +316,7 @@ async fn start_runtime(
             };
             observer.exec_finished(runtime_name, outcome, started.elapsed());
             let exit = pb::ExecExit {
-                code: agentcomputer_container::EXIT_START_FAILED,
+                code: agentcomputer_runtime_contract::EXIT_START_FAILED,
                 error: why,
                 result_json: String::new(),
                 duration_ms: started.elapsed().as_millis() as u64,
@@ -361,7 +356,7 @@ async fn start_runtime(
         }
         let elapsed = started.elapsed();
         let duration_ms = elapsed.as_millis() as u64;
-        info!(%computer, runtime, code = finished.exit_code, error = ?finished.error, duration_ms, client_gone, "exec finished");
+        info!(%computer, runtime = runtime_name, code = finished.exit_code, error = ?finished.error, duration_ms, client_gone, "exec finished");
         let outcome = if client_gone || (cancel.is_cancelled() && finished.error.is_some()) {
             ExecOutcome::Cancelled
         } else if finished.error.is_some() {

@@ -48,9 +48,7 @@ use crate::{
 
 /// The sandbox user: the same uid/gid the shell and JavaScript runtimes
 /// write files as, and the cluster's sandbox pods run as.
-pub const SANDBOX_UID: u32 = 1000;
-/// The sandbox user's group.
-pub const SANDBOX_GID: u32 = 1000;
+pub use agentcomputer_runtime_contract::{SANDBOX_GID, SANDBOX_UID};
 /// Size of the private `/tmp` (a tmpfs; its pages count against the
 /// run's memory limit where a memory cgroup exists).
 pub const TMP_BYTES: u64 = 1 << 30;

@@ -29,11 +29,12 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-/// Owner of inodes created by shell scripts: uid/gid 1000, the identity the
+/// Owner of inodes created by shell scripts: the sandbox user
+/// ([`agentcomputer_runtime_contract::SANDBOX_UID`], 1000), the identity the
 /// shell reports through `id` and `/etc/passwd` (bashkit `SANDBOX_UID`).
 pub const SHELL_OWNER: Owner = Owner {
-    uid: 1000,
-    gid: 1000,
+    uid: agentcomputer_runtime_contract::SANDBOX_UID,
+    gid: agentcomputer_runtime_contract::SANDBOX_GID,
 };
 
 /// Mode bits given to files a script creates: `0o666` less the usual

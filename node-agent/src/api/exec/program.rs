@@ -7,6 +7,7 @@ use agentcomputer_egress::Policy;
 use agentcomputer_fs::Fs;
 use agentcomputer_js::{JsOutcome, JsRequest, RunOptions};
 use agentcomputer_proto::v1::exec_event::Event;
+use agentcomputer_runtime_contract::{OutputChunk, Runtime};
 use agentcomputer_shell::{ExecOutcome, ExecRequest as ShellRequest, SHELL_OWNER, ShellLimits};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
@@ -68,9 +69,9 @@ impl Program {
                     Finished::from(outcome)
                 });
                 Started {
-                    output: Output::Shell(rx),
+                    output: Output(rx),
                     done,
-                    runtime: "shell",
+                    runtime: Runtime::Shell,
                 }
             }
             Program::JavaScript(req, egress) => {
@@ -87,9 +88,9 @@ impl Program {
                     Finished::from(outcome)
                 });
                 Started {
-                    output: Output::JavaScript(rx),
+                    output: Output(rx),
                     done,
-                    runtime: "javascript",
+                    runtime: Runtime::JavaScript,
                 }
             }
             Program::Container(containers, run) => {
@@ -103,9 +104,9 @@ impl Program {
                     }
                 });
                 Started {
-                    output: Output::Container(rx),
+                    output: Output(rx),
                     done,
-                    runtime: "container",
+                    runtime: Runtime::Container,
                 }
             }
         }
@@ -119,36 +120,19 @@ pub struct Started {
     pub output: Output,
     /// How the run ended.
     pub done: JoinHandle<Finished>,
-    /// The runtime's name, for messages (`"shell"`, `"javascript"`,
-    /// `"container"`).
-    pub runtime: &'static str,
+    /// The runtime, for messages.
+    pub runtime: Runtime,
 }
 
-/// The output receiver of either runtime.
-pub enum Output {
-    Shell(mpsc::Receiver<agentcomputer_shell::OutputChunk>),
-    JavaScript(mpsc::Receiver<agentcomputer_js::OutputChunk>),
-    Container(mpsc::Receiver<agentcomputer_container::OutputChunk>),
-}
+/// The output receiver of whichever runtime: they all send the contract's
+/// [`OutputChunk`].
+pub struct Output(pub mpsc::Receiver<OutputChunk>);
 
 impl Output {
     /// The next chunk as an Exec event; `None` once the channel is closed
     /// and empty.
     pub async fn recv(&mut self) -> Option<Event> {
-        match self {
-            Output::Shell(rx) => rx.recv().await.map(|chunk| match chunk {
-                agentcomputer_shell::OutputChunk::Stdout(b) => Event::Stdout(b),
-                agentcomputer_shell::OutputChunk::Stderr(b) => Event::Stderr(b),
-            }),
-            Output::JavaScript(rx) => rx.recv().await.map(|chunk| match chunk {
-                agentcomputer_js::OutputChunk::Stdout(b) => Event::Stdout(b),
-                agentcomputer_js::OutputChunk::Stderr(b) => Event::Stderr(b),
-            }),
-            Output::Container(rx) => rx.recv().await.map(|chunk| match chunk {
-                agentcomputer_container::OutputChunk::Stdout(b) => Event::Stdout(b),
-                agentcomputer_container::OutputChunk::Stderr(b) => Event::Stderr(b),
-            }),
-        }
+        self.0.recv().await.map(Event::from)
     }
 }
 

@@ -23,7 +23,7 @@ const CLOSE_GRACE: Duration = Duration::from_secs(1);
 
 /// Exit status reported for a run that ignored cancellation (as timeout(1)
 /// reports a command it had to stop).
-const EXIT_STUCK: i32 = 124;
+const EXIT_STUCK: i32 = agentcomputer_runtime_contract::EXIT_TIMEOUT;
 
 /// The events sent to the client.
 pub type EventSender = mpsc::Sender<Result<pb::ExecEvent, Status>>;
@@ -67,7 +67,7 @@ pub async fn pump(
                     Finished::failed(1, format!("the {runtime} runtime crashed"))
                 });
                 if out_open {
-                    gone = drain(&mut output, tx, gone, cancel, runtime).await;
+                    gone = drain(&mut output, tx, gone, cancel, runtime.name()).await;
                 }
                 return (gone, finished);
             }
@@ -138,7 +138,7 @@ async fn send(tx: &EventSender, event: Event, gone: bool, cancel: &CancellationT
 #[cfg(test)]
 mod tests {
     use super::*;
-    use agentcomputer_js::OutputChunk;
+    use agentcomputer_runtime_contract::{OutputChunk, Runtime};
 
     fn finished() -> Finished {
         Finished {
@@ -174,9 +174,9 @@ mod tests {
                 .unwrap();
         });
         let run = Started {
-            output: Output::JavaScript(out_rx),
+            output: Output(out_rx),
             done,
-            runtime: "javascript",
+            runtime: Runtime::JavaScript,
         };
         let (tx, rx) = mpsc::channel(8);
         let cancel = CancellationToken::new();
@@ -197,9 +197,9 @@ mod tests {
     async fn an_output_channel_left_open_is_abandoned() {
         let (out_tx, out_rx) = mpsc::channel::<OutputChunk>(4);
         let run = Started {
-            output: Output::JavaScript(out_rx),
+            output: Output(out_rx),
             done: tokio::spawn(async { finished() }),
-            runtime: "javascript",
+            runtime: Runtime::JavaScript,
         };
         let (tx, rx) = mpsc::channel(8);
         let cancel = CancellationToken::new();
@@ -227,9 +227,9 @@ mod tests {
             Finished::failed(1, "javascript: cancelled".into())
         });
         let run = Started {
-            output: Output::JavaScript(out_rx),
+            output: Output(out_rx),
             done,
-            runtime: "javascript",
+            runtime: Runtime::JavaScript,
         };
         let (tx, rx) = mpsc::channel(8);
         drop(rx);

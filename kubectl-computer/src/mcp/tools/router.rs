@@ -1,0 +1,234 @@
+//! The server: each tool's description and annotations, dispatch to
+//! [`super::files`] and [`super::run`], and the tool list offered to the
+//! client.
+
+use std::sync::Arc;
+
+use agentcomputer_runtime_contract::Runtime;
+use rmcp::handler::server::router::tool::ToolRouter;
+use rmcp::handler::server::tool::ToolCallContext;
+use rmcp::handler::server::wrapper::Parameters;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, Implementation, ListToolsResult,
+    PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+};
+use rmcp::service::RequestContext;
+use rmcp::{ErrorData, RoleServer, ServerHandler, tool, tool_router};
+use serde_json::{Value, json};
+
+use super::super::agent::Agent;
+use super::params::{
+    DeleteParams, EditParams, ExecParams, FindParams, GrepParams, LsParams, ReadParams,
+    ShareParams, WriteParams,
+};
+use super::result::failure;
+
+/// The MCP server of one computer: its tool router over a shared [`Agent`].
+#[derive(Clone)]
+pub struct Tools {
+    pub(super) agent: Arc<Agent>,
+    tool_router: ToolRouter<Tools>,
+}
+
+/// The runtimes' names, comma-separated, for messages.
+pub(super) fn names(runtimes: &[Runtime]) -> String {
+    runtimes
+        .iter()
+        .map(|r| r.name())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+#[tool_router]
+impl Tools {
+    /// The tools of `agent`'s computer.
+    pub fn new(agent: Arc<Agent>) -> Tools {
+        Tools {
+            agent,
+            tool_router: Self::tool_router(),
+        }
+    }
+
+    #[tool(
+        description = "Read a text file of the computer. Returns its lines (all, or start_line..end_line), at most max_bytes of them; a note after the text gives the line range shown and where to continue when the file goes on. A binary file is reported (size), not shown: inspect it with exec (xxd, file).",
+        annotations(read_only_hint = true)
+    )]
+    async fn read(
+        &self,
+        Parameters(p): Parameters<ReadParams>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let path = p.path.clone();
+        Ok(self
+            .read_file(p)
+            .await
+            .unwrap_or_else(|e| failure(e, &path)))
+    }
+
+    #[tool(
+        description = "Create or replace a file of the computer with the given text. Missing parent directories are created; an existing file is replaced atomically (its permission bits kept).",
+        annotations(destructive_hint = true, idempotent_hint = true)
+    )]
+    async fn write(
+        &self,
+        Parameters(p): Parameters<WriteParams>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let path = p.path.clone();
+        Ok(self
+            .write_file(p)
+            .await
+            .unwrap_or_else(|e| failure(e, &path)))
+    }
+
+    #[tool(
+        description = "Edit a text file by exact string replacement: old_string (matched exactly, whitespace included) becomes new_string. Fails, changing nothing, unless old_string occurs exactly once; include more surrounding text to make it unique, or set replace_all to replace every occurrence. Read the file first to copy the text exactly.",
+        annotations(destructive_hint = true)
+    )]
+    async fn edit(
+        &self,
+        Parameters(p): Parameters<EditParams>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let path = p.path.clone();
+        Ok(self
+            .edit_file(p)
+            .await
+            .unwrap_or_else(|e| failure(e, &path)))
+    }
+
+    #[tool(
+        description = "List a directory of the computer (default /workspace), sorted by name, one `ls -l` line per entry (mode, links, uid, gid, size, modification time, name); structured content has name, type, size and mtime of each.",
+        annotations(read_only_hint = true)
+    )]
+    async fn ls(&self, Parameters(p): Parameters<LsParams>) -> Result<CallToolResult, ErrorData> {
+        let path = p.path.clone();
+        Ok(self.list(p).await.unwrap_or_else(|e| failure(e, &path)))
+    }
+
+    #[tool(
+        description = "Find files and directories whose path (relative to /workspace) matches a glob such as `**/*.md` or `src/**/*.rs`. Returns the paths sorted, one a line.",
+        annotations(read_only_hint = true)
+    )]
+    async fn find(
+        &self,
+        Parameters(p): Parameters<FindParams>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let pattern = p.pattern.clone();
+        Ok(self
+            .find_paths(p)
+            .await
+            .unwrap_or_else(|e| failure(e, &pattern)))
+    }
+
+    #[tool(
+        description = "Search file contents with a regular expression, recursively from path (default /workspace). Prints `path:line:text` per match (grep -n style; context lines as `path-line-text`, groups separated by `--`). Filter files with include/exclude globs; binary files are skipped. Stops after max_matches and says so.",
+        annotations(read_only_hint = true)
+    )]
+    async fn grep(
+        &self,
+        Parameters(p): Parameters<GrepParams>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let path = p.path.clone();
+        Ok(self.search(p).await.unwrap_or_else(|e| failure(e, &path)))
+    }
+
+    #[tool(
+        description = "Delete a file, symlink or empty directory of the computer; with recursive, a directory and everything in it. Cannot be undone.",
+        annotations(destructive_hint = true)
+    )]
+    async fn delete(
+        &self,
+        Parameters(p): Parameters<DeleteParams>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let path = p.path.clone();
+        Ok(self.remove(p).await.unwrap_or_else(|e| failure(e, &path)))
+    }
+
+    #[tool(
+        description = "Make a download link for one file of the computer: an HTTP URL that anyone holding it can fetch (with curl, a browser) without a credential until it expires (default 1 hour, at most 7 days). The download has the file's content at the time it is fetched, with its name and type. Use it to hand a result (a report, an archive, an image) to a person. Deleting the computer revokes its links.",
+        annotations(read_only_hint = true, open_world_hint = true)
+    )]
+    async fn share(
+        &self,
+        Parameters(p): Parameters<ShareParams>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let path = p.path.clone();
+        Ok(self.link(p).await.unwrap_or_else(|e| failure(e, &path)))
+    }
+
+    #[tool(
+        description = "Run a program on the computer, its files at /workspace, and wait for it. runtime shell (default): a bash script; javascript: an ES module (its default export's return value is `result`); container: bash with real binaries, when the computer enables it. Returns exit_code, stdout, stderr (each capped at max_output_bytes, the middle left out and marked), and error when the run did not finish normally (timeout, output cap, uncaught JavaScript error). A run is stopped at timeout_seconds.",
+        annotations(destructive_hint = true, open_world_hint = true)
+    )]
+    async fn exec(
+        &self,
+        Parameters(p): Parameters<ExecParams>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let cwd = p.cwd.clone();
+        Ok(self.run(p).await.unwrap_or_else(|e| failure(e, &cwd)))
+    }
+}
+
+impl Tools {
+    /// The tool list, with `exec`'s `runtime` limited to the runtimes the
+    /// computer enables.
+    fn tools(&self) -> Vec<Tool> {
+        let mut tools = self.tool_router.list_all();
+        let enabled: Vec<&str> = self.agent.runtimes().iter().map(|r| r.name()).collect();
+        for t in tools.iter_mut().filter(|t| t.name == "exec") {
+            let mut schema = (*t.input_schema).clone();
+            if let Some(Value::Object(props)) = schema.get_mut("properties") {
+                let description = props
+                    .get("runtime")
+                    .and_then(|r| r.get("description"))
+                    .cloned()
+                    .unwrap_or(Value::Null);
+                props.insert(
+                    "runtime".into(),
+                    json!({
+                        "type": "string",
+                        "enum": enabled,
+                        "default": "shell",
+                        "description": description,
+                    }),
+                );
+            }
+            t.input_schema = Arc::new(schema);
+        }
+        tools
+    }
+}
+
+impl ServerHandler for Tools {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(Implementation::new(
+                "kubectl-computer",
+                env!("CARGO_PKG_VERSION"),
+            ))
+            .with_instructions(format!(
+                "Tools on the Agent Computer {:?}: a persistent computer whose files live under /workspace (paths are relative to it). read/write/edit/ls/find/grep/delete work on the files; exec runs a program there ({}); share makes a download link for a file.",
+                self.agent.name(),
+                names(self.agent.runtimes())
+            ))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let call = ToolCallContext::new(self, request, context);
+        self.tool_router.call(call).await
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        Ok(ListToolsResult::with_all_items(self.tools()))
+    }
+
+    fn get_tool(&self, name: &str) -> Option<Tool> {
+        self.tools().into_iter().find(|t| t.name == name)
+    }
+}

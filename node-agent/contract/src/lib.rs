@@ -1,0 +1,29 @@
+//! The runtime contract of Agent Computer, written once.
+//!
+//! Every runtime (the in-process shell and JavaScript runtimes, the
+//! container runtime on a host or in a sandbox pod through the runner)
+//! promises its callers the same things, and the node agent, the CLI and
+//! the operator rely on them:
+//!
+//! - [`Runtime`]: the three runtimes and the one name each goes by
+//!   (`shell`, `javascript`, `container`);
+//! - [`exit`]: the exit statuses a runtime reports when it, not the
+//!   program, ended a run (124 timeout, 125 could not start, 130
+//!   cancelled, 141 output cap);
+//! - [`OutputChunk`]: a piece of a run's output on stdout or stderr, in
+//!   the order the program produced it;
+//! - [`SANDBOX_UID`] / [`SANDBOX_GID`]: the user programs run as and whose
+//!   files they create, in every runtime and in the cluster's sandbox pods.
+//!
+//! The crate has no dependencies, so that the static runner binary can use
+//! it too.
+
+pub mod exit;
+mod output;
+mod runtime;
+mod sandbox;
+
+pub use exit::{EXIT_CANCELLED, EXIT_OUTPUT_CAP, EXIT_START_FAILED, EXIT_TIMEOUT, Stopped};
+pub use output::OutputChunk;
+pub use runtime::{Runtime, UnknownRuntime};
+pub use sandbox::{SANDBOX_GID, SANDBOX_UID};
