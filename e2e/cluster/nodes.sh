@@ -132,11 +132,21 @@ node_start_network_agents() {
         --health-port 20244 --service-cluster-ip-range "$E2E_SERVICE_CIDR"
 }
 
-# node_ready: the selected node is Ready and its kube-proxy answers.
+# node_ready [SINCE]: the selected node is Ready (as its kubelet reported at
+# SINCE, seconds since the epoch, or later) and its kube-proxy answers.
 node_ready() {
-    wait_for "node $NODE_NAME Ready" kubectl_e2e wait --for=condition=Ready "node/$NODE_NAME" --timeout=5s || return 1
+    local since="${1:-0}"
+    wait_for "node $NODE_NAME Ready" node_reported_ready "$since" || return 1
     wait_for "node $NODE_NAME: kube-proxy healthz" in_net timeout 3 busybox wget -q -O /dev/null http://127.0.0.1:10256/healthz
 }
 
 # How many nodes the running cluster has (what `up` made), else E2E_NODES.
 cluster_nodes() { cat "$S/run/nodes" 2>/dev/null || echo "$E2E_NODES"; }
+
+# node_reported_ready SINCE: the Node's Ready condition is True, from a
+# heartbeat of its kubelet at SINCE (seconds since the epoch) or later.
+node_reported_ready() {
+    local r
+    r="$(kubectl_e2e get node "$NODE_NAME" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status} {.status.conditions[?(@.type=="Ready")].lastHeartbeatTime}')" || return 1
+    [ "${r%% *}" = True ] && [ "$(date -d "${r#* }" +%s)" -ge "$1" ]
+}
