@@ -5,6 +5,7 @@
 # the cluster down (e2e/cluster/down) whatever happened. Exit status 0 only when every step passed.
 #
 # Env: E2E_KEEP=1      leave the cluster up afterwards (KUBECONFIG is printed)
+#      E2E_NODES       nodes of the cluster, 1 to 4 (default 2)
 #      E2E_STATE       state directory (default /var/tmp/agentcomputer-e2e)
 #      E2E_BIN_DIR     directory of already built operator, node-agent,
 #                      agentcomputer-mounter, kubectl-computer and e2e-suite
@@ -66,12 +67,15 @@ step "product images start on the cluster" bash e2e/images/smoke || exit 1
 # The product suite (e2e/suite), as a user drives the product: helm, kubectl
 # and kubectl computer from this host against the cluster's API server.
 suite() {
-    local state="${E2E_STATE:-/var/tmp/agentcomputer-e2e}" tools
+    local state="${E2E_STATE:-/var/tmp/agentcomputer-e2e}" tools data i
     tools="$(cat "$state/bin-dir")" || return 1
+    # Every node's agent directory, as this host sees it.
+    data="$state/host/var/lib/agentcomputer"
+    for i in $(seq 2 "$(cat "$state/run/nodes")"); do data="$data:$state/node$i/host/var/lib/agentcomputer"; done
     KUBECONFIG="$state/kubeconfig" \
         E2E_KUBECTL="$tools/kubectl" E2E_HELM="$tools/helm" \
         E2E_CLI="$E2E_BIN_DIR/kubectl-computer" E2E_REPO="$PWD" \
-        E2E_NODE_DATA_DIR="$state/host/var/lib/agentcomputer" \
+        E2E_NODE_DATA_DIR="$data" \
         "$E2E_BIN_DIR/e2e-suite"
 }
 step "product suite" suite
