@@ -36,7 +36,9 @@ teardown() {
     if [ "${E2E_KEEP:-0}" = 1 ]; then
         echo "e2e: cluster left up; KUBECONFIG=${E2E_STATE:-/var/tmp/agentcomputer-e2e}/kubeconfig" >&2
     else
-        step "cluster down" bash e2e/cluster/down || true
+        # down proves that nothing of any node is left behind; when it
+        # cannot, the run fails.
+        step "cluster down" bash e2e/cluster/down || exit 1
     fi
 }
 trap teardown EXIT
