@@ -66,6 +66,17 @@ step "musl target for the sandbox runner" musl_target || exit 1
 step "product images" bash e2e/images/build.sh --bin-dir "$E2E_BIN_DIR" || exit 1
 step "product images start on the cluster" bash e2e/images/smoke || exit 1
 
+# The S3-compatible object store (e2e/object-store), reached from a pod on
+# every node. Its server comes from scripts/install-object-store.sh.
+object_store() {
+    if [ ! -f scripts/install-object-store.sh ]; then
+        echo "e2e: !!! SKIPPED: scripts/install-object-store.sh is not in this tree, so no object store !!!" >&2
+        return 0
+    fi
+    bash e2e/object-store/up && bash e2e/object-store/check
+}
+step "object store reached from every node" object_store
+
 # The product suite (e2e/suite), as a user drives the product: helm, kubectl
 # and kubectl computer from this host against the cluster's API server.
 suite() {
