@@ -88,7 +88,7 @@ suite() {
     KUBECONFIG="$state/kubeconfig" \
         E2E_KUBECTL="$tools/kubectl" E2E_HELM="$tools/helm" \
         E2E_CLI="$E2E_BIN_DIR/kubectl-computer" E2E_REPO="$PWD" \
-        E2E_NODE_DATA_DIR="$data" \
+        E2E_NODE_DATA_DIR="$data" E2E_NODE_CTL="$PWD/e2e/cluster/node" \
         "$E2E_BIN_DIR/e2e-suite"
 }
 step "product suite" suite

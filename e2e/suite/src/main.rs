@@ -17,7 +17,9 @@
 //! unset skips those checks and says so), `E2E_WEB_IMAGE` (an image with busybox `httpd` for the egress
 //! step's web server, default `localhost/agentcomputer-e2e/busybox:1`),
 //! `E2E_ONLY` (comma-separated step names to run, with the steps they
-//! need). `e2e/kind/run.sh` runs it on a kind cluster.
+//! need), `E2E_NODE_CTL` (a command `CTL stop|start NODE` that stops a
+//! node's kubelet, containerd and node agent and starts them again, such as
+//! `e2e/cluster/node`; unset skips the step that needs it). `e2e/kind/run.sh` runs it on a kind cluster.
 
 mod steps;
 mod tools;

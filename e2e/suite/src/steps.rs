@@ -143,6 +143,11 @@ pub const STEPS: &[Step] = &[
         required: false,
         run: nodes::drained_node_listed,
     },
+    Step {
+        name: "a stopped node's computers come back",
+        required: false,
+        run: nodes::stopped_node_comes_back,
+    },
 ];
 
 /// What the steps share: the tools, the images, and measured timings.

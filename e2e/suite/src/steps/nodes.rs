@@ -1,8 +1,9 @@
 //! Steps over the cluster's nodes: a computer pinned to each node works in
-//! every runtime there, and a node drained as an operator drains one
+//! every runtime there; a node drained as an operator drains one
 //! (`kubectl drain NODE --ignore-daemonsets --delete-emptydir-data --force`)
 //! keeps its computers listed, with their state, and served by its node
-//! agent until it is uncordoned.
+//! agent until it is uncordoned; a node stopped abruptly makes its
+//! computers Unavailable until it is back.
 
 use std::time::{Duration, Instant};
 
@@ -301,5 +302,93 @@ fn back_after_uncordon(cx: &mut Context, node: &str) -> Result<String> {
     Ok(format!(
         "after uncordon its sandbox ran again in {:.1} s",
         Duration::as_secs_f64(&back)
+    ))
+}
+
+/// Stops the last Ready node abruptly with the cluster's own node command
+/// (`E2E_NODE_CTL stop NODE`: its kubelet, containerd and node agent killed
+/// together): a computer there turns `Unavailable` (`Ready=False`, reason
+/// `NodeAgentNotReady` or `NodeGone`) once the cluster notices; after
+/// `E2E_NODE_CTL start NODE` it is Ready again and its shell reads the file
+/// written before the stop. Needs two nodes and `E2E_NODE_CTL`
+/// (`e2e/run.sh` sets it to `e2e/cluster/node`); skipped otherwise.
+pub fn stopped_node_comes_back(cx: &mut Context) -> Result<String> {
+    let Some(ctl) = std::env::var_os("E2E_NODE_CTL") else {
+        return Ok("skipped: E2E_NODE_CTL unset (no way to stop a node of this cluster)".into());
+    };
+    let nodes = ready_nodes(cx)?;
+    if nodes.len() < 2 {
+        return Ok("skipped: one node (stopping it would stop the operator too)".into());
+    }
+    let node = nodes.last().expect("two nodes").clone();
+    let name = "stopped";
+    cx.apply_computer(
+        name,
+        json!({"storage": {"size": "16Mi"},
+               "nodeSelector": {"kubernetes.io/hostname": node}}),
+    )?;
+    cx.wait_ready(name, 120)?;
+    cx.exec(name, "shell", "echo before-stop > s.txt")?;
+    let ctl = std::path::PathBuf::from(ctl);
+    let ctl_run = |cx: &Context, op: &str| -> Result<()> {
+        cx.tools
+            .run(&ctl, &[op, &node])?
+            .ok(&format!("{} {op} {node}", ctl.display()))
+            .map(|_| ())
+    };
+    let t = Instant::now();
+    ctl_run(cx, "stop")?;
+    let result = (|| -> Result<String> {
+        let (reason, phase) = eventually(240, &format!("{name} to turn Unavailable"), || {
+            let c = cx.computer(name)?;
+            let ready = c
+                .pointer("/status/conditions")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .find(|c| text(c, "/type") == "Ready")
+                .cloned()
+                .unwrap_or(Value::Null);
+            let reason = text(&ready, "/reason").to_string();
+            Ok((text(&ready, "/status") == "False"
+                && (reason == "NodeAgentNotReady" || reason == "NodeGone"))
+                .then(|| (reason, text(&c, "/status/phase").to_string())))
+        })?;
+        let noticed = t.elapsed();
+        cx.time(
+            format!("{node} stopped to its computer Unavailable"),
+            noticed,
+        );
+        Ok(format!(
+            "{name} on {node}: phase {phase}, Ready=False ({reason}) {:.0} s after the stop",
+            noticed.as_secs_f64()
+        ))
+    })();
+    let t = Instant::now();
+    let started = ctl_run(cx, "start");
+    let down = result?;
+    started?;
+    cx.wait_ready(name, 180)?;
+    let out = eventually(60, &format!("{name}'s shell after the restart"), || {
+        cx.exec(name, "shell", "cat s.txt").map(Some)
+    })?;
+    ensure!(
+        out == "before-stop\n",
+        "the shell read {out:?} after the restart"
+    );
+    let back = t.elapsed();
+    cx.time(format!("{node} started to its computer's shell"), back);
+    cx.tools.kubectl_ok(&[
+        "-n",
+        NS,
+        "delete",
+        "agentcomputer",
+        name,
+        "--wait=true",
+        "--timeout=120s",
+    ])?;
+    Ok(format!(
+        "{down}; Ready again, files intact, {:.1} s after the start",
+        back.as_secs_f64()
     ))
 }
