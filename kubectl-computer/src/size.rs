@@ -1,54 +1,19 @@
 //! Parsing sizes such as `10Gi` or `500M` (Kubernetes quantity suffixes).
 
-/// Parses a byte count: a number (decimals allowed) with an optional suffix.
-/// Binary suffixes `Ki Mi Gi Ti Pi Ei` are powers of 1024, decimal ones
-/// `k K M G T P E` powers of 1000 (as Kubernetes resource quantities); a
-/// trailing `B` is accepted too (`GiB`, `GB`). Errors: empty, malformed,
-/// unknown suffix, or more than `u64::MAX` bytes.
+/// Parses a byte count: a Kubernetes quantity (`10Gi`, `500M`, `1.5Gi`,
+/// `1e9`, with the operator's parser, `agentcomputer_crds::quantity`), also
+/// written with a trailing `B` (`GiB`, `GB`) or an upper-case `K`. Errors:
+/// empty, malformed, unknown suffix, negative, or more than `u64::MAX`
+/// bytes.
 pub fn parse_size(text: &str) -> Result<u64, String> {
-    let t = text.trim();
-    let split = t
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(t.len());
-    let (number, suffix) = t.split_at(split);
-    let suffix = suffix.trim();
-    let suffix = suffix.strip_suffix('B').unwrap_or(suffix);
-    let scale: f64 = match suffix {
-        "" => 1.0,
-        "k" | "K" => 1e3,
-        "M" => 1e6,
-        "G" => 1e9,
-        "T" => 1e12,
-        "P" => 1e15,
-        "E" => 1e18,
-        "Ki" => 1024f64,
-        "Mi" => 1024f64.powi(2),
-        "Gi" => 1024f64.powi(3),
-        "Ti" => 1024f64.powi(4),
-        "Pi" => 1024f64.powi(5),
-        "Ei" => 1024f64.powi(6),
-        other => {
-            return Err(format!(
-                "unknown size suffix {other:?} in {text:?} (use e.g. 500Mi, 10Gi, 1G)"
-            ));
-        }
+    let t: String = text.split_whitespace().collect();
+    let t = t.strip_suffix('B').unwrap_or(&t);
+    let t = match t.strip_suffix('K') {
+        Some(n) => format!("{n}k"),
+        None => t.to_string(),
     };
-    if number.is_empty() {
-        return Err(format!(
-            "invalid size {text:?}: expected a number such as 10Gi"
-        ));
-    }
-    // Whole numbers stay exact; fractions go through f64.
-    let bytes = match number.parse::<u64>() {
-        Ok(n) if scale.fract() == 0.0 => (n as u128) * (scale as u128),
-        _ => {
-            let n: f64 = number
-                .parse()
-                .map_err(|_| format!("invalid size {text:?}: expected a number such as 10Gi"))?;
-            (n * scale).round() as u128
-        }
-    };
-    u64::try_from(bytes).map_err(|_| format!("size {text:?} is too large"))
+    agentcomputer_crds::quantity::parse_bytes(&t)
+        .map_err(|e| format!("invalid size {text:?}: {e} (use e.g. 500Mi, 10Gi, 1G)"))
 }
 
 /// A byte count for people: `1.5 GiB`, `12 KiB`, `512 B`.

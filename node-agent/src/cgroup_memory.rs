@@ -11,7 +11,8 @@
 //! directory is the mountpoint itself. Joining the path to
 //! `/sys/fs/cgroup/memory` as if the root were always `/` finds nothing
 //! there, and the agent would size its exec memory from the node's memory
-//! instead of its container's limit.
+//! instead of its container's limit. Finding the directory is
+//! `agentcomputer-cgroupfs`'s, shared with the container runtime.
 //!
 //! The limit is the smallest of the cgroup's and its visible ancestors'
 //! (cgroup v1 `memory.limit_in_bytes`, or its `hierarchical_memory_limit`
@@ -20,6 +21,8 @@
 //! own (`memory.usage_in_bytes`, `memory.current`).
 
 use std::path::{Path, PathBuf};
+
+use agentcomputer_cgroupfs::{ancestors, cgroup_mounts, dirs_of, own_cgroups};
 
 /// cgroup v1 reports "no limit" as the largest page-aligned `i64`; anything
 /// at or above this is no limit.
@@ -62,24 +65,12 @@ pub fn find(
     mountinfo: &str,
     read: impl Fn(&Path) -> Option<String>,
 ) -> Option<CgroupMemory> {
-    let mounts = parse_mounts(mountinfo);
+    let mounts = cgroup_mounts(mountinfo);
+    let own = own_cgroups(cgroup);
     let number = |p: &Path| -> Option<u64> { read(p)?.trim().parse().ok() };
-    for line in cgroup.lines() {
-        let mut parts = line.splitn(3, ':');
-        let (Some(_), Some(controllers), Some(path)) = (parts.next(), parts.next(), parts.next())
-        else {
-            continue;
-        };
-        if !controllers.split(',').any(|c| c == "memory") {
-            continue;
-        }
-        // A later mount over the same mountpoint hides an earlier one:
-        // the last that shows the cgroup and has its files is the one.
-        let found = mounts
-            .iter()
-            .rev()
-            .filter(|m| m.fstype == "cgroup" && m.options.split(',').any(|o| o == "memory"))
-            .filter_map(|m| Some((m, m.dir_of(path)?)))
+    for line in own.iter().filter(|l| l.has("memory")) {
+        // The latest mount that shows the cgroup and has its files.
+        let found = dirs_of(&mounts, &line.path, |m| m.is_v1_of("memory"))
             .find_map(|(m, dir)| Some((m, number(&dir.join("memory.usage_in_bytes"))?, dir)));
         let Some((mount, usage, dir)) = found else {
             continue;
@@ -108,12 +99,8 @@ pub fn find(
             usage,
         });
     }
-    let path = cgroup.lines().find_map(|l| l.strip_prefix("0::"))?;
-    let (mount, usage, dir) = mounts
-        .iter()
-        .rev()
-        .filter(|m| m.fstype == "cgroup2")
-        .filter_map(|m| Some((m, m.dir_of(path)?)))
+    let path = &own.iter().find(|l| l.is_unified())?.path;
+    let (mount, usage, dir) = dirs_of(&mounts, path, |m| m.is_v2())
         .find_map(|(m, dir)| Some((m, number(&dir.join("memory.current"))?, dir)))?;
     let limit = std::iter::once(dir.clone())
         .chain(ancestors(&dir, &mount.mountpoint))
@@ -125,92 +112,6 @@ pub fn find(
         limit,
         usage,
     })
-}
-
-/// One line of `/proc/self/mountinfo`, the fields used here.
-#[derive(Debug)]
-struct Mount {
-    /// Field 4: the directory of the filesystem shown at the mountpoint.
-    root: String,
-    /// Field 5.
-    mountpoint: PathBuf,
-    /// The field after ` - `.
-    fstype: String,
-    /// The super options, last field.
-    options: String,
-}
-
-impl Mount {
-    /// The directory of cgroup `path` under this mount, when the mount
-    /// shows it (its root is `path` or an ancestor of it).
-    fn dir_of(&self, path: &str) -> Option<PathBuf> {
-        let rest = if self.root == "/" {
-            path.strip_prefix('/')?
-        } else if path == self.root {
-            ""
-        } else {
-            path.strip_prefix(self.root.as_str())?.strip_prefix('/')?
-        };
-        Some(if rest.is_empty() {
-            self.mountpoint.clone()
-        } else {
-            self.mountpoint.join(rest)
-        })
-    }
-}
-
-/// The cgroup mounts of a mountinfo text. Paths are unescaped (`\040` for
-/// a space and the like: proc(5)).
-fn parse_mounts(mountinfo: &str) -> Vec<Mount> {
-    mountinfo
-        .lines()
-        .filter_map(|line| {
-            let (before, after) = line.split_once(" - ")?;
-            let fields: Vec<&str> = before.split(' ').collect();
-            let mut tail = after.split(' ');
-            let fstype = tail.next()?;
-            if !fstype.starts_with("cgroup") {
-                return None;
-            }
-            let _source = tail.next()?;
-            let options = tail.next().unwrap_or("");
-            Some(Mount {
-                root: unescape(fields.get(3)?),
-                mountpoint: PathBuf::from(unescape(fields.get(4)?)),
-                fstype: fstype.to_string(),
-                options: options.to_string(),
-            })
-        })
-        .collect()
-}
-
-/// Undoes mountinfo's octal escapes (`\040`, `\011`, `\012`, `\134`).
-fn unescape(field: &str) -> String {
-    let bytes = field.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'\\'
-            && i + 3 < bytes.len()
-            && let Ok(code) = u8::from_str_radix(&field[i + 1..i + 4], 8)
-        {
-            out.push(code);
-            i += 4;
-        } else {
-            out.push(bytes[i]);
-            i += 1;
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
-}
-
-/// The ancestors of `dir` up to and including `top`, nearest first
-/// (nothing when `dir` is `top` or not below it).
-fn ancestors<'a>(dir: &'a Path, top: &'a Path) -> impl Iterator<Item = PathBuf> + 'a {
-    dir.ancestors()
-        .skip(1)
-        .take_while(move |d| d.starts_with(top))
-        .map(Path::to_path_buf)
 }
 
 #[cfg(test)]
@@ -319,17 +220,12 @@ mod tests {
         let mountinfo = "30 25 0:27 /other /sys/fs/cgroup/memory rw - cgroup cgroup rw,memory\n";
         assert_eq!(find(V1_CGROUP, mountinfo, files(&[])), None);
         // A mount of "/kubepods/pod1" does not show "/kubepods/pod10".
-        let mount = Mount {
-            root: "/kubepods/pod1".into(),
-            mountpoint: "/m".into(),
-            fstype: "cgroup".into(),
-            options: "memory".into(),
-        };
-        assert_eq!(mount.dir_of("/kubepods/pod10"), None);
-        assert_eq!(
-            mount.dir_of("/kubepods/pod1/c"),
-            Some(PathBuf::from("/m/c"))
-        );
+        let mountinfo = "30 25 0:27 /kubepods/pod1 /m rw - cgroup cgroup rw,memory\n";
+        let read = files(&[
+            ("/m/memory.limit_in_bytes", "1048576\n"),
+            ("/m/memory.usage_in_bytes", "1\n"),
+        ]);
+        assert_eq!(find("4:memory:/kubepods/pod10\n", mountinfo, read), None);
     }
 
     #[test]
@@ -347,11 +243,5 @@ mod tests {
             (m.dir.as_path(), m.limit),
             (Path::new("/sys/fs/cgroup/memory"), 400 << 20)
         );
-    }
-
-    #[test]
-    fn escaped_mountpoints_are_read_back() {
-        assert_eq!(unescape("/a\\040b"), "/a b");
-        assert_eq!(unescape("/plain"), "/plain");
     }
 }

@@ -13,10 +13,10 @@ use agentcomputer_fs::Limits;
 use serde::{Deserialize, Serialize};
 
 /// File name of a computer's settings inside its directory.
-pub const SETTINGS_FILE: &str = "computer.json";
+pub const SETTINGS_FILE: &str = crate::layout::SETTINGS_FILE;
 
 /// File name of a computer's filesystem database inside its directory.
-pub const DB_FILE: &str = "fs.db";
+pub const DB_FILE: &str = crate::layout::DB_FILE;
 
 /// Longest computer name (a DNS-1123 label is at most 63 characters).
 pub const NAME_MAX: usize = 63;

@@ -18,7 +18,7 @@ use nix::errno::Errno;
 use nix::fcntl::{Flock, FlockArg};
 
 /// File name of the lock inside the data directory.
-pub const LOCK_FILE: &str = "agent.lock";
+pub const LOCK_FILE: &str = crate::layout::LOCK_FILE;
 
 /// Word a stopping agent adds after its pid in the lock file while it hands
 /// its mounts over (SIGUSR2): the next agent waits for such a holder to end

@@ -20,13 +20,27 @@
 //!   limit a new connection closes the oldest unauthenticated one; when
 //!   all are authenticated, the new one is closed at once.
 //!
+//! Where a source address does name a client (in a cluster a sandbox pod's
+//! IP is its identity), the gate also bounds each source
+//! ([`GateConfig::with_sources`]), checked before the bounds above:
+//! * at most [`GateConfig::max_unauthenticated_per_source`] unauthenticated
+//!   connections from one address: one more closes that address's oldest
+//!   unauthenticated connection, so a source's flood evicts only its own;
+//! * at most [`GateConfig::max_per_source`] connections from one address:
+//!   past it a new one closes the address's oldest unauthenticated
+//!   connection, or, when all of them are authenticated, is closed at once.
+//!
+//! So one source holds at most `max_per_source` of the listener's
+//! descriptors, and only its own unauthenticated connections are closed to
+//! make room for it.
 //! Accept errors (`EMFILE`, `ENFILE`, `ENOBUFS`...) are logged (at most
 //! one line a second) and the listener retries after a short pause, so a
 //! descriptor shortage is survived, not spun on.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::io;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
+use std::os::fd::{AsRawFd, RawFd};
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -45,18 +59,35 @@ pub struct GateConfig {
     pub max_connections: usize,
     /// Most unauthenticated connections open at once.
     pub max_unauthenticated: usize,
-    /// Time from accept within which a connection must authenticate.
+    /// Time from accept within which a connection must authenticate
+    /// (a TLS handshake included: the gate is under it).
     pub auth_deadline: Duration,
+    /// Most connections open at once from one source address (the peer's
+    /// IP, an IPv4-mapped IPv6 address taken as IPv4); `usize::MAX`: no
+    /// bound per source.
+    pub max_per_source: usize,
+    /// Most unauthenticated connections open at once from one source
+    /// address; `usize::MAX`: no bound per source.
+    pub max_unauthenticated_per_source: usize,
 }
+
+/// Default of [`GateConfig::max_per_source`] where sources are bounded.
+pub const DEFAULT_CONNECTIONS_PER_SOURCE: usize = 64;
+
+/// Default of [`GateConfig::max_unauthenticated_per_source`] where sources
+/// are bounded.
+pub const DEFAULT_UNAUTHENTICATED_PER_SOURCE: usize = 8;
 
 impl Default for GateConfig {
     /// 1024 connections, of which at most 128 unauthenticated, each with
-    /// 10 s to authenticate.
+    /// 10 s to authenticate; no bound per source.
     fn default() -> GateConfig {
         GateConfig {
             max_connections: 1024,
             max_unauthenticated: 128,
             auth_deadline: Duration::from_secs(10),
+            max_per_source: usize::MAX,
+            max_unauthenticated_per_source: usize::MAX,
         }
     }
 }
@@ -70,7 +101,19 @@ impl GateConfig {
         GateConfig {
             max_connections: d.max_connections.min(descriptors.max(2)),
             max_unauthenticated: d.max_unauthenticated.min((descriptors / 8).max(1)),
-            auth_deadline: d.auth_deadline,
+            ..d
+        }
+    }
+
+    /// The same bounds with at most `connections` connections, of which
+    /// at most `unauthenticated` unauthenticated, from one source address
+    /// (each at least 1; `unauthenticated` at most `connections`).
+    pub fn with_sources(self, connections: usize, unauthenticated: usize) -> GateConfig {
+        let connections = connections.max(1);
+        GateConfig {
+            max_per_source: connections,
+            max_unauthenticated_per_source: unauthenticated.clamp(1, connections),
+            ..self
         }
     }
 }
@@ -84,6 +127,21 @@ struct Conn {
     /// dropped).
     counted: AtomicBool,
     waker: AtomicWaker,
+    /// The socket's descriptor while the connection is open (`None` from
+    /// the moment its [`Gated`] is dropped, before the descriptor closes).
+    fd: Mutex<Option<RawFd>>,
+    /// The peer's address, canonical.
+    source: IpAddr,
+    /// Whether it counts as unauthenticated in its source's count
+    /// (changed under the state's lock).
+    unauthenticated_counted: AtomicBool,
+}
+
+/// What one source address holds.
+#[derive(Debug, Default, Clone, Copy)]
+struct SourceCount {
+    open: usize,
+    unauthenticated: usize,
 }
 
 struct State {
@@ -92,6 +150,51 @@ struct State {
     unauthenticated: VecDeque<Arc<Conn>>,
     open: usize,
     next_id: u64,
+    /// Counts of the sources that hold connections.
+    sources: HashMap<IpAddr, SourceCount>,
+}
+
+impl State {
+    fn source(&mut self, ip: IpAddr) -> &mut SourceCount {
+        self.sources.entry(ip).or_default()
+    }
+
+    fn forget_if_empty(&mut self, ip: IpAddr) {
+        if self
+            .sources
+            .get(&ip)
+            .is_some_and(|c| c.open == 0 && c.unauthenticated == 0)
+        {
+            self.sources.remove(&ip);
+        }
+    }
+
+    /// Counts `conn` out of the unauthenticated connections of its source.
+    fn uncount_unauthenticated(&mut self, conn: &Conn) {
+        if conn.unauthenticated_counted.swap(false, Ordering::AcqRel) {
+            let c = self.source(conn.source);
+            c.unauthenticated = c.unauthenticated.saturating_sub(1);
+            self.forget_if_empty(conn.source);
+        }
+    }
+
+    /// Counts `conn` out entirely (closed by the gate, or dropped).
+    fn release(&mut self, conn: &Conn) {
+        self.uncount_unauthenticated(conn);
+        if conn.counted.swap(false, Ordering::AcqRel) {
+            self.open = self.open.saturating_sub(1);
+            let c = self.source(conn.source);
+            c.open = c.open.saturating_sub(1);
+            self.forget_if_empty(conn.source);
+        }
+    }
+
+    /// Closes `conn` to make room: its reads and writes fail from now on.
+    fn evict(&mut self, conn: &Conn) {
+        self.release(conn);
+        conn.closed.store(true, Ordering::Release);
+        conn.waker.wake();
+    }
 }
 
 struct Shared {
@@ -123,6 +226,11 @@ impl Shared {
         }
     }
 
+    /// [`Shared::warn`] naming the source address.
+    fn warn_source(&self, message: &str, source: IpAddr) {
+        self.warn(&format!("{message} ({source})"), None);
+    }
+
     fn unauthenticated_count(state: &mut State) -> usize {
         state.unauthenticated.retain(|c| {
             !c.authenticated.load(Ordering::Acquire) && !c.closed.load(Ordering::Acquire)
@@ -151,6 +259,7 @@ impl GatedListener {
                     unauthenticated: VecDeque::new(),
                     open: 0,
                     next_id: 0,
+                    sources: HashMap::new(),
                 }),
                 last_warning: Mutex::new(None),
                 unlogged: AtomicU64::new(0),
@@ -176,7 +285,51 @@ impl GatedListener {
                 }
             };
             let config = self.shared.config;
+            let source = peer.ip().to_canonical();
             let mut state = self.shared.lock();
+            // The source's own bounds first: only its own connections are
+            // closed to make room for it.
+            let mut refused = false;
+            let mut evicted_own = false;
+            loop {
+                let mine = state.sources.get(&source).copied().unwrap_or_default();
+                if mine.unauthenticated < config.max_unauthenticated_per_source
+                    && mine.open < config.max_per_source
+                {
+                    break;
+                }
+                let oldest = state
+                    .unauthenticated
+                    .iter()
+                    .position(|c| c.source == source && !c.authenticated.load(Ordering::Acquire));
+                match oldest.and_then(|i| state.unauthenticated.remove(i)) {
+                    Some(victim) => {
+                        state.evict(&victim);
+                        evicted_own = true;
+                    }
+                    None => {
+                        refused = true;
+                        break;
+                    }
+                }
+            }
+            if refused {
+                drop(state);
+                drop(stream);
+                self.shared.warn_source(
+                    "connection refused: the address holds its limit of connections",
+                    source,
+                );
+                continue;
+            }
+            if evicted_own {
+                drop(state);
+                self.shared.warn_source(
+                    "too many connections from one address: closed its oldest unauthenticated one",
+                    source,
+                );
+                state = self.shared.lock();
+            }
             let unauthenticated = Shared::unauthenticated_count(&mut state);
             if unauthenticated >= config.max_unauthenticated || state.open >= config.max_connections
             {
@@ -190,11 +343,7 @@ impl GatedListener {
                     );
                     continue;
                 };
-                if oldest.counted.swap(false, Ordering::AcqRel) {
-                    state.open = state.open.saturating_sub(1);
-                }
-                oldest.closed.store(true, Ordering::Release);
-                oldest.waker.wake();
+                state.evict(&oldest);
                 // Logged after the state is released.
                 drop(state);
                 self.shared.warn(
@@ -211,9 +360,15 @@ impl GatedListener {
                 closed: AtomicBool::new(false),
                 counted: AtomicBool::new(true),
                 waker: AtomicWaker::new(),
+                fd: Mutex::new(Some(stream.as_raw_fd())),
+                source,
+                unauthenticated_counted: AtomicBool::new(true),
             });
             state.unauthenticated.push_back(Arc::clone(&conn));
             state.open += 1;
+            let mine = state.source(source);
+            mine.open += 1;
+            mine.unauthenticated += 1;
             drop(state);
             let _ = stream.set_nodelay(true);
             let gated = Gated {
@@ -268,6 +423,7 @@ impl Ticket {
         if !self.conn.authenticated.swap(true, Ordering::AcqRel) {
             let mut state = self.shared.lock();
             state.unauthenticated.retain(|c| c.id != self.conn.id);
+            state.uncount_unauthenticated(&self.conn);
         }
     }
 
@@ -275,6 +431,73 @@ impl Ticket {
     pub fn peer(&self) -> SocketAddr {
         self.peer
     }
+
+    /// Bytes the client has acknowledged on this connection so far
+    /// (`tcpi_bytes_acked` of `TCP_INFO`, tcp(7)): what it has received,
+    /// whatever the server's buffers still hold. `None` once the
+    /// connection is closed, or when the kernel does not say.
+    pub fn bytes_acked(&self) -> Option<u64> {
+        let fd = self.conn.fd.lock().unwrap_or_else(|p| p.into_inner());
+        // The lock keeps the descriptor open while it is asked:
+        // `Gated::drop` clears it under the same lock before the socket
+        // closes.
+        fd.and_then(tcp_bytes_acked)
+    }
+
+    /// Ends the connection at once with a reset: `SO_LINGER` 0 (socket(7)),
+    /// so what the server's buffers still hold is discarded rather than
+    /// trickled out, and the client gets `ECONNRESET`. For a client that is
+    /// being dropped; the server's next read or write on it fails.
+    pub fn reset(&self) {
+        {
+            let fd = self.conn.fd.lock().unwrap_or_else(|p| p.into_inner());
+            if let Some(fd) = *fd {
+                let linger = nix::libc::linger {
+                    l_onoff: 1,
+                    l_linger: 0,
+                };
+                // SAFETY: `fd` is open (held by the lock, see
+                // `bytes_acked`) and `linger` is a valid `struct linger`.
+                unsafe {
+                    nix::libc::setsockopt(
+                        fd,
+                        nix::libc::SOL_SOCKET,
+                        nix::libc::SO_LINGER,
+                        (&raw const linger).cast(),
+                        std::mem::size_of::<nix::libc::linger>() as nix::libc::socklen_t,
+                    );
+                }
+            }
+        }
+        self.conn.closed.store(true, Ordering::Release);
+        self.conn.waker.wake();
+    }
+}
+
+/// `tcpi_bytes_acked` of the TCP socket `fd` (Linux 4.1 and later; `None`
+/// when `getsockopt` fails or the kernel's `tcp_info` is too short to
+/// carry it).
+fn tcp_bytes_acked(fd: RawFd) -> Option<u64> {
+    let mut info = std::mem::MaybeUninit::<nix::libc::tcp_info>::zeroed();
+    let mut len = std::mem::size_of::<nix::libc::tcp_info>() as nix::libc::socklen_t;
+    // SAFETY: `info` is a writable buffer of `len` bytes and `fd` is an
+    // open socket (see `Ticket::bytes_acked`).
+    let r = unsafe {
+        nix::libc::getsockopt(
+            fd,
+            nix::libc::IPPROTO_TCP,
+            nix::libc::TCP_INFO,
+            info.as_mut_ptr().cast(),
+            &mut len,
+        )
+    };
+    let needed =
+        std::mem::offset_of!(nix::libc::tcp_info, tcpi_bytes_acked) + std::mem::size_of::<u64>();
+    if r != 0 || (len as usize) < needed {
+        return None;
+    }
+    // SAFETY: zeroed, then filled by the kernel up to `len`.
+    Some(unsafe { info.assume_init() }.tcpi_bytes_acked)
 }
 
 impl std::fmt::Debug for Ticket {
@@ -319,7 +542,7 @@ impl Gated {
         if conn.closed.load(Ordering::Acquire) {
             return Some(io::Error::new(
                 io::ErrorKind::ConnectionReset,
-                "closed by the gate: too many unauthenticated connections",
+                "closed by the gate",
             ));
         }
         if !conn.authenticated.load(Ordering::Acquire) && self.deadline.as_mut().poll(cx).is_ready()
@@ -337,11 +560,11 @@ impl Gated {
 impl Drop for Gated {
     fn drop(&mut self) {
         let conn = &self.ticket.conn;
+        // Before `stream` closes the descriptor (fields drop after this).
+        *conn.fd.lock().unwrap_or_else(|p| p.into_inner()) = None;
         conn.closed.store(true, Ordering::Release);
         let mut state = self.ticket.shared.lock();
-        if conn.counted.swap(false, Ordering::AcqRel) {
-            state.open = state.open.saturating_sub(1);
-        }
+        state.release(conn);
         state.unauthenticated.retain(|c| c.id != conn.id);
     }
 }
@@ -367,6 +590,9 @@ impl AsyncWrite for Gated {
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
+        // Registered so that a writer waiting on a full socket hears of
+        // the gate closing the connection too.
+        self.ticket.conn.waker.register(cx.waker());
         if self.ticket.conn.closed.load(Ordering::Acquire) {
             return Poll::Ready(Err(io::ErrorKind::ConnectionReset.into()));
         }
@@ -386,6 +612,7 @@ impl AsyncWrite for Gated {
         cx: &mut Context<'_>,
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
+        self.ticket.conn.waker.register(cx.waker());
         if self.ticket.conn.closed.load(Ordering::Acquire) {
             return Poll::Ready(Err(io::ErrorKind::ConnectionReset.into()));
         }
@@ -454,6 +681,7 @@ mod tests {
             max_connections: 3,
             max_unauthenticated: 2,
             auth_deadline: Duration::from_secs(60),
+            ..GateConfig::default()
         };
         let (addr, mut tickets) = echo(config).await;
         let mut first = TcpStream::connect(addr).await.unwrap();
@@ -507,6 +735,66 @@ mod tests {
         );
     }
 
+    /// A connection to `addr` from source address `from` (loopback).
+    async fn connect_from(from: &str, addr: SocketAddr) -> TcpStream {
+        let socket = tokio::net::TcpSocket::new_v4().unwrap();
+        socket.bind(format!("{from}:0").parse().unwrap()).unwrap();
+        socket.connect(addr).await.unwrap()
+    }
+
+    #[tokio::test]
+    async fn one_source_is_bounded_and_evicts_only_its_own() {
+        let config = GateConfig {
+            auth_deadline: Duration::from_secs(60),
+            ..GateConfig::default()
+        }
+        .with_sources(4, 2);
+        let (addr, mut tickets) = echo(config).await;
+        // Another source connects first and stays unauthenticated.
+        let mut other = connect_from("127.0.0.3", addr).await;
+        let _ = tickets.recv().await.unwrap();
+        // The flooding source: its own oldest unauthenticated connection
+        // makes room for its next, so it never holds more than 2.
+        let mut flood = Vec::new();
+        for _ in 0..10 {
+            flood.push(connect_from("127.0.0.2", addr).await);
+            let _ = tickets.recv().await.unwrap();
+        }
+        let mut alive_count = 0;
+        for s in &mut flood {
+            if alive(s).await {
+                alive_count += 1;
+            }
+        }
+        assert_eq!(alive_count, 2, "unauthenticated connections of one source");
+        assert!(
+            alive(&mut other).await,
+            "another source's connection was closed"
+        );
+        // Authenticated ones count against the source's 4 too: with 4
+        // authenticated, a fifth is closed at once.
+        let mut kept = Vec::new();
+        for _ in 0..4 {
+            let mut s = connect_from("127.0.0.4", addr).await;
+            tickets.recv().await.unwrap().authenticated();
+            assert!(alive(&mut s).await);
+            kept.push(s);
+        }
+        let mut fifth = connect_from("127.0.0.4", addr).await;
+        assert!(!alive(&mut fifth).await, "a source went past its limit");
+        for s in &mut kept {
+            assert!(alive(s).await, "an authenticated connection was closed");
+        }
+        // Closing one gives the source its place back.
+        drop(kept.pop());
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let mut again = connect_from("127.0.0.4", addr).await;
+        assert!(
+            alive(&mut again).await,
+            "the freed place was not given back"
+        );
+    }
+
     #[test]
     fn bounds_fit_the_descriptors() {
         let small = GateConfig::within(192);
@@ -520,4 +808,13 @@ mod tests {
             (1024, 128)
         );
     }
+}
+
+/// The gate's ticket of the request's connection, over TLS or not.
+pub fn ticket_of(extensions: &http::Extensions) -> Option<&Ticket> {
+    extensions.get::<Ticket>().or_else(|| {
+        extensions
+            .get::<tonic::transport::server::TlsConnectInfo<Ticket>>()
+            .map(|tls| tls.get_ref())
+    })
 }

@@ -27,8 +27,9 @@ use std::time::Duration;
 
 use agentcomputer_node_agent::admission::AdmissionConfig;
 use agentcomputer_node_agent::cluster::{self, ClusterConfig};
-use agentcomputer_node_agent::containers::parse_proxy_listen;
+use agentcomputer_node_agent::control_addresses::{self, ControlArgs};
 use agentcomputer_node_agent::data_lock::DataDirLock;
+use agentcomputer_node_agent::local::containers::parse_proxy_listen;
 use agentcomputer_node_agent::local::{
     self, DEFAULT_LISTEN, DEFAULT_PROXY_LISTEN, LocalConfig, LocalShare,
 };
@@ -112,6 +113,17 @@ enum Command {
         /// Most share-link downloads served at once (more get 503).
         #[arg(long, default_value_t = share::DEFAULT_MAX_DOWNLOADS, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
         max_downloads: usize,
+        /// Most share-link downloads of one computer served at once (more
+        /// get 503) [default: an eighth of --max-downloads, at least 1].
+        #[arg(long, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
+        max_downloads_per_computer: Option<usize>,
+        /// Bytes a second a share-link download's client must take, over
+        /// each 10 s; a slower download is ended and its place freed.
+        /// Bytes or with a binary suffix (4Ki); 0 for no minimum.
+        #[arg(long, default_value = "4Ki", value_parser = parse_bytes)]
+        download_min_rate: u64,
+        #[command(flatten)]
+        control: ControlArgs,
     },
     /// Serve the computers placed on one Kubernetes node (unprivileged).
     /// The Kubernetes client comes from the in-cluster service account or
@@ -184,7 +196,7 @@ struct ClusterArgs {
     )]
     tls_key: Option<PathBuf>,
     /// The mounter's hand-over socket (FUSE connections of sandbox mounts).
-    #[arg(long, env = "AGENTCOMPUTER_HANDOVER_SOCKET", default_value = agentcomputer_csi::handover::DEFAULT_SOCKET)]
+    #[arg(long, env = "AGENTCOMPUTER_HANDOVER_SOCKET", default_value = agentcomputer_handover::mounter::DEFAULT_SOCKET)]
     handover_socket: PathBuf,
     /// Time running calls get to finish after SIGTERM.
     #[arg(long, env = "AGENTCOMPUTER_SHUTDOWN_GRACE", default_value = "20s", value_parser = humantime::parse_duration)]
@@ -205,6 +217,40 @@ struct ClusterArgs {
     /// Most share-link downloads served at once (more get 503).
     #[arg(long, env = "AGENTCOMPUTER_MAX_DOWNLOADS", default_value_t = share::DEFAULT_MAX_DOWNLOADS, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     max_downloads: usize,
+    /// Most share-link downloads of one computer served at once (more get
+    /// 503) [default: an eighth of --max-downloads, at least 1].
+    #[arg(long, env = "AGENTCOMPUTER_MAX_DOWNLOADS_PER_COMPUTER", value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
+    max_downloads_per_computer: Option<usize>,
+    /// Bytes a second a share-link download's client must take, over each
+    /// 10 s; a slower download is ended and its place freed. Bytes or with
+    /// a binary suffix (4Ki); 0 for no minimum.
+    #[arg(long, env = "AGENTCOMPUTER_DOWNLOAD_MIN_RATE", default_value = "4Ki", value_parser = parse_bytes)]
+    download_min_rate: u64,
+    /// Most API connections open at once from one source address (a
+    /// sandbox pod; port-forwarded clients share 127.0.0.1); past it the
+    /// source's oldest unauthenticated connection is closed, or the new one.
+    #[arg(long, env = "AGENTCOMPUTER_API_CONNECTIONS_PER_SOURCE", default_value_t = agentcomputer_node_agent::gate::DEFAULT_CONNECTIONS_PER_SOURCE, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
+    api_connections_per_source: usize,
+    /// Most API connections from one source address that have not yet
+    /// carried a computer's token; one more closes the source's oldest.
+    #[arg(long, env = "AGENTCOMPUTER_API_UNAUTHENTICATED_PER_SOURCE", default_value_t = agentcomputer_node_agent::gate::DEFAULT_UNAUTHENTICATED_PER_SOURCE, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
+    api_unauthenticated_per_source: usize,
+    /// Time an API connection has, from its accept (TLS handshake
+    /// included), to carry a computer's token; then it is closed.
+    #[arg(long, env = "AGENTCOMPUTER_API_AUTH_DEADLINE", default_value = "10s", value_parser = humantime::parse_duration)]
+    api_auth_deadline: Duration,
+    /// Most egress proxy connections of one computer at once, and of one
+    /// source address (a sandbox pod); more are refused.
+    #[arg(long, env = "AGENTCOMPUTER_PROXY_CONNECTIONS_PER_COMPUTER", default_value_t = agentcomputer_proxy::DEFAULT_PER_COMPUTER, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
+    proxy_connections_per_computer: usize,
+    #[command(flatten)]
+    control: ControlArgs,
+    /// Services whose endpoints no computer may reach whatever its egress
+    /// policy says (NAMESPACE/NAME, comma-separated; the chart names the
+    /// operator's and the node agents'). `default/kubernetes`, the API
+    /// server's, is always one of them.
+    #[arg(long, env = "AGENTCOMPUTER_CONTROL_SERVICES", value_delimiter = ',')]
+    control_services: Vec<control_addresses::ControlService>,
 }
 
 /// An overcommit factor: a finite number above 0.
@@ -294,27 +340,11 @@ impl AdmissionArgs {
     }
 }
 
-/// Parses a byte count: digits, optionally followed by Ki, Mi, Gi or Ti.
+/// Parses a byte count as a Kubernetes quantity (`1073741824`, `512Mi`,
+/// `8Gi`, `1e9`), with the operator's parser
+/// (`agentcomputer_crds::quantity`), so the two never disagree.
 fn parse_bytes(s: &str) -> Result<u64, String> {
-    let digits = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
-    let (n, suffix) = s.split_at(digits);
-    let n: u64 = n
-        .parse()
-        .map_err(|_| format!("{s:?} is not a byte count (e.g. 1073741824, 512Mi, 8Gi)"))?;
-    let shift = match suffix {
-        "" => 0,
-        "Ki" => 10,
-        "Mi" => 20,
-        "Gi" => 30,
-        "Ti" => 40,
-        _ => {
-            return Err(format!(
-                "{s:?}: unknown suffix {suffix:?} (use Ki, Mi, Gi or Ti)"
-            ));
-        }
-    };
-    n.checked_mul(1 << shift)
-        .ok_or_else(|| format!("{s:?} is too large"))
+    agentcomputer_crds::quantity::parse_bytes(s).map_err(|e| e.to_string())
 }
 
 fn main() -> anyhow::Result<()> {
@@ -347,7 +377,7 @@ fn main() -> anyhow::Result<()> {
         }
         Command::Cluster(args) => args.data_dir.clone(),
         Command::FuseHolder { socket, grace } => {
-            return agentcomputer_node_agent::holder::run(socket, *grace)
+            return agentcomputer_node_agent::local::holder::run(socket, *grace)
                 .with_context(|| format!("FUSE descriptor holder on {}", socket.display()));
         }
     };
@@ -370,6 +400,9 @@ fn main() -> anyhow::Result<()> {
                 share_listen,
                 share_url,
                 max_downloads,
+                max_downloads_per_computer,
+                download_min_rate,
+                control,
             } => {
                 // Before announcing readiness: a client may use the old
                 // mountpoints as soon as it sees the address.
@@ -388,10 +421,22 @@ fn main() -> anyhow::Result<()> {
                     Some(addr) => Some(LocalShare {
                         base_url: share_url,
                         max_downloads,
+                        max_downloads_per_computer,
+                        min_rate: download_min_rate,
                         ..LocalShare::bind(addr)?
                     }),
                     None => None,
                 };
+                // Before any computer runs: the agent's own ports are
+                // control addresses (the egress proxy's is added when bound).
+                let share_port = match &share {
+                    Some(s) => Some(s.listener.local_addr()?.port()),
+                    None => None,
+                };
+                control_addresses::configure(
+                    &control,
+                    std::iter::once(listener.local_addr()?.port()).chain(share_port),
+                );
                 println!("listening on {}", listener.local_addr()?);
                 let config = LocalConfig {
                     data_dir,
@@ -456,6 +501,20 @@ fn main() -> anyhow::Result<()> {
 /// be let go after the runtime's shutdown.
 async fn run_cluster(args: ClusterArgs) -> anyhow::Result<DataDirLock> {
     agentcomputer_egress::node::add_node_addresses(args.node_ips.iter().copied());
+    let proxy_listen = parse_proxy_listen(&args.proxy_listen).map_err(anyhow::Error::msg)?;
+    let share_listen = parse_share_listen(&args.share_listen)?;
+    control_addresses::configure(
+        &args.control,
+        [args.listen.port(), args.metrics_addr.port()]
+            .into_iter()
+            .chain(proxy_listen.map(|a| a.port()))
+            .chain(share_listen.map(|a| a.port())),
+    );
+    control_addresses::configure_cluster(
+        &args.node_ips,
+        control_addresses::api_service_from_env(),
+        &control_addresses::system_nameservers(),
+    );
     let tls = match (&args.tls_cert, &args.tls_key) {
         (Some(cert), Some(key)) => Some(tls::server_tls(cert, key)?),
         _ => None,
@@ -463,6 +522,11 @@ async fn run_cluster(args: ClusterArgs) -> anyhow::Result<DataDirLock> {
     let client = kube::Client::try_default().await.context(
         "no Kubernetes client: neither an in-cluster service account nor KUBECONFIG works",
     )?;
+    let (api_ns, api_name) = control_addresses::API_SERVER_SERVICE;
+    let services = std::iter::once(control_addresses::ControlService::new(api_ns, api_name))
+        .chain(args.control_services.iter().cloned())
+        .collect();
+    tokio::spawn(control_addresses::watch_services(client.clone(), services));
     let lock = DataDirLock::create_and_acquire(&args.data_dir)?;
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
@@ -482,18 +546,26 @@ async fn run_cluster(args: ClusterArgs) -> anyhow::Result<DataDirLock> {
         shutdown_grace: args.shutdown_grace,
         handover_socket: args.handover_socket,
         tls,
-        proxy_listen: parse_proxy_listen(&args.proxy_listen).map_err(anyhow::Error::msg)?,
-        share: match (parse_share_listen(&args.share_listen)?, args.share_url) {
+        proxy_listen,
+        share: match (share_listen, args.share_url) {
             (None, _) => None,
             (Some(listen), Some(base_url)) => Some(cluster::ClusterShare {
                 listen,
                 base_url,
                 max_downloads: args.max_downloads,
+                max_downloads_per_computer: args.max_downloads_per_computer,
+                min_rate: args.download_min_rate,
             }),
             (Some(_), None) => anyhow::bail!(
                 "--share-listen needs --share-url: the address outside the cluster that links point at (the share gateway's)"
             ),
         },
+        api_gate: cluster::api_gate::ApiGate {
+            connections_per_source: args.api_connections_per_source,
+            unauthenticated_per_source: args.api_unauthenticated_per_source,
+            auth_deadline: args.api_auth_deadline,
+        },
+        proxy_connections_per_computer: args.proxy_connections_per_computer,
     };
     cluster::serve(client, listener, http, config, shutdown_signal()?).await?;
     Ok(lock)

@@ -79,11 +79,7 @@ pub fn create_new_file(path: &Path) -> io::Result<File> {
     Ok(file)
 }
 
-/// The directory of the computers inside a data directory.
-const COMPUTERS_DIR: &str = "computers";
-/// The container runtime's directory inside a data directory
-/// ([`crate::containers`]).
-const RUN_DIR: &str = "run";
+use crate::layout::{COMPUTERS_DIR, RUN_DIR};
 
 /// Makes `data_dir` private to this process's user: creates it with mode
 /// [`DIR_MODE`] if missing, then removes the group and other permission bits
@@ -148,7 +144,7 @@ fn walk(dir: &Path, dev: u64, top: bool, changes: &mut Vec<Tightened>) -> anyhow
             && meta.is_dir()
             && entry.file_name() != COMPUTERS_DIR
             && entry.file_name() != RUN_DIR
-            && entry.file_name() != crate::registry::SCRATCH_DIR
+            && entry.file_name() != crate::layout::SCRATCH_DIR
         {
             warn!(path = %path.display(), "leaving a directory the agent did not make as it is");
             continue;

@@ -44,6 +44,14 @@ fn the_chart_starts_node_agent_with_arguments_it_accepts() {
         !args.iter().any(|a| a.starts_with("--share")),
         "share links are off by default: {args:?}"
     );
+    for want in [
+        "--api-connections-per-source=64",
+        "--api-unauthenticated-per-source=8",
+        "--api-auth-deadline=10s",
+        "--proxy-connections-per-computer=256",
+    ] {
+        assert!(args.iter().any(|a| a == want), "{want} missing: {args:?}");
+    }
     agent_accepts(&args);
 }
 
@@ -60,6 +68,8 @@ fn the_chart_serves_share_links_when_asked() {
         "nodeAgent.share.enabled=true",
         "--set",
         "nodeAgent.share.url=https://files.example.com/",
+        "--set",
+        "nodeAgent.share.maxDownloadsPerComputer=4",
         "--set-json",
         r#"nodeAgent.share.from=[{"podSelector":{"matchLabels":{"app":"share-gateway"}}}]"#,
     ])
@@ -69,6 +79,8 @@ fn the_chart_serves_share_links_when_asked() {
         "--share-listen=0.0.0.0:7434",
         "--share-url=https://files.example.com/",
         "--max-downloads=64",
+        "--download-min-rate=4Ki",
+        "--max-downloads-per-computer=4",
     ] {
         assert!(args.iter().any(|a| a == want), "{want} missing: {args:?}");
     }
@@ -84,8 +96,8 @@ fn the_chart_serves_share_links_when_asked() {
     );
     let policy = objects
         .iter()
-        .find(|o| o["kind"] == "NetworkPolicy")
-        .expect("the node agents' NetworkPolicy");
+        .find(|o| o["kind"] == "NetworkPolicy" && o["spec"]["ingress"].is_array())
+        .expect("the node agents' ingress NetworkPolicy");
     let share_rules: Vec<&serde_json::Value> = policy["spec"]["ingress"]
         .as_array()
         .unwrap()
@@ -243,8 +255,8 @@ fn the_chart_runs_the_share_gateway_when_asked() {
     );
     let policy = objects
         .iter()
-        .find(|o| o["kind"] == "NetworkPolicy")
-        .expect("the node agents' NetworkPolicy");
+        .find(|o| o["kind"] == "NetworkPolicy" && o["spec"]["ingress"].is_array())
+        .expect("the node agents' ingress NetworkPolicy");
     let share_rules: Vec<&serde_json::Value> = policy["spec"]["ingress"]
         .as_array()
         .unwrap()
@@ -298,4 +310,150 @@ fn gateway_accepts(args: &[String]) {
         stderr.contains("no Kubernetes client"),
         "gateway {args:?} failed before reaching for the API server: {stderr}"
     );
+}
+
+/// The node agents' egress NetworkPolicy (on by default): DNS on 53, the
+/// API server's ports, the internet ranges without private, link-local
+/// (metadata) and shared ranges, and the extraTo rules; the agent is told
+/// the operator's and the agents' Services as control services and the
+/// administrator's exceptions, arguments the real binary accepts, and may
+/// list EndpointSlices in its namespace and in `default`.
+#[test]
+fn the_chart_walls_the_agents_egress() {
+    if support::skipped() {
+        return;
+    }
+    let objects = render(&[]).unwrap_or_else(|e| panic!("helm template: {e}"));
+    let args = agent_args(&objects);
+    let services = format!(
+        "--control-services={ns}/ac-agent-computer-operator-metrics,{ns}/ac-agent-computer-node-agent-metrics",
+        ns = support::SYSTEM_NS
+    );
+    assert!(args.contains(&services), "{args:?}");
+    assert!(
+        !args.iter().any(|a| a.contains("control-addresses")),
+        "no exception by default: {args:?}"
+    );
+    agent_accepts(&args);
+    let policy = egress_policy(&objects).expect("an egress NetworkPolicy by default");
+    assert_eq!(policy["spec"]["policyTypes"], serde_json::json!(["Egress"]));
+    assert_eq!(
+        policy["spec"]["podSelector"]["matchLabels"]["app.kubernetes.io/name"],
+        "agentcomputer-node-agent"
+    );
+    let rules = policy["spec"]["egress"].as_array().unwrap();
+    let ports = |rule: &serde_json::Value| -> Vec<(i64, String)> {
+        rule["ports"]
+            .as_array()
+            .map(|ps| {
+                ps.iter()
+                    .map(|p| {
+                        (
+                            p["port"].as_i64().unwrap(),
+                            p["protocol"].as_str().unwrap().to_string(),
+                        )
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let dns = &rules[0];
+    assert_eq!(
+        ports(dns),
+        vec![(53, "UDP".into()), (53, "TCP".into())],
+        "{dns}"
+    );
+    assert_eq!(
+        dns["to"][0]["podSelector"]["matchLabels"]["k8s-app"],
+        "kube-dns"
+    );
+    let api = &rules[1];
+    assert_eq!(ports(api), vec![(443, "TCP".into()), (6443, "TCP".into())]);
+    let internet = &rules[2];
+    assert!(internet["ports"].is_null(), "any port: {internet}");
+    let v4 = &internet["to"][0]["ipBlock"];
+    assert_eq!(v4["cidr"], "0.0.0.0/0");
+    for private in [
+        "10.0.0.0/8",
+        "172.16.0.0/12",
+        "192.168.0.0/16",
+        "169.254.0.0/16",
+    ] {
+        assert!(
+            v4["except"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|e| e == private),
+            "{private} not excepted: {v4}"
+        );
+    }
+    assert_eq!(rules.len(), 3, "{rules:?}");
+
+    // Exceptions, more control addresses, a known API server and an object
+    // store's rule.
+    let objects = render(&[
+        "--set-json",
+        r#"egress.allowControlAddresses=["node:10250","192.0.2.10:6443"]"#,
+        "--set-json",
+        r#"egress.controlAddresses=["10.96.0.0/12","node:9100"]"#,
+        "--set-json",
+        r#"egress.networkPolicy.apiServerCidrs=["192.0.2.10/32","2001:db8::10/128"]"#,
+        "--set-json",
+        r#"egress.networkPolicy.extraTo=[{"to":[{"ipBlock":{"cidr":"10.20.0.5/32"}}],"ports":[{"port":9000,"protocol":"TCP"}]}]"#,
+    ])
+    .unwrap_or_else(|e| panic!("helm template: {e}"));
+    let args = agent_args(&objects);
+    for want in [
+        "--allow-control-addresses=node:10250,192.0.2.10:6443",
+        "--control-addresses=10.96.0.0/12,node:9100",
+    ] {
+        assert!(args.iter().any(|a| a == want), "{want} missing: {args:?}");
+    }
+    agent_accepts(&args);
+    let policy = egress_policy(&objects).unwrap();
+    let rules = policy["spec"]["egress"].as_array().unwrap();
+    assert_eq!(
+        rules[1]["to"],
+        serde_json::json!([{"ipBlock": {"cidr": "192.0.2.10/32"}}, {"ipBlock": {"cidr": "2001:db8::10/128"}}])
+    );
+    assert_eq!(rules[3]["to"][0]["ipBlock"]["cidr"], "10.20.0.5/32");
+    assert_eq!(rules[3]["ports"][0]["port"], 9000);
+
+    // RBAC: EndpointSlices listed in the release namespace and in default.
+    let endpointslice_roles: Vec<&str> = objects
+        .iter()
+        .filter(|o| o["kind"] == "Role")
+        .filter(|o| {
+            o["rules"].as_array().unwrap().iter().any(|r| {
+                r["resources"] == serde_json::json!(["endpointslices"])
+                    && r["verbs"] == serde_json::json!(["list"])
+            })
+        })
+        .map(|o| o["metadata"]["namespace"].as_str().unwrap())
+        .collect();
+    assert_eq!(endpointslice_roles, vec![support::SYSTEM_NS, "default"]);
+
+    // Off: no policy.
+    let objects = render(&["--set", "egress.networkPolicy.enabled=false"])
+        .unwrap_or_else(|e| panic!("helm template: {e}"));
+    assert!(egress_policy(&objects).is_none());
+    // A malformed control address crash-loops no agent: the chart passes
+    // it through and the agent refuses it at start, naming it.
+    let objects = render(&["--set-json", r#"egress.controlAddresses=["10.0.0.0/33"]"#]).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_node-agent"))
+        .args(agent_args(&objects))
+        .env("KUBECONFIG", "/nonexistent/kubeconfig")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("\"10.0.0.0/33\""), "{stderr}");
+}
+
+/// The node agents' egress NetworkPolicy, if rendered.
+fn egress_policy(objects: &[serde_json::Value]) -> Option<&serde_json::Value> {
+    objects.iter().find(|o| {
+        o["kind"] == "NetworkPolicy" && o["spec"]["policyTypes"] == serde_json::json!(["Egress"])
+    })
 }

@@ -10,7 +10,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use agentcomputer_crds::AgentComputer;
-use agentcomputer_node_agent::cluster::quantity;
+use agentcomputer_crds::quantity;
 use agentcomputer_proto::v1 as pb;
 use agentcomputer_proto::v1::agent_computer_client::AgentComputerClient;
 use k8s_openapi::api::core::v1::PersistentVolume;
@@ -401,7 +401,7 @@ async fn published_capacity(admin: &kube::Client) -> Option<(u64, CSIStorageCapa
         .await
         .unwrap()?;
     // The API server writes quantities in canonical form ("48G", "512Ki").
-    let bytes = quantity::to_bytes(&cap.capacity.as_ref()?.0).expect("a quantity");
+    let bytes = quantity::parse_bytes(&cap.capacity.as_ref()?.0).expect("a quantity");
     Some((bytes, cap))
 }
 
@@ -2826,5 +2826,212 @@ async fn share_links_through_the_gateway() {
     })
     .await;
     assert!(gateway.alive(), "gateway exited:\n{}", gateway.log_tail());
+    agent.stop().await;
+}
+
+/// `n` connections to `addr` from loopback source address `from`, left
+/// idle (nothing sent).
+async fn idle_connections(
+    from: &str,
+    addr: std::net::SocketAddr,
+    n: usize,
+) -> Vec<tokio::net::TcpStream> {
+    let mut all = Vec::with_capacity(n);
+    for _ in 0..n {
+        let socket = tokio::net::TcpSocket::new_v4().unwrap();
+        socket.bind(format!("{from}:0").parse().unwrap()).unwrap();
+        all.push(socket.connect(addr).await.unwrap());
+    }
+    all
+}
+
+/// How many of `conns` the server has not closed (no EOF, no reset):
+/// what the server sent (an HTTP/2 server's SETTINGS) is read and
+/// skipped.
+fn still_open(conns: &[tokio::net::TcpStream]) -> usize {
+    let mut b = [0u8; 1024];
+    conns
+        .iter()
+        .filter(|s| {
+            loop {
+                match s.try_read(&mut b) {
+                    Ok(0) => break false,
+                    Ok(_) => continue,
+                    Err(e) => break e.kind() == std::io::ErrorKind::WouldBlock,
+                }
+            }
+        })
+        .count()
+}
+
+/// One sandbox pod (one source address) cannot hold the agent's shared
+/// doors: its idle connections to the API port are bounded per source and
+/// closed at the authentication deadline, its connections to the egress
+/// proxy bounded per source, while another source's API calls and proxy
+/// requests keep working in a bounded time. With the agent's defaults.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_source_cannot_hold_the_agents_ports() {
+    if support::skipped() {
+        return;
+    }
+    // This test holds about a thousand sockets.
+    rlimit::increase_nofile_limit(u64::MAX).unwrap();
+    let (cluster, admin) = prepared_cluster().await;
+    let data = cluster.dir.path().join("node-data");
+    let agent = Agent::start(&cluster, &data, "node-agent-doors.log").await;
+    let t = token("doors");
+    computer(
+        &admin,
+        NS_A,
+        "calm",
+        NODE,
+        serde_json::json!({"storage": {"size": "16Mi"}}),
+        &t,
+    )
+    .await;
+    let c = agent.client(Some(&t)).await;
+    eventually(30, "the agent to know the computer", || {
+        let mut c = c.clone();
+        async move { stat(&mut c, "calm", "/workspace").await.ok() }
+    })
+    .await;
+    let api: std::net::SocketAddr = agent.grpc.strip_prefix("http://").unwrap().parse().unwrap();
+
+    // One source floods both ports with idle connections.
+    let api_flood = idle_connections("127.0.0.2", api, 300).await;
+    let proxy_flood = idle_connections("127.0.0.3", agent.proxy, 600).await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let (api_open, proxy_open) = (still_open(&api_flood), still_open(&proxy_flood));
+    eprintln!(
+        "after 1 s the agent holds {api_open} of 300 API and {proxy_open} of 600 proxy connections of one source"
+    );
+
+    // Another source is served meanwhile, on new connections, promptly.
+    for _ in 0..3 {
+        let started = std::time::Instant::now();
+        let mut fresh = agent.client(Some(&t)).await;
+        stat(&mut fresh, "calm", "/workspace")
+            .await
+            .expect("another source's call during the flood");
+        let status = proxy_status(agent.proxy, "denied.test", Some(&basic(&t))).await;
+        assert!(
+            status.contains(" 403"),
+            "another source's proxy request: {status}"
+        );
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "another source waited {:?}",
+            started.elapsed()
+        );
+    }
+    assert!(
+        api_open <= 8,
+        "one source holds {api_open} unauthenticated API connections"
+    );
+    assert!(
+        proxy_open <= agentcomputer_proxy::DEFAULT_PER_COMPUTER,
+        "one source holds {proxy_open} proxy connections"
+    );
+    // Past the authentication deadline (10 s) none of them is left.
+    tokio::time::sleep(Duration::from_secs(11)).await;
+    let api_left = still_open(&api_flood);
+    assert_eq!(api_left, 0, "idle API connections outlived the deadline");
+    let log = std::fs::read_to_string(cluster.dir.path().join("node-agent-doors.log")).unwrap();
+    assert!(
+        log.contains("too many connections from one address"),
+        "the gate logged nothing:\n{}",
+        agent.proc.log_tail()
+    );
+    drop((api_flood, proxy_flood));
+    agent.stop().await;
+}
+
+/// Over TLS the deadline covers the handshake: connections from one
+/// address that start a handshake and never finish it are held to that
+/// address's bound and closed 10 s after their accept, while a client
+/// from another address completes its handshake and its calls.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn half_done_tls_handshakes_end_at_the_deadline() {
+    use tokio::io::AsyncWriteExt;
+    use tonic::transport::{Certificate, ClientTlsConfig, Endpoint};
+    if support::skipped() {
+        return;
+    }
+    let (cluster, admin) = prepared_cluster().await;
+    let data = cluster.dir.path().join("node-data");
+    let leaf = rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).unwrap();
+    let (cert, key) = (
+        cluster.dir.path().join("tls.crt"),
+        cluster.dir.path().join("tls.key"),
+    );
+    std::fs::write(&cert, leaf.cert.pem()).unwrap();
+    std::fs::write(&key, leaf.signing_key.serialize_pem()).unwrap();
+    let extra = [
+        "--tls-cert".to_string(),
+        cert.display().to_string(),
+        "--tls-key".to_string(),
+        key.display().to_string(),
+    ];
+    let agent =
+        Agent::start_with(&cluster, &data, "node-agent-tls.log", "127.0.0.1:0", &extra).await;
+    let t = token("tls-doors");
+    computer(
+        &admin,
+        NS_A,
+        "sealed",
+        NODE,
+        serde_json::json!({"storage": {"size": "16Mi"}}),
+        &t,
+    )
+    .await;
+    let api: std::net::SocketAddr = agent.grpc.strip_prefix("http://").unwrap().parse().unwrap();
+    let tls_client = || {
+        let url = format!("https://localhost:{}", api.port());
+        let pem = leaf.cert.pem();
+        let t = t.clone();
+        async move {
+            let channel = Endpoint::from_shared(url)
+                .unwrap()
+                .tls_config(ClientTlsConfig::new().ca_certificate(Certificate::from_pem(pem)))
+                .unwrap()
+                .connect()
+                .await
+                .expect("TLS connect");
+            AgentComputerClient::with_interceptor(channel, Bearer(Some(t)))
+        }
+    };
+    eventually(30, "the agent to know the computer", || async {
+        let mut c = tls_client().await;
+        stat(&mut c, "sealed", "/workspace").await.ok()
+    })
+    .await;
+
+    // Half a ClientHello: a record header announcing 512 bytes, then 3.
+    let mut stalled = idle_connections("127.0.0.2", api, 40).await;
+    for s in &mut stalled {
+        s.write_all(&[0x16, 0x03, 0x01, 0x02, 0x00, 0x01, 0x00, 0x01])
+            .await
+            .unwrap();
+    }
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let open = still_open(&stalled);
+    eprintln!("after 1 s the agent holds {open} of 40 half-done handshakes of one source");
+    for _ in 0..3 {
+        let started = std::time::Instant::now();
+        let mut c = tls_client().await;
+        stat(&mut c, "sealed", "/workspace")
+            .await
+            .expect("another source's TLS call during the stall");
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "another source waited {:?}",
+            started.elapsed()
+        );
+    }
+    assert!(open <= 8, "one source holds {open} half-done handshakes");
+    tokio::time::sleep(Duration::from_secs(11)).await;
+    let left = still_open(&stalled);
+    assert_eq!(left, 0, "half-done handshakes outlived the deadline");
+    drop(stalled);
     agent.stop().await;
 }

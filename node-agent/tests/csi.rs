@@ -9,7 +9,6 @@ use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use agentcomputer_csi::handover::{AgentEnd, HandoverError, Reply, Request};
 use agentcomputer_csi::mounter::{self, MounterConfig};
 use agentcomputer_csi::mountinfo;
 use agentcomputer_csi::pb::csi::identity_client::IdentityClient;
@@ -23,7 +22,8 @@ use agentcomputer_csi::pb::registration as reg;
 use agentcomputer_csi::pb::registration::registration_client::RegistrationClient;
 use agentcomputer_egress::EgressConfig;
 use agentcomputer_fs::{Limits, ROOT_INO, SetAttr};
-use agentcomputer_node_agent::fuse_link;
+use agentcomputer_handover::mounter::{AgentEnd, HandoverError, Reply, Request};
+use agentcomputer_node_agent::cluster::fuse_link;
 use agentcomputer_node_agent::registry::Registry;
 use hyper_util::rt::TokioIo;
 use tokio::task::JoinHandle;

@@ -47,6 +47,9 @@ pub struct Config {
     /// `None`: they dial the serving agent pod's IP, and are replaced
     /// whenever that pod is.
     pub agent_service: Option<String>,
+    /// Most bytes the quotas of one namespace's computers may add up to
+    /// ([`crate::namespace_storage`]); `None`: no limit.
+    pub namespace_storage_limit: Option<u64>,
 }
 
 /// Trust for node agents' TLS certificates, handed to each computer's
@@ -75,6 +78,7 @@ impl Default for Config {
             runner_image: None,
             agent_tls: None,
             agent_service: None,
+            namespace_storage_limit: None,
         }
     }
 }

@@ -23,14 +23,16 @@ pub mod error;
 pub mod http;
 pub mod leader;
 pub mod metrics;
+pub mod namespace_storage;
 pub mod placement;
 pub mod reconciled;
 pub mod resources;
 pub mod share_gateway;
 pub mod spec_check;
+pub mod status;
 pub mod steps;
 pub mod triggers;
-pub mod volume_step;
+pub mod writes;
 
 pub use context::{Config, Context};
 pub use error::{Error, Result};

@@ -71,6 +71,12 @@ struct Args {
     /// Seconds between periodic reconciles of a Ready computer.
     #[arg(long, env = "RESYNC_SECONDS", default_value_t = 300)]
     resync_seconds: u64,
+    /// Most storage the computers of one namespace may have together: the
+    /// sum of their spec.storage.size, e.g. 100Gi (empty: no limit). A
+    /// computer past it is not placed, a growth past it not applied
+    /// (reason NamespaceStorageLimit).
+    #[arg(long, env = "NAMESPACE_STORAGE_LIMIT", default_value = "", value_parser = parse_limit)]
+    namespace_storage_limit: Limit,
     /// Reconciles run in parallel at most.
     #[arg(long, env = "CONCURRENCY", default_value_t = 16)]
     concurrency: u16,
@@ -108,6 +114,23 @@ fn agent_tls(args: &Args) -> anyhow::Result<Option<agentcomputer_operator::conte
     }))
 }
 
+/// `--namespace-storage-limit`: a byte quantity, or empty for none.
+#[derive(Debug, Clone, Copy)]
+struct Limit(Option<u64>);
+
+fn parse_limit(text: &str) -> Result<Limit, String> {
+    if text.trim().is_empty() {
+        return Ok(Limit(None));
+    }
+    let q = k8s_openapi::apimachinery::pkg::api::resource::Quantity(text.trim().to_string());
+    match agentcomputer_crds::quantity::quantity_bytes(&q) {
+        Ok(0) | Err(_) => Err(format!(
+            "{text:?} is not a storage size such as 100Gi (empty: no limit)"
+        )),
+        Ok(b) => Ok(Limit(Some(b))),
+    }
+}
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     tracing_subscriber::fmt()
@@ -128,6 +151,7 @@ async fn main() -> anyhow::Result<()> {
         runner_image: args.runner_image.clone().filter(|i| !i.trim().is_empty()),
         agent_tls: agent_tls(&args)?,
         agent_service: args.agent_service.clone().filter(|s| !s.trim().is_empty()),
+        namespace_storage_limit: args.namespace_storage_limit.0,
     };
     if config.runner_image.is_none() {
         tracing::warn!(

@@ -6,19 +6,12 @@
 //! `agentcomputer_operator_reconcile_errors_total{step, reason}` (recorded
 //! by the caller from the returned error).
 
-use agentcomputer_crds::{
-    AgentComputer, AgentComputerStatus, ComputerPhase, condition_types as ct,
-};
+use agentcomputer_crds::{AgentComputerStatus, condition_types as ct};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
-use k8s_openapi::jiff::Timestamp;
-use kube::ResourceExt;
 use kube::runtime::events::EventType;
 
-use crate::conditions;
-use crate::context::Context;
-use crate::controller::{publish, write_status};
-use crate::error::Error;
-use crate::steps::{StepFailure, condition_reason, describe_all};
+use crate::status::Transition;
+use crate::steps::{StepFailure, describe_all};
 
 /// Reason of `Ready=False` and `SandboxReady=False` when a step they need
 /// failed; the `Reconciled` condition carries the API server's reason.
@@ -57,79 +50,37 @@ pub fn observed_generation(
     }
 }
 
-/// Publishes the event of a `Reconciled` transition: a Warning when the
-/// reconcile failed for a reason or message other than the one already
-/// shown (so a failure retried every few seconds is one event), a Normal
-/// [`APPLIED`] when a failing computer is reconciled again.
-pub async fn announce(
-    ctx: &Context,
-    c: &AgentComputer,
-    before: &[Condition],
-    now: (bool, &str, &str),
-) {
+/// The Event of a `Reconciled` transition, from the conditions before
+/// (`before`) and the new `Reconciled` condition `now` (status, reason,
+/// message): a Warning when the reconcile failed for a reason or message
+/// other than the one already shown (so a failure retried every few seconds
+/// is one event), a Normal [`APPLIED`] when a failing computer is
+/// reconciled again, else none.
+pub fn transition(before: &[Condition], now: (bool, &str, &str)) -> Option<Transition> {
     let (ok, reason, message) = now;
     let prev = before.iter().find(|k| k.type_ == ct::RECONCILED);
     if ok {
-        if prev.is_some_and(|k| k.status == "False") {
-            publish(ctx, c, EventType::Normal, APPLIED, message.to_string()).await;
-        }
-        return;
+        return prev
+            .is_some_and(|k| k.status == "False")
+            .then(|| Transition {
+                type_: EventType::Normal,
+                reason: APPLIED.into(),
+                note: message.to_string(),
+            });
     }
     let same =
         prev.is_some_and(|k| k.status == "False" && k.reason == reason && k.message == message);
-    if !same {
-        tracing::warn!(computer = %c.name_any(), namespace = ?c.namespace(), reason, message, "reconcile failed");
-        publish(ctx, c, EventType::Warning, reason, message.to_string()).await;
-    }
-}
-
-/// Reports a reconcile that ended before its status was written (a
-/// placement failure, or the status write itself): the status it had,
-/// with `Reconciled=False` naming the step and reason, `Ready=False` when
-/// the computer never had a Ready condition (phase Pending then), and
-/// `observedGeneration` unchanged; the Warning event as [`announce`].
-/// Best effort: a failure to write is logged. Returns `err` for the caller
-/// to hand to the controller.
-pub async fn report_abort(ctx: &Context, c: &AgentComputer, err: Error) -> Error {
-    let Some(ns) = c.namespace() else {
-        return err;
-    };
-    let failures = match &err {
-        Error::Steps(f) => f.as_slice(),
-        _ => &[],
-    };
-    let (reason, message) = match failures.first() {
-        Some(_) => (condition_reason(&err), describe_all(failures)),
-        None => (condition_reason(&err), err.to_string()),
-    };
-    let old = c.status.clone().unwrap_or_default();
-    let now = Timestamp::now();
-    let mut status = old.clone();
-    status.conditions = conditions::set(
-        &old.conditions,
-        (ct::RECONCILED, false, &reason, message.clone()),
-        c.metadata.generation,
-        now,
-    );
-    if conditions::status_of(&old.conditions, ct::READY).is_none() {
-        status.conditions = conditions::set(
-            &status.conditions,
-            (ct::READY, false, RECONCILE_FAILED, message.clone()),
-            c.metadata.generation,
-            now,
-        );
-        status.phase = Some(old.phase.unwrap_or(ComputerPhase::Pending));
-    }
-    announce(ctx, c, &old.conditions, (false, &reason, &message)).await;
-    if let Err(e) = write_status(ctx, c, &ns, &old, status).await {
-        tracing::warn!(computer = %c.name_any(), error = %e, "could not report the failed reconcile in status");
-    }
-    err
+    (!same).then(|| Transition {
+        type_: EventType::Warning,
+        reason: reason.to_string(),
+        note: message.to_string(),
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::Error;
     use crate::steps::Step;
 
     #[test]
@@ -158,5 +109,41 @@ mod tests {
         assert!(!ok);
         assert_eq!(reason, "Forbidden");
         assert_eq!(message, "step volume: exceeded quota: q");
+    }
+
+    #[test]
+    fn a_failure_is_announced_once_and_its_recovery_once() {
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+        let t = Time("2026-01-01T00:00:00Z".parse().unwrap());
+        let shown = |status: &str, reason: &str, message: &str| Condition {
+            type_: ct::RECONCILED.into(),
+            status: status.into(),
+            reason: reason.into(),
+            message: message.into(),
+            observed_generation: Some(1),
+            last_transition_time: t.clone(),
+        };
+        let first = transition(&[], (false, "Forbidden", "step volume: quota"));
+        assert_eq!(
+            first.map(|e| (e.type_, e.reason)),
+            Some((EventType::Warning, "Forbidden".to_string()))
+        );
+        let failing = [shown("False", "Forbidden", "step volume: quota")];
+        assert_eq!(
+            transition(&failing, (false, "Forbidden", "step volume: quota")),
+            None
+        );
+        let other = transition(&failing, (false, "Invalid", "step egress: bad"));
+        assert_eq!(other.map(|e| e.reason), Some("Invalid".to_string()));
+        let back = transition(&failing, (true, APPLIED, "generation 2 applied")).unwrap();
+        assert_eq!(
+            (back.type_, back.reason.as_str(), back.note.as_str()),
+            (EventType::Normal, APPLIED, "generation 2 applied")
+        );
+        let applied = [shown("True", APPLIED, "generation 1 applied")];
+        assert_eq!(
+            transition(&applied, (true, APPLIED, "generation 2 applied")),
+            None
+        );
     }
 }

@@ -835,6 +835,30 @@ async fn operator_chart_and_crd_against_a_real_apiserver() {
         "the user's token is not overwritten"
     );
 
+    // --- Server-side applies send typed objects: the status apply owns
+    // status fields only (the status subresource resets the spec it
+    // carries), and each child's apply is recorded under the operator. ---
+    let scratch = computers.get("scratch").await.unwrap();
+    let status_fields = operator_apply_fields(&scratch.metadata, Some("status"))
+        .expect("the operator's status apply");
+    assert!(status_fields.get("f:status").is_some(), "{status_fields}");
+    assert!(
+        status_fields.get("f:spec").is_none(),
+        "the status apply owns no spec field: {status_fields}"
+    );
+    let owned = status_fields["f:status"].as_object().unwrap();
+    assert!(
+        owned.contains_key("f:conditions") && owned.contains_key("f:credentialHash"),
+        "{status_fields}"
+    );
+    let policy = Api::<NetworkPolicy>::namespaced(admin.clone(), NS)
+        .get("scratch-egress")
+        .await
+        .unwrap();
+    let policy_fields =
+        operator_apply_fields(&policy.metadata, None).expect("the operator's policy apply");
+    assert!(policy_fields.get("f:spec").is_some(), "{policy_fields}");
+
     // --- Capacity-aware placement. ---
     let big = json!({"apiVersion": "agentcomputer.dev/v1alpha1", "kind": "AgentComputer",
                      "metadata": {"name": "big"}, "spec": {"storage": {"size": "200Gi"}}});
@@ -1472,4 +1496,22 @@ fn sha256_hex(bytes: &[u8]) -> String {
     let out = child.wait_with_output().unwrap();
     let text = String::from_utf8(out.stdout).unwrap();
     format!("sha256:{}", text.split_whitespace().next().unwrap())
+}
+
+/// The fields the operator's server-side apply owns on an object (on
+/// `subresource`, None for the object itself), from its managedFields.
+fn operator_apply_fields(
+    meta: &kube::api::ObjectMeta,
+    subresource: Option<&str>,
+) -> Option<serde_json::Value> {
+    meta.managed_fields
+        .as_ref()?
+        .iter()
+        .find(|e| {
+            e.manager.as_deref() == Some("agentcomputer-operator")
+                && e.operation.as_deref() == Some("Apply")
+                && e.subresource.as_deref() == subresource
+        })
+        .and_then(|e| e.fields_v1.as_ref())
+        .map(|f| f.0.clone())
 }

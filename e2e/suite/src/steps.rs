@@ -11,6 +11,7 @@ use serde_json::Value;
 use crate::tools::{Tools, condition, eventually, text};
 
 mod failures;
+mod memory;
 mod nodes;
 
 /// Namespace of the release.
@@ -92,6 +93,11 @@ pub const STEPS: &[Step] = &[
         name: "a failed reconcile is a condition and an event",
         required: false,
         run: failures::failed_reconcile_visible,
+    },
+    Step {
+        name: "three 600 MiB JavaScript execs leave the agent running",
+        required: false,
+        run: memory::js_memory_burst,
     },
     Step {
         name: "bad input refused",
@@ -281,6 +287,9 @@ fn helm_install(cx: &mut Context) -> Result<String> {
     Ok(String::new())
 }
 
+/// The chart value letting the node agents reach the test namespace's pods.
+const E2E_AGENT_EGRESS: &str = r#"egress.networkPolicy.extraTo=[{"to":[{"namespaceSelector":{"matchLabels":{"kubernetes.io/metadata.name":"e2e"}}}]}]"#;
+
 impl Context {
     /// `helm upgrade --install` of the chart with the suite's images and
     /// `extra` arguments, waiting up to 5 minutes.
@@ -310,6 +319,11 @@ impl Context {
             // first of them hibernates.
             "--set",
             "nodeAgent.idleTimeout=120s",
+            // The test namespace's pods (the web server the egress steps
+            // reach) are in the pod network's private range, which the
+            // node agents' egress NetworkPolicy leaves out unless named.
+            "--set-json",
+            E2E_AGENT_EGRESS,
             "--wait",
             "--timeout",
             "5m",
@@ -1158,11 +1172,12 @@ fn egress(cx: &mut Context) -> Result<String> {
 }
 
 /// Under allow-all the in-process runtimes (whose connections the node
-/// agent makes) reach the web pod but not the node's own addresses: the
-/// node's address (the kubelet's port 10250) and the agent pod's own
-/// address (its metrics port) are refused with the policy's reason, from
-/// the shell's `curl` and from JavaScript's `fetch`; a CIDR rule naming
-/// the node's address reaches it (the kubelet answers, with any status).
+/// agent makes) reach the web pod but not the node's control addresses:
+/// the node's address on the kubelet's port 10250 and the agent pod's own
+/// address on its metrics port are refused as control addresses, from the
+/// shell's `curl` and from JavaScript's `fetch`; CIDR rules naming the
+/// node's address on 10250 and the API server's Service address on 443
+/// reach neither (only the chart's egress.allowControlAddresses would).
 /// Runs after "egress on the pod network" (its web pod and computer).
 fn egress_keeps_the_node_out(cx: &mut Context) -> Result<String> {
     let spec = |egress: Value| {
@@ -1215,7 +1230,11 @@ fn egress_keeps_the_node_out(cx: &mut Context) -> Result<String> {
 ",
         "the shell's curl got {out:?}"
     );
-    for target in [url(&host_ip, 10250), url(&pod_ip, 9090)] {
+    for (target, what) in [
+        (url(&host_ip, 10250), "the kubelet"),
+        (url(&pod_ip, 9090), "the node agent"),
+    ] {
+        let reason = format!("is a control address ({what})");
         let denied = cx.tools.cli(
             &[
                 "-n",
@@ -1228,7 +1247,7 @@ fn egress_keeps_the_node_out(cx: &mut Context) -> Result<String> {
             None,
         )?;
         ensure!(
-            denied.code != 0 && denied.stderr.contains("is an address of this node"),
+            denied.code != 0 && denied.stderr.contains(&reason),
             "the shell's curl of {target} under allow-all: exit {}, {:?}",
             denied.code,
             denied.stderr.trim()
@@ -1238,38 +1257,65 @@ fn egress_keeps_the_node_out(cx: &mut Context) -> Result<String> {
         );
         let out = cx.exec("net", "javascript", &js)?;
         ensure!(
-            out.contains("refused") && out.contains("is an address of this node"),
+            out.contains("refused") && out.contains(&reason),
             "JavaScript's fetch of {target} under allow-all gave {out:?}"
         );
     }
-    // Named by a CIDR rule, the node's address is reached: the kubelet
-    // answers plain HTTP on its TLS port with an HTTP 400.
-    let cidr = match host_ip.contains(':') {
-        true => format!("{host_ip}/128"),
-        false => format!("{host_ip}/32"),
+    // Named by CIDR rules, the kubelet and the API server's Service address
+    // are still refused: they are control addresses, which no allow-list
+    // reaches.
+    let host = |ip: &str| match ip.contains(':') {
+        true => format!("{ip}/128"),
+        false => format!("{ip}/32"),
     };
+    let api = cx
+        .tools
+        .kubectl_json(&["-n", "default", "get", "service", "kubernetes"])?;
+    let api_ip = text(&api, "/spec/clusterIP").to_string();
+    ensure!(
+        !api_ip.is_empty(),
+        "the kubernetes Service has no cluster IP"
+    );
     cx.apply_computer(
         "net",
-        spec(serde_json::json!({"mode": "allow-list", "cidrs": [{"cidr": cidr, "ports": [{"port": 10250}]}]})),
+        spec(serde_json::json!({"mode": "allow-list", "cidrs": [
+            {"cidr": host(&host_ip), "ports": [{"port": 10250}]},
+            {"cidr": host(&api_ip), "ports": [{"port": 443}]},
+        ]})),
     )?;
-    let kubelet = url(&host_ip, 10250);
-    eventually(60, "the shell's curl of the named node address", || {
-        let out = cx.tools.cli(
-            &[
-                "-n",
-                NS,
-                "exec",
-                "net",
-                "--",
-                &format!("curl -s --max-time 10 -o /dev/null -w '%{{http_code}}' {kubelet}"),
-            ],
-            None,
+    for (target, what) in [
+        (url(&host_ip, 10250), "the kubelet"),
+        (url(&api_ip, 443), "the API server"),
+    ] {
+        // The new policy reaches the agent within a watch event: wait until
+        // the refusal is the control one rather than "not in the allow-list".
+        let reason = format!("is a control address ({what})");
+        eventually(
+            60,
+            &format!("{target} refused as a control address"),
+            || {
+                let out = cx.tools.cli(
+                    &[
+                        "-n",
+                        NS,
+                        "exec",
+                        "net",
+                        "--",
+                        &format!("curl -sS --max-time 10 -o /dev/null {target}"),
+                    ],
+                    None,
+                )?;
+                if out.code == 0 || !out.stderr.contains("egress denied") {
+                    bail!(
+                        "{target} was reached: exit {}, {:?}",
+                        out.code,
+                        out.stderr.trim()
+                    );
+                }
+                Ok(out.stderr.contains(&reason).then_some(()))
+            },
         )?;
-        if out.stderr.contains("egress denied") {
-            bail!("still denied: {:?}", out.stderr.trim());
-        }
-        Ok(Some(()))
-    })?;
+    }
     cx.apply_computer("net", spec(serde_json::json!({"mode": "deny-all"})))?;
     Ok(String::new())
 }

@@ -5,8 +5,9 @@
 //! `memory.max`, `pids.max`, `cgroup.kill`) and v1 (one tree per
 //! controller, `memory.limit_in_bytes`, `pids.max`), including the hybrid
 //! layout where v1 controllers sit beside an empty v2 tree. The run's
-//! cgroup is made below the agent's own cgroup (from `/proc/self/cgroup`),
-//! named `agentcomputer-<run id>`. A controller that cannot be used (not
+//! cgroup is made below the agent's own cgroup (from `/proc/self/cgroup`,
+//! found through `/proc/self/mountinfo` so that it is found inside a
+//! container as on a host: `agentcomputer-cgroupfs`), named `agentcomputer-<run id>`. A controller that cannot be used (not
 //! mounted, read-only, not delegated) is left out and reported by
 //! [`Cgroup::controllers`].
 
@@ -18,10 +19,10 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 
+use agentcomputer_cgroupfs::{Mount, OwnCgroup, cgroup_mounts, dirs_of, own_cgroups};
+
 use crate::Limits;
 
-/// Where cgroup file systems are mounted (the systemd and OCI convention).
-const CGROUP_ROOT: &str = "/sys/fs/cgroup";
 /// How long [`Cgroup::kill_all`] keeps killing before it gives up.
 const KILL_PATIENCE: Duration = Duration::from_secs(5);
 
@@ -50,40 +51,39 @@ impl Cgroup {
             controllers: Vec::new(),
             kill_file: None,
         };
-        let own = own_cgroups();
-        let unified = Path::new(CGROUP_ROOT).join("cgroup.controllers");
-        if unified.exists() {
-            if let Some(path) = own.iter().find(|(c, _)| c.is_empty()).map(|(_, p)| p) {
-                cg.create_v2(&Path::new(CGROUP_ROOT).join(rel(path)), &name, limits);
+        let cgroup = std::fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
+        let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+        match parents(&cgroup, &mountinfo, Path::exists) {
+            Parents::V2(parent) => cg.create_v2(&parent, &name, limits),
+            Parents::V1 { memory, pids } => {
+                for (controller, parent, file, value) in [
+                    (
+                        "memory",
+                        memory,
+                        "memory.limit_in_bytes",
+                        limits.memory_bytes,
+                    ),
+                    ("pids", pids, "pids.max", limits.max_processes),
+                ] {
+                    let Some(parent) = parent else { continue };
+                    let dir = parent.join(&name);
+                    if std::fs::create_dir(&dir).is_err() {
+                        continue;
+                    }
+                    cg.adopt(&dir);
+                    if value > 0 && std::fs::write(dir.join(file), value.to_string()).is_ok() {
+                        cg.controllers.push(controller);
+                    }
+                    if controller == "memory" && value > 0 {
+                        // Swap counts too where the kernel accounts it.
+                        let _ = std::fs::write(
+                            dir.join("memory.memsw.limit_in_bytes"),
+                            value.to_string(),
+                        );
+                    }
+                }
             }
-            return cg;
-        }
-        for (controller, file, value) in [
-            ("memory", "memory.limit_in_bytes", limits.memory_bytes),
-            ("pids", "pids.max", limits.max_processes),
-        ] {
-            let Some(path) = own
-                .iter()
-                .find(|(c, _)| c.split(',').any(|c| c == controller))
-                .map(|(_, p)| p)
-            else {
-                continue;
-            };
-            let dir = Path::new(CGROUP_ROOT)
-                .join(controller)
-                .join(rel(path))
-                .join(&name);
-            if std::fs::create_dir(&dir).is_err() {
-                continue;
-            }
-            cg.adopt(&dir);
-            if value > 0 && std::fs::write(dir.join(file), value.to_string()).is_ok() {
-                cg.controllers.push(controller);
-            }
-            if controller == "memory" && value > 0 {
-                // Swap counts too where the kernel accounts it.
-                let _ = std::fs::write(dir.join("memory.memsw.limit_in_bytes"), value.to_string());
-            }
+            Parents::None => {}
         }
         cg
     }
@@ -225,27 +225,182 @@ impl Cgroup {
     }
 }
 
-/// `(controllers, path)` of each line of `/proc/self/cgroup`
-/// (`4:memory:/a/b`; v2's line has an empty controller list).
-fn own_cgroups() -> Vec<(String, String)> {
-    std::fs::read_to_string("/proc/self/cgroup")
-        .unwrap_or_default()
-        .lines()
-        .filter_map(|l| {
-            let mut parts = l.splitn(3, ':');
-            let _id = parts.next()?;
-            Some((parts.next()?.to_string(), parts.next()?.to_string()))
-        })
-        .collect()
+/// The directories under which a run's cgroup is made: the agent's own
+/// cgroup in each hierarchy, as this process sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Parents {
+    /// The unified hierarchy (cgroup v2 alone).
+    V2(PathBuf),
+    /// The v1 hierarchies of the two controllers used (hybrid layouts
+    /// included); `None` where a controller is not mounted.
+    V1 {
+        memory: Option<PathBuf>,
+        pids: Option<PathBuf>,
+    },
+    /// No usable hierarchy.
+    None,
 }
 
-fn rel(path: &str) -> &str {
-    path.trim_start_matches('/')
+/// [`Parents`] from the texts of `/proc/self/cgroup` and
+/// `/proc/self/mountinfo` (through the mounts' roots, so inside a
+/// container too: `agentcomputer-cgroupfs`); `exists` tells which
+/// directories are there (a later mount over a mountpoint hides an earlier
+/// one).
+fn parents(cgroup: &str, mountinfo: &str, exists: impl Fn(&Path) -> bool) -> Parents {
+    let own = own_cgroups(cgroup);
+    let mounts = cgroup_mounts(mountinfo);
+    let dir = |line: &OwnCgroup, keep: &dyn Fn(&Mount) -> bool| {
+        dirs_of(&mounts, &line.path, keep)
+            .map(|(_, d)| d)
+            .find(|d| exists(d))
+    };
+    if mounts.is_empty() {
+        return Parents::None;
+    }
+    // The unified hierarchy is used when no v1 hierarchy carries either
+    // controller (a v1 named hierarchy such as name=systemd beside it
+    // carries none; the hybrid layout's v1 memory and pids do).
+    let v1_in_use = mounts
+        .iter()
+        .any(|m| m.is_v1_of("memory") || m.is_v1_of("pids"));
+    if !v1_in_use && mounts.iter().any(Mount::is_v2) {
+        return own
+            .iter()
+            .find(|l| l.is_unified())
+            .and_then(|l| dir(l, &Mount::is_v2))
+            .map_or(Parents::None, Parents::V2);
+    }
+    let v1 = |controller: &str| {
+        own.iter()
+            .filter(|l| l.has(controller))
+            .find_map(|l| dir(l, &|m: &Mount| m.is_v1_of(controller)))
+    };
+    Parents::V1 {
+        memory: v1("memory"),
+        pids: v1("pids"),
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    const V1_CGROUP: &str = "12:pids:/kubepods/pod1/ctr\n4:memory:/kubepods/pod1/ctr\n0::/\n";
+
+    #[test]
+    fn v1_inside_a_container_is_the_mountpoint_itself() {
+        // The runtime mounted only the container's own cgroup of each
+        // hierarchy (no cgroup namespace).
+        let mountinfo = "30 25 0:27 /kubepods/pod1/ctr /sys/fs/cgroup/memory rw,nosuid - cgroup cgroup rw,memory\n\
+                         31 25 0:28 /kubepods/pod1/ctr /sys/fs/cgroup/pids rw,nosuid - cgroup cgroup rw,pids\n";
+        assert_eq!(
+            parents(V1_CGROUP, mountinfo, |_| true),
+            Parents::V1 {
+                memory: Some("/sys/fs/cgroup/memory".into()),
+                pids: Some("/sys/fs/cgroup/pids".into()),
+            }
+        );
+    }
+
+    #[test]
+    fn v1_on_a_host_joins_the_path_below_the_root() {
+        let mountinfo = "30 25 0:27 / /sys/fs/cgroup/memory rw - cgroup cgroup rw,memory\n\
+                         31 25 0:28 / /sys/fs/cgroup/pids rw - cgroup cgroup rw,pids\n\
+                         32 25 0:29 / /sys/fs/cgroup/unified rw - cgroup2 cgroup2 rw\n";
+        assert_eq!(
+            parents(V1_CGROUP, mountinfo, |_| true),
+            Parents::V1 {
+                memory: Some("/sys/fs/cgroup/memory/kubepods/pod1/ctr".into()),
+                pids: Some("/sys/fs/cgroup/pids/kubepods/pod1/ctr".into()),
+            }
+        );
+    }
+
+    #[test]
+    fn v1_combined_controllers_and_unusual_mountpoints() {
+        // memory and pids co-mounted on one hierarchy, somewhere else.
+        let cgroup = "3:memory,pids:/agent\n";
+        let mountinfo = "30 25 0:27 / /cg/mp rw - cgroup cgroup rw,memory,pids\n";
+        assert_eq!(
+            parents(cgroup, mountinfo, |_| true),
+            Parents::V1 {
+                memory: Some("/cg/mp/agent".into()),
+                pids: Some("/cg/mp/agent".into()),
+            }
+        );
+    }
+
+    #[test]
+    fn v2_inside_a_container_without_a_cgroup_namespace() {
+        let mountinfo =
+            "40 30 0:30 /kubepods/pod1/ctr /sys/fs/cgroup rw,nosuid - cgroup2 cgroup2 rw\n";
+        assert_eq!(
+            parents("0::/kubepods/pod1/ctr\n", mountinfo, |_| true),
+            Parents::V2("/sys/fs/cgroup".into())
+        );
+    }
+
+    #[test]
+    fn v2_beside_a_named_v1_hierarchy() {
+        // A systemd container on a v2 host: name=systemd mounted as v1,
+        // every controller on the unified hierarchy.
+        let mountinfo = "40 30 0:30 / /sys/fs/cgroup rw,nosuid - cgroup2 cgroup2 rw\n\
+                         41 40 0:31 / /sys/fs/cgroup/systemd rw - cgroup cgroup rw,xattr,name=systemd\n";
+        assert_eq!(
+            parents("1:name=systemd:/\n0::/agent\n", mountinfo, |_| true),
+            Parents::V2("/sys/fs/cgroup/agent".into())
+        );
+    }
+
+    #[test]
+    fn v2_on_a_host_and_in_a_cgroup_namespace() {
+        let mountinfo = "40 30 0:30 / /sys/fs/cgroup rw,nosuid - cgroup2 cgroup2 rw,nsdelegate\n";
+        assert_eq!(
+            parents("0::/system.slice/agent.service\n", mountinfo, |_| true),
+            Parents::V2("/sys/fs/cgroup/system.slice/agent.service".into())
+        );
+        assert_eq!(
+            parents("0::/\n", mountinfo, |_| true),
+            Parents::V2("/sys/fs/cgroup".into())
+        );
+    }
+
+    #[test]
+    fn the_latest_mount_whose_directory_is_there_wins() {
+        // The host's hierarchy, then the container's cgroup bound over the
+        // same mountpoint: the path resolves through the later mount.
+        let mountinfo = "30 25 0:27 / /sys/fs/cgroup/memory rw - cgroup cgroup rw,memory\n\
+                         90 30 0:27 /kubepods/pod1/ctr /sys/fs/cgroup/memory rw - cgroup cgroup rw,memory\n";
+        let there = |d: &Path| d == Path::new("/sys/fs/cgroup/memory");
+        assert_eq!(
+            parents("4:memory:/kubepods/pod1/ctr\n", mountinfo, there),
+            Parents::V1 {
+                memory: Some("/sys/fs/cgroup/memory".into()),
+                pids: None
+            }
+        );
+        // Nothing there at all: no parent.
+        assert_eq!(
+            parents("4:memory:/kubepods/pod1/ctr\n", mountinfo, |_| false),
+            Parents::V1 {
+                memory: None,
+                pids: None
+            }
+        );
+    }
+
+    #[test]
+    fn a_cgroup_no_mount_shows_is_not_used() {
+        let mountinfo = "30 25 0:27 /other /sys/fs/cgroup/memory rw - cgroup cgroup rw,memory\n";
+        assert_eq!(
+            parents(V1_CGROUP, mountinfo, |_| true),
+            Parents::V1 {
+                memory: None,
+                pids: None
+            }
+        );
+        assert_eq!(parents("0::/a\n", "", |_| true), Parents::None);
+    }
 
     #[test]
     fn a_cgroup_limits_and_kills_its_processes() {

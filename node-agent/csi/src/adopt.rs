@@ -60,7 +60,7 @@ pub fn unheld(table: &Table) -> io::Result<Vec<(String, PathBuf)>> {
         .into_iter()
         .filter(|m| m.fstype == FSTYPE)
         .filter_map(|m| {
-            let volume = m.source.strip_prefix("agentcomputer:")?;
+            let volume = agentcomputer_handover::fsname::computer_of(&m.source)?;
             is_volume_id(volume).then(|| (volume.to_string(), m.mountpoint))
         })
         .filter(|(_, target)| !table.holds(target))
@@ -249,10 +249,8 @@ async fn adopt_one(
     let mount = mountinfo::mount_at(target)
         .map_err(|e| Refusal::Refused(format!("reading /proc/self/mountinfo: {e}")))?;
     check_mount(target, mount.as_ref(), &got, (uid, gid), readonly).map_err(Refusal::Refused)?;
-    if init.is_empty() || init.len() % 2 != 0 || !init.bytes().all(|b| b.is_ascii_hexdigit()) {
-        return Err(Refusal::Refused(
-            "the FUSE_INIT record is not hexadecimal".into(),
-        ));
+    if let Err(e) = agentcomputer_handover::init::decode(&init) {
+        return Err(Refusal::Refused(e.to_string()));
     }
     Ok(table.adopt(target, volume, readonly, (uid, gid), agent.pid(), fd, init))
 }

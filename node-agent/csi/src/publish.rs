@@ -29,15 +29,13 @@ use crate::mountinfo;
 
 /// The filesystem type of every mount (`fuse.<subtype>`, the subtype the
 /// agent's FUSE server reports).
-pub const FSTYPE: &str = "fuse.agentcomputer";
+pub use agentcomputer_handover::fsname::FS_TYPE as FSTYPE;
 
 /// Mode of a target directory the mounter creates (hidden by the mount).
 const TARGET_MODE: u32 = 0o750;
 
 /// The mount's source: `agentcomputer:<volume>`.
-pub fn mount_source(volume: &str) -> String {
-    format!("agentcomputer:{volume}")
-}
+pub use agentcomputer_handover::fsname::source as mount_source;
 
 /// One publish to do, already validated.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -16,10 +16,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use agentcomputer_csi::handover::{AgentEnd, Reply, Request, VolumeStats};
 use agentcomputer_csi::pb::csi::NodeGetVolumeStatsRequest;
 use agentcomputer_csi::pb::csi::node_client::NodeClient;
 use agentcomputer_csi::publish::{FSTYPE, mount_data, mount_source};
+use agentcomputer_handover::mounter::{AgentEnd, Reply, Request, VolumeStats};
 use tokio::task::JoinHandle;
 use tonic::Code;
 

@@ -29,12 +29,12 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use agentcomputer_csi::handover::{AgentEnd, Reply, Request};
 use agentcomputer_csi::mountinfo;
 use agentcomputer_csi::pb::csi;
 use agentcomputer_csi::pb::csi::node_client::NodeClient;
 use agentcomputer_csi::pb::csi::volume_capability::access_mode::Mode;
 use agentcomputer_csi::pb::csi::volume_capability::{AccessMode, AccessType, MountVolume};
+use agentcomputer_handover::mounter::{AgentEnd, Reply, Request};
 use nix::errno::Errno;
 
 const VOLUME: &str = "vol-grace";

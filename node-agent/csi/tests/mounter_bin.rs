@@ -11,11 +11,11 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use agentcomputer_csi::handover::AgentEnd;
 use agentcomputer_csi::pb::csi::ProbeRequest;
 use agentcomputer_csi::pb::csi::identity_client::IdentityClient;
 use agentcomputer_csi::pb::registration::InfoRequest;
 use agentcomputer_csi::pb::registration::registration_client::RegistrationClient;
+use agentcomputer_handover::mounter::AgentEnd;
 
 struct Mounter {
     child: Child,

@@ -6,7 +6,9 @@
 //! * [`Policy::check`] decides one TCP destination (host name, IP, port):
 //!   deny-all by default, cloud metadata refused unless `allowMetadata`,
 //!   the node's own loopback reachable only through a loopback CIDR rule,
-//!   the node's other addresses ([`node`]) only through a rule naming them.
+//!   the node's other addresses ([`node`]) only through a rule naming them,
+//!   and control addresses ([`control`]: the kubelet, the API server, the
+//!   agent's own ports, ...) through no rule at all.
 //! * [`resolve()`] looks a name up once and keeps the allowed addresses;
 //!   [`http::send`] connects to exactly those, so DNS rebinding between the
 //!   check and the connection is not possible, and re-checks every
@@ -15,6 +17,7 @@
 //! Semantics and limits: `docs/egress.md`.
 
 mod config;
+pub mod control;
 mod host;
 pub mod http;
 pub mod node;

@@ -7,6 +7,7 @@ use std::ops::RangeInclusive;
 use ipnet::IpNet;
 
 use crate::config::{EgressConfig, Mode, Protocol};
+use crate::control::{self, ControlAddresses};
 use crate::host::{HostPattern, normalize};
 use crate::node::{self, NodeAddresses};
 
@@ -91,6 +92,10 @@ pub enum DenyReason {
     /// CIDR rule other than a `/0` contains it (with one, a port it does
     /// not admit is [`DenyReason::NotListed`]) and no host rule matches.
     Node,
+    /// A control address of the node or the cluster ([`crate::control`]),
+    /// which no egress rule reaches; the text says what answers there
+    /// (`the kubelet`, `the API server`, ...).
+    Control(&'static str),
 }
 
 /// A refused destination, printable for people:
@@ -119,6 +124,10 @@ impl fmt::Display for Denial {
             DenyReason::Node => write!(
                 f,
                 "{target} is an address of this node; only a cidr or host rule naming it allows it"
+            ),
+            DenyReason::Control(what) => write!(
+                f,
+                "{target} is a control address ({what}); no egress rule reaches it unless the node agent's administrator allows it (--allow-control-addresses)"
             ),
         }
     }
@@ -211,15 +220,31 @@ impl Policy {
     /// Decides a TCP connection to `ip:port`. `host` is the name the
     /// address was resolved from (`None` for an IP literal); only host
     /// rules look at it. The node's addresses are those of
-    /// [`node::current`] (read at most [`node::REFRESH`] ago).
+    /// [`node::current`] (read at most [`node::REFRESH`] ago), the control
+    /// addresses those of [`control::current`].
     pub fn check(&self, host: Option<&str>, ip: IpAddr, port: u16) -> Result<(), Denial> {
-        self.check_on(&node::current(), host, ip, port)
+        self.check_in(&node::current(), &control::current(), host, ip, port)
     }
 
-    /// [`Policy::check`] with `node` as the node's addresses.
+    /// [`Policy::check`] with `node` as the node's addresses and no
+    /// control address.
     pub fn check_on(
         &self,
         node: &NodeAddresses,
+        host: Option<&str>,
+        ip: IpAddr,
+        port: u16,
+    ) -> Result<(), Denial> {
+        self.check_in(node, &ControlAddresses::default(), host, ip, port)
+    }
+
+    /// [`Policy::check`] with `node` as the node's addresses and `control`
+    /// as the control addresses. Order: deny-all, metadata, control
+    /// addresses, loopback, the node's addresses, the rules.
+    pub fn check_in(
+        &self,
+        node: &NodeAddresses,
+        control: &ControlAddresses,
         host: Option<&str>,
         ip: IpAddr,
         port: u16,
@@ -237,7 +262,11 @@ impl Policy {
         if !self.config.allow_metadata && is_metadata(ip) {
             return deny(DenyReason::Metadata);
         }
-        if is_local(ip) {
+        let local = is_local(ip);
+        if let Some(what) = control.refusal(ip, port, local || is_node(node, ip)) {
+            return deny(DenyReason::Control(what));
+        }
+        if local {
             let inside_loopback = |net: &IpNet| LOOPBACK.iter().any(|lo| lo.contains(net));
             let mut loopback_rules = self.cidrs.iter().filter(|r| inside_loopback(&r.net));
             if loopback_rules.clone().any(|r| r.admits(ip, port)) {
@@ -510,6 +539,95 @@ mod tests {
         assert_eq!(
             reason(p.check_on(&node, None, ip("127.0.0.1"), 8080)),
             Some(DenyReason::Local)
+        );
+    }
+
+    #[test]
+    fn control_addresses_are_refused_whatever_the_rules() {
+        use crate::control::{ControlRule, Ports, Scope, what};
+        let node: NodeAddresses = [ip("192.0.2.2"), ip("10.244.0.5")].into_iter().collect();
+        let mut control = ControlAddresses::default();
+        control.add([
+            ControlRule::host(ip("192.0.2.2"), what::NODE),
+            ControlRule::node_port(10250, what::KUBELET),
+            ControlRule::node_port(7433, what::NODE_AGENT),
+            ControlRule::host(ip("10.96.0.1"), what::API_SERVER),
+            ControlRule {
+                scope: Scope::Net("10.96.0.10/32".parse().unwrap()),
+                ports: Ports::AllBut(53),
+                what: what::DNS,
+            },
+        ]);
+        let check = |p: &Policy, host: Option<&str>, a: &str, port| {
+            p.check_in(&node, &control, host, ip(a), port)
+        };
+        let wide = list(
+            &[
+                ("127.0.0.0/8", &[]),
+                ("192.0.2.2/32", &[]),
+                ("10.0.0.0/8", &[]),
+                ("0.0.0.0/0", &[]),
+            ],
+            &["api.example.com"],
+        );
+        for (p, host, a, port, w) in [
+            (&wide, None, "192.0.2.2", 22, what::NODE),
+            (&wide, None, "::ffff:192.0.2.2", 22, what::NODE),
+            (&wide, None, "127.0.0.1", 10250, what::KUBELET),
+            (&wide, None, "127.0.0.1", 7433, what::NODE_AGENT),
+            (&wide, None, "10.244.0.5", 10250, what::KUBELET),
+            (&wide, None, "10.244.0.5", 7433, what::NODE_AGENT),
+            (&wide, None, "10.96.0.1", 443, what::API_SERVER),
+            (
+                &wide,
+                Some("api.example.com"),
+                "10.96.0.1",
+                443,
+                what::API_SERVER,
+            ),
+            (&wide, None, "10.96.0.10", 9153, what::DNS),
+            (
+                &Policy::allow_all(),
+                None,
+                "10.96.0.1",
+                443,
+                what::API_SERVER,
+            ),
+        ] {
+            assert_eq!(
+                reason(check(p, host, a, port)),
+                Some(DenyReason::Control(w)),
+                "{a}:{port}"
+            );
+        }
+        // Everything else keeps the ordinary rules.
+        assert!(check(&wide, None, "127.0.0.1", 8080).is_ok());
+        assert!(check(&wide, None, "10.244.0.5", 8080).is_ok());
+        assert!(check(&wide, None, "10.96.0.10", 53).is_ok());
+        assert!(check(&wide, None, "10.96.0.2", 443).is_ok());
+        // Deny-all and metadata are reported as before.
+        assert_eq!(
+            reason(Policy::default().check_in(&node, &control, None, ip("10.96.0.1"), 443)),
+            Some(DenyReason::DenyAll)
+        );
+        assert_eq!(
+            check(&wide, None, "10.96.0.1", 443)
+                .unwrap_err()
+                .to_string(),
+            "10.96.0.1:443 is a control address (the API server); no egress rule reaches it unless the node agent's administrator allows it (--allow-control-addresses)"
+        );
+        // An exception hands the destination back to the rules: the node's
+        // address then needs a rule naming it, as any node address does.
+        control.allow(["192.0.2.2:5432".parse().unwrap()]);
+        let check = |p: &Policy, a: &str, port| p.check_in(&node, &control, None, ip(a), port);
+        assert!(check(&wide, "192.0.2.2", 5432).is_ok());
+        assert_eq!(
+            reason(check(&Policy::allow_all(), "192.0.2.2", 5432)),
+            Some(DenyReason::Node)
+        );
+        assert_eq!(
+            reason(check(&wide, "192.0.2.2", 5433)),
+            Some(DenyReason::Control(what::NODE))
         );
     }
 

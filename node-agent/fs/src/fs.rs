@@ -97,6 +97,10 @@ pub(crate) struct Inner {
     /// drop of an engine handle. Lock order: after `open`.
     pub(crate) kept: Mutex<HashSet<Ino>>,
     subs: Subscribers,
+    /// Checkpoints are left to a backup shipper
+    /// ([`Fs::leave_checkpoints_to_backup`]): no automatic checkpoint, and
+    /// [`Fs::compact`] does not checkpoint.
+    pub(crate) external_checkpoints: AtomicBool,
     /// Last, so it is released after every connection closed.
     _lock: ProcessLock,
 }
@@ -478,6 +482,7 @@ impl Fs {
             open: Mutex::new(HashMap::new()),
             kept: Mutex::new(kept),
             subs: Subscribers::default(),
+            external_checkpoints: AtomicBool::new(false),
             _lock: lock,
         });
         Ok(Fs {

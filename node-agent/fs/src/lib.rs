@@ -24,6 +24,7 @@
 mod attr;
 mod backup;
 mod check;
+mod checkpoints;
 mod commit;
 mod convenience;
 mod copy;

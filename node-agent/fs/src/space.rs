@@ -6,7 +6,9 @@
 //! version 5), so free pages at the end of the file can be cut off with
 //! `PRAGMA incremental_vacuum(N)` without rewriting the file (SQLite docs,
 //! "PRAGMA auto_vacuum", "PRAGMA incremental_vacuum"). The WAL is then
-//! checkpointed and truncated to zero bytes (`wal_checkpoint(TRUNCATE)`).
+//! checkpointed and truncated to zero bytes (`wal_checkpoint(TRUNCATE)`),
+//! unless checkpoints are left to a backup shipper
+//! ([`Fs::leave_checkpoints_to_backup`]).
 
 use std::path::Path;
 
@@ -111,6 +113,10 @@ impl Fs {
             let mut rows = st.query([])?;
             while rows.next()?.is_some() {}
         }
+        if !self
+            .inner
+            .external_checkpoints
+            .load(std::sync::atomic::Ordering::Acquire)
         {
             let mut w = self.inner.writer();
             self.inner.end_batch(&mut w)?;

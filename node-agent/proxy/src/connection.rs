@@ -2,6 +2,7 @@
 //! decide, connect to a checked address, then relay bytes.
 
 use std::net::SocketAddr;
+use std::sync::Arc;
 
 use agentcomputer_egress::{DenyReason, ResolveError, resolve};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -87,6 +88,22 @@ pub async fn serve(proxy: &Proxy, mut client: TcpStream, peer: SocketAddr) {
             )
             .await;
         return;
+    };
+    let _counted = match &proxy.computers {
+        None => None,
+        Some(limits) => match limits.admit(&Arc::from(caller.computer.as_str())) {
+            Ok(a) => Some(a),
+            Err(_) => {
+                proxy.metrics.count("denied", "too-many-connections");
+                info!(computer = %caller.computer, "egress proxy: refused: the computer holds its limit of proxy connections");
+                let text = format!(
+                    "this computer holds its limit of {} proxy connections",
+                    limits.per_key()
+                );
+                let _ = reply(&mut client, 429, "Too Many Requests", &text).await;
+                return;
+            }
+        },
     };
     let rest = &buf[head_len..];
     if method.eq_ignore_ascii_case("CONNECT") {
@@ -185,6 +202,7 @@ async fn open(
                 DenyReason::Metadata => "metadata",
                 DenyReason::Local => "local",
                 DenyReason::Node => "node",
+                DenyReason::Control(_) => "control",
             };
             proxy.metrics.count("denied", reason);
             info!(%computer, method, target = %dest, reason, "egress proxy: denied");

@@ -3,6 +3,7 @@
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex};
+use subtle::ConstantTimeEq;
 
 use agentcomputer_egress::Policy;
 use base64::Engine;
@@ -94,21 +95,12 @@ impl Credentials {
 
 impl Identify for Credentials {
     fn identify(&self, _: SocketAddr, proxy_authorization: Option<&[u8]>) -> Option<Caller> {
-        let value = std::str::from_utf8(proxy_authorization?).ok()?.trim();
-        let (scheme, encoded) = value.split_once(' ')?;
-        if !scheme.eq_ignore_ascii_case("basic") {
-            return None;
-        }
-        let decoded = base64::engine::general_purpose::STANDARD
-            .decode(encoded.trim())
-            .ok()?;
-        let text = String::from_utf8(decoded).ok()?;
-        let (_, token) = text.split_once(':')?;
+        let token = basic_password(proxy_authorization?)?;
         let tokens = lock(&self.tokens);
         // Constant-time over the candidates: compare against every token.
         let mut found = None;
         for (known, caller) in tokens.iter() {
-            if constant_time_eq(known.as_bytes(), token.as_bytes()) {
+            if bool::from(known.as_bytes().ct_eq(token.as_bytes())) {
                 found = Some(caller.clone());
             }
         }
@@ -116,11 +108,21 @@ impl Identify for Credentials {
     }
 }
 
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    if a.len() != b.len() {
-        return false;
+/// The password of a `Proxy-Authorization: Basic` header value (RFC 7617:
+/// base64 of `user:password`; the scheme name is case-insensitive), or
+/// `None` for any other scheme or a malformed value.
+pub fn basic_password(header: &[u8]) -> Option<String> {
+    let value = std::str::from_utf8(header).ok()?.trim();
+    let (scheme, encoded) = value.split_once(' ')?;
+    if !scheme.eq_ignore_ascii_case("basic") {
+        return None;
     }
-    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+    let decoded = base64::engine::general_purpose::STANDARD
+        .decode(encoded.trim())
+        .ok()?;
+    let text = String::from_utf8(decoded).ok()?;
+    let (_, password) = text.split_once(':')?;
+    Some(password.to_string())
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {

@@ -31,7 +31,9 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tracing::warn;
 
-pub use identify::{BySource, Caller, CredentialGuard, Credentials, Fixed, Identify};
+pub use identify::{
+    BySource, Caller, CredentialGuard, Credentials, Fixed, Identify, basic_password,
+};
 pub use limits::{Admitted, ConnectionLimits, DEFAULT_PER_COMPUTER, Refusal};
 pub use metrics::Metrics;
 pub use target::{TargetError, parse_authority};
@@ -78,6 +80,12 @@ pub struct Proxy {
     limits: ConnectionLimits,
     /// The key this listener's connections are counted under.
     key: Arc<str>,
+    /// Connections counted by source address too, from accept
+    /// ([`Proxy::with_source_limits`]).
+    sources: Option<ConnectionLimits>,
+    /// Connections counted by the computer they were identified as
+    /// ([`Proxy::with_computer_limits`]).
+    computers: Option<ConnectionLimits>,
     accept_log: Arc<std::sync::Mutex<Option<std::time::Instant>>>,
 }
 
@@ -91,6 +99,8 @@ impl Proxy {
             throttle: Arc::new(Throttle::new(GuessLimits::default())),
             limits: ConnectionLimits::default(),
             key: Arc::from("proxy"),
+            sources: None,
+            computers: None,
             accept_log: Arc::default(),
         }
     }
@@ -104,6 +114,27 @@ impl Proxy {
     pub fn with_limits(mut self, limits: ConnectionLimits, key: &str) -> Proxy {
         self.limits = limits;
         self.key = Arc::from(key);
+        self
+    }
+
+    /// The same proxy counting each connection also under its source
+    /// address (the peer's IP, canonical) in `limits`, from its accept:
+    /// for a listener many computers share where an address names one
+    /// client (a sandbox pod's IP in a cluster). Past the per-key limit a
+    /// new connection from that address is closed at once, before a byte
+    /// of it is read.
+    pub fn with_source_limits(mut self, limits: ConnectionLimits) -> Proxy {
+        self.sources = Some(limits);
+        self
+    }
+
+    /// The same proxy counting each connection also under the computer it
+    /// is identified as, in `limits`, from its identification to its end:
+    /// for a listener many computers share. Past the per-key limit the
+    /// request is answered `429 Too Many Requests` and the connection
+    /// closed, counted as `denied/too-many-connections`.
+    pub fn with_computer_limits(mut self, limits: ConnectionLimits) -> Proxy {
+        self.computers = Some(limits);
         self
     }
 
@@ -157,10 +188,28 @@ impl Proxy {
                             continue;
                         }
                     };
+                    let by_source = match &self.sources {
+                        None => None,
+                        Some(sources) => {
+                            let key: Arc<str> = Arc::from(peer.ip().to_canonical().to_string());
+                            match sources.admit(&key) {
+                                Ok(a) => Some(a),
+                                Err(_) => {
+                                    drop(stream);
+                                    self.metrics.count("denied", "too-many-connections");
+                                    self.warn_limited(
+                                        "egress proxy: connection refused: the source address holds its limit of proxy connections",
+                                        None,
+                                    );
+                                    continue;
+                                }
+                            }
+                        }
+                    };
                     let proxy = self.clone();
                     let stop = stop.clone();
                     tokio::spawn(async move {
-                        let _admitted = admitted;
+                        let _admitted = (admitted, by_source);
                         tokio::select! {
                             () = stop.cancelled() => {}
                             () = connection::serve(&proxy, stream, peer) => {}

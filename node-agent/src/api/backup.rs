@@ -17,9 +17,9 @@ use tonic::Status;
 
 use nix::errno::Errno;
 
-use super::errors::{errno_status, on};
 use super::streams::{PermitStream, StreamPermit, idle_error};
 use crate::blocking::blocking;
+use crate::errors::{errno_status, on};
 use crate::registry::Lease;
 
 /// The stream of a Backup call: the copy's pieces, then the error that

@@ -5,8 +5,8 @@ use agentcomputer_proto::v1 as pb;
 use nix::errno::Errno;
 use tonic::Status;
 
-use super::errors::{errno_status, on};
-use super::paths::ApiPath;
+use crate::errors::{errno_status, on};
+use crate::paths::ApiPath;
 
 /// Owner of inodes created through the API: the same identity scripts run
 /// as in the shell runtime, so files are alike whichever way they were made.

@@ -33,12 +33,12 @@ use tonic::Status;
 use tracing::{info, warn};
 
 use super::convert::resolve;
-use super::errors::{errno_detail, errno_status};
 use super::observe::{ExecOutcome, Observer};
-use super::paths::ApiPath;
 use crate::admission::{Admission, MemoryAsk};
+use crate::api::container_runtime::{ContainerRun, ContainerRuntime};
 use crate::blocking::blocking;
-use crate::containers::{ContainerRun, ContainerRuntime};
+use crate::errors::{errno_detail, errno_status};
+use crate::paths::ApiPath;
 use crate::registry::Registry;
 use program::Program;
 

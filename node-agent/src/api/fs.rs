@@ -8,8 +8,8 @@ use nix::errno::Errno;
 use tonic::Status;
 
 use super::convert::{OWNER, check_dir_only, file_info, kind, parent_of, resolve};
-use super::errors::{errno_detail, errno_status, on};
-use super::paths::ApiPath;
+use crate::errors::{errno_detail, errno_status, on};
+use crate::paths::ApiPath;
 
 /// Default permission bits of a new directory.
 const DIR_PERM: u32 = 0o755;

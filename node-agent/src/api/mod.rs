@@ -7,14 +7,13 @@
 
 mod backup;
 mod computers;
+pub mod container_runtime;
 mod convert;
 mod egress;
-pub mod errors;
 mod exec;
 mod fs;
 mod mount;
 pub mod observe;
-pub mod paths;
 mod read;
 mod search;
 mod share;
@@ -30,9 +29,9 @@ use tonic::{Request, Response, Status, Streaming};
 use std::sync::Arc;
 
 use crate::admission::{Admission, AdmissionConfig};
+use crate::api::container_runtime::{ContainerRuntime, NoContainers};
 use crate::auth::{Authorizer, Caller};
 use crate::blocking::blocking;
-use crate::containers::{ContainerRuntime, Containers};
 use crate::registry::Registry;
 use crate::share::Sharer;
 
@@ -65,9 +64,9 @@ impl Service {
             registry,
             auth,
             observer: Arc::new(Unobserved),
-            containers: Arc::new(Containers::unavailable(
-                "this node agent was started without a container runtime",
-            )),
+            containers: Arc::new(NoContainers(agentcomputer_container::Unavailable(
+                "this node agent was started without a container runtime".into(),
+            ))),
             streams: streams::StreamGate::new(streams::StreamLimits::default()),
             admission: Admission::new(AdmissionConfig::for_node()),
             sharer: None,

@@ -9,10 +9,10 @@ use nix::errno::Errno;
 use tokio::sync::mpsc;
 use tonic::Status;
 
-use super::errors::{aborted, errno_status, on};
-use super::paths::ApiPath;
 use super::streams::{PermitStream, StreamPermit, idle_error};
 use crate::blocking::blocking;
+use crate::errors::{aborted, errno_status, on};
+use crate::paths::ApiPath;
 use crate::registry::Lease;
 
 /// Largest piece read from the engine and sent as one message, in bytes.

@@ -13,10 +13,10 @@ use tokio_stream::wrappers::ReceiverStream;
 use tonic::Status;
 
 use super::convert::resolve;
-use super::errors::{errno_detail, on};
-use super::paths::ApiPath;
 use super::walk::walk;
 use crate::blocking::blocking;
+use crate::errors::{errno_detail, on};
+use crate::paths::ApiPath;
 use crate::registry::Lease;
 
 const GLOB_DEFAULT_MAX: usize = 10_000;

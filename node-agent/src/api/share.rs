@@ -5,9 +5,9 @@ use agentcomputer_proto::v1 as pb;
 use nix::errno::Errno;
 use tonic::Status;
 
-use super::errors::{errno_status, on};
-use super::paths::ApiPath;
 use crate::blocking::blocking;
+use crate::errors::{errno_status, on};
+use crate::paths::ApiPath;
 use crate::registry::Registry;
 use crate::share::{self, ShareError, Sharer};
 

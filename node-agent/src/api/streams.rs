@@ -133,7 +133,7 @@ impl Drop for StreamPermit {
 /// its remote address and port, or "local" when the transport has none.
 pub fn client_of<T>(req: &tonic::Request<T>) -> String {
     req.remote_addr()
-        .or_else(|| crate::local::ticket_of(req.extensions()).map(|t| t.peer()))
+        .or_else(|| crate::gate::ticket_of(req.extensions()).map(|t| t.peer()))
         .map(|a| a.to_string())
         .unwrap_or_else(|| "local".to_string())
 }

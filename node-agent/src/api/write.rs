@@ -16,10 +16,10 @@ use pb::write_request::Msg;
 use tonic::{Status, Streaming};
 
 use super::convert::{OWNER, file_info, parent_of, resolve};
-use super::errors::{deleted_during, errno_detail, errno_status, on};
-use super::paths::ApiPath;
 use super::streams::{StreamGate, idle_error};
 use crate::blocking::blocking;
+use crate::errors::{deleted_during, errno_detail, errno_status, on};
+use crate::paths::ApiPath;
 use crate::registry::{Lease, Registry};
 
 /// Default permission bits of a new file.

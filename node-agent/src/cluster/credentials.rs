@@ -42,6 +42,19 @@ impl ClusterAuthorizer {
     pub fn new(index: Arc<Index>) -> ClusterAuthorizer {
         ClusterAuthorizer { index }
     }
+
+    /// Whether `token` is the current token of some computer on this node
+    /// (compared like [`Authorizer::computer`]: SHA-256, constant time,
+    /// every fingerprint).
+    pub fn knows(&self, token: &str) -> bool {
+        let digest: [u8; 32] = Sha256::digest(token.as_bytes()).into();
+        self.index.with_entries(|all| {
+            all.fold(false, |found, e| {
+                let same = e.credential.is_some_and(|p| bool::from(p.ct_eq(&digest)));
+                found | same
+            })
+        })
+    }
 }
 
 impl Authorizer for ClusterAuthorizer {
@@ -127,6 +140,7 @@ mod tests {
     #[test]
     fn codes() {
         let r = rule();
+        assert!(r.knows("t1") && r.knows("t3") && !r.knows("wrong"));
         assert_eq!(r.computer("u1", Some("t1")).unwrap(), "u1");
         assert_eq!(r.computer("a/demo", Some("t1")).unwrap(), "u1");
         assert_eq!(r.computer("solo", Some("t3")).unwrap(), "u3");

@@ -28,7 +28,6 @@ use std::sync::{Arc, RwLock};
 
 use agentcomputer_egress::{EgressConfig, Policy};
 use agentcomputer_proxy::{Caller, Identify};
-use base64::Engine;
 use subtle::ConstantTimeEq;
 use tracing::warn;
 
@@ -81,24 +80,9 @@ impl ProxyCallers {
     }
 }
 
-/// The password of `Proxy-Authorization: Basic base64(USER:PASSWORD)`.
-fn basic_password(header: &[u8]) -> Option<String> {
-    let value = std::str::from_utf8(header).ok()?.trim();
-    let (scheme, encoded) = value.split_once(' ')?;
-    if !scheme.eq_ignore_ascii_case("basic") {
-        return None;
-    }
-    let decoded = base64::engine::general_purpose::STANDARD
-        .decode(encoded.trim())
-        .ok()?;
-    let text = String::from_utf8(decoded).ok()?;
-    let (_, token) = text.split_once(':')?;
-    Some(token.to_string())
-}
-
 impl Identify for ProxyCallers {
     fn identify(&self, _peer: SocketAddr, proxy_authorization: Option<&[u8]>) -> Option<Caller> {
-        let password = basic_password(proxy_authorization?)?;
+        let password = agentcomputer_proxy::basic_password(proxy_authorization?)?;
         let mut digest = [0u8; 32];
         hex::decode_to_slice(password.trim(), &mut digest).ok()?;
         // Every fingerprint is compared, without stopping at a match.
@@ -124,6 +108,7 @@ impl Identify for ProxyCallers {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use base64::Engine;
     use crate::cluster::index::Entry;
     use agentcomputer_egress::Mode;
     use sha2::{Digest, Sha256};

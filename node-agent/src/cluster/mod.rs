@@ -7,21 +7,22 @@
 //! ([`computers`]), finishes the deletion of their volumes ([`volumes`]),
 //! reports usage and activity on them ([`status`]), publishes the node's
 //! storage capacity ([`capacity`]), serves the FUSE connections the
-//! mounter hands over ([`crate::fuse_link`]), runs container execs in the
+//! mounter hands over ([`crate::cluster::fuse_link`]), runs container execs in the
 //! computers' sandbox pods through the runners attached to it
 //! ([`sandboxes`]), and serves metrics and probes ([`http`]).
 //! docs/cluster.md describes the contract with the operator.
 
 pub mod activity;
+pub mod api_gate;
 pub mod capacity;
 mod computers;
 pub mod credentials;
 pub mod egress_proxy;
+pub mod fuse_link;
 mod http;
 pub mod index;
 pub mod keys;
 pub mod metrics;
-pub mod quantity;
 pub mod sandboxes;
 pub mod share_binding;
 pub mod spec;
@@ -38,7 +39,6 @@ use anyhow::Context;
 use tokio::net::TcpListener;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
-use tonic::transport::server::TcpIncoming;
 use tracing::{info, warn};
 
 use crate::api::Service;
@@ -88,7 +88,7 @@ pub struct ClusterConfig {
     /// Time running calls get after SIGTERM before they are cancelled.
     pub shutdown_grace: Duration,
     /// The mounter's hand-over socket, where FUSE connections of sandbox
-    /// mounts come from ([`crate::fuse_link`]).
+    /// mounts come from ([`crate::cluster::fuse_link`]).
     pub handover_socket: PathBuf,
     /// Serve the API over TLS with this identity ([`crate::tls::server_tls`]);
     /// `None` serves plain HTTP/2.
@@ -99,6 +99,11 @@ pub struct ClusterConfig {
     /// Where share links are served and where they point
     /// ([`crate::share`], docs/share.md); `None`: no share links.
     pub share: Option<ClusterShare>,
+    /// Bounds of the API port per source address ([`api_gate`]).
+    pub api_gate: api_gate::ApiGate,
+    /// Most egress proxy connections of one computer, and of one source
+    /// address, at once.
+    pub proxy_connections_per_computer: usize,
 }
 
 /// The share server of cluster mode.
@@ -111,6 +116,11 @@ pub struct ClusterShare {
     pub base_url: url::Url,
     /// Most downloads at once.
     pub max_downloads: usize,
+    /// Most downloads of one computer at once (`None`: an eighth of
+    /// `max_downloads`).
+    pub max_downloads_per_computer: Option<usize>,
+    /// Bytes a second a download must move (0: no minimum).
+    pub min_rate: u64,
 }
 
 /// What `/readyz` waits for.
@@ -212,6 +222,9 @@ where
     registry.hold_orphans_until(std::time::Instant::now() + ORPHAN_HOLD_UNLINKED);
     let addr = listener.local_addr()?;
     info!(%addr, node = %config.node_name, data_dir = %config.data_dir.display(), "node agent serving in cluster mode");
+    // Half the descriptors outside connections may hold go to the egress
+    // proxy, a quarter each to the API and share ports.
+    let descriptors = crate::descriptors::Descriptors::raise();
     let index = Arc::new(Index::default());
     let node = Arc::new(Node {
         client,
@@ -233,7 +246,7 @@ where
     tokio::spawn(volumes::run(node.clone(), stop.clone()));
     tokio::spawn(capacity::run(node.clone(), stop.clone()));
     tokio::spawn(status::run(node.clone(), stop.clone()));
-    tokio::spawn(crate::fuse_link::run(
+    tokio::spawn(crate::cluster::fuse_link::run(
         registry.clone(),
         node.config.handover_socket.clone(),
         stop.clone(),
@@ -248,7 +261,26 @@ where
         metrics
             .register(node.metrics.registry())
             .context("cannot register the egress proxy metrics")?;
-        let proxy = agentcomputer_proxy::Proxy::new(node.proxy_callers.clone(), metrics);
+        // One listener for every sandbox pod of the node: bounded in
+        // all, per source address (a pod) from accept, and per computer
+        // once its credential is known.
+        let per_computer = node.config.proxy_connections_per_computer;
+        let proxy = agentcomputer_proxy::Proxy::new(node.proxy_callers.clone(), metrics)
+            .with_limits(
+                agentcomputer_proxy::ConnectionLimits::new(
+                    descriptors.outside() / 2 / 2,
+                    usize::MAX,
+                ),
+                "sandboxes",
+            )
+            .with_source_limits(agentcomputer_proxy::ConnectionLimits::new(
+                usize::MAX,
+                per_computer,
+            ))
+            .with_computer_limits(agentcomputer_proxy::ConnectionLimits::new(
+                usize::MAX,
+                per_computer,
+            ));
         tokio::spawn(proxy.serve(proxy_listener, stop.clone()));
     }
 
@@ -263,8 +295,8 @@ where
     admission
         .register_metrics(node.metrics.registry())
         .context("cannot register the admission metrics")?;
-    let authorizer: Arc<dyn crate::auth::Authorizer> =
-        Arc::new(ClusterAuthorizer::new(node.index.clone()));
+    let cluster_authorizer = Arc::new(ClusterAuthorizer::new(node.index.clone()));
+    let authorizer: Arc<dyn crate::auth::Authorizer> = cluster_authorizer.clone();
     let sandboxes = Arc::new(Sandboxes::new(
         node.index.clone(),
         authorizer.clone(),
@@ -288,6 +320,9 @@ where
         info!(addr = %share_listener.local_addr()?, base_url = %share.base_url, "share links serving");
         let mut config = crate::share::ShareConfig::new(share.base_url);
         config.max_downloads = share.max_downloads;
+        config.max_downloads_per_computer = share.max_downloads_per_computer;
+        config.min_rate = share.min_rate;
+        config.gate = crate::gate::GateConfig::within(descriptors.outside() / 4);
         let sharer = crate::share::Sharer::new(
             registry.clone(),
             Arc::new(share_binding::CredentialBinding::new(node.index.clone())),
@@ -316,7 +351,11 @@ where
             stopping.cancel();
         }
     };
-    let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
+    let incoming = node
+        .config
+        .api_gate
+        .listener(listener, descriptors.outside() / 4)
+        .into_stream();
     let mut builder = tonic::transport::Server::builder();
     if let Some(tls) = node.config.tls.clone() {
         builder = builder
@@ -328,6 +367,9 @@ where
     let server = builder
         .http2_keepalive_interval(Some(Duration::from_secs(30)))
         .http2_keepalive_timeout(Some(Duration::from_secs(20)))
+        .layer(tonic::service::InterceptorLayer::new(
+            api_gate::AuthenticatedConnections(cluster_authorizer),
+        ))
         .add_service(service.into_server())
         .add_service(sandboxes.server())
         .serve_with_incoming_shutdown(incoming, on_signal);

@@ -49,8 +49,8 @@ use tracing::{info, warn};
 use super::activity::Activity;
 use super::index::{Entry, Index};
 use super::keys::FIELD_MANAGER;
+use crate::api::container_runtime::{ContainerRun, ContainerRuntime};
 use crate::auth::{Authorizer, bearer_token};
-use crate::containers::{ContainerRun, ContainerRuntime};
 
 /// How long a runner has to send its hello after the call opened.
 const HELLO_TIMEOUT: Duration = Duration::from_secs(10);

@@ -4,8 +4,8 @@ use agentcomputer_crds::AgentComputer;
 use agentcomputer_egress::{EgressConfig, Policy};
 use agentcomputer_fs::Limits;
 
-use super::quantity::{self, QuantityError};
 use crate::computer::{Config, ExecLimits, Runtimes};
+use agentcomputer_crds::quantity::{QuantityError, parse_bytes};
 
 /// Bytes of quota per inode when `spec.storage.maxInodes` is unset (the
 /// default the CRD documents): one inode per 4 KiB, mke2fs.conf(5)'s
@@ -39,7 +39,7 @@ pub enum SpecError {
 /// `NAMESPACE/NAME` as the name shown. Errors: [`SpecError`].
 pub fn config_of(computer: &AgentComputer) -> Result<Config, SpecError> {
     let spec = &computer.spec;
-    let max_bytes = quantity::to_bytes(&spec.storage.size.0).map_err(SpecError::Size)?;
+    let max_bytes = parse_bytes(&spec.storage.size.0).map_err(SpecError::Size)?;
     let max_inodes = match spec.storage.max_inodes {
         Some(n) if n >= 1 => n as u64,
         Some(n) => {
@@ -61,7 +61,7 @@ pub fn config_of(computer: &AgentComputer) -> Result<Config, SpecError> {
     let timeout_s = positive("spec.limits.timeoutSeconds", limits.timeout_seconds.into())?;
     let output = positive("spec.limits.outputBytes", limits.output_bytes)?;
     let memory = match &limits.memory {
-        Some(q) => Some(quantity::to_bytes(&q.0).map_err(SpecError::Memory)?),
+        Some(q) => Some(parse_bytes(&q.0).map_err(SpecError::Memory)?),
         None => None,
     };
     Ok(Config {
@@ -120,6 +120,40 @@ mod tests {
             "spec": spec,
         }))
         .unwrap()
+    }
+
+    /// Every size the operator places (its own check parses with
+    /// `agentcomputer_crds::quantity`) the node agent applies, up to the
+    /// largest the CRD admits; the engine keeps such a quota across a
+    /// reopen.
+    #[test]
+    fn sizes_the_operator_accepts_the_agent_accepts() {
+        for (size, bytes) in [
+            ("8Ei", 1u64 << 63),
+            ("15Ei", 15 << 60),
+            ("9.2e18", 9_200_000_000_000_000_000),
+            ("1.5Gi", 3 << 29),
+        ] {
+            let spec = serde_json::json!({"storage": {"size": size}});
+            assert!(
+                agentcomputer_crds::quantity::parse_bytes(size).is_ok(),
+                "{size} (the operator's parse)"
+            );
+            let c = config_of(&computer(spec)).unwrap_or_else(|e| {
+                panic!("{size}: the agent refused what the operator places: {e}")
+            });
+            assert_eq!(c.limits.max_bytes, bytes, "{size}");
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("fs.db");
+        let limits = Limits {
+            max_bytes: 1 << 63,
+            ..Limits::default()
+        };
+        let fs = agentcomputer_fs::Fs::create(&db, limits).unwrap();
+        drop(fs);
+        let fs = agentcomputer_fs::Fs::open(&db).unwrap();
+        assert_eq!(fs.limits().max_bytes, 1 << 63);
     }
 
     #[test]

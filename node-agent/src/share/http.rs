@@ -18,15 +18,18 @@
 //!   no-store` (a link is a credential), `X-Content-Type-Options: nosniff`;
 //! * `404 Not Found` when the path no longer names a regular file;
 //! * `503 Service Unavailable` with `Retry-After` when
-//!   [`super::ShareConfig::max_downloads`] downloads are running.
+//!   [`super::ShareConfig::max_downloads`] downloads are running, or the
+//!   computer's share of them ([`super::slots`]).
 //!
 //! The body is read from the engine in pieces of [`PIECE`] bytes with at
 //! most one piece queued ahead of the client, so a download holds at most
 //! a few hundred KiB whatever the file's size. If the file changes while
-//! it is sent (its data version moves on), or the client takes nothing for
-//! [`super::ShareConfig::idle_timeout`], the body ends early with an error:
-//! the connection is closed before `Content-Length` bytes, so a client never
-//! mistakes a mix of two versions for the file.
+//! it is sent (its data version moves on), the client takes nothing for
+//! [`super::ShareConfig::idle_timeout`], or it receives less than
+//! [`super::ShareConfig::min_rate`] over a window ([`super::pace`]), the body ends
+//! early with an error: the connection is closed before `Content-Length`
+//! bytes, so a client never mistakes a mix of two versions for the file,
+//! and the download's slot is free again.
 
 use std::io;
 
@@ -45,11 +48,13 @@ use tokio_stream::wrappers::ReceiverStream;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn};
 
+use super::pace::Pace;
 use super::range::{self, Plan};
+use super::slots::Busy;
 use super::{ROUTE, Sharer, now_unix_seconds};
-use crate::api::paths::ApiPath;
 use crate::blocking::blocking;
 use crate::gate::{GatedListener, Ticket};
+use crate::paths::ApiPath;
 use crate::registry::RegistryError;
 
 /// Largest piece read from the engine and sent at once, in bytes.
@@ -153,14 +158,18 @@ async fn download(
     let Ok(api_path) = ApiPath::parse(&path) else {
         return forbidden(INVALID);
     };
-    let Ok(permit) = sharer.inner.downloads.clone().try_acquire_owned() else {
-        let mut r = plain(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "too many downloads; retry later",
-        );
-        r.headers_mut()
-            .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
-        return r;
+    let permit = match sharer.inner.downloads.take(&computer) {
+        Ok(slot) => slot,
+        Err(busy) => {
+            let why = match busy {
+                Busy::Computer => "too many downloads of this computer's links; retry later",
+                Busy::Agent => "too many downloads; retry later",
+            };
+            let mut r = plain(StatusCode::SERVICE_UNAVAILABLE, why);
+            r.headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+            return r;
+        }
     };
     let lease = match sharer.inner.registry.acquire(&computer).await {
         Ok(lease) => lease,
@@ -239,40 +248,59 @@ async fn download(
         return response.body(Body::empty()).expect("headers are valid");
     }
     let (tx, rx) = mpsc::channel::<io::Result<Bytes>>(1);
+    let pace = Pace {
+        min_rate: sharer.inner.config.min_rate,
+        window: super::pace::WINDOW,
+    };
     let idle = sharer.inner.config.idle_timeout;
+    let ticket = ticket.map(|Extension(ConnectInfo(t))| t);
     debug!(computer = %computer, path = %path, start, len, "share download");
     tokio::spawn(async move {
         // Held until the body is sent: the computer stays open, the inode
         // alive, and the download counted.
         let _keep = (permit, handle);
-        let end = start + len;
-        let mut offset = start;
-        let mut version = None;
-        while offset < end {
-            let want = (end - offset).min(PIECE as u64) as usize;
-            let fs = lease.fs().clone();
-            let read = blocking(move || fs.read_versioned(attr.ino, offset, want)).await;
-            let item = match read {
-                Ok((_, now)) if version.is_some_and(|v| v != now) => {
-                    Err(io::Error::other("the file changed while it was sent"))
+        let send = async {
+            let end = start + len;
+            let mut offset = start;
+            let mut version = None;
+            while offset < end {
+                let want = (end - offset).min(PIECE as u64) as usize;
+                let fs = lease.fs().clone();
+                let read = blocking(move || fs.read_versioned(attr.ino, offset, want)).await;
+                let item = match read {
+                    Ok((_, now)) if version.is_some_and(|v| v != now) => {
+                        Err(io::Error::other("the file changed while it was sent"))
+                    }
+                    Ok((data, _)) if data.len() < want => {
+                        Err(io::Error::other("the file shrank while it was sent"))
+                    }
+                    Ok((data, now)) => {
+                        version = Some(now);
+                        offset += data.len() as u64;
+                        Ok(Bytes::from(data))
+                    }
+                    Err(e) => Err(io::Error::other(e.to_string())),
+                };
+                let failed = item.is_err();
+                if failed {
+                    warn!(computer = %computer, path = %path, offset, error = ?item.as_ref().err(), "share download ended early");
                 }
-                Ok((data, _)) if data.len() < want => {
-                    Err(io::Error::other("the file shrank while it was sent"))
+                match tokio::time::timeout(idle, tx.send(item)).await {
+                    Ok(Ok(())) if !failed => {}
+                    _ => return, // ended, client gone, or idle
                 }
-                Ok((data, now)) => {
-                    version = Some(now);
-                    offset += data.len() as u64;
-                    Ok(Bytes::from(data))
-                }
-                Err(e) => Err(io::Error::other(e.to_string())),
-            };
-            let failed = item.is_err();
-            if failed {
-                warn!(computer = %computer, path = %path, offset, error = ?item.as_ref().err(), "share download ended early");
             }
-            match tokio::time::timeout(idle, tx.send(item)).await {
-                Ok(Ok(())) if !failed => {}
-                _ => return, // ended, client gone, or idle
+        };
+        let behind = pace.fallen_behind(|| ticket.as_ref().and_then(Ticket::bytes_acked));
+        tokio::select! {
+            () = send => {}
+            () = behind => {
+                // Reset, not closed: what the buffers hold would otherwise
+                // trickle out to the slow reader for minutes.
+                if let Some(t) = &ticket {
+                    t.reset();
+                }
+                debug!(computer = %computer, path = %path, min_rate = pace.min_rate, "share download ended: the client took less than the minimum rate");
             }
         }
     });

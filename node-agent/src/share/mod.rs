@@ -17,18 +17,21 @@
 //! reaches.
 
 pub mod http;
+pub mod keys;
+pub mod pace;
 mod range;
 pub mod sign;
+pub mod slots;
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
-use tokio::sync::Semaphore;
 use url::Url;
 
 use crate::registry::{Registry, RegistryError};
 use sign::LinkKey;
+use slots::DownloadSlots;
 
 /// First path segments of every link.
 pub const ROUTE: [&str; 2] = ["share", "v1"];
@@ -69,6 +72,10 @@ pub const DEFAULT_MAX_DOWNLOADS: usize = 64;
 /// Default of [`ShareConfig::idle_timeout`].
 pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(60);
 
+/// Default of [`ShareConfig::min_rate`]: 4 KiB/s (32 kbit/s, below any
+/// link a person downloads over).
+pub const DEFAULT_MIN_RATE: u64 = 4096;
+
 /// What the mode ties a computer's links to, besides its stored secret.
 pub trait KeyBinding: Send + Sync + 'static {
     /// The bytes mixed into computer `computer`'s link key, or `None` when
@@ -97,11 +104,18 @@ pub struct ShareConfig {
     /// `http://127.0.0.1:7434/` or, in a cluster, the gateway's external
     /// address.
     pub base_url: Url,
-    /// Most downloads served at once; past it a download gets `503` with
-    /// `Retry-After`.
+    /// Most downloads served at once, all computers together; past it a
+    /// download gets `503` with `Retry-After`.
     pub max_downloads: usize,
+    /// Most downloads of one computer served at once (`503` past it);
+    /// `None`: an eighth of `max_downloads`, at least 1
+    /// ([`slots::default_per_computer`]).
+    pub max_downloads_per_computer: Option<usize>,
     /// A download whose client takes nothing for this long is ended.
     pub idle_timeout: Duration,
+    /// Bytes a second a download's client must take, measured over each
+    /// [`pace::WINDOW`]; a slower download is ended. 0: no minimum.
+    pub min_rate: u64,
     /// Bounds on the share port's connections: a connection is
     /// authenticated once it asked for a link whose signature checks out
     /// ([`crate::gate`]).
@@ -114,7 +128,9 @@ impl ShareConfig {
         ShareConfig {
             base_url,
             max_downloads: DEFAULT_MAX_DOWNLOADS,
+            max_downloads_per_computer: None,
             idle_timeout: DEFAULT_IDLE_TIMEOUT,
+            min_rate: DEFAULT_MIN_RATE,
             gate: crate::gate::GateConfig::default(),
         }
     }
@@ -158,13 +174,19 @@ struct Inner {
     registry: Registry,
     binding: Arc<dyn KeyBinding>,
     config: ShareConfig,
-    downloads: Arc<Semaphore>,
+    downloads: DownloadSlots,
 }
 
 impl Sharer {
     /// Links to the computers of `registry`, keyed with `binding`.
     pub fn new(registry: Registry, binding: Arc<dyn KeyBinding>, config: ShareConfig) -> Sharer {
-        let downloads = Arc::new(Semaphore::new(config.max_downloads.max(1)));
+        let total = config.max_downloads.max(1);
+        let downloads = DownloadSlots::new(
+            total,
+            config
+                .max_downloads_per_computer
+                .unwrap_or_else(|| slots::default_per_computer(total)),
+        );
         Sharer {
             inner: Arc::new(Inner {
                 registry,
@@ -183,7 +205,7 @@ impl Sharer {
     /// Computer `computer`'s link key now: `Ok(None)` when it has no
     /// secret (and `create` is off), or the mode binds it to nothing.
     async fn key(&self, computer: &str, create: bool) -> Result<Option<LinkKey>, RegistryError> {
-        let Some(secret) = self.inner.registry.share_key(computer, create).await? else {
+        let Some(secret) = keys::share_key(&self.inner.registry, computer, create).await? else {
             return Ok(None);
         };
         Ok(self

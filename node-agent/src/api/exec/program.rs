@@ -13,7 +13,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use super::fetch::PolicyFetcher;
-use crate::containers::{ContainerRun, ContainerRuntime};
+use crate::api::container_runtime::{ContainerRun, ContainerRuntime};
 
 /// Output chunks buffered ahead of a slow client; past that the program
 /// waits.

@@ -1,0 +1,46 @@
+//! Errors of shipping and restoring.
+
+/// Why shipping or a restore failed. Keys are object names in the store.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// Another shipper wrote this position first: this one stopped, so the
+    /// log never forks. Its database may hold transactions the log lacks.
+    #[error(
+        "backup position {key} was written by another shipper; this shipper stopped (another node ships this database now)"
+    )]
+    Fenced { key: String },
+    /// An object fails its checks (checksum, length, chain, position).
+    #[error("backup object {key} is corrupt: {reason}")]
+    Corrupt { key: String, reason: String },
+    /// A position between the snapshot used and the latest one has no object.
+    #[error("backup object {key} is missing")]
+    Missing { key: String },
+    /// The prefix holds no backup (no object, or no snapshot under the latest).
+    #[error("no backup under {prefix}: {reason}")]
+    NoBackup { prefix: String, reason: String },
+    /// The restore destination exists; a restore never overwrites.
+    #[error("restore destination {0} exists; a restore never replaces a file")]
+    DestinationExists(String),
+    /// The restored database failed `PRAGMA integrity_check` or the engine's check.
+    #[error("restored database failed its check: {0}")]
+    Check(String),
+    /// The database is not in WAL mode, or its WAL or file could not be read.
+    #[error("database {path}: {reason}")]
+    Database { path: String, reason: String },
+    /// The shipper has stopped (after [`crate::Shipper::stop`] or an earlier error).
+    #[error("shipper stopped: {0}")]
+    Stopped(String),
+    /// The shipper cannot run here (a single-threaded Tokio runtime).
+    #[error("{0}")]
+    Unsupported(String),
+    #[error("object store: {0}")]
+    Store(#[from] object_store::Error),
+    #[error("sqlite: {0}")]
+    Sqlite(#[from] rusqlite::Error),
+    #[error("engine: {0}")]
+    Engine(#[from] agentcomputer_fs::Error),
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+}
+
+pub type Result<T> = std::result::Result<T, Error>;

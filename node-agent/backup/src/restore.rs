@@ -1,0 +1,247 @@
+//! Restore: the latest snapshot and every position after it, verified,
+//! into a new database file.
+
+use std::io::{Seek, SeekFrom, Write};
+use std::path::{Path as FsPath, PathBuf};
+use std::sync::Arc;
+
+use futures::TryStreamExt;
+use object_store::path::Path;
+use object_store::{ObjectStore, ObjectStoreExt};
+
+use crate::error::{Error, Result};
+use crate::object::{self, Kind, Object};
+
+/// What a restore brought back.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Restored {
+    /// The snapshot's position.
+    pub snapshot: u64,
+    /// The latest position applied (the latest in the store).
+    pub position: u64,
+    /// Database size in pages.
+    pub db_pages: u32,
+    pub page_size: u32,
+}
+
+fn corrupt(key: &Path, reason: impl Into<String>) -> Error {
+    Error::Corrupt {
+        key: key.to_string(),
+        reason: reason.into(),
+    }
+}
+
+/// Restores the latest state under `prefix` into a new file `dest`.
+///
+/// Reads positions back from the latest until a snapshot, then applies
+/// the snapshot and each following object in order, checking each one's
+/// digest, length, position and link to the one before. The file is built
+/// as `<dest>.restoring`, synced, checked with `PRAGMA integrity_check` and
+/// the engine's own check, and only then renamed to `dest`.
+///
+/// Errors: [`Error::DestinationExists`] (nothing is touched);
+/// [`Error::NoBackup`]; [`Error::Missing`] or [`Error::Corrupt`] naming
+/// the object; [`Error::Check`] if the result fails its checks. On any
+/// error `<dest>.restoring` is removed and `dest` never appears.
+pub async fn restore(
+    store: &Arc<dyn ObjectStore>,
+    prefix: &Path,
+    dest: &FsPath,
+) -> Result<Restored> {
+    if dest.exists() {
+        return Err(Error::DestinationExists(dest.display().to_string()));
+    }
+    let metas: Vec<_> = store
+        .list(Some(&object::log_dir(prefix)))
+        .try_collect()
+        .await?;
+    let mut positions: Vec<u64> = metas
+        .iter()
+        .filter_map(|m| object::position_of(&m.location))
+        .collect();
+    positions.sort_unstable();
+    let Some(&head) = positions.last() else {
+        return Err(Error::NoBackup {
+            prefix: prefix.to_string(),
+            reason: "no objects".into(),
+        });
+    };
+    // Back from the head to the latest snapshot, every position present.
+    let mut base = None;
+    let mut p = head;
+    loop {
+        let key = object::key(prefix, p);
+        if positions.binary_search(&p).is_err() {
+            return Err(Error::Missing {
+                key: key.to_string(),
+            });
+        }
+        let head_bytes = store
+            .get_range(&key, 0..object::HEADER_BYTES as u64)
+            .await
+            .map_err(|e| match e {
+                object_store::Error::NotFound { .. } => Error::Missing {
+                    key: key.to_string(),
+                },
+                e => e.into(),
+            })?;
+        let h = object::decode_header(&head_bytes).map_err(|r| corrupt(&key, r))?;
+        if h.position != p {
+            return Err(corrupt(
+                &key,
+                format!("holds position {} instead", h.position),
+            ));
+        }
+        if h.kind == Kind::Snapshot {
+            base = Some(p);
+            break;
+        }
+        if p == 0 || p <= positions[0] {
+            break;
+        }
+        p -= 1;
+    }
+    let Some(base) = base else {
+        let below = object::key(prefix, p.saturating_sub(1));
+        return Err(if p > 1 {
+            Error::Missing {
+                key: below.to_string(),
+            }
+        } else {
+            Error::NoBackup {
+                prefix: prefix.to_string(),
+                reason: "no snapshot".into(),
+            }
+        });
+    };
+
+    let tmp: PathBuf = {
+        let mut s = dest.as_os_str().to_owned();
+        s.push(".restoring");
+        s.into()
+    };
+    // A leftover of a restore cut short by a crash is ours to replace.
+    match std::fs::remove_file(&tmp) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e.into()),
+        _ => {}
+    }
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&tmp)?;
+    let result = build(store, prefix, base, head, file, &tmp).await;
+    if result.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    let (page_size, db_pages) = result?;
+    std::fs::rename(&tmp, dest)?;
+    if let Some(dir) = dest.parent() {
+        let dir = if dir.as_os_str().is_empty() {
+            FsPath::new(".")
+        } else {
+            dir
+        };
+        std::fs::File::open(dir)?.sync_all()?;
+    }
+    Ok(Restored {
+        snapshot: base,
+        position: head,
+        db_pages,
+        page_size,
+    })
+}
+
+/// Writes positions `base..=head` into `file` (at `tmp`), syncs and checks
+/// it. Returns (page size, database pages).
+async fn build(
+    store: &Arc<dyn ObjectStore>,
+    prefix: &Path,
+    base: u64,
+    head: u64,
+    mut file: std::fs::File,
+    tmp: &FsPath,
+) -> Result<(u32, u32)> {
+    let mut prev_digest = None;
+    let mut page_size = 0;
+    let mut db_pages = 0;
+    for p in base..=head {
+        let key = object::key(prefix, p);
+        let bytes = match store.get(&key).await {
+            Ok(r) => r.bytes().await?,
+            Err(object_store::Error::NotFound { .. }) => {
+                return Err(Error::Missing {
+                    key: key.to_string(),
+                });
+            }
+            Err(e) => return Err(e.into()),
+        };
+        let o = Object::decode(&bytes).map_err(|r| corrupt(&key, r))?;
+        if o.header.position != p {
+            return Err(corrupt(
+                &key,
+                format!("holds position {} instead", o.header.position),
+            ));
+        }
+        if let Some(prev) = prev_digest {
+            if o.header.prev_digest != prev {
+                return Err(corrupt(
+                    &key,
+                    "does not follow the object before it (chain digest differs)",
+                ));
+            }
+            if o.header.kind == Kind::Snapshot {
+                // A later snapshot replaces everything before it.
+                file.set_len(0)?;
+            }
+            if o.header.page_size != page_size {
+                return Err(corrupt(
+                    &key,
+                    format!("page size {} after {page_size}", o.header.page_size),
+                ));
+            }
+        }
+        page_size = o.header.page_size;
+        db_pages = o.header.db_pages;
+        for (pgno, page) in o.pages() {
+            if pgno == 0 || pgno > db_pages {
+                return Err(corrupt(&key, format!("page {pgno} outside 1..={db_pages}")));
+            }
+            file.seek(SeekFrom::Start((pgno as u64 - 1) * page_size as u64))?;
+            file.write_all(page)?;
+        }
+        file.set_len(db_pages as u64 * page_size as u64)?;
+        prev_digest = Some(object::digest(&bytes));
+    }
+    file.sync_all()?;
+    drop(file);
+    check(tmp)?;
+    Ok((page_size, db_pages))
+}
+
+/// `PRAGMA integrity_check`, then the engine's check (which opens the
+/// file as a filesystem).
+fn check(path: &FsPath) -> Result<()> {
+    {
+        let c = rusqlite::Connection::open(path)?;
+        let rows: Vec<String> = c
+            .prepare("PRAGMA integrity_check")?
+            .query_map([], |r| r.get(0))?
+            .collect::<rusqlite::Result<_>>()?;
+        if rows != ["ok"] {
+            return Err(Error::Check(format!(
+                "integrity_check: {}",
+                rows.join("; ")
+            )));
+        }
+    }
+    let fs =
+        agentcomputer_fs::Fs::open(path).map_err(|e| Error::Check(format!("engine open: {e}")))?;
+    let problems = fs.check()?;
+    if !problems.is_empty() {
+        return Err(Error::Check(format!(
+            "engine check: {}",
+            problems.join("; ")
+        )));
+    }
+    Ok(())
+}

@@ -1,0 +1,712 @@
+//! The shipper: ships every committed transaction of one database to the
+//! object store, as it commits.
+//!
+//! It runs on a thread of its own with two connections to the database of
+//! its own (plain SQLite, no engine). Each round it pins a read transaction
+//! (so no checkpoint can copy frames past what it is about to read into the
+//! database file, and the WAL cannot restart under it), reads the WAL from
+//! where it stopped, and uploads the committed transactions found as one
+//! object at the next position, created with `If-None-Match: *`. When the
+//! WAL holds `checkpoint_pages` frames it checkpoints (PASSIVE, still
+//! pinned, so only shipped frames reach the database file), which lets the
+//! next writer restart the WAL. The engine must leave checkpoints to it
+//! ([`agentcomputer_fs::Fs::leave_checkpoints_to_backup`]); a WAL restart
+//! the shipper did not allow is still detected (its salts change) and
+//! answered with a new snapshot, so nothing is lost, at the cost of one.
+
+use std::collections::BTreeMap;
+use std::io::{Read, Seek, SeekFrom};
+use std::path::{Path as FsPath, PathBuf};
+use std::sync::mpsc::{self, RecvTimeoutError};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use bytes::Bytes;
+use futures::TryStreamExt;
+use object_store::path::Path;
+use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload};
+use rusqlite::{Connection, OpenFlags};
+use tokio::runtime::Handle;
+use tokio::sync::{oneshot, watch};
+
+use crate::error::{Error, Result};
+use crate::object::{self, Header, Kind};
+use crate::wal::{self, WalHeader};
+
+/// How a [`Shipper`] runs.
+#[derive(Debug, Clone, Copy)]
+pub struct Options {
+    /// How often the WAL is looked at for new commits (a `stat` when
+    /// nothing changed). Bounds the lag of an idle-then-written database.
+    pub poll_interval: Duration,
+    /// WAL frames after which the shipper checkpoints (the engine's
+    /// automatic checkpoint threshold by default: 8192 pages, 32 MiB).
+    pub checkpoint_pages: u64,
+}
+
+impl Default for Options {
+    fn default() -> Options {
+        Options {
+            poll_interval: Duration::from_millis(10),
+            checkpoint_pages: 8192,
+        }
+    }
+}
+
+/// Where a shipper's log stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Position {
+    /// The last position written (an object `<prefix>/log/<position>`).
+    pub position: u64,
+    /// Transactions shipped by this shipper since its snapshot (which is 0).
+    pub txn: u64,
+    /// Snapshots this shipper wrote (1 unless a WAL restart it did not
+    /// allow forced another).
+    pub snapshots: u64,
+}
+
+enum Cmd {
+    Sync(oneshot::Sender<Result<Position>>),
+    Stop(oneshot::Sender<Result<Position>>),
+}
+
+/// A running shipper of one database. Dropping it stops it after the
+/// round under way, without a last one and without waiting.
+pub struct Shipper {
+    cmds: mpsc::Sender<Cmd>,
+    thread: Option<std::thread::JoinHandle<()>>,
+    shipped: watch::Receiver<Position>,
+    written: Arc<Mutex<Vec<u64>>>,
+}
+
+impl Shipper {
+    /// Starts shipping the database at `db_path` (in WAL mode) under
+    /// `prefix`: writes a snapshot at the position after the latest one
+    /// in the store, then ships each commit. Must be called within a
+    /// multi-thread Tokio runtime, whose I/O drives the uploads.
+    ///
+    /// Errors: [`Error::Fenced`] if another shipper took that position
+    /// first; [`Error::Database`] if the database is not in WAL mode;
+    /// store errors as they come.
+    pub async fn start(
+        db_path: &FsPath,
+        store: Arc<dyn ObjectStore>,
+        prefix: Path,
+        options: Options,
+    ) -> Result<Shipper> {
+        let rt = Handle::current();
+        if rt.runtime_flavor() == tokio::runtime::RuntimeFlavor::CurrentThread {
+            // The shipper thread waits on uploads this runtime's I/O drives,
+            // which a single-threaded runtime does only while it is polled.
+            return Err(Error::Unsupported(
+                "a backup shipper needs a multi-thread Tokio runtime".into(),
+            ));
+        }
+        let db_path = db_path.to_path_buf();
+        let (cmds, rx) = mpsc::channel();
+        let (started_tx, started_rx) = oneshot::channel();
+        let (shipped_tx, shipped) = watch::channel(Position::default());
+        let written = Arc::new(Mutex::new(Vec::new()));
+        let w = written.clone();
+        let thread = std::thread::Builder::new()
+            .name("backup-shipper".into())
+            .spawn(move || {
+                let mut state =
+                    match State::start(db_path, store, prefix, options, rt, shipped_tx, w) {
+                        Ok(s) => {
+                            let _ = started_tx.send(Ok(()));
+                            s
+                        }
+                        Err(e) => {
+                            let _ = started_tx.send(Err(e));
+                            return;
+                        }
+                    };
+                state.run(rx);
+            })?;
+        match started_rx.await {
+            Ok(Ok(())) => Ok(Shipper {
+                cmds,
+                thread: Some(thread),
+                shipped,
+                written,
+            }),
+            Ok(Err(e)) => {
+                let _ = thread.join();
+                Err(e)
+            }
+            Err(_) => Err(Error::Stopped(
+                "the shipper thread ended while starting".into(),
+            )),
+        }
+    }
+
+    /// Returns once every transaction committed before the call is in the
+    /// store, with the position reached. Errors: the round's error; after
+    /// [`Error::Fenced`] or another fatal error, [`Error::Stopped`] naming it.
+    pub async fn sync(&self) -> Result<Position> {
+        let (tx, rx) = oneshot::channel();
+        self.cmds
+            .send(Cmd::Sync(tx))
+            .map_err(|_| Error::Stopped("the shipper thread ended".into()))?;
+        rx.await
+            .map_err(|_| Error::Stopped("the shipper thread ended".into()))?
+    }
+
+    /// Ships what is committed and stops. Errors: as [`Shipper::sync`].
+    pub async fn stop(mut self) -> Result<Position> {
+        let (tx, rx) = oneshot::channel();
+        let r = match self.cmds.send(Cmd::Stop(tx)) {
+            Ok(()) => rx
+                .await
+                .map_err(|_| Error::Stopped("the shipper thread ended".into()))?,
+            Err(_) => Err(Error::Stopped("the shipper thread ended".into())),
+        };
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+        r
+    }
+
+    /// The position reached, updated after each upload (to measure lag).
+    pub fn shipped(&self) -> watch::Receiver<Position> {
+        self.shipped.clone()
+    }
+
+    /// Every position this shipper wrote, in order.
+    pub fn positions_written(&self) -> Vec<u64> {
+        self.written.lock().unwrap().clone()
+    }
+}
+
+impl Drop for Shipper {
+    fn drop(&mut self) {
+        // Closing the channel ends the thread after its current round; it
+        // is not joined, so dropping never blocks an async caller (the
+        // round may be waiting on this very runtime's I/O).
+        let (tx, _) = mpsc::channel();
+        drop(std::mem::replace(&mut self.cmds, tx));
+        drop(self.thread.take());
+    }
+}
+
+/// The shipper thread's state.
+struct State {
+    db_path: PathBuf,
+    wal_path: PathBuf,
+    store: Arc<dyn ObjectStore>,
+    prefix: Path,
+    options: Options,
+    rt: Handle,
+    /// Holds the pinning read transaction of each round.
+    reader: Connection,
+    /// Runs the checkpoints, while `reader` pins.
+    checkpointer: Connection,
+    page_size: u32,
+    /// Salts of the WAL cycle being read, `None` before a WAL existed.
+    salt: Option<(u32, u32)>,
+    /// Next unread byte of the WAL (a frame boundary).
+    offset: u64,
+    /// Running WAL checksum at `offset`.
+    checksum: (u32, u32),
+    /// The shipper checkpointed, so the next writer may restart the WAL.
+    restart_allowed: bool,
+    at: Position,
+    prev_digest: [u8; 32],
+    /// `PRAGMA data_version` at the last round, to skip unchanged polls.
+    seen: Option<i64>,
+    shipped: watch::Sender<Position>,
+    written: Arc<Mutex<Vec<u64>>>,
+    /// Why the shipper stopped, once it did.
+    failed: Option<String>,
+    /// This shipper's random id, in every object it writes.
+    writer: u64,
+    /// An upload whose outcome is unknown, retried first.
+    unconfirmed: Option<Unconfirmed>,
+}
+
+/// The state an uploaded object moves the shipper to.
+struct Advance {
+    position: u64,
+    txn: u64,
+    digest: [u8; 32],
+    snapshot: bool,
+    page_size: u32,
+    salt: Option<(u32, u32)>,
+    offset: u64,
+    checksum: (u32, u32),
+}
+
+/// An upload that failed with a store error: it may have landed.
+struct Unconfirmed {
+    bytes: Bytes,
+    advance: Advance,
+}
+
+fn db_error(path: &FsPath, reason: impl Into<String>) -> Error {
+    Error::Database {
+        path: path.display().to_string(),
+        reason: reason.into(),
+    }
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+/// The WAL's header, or `None` if there is no WAL or no valid header yet.
+fn read_wal_header(path: &FsPath) -> Result<Option<WalHeader>> {
+    let head = read_wal_range(path, 0, wal::HEADER_BYTES as usize)?;
+    Ok(wal::parse_header(&head))
+}
+
+/// Up to `max` bytes of the WAL from `from` on (fewer at its end; none if
+/// there is no WAL).
+fn read_wal_range(path: &FsPath, from: u64, max: usize) -> Result<Vec<u8>> {
+    let mut f = match std::fs::File::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(e.into()),
+    };
+    f.seek(SeekFrom::Start(from))?;
+    let mut buf = Vec::new();
+    f.take(max as u64).read_to_end(&mut buf)?;
+    Ok(buf)
+}
+
+/// The database size in pages its header records, if valid, else from its length.
+fn db_pages_from_file(db: &[u8], page_size: u32) -> u32 {
+    if db.len() >= 100 && db[92..96] == db[24..28] {
+        let n = u32::from_be_bytes(db[28..32].try_into().unwrap());
+        if n > 0 {
+            return n;
+        }
+    }
+    (db.len() as u64 / page_size as u64) as u32
+}
+
+impl State {
+    fn start(
+        db_path: PathBuf,
+        store: Arc<dyn ObjectStore>,
+        prefix: Path,
+        options: Options,
+        rt: Handle,
+        shipped: watch::Sender<Position>,
+        written: Arc<Mutex<Vec<u64>>>,
+    ) -> Result<State> {
+        let open = || -> Result<Connection> {
+            let c = Connection::open_with_flags(
+                &db_path,
+                OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+            )?;
+            c.busy_timeout(Duration::from_secs(10))?;
+            c.execute_batch("PRAGMA wal_autocheckpoint = 0")?;
+            Ok(c)
+        };
+        let reader = open()?;
+        let mode: String = reader.query_row("PRAGMA journal_mode", [], |r| r.get(0))?;
+        if !mode.eq_ignore_ascii_case("wal") {
+            return Err(db_error(
+                &db_path,
+                format!("journal mode is {mode}, not wal"),
+            ));
+        }
+        let checkpointer = open()?;
+        let head = {
+            let dir = object::log_dir(&prefix);
+            let metas: Vec<_> = rt.block_on(store.list(Some(&dir)).try_collect::<Vec<_>>())?;
+            metas
+                .iter()
+                .filter_map(|m| object::position_of(&m.location))
+                .max()
+                .unwrap_or(0)
+        };
+        let mut wal_path = db_path.clone().into_os_string();
+        wal_path.push("-wal");
+        let mut s = State {
+            wal_path: wal_path.into(),
+            db_path,
+            store,
+            prefix,
+            options,
+            rt,
+            reader,
+            checkpointer,
+            page_size: 0,
+            salt: None,
+            offset: wal::HEADER_BYTES,
+            checksum: (0, 0),
+            restart_allowed: false,
+            at: Position {
+                position: head,
+                txn: 0,
+                snapshots: 0,
+            },
+            prev_digest: [0; 32],
+            seen: None,
+            shipped,
+            written,
+            failed: None,
+            writer: rand::random(),
+            unconfirmed: None,
+        };
+        s.pinned(|s| s.snapshot())?;
+        Ok(s)
+    }
+
+    fn run(&mut self, rx: mpsc::Receiver<Cmd>) {
+        loop {
+            let cmd = match rx.recv_timeout(self.options.poll_interval) {
+                Ok(c) => Some(c),
+                Err(RecvTimeoutError::Timeout) => None,
+                Err(RecvTimeoutError::Disconnected) => return,
+            };
+            let result = match &self.failed {
+                Some(why) => Err(Error::Stopped(why.clone())),
+                None => {
+                    let r = self.round(cmd.is_some());
+                    if let Err(e) = &r {
+                        if matches!(e, Error::Fenced { .. } | Error::Database { .. }) {
+                            tracing::error!(db = %self.db_path.display(), "backup stopped: {e}");
+                            self.failed = Some(e.to_string());
+                        } else {
+                            tracing::warn!(db = %self.db_path.display(), "backup round failed, retrying: {e}");
+                        }
+                    }
+                    r
+                }
+            };
+            match cmd {
+                Some(Cmd::Sync(reply)) => {
+                    let _ = reply.send(result);
+                }
+                Some(Cmd::Stop(reply)) => {
+                    let _ = reply.send(result);
+                    return;
+                }
+                None => {}
+            }
+        }
+    }
+
+    /// Runs `f` inside a pinned read transaction.
+    fn pinned<T>(&mut self, f: impl FnOnce(&mut State) -> Result<T>) -> Result<T> {
+        self.reader.execute_batch("BEGIN")?;
+        let pin = self
+            .reader
+            .query_row("SELECT count(*) FROM sqlite_master", [], |_| Ok(()));
+        let r = match pin {
+            Ok(()) => f(self),
+            Err(e) => Err(e.into()),
+        };
+        let end = self.reader.execute_batch("COMMIT");
+        let v = r?;
+        end?;
+        Ok(v)
+    }
+
+    /// One round: ships new commits, unless no other connection committed
+    /// since the last round (`PRAGMA data_version`, read from the shared
+    /// WAL index without I/O); `force` looks anyway.
+    fn round(&mut self, force: bool) -> Result<Position> {
+        let version: i64 = self
+            .reader
+            .query_row("PRAGMA data_version", [], |r| r.get(0))?;
+        self.confirm()?;
+        if !force && self.seen == Some(version) {
+            return Ok(self.at);
+        }
+        self.pinned(|s| s.ship())?;
+        // Read before the pin: a commit after it changes the version again.
+        self.seen = Some(version);
+        Ok(self.at)
+    }
+
+    /// Scans the WAL from `offset` for committed transactions, reading
+    /// only as far as valid frames go (after a restart the file still holds
+    /// the old cycle's frames, up to the WAL size limit, which must not be
+    /// read every round). Returns the scan and the bytes it indexes.
+    fn scan_tail(&self, h: &WalHeader) -> Result<(wal::Scan, Vec<u8>)> {
+        let frame = (wal::FRAME_HEADER_BYTES + h.page_size as u64) as usize;
+        let mut want = 64 * frame;
+        loop {
+            let tail = read_wal_range(&self.wal_path, self.offset, want)?;
+            let found = wal::scan(&tail, h, self.checksum);
+            if tail.len() < want || found.valid + frame <= tail.len() {
+                return Ok((found, tail));
+            }
+            want *= 4;
+        }
+    }
+
+    /// Ships the commits after `offset`; pinned.
+    fn ship(&mut self) -> Result<()> {
+        let Some(h) = read_wal_header(&self.wal_path)? else {
+            // No WAL content: nothing new, unless a cycle we were reading
+            // vanished without our checkpoint.
+            if self.salt.is_some() && !self.restart_allowed {
+                return self
+                    .resnapshot("the WAL was emptied by a checkpoint the shipper did not run");
+            }
+            return Ok(());
+        };
+        if h.page_size != self.page_size {
+            return Err(db_error(
+                &self.db_path,
+                format!(
+                    "page size changed from {} to {}",
+                    self.page_size, h.page_size
+                ),
+            ));
+        }
+        match self.salt {
+            Some(salt) if salt == h.salt => {}
+            None => self.begin_cycle(&h),
+            Some((s1, _)) if self.restart_allowed && h.salt.0 == s1.wrapping_add(1) => {
+                self.begin_cycle(&h)
+            }
+            Some(_) => {
+                return self
+                    .resnapshot("the WAL restarted after a checkpoint the shipper did not run");
+            }
+        }
+        let (found, tail) = self.scan_tail(&h)?;
+        if found.transactions.is_empty() {
+            return Ok(());
+        }
+        let ps = self.page_size as usize;
+        let db_pages = found.transactions.last().unwrap().db_pages;
+        let mut pages: BTreeMap<u32, &[u8]> = BTreeMap::new();
+        for t in &found.transactions {
+            for &(pgno, off) in &t.frames {
+                pages.insert(pgno, &tail[off..off + ps]);
+            }
+        }
+        pages.retain(|&p, _| p <= db_pages);
+        let n = found.transactions.len() as u64;
+        let header = Header {
+            kind: Kind::Changes,
+            page_size: self.page_size,
+            position: self.at.position + 1,
+            first_txn: self.at.txn + 1,
+            last_txn: self.at.txn + n,
+            db_pages,
+            page_count: pages.len() as u32,
+            prev_digest: self.prev_digest,
+            created_ms: now_ms(),
+            writer: self.writer,
+        };
+        let (bytes, digest) = object::encode(&header, pages.into_iter());
+        self.upload(
+            bytes,
+            Advance {
+                position: header.position,
+                txn: header.last_txn,
+                digest,
+                snapshot: false,
+                page_size: self.page_size,
+                salt: self.salt,
+                offset: self.offset + found.consumed as u64,
+                checksum: found.checksum,
+            },
+        )?;
+        let frames = (self.offset - wal::HEADER_BYTES) / (wal::FRAME_HEADER_BYTES + ps as u64);
+        // This cycle now holds frames no checkpoint of ours covered.
+        self.restart_allowed = false;
+        if frames >= self.options.checkpoint_pages {
+            // Pinned: only frames up to the pin, all shipped, are copied.
+            let (busy, log, done): (i64, i64, i64) =
+                self.checkpointer
+                    .query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |r| {
+                        Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+                    })?;
+            // A restart (salt-1 plus one) is expected only once every frame
+            // of the cycle, all shipped, reached the database file; a
+            // partial checkpoint is completed by a later round.
+            self.restart_allowed = busy == 0 && log == done && log as u64 == frames;
+        }
+        Ok(())
+    }
+
+    fn begin_cycle(&mut self, h: &WalHeader) {
+        self.salt = Some(h.salt);
+        self.offset = wal::HEADER_BYTES;
+        self.checksum = h.checksum;
+        self.restart_allowed = false;
+    }
+
+    fn resnapshot(&mut self, why: &str) -> Result<()> {
+        tracing::warn!(db = %self.db_path.display(), "backup takes a new snapshot: {why}");
+        self.snapshot()
+    }
+
+    /// Writes the whole database as of the pin at the next position; pinned.
+    fn snapshot(&mut self) -> Result<()> {
+        let header = read_wal_header(&self.wal_path)?;
+        let tail = read_wal_range(&self.wal_path, wal::HEADER_BYTES, usize::MAX >> 1)?;
+        let db = std::fs::read(&self.db_path)?;
+        if db.len() < 100 {
+            return Err(db_error(
+                &self.db_path,
+                "not a SQLite database (shorter than its header)",
+            ));
+        }
+        let page_size = match header {
+            Some(h) => h.page_size,
+            None => match u16::from_be_bytes([db[16], db[17]]) {
+                1 => 65536,
+                n => n as u32,
+            },
+        };
+        let found = header.map(|h| wal::scan(&tail, &h, h.checksum));
+        let ps = page_size as usize;
+        let db_pages = match found.as_ref().and_then(|f| f.transactions.last()) {
+            Some(t) => t.db_pages,
+            None => db_pages_from_file(&db, page_size),
+        };
+        let mut image = vec![0u8; db_pages as usize * ps];
+        let n = image.len().min(db.len());
+        image[..n].copy_from_slice(&db[..n]);
+        if let Some(f) = &found {
+            for t in &f.transactions {
+                for &(pgno, off) in &t.frames {
+                    if pgno <= db_pages {
+                        let at = (pgno as usize - 1) * ps;
+                        image[at..at + ps].copy_from_slice(&tail[off..off + ps]);
+                    }
+                }
+            }
+        }
+        let header_obj = Header {
+            kind: Kind::Snapshot,
+            page_size,
+            position: self.at.position + 1,
+            first_txn: self.at.txn,
+            last_txn: self.at.txn,
+            db_pages,
+            page_count: db_pages,
+            prev_digest: self.prev_digest,
+            created_ms: now_ms(),
+            writer: self.writer,
+        };
+        let pages = image
+            .chunks_exact(ps)
+            .enumerate()
+            .map(|(i, p)| (i as u32 + 1, p));
+        let (bytes, digest) = object::encode(&header_obj, pages);
+        let (salt, offset, checksum) = match (header, found) {
+            (Some(h), Some(f)) => (
+                Some(h.salt),
+                wal::HEADER_BYTES + f.consumed as u64,
+                f.checksum,
+            ),
+            _ => (None, wal::HEADER_BYTES, (0, 0)),
+        };
+        self.upload(
+            bytes,
+            Advance {
+                position: header_obj.position,
+                txn: self.at.txn,
+                digest,
+                snapshot: true,
+                page_size,
+                salt,
+                offset,
+                checksum,
+            },
+        )?;
+        Ok(())
+    }
+
+    /// Uploads an object and, once it is in the store, moves the state to
+    /// `advance`. If the outcome is unknown (a store error: the object may
+    /// or may not have landed), the same bytes are kept and retried first
+    /// in the next round, so a landed object is recognised as ours.
+    fn upload(&mut self, bytes: Vec<u8>, advance: Advance) -> Result<()> {
+        let bytes = Bytes::from(bytes);
+        match self.put(advance.position, &bytes) {
+            Ok(()) => {
+                self.apply(advance);
+                Ok(())
+            }
+            Err(e @ Error::Store(_)) => {
+                self.unconfirmed = Some(Unconfirmed { bytes, advance });
+                Err(e)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Retries an upload whose outcome was unknown, before anything else.
+    fn confirm(&mut self) -> Result<()> {
+        let Some(u) = self.unconfirmed.take() else {
+            return Ok(());
+        };
+        match self.put(u.advance.position, &u.bytes) {
+            Ok(()) => {
+                self.apply(u.advance);
+                Ok(())
+            }
+            Err(e @ Error::Store(_)) => {
+                self.unconfirmed = Some(u);
+                Err(e)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    fn apply(&mut self, a: Advance) {
+        self.prev_digest = a.digest;
+        self.written.lock().unwrap().push(a.position);
+        self.page_size = a.page_size;
+        self.salt = a.salt;
+        self.offset = a.offset;
+        self.checksum = a.checksum;
+        self.restart_allowed = false;
+        self.at.position = a.position;
+        self.at.txn = a.txn;
+        if a.snapshot {
+            self.at.snapshots += 1;
+        }
+        self.published();
+    }
+
+    /// Creates the object at `position`. An existing object with the same
+    /// bytes is ours (a retried request whose first try landed); any other
+    /// means another shipper took the position: [`Error::Fenced`].
+    fn put(&self, position: u64, bytes: &Bytes) -> Result<()> {
+        let key = object::key(&self.prefix, position);
+        let opts = PutOptions {
+            mode: PutMode::Create,
+            ..Default::default()
+        };
+        let r = self.rt.block_on(self.store.put_opts(
+            &key,
+            PutPayload::from_bytes(bytes.clone()),
+            opts,
+        ));
+        match r {
+            Ok(_) => Ok(()),
+            Err(object_store::Error::AlreadyExists { .. }) => {
+                let theirs = self
+                    .rt
+                    .block_on(async { self.store.get(&key).await?.bytes().await })?;
+                if theirs != *bytes {
+                    return Err(Error::Fenced {
+                        key: key.to_string(),
+                    });
+                }
+                Ok(())
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    fn published(&self) {
+        let _ = self.shipped.send(self.at);
+    }
+}

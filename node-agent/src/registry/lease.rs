@@ -1,0 +1,178 @@
+//! Leases: the right to use one open computer's engine, opening it on
+//! first use; and the hold on orphans while live connections are taken
+//! over.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use agentcomputer_egress::EgressConfig;
+use agentcomputer_fs::{Fs, OpenOptions};
+use tokio_util::sync::CancellationToken;
+use tracing::info;
+
+use crate::blocking::blocking;
+use crate::computer::Settings;
+
+use super::*;
+
+/// The right to use one computer's engine; keeps it open while held.
+pub struct Lease {
+    pub(super) slot: Arc<Slot>,
+    /// Whether releasing counts as use (restarts the idle clock). Looking
+    /// at a computer's usage does not.
+    pub(super) touch: bool,
+}
+
+impl Lease {
+    /// The computer's filesystem engine.
+    pub fn fs(&self) -> &Fs {
+        &self.slot.fs
+    }
+
+    /// The computer's egress policy as stored in its settings.
+    pub fn egress(&self) -> EgressConfig {
+        lock(&self.slot.settings).egress.clone()
+    }
+
+    /// The computer's settings now (they may change while the lease is
+    /// held, by [`Registry::update`]).
+    pub fn settings(&self) -> Settings {
+        lock(&self.slot.settings).clone()
+    }
+
+    /// The computer's name.
+    pub fn name(&self) -> &str {
+        &self.slot.name
+    }
+
+    /// Where execs of this computer make their scratch space (0700, only
+    /// the agent's user can enter; emptied when the agent starts).
+    pub fn scratch_dir(&self) -> &Path {
+        &self.slot.scratch_dir
+    }
+
+    /// A token cancelled when the computer is deleted or the agent shuts down.
+    pub fn cancel_token(&self) -> CancellationToken {
+        self.slot.cancel.child_token()
+    }
+
+    /// Whether the computer was deleted since this lease was taken (its
+    /// work was then cancelled for that reason).
+    pub fn deleted(&self) -> bool {
+        self.slot.deleted.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+impl Drop for Lease {
+    fn drop(&mut self) {
+        // Refresh the idle clock before releasing, so the sweeper never sees
+        // a released slot with a stale time.
+        if self.touch {
+            *lock(&self.slot.last_used) = Instant::now();
+        }
+        self.slot.active.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+impl Registry {
+    /// A lease on computer `name`, opening its engine if it is closed.
+    /// Errors: `InvalidName`, `NotFound`, `Io`, `Engine`.
+    pub async fn acquire(&self, name: &str) -> Result<Lease, RegistryError> {
+        self.acquire_with(name, OpenOptions::default()).await
+    }
+
+    /// A lease on computer `name` for taking a live FUSE connection over
+    /// (`agentcomputer_fuse::resume_connection`): as [`Registry::acquire`],
+    /// but an engine opened here keeps the files unlinked while open
+    /// ([`OpenOptions::keep_orphans`]), which the connection's kernel
+    /// still holds for processes in the mount and frees with its FORGET.
+    /// An engine open already is used as it is. Errors: as
+    /// [`Registry::acquire`].
+    pub async fn acquire_live(&self, name: &str) -> Result<Lease, RegistryError> {
+        self.acquire_with(name, OpenOptions { keep_orphans: true })
+            .await
+    }
+
+    /// Until `until`, every engine this registry opens keeps its orphans
+    /// ([`OpenOptions::keep_orphans`]), as an open for a live connection
+    /// ([`Registry::acquire_live`]) does. For cluster mode: FUSE
+    /// connections a previous agent process served may still be on their
+    /// way back (the mounter's `resume`), and their kernels hold files
+    /// unlinked while open, which an ordinary open would free under them.
+    /// Orphans that no connection comes back for are freed at the first
+    /// ordinary open after the hold (the computer hibernated and opened
+    /// again). Replaces an earlier hold.
+    pub fn hold_orphans_until(&self, until: Instant) {
+        *lock(&self.inner.orphan_hold) = Some(until);
+    }
+
+    /// Ends the hold of [`Registry::hold_orphans_until`] at `until` if it
+    /// would end later (never extends it).
+    pub fn shorten_orphan_hold(&self, until: Instant) {
+        let mut hold = lock(&self.inner.orphan_hold);
+        if let Some(end) = hold.as_mut() {
+            *end = (*end).min(until);
+        }
+    }
+
+    /// Whether opens keep orphans now ([`Registry::hold_orphans_until`]).
+    pub fn holds_orphans(&self) -> bool {
+        lock(&self.inner.orphan_hold).is_some_and(|end| Instant::now() < end)
+    }
+
+    pub(super) async fn acquire_with(
+        &self,
+        name: &str,
+        options: OpenOptions,
+    ) -> Result<Lease, RegistryError> {
+        check_name(name)?;
+        if let Some(lease) = self.try_lease(name, true) {
+            return Ok(lease);
+        }
+        let _guard = self.inner.names.lock(name).await;
+        if let Some(lease) = self.try_lease(name, true) {
+            return Ok(lease);
+        }
+        let options = if !options.keep_orphans && self.holds_orphans() {
+            info!(
+                computer = name,
+                "opening with orphans kept: connections of the previous agent process may still be resumed"
+            );
+            OpenOptions { keep_orphans: true }
+        } else {
+            options
+        };
+        let dir = self.dir_of(name);
+        let owned = name.to_string();
+        let (fs, settings) = blocking(move || open_computer(&owned, &dir, options)).await?;
+        let slot = Arc::new(Slot {
+            fs,
+            dir: self.dir_of(name),
+            name: name.to_string(),
+            settings: Mutex::new(settings),
+            scratch_dir: self.inner.scratch_dir.clone(),
+            active: AtomicUsize::new(1),
+            last_used: Mutex::new(Instant::now()),
+            cancel: self.inner.shutdown.child_token(),
+            deleted: Default::default(),
+            mounts: Mutex::new(HashMap::new()),
+            connections: Mutex::new(HashMap::new()),
+        });
+        lock(&self.inner.open).insert(name.to_string(), slot.clone());
+        info!(computer = name, "opened computer");
+        Ok(Lease { slot, touch: true })
+    }
+
+    pub(super) fn try_lease(&self, name: &str, touch: bool) -> Option<Lease> {
+        let map = lock(&self.inner.open);
+        let slot = map.get(name)?;
+        slot.active.fetch_add(1, Ordering::SeqCst);
+        Some(Lease {
+            slot: slot.clone(),
+            touch,
+        })
+    }
+}
