@@ -5,6 +5,7 @@
 # the cluster down (e2e/cluster/down) whatever happened. Exit status 0 only when every step passed.
 #
 # Env: E2E_KEEP=1      leave the cluster up afterwards (KUBECONFIG is printed)
+#      E2E_NODES       nodes of the cluster, 1 to 4 (default 2)
 #      E2E_STATE       state directory (default /var/tmp/agentcomputer-e2e)
 #      E2E_BIN_DIR     directory of already built operator, node-agent,
 #                      agentcomputer-mounter, kubectl-computer and e2e-suite
@@ -35,7 +36,9 @@ teardown() {
     if [ "${E2E_KEEP:-0}" = 1 ]; then
         echo "e2e: cluster left up; KUBECONFIG=${E2E_STATE:-/var/tmp/agentcomputer-e2e}/kubeconfig" >&2
     else
-        step "cluster down" bash e2e/cluster/down || true
+        # down proves that nothing of any node is left behind; when it
+        # cannot, the run fails.
+        step "cluster down" bash e2e/cluster/down || exit 1
     fi
 }
 trap teardown EXIT
@@ -63,15 +66,29 @@ step "musl target for the sandbox runner" musl_target || exit 1
 step "product images" bash e2e/images/build.sh --bin-dir "$E2E_BIN_DIR" || exit 1
 step "product images start on the cluster" bash e2e/images/smoke || exit 1
 
+# The S3-compatible object store (e2e/object-store), reached from a pod on
+# every node. Its server comes from scripts/install-object-store.sh.
+object_store() {
+    if [ ! -f scripts/install-object-store.sh ]; then
+        echo "e2e: !!! SKIPPED: scripts/install-object-store.sh is not in this tree, so no object store !!!" >&2
+        return 0
+    fi
+    bash e2e/object-store/up && bash e2e/object-store/check
+}
+step "object store reached from every node" object_store
+
 # The product suite (e2e/suite), as a user drives the product: helm, kubectl
 # and kubectl computer from this host against the cluster's API server.
 suite() {
-    local state="${E2E_STATE:-/var/tmp/agentcomputer-e2e}" tools
+    local state="${E2E_STATE:-/var/tmp/agentcomputer-e2e}" tools data i
     tools="$(cat "$state/bin-dir")" || return 1
+    # Every node's agent directory, as this host sees it.
+    data="$state/host/var/lib/agentcomputer"
+    for i in $(seq 2 "$(cat "$state/run/nodes")"); do data="$data:$state/node$i/host/var/lib/agentcomputer"; done
     KUBECONFIG="$state/kubeconfig" \
         E2E_KUBECTL="$tools/kubectl" E2E_HELM="$tools/helm" \
         E2E_CLI="$E2E_BIN_DIR/kubectl-computer" E2E_REPO="$PWD" \
-        E2E_NODE_DATA_DIR="$state/host/var/lib/agentcomputer" \
+        E2E_NODE_DATA_DIR="$data" E2E_NODE_CTL="$PWD/e2e/cluster/node" \
         "$E2E_BIN_DIR/e2e-suite"
 }
 step "product suite" suite

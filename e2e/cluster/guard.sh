@@ -5,8 +5,9 @@
 #
 # Usage: e2e/cluster/guard.sh install|remove|check|counters
 #
-# Inside the cluster's network namespace (iptables, the same nf_tables backend
-# that kube-proxy and kube-router use there):
+# Inside every node's network namespace (iptables, the same nf_tables backend
+# that kube-proxy and kube-router use there; the nodes' addresses count as
+# the node's own, so node 1 lets the API server reach the other kubelets):
 #   mangle FORWARD     -> ACE2E-GUARD-FWD: forwarded packets (pods, masqueraded
 #                         or not) may go only to the pod range, the service
 #                         range, the node's own address and loopback; a packet
@@ -44,7 +45,7 @@ TESTNET1=192.0.2.0/24
 allowed_rules() { # chain
     local c="$1"
     echo "-A $c -o lo -j RETURN"
-    for d in 127.0.0.0/8 "$E2E_POD_CIDR" "$E2E_SERVICE_CIDR" "$E2E_NODE_IP/32"; do
+    for d in 127.0.0.0/8 "$E2E_POD_CIDR" "$E2E_SERVICE_CIDR" $(node_ips | sed 's|$|/32|'); do
         echo "-A $c -d $d -j RETURN"
     done
 }
@@ -116,18 +117,19 @@ install_node() {
 # with its DROP rules, and the host rules are in place.
 check_node() {
     local ok=0
+    ns_id "$NETNS" >/dev/null || { log "guard: node $NODE_NAME has no network namespace at $NETNS"; return 1; }
     [ "$(in_net iptables -w -t mangle -S FORWARD | sed -n 2p)" = "-A FORWARD -j ACE2E-GUARD-FWD" ] \
-        || { log "guard: mangle FORWARD does not start with the guard"; ok=1; }
+        || { log "guard: $NODE_NAME: mangle FORWARD does not start with the guard"; ok=1; }
     [ "$(in_net iptables -w -t mangle -S POSTROUTING | sed -n 2p)" = "-A POSTROUTING -j ACE2E-GUARD-OUT" ] \
-        || { log "guard: mangle POSTROUTING does not start with the guard"; ok=1; }
+        || { log "guard: $NODE_NAME: mangle POSTROUTING does not start with the guard"; ok=1; }
     [ "$(in_net ip6tables -w -t mangle -S POSTROUTING | sed -n 2p)" = "-A POSTROUTING -j ACE2E-GUARD-OUT" ] \
-        || { log "guard: ip6 mangle POSTROUTING does not start with the guard"; ok=1; }
+        || { log "guard: $NODE_NAME: ip6 mangle POSTROUTING does not start with the guard"; ok=1; }
     in_net iptables -w -t mangle -S ACE2E-GUARD-FWD | tail -n1 | grep -q -- '-j DROP$' \
-        || { log "guard: ACE2E-GUARD-FWD does not end with DROP"; ok=1; }
+        || { log "guard: $NODE_NAME: ACE2E-GUARD-FWD does not end with DROP"; ok=1; }
     in_net iptables -w -t mangle -S ACE2E-GUARD-OUT | tail -n1 | grep -q -- '-j DROP$' \
-        || { log "guard: ACE2E-GUARD-OUT does not end with DROP"; ok=1; }
+        || { log "guard: $NODE_NAME: ACE2E-GUARD-OUT does not end with DROP"; ok=1; }
     in_net iptables -w -t mangle -S OUTPUT | sed -n 2p | grep -q "$TAG: second wall output" \
-        || { log "guard: mangle OUTPUT does not start with the second wall"; ok=1; }
+        || { log "guard: $NODE_NAME: mangle OUTPUT does not start with the second wall"; ok=1; }
     return $ok
 }
 
@@ -140,14 +142,20 @@ check_host() {
     return $ok
 }
 
-# Packet counters of every guard rule, one "COUNT comment" per line.
+# Packet counters of every guard rule, summed over the nodes, one
+# "COUNT comment" per line.
 counters() {
+    local i
     {
-        in_net iptables -w -t mangle -L ACE2E-GUARD-FWD -v -x -n
-        in_net iptables -w -t mangle -L ACE2E-GUARD-OUT -v -x -n
-        in_net iptables -w -t mangle -L OUTPUT -v -x -n
-        in_net iptables -w -L FORWARD -v -x -n
-        in_net ip6tables -w -t mangle -L ACE2E-GUARD-OUT -v -x -n
+        for i in $(seq 1 "$(cluster_nodes)"); do
+            node_use "$i"
+            ns_id "$NETNS" >/dev/null || continue
+            in_net iptables -w -t mangle -L ACE2E-GUARD-FWD -v -x -n
+            in_net iptables -w -t mangle -L ACE2E-GUARD-OUT -v -x -n
+            in_net iptables -w -t mangle -L OUTPUT -v -x -n
+            in_net iptables -w -L FORWARD -v -x -n
+            in_net ip6tables -w -t mangle -L ACE2E-GUARD-OUT -v -x -n
+        done
         iptables -w -L FORWARD -v -x -n
         iptables -w -L INPUT -v -x -n
     } | awk -v t1="$TAG: " -v t2="$HOST_TAG:" '{
@@ -158,12 +166,24 @@ counters() {
         } END { for (c in n) print n[c] " " c }' | sort -k2
 }
 
+# each_node FUNCTION: runs FUNCTION for every node of the cluster in turn;
+# fails when one of them fails.
+each_node() {
+    local i ok=0
+    for i in $(seq 1 "$(cluster_nodes)"); do
+        node_use "$i"
+        "$1" || ok=1
+    done
+    node_use 1
+    return $ok
+}
+
 need_root
 case "${1:-}" in
-    install) install_host; install_node; check_node; check_host; log "guard installed" ;;
+    install) install_host; each_node install_node; each_node check_node; check_host; log "guard installed on $(cluster_nodes) node(s)" ;;
     install-host) install_host ;;
-    remove) remove_host; log "guard removed from the host (the node's rules go with its namespace)" ;;
-    check) check_node && check_host ;;
+    remove) remove_host; log "guard removed from the host (the nodes' rules go with their namespaces)" ;;
+    check) each_node check_node && check_host ;;
     counters) counters ;;
     *) echo "usage: $0 install|install-host|remove|check|counters" >&2; exit 2 ;;
 esac

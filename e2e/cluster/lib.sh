@@ -15,6 +15,13 @@
 # veth link; none is routed off this machine.
 
 E2E_STATE="${E2E_STATE:-/var/tmp/agentcomputer-e2e}"
+# How many nodes: the first runs the control plane as well; every other one
+# has network and mount namespaces of its own, linked to the first (nodes.sh).
+E2E_NODES="${E2E_NODES:-2}"
+case "$E2E_NODES" in
+    [1-4]) ;;
+    *) echo "e2e-cluster: error: E2E_NODES must be 1 to 4 (got $E2E_NODES)" >&2; exit 1 ;;
+esac
 E2E_NODE="${E2E_NODE:-e2e-node}"
 E2E_POD_CIDR="${E2E_POD_CIDR:-10.88.0.0/16}"
 E2E_NODE_POD_CIDR="${E2E_NODE_POD_CIDR:-10.88.0.0/24}"   # the first /24 the node IPAM hands out
@@ -85,7 +92,10 @@ ensure_packages() {
     DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${need[@]}" >&2
 }
 
-# Runs a command inside the cluster's network (and mount) namespace.
+. "$E2E_DIR/nodes.sh"
+
+# Runs a command inside the cluster's network (and mount) namespace: the
+# selected node's (node_use), the first node's unless told otherwise.
 in_net() { nsenter --net="$NETNS" -- "$@"; }
 in_ns() { nsenter --net="$NETNS" --mount="$MNTNS" -- "$@"; }
 
@@ -100,7 +110,7 @@ component_pid() {
     local f="$S/run/pids/$1" pid mnt
     [ -f "$f" ] || return 1
     pid="$(cat "$f")"
-    mnt="$(ns_id "$MNTNS")" || return 1
+    mnt="$(ns_id "$(component_mntns "$1")")" || return 1
     [ -n "$mnt" ] && [ "$(stat -L -c %i "/proc/$pid/ns/mnt" 2>/dev/null)" = "$mnt" ] || return 1
     echo "$pid"
 }
@@ -113,8 +123,26 @@ start_component() {
     log "starting $name"
     # fd 9 (the state lock) and fd 8 (e2e/run.sh's run lock) stay with the
     # scripts, not the daemons.
-    nsenter --net="$NETNS" --mount="$MNTNS" -- setsid "$@" >>"$S/log/$name.log" 2>&1 </dev/null 9<&- 8<&- &
+    local mntns; mntns="$(component_mntns "$name")"
+    nsenter --net="${mntns%/mnt}/net" --mount="$mntns" -- setsid "$@" >>"$S/log/$name.log" 2>&1 </dev/null 9<&- 8<&- &
     echo $! >"$S/run/pids/$name"
+}
+
+# wait_for WHAT CMD...: retries CMD until it succeeds or the time is up.
+wait_for() {
+    local what="$1"; shift
+    local deadline=$((SECONDS + E2E_READY_TIMEOUT))
+    until "$@" >/dev/null 2>&1; do
+        if [ $SECONDS -ge $deadline ]; then
+            log "not ready after ${E2E_READY_TIMEOUT}s: $what (logs in $S/log)"
+            return 1
+        fi
+        sleep 1
+    done
+}
+
+alive() { # NAME: the component still runs
+    component_pid "$1" >/dev/null || { log "$1 exited; last lines of $S/log/$1.log:"; tail -n 20 "$S/log/$1.log" >&2; return 1; }
 }
 
 kubectl_e2e() { "$E2E_BIN/kubectl" --kubeconfig="$E2E_KUBECONFIG" "$@"; }

@@ -12,12 +12,14 @@
 //! `E2E_CLI` (kubectl-computer), `E2E_REPO` (the repository, for the chart
 //! and examples), `E2E_IMAGE_REGISTRY` and `E2E_IMAGE_TAG` (of the product
 //! images, default `localhost/agentcomputer-e2e` and `e2e`),
-//! `E2E_NODE_DATA_DIR` (the node agents' host directory as this process
-//! sees it, for the checks on database files; unset skips those checks and
-//! says so), `E2E_WEB_IMAGE` (an image with busybox `httpd` for the egress
+//! `E2E_NODE_DATA_DIR` (the node agents' host directories as this process
+//! sees them, one per node, `:`-separated, for the checks on database files;
+//! unset skips those checks and says so), `E2E_WEB_IMAGE` (an image with busybox `httpd` for the egress
 //! step's web server, default `localhost/agentcomputer-e2e/busybox:1`),
 //! `E2E_ONLY` (comma-separated step names to run, with the steps they
-//! need). `e2e/kind/run.sh` runs it on a kind cluster.
+//! need), `E2E_NODE_CTL` (a command `CTL stop|start NODE` that stops a
+//! node's kubelet, containerd and node agent and starts them again, such as
+//! `e2e/cluster/node`; unset skips the step that needs it). `e2e/kind/run.sh` runs it on a kind cluster.
 
 mod steps;
 mod tools;

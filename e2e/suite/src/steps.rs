@@ -13,6 +13,7 @@ use crate::tools::{Tools, condition, eventually, text};
 mod doors;
 mod failures;
 mod memory;
+mod nodes;
 
 /// Namespace of the release.
 const SYSTEM_NS: &str = "agentcomputer-system";
@@ -144,6 +145,21 @@ pub const STEPS: &[Step] = &[
         required: false,
         run: burst,
     },
+    Step {
+        name: "a computer on each node works",
+        required: false,
+        run: nodes::computer_on_each_node,
+    },
+    Step {
+        name: "a drained node's computers stay listed",
+        required: false,
+        run: nodes::drained_node_listed,
+    },
+    Step {
+        name: "a stopped node's computers come back",
+        required: false,
+        run: nodes::stopped_node_comes_back,
+    },
 ];
 
 /// What the steps share: the tools, the images, and measured timings.
@@ -151,7 +167,8 @@ pub struct Context {
     tools: Tools,
     registry: String,
     tag: String,
-    node_data: Option<PathBuf>,
+    /// The node agents' host directories, one per node.
+    node_data: Option<Vec<PathBuf>>,
     timings: Vec<(String, Duration)>,
     /// The host port share links name, once the gateway is on.
     share_port: Option<u16>,
@@ -165,7 +182,8 @@ impl Context {
             registry: std::env::var("E2E_IMAGE_REGISTRY")
                 .unwrap_or_else(|_| "localhost/agentcomputer-e2e".into()),
             tag: std::env::var("E2E_IMAGE_TAG").unwrap_or_else(|_| "e2e".into()),
-            node_data: std::env::var_os("E2E_NODE_DATA_DIR").map(PathBuf::from),
+            node_data: std::env::var_os("E2E_NODE_DATA_DIR")
+                .map(|dirs| std::env::split_paths(&dirs).collect()),
             timings: Vec::new(),
             share_port: None,
         }
@@ -1703,13 +1721,27 @@ fn deletion(cx: &mut Context) -> Result<String> {
             );
         }
         match &cx.node_data {
-            Some(dir) => {
-                let db = dir.join("data/computers").join(&uid);
+            Some(dirs) => {
+                // On whichever node it was: the database is in one of them.
+                let dbs: Vec<PathBuf> = dirs
+                    .iter()
+                    .map(|d| d.join("data/computers").join(&uid))
+                    .collect();
+                let shown = || {
+                    dbs.iter()
+                        .map(|d| d.display().to_string())
+                        .collect::<Vec<_>>()
+                        .join(" or ")
+                };
                 if keeps {
-                    ensure!(db.exists(), "Retain: {} is gone", db.display());
+                    ensure!(
+                        dbs.iter().any(|db| db.exists()),
+                        "Retain: {} is gone",
+                        shown()
+                    );
                 } else {
-                    eventually(60, &format!("{} to go", db.display()), || {
-                        Ok((!db.exists()).then_some(()))
+                    eventually(60, &format!("{} to go", shown()), || {
+                        Ok((!dbs.iter().any(|db| db.exists())).then_some(()))
                     })?;
                 }
             }
@@ -1734,12 +1766,15 @@ const BURST: usize = 200;
 /// Clients that run the burst's first execs side by side.
 const BURST_CLIENTS: usize = 4;
 
-/// `BURST` computers applied at once (one `kubectl apply` of a List) all
-/// reach Ready; the first shell exec of each succeeds; the node agent's
+/// `BURST` computers applied at once (one `kubectl apply` of a List), all
+/// on the node of the first Ready node agent (their `nodeSelector`), all
+/// reach Ready; the first shell exec of each succeeds; that node agent's
 /// resident memory (its `process_resident_memory_bytes`, read through the
 /// API server's pod proxy) is measured with them all open and again after
 /// they hibernate; then they are deleted.
 fn burst(cx: &mut Context) -> Result<String> {
+    let agent = agent_pod(cx)?;
+    let node = text(&agent, "/spec/nodeName").to_string();
     let names: Vec<String> = (0..BURST).map(|i| format!("burst-{i:03}")).collect();
     let items: Vec<Value> = names
         .iter()
@@ -1748,7 +1783,8 @@ fn burst(cx: &mut Context) -> Result<String> {
                 "apiVersion": "agentcomputer.dev/v1alpha1",
                 "kind": "AgentComputer",
                 "metadata": {"name": n, "namespace": NS, "labels": {"e2e/burst": "1"}},
-                "spec": {"storage": {"size": "16Mi"}},
+                "spec": {"storage": {"size": "16Mi"},
+                         "nodeSelector": {"kubernetes.io/hostname": node}},
             })
         })
         .collect();
@@ -1825,7 +1861,7 @@ fn burst(cx: &mut Context) -> Result<String> {
         format!("{BURST} computers: all first execs, {BURST_CLIENTS} clients"),
         execs_done,
     );
-    let open = agent_metrics(cx)?;
+    let open = agent_metrics(cx, &agent)?;
     let open_computers = metric(&open, r#"agentcomputer_node_computers{state="open"}"#)?;
     ensure!(
         open_computers >= BURST as f64,
@@ -1834,7 +1870,7 @@ fn burst(cx: &mut Context) -> Result<String> {
     let rss_open = metric(&open, "process_resident_memory_bytes")?;
     // The chart's idle timeout is 120 s here (helm_upgrade).
     let hibernated = eventually(300, "the burst's computers to hibernate", || {
-        let m = agent_metrics(cx)?;
+        let m = agent_metrics(cx, &agent)?;
         let still_open = metric(&m, r#"agentcomputer_node_computers{state="open"}"#)?;
         Ok((still_open < 10.0).then_some(m))
     })?;
@@ -1851,7 +1887,7 @@ fn burst(cx: &mut Context) -> Result<String> {
         "--timeout=300s",
     ])?;
     Ok(format!(
-        "all Ready {:.1} s after apply; first exec median {} ms, slowest {} ms; \
+        "on {node}: all Ready {:.1} s after apply; first exec median {} ms, slowest {} ms; \
          agent RSS {:.0} MiB with {open_computers} open, {:.0} MiB after they hibernated",
         all_ready.as_secs_f64(),
         p50.as_millis(),
@@ -1861,9 +1897,8 @@ fn burst(cx: &mut Context) -> Result<String> {
     ))
 }
 
-/// The node agent's `/metrics` text (the suite's cluster has one node),
-/// through the API server's pod proxy.
-fn agent_metrics(cx: &Context) -> Result<String> {
+/// The first Ready node agent pod, by node name.
+fn agent_pod(cx: &Context) -> Result<Value> {
     let pods = cx.tools.kubectl_json(&[
         "-n",
         SYSTEM_NS,
@@ -1872,12 +1907,40 @@ fn agent_metrics(cx: &Context) -> Result<String> {
         "-l",
         "app.kubernetes.io/name=agentcomputer-node-agent",
     ])?;
+    let mut ready: Vec<Value> = pods["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|p| condition(p, "Ready") == "True")
+        .cloned()
+        .collect();
+    ready.sort_by(|a, b| text(a, "/spec/nodeName").cmp(text(b, "/spec/nodeName")));
+    ready
+        .into_iter()
+        .next()
+        .ok_or_else(|| anyhow!("no Ready node agent pod"))
+}
+
+/// The `/metrics` text of the node agent on `agent`'s node (the pod may
+/// have been replaced since), through the API server's pod proxy.
+fn agent_metrics(cx: &Context, agent: &Value) -> Result<String> {
+    let node = text(agent, "/spec/nodeName");
+    let pods = cx.tools.kubectl_json(&[
+        "-n",
+        SYSTEM_NS,
+        "get",
+        "pods",
+        "-l",
+        "app.kubernetes.io/name=agentcomputer-node-agent",
+        "--field-selector",
+        &format!("spec.nodeName={node}"),
+    ])?;
     let pod = pods["items"]
         .as_array()
         .into_iter()
         .flatten()
         .find(|p| condition(p, "Ready") == "True")
-        .ok_or_else(|| anyhow!("no Ready node agent pod"))?;
+        .ok_or_else(|| anyhow!("no Ready node agent pod on {node}"))?;
     let name = text(pod, "/metadata/name");
     cx.tools.kubectl_ok(&[
         "get",
