@@ -136,13 +136,16 @@ impl Listener {
                 return;
             }
         };
+        // Pid 0: an agent in a pid namespace the mounter cannot see, as
+        // in a pod; two such agents must not look like the same process.
+        let pid = agentcomputer_handover::record::visible_pid(peer.pid());
         if peer.uid() != self.agent_uid {
             let message = format!(
                 "peer uid {} is not the node agent's uid {}",
                 peer.uid(),
                 self.agent_uid
             );
-            warn!(pid = ?peer.pid(), "hand-over connection refused: {message}");
+            warn!(pid = ?pid, "hand-over connection refused: {message}");
             refuse(&sock, message).await;
             return;
         }
@@ -180,7 +183,7 @@ impl Listener {
             pending: Mutex::new(Default::default()),
             next_id: AtomicU64::new(1),
             closed: CancellationToken::new(),
-            pid: Some(peer.pid()),
+            pid,
             protocol,
         });
         let previous = lock(&self.current).replace(conn.clone());
@@ -188,8 +191,8 @@ impl Listener {
             info!("a new node agent connection replaces the previous one");
             p.closed.cancel();
         }
-        info!(pid = ?peer.pid(), uid = peer.uid(), "node agent connected");
-        (self.on_connect)(Some(peer.pid()));
+        info!(pid = ?pid, uid = peer.uid(), "node agent connected");
+        (self.on_connect)(pid);
         conn.read_replies(stop).await;
         info!("node agent disconnected");
     }

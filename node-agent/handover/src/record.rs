@@ -239,6 +239,12 @@ fn register(fd: OwnedFd) -> io::Result<AsyncFd<OwnedFd>> {
     unsafe { AsyncFd::register(fd) }.map_err(|e| e.into_parts().1)
 }
 
+/// A pid from `SO_PEERCRED`, `None` for 0 (`unix(7)`: the peer's pid in
+/// the receiver's pid namespace, 0 when it has none there).
+pub fn visible_pid(pid: i32) -> Option<i32> {
+    (pid > 0).then_some(pid)
+}
+
 /// A `SOCK_SEQPACKET` socket on tokio: [`send`] and [`recv`] without
 /// blocking a runtime thread. Sending and receiving may run at once from
 /// different tasks (each record is one system call).
@@ -294,6 +300,14 @@ impl AsyncSeqpacket {
     /// The peer's credentials (`SO_PEERCRED`).
     pub fn peer_credentials(&self) -> io::Result<UnixCredentials> {
         peer_credentials(self.fd.get_ref().as_fd())
+    }
+
+    /// The peer's process id as this process sees it, `None` when the
+    /// kernel reports 0: a peer in a pid namespace this one cannot see
+    /// (pods: the agent's container beside the mounter's), whose pid tells
+    /// two peers apart no better than nothing does.
+    pub fn peer_pid(&self) -> io::Result<Option<i32>> {
+        Ok(visible_pid(self.peer_credentials()?.pid()))
     }
 
     /// Sends one record (see [`send`]), waiting while the socket's buffer
@@ -424,6 +438,14 @@ mod tests {
     }
 
     #[test]
+    fn a_peer_outside_our_pid_namespace_has_no_pid() {
+        // Two agents in other pods both report pid 0: they must not look
+        // like one process to the mounter.
+        assert_eq!(visible_pid(0), None);
+        assert_eq!(visible_pid(4242), Some(4242));
+    }
+
+    #[test]
     fn a_descriptor_travels_with_its_record() {
         let (a, b) = socketpair(
             AddressFamily::Unix,
@@ -500,6 +522,7 @@ mod tests {
         let (client, server) = (client.unwrap(), server.unwrap());
         let me = nix::unistd::getuid().as_raw();
         assert_eq!(server.peer_credentials().unwrap().uid(), me);
+        assert_eq!(server.peer_pid().unwrap(), Some(std::process::id() as i32));
         let file = tempfile::tempfile().unwrap();
         client
             .send_json(&serde_json::json!({"op": "keep"}), Some(file.as_fd()), 64)
