@@ -12,8 +12,15 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
         Some(n) => format!("{n}k"),
         None => t.to_string(),
     };
-    agentcomputer_crds::quantity::parse_bytes(&t)
-        .map_err(|e| format!("invalid size {text:?}: {e} (use e.g. 500Mi, 10Gi, 1G)"))
+    use agentcomputer_crds::quantity::{QuantityError, parse_bytes};
+    parse_bytes(&t).map_err(|e| {
+        let why = match e {
+            QuantityError::Syntax(_) => "not a size: unknown size suffix or malformed number",
+            QuantityError::Negative(_) => "a size cannot be negative",
+            QuantityError::TooLarge(_) => "more than 2^64-1 bytes",
+        };
+        format!("invalid size {text:?}: {why} (use e.g. 500Mi, 10Gi, 1G)")
+    })
 }
 
 /// A byte count for people: `1.5 GiB`, `12 KiB`, `512 B`.
