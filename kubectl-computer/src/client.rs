@@ -14,61 +14,17 @@ use std::net::IpAddr;
 use std::path::Path;
 use std::time::Duration;
 
-use agentcomputer_proto::v1::agent_computer_client::AgentComputerClient;
 use rustls::pki_types::CertificateDer;
 use rustls::pki_types::pem::PemObject;
-use tonic::metadata::{Ascii, MetadataValue};
-use tonic::service::Interceptor;
-use tonic::service::interceptor::InterceptedService;
-use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint};
+use tonic::transport::{Certificate, ClientTlsConfig, Endpoint};
+
+pub use agentcomputer_mcp::client::{Bearer, Client, over};
 
 use crate::error::{CliError, Result};
 use crate::target::{TOKEN_FILE, TargetArgs};
 
 /// Endpoint used when neither `--endpoint` nor `AGENTCOMPUTER_ENDPOINT` is set.
 pub const DEFAULT_ENDPOINT: &str = "http://127.0.0.1:7433";
-
-/// A connected API client that sends the agent token with every call.
-pub type Client = AgentComputerClient<InterceptedService<Channel, Bearer>>;
-
-/// Adds `authorization: Bearer <token>` (RFC 6750) to every call; nothing
-/// without a token.
-#[derive(Clone)]
-pub struct Bearer(Option<MetadataValue<Ascii>>);
-
-impl Bearer {
-    /// Sends no token.
-    pub fn none() -> Bearer {
-        Bearer(None)
-    }
-
-    /// Sends `token`, kept out of logs (a sensitive header value). Errors:
-    /// the token holds characters a header cannot carry; `source` says where
-    /// it came from (`--token / AGENTCOMPUTER_TOKEN`, a file, a Secret).
-    pub fn new(token: &str, source: &str) -> Result<Bearer> {
-        bearer_value(token).map(|v| Bearer(Some(v))).map_err(|()| {
-            CliError::new(format!(
-                "the token from {source} is not a valid token (it holds characters a header cannot carry)"
-            ))
-        })
-    }
-}
-
-impl Interceptor for Bearer {
-    fn call(&mut self, mut req: tonic::Request<()>) -> Result<tonic::Request<()>, tonic::Status> {
-        if let Some(value) = &self.0 {
-            req.metadata_mut().insert("authorization", value.clone());
-        }
-        Ok(req)
-    }
-}
-
-/// An API client over an open `channel`, sending what `bearer` holds.
-pub fn over(channel: Channel, bearer: Bearer) -> Client {
-    AgentComputerClient::with_interceptor(channel, bearer)
-        .max_decoding_message_size(agentcomputer_proto::MAX_MESSAGE_BYTES)
-        .max_encoding_message_size(agentcomputer_proto::MAX_MESSAGE_BYTES)
-}
 
 /// Connects to the node agent at `url` (`http://` or `https://`) with the
 /// token and CA of `args`; `data_dir` is the local agent's data directory,
@@ -219,14 +175,6 @@ fn is_local_host(host: &str) -> bool {
     let bare = host.trim_start_matches('[').trim_end_matches(']');
     bare.eq_ignore_ascii_case("localhost")
         || bare.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback())
-}
-
-/// `Bearer <token>` as a sensitive header value; `Err` for characters a
-/// header cannot hold.
-fn bearer_value(token: &str) -> std::result::Result<MetadataValue<Ascii>, ()> {
-    let mut value: MetadataValue<Ascii> = format!("Bearer {token}").parse().map_err(|_| ())?;
-    value.set_sensitive(true);
-    Ok(value)
 }
 
 /// TLS settings: trust the certificates in `ca_cert`, or the platform's
@@ -409,22 +357,6 @@ mod tests {
         std::fs::write(&file, "\n").unwrap();
         let err = find_token(&from_file, None).unwrap_err().message;
         assert!(err.ends_with("the file is empty"), "{err}");
-    }
-
-    #[test]
-    fn bearer_values() {
-        let v = bearer_value("abc").unwrap();
-        assert_eq!(v.to_str().unwrap(), "Bearer abc");
-        assert!(v.is_sensitive());
-        assert!(bearer_value("a\nb").is_err());
-        let Err(CliError { message: err, .. }) = Bearer::new("a\nb", "the credential Secret ns/c")
-        else {
-            panic!("a token with a newline was taken");
-        };
-        assert!(
-            err.starts_with("the token from the credential Secret ns/c is not a valid token"),
-            "{err}"
-        );
     }
 
     #[test]

@@ -39,7 +39,7 @@ mod client;
 mod cluster;
 mod cmd;
 mod error;
-mod format;
+use agentcomputer_mcp::format;
 mod interrupt;
 mod mcp;
 mod progress;

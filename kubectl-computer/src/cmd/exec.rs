@@ -1,68 +1,15 @@
 //! `exec`: run a program and mirror its output and exit status; a
 //! JavaScript run's result follows its output on stdout.
 
-use std::collections::HashMap;
 use std::io::{Read, Write};
-use std::time::Duration;
 
 use agentcomputer_proto::v1 as pb;
 use pb::exec_event::Event;
 
+pub use agentcomputer_mcp::calls::exec::{ExecArgs, check_size, request};
+
 use crate::client::Client;
 use crate::error::{CliError, Result};
-
-/// What `exec` runs.
-pub struct ExecArgs {
-    pub computer: String,
-    pub runtime: pb::Runtime,
-    pub cwd: String,
-    pub env: Vec<(String, String)>,
-    pub timeout: Option<Duration>,
-    pub stdin: bool,
-    /// JSON text for a JavaScript module's default export; empty is null.
-    pub input_json: String,
-    pub script: String,
-}
-
-/// The API request of a run of `args` with `stdin` as its standard input
-/// (`args.stdin` only says whether the caller wanted to read it). No output
-/// cap and the node agent's default memory budget; a timeout of zero or
-/// none is the agent's default (60 s).
-pub fn request(args: ExecArgs, stdin: Vec<u8>) -> pb::ExecRequest {
-    pb::ExecRequest {
-        computer: args.computer,
-        runtime: args.runtime as i32,
-        script: args.script,
-        cwd: args.cwd,
-        env: args.env.into_iter().collect::<HashMap<_, _>>(),
-        stdin,
-        timeout_ms: args.timeout.map_or(0, |t| t.as_millis().max(1) as u64),
-        max_output_bytes: 0,
-        input_json: args.input_json,
-        // The node agent's default budget.
-        memory_limit_bytes: 0,
-    }
-}
-
-/// Refuses a request the node agent could not take: one encoded larger
-/// than its gRPC message limit
-/// ([`MAX_MESSAGE_BYTES`](agentcomputer_proto::MAX_MESSAGE_BYTES), 4 MiB),
-/// which would otherwise reset the connection with nothing said. The
-/// script, standard input, environment and JavaScript input all count.
-/// `instead` tells the caller what to do (put the data in a file first).
-/// Errors: `E2BIG: the exec request is N bytes ...`.
-pub fn check_size(req: &pb::ExecRequest, instead: &str) -> Result<()> {
-    use prost::Message;
-    let size = req.encoded_len();
-    let limit = agentcomputer_proto::MAX_MESSAGE_BYTES;
-    if size > limit {
-        return Err(CliError::new(format!(
-            "E2BIG: the exec request is {size} bytes (script, stdin, env and input together), \
-             more than the node agent's message limit of {limit} bytes (4 MiB); {instead}"
-        )));
-    }
-    Ok(())
-}
 
 /// Streams the run's output to our stdout/stderr as it arrives and returns
 /// the program's exit code. The runtime's own error (timeout, output cap) is

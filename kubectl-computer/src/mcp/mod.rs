@@ -1,30 +1,22 @@
 //! `kubectl-computer mcp NAME`: a Model Context Protocol server whose tools
 //! work on one computer's files and runtimes.
 //!
-//! The protocol is the official Rust SDK's (`rmcp`); this module only
-//! supplies the tools ([`tools`]) and picks the transport: standard input
-//! and output by default (the way MCP hosts start local servers; [`stdio`]
-//! answers the lines the SDK cannot decode), or
-//! streamable HTTP with `--listen ADDR` ([`http`], behind a bearer token).
-//! The tools reach the computer through the CLI's own [`Backend`]: a local
-//! or directly addressed node agent, or a cluster's agent through a
-//! port-forward, exactly as the other commands do.
-
-mod agent;
-mod http;
-mod search;
-mod stdio;
-mod text;
-mod tools;
+//! The server is the `agentcomputer-mcp` library's; this module opens the
+//! computer through the CLI's own [`Backend`] (a local or directly
+//! addressed node agent, or a cluster's agent through a port-forward,
+//! exactly as the other commands do) and picks the transport: standard
+//! input and output by default (the way MCP hosts start local servers), or
+//! streamable HTTP with `--listen ADDR` (behind a bearer token), served
+//! until SIGINT, SIGTERM or SIGHUP.
 
 use std::path::PathBuf;
 
-use rmcp::ServiceExt;
+use agentcomputer_mcp::{Agent, http};
+use agentcomputer_proto::v1 as pb;
+use agentcomputer_runtime_contract::Runtime;
 
 use crate::backend::Backend;
-use crate::error::{CliError, Result};
-
-use agent::Agent;
+use crate::error::Result;
 
 /// The command line of `mcp`.
 #[derive(clap::Args, Debug)]
@@ -53,31 +45,46 @@ pub struct McpArgs {
 /// reached or does not exist, the listen address is refused or taken, the
 /// token file cannot be read.
 pub async fn serve(backend: Backend, args: McpArgs) -> Result<()> {
-    let agent = Agent::open(backend, args.name).await?;
+    let agent = open(backend, args.name).await?;
     match args.listen {
-        None => {
-            // Lines rmcp would drop unanswered are answered by the guard.
-            let (input, output, writer) = stdio::transport();
-            let server = tools::Tools::new(std::sync::Arc::new(agent))
-                .serve((input, output))
-                .await
-                .map_err(|e| CliError::new(format!("MCP over stdio: {e}")))?;
-            let ended = server
-                .waiting()
-                .await
-                .map_err(|e| CliError::new(format!("MCP over stdio: {e}")));
-            // The service's end closed its output: the last answers are
-            // written, then standard output is flushed.
-            let _ = writer.await;
-            ended.map(|_| ())
-        }
+        None => agentcomputer_mcp::serve_stdio(agent).await,
         Some(listen) => {
             let options = http::Options {
                 listen,
                 token_file: args.mcp_token_file,
                 allow_remote: args.allow_remote,
             };
-            http::serve(agent, options).await
+            http::serve(agent, options, crate::interrupt::interrupted()).await
         }
     }
+}
+
+/// Connects to the agent serving computer `name` and checks that the
+/// computer exists. In a cluster the runtimes are those of the
+/// AgentComputer's `spec.runtimes`; a local or directly addressed agent
+/// runs all three (the container runtime needs bubblewrap on its host).
+/// Errors: the backend's (no token, agent unreachable, computer not found
+/// or not routable).
+async fn open(backend: Backend, name: String) -> Result<Agent> {
+    let runtimes = match &backend {
+        Backend::Cluster(cluster) => {
+            let spec = cluster.get(&name).await?.spec.runtimes;
+            [
+                (spec.shell, Runtime::Shell),
+                (spec.javascript, Runtime::JavaScript),
+                (spec.container, Runtime::Container),
+            ]
+            .into_iter()
+            .filter_map(|(on, r)| on.then_some(r))
+            .collect()
+        }
+        Backend::Agent { .. } => Runtime::ALL.to_vec(),
+    };
+    let (mut client, computer) = backend.client(name.clone()).await?;
+    client
+        .get_computer(pb::GetComputerRequest {
+            name: computer.clone(),
+        })
+        .await?;
+    Ok(Agent::new(client, computer, name, runtimes))
 }

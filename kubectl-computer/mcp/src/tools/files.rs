@@ -15,9 +15,9 @@ use super::params::{
 };
 use super::result::{invalid, success};
 use super::router::Tools;
-use crate::cmd::files::{list_dir, mkdir, read_bytes, rm, write_bytes};
-use crate::cmd::search::glob_paths;
-use crate::error::CliError;
+use crate::calls::files::{list_dir, mkdir, read_bytes, rm, write_bytes};
+use crate::calls::search::glob_paths;
+use crate::error::Error;
 use crate::format::{kind_name, long_line, shown, time};
 
 /// Most bytes of a file `read` and `edit` look at (16 MiB): lines past it
@@ -42,7 +42,7 @@ fn parent_of(path: &str) -> Option<&str> {
 }
 
 impl Tools {
-    pub(super) async fn read_file(&self, p: ReadParams) -> Result<CallToolResult, CliError> {
+    pub(super) async fn read_file(&self, p: ReadParams) -> Result<CallToolResult, Error> {
         let _stream = self.agent.file_stream().await;
         let start = p.start_line.unwrap_or(1).max(1);
         let end = p.end_line.unwrap_or(u64::MAX);
@@ -140,7 +140,7 @@ impl Tools {
         Ok(result)
     }
 
-    pub(super) async fn write_file(&self, p: WriteParams) -> Result<CallToolResult, CliError> {
+    pub(super) async fn write_file(&self, p: WriteParams) -> Result<CallToolResult, Error> {
         let _stream = self.agent.file_stream().await;
         let mut client = self.agent.client();
         if let Some(parent) = parent_of(&p.path) {
@@ -159,14 +159,14 @@ impl Tools {
         ))
     }
 
-    pub(super) async fn edit_file(&self, p: EditParams) -> Result<CallToolResult, CliError> {
+    pub(super) async fn edit_file(&self, p: EditParams) -> Result<CallToolResult, Error> {
         let _stream = self.agent.file_stream().await;
         let mut client = self.agent.client();
         let computer = self.agent.computer();
         let (data, more) =
             read_bytes(&mut client, computer.clone(), p.path.clone(), 0, SCAN_MAX).await?;
         if more {
-            return Err(CliError {
+            return Err(Error {
                 message: format!(
                     "EFBIG: {} is larger than {SCAN_MAX} bytes; edit it with exec (sed -i)",
                     p.path
@@ -201,7 +201,7 @@ impl Tools {
         ))
     }
 
-    pub(super) async fn list(&self, p: LsParams) -> Result<CallToolResult, CliError> {
+    pub(super) async fn list(&self, p: LsParams) -> Result<CallToolResult, Error> {
         let mut client = self.agent.client();
         let computer = self.agent.computer();
         let max = p.max_entries.unwrap_or(1000).max(1) as usize;
@@ -259,7 +259,7 @@ impl Tools {
         ))
     }
 
-    pub(super) async fn find_paths(&self, p: FindParams) -> Result<CallToolResult, CliError> {
+    pub(super) async fn find_paths(&self, p: FindParams) -> Result<CallToolResult, Error> {
         let max = p.max_results.unwrap_or(FIND_DEFAULT_RESULTS);
         if !(1..=FIND_MAX_RESULTS).contains(&max) {
             return Err(invalid(format!(
@@ -291,7 +291,7 @@ impl Tools {
         ))
     }
 
-    pub(super) async fn search(&self, p: GrepParams) -> Result<CallToolResult, CliError> {
+    pub(super) async fn search(&self, p: GrepParams) -> Result<CallToolResult, Error> {
         if p.context_lines > 20 {
             return Err(invalid("context_lines is at most 20"));
         }
@@ -328,7 +328,7 @@ impl Tools {
         ))
     }
 
-    pub(super) async fn remove(&self, p: DeleteParams) -> Result<CallToolResult, CliError> {
+    pub(super) async fn remove(&self, p: DeleteParams) -> Result<CallToolResult, Error> {
         let mut client = self.agent.client();
         rm(
             &mut client,
@@ -343,7 +343,7 @@ impl Tools {
         ))
     }
 
-    pub(super) async fn link(&self, p: ShareParams) -> Result<CallToolResult, CliError> {
+    pub(super) async fn link(&self, p: ShareParams) -> Result<CallToolResult, Error> {
         let seconds = p.expires_in_seconds.unwrap_or(3600);
         if !(1..=604_800).contains(&seconds) {
             return Err(invalid(format!(

@@ -12,8 +12,8 @@ use super::super::text::Capped;
 use super::params::ExecParams;
 use super::result::{invalid, success};
 use super::router::{Tools, names};
-use crate::cmd::exec::{ExecArgs, check_size, request};
-use crate::error::CliError;
+use crate::calls::exec::{ExecArgs, check_size, request};
+use crate::error::Error;
 
 /// `exec`'s default and largest cap per output stream.
 const OUTPUT_DEFAULT_BYTES: u64 = 50_000;
@@ -26,7 +26,7 @@ const EXEC_MAX_SECS: f64 = 3600.0;
 const EXEC_GRACE: Duration = Duration::from_secs(15);
 
 impl Tools {
-    pub(super) async fn run(&self, p: ExecParams) -> Result<CallToolResult, CliError> {
+    pub(super) async fn run(&self, p: ExecParams) -> Result<CallToolResult, Error> {
         let enabled = self.agent.runtimes();
         let name = p.runtime.as_deref().unwrap_or("shell");
         let Some(runtime) = Runtime::from_name(name) else {
@@ -86,7 +86,7 @@ impl Tools {
                     None => {}
                 }
             }
-            Err(CliError::new(
+            Err(Error::new(
                 "the node agent ended the run without an exit status",
             ))
         };

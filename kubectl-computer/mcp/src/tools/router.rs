@@ -16,12 +16,12 @@ use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler, tool, tool_router};
 use serde_json::{Value, json};
 
-use super::super::agent::Agent;
 use super::params::{
     DeleteParams, EditParams, ExecParams, FindParams, GrepParams, LsParams, ReadParams,
     ShareParams, WriteParams,
 };
 use super::result::failure;
+use crate::agent::Agent;
 
 /// The MCP server of one computer: its tool router over a shared [`Agent`].
 #[derive(Clone)]

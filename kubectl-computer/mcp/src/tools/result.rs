@@ -5,7 +5,7 @@
 use rmcp::model::{CallToolResult, ContentBlock};
 use serde_json::{Value, json};
 
-use crate::error::CliError;
+use crate::error::Error;
 use crate::format::shown;
 
 /// The errno name a message leads with (`ENOENT: ...`), if any: how agents
@@ -26,7 +26,7 @@ pub(super) fn errno_of(message: &str) -> Option<&str> {
 /// `{error, errno, path}` as structured content (JSON carries it as is).
 /// The errno is the one the agent sent in the status metadata, else the one
 /// the message leads with.
-pub(super) fn failure(err: CliError, path: &str) -> CallToolResult {
+pub(super) fn failure(err: Error, path: &str) -> CallToolResult {
     let mut text = err.message;
     if !path.is_empty() {
         let escaped = shown(path);
@@ -47,8 +47,8 @@ pub(super) fn failure(err: CliError, path: &str) -> CallToolResult {
 }
 
 /// An argument error found here.
-pub(super) fn invalid(message: impl std::fmt::Display) -> CliError {
-    CliError {
+pub(super) fn invalid(message: impl std::fmt::Display) -> Error {
+    Error {
         message: format!("EINVAL: {message}"),
         errno: Some("EINVAL".into()),
     }
@@ -78,18 +78,18 @@ mod tests {
 
     #[test]
     fn tool_errors_name_the_errno_and_the_path() {
-        let r = failure(CliError::new("EISDIR: is a directory"), "src");
+        let r = failure(Error::new("EISDIR: is a directory"), "src");
         assert_eq!(r.is_error, Some(true));
         let s = r.structured_content.unwrap();
         assert_eq!(s["errno"], "EISDIR");
         assert_eq!(s["path"], "src");
         assert_eq!(s["error"], "EISDIR: is a directory (path: src)");
         // A name with a newline cannot forge a line of the message.
-        let r = failure(CliError::new("ENOENT: a\nEPERM: x"), "a\nEPERM: x");
+        let r = failure(Error::new("ENOENT: a\nEPERM: x"), "a\nEPERM: x");
         let s = r.structured_content.unwrap();
         assert_eq!(s["error"], "ENOENT: a\\nEPERM: x");
         assert_eq!(s["path"], "a\nEPERM: x");
-        let r = failure(CliError::new("EACCES: denied"), "b\r");
+        let r = failure(Error::new("EACCES: denied"), "b\r");
         assert_eq!(
             r.structured_content.unwrap()["error"],
             "EACCES: denied (path: b\\r)"
@@ -98,13 +98,13 @@ mod tests {
 
     #[test]
     fn the_errno_sent_in_metadata_wins_over_the_text() {
-        let sent = CliError {
+        let sent = Error {
             message: "computer \"x\" was deleted".into(),
             errno: Some("ECANCELED".into()),
         };
         let s = failure(sent, "a").structured_content.unwrap();
         assert_eq!(s["errno"], "ECANCELED");
-        let none = failure(CliError::new("no such agent"), "a");
+        let none = failure(Error::new("no such agent"), "a");
         assert_eq!(none.structured_content.unwrap()["errno"], Value::Null);
     }
 }

@@ -21,9 +21,9 @@ use rmcp::transport::streamable_http_server::session::local::LocalSessionManager
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use subtle::ConstantTimeEq;
 
-use super::agent::Agent;
-use super::tools::Tools;
-use crate::error::{CliError, Result};
+use crate::agent::Agent;
+use crate::error::{Error, Result};
+use crate::tools::Tools;
 
 /// Path of the MCP endpoint on the listener.
 pub const ENDPOINT_PATH: &str = "/mcp";
@@ -47,17 +47,17 @@ pub fn listen_address(text: &str, allow_remote: bool) -> Result<SocketAddr> {
     } else if let Some(port) = text.strip_prefix("localhost:") {
         let port = port
             .parse::<u16>()
-            .map_err(|_| CliError::new(format!("--listen {text:?}: bad port")))?;
+            .map_err(|_| Error::new(format!("--listen {text:?}: bad port")))?;
         SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), port)
     } else {
         text.parse::<SocketAddr>().map_err(|_| {
-            CliError::new(format!(
+            Error::new(format!(
                 "--listen {text:?}: expected PORT, HOST:PORT or [IPV6]:PORT with an IP address or localhost"
             ))
         })?
     };
     if !addr.ip().is_loopback() && !allow_remote {
-        return Err(CliError::new(format!(
+        return Err(Error::new(format!(
             "--listen {addr}: not a loopback address; anyone who can reach it and has the token controls the computer. Add --allow-remote to serve it anyway (plain HTTP: put TLS in front)"
         )));
     }
@@ -86,26 +86,26 @@ pub fn token(file: Option<&std::path::Path>) -> Result<(String, bool)> {
         return Ok((hex, true));
     };
     let text = std::fs::read_to_string(file).map_err(|e| {
-        CliError::new(format!(
+        Error::new(format!(
             "cannot read the MCP token file {}: {e}",
             file.display()
         ))
     })?;
     let token = text.trim();
     if token.is_empty() {
-        return Err(CliError::new(format!(
+        return Err(Error::new(format!(
             "the MCP token file {} is empty",
             file.display()
         )));
     }
     if !token.bytes().all(|b| b.is_ascii_graphic()) {
-        return Err(CliError::new(format!(
+        return Err(Error::new(format!(
             "the MCP token file {} holds characters a header cannot carry (spaces, control or non-ASCII)",
             file.display()
         )));
     }
     for warning in token_file_warnings(file, token) {
-        errln!("warning: {warning}");
+        errln(format_args!("warning: {warning}"));
     }
     Ok((token.to_string(), false))
 }
@@ -171,23 +171,30 @@ async fn require_token(
         .into_response()
 }
 
-/// Serves until interrupted (SIGINT, SIGTERM or SIGHUP). Prints on stderr the
-/// endpoint URL and, when it made the token, the token (once).
-pub async fn serve(agent: Agent, options: Options) -> Result<()> {
+/// Serves until `shutdown` completes (the CLI's: SIGINT, SIGTERM or
+/// SIGHUP), then ends the sessions and returns. Prints on stderr the
+/// endpoint URL and, when it made the token, the token (once). Errors,
+/// before serving: the listen address is refused or taken, the token file
+/// cannot be read.
+pub async fn serve(
+    agent: Agent,
+    options: Options,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> Result<()> {
     let addr = listen_address(&options.listen, options.allow_remote)?;
     let (token, generated) = token(options.token_file.as_deref())?;
     let listener = tokio::net::TcpListener::bind(addr)
         .await
-        .map_err(|e| CliError::new(format!("cannot listen on {addr}: {e}")))?;
+        .map_err(|e| Error::new(format!("cannot listen on {addr}: {e}")))?;
     let bound = listener
         .local_addr()
-        .map_err(|e| CliError::new(format!("cannot listen on {addr}: {e}")))?;
+        .map_err(|e| Error::new(format!("cannot listen on {addr}: {e}")))?;
     let stop = tokio_util::sync::CancellationToken::new();
     // The same largest message as over stdio (16 MiB, not the SDK's 4 MiB
     // for HTTP), so a large `write` works on both, and an `exec` over the
     // agent's limit reaches the tool and gets its E2BIG with advice.
     let mut config =
-        StreamableHttpServerConfig::default().with_max_request_body_bytes(super::stdio::MAX_LINE);
+        StreamableHttpServerConfig::default().with_max_request_body_bytes(crate::stdio::MAX_LINE);
     config.cancellation_token = stop.child_token();
     if options.allow_remote {
         // Clients name this host however they reach it; the token guards it.
@@ -210,18 +217,24 @@ pub async fn serve(agent: Agent, options: Options) -> Result<()> {
             Arc::new(token.clone()),
             require_token,
         ));
-    errln!("MCP endpoint: http://{bound}{ENDPOINT_PATH}");
+    errln(format_args!("MCP endpoint: http://{bound}{ENDPOINT_PATH}"));
     if generated {
-        errln!("MCP bearer token (shown once): {token}");
+        errln(format_args!("MCP bearer token (shown once): {token}"));
     }
     let shutdown = async move {
-        crate::interrupt::interrupted().await;
+        shutdown.await;
         stop.cancel();
     };
     axum::serve(listener, app)
         .with_graceful_shutdown(shutdown)
         .await
-        .map_err(|e| CliError::new(format!("MCP over HTTP: {e}")))
+        .map_err(|e| Error::new(format!("MCP over HTTP: {e}")))
+}
+
+/// One line on stderr; a closed stderr is not a failure.
+fn errln(line: std::fmt::Arguments<'_>) {
+    use std::io::Write as _;
+    let _ = writeln!(std::io::stderr().lock(), "{line}");
 }
 
 #[cfg(test)]

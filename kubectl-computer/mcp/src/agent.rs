@@ -1,16 +1,13 @@
 //! The computer the MCP tools work on: a connected API client of its node
-//! agent, opened once through the CLI's [`Backend`], and the runtimes the
-//! computer enables.
+//! agent, opened once by the caller (the CLI through its backend, a gateway
+//! through its own routing), and the runtimes the computer enables.
 
 use std::sync::Arc;
 
-use agentcomputer_proto::v1 as pb;
 use agentcomputer_runtime_contract::Runtime;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-use crate::backend::Backend;
 use crate::client::Client;
-use crate::error::Result;
 
 /// Most Read and Write streams the server keeps open on the agent at once.
 /// The agent refuses a connection's stream past its own cap (32 by
@@ -37,40 +34,19 @@ pub struct Agent {
 }
 
 impl Agent {
-    /// Connects to the agent serving computer `name` and checks that the
-    /// computer exists. In a cluster the runtimes are those of the
-    /// AgentComputer's `spec.runtimes`; a local or directly addressed agent
-    /// runs all three (the container runtime needs bubblewrap on its host).
-    /// Errors: the backend's (no token, agent unreachable, computer not
-    /// found or not routable).
-    pub async fn open(backend: Backend, name: String) -> Result<Agent> {
-        let runtimes = match &backend {
-            Backend::Cluster(cluster) => {
-                let spec = cluster.get(&name).await?.spec.runtimes;
-                [
-                    (spec.shell, Runtime::Shell),
-                    (spec.javascript, Runtime::JavaScript),
-                    (spec.container, Runtime::Container),
-                ]
-                .into_iter()
-                .filter_map(|(on, r)| on.then_some(r))
-                .collect()
-            }
-            Backend::Agent { .. } => Runtime::ALL.to_vec(),
-        };
-        let (mut client, computer) = backend.client(name.clone()).await?;
-        client
-            .get_computer(pb::GetComputerRequest {
-                name: computer.clone(),
-            })
-            .await?;
-        Ok(Agent {
+    /// The computer `computer` (its name as requests carry it,
+    /// `NAMESPACE/NAME` in a cluster), served by the agent `client` talks
+    /// to; `name` is how the user named it, `runtimes` those `exec` may
+    /// select, in the order offered. Nothing is checked here: the caller
+    /// has connected and found the computer.
+    pub fn new(client: Client, computer: String, name: String, runtimes: Vec<Runtime>) -> Agent {
+        Agent {
             client,
             computer,
             name,
             runtimes,
             file_streams: Arc::new(Semaphore::new(MAX_FILE_STREAMS)),
-        })
+        }
     }
 
     /// A client handle for one call.

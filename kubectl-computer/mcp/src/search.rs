@@ -11,10 +11,10 @@ use std::collections::BTreeMap;
 
 use globset::{Glob, GlobBuilder, GlobMatcher};
 
+use crate::calls::files::read_bytes;
+use crate::calls::search::GrepArgs;
 use crate::client::Client;
-use crate::cmd::files::read_bytes;
-use crate::cmd::search::GrepArgs;
-use crate::error::{CliError, Result};
+use crate::error::{Error, Result};
 use crate::format::shown;
 
 /// Largest file whose context lines are shown (16 MiB).
@@ -64,7 +64,7 @@ impl Filter {
             .literal_separator(true)
             .build()
             .or_else(|_| Glob::new(pattern))
-            .map_err(|e| CliError::new(format!("EINVAL: invalid glob {pattern:?}: {e}")))?;
+            .map_err(|e| Error::new(format!("EINVAL: invalid glob {pattern:?}: {e}")))?;
         Ok(Filter(glob.compile_matcher(), pattern.contains('/')))
     }
 
