@@ -37,13 +37,14 @@
 //! one line a second) and the listener retries after a short pause, so a
 //! descriptor shortage is survived, not spun on.
 
+use parking_lot::Mutex;
 use std::collections::{HashMap, VecDeque};
 use std::io;
 use std::net::{IpAddr, SocketAddr};
 use std::os::fd::{AsRawFd, RawFd};
 use std::pin::Pin;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
@@ -207,13 +208,13 @@ struct Shared {
 }
 
 impl Shared {
-    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    fn lock(&self) -> parking_lot::MutexGuard<'_, State> {
+        self.state.lock()
     }
 
     /// Logs `message` unless a line was logged less than a second ago.
     fn warn(&self, message: &str, error: Option<&io::Error>) {
-        let mut last = self.last_warning.lock().unwrap_or_else(|p| p.into_inner());
+        let mut last = self.last_warning.lock();
         if last.is_some_and(|t| t.elapsed() < Duration::from_secs(1)) {
             self.unlogged.fetch_add(1, Ordering::Relaxed);
             return;
@@ -437,7 +438,7 @@ impl Ticket {
     /// whatever the server's buffers still hold. `None` once the
     /// connection is closed, or when the kernel does not say.
     pub fn bytes_acked(&self) -> Option<u64> {
-        let fd = self.conn.fd.lock().unwrap_or_else(|p| p.into_inner());
+        let fd = self.conn.fd.lock();
         // The lock keeps the descriptor open while it is asked:
         // `Gated::drop` clears it under the same lock before the socket
         // closes.
@@ -450,7 +451,7 @@ impl Ticket {
     /// being dropped; the server's next read or write on it fails.
     pub fn reset(&self) {
         {
-            let fd = self.conn.fd.lock().unwrap_or_else(|p| p.into_inner());
+            let fd = self.conn.fd.lock();
             if let Some(fd) = *fd {
                 let linger = nix::libc::linger {
                     l_onoff: 1,
@@ -561,7 +562,7 @@ impl Drop for Gated {
     fn drop(&mut self) {
         let conn = &self.ticket.conn;
         // Before `stream` closes the descriptor (fields drop after this).
-        *conn.fd.lock().unwrap_or_else(|p| p.into_inner()) = None;
+        *conn.fd.lock() = None;
         conn.closed.store(true, Ordering::Release);
         let mut state = self.ticket.shared.lock();
         state.release(conn);

@@ -8,8 +8,9 @@
 //! agent, a computer opened while 200 others opened or closed waited for
 //! all of them (4.4 s measured in bench/noisy, docs/benchmarks.md).
 
+use parking_lot::Mutex;
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use tokio::sync::OwnedMutexGuard;
 
@@ -31,7 +32,7 @@ impl NameLocks {
     /// mutex is fair) and holds it until the guard is dropped.
     pub(crate) async fn lock(&self, name: &str) -> NameGuard<'_> {
         let mutex = {
-            let mut locks = self.locks.lock().unwrap_or_else(|e| e.into_inner());
+            let mut locks = self.locks.lock();
             Arc::clone(locks.entry(name.to_string()).or_default())
         };
         // A waiter owns a reference to the mutex, so the entry stays in the
@@ -47,13 +48,13 @@ impl NameLocks {
     /// Names with a lock held or waited for.
     #[cfg(test)]
     fn len(&self) -> usize {
-        self.locks.lock().unwrap_or_else(|e| e.into_inner()).len()
+        self.locks.lock().len()
     }
 }
 
 impl Drop for NameGuard<'_> {
     fn drop(&mut self) {
-        let mut locks = self.locks.locks.lock().unwrap_or_else(|e| e.into_inner());
+        let mut locks = self.locks.locks.lock();
         drop(self.guard.take());
         // Only the map holds it now: nobody holds or waits for this name.
         if locks

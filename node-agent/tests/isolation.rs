@@ -23,10 +23,10 @@ const EXEC_MEMORY_FLAG: &str = "1Gi";
 
 /// The tests of this file measure time, CPU and peak memory of their own
 /// agent: they run one at a time so that they do not measure each other.
-static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+static SERIAL: parking_lot::Mutex<()> = parking_lot::Mutex::new(());
 
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+fn serial() -> parking_lot::MutexGuard<'static, ()> {
+    SERIAL.lock()
 }
 
 /// What one test holds besides its agent and client: the lock that keeps
@@ -37,7 +37,7 @@ struct Fixture {
     base: u64,
     allowance: u64,
     _data: tempfile::TempDir,
-    _serial: std::sync::MutexGuard<'static, ()>,
+    _serial: parking_lot::MutexGuard<'static, ()>,
 }
 
 impl Fixture {

@@ -2,8 +2,9 @@
 //! their published capacity, configuration, metrics, the event recorder and
 //! the placements decided but not yet visible elsewhere.
 
+use parking_lot::Mutex;
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use agentcomputer_crds::AgentComputer;
 use k8s_openapi::api::core::v1::{Node, Pod};
@@ -235,7 +236,7 @@ impl Context {
     /// Computers per node: `status.node` of live computers in the cache, and
     /// for those without one yet, the node assumed for them by [`Self::place`].
     pub fn load(&self) -> HashMap<String, usize> {
-        let mut d = self.decided.lock().unwrap_or_else(|e| e.into_inner());
+        let mut d = self.decided.lock();
         self.load_locked(&mut d.assumed)
     }
 
@@ -243,7 +244,7 @@ impl Context {
     /// of placements it does not reflect yet. Nodes without a published
     /// capacity are absent.
     pub fn room(&self) -> HashMap<String, u64> {
-        let mut d = self.decided.lock().unwrap_or_else(|e| e.into_inner());
+        let mut d = self.decided.lock();
         let published = self.published();
         self.room_locked(&mut d.reserved, &published)
     }
@@ -264,7 +265,7 @@ impl Context {
         bytes: u64,
         choose: impl FnOnce(&HashMap<String, usize>, &HashMap<String, u64>) -> Option<String>,
     ) -> Option<String> {
-        let mut d = self.decided.lock().unwrap_or_else(|e| e.into_inner());
+        let mut d = self.decided.lock();
         d.assumed.remove(uid);
         d.reserved.remove(uid);
         let load = self.load_locked(&mut d.assumed);
@@ -287,7 +288,7 @@ impl Context {
 
     /// Drops what was recorded for the placement of a deleted computer.
     pub fn forget(&self, uid: &str) {
-        let mut d = self.decided.lock().unwrap_or_else(|e| e.into_inner());
+        let mut d = self.decided.lock();
         d.assumed.remove(uid);
         d.reserved.remove(uid);
     }

@@ -8,10 +8,10 @@
 //!   published capacity changes ([`pending_on_capacity_change`]); placed
 //!   computers are not, since capacity never moves them.
 
+use parking_lot::Mutex;
 use std::collections::hash_map::DefaultHasher;
 use std::collections::{BTreeMap, HashMap};
 use std::hash::{Hash, Hasher};
-use std::sync::Mutex;
 
 use agentcomputer_crds::{AgentComputer, labels};
 use futures::{Stream, StreamExt, future};
@@ -104,11 +104,7 @@ pub fn pending_on_capacity_change(
             cap.maximum_volume_size.as_ref().map(|q| q.0.clone()),
             cap.metadata.deletion_timestamp.is_some(),
         ));
-        let changed = seen
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(cap.name_any(), key)
-            != Some(key);
+        let changed = seen.lock().insert(cap.name_any(), key) != Some(key);
         if !changed {
             return Vec::new();
         }

@@ -3,10 +3,11 @@
 //! framing and the agent's end are `agentcomputer_handover::mounter`,
 //! whose documentation describes the whole protocol.
 
+use parking_lot::Mutex;
 use std::os::fd::{BorrowedFd, OwnedFd};
 use std::path::Path;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 pub use agentcomputer_handover::mounter::{
@@ -63,10 +64,6 @@ pub struct AgentConn {
     protocol: u32,
 }
 
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
-}
-
 impl Listener {
     /// Binds the hand-over socket at `path` (a stale socket file there is
     /// removed first), mode 0600 owned by `agent_uid:agent_gid` so that
@@ -92,7 +89,8 @@ impl Listener {
 
     /// The connected agent, if any.
     pub fn agent(&self) -> Option<Arc<AgentConn>> {
-        lock(&self.current)
+        self.current
+            .lock()
             .as_ref()
             .filter(|c| !c.closed.is_cancelled())
             .cloned()
@@ -123,7 +121,7 @@ impl Listener {
             let stop = stop.clone();
             tokio::spawn(async move { this.admit(sock, stop).await });
         }
-        if let Some(c) = lock(&self.current).take() {
+        if let Some(c) = self.current.lock().take() {
             c.closed.cancel();
         }
     }
@@ -186,7 +184,7 @@ impl Listener {
             pid,
             protocol,
         });
-        let previous = lock(&self.current).replace(conn.clone());
+        let previous = self.current.lock().replace(conn.clone());
         if let Some(p) = previous {
             info!("a new node agent connection replaces the previous one");
             p.closed.cancel();
@@ -221,7 +219,7 @@ impl AgentConn {
             match r {
                 Ok(Some((Message::Reply { id, reply }, fds))) => {
                     // Descriptors go to the request; unused ones are closed.
-                    match lock(&self.pending).remove(&id) {
+                    match self.pending.lock().remove(&id) {
                         Some(tx) => {
                             let _ = tx.send((reply, fds));
                         }
@@ -241,7 +239,7 @@ impl AgentConn {
         }
         self.closed.cancel();
         // Waiting requests fail with `Disconnected`.
-        lock(&self.pending).clear();
+        self.pending.lock().clear();
     }
 
     /// Sends `request` (with `fd` for `Serve` and `Resume`) and waits up
@@ -283,7 +281,7 @@ impl AgentConn {
         }
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let (tx, rx) = oneshot::channel();
-        lock(&self.pending).insert(id, tx);
+        self.pending.lock().insert(id, tx);
         // The timeout covers the send too: a peer that stops reading fills
         // the socket's buffer.
         let exchange = async {
@@ -295,7 +293,7 @@ impl AgentConn {
             _ = tokio::time::sleep(timeout) => Err(HandoverError::TimedOut(timeout)),
             _ = self.closed.cancelled() => Err(HandoverError::Disconnected),
         };
-        lock(&self.pending).remove(&id);
+        self.pending.lock().remove(&id);
         result
     }
 }

@@ -10,12 +10,13 @@
 //! restart of the mounter the table is refilled from the agent
 //! (`crate::adopt`).
 
+use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::io;
 use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use nix::errno::Errno;
@@ -123,7 +124,9 @@ pub struct Table {
 impl Table {
     /// The volumes published now, sorted, one entry per target.
     pub fn volumes(&self) -> Vec<(String, PathBuf)> {
-        let mut v: Vec<(String, PathBuf)> = lock(&self.by_target)
+        let mut v: Vec<(String, PathBuf)> = self
+            .by_target
+            .lock()
             .iter()
             .map(|(t, p)| (p.volume.clone(), t.clone()))
             .collect();
@@ -136,7 +139,7 @@ impl Table {
     /// returned as `Err` with their volume and target). Errors of
     /// duplicating a descriptor are logged and the entry skipped.
     pub fn orphans(&self, agent_pid: Option<i32>) -> Vec<Result<Orphan, (String, PathBuf)>> {
-        let by_target = lock(&self.by_target);
+        let by_target = self.by_target.lock();
         let mut v = Vec::new();
         for (target, p) in by_target.iter() {
             if p.agent_pid.is_some() && p.agent_pid == agent_pid {
@@ -174,14 +177,14 @@ impl Table {
     /// Records that process `agent_pid` now serves the connection at
     /// `target`.
     pub fn set_server(&self, target: &Path, agent_pid: Option<i32>) {
-        if let Some(p) = lock(&self.by_target).get_mut(target) {
+        if let Some(p) = self.by_target.lock().get_mut(target) {
             p.agent_pid = agent_pid;
         }
     }
 
     /// Whether the table holds a descriptor for `target`.
     pub fn holds(&self, target: &Path) -> bool {
-        lock(&self.by_target).contains_key(target)
+        self.by_target.lock().contains_key(target)
     }
 
     /// Records the connection at `target`, handed back by the agent
@@ -199,7 +202,7 @@ impl Table {
         fd: OwnedFd,
         init: String,
     ) -> bool {
-        let mut by_target = lock(&self.by_target);
+        let mut by_target = self.by_target.lock();
         if by_target.contains_key(target) {
             return false;
         }
@@ -221,7 +224,8 @@ impl Table {
 
     /// Whether `volume` is published at `target`.
     pub fn contains(&self, volume: &str, target: &Path) -> bool {
-        lock(&self.by_target)
+        self.by_target
+            .lock()
             .get(target)
             .is_some_and(|p| p.volume == volume)
     }
@@ -230,7 +234,8 @@ impl Table {
     /// the target is not published, or its connection was ended by
     /// `crate::grace`).
     pub fn is_live(&self, target: &Path) -> bool {
-        lock(&self.by_target)
+        self.by_target
+            .lock()
             .get(target)
             .is_some_and(|p| p.fd.is_some())
     }
@@ -242,7 +247,7 @@ impl Table {
     /// from the first call that saw it so, until a call sees it served
     /// again.
     pub fn unserved(&self, agent_pid: Option<i32>, now: Instant) -> Vec<Unserved> {
-        let mut by_target = lock(&self.by_target);
+        let mut by_target = self.by_target.lock();
         let mut v = Vec::new();
         for (target, p) in by_target.iter_mut() {
             if p.fd.is_none() {
@@ -273,7 +278,7 @@ impl Table {
         agent_pid: Option<i32>,
         now: Instant,
     ) -> Option<(OwnedFd, Duration)> {
-        let mut by_target = lock(&self.by_target);
+        let mut by_target = self.by_target.lock();
         let p = by_target.get_mut(target)?;
         if agent_pid.is_some() && p.agent_pid == agent_pid {
             return None;
@@ -294,10 +299,6 @@ pub struct Unserved {
     pub target: PathBuf,
     /// How long it has been without a server.
     pub waited: Duration,
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// Publishes and unpublishes volumes; shared by the CSI Node service.
@@ -330,7 +331,9 @@ impl Publisher {
 
     /// Runs `f` holding the lock of `volume`.
     pub(crate) async fn with_volume_lock<T>(&self, volume: &str, f: impl AsyncFnOnce() -> T) -> T {
-        let l = lock(&self.locks)
+        let l = self
+            .locks
+            .lock()
             .entry(volume.to_string())
             .or_default()
             .clone();
@@ -338,7 +341,7 @@ impl Publisher {
             let _guard = l.lock().await;
             f().await
         };
-        let mut locks = lock(&self.locks);
+        let mut locks = self.locks.lock();
         // Only the map and this call hold it: nobody waits, forget it.
         if Arc::strong_count(&l) == 2 {
             locks.remove(volume);
@@ -363,7 +366,10 @@ impl Publisher {
     async fn publish_locked(&self, spec: &PublishSpec) -> Result<(), PublishError> {
         let target = &spec.target;
         let existing = mount_at(target)?;
-        let known = lock(&self.table.by_target)
+        let known = self
+            .table
+            .by_target
+            .lock()
             .get(target)
             .map(|p| (p.volume.clone(), p.readonly));
         match (known, existing) {
@@ -381,7 +387,7 @@ impl Publisher {
             }
             (Some(_), None) => {
                 warn!(volume = %spec.volume, target = %target.display(), "published target is no longer mounted; mounting again");
-                lock(&self.table.by_target).remove(target);
+                self.table.by_target.lock().remove(target);
             }
             (None, Some(m)) if m.fstype == FSTYPE && m.source == mount_source(&spec.volume) => {
                 // Mounted by an earlier run of the mounter, and the agent
@@ -445,7 +451,7 @@ impl Publisher {
                 return Err(e);
             }
         };
-        lock(&self.table.by_target).insert(
+        self.table.by_target.lock().insert(
             target.clone(),
             Published {
                 volume: spec.volume.clone(),
@@ -531,7 +537,7 @@ impl Publisher {
                     PublishError::Internal(format!("unmount {}: {e}", target.display()))
                 })?;
             }
-            let kept = lock(&self.table.by_target).remove(target);
+            let kept = self.table.by_target.lock().remove(target);
             if let Some(p) = &kept
                 && p.volume != volume
             {
@@ -712,7 +718,7 @@ mod tests {
             ("/t/c", None, Some("cc")),
         ];
         for (target, pid, init) in entries {
-            lock(&table.by_target).insert(
+            table.by_target.lock().insert(
                 PathBuf::from(target),
                 Published {
                     volume: format!("v{}", &target[3..]),
@@ -753,7 +759,7 @@ mod tests {
         let table = Table::default();
         let null = || OwnedFd::from(std::fs::File::open("/dev/null").unwrap());
         for (target, pid) in [("/t/a", 10), ("/t/b", 11)] {
-            lock(&table.by_target).insert(
+            table.by_target.lock().insert(
                 PathBuf::from(target),
                 Published {
                     volume: format!("v{}", &target[3..]),

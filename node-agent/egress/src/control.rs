@@ -17,11 +17,12 @@
 //! it discovers and replaces while it runs (a Service's endpoints), each
 //! under a group name so a newer discovery replaces the older one.
 
+use parking_lot::RwLock;
 use std::fmt;
 use std::net::IpAddr;
 use std::ops::RangeInclusive;
 use std::str::FromStr;
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 
 use ipnet::IpNet;
 
@@ -295,17 +296,13 @@ static CURRENT: RwLock<Option<Arc<ControlAddresses>>> = RwLock::new(None);
 
 /// The node agent's control addresses now (none until [`update`]).
 pub fn current() -> Arc<ControlAddresses> {
-    CURRENT
-        .read()
-        .unwrap_or_else(|e| e.into_inner())
-        .clone()
-        .unwrap_or_default()
+    CURRENT.read().clone().unwrap_or_default()
 }
 
 /// Changes the node agent's control addresses; they count from the next
 /// decision on.
 pub fn update(change: impl FnOnce(&mut ControlAddresses)) {
-    let mut slot = CURRENT.write().unwrap_or_else(|e| e.into_inner());
+    let mut slot = CURRENT.write();
     let mut next = slot.as_deref().cloned().unwrap_or_default();
     change(&mut next);
     *slot = Some(Arc::new(next));

@@ -14,9 +14,10 @@
 //! older than [`REFRESH`]; between reads a decision costs one read lock
 //! and a hash lookup.
 
+use parking_lot::RwLock;
 use std::collections::HashSet;
 use std::net::IpAddr;
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// How long one read of the interfaces' addresses is used.
@@ -80,7 +81,7 @@ static CACHE: RwLock<Option<Cache>> = RwLock::new(None);
 static EXTRA: RwLock<Vec<IpAddr>> = RwLock::new(Vec::new());
 
 fn extra() -> Vec<IpAddr> {
-    EXTRA.read().unwrap_or_else(|e| e.into_inner()).clone()
+    EXTRA.read().clone()
 }
 
 /// Adds addresses that belong to this node although no interface of the
@@ -90,9 +91,8 @@ fn extra() -> Vec<IpAddr> {
 pub fn add_node_addresses(addrs: impl IntoIterator<Item = IpAddr>) {
     EXTRA
         .write()
-        .unwrap_or_else(|e| e.into_inner())
         .extend(addrs.into_iter().map(|ip| ip.to_canonical()));
-    *CACHE.write().unwrap_or_else(|e| e.into_inner()) = None;
+    *CACHE.write() = None;
 }
 
 /// The node's addresses now: the last read if younger than [`REFRESH`],
@@ -100,12 +100,12 @@ pub fn add_node_addresses(addrs: impl IntoIterator<Item = IpAddr>) {
 /// with none yet, the added addresses alone), and the next decision tries
 /// again.
 pub fn current() -> Arc<NodeAddresses> {
-    if let Some(c) = CACHE.read().unwrap_or_else(|e| e.into_inner()).as_ref()
+    if let Some(c) = CACHE.read().as_ref()
         && c.read_at.elapsed() < REFRESH
     {
         return c.addrs.clone();
     }
-    let mut cache = CACHE.write().unwrap_or_else(|e| e.into_inner());
+    let mut cache = CACHE.write();
     if let Some(c) = cache.as_ref()
         && c.read_at.elapsed() < REFRESH
     {

@@ -12,9 +12,10 @@
 //! While a batch is open its changes are visible only on the writer
 //! connection, so reads run there too (see `Inner::reader`).
 
+use parking_lot::{Condvar, Mutex};
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
-use std::sync::{Condvar, Mutex, OnceLock, Weak};
+use std::sync::{OnceLock, Weak};
 use std::time::{Duration, Instant};
 
 use rusqlite::Connection;
@@ -148,18 +149,14 @@ impl Flusher {
     fn run(&self) {
         loop {
             let due = {
-                let mut q = self.queue.lock().unwrap_or_else(|e| e.into_inner());
+                let mut q = self.queue.lock();
                 loop {
                     let now = Instant::now();
                     match q.peek() {
-                        None => q = self.wake.wait(q).unwrap_or_else(|e| e.into_inner()),
+                        None => self.wake.wait(&mut q),
                         Some(Reverse(d)) if d.at > now => {
-                            let wait = d.at - now;
-                            q = self
-                                .wake
-                                .wait_timeout(q, wait)
-                                .unwrap_or_else(|e| e.into_inner())
-                                .0;
+                            let at = d.at;
+                            self.wake.wait_until(&mut q, at);
                         }
                         Some(_) => break q.pop().map(|Reverse(d)| d),
                     }
@@ -177,7 +174,7 @@ impl Flusher {
 /// Asks the flusher to commit batch `generation` of `inner` after `window`.
 pub(crate) fn schedule(inner: Weak<Inner>, generation: u64, window: Duration) {
     let f = flusher();
-    let mut q = f.queue.lock().unwrap_or_else(|e| e.into_inner());
+    let mut q = f.queue.lock();
     q.push(Reverse(Due {
         at: Instant::now() + window,
         generation,

@@ -3,8 +3,8 @@
 //! WAL mode lets the readers see the last committed state while the writer
 //! works, so reads never wait for writes (SQLite docs, "Write-Ahead Logging").
 
+use parking_lot::{Mutex, MutexGuard};
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
 use rusqlite::{Connection, OpenFlags};
@@ -164,7 +164,7 @@ impl Readers {
 
     /// A reader, taken from the pool or newly opened.
     pub(crate) fn get(&self) -> Result<ReadConn<'_>> {
-        let pooled = self.idle.lock().unwrap_or_else(|e| e.into_inner()).pop();
+        let pooled = self.idle.lock().pop();
         let conn = match pooled {
             Some(c) => c,
             None => open_reader(&self.path)?,
@@ -230,7 +230,7 @@ impl Drop for ReadConn<'_> {
                 // A failed snapshot left a transaction open: don't pool it.
                 return;
             }
-            let mut idle = pool.idle.lock().unwrap_or_else(|e| e.into_inner());
+            let mut idle = pool.idle.lock();
             if idle.len() < MAX_IDLE_READERS {
                 idle.push(conn);
             }

@@ -10,7 +10,8 @@
 //! returned, the view's owner has made its last change: an exec thread
 //! still running past its timeout can no longer commit anything.
 
-use std::sync::{Arc, RwLock, RwLockReadGuard};
+use parking_lot::{RwLock, RwLockReadGuard};
+use std::sync::Arc;
 
 use crate::{Errno, Fs, Result};
 
@@ -32,7 +33,7 @@ impl Fence {
 
     /// Enters the fence for one call; `ECANCELED` once it is closed.
     pub(crate) fn enter(&self) -> Result<FenceGuard<'_>> {
-        let open = self.closed.read().unwrap_or_else(|e| e.into_inner());
+        let open = self.closed.read();
         if *open {
             return Err(Errno::ECANCELED.into());
         }
@@ -45,12 +46,12 @@ impl Fence {
     /// later one fail with `ECANCELED`. Idempotent. Blocking: call it from a
     /// thread that may block (not an async worker).
     pub fn close(&self) {
-        *self.closed.write().unwrap_or_else(|e| e.into_inner()) = true;
+        *self.closed.write() = true;
     }
 
     /// Whether [`Fence::close`] has completed.
     pub fn is_closed(&self) -> bool {
-        *self.closed.read().unwrap_or_else(|e| e.into_inner())
+        *self.closed.read()
     }
 }
 

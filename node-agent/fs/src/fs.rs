@@ -1,10 +1,11 @@
 //! [`Fs`]: construction, transactions, limits, statfs, fsync, subscriptions.
 
+use parking_lot::{Mutex, MutexGuard, RwLock};
 use std::collections::{HashMap, HashSet};
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, RwLock, Weak};
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use rusqlite::{Connection, params};
@@ -138,9 +139,7 @@ impl WriteTxn<'_> {
     /// the transaction (lock order: writer, then counts).
     pub(crate) fn open_count(&mut self, ino: Ino) -> u32 {
         let inner = self.inner;
-        let g = self
-            .open_guard
-            .get_or_insert_with(|| inner.open.lock().unwrap_or_else(|e| e.into_inner()));
+        let g = self.open_guard.get_or_insert_with(|| inner.open.lock());
         g.get(&ino).copied().unwrap_or(0)
     }
 
@@ -213,7 +212,7 @@ impl Drop for WriteTxn<'_> {
 
 impl Inner {
     pub(crate) fn writer(&self) -> MutexGuard<'_, Writer> {
-        self.writer.lock().unwrap_or_else(|e| e.into_inner())
+        self.writer.lock()
     }
 
     /// Starts the transaction of one call made through a view with commit
@@ -262,7 +261,7 @@ impl Inner {
 
     fn record_lost(&self, e: Error) {
         tracing::error!(error = %e, "completed filesystem calls were lost");
-        let mut lost = self.lost.lock().unwrap_or_else(|e| e.into_inner());
+        let mut lost = self.lost.lock();
         lost.get_or_insert(e);
     }
 
@@ -287,14 +286,14 @@ impl Inner {
     }
 
     pub(crate) fn limits(&self) -> Limits {
-        *self.limits.read().unwrap_or_else(|e| e.into_inner())
+        *self.limits.read()
     }
 }
 
 impl Drop for Inner {
     fn drop(&mut self) {
         // Closing the filesystem commits what its calls returned.
-        let w = self.writer.get_mut().unwrap_or_else(|e| e.into_inner());
+        let w = self.writer.get_mut();
         if let Err(e) = w.commit_batch() {
             tracing::error!(error = %e, "committing the last batch at close failed");
         }
@@ -535,7 +534,7 @@ impl Fs {
         inode::meta_set(t.conn(), "max_bytes", limits.max_bytes as i64)?;
         inode::meta_set(t.conn(), "max_inodes", limits.max_inodes as i64)?;
         // Hold the writer while swapping so no write checks a stale quota.
-        let mut l = self.inner.limits.write().unwrap_or_else(|e| e.into_inner());
+        let mut l = self.inner.limits.write();
         t.commit()?;
         *l = limits;
         Ok(())
@@ -584,11 +583,7 @@ impl Fs {
         let mut w = self.inner.writer();
         if let Err(e) = self.inner.end_batch(&mut w) {
             // Reported here: the next fsync must not report it again.
-            self.inner
-                .lost
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .take();
+            self.inner.lost.lock().take();
             return Err(e);
         }
         let conn = &w.conn;
@@ -607,13 +602,7 @@ impl Fs {
         r?;
         restore?;
         drop(w);
-        match self
-            .inner
-            .lost
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .take()
-        {
+        match self.inner.lost.lock().take() {
             Some(e) => Err(e),
             None => Ok(()),
         }

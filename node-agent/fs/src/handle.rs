@@ -40,7 +40,7 @@ impl Handle {
 impl Drop for Handle {
     fn drop(&mut self) {
         let last = {
-            let mut open = self.inner.open.lock().unwrap_or_else(|e| e.into_inner());
+            let mut open = self.inner.open.lock();
             match open.get_mut(&self.ino) {
                 Some(n) if *n > 1 => {
                     *n -= 1;
@@ -84,11 +84,7 @@ fn release_orphan(inner: &Inner, ino: Ino, window: Duration) -> Result<bool> {
 }
 
 fn is_kept(inner: &Inner, ino: Ino) -> bool {
-    inner
-        .kept
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .contains(&ino)
+    inner.kept.lock().contains(&ino)
 }
 
 /// Removes one link of inode `ino` inside `t`: with no links left the inode
@@ -134,12 +130,7 @@ impl Fs {
     /// Errors: `EIO` (or `ENOSPC`) if the freeing transaction fails; the
     /// inode is then freed at the next open without `keep_orphans`.
     pub fn release_orphan(&self, ino: Ino) -> Result<bool> {
-        let was_kept = self
-            .inner
-            .kept
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(&ino);
+        let was_kept = self.inner.kept.lock().remove(&ino);
         if !was_kept {
             return Ok(false);
         }
@@ -149,11 +140,7 @@ impl Fs {
     /// How many orphans kept at open ([`crate::OpenOptions::keep_orphans`])
     /// wait for [`Fs::release_orphan`].
     pub fn kept_orphans(&self) -> usize {
-        self.inner
-            .kept
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .len()
+        self.inner.kept.lock().len()
     }
 
     /// Resolves `path` (as [`Fs::resolve`]) and opens the inode it names
@@ -167,7 +154,7 @@ impl Fs {
         // snapshot keeps an unlink from freeing the inode in between (it
         // decides under the same lock).
         let r = self.inner.reader()?;
-        let mut open = self.inner.open.lock().unwrap_or_else(|e| e.into_inner());
+        let mut open = self.inner.open.lock();
         let attr = r.snapshot(|c| crate::path::resolve_in(c, cwd, path, follow_last))?;
         *open.entry(attr.ino).or_insert(0) += 1;
         let handle = Handle {
@@ -185,7 +172,7 @@ impl Fs {
     pub fn open_inode(&self, ino: Ino) -> Result<Handle> {
         // Lock order: the reader first (it may be the writer), then counts.
         let r = self.inner.reader()?;
-        let mut open = self.inner.open.lock().unwrap_or_else(|e| e.into_inner());
+        let mut open = self.inner.open.lock();
         if inode::find(&r, ino)?.is_none() {
             return Err(Errno::ENOENT.into());
         }

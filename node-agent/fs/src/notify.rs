@@ -3,7 +3,8 @@
 //! Later layers (the FUSE server) use them to invalidate kernel caches for
 //! changes that did not come through the kernel.
 
-use std::sync::{Arc, Mutex};
+use parking_lot::Mutex;
+use std::sync::Arc;
 
 use crate::Ino;
 
@@ -34,7 +35,7 @@ pub(crate) struct Subscribers {
 
 impl Subscribers {
     pub(crate) fn add(&self, f: Subscriber) -> SubscriptionId {
-        let mut g = self.list.lock().unwrap_or_else(|e| e.into_inner());
+        let mut g = self.list.lock();
         g.0 += 1;
         let id = g.0;
         g.1.push((id, Arc::new(f)));
@@ -42,7 +43,7 @@ impl Subscribers {
     }
 
     pub(crate) fn remove(&self, id: SubscriptionId) {
-        let mut g = self.list.lock().unwrap_or_else(|e| e.into_inner());
+        let mut g = self.list.lock();
         g.1.retain(|(i, _)| *i != id.0);
     }
 
@@ -53,7 +54,7 @@ impl Subscribers {
             return;
         }
         let subs: Vec<Arc<Subscriber>> = {
-            let g = self.list.lock().unwrap_or_else(|e| e.into_inner());
+            let g = self.list.lock();
             if g.1.is_empty() {
                 return;
             }

@@ -39,11 +39,12 @@
 //! The main database file and every other file are passed through
 //! untouched: checkpoint writes keep SQLite's own error handling.
 
+use parking_lot::Mutex;
 use std::cell::{Cell, RefCell};
 use std::ffi::{CStr, c_char, c_int, c_void};
 use std::mem::size_of;
 use std::ptr;
-use std::sync::{Arc, Mutex, OnceLock, Weak};
+use std::sync::{Arc, OnceLock, Weak};
 
 use rusqlite::ffi;
 
@@ -87,7 +88,7 @@ pub(crate) fn coalesce<T>(f: impl FnOnce() -> crate::Result<T>) -> crate::Result
     drop(gate);
     let touched = TOUCHED.take();
     for b in touched.iter().filter_map(Weak::upgrade) {
-        let mut b = b.lock().unwrap_or_else(|e| e.into_inner());
+        let mut b = b.lock();
         if b.data.is_empty() {
             continue;
         }
@@ -302,7 +303,7 @@ unsafe fn buffer<'a>(f: *mut ffi::sqlite3_file) -> Option<&'a Arc<Mutex<Buffer>>
 /// Flushes the buffer of `f`, if any.
 unsafe fn flush(f: *mut ffi::sqlite3_file) -> c_int {
     match unsafe { buffer(f) } {
-        Some(b) => unsafe { b.lock().unwrap_or_else(|e| e.into_inner()).flush() },
+        Some(b) => unsafe { b.lock().flush() },
         None => ffi::SQLITE_OK,
     }
 }
@@ -406,7 +407,7 @@ unsafe extern "C" fn x_write(
         match buffer(f) {
             Some(b) => {
                 let buf = std::slice::from_raw_parts(p.cast::<u8>(), n.max(0) as usize);
-                let mut g = b.lock().unwrap_or_else(|e| e.into_inner());
+                let mut g = b.lock();
                 let was_empty = g.data.is_empty();
                 let rc = g.write(buf, off);
                 if was_empty && !g.data.is_empty() {
@@ -453,7 +454,7 @@ unsafe extern "C" fn x_truncate(f: *mut ffi::sqlite3_file, size: i64) -> c_int {
     // SAFETY: `f` is ours and the wrapped file is open.
     unsafe {
         if let Some(b) = buffer(f) {
-            let mut g = b.lock().unwrap_or_else(|e| e.into_inner());
+            let mut g = b.lock();
             let rc = g.flush();
             if rc != ffi::SQLITE_OK {
                 return rc;

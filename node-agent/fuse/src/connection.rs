@@ -7,9 +7,10 @@
 //! each request to exactly one reader). Caching and invalidation are those
 //! of [`crate::mount`].
 
+use parking_lot::{Condvar, Mutex};
 use std::io;
 use std::os::fd::{AsFd, OwnedFd};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use agentcomputer_fs::Fs;
@@ -39,10 +40,6 @@ struct State {
 struct Shared {
     state: Mutex<State>,
     cond: Condvar,
-}
-
-fn lock(m: &Mutex<State>) -> std::sync::MutexGuard<'_, State> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// Serves `fs` over the FUSE connection `fd`: a `/dev/fuse` descriptor
@@ -142,14 +139,14 @@ fn start(
             invalidator.stop();
             drop(invalidator);
             let hook = {
-                let mut st = lock(&ends.state);
+                let mut st = ends.state.lock();
                 st.ended = true;
                 st.on_end.take()
             };
             if let Some(hook) = hook {
                 hook();
             }
-            lock(&ends.state).finished = true;
+            ends.state.lock().finished = true;
             ends.cond.notify_all();
         })?;
     Ok(ConnectionHandle { id, shared, init })
@@ -237,18 +234,16 @@ impl ConnectionHandle {
 
     /// Whether the session still serves requests.
     pub fn is_serving(&self) -> bool {
-        !lock(&self.shared.state).ended
+        !self.shared.state.lock().ended
     }
 
     /// Waits up to `timeout` for the session to end and its end hook to
     /// return; true if both happened.
     pub fn wait_ended(&self, timeout: Duration) -> bool {
-        let st = lock(&self.shared.state);
-        let (st, _) = self
-            .shared
+        let mut st = self.shared.state.lock();
+        self.shared
             .cond
-            .wait_timeout_while(st, timeout, |s| !s.finished)
-            .unwrap_or_else(|p| p.into_inner());
+            .wait_while_for(&mut st, |s| !s.finished, timeout);
         st.finished
     }
 
@@ -256,7 +251,7 @@ impl ConnectionHandle {
     /// right away if it has ended). Replaces an earlier hook. `f` must not
     /// wait for the kernel or for this connection.
     pub fn on_end(&self, f: impl FnOnce() + Send + 'static) {
-        let mut st = lock(&self.shared.state);
+        let mut st = self.shared.state.lock();
         if st.ended {
             drop(st);
             f();

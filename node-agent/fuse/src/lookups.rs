@@ -18,8 +18,8 @@
 //! the kernel instead (`OpenOptions::keep_orphans`) until their FORGET
 //! comes (see [`Forgot::Unknown`]).
 
+use parking_lot::Mutex;
 use std::collections::HashMap;
-use std::sync::Mutex;
 
 use agentcomputer_fs::{Fs, Handle, Ino, ROOT_INO, Result};
 
@@ -55,10 +55,8 @@ pub(crate) enum Forgot {
 }
 
 impl Lookups {
-    fn shard(&self, ino: Ino) -> std::sync::MutexGuard<'_, HashMap<Ino, (u64, Handle)>> {
-        self.shards[(ino as usize) % SHARDS]
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
+    fn shard(&self, ino: Ino) -> parking_lot::MutexGuard<'_, HashMap<Ino, (u64, Handle)>> {
+        self.shards[(ino as usize) % SHARDS].lock()
     }
 
     /// Counts one more kernel reference to `ino`, opening an engine handle
@@ -118,12 +116,7 @@ impl Lookups {
     /// Drops every handle (the connection ended).
     pub(crate) fn clear(&self) {
         for s in &self.shards {
-            let all: Vec<(u64, Handle)> = s
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .drain()
-                .map(|(_, v)| v)
-                .collect();
+            let all: Vec<(u64, Handle)> = s.lock().drain().map(|(_, v)| v).collect();
             drop(all);
         }
     }
@@ -131,7 +124,7 @@ impl Lookups {
     /// Inodes the kernel holds references to (for tests and metrics).
     #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
-        self.shards.iter().map(|s| s.lock().unwrap().len()).sum()
+        self.shards.iter().map(|s| s.lock().len()).sum()
     }
 }
 

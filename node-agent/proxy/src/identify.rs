@@ -1,8 +1,9 @@
 //! Which computer a proxied connection belongs to.
 
+use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use subtle::ConstantTimeEq;
 
 use agentcomputer_egress::Policy;
@@ -67,7 +68,7 @@ pub struct CredentialGuard {
 
 impl Drop for CredentialGuard {
     fn drop(&mut self) {
-        lock(&self.tokens).remove(&self.token);
+        self.tokens.lock().remove(&self.token);
     }
 }
 
@@ -85,7 +86,7 @@ impl Credentials {
             token.len() >= 32,
             "proxy credentials must be at least 32 characters"
         );
-        lock(&self.tokens).insert(token.clone(), caller);
+        self.tokens.lock().insert(token.clone(), caller);
         CredentialGuard {
             tokens: Arc::clone(&self.tokens),
             token,
@@ -96,7 +97,7 @@ impl Credentials {
 impl Identify for Credentials {
     fn identify(&self, _: SocketAddr, proxy_authorization: Option<&[u8]>) -> Option<Caller> {
         let token = basic_password(proxy_authorization?)?;
-        let tokens = lock(&self.tokens);
+        let tokens = self.tokens.lock();
         // Constant-time over the candidates: compare against every token.
         let mut found = None;
         for (known, caller) in tokens.iter() {
@@ -123,10 +124,6 @@ pub fn basic_password(header: &[u8]) -> Option<String> {
     let text = String::from_utf8(decoded).ok()?;
     let (_, password) = text.split_once(':')?;
     Some(password.to_string())
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 #[cfg(test)]

@@ -86,7 +86,7 @@ pub struct Proxy {
     /// Connections counted by the computer they were identified as
     /// ([`Proxy::with_computer_limits`]).
     computers: Option<ConnectionLimits>,
-    accept_log: Arc<std::sync::Mutex<Option<std::time::Instant>>>,
+    accept_log: Arc<parking_lot::Mutex<Option<std::time::Instant>>>,
 }
 
 impl Proxy {
@@ -141,7 +141,7 @@ impl Proxy {
     /// Logs `message` at `WARN` unless this proxy logged one in the last
     /// second.
     fn warn_limited(&self, message: &str, error: Option<&std::io::Error>) {
-        let mut last = self.accept_log.lock().unwrap_or_else(|p| p.into_inner());
+        let mut last = self.accept_log.lock();
         if last.is_some_and(|t| t.elapsed() < std::time::Duration::from_secs(1)) {
             return;
         }

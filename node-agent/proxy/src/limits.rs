@@ -8,8 +8,9 @@
 //! proxied connection holds two descriptors: the client's and the
 //! upstream's.
 
+use parking_lot::Mutex;
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 /// Default of [`ConnectionLimits::new`]'s `per_key`: connections one
 /// computer may hold through the proxy at once.
@@ -50,7 +51,7 @@ pub struct Admitted {
 
 impl Drop for Admitted {
     fn drop(&mut self) {
-        let mut counts = lock(&self.inner.counts);
+        let mut counts = self.inner.counts.lock();
         counts.open = counts.open.saturating_sub(1);
         if let Some(n) = counts.by_key.get_mut(&*self.key) {
             *n -= 1;
@@ -93,7 +94,7 @@ impl ConnectionLimits {
 
     /// Counts one more connection of `key`, or says why not.
     pub fn admit(&self, key: &Arc<str>) -> Result<Admitted, Refusal> {
-        let mut counts = lock(&self.inner.counts);
+        let mut counts = self.inner.counts.lock();
         let mine = counts.by_key.get(&**key).copied().unwrap_or(0);
         if mine >= self.inner.per_key {
             return Err(Refusal::PerComputer);
@@ -111,7 +112,9 @@ impl ConnectionLimits {
 
     /// Connections open now under `key`.
     pub fn open(&self, key: &str) -> usize {
-        lock(&self.inner.counts)
+        self.inner
+            .counts
+            .lock()
             .by_key
             .get(key)
             .copied()
@@ -122,10 +125,6 @@ impl ConnectionLimits {
     pub fn per_key(&self) -> usize {
         self.inner.per_key
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 #[cfg(test)]

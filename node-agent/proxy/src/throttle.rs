@@ -5,10 +5,10 @@
 //! refusal is logged at `WARN`, through a limiter of its own, so a flood of
 //! guesses cannot fill the disk: lines left out are counted in the next.
 
+use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::net::IpAddr;
 use std::num::NonZeroU32;
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
@@ -90,7 +90,7 @@ impl Throttle {
     /// How long `source` is still throttled (`None`: not throttled, its
     /// credential may be checked).
     pub fn throttled(&self, source: IpAddr) -> Option<Duration> {
-        let until = lock(&self.until);
+        let until = self.until.lock();
         let left = until.get(&source)?.checked_duration_since(Instant::now())?;
         (!left.is_zero()).then_some(left)
     }
@@ -107,7 +107,7 @@ impl Throttle {
             Err(not_until) => Some(not_until.wait_time_from(self.clock.now())),
         };
         if let Some(wait) = wait {
-            let mut until = lock(&self.until);
+            let mut until = self.until.lock();
             if until.len() >= SWEEP_AT {
                 let now = Instant::now();
                 until.retain(|_, t| *t > now);
@@ -142,8 +142,4 @@ impl Throttle {
             ),
         }
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }

@@ -1,7 +1,8 @@
 //! The stream to the node agent: attach, take commands, reconnect.
 
+use parking_lot::Mutex;
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use agentcomputer_proto::v1 as pb;
@@ -143,21 +144,16 @@ async fn session(config: &Config, reaper: &Arc<Reaper>) -> Result<(), Failure> {
             Some(Cmd::Start(start)) => {
                 let id = start.run_id;
                 let (cancel, cancelled) = oneshot::channel();
-                runs.lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .insert(id, cancel);
+                runs.lock().insert(id, cancel);
                 let (reaper, events, runs) = (reaper.clone(), events.clone(), runs.clone());
                 let workspace = config.workspace.clone();
                 tokio::spawn(async move {
                     crate::run::run(start, workspace, reaper, events, cancelled).await;
-                    runs.lock().unwrap_or_else(|e| e.into_inner()).remove(&id);
+                    runs.lock().remove(&id);
                 });
             }
             Some(Cmd::Cancel(c)) => {
-                let cancel = runs
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .remove(&c.run_id);
+                let cancel = runs.lock().remove(&c.run_id);
                 if let Some(cancel) = cancel {
                     let _ = cancel.send(());
                 }
@@ -166,7 +162,7 @@ async fn session(config: &Config, reaper: &Arc<Reaper>) -> Result<(), Failure> {
         }
     };
     // Dropping the senders cancels every run of this stream.
-    let left = std::mem::take(&mut *runs.lock().unwrap_or_else(|e| e.into_inner()));
+    let left = std::mem::take(&mut *runs.lock());
     if !left.is_empty() {
         log!("killing {} run(s) of the lost stream", left.len());
     }

@@ -15,10 +15,11 @@
 //! run is left, every remaining descendant is killed (see
 //! `docs/container-runtime.md`).
 
+use parking_lot::Mutex;
 use std::collections::{HashMap, HashSet};
 use std::process::{Child, Command};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
@@ -94,7 +95,7 @@ impl Reaper {
             loop {
                 tick.tick().await;
                 let Some(r) = weak.upgrade() else { return };
-                let idle = r.runs.lock().unwrap_or_else(|e| e.into_inner()).is_empty();
+                let idle = r.runs.lock().is_empty();
                 if !idle {
                     let _ = tokio::task::spawn_blocking(move || r.sample()).await;
                 }
@@ -111,8 +112,8 @@ impl Reaper {
         &self,
         cmd: &mut Command,
     ) -> std::io::Result<(Child, oneshot::Receiver<i32>, RunId)> {
-        let mut runs = self.runs.lock().unwrap_or_else(|e| e.into_inner());
-        let mut waiting = self.waiting.lock().unwrap_or_else(|e| e.into_inner());
+        let mut runs = self.runs.lock();
+        let mut waiting = self.waiting.lock();
         let child = cmd.spawn()?;
         let pid = child.id() as i32;
         let (tx, rx) = oneshot::channel();
@@ -131,7 +132,7 @@ impl Reaper {
     /// Remembers the current processes of every run.
     fn sample(&self) {
         let table = Table::scan_below(self.me);
-        let mut runs = self.runs.lock().unwrap_or_else(|e| e.into_inner());
+        let mut runs = self.runs.lock();
         let groups = group_counts(&runs);
         for t in runs.values_mut() {
             let members = table.run_members(self.me, t.pgid, groups[&t.pgid] == 1, &t.seen);
@@ -151,7 +152,7 @@ impl Reaper {
 
     fn kill_run_now(&self, id: RunId) {
         let (pgid, by_group, mut seen) = {
-            let runs = self.runs.lock().unwrap_or_else(|e| e.into_inner());
+            let runs = self.runs.lock();
             let Some(t) = runs.get(&id) else { return };
             // Another run with the same number as its group can only be a
             // later run whose script got this run's pid after it was
@@ -178,12 +179,7 @@ impl Reaper {
             );
         }
         seen.extend(killed);
-        if let Some(t) = self
-            .runs
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .get_mut(&id)
-        {
+        if let Some(t) = self.runs.lock().get_mut(&id) {
             t.seen.extend(seen);
         }
     }
@@ -198,13 +194,13 @@ impl Reaper {
         let r = self.clone();
         let _ = tokio::task::spawn_blocking(move || {
             let last = {
-                let runs = r.runs.lock().unwrap_or_else(|e| e.into_inner());
+                let runs = r.runs.lock();
                 runs.len() == 1 && runs.contains_key(&id)
             };
             if !last {
                 r.kill_run_now(id);
             }
-            let mut runs = r.runs.lock().unwrap_or_else(|e| e.into_inner());
+            let mut runs = r.runs.lock();
             runs.remove(&id);
             if runs.is_empty() {
                 // Every descendant, this run's included. Held across the
@@ -235,7 +231,7 @@ impl Reaper {
     /// no reaping happens while [`Reaper::spawn`] runs: std's spawn itself
     /// waits for a child whose exec failed, and would find it gone.
     fn reap(&self) {
-        let mut waiting = self.waiting.lock().unwrap_or_else(|e| e.into_inner());
+        let mut waiting = self.waiting.lock();
         loop {
             let (pid, code) = match waitpid(Pid::from_raw(-1), Some(WaitPidFlag::WNOHANG)) {
                 Ok(WaitStatus::Exited(pid, code)) => (pid, code),

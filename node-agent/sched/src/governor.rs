@@ -1,10 +1,11 @@
 //! The governor: samples the CPU clocks of registered exec threads and
 //! demotes those past their slice.
 
+use parking_lot::{Condvar, Mutex};
 use std::cell::{Cell, RefCell};
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex, OnceLock};
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use crate::CpuFairness;
@@ -41,7 +42,7 @@ impl Slot {
     }
 
     fn set_allowed(&self, allowed: bool) {
-        let _guard = self.lock.lock().unwrap_or_else(|e| e.into_inner());
+        let _guard = self.lock.lock();
         self.allowed.store(allowed, Ordering::Release);
         if allowed {
             self.turn.notify_one();
@@ -113,17 +114,11 @@ fn governor() -> &'static Governor {
 }
 
 pub(crate) fn configure(fairness: CpuFairness) {
-    *governor()
-        .fairness
-        .lock()
-        .unwrap_or_else(|e| e.into_inner()) = fairness;
+    *governor().fairness.lock() = fairness;
 }
 
 fn fairness() -> CpuFairness {
-    *governor()
-        .fairness
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
+    *governor().fairness.lock()
 }
 
 pub(crate) fn stats() -> (u64, u64) {
@@ -156,7 +151,7 @@ pub fn join_group(key: &(impl std::hash::Hash + ?Sized)) {
     let Some(id) = CURRENT.with(|c| c.borrow().as_ref().map(|(id, _)| *id)) else {
         return;
     };
-    let mut threads = governor().threads.lock().unwrap_or_else(|e| e.into_inner());
+    let mut threads = governor().threads.lock();
     if let Some(e) = threads.entries.get_mut(&id) {
         e.group = group;
     }
@@ -176,13 +171,9 @@ pub fn checkpoint(stopped: impl Fn() -> bool) {
     if slot.allowed.load(Ordering::Acquire) {
         return;
     }
-    let mut guard = slot.lock.lock().unwrap_or_else(|e| e.into_inner());
+    let mut guard = slot.lock.lock();
     while !slot.allowed.load(Ordering::Acquire) && !stopped() {
-        guard = slot
-            .turn
-            .wait_timeout(guard, PARK_RECHECK)
-            .unwrap_or_else(|e| e.into_inner())
-            .0;
+        slot.turn.wait_for(&mut guard, PARK_RECHECK);
     }
 }
 
@@ -210,12 +201,12 @@ pub struct ExecThread {
 
 /// Waits for a foreground place, first come first served.
 fn enter_foreground(g: &Governor, places: usize) {
-    let mut line = g.line.lock().unwrap_or_else(|e| e.into_inner());
+    let mut line = g.line.lock();
     let ticket = line.next_ticket;
     line.next_ticket += 1;
     line.waiting.push_back(ticket);
     while !(line.waiting.front() == Some(&ticket) && line.held < places.max(1)) {
-        line = g.line_moved.wait(line).unwrap_or_else(|e| e.into_inner());
+        g.line_moved.wait(&mut line);
     }
     line.waiting.pop_front();
     line.held += 1;
@@ -225,7 +216,7 @@ fn enter_foreground(g: &Governor, places: usize) {
 }
 
 fn leave_foreground(g: &Governor) {
-    g.line.lock().unwrap_or_else(|e| e.into_inner()).held -= 1;
+    g.line.lock().held -= 1;
     g.line_moved.notify_all();
 }
 
@@ -259,24 +250,20 @@ pub fn exec_thread() -> ExecThread {
     let start = cpu_time(clock).unwrap_or(start);
     let id = g.next_id.fetch_add(1, Ordering::Relaxed);
     let slot = Arc::new(Slot::new());
-    g.threads
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .entries
-        .insert(
-            id,
-            Entry {
-                tid,
-                clock,
-                start,
-                demoted: false,
-                place: Some(Instant::now()),
-                group: 0,
-                slot: Arc::clone(&slot),
-                turn: None,
-                last_turn: Instant::now(),
-            },
-        );
+    g.threads.lock().entries.insert(
+        id,
+        Entry {
+            tid,
+            clock,
+            start,
+            demoted: false,
+            place: Some(Instant::now()),
+            group: 0,
+            slot: Arc::clone(&slot),
+            turn: None,
+            last_turn: Instant::now(),
+        },
+    );
     CURRENT.with(|c| *c.borrow_mut() = Some((id, slot)));
     start_governor(g);
     g.wake.notify_one();
@@ -292,7 +279,7 @@ impl ExecThread {
         let Some(id) = self.id else {
             return false;
         };
-        let threads = governor().threads.lock().unwrap_or_else(|e| e.into_inner());
+        let threads = governor().threads.lock();
         threads.entries.get(&id).is_some_and(|e| e.demoted)
     }
 }
@@ -304,12 +291,7 @@ impl Drop for ExecThread {
         };
         let g = governor();
         CURRENT.with(|c| *c.borrow_mut() = None);
-        let entry = g
-            .threads
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .entries
-            .remove(&id);
+        let entry = g.threads.lock().entries.remove(&id);
         if entry.as_ref().is_some_and(|e| e.turn.is_some()) {
             // Its turn goes to the next thread at the next sample.
             g.wake.notify_one();
@@ -356,10 +338,10 @@ fn start_governor(g: &'static Governor) {
 /// The governor's loop: sleeps while no exec runs, else samples every
 /// half slice (between 1 and 10 ms).
 fn run(g: &'static Governor) {
-    let mut threads = g.threads.lock().unwrap_or_else(|e| e.into_inner());
+    let mut threads = g.threads.lock();
     loop {
         while threads.entries.is_empty() {
-            threads = g.wake.wait(threads).unwrap_or_else(|e| e.into_inner());
+            g.wake.wait(&mut threads);
         }
         let fairness = fairness();
         let slice = fairness.slice;
@@ -397,11 +379,7 @@ fn run(g: &'static Governor) {
             );
         }
         let period = (slice / 2).clamp(MIN_PERIOD, MAX_PERIOD);
-        threads = g
-            .wake
-            .wait_timeout(threads, period)
-            .unwrap_or_else(|e| e.into_inner())
-            .0;
+        g.wake.wait_for(&mut threads, period);
     }
 }
 
@@ -672,7 +650,7 @@ mod tests {
     }
 
     fn g_line_is_empty() -> bool {
-        governor().line.lock().unwrap().waiting.is_empty()
+        governor().line.lock().waiting.is_empty()
     }
 
     #[test]

@@ -8,8 +8,9 @@
 //! registered with [`crate::exec_thread`], and a thread that is not clean
 //! afterwards ends instead of waiting for the next job.
 
+use parking_lot::{Condvar, Mutex};
 use std::collections::VecDeque;
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 type Job = Box<dyn FnOnce() + Send + 'static>;
@@ -61,7 +62,7 @@ impl Pool {
     /// be started (the job is dropped).
     pub fn spawn(&self, job: impl FnOnce() + Send + 'static) -> std::io::Result<()> {
         let s = &self.shared;
-        let mut state = s.state.lock().unwrap_or_else(|e| e.into_inner());
+        let mut state = s.state.lock();
         state.jobs.push_back(Box::new(job));
         if state.idle > state.jobs.len() - 1 {
             s.ready.notify_one();
@@ -73,7 +74,7 @@ impl Pool {
         state.threads += 1;
         drop(state);
         if let Err(e) = start_thread(s.clone()) {
-            let mut state = s.state.lock().unwrap_or_else(|e| e.into_inner());
+            let mut state = s.state.lock();
             state.threads -= 1;
             if state.threads == 0 {
                 state.jobs.clear();
@@ -93,15 +94,11 @@ fn start_thread(shared: Arc<Shared>) -> std::io::Result<()> {
 }
 
 fn work(s: &Arc<Shared>) {
-    let mut state = s.state.lock().unwrap_or_else(|e| e.into_inner());
+    let mut state = s.state.lock();
     loop {
         let Some(job) = state.jobs.pop_front() else {
             state.idle += 1;
-            let (next, timeout) = s
-                .ready
-                .wait_timeout(state, s.keep_alive)
-                .unwrap_or_else(|e| e.into_inner());
-            state = next;
+            let timeout = s.ready.wait_for(&mut state, s.keep_alive);
             state.idle -= 1;
             if timeout.timed_out() && state.jobs.is_empty() {
                 state.threads -= 1;
@@ -114,7 +111,7 @@ fn work(s: &Arc<Shared>) {
             let _exec = crate::exec_thread();
             job();
         }
-        state = s.state.lock().unwrap_or_else(|e| e.into_inner());
+        state = s.state.lock();
         if !crate::thread_is_clean() {
             crate::governor::note_retired();
             state.threads -= 1;
@@ -123,7 +120,7 @@ fn work(s: &Arc<Shared>) {
                 state.threads += 1;
                 drop(state);
                 if start_thread(s.clone()).is_err() {
-                    s.state.lock().unwrap_or_else(|e| e.into_inner()).threads -= 1;
+                    s.state.lock().threads -= 1;
                 }
             }
             return;

@@ -2,7 +2,7 @@
 //! combined stdout+stderr byte cap.
 
 use crate::runtime::OutputChunk;
-use std::sync::Mutex;
+use parking_lot::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use tokio::sync::mpsc::Sender;
 
@@ -69,12 +69,12 @@ impl OutputGate {
     }
 
     fn sender(&self) -> Option<Sender<OutputChunk>> {
-        self.tx.lock().unwrap_or_else(|e| e.into_inner()).clone()
+        self.tx.lock().clone()
     }
 
     /// Refuses all further output and lets go of the channel.
     pub(crate) fn close(&self) {
-        self.tx.lock().unwrap_or_else(|e| e.into_inner()).take();
+        self.tx.lock().take();
     }
 
     /// Whether the cap cut the output short.

@@ -29,7 +29,7 @@ use crate::budget::ExecBudget;
 use async_trait::async_trait;
 use bashkit::parser::Parser;
 use bashkit::{Command, CommandContext, CommandStatus, ExecutionLimits};
-use std::sync::Mutex;
+use parking_lot::Mutex;
 
 /// The feeder's command name: not a word a script would use.
 pub(crate) const FEED_COMMAND: &str = "__agentcomputer_stdin";
@@ -76,7 +76,7 @@ impl Feed {
 #[async_trait]
 impl Command for Feed {
     async fn execute(&self, ctx: CommandContext<'_>) -> bashkit::Result<CommandStatus> {
-        let data = self.data.lock().unwrap_or_else(|e| e.into_inner()).take();
+        let data = self.data.lock().take();
         let Some(data) = data else {
             return Ok(CommandStatus::success());
         };

@@ -10,8 +10,9 @@
 //! every token linked to it ([`StopFlag::link`]), so the interpreter ends
 //! the script at its next statement boundary.
 
+use parking_lot::Mutex;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
 
 /// Set once, never cleared; cheap to check (one atomic load).
 #[derive(Debug, Default)]
@@ -52,8 +53,8 @@ impl StopFlag {
         }
     }
 
-    fn tokens(&self) -> std::sync::MutexGuard<'_, Vec<Arc<AtomicBool>>> {
-        self.linked.lock().unwrap_or_else(|e| e.into_inner())
+    fn tokens(&self) -> parking_lot::MutexGuard<'_, Vec<Arc<AtomicBool>>> {
+        self.linked.lock()
     }
 }
 

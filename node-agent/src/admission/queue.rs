@@ -1,9 +1,10 @@
 //! The admission state: running execs and their reservations per
 //! computer, the bounded queue of waiting execs, and permits.
 
+use parking_lot::{Mutex, MutexGuard};
 use std::collections::{HashMap, VecDeque};
 use std::fmt;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 
 use tokio::sync::oneshot;
 
@@ -97,7 +98,7 @@ impl Drop for Permit {
 
 impl Inner {
     pub(super) fn lock(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
+        self.state.lock()
     }
 
     /// The budget an exec of `computer` asking `ask` is given if it starts

@@ -7,8 +7,9 @@
 //! [`CHUNK_BYTES`] pieces. Streaming through the API works the same in
 //! local and cluster mode: the client never needs the node's disk.
 
+use parking_lot::Mutex;
 use std::io::Read;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use agentcomputer_proto::{CHUNK_BYTES, v1 as pb};
@@ -70,7 +71,7 @@ pub async fn start(
             let file = file.clone();
             let piece = blocking(move || {
                 let mut buf = vec![0u8; CHUNK_BYTES];
-                let mut f = file.lock().unwrap_or_else(|e| e.into_inner());
+                let mut f = file.lock();
                 let mut n = 0;
                 while n < buf.len() {
                     match f.read(&mut buf[n..]) {
@@ -105,8 +106,7 @@ pub async fn start(
                 Ok(Ok(())) => {}
                 Ok(Err(_)) => return,
                 Err(_) => {
-                    *failed.lock().unwrap_or_else(|e| e.into_inner()) =
-                        Some(idle_error(&shown, idle_timeout));
+                    *failed.lock() = Some(idle_error(&shown, idle_timeout));
                     return;
                 }
             }

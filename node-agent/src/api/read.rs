@@ -1,6 +1,7 @@
 //! The Read call: a ranged, streamed read of one regular file.
 
-use std::sync::{Arc, Mutex};
+use parking_lot::Mutex;
+use std::sync::Arc;
 use std::time::Duration;
 
 use agentcomputer_fs::FileKind;
@@ -152,8 +153,7 @@ pub async fn start(
                 Ok(Ok(())) => {}
                 Ok(Err(_)) => return, // client went away
                 Err(_) => {
-                    *failed.lock().unwrap_or_else(|e| e.into_inner()) =
-                        Some(idle_error(&format!("read of {shown}"), idle_timeout));
+                    *failed.lock() = Some(idle_error(&format!("read of {shown}"), idle_timeout));
                     return;
                 }
             }

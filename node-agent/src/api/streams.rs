@@ -9,8 +9,9 @@
 //! Opening a stream past a cap fails at once with `RESOURCE_EXHAUSTED`
 //! naming the cap.
 
+use parking_lot::Mutex;
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use tonic::Status;
@@ -66,10 +67,6 @@ pub struct StreamPermit {
     computer: String,
 }
 
-fn lock(m: &Mutex<Counts>) -> std::sync::MutexGuard<'_, Counts> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
-
 impl StreamGate {
     /// A gate enforcing `limits`.
     pub fn new(limits: StreamLimits) -> StreamGate {
@@ -88,7 +85,7 @@ impl StreamGate {
     /// on `computer`. Errors: `RESOURCE_EXHAUSTED` when either cap is
     /// reached.
     pub fn admit(&self, client: &str, computer: &str) -> Result<StreamPermit, Status> {
-        let mut c = lock(&self.open);
+        let mut c = self.open.lock();
         let by_client = c.by_client.get(client).copied().unwrap_or(0);
         if by_client >= self.limits.per_client {
             return Err(Status::resource_exhausted(format!(
@@ -123,7 +120,7 @@ impl Drop for StreamPermit {
                 }
             }
         }
-        let mut c = lock(&self.open);
+        let mut c = self.open.lock();
         release(&mut c.by_client, &self.client);
         release(&mut c.by_computer, &self.computer);
     }
@@ -182,11 +179,7 @@ impl<T> tokio_stream::Stream for PermitStream<T> {
     ) -> std::task::Poll<Option<Self::Item>> {
         match self.rx.poll_recv(cx) {
             std::task::Poll::Ready(None) => {
-                let failure = self
-                    .failure
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .take();
+                let failure = self.failure.lock().take();
                 std::task::Poll::Ready(failure.map(Err))
             }
             other => other,

@@ -1,8 +1,9 @@
 //! When each computer was last used, and the observer that records it (and
 //! counts calls in the metrics) for the API service.
 
+use parking_lot::Mutex;
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use tonic::Code;
@@ -20,7 +21,7 @@ impl Activity {
     /// Records a use of computer `uid` now.
     pub fn record(&self, uid: &str) {
         let now = SystemTime::now();
-        let mut map = self.last.lock().unwrap_or_else(|e| e.into_inner());
+        let mut map = self.last.lock();
         match map.get_mut(uid) {
             Some(t) => *t = now,
             None => {
@@ -31,13 +32,13 @@ impl Activity {
 
     /// Last recorded use of every computer.
     pub fn snapshot(&self) -> Vec<(String, SystemTime)> {
-        let map = self.last.lock().unwrap_or_else(|e| e.into_inner());
+        let map = self.last.lock();
         map.iter().map(|(k, v)| (k.clone(), *v)).collect()
     }
 
     /// Forgets computer `uid`.
     pub fn forget(&self, uid: &str) {
-        let mut map = self.last.lock().unwrap_or_else(|e| e.into_inner());
+        let mut map = self.last.lock();
         map.remove(uid);
     }
 }

@@ -22,9 +22,10 @@
 //! (a pod IP can be reused), and a connection without a known fingerprint
 //! gets `407`, so the proxy is open to nobody else on the pod network.
 
+use parking_lot::RwLock;
 use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 
 use agentcomputer_egress::{EgressConfig, Policy};
 use agentcomputer_proxy::{Caller, Identify};
@@ -59,24 +60,17 @@ impl ProxyCallers {
         });
         self.policies
             .write()
-            .unwrap_or_else(|p| p.into_inner())
             .insert(uid.to_string(), Arc::new(policy));
     }
 
     /// Keeps the policies of the computers `keep` accepts.
     pub fn retain(&self, mut keep: impl FnMut(&str) -> bool) {
-        self.policies
-            .write()
-            .unwrap_or_else(|p| p.into_inner())
-            .retain(|uid, _| keep(uid));
+        self.policies.write().retain(|uid, _| keep(uid));
     }
 
     /// Forgets computer `uid`.
     pub fn remove(&self, uid: &str) {
-        self.policies
-            .write()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(uid);
+        self.policies.write().remove(uid);
     }
 }
 
@@ -92,12 +86,7 @@ impl Identify for ProxyCallers {
                 if matches { Some(e.clone()) } else { found }
             })
         })?;
-        let policy = self
-            .policies
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(&found.uid)
-            .cloned()?;
+        let policy = self.policies.read().get(&found.uid).cloned()?;
         Some(Caller {
             computer: found.shown(),
             policy,

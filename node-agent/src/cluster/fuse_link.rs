@@ -15,9 +15,10 @@
 //! mounter takes them back from here so that a later agent restart still
 //! finds every connection held by the mounter.
 
+use parking_lot::Mutex;
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use agentcomputer_fuse::MountOptions;
@@ -65,8 +66,8 @@ struct ServedConnections {
 }
 
 impl ServedConnections {
-    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<ServedConnection>> {
-        let mut list = self.list.lock().unwrap_or_else(|p| p.into_inner());
+    fn lock(&self) -> parking_lot::MutexGuard<'_, Vec<ServedConnection>> {
+        let mut list = self.list.lock();
         list.retain(|c| agentcomputer_fuse::is_live(&c.fd).unwrap_or(false));
         list
     }

@@ -1,8 +1,8 @@
 //! The computers this node serves, as the AgentComputer watch last saw
 //! them: who they are and the fingerprint of their credential.
 
+use parking_lot::RwLock;
 use std::collections::HashMap;
-use std::sync::RwLock;
 
 /// One computer placed on this node.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -74,7 +74,7 @@ pub struct Index {
 impl Index {
     /// Adds or replaces `entry`; returns whether anything changed.
     pub fn upsert(&self, entry: Entry) -> bool {
-        let mut map = self.by_uid.write().unwrap_or_else(|e| e.into_inner());
+        let mut map = self.by_uid.write();
         match map.get(&entry.uid) {
             Some(old) if *old == entry => false,
             _ => {
@@ -86,14 +86,14 @@ impl Index {
 
     /// Forgets computer `uid`; returns whether it was known.
     pub fn remove(&self, uid: &str) -> bool {
-        let mut map = self.by_uid.write().unwrap_or_else(|e| e.into_inner());
+        let mut map = self.by_uid.write();
         map.remove(uid).is_some()
     }
 
     /// Keeps only the computers whose uid `keep` accepts; returns how many
     /// were dropped.
     pub fn retain(&self, mut keep: impl FnMut(&str) -> bool) -> usize {
-        let mut map = self.by_uid.write().unwrap_or_else(|e| e.into_inner());
+        let mut map = self.by_uid.write();
         let before = map.len();
         map.retain(|uid, _| keep(uid));
         before - map.len()
@@ -101,19 +101,19 @@ impl Index {
 
     /// Computer `uid`, if known.
     pub fn get(&self, uid: &str) -> Option<Entry> {
-        let map = self.by_uid.read().unwrap_or_else(|e| e.into_inner());
+        let map = self.by_uid.read();
         map.get(uid).cloned()
     }
 
     /// Every known computer, in no particular order.
     pub fn entries(&self) -> Vec<Entry> {
-        let map = self.by_uid.read().unwrap_or_else(|e| e.into_inner());
+        let map = self.by_uid.read();
         map.values().cloned().collect()
     }
 
     /// How many computers are known.
     pub fn len(&self) -> usize {
-        self.by_uid.read().unwrap_or_else(|e| e.into_inner()).len()
+        self.by_uid.read().len()
     }
 
     /// Whether no computer is known.
@@ -123,14 +123,14 @@ impl Index {
 
     /// Runs `f` over all entries under one read lock.
     pub fn with_entries<T>(&self, f: impl FnOnce(&mut dyn Iterator<Item = &Entry>) -> T) -> T {
-        let map = self.by_uid.read().unwrap_or_else(|e| e.into_inner());
+        let map = self.by_uid.read();
         f(&mut map.values())
     }
 
     /// The computer a client means by `requested`: its uid, its
     /// `NAMESPACE/NAME`, or a `NAME` only one computer on this node has.
     pub fn resolve(&self, requested: &str) -> Result<Entry, Lookup> {
-        let map = self.by_uid.read().unwrap_or_else(|e| e.into_inner());
+        let map = self.by_uid.read();
         if let Some(e) = map.get(requested) {
             return Ok(e.clone());
         }

@@ -174,22 +174,16 @@ pub struct Node {
     /// uids whose data this process deleted by the volume protocol: their
     /// volume is gone for good, so no later event of a lingering
     /// AgentComputer may create an empty database for them again.
-    deleted: std::sync::Mutex<std::collections::HashSet<String>>,
+    deleted: parking_lot::Mutex<std::collections::HashSet<String>>,
 }
 
 impl Node {
     fn mark_deleted(&self, uid: &str) {
-        self.deleted
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(uid.to_string());
+        self.deleted.lock().insert(uid.to_string());
     }
 
     fn was_deleted(&self, uid: &str) -> bool {
-        self.deleted
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .contains(uid)
+        self.deleted.lock().contains(uid)
     }
 }
 

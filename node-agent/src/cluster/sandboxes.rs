@@ -25,10 +25,11 @@
 //! [`START_TIMEOUT`] passes. Waits and runs rewrite the annotation every
 //! [`RENEW`] (once per computer) so the pod is not stopped in use.
 
+use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use agentcomputer_container::{EXIT_CANCELLED, EXIT_START_FAILED, Outcome, OutputChunk};
@@ -109,8 +110,8 @@ struct Runner {
 }
 
 impl Runner {
-    fn runs(&self) -> std::sync::MutexGuard<'_, HashMap<u64, mpsc::Sender<Event>>> {
-        self.runs.lock().unwrap_or_else(|e| e.into_inner())
+    fn runs(&self) -> parking_lot::MutexGuard<'_, HashMap<u64, mpsc::Sender<Event>>> {
+        self.runs.lock()
     }
 }
 
@@ -173,8 +174,8 @@ impl Sandboxes {
         registry.register(Box::new(self.gauge.clone()))
     }
 
-    fn attached(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<Runner>>> {
-        self.attached.lock().unwrap_or_else(|e| e.into_inner())
+    fn attached(&self) -> parking_lot::MutexGuard<'_, HashMap<String, Arc<Runner>>> {
+        self.attached.lock()
     }
 
     /// The runner serving `uid`, if one is attached.
@@ -581,7 +582,7 @@ impl Sandboxes {
     /// status reporter's pace is too slow for a pod in use).
     fn renew(&self, entry: &Entry) {
         {
-            let mut touched = self.touched.lock().unwrap_or_else(|e| e.into_inner());
+            let mut touched = self.touched.lock();
             touched.retain(|_, at| at.elapsed() < RENEW);
             if touched.contains_key(&entry.uid) {
                 return;

@@ -30,14 +30,14 @@ impl Registry {
         let name = lease.name().to_string();
         conn.on_end(move || {
             if let Some(slot) = weak.upgrade() {
-                *lock(&slot.last_used) = Instant::now();
-                lock(&slot.connections).remove(&id);
+                *slot.last_used.lock() = Instant::now();
+                slot.connections.lock().remove(&id);
             }
             info!(computer = %name, connection = id, "FUSE connection ended");
         });
         // Checked under the map's lock: a session ending now runs the hook
         // after the insert, and one that already ended is not inserted.
-        let mut connections = lock(&lease.slot.connections);
+        let mut connections = lease.slot.connections.lock();
         if conn.is_serving() {
             connections.insert(id, conn);
         }
@@ -46,8 +46,10 @@ impl Registry {
 
     /// How many handed-over FUSE connections serve computer `name` now.
     pub fn connection_count(&self, name: &str) -> usize {
-        lock(&self.inner.open)
+        self.inner
+            .open
+            .lock()
             .get(name)
-            .map_or(0, |s| lock(&s.connections).len())
+            .map_or(0, |s| s.connections.lock().len())
     }
 }

@@ -21,15 +21,18 @@ impl Registry {
         let idle = self.inner.idle_timeout;
         let closable = |s: &Slot| {
             s.active.load(Ordering::SeqCst) == 0
-                && lock(&s.last_used).elapsed() >= idle
-                && lock(&s.mounts).is_empty()
-                && lock(&s.connections).is_empty()
+                && s.last_used.lock().elapsed() >= idle
+                && s.mounts.lock().is_empty()
+                && s.connections.lock().is_empty()
                 // A lazily detached mount still serving processes holds
                 // the engine: closing would let the next use open a second
                 // engine on the same database.
                 && !s.fs.is_shared()
         };
-        let candidates: Vec<String> = lock(&self.inner.open)
+        let candidates: Vec<String> = self
+            .inner
+            .open
+            .lock()
             .iter()
             .filter(|(_, s)| closable(s))
             .map(|(n, _)| n.clone())
@@ -40,7 +43,7 @@ impl Registry {
             // same time; the others stay free to open and close.
             let _guard = self.inner.names.lock(&name).await;
             let victim = {
-                let mut map = lock(&self.inner.open);
+                let mut map = self.inner.open.lock();
                 match map.get(&name) {
                     Some(s) if closable(s) => map.remove(&name),
                     _ => None,
@@ -61,10 +64,13 @@ impl Registry {
     /// compacted.
     pub async fn compact_idle(&self) -> usize {
         let idle = self.inner.idle_timeout;
-        let slots: Vec<Arc<Slot>> = lock(&self.inner.open)
+        let slots: Vec<Arc<Slot>> = self
+            .inner
+            .open
+            .lock()
             .values()
             .filter(|s| {
-                s.active.load(Ordering::SeqCst) == 0 && lock(&s.last_used).elapsed() >= idle
+                s.active.load(Ordering::SeqCst) == 0 && s.last_used.lock().elapsed() >= idle
             })
             .cloned()
             .collect();
@@ -97,7 +103,7 @@ impl Registry {
     /// no lease, recording its usage. Computers still leased are left open
     /// (and logged). For shutdown.
     pub async fn close_all(&self) {
-        let mut all: Vec<Arc<Slot>> = lock(&self.inner.open).values().cloned().collect();
+        let mut all: Vec<Arc<Slot>> = self.inner.open.lock().values().cloned().collect();
         // One order for every caller, so two shutdowns cannot deadlock.
         all.sort_by(|a, b| a.name.cmp(&b.name));
         let mut held = Vec::with_capacity(all.len());
@@ -111,7 +117,7 @@ impl Registry {
         self.save_mounts().await;
         drop(table);
         let slots: Vec<Arc<Slot>> = {
-            let mut map = lock(&self.inner.open);
+            let mut map = self.inner.open.lock();
             let names: Vec<String> = map.keys().cloned().collect();
             names
                 .iter()
@@ -119,7 +125,7 @@ impl Registry {
                     if map[n].active.load(Ordering::SeqCst) != 0 {
                         warn!(computer = %n, "computer still in use at shutdown; leaving it open");
                         None
-                    } else if !lock(&map[n].connections).is_empty() {
+                    } else if !map[n].connections.lock().is_empty() {
                         // Only the kernel ends them (the mounter unmounts).
                         warn!(computer = %n, "computer still serves handed-over FUSE connections at shutdown; leaving it open");
                         None
@@ -162,7 +168,7 @@ pub const COMPACT_MIN_FREE_BYTES: u64 = 16 << 20;
 pub(super) async fn close_slot(slot: Arc<Slot>) {
     let name = slot.name.clone();
     blocking(move || {
-        let mut settings = lock(&slot.settings).clone();
+        let mut settings = slot.settings.lock().clone();
         compact(&settings.name, &slot.fs);
         let st = slot.fs.statfs();
         let dir = slot.dir.clone();

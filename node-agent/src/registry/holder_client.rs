@@ -3,10 +3,10 @@
 //! `agentcomputer_handover::holder`): hand it duplicates of host mount
 //! connections, take them back after a restart, and notice when it dies.
 
+use parking_lot::Mutex;
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use agentcomputer_handover::holder::{KeptConnection, Message, recv, send};
@@ -43,7 +43,7 @@ impl Client {
     pub fn restart(&self) -> io::Result<()> {
         let (data_dir, exe, grace) = &self.start;
         let sock = Client::connect_or_spawn(data_dir, exe, *grace)?;
-        *self.sock.lock().unwrap_or_else(|p| p.into_inner()) = sock;
+        *self.sock.lock() = sock;
         Ok(())
     }
 
@@ -55,11 +55,7 @@ impl Client {
     /// sleeps `timeout`. Errors: duplicating the socket, `poll(2)`.
     pub fn wait_broken(&self, timeout: Duration) -> io::Result<bool> {
         // A duplicate, so that calls are not held up while this waits.
-        let dup = self
-            .sock
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .try_clone();
+        let dup = self.sock.lock().try_clone();
         let sock = match dup {
             Ok(sock) => sock,
             // No descriptor to spare (EMFILE, ENFILE): that says nothing
@@ -67,7 +63,7 @@ impl Client {
             // under the lock, then wait without it.
             Err(e) if is_descriptor_shortage(&e) => {
                 let broken = {
-                    let sock = self.sock.lock().unwrap_or_else(|p| p.into_inner());
+                    let sock = self.sock.lock();
                     link_broken(sock.as_fd(), PollTimeout::ZERO)?
                 };
                 if !broken {
@@ -139,7 +135,7 @@ impl Client {
     }
 
     fn call(&self, msg: &Message, with: Option<BorrowedFd<'_>>) -> io::Result<()> {
-        let sock = self.sock.lock().unwrap_or_else(|p| p.into_inner());
+        let sock = self.sock.lock();
         send(sock.as_fd(), msg, with)?;
         match recv(sock.as_fd())? {
             Some((Message::Ok, _)) => Ok(()),
@@ -173,7 +169,7 @@ impl Client {
 
     /// Every held connection, each with a duplicate of its descriptor.
     pub fn list(&self) -> io::Result<Vec<(KeptConnection, OwnedFd)>> {
-        let sock = self.sock.lock().unwrap_or_else(|p| p.into_inner());
+        let sock = self.sock.lock();
         send(sock.as_fd(), &Message::List, None)?;
         let mut out = Vec::new();
         loop {

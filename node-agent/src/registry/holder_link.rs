@@ -121,8 +121,8 @@ impl Registry {
         };
         let _table = self.inner.mount_table.lock().await;
         let mut batch = Vec::new();
-        for slot in lock(&self.inner.open).values() {
-            for (path, m) in lock(&slot.mounts).iter() {
+        for slot in self.inner.open.lock().values() {
+            for (path, m) in slot.mounts.lock().iter() {
                 let (Some(fd), Some(init)) = (&m.fd, m.handle.init_record()) else {
                     continue;
                 };
@@ -209,7 +209,7 @@ impl Registry {
                     handle: MountHandle::resumed(h.path.clone(), conn).with_root(root),
                     fd: Some(kept),
                 };
-                lock(&lease.slot.mounts).insert(h.path.clone(), mount);
+                lease.slot.mounts.lock().insert(h.path.clone(), mount);
                 Ok::<(), RegistryError>(())
             }
             .await;
@@ -249,10 +249,10 @@ impl Registry {
     /// stay for [`Registry::close_all`] to unmount. Returns how many were
     /// left.
     pub fn leave_mounts(&self) -> usize {
-        let slots: Vec<Arc<Slot>> = lock(&self.inner.open).values().cloned().collect();
+        let slots: Vec<Arc<Slot>> = self.inner.open.lock().values().cloned().collect();
         let mut left = 0;
         for slot in slots {
-            let mut mounts = lock(&slot.mounts);
+            let mut mounts = slot.mounts.lock();
             let held: Vec<PathBuf> = mounts
                 .iter()
                 .filter(|(_, m)| m.handle.init_record().is_some())

@@ -95,15 +95,18 @@ impl Registry {
                 uid: agent_uid,
             });
         }
-        let busy = lock(&self.inner.open)
+        let busy = self
+            .inner
+            .open
+            .lock()
             .values()
-            .any(|s| lock(&s.mounts).contains_key(path));
+            .any(|s| s.mounts.lock().contains_key(path));
         if busy {
             return Err(mount_err(io::Error::from_raw_os_error(
                 nix::errno::Errno::EBUSY as i32,
             )));
         }
-        let had_dead = lock(&self.inner.dead_mounts).iter().any(|r| r.path == path);
+        let had_dead = self.inner.dead_mounts.lock().iter().any(|r| r.path == path);
         if had_dead {
             let target = path.to_path_buf();
             if blocking(move || mounts::remove_dead(&target))
@@ -112,7 +115,7 @@ impl Registry {
             {
                 info!(computer = name, path = %path.display(), "replacing the dead mount a previous run left");
             }
-            lock(&self.inner.dead_mounts).retain(|r| r.path != path);
+            self.inner.dead_mounts.lock().retain(|r| r.path != path);
             self.save_mounts().await;
         }
         // The target is on disk before mount(2): a kill before the mount
@@ -123,9 +126,9 @@ impl Registry {
             computer: name.to_string(),
             path: path.to_path_buf(),
         };
-        lock(&self.inner.mounting).push(intent.clone());
+        self.inner.mounting.lock().push(intent.clone());
         if let Err(e) = self.try_save_mounts().await {
-            lock(&self.inner.mounting).retain(|r| *r != intent);
+            self.inner.mounting.lock().retain(|r| *r != intent);
             return Err(RegistryError::Mount {
                 path: path.display().to_string(),
                 source: io::Error::new(
@@ -204,7 +207,7 @@ impl Registry {
             })
         })
         .await;
-        lock(&self.inner.mounting).retain(|r| *r != intent);
+        self.inner.mounting.lock().retain(|r| *r != intent);
         let mount = match mount {
             Ok(m) => m,
             Err(e) => {
@@ -212,7 +215,7 @@ impl Registry {
                 return Err(e);
             }
         };
-        lock(&lease.slot.mounts).insert(path.to_path_buf(), mount);
+        lease.slot.mounts.lock().insert(path.to_path_buf(), mount);
         info!(computer = name, path = %path.display(), "mounted computer");
         self.save_mounts().await;
         Ok(())
@@ -238,16 +241,19 @@ impl Registry {
         }
         let _guard = self.inner.names.lock(name).await;
         let _table = self.inner.mount_table.lock().await;
-        let slot = lock(&self.inner.open).get(name).cloned();
-        let handle = slot.and_then(|s| lock(&s.mounts).remove(path));
+        let slot = self.inner.open.lock().get(name).cloned();
+        let handle = slot.and_then(|s| s.mounts.lock().remove(path));
         let Some(handle) = handle else {
-            let dead = lock(&self.inner.dead_mounts)
+            let dead = self
+                .inner
+                .dead_mounts
+                .lock()
                 .iter()
                 .any(|r| r.computer == name && r.path == path);
             if dead {
                 let target = path.to_path_buf();
                 let removed = blocking(move || mounts::remove_dead(&target)).await;
-                lock(&self.inner.dead_mounts).retain(|r| r.path != path);
+                self.inner.dead_mounts.lock().retain(|r| r.path != path);
                 self.save_mounts().await;
                 removed.map_err(|source| RegistryError::Mount {
                     path: path.display().to_string(),
@@ -273,9 +279,9 @@ impl Registry {
             // The path was changed under the mount: it stays, recorded and
             // served, and a delete detaches it through its descriptor.
             let source = result.expect_err("refused");
-            let slot = lock(&self.inner.open).get(name).cloned();
+            let slot = self.inner.open.lock().get(name).cloned();
             if let Some(slot) = slot {
-                lock(&slot.mounts).insert(path.to_path_buf(), handle);
+                slot.mounts.lock().insert(path.to_path_buf(), handle);
             }
             let errno = not_this_mount(&source).unwrap_or(nix::errno::Errno::EBUSY as i32);
             warn!(computer = name, path = %path.display(), error = %source, "refused to unmount: the path no longer leads to the computer's mount");
@@ -301,10 +307,14 @@ impl Registry {
 
     /// The host mounts now, sorted by computer then path.
     pub fn mounts(&self) -> Vec<MountRecord> {
-        let mut out: Vec<MountRecord> = lock(&self.inner.open)
+        let mut out: Vec<MountRecord> = self
+            .inner
+            .open
+            .lock()
             .iter()
             .flat_map(|(name, s)| {
-                lock(&s.mounts)
+                s.mounts
+                    .lock()
                     .keys()
                     .map(|p| MountRecord {
                         computer: name.clone(),
@@ -329,8 +339,8 @@ impl Registry {
     /// [`Registry::save_mounts`], returning the error.
     pub(super) async fn try_save_mounts(&self) -> io::Result<()> {
         let mut records = self.mounts();
-        records.extend(lock(&self.inner.mounting).iter().cloned());
-        records.extend(lock(&self.inner.dead_mounts).iter().cloned());
+        records.extend(self.inner.mounting.lock().iter().cloned());
+        records.extend(self.inner.dead_mounts.lock().iter().cloned());
         let dir = self.inner.data_dir.clone();
         blocking(move || mounts::save_records(&dir, &records)).await
     }
@@ -373,7 +383,7 @@ pub(super) fn host_mount_options(name: &str) -> MountOptions {
 /// Unmounts every host mount of `slot`, wherever each is now (through
 /// its root descriptor), logging failures.
 pub(super) async fn unmount_all(slot: &Arc<Slot>, inner: &Inner) {
-    let handles: Vec<(PathBuf, HostMount)> = lock(&slot.mounts).drain().collect();
+    let handles: Vec<(PathBuf, HostMount)> = slot.mounts.lock().drain().collect();
     for (path, mount) in handles {
         let name = slot.name.clone();
         let unmounted = blocking(move || mount.handle.unmount()).await;

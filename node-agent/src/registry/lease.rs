@@ -2,10 +2,11 @@
 //! first use; and the hold on orphans while live connections are taken
 //! over.
 
+use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::path::Path;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use agentcomputer_egress::EgressConfig;
@@ -34,13 +35,13 @@ impl Lease {
 
     /// The computer's egress policy as stored in its settings.
     pub fn egress(&self) -> EgressConfig {
-        lock(&self.slot.settings).egress.clone()
+        self.slot.settings.lock().egress.clone()
     }
 
     /// The computer's settings now (they may change while the lease is
     /// held, by [`Registry::update`]).
     pub fn settings(&self) -> Settings {
-        lock(&self.slot.settings).clone()
+        self.slot.settings.lock().clone()
     }
 
     /// The computer's name.
@@ -71,7 +72,7 @@ impl Drop for Lease {
         // Refresh the idle clock before releasing, so the sweeper never sees
         // a released slot with a stale time.
         if self.touch {
-            *lock(&self.slot.last_used) = Instant::now();
+            *self.slot.last_used.lock() = Instant::now();
         }
         self.slot.active.fetch_sub(1, Ordering::SeqCst);
     }
@@ -106,13 +107,13 @@ impl Registry {
     /// ordinary open after the hold (the computer hibernated and opened
     /// again). Replaces an earlier hold.
     pub fn hold_orphans_until(&self, until: Instant) {
-        *lock(&self.inner.orphan_hold) = Some(until);
+        *self.inner.orphan_hold.lock() = Some(until);
     }
 
     /// Ends the hold of [`Registry::hold_orphans_until`] at `until` if it
     /// would end later (never extends it).
     pub fn shorten_orphan_hold(&self, until: Instant) {
-        let mut hold = lock(&self.inner.orphan_hold);
+        let mut hold = self.inner.orphan_hold.lock();
         if let Some(end) = hold.as_mut() {
             *end = (*end).min(until);
         }
@@ -120,7 +121,10 @@ impl Registry {
 
     /// Whether opens keep orphans now ([`Registry::hold_orphans_until`]).
     pub fn holds_orphans(&self) -> bool {
-        lock(&self.inner.orphan_hold).is_some_and(|end| Instant::now() < end)
+        self.inner
+            .orphan_hold
+            .lock()
+            .is_some_and(|end| Instant::now() < end)
     }
 
     pub(super) async fn acquire_with(
@@ -161,13 +165,16 @@ impl Registry {
             mounts: Mutex::new(HashMap::new()),
             connections: Mutex::new(HashMap::new()),
         });
-        lock(&self.inner.open).insert(name.to_string(), slot.clone());
+        self.inner
+            .open
+            .lock()
+            .insert(name.to_string(), slot.clone());
         info!(computer = name, "opened computer");
         Ok(Lease { slot, touch: true })
     }
 
     pub(super) fn try_lease(&self, name: &str, touch: bool) -> Option<Lease> {
-        let map = lock(&self.inner.open);
+        let map = self.inner.open.lock();
         let slot = map.get(name)?;
         slot.active.fetch_add(1, Ordering::SeqCst);
         Some(Lease {

@@ -93,7 +93,7 @@ impl Registry {
         check_name(name)?;
         let _guard = self.inner.names.lock(name).await;
         let dir = self.dir_of(name);
-        let slot = lock(&self.inner.open).get(name).cloned();
+        let slot = self.inner.open.lock().get(name).cloned();
         let owned = name.to_string();
         blocking(move || {
             let io_err = |source| RegistryError::Io {
@@ -128,7 +128,7 @@ impl Registry {
             stored = wanted;
             stored.save(&dir).map_err(io_err)?;
             if let Some(slot) = &slot {
-                *lock(&slot.settings) = stored;
+                *slot.settings.lock() = stored;
             }
             Ok(true)
         })
@@ -145,12 +145,12 @@ impl Registry {
         if !dir.join(SETTINGS_FILE).exists() {
             return Err(RegistryError::NotFound(name.to_string()));
         }
-        let removed = lock(&self.inner.open).remove(name);
+        let removed = self.inner.open.lock().remove(name);
         if let Some(slot) = removed {
             slot.deleted
                 .store(true, std::sync::atomic::Ordering::SeqCst);
             slot.cancel.cancel();
-            let served = lock(&slot.connections).len();
+            let served = slot.connections.lock().len();
             if served > 0 {
                 warn!(
                     computer = name,

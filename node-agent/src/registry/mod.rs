@@ -21,11 +21,12 @@
 //! computer's. Requests for an already open computer take only a short
 //! synchronous lock.
 
+use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::io;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::sync::atomic::AtomicUsize;
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use agentcomputer_fs::Fs;
@@ -135,10 +136,6 @@ struct Slot {
     connections: Mutex<HashMap<u64, ConnectionHandle>>,
 }
 
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
-}
-
 impl Registry {
     /// The directory of computer `name` (which need not exist). Errors:
     /// `InvalidName`.
@@ -215,7 +212,7 @@ impl Registry {
 
     /// How many computers have their engine open now.
     pub fn open_count(&self) -> usize {
-        lock(&self.inner.open).len()
+        self.inner.open.lock().len()
     }
 }
 

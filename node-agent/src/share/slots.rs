@@ -6,8 +6,9 @@
 //! when the body ends (sent, failed, or dropped for its reader). Nothing
 //! waits: a download without a slot is answered `503` at once.
 
+use parking_lot::Mutex;
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 /// Why a download got no slot.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -44,7 +45,7 @@ pub struct Slot {
 
 impl Drop for Slot {
     fn drop(&mut self) {
-        let mut state = lock(&self.inner.state);
+        let mut state = self.inner.state.lock();
         state.running = state.running.saturating_sub(1);
         if let Some(n) = state.by_computer.get_mut(&self.computer) {
             *n -= 1;
@@ -79,7 +80,7 @@ impl DownloadSlots {
     /// Takes a slot for a download of `computer` (registry key), or says
     /// why there is none.
     pub fn take(&self, computer: &str) -> Result<Slot, Busy> {
-        let mut state = lock(&self.inner.state);
+        let mut state = self.inner.state.lock();
         let mine = state.by_computer.get(computer).copied().unwrap_or(0);
         if mine >= self.inner.per_computer {
             return Err(Busy::Computer);
@@ -97,7 +98,9 @@ impl DownloadSlots {
 
     /// Downloads of `computer` running now.
     pub fn running(&self, computer: &str) -> usize {
-        lock(&self.inner.state)
+        self.inner
+            .state
+            .lock()
             .by_computer
             .get(computer)
             .copied()
@@ -108,10 +111,6 @@ impl DownloadSlots {
     pub fn per_computer(&self) -> usize {
         self.inner.per_computer
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 #[cfg(test)]

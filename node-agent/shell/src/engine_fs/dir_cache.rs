@@ -17,8 +17,9 @@
 //! are what walks need, and they change rarely.
 
 use agentcomputer_fs::{Attr, Change, FileKind, Fs, Ino, SubscriptionId};
+use parking_lot::Mutex;
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 
 /// Entries kept at most; the cache starts over when full (a walk of a
 /// bigger tree then just costs lookups again).
@@ -69,7 +70,7 @@ impl DirCache {
         let state = Arc::new(Mutex::new(State::default()));
         let listener = Arc::clone(&state);
         let subscription = fs.subscribe(Box::new(move |change| {
-            lock(&listener).invalidate(change);
+            listener.lock().invalidate(change);
         }));
         Self {
             state,
@@ -80,7 +81,7 @@ impl DirCache {
 
     /// The cached directory `name` in `parent`.
     pub(crate) fn get(&self, parent: Ino, name: &[u8]) -> Option<Attr> {
-        let state = lock(&self.state);
+        let state = self.state.lock();
         // The key type owns its name; build it only on a non-empty cache.
         if state.by_entry.is_empty() {
             return None;
@@ -90,7 +91,7 @@ impl DirCache {
 
     /// Call before the engine lookup whose answer goes to [`Self::insert`].
     pub(crate) fn generation(&self) -> Generation {
-        Generation(lock(&self.state).generation)
+        Generation(self.state.lock().generation)
     }
 
     /// Keeps `attr` as entry `name` of `parent` if it is a directory and no
@@ -99,7 +100,7 @@ impl DirCache {
         if attr.kind != FileKind::Directory {
             return;
         }
-        let mut state = lock(&self.state);
+        let mut state = self.state.lock();
         if state.generation != seen.0 {
             return;
         }
@@ -116,10 +117,6 @@ impl Drop for DirCache {
     fn drop(&mut self) {
         self.fs.unsubscribe(self.subscription);
     }
-}
-
-fn lock(state: &Mutex<State>) -> MutexGuard<'_, State> {
-    state.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 #[cfg(test)]

@@ -24,9 +24,10 @@ use agentcomputer_fs::Errno;
 use agentcomputer_fs::{Attr, FileKind, Fs, Ino, Owner, ROOT_INO, Timespec};
 use bashkit::{FileType, Metadata};
 use dir_cache::DirCache;
+use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::path::Path;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// Owner of inodes created by shell scripts: the sandbox user

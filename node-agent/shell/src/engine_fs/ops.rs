@@ -47,8 +47,8 @@ impl EngineFs {
         }
     }
 
-    fn fifo_buffer(&self) -> std::sync::MutexGuard<'_, std::collections::HashMap<Ino, Vec<u8>>> {
-        self.fifos.lock().unwrap_or_else(|e| e.into_inner())
+    fn fifo_buffer(&self) -> parking_lot::MutexGuard<'_, std::collections::HashMap<Ino, Vec<u8>>> {
+        self.fifos.lock()
     }
 
     fn mkdir_p(&self, path: &Path) -> bashkit::Result<()> {
