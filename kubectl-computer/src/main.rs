@@ -202,6 +202,11 @@ enum Command {
         /// (--runtime javascript only) [default: null].
         #[arg(long, value_name = "JSON", value_parser = parse_json)]
         input: Option<String>,
+        /// After the run, wait until its changes are in the node agent's
+        /// backup store (as `sync` does); a failed sync makes the exit
+        /// status 1 if the run's was 0.
+        #[arg(long)]
+        sync: bool,
         /// The script or module source; several words are joined with spaces.
         #[arg(last = true, required = true, num_args = 1..)]
         script: Vec<String>,
@@ -238,9 +243,17 @@ enum Command {
         #[arg(long)]
         no_progress: bool,
     },
+    /// Wait until every call answered on a computer is in the node agent's
+    /// backup store (continuous backup to object storage; docs/backup.md).
+    Sync { name: String },
+    /// Restore a computer's latest continuous backup into a scratch file on
+    /// its node and check it (checksums, SQLite's integrity check, the
+    /// engine's check).
+    VerifyBackup { name: String },
     /// Save a consistent copy of a computer's whole filesystem (its SQLite
     /// database) to a local file while it stays in use; see the README,
-    /// "Back up and restore".
+    /// "Back up and restore". (The node agent's continuous backup to object
+    /// storage is `sync` and `verify-backup`.)
     Backup {
         name: String,
         /// Where to write the copy; must not exist.
@@ -463,10 +476,12 @@ async fn run(cli: Cli) -> Result<u8> {
             timeout,
             stdin,
             input,
+            sync,
             script,
         } => {
             let (mut c, name) = backend.client(name).await?;
             let args = ExecArgs {
+                sync,
                 computer: name,
                 runtime: runtime.into(),
                 cwd,
@@ -517,6 +532,14 @@ async fn run(cli: Cli) -> Result<u8> {
             let (mut c, name) = backend.client(name).await?;
             let progress = progress::enabled(no_progress, false);
             cmd::backup::backup(&mut c, name, &file, progress).await?
+        }
+        Command::Sync { name } => {
+            let (mut c, name) = backend.client(name).await?;
+            cmd::backup_store::sync(&mut c, name).await?
+        }
+        Command::VerifyBackup { name } => {
+            let (mut c, name) = backend.client(name).await?;
+            cmd::backup_store::verify_backup(&mut c, name).await?
         }
         Command::Share {
             name,

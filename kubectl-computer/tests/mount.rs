@@ -68,6 +68,7 @@ fn mount_exec_and_unmount() {
         admission: agentcomputer_node_agent::admission::AdmissionConfig::for_node(),
         fuse_holder: None,
         share: None,
+        backup: None,
     };
     let server = std::thread::spawn(move || {
         let rt = tokio::runtime::Runtime::new().unwrap();

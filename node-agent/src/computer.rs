@@ -36,7 +36,7 @@ pub fn is_valid_name(name: &str) -> bool {
 }
 
 /// Usage counters recorded when a computer's engine is closed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Usage {
     /// Bytes of file content stored.
     pub used_bytes: u64,
@@ -81,6 +81,11 @@ pub struct Settings {
     /// AgentComputer (the directory is named by the resource's uid).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub display_name: Option<String>,
+    /// The id the computer's backup is kept under in the object store
+    /// (`computers/<id>/`, docs/backup.md): random, drawn when it is made
+    /// or first opened by an agent with a backup store.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backup_id: Option<String>,
 }
 
 /// The runtimes a computer may use (an AgentComputer's `spec.runtimes`).
@@ -258,6 +263,7 @@ mod tests {
                 memory_bytes: Some(1 << 20),
             },
             display_name: Some("team-a/demo".into()),
+            backup_id: Some("0123456789abcdef0123456789abcdef".into()),
         };
         s.save(dir.path()).unwrap();
         assert_eq!(Settings::load(dir.path()).unwrap(), s);

@@ -6,6 +6,7 @@
 //! `ENOENT: no such file or directory: src/x.txt`. The errno name is also in
 //! the `errno` metadata key so clients need not parse messages.
 
+use crate::backup::BackupError;
 use agentcomputer_fs::Error as FsError;
 use agentcomputer_proto::ERRNO_METADATA_KEY;
 use nix::errno::Errno;
@@ -131,6 +132,8 @@ impl From<RegistryError> for Status {
             }
             // umount(2) says EINVAL for a target that is not a mount point.
             RegistryError::NotMounted { .. } => errno_detail(Errno::EINVAL, message),
+            RegistryError::NoBackup(_) => Status::failed_precondition(message),
+            RegistryError::Backup { source, .. } => backup_status(&source, message),
             RegistryError::MountNotOwned { .. } => errno_detail(Errno::EPERM, message),
             RegistryError::MountThroughLink { .. } => errno_detail(Errno::ELOOP, message),
             RegistryError::UnmountThroughLink { .. } => errno_detail(Errno::ELOOP, message),
@@ -144,6 +147,31 @@ impl From<RegistryError> for Status {
                 Some(raw) => errno_status(Errno::from_raw(raw), &path),
                 None => errno_detail(Errno::EIO, message),
             },
+        }
+    }
+}
+
+/// A status for a failed backup call: UNAVAILABLE while the store cannot
+/// be reached (worth retrying), DATA_LOSS for a damaged or missing object,
+/// NOT_FOUND for a computer the store has no log of, FAILED_PRECONDITION
+/// for a shipper that stopped (fenced by another writer), ALREADY_EXISTS
+/// for a name the store's index gives another computer.
+fn backup_status(err: &BackupError, message: String) -> Status {
+    use agentcomputer_backup::Error as Log;
+    match err {
+        BackupError::Store { .. } | BackupError::Log(Log::Store(_)) => Status::unavailable(message),
+        BackupError::NameTaken { .. } => Status::already_exists(message),
+        BackupError::Unreadable { .. }
+        | BackupError::Log(Log::Corrupt { .. } | Log::Missing { .. } | Log::Check(_)) => {
+            Status::data_loss(message)
+        }
+        BackupError::Log(Log::NoBackup { .. }) => Status::not_found(message),
+        BackupError::Log(Log::Fenced { .. } | Log::Stopped(_)) => {
+            Status::failed_precondition(message)
+        }
+        BackupError::Log(_) => {
+            tracing::error!(%message, "backup failure");
+            Status::internal(message)
         }
     }
 }

@@ -10,6 +10,7 @@
 pub mod admission;
 pub mod api;
 pub mod auth;
+pub mod backup;
 mod blocking;
 mod cgroup_memory;
 pub mod cluster;

@@ -26,6 +26,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use agentcomputer_node_agent::admission::AdmissionConfig;
+use agentcomputer_node_agent::backup::BackupUrl;
 use agentcomputer_node_agent::cluster::{self, ClusterConfig};
 use agentcomputer_node_agent::control_addresses::{self, ControlArgs};
 use agentcomputer_node_agent::data_lock::DataDirLock;
@@ -124,6 +125,13 @@ enum Command {
         download_min_rate: u64,
         #[command(flatten)]
         control: ControlArgs,
+        /// Back every computer up continuously to s3://BUCKET/PREFIX
+        /// (endpoint, region and keys from AWS_ENDPOINT_URL, AWS_REGION,
+        /// AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY) or file:///DIR; a
+        /// computer with no directory here is restored from it on first
+        /// use. See docs/backup.md.
+        #[arg(long, value_name = "URL", value_parser = BackupUrl::parse)]
+        backup: Option<BackupUrl>,
     },
     /// Serve the computers placed on one Kubernetes node (unprivileged).
     /// The Kubernetes client comes from the in-cluster service account or
@@ -401,6 +409,7 @@ fn main() -> anyhow::Result<()> {
                 share_url,
                 max_downloads,
                 max_downloads_per_computer,
+                backup,
                 download_min_rate,
                 control,
             } => {
@@ -451,6 +460,7 @@ fn main() -> anyhow::Result<()> {
                     admission: admission.config(),
                     fuse_holder: None,
                     share,
+                    backup,
                 };
                 let hand_over = Arc::new(AtomicBool::new(false));
                 let config = LocalConfig {

@@ -17,6 +17,7 @@ use crate::error::{CliError, Result};
 /// JavaScript result other than `null` is printed last on stdout as one line
 /// of compact JSON, on a line of its own.
 pub async fn exec(client: &mut Client, args: ExecArgs) -> Result<i32> {
+    let sync = args.sync;
     let mut stdin = Vec::new();
     if args.stdin {
         std::io::stdin()
@@ -61,6 +62,10 @@ pub async fn exec(client: &mut Client, args: ExecArgs) -> Result<i32> {
                 if !exit.result_json.is_empty() && exit.result_json != "null" {
                     let sep = if open_line { "\n" } else { "" };
                     let _ = writeln!(out, "{sep}{}", exit.result_json).and_then(|()| out.flush());
+                }
+                if sync && exit.backup_position == 0 && exit.code == 0 {
+                    // The run succeeded but its changes may not survive the node.
+                    return Ok(1);
                 }
                 return Ok(exit.code);
             }

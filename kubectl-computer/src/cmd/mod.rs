@@ -1,6 +1,7 @@
 //! One module per group of subcommands.
 
 pub mod backup;
+pub mod backup_store;
 pub mod computers;
 pub mod egress;
 pub mod exec;

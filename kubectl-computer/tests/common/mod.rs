@@ -42,6 +42,7 @@ impl Agent {
             admission: agentcomputer_node_agent::admission::AdmissionConfig::for_node(),
             fuse_holder: None,
             share: share.then(|| LocalShare::bind("127.0.0.1:0".parse().unwrap()).unwrap()),
+            backup: None,
         };
         let thread = std::thread::spawn(move || {
             let rt = tokio::runtime::Runtime::new().unwrap();

@@ -73,8 +73,8 @@ enum Cmd {
 /// A running shipper of one database. Dropping it stops it after the
 /// round under way, without a last one and without waiting.
 pub struct Shipper {
-    cmds: mpsc::Sender<Cmd>,
-    thread: Option<std::thread::JoinHandle<()>>,
+    cmds: Mutex<mpsc::Sender<Cmd>>,
+    thread: Mutex<Option<std::thread::JoinHandle<()>>>,
     shipped: watch::Receiver<Position>,
     written: Arc<Mutex<Vec<u64>>>,
 }
@@ -126,8 +126,8 @@ impl Shipper {
             })?;
         match started_rx.await {
             Ok(Ok(())) => Ok(Shipper {
-                cmds,
-                thread: Some(thread),
+                cmds: Mutex::new(cmds),
+                thread: Mutex::new(Some(thread)),
                 shipped,
                 written,
             }),
@@ -146,26 +146,35 @@ impl Shipper {
     /// [`Error::Fenced`] or another fatal error, [`Error::Stopped`] naming it.
     pub async fn sync(&self) -> Result<Position> {
         let (tx, rx) = oneshot::channel();
-        self.cmds
-            .send(Cmd::Sync(tx))
-            .map_err(|_| Error::Stopped("the shipper thread ended".into()))?;
+        self.send(Cmd::Sync(tx))?;
         rx.await
             .map_err(|_| Error::Stopped("the shipper thread ended".into()))?
     }
 
-    /// Ships what is committed and stops. Errors: as [`Shipper::sync`].
-    pub async fn stop(mut self) -> Result<Position> {
+    /// Ships what is committed and stops; later calls return
+    /// [`Error::Stopped`]. Errors: as [`Shipper::sync`].
+    pub async fn stop(&self) -> Result<Position> {
         let (tx, rx) = oneshot::channel();
-        let r = match self.cmds.send(Cmd::Stop(tx)) {
+        let r = match self.send(Cmd::Stop(tx)) {
             Ok(()) => rx
                 .await
                 .map_err(|_| Error::Stopped("the shipper thread ended".into()))?,
-            Err(_) => Err(Error::Stopped("the shipper thread ended".into())),
+            Err(e) => Err(e),
         };
-        if let Some(t) = self.thread.take() {
+        // The thread returns right after its reply.
+        let thread = self.thread.lock().unwrap().take();
+        if let Some(t) = thread {
             let _ = t.join();
         }
         r
+    }
+
+    fn send(&self, cmd: Cmd) -> Result<()> {
+        self.cmds
+            .lock()
+            .unwrap()
+            .send(cmd)
+            .map_err(|_| Error::Stopped("the shipper thread ended".into()))
     }
 
     /// The position reached, updated after each upload (to measure lag).
@@ -185,8 +194,8 @@ impl Drop for Shipper {
         // is not joined, so dropping never blocks an async caller (the
         // round may be waiting on this very runtime's I/O).
         let (tx, _) = mpsc::channel();
-        drop(std::mem::replace(&mut self.cmds, tx));
-        drop(self.thread.take());
+        drop(std::mem::replace(self.cmds.get_mut().unwrap(), tx));
+        drop(self.thread.get_mut().unwrap().take());
     }
 }
 

@@ -147,6 +147,9 @@ async fn start_runtime(
     {
         return Err(Status::failed_precondition(why));
     }
+    if req.sync && registry.backup_target().is_none() {
+        return Err(crate::registry::RegistryError::NoBackup(req.computer.clone()).into());
+    }
     let lease = registry.acquire(&req.computer).await?;
     let settings = lease.settings();
     let enabled = match runtime {
@@ -297,6 +300,8 @@ async fn start_runtime(
     };
     let admission = admission.clone();
 
+    let sync = req.sync;
+    let registry = registry.clone();
     let (tx, rx) = mpsc::channel(EVENT_BUFFER);
     let cancel = lease.cancel_token();
     tokio::spawn(async move {
@@ -320,6 +325,7 @@ async fn start_runtime(
                 error: why,
                 result_json: String::new(),
                 duration_ms: started.elapsed().as_millis() as u64,
+                backup_position: 0,
             };
             let _ = tx
                 .send(Ok(pb::ExecEvent {
@@ -368,11 +374,28 @@ async fn start_runtime(
         };
         observer.exec_finished(runtime_name, outcome, elapsed);
         if !client_gone {
+            let mut error = finished.error.unwrap_or_default();
+            let mut backup_position = 0;
+            if sync {
+                match registry.sync(&computer).await {
+                    Ok(s) => backup_position = s.position,
+                    Err(e) => {
+                        let not_synced =
+                            format!("the run's changes are not confirmed in the backup store: {e}");
+                        error = if error.is_empty() {
+                            not_synced
+                        } else {
+                            format!("{error}; {not_synced}")
+                        };
+                    }
+                }
+            }
             let exit = pb::ExecExit {
                 code: finished.exit_code,
-                error: finished.error.unwrap_or_default(),
+                error,
                 result_json: finished.result_json,
                 duration_ms,
+                backup_position,
             };
             let _ = tx
                 .send(Ok(pb::ExecEvent {

@@ -190,7 +190,7 @@ names_computer!(computer: pb::MountRequest, pb::UnmountRequest, pb::StatRequest,
     pb::ReadRequest, pb::MkdirRequest, pb::ReadDirRequest, pb::RemoveRequest,
     pb::RenameRequest, pb::SymlinkRequest, pb::ReadlinkRequest, pb::ChmodRequest,
     pb::GlobRequest, pb::GrepRequest, pb::StatfsRequest, pb::ExecRequest,
-    pb::BackupRequest, pb::ShareRequest);
+    pb::BackupRequest, pb::ShareRequest, pb::SyncRequest, pb::VerifyBackupRequest);
 
 #[tonic::async_trait]
 impl AgentComputer for Service {
@@ -280,6 +280,31 @@ impl AgentComputer for Service {
         let lease = self.registry.acquire(&req.computer).await?;
         let idle = self.streams.limits().idle_timeout;
         backup::start(lease, permit, idle).await.map(Response::new)
+    }
+
+    async fn sync(
+        &self,
+        req: Request<pb::SyncRequest>,
+    ) -> Result<Response<pb::SyncResponse>, Status> {
+        let req = self.authorized(req)?;
+        let synced = self.registry.sync(&req.computer).await?;
+        Ok(Response::new(pb::SyncResponse {
+            position: synced.position,
+        }))
+    }
+
+    async fn verify_backup(
+        &self,
+        req: Request<pb::VerifyBackupRequest>,
+    ) -> Result<Response<pb::VerifyBackupResponse>, Status> {
+        let req = self.authorized(req)?;
+        let v = self.registry.verify_backup(&req.computer).await?;
+        Ok(Response::new(pb::VerifyBackupResponse {
+            snapshot_position: v.restored.snapshot,
+            position: v.restored.position,
+            database_bytes: v.bytes,
+            duration_ms: v.elapsed.as_millis() as u64,
+        }))
     }
 
     async fn write(

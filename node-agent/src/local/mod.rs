@@ -66,6 +66,9 @@ pub struct LocalConfig {
     /// Where share links are served ([`crate::share`]); `None`: nowhere,
     /// and `Share` calls fail with `FAILED_PRECONDITION`.
     pub share: Option<LocalShare>,
+    /// Where every computer is backed up continuously ([`crate::backup`]);
+    /// `None`: nowhere, and `Sync` fails with `FAILED_PRECONDITION`.
+    pub backup: Option<crate::backup::BackupUrl>,
 }
 
 /// How local mode keeps its host mounts across restarts.
@@ -194,6 +197,11 @@ where
                 config.data_dir.display()
             )
         })?;
+    if let Some(url) = &config.backup {
+        let target = crate::backup::BackupTarget::open(url).map_err(anyhow::Error::msg)?;
+        registry.set_backup(Arc::new(target), crate::registry::BackupIds::Random);
+        info!(%url, "backing up every computer");
+    }
     if let Some((client, held)) = holder {
         registry.set_holder(Arc::new(client));
         if !held.is_empty() {

@@ -85,4 +85,16 @@ pub enum RegistryError {
     /// `unmount` of a path where this agent has no mount of the computer.
     #[error("computer \"{name}\" is not mounted at {path}")]
     NotMounted { name: String, path: String },
+    /// The computer's backup failed: the store, its index, a restore
+    /// (a damaged object is named), or a shipper that stopped.
+    #[error("computer \"{name}\": {source}")]
+    Backup {
+        name: String,
+        source: crate::backup::BackupError,
+    },
+    /// Sync or verify-backup asked of an agent without a backup store.
+    #[error(
+        "computer \"{0}\" is not backed up: this node agent has no backup store (node-agent local --backup URL, or the chart's backup.url)"
+    )]
+    NoBackup(String),
 }

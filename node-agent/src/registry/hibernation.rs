@@ -10,7 +10,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
 use crate::blocking::blocking;
-use crate::computer::{DB_FILE, Usage};
+use crate::computer::{DB_FILE, Settings, Usage};
 
 use super::*;
 
@@ -50,7 +50,8 @@ impl Registry {
                 }
             };
             if let Some(slot) = victim {
-                close_slot(slot).await;
+                let settings = close_slot(slot).await;
+                self.upload_settings(&settings).await;
                 count += 1;
             }
         }
@@ -136,7 +137,8 @@ impl Registry {
                 .collect()
         };
         for slot in slots {
-            close_slot(slot).await;
+            let settings = close_slot(slot).await;
+            self.upload_settings(&settings).await;
         }
     }
 
@@ -164,12 +166,19 @@ impl Registry {
 pub const COMPACT_MIN_FREE_BYTES: u64 = 16 << 20;
 
 /// Gives the computer's free pages back to the host (it is going idle),
-/// records its usage and drops its engine.
-pub(super) async fn close_slot(slot: Arc<Slot>) {
+/// ships what its backup has not shipped yet, records its usage and drops
+/// its engine.
+pub(super) async fn close_slot(slot: Arc<Slot>) -> Settings {
     let name = slot.name.clone();
-    blocking(move || {
+    {
+        let slot = slot.clone();
+        blocking(move || compact(&slot.name, &slot.fs)).await;
+    }
+    // After the compaction, whose writes are shipped too; before the
+    // engine closes, whose last checkpoint needs no shipper.
+    super::backed_up::stop_backup(&slot).await;
+    let settings = blocking(move || {
         let mut settings = slot.settings.lock().clone();
-        compact(&settings.name, &slot.fs);
         let st = slot.fs.statfs();
         let dir = slot.dir.clone();
         // Dropping the last connection checkpoints and removes the WAL.
@@ -187,9 +196,11 @@ pub(super) async fn close_slot(slot: Arc<Slot>) {
             }
             Err(e) => warn!(computer = %settings.name, error = %e, "statfs failed at close"),
         }
+        settings
     })
     .await;
     info!(computer = %name, "closed computer");
+    settings
 }
 
 /// Gives a computer's free pages back to the host (see [`Fs::compact`]),

@@ -150,8 +150,13 @@ impl Registry {
             options
         };
         let dir = self.dir_of(name);
+        if !dir.join(crate::computer::SETTINGS_FILE).exists() {
+            // Made on another node, or this node's disk was lost.
+            self.restore_from_backup(name).await?;
+        }
         let owned = name.to_string();
-        let (fs, settings) = blocking(move || open_computer(&owned, &dir, options)).await?;
+        let (fs, mut settings) = blocking(move || open_computer(&owned, &dir, options)).await?;
+        let backup = self.start_backup(name, &fs, &mut settings).await;
         let slot = Arc::new(Slot {
             fs,
             dir: self.dir_of(name),
@@ -164,6 +169,7 @@ impl Registry {
             deleted: Default::default(),
             mounts: Mutex::new(HashMap::new()),
             connections: Mutex::new(HashMap::new()),
+            backup: Mutex::new(backup),
         });
         self.inner
             .open

@@ -52,19 +52,25 @@ impl Registry {
         if dir.exists() {
             return Err(RegistryError::AlreadyExists(name.to_string()));
         }
+        // A name the backup store holds is taken too (restored on first use).
+        if self.stored_only(name).await?.is_some() {
+            return Err(RegistryError::AlreadyExists(name.to_string()));
+        }
+        let backup_id = self.new_backup_id(name).await?;
         let tmp = self
             .inner
             .computers_dir
             .join(format!(".creating-{name}-{:016x}", rand::random::<u64>()));
         let owned = name.to_string();
         let settings = blocking(move || {
-            let result = build_computer(&owned, &tmp, &dir, config, root);
+            let result = build_computer(&owned, &tmp, &dir, config, root, backup_id);
             if result.is_err() {
                 let _ = std::fs::remove_dir_all(&tmp);
             }
             result
         })
         .await?;
+        self.upload_settings(&settings).await;
         info!(
             computer = name,
             max_bytes = limits.max_bytes,
@@ -95,7 +101,7 @@ impl Registry {
         let dir = self.dir_of(name);
         let slot = self.inner.open.lock().get(name).cloned();
         let owned = name.to_string();
-        blocking(move || {
+        let changed = blocking(move || {
             let io_err = |source| RegistryError::Io {
                 name: owned.clone(),
                 source,
@@ -110,7 +116,7 @@ impl Registry {
             let mut wanted = stored.clone();
             wanted.apply(config);
             if wanted == stored {
-                return Ok(false);
+                return Ok(None);
             }
             if let Some(slot) = &slot {
                 if slot.fs.limits() != wanted.limits() {
@@ -128,11 +134,18 @@ impl Registry {
             stored = wanted;
             stored.save(&dir).map_err(io_err)?;
             if let Some(slot) = &slot {
-                *slot.settings.lock() = stored;
+                *slot.settings.lock() = stored.clone();
             }
-            Ok(true)
+            Ok(Some(stored))
         })
-        .await
+        .await?;
+        match changed {
+            Some(stored) => {
+                self.upload_settings(&stored).await;
+                Ok(true)
+            }
+            None => Ok(false),
+        }
     }
 
     /// Deletes computer `name` and all its files. Its running work is
@@ -143,8 +156,13 @@ impl Registry {
         let _guard = self.inner.names.lock(name).await;
         let dir = self.dir_of(name);
         if !dir.join(SETTINGS_FILE).exists() {
-            return Err(RegistryError::NotFound(name.to_string()));
+            // Perhaps only in the backup store (made on another node).
+            return match self.stored_only(name).await? {
+                Some(settings) => self.forget_backup(name, &settings).await,
+                None => Err(RegistryError::NotFound(name.to_string())),
+            };
         }
+        let stored = Settings::load(&dir).ok();
         let removed = self.inner.open.lock().remove(name);
         if let Some(slot) = removed {
             slot.deleted
@@ -178,6 +196,9 @@ impl Registry {
             name: owned,
             source,
         })?;
+        if let Some(settings) = &stored {
+            self.forget_backup(name, settings).await?;
+        }
         info!(computer = name, "deleted computer");
         Ok(())
     }
@@ -194,7 +215,16 @@ impl Registry {
         let settings = match Settings::load(&dir) {
             Ok(s) => s,
             Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                return Err(RegistryError::NotFound(name.to_string()));
+                // Only in the backup store: described from its stored
+                // settings, restored when first used.
+                return match self.stored_only(name).await? {
+                    Some(settings) => Ok(ComputerInfo {
+                        usage: settings.usage_at_close.unwrap_or_default(),
+                        settings,
+                        open: false,
+                    }),
+                    None => Err(RegistryError::NotFound(name.to_string())),
+                };
             }
             Err(source) => {
                 return Err(RegistryError::Io {
@@ -217,7 +247,10 @@ impl Registry {
     /// Describes all computers, sorted by name. Entries that are not valid
     /// computers (stray files, unreadable settings) are skipped with a warning.
     pub async fn list(&self) -> Result<Vec<ComputerInfo>, RegistryError> {
-        let names = self.names().await?;
+        let mut names = self.names().await?;
+        names.extend(self.stored_only_names().await);
+        names.sort();
+        names.dedup();
         let mut out = Vec::with_capacity(names.len());
         for name in names {
             match self.get(&name).await {
@@ -272,6 +305,7 @@ pub(super) fn build_computer(
     dir: &Path,
     config: Config,
     root: Owner,
+    backup_id: Option<String>,
 ) -> Result<Settings, RegistryError> {
     let limits = config.limits;
     let io_err = |source| RegistryError::Io {
@@ -315,6 +349,7 @@ pub(super) fn build_computer(
         runtimes: Default::default(),
         exec: Default::default(),
         display_name: None,
+        backup_id,
     };
     settings.apply(config);
     settings.save(tmp).map_err(io_err)?;

@@ -40,6 +40,7 @@ use crate::name_locks::NameLocks;
 use crate::private;
 use crate::registry::mount_records::{self as mounts, MountRecord};
 
+mod backed_up;
 mod connections;
 mod error;
 mod handed_over;
@@ -51,6 +52,7 @@ mod lease;
 mod lifecycle;
 pub mod mount_records;
 
+pub use backed_up::{BackupIds, Synced, Verified};
 pub use error::RegistryError;
 pub use handed_over::{Handed, TakeOverError, serve_handed_over};
 pub use hibernation::COMPACT_MIN_FREE_BYTES;
@@ -109,6 +111,8 @@ struct Inner {
     /// Until when every open keeps the orphans; see
     /// [`Registry::hold_orphans_until`].
     orphan_hold: Mutex<Option<Instant>>,
+    /// Where computers are backed up, if anywhere ([`Registry::set_backup`]).
+    backup: std::sync::OnceLock<backed_up::Backups>,
 }
 
 /// One open computer.
@@ -134,6 +138,8 @@ struct Slot {
     /// connection id. Non-empty keeps the slot open; each removes itself
     /// when the kernel ends it.
     connections: Mutex<HashMap<u64, ConnectionHandle>>,
+    /// The continuous backup of this engine ([`backed_up`]).
+    backup: Mutex<backed_up::SlotBackup>,
 }
 
 impl Registry {
@@ -197,6 +203,7 @@ impl Registry {
                 holder: std::sync::OnceLock::new(),
                 mounting: Mutex::new(Vec::new()),
                 orphan_hold: Mutex::new(None),
+                backup: std::sync::OnceLock::new(),
             }),
         })
     }

@@ -19,6 +19,8 @@ pub struct ExecArgs {
     /// JSON text for a JavaScript module's default export; empty is null.
     pub input_json: String,
     pub script: String,
+    /// Wait for the run's changes to reach the backup store before its exit.
+    pub sync: bool,
 }
 
 /// The API request of a run of `args` with `stdin` as its standard input
@@ -38,6 +40,7 @@ pub fn request(args: ExecArgs, stdin: Vec<u8>) -> pb::ExecRequest {
         input_json: args.input_json,
         // The node agent's default budget.
         memory_limit_bytes: 0,
+        sync: args.sync,
     }
 }
 

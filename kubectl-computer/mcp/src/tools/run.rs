@@ -67,6 +67,7 @@ impl Tools {
             stdin: !p.stdin.is_empty(),
             input_json: p.input.map(|v| v.to_string()).unwrap_or_default(),
             script: p.script,
+            sync: false,
         };
         let req = request(args, p.stdin.into_bytes());
         check_size(
@@ -101,6 +102,7 @@ impl Tools {
                 ),
                 result_json: String::new(),
                 duration_ms: (timeout + EXEC_GRACE).as_millis() as u64,
+                backup_position: 0,
             },
         };
         let mut value = json!({

@@ -16,8 +16,8 @@ use std::time::{Duration, Instant};
 use agentcomputer_backup::{S3Config, s3_store};
 use object_store::ObjectStore;
 
-const ACCESS_KEY: &str = "agentcomputer-test";
-const SECRET_KEY: &str = "agentcomputer-test-secret";
+pub const ACCESS_KEY: &str = "agentcomputer-test";
+pub const SECRET_KEY: &str = "agentcomputer-test-secret";
 pub const BUCKET: &str = "backups";
 
 /// The server binary, or `None` (with a message on stderr) if not installed.

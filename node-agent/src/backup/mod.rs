@@ -1,0 +1,19 @@
+//! The object store every computer of this agent is backed up to, and what
+//! the agent keeps there besides each computer's log.
+//!
+//! Layout under the URL's prefix (docs/backup.md, "In the node agent"):
+//! - `computers/<id>/log/<position>`: the computer's log, written by its
+//!   shipper ([`agentcomputer_backup::Shipper`]); `<id>` is the random id
+//!   the computer got when it was made (its uid in a cluster), so a
+//!   computer deleted and made again under the same name never shares a log.
+//! - `computers/<id>/computer.json`: its settings (quota, egress, runtimes),
+//!   written when it is made or changed, so that a restore brings them back.
+//! - `names/<name>`: the index by name (`names/<namespace>/<name>` in a
+//!   cluster), holding the id; created with `If-None-Match: *`, so two
+//!   agents cannot both make a computer of one name in one bucket.
+
+mod target;
+mod url;
+
+pub use target::{BackupError, BackupTarget};
+pub use url::BackupUrl;

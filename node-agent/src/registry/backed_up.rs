@@ -1,0 +1,435 @@
+//! Each open computer's continuous backup: a shipper started when its
+//! engine opens and stopped (after shipping everything) when it closes; a
+//! computer this agent has no directory for restored from the store on
+//! first use; `Sync` and `verify-backup`. See docs/backup.md, "In the node
+//! agent".
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use agentcomputer_backup::{Position, Restored, Shipper};
+use agentcomputer_fs::Fs;
+use tracing::{error, info, warn};
+
+use crate::backup::{BackupError, BackupTarget};
+use crate::blocking::blocking;
+use crate::computer::{DB_FILE, SETTINGS_FILE, Settings};
+use crate::private;
+
+use super::*;
+
+/// How computers get their backup id.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BackupIds {
+    /// A random id drawn when the computer is made (local mode); the index
+    /// is by the computer's name.
+    Random,
+    /// The computer's directory name is its id (a cluster's uid); the
+    /// index is by its display name (`NAMESPACE/NAME`).
+    DirectoryName,
+}
+
+/// An open computer's shipper, or why it has none.
+pub(super) enum SlotBackup {
+    /// This agent has no backup store.
+    Off,
+    Shipping(Arc<Shipper>),
+    /// The shipper could not start, or stopped (fenced, or the engine was
+    /// closed); `Sync` reports this.
+    Failed(String),
+}
+
+/// The store and how ids are given, set once at start.
+pub(super) struct Backups {
+    pub(super) target: Arc<BackupTarget>,
+    pub(super) ids: BackupIds,
+}
+
+fn backup_err(name: &str) -> impl Fn(BackupError) -> RegistryError + '_ {
+    move |source| RegistryError::Backup {
+        name: name.to_string(),
+        source,
+    }
+}
+
+/// What a `Sync` reached.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Synced {
+    /// The latest position of the computer's log in the store.
+    pub position: u64,
+    /// Whether the computer was open (closed computers were shipped
+    /// whole when they closed, so there was nothing to wait for).
+    pub was_open: bool,
+}
+
+/// What `verify-backup` found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Verified {
+    pub restored: Restored,
+    /// Bytes of the restored database.
+    pub bytes: u64,
+    /// How long the restore and its checks took.
+    pub elapsed: Duration,
+}
+
+impl Registry {
+    /// Backs up every computer to `target` from now on: computers opened
+    /// later ship their changes, and a computer with no directory here is
+    /// restored from `target` on first use. Set once, before serving.
+    pub fn set_backup(&self, target: Arc<BackupTarget>, ids: BackupIds) {
+        let _ = self.inner.backup.set(Backups { target, ids });
+    }
+
+    /// The backup store, if any.
+    pub fn backup_target(&self) -> Option<&Arc<BackupTarget>> {
+        self.inner.backup.get().map(|b| &b.target)
+    }
+
+    /// A new computer's backup id: registered in the store's index, so a
+    /// name another agent already made in the store is refused here.
+    pub(super) async fn new_backup_id(&self, name: &str) -> Result<Option<String>, RegistryError> {
+        let Some(b) = self.inner.backup.get() else {
+            return Ok(None);
+        };
+        let id = match b.ids {
+            BackupIds::Random => format!("{:032x}", rand::random::<u128>()),
+            BackupIds::DirectoryName => name.to_string(),
+        };
+        let indexed = self.index_name(name, None);
+        b.target
+            .register(&indexed, &id)
+            .await
+            .map_err(backup_err(name))?;
+        Ok(Some(id))
+    }
+
+    /// The name a computer has in the store's index.
+    fn index_name(&self, name: &str, settings: Option<&Settings>) -> String {
+        match (self.inner.backup.get().map(|b| b.ids), settings) {
+            (Some(BackupIds::DirectoryName), Some(s)) => s.shown_name().to_string(),
+            _ => name.to_string(),
+        }
+    }
+
+    /// Stores `settings` beside the computer's log, so a restore brings
+    /// them back. Failures are logged: the next change or close retries.
+    pub(super) async fn upload_settings(&self, settings: &Settings) {
+        let (Some(b), Some(id)) = (self.inner.backup.get(), settings.backup_id.as_deref()) else {
+            return;
+        };
+        let json = match serde_json::to_vec_pretty(settings) {
+            Ok(j) => j,
+            Err(e) => {
+                warn!(computer = %settings.name, error = %e, "cannot encode settings for the backup store");
+                return;
+            }
+        };
+        if let Err(e) = b.target.save_settings(id, json).await {
+            warn!(computer = %settings.name, error = %e, "cannot store settings in the backup store");
+        }
+    }
+
+    /// Starts shipping a just opened engine (under the computer's lock):
+    /// checkpoints become the shipper's, the computer gets an id if it has
+    /// none, and the shipper writes its first snapshot. A store that cannot
+    /// be reached does not keep the computer from serving; `Sync` and the
+    /// log say why it is not backed up.
+    pub(super) async fn start_backup(
+        &self,
+        name: &str,
+        fs: &Fs,
+        settings: &mut Settings,
+    ) -> SlotBackup {
+        let Some(b) = self.inner.backup.get() else {
+            return SlotBackup::Off;
+        };
+        let result: Result<Shipper, RegistryError> = async {
+            let engine = fs.clone();
+            blocking(move || engine.leave_checkpoints_to_backup())
+                .await
+                .map_err(|source| RegistryError::Engine {
+                    name: name.to_string(),
+                    source,
+                })?;
+            let id = match settings.backup_id.clone() {
+                Some(id) => id,
+                None => {
+                    let id = self.new_backup_id(name).await?;
+                    let id = id.expect("backup is configured");
+                    settings.backup_id = Some(id.clone());
+                    let dir = self.dir_of(name);
+                    let saved = settings.clone();
+                    blocking(move || saved.save(&dir))
+                        .await
+                        .map_err(|source| RegistryError::Io {
+                            name: name.to_string(),
+                            source,
+                        })?;
+                    self.upload_settings(settings).await;
+                    id
+                }
+            };
+            let started = Instant::now();
+            let shipper = b
+                .target
+                .start_shipper(&self.dir_of(name).join(DB_FILE), &id)
+                .await
+                .map_err(backup_err(name))?;
+            info!(computer = name, id = %id, ms = started.elapsed().as_millis() as u64, "backup started");
+            Ok(shipper)
+        }
+        .await;
+        match result {
+            Ok(s) => SlotBackup::Shipping(Arc::new(s)),
+            Err(e) => {
+                error!(computer = name, error = %e, "computer serves without backup");
+                SlotBackup::Failed(e.to_string())
+            }
+        }
+    }
+
+    /// Restores computer `name` from the store into a new directory, if the
+    /// store has it (called under the computer's lock, when it has no
+    /// directory here). Errors: `NotFound` when the store has no such
+    /// computer; `Backup` naming a damaged or missing object; `Io`.
+    pub(super) async fn restore_from_backup(&self, name: &str) -> Result<(), RegistryError> {
+        let Some(b) = self.inner.backup.get() else {
+            return Err(RegistryError::NotFound(name.to_string()));
+        };
+        let err = backup_err(name);
+        let Some(id) = b.target.lookup(name).await.map_err(&err)? else {
+            return Err(RegistryError::NotFound(name.to_string()));
+        };
+        let started = Instant::now();
+        let json = b.target.load_settings(&id).await.map_err(&err)?;
+        let mut settings: Settings =
+            serde_json::from_slice(&json).map_err(|e| RegistryError::Backup {
+                name: name.to_string(),
+                source: BackupError::Unreadable {
+                    key: b
+                        .target
+                        .computer_prefix(&id)
+                        .join("computer.json")
+                        .to_string(),
+                    reason: e.to_string(),
+                },
+            })?;
+        settings.name = name.to_string();
+        settings.backup_id = Some(id.clone());
+        settings.usage_at_close = None;
+        let tmp = self
+            .inner
+            .computers_dir
+            .join(format!(".creating-{name}-{:016x}", rand::random::<u64>()));
+        let io_err = |source| RegistryError::Io {
+            name: name.to_string(),
+            source,
+        };
+        {
+            let tmp = tmp.clone();
+            blocking(move || private::create_dir(&tmp))
+                .await
+                .map_err(io_err)?;
+        }
+        let restored = b.target.restore(&id, &tmp.join(DB_FILE)).await;
+        let dir = self.dir_of(name);
+        let placed = match restored {
+            Ok(r) => {
+                let tmp = tmp.clone();
+                blocking(move || {
+                    settings.save(&tmp)?;
+                    std::fs::rename(&tmp, &dir)?;
+                    // The rename is durable before the computer serves.
+                    std::fs::File::open(dir.parent().unwrap_or(&dir))?.sync_all()
+                })
+                .await
+                .map(|()| r)
+                .map_err(io_err)
+            }
+            Err(e) => Err(err(e)),
+        };
+        match placed {
+            Ok(r) => {
+                info!(
+                    computer = name,
+                    id = %id,
+                    position = r.position,
+                    snapshot = r.snapshot,
+                    bytes = u64::from(r.db_pages) * u64::from(r.page_size),
+                    ms = started.elapsed().as_millis() as u64,
+                    "restored computer from the backup store"
+                );
+                Ok(())
+            }
+            Err(e) => {
+                let _ = blocking(move || std::fs::remove_dir_all(&tmp)).await;
+                Err(e)
+            }
+        }
+    }
+
+    /// Whether the store has computer `name` while this agent has no
+    /// directory for it; its stored settings if so (usage as of its last
+    /// close anywhere).
+    pub(super) async fn stored_only(&self, name: &str) -> Result<Option<Settings>, RegistryError> {
+        let Some(b) = self.inner.backup.get() else {
+            return Ok(None);
+        };
+        if self.dir_of(name).join(SETTINGS_FILE).exists() {
+            return Ok(None);
+        }
+        let err = backup_err(name);
+        let Some(id) = b.target.lookup(name).await.map_err(&err)? else {
+            return Ok(None);
+        };
+        let json = b.target.load_settings(&id).await.map_err(&err)?;
+        let mut settings: Settings = serde_json::from_slice(&json).map_err(|e| {
+            err(BackupError::Unreadable {
+                key: format!("{}/computer.json", b.target.computer_prefix(&id)),
+                reason: e.to_string(),
+            })
+        })?;
+        settings.name = name.to_string();
+        settings.backup_id = Some(id);
+        Ok(Some(settings))
+    }
+
+    /// Names the store's index has that this agent has no directory for
+    /// (local mode, where index names are computer names).
+    pub(super) async fn stored_only_names(&self) -> Vec<String> {
+        let Some(b) = self.inner.backup.get() else {
+            return Vec::new();
+        };
+        if b.ids != BackupIds::Random {
+            return Vec::new();
+        }
+        match b.target.names().await {
+            Ok(names) => names
+                .into_iter()
+                .filter(|n| {
+                    crate::computer::is_valid_name(n)
+                        && !self.dir_of(n).join(SETTINGS_FILE).exists()
+                })
+                .collect(),
+            Err(e) => {
+                warn!(error = %e, "cannot list the backup store's computers");
+                Vec::new()
+            }
+        }
+    }
+
+    /// Removes a deleted computer's backup (its log, settings and index entry).
+    pub(super) async fn forget_backup(
+        &self,
+        name: &str,
+        settings: &Settings,
+    ) -> Result<(), RegistryError> {
+        let (Some(b), Some(id)) = (self.inner.backup.get(), settings.backup_id.as_deref()) else {
+            return Ok(());
+        };
+        b.target
+            .forget(&self.index_name(name, Some(settings)), id)
+            .await
+            .map_err(backup_err(name))
+    }
+
+    /// Returns once every call answered on computer `name` before this one
+    /// is in the store. A closed computer was shipped whole when it closed.
+    /// Errors: `NoBackup` without a store; `Backup` when its shipper could
+    /// not start or stopped (naming why); `NotFound`.
+    pub async fn sync(&self, name: &str) -> Result<Synced, RegistryError> {
+        check_name(name)?;
+        if self.inner.backup.get().is_none() {
+            return Err(RegistryError::NoBackup(name.to_string()));
+        }
+        let Some(lease) = self.try_lease(name, false) else {
+            if self.dir_of(name).join(SETTINGS_FILE).exists()
+                || self.stored_only(name).await?.is_some()
+            {
+                return Ok(Synced {
+                    position: 0,
+                    was_open: false,
+                });
+            }
+            return Err(RegistryError::NotFound(name.to_string()));
+        };
+        let shipper = match &*lease.slot.backup.lock() {
+            SlotBackup::Shipping(s) => s.clone(),
+            SlotBackup::Failed(why) => {
+                return Err(RegistryError::Backup {
+                    name: name.to_string(),
+                    source: BackupError::Log(agentcomputer_backup::Error::Stopped(why.clone())),
+                });
+            }
+            SlotBackup::Off => return Err(RegistryError::NoBackup(name.to_string())),
+        };
+        let reached = shipper.sync().await;
+        drop(lease);
+        match reached {
+            Ok(Position { position, .. }) => Ok(Synced {
+                position,
+                was_open: true,
+            }),
+            Err(e) => Err(RegistryError::Backup {
+                name: name.to_string(),
+                source: e.into(),
+            }),
+        }
+    }
+
+    /// Restores computer `name`'s latest backup into a scratch file, runs
+    /// the restore's checks (every object's digest and chain, `PRAGMA
+    /// integrity_check`, the engine's check) and removes the file. An open
+    /// computer is synced first, so the check covers every call answered
+    /// before this one. Errors: as [`Registry::sync`], and `Backup` naming
+    /// a damaged or missing object.
+    pub async fn verify_backup(&self, name: &str) -> Result<Verified, RegistryError> {
+        check_name(name)?;
+        let Some(b) = self.inner.backup.get() else {
+            return Err(RegistryError::NoBackup(name.to_string()));
+        };
+        self.sync(name).await?;
+        let id = match Settings::load(&self.dir_of(name)) {
+            Ok(s) => s.backup_id,
+            Err(_) => None,
+        };
+        let id = match id {
+            Some(id) => id,
+            None => b
+                .target
+                .lookup(&self.index_name(name, None))
+                .await
+                .map_err(backup_err(name))?
+                .ok_or_else(|| RegistryError::NotFound(name.to_string()))?,
+        };
+        let scratch = self
+            .inner
+            .scratch_dir
+            .join(format!("verify-{name}-{:016x}.db", rand::random::<u64>()));
+        let started = Instant::now();
+        let restored = b.target.restore(&id, &scratch).await;
+        let bytes = std::fs::metadata(&scratch).map(|m| m.len()).unwrap_or(0);
+        let _ = std::fs::remove_file(&scratch);
+        let restored = restored.map_err(backup_err(name))?;
+        Ok(Verified {
+            restored,
+            bytes,
+            elapsed: started.elapsed(),
+        })
+    }
+}
+
+/// Stops a closing computer's shipper after everything it committed is
+/// shipped. A failure is logged: the next open ships a new snapshot.
+pub(super) async fn stop_backup(slot: &Slot) {
+    let shipper = match std::mem::replace(&mut *slot.backup.lock(), SlotBackup::Off) {
+        SlotBackup::Shipping(s) => s,
+        _ => return,
+    };
+    match shipper.stop().await {
+        Ok(p) => info!(computer = %slot.name, position = p.position, "backup shipped at close"),
+        Err(e) => {
+            warn!(computer = %slot.name, error = %e, "backup at close failed; the next open ships a new snapshot")
+        }
+    }
+}
