@@ -159,7 +159,11 @@ impl From<RegistryError> for Status {
 fn backup_status(err: &BackupError, message: String) -> Status {
     use agentcomputer_backup::Error as Log;
     match err {
-        BackupError::Store { .. } | BackupError::Log(Log::Store(_)) => Status::unavailable(message),
+        // With an errno, so clients tell it from a connection to the agent
+        // that failed (which has none).
+        BackupError::Store { .. } | BackupError::Log(Log::Store(_)) => {
+            with_errno(Code::Unavailable, message, error_name(Errno::EIO))
+        }
         BackupError::NameTaken { .. } => Status::already_exists(message),
         BackupError::Unreadable { .. }
         | BackupError::Log(Log::Corrupt { .. } | Log::Missing { .. } | Log::Check(_)) => {

@@ -207,6 +207,18 @@ impl BackupTarget {
         }
     }
 
+    /// One request that proves the store answers and the bucket exists
+    /// (a listing of the index), for a clear error at start instead of at
+    /// the first open. Errors: the store's.
+    pub async fn probe(&self) -> Result<(), BackupError> {
+        let dir = self.root.clone().join("names");
+        self.store
+            .list_with_delimiter(Some(&dir))
+            .await
+            .map(|_| ())
+            .map_err(|e| self.store_err(e))
+    }
+
     /// The names in the index, sorted.
     pub async fn names(&self) -> Result<Vec<String>, BackupError> {
         let dir = self.root.clone().join("names");

@@ -31,7 +31,7 @@ impl BackupUrl {
             let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
             if !valid_bucket(bucket) {
                 return Err(format!(
-                    "{text}: \"{bucket}\" is not a bucket name (3 to 63 characters: lower-case letters, digits, '.', '-')"
+                    "{text}: \"{bucket}\" is not a bucket name (up to 63 lower-case letters, digits, '.', '-' and '_', starting and ending with a letter or digit)"
                 ));
             }
             let prefix = prefix.trim_matches('/');
@@ -69,13 +69,16 @@ impl std::fmt::Display for BackupUrl {
     }
 }
 
-/// S3 bucket naming rules (AWS S3 User Guide, "General purpose bucket
-/// naming rules"): 3-63 characters of lower-case letters, digits, `.` and
-/// `-`, starting and ending with a letter or digit.
+/// A bucket name S3-compatible stores may accept: AWS's rules (AWS S3 User
+/// Guide, "General purpose bucket naming rules": 3-63 lower-case letters,
+/// digits, `.` and `-`, starting and ending with a letter or digit),
+/// relaxed to any length from 1 and `_`, which other stores allow; the
+/// store itself refuses what it does not.
 fn valid_bucket(b: &str) -> bool {
-    (3..=63).contains(&b.len())
-        && b.bytes()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'.' || c == b'-')
+    (1..=63).contains(&b.len())
+        && b.bytes().all(|c| {
+            c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'.' || c == b'-' || c == b'_'
+        })
         && b.as_bytes()[0].is_ascii_alphanumeric()
         && b.as_bytes()[b.len() - 1].is_ascii_alphanumeric()
 }
@@ -106,7 +109,8 @@ mod tests {
         );
         for (bad, says) in [
             ("s3://B/x", "not a bucket name"),
-            ("s3://ab/x", "not a bucket name"),
+            ("s3://a b/x", "not a bucket name"),
+            ("s3:///x", "not a bucket name"),
             ("s3://bucket/a/../b", "'..'"),
             ("file://relative/dir", "absolute directory"),
             ("http://x/y", "s3://BUCKET/PREFIX"),
