@@ -13,7 +13,7 @@ use agentcomputer_crds::AgentComputer;
 use agentcomputer_operator::context::{Config, Context};
 use agentcomputer_operator::controller::{error_policy, reconcile};
 use agentcomputer_operator::http::{self, Health};
-use agentcomputer_operator::leader::LeaseLock;
+use agentcomputer_operator::leader;
 use agentcomputer_operator::metrics::Metrics;
 use agentcomputer_operator::{MANAGED_BY, triggers};
 use clap::Parser;
@@ -175,24 +175,28 @@ async fn main() -> anyhow::Result<()> {
         }
     });
 
-    let lock = args.leader_election.then(|| {
-        let ns = args
-            .lease_namespace
-            .clone()
-            .unwrap_or_else(|| args.agent_namespace.clone());
-        LeaseLock::new(
-            Api::<Lease>::namespaced(client.clone(), &ns),
-            &args.lease_name,
-            &identity,
-            Duration::from_secs(args.lease_duration_seconds),
-        )
-    });
+    let lock = args
+        .leader_election
+        .then(|| {
+            let ns = args
+                .lease_namespace
+                .clone()
+                .unwrap_or_else(|| args.agent_namespace.clone());
+            leader::candidate(
+                Api::<Lease>::namespaced(client.clone(), &ns),
+                &args.lease_name,
+                &identity,
+                Duration::from_secs(args.lease_duration_seconds.max(1)),
+            )
+        })
+        .transpose()?;
+    let mut held = None;
     if let Some(lock) = &lock {
         // A standby is healthy and ready: it only waits.
         client.apiserver_version().await?;
         health.ready.store(true, Ordering::Relaxed);
         tracing::info!(identity = %lock.identity(), "waiting for leadership");
-        lock.acquire(Duration::from_secs(2)).await;
+        held = Some(leader::lead(lock).await);
         tracing::info!(identity = %lock.identity(), "became leader");
     }
     metrics.leader.set(1);
@@ -244,16 +248,17 @@ async fn main() -> anyhow::Result<()> {
                 tracing::warn!(error = %e, "controller error");
             }
         });
-    match &lock {
-        Some(lock) => {
+    match held {
+        Some(held) => {
+            let fence = held.fence();
             tokio::select! {
                 _ = run => {
-                    if let Err(e) = lock.release().await {
+                    if let Err(e) = held.release().await {
                         tracing::warn!(error = %e, "could not release the lease");
                     }
                 }
-                _ = lock.hold(Duration::from_secs((args.lease_duration_seconds / 3).max(1))) => {
-                    tracing::error!("lost leadership; exiting so that a restart rejoins the election");
+                why = fence.lost() => {
+                    tracing::error!(reason = %why, "lost leadership; exiting so that a restart rejoins the election");
                     std::process::exit(1);
                 }
             }

@@ -1,0 +1,91 @@
+//! A TCP proxy on loopback in front of the API server, so that a test can
+//! make the server unreachable for one client only: `hang` keeps every
+//! connection open and answers nothing (a partition), `close` closes them
+//! and refuses new ones (a dead server).
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+use tokio::io::AsyncReadExt;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+pub struct Proxy {
+    pub addr: SocketAddr,
+    /// Cancelled by `hang`: connections stop forwarding.
+    cut: CancellationToken,
+    accept: JoinHandle<()>,
+    conns: Arc<Mutex<Vec<JoinHandle<()>>>>,
+}
+
+impl Proxy {
+    /// Forwards 127.0.0.1:<some port> to `upstream`.
+    pub async fn start(upstream: SocketAddr) -> Proxy {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let cut = CancellationToken::new();
+        let conns: Arc<Mutex<Vec<JoinHandle<()>>>> = Arc::default();
+        let accept = tokio::spawn({
+            let (cut, conns) = (cut.clone(), conns.clone());
+            async move {
+                while let Ok((client, _)) = listener.accept().await {
+                    let task = tokio::spawn(serve(client, upstream, cut.clone()));
+                    conns.lock().push(task);
+                }
+            }
+        });
+        Proxy {
+            addr,
+            cut,
+            accept,
+            conns,
+        }
+    }
+
+    /// `https://127.0.0.1:<port>`: the URL a client uses to go through it.
+    pub fn url(&self) -> String {
+        format!("https://{}", self.addr)
+    }
+
+    /// From now on nothing reaches the server and nothing comes back, but
+    /// connections stay open: requests hang.
+    pub fn hang(&self) {
+        self.cut.cancel();
+    }
+
+    /// Closes every connection and the listener: requests fail at once.
+    pub fn close(&self) {
+        self.accept.abort();
+        for task in self.conns.lock().drain(..) {
+            task.abort();
+        }
+    }
+}
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        self.close();
+    }
+}
+
+async fn serve(mut client: TcpStream, upstream: SocketAddr, cut: CancellationToken) {
+    if !cut.is_cancelled() {
+        let Ok(mut server) = TcpStream::connect(upstream).await else {
+            return;
+        };
+        tokio::select! {
+            _ = tokio::io::copy_bidirectional(&mut client, &mut server) => return,
+            _ = cut.cancelled() => {}
+        }
+    }
+    // Cut: swallow what the client sends, answer nothing, never close.
+    let mut buf = [0u8; 4096];
+    while let Ok(n) = client.read(&mut buf).await {
+        if n == 0 {
+            break;
+        }
+    }
+    std::future::pending::<()>().await;
+}
