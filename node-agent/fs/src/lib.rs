@@ -47,6 +47,7 @@ mod space;
 mod tmpfile;
 mod types;
 mod vfs;
+mod writer_lease;
 mod xattr;
 
 pub use convenience::WriteMode;
