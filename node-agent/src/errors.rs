@@ -133,6 +133,10 @@ impl From<RegistryError> for Status {
             // umount(2) says EINVAL for a target that is not a mount point.
             RegistryError::NotMounted { .. } => errno_detail(Errno::EINVAL, message),
             RegistryError::NoBackup(_) => Status::failed_precondition(message),
+            // With an errno: the agent answered (it is not a broken connection).
+            RegistryError::WriterElsewhere { .. } | RegistryError::WriterLease { .. } => {
+                with_errno(Code::Unavailable, message, error_name(Errno::EAGAIN))
+            }
             RegistryError::Backup { source, .. } => backup_status(&source, message),
             RegistryError::MountNotOwned { .. } => errno_detail(Errno::EPERM, message),
             RegistryError::MountThroughLink { .. } => errno_detail(Errno::ELOOP, message),

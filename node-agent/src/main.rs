@@ -251,6 +251,18 @@ struct ClusterArgs {
     /// source address (a sandbox pod); more are refused.
     #[arg(long, env = "AGENTCOMPUTER_PROXY_CONNECTIONS_PER_COMPUTER", default_value_t = agentcomputer_proxy::DEFAULT_PER_COMPUTER, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     proxy_connections_per_computer: usize,
+    /// Back every computer up continuously to s3://BUCKET/PREFIX (endpoint,
+    /// region and keys from AWS_ENDPOINT_URL, AWS_REGION,
+    /// AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY) or file:///DIR, and hold
+    /// a writer Lease per open computer; a computer placed here with no
+    /// database on this node is restored from it. See docs/backup.md.
+    #[arg(long, env = "AGENTCOMPUTER_BACKUP_URL", value_name = "URL", value_parser = BackupUrl::parse)]
+    backup: Option<BackupUrl>,
+    /// How long another node must wait before it may take over a computer
+    /// whose writer Lease this agent stopped renewing; this agent stops
+    /// committing at two thirds of it (client-go's 15:10:2 proportions).
+    #[arg(long, env = "AGENTCOMPUTER_WRITER_LEASE_DURATION", default_value = "60s", value_parser = humantime::parse_duration)]
+    writer_lease_duration: Duration,
     #[command(flatten)]
     control: ControlArgs,
     /// Services whose endpoints no computer may reach whatever its egress
@@ -576,6 +588,8 @@ async fn run_cluster(args: ClusterArgs) -> anyhow::Result<DataDirLock> {
             auth_deadline: args.api_auth_deadline,
         },
         proxy_connections_per_computer: args.proxy_connections_per_computer,
+        backup: args.backup.clone(),
+        writer_lease: agentcomputer_lease::Timing::scaled_to(args.writer_lease_duration),
     };
     cluster::serve(client, listener, http, config, shutdown_signal()?).await?;
     Ok(lock)

@@ -360,6 +360,11 @@ async fn start_runtime(
                 "computer {computer} was deleted while the run was going; the run was stopped and its files are gone"
             ));
         }
+        if let Some(why) = lease.writer_lost() {
+            finished.error = Some(format!(
+                "this node stopped serving computer {computer} during the run ({why}): the run was stopped, and nothing it wrote after that was kept"
+            ));
+        }
         let elapsed = started.elapsed();
         let duration_ms = elapsed.as_millis() as u64;
         info!(%computer, runtime = runtime_name, code = finished.exit_code, error = ?finished.error, duration_ms, client_gone, "exec finished");

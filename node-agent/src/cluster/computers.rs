@@ -128,12 +128,27 @@ async fn apply(node: &Node, computer: &AgentComputer) {
         }
         Err(RegistryError::NotFound(_)) => {
             let root = sandbox_owner(node, &uid).await;
-            match node.registry.create_with(&uid, config, root).await {
+            match node.registry.create_with(&uid, config.clone(), root).await {
                 Ok(_) => {
                     info!(computer = %shown, %uid, quota, root.uid, root.gid, "created the computer's database");
                     changed = true;
                 }
-                Err(RegistryError::AlreadyExists(_)) => {}
+                // Its backup exists (it was served on another node, or
+                // this node lost its disk): restore it now, not at the
+                // first call, and apply the spec to it.
+                Err(RegistryError::AlreadyExists(_)) => match node.registry.acquire(&uid).await {
+                    Ok(lease) => {
+                        drop(lease);
+                        info!(computer = %shown, %uid, "restored the computer from its backup");
+                        if let Err(e) = node.registry.update(&uid, config).await {
+                            warn!(computer = %shown, error = %e, "cannot apply the spec to the restored computer");
+                        }
+                        changed = true;
+                    }
+                    Err(e) => {
+                        warn!(computer = %shown, error = %e, "cannot restore the computer from its backup")
+                    }
+                },
                 Err(e) => {
                     warn!(computer = %shown, error = %e, "cannot create the computer's database")
                 }

@@ -104,6 +104,11 @@ pub struct ClusterConfig {
     /// Most egress proxy connections of one computer, and of one source
     /// address, at once.
     pub proxy_connections_per_computer: usize,
+    /// Where every computer is backed up ([`crate::backup`]); with it, each
+    /// open computer's writes are fenced by its writer Lease.
+    pub backup: Option<crate::backup::BackupUrl>,
+    /// How writer Leases are held (with `backup`).
+    pub writer_lease: agentcomputer_lease::Timing,
 }
 
 /// The share server of cluster mode.
@@ -214,6 +219,24 @@ where
     // mounter's `resume`; until then, opens keep the files their kernels
     // hold unlinked while open (fuse_link shortens this once linked).
     registry.hold_orphans_until(std::time::Instant::now() + ORPHAN_HOLD_UNLINKED);
+    if let Some(url) = &config.backup {
+        config
+            .writer_lease
+            .validate()
+            .context("--writer-lease-duration")?;
+        let target = crate::backup::BackupTarget::open(url).map_err(anyhow::Error::msg)?;
+        target
+            .probe()
+            .await
+            .with_context(|| format!("cannot use the backup store (--backup {url})"))?;
+        registry.set_backup(Arc::new(target), crate::registry::BackupIds::DirectoryName);
+        registry.set_writer_leases(
+            kube::Api::namespaced(client.clone(), &config.namespace),
+            config.node_name.clone(),
+            config.writer_lease,
+        );
+        info!(%url, lease = ?config.writer_lease, "backing up every computer; writes fenced by writer leases");
+    }
     let addr = listener.local_addr()?;
     info!(%addr, node = %config.node_name, data_dir = %config.data_dir.display(), "node agent serving in cluster mode");
     // Half the descriptors outside connections may hold go to the egress

@@ -87,15 +87,18 @@ impl Registry {
 
     /// A new computer's backup id: registered in the store's index, so a
     /// name another agent already made in the store is refused here.
-    pub(super) async fn new_backup_id(&self, name: &str) -> Result<Option<String>, RegistryError> {
+    pub(super) async fn new_backup_id(
+        &self,
+        name: &str,
+        display_name: Option<&str>,
+    ) -> Result<Option<String>, RegistryError> {
         let Some(b) = self.inner.backup.get() else {
             return Ok(None);
         };
-        let id = match b.ids {
-            BackupIds::Random => format!("{:032x}", rand::random::<u128>()),
-            BackupIds::DirectoryName => name.to_string(),
+        let (id, indexed) = match b.ids {
+            BackupIds::Random => (format!("{:032x}", rand::random::<u128>()), name),
+            BackupIds::DirectoryName => (name.to_string(), display_name.unwrap_or(name)),
         };
-        let indexed = self.index_name(name, None);
         b.target
             .register(&indexed, &id)
             .await
@@ -154,7 +157,9 @@ impl Registry {
             let id = match settings.backup_id.clone() {
                 Some(id) => id,
                 None => {
-                    let id = self.new_backup_id(name).await?;
+                    let id = self
+                        .new_backup_id(name, settings.display_name.as_deref())
+                        .await?;
                     let id = id.expect("backup is configured");
                     settings.backup_id = Some(id.clone());
                     let dir = self.dir_of(name);
@@ -188,6 +193,23 @@ impl Registry {
         }
     }
 
+    /// The id the store keeps computer `name` under, if it has it: by the
+    /// index (local mode), or its own name when that is the id (a
+    /// cluster's uid; its settings object says whether it is there).
+    async fn stored_id(&self, name: &str) -> Result<Option<String>, RegistryError> {
+        let Some(b) = self.inner.backup.get() else {
+            return Ok(None);
+        };
+        match b.ids {
+            BackupIds::Random => b.target.lookup(name).await.map_err(backup_err(name)),
+            BackupIds::DirectoryName => match b.target.load_settings(name).await {
+                Ok(_) => Ok(Some(name.to_string())),
+                Err(BackupError::Unreadable { .. }) => Ok(None),
+                Err(e) => Err(backup_err(name)(e)),
+            },
+        }
+    }
+
     /// Restores computer `name` from the store into a new directory, if the
     /// store has it (called under the computer's lock, when it has no
     /// directory here). Errors: `NotFound` when the store has no such
@@ -197,7 +219,7 @@ impl Registry {
             return Err(RegistryError::NotFound(name.to_string()));
         };
         let err = backup_err(name);
-        let Some(id) = b.target.lookup(name).await.map_err(&err)? else {
+        let Some(id) = self.stored_id(name).await? else {
             return Err(RegistryError::NotFound(name.to_string()));
         };
         let started = Instant::now();
@@ -279,7 +301,7 @@ impl Registry {
             return Ok(None);
         }
         let err = backup_err(name);
-        let Some(id) = b.target.lookup(name).await.map_err(&err)? else {
+        let Some(id) = self.stored_id(name).await? else {
             return Ok(None);
         };
         let json = b.target.load_settings(&id).await.map_err(&err)?;
@@ -395,11 +417,9 @@ impl Registry {
         };
         let id = match id {
             Some(id) => id,
-            None => b
-                .target
-                .lookup(&self.index_name(name, None))
-                .await
-                .map_err(backup_err(name))?
+            None => self
+                .stored_id(name)
+                .await?
                 .ok_or_else(|| RegistryError::NotFound(name.to_string()))?,
         };
         let scratch = self

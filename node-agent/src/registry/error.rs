@@ -97,4 +97,17 @@ pub enum RegistryError {
         "computer \"{0}\" is not backed up: this node agent has no backup store (node-agent local --backup URL, or the chart's backup.url)"
     )]
     NoBackup(String),
+    /// Another node holds the computer's writer Lease: it serves the
+    /// computer now (or did until lately and may still).
+    #[error(
+        "computer \"{name}\" is served by {holder} now (it holds the computer's writer lease until {until} unless it renews it); it is not opened here"
+    )]
+    WriterElsewhere {
+        name: String,
+        holder: String,
+        until: String,
+    },
+    /// The computer's writer Lease could not be taken or checked.
+    #[error("computer \"{name}\": cannot take its writer lease: {reason}")]
+    WriterLease { name: String, reason: String },
 }

@@ -177,6 +177,7 @@ pub(super) async fn close_slot(slot: Arc<Slot>) -> Settings {
     // After the compaction, whose writes are shipped too; before the
     // engine closes, whose last checkpoint needs no shipper.
     super::backed_up::stop_backup(&slot).await;
+    let writer_lease = slot.writer_lease.lock().take();
     let settings = blocking(move || {
         let mut settings = slot.settings.lock().clone();
         let st = slot.fs.statfs();
@@ -199,6 +200,8 @@ pub(super) async fn close_slot(slot: Arc<Slot>) -> Settings {
         settings
     })
     .await;
+    // After the engine closed: the next holder finds it complete.
+    super::writer_lease::release_writer_lease(&name, writer_lease).await;
     info!(computer = %name, "closed computer");
     settings
 }

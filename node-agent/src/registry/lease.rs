@@ -60,6 +60,12 @@ impl Lease {
         self.slot.cancel.child_token()
     }
 
+    /// Why this node stopped being the computer's writer (its writer
+    /// Lease was lost, and its work cancelled for that reason), if it did.
+    pub fn writer_lost(&self) -> Option<String> {
+        self.slot.lease_lost.lock().clone()
+    }
+
     /// Whether the computer was deleted since this lease was taken (its
     /// work was then cancelled for that reason).
     pub fn deleted(&self) -> bool {
@@ -149,14 +155,31 @@ impl Registry {
         } else {
             options
         };
-        let dir = self.dir_of(name);
-        if !dir.join(crate::computer::SETTINGS_FILE).exists() {
-            // Made on another node, or this node's disk was lost.
-            self.restore_from_backup(name).await?;
+        // The writer Lease first: only its holder may restore, open and write.
+        let held = self.take_writer_lease(name).await?;
+        let opened = async {
+            let dir = self.dir_of(name);
+            if !dir.join(crate::computer::SETTINGS_FILE).exists() {
+                // Made on another node, or this node's disk was lost.
+                self.restore_from_backup(name).await?;
+            }
+            let owned = name.to_string();
+            let (fs, mut settings) =
+                blocking(move || open_computer(&owned, &dir, options)).await?;
+            if let Some(held) = &held {
+                self.fence_with(name, &fs, held)?;
+            }
+            let backup = self.start_backup(name, &fs, &mut settings).await;
+            Ok::<_, RegistryError>((fs, settings, backup))
         }
-        let owned = name.to_string();
-        let (fs, mut settings) = blocking(move || open_computer(&owned, &dir, options)).await?;
-        let backup = self.start_backup(name, &fs, &mut settings).await;
+        .await;
+        let (fs, settings, backup) = match opened {
+            Ok(o) => o,
+            Err(e) => {
+                super::writer_lease::release_writer_lease(name, held).await;
+                return Err(e);
+            }
+        };
         let slot = Arc::new(Slot {
             fs,
             dir: self.dir_of(name),
@@ -170,7 +193,10 @@ impl Registry {
             mounts: Mutex::new(HashMap::new()),
             connections: Mutex::new(HashMap::new()),
             backup: Mutex::new(backup),
+            writer_lease: Mutex::new(held),
+            lease_lost: Mutex::new(None),
         });
+        self.watch_writer_lease(&slot);
         self.inner
             .open
             .lock()

@@ -56,7 +56,9 @@ impl Registry {
         if self.stored_only(name).await?.is_some() {
             return Err(RegistryError::AlreadyExists(name.to_string()));
         }
-        let backup_id = self.new_backup_id(name).await?;
+        let backup_id = self
+            .new_backup_id(name, config.display_name.as_deref())
+            .await?;
         let tmp = self
             .inner
             .computers_dir

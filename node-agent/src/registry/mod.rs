@@ -50,6 +50,7 @@ mod holder_link;
 mod host_mounts;
 mod lease;
 mod lifecycle;
+mod writer_lease;
 pub mod mount_records;
 
 pub use backed_up::{BackupIds, Synced, Verified};
@@ -59,6 +60,7 @@ pub use hibernation::COMPACT_MIN_FREE_BYTES;
 pub use holder_client::{Client as HolderClient, is_descriptor_shortage};
 pub use holder_link::{HOLDER_RESTART_ATTEMPTS, HOLDER_RESTART_DELAY};
 pub use lease::Lease;
+pub use writer_lease::writer_lease_name;
 // Shared by the files of this module (`use super::*` in each).
 pub(in crate::registry) use host_mounts::{HostMount, host_mount_options, unmount_all};
 pub(in crate::registry) use lifecycle::{
@@ -113,6 +115,9 @@ struct Inner {
     orphan_hold: Mutex<Option<Instant>>,
     /// Where computers are backed up, if anywhere ([`Registry::set_backup`]).
     backup: std::sync::OnceLock<backed_up::Backups>,
+    /// How computers' writer Leases are taken, if they are
+    /// ([`Registry::set_writer_leases`]).
+    writer_leases: std::sync::OnceLock<writer_lease::WriterLeases>,
 }
 
 /// One open computer.
@@ -140,6 +145,10 @@ struct Slot {
     connections: Mutex<HashMap<u64, ConnectionHandle>>,
     /// The continuous backup of this engine ([`backed_up`]).
     backup: Mutex<backed_up::SlotBackup>,
+    /// The computer's writer Lease while it is open ([`writer_lease`]).
+    writer_lease: Mutex<Option<agentcomputer_lease::HeldLease>>,
+    /// Why the writer Lease was lost, once it was.
+    lease_lost: Mutex<Option<String>>,
 }
 
 impl Registry {
@@ -204,6 +213,7 @@ impl Registry {
                 mounting: Mutex::new(Vec::new()),
                 orphan_hold: Mutex::new(None),
                 backup: std::sync::OnceLock::new(),
+                writer_leases: std::sync::OnceLock::new(),
             }),
         })
     }
