@@ -50,6 +50,7 @@ from .models import (
     GrepMatch,
     ShareLink,
     Statfs,
+    BackupCheck,
 )
 
 __all__ = [
@@ -88,6 +89,7 @@ __all__ = [
     "RemoteOSError",
     "ShareLink",
     "Statfs",
+    "BackupCheck",
     "Target",
     "default_data_dir",
     "parse_port_forward",

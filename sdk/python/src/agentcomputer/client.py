@@ -34,6 +34,7 @@ from .models import (
     GrepMatch,
     ShareLink,
     Statfs,
+    BackupCheck,
 )
 from .v1 import agentcomputer_pb2 as pb
 
@@ -598,6 +599,27 @@ class Computer:
     def statfs(self) -> Statfs:
         """Usage and limits of the whole filesystem, like statfs(2)."""
         return Statfs.from_proto(self.client._unary("Statfs", pb.StatfsRequest(computer=self.name)))
+
+    def sync(self) -> int:
+        """Returns once every call answered on the computer before this
+        one is in the node agent's backup store (continuous backup to
+        object storage), so that it survives the node; returns the log's
+        position (0: the computer was not open, so nothing was waiting).
+        Raises AgentComputerError with ``code`` ``FAILED_PRECONDITION`` when
+        the agent has no backup store or the computer's shipper stopped (the
+        message says why), RemoteOSError (``EIO``, ``code`` ``UNAVAILABLE``)
+        while the store cannot be reached: retry."""
+        return self.client._unary("Sync", pb.SyncRequest(computer=self.name)).position
+
+    def verify_backup(self) -> BackupCheck:
+        """Restores the computer's latest backup into a scratch file on
+        its node and checks it (every object's checksum and chain, SQLite's
+        integrity check, the filesystem engine's check). Raises
+        AgentComputerError with ``code`` ``DATA_LOSS`` naming a damaged or
+        missing object."""
+        return BackupCheck.from_proto(
+            self.client._unary("VerifyBackup", pb.VerifyBackupRequest(computer=self.name))
+        )
 
     def iter_backup(self) -> Iterator[bytes]:
         """Streams a consistent copy of the computer's database (``fs.db``);

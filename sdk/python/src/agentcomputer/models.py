@@ -329,6 +329,32 @@ class ShareLink:
 
 
 @dataclass(frozen=True)
+class BackupCheck:
+    """What :meth:`Computer.verify_backup` restored and checked.
+
+    Attributes:
+        snapshot_position: the log position of the snapshot it started from.
+        position: the latest log position applied.
+        database_bytes: size of the restored database.
+        duration_ms: time taken by the restore and its checks.
+    """
+
+    snapshot_position: int
+    position: int
+    database_bytes: int
+    duration_ms: int
+
+    @staticmethod
+    def from_proto(m: pb.VerifyBackupResponse) -> BackupCheck:
+        return BackupCheck(
+            snapshot_position=m.snapshot_position,
+            position=m.position,
+            database_bytes=m.database_bytes,
+            duration_ms=m.duration_ms,
+        )
+
+
+@dataclass(frozen=True)
 class Statfs:
     """Filesystem-wide usage and limits of one computer, like statfs(2).
 
