@@ -86,6 +86,24 @@ pub struct Settings {
     /// or first opened by an agent with a backup store.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub backup_id: Option<String>,
+    /// Where the backup log stood when the computer last closed cleanly,
+    /// and the database file then, so the next open continues the log
+    /// without a snapshot if the file is unchanged.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backup_resume: Option<BackupResume>,
+}
+
+/// A clean close's backup position ([`Settings::backup_resume`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BackupResume {
+    /// The log's position: the database file is exactly that state.
+    pub position: u64,
+    /// The digest of the object at `position`, hex.
+    pub digest: String,
+    /// The database file's length and modification time (ns since the
+    /// epoch) right after the close.
+    pub db_bytes: u64,
+    pub db_mtime_ns: i128,
 }
 
 /// The runtimes a computer may use (an AgentComputer's `spec.runtimes`).
@@ -264,6 +282,12 @@ mod tests {
             },
             display_name: Some("team-a/demo".into()),
             backup_id: Some("0123456789abcdef0123456789abcdef".into()),
+            backup_resume: Some(BackupResume {
+                position: 7,
+                digest: "ab".repeat(32),
+                db_bytes: 4096,
+                db_mtime_ns: 1_700_000_000_000_000_000,
+            }),
         };
         s.save(dir.path()).unwrap();
         assert_eq!(Settings::load(dir.path()).unwrap(), s);

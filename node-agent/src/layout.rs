@@ -50,5 +50,10 @@ pub const SETTINGS_FILE: &str = "computer.json";
 /// In a computer's directory: its filesystem database.
 pub const DB_FILE: &str = "fs.db";
 
+/// File in a computer's directory recording the highest position of its
+/// backup log that this node wrote or was about to write (see
+/// `agentcomputer_backup::Options::position_file`).
+pub const BACKUP_POSITION_FILE: &str = "backup-position";
+
 /// In a computer's directory: its share-link key.
 pub const SHARE_KEY_FILE: &str = "share.key";

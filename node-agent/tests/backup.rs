@@ -28,8 +28,16 @@ fn url() -> String {
 /// `node-agent local --backup` on `data`, its S3 settings in the
 /// environment as an operator would set them.
 fn backup_agent(data: &Path, server: &ObjectServer) -> Agent {
+    backup_agent_with(data, server, &[])
+}
+
+/// [`backup_agent`] with `extra` arguments.
+fn backup_agent_with(data: &Path, server: &ObjectServer, extra: &[&str]) -> Agent {
     let endpoint = format!("http://{}", server.addr);
-    Agent::start_with(data, &["--backup", &url()], |cmd: &mut Command| {
+    let url = url();
+    let mut args = vec!["--backup", url.as_str()];
+    args.extend_from_slice(extra);
+    Agent::start_with(data, &args, |cmd: &mut Command| {
         cmd.env("AWS_ENDPOINT_URL", &endpoint)
             .env("AWS_REGION", "us-east-1")
             .env("AWS_ACCESS_KEY_ID", ACCESS_KEY)
@@ -262,7 +270,7 @@ async fn an_agent_taking_a_computer_over_fences_the_first() {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
-    let a = backup_agent(&dir.path().join("a"), &server);
+    let a = backup_agent_with(&dir.path().join("a"), &server, &["--idle-timeout", "1s"]);
     let mut ca = a.client().await;
     create(&mut ca, "demo", 64 << 20).await;
     sh(&mut ca, "demo", "echo one > f").await;
@@ -278,14 +286,93 @@ async fn an_agent_taking_a_computer_over_fences_the_first() {
     let e = sync(&mut ca, "demo").await.unwrap_err();
     assert_eq!(e.code(), Code::FailedPrecondition, "{e:?}");
     assert!(e.message().contains("another shipper"), "{e:?}");
-    a.stop().await;
     b.stop().await;
+    // A hibernates; opened again, it finds the log past its copy and
+    // serves the log's state, never its own stale write.
+    closed(&mut ca, "demo").await;
+    assert_eq!(sh(&mut ca, "demo", "cat f").await.stdout, "one\ntwo\n");
+    a.stop().await;
 
     // The log holds B's history, never A's late write.
     let c_agent = backup_agent(&dir.path().join("c"), &server);
     let mut cc = c_agent.client().await;
     assert_eq!(sh(&mut cc, "demo", "cat f").await.stdout, "one\ntwo\n");
     c_agent.stop().await;
+}
+
+/// Waits until computer `name` has hibernated (its engine closed).
+async fn closed(c: &mut Client, name: &str) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let got = c
+            .get_computer(pb::GetComputerRequest { name: name.into() })
+            .await
+            .unwrap()
+            .into_inner();
+        if !got.open {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{name} did not hibernate in 30 s"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Total bytes of the log objects under `prefix`.
+async fn log_bytes(server: &ObjectServer) -> (usize, u64) {
+    let store = server.store();
+    let prefix = object_store::path::Path::from("team/computers");
+    let metas: Vec<_> = store.list(Some(&prefix)).try_collect().await.unwrap();
+    let logs: Vec<_> = metas
+        .iter()
+        .filter(|m| m.location.as_ref().contains("/log/"))
+        .collect();
+    (logs.len(), logs.iter().map(|m| m.size).sum())
+}
+
+/// A computer that hibernated and opens again continues its log: the
+/// reopening costs a few small objects, not a snapshot of its database,
+/// and a restore still holds everything.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reopening_a_hibernated_computer_continues_its_log_without_a_snapshot() {
+    let Some(server) = ObjectServer::start() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let agent = backup_agent_with(&dir.path().join("a"), &server, &["--idle-timeout", "1s"]);
+    let mut c = agent.client().await;
+    create(&mut c, "demo", 64 << 20).await;
+    // 4 MiB of incompressible data: a snapshot would be at least that.
+    let ran = sh(
+        &mut c,
+        "demo",
+        "head -c 4194304 /dev/urandom > big; echo 1 > n",
+    )
+    .await;
+    assert_eq!(ran.code, 0, "{ran:?}");
+    sync(&mut c, "demo").await.unwrap();
+    for round in 2..=4 {
+        closed(&mut c, "demo").await;
+        let (objects, bytes) = log_bytes(&server).await;
+        let ran = sh(&mut c, "demo", &format!("echo {round} >> n")).await;
+        assert_eq!(ran.code, 0, "{ran:?}");
+        sync(&mut c, "demo").await.unwrap();
+        let (objects_after, bytes_after) = log_bytes(&server).await;
+        assert!(
+            bytes_after - bytes < 1 << 20,
+            "round {round}: reopening added {} bytes in {} objects",
+            bytes_after - bytes,
+            objects_after - objects
+        );
+    }
+    agent.stop().await;
+    let other = backup_agent(&dir.path().join("b"), &server);
+    let mut c = other.client().await;
+    let ran = sh(&mut c, "demo", "cat n; wc -c < big").await;
+    assert_eq!(ran.stdout, "1\n2\n3\n4\n4194304\n", "{ran:?}");
+    other.stop().await;
 }
 
 /// Deleting a computer removes its log, settings and index entry; the

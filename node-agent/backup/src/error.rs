@@ -9,6 +9,13 @@ pub enum Error {
         "backup position {key} was written by another shipper; this shipper stopped (another node ships this database now)"
     )]
     Fenced { key: String },
+    /// The store's log is past every position this database's shippers
+    /// wrote: another writer extended it since, so this copy is older than
+    /// the log and must be replaced by a restore, never shipped over it.
+    #[error(
+        "the backup log is at position {store}, past position {known} this copy of the database reached: another node wrote it since; restore from the log instead of shipping this copy"
+    )]
+    Stale { store: u64, known: u64 },
     /// An object fails its checks (checksum, length, chain, position).
     #[error("backup object {key} is corrupt: {reason}")]
     Corrupt { key: String, reason: String },

@@ -34,7 +34,7 @@ use crate::object::{self, Header, Kind};
 use crate::wal::{self, WalHeader};
 
 /// How a [`Shipper`] runs.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct Options {
     /// How often the WAL is looked at for new commits (a `stat` when
     /// nothing changed). Bounds the lag of an idle-then-written database.
@@ -42,6 +42,15 @@ pub struct Options {
     /// WAL frames after which the shipper checkpoints (the engine's
     /// automatic checkpoint threshold by default: 8192 pages, 32 MiB).
     pub checkpoint_pages: u64,
+    /// Where an earlier shipper of this database stopped cleanly, if the
+    /// database file is unchanged since: the log then continues without a
+    /// snapshot when the store's latest position is still that one.
+    pub resume: Option<Resume>,
+    /// A file beside the database recording the highest position a shipper
+    /// of it wrote or was about to write (written before each upload). At
+    /// start, a store whose log is past it was extended by another writer
+    /// since, so this copy is older than the log: [`Error::Stale`].
+    pub position_file: Option<PathBuf>,
 }
 
 impl Default for Options {
@@ -49,8 +58,18 @@ impl Default for Options {
         Options {
             poll_interval: Duration::from_millis(10),
             checkpoint_pages: 8192,
+            resume: None,
+            position_file: None,
         }
     }
+}
+
+/// Where a clean stop left a database's log ([`Shipper::stop`]): the
+/// position it reached and that object's digest.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Resume {
+    pub position: u64,
+    pub digest: [u8; 32],
 }
 
 /// Where a shipper's log stands.
@@ -61,8 +80,11 @@ pub struct Position {
     /// Transactions shipped by this shipper since its snapshot (which is 0).
     pub txn: u64,
     /// Snapshots this shipper wrote (1 unless a WAL restart it did not
-    /// allow forced another).
+    /// allow forced another; 0 when it resumed the log).
     pub snapshots: u64,
+    /// The digest of the object at `position` (what a later shipper needs
+    /// to resume after a clean stop, [`Resume`]).
+    pub digest: [u8; 32],
 }
 
 enum Cmd {
@@ -82,12 +104,16 @@ pub struct Shipper {
 impl Shipper {
     /// Starts shipping the database at `db_path` (in WAL mode) under
     /// `prefix`: writes a snapshot at the position after the latest one
-    /// in the store, then ships each commit. Must be called within a
-    /// multi-thread Tokio runtime, whose I/O drives the uploads.
+    /// in the store (or, with [`Options::resume`] matching the store's
+    /// latest position and digest, continues the log without one), then
+    /// ships each commit. Must be called within a multi-thread Tokio
+    /// runtime, whose I/O drives the uploads.
     ///
-    /// Errors: [`Error::Fenced`] if another shipper took that position
-    /// first; [`Error::Database`] if the database is not in WAL mode;
-    /// store errors as they come.
+    /// Errors: [`Error::Stale`] if the store's log is past what this
+    /// database's shippers wrote ([`Options::position_file`],
+    /// [`Options::resume`]); [`Error::Fenced`] if another shipper took the
+    /// next position first; [`Error::Database`] if the database is not in
+    /// WAL mode; store errors as they come.
     pub async fn start(
         db_path: &FsPath,
         store: Arc<dyn ObjectStore>,
@@ -354,6 +380,7 @@ impl State {
                 position: head,
                 txn: 0,
                 snapshots: 0,
+                digest: [0; 32],
             },
             prev_digest: [0; 32],
             seen: None,
@@ -363,7 +390,41 @@ impl State {
             writer: rand::random(),
             unconfirmed: None,
         };
-        s.pinned(|s| s.snapshot())?;
+        let known = [
+            s.options.resume.map(|r| r.position),
+            s.options
+                .position_file
+                .as_deref()
+                .and_then(read_position_file),
+        ]
+        .into_iter()
+        .flatten()
+        .max();
+        if let Some(known) = known
+            && head > known
+        {
+            return Err(Error::Stale { store: head, known });
+        }
+        let resumed = match s.options.resume {
+            Some(r) if r.position == head && head > 0 => {
+                let key = object::key(&s.prefix, head);
+                let last = s.rt.block_on(async {
+                    let meta = s.store.head(&key).await?;
+                    let from = meta.size.saturating_sub(32);
+                    s.store.get_range(&key, from..meta.size).await
+                })?;
+                last.as_ref() == r.digest
+            }
+            _ => false,
+        };
+        if resumed {
+            s.prev_digest = s.options.resume.unwrap().digest;
+            s.at.digest = s.prev_digest;
+            s.pinned(|s| s.resume_cycle())?;
+            s.published();
+        } else {
+            s.pinned(|s| s.snapshot())?;
+        }
         Ok(s)
     }
 
@@ -541,6 +602,36 @@ impl State {
         Ok(())
     }
 
+    /// Continues the log of a database that a clean stop left exactly at
+    /// the log's latest position: everything in its WAL now came after it
+    /// (the close checkpointed and ended the WAL), so reading starts at the
+    /// WAL's first frame. Pinned.
+    fn resume_cycle(&mut self) -> Result<()> {
+        match read_wal_header(&self.wal_path)? {
+            Some(h) => {
+                self.page_size = h.page_size;
+                self.begin_cycle(&h);
+            }
+            None => {
+                let head = read_db_range(&self.db_path, 100)?;
+                if head.len() < 100 {
+                    return Err(db_error(
+                        &self.db_path,
+                        "not a SQLite database (shorter than its header)",
+                    ));
+                }
+                self.page_size = match u16::from_be_bytes([head[16], head[17]]) {
+                    1 => 65536,
+                    n => n as u32,
+                };
+                self.salt = None;
+                self.offset = wal::HEADER_BYTES;
+                self.checksum = (0, 0);
+            }
+        }
+        Ok(())
+    }
+
     fn begin_cycle(&mut self, h: &WalHeader) {
         self.salt = Some(h.salt);
         self.offset = wal::HEADER_BYTES;
@@ -637,6 +728,7 @@ impl State {
     /// in the next round, so a landed object is recognised as ours.
     fn upload(&mut self, bytes: Vec<u8>, advance: Advance) -> Result<()> {
         let bytes = Bytes::from(bytes);
+        self.note_position(advance.position)?;
         match self.put(advance.position, &bytes) {
             Ok(()) => {
                 self.apply(advance);
@@ -670,6 +762,7 @@ impl State {
 
     fn apply(&mut self, a: Advance) {
         self.prev_digest = a.digest;
+        self.at.digest = a.digest;
         self.written.lock().unwrap().push(a.position);
         self.page_size = a.page_size;
         self.salt = a.salt;
@@ -718,4 +811,33 @@ impl State {
     fn published(&self) {
         let _ = self.shipped.send(self.at);
     }
+
+    /// Records `position` in the position file before it is written, so a
+    /// later start knows this copy went that far (see
+    /// [`Options::position_file`]).
+    fn note_position(&self, position: u64) -> Result<()> {
+        let Some(path) = &self.options.position_file else {
+            return Ok(());
+        };
+        if read_position_file(path).is_some_and(|p| p >= position) {
+            return Ok(());
+        }
+        let tmp = path.with_extension("tmp");
+        std::fs::write(&tmp, format!("{position}\n"))?;
+        std::fs::rename(&tmp, path)?;
+        Ok(())
+    }
+}
+
+/// The position recorded in a position file, if it holds one.
+fn read_position_file(path: &FsPath) -> Option<u64> {
+    std::fs::read_to_string(path).ok()?.trim().parse().ok()
+}
+
+/// Up to `max` bytes from the start of the database file.
+fn read_db_range(path: &FsPath, max: usize) -> Result<Vec<u8>> {
+    let f = std::fs::File::open(path)?;
+    let mut buf = Vec::new();
+    f.take(max as u64).read_to_end(&mut buf)?;
+    Ok(buf)
 }

@@ -24,7 +24,7 @@ async fn damaged_objects_are_named_and_nothing_is_restored() {
         poll_interval: Duration::from_secs(3600),
         ..Options::default()
     };
-    let shipper = Shipper::start(&db, store.clone(), prefix.clone(), options)
+    let shipper = Shipper::start(&db, store.clone(), prefix.clone(), options.clone())
         .await
         .unwrap();
     // Positions 2..=5: one write each.

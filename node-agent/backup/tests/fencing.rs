@@ -28,6 +28,7 @@ async fn two_shippers_never_both_write_a_position_and_the_loser_stops() {
     let options = Options {
         poll_interval: Duration::from_millis(2),
         checkpoint_pages: 32,
+        ..Options::default()
     };
     let mut all_written = BTreeSet::new();
     let mut fenced_at_start = 0;
@@ -38,12 +39,12 @@ async fn two_shippers_never_both_write_a_position_and_the_loser_stops() {
         // snapshot takes the position the first ships to next.
         let (a, b) = if round % 2 == 0 {
             tokio::join!(
-                Shipper::start(&db, store.clone(), prefix.clone(), options),
-                Shipper::start(&db, store.clone(), prefix.clone(), options),
+                Shipper::start(&db, store.clone(), prefix.clone(), options.clone()),
+                Shipper::start(&db, store.clone(), prefix.clone(), options.clone()),
             )
         } else {
-            let a = Shipper::start(&db, store.clone(), prefix.clone(), options).await;
-            let b = Shipper::start(&db, store.clone(), prefix.clone(), options).await;
+            let a = Shipper::start(&db, store.clone(), prefix.clone(), options.clone()).await;
+            let b = Shipper::start(&db, store.clone(), prefix.clone(), options.clone()).await;
             (a, b)
         };
         let mut alive = Vec::new();

@@ -105,7 +105,7 @@ async fn an_upload_whose_response_was_lost_is_retried_not_fenced() {
         poll_interval: Duration::from_secs(3600),
         ..Options::default()
     };
-    let shipper = Shipper::start(&db, store.clone(), prefix.clone(), options)
+    let shipper = Shipper::start(&db, store.clone(), prefix.clone(), options.clone())
         .await
         .unwrap();
     common::write_file(&fs, "a", b"a");

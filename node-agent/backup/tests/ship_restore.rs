@@ -27,9 +27,10 @@ async fn a_database_under_writes_is_restored_with_every_committed_transaction() 
     let options = Options {
         poll_interval: Duration::from_millis(5),
         checkpoint_pages: 64,
+        ..Options::default()
     };
     let prefix = Path::from("computers/load");
-    let shipper = Shipper::start(&db, store.clone(), prefix.clone(), options)
+    let shipper = Shipper::start(&db, store.clone(), prefix.clone(), options.clone())
         .await
         .unwrap();
 
@@ -150,7 +151,7 @@ async fn a_checkpoint_the_shipper_did_not_run_costs_a_snapshot_and_loses_nothing
         poll_interval: Duration::from_secs(3600),
         ..Options::default()
     };
-    let shipper = Shipper::start(&db, store.clone(), prefix.clone(), options)
+    let shipper = Shipper::start(&db, store.clone(), prefix.clone(), options.clone())
         .await
         .unwrap();
     for i in 0..10 {
@@ -193,7 +194,7 @@ async fn with_checkpoints_left_to_the_shipper_compact_keeps_the_wal() {
         poll_interval: Duration::from_secs(3600),
         ..Options::default()
     };
-    let shipper = Shipper::start(&db, store.clone(), prefix.clone(), options)
+    let shipper = Shipper::start(&db, store.clone(), prefix.clone(), options.clone())
         .await
         .unwrap();
     for i in 0..5 {
@@ -231,7 +232,7 @@ async fn a_new_shipper_on_a_reopened_database_continues_the_log() {
     {
         let fs = Fs::create(&db, Limits::default()).unwrap();
         fs.leave_checkpoints_to_backup().unwrap();
-        let shipper = Shipper::start(&db, store.clone(), prefix.clone(), options)
+        let shipper = Shipper::start(&db, store.clone(), prefix.clone(), options.clone())
             .await
             .unwrap();
         common::write_file(&fs, "a", b"first life");
@@ -250,7 +251,7 @@ async fn a_new_shipper_on_a_reopened_database_continues_the_log() {
     let fs = Fs::open(&db).unwrap();
     fs.leave_checkpoints_to_backup().unwrap();
     common::write_file(&fs, "b", b"second life");
-    let shipper = Shipper::start(&db, store.clone(), prefix.clone(), options)
+    let shipper = Shipper::start(&db, store.clone(), prefix.clone(), options.clone())
         .await
         .unwrap();
     common::write_file(&fs, "c", b"after the new snapshot");

@@ -269,15 +269,23 @@ impl BackupTarget {
         Ok(())
     }
 
-    /// Starts shipping the database at `db` as computer `id`'s log.
-    pub async fn start_shipper(&self, db: &FsPath, id: &str) -> Result<Shipper, BackupError> {
-        Ok(Shipper::start(
-            db,
-            self.store.clone(),
-            self.computer_prefix(id),
-            self.options,
-        )
-        .await?)
+    /// Starts shipping the database at `db` as computer `id`'s log,
+    /// continuing it from `resume` when that still describes the store's
+    /// latest position; `position_file` is the computer's record of how far
+    /// this node's shippers went (see [`agentcomputer_backup::Options`]).
+    pub async fn start_shipper(
+        &self,
+        db: &FsPath,
+        id: &str,
+        resume: Option<agentcomputer_backup::Resume>,
+        position_file: &FsPath,
+    ) -> Result<Shipper, BackupError> {
+        let options = Options {
+            resume,
+            position_file: Some(position_file.to_path_buf()),
+            ..self.options.clone()
+        };
+        Ok(Shipper::start(db, self.store.clone(), self.computer_prefix(id), options).await?)
     }
 
     /// Restores computer `id`'s latest state into the new file `dest`,

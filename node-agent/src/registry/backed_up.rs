@@ -13,7 +13,8 @@ use tracing::{error, info, warn};
 
 use crate::backup::{BackupError, BackupTarget};
 use crate::blocking::blocking;
-use crate::computer::{DB_FILE, SETTINGS_FILE, Settings};
+use crate::computer::{BackupResume, DB_FILE, SETTINGS_FILE, Settings};
+use crate::layout::BACKUP_POSITION_FILE;
 use crate::private;
 
 use super::*;
@@ -37,6 +38,9 @@ pub(super) enum SlotBackup {
     /// The shipper could not start, or stopped (fenced, or the engine was
     /// closed); `Sync` reports this.
     Failed(String),
+    /// The store's log is past this node's copy (another node wrote it
+    /// since): the copy must be replaced by a restore before serving.
+    Stale(String),
 }
 
 /// The store and how ids are given, set once at start.
@@ -164,28 +168,54 @@ impl Registry {
                     settings.backup_id = Some(id.clone());
                     let dir = self.dir_of(name);
                     let saved = settings.clone();
-                    blocking(move || saved.save(&dir))
-                        .await
-                        .map_err(|source| RegistryError::Io {
+                    blocking(move || saved.save(&dir)).await.map_err(|source| {
+                        RegistryError::Io {
                             name: name.to_string(),
                             source,
-                        })?;
+                        }
+                    })?;
                     self.upload_settings(settings).await;
                     id
                 }
             };
             let started = Instant::now();
+            let dir = self.dir_of(name);
+            let db = dir.join(DB_FILE);
+            // A clean close's position holds only while the file is as
+            // that close left it.
+            let resume = settings.backup_resume.take().and_then(|r| {
+                let (bytes, mtime) = file_stamp(&db)?;
+                let digest: [u8; 32] = hex::decode(&r.digest).ok()?.try_into().ok()?;
+                (bytes == r.db_bytes && mtime == r.db_mtime_ns).then_some(
+                    agentcomputer_backup::Resume {
+                        position: r.position,
+                        digest,
+                    },
+                )
+            });
             let shipper = b
                 .target
-                .start_shipper(&self.dir_of(name).join(DB_FILE), &id)
+                .start_shipper(&db, &id, resume, &dir.join(BACKUP_POSITION_FILE))
                 .await
                 .map_err(backup_err(name))?;
-            info!(computer = name, id = %id, ms = started.elapsed().as_millis() as u64, "backup started");
+            let at = *shipper.shipped().borrow();
+            info!(
+                computer = name,
+                id = %id,
+                position = at.position,
+                resumed = at.snapshots == 0,
+                ms = started.elapsed().as_millis() as u64,
+                "backup started"
+            );
             Ok(shipper)
         }
         .await;
         match result {
             Ok(s) => SlotBackup::Shipping(Arc::new(s)),
+            Err(RegistryError::Backup {
+                source: BackupError::Log(e @ agentcomputer_backup::Error::Stale { .. }),
+                ..
+            }) => SlotBackup::Stale(e.to_string()),
             Err(e) => {
                 error!(computer = name, error = %e, "computer serves without backup");
                 SlotBackup::Failed(e.to_string())
@@ -290,6 +320,26 @@ impl Registry {
         }
     }
 
+    /// Removes this node's copy of computer `name` (older than its backup
+    /// log), so the next open restores it. Called under the computer's
+    /// lock with its engine closed.
+    pub(super) async fn discard_local_copy(&self, name: &str) -> Result<(), RegistryError> {
+        let dir = self.dir_of(name);
+        let trash = self
+            .inner
+            .computers_dir
+            .join(format!(".deleting-{name}-{:016x}", rand::random::<u64>()));
+        blocking(move || {
+            std::fs::rename(&dir, &trash)?;
+            std::fs::remove_dir_all(&trash)
+        })
+        .await
+        .map_err(|source| RegistryError::Io {
+            name: name.to_string(),
+            source,
+        })
+    }
+
     /// Whether the store has computer `name` while this agent has no
     /// directory for it; its stored settings if so (usage as of its last
     /// close anywhere).
@@ -384,6 +434,12 @@ impl Registry {
                 });
             }
             SlotBackup::Off => return Err(RegistryError::NoBackup(name.to_string())),
+            SlotBackup::Stale(why) => {
+                return Err(RegistryError::Backup {
+                    name: name.to_string(),
+                    source: BackupError::Log(agentcomputer_backup::Error::Stopped(why.clone())),
+                });
+            }
         };
         let reached = shipper.sync().await;
         drop(lease);
@@ -440,16 +496,44 @@ impl Registry {
 }
 
 /// Stops a closing computer's shipper after everything it committed is
-/// shipped. A failure is logged: the next open ships a new snapshot.
-pub(super) async fn stop_backup(slot: &Slot) {
+/// shipped; returns where the log stands then. A failure is logged: the
+/// next open ships a new snapshot.
+pub(super) async fn stop_backup(slot: &Slot) -> Option<Position> {
     let shipper = match std::mem::replace(&mut *slot.backup.lock(), SlotBackup::Off) {
         SlotBackup::Shipping(s) => s,
-        _ => return,
+        _ => return None,
     };
     match shipper.stop().await {
-        Ok(p) => info!(computer = %slot.name, position = p.position, "backup shipped at close"),
+        Ok(p) => {
+            info!(computer = %slot.name, position = p.position, "backup shipped at close");
+            Some(p)
+        }
         Err(e) => {
-            warn!(computer = %slot.name, error = %e, "backup at close failed; the next open ships a new snapshot")
+            warn!(computer = %slot.name, error = %e, "backup at close failed; the next open ships a new snapshot");
+            None
         }
     }
+}
+
+/// What a clean close records so the next open can continue the log:
+/// `at`, and the database file as the close left it. Called after the
+/// engine closed.
+pub(super) fn resume_record(db: &std::path::Path, at: Position) -> Option<BackupResume> {
+    let (db_bytes, db_mtime_ns) = file_stamp(db)?;
+    Some(BackupResume {
+        position: at.position,
+        digest: hex::encode(at.digest),
+        db_bytes,
+        db_mtime_ns,
+    })
+}
+
+/// A file's length and modification time in ns since the epoch.
+fn file_stamp(path: &std::path::Path) -> Option<(u64, i128)> {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::metadata(path).ok()?;
+    Some((
+        m.len(),
+        i128::from(m.mtime()) * 1_000_000_000 + i128::from(m.mtime_nsec()),
+    ))
 }

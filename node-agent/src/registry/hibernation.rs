@@ -172,11 +172,19 @@ pub(super) async fn close_slot(slot: Arc<Slot>) -> Settings {
     let name = slot.name.clone();
     {
         let slot = slot.clone();
-        blocking(move || compact(&slot.name, &slot.fs)).await;
+        blocking(move || {
+            compact(&slot.name, &slot.fs);
+            // Calls under a commit window are committed now, so the
+            // shipper's last round has them and the close commits nothing.
+            if let Err(e) = slot.fs.flush() {
+                warn!(computer = %slot.name, error = %e, "committing the last calls at close failed");
+            }
+        })
+        .await;
     }
     // After the compaction, whose writes are shipped too; before the
     // engine closes, whose last checkpoint needs no shipper.
-    super::backed_up::stop_backup(&slot).await;
+    let shipped = super::backed_up::stop_backup(&slot).await;
     let writer_lease = slot.writer_lease.lock().take();
     let settings = blocking(move || {
         let mut settings = slot.settings.lock().clone();
@@ -184,6 +192,9 @@ pub(super) async fn close_slot(slot: Arc<Slot>) -> Settings {
         let dir = slot.dir.clone();
         // Dropping the last connection checkpoints and removes the WAL.
         drop(slot);
+        // The file is now exactly the log's latest position.
+        settings.backup_resume =
+            shipped.and_then(|at| super::backed_up::resume_record(&dir.join(DB_FILE), at));
         match st {
             Ok(st) => {
                 settings.usage_at_close = Some(Usage {

@@ -12,7 +12,7 @@ use std::time::Instant;
 use agentcomputer_egress::EgressConfig;
 use agentcomputer_fs::{Fs, OpenOptions};
 use tokio_util::sync::CancellationToken;
-use tracing::info;
+use tracing::{info, warn};
 
 use crate::blocking::blocking;
 use crate::computer::Settings;
@@ -158,19 +158,31 @@ impl Registry {
         // The writer Lease first: only its holder may restore, open and write.
         let held = self.take_writer_lease(name).await?;
         let opened = async {
-            let dir = self.dir_of(name);
-            if !dir.join(crate::computer::SETTINGS_FILE).exists() {
-                // Made on another node, or this node's disk was lost.
-                self.restore_from_backup(name).await?;
+            let mut replaced = false;
+            loop {
+                let dir = self.dir_of(name);
+                if !dir.join(crate::computer::SETTINGS_FILE).exists() {
+                    // Made on another node, or this node's disk was lost.
+                    self.restore_from_backup(name).await?;
+                }
+                let owned = name.to_string();
+                let (fs, mut settings) =
+                    blocking(move || open_computer(&owned, &dir, options)).await?;
+                if let Some(held) = &held {
+                    self.fence_with(name, &fs, held)?;
+                }
+                match self.start_backup(name, &fs, &mut settings).await {
+                    super::backed_up::SlotBackup::Stale(why) if !replaced => {
+                        // Another node served it since: its log is newer
+                        // than this copy, which must not be served.
+                        warn!(computer = name, reason = %why, "this node's copy is older than the backup log; restoring it");
+                        drop(fs);
+                        self.discard_local_copy(name).await?;
+                        replaced = true;
+                    }
+                    backup => break Ok::<_, RegistryError>((fs, settings, backup)),
+                }
             }
-            let owned = name.to_string();
-            let (fs, mut settings) =
-                blocking(move || open_computer(&owned, &dir, options)).await?;
-            if let Some(held) = &held {
-                self.fence_with(name, &fs, held)?;
-            }
-            let backup = self.start_backup(name, &fs, &mut settings).await;
-            Ok::<_, RegistryError>((fs, settings, backup))
         }
         .await;
         let (fs, settings, backup) = match opened {

@@ -352,6 +352,7 @@ pub(super) fn build_computer(
         exec: Default::default(),
         display_name: None,
         backup_id,
+        backup_resume: None,
     };
     settings.apply(config);
     settings.save(tmp).map_err(io_err)?;
