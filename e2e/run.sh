@@ -67,13 +67,19 @@ step "product images" bash e2e/images/build.sh --bin-dir "$E2E_BIN_DIR" || exit 
 step "product images start on the cluster" bash e2e/images/smoke || exit 1
 
 # The S3-compatible object store (e2e/object-store), reached from a pod on
-# every node. Its server comes from scripts/install-object-store.sh.
+# every node. Its server comes from scripts/install-object-store.sh. The
+# product backs every computer up to it: chart-values puts the store's keys
+# into the release namespace and writes the chart values (backup.url,
+# endpoint, Secret, the agents' egress to the store) that the suite gives
+# to every helm upgrade.
+helm_values=""
 object_store() {
     if [ ! -f scripts/install-object-store.sh ]; then
-        echo "e2e: !!! SKIPPED: scripts/install-object-store.sh is not in this tree, so no object store !!!" >&2
+        echo "e2e: !!! SKIPPED: scripts/install-object-store.sh is not in this tree, so no object store and no backups !!!" >&2
         return 0
     fi
-    bash e2e/object-store/up && bash e2e/object-store/check
+    bash e2e/object-store/up && bash e2e/object-store/check || return 1
+    helm_values="$(bash e2e/object-store/chart-values)" || return 1
 }
 step "object store reached from every node" object_store
 
@@ -89,6 +95,7 @@ suite() {
         E2E_KUBECTL="$tools/kubectl" E2E_HELM="$tools/helm" \
         E2E_CLI="$E2E_BIN_DIR/kubectl-computer" E2E_REPO="$PWD" \
         E2E_NODE_DATA_DIR="$data" E2E_NODE_CTL="$PWD/e2e/cluster/node" \
+        E2E_HELM_VALUES="$helm_values" \
         "$E2E_BIN_DIR/e2e-suite"
 }
 step "product suite" suite

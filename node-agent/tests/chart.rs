@@ -451,6 +451,216 @@ fn the_chart_walls_the_agents_egress() {
     assert!(stderr.contains("\"10.0.0.0/33\""), "{stderr}");
 }
 
+/// With backup.url every node agent gets the bucket, the store's endpoint
+/// and region and its keys from the named Secret (by secretKeyRef, never
+/// the keys themselves), a Role on Leases in the release namespace (the
+/// per-computer write fence), and an egress rule to the store; without it
+/// none of that. helm refuses a URL the agent pod cannot use and a missing
+/// Secret.
+#[test]
+fn the_chart_backs_computers_up_when_asked() {
+    if support::skipped() {
+        return;
+    }
+    let store_rule = serde_json::json!({
+        "to": [{
+            "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "storage"}},
+            "podSelector": {"matchLabels": {"app": "store"}},
+        }],
+        "ports": [{"port": 7070, "protocol": "TCP"}],
+    });
+    let egress_to = format!("backup.egressTo=[{store_rule}]");
+    let objects = render(&[
+        "--set",
+        "backup.url=s3://agentcomputer/prod",
+        "--set",
+        "backup.endpoint=http://store.storage.svc:7070",
+        "--set",
+        "backup.credentialsSecret=backup-keys",
+        "--set-json",
+        &egress_to,
+    ])
+    .unwrap_or_else(|e| panic!("helm template: {e}"));
+    let env = agent_env(&objects);
+    let value = |name: &str| env.iter().find(|e| e["name"] == name).cloned();
+    assert_eq!(
+        value("AGENTCOMPUTER_BACKUP_URL"),
+        Some(
+            serde_json::json!({"name": "AGENTCOMPUTER_BACKUP_URL", "value": "s3://agentcomputer/prod"})
+        )
+    );
+    assert_eq!(
+        value("AWS_ENDPOINT_URL"),
+        Some(
+            serde_json::json!({"name": "AWS_ENDPOINT_URL", "value": "http://store.storage.svc:7070"})
+        )
+    );
+    assert_eq!(
+        value("AWS_REGION"),
+        Some(serde_json::json!({"name": "AWS_REGION", "value": "us-east-1"}))
+    );
+    for key in ["AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"] {
+        assert_eq!(
+            value(key),
+            Some(
+                serde_json::json!({"name": key, "valueFrom": {"secretKeyRef": {"name": "backup-keys", "key": key}}})
+            ),
+            "{env:?}"
+        );
+    }
+    agent_accepts(&agent_args(&objects));
+    // Leases: one rule, in a Role of the release namespace bound to the
+    // agent's ServiceAccount (the operator's own Lease Role is not the
+    // agent's).
+    let leases = agent_lease_grants(&objects);
+    assert_eq!(
+        leases,
+        vec![(
+            "Role".to_string(),
+            support::SYSTEM_NS.to_string(),
+            serde_json::json!({
+                "apiGroups": ["coordination.k8s.io"],
+                "resources": ["leases"],
+                "verbs": ["get", "create", "update", "delete", "list"],
+            })
+        )]
+    );
+    // The store's rule comes after the default three (DNS, API server,
+    // internet ranges).
+    let policy = egress_policy(&objects).expect("the agents' egress NetworkPolicy");
+    let rules = policy["spec"]["egress"].as_array().unwrap();
+    assert_eq!(rules.len(), 4, "{rules:?}");
+    assert_eq!(rules[3], store_rule);
+
+    // The endpoint is optional (AWS's own), the region has a default that
+    // can be changed.
+    let objects = render(&[
+        "--set",
+        "backup.url=s3://agentcomputer",
+        "--set",
+        "backup.region=eu-west-1",
+        "--set",
+        "backup.credentialsSecret=backup-keys",
+    ])
+    .unwrap_or_else(|e| panic!("helm template: {e}"));
+    let env = agent_env(&objects);
+    assert!(
+        !env.iter().any(|e| e["name"] == "AWS_ENDPOINT_URL"),
+        "{env:?}"
+    );
+    assert!(
+        env.iter()
+            .any(|e| e["name"] == "AWS_REGION" && e["value"] == "eu-west-1"),
+        "{env:?}"
+    );
+    assert_eq!(
+        egress_policy(&objects).unwrap()["spec"]["egress"]
+            .as_array()
+            .unwrap()
+            .len(),
+        3
+    );
+
+    // Without backup.url: no backup environment, no Lease access, no rule
+    // to the store, even with the other backup values set.
+    let objects = render(&[
+        "--set",
+        "backup.credentialsSecret=backup-keys",
+        "--set",
+        "backup.endpoint=http://store.storage.svc:7070",
+        "--set-json",
+        &egress_to,
+    ])
+    .unwrap_or_else(|e| panic!("helm template: {e}"));
+    let env = agent_env(&objects);
+    assert!(
+        !env.iter().any(|e| {
+            let name = e["name"].as_str().unwrap();
+            name.starts_with("AWS_") || name == "AGENTCOMPUTER_BACKUP_URL"
+        }),
+        "{env:?}"
+    );
+    assert_eq!(
+        agent_lease_grants(&objects),
+        vec![],
+        "no Lease access without backups"
+    );
+    assert_eq!(
+        egress_policy(&objects).unwrap()["spec"]["egress"]
+            .as_array()
+            .unwrap()
+            .len(),
+        3
+    );
+
+    // Refused: no Secret named, and local mode's file:// form.
+    let refused = render(&["--set", "backup.url=s3://agentcomputer/prod"]).unwrap_err();
+    assert!(
+        refused.contains("backup.credentialsSecret is required with backup.url")
+            && refused.contains("AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY"),
+        "{refused}"
+    );
+    let refused = render(&[
+        "--set",
+        "backup.url=file:///var/backups",
+        "--set",
+        "backup.credentialsSecret=backup-keys",
+    ])
+    .unwrap_err();
+    assert!(
+        refused.contains("backup.url \"file:///var/backups\"")
+            && refused.contains("s3://BUCKET/PREFIX only"),
+        "{refused}"
+    );
+}
+
+/// Every rule on Leases the node agent's ServiceAccount is bound to: the
+/// role's kind, the binding's namespace ("" for a ClusterRoleBinding), the
+/// rule.
+fn agent_lease_grants(objects: &[serde_json::Value]) -> Vec<(String, String, serde_json::Value)> {
+    let agent = serde_json::json!({
+        "kind": "ServiceAccount",
+        "name": "ac-agent-computer-node-agent",
+        "namespace": support::SYSTEM_NS,
+    });
+    let mut grants = Vec::new();
+    for binding in objects
+        .iter()
+        .filter(|o| o["kind"] == "RoleBinding" || o["kind"] == "ClusterRoleBinding")
+        .filter(|b| b["subjects"].as_array().unwrap().contains(&agent))
+    {
+        let namespace = binding["metadata"]["namespace"].as_str().unwrap_or("");
+        let role = objects
+            .iter()
+            .find(|o| {
+                o["kind"] == binding["roleRef"]["kind"]
+                    && o["metadata"]["name"] == binding["roleRef"]["name"]
+                    && (o["kind"] == "ClusterRole" || o["metadata"]["namespace"] == namespace)
+            })
+            .unwrap_or_else(|| panic!("the role of {binding}"));
+        for rule in role["rules"].as_array().unwrap() {
+            if rule["resources"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|r| r == "leases" || r == "*")
+            {
+                grants.push((
+                    role["kind"].as_str().unwrap().to_string(),
+                    namespace.to_string(),
+                    rule.clone(),
+                ));
+            }
+        }
+    }
+    grants
+}
+
+/// The node-agent container's environment.
+fn agent_env(objects: &[serde_json::Value]) -> Vec<serde_json::Value> {
+    agent_container(objects)["env"].as_array().unwrap().clone()
+}
+
 /// The node agents' egress NetworkPolicy, if rendered.
 fn egress_policy(objects: &[serde_json::Value]) -> Option<&serde_json::Value> {
     objects.iter().find(|o| {

@@ -143,6 +143,81 @@ async fn operator_chart_and_crd_against_a_real_apiserver() {
         &cluster.kubectl(&["apply", "--server-side", "-f", "-"], Some(&rendered)),
         "kubectl apply of the chart",
     );
+    // Backups: the render with every backup value passes the API server's
+    // validation, and only with backup.url may the node agent's identity
+    // write Leases, and only in the release namespace.
+    let backup_values = [
+        "template",
+        RELEASE,
+        chart,
+        "--namespace",
+        SYSTEM_NS,
+        "--set",
+        "backup.url=s3://agentcomputer/e2e",
+        "--set",
+        "backup.endpoint=http://store.storage.svc:7070",
+        "--set",
+        "backup.credentialsSecret=backup-keys",
+        "--set-json",
+        r#"backup.egressTo=[{"to":[{"namespaceSelector":{"matchLabels":{"kubernetes.io/metadata.name":"storage"}}}],"ports":[{"port":7070,"protocol":"TCP"}]}]"#,
+    ];
+    let backup = ok(&cluster.helm(&backup_values), "helm template with backups");
+    ok(
+        &cluster.kubectl(&["apply", "--dry-run=server", "-f", "-"], Some(&backup)),
+        "dry run of the backup render",
+    );
+    let agent_may = |verb: &str, ns: &str| {
+        let out = cluster.kubectl(
+            &[
+                "auth",
+                "can-i",
+                verb,
+                "leases.coordination.k8s.io",
+                "-n",
+                ns,
+                "--as",
+                support::NODE_AGENT_USER,
+            ],
+            None,
+        );
+        String::from_utf8_lossy(&out.stdout).trim() == "yes"
+    };
+    assert!(
+        !agent_may("create", SYSTEM_NS),
+        "the node agent may write Leases without backups"
+    );
+    let mut rbac_only = backup_values.to_vec();
+    rbac_only.extend(["--show-only", "templates/node-agent-rbac.yaml"]);
+    let backup_rbac = ok(&cluster.helm(&rbac_only), "the backup render's RBAC");
+    ok(
+        &cluster.kubectl(&["apply", "--server-side", "-f", "-"], Some(&backup_rbac)),
+        "kubectl apply of the backup render's RBAC",
+    );
+    eventually(30, "the backup Role to take effect", || async {
+        agent_may("create", SYSTEM_NS).then_some(())
+    })
+    .await;
+    for verb in ["get", "list", "update", "delete"] {
+        assert!(agent_may(verb, SYSTEM_NS), "{verb} on Leases not granted");
+    }
+    assert!(!agent_may("watch", SYSTEM_NS) && !agent_may("patch", SYSTEM_NS));
+    assert!(
+        !agent_may("create", NS) && !agent_may("update", "default"),
+        "Lease access outside the release namespace"
+    );
+    ok(
+        &cluster.kubectl(
+            &[
+                "-n",
+                SYSTEM_NS,
+                "delete",
+                "role,rolebinding",
+                "ac-agent-computer-node-agent-backup",
+            ],
+            None,
+        ),
+        "delete the backup RBAC",
+    );
     ok(
         &cluster.kubectl(
             &[

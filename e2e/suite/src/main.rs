@@ -17,7 +17,10 @@
 //! unset skips those checks and says so), `E2E_WEB_IMAGE` (an image with busybox `httpd` for the egress
 //! step's web server, default `localhost/agentcomputer-e2e/busybox:1`),
 //! `E2E_ONLY` (comma-separated step names to run, with the steps they
-//! need), `E2E_NODE_CTL` (a command `CTL stop|start NODE` that stops a
+//! need), `E2E_HELM_VALUES` (values files, `:`-separated, given to every
+//! `helm upgrade` of the chart; `e2e/run.sh` names one that configures
+//! backups to the cluster's object store, without which the backup step
+//! skips), `E2E_NODE_CTL` (a command `CTL stop|start NODE` that stops a
 //! node's kubelet, containerd and node agent and starts them again, such as
 //! `e2e/cluster/node`; unset skips the step that needs it). `e2e/kind/run.sh` runs it on a kind cluster.
 

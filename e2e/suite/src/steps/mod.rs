@@ -10,6 +10,7 @@ use serde_json::Value;
 
 use crate::tools::{Tools, condition, eventually, text};
 
+mod backup;
 mod doors;
 mod failures;
 mod install;
@@ -62,6 +63,11 @@ pub const STEPS: &[Step] = &[
         name: "shell and javascript share files",
         required: false,
         run: shell_and_javascript,
+    },
+    Step {
+        name: "backup",
+        required: false,
+        run: backup::backup,
     },
     Step {
         name: "sandbox pod mounts the volume",
@@ -185,6 +191,8 @@ pub struct Context {
     timings: Vec<(String, Duration)>,
     /// The host port share links name, once the gateway is on.
     share_port: Option<u16>,
+    /// Values files given to every `helm upgrade` (`E2E_HELM_VALUES`).
+    helm_values: Vec<PathBuf>,
 }
 
 impl Context {
@@ -199,6 +207,13 @@ impl Context {
                 .map(|dirs| std::env::split_paths(&dirs).collect()),
             timings: Vec::new(),
             share_port: None,
+            helm_values: std::env::var_os("E2E_HELM_VALUES")
+                .map(|files| {
+                    std::env::split_paths(&files)
+                        .filter(|f| !f.as_os_str().is_empty())
+                        .collect()
+                })
+                .unwrap_or_default(),
         }
     }
 
@@ -325,6 +340,16 @@ impl Context {
             "--timeout",
             "5m",
         ];
+        // The run's own values (e2e/run.sh: backups to the cluster's
+        // object store) under every upgrade, before the step's.
+        let files: Vec<String> = self
+            .helm_values
+            .iter()
+            .map(|f| f.display().to_string())
+            .collect();
+        for file in &files {
+            args.extend(["-f", file.as_str()]);
+        }
         args.extend_from_slice(extra);
         self.tools.helm(&args)?.ok("helm upgrade --install")?;
         Ok(())
