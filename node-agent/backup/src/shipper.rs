@@ -92,6 +92,18 @@ pub struct Position {
     /// The digest of the object at `position` (what a later shipper needs
     /// to resume after a clean stop, [`Resume`]).
     pub digest: [u8; 32],
+    /// Objects this shipper uploaded, and their bytes.
+    pub uploads: u64,
+    pub uploaded_bytes: u64,
+    /// Rounds that failed (and were retried), since start.
+    pub failed_rounds: u64,
+    /// When the latest object went up (wall clock), if one did.
+    pub shipped_at: Option<SystemTime>,
+    /// Since when commits have been waiting to be shipped (the first round
+    /// that saw them, within the poll interval of their commit); `None`
+    /// when everything committed is in the store. Now minus this is the
+    /// backup's lag.
+    pub unshipped_since: Option<std::time::Instant>,
 }
 
 enum Cmd {
@@ -106,6 +118,7 @@ pub struct Shipper {
     thread: Mutex<Option<std::thread::JoinHandle<()>>>,
     shipped: watch::Receiver<Position>,
     written: Arc<Mutex<Vec<u64>>>,
+    stopped: Arc<Mutex<Option<String>>>,
 }
 
 impl Shipper {
@@ -140,6 +153,8 @@ impl Shipper {
         let (started_tx, started_rx) = oneshot::channel();
         let (shipped_tx, shipped) = watch::channel(Position::default());
         let written = Arc::new(Mutex::new(Vec::new()));
+        let stopped = Arc::new(Mutex::new(None));
+        let stopped_by_thread = stopped.clone();
         let w = written.clone();
         let thread = std::thread::Builder::new()
             .name("backup-shipper".into())
@@ -155,6 +170,7 @@ impl Shipper {
                             return;
                         }
                     };
+                state.stopped_shared = stopped_by_thread;
                 state.run(rx);
             })?;
         match started_rx.await {
@@ -163,6 +179,7 @@ impl Shipper {
                 thread: Mutex::new(Some(thread)),
                 shipped,
                 written,
+                stopped,
             }),
             Ok(Err(e)) => {
                 let _ = thread.join();
@@ -213,6 +230,12 @@ impl Shipper {
     /// The position reached, updated after each upload (to measure lag).
     pub fn shipped(&self) -> watch::Receiver<Position> {
         self.shipped.clone()
+    }
+
+    /// Why the shipper stopped by itself (fenced by another writer, its
+    /// database unreadable), once it did; `None` while it runs.
+    pub fn stopped(&self) -> Option<String> {
+        self.stopped.lock().unwrap().clone()
     }
 
     /// Every position this shipper wrote, in order.
@@ -267,6 +290,8 @@ struct State {
     unconfirmed: Option<Unconfirmed>,
     /// When the last object went up ([`Options::min_upload_interval`]).
     last_upload: std::time::Instant,
+    /// [`Shipper::stopped`]'s answer, set with `failed`.
+    stopped_shared: Arc<Mutex<Option<String>>>,
 }
 
 /// The state an uploaded object moves the shipper to.
@@ -390,6 +415,11 @@ impl State {
                 txn: 0,
                 snapshots: 0,
                 digest: [0; 32],
+                uploads: 0,
+                uploaded_bytes: 0,
+                failed_rounds: 0,
+                shipped_at: None,
+                unshipped_since: None,
             },
             prev_digest: [0; 32],
             seen: None,
@@ -399,6 +429,7 @@ impl State {
             writer: rand::random(),
             unconfirmed: None,
             last_upload: std::time::Instant::now(),
+            stopped_shared: Arc::default(),
         };
         let known = [
             s.options.resume.map(|r| r.position),
@@ -453,9 +484,12 @@ impl State {
                         if matches!(e, Error::Fenced { .. } | Error::Database { .. }) {
                             tracing::error!(db = %self.db_path.display(), "backup stopped: {e}");
                             self.failed = Some(e.to_string());
+                            *self.stopped_shared.lock().unwrap() = Some(e.to_string());
                         } else {
                             tracing::warn!(db = %self.db_path.display(), "backup round failed, retrying: {e}");
                         }
+                        self.at.failed_rounds += 1;
+                        self.published();
                     }
                     r
                 }
@@ -497,15 +531,23 @@ impl State {
             .reader
             .query_row("PRAGMA data_version", [], |r| r.get(0))?;
         self.confirm()?;
-        if !force
-            && (self.seen == Some(version)
-                || self.last_upload.elapsed() < self.options.min_upload_interval)
-        {
+        if !force && self.seen == Some(version) {
+            return Ok(self.at);
+        }
+        if self.at.unshipped_since.is_none() && self.seen != Some(version) {
+            self.at.unshipped_since = Some(std::time::Instant::now());
+            self.published();
+        }
+        if !force && self.last_upload.elapsed() < self.options.min_upload_interval {
             return Ok(self.at);
         }
         self.pinned(|s| s.ship())?;
         // Read before the pin: a commit after it changes the version again.
         self.seen = Some(version);
+        if self.at.unshipped_since.is_some() {
+            self.at.unshipped_since = None;
+            self.published();
+        }
         Ok(self.at)
     }
 
@@ -744,6 +786,8 @@ impl State {
         self.note_position(advance.position)?;
         match self.put(advance.position, &bytes) {
             Ok(()) => {
+                self.at.uploads += 1;
+                self.at.uploaded_bytes += bytes.len() as u64;
                 self.apply(advance);
                 Ok(())
             }
@@ -762,6 +806,8 @@ impl State {
         };
         match self.put(u.advance.position, &u.bytes) {
             Ok(()) => {
+                self.at.uploads += 1;
+                self.at.uploaded_bytes += u.bytes.len() as u64;
                 self.apply(u.advance);
                 Ok(())
             }
@@ -785,6 +831,7 @@ impl State {
         self.restart_allowed = false;
         self.at.position = a.position;
         self.at.txn = a.txn;
+        self.at.shipped_at = Some(SystemTime::now());
         if a.snapshot {
             self.at.snapshots += 1;
         }

@@ -76,7 +76,41 @@ pub struct Verified {
     pub elapsed: Duration,
 }
 
+/// One open computer's backup, for metrics and status.
+#[derive(Debug, Clone)]
+pub struct BackupReport {
+    /// The computer's directory name (its uid in a cluster).
+    pub name: String,
+    /// Where its shipper stands, or why it has none.
+    pub state: Result<Position, String>,
+}
+
 impl Registry {
+    /// The backup of every open computer now (none without a store).
+    pub fn backup_reports(&self) -> Vec<BackupReport> {
+        if self.inner.backup.get().is_none() {
+            return Vec::new();
+        }
+        let slots: Vec<Arc<Slot>> = self.inner.open.lock().values().cloned().collect();
+        slots
+            .iter()
+            .filter_map(|s| {
+                let state = match &*s.backup.lock() {
+                    SlotBackup::Shipping(sh) => match sh.stopped() {
+                        Some(why) => Err(why),
+                        None => Ok(*sh.shipped().borrow()),
+                    },
+                    SlotBackup::Failed(why) | SlotBackup::Stale(why) => Err(why.clone()),
+                    SlotBackup::Off => return None,
+                };
+                Some(BackupReport {
+                    name: s.name.clone(),
+                    state,
+                })
+            })
+            .collect()
+    }
+
     /// Backs up every computer to `target` from now on: computers opened
     /// later ship their changes, and a computer with no directory here is
     /// restored from `target` on first use. Set once, before serving.
