@@ -303,6 +303,9 @@ impl Registry {
         settings.name = name.to_string();
         settings.backup_id = Some(id.clone());
         settings.usage_at_close = None;
+        // Another node's close: it says nothing of the file made here
+        // (whose checks opened it, so it may differ from the log's head).
+        settings.backup_resume = None;
         let tmp = self
             .inner
             .computers_dir
