@@ -55,16 +55,24 @@ async fn run(dir: &std::path::Path, store: Option<Arc<dyn ObjectStore>>, tag: &s
         let fs = Fs::create(&db, Limits::default()).unwrap();
         fs.leave_checkpoints_to_backup().unwrap();
         let shipper = match &store {
-            Some(s) => Some(
-                Shipper::start(
+            Some(s) => {
+                // As the node agent runs it: woken by the engine's change
+                // notifications, polling once a second.
+                let shipper = Shipper::start(
                     &db,
                     s.clone(),
                     Path::from(format!("lag/{tag}/{d}")),
-                    Options::default(),
+                    Options {
+                        poll_interval: Duration::from_secs(1),
+                        ..Options::default()
+                    },
                 )
                 .await
-                .unwrap(),
-            ),
+                .unwrap();
+                let wake = shipper.wake_handle();
+                fs.subscribe(Box::new(move |_| wake.wake()));
+                Some(shipper)
+            }
             None => None,
         };
         dbs.push((fs, shipper));

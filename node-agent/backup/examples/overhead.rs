@@ -23,6 +23,15 @@ use agentcomputer_fs::{Fs, Limits};
 use object_store::ObjectStore;
 use object_store::path::Path;
 
+/// Shipper options as the node agent uses them: woken by the engine's
+/// change notifications, polling once a second.
+fn agent_options() -> Options {
+    Options {
+        poll_interval: Duration::from_secs(1),
+        ..Options::default()
+    }
+}
+
 fn env_or(name: &str, default: usize) -> usize {
     std::env::var(name)
         .ok()
@@ -80,7 +89,7 @@ async fn write_path(dir: &std::path::Path, store: &Arc<dyn ObjectStore>) {
                         &db,
                         store.clone(),
                         Path::from(format!("overhead/w/{r}")),
-                        Options::default(),
+                        agent_options(),
                     )
                     .await
                     .unwrap(),
@@ -88,6 +97,10 @@ async fn write_path(dir: &std::path::Path, store: &Arc<dyn ObjectStore>) {
             } else {
                 None
             };
+            if let Some(s) = &shipper {
+                let wake = s.wake_handle();
+                fs.subscribe(Box::new(move |_| wake.wake()));
+            }
             let f2 = fs.clone();
             let lat = tokio::task::spawn_blocking(move || write_for(&f2, 3.0))
                 .await
@@ -147,17 +160,18 @@ async fn idle_open(dir: &std::path::Path, store: &Arc<dyn ObjectStore>) {
     tokio::time::sleep(idle).await;
     let fs_cpu = cpu() - c0;
     let mut shippers = Vec::new();
-    for (i, (db, _)) in open.iter().enumerate() {
-        shippers.push(
-            Shipper::start(
-                db,
-                store.clone(),
-                Path::from(format!("overhead/o/{i}")),
-                Options::default(),
-            )
-            .await
-            .unwrap(),
-        );
+    for (i, (db, fs)) in open.iter().enumerate() {
+        let shipper = Shipper::start(
+            db,
+            store.clone(),
+            Path::from(format!("overhead/o/{i}")),
+            agent_options(),
+        )
+        .await
+        .unwrap();
+        let wake = shipper.wake_handle();
+        fs.subscribe(Box::new(move |_| wake.wake()));
+        shippers.push(shipper);
     }
     let started: u64 = shippers.iter().map(|s| s.shipped().borrow().uploads).sum();
     let ship_rss = rss();

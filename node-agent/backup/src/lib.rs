@@ -14,5 +14,5 @@ pub mod wal;
 
 pub use error::{Error, Result};
 pub use restore::{Restored, restore};
-pub use shipper::{Options, Position, Resume, Shipper};
+pub use shipper::{Options, Position, Resume, Shipper, Wake};
 pub use store::{S3Config, s3_store};

@@ -109,12 +109,41 @@ pub struct Position {
 enum Cmd {
     Sync(oneshot::Sender<Result<Position>>),
     Stop(oneshot::Sender<Result<Position>>),
+    /// Something committed: look now rather than at the next poll.
+    Wake,
+}
+
+/// The commands' sending side, shared with [`Wake`] handles; emptied when
+/// the shipper is dropped or stopped, which ends its thread.
+type Commands = Arc<Mutex<Option<mpsc::Sender<Cmd>>>>;
+
+/// Tells a running shipper that its database committed, so it ships
+/// without waiting for its next poll ([`Shipper::wake_handle`]). Cheap and
+/// safe to call from any thread, as often as commits happen: wakes that
+/// arrive while one is pending are merged. Does nothing once the shipper
+/// is gone.
+#[derive(Clone)]
+pub struct Wake {
+    cmds: Commands,
+    pending: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl Wake {
+    pub fn wake(&self) {
+        use std::sync::atomic::Ordering;
+        if !self.pending.swap(true, Ordering::AcqRel)
+            && let Some(tx) = self.cmds.lock().unwrap().as_ref()
+        {
+            let _ = tx.send(Cmd::Wake);
+        }
+    }
 }
 
 /// A running shipper of one database. Dropping it stops it after the
 /// round under way, without a last one and without waiting.
 pub struct Shipper {
-    cmds: Mutex<mpsc::Sender<Cmd>>,
+    cmds: Commands,
+    wake_pending: Arc<std::sync::atomic::AtomicBool>,
     thread: Mutex<Option<std::thread::JoinHandle<()>>>,
     shipped: watch::Receiver<Position>,
     written: Arc<Mutex<Vec<u64>>>,
@@ -150,6 +179,8 @@ impl Shipper {
         }
         let db_path = db_path.to_path_buf();
         let (cmds, rx) = mpsc::channel();
+        let wake_pending = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let pending_in_thread = wake_pending.clone();
         let (started_tx, started_rx) = oneshot::channel();
         let (shipped_tx, shipped) = watch::channel(Position::default());
         let written = Arc::new(Mutex::new(Vec::new()));
@@ -171,11 +202,13 @@ impl Shipper {
                         }
                     };
                 state.stopped_shared = stopped_by_thread;
+                state.wake_pending = pending_in_thread;
                 state.run(rx);
             })?;
         match started_rx.await {
             Ok(Ok(())) => Ok(Shipper {
-                cmds: Mutex::new(cmds),
+                cmds: Arc::new(Mutex::new(Some(cmds))),
+                wake_pending,
                 thread: Mutex::new(Some(thread)),
                 shipped,
                 written,
@@ -211,7 +244,8 @@ impl Shipper {
                 .map_err(|_| Error::Stopped("the shipper thread ended".into()))?,
             Err(e) => Err(e),
         };
-        // The thread returns right after its reply.
+        // No more wakes; the thread returns right after its reply.
+        drop(self.cmds.lock().unwrap().take());
         let thread = self.thread.lock().unwrap().take();
         if let Some(t) = thread {
             let _ = t.join();
@@ -223,8 +257,21 @@ impl Shipper {
         self.cmds
             .lock()
             .unwrap()
+            .as_ref()
+            .ok_or_else(|| Error::Stopped("the shipper was stopped".into()))?
             .send(cmd)
             .map_err(|_| Error::Stopped("the shipper thread ended".into()))
+    }
+
+    /// A handle that makes the shipper look at its database now, for a
+    /// commit hook of the database's writer (the node agent subscribes it
+    /// to the engine's change notifications, so the shipper's polls can be
+    /// rare: [`Options::poll_interval`]).
+    pub fn wake_handle(&self) -> Wake {
+        Wake {
+            cmds: self.cmds.clone(),
+            pending: self.wake_pending.clone(),
+        }
     }
 
     /// The position reached, updated after each upload (to measure lag).
@@ -249,8 +296,7 @@ impl Drop for Shipper {
         // Closing the channel ends the thread after its current round; it
         // is not joined, so dropping never blocks an async caller (the
         // round may be waiting on this very runtime's I/O).
-        let (tx, _) = mpsc::channel();
-        drop(std::mem::replace(self.cmds.get_mut().unwrap(), tx));
+        drop(self.cmds.lock().unwrap().take());
         drop(self.thread.get_mut().unwrap().take());
     }
 }
@@ -292,6 +338,8 @@ struct State {
     last_upload: std::time::Instant,
     /// [`Shipper::stopped`]'s answer, set with `failed`.
     stopped_shared: Arc<Mutex<Option<String>>>,
+    /// Set by a [`Wake`] until this thread takes its wake.
+    wake_pending: Arc<std::sync::atomic::AtomicBool>,
 }
 
 /// The state an uploaded object moves the shipper to.
@@ -430,6 +478,7 @@ impl State {
             unconfirmed: None,
             last_upload: std::time::Instant::now(),
             stopped_shared: Arc::default(),
+            wake_pending: Arc::default(),
         };
         let known = [
             s.options.resume.map(|r| r.position),
@@ -471,15 +520,30 @@ impl State {
 
     fn run(&mut self, rx: mpsc::Receiver<Cmd>) {
         loop {
-            let cmd = match rx.recv_timeout(self.options.poll_interval) {
+            // Commits held back by the upload interval go up when it ends,
+            // whether or not anything wakes the thread before.
+            let wait = match self.at.unshipped_since {
+                Some(_) => self
+                    .options
+                    .min_upload_interval
+                    .saturating_sub(self.last_upload.elapsed())
+                    .clamp(Duration::from_millis(1), self.options.poll_interval),
+                None => self.options.poll_interval,
+            };
+            let cmd = match rx.recv_timeout(wait) {
                 Ok(c) => Some(c),
                 Err(RecvTimeoutError::Timeout) => None,
                 Err(RecvTimeoutError::Disconnected) => return,
             };
+            if matches!(cmd, Some(Cmd::Wake)) {
+                self.wake_pending
+                    .store(false, std::sync::atomic::Ordering::Release);
+            }
+            let force = matches!(cmd, Some(Cmd::Sync(_) | Cmd::Stop(_)));
             let result = match &self.failed {
                 Some(why) => Err(Error::Stopped(why.clone())),
                 None => {
-                    let r = self.round(cmd.is_some());
+                    let r = self.round(force);
                     if let Err(e) = &r {
                         if matches!(e, Error::Fenced { .. } | Error::Database { .. }) {
                             tracing::error!(db = %self.db_path.display(), "backup stopped: {e}");
@@ -502,7 +566,7 @@ impl State {
                     let _ = reply.send(result);
                     return;
                 }
-                None => {}
+                Some(Cmd::Wake) | None => {}
             }
         }
     }

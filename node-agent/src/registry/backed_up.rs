@@ -232,6 +232,8 @@ impl Registry {
                 .start_shipper(&db, &id, resume, &dir.join(BACKUP_POSITION_FILE))
                 .await
                 .map_err(backup_err(name))?;
+            let wake = shipper.wake_handle();
+            fs.subscribe(Box::new(move |_| wake.wake()));
             let at = *shipper.shipped().borrow();
             info!(
                 computer = name,
