@@ -70,7 +70,11 @@ fn nothing_commits_while_the_rule_says_no() {
     assert!(windowed.flush().is_err(), "the batch's commit was refused");
     assert_eq!(committed_names(&db), ["before"]);
     let attr = fs.lookup(ROOT_INO, b"before").unwrap();
-    assert_eq!(fs.read_all(attr.ino).unwrap(), b"", "the refused write left nothing");
+    assert_eq!(
+        fs.read_all(attr.ino).unwrap(),
+        b"",
+        "the refused write left nothing"
+    );
 
     held.store(true, Ordering::Release);
     touch(&fs, "after-renew").unwrap();

@@ -164,8 +164,7 @@ impl Registry {
                 self.restore_from_backup(name).await?;
             }
             let owned = name.to_string();
-            let (fs, mut settings) =
-                blocking(move || open_computer(&owned, &dir, options)).await?;
+            let (fs, mut settings) = blocking(move || open_computer(&owned, &dir, options)).await?;
             if let Some(held) = &held {
                 self.fence_with(name, &fs, held)?;
             }

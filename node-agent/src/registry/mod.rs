@@ -50,8 +50,8 @@ mod holder_link;
 mod host_mounts;
 mod lease;
 mod lifecycle;
-mod writer_lease;
 pub mod mount_records;
+mod writer_lease;
 
 pub use backed_up::{BackupIds, Synced, Verified};
 pub use error::RegistryError;

@@ -58,14 +58,22 @@ impl Registry {
                 "app.kubernetes.io/managed-by".to_string(),
                 "agentcomputer-node-agent".to_string(),
             ),
-            ("agentcomputer.dev/computer-uid".to_string(), name.to_string()),
+            (
+                "agentcomputer.dev/computer-uid".to_string(),
+                name.to_string(),
+            ),
         ]);
-        let lock = LeaseLock::new(w.api.clone(), &writer_lease_name(name), &w.identity, w.timing)
-            .map_err(|e| RegistryError::WriterLease {
-                name: name.to_string(),
-                reason: e.to_string(),
-            })?
-            .with_labels(labels);
+        let lock = LeaseLock::new(
+            w.api.clone(),
+            &writer_lease_name(name),
+            &w.identity,
+            w.timing,
+        )
+        .map_err(|e| RegistryError::WriterLease {
+            name: name.to_string(),
+            reason: e.to_string(),
+        })?
+        .with_labels(labels);
         // A race (409) is retried once: the winner may have been this
         // agent's own earlier attempt, or a holder that just released.
         let mut tries = 0;
@@ -95,7 +103,12 @@ impl Registry {
     /// renew deadline, and when the Lease is lost the computer's work is
     /// cancelled and it is closed here (the next call takes the Lease
     /// again, or is told who holds it).
-    pub(super) fn fence_with(&self, name: &str, fs: &Fs, held: &HeldLease) -> Result<(), RegistryError> {
+    pub(super) fn fence_with(
+        &self,
+        name: &str,
+        fs: &Fs,
+        held: &HeldLease,
+    ) -> Result<(), RegistryError> {
         let fence = held.fence();
         fs.commit_only_while(move || fence.valid().is_ok())
             .map_err(|source| RegistryError::Engine {
@@ -142,7 +155,9 @@ pub(super) async fn release_writer_lease(name: &str, held: Option<HeldLease>) {
     if let Some(held) = held {
         match held.release().await {
             Ok(_) => info!(computer = name, "writer lease released"),
-            Err(e) => warn!(computer = name, error = %e, "cannot release the writer lease; another node may take it once it expires"),
+            Err(e) => {
+                warn!(computer = name, error = %e, "cannot release the writer lease; another node may take it once it expires")
+            }
         }
     }
 }
