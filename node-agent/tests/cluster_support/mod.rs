@@ -64,6 +64,9 @@ rules:
 - apiGroups: [storage.k8s.io]
   resources: [csistoragecapacities]
   verbs: [create, patch]
+- apiGroups: [coordination.k8s.io]
+  resources: [leases]
+  verbs: [get, create, update, delete, list]
 ---
 apiVersion: rbac.authorization.k8s.io/v1
 kind: RoleBinding
