@@ -326,6 +326,23 @@ pub async fn stat(c: &mut Api_, computer: &str, path: &str) -> Result<pb::FileIn
     .map(|r| r.into_inner())
 }
 
+/// The whole of file `path`, or the call's refusal.
+pub async fn read(c: &mut Api_, computer: &str, path: &str) -> Result<Vec<u8>, tonic::Status> {
+    let mut stream = c
+        .read(pb::ReadRequest {
+            computer: computer.into(),
+            path: path.into(),
+            ..Default::default()
+        })
+        .await?
+        .into_inner();
+    let mut data = Vec::new();
+    while let Some(chunk) = stream.message().await? {
+        data.extend_from_slice(&chunk.data);
+    }
+    Ok(data)
+}
+
 /// Runs an exec to its end: (stdout, exit code), or the call's refusal.
 pub async fn exec(
     c: &mut Api_,
