@@ -283,14 +283,9 @@ fn lines(text: &[u8]) -> Vec<(u32, i128)> {
         .collect()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_unreachable_api_server_stops_the_writes_at_the_renew_deadline() {
-    let _serial = SERIAL.lock().await;
-    if support::skipped() {
-        return;
-    }
-    let (cluster, admin) = prepared_cluster().await;
-    // The agent reaches the API server through a proxy the test can cut.
+/// An agent (with backup and writer Leases) that reaches the API server
+/// through a proxy the test can cut, idle after `idle_timeout`.
+async fn proxied_agent(cluster: &Cluster, idle_timeout: &str, log: &str) -> (Proxy, Agent) {
     let upstream: SocketAddr = cluster
         .url
         .strip_prefix("https://")
@@ -302,14 +297,24 @@ async fn an_unreachable_api_server_stops_the_writes_at_the_renew_deadline() {
     let text = std::fs::read_to_string(&cluster.node_agent_kubeconfig).unwrap();
     assert!(text.contains(&cluster.url));
     std::fs::write(&kubeconfig, text.replace(&cluster.url, &proxy.url())).unwrap();
-    let data = cluster.dir.path().join("data");
     let launch = Launch {
-        idle_timeout: "5m".into(),
+        idle_timeout: idle_timeout.into(),
         kubeconfig: Some(kubeconfig),
-        extra: backup_args(&cluster),
+        extra: backup_args(cluster),
         ..Launch::default()
     };
-    let agent = Agent::launch(&cluster, &data, "node-agent-cut.log", launch).await;
+    let agent = Agent::launch(cluster, &cluster.dir.path().join("data"), log, launch).await;
+    (proxy, agent)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unreachable_api_server_stops_the_writes_at_the_renew_deadline() {
+    let _serial = SERIAL.lock().await;
+    if support::skipped() {
+        return;
+    }
+    let (cluster, admin) = prepared_cluster().await;
+    let (proxy, agent) = proxied_agent(&cluster, "5m", "node-agent-cut.log").await;
     let tok = token("cut");
     let uid = computer(
         &admin,
@@ -448,4 +453,70 @@ async fn an_unreachable_api_server_stops_the_writes_at_the_renew_deadline() {
     assert_eq!(again, text);
     drop(proxy);
     drop(agent);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_the_api_server_never_answers_holds_nothing_up() {
+    let _serial = SERIAL.lock().await;
+    if support::skipped() {
+        return;
+    }
+    let (cluster, admin) = prepared_cluster().await;
+    // Idle after 1 s: the computer hibernates while its Lease is still
+    // valid (up to the 2 s renew deadline), so closing it tries to release
+    // the Lease through the cut.
+    let (proxy, agent) = proxied_agent(&cluster, "1s", "node-agent-release.log").await;
+    let tok = token("release");
+    let uid = computer(
+        &admin,
+        NS_A,
+        "release",
+        NODE,
+        serde_json::json!({"storage": {"size": "64Mi"}}),
+        &tok,
+    )
+    .await;
+    let mut c = agent.client(Some(&tok)).await;
+    opened(&c, "release").await;
+    write(&mut c, "release", "f", b"kept\n").await.unwrap();
+    proxy.hang();
+    let cut = Instant::now();
+    let log = agent.proc.log.clone();
+    eventually(10, "the hibernation to close the computer", || {
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        async move { text.contains("backup shipped at close").then_some(()) }
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(3).saturating_sub(cut.elapsed())).await;
+    // The API server answers again (for new connections): the computer
+    // opens again at once, rather than after the client's read timeout of
+    // the hung release (minutes).
+    proxy.resume();
+    let resumed = Instant::now();
+    let got = tokio::time::timeout(Duration::from_secs(20), async {
+        loop {
+            match read(&mut c, "release", "f").await {
+                Ok(data) => return data,
+                Err(s) if s.code() == Code::Unavailable => {
+                    tokio::time::sleep(Duration::from_millis(200)).await
+                }
+                Err(s) => panic!("{s:?}"),
+            }
+        }
+    })
+    .await
+    .unwrap_or_else(|_| {
+        panic!(
+            "the computer not served {:?} after the API server answered again",
+            resumed.elapsed()
+        )
+    });
+    assert_eq!(got, b"kept\n");
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        text.contains("did not answer the release of the writer lease"),
+        "{text}"
+    );
+    let lease = writer_lease(&admin, &uid).await.unwrap();
+    assert_eq!(holder(&lease).as_deref(), Some(NODE), "{lease:?}");
 }

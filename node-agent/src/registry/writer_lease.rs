@@ -163,14 +163,23 @@ impl Registry {
     }
 }
 
+/// How long releasing a Lease may take. Past it the Lease is left to
+/// expire by itself (after its duration): an API server that never answers
+/// must not hold up hibernation and shutdown, which release under the
+/// computer's lock, for the client's read timeout (minutes).
+const RELEASE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// Releases a closed computer's Lease (taken from its slot before the
 /// engine closed), so another node may take it at once.
 pub(super) async fn release_writer_lease(name: &str, held: Option<HeldLease>) {
     if let Some(held) = held {
-        match held.release().await {
-            Ok(_) => info!(computer = name, "writer lease released"),
-            Err(e) => {
+        match tokio::time::timeout(RELEASE_TIMEOUT, held.release()).await {
+            Ok(Ok(_)) => info!(computer = name, "writer lease released"),
+            Ok(Err(e)) => {
                 warn!(computer = name, error = %e, "cannot release the writer lease; another node may take it once it expires")
+            }
+            Err(_) => {
+                warn!(computer = name, timeout = ?RELEASE_TIMEOUT, "the API server did not answer the release of the writer lease; another node may take it once it expires")
             }
         }
     }
