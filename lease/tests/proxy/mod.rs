@@ -1,7 +1,8 @@
 //! A TCP proxy on loopback in front of the API server, so that a test can
 //! make the server unreachable for one client only: `hang` keeps every
-//! connection open and answers nothing (a partition), `close` closes them
-//! and refuses new ones (a dead server).
+//! connection open and answers nothing (a partition) until `resume` lets
+//! new connections through again, `close` closes them and refuses new ones
+//! (a dead server).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -14,8 +15,9 @@ use tokio_util::sync::CancellationToken;
 
 pub struct Proxy {
     pub addr: SocketAddr,
-    /// Cancelled by `hang`: connections stop forwarding.
-    cut: CancellationToken,
+    /// Cancelled by `hang`: connections stop forwarding; `resume` puts a
+    /// fresh one in place for the connections accepted from then on.
+    cut: Arc<Mutex<CancellationToken>>,
     accept: JoinHandle<()>,
     conns: Arc<Mutex<Vec<JoinHandle<()>>>>,
 }
@@ -25,13 +27,14 @@ impl Proxy {
     pub async fn start(upstream: SocketAddr) -> Proxy {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
-        let cut = CancellationToken::new();
+        let cut = Arc::new(Mutex::new(CancellationToken::new()));
         let conns: Arc<Mutex<Vec<JoinHandle<()>>>> = Arc::default();
         let accept = tokio::spawn({
             let (cut, conns) = (cut.clone(), conns.clone());
             async move {
                 while let Ok((client, _)) = listener.accept().await {
-                    let task = tokio::spawn(serve(client, upstream, cut.clone()));
+                    let now = cut.lock().clone();
+                    let task = tokio::spawn(serve(client, upstream, now));
                     conns.lock().push(task);
                 }
             }
@@ -52,7 +55,14 @@ impl Proxy {
     /// From now on nothing reaches the server and nothing comes back, but
     /// connections stay open: requests hang.
     pub fn hang(&self) {
-        self.cut.cancel();
+        self.cut.lock().cancel();
+    }
+
+    /// Ends a `hang` for the connections made from now on; those open
+    /// during it stay silent (their clients give up on them).
+    #[allow(dead_code)] // not every test that includes this module resumes
+    pub fn resume(&self) {
+        *self.cut.lock() = CancellationToken::new();
     }
 
     /// Closes every connection and the listener: requests fail at once.

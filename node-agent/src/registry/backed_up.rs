@@ -138,7 +138,7 @@ impl Registry {
             BackupIds::DirectoryName => (name.to_string(), display_name.unwrap_or(name)),
         };
         b.target
-            .register(&indexed, &id)
+            .register(indexed, &id)
             .await
             .map_err(backup_err(name))?;
         Ok(Some(id))

@@ -74,28 +74,42 @@ impl Registry {
             reason: e.to_string(),
         })?
         .with_labels(labels);
-        // A race (409) is retried once: the winner may have been this
-        // agent's own earlier attempt, or a holder that just released.
-        let mut tries = 0;
-        loop {
-            tries += 1;
-            match lock.acquire().await {
-                Ok(held) => return Ok(Some(held)),
-                Err(AcquireError::Race) if tries < 3 => continue,
-                Err(AcquireError::Held { holder, until }) => {
-                    return Err(RegistryError::WriterElsewhere {
-                        name: name.to_string(),
-                        holder,
-                        until: until.to_string(),
-                    });
-                }
-                Err(e) => {
-                    return Err(RegistryError::WriterLease {
-                        name: name.to_string(),
-                        reason: e.to_string(),
-                    });
+        // A race (409) is retried: the winner may have been this agent's
+        // own earlier attempt, or a holder that just released.
+        let attempts = async {
+            let mut tries = 0;
+            loop {
+                tries += 1;
+                match lock.acquire().await {
+                    Err(AcquireError::Race) if tries < 3 => continue,
+                    outcome => return outcome,
                 }
             }
+        };
+        // Bounded: an API server that accepts connections but never answers
+        // (a partition) would hold the call for the client's read timeout
+        // (minutes). A Lease taken later than its renew deadline would be
+        // invalid on arrival anyway.
+        let Ok(outcome) = tokio::time::timeout(w.timing.renew_deadline, attempts).await else {
+            return Err(RegistryError::WriterLease {
+                name: name.to_string(),
+                reason: format!(
+                    "the Kubernetes API server did not answer within {:?}",
+                    w.timing.renew_deadline
+                ),
+            });
+        };
+        match outcome {
+            Ok(held) => Ok(Some(held)),
+            Err(AcquireError::Held { holder, until }) => Err(RegistryError::WriterElsewhere {
+                name: name.to_string(),
+                holder,
+                until: until.to_string(),
+            }),
+            Err(e) => Err(RegistryError::WriterLease {
+                name: name.to_string(),
+                reason: e.to_string(),
+            }),
         }
     }
 
@@ -149,14 +163,23 @@ impl Registry {
     }
 }
 
+/// How long releasing a Lease may take. Past it the Lease is left to
+/// expire by itself (after its duration): an API server that never answers
+/// must not hold up hibernation and shutdown, which release under the
+/// computer's lock, for the client's read timeout (minutes).
+const RELEASE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// Releases a closed computer's Lease (taken from its slot before the
 /// engine closed), so another node may take it at once.
 pub(super) async fn release_writer_lease(name: &str, held: Option<HeldLease>) {
     if let Some(held) = held {
-        match held.release().await {
-            Ok(_) => info!(computer = name, "writer lease released"),
-            Err(e) => {
+        match tokio::time::timeout(RELEASE_TIMEOUT, held.release()).await {
+            Ok(Ok(_)) => info!(computer = name, "writer lease released"),
+            Ok(Err(e)) => {
                 warn!(computer = name, error = %e, "cannot release the writer lease; another node may take it once it expires")
+            }
+            Err(_) => {
+                warn!(computer = name, timeout = ?RELEASE_TIMEOUT, "the API server did not answer the release of the writer lease; another node may take it once it expires")
             }
         }
     }
