@@ -535,11 +535,15 @@ impl State {
                 Err(RecvTimeoutError::Timeout) => None,
                 Err(RecvTimeoutError::Disconnected) => return,
             };
-            if matches!(cmd, Some(Cmd::Wake)) {
+            let force = matches!(cmd, Some(Cmd::Sync(_) | Cmd::Stop(_)));
+            // Wakes are taken again only when this round may upload: within
+            // the upload interval a busy database's commits would otherwise
+            // wake the thread once each, for nothing (the timed wait above
+            // ships them when the interval ends).
+            if force || self.last_upload.elapsed() >= self.options.min_upload_interval {
                 self.wake_pending
                     .store(false, std::sync::atomic::Ordering::Release);
             }
-            let force = matches!(cmd, Some(Cmd::Sync(_) | Cmd::Stop(_)));
             let result = match &self.failed {
                 Some(why) => Err(Error::Stopped(why.clone())),
                 None => {

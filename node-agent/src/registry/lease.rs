@@ -155,6 +155,19 @@ impl Registry {
         } else {
             options
         };
+        // A slot whose writer Lease ran out and that its watcher has not
+        // closed yet: out of the way now (its watcher then finds it gone).
+        let lost = {
+            let mut open = self.inner.open.lock();
+            match open.get(name) {
+                Some(s) if s.writer_lost() => open.remove(name),
+                _ => None,
+            }
+        };
+        if let Some(slot) = lost {
+            slot.cancel.cancel();
+            super::backed_up::stop_backup(&slot).await;
+        }
         // The writer Lease first: only its holder may restore, open and write.
         let held = self.take_writer_lease(name).await?;
         let opened = async {
@@ -220,6 +233,11 @@ impl Registry {
     pub(super) fn try_lease(&self, name: &str, touch: bool) -> Option<Lease> {
         let map = self.inner.open.lock();
         let slot = map.get(name)?;
+        // Past its writer Lease's renew deadline the engine commits nothing:
+        // such a slot is on its way out and is never handed to a new call.
+        if slot.writer_lost() {
+            return None;
+        }
         slot.active.fetch_add(1, Ordering::SeqCst);
         Some(Lease {
             slot: slot.clone(),

@@ -151,6 +151,17 @@ struct Slot {
     lease_lost: Mutex<Option<String>>,
 }
 
+impl Slot {
+    /// Whether this node may no longer write the computer: its writer
+    /// Lease passed its renew deadline or was taken (never without one).
+    fn writer_lost(&self) -> bool {
+        self.writer_lease
+            .lock()
+            .as_ref()
+            .is_some_and(|held| held.valid().is_err())
+    }
+}
+
 impl Registry {
     /// The directory of computer `name` (which need not exist). Errors:
     /// `InvalidName`.
