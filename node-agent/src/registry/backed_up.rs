@@ -34,7 +34,8 @@ pub enum BackupIds {
 pub(super) enum SlotBackup {
     /// This agent has no backup store.
     Off,
-    Shipping(Arc<Shipper>),
+    /// The shipper, and where its counts go when it stops.
+    Shipping(Arc<Shipper>, Arc<Mutex<ShippedTotals>>),
     /// The shipper could not start, or stopped (fenced, or the engine was
     /// closed); `Sync` reports this.
     Failed(String),
@@ -47,6 +48,26 @@ pub(super) enum SlotBackup {
 pub(super) struct Backups {
     pub(super) target: Arc<BackupTarget>,
     pub(super) ids: BackupIds,
+    /// The counts of every shipper that stopped since the agent started.
+    stopped: Arc<Mutex<ShippedTotals>>,
+}
+
+/// What the shippers of this agent did, summed: every upload and failed
+/// round since the agent started, closed computers' included.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ShippedTotals {
+    pub uploads: u64,
+    pub uploaded_bytes: u64,
+    pub failed_rounds: u64,
+}
+
+impl ShippedTotals {
+    /// Adds one shipper's counts.
+    pub fn add(&mut self, p: &Position) {
+        self.uploads += p.uploads;
+        self.uploaded_bytes += p.uploaded_bytes;
+        self.failed_rounds += p.failed_rounds;
+    }
 }
 
 fn backup_err(name: &str) -> impl Fn(BackupError) -> RegistryError + '_ {
@@ -96,7 +117,7 @@ impl Registry {
             .iter()
             .filter_map(|s| {
                 let state = match &*s.backup.lock() {
-                    SlotBackup::Shipping(sh) => match sh.stopped() {
+                    SlotBackup::Shipping(sh, _) => match sh.stopped() {
                         Some(why) => Err(why),
                         None => Ok(*sh.shipped().borrow()),
                     },
@@ -111,11 +132,34 @@ impl Registry {
             .collect()
     }
 
+    /// Every upload and failed round of this agent's shippers since it
+    /// started (`None` without a store): the stopped shippers' final counts
+    /// plus the open ones' counts now. A shipper that is stopping is in
+    /// neither for a moment, so a sum may fall short, never over: callers
+    /// that need counters keep the largest sum seen.
+    pub fn backup_totals(&self) -> Option<ShippedTotals> {
+        let b = self.inner.backup.get()?;
+        // Stopped first: a shipper moves from a slot to `stopped`, so read
+        // in this order it is counted at most once.
+        let mut totals = *b.stopped.lock();
+        let slots: Vec<Arc<Slot>> = self.inner.open.lock().values().cloned().collect();
+        for s in &slots {
+            if let SlotBackup::Shipping(sh, _) = &*s.backup.lock() {
+                totals.add(&sh.shipped().borrow());
+            }
+        }
+        Some(totals)
+    }
+
     /// Backs up every computer to `target` from now on: computers opened
     /// later ship their changes, and a computer with no directory here is
     /// restored from `target` on first use. Set once, before serving.
     pub fn set_backup(&self, target: Arc<BackupTarget>, ids: BackupIds) {
-        let _ = self.inner.backup.set(Backups { target, ids });
+        let _ = self.inner.backup.set(Backups {
+            target,
+            ids,
+            stopped: Arc::default(),
+        });
     }
 
     /// The backup store, if any.
@@ -247,7 +291,7 @@ impl Registry {
         }
         .await;
         match result {
-            Ok(s) => SlotBackup::Shipping(Arc::new(s)),
+            Ok(s) => SlotBackup::Shipping(Arc::new(s), b.stopped.clone()),
             Err(RegistryError::Backup {
                 source: BackupError::Log(e @ agentcomputer_backup::Error::Stale { .. }),
                 ..
@@ -465,7 +509,7 @@ impl Registry {
             return Err(RegistryError::NotFound(name.to_string()));
         };
         let shipper = match &*lease.slot.backup.lock() {
-            SlotBackup::Shipping(s) => s.clone(),
+            SlotBackup::Shipping(s, _) => s.clone(),
             SlotBackup::Failed(why) => {
                 return Err(RegistryError::Backup {
                     name: name.to_string(),
@@ -538,11 +582,15 @@ impl Registry {
 /// shipped; returns where the log stands then. A failure is logged: the
 /// next open ships a new snapshot.
 pub(super) async fn stop_backup(slot: &Slot) -> Option<Position> {
-    let shipper = match std::mem::replace(&mut *slot.backup.lock(), SlotBackup::Off) {
-        SlotBackup::Shipping(s) => s,
+    let (shipper, stopped) = match std::mem::replace(&mut *slot.backup.lock(), SlotBackup::Off) {
+        SlotBackup::Shipping(s, stopped) => (s, stopped),
         _ => return None,
     };
-    match shipper.stop().await {
+    let result = shipper.stop().await;
+    // Its final counts, the last round's included, whether it stopped
+    // cleanly or not.
+    stopped.lock().add(&shipper.shipped().borrow());
+    match result {
         Ok(p) => {
             info!(computer = %slot.name, position = p.position, "backup shipped at close");
             Some(p)
@@ -575,4 +623,63 @@ fn file_stamp(path: &std::path::Path) -> Option<(u64, i128)> {
         m.len(),
         i128::from(m.mtime()) * 1_000_000_000 + i128::from(m.mtime_nsec()),
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backup::BackupUrl;
+    use agentcomputer_egress::EgressConfig;
+    use agentcomputer_fs::{FileKind, Limits, Owner, ROOT_INO};
+
+    async fn write_file(registry: &Registry, name: &[u8]) {
+        let lease = registry.acquire("demo").await.unwrap();
+        let fs = lease.fs();
+        let f = fs
+            .mknod(ROOT_INO, name, FileKind::RegularFile, 0o644, 0, Owner::ROOT)
+            .unwrap();
+        fs.write(f.ino, 0, &[7u8; 10_000]).unwrap();
+        drop(lease);
+        registry.sync("demo").await.unwrap();
+    }
+
+    /// The totals count every upload, also the ones of shippers that
+    /// stopped when their computer closed: they never go down across a
+    /// hibernation, and a reopened computer's uploads add to them.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn totals_keep_the_uploads_of_closed_computers() {
+        let data = tempfile::tempdir().unwrap();
+        let store = tempfile::tempdir().unwrap();
+        let registry = Registry::new(data.path(), Duration::ZERO).unwrap();
+        assert_eq!(registry.backup_totals(), None, "no store, no totals");
+        let url = BackupUrl::parse(&format!("file://{}", store.path().display())).unwrap();
+        registry.set_backup(
+            Arc::new(BackupTarget::open(&url).unwrap()),
+            BackupIds::Random,
+        );
+        registry
+            .create("demo", Limits::default(), EgressConfig::default())
+            .await
+            .unwrap();
+        write_file(&registry, b"a").await;
+        let open = registry.backup_totals().unwrap();
+        assert!(open.uploads >= 2, "snapshot and a change: {open:?}");
+        assert!(open.uploaded_bytes >= 10_000, "{open:?}");
+        let reports = registry.backup_reports();
+        assert_eq!(reports.len(), 1);
+        assert!(reports[0].state.is_ok(), "{reports:?}");
+
+        assert_eq!(registry.close_idle().await, 1);
+        assert!(registry.backup_reports().is_empty(), "closed: no shipper");
+        let closed = registry.backup_totals().unwrap();
+        assert!(closed.uploads >= open.uploads, "{closed:?} < {open:?}");
+        assert!(closed.uploaded_bytes >= open.uploaded_bytes);
+
+        write_file(&registry, b"b").await;
+        let again = registry.backup_totals().unwrap();
+        assert!(again.uploads > closed.uploads, "{again:?} vs {closed:?}");
+        assert!(again.uploaded_bytes >= closed.uploaded_bytes + 10_000);
+        registry.close_all().await;
+        assert!(registry.backup_totals().unwrap().uploads >= again.uploads);
+    }
 }

@@ -53,7 +53,7 @@ mod lifecycle;
 pub mod mount_records;
 mod writer_lease;
 
-pub use backed_up::{BackupIds, BackupReport, Synced, Verified};
+pub use backed_up::{BackupIds, BackupReport, ShippedTotals, Synced, Verified};
 pub use error::RegistryError;
 pub use handed_over::{Handed, TakeOverError, serve_handed_over};
 pub use hibernation::COMPACT_MIN_FREE_BYTES;
