@@ -21,7 +21,8 @@ pub use spec::{
     Protocol, ReclaimPolicy, RuntimesSpec, SandboxSpec, StorageSpec,
 };
 pub use status::{
-    AgentComputerStatus, ComputerPhase, VolumeStatus, condition_types, sandbox_reasons,
+    AgentComputerStatus, BackupStatus, ComputerPhase, VolumeStatus, backup_reasons,
+    condition_types, sandbox_reasons,
 };
 
 use kube::CustomResourceExt;
@@ -66,6 +67,11 @@ pub const STORAGE_CLASS: &str = "agentcomputer";
 /// Field manager of the node agent's server-side applies (status.volume
 /// usage, CSIStorageCapacity).
 pub const NODE_AGENT_FIELD_MANAGER: &str = "agentcomputer-node-agent";
+/// Field manager of the node agent's server-side applies of `status.backup`
+/// and the `BackupHealthy` condition: a manager of their own, so that the
+/// usage applies and the backup applies, each sending only its fields, do
+/// not remove each other's.
+pub const NODE_AGENT_BACKUP_FIELD_MANAGER: &str = "agentcomputer-node-agent-backup";
 
 /// Name of the CSIStorageCapacity a node agent publishes for `node` in its
 /// own namespace.

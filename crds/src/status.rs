@@ -1,14 +1,16 @@
 //! `AgentComputer.status`: what the operator (and the node agent) observed.
 
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kube::KubeSchema;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 /// Observed state of an AgentComputer. Written by the operator (field manager
 /// `agentcomputer-operator`), except volume.bytesUsed, volume.inodesUsed
-/// and volume.diskBytes, which the serving node agent reports.
+/// and volume.diskBytes, which the serving node agent reports, and backup
+/// with the BackupHealthy condition, which it reports when it backs
+/// computers up (field manager `agentcomputer-node-agent-backup`).
 #[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct AgentComputerStatus {
@@ -26,6 +28,12 @@ pub struct AgentComputerStatus {
     /// The computer's volume.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub volume: Option<VolumeStatus>,
+
+    /// The computer's continuous backup to object storage, as the serving
+    /// node agent last reported it; absent when the agent has no backup
+    /// store.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backup: Option<BackupStatus>,
 
     /// host:port of the serving node agent's gRPC API (agentcomputer.v1).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -48,7 +56,8 @@ pub struct AgentComputerStatus {
     pub sandbox_pod: Option<String>,
 
     /// Latest observations of the computer's state, one per type: Placed,
-    /// VolumeReady, CredentialReady, EgressReady, SandboxReady, Ready.
+    /// VolumeReady, CredentialReady, EgressReady, SandboxReady, Ready,
+    /// Reconciled (the operator's), BackupHealthy (the node agent's).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[x_kube(merge_strategy = ListMerge::Map(vec!["type".into()]))]
     pub conditions: Vec<Condition>,
@@ -123,6 +132,26 @@ pub struct VolumeStatus {
     pub disk_bytes: Option<i64>,
 }
 
+/// The computer's continuous backup, as the serving node agent reports it
+/// (at most once per its `--status-interval`, at once when its health
+/// changes).
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct BackupStatus {
+    /// The latest position of the computer's log in the store (each
+    /// position is one uploaded object).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub position: Option<i64>,
+    /// When the latest object went up.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_shipped_time: Option<Time>,
+    /// How long the oldest commit not yet in the store has waited, in
+    /// seconds; 0 when everything committed is shipped (and while the
+    /// computer is hibernated: it was shipped whole when it closed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lag_seconds: Option<f64>,
+}
+
 /// Condition types of [`AgentComputerStatus::conditions`].
 pub mod condition_types {
     /// A node with a ready node agent was chosen.
@@ -140,6 +169,28 @@ pub mod condition_types {
     /// The last reconcile applied every step of the current generation;
     /// False names the step that failed and the API server's reason.
     pub const RECONCILED: &str = "Reconciled";
+    /// The node agent's continuous backup of the computer runs and keeps
+    /// up (node agents with a backup store only; reasons in
+    /// [`crate::backup_reasons`]). Written by the node agent, never by the
+    /// operator.
+    pub const BACKUP_HEALTHY: &str = "BackupHealthy";
+}
+
+/// Reasons of the `BackupHealthy` condition.
+pub mod backup_reasons {
+    /// True: the computer is open and its shipper keeps up.
+    pub const SHIPPING: &str = "Shipping";
+    /// True: the computer is hibernated; everything it committed was
+    /// shipped when it closed.
+    pub const SHIPPED_AT_CLOSE: &str = "ShippedAtClose";
+    /// False: the backup does not run: the shipper could not start, or it
+    /// stopped (another writer fenced it, the database failed); the message
+    /// says why. Writes the computer accepts are not backed up.
+    pub const STOPPED: &str = "BackupStopped";
+    /// False: the shipper runs but commits have waited longer than the
+    /// node agent's limit (30 s) to be shipped: uploads fail or cannot keep
+    /// up.
+    pub const FAILING: &str = "BackupFailing";
 }
 
 /// Reasons of the `SandboxReady` condition that mean the sandbox pod is on

@@ -32,12 +32,47 @@ fn names_scope_and_subresources() {
         .iter()
         .map(|c| c.name.as_str())
         .collect();
-    for want in ["Phase", "Node", "Size", "Disk", "Age"] {
+    for want in ["Phase", "Node", "Size", "Disk", "Backup", "Age"] {
         assert!(
             cols.contains(&want),
             "printer column {want} missing: {cols:?}"
         );
     }
+    // The backup column is an age (kubectl prints "5s", "3m"), of the
+    // time the latest backup object went up.
+    let backup = v
+        .additional_printer_columns
+        .as_ref()
+        .unwrap()
+        .iter()
+        .find(|c| c.name == "Backup")
+        .unwrap();
+    assert_eq!(backup.type_, "date");
+    assert_eq!(backup.json_path, ".status.backup.lastShippedTime");
+}
+
+/// What the node agent reports of a computer's backup: typed as the API
+/// server checks it (an integer position, an RFC 3339 time, a number of
+/// seconds), and read back by the Rust types.
+#[test]
+fn backup_status_fields() {
+    let s = schema();
+    let backup = &s["properties"]["status"]["properties"]["backup"]["properties"];
+    assert_eq!(backup["position"]["type"], "integer");
+    assert_eq!(backup["lastShippedTime"]["type"], "string");
+    assert_eq!(backup["lastShippedTime"]["format"], "date-time");
+    assert_eq!(backup["lagSeconds"]["type"], "number");
+    let status: agentcomputer_crds::AgentComputerStatus = serde_json::from_value(serde_json::json!({
+        "backup": {"position": 42, "lastShippedTime": "2026-01-02T03:04:05Z", "lagSeconds": 0.25},
+    }))
+    .unwrap();
+    let b = status.backup.unwrap();
+    assert_eq!(b.position, Some(42));
+    assert_eq!(b.lag_seconds, Some(0.25));
+    assert_eq!(
+        b.last_shipped_time.unwrap().0.to_string(),
+        "2026-01-02T03:04:05Z"
+    );
 }
 
 #[test]

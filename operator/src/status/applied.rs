@@ -203,6 +203,8 @@ pub(super) fn derive_applied(
             }),
             None => old.volume.clone(),
         },
+        // The node agent's to write.
+        backup: None,
         endpoint,
         credential_secret: Some(secret_name.clone()),
         credential_hash: credential_hash.clone(),
