@@ -48,6 +48,13 @@ async fn metrics(State(node): State<Arc<Node>>) -> impl IntoResponse {
         }
         Err(e) => tracing::warn!(error = %e, "cannot count computers"),
     }
+    if let Some(totals) = node.registry.backup_totals() {
+        let reports = node.registry.backup_reports();
+        node.metrics.set_backup(
+            super::metrics::backup_gauges(&reports, std::time::Instant::now()),
+            totals,
+        );
+    }
     (
         [(
             header::CONTENT_TYPE,

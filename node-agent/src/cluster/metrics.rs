@@ -12,20 +12,30 @@
 //! | `agentcomputer_node_fuse_connections` | gauge | |
 //! | `agentcomputer_node_credential_refusals_total` | counter | `code` |
 //! | `agentcomputer_node_sandbox_runners` | gauge | (registered by [`super::sandboxes`]) |
+//! | `agentcomputer_node_backup_lag_seconds` | gauge | |
+//! | `agentcomputer_node_backup_uploads_total` | counter | |
+//! | `agentcomputer_node_backup_uploaded_bytes_total` | counter | |
+//! | `agentcomputer_node_backup_failed_rounds_total` | counter | |
+//! | `agentcomputer_node_backup_stopped` | gauge | |
+//!
+//! The backup families are 0 on an agent without a backup store. Their
+//! counters count every shipper of this process, also those stopped when
+//! their computer closed ([`crate::registry::Registry::backup_totals`]).
 //!
 //! And the standard process families of the Prometheus client libraries
 //! (`process_resident_memory_bytes`, `process_cpu_seconds_total`,
 //! `process_open_fds`, ...), read from `/proc/self`.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use prometheus::{
-    Encoder, HistogramOpts, HistogramVec, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry,
-    TextEncoder,
+    Encoder, Gauge, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec,
+    Opts, Registry, TextEncoder,
 };
 use tonic::Code;
 
 use crate::api::ExecOutcome;
+use crate::registry::{BackupReport, ShippedTotals};
 
 /// Upper bounds of the exec latency buckets, seconds: from the in-process
 /// runtimes' sub-millisecond starts to the longest timeouts.
@@ -44,6 +54,30 @@ pub struct Metrics {
     disk_bytes: IntGauge,
     fuse_connections: IntGauge,
     refusals: IntCounterVec,
+    backup_lag: Gauge,
+    backup_uploads: IntCounter,
+    backup_bytes: IntCounter,
+    backup_failed_rounds: IntCounter,
+    backup_stopped: IntGauge,
+}
+
+/// The backup gauges of the open computers' reports at `now`: the largest
+/// lag in seconds (0 when everything committed is shipped), and how many
+/// computers' backup does not run.
+pub fn backup_gauges(reports: &[BackupReport], now: Instant) -> (f64, usize) {
+    let mut lag = Duration::ZERO;
+    let mut stopped = 0;
+    for r in reports {
+        match &r.state {
+            Ok(p) => {
+                if let Some(since) = p.unshipped_since {
+                    lag = lag.max(now.saturating_duration_since(since));
+                }
+            }
+            Err(_) => stopped += 1,
+        }
+    }
+    (lag.as_secs_f64(), stopped)
 }
 
 impl Metrics {
@@ -110,6 +144,31 @@ impl Metrics {
             &["code"],
         )
         .expect("valid metric");
+        let backup_lag = Gauge::new(
+            "agentcomputer_node_backup_lag_seconds",
+            "How long the oldest commit not yet shipped to the backup store has waited, the largest over open computers (0: all shipped)",
+        )
+        .expect("valid metric");
+        let backup_uploads = IntCounter::new(
+            "agentcomputer_node_backup_uploads_total",
+            "Objects uploaded to the backup store",
+        )
+        .expect("valid metric");
+        let backup_bytes = IntCounter::new(
+            "agentcomputer_node_backup_uploaded_bytes_total",
+            "Bytes of the objects uploaded to the backup store",
+        )
+        .expect("valid metric");
+        let backup_failed_rounds = IntCounter::new(
+            "agentcomputer_node_backup_failed_rounds_total",
+            "Backup rounds that failed (and were retried, unless the backup stopped)",
+        )
+        .expect("valid metric");
+        let backup_stopped = IntGauge::new(
+            "agentcomputer_node_backup_stopped",
+            "Open computers whose backup does not run (could not start, or stopped)",
+        )
+        .expect("valid metric");
         for c in [
             Box::new(execs.clone()) as Box<dyn prometheus::core::Collector>,
             Box::new(exec_seconds.clone()),
@@ -119,6 +178,11 @@ impl Metrics {
             Box::new(disk_bytes.clone()),
             Box::new(fuse_connections.clone()),
             Box::new(refusals.clone()),
+            Box::new(backup_lag.clone()),
+            Box::new(backup_uploads.clone()),
+            Box::new(backup_bytes.clone()),
+            Box::new(backup_failed_rounds.clone()),
+            Box::new(backup_stopped.clone()),
         ] {
             registry.register(c).expect("metric names are unique");
         }
@@ -148,6 +212,28 @@ impl Metrics {
             disk_bytes,
             fuse_connections,
             refusals,
+            backup_lag,
+            backup_uploads,
+            backup_bytes,
+            backup_failed_rounds,
+            backup_stopped,
+        }
+    }
+
+    /// Sets the backup families: the gauges as [`backup_gauges`] gives
+    /// them, and the counters to `totals`. A total below a counter (a
+    /// shipper between its slot and the stopped counts,
+    /// [`crate::registry::Registry::backup_totals`]) leaves it as it is:
+    /// counters never go down.
+    pub fn set_backup(&self, (lag, stopped): (f64, usize), totals: ShippedTotals) {
+        self.backup_lag.set(lag);
+        self.backup_stopped.set(stopped as i64);
+        for (counter, total) in [
+            (&self.backup_uploads, totals.uploads),
+            (&self.backup_bytes, totals.uploaded_bytes),
+            (&self.backup_failed_rounds, totals.failed_rounds),
+        ] {
+            counter.inc_by(total.saturating_sub(counter.get()));
         }
     }
 
@@ -256,5 +342,74 @@ mod tests {
             .parse()
             .unwrap();
         assert!(rss > 1e6, "resident memory {rss}");
+    }
+
+    fn report(name: &str, state: Result<agentcomputer_backup::Position, String>) -> BackupReport {
+        BackupReport {
+            name: name.into(),
+            state,
+        }
+    }
+
+    #[test]
+    fn backup_gauges_take_the_largest_lag_and_count_the_stopped() {
+        let now = Instant::now();
+        let shipped = agentcomputer_backup::Position::default();
+        let waiting = |secs| agentcomputer_backup::Position {
+            unshipped_since: Some(now - Duration::from_secs(secs)),
+            ..Default::default()
+        };
+        assert_eq!(backup_gauges(&[], now), (0.0, 0));
+        assert_eq!(backup_gauges(&[report("a", Ok(shipped))], now), (0.0, 0));
+        let reports = [
+            report("a", Ok(shipped)),
+            report("b", Ok(waiting(3))),
+            report("c", Ok(waiting(7))),
+            report("d", Err("fenced".into())),
+            report("e", Err("cannot reach the store".into())),
+        ];
+        assert_eq!(backup_gauges(&reports, now), (7.0, 2));
+    }
+
+    /// The counters follow the totals up and never down, and the gauges
+    /// are set as given.
+    #[test]
+    fn backup_counters_never_go_down() {
+        let m = Metrics::new();
+        let text = || String::from_utf8(m.encode()).unwrap();
+        for line in [
+            "agentcomputer_node_backup_uploads_total 0",
+            "agentcomputer_node_backup_lag_seconds 0",
+            "agentcomputer_node_backup_stopped 0",
+        ] {
+            assert!(text().contains(line), "{line} missing in\n{}", text());
+        }
+        let totals = |uploads, bytes, failed| ShippedTotals {
+            uploads,
+            uploaded_bytes: bytes,
+            failed_rounds: failed,
+        };
+        m.set_backup((1.5, 1), totals(3, 3000, 1));
+        m.set_backup((0.0, 0), totals(2, 2000, 0));
+        let t = text();
+        for line in [
+            "agentcomputer_node_backup_uploads_total 3\n",
+            "agentcomputer_node_backup_uploaded_bytes_total 3000\n",
+            "agentcomputer_node_backup_failed_rounds_total 1\n",
+            "agentcomputer_node_backup_lag_seconds 0\n",
+            "agentcomputer_node_backup_stopped 0\n",
+        ] {
+            assert!(t.contains(line), "{line} missing in\n{t}");
+        }
+        m.set_backup((2.25, 2), totals(5, 5500, 1));
+        let t = text();
+        for line in [
+            "agentcomputer_node_backup_uploads_total 5\n",
+            "agentcomputer_node_backup_uploaded_bytes_total 5500\n",
+            "agentcomputer_node_backup_lag_seconds 2.25\n",
+            "agentcomputer_node_backup_stopped 2\n",
+        ] {
+            assert!(t.contains(line), "{line} missing in\n{t}");
+        }
     }
 }
