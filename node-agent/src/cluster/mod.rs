@@ -5,7 +5,8 @@
 //! the same gRPC service as local mode, checking each computer's own
 //! credential. It keeps their databases in line with their specs
 //! ([`computers`]), finishes the deletion of their volumes ([`volumes`]),
-//! reports usage and activity on them ([`status`]), publishes the node's
+//! reports usage, activity and backup on them ([`status`],
+//! [`backup_status`]), publishes the node's
 //! storage capacity ([`capacity`]), serves the FUSE connections the
 //! mounter hands over ([`crate::cluster::fuse_link`]), runs container execs in the
 //! computers' sandbox pods through the runners attached to it
@@ -14,6 +15,7 @@
 
 pub mod activity;
 pub mod api_gate;
+mod backup_status;
 pub mod capacity;
 mod computers;
 pub mod credentials;
@@ -173,6 +175,9 @@ pub struct Node {
     config: ClusterConfig,
     metrics: Arc<Metrics>,
     activity: Arc<Activity>,
+    /// Publishes Events on the computers (as `agentcomputer-node-agent`,
+    /// instance: the node's name).
+    recorder: kube::runtime::events::Recorder,
     readiness: Readiness,
     /// Signalled when the computers placed here (or their quotas) change.
     placement_changed: Notify,
@@ -243,8 +248,16 @@ where
     // proxy, a quarter each to the API and share ports.
     let descriptors = crate::descriptors::Descriptors::raise();
     let index = Arc::new(Index::default());
+    let recorder = kube::runtime::events::Recorder::new(
+        client.clone(),
+        kube::runtime::events::Reporter {
+            controller: keys::FIELD_MANAGER.into(),
+            instance: Some(config.node_name.clone()),
+        },
+    );
     let node = Arc::new(Node {
         client,
+        recorder,
         registry: registry.clone(),
         proxy_callers: Arc::new(egress_proxy::ProxyCallers::new(index.clone())),
         index,

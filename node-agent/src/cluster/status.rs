@@ -3,8 +3,9 @@
 //! subresource, field manager `agentcomputer-node-agent`, only when changed
 //! and at most once per `status_interval` per computer) and the annotation
 //! `agentcomputer.dev/last-activity` (RFC 3339, merge patch, at most every
-//! [`ACTIVITY_INTERVAL`] per computer). It also keeps the stored totals of
-//! the metrics current.
+//! [`ACTIVITY_INTERVAL`] per computer). With a backup store, it reports
+//! each computer's backup too ([`super::backup_status`]). It also keeps the
+//! stored totals of the metrics current.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -34,6 +35,7 @@ const TICK: Duration = Duration::from_millis(500);
 struct Reported {
     usage: Option<(Usage, Instant)>,
     activity: Option<(SystemTime, Instant)>,
+    backup: super::backup_status::Reported,
 }
 
 /// Reports usage and activity until `stop`.
@@ -57,6 +59,22 @@ pub async fn run(node: Arc<Node>, stop: CancellationToken) {
             }
         }
         node.metrics.set_stored(totals.0, totals.1, totals.2);
+        if node.registry.backup_target().is_some() {
+            let reports: HashMap<String, _> = node
+                .registry
+                .backup_reports()
+                .into_iter()
+                .map(|r| (r.name, r.state))
+                .collect();
+            let now = Instant::now();
+            for entry in &entries {
+                if let Some(state) = reported.get_mut(&entry.uid) {
+                    let report = reports.get(&entry.uid);
+                    super::backup_status::report(&node, entry, report, &mut state.backup, now)
+                        .await;
+                }
+            }
+        }
         for (uid, used_at) in node.activity.snapshot() {
             if let (Some(entry), Some(state)) = (node.index.get(&uid), reported.get_mut(&uid)) {
                 report_activity(&node, &entry, used_at, state).await;
