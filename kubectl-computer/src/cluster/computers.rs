@@ -258,7 +258,7 @@ pub async fn delete(cluster: &Cluster, name: &str, wait: Option<Duration>) -> Re
 
 /// Prints the computers of the namespace as the local `list` does. USED,
 /// DISK and INODES come from `status.volume` (reported by the node agent),
-/// STATE is the phase.
+/// STATE is the phase, BACKUP the age of `status.backup.lastShippedTime`.
 pub async fn list(cluster: &Cluster) -> Result<()> {
     let list = cluster
         .computers()
@@ -287,11 +287,34 @@ fn row(c: &AgentComputer) -> Row {
             .and_then(|s| s.phase)
             .map_or("-", |p| p.as_str())
             .to_string(),
+        backup: Some(backup_age(c, k8s_openapi::jiff::Timestamp::now())),
         created: c
             .metadata
             .creation_timestamp
             .as_ref()
             .map_or_else(|| "-".into(), |t| crate::format::time(unix_nanos(&t.0))),
+    }
+}
+
+/// The age at `now` of the computer's latest backup object, `-` before
+/// one is reported.
+fn backup_age(c: &AgentComputer, now: k8s_openapi::jiff::Timestamp) -> String {
+    let shipped = c
+        .status
+        .as_ref()
+        .and_then(|s| s.backup.as_ref())
+        .and_then(|b| b.last_shipped_time.as_ref());
+    match shipped {
+        Some(t) => {
+            let ns = now
+                .as_nanosecond()
+                .saturating_sub(t.0.as_nanosecond())
+                .max(0);
+            crate::cmd::computers::age(std::time::Duration::from_nanos(
+                u64::try_from(ns).unwrap_or(u64::MAX),
+            ))
+        }
+        None => "-".into(),
     }
 }
 
@@ -303,6 +326,25 @@ fn unix_nanos(t: &k8s_openapi::jiff::Timestamp) -> i64 {
 mod tests {
     use super::*;
     use agentcomputer_crds::{AgentComputerStatus, ComputerPhase};
+
+    #[test]
+    fn backup_column_is_the_age_of_the_last_shipped_object() {
+        let mut c: AgentComputer = serde_json::from_value(serde_json::json!({
+            "apiVersion": "agentcomputer.dev/v1alpha1", "kind": "AgentComputer",
+            "metadata": {"name": "demo"}, "spec": {"storage": {"size": "1Gi"}},
+        }))
+        .unwrap();
+        let now: k8s_openapi::jiff::Timestamp = "2026-01-01T00:10:00Z".parse().unwrap();
+        assert_eq!(backup_age(&c, now), "-");
+        c.status = Some(
+            serde_json::from_value(serde_json::json!({
+                "backup": {"position": 3, "lastShippedTime": "2026-01-01T00:09:18Z", "lagSeconds": 0},
+            }))
+            .unwrap(),
+        );
+        assert_eq!(backup_age(&c, now), "42s");
+        assert!(row(&c).backup.is_some(), "a cluster row has the column");
+    }
 
     fn condition(t: &str, status: &str, reason: &str, message: &str) -> Condition {
         serde_json::from_value(serde_json::json!({

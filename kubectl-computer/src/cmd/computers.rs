@@ -54,33 +54,58 @@ pub struct Row {
     pub disk_bytes: Option<u64>,
     /// `open`/`idle` for a local agent, the phase in a cluster.
     pub state: String,
+    /// In a cluster, the age of the latest backup object (`status.backup`,
+    /// `-` before one); `None` (no column) for a local agent.
+    pub backup: Option<String>,
     /// RFC 3339 creation time.
     pub created: String,
 }
 
-/// Prints `list`'s table: a header, then one line per row.
+/// Prints `list`'s table: a header, then one line per row. The BACKUP
+/// column is there when the rows have it (a cluster).
 pub fn print_table(rows: &[Row]) {
+    let backup = rows.iter().any(|r| r.backup.is_some());
+    let column = |v: &str| {
+        if backup {
+            format!("{v:<8} ")
+        } else {
+            String::new()
+        }
+    };
     outln!(
-        "{:<30} {:>10} {:>10} {:>10} {:>8} {:<8} CREATED",
+        "{:<30} {:>10} {:>10} {:>10} {:>8} {:<8} {}CREATED",
         "NAME",
         "USED",
         "QUOTA",
         "DISK",
         "INODES",
-        "STATE"
+        "STATE",
+        column("BACKUP")
     );
     let or_dash = |v: Option<String>| v.unwrap_or_else(|| "-".into());
     for r in rows {
         outln!(
-            "{:<30} {:>10} {:>10} {:>10} {:>8} {:<8} {}",
+            "{:<30} {:>10} {:>10} {:>10} {:>8} {:<8} {}{}",
             r.name,
             or_dash(r.used_bytes.map(human)),
             r.quota,
             or_dash(r.disk_bytes.map(human)),
             or_dash(r.used_inodes.map(|n| n.to_string())),
             r.state,
+            column(r.backup.as_deref().unwrap_or("-")),
             r.created
         );
+    }
+}
+
+/// An age as kubectl prints one: `42s`, `5m`, `3h`, `2d`.
+pub fn age(d: std::time::Duration) -> String {
+    let s = d.as_secs();
+    match s {
+        0..120 => format!("{s}s"),
+        120..7_200 => format!("{}m", s / 60),
+        7_200..172_800 => format!("{}h", s / 3_600),
+        _ => format!("{}d", s / 86_400),
     }
 }
 
@@ -106,10 +131,26 @@ pub async fn list(client: &mut Client) -> Result<()> {
             used_inodes: Some(c.used_inodes),
             disk_bytes: Some(c.disk_bytes),
             state: if c.open { "open" } else { "idle" }.into(),
+            backup: None,
             created: time(c.created_unix_nanos),
             name: c.name,
         })
         .collect();
     print_table(&rows);
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn ages_as_kubectl_prints_them() {
+        assert_eq!(age(Duration::from_millis(300)), "0s");
+        assert_eq!(age(Duration::from_secs(119)), "119s");
+        assert_eq!(age(Duration::from_secs(600)), "10m");
+        assert_eq!(age(Duration::from_secs(3 * 3600)), "3h");
+        assert_eq!(age(Duration::from_secs(3 * 86_400)), "3d");
+    }
 }
