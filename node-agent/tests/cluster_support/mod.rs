@@ -49,6 +49,9 @@ rules:
 - apiGroups: [""]
   resources: [persistentvolumes]
   verbs: [get, list, watch, patch]
+- apiGroups: [events.k8s.io]
+  resources: [events]
+  verbs: [create, patch]
 ---
 apiVersion: rbac.authorization.k8s.io/v1
 kind: ClusterRoleBinding
