@@ -410,7 +410,7 @@ async fn operator_chart_and_crd_against_a_real_apiserver() {
             .next()
             .unwrap()
             .split_whitespace()
-            .eq(["NAME", "PHASE", "NODE", "SIZE", "DISK", "AGE"]),
+            .eq(["NAME", "PHASE", "NODE", "SIZE", "DISK", "BACKUP", "AGE"]),
         "{get}"
     );
 
