@@ -209,7 +209,7 @@ pub async fn report(
     if !r.read {
         // The condition this computer has, so that an agent restart keeps
         // its transition time and raises no second Warning for it.
-        match api.get_status(&entry.name).await {
+        match api.get(&entry.name).await {
             Ok(c) => {
                 r.condition = c.status.and_then(|s| {
                     s.conditions
