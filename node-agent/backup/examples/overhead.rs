@@ -9,6 +9,9 @@
 //!    also the requests the idle shippers made (uploads; their polls read
 //!    the WAL index only).
 //!
+//! `OVERHEAD_CHECKPOINT_PAGES` and `OVERHEAD_INTERVAL_MS` change the
+//! shipper's checkpoint threshold and upload interval.
+//!
 //! Run: cargo run --release -p agentcomputer-backup --example overhead
 //! (needs scripts/install-object-store.sh). Recorded in docs/benchmarks.md.
 
@@ -26,9 +29,19 @@ use object_store::path::Path;
 /// Shipper options as the node agent uses them: woken by the engine's
 /// change notifications, polling once a second.
 fn agent_options() -> Options {
+    let defaults = Options::default();
     Options {
         poll_interval: Duration::from_secs(1),
-        ..Options::default()
+        // Knobs to find where the write path's cost goes.
+        checkpoint_pages: env_or(
+            "OVERHEAD_CHECKPOINT_PAGES",
+            defaults.checkpoint_pages as usize,
+        ) as u64,
+        min_upload_interval: Duration::from_millis(env_or(
+            "OVERHEAD_INTERVAL_MS",
+            defaults.min_upload_interval.as_millis() as usize,
+        ) as u64),
+        ..defaults
     }
 }
 
@@ -216,5 +229,7 @@ async fn main() {
     let store = server.store();
     let dir = tempfile::tempdir().unwrap();
     write_path(dir.path(), &store).await;
-    idle_open(dir.path(), &store).await;
+    if env_or("OVERHEAD_OPEN", 200) > 0 {
+        idle_open(dir.path(), &store).await;
+    }
 }
