@@ -18,6 +18,9 @@ pub struct HeldLease {
     fence: Fence,
     /// The renew task; taken by `release` to wait for its end.
     renewer: Option<JoinHandle<()>>,
+    /// Set by [`HeldLease::stop_renewing`]: dropping leaves validity to
+    /// lapse at the renew deadline.
+    lapse_on_drop: bool,
 }
 
 impl HeldLease {
@@ -30,6 +33,7 @@ impl HeldLease {
             lock,
             fence,
             renewer: Some(renewer),
+            lapse_on_drop: false,
         }
     }
 
@@ -75,9 +79,25 @@ impl HeldLease {
     }
 }
 
+impl HeldLease {
+    /// Stops renewing without ending validity now: the returned fence stays
+    /// valid until the renew deadline of the last renew, then turns invalid
+    /// by itself ([`Lost::RenewDeadline`]); the Lease is not cleared. For a
+    /// holder that goes away while work it started may still finish (a
+    /// process shutting down while other threads still serve): no other
+    /// candidate may take the Lease before its lease duration, which is
+    /// longer than the renew deadline, so one writer still holds.
+    pub fn stop_renewing(mut self) -> Fence {
+        self.lapse_on_drop = true;
+        self.fence.clone()
+    }
+}
+
 impl Drop for HeldLease {
     fn drop(&mut self) {
-        self.fence.lose(Lost::Released);
+        if !self.lapse_on_drop {
+            self.fence.lose(Lost::Released);
+        }
         if let Some(renewer) = &self.renewer {
             renewer.abort();
         }

@@ -458,3 +458,40 @@ async fn leases_carry_labels_and_the_callers_owner() {
     let c1 = leases.get("c1").await.unwrap();
     assert_eq!(c1.metadata.labels.as_ref(), Some(&labels));
 }
+
+/// A holder that stops renewing (a process going away while its threads
+/// may still finish a write) stays valid until the renew deadline of its
+/// last renew, then not; the Lease keeps its holder, and another identity
+/// can take it only after the lease duration.
+#[tokio::test]
+async fn a_holder_that_stops_renewing_lapses_at_the_renew_deadline() {
+    let _serial = SERIAL.lock().await;
+    let Some(cluster) = cluster().await else {
+        return;
+    };
+    let admin = cluster.admin().await;
+    let a = lock(&admin, "lapsing", "a").acquire().await.unwrap();
+    // Past a renew, so the deadline counts from a renew's start.
+    tokio::time::sleep(TIMING.retry_period * 2).await;
+    let stopped = std::time::Instant::now();
+    let fence = a.stop_renewing();
+    assert_eq!(fence.valid(), Ok(()), "still valid right after");
+    let lost = fence.lost().await;
+    let after = stopped.elapsed();
+    assert_eq!(lost, Lost::RenewDeadline);
+    assert!(
+        after <= TIMING.renew_deadline + Duration::from_millis(250),
+        "valid for {after:?} after the last renew could have happened"
+    );
+    assert!(
+        after >= TIMING.renew_deadline - TIMING.retry_period * 2 - Duration::from_millis(250),
+        "lapsed after only {after:?}"
+    );
+    assert_eq!(
+        spec(&admin, "lapsing").await.holder_identity.as_deref(),
+        Some("a"),
+        "the Lease keeps its holder"
+    );
+    let b = lock(&admin, "lapsing", "b");
+    assert!(matches!(b.acquire().await, Err(AcquireError::Held { .. })));
+}

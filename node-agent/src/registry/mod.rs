@@ -151,6 +151,20 @@ struct Slot {
     lease_lost: Mutex<Option<String>>,
 }
 
+impl Drop for Slot {
+    fn drop(&mut self) {
+        // Still held when a slot goes without a close (the process shuts
+        // down while its FUSE threads may still serve a request): stop
+        // renewing, but let the engine commit until the renew deadline
+        // rather than fail those requests with EIO. No other node may take
+        // the Lease before its lease duration; the next agent on this node
+        // (same identity) takes it over at once.
+        if let Some(held) = self.writer_lease.get_mut().take() {
+            let _ = held.stop_renewing();
+        }
+    }
+}
+
 impl Slot {
     /// Whether this node may no longer write the computer: its writer
     /// Lease passed its renew deadline or was taken (never without one).
