@@ -50,6 +50,10 @@ pub(super) struct Backups {
     pub(super) ids: BackupIds,
     /// The counts of every shipper that stopped since the agent started.
     stopped: Arc<Mutex<ShippedTotals>>,
+    /// One verify-backup at a time on this agent: each restores a whole
+    /// computer into scratch space, which many at once would turn into a
+    /// way for one tenant to fill the node's disk and bandwidth.
+    verifies: tokio::sync::Semaphore,
 }
 
 /// What the shippers of this agent did, summed: every upload and failed
@@ -159,6 +163,7 @@ impl Registry {
             target,
             ids,
             stopped: Arc::default(),
+            verifies: tokio::sync::Semaphore::new(1),
         });
     }
 
@@ -561,6 +566,11 @@ impl Registry {
                 .await?
                 .ok_or_else(|| RegistryError::NotFound(name.to_string()))?,
         };
+        let _turn = b
+            .verifies
+            .acquire()
+            .await
+            .expect("the semaphore is never closed");
         let scratch = self
             .inner
             .scratch_dir
