@@ -79,7 +79,6 @@ pub enum LockError {
 #[derive(Debug)]
 pub struct DataDirLock {
     _file: Flock<File>,
-    path: PathBuf,
 }
 
 impl DataDirLock {
@@ -146,7 +145,7 @@ impl DataDirLock {
         file.write_all(format!("{pid}\n").as_bytes())
             .and_then(|()| file.sync_data())
             .map_err(io)?;
-        Ok(DataDirLock { _file: file, path })
+        Ok(DataDirLock { _file: file })
     }
 
     /// Creates `data_dir` if missing (mode 0700, [`crate::private::ensure_dir`])
@@ -157,11 +156,6 @@ impl DataDirLock {
             source,
         })?;
         DataDirLock::acquire(data_dir)
-    }
-
-    /// Path of the lock file.
-    pub fn path(&self) -> &Path {
-        &self.path
     }
 }
 
@@ -185,7 +179,7 @@ mod tests {
     fn second_lock_is_refused_naming_the_pid_and_released_on_drop() {
         let dir = tempfile::tempdir().unwrap();
         let first = DataDirLock::acquire(dir.path()).unwrap();
-        let text = std::fs::read_to_string(first.path()).unwrap();
+        let text = std::fs::read_to_string(dir.path().join(LOCK_FILE)).unwrap();
         assert_eq!(text.trim(), std::process::id().to_string());
         // flock conflicts between open file descriptions, in one process too.
         match DataDirLock::acquire(dir.path()) {
@@ -206,10 +200,10 @@ mod tests {
             std::thread::sleep(std::time::Duration::from_millis(300));
             drop(first);
         });
-        let second = DataDirLock::acquire(dir.path()).expect("taken once the holder let go");
+        let _second = DataDirLock::acquire(dir.path()).expect("taken once the holder let go");
         assert!(started.elapsed() >= std::time::Duration::from_millis(300));
         releaser.join().unwrap();
-        let text = std::fs::read_to_string(second.path()).unwrap();
+        let text = std::fs::read_to_string(dir.path().join(LOCK_FILE)).unwrap();
         assert_eq!(
             text.trim(),
             std::process::id().to_string(),
@@ -221,8 +215,8 @@ mod tests {
     fn a_stale_pid_does_not_block() {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join(LOCK_FILE), "999999\n").unwrap();
-        let lock = DataDirLock::acquire(dir.path()).unwrap();
-        let text = std::fs::read_to_string(lock.path()).unwrap();
+        let _lock = DataDirLock::acquire(dir.path()).unwrap();
+        let text = std::fs::read_to_string(dir.path().join(LOCK_FILE)).unwrap();
         assert_eq!(text.trim(), std::process::id().to_string());
     }
 }

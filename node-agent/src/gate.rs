@@ -531,11 +531,6 @@ pub struct Gated {
 }
 
 impl Gated {
-    /// The connection's ticket.
-    pub fn ticket(&self) -> &Ticket {
-        &self.ticket
-    }
-
     /// Why the connection must end now, if it must.
     fn check(&mut self, cx: &mut Context<'_>) -> Option<io::Error> {
         let conn = &self.ticket.conn;
@@ -659,7 +654,7 @@ mod tests {
         tokio::spawn(async move {
             loop {
                 let (mut conn, _) = gated.accept().await;
-                let _ = tx.send(conn.ticket().clone());
+                let _ = tx.send(conn.ticket.clone());
                 tokio::spawn(async move {
                     let mut buf = [0u8; 64];
                     while let Ok(n @ 1..) = conn.read(&mut buf).await {

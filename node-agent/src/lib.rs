@@ -9,22 +9,22 @@
 
 pub mod admission;
 pub mod api;
-pub mod auth;
+mod auth;
 pub mod backup;
 mod blocking;
 mod cgroup_memory;
 pub mod cluster;
-pub mod computer;
+mod computer;
 pub mod control_addresses;
 pub mod data_lock;
 pub mod descriptors;
-pub mod errors;
+mod errors;
 pub mod gate;
-pub mod layout;
+mod layout;
 pub mod local;
 mod name_locks;
-pub mod paths;
-pub mod private;
+mod paths;
+mod private;
 pub mod registry;
 pub mod share;
 pub mod tls;

@@ -374,6 +374,7 @@ impl Admission {
     }
 
     /// The limits enforced.
+    #[cfg(test)]
     pub fn config(&self) -> &AdmissionConfig {
         &self.inner.config
     }
@@ -474,6 +475,7 @@ impl Admission {
     }
 
     /// Execs running and execs waiting, now.
+    #[cfg(test)]
     pub fn load(&self) -> (usize, usize) {
         let state = self.inner.lock();
         (state.running, state.queued)

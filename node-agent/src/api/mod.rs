@@ -7,13 +7,13 @@
 
 mod backup;
 mod computers;
-pub mod container_runtime;
+pub(crate) mod container_runtime;
 mod convert;
 mod egress;
 mod exec;
 mod fs;
 mod mount;
-pub mod observe;
+mod observe;
 mod read;
 mod search;
 mod share;

@@ -116,11 +116,6 @@ impl BackupTarget {
         })
     }
 
-    /// The URL, for messages.
-    pub fn url(&self) -> &BackupUrl {
-        &self.url
-    }
-
     /// Where computer `id`'s objects live.
     pub fn computer_prefix(&self, id: &str) -> Path {
         self.root.clone().join("computers").join(id)

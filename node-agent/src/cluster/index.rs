@@ -39,15 +39,6 @@ impl Entry {
     }
 }
 
-/// Why a requested computer name does not lead to one computer.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Lookup {
-    /// No computer on this node has that uid, `NAMESPACE/NAME` or name.
-    NotFound,
-    /// Several computers here have that name (in different namespaces).
-    Ambiguous(Vec<String>),
-}
-
 /// Parses `status.credentialHash`: `sha256:` and 64 lowercase hex digits.
 /// `None` for anything else.
 pub fn parse_credential_hash(text: &str) -> Option<[u8; 32]> {
@@ -111,45 +102,10 @@ impl Index {
         map.values().cloned().collect()
     }
 
-    /// How many computers are known.
-    pub fn len(&self) -> usize {
-        self.by_uid.read().len()
-    }
-
-    /// Whether no computer is known.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
     /// Runs `f` over all entries under one read lock.
     pub fn with_entries<T>(&self, f: impl FnOnce(&mut dyn Iterator<Item = &Entry>) -> T) -> T {
         let map = self.by_uid.read();
         f(&mut map.values())
-    }
-
-    /// The computer a client means by `requested`: its uid, its
-    /// `NAMESPACE/NAME`, or a `NAME` only one computer on this node has.
-    pub fn resolve(&self, requested: &str) -> Result<Entry, Lookup> {
-        let map = self.by_uid.read();
-        if let Some(e) = map.get(requested) {
-            return Ok(e.clone());
-        }
-        if let Some((ns, name)) = requested.split_once('/') {
-            return map
-                .values()
-                .find(|e| e.namespace == ns && e.name == name)
-                .cloned()
-                .ok_or(Lookup::NotFound);
-        }
-        let mut found: Vec<&Entry> = map.values().filter(|e| e.name == requested).collect();
-        match found.len() {
-            0 => Err(Lookup::NotFound),
-            1 => Ok(found[0].clone()),
-            _ => {
-                found.sort_by(|a, b| a.namespace.cmp(&b.namespace));
-                Err(Lookup::Ambiguous(found.iter().map(|e| e.shown()).collect()))
-            }
-        }
     }
 }
 
@@ -168,23 +124,16 @@ mod tests {
     }
 
     #[test]
-    fn resolves_uid_namespace_name_and_unique_name() {
+    fn upsert_tells_a_change_and_retain_counts_removals() {
         let index = Index::default();
         assert!(index.upsert(entry("u1", "a", "demo")));
         assert!(!index.upsert(entry("u1", "a", "demo")));
+        assert!(index.upsert(entry("u1", "a", "renamed")));
         index.upsert(entry("u2", "b", "demo"));
-        index.upsert(entry("u3", "b", "solo"));
-        assert_eq!(index.resolve("u1").unwrap().uid, "u1");
-        assert_eq!(index.resolve("b/demo").unwrap().uid, "u2");
-        assert_eq!(index.resolve("solo").unwrap().uid, "u3");
-        assert_eq!(
-            index.resolve("demo"),
-            Err(Lookup::Ambiguous(vec!["a/demo".into(), "b/demo".into()]))
-        );
-        assert_eq!(index.resolve("c/demo"), Err(Lookup::NotFound));
-        assert_eq!(index.resolve("nope"), Err(Lookup::NotFound));
+        assert_eq!(index.get("u1").unwrap().name, "renamed");
         assert_eq!(index.retain(|uid| uid != "u2"), 1);
-        assert_eq!(index.resolve("demo").unwrap().uid, "u1");
+        assert!(index.get("u2").is_none());
+        assert_eq!(index.entries().len(), 1);
     }
 
     #[test]

@@ -13,21 +13,21 @@
 //! ([`sandboxes`]), and serves metrics and probes ([`http`]).
 //! docs/cluster.md describes the contract with the operator.
 
-pub mod activity;
+mod activity;
 pub mod api_gate;
 mod backup_status;
-pub mod capacity;
+mod capacity;
 mod computers;
-pub mod credentials;
-pub mod egress_proxy;
+mod credentials;
+mod egress_proxy;
 pub mod fuse_link;
 mod http;
-pub mod index;
-pub mod keys;
-pub mod metrics;
-pub mod sandboxes;
-pub mod share_binding;
-pub mod spec;
+mod index;
+mod keys;
+mod metrics;
+mod sandboxes;
+mod share_binding;
+mod spec;
 mod status;
 mod volumes;
 
@@ -57,13 +57,6 @@ pub const DEFAULT_LISTEN: &str = "0.0.0.0:7433";
 
 /// Default address of `/metrics`, `/healthz` and `/readyz`.
 pub const DEFAULT_METRICS_ADDR: &str = "0.0.0.0:9090";
-
-/// Default shortest time between two usage reports of one computer.
-pub const DEFAULT_STATUS_INTERVAL: Duration = Duration::from_secs(10);
-
-/// Default time running calls get to finish after SIGTERM (below the 30 s
-/// a pod gets by default between SIGTERM and SIGKILL).
-pub const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(20);
 
 /// How long after start every open keeps orphans while the agent has not
 /// reached the mounter ([`Registry::hold_orphans_until`]): a mounter that

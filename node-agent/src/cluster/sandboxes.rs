@@ -183,16 +183,6 @@ impl Sandboxes {
         self.attached().get(uid).cloned()
     }
 
-    /// How many runners are attached.
-    pub fn len(&self) -> usize {
-        self.attached().len()
-    }
-
-    /// Whether no runner is attached.
-    pub fn is_empty(&self) -> bool {
-        self.attached().is_empty()
-    }
-
     /// The message of an exec refused for want of a runner.
     fn not_connected(&self, uid: &str) -> String {
         let pod = match self.index.get(uid) {

@@ -119,16 +119,6 @@ impl Containers {
         self
     }
 
-    /// A runtime that refuses every run with `reason`.
-    pub fn unavailable(reason: &str) -> Containers {
-        Containers::with_backend(Err(Unavailable(reason.to_string())), PathBuf::new())
-    }
-
-    /// The egress proxy's decision counter, for the agent's metrics.
-    pub fn proxy_metrics(&self) -> &Metrics {
-        &self.metrics
-    }
-
     /// Serves the egress proxy on `listener` for host-side clients that
     /// present a running exec's credential (`Proxy-Authorization: Basic`,
     /// the credential sandboxes get in `HTTP_PROXY`), until `stop`.

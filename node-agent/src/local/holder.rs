@@ -14,8 +14,8 @@
 //! writes a FUSE descriptor and never opens a database: it only holds
 //! descriptors and hands duplicates back. It drops a descriptor when its
 //! connection ends (the device reports `POLLERR`: unmounted), and when no
-//! agent has been connected for the grace period (`--grace`, default
-//! [`DEFAULT_GRACE`]) it closes them all: the connections abort and
+//! agent has been connected for the grace period (`--grace`, which
+//! the agent sets from its `--mount-grace`) it closes them all: the connections abort and
 //! processes using those mounts get `ENOTCONN` instead of waiting forever.
 //! It exits when it holds nothing and no agent is connected. An agent
 //! whose holder dies starts a new one and hands it its connections again
@@ -39,11 +39,6 @@ use agentcomputer_handover::record;
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 use nix::sys::socket::{SockFlag, accept4, getsockopt, sockopt};
 use tracing::{info, warn};
-
-pub use crate::layout::HOLDER_SOCKET_FILE as SOCKET_FILE;
-
-/// How long the holder keeps connections with no agent connected.
-pub const DEFAULT_GRACE: Duration = Duration::from_secs(60);
 
 // ------------------------------------------------------------ the process
 

@@ -7,7 +7,7 @@
 
 pub mod containers;
 pub mod holder;
-pub mod token;
+mod token;
 
 use std::future::Future;
 use std::path::PathBuf;
@@ -33,9 +33,6 @@ use crate::share::{ShareConfig, Sharer, Unbound};
 
 /// Default address of the API in local mode.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:7433";
-
-/// Default idle time after which a computer is closed (5 minutes).
-pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(300);
 
 /// How long a shutdown waits for running calls before it stops anyway.
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);

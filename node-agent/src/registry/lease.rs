@@ -9,7 +9,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
-use agentcomputer_egress::EgressConfig;
 use agentcomputer_fs::{Fs, OpenOptions};
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
@@ -31,11 +30,6 @@ impl Lease {
     /// The computer's filesystem engine.
     pub fn fs(&self) -> &Fs {
         &self.slot.fs
-    }
-
-    /// The computer's egress policy as stored in its settings.
-    pub fn egress(&self) -> EgressConfig {
-        self.slot.settings.lock().egress.clone()
     }
 
     /// The computer's settings now (they may change while the lease is

@@ -56,11 +56,8 @@ mod writer_lease;
 pub use backed_up::{BackupIds, BackupReport, ShippedTotals, Synced, Verified};
 pub use error::RegistryError;
 pub use handed_over::{Handed, TakeOverError, serve_handed_over};
-pub use hibernation::COMPACT_MIN_FREE_BYTES;
 pub use holder_client::{Client as HolderClient, is_descriptor_shortage};
-pub use holder_link::{HOLDER_RESTART_ATTEMPTS, HOLDER_RESTART_DELAY};
 pub use lease::Lease;
-pub use writer_lease::writer_lease_name;
 // Shared by the files of this module (`use super::*` in each).
 pub(in crate::registry) use host_mounts::{HostMount, host_mount_options, unmount_all};
 pub(in crate::registry) use lifecycle::{
@@ -241,11 +238,6 @@ impl Registry {
                 writer_leases: std::sync::OnceLock::new(),
             }),
         })
-    }
-
-    /// The idle time after which an unused computer is closed.
-    pub fn idle_timeout(&self) -> Duration {
-        self.inner.idle_timeout
     }
 
     pub(super) fn dir_of(&self, name: &str) -> PathBuf {

@@ -16,12 +16,12 @@
 //! own loopback listener, cluster mode on a listener the chart's gateway
 //! reaches.
 
-pub mod http;
-pub mod keys;
-pub mod pace;
+pub(crate) mod http;
+mod keys;
+mod pace;
 mod range;
-pub mod sign;
-pub mod slots;
+mod sign;
+mod slots;
 
 use std::sync::Arc;
 use std::time::Duration;

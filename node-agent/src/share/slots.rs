@@ -97,6 +97,7 @@ impl DownloadSlots {
     }
 
     /// Downloads of `computer` running now.
+    #[cfg(test)]
     pub fn running(&self, computer: &str) -> usize {
         self.inner
             .state
@@ -108,6 +109,7 @@ impl DownloadSlots {
     }
 
     /// The per-computer limit in force.
+    #[cfg(test)]
     pub fn per_computer(&self) -> usize {
         self.inner.per_computer
     }
