@@ -1,5 +1,6 @@
 //! Byte counts of Kubernetes resource quantities (`spec.storage.size`, a
-//! CSIStorageCapacity's `capacity`), and the reverse for messages.
+//! CSIStorageCapacity's `capacity`). Messages show byte counts with
+//! `agentcomputer_runtime_contract::human_quantity`.
 //!
 //! Grammar, from the `resource.Quantity` documentation of
 //! k8s.io/apimachinery (`pkg/api/resource/quantity.go`):
@@ -130,29 +131,6 @@ pub fn parse_bytes(text: &str) -> Result<u64, QuantityError> {
     u64::try_from(bytes).map_err(|_| too_large())
 }
 
-/// `bytes` in the largest binary unit (Ki … Ei) it reaches, with at most one
-/// decimal, rounded down so that free space is never overstated: `2Gi`,
-/// `1.5Gi`, `512Mi`, `100` (bytes).
-pub fn format_bytes(bytes: u64) -> String {
-    const UNITS: [&str; 6] = ["Ki", "Mi", "Gi", "Ti", "Pi", "Ei"];
-    let mut unit = None;
-    for (i, u) in UNITS.iter().enumerate() {
-        if bytes >= 1u64 << (10 * (i + 1)) {
-            unit = Some((i, *u));
-        }
-    }
-    let Some((i, u)) = unit else {
-        return bytes.to_string();
-    };
-    let scale = 1u128 << (10 * (i + 1));
-    let tenths = (bytes as u128 * 10) / scale;
-    if tenths.is_multiple_of(10) {
-        format!("{}{u}", tenths / 10)
-    } else {
-        format!("{}.{}{u}", tenths / 10, tenths % 10)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -214,16 +192,5 @@ mod tests {
                 .to_string()
                 .contains("not a Kubernetes quantity")
         );
-    }
-
-    #[test]
-    fn formatting_rounds_down_in_binary_units() {
-        assert_eq!(format_bytes(0), "0");
-        assert_eq!(format_bytes(1023), "1023");
-        assert_eq!(format_bytes(1024), "1Ki");
-        assert_eq!(format_bytes(2 << 30), "2Gi");
-        assert_eq!(format_bytes(3 << 29), "1.5Gi");
-        assert_eq!(format_bytes((2 << 30) - 1), "1.9Gi");
-        assert_eq!(format_bytes(u64::MAX), "15.9Ei");
     }
 }

@@ -1,4 +1,5 @@
-//! Parsing sizes such as `10Gi` or `500M` (Kubernetes quantity suffixes).
+//! Sizes on the command line: parsing `10Gi` or `500M` (Kubernetes quantity
+//! suffixes), writing them back as quantities, and showing them to people.
 
 /// Parses a byte count: a Kubernetes quantity (`10Gi`, `500M`, `1.5Gi`,
 /// `1e9`, with the operator's parser, `agentcomputer_crds::quantity`), also
@@ -23,24 +24,9 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
     })
 }
 
-/// A byte count for people: `1.5 GiB`, `12 KiB`, `512 B`.
-pub fn human(bytes: u64) -> String {
-    const UNITS: [&str; 6] = ["KiB", "MiB", "GiB", "TiB", "PiB", "EiB"];
-    if bytes < 1024 {
-        return format!("{bytes} B");
-    }
-    let mut value = bytes as f64 / 1024.0;
-    let mut unit = 0;
-    while value >= 1024.0 && unit < UNITS.len() - 1 {
-        value /= 1024.0;
-        unit += 1;
-    }
-    if value < 10.0 {
-        format!("{value:.1} {}", UNITS[unit])
-    } else {
-        format!("{value:.0} {}", UNITS[unit])
-    }
-}
+/// A byte count for people, as every crate shows one: `1.5 GiB`,
+/// `12 KiB`, `512 bytes` (one decimal at most, rounded down).
+pub use agentcomputer_runtime_contract::human_bytes as human;
 
 /// `bytes` as a Kubernetes quantity string: with the suffix (`Ki` … `Ei`,
 /// `k` … `E`) that divides it exactly into the smallest number, else a
@@ -103,12 +89,5 @@ mod tests {
         for bad in ["", "Gi", "10Q", "1.2.3G", "-1", "99999999999Ei"] {
             assert!(parse_size(bad).is_err(), "{bad}");
         }
-    }
-
-    #[test]
-    fn human_sizes() {
-        assert_eq!(human(512), "512 B");
-        assert_eq!(human(1536), "1.5 KiB");
-        assert_eq!(human(10 << 30), "10 GiB");
     }
 }

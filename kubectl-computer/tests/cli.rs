@@ -186,7 +186,7 @@ fn exec_streams_output_and_exit_codes_and_files_persist() {
     let list = ok(server.cli(&["list"]));
     assert!(
         list.lines()
-            .any(|l| l.starts_with("demo ") && l.contains("1.0 GiB")),
+            .any(|l| l.starts_with("demo ") && l.contains(" 1 GiB")),
         "{list}"
     );
 }

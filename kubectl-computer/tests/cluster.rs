@@ -254,9 +254,7 @@ async fn create_list_delete(cli: &Cli, admin: &Client) {
     let demo_line: Vec<&str> = table.lines().nth(1).unwrap().split_whitespace().collect();
     assert_eq!(
         &demo_line[..9],
-        [
-            "demo", "3.0", "MiB", "500", "MiB", "5.0", "MiB", "12", "Ready"
-        ],
+        ["demo", "3", "MiB", "500", "MiB", "5", "MiB", "12", "Ready"],
         "{table}"
     );
 

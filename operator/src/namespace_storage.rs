@@ -27,7 +27,8 @@
 use std::cmp::Ordering;
 
 use agentcomputer_crds::AgentComputer;
-use agentcomputer_crds::quantity::{format_bytes, quantity_bytes};
+use agentcomputer_crds::quantity::quantity_bytes;
+use agentcomputer_runtime_contract::human_quantity;
 use k8s_openapi::api::core::v1::PersistentVolume;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use kube::ResourceExt;
@@ -155,10 +156,10 @@ pub fn grant<'a>(
     let ns = ns.unwrap_or_default();
     let message = format!(
         "namespace {ns}: {} more would bring its computers' quotas to {}, over the operator's limit of {} per namespace (--namespace-storage-limit); {} is free",
-        format_bytes(mine.demand()),
-        format_bytes(total + mine.demand()),
-        format_bytes(limit),
-        format_bytes(limit.saturating_sub(total)),
+        human_quantity(mine.demand()),
+        human_quantity(total + mine.demand()),
+        human_quantity(limit),
+        human_quantity(limit.saturating_sub(total)),
     );
     Grant::Refused {
         held: held_as,

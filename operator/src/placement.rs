@@ -22,8 +22,9 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use agentcomputer_crds::quantity::{format_bytes, quantity_bytes};
+use agentcomputer_crds::quantity::quantity_bytes;
 use agentcomputer_crds::{AgentComputerSpec, labels};
+use agentcomputer_runtime_contract::human_quantity;
 use k8s_openapi::api::core::v1::{Node, Pod, Taint, Toleration};
 use k8s_openapi::api::storage::v1::CSIStorageCapacity;
 
@@ -397,7 +398,7 @@ pub fn explain<'a>(
         parts.push(format!(
             "{count} no room for {} ({} free)",
             spec.storage.size.0,
-            format_bytes(most)
+            human_quantity(most)
         ));
     }
     parts.extend(counts.iter().map(|(k, v)| format!("{v} {k}")));

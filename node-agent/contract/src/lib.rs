@@ -13,16 +13,20 @@
 //! - [`OutputChunk`]: a piece of a run's output on stdout or stderr, in
 //!   the order the program produced it;
 //! - [`SANDBOX_UID`] / [`SANDBOX_GID`]: the user programs run as and whose
-//!   files they create, in every runtime and in the cluster's sandbox pods.
+//!   files they create, in every runtime and in the cluster's sandbox pods;
+//! - [`human_bytes`] / [`human_quantity`]: how a byte count is shown to
+//!   people, in a runtime's messages and in every other crate's.
 //!
 //! The crate has no dependencies, so that the static runner binary can use
 //! it too.
 
+mod bytes;
 pub mod exit;
 mod output;
 mod runtime;
 mod sandbox;
 
+pub use bytes::{human_bytes, human_quantity};
 pub use exit::{EXIT_CANCELLED, EXIT_OUTPUT_CAP, EXIT_START_FAILED, EXIT_TIMEOUT, Stopped};
 pub use output::OutputChunk;
 pub use runtime::{Runtime, UnknownRuntime};

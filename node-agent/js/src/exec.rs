@@ -17,13 +17,14 @@ use crate::fsops::FsOps;
 use crate::loader::{Graph, ModuleLoader, ModuleResolver};
 use crate::output::{OutputSink, Stream};
 use crate::state::{ExecState, StateRef};
-use crate::stop::{StopReason, Stopper, human_bytes, human_secs};
+use crate::stop::{StopReason, Stopper, human_secs};
 use crate::vfs::Vfs;
 use crate::{
     DEFAULT_MAX_OUTPUT_BYTES, DEFAULT_MEMORY_LIMIT_BYTES, DEFAULT_STACK_LIMIT_BYTES,
     DEFAULT_TIMEOUT, EXIT_CANCELLED, EXIT_FAILURE, EXIT_OUTPUT_CAP, EXIT_TIMEOUT, JsOutcome,
     JsRequest, MAX_STACK_LIMIT_BYTES, OutputChunk, RunOptions, internal,
 };
+use agentcomputer_runtime_contract::human_bytes;
 
 /// Native stack beyond the JavaScript limit, for host calls (SQLite, ...)
 /// made at the deepest JavaScript frame.

@@ -103,20 +103,6 @@ pub(crate) fn human_secs(d: Duration) -> String {
     }
 }
 
-/// `64 MiB`, `1.5 KiB`, `100 bytes`.
-pub(crate) fn human_bytes(n: u64) -> String {
-    const UNITS: [(&str, u64); 3] = [("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)];
-    for (unit, size) in UNITS {
-        if n >= size {
-            if n.is_multiple_of(size) {
-                return format!("{} {unit}", n / size);
-            }
-            return format!("{:.1} {unit}", n as f64 / size as f64);
-        }
-    }
-    format!("{n} bytes")
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -140,8 +126,5 @@ mod tests {
     fn formats() {
         assert_eq!(human_secs(Duration::from_secs(2)), "2s");
         assert_eq!(human_secs(Duration::from_millis(250)), "0.25s");
-        assert_eq!(human_bytes(64 << 20), "64 MiB");
-        assert_eq!(human_bytes(1536), "1.5 KiB");
-        assert_eq!(human_bytes(10), "10 bytes");
     }
 }

@@ -121,9 +121,9 @@ impl AdmissionConfig {
         let mut config = AdmissionConfig::for_node();
         match crate::cgroup_memory::own() {
             Some(cgroup) => tracing::info!(
-                exec_memory = %bytes(config.exec_memory_bytes),
-                limit = %bytes(cgroup.limit),
-                used = %bytes(cgroup.usage),
+                exec_memory = %human_bytes(config.exec_memory_bytes),
+                limit = %human_bytes(cgroup.limit),
+                used = %human_bytes(cgroup.usage),
                 cgroup = %cgroup.dir.display(),
                 version = cgroup.version,
                 "exec memory sized from the agent's memory cgroup"
@@ -133,7 +133,7 @@ impl AdmissionConfig {
                     .exec_memory_bytes
                     .min(CLUSTER_EXEC_MEMORY_WITHOUT_LIMIT);
                 tracing::warn!(
-                    exec_memory = %bytes(config.exec_memory_bytes),
+                    exec_memory = %human_bytes(config.exec_memory_bytes),
                     "no memory limit found for the agent's cgroup (cgroup v1 or v2, \
                      /proc/self/cgroup and /proc/self/mountinfo); execs may reserve only this much \
                      together: give the agent container resources.limits.memory"

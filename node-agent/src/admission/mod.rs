@@ -26,8 +26,8 @@ pub use config::*;
 pub use queue::{Admission, Permit};
 pub use refusal::{Limit, Refusal};
 // Shared by the files of this module (`use super::*` in each).
+use agentcomputer_runtime_contract::human_bytes;
 pub(in crate::admission) use metrics::Metrics;
-pub(crate) use refusal::bytes;
 
 #[cfg(test)]
 mod tests {

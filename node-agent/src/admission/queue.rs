@@ -306,9 +306,9 @@ impl Inner {
             Limit::Execs if self.slots < c.max_execs => format!(
                 "exec refused: the node agent already runs {} execs, as many as its exec memory holds at {} each (exec_memory = {}, min_exec_memory = {}, max_execs = {}){wait}",
                 self.slots,
-                bytes(c.min_exec_memory_bytes),
-                bytes(c.exec_memory_bytes),
-                bytes(c.min_exec_memory_bytes),
+                human_bytes(c.min_exec_memory_bytes),
+                human_bytes(c.exec_memory_bytes),
+                human_bytes(c.min_exec_memory_bytes),
                 c.max_execs
             ),
             Limit::Execs => format!(
@@ -317,14 +317,14 @@ impl Inner {
             ),
             Limit::Memory if memory > c.exec_memory_bytes => format!(
                 "exec refused: its memory budget of {} is more than all execs may reserve together (exec_memory = {})",
-                bytes(memory),
-                bytes(c.exec_memory_bytes)
+                human_bytes(memory),
+                human_bytes(c.exec_memory_bytes)
             ),
             Limit::Memory => format!(
                 "exec refused: its memory budget of {} does not fit beside what the running execs reserve and the floor held back for each free exec slot (exec_memory = {}, min_exec_memory = {}); an exec that asks for no budget is given what fits{wait}",
-                bytes(memory),
-                bytes(c.exec_memory_bytes),
-                bytes(c.min_exec_memory_bytes)
+                human_bytes(memory),
+                human_bytes(c.exec_memory_bytes),
+                human_bytes(c.min_exec_memory_bytes)
             ),
             Limit::Queue => format!(
                 "exec refused: {} execs already wait for admission, the queue's limit (exec_queue = {})",

@@ -58,19 +58,3 @@ impl From<Refusal> for Status {
         Status::resource_exhausted(r.message)
     }
 }
-
-/// Shows a byte count in binary units (`256 MiB`, `11.2 GiB`).
-pub(crate) fn bytes(n: u64) -> String {
-    pub(super) const UNITS: [&str; 5] = ["bytes", "KiB", "MiB", "GiB", "TiB"];
-    let mut v = n as f64;
-    let mut unit = 0;
-    while v >= 1024.0 && unit < UNITS.len() - 1 {
-        v /= 1024.0;
-        unit += 1;
-    }
-    if unit == 0 || v.fract() == 0.0 {
-        format!("{v:.0} {}", UNITS[unit])
-    } else {
-        format!("{v:.1} {}", UNITS[unit])
-    }
-}

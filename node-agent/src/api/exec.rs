@@ -223,7 +223,7 @@ async fn start_runtime(
                 Errno::EINVAL,
                 format_args!(
                     "memory_limit_bytes {n} is above {whose}: {most_memory} bytes ({})",
-                    crate::admission::bytes(most_memory)
+                    agentcomputer_runtime_contract::human_bytes(most_memory)
                 ),
             ));
         }
@@ -232,7 +232,7 @@ async fn start_runtime(
                 Errno::EINVAL,
                 format_args!(
                     "memory_limit_bytes {n} is below the least any runtime can start with, {MIN_EXEC_MEMORY} bytes ({})",
-                    crate::admission::bytes(MIN_EXEC_MEMORY)
+                    agentcomputer_runtime_contract::human_bytes(MIN_EXEC_MEMORY)
                 ),
             ));
         }
