@@ -48,7 +48,12 @@ pub enum Grant {
     /// The demand does not fit: the computer keeps the capacity `held` of
     /// its volume, as written there (`0` when it has none). `message`
     /// says why, with the numbers.
-    Refused { held: Quantity, message: String },
+    Refused {
+        /// The capacity the volume keeps (`0` when it has none yet).
+        held: Quantity,
+        /// The refusal for the computer's condition, with the numbers.
+        message: String,
+    },
 }
 
 /// One computer as the limit sees it.

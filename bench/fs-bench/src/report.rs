@@ -5,18 +5,18 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 /// Target names, in table column order.
-pub const TARGETS: [&str; 3] = ["fuse", "tmpfs", "ext4"];
+pub(crate) const TARGETS: [&str; 3] = ["fuse", "tmpfs", "ext4"];
 
 /// Every measured duration: stage -> target -> seconds per repetition.
 #[derive(Default)]
-pub struct Samples {
+pub(crate) struct Samples {
     /// Stages in first-seen order.
     pub order: Vec<String>,
     pub data: BTreeMap<String, BTreeMap<String, Vec<f64>>>,
 }
 
 impl Samples {
-    pub fn add(&mut self, stage: &str, target: &str, secs: f64) {
+    pub(crate) fn add(&mut self, stage: &str, target: &str, secs: f64) {
         if !self.data.contains_key(stage) {
             self.order.push(stage.to_string());
         }
@@ -43,7 +43,7 @@ fn median(v: &[f64]) -> f64 {
 }
 
 #[derive(Serialize)]
-pub struct Row {
+pub(crate) struct Row {
     pub stage: String,
     /// Median seconds per target.
     pub median_s: BTreeMap<String, f64>,
@@ -53,7 +53,7 @@ pub struct Row {
     pub fuse_over_tmpfs: f64,
 }
 
-pub fn rows(s: &Samples) -> Vec<Row> {
+pub(crate) fn rows(s: &Samples) -> Vec<Row> {
     s.order
         .iter()
         .map(|stage| {
@@ -80,7 +80,7 @@ fn ms(s: f64) -> String {
     }
 }
 
-pub fn markdown(rows: &[Row]) -> String {
+pub(crate) fn markdown(rows: &[Row]) -> String {
     let mut out = String::from(
         "| stage | FUSE ms | tmpfs ms | ext4 ms | FUSE/ext4 | FUSE/tmpfs |\n|---|---:|---:|---:|---:|---:|\n",
     );

@@ -12,7 +12,7 @@ use std::time::Instant;
 use anyhow::{Context, Result, bail};
 
 /// Inputs shared by all runs.
-pub struct Ctx {
+pub(crate) struct Ctx {
     /// 64 MiB of random bytes in a file on tmpfs (the `dd` source).
     pub random_src: PathBuf,
     /// The node_modules tarball.
@@ -24,7 +24,7 @@ pub struct Ctx {
 }
 
 /// Records the duration of named stages.
-pub struct Timer {
+pub(crate) struct Timer {
     pub stages: Vec<(String, f64)>,
 }
 
@@ -38,9 +38,9 @@ impl Timer {
 }
 
 /// One workload: a name and the function running its stages in `dir`.
-pub type Scenario = (&'static str, fn(&Path, &Ctx, &mut Timer) -> Result<()>);
+pub(crate) type Scenario = (&'static str, fn(&Path, &Ctx, &mut Timer) -> Result<()>);
 
-pub const ALL: &[Scenario] = &[
+pub(crate) const ALL: &[Scenario] = &[
     ("files", files),
     ("tree", tree),
     ("zeros", |d, c, t| {
@@ -210,7 +210,7 @@ fn git_sh(dir: &Path, ctx: &Ctx, script: &str) -> Result<()> {
 }
 
 /// Runs `sh -c script sh args...` in `dir`; fails on a non-zero exit.
-pub fn sh(dir: &Path, script: &str, args: &[&str]) -> Result<()> {
+pub(crate) fn sh(dir: &Path, script: &str, args: &[&str]) -> Result<()> {
     let st = Command::new("sh")
         .arg("-c")
         .arg(script)

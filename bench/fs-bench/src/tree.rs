@@ -9,7 +9,7 @@ use anyhow::{Context, Result, bail};
 
 /// The tarball's path, building it first if missing (needs `npm` and the
 /// npm registry once).
-pub fn node_modules_tarball(workspace: &Path) -> Result<PathBuf> {
+pub(crate) fn node_modules_tarball(workspace: &Path) -> Result<PathBuf> {
     let cache = workspace.join("target/fs-bench-cache");
     let tar = cache.join("node_modules.tar");
     if tar.exists() {

@@ -12,7 +12,7 @@ const FILE_INO: u64 = 2;
 
 /// `/dev/fuse` through fuser 0.18 (blocking reads, `threads` request
 /// threads, each on a cloned descriptor), mounted with `mount(2)`.
-pub mod dev_fuse {
+pub(crate) mod dev_fuse {
     use super::*;
     use fuser::{
         Config, Errno, FileAttr, FileHandle, FileType, Filesystem, Generation, INodeNo, InitFlags,
@@ -68,7 +68,7 @@ pub mod dev_fuse {
     }
 
     /// Serves `dir` until it is unmounted.
-    pub fn serve(dir: &Path, threads: usize) -> std::io::Result<()> {
+    pub(crate) fn serve(dir: &Path, threads: usize) -> std::io::Result<()> {
         let mut config = Config::default();
         config.mount_options = vec![
             MountOption::FSName("fuse-transport".into()),
@@ -84,7 +84,7 @@ pub mod dev_fuse {
 /// fractal-fuse: one ring per CPU, each served by a thread pinned to that
 /// CPU, so a request is answered on the CPU that sent it
 /// (Documentation/filesystems/fuse-io-uring.rst).
-pub mod io_uring {
+pub(crate) mod io_uring {
     use super::*;
     use fractal_fuse::abi::FUSE_ROOT_ID;
     use fractal_fuse::{
@@ -146,7 +146,7 @@ pub mod io_uring {
 
     /// Serves `dir` until it is unmounted; fails if the kernel refuses
     /// io_uring for FUSE.
-    pub fn serve(dir: &Path) -> std::io::Result<()> {
+    pub(crate) fn serve(dir: &Path) -> std::io::Result<()> {
         let opts = MountOptions::new()
             .fs_name("fuse-transport")
             .default_permissions(true);

@@ -13,7 +13,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-pub struct Proxy {
+pub(crate) struct Proxy {
     pub addr: SocketAddr,
     /// Cancelled by `hang`: connections stop forwarding; `resume` puts a
     /// fresh one in place for the connections accepted from then on.
@@ -24,7 +24,7 @@ pub struct Proxy {
 
 impl Proxy {
     /// Forwards 127.0.0.1:<some port> to `upstream`.
-    pub async fn start(upstream: SocketAddr) -> Proxy {
+    pub(crate) async fn start(upstream: SocketAddr) -> Proxy {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let cut = Arc::new(Mutex::new(CancellationToken::new()));
@@ -48,25 +48,25 @@ impl Proxy {
     }
 
     /// `https://127.0.0.1:<port>`: the URL a client uses to go through it.
-    pub fn url(&self) -> String {
+    pub(crate) fn url(&self) -> String {
         format!("https://{}", self.addr)
     }
 
     /// From now on nothing reaches the server and nothing comes back, but
     /// connections stay open: requests hang.
-    pub fn hang(&self) {
+    pub(crate) fn hang(&self) {
         self.cut.lock().cancel();
     }
 
     /// Ends a `hang` for the connections made from now on; those open
     /// during it stay silent (their clients give up on them).
     #[allow(dead_code)] // not every test that includes this module resumes
-    pub fn resume(&self) {
+    pub(crate) fn resume(&self) {
         *self.cut.lock() = CancellationToken::new();
     }
 
     /// Closes every connection and the listener: requests fail at once.
-    pub fn close(&self) {
+    pub(crate) fn close(&self) {
         self.accept.abort();
         for task in self.conns.lock().drain(..) {
             task.abort();

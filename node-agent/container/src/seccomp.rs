@@ -187,10 +187,14 @@ pub fn denied() -> impl Iterator<Item = Denied> {
 /// Why the filter could not be built.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
+    /// The agent runs on an architecture with no filter here (the value
+    /// is `std::env::consts::ARCH`).
     #[error("no seccomp filter is defined for the {0} architecture (only x86_64 and aarch64)")]
     Arch(&'static str),
+    /// seccompiler refused the rules (a rule this build cannot express).
     #[error("cannot compile the seccomp filter: {0}")]
     Compile(#[from] seccompiler::BackendError),
+    /// Creating or writing the memfd bubblewrap reads a program from failed.
     #[error("cannot hand the seccomp filter to bubblewrap: {0}")]
     Io(#[from] std::io::Error),
 }

@@ -45,8 +45,9 @@ pub struct PublishSpec {
     pub volume: String,
     /// Absolute target path.
     pub target: PathBuf,
-    /// Owner of the mount (`user_id=`, `group_id=`).
+    /// Owning user of the mount (`user_id=`).
     pub uid: u32,
+    /// Owning group of the mount (`group_id=`).
     pub gid: u32,
     /// Mount read-only (`MS_RDONLY`).
     pub readonly: bool,

@@ -98,9 +98,12 @@ pub struct PortConfig {
 /// Transport protocol of a port rule, as Kubernetes spells it.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Protocol {
+    /// `TCP`, the default when a rule names none.
     #[default]
     TCP,
+    /// `UDP`.
     UDP,
+    /// `SCTP`.
     SCTP,
 }
 

@@ -61,6 +61,7 @@ pub enum Scope {
 /// means every port.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AddrRule {
+    /// The addresses: a CIDR, or every address of this node.
     pub scope: Scope,
     /// TCP ports; `None` is every port.
     pub ports: Option<RangeInclusive<u16>>,
@@ -167,7 +168,9 @@ impl Ports {
 /// One control address: where, which ports, and what answers there.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ControlRule {
+    /// The addresses: a CIDR, or every address of this node.
     pub scope: Scope,
+    /// The ports refused there.
     pub ports: Ports,
     /// Printed in the denial, e.g. [`what::KUBELET`].
     pub what: &'static str,

@@ -104,6 +104,7 @@ pub enum DenyReason {
 pub struct Denial {
     /// `10.0.0.5:80`, `example.com:443` or `example.com (10.0.0.5:443)`.
     pub target: String,
+    /// Which rule refused it.
     pub reason: DenyReason,
 }
 

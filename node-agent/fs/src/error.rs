@@ -14,7 +14,9 @@ pub enum Error {
     /// A POSIX error, with an optional context string (never a host path).
     #[error("{}{}", .errno.desc(), .context.as_deref().map(|c| format!(": {c}")).unwrap_or_default())]
     Errno {
+        /// The POSIX error number.
         errno: Errno,
+        /// What was being done or named, for the message.
         context: Option<String>,
     },
     /// The database failed underneath us (I/O error, corruption, ...).

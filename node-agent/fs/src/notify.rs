@@ -15,7 +15,12 @@ pub enum Change {
     Inode(Ino),
     /// The entry `name` in directory `parent` was added, removed or now
     /// points to another inode.
-    Entry { parent: Ino, name: Vec<u8> },
+    Entry {
+        /// The directory.
+        parent: Ino,
+        /// The entry's name in it, raw bytes.
+        name: Vec<u8>,
+    },
 }
 
 /// A callback registered with [`crate::Fs::subscribe`].

@@ -18,12 +18,19 @@ pub const MAX_SYMLINK_HOPS: usize = 40;
 /// The kind of an inode; mirrors the `S_IFMT` bits of `st_mode`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum FileKind {
+    /// `S_IFREG`: content in chunks.
     RegularFile,
+    /// `S_IFDIR`: entries, no content.
     Directory,
+    /// `S_IFLNK`: the target path is its content.
     Symlink,
+    /// `S_IFIFO`: a FIFO's inode only; no data passes through the engine.
     NamedPipe,
+    /// `S_IFCHR`: a character device's inode, with its `rdev`.
     CharDevice,
+    /// `S_IFBLK`: a block device's inode, with its `rdev`.
     BlockDevice,
+    /// `S_IFSOCK`: a socket's inode only.
     Socket,
 }
 
@@ -59,6 +66,7 @@ impl FileKind {
 /// A point in time as seconds and nanoseconds since the Unix epoch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
 pub struct Timespec {
+    /// Whole seconds since the epoch (negative before 1970).
     pub sec: i64,
     /// 0..=999_999_999
     pub nsec: u32,
@@ -100,7 +108,9 @@ impl Timespec {
 pub struct DataVersion {
     /// Size in bytes.
     pub size: u64,
+    /// Last content change, as `utimensat` may have set it.
     pub mtime: Timespec,
+    /// Last change of content or attributes, set by the engine only.
     pub ctime: Timespec,
 }
 
@@ -118,19 +128,28 @@ impl DataVersion {
 /// The attributes of one inode, as `stat(2)` reports them.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Attr {
+    /// The inode number (`st_ino`); the root directory is 1.
     pub ino: Ino,
+    /// The file type (the `S_IFMT` bits of `st_mode`).
     pub kind: FileKind,
     /// Permission bits only (`0o7777`), without the `S_IFMT` bits.
     pub perm: u32,
+    /// Hard links to the inode (`st_nlink`; a directory has 2 plus one per
+    /// subdirectory).
     pub nlink: u32,
+    /// Owning user id (`st_uid`).
     pub uid: u32,
+    /// Owning group id (`st_gid`).
     pub gid: u32,
     /// Size in bytes (for a symlink, the target's length).
     pub size: u64,
     /// Bytes actually stored, counted in 512-byte blocks as `st_blocks` does.
     pub blocks: u64,
+    /// Last access (`st_atime`).
     pub atime: Timespec,
+    /// Last content change (`st_mtime`).
     pub mtime: Timespec,
+    /// Last change of content or attributes (`st_ctime`).
     pub ctime: Timespec,
     /// Device number for character and block devices, else 0.
     pub rdev: u32,
@@ -146,7 +165,9 @@ impl Attr {
 /// How a time attribute is changed by [`SetAttr`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TimeSet {
+    /// The current time (`UTIME_NOW`).
     Now,
+    /// This time exactly.
     At(Timespec),
 }
 
@@ -155,32 +176,41 @@ pub enum TimeSet {
 pub struct SetAttr {
     /// Permission bits (`0o7777`).
     pub perm: Option<u32>,
+    /// New owning user id (`chown`).
     pub uid: Option<u32>,
+    /// New owning group id (`chown`).
     pub gid: Option<u32>,
     /// New size: shrinking drops whole chunks past the end and zeroes the
     /// tail of the last one; growing makes a hole.
     pub size: Option<u64>,
+    /// New access time (`utimensat`).
     pub atime: Option<TimeSet>,
+    /// New modification time (`utimensat`).
     pub mtime: Option<TimeSet>,
 }
 
 /// Who performs an operation: new inodes get this owner.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Owner {
+    /// The user id new inodes get.
     pub uid: u32,
+    /// The group id new inodes get.
     pub gid: u32,
 }
 
 impl Owner {
+    /// uid 0, gid 0.
     pub const ROOT: Owner = Owner { uid: 0, gid: 0 };
 }
 
 /// One directory entry as returned by `readdir`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DirEntry {
+    /// The inode the entry names.
     pub ino: Ino,
     /// The entry's name: raw bytes, never containing `/` or NUL.
     pub name: Vec<u8>,
+    /// That inode's type (`d_type`).
     pub kind: FileKind,
     /// Opaque cursor: pass it back to `readdir` to continue after this entry.
     pub cookie: u64,

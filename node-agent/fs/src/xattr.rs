@@ -14,7 +14,9 @@ pub const XATTR_SIZE_MAX: usize = 65536;
 /// absent). Both unset: create or replace.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct XattrFlags {
+    /// `XATTR_CREATE`: fail with `EEXIST` if the attribute exists.
     pub create: bool,
+    /// `XATTR_REPLACE`: fail with `ENODATA` if it does not.
     pub replace: bool,
 }
 

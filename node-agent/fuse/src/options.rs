@@ -79,7 +79,7 @@ pub struct OwnerMap {
 pub const DEFAULT_TTL: Duration = Duration::from_secs(600);
 
 /// Default group commit window; see `docs/fuse.md` for the benchmark.
-pub const DEFAULT_COMMIT_WINDOW: Duration = Duration::from_millis(10);
+pub(crate) const DEFAULT_COMMIT_WINDOW: Duration = Duration::from_millis(10);
 
 impl Default for MountOptions {
     fn default() -> Self {

@@ -83,7 +83,7 @@ pub fn is_dead_mount(mountpoint: &Path) -> io::Result<bool> {
 }
 
 /// How long [`is_dead_mount`] waits for a FUSE server to answer `statfs`.
-pub const PROBE_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
+pub(crate) const PROBE_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// Whether the server of the FUSE mount whose root is `root` answers
 /// `statfs` within [`PROBE_WAIT`] (any answer but

@@ -28,8 +28,11 @@ pub const MAX_MESSAGE: usize = 64 * 1024;
 pub enum Message {
     /// Agent → holder, with a descriptor.
     Keep(KeptConnection),
-    /// Agent → holder.
-    Drop { path: PathBuf },
+    /// Agent → holder: stop keeping a connection.
+    Drop {
+        /// The host directory it is mounted at, as in its `keep`.
+        path: PathBuf,
+    },
     /// Agent → holder.
     List,
     /// Holder → agent, with a descriptor (answering `list`).
@@ -39,7 +42,10 @@ pub enum Message {
     /// Holder → agent: `keep` or `drop` done.
     Ok,
     /// Holder → agent: the request failed.
-    Error { message: String },
+    Error {
+        /// Why, in words.
+        message: String,
+    },
 }
 
 /// What the holder knows of one connection it keeps for the agent.

@@ -121,15 +121,34 @@ pub const SERVE_TIMEOUT: Duration = Duration::from_secs(30);
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum Message {
     /// Agent → mounter, first message.
-    Hello { protocol: u32 },
+    Hello {
+        /// The protocol revision the agent speaks.
+        protocol: u32,
+    },
     /// Mounter → agent: accepted.
-    Welcome { protocol: u32 },
+    Welcome {
+        /// The agent's revision, which the mounter speaks too.
+        protocol: u32,
+    },
     /// Mounter → agent: not accepted; the mounter closes the connection.
-    Refused { message: String },
+    Refused {
+        /// Why (a wrong uid, an unsupported protocol).
+        message: String,
+    },
     /// Mounter → agent.
-    Request { id: u64, request: Request },
+    Request {
+        /// Chosen by the mounter; the reply carries it back.
+        id: u64,
+        /// What is asked.
+        request: Request,
+    },
     /// Agent → mounter, answering the request with the same id.
-    Reply { id: u64, reply: Reply },
+    Reply {
+        /// The id of the request answered.
+        id: u64,
+        /// The answer.
+        reply: Reply,
+    },
 }
 
 /// What the mounter asks the agent.
@@ -137,17 +156,25 @@ pub enum Message {
 #[serde(tag = "op", rename_all = "snake_case")]
 pub enum Request {
     /// Does the agent have this volume? Answer: `Known` or `NotFound`.
-    Check { volume: String },
+    Check {
+        /// The CSI volume id (the computer's uid).
+        volume: String,
+    },
     /// Serve the FUSE connection whose descriptor comes with this message.
     /// `uid`/`gid` are the mount's owner, `readonly` whether it is mounted
     /// read-only. Answer: `Served` (after `FUSE_INIT`) or `NotFound`.
     /// `target` (protocol 3) is the mount's target path, which names the
     /// connection in a later `Give`.
     Serve {
+        /// The CSI volume id (the computer's uid).
         volume: String,
+        /// The mount's owning user.
         uid: u32,
+        /// The mount's owning group.
         gid: u32,
+        /// Whether the mount is read-only.
         readonly: bool,
+        /// The mount's target path (protocol 3).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         target: Option<String>,
     },
@@ -157,11 +184,17 @@ pub enum Request {
     /// Answer: `Served`, `NotFound` or `Error`. Protocol 2; `target` as in
     /// `Serve` (protocol 3).
     Resume {
+        /// The CSI volume id (the computer's uid).
         volume: String,
+        /// The mount's owning user.
         uid: u32,
+        /// The mount's owning group.
         gid: u32,
+        /// Whether the mount is read-only.
         readonly: bool,
+        /// The connection's `FUSE_INIT` record, hex.
         init: String,
+        /// The mount's target path (protocol 3).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         target: Option<String>,
     },
@@ -169,9 +202,17 @@ pub enum Request {
     /// serves for `volume` at `target` (the mounter restarted and holds
     /// none). Answer: `Adopt` with the descriptor, `NotFound` (no such live
     /// connection) or `Error`. Protocol 3.
-    Give { volume: String, target: String },
+    Give {
+        /// The CSI volume id (the computer's uid).
+        volume: String,
+        /// The mount's target path.
+        target: String,
+    },
     /// The engine's usage counters of the volume. Answer: `Stats`.
-    Stats { volume: String },
+    Stats {
+        /// The CSI volume id (the computer's uid).
+        volume: String,
+    },
 }
 
 impl Request {
@@ -213,6 +254,7 @@ pub enum Reply {
     /// `Serve`, `Resume`: the connection is served. `init` (protocol 2)
     /// is the hex of the connection's `FUSE_INIT` record, for `resume`.
     Served {
+        /// The connection's `FUSE_INIT` record, hex (protocol 2).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         init: Option<String>,
     },
@@ -222,16 +264,24 @@ pub enum Reply {
     /// and `readonly`, whose `FUSE_INIT` record is `init` (hex); its
     /// `/dev/fuse` descriptor comes with this record. Protocol 3.
     Adopt {
+        /// The CSI volume id (the computer's uid).
         volume: String,
+        /// The mount's owning user.
         uid: u32,
+        /// The mount's owning group.
         gid: u32,
+        /// Whether the mount is read-only.
         readonly: bool,
+        /// The connection's `FUSE_INIT` record, hex.
         init: String,
     },
     /// The agent has no such volume.
     NotFound,
     /// The request failed; `message` says why.
-    Error { message: String },
+    Error {
+        /// Why, in words.
+        message: String,
+    },
 }
 
 /// Why a hand-over exchange failed.

@@ -34,7 +34,10 @@ pub const MAX_FDS: usize = 4;
 pub enum RecordError {
     /// The record is longer than the limit (`max` bytes).
     #[error("record larger than {max} bytes")]
-    TooLarge { max: usize },
+    TooLarge {
+        /// The limit, in bytes.
+        max: usize,
+    },
     /// More descriptors came than a record may carry; the kernel closed
     /// the extra ones.
     #[error("more than {MAX_FDS} descriptors in one record (control message truncated)")]

@@ -25,7 +25,7 @@ const HOP_HEADERS: &[&str] = &[
 ];
 
 /// Serves one client connection to its end.
-pub async fn serve(proxy: &Proxy, mut client: TcpStream, peer: SocketAddr) {
+pub(crate) async fn serve(proxy: &Proxy, mut client: TcpStream, peer: SocketAddr) {
     let _ = client.set_nodelay(true);
     let s = &proxy.settings;
     let head = match tokio::time::timeout(s.head_timeout, read_head(&mut client, s.max_head_bytes))

@@ -11,7 +11,7 @@ use tokio::time::Instant;
 /// Copies `a` to `b` and `b` to `a` until both directions ended (each end
 /// shut down its writing side) or nothing moved either way for `idle`.
 /// Returns `false` when it ended for idleness.
-pub async fn relay(a: &mut TcpStream, b: &mut TcpStream, idle: Duration) -> bool {
+pub(crate) async fn relay(a: &mut TcpStream, b: &mut TcpStream, idle: Duration) -> bool {
     let start = Instant::now();
     // Milliseconds since `start` at the last byte moved.
     let last = AtomicU64::new(0);

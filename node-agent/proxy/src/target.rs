@@ -32,10 +32,13 @@ impl std::fmt::Display for Dest {
 /// Why a request's target is refused (answered with `400`).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum TargetError {
+    /// A `CONNECT` target that is not `HOST:PORT` (the value as sent).
     #[error("CONNECT needs HOST:PORT, not {0:?}")]
     BadAuthority(String),
+    /// A plain request whose target is not an absolute URL (as sent).
     #[error("a proxy request needs an absolute http:// URL, not {0:?}")]
     NotAbsolute(String),
+    /// An absolute URL of a scheme other than `http` (the scheme).
     #[error("only http:// URLs are forwarded; use CONNECT for {0}://")]
     Scheme(String),
 }
@@ -58,7 +61,7 @@ pub fn parse_authority(text: &str) -> Result<Dest, TargetError> {
 
 /// Parses an absolute-form request target of plain HTTP forwarding;
 /// returns the destination and the origin-form target to send upstream.
-pub fn parse_absolute(text: &str) -> Result<(Dest, String), TargetError> {
+pub(crate) fn parse_absolute(text: &str) -> Result<(Dest, String), TargetError> {
     let url = url::Url::parse(text).map_err(|_| TargetError::NotAbsolute(text.to_string()))?;
     if url.scheme() != "http" {
         return Err(TargetError::Scheme(url.scheme().to_string()));

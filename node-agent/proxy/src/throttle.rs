@@ -51,7 +51,7 @@ type Keyed = RateLimiter<IpAddr, HashMapStateStore<IpAddr>, QuantaClock>;
 type Direct = RateLimiter<NotKeyed, InMemoryState, QuantaClock>;
 
 /// The guessing bounds of one proxy (shared by its connections).
-pub struct Throttle {
+pub(crate) struct Throttle {
     failures: Keyed,
     log: Direct,
     clock: QuantaClock,
@@ -69,7 +69,7 @@ fn quota(per_minute: u32, burst: u32) -> Quota {
 
 impl Throttle {
     /// A throttle with `limits`.
-    pub fn new(limits: GuessLimits) -> Throttle {
+    pub(crate) fn new(limits: GuessLimits) -> Throttle {
         let clock = QuantaClock::default();
         Throttle {
             failures: RateLimiter::new(
@@ -89,7 +89,7 @@ impl Throttle {
 
     /// How long `source` is still throttled (`None`: not throttled, its
     /// credential may be checked).
-    pub fn throttled(&self, source: IpAddr) -> Option<Duration> {
+    pub(crate) fn throttled(&self, source: IpAddr) -> Option<Duration> {
         let until = self.until.lock();
         let left = until.get(&source)?.checked_duration_since(Instant::now())?;
         (!left.is_zero()).then_some(left)
@@ -98,7 +98,7 @@ impl Throttle {
     /// Records a wrong (or missing) credential from `source` and logs it
     /// (rate-limited). Returns how long the source is throttled now, if
     /// this was one guess too many.
-    pub fn failed(&self, source: IpAddr, what: &str) -> Option<Duration> {
+    pub(crate) fn failed(&self, source: IpAddr, what: &str) -> Option<Duration> {
         if self.failures.len() >= SWEEP_AT {
             self.failures.retain_recent();
         }
@@ -120,7 +120,7 @@ impl Throttle {
 
     /// Counts a request refused because its source is throttled, and logs
     /// it (rate-limited).
-    pub fn refused_throttled(&self, source: IpAddr, left: Duration) {
+    pub(crate) fn refused_throttled(&self, source: IpAddr, left: Duration) {
         self.log(source, "request from a throttled source", Some(left));
     }
 

@@ -56,7 +56,7 @@ impl Transition {
 /// - `CredentialInvalid` (Warning) when the token turns malformed, and
 ///   `CredentialRotated` (Normal) when its hash changes;
 /// - the `Reconciled` transition ([`reconciled::transition`]).
-pub fn of_applied(
+pub(super) fn of_applied(
     c: &AgentComputer,
     a: &Applied,
     old: &AgentComputerStatus,

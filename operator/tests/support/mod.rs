@@ -22,27 +22,27 @@ use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config};
 
 /// Token of the cluster admin (group system:masters).
-pub const ADMIN_TOKEN: &str = "admin-token-for-tests-only";
+pub(crate) const ADMIN_TOKEN: &str = "admin-token-for-tests-only";
 /// Token of the operator's service account identity (what the chart's RBAC grants).
-pub const OPERATOR_TOKEN: &str = "operator-token-for-tests-only";
+pub(crate) const OPERATOR_TOKEN: &str = "operator-token-for-tests-only";
 /// Token of the node agent's service account identity (what the chart's
 /// RBAC grants the node agent).
-pub const NODE_AGENT_TOKEN: &str = "node-agent-token-for-tests-only";
+pub(crate) const NODE_AGENT_TOKEN: &str = "node-agent-token-for-tests-only";
 /// Token of the share-link gateway's service account identity (what the
 /// chart's RBAC grants the gateway).
-pub const SHARE_GATEWAY_TOKEN: &str = "share-gateway-token-for-tests-only";
+pub(crate) const SHARE_GATEWAY_TOKEN: &str = "share-gateway-token-for-tests-only";
 /// User name of the node agent's service account identity.
-pub const NODE_AGENT_USER: &str =
+pub(crate) const NODE_AGENT_USER: &str =
     "system:serviceaccount:agentcomputer-system:ac-agent-computer-node-agent";
 /// Namespace of the chart release (node agents, operator lease).
-pub const SYSTEM_NS: &str = "agentcomputer-system";
+pub(crate) const SYSTEM_NS: &str = "agentcomputer-system";
 /// Helm release name used by the tests.
-pub const RELEASE: &str = "ac";
+pub(crate) const RELEASE: &str = "ac";
 /// The runner image the tests' operator puts into sandbox pods.
-pub const RUNNER_IMAGE: &str = "registry.test/agentcomputer/node-agent:test";
+pub(crate) const RUNNER_IMAGE: &str = "registry.test/agentcomputer/node-agent:test";
 
 /// True when the caller opted out of the real API server tests.
-pub fn skipped() -> bool {
+pub(crate) fn skipped() -> bool {
     if std::env::var("AGENTCOMPUTER_SKIP_APISERVER_TESTS").as_deref() == Ok("1") {
         eprintln!(
             "AGENTCOMPUTER_SKIP_APISERVER_TESTS=1: real kube-apiserver tests skipped on request"
@@ -54,7 +54,7 @@ pub fn skipped() -> bool {
 
 /// Directory with kube-apiserver, etcd and helm: $AGENTCOMPUTER_K8S_BIN, or
 /// whatever the build script prints (it builds once, then answers from cache).
-pub fn tools_bin() -> PathBuf {
+pub(crate) fn tools_bin() -> PathBuf {
     if let Ok(dir) = std::env::var("AGENTCOMPUTER_K8S_BIN") {
         return PathBuf::from(dir);
     }
@@ -91,14 +91,14 @@ fn free_port() -> u16 {
 }
 
 /// A child process killed (and reaped) on drop.
-pub struct Proc {
+pub(crate) struct Proc {
     pub name: String,
     pub child: Child,
     pub log: PathBuf,
 }
 
 impl Proc {
-    pub fn spawn(name: &str, cmd: &mut Command, log: PathBuf) -> Proc {
+    pub(crate) fn spawn(name: &str, cmd: &mut Command, log: PathBuf) -> Proc {
         use std::os::unix::process::CommandExt;
         let f = std::fs::File::create(&log).unwrap();
         // If the test process dies without unwinding (SIGKILL, SIGTERM), take
@@ -125,17 +125,17 @@ impl Proc {
         }
     }
 
-    pub fn log_tail(&self) -> String {
+    pub(crate) fn log_tail(&self) -> String {
         let text = std::fs::read_to_string(&self.log).unwrap_or_default();
         let lines: Vec<&str> = text.lines().collect();
         lines[lines.len().saturating_sub(40)..].join("\n")
     }
 
-    pub fn alive(&mut self) -> bool {
+    pub(crate) fn alive(&mut self) -> bool {
         matches!(self.child.try_wait(), Ok(None))
     }
 
-    pub fn kill(&mut self) {
+    pub(crate) fn kill(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
@@ -148,7 +148,7 @@ impl Drop for Proc {
 }
 
 /// A running etcd + kube-apiserver.
-pub struct Cluster {
+pub(crate) struct Cluster {
     pub dir: tempfile::TempDir,
     pub bin: PathBuf,
     pub url: String,
@@ -173,7 +173,7 @@ fn run_ok(cmd: &mut Command, what: &str) {
 
 impl Cluster {
     /// Starts etcd and kube-apiserver and waits until /readyz answers.
-    pub async fn start() -> Cluster {
+    pub(crate) async fn start() -> Cluster {
         let bin = tools_bin();
         for tool in ["kube-apiserver", "etcd", "helm"] {
             assert!(
@@ -330,7 +330,7 @@ impl Cluster {
     }
 
     /// A client with the given kubeconfig.
-    pub async fn client_from(&self, kubeconfig: &Path) -> Client {
+    pub(crate) async fn client_from(&self, kubeconfig: &Path) -> Client {
         let kc = Kubeconfig::read_from(kubeconfig).unwrap();
         let cfg = Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
             .await
@@ -339,17 +339,17 @@ impl Cluster {
     }
 
     /// An admin client.
-    pub async fn admin(&self) -> Client {
+    pub(crate) async fn admin(&self) -> Client {
         self.client_from(&self.kubeconfig).await
     }
 
     /// Runs /usr/bin/kubectl against the cluster as admin.
-    pub fn kubectl(&self, args: &[&str], stdin: Option<&str>) -> Output {
+    pub(crate) fn kubectl(&self, args: &[&str], stdin: Option<&str>) -> Output {
         self.tool("kubectl", Path::new("kubectl"), args, stdin)
     }
 
     /// Runs the built helm.
-    pub fn helm(&self, args: &[&str]) -> Output {
+    pub(crate) fn helm(&self, args: &[&str]) -> Output {
         self.tool("helm", &self.bin.join("helm"), args, None)
     }
 
@@ -381,14 +381,14 @@ impl Cluster {
 
     /// Starts the `operator` binary with the operator's (RBAC-limited)
     /// identity; its metrics listen on the returned port.
-    pub fn start_operator(&self, identity: &str, leader_election: bool) -> (Proc, u16) {
+    pub(crate) fn start_operator(&self, identity: &str, leader_election: bool) -> (Proc, u16) {
         self.start_operator_with(&self.operator_kubeconfig, identity, leader_election, &[])
     }
 
     /// Like [`Cluster::start_operator`] with another identity's kubeconfig
     /// and extra flags; a `--runner-image=...` among them replaces
     /// [`RUNNER_IMAGE`].
-    pub fn start_operator_with(
+    pub(crate) fn start_operator_with(
         &self,
         kubeconfig: &Path,
         identity: &str,
@@ -433,7 +433,7 @@ impl Cluster {
 /// The `agentcomputer-share-gateway` binary: the operator crate's own when
 /// this module is compiled into its tests, else built by cargo (the same
 /// profile and target directory as the calling test) on first use.
-pub fn share_gateway_exe() -> PathBuf {
+pub(crate) fn share_gateway_exe() -> PathBuf {
     if let Some(exe) = option_env!("CARGO_BIN_EXE_agentcomputer-share-gateway") {
         return PathBuf::from(exe);
     }
@@ -465,7 +465,7 @@ pub fn share_gateway_exe() -> PathBuf {
 }
 
 /// Polls `f` every 200 ms until it returns Some, or panics after `secs`.
-pub async fn eventually<T, F, Fut>(secs: u64, what: &str, mut f: F) -> T
+pub(crate) async fn eventually<T, F, Fut>(secs: u64, what: &str, mut f: F) -> T
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Option<T>>,
@@ -485,7 +485,7 @@ where
 
 /// Creates a namespace and its `default` service account (which pod
 /// admission looks up and no controller-manager creates here).
-pub async fn create_namespace(client: &Client, name: &str) {
+pub(crate) async fn create_namespace(client: &Client, name: &str) {
     use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
     use kube::api::{Api, PostParams};
     let nss: Api<Namespace> = Api::all(client.clone());
@@ -499,7 +499,7 @@ pub async fn create_namespace(client: &Client, name: &str) {
 /// Publishes (creates or replaces) the CSIStorageCapacity a node agent keeps
 /// for `node` in the agent namespace, with `room` (a quantity) as capacity
 /// and maximumVolumeSize, as the node agent's contract describes.
-pub async fn publish_capacity(client: &Client, node: &str, room: &str) {
+pub(crate) async fn publish_capacity(client: &Client, node: &str, room: &str) {
     use k8s_openapi::api::storage::v1::CSIStorageCapacity;
     use kube::api::{Api, Patch, PatchParams};
     let caps: Api<CSIStorageCapacity> = Api::namespaced(client.clone(), SYSTEM_NS);
@@ -530,7 +530,7 @@ use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::json;
 
 /// A Ready Node, as a kubelet would report it.
-pub async fn add_node(client: &Client, name: &str) {
+pub(crate) async fn add_node(client: &Client, name: &str) {
     let nodes: Api<Node> = Api::all(client.clone());
     let node = json!({"metadata": {"name": name, "labels": {
         "kubernetes.io/hostname": name, "kubernetes.io/os": "linux"}}});
@@ -551,7 +551,7 @@ pub async fn add_node(client: &Client, name: &str) {
         .unwrap();
 }
 
-pub async fn set_node_ready(client: &Client, name: &str, ready: bool) {
+pub(crate) async fn set_node_ready(client: &Client, name: &str, ready: bool) {
     let nodes: Api<Node> = Api::all(client.clone());
     let status = json!({"status": {"conditions": [{
         "type": "Ready", "status": if ready { "True" } else { "False" },
@@ -565,7 +565,7 @@ pub async fn set_node_ready(client: &Client, name: &str, ready: bool) {
 
 /// A node-agent pod bound to `node`, as the DaemonSet would create it, made
 /// Running and Ready (or not) through the status subresource.
-pub async fn add_agent(client: &Client, node: &str, ip: &str) {
+pub(crate) async fn add_agent(client: &Client, node: &str, ip: &str) {
     let pods: Api<Pod> = Api::namespaced(client.clone(), SYSTEM_NS);
     let pod = json!({
         "metadata": {"name": format!("node-agent-{node}"), "labels": {
@@ -581,7 +581,7 @@ pub async fn add_agent(client: &Client, node: &str, ip: &str) {
     set_agent_ready(client, node, ip, true).await;
 }
 
-pub async fn set_agent_ready(client: &Client, node: &str, ip: &str, ready: bool) {
+pub(crate) async fn set_agent_ready(client: &Client, node: &str, ip: &str, ready: bool) {
     let pods: Api<Pod> = Api::namespaced(client.clone(), SYSTEM_NS);
     let status = json!({"status": {"phase": "Running", "podIP": ip, "podIPs": [{"ip": ip}],
         "conditions": [{"type": "Ready", "status": if ready { "True" } else { "False" }}]}});
@@ -594,7 +594,7 @@ pub async fn set_agent_ready(client: &Client, node: &str, ip: &str, ready: bool)
     .unwrap();
 }
 
-pub async fn wait_phase(
+pub(crate) async fn wait_phase(
     api: &Api<AgentComputer>,
     name: &str,
     phase: ComputerPhase,
@@ -615,7 +615,7 @@ pub async fn wait_phase(
 }
 
 /// GET from the operator's metrics server on loopback.
-pub async fn http_get(port: u16, path: &str) -> String {
+pub(crate) async fn http_get(port: u16, path: &str) -> String {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let mut s = tokio::net::TcpStream::connect(("127.0.0.1", port))
         .await

@@ -47,7 +47,7 @@ pub const ETC: &[&str] = &[
 
 /// Everything the command line is made from.
 #[derive(Debug, Clone)]
-pub struct Layout<'a> {
+pub(super) struct Layout<'a> {
     /// The computer's files on the host (its FUSE mount).
     pub workspace: &'a Path,
     /// Descriptors (inherited by `bwrap`) holding the sandbox's own
@@ -89,7 +89,7 @@ pub struct Layout<'a> {
 /// them over through `--args FD` rather than argv (readable by everyone
 /// in `/proc/PID/cmdline`, inside the sandbox too); the command, which
 /// bubblewrap takes on argv only, holds nothing of the host or the caller.
-pub fn bwrap_args(l: &Layout<'_>) -> (Vec<OsString>, Vec<OsString>) {
+pub(super) fn bwrap_args(l: &Layout<'_>) -> (Vec<OsString>, Vec<OsString>) {
     fn push_to(to: &mut Vec<OsString>, items: &[&dyn AsRef<std::ffi::OsStr>]) {
         to.extend(items.iter().map(|i| i.as_ref().to_os_string()));
     }

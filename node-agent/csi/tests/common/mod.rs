@@ -7,7 +7,7 @@ use tonic::transport::{Channel, Endpoint, Uri};
 
 /// A gRPC channel to the unix socket at `path` (the mounter's CSI
 /// endpoint); the URI is a placeholder the connector ignores.
-pub async fn channel(path: PathBuf) -> Channel {
+pub(crate) async fn channel(path: PathBuf) -> Channel {
     Endpoint::try_from("http://[::]:50051")
         .unwrap()
         .connect_with_connector(tower::service_fn(move |_: Uri| {

@@ -58,8 +58,11 @@ pub struct Limits {
 /// A response whose body is read as it arrives with [`Response::chunk`].
 /// Dropping it closes the connection.
 pub struct Response {
+    /// The status code (this one hop: redirects are not followed here).
     pub status: StatusCode,
+    /// The HTTP version the server answered with.
     pub version: Version,
+    /// The response's header fields, as received.
     pub headers: HeaderMap,
     /// The address the connection went to.
     pub remote: SocketAddr,

@@ -28,8 +28,11 @@ pub enum HttpError {
     /// No allowed address accepted the connection.
     #[error("Failed to connect to {host} port {port}: {reason}")]
     Connect {
+        /// The host as the request named it.
         host: String,
+        /// The TCP port tried.
         port: u16,
+        /// The last address's connect error, in words.
         reason: String,
     },
     /// The TLS handshake failed for a reason other than the certificate.

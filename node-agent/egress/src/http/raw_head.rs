@@ -85,7 +85,7 @@ pub(super) struct Captured(Arc<Mutex<Capture>>);
 
 impl Captured {
     /// The final head, if it arrived whole and parsed.
-    pub fn take(&self) -> Option<RawHead> {
+    pub(super) fn take(&self) -> Option<RawHead> {
         self.0.lock().ok()?.head.take()
     }
 }
@@ -98,7 +98,7 @@ pub(super) struct Tap<T> {
 }
 
 impl<T> Tap<T> {
-    pub fn new(inner: T) -> (Tap<T>, Captured) {
+    pub(super) fn new(inner: T) -> (Tap<T>, Captured) {
         let captured = Captured::default();
         let tap = Tap {
             inner,

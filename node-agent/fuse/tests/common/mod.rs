@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use agentcomputer_fs::{Fs, Limits};
 use agentcomputer_fuse::{MountHandle, MountOptions, mount};
 
-pub struct TestMount {
+pub(crate) struct TestMount {
     pub fs: Fs,
     pub mnt: PathBuf,
     handle: Option<MountHandle>,
@@ -17,12 +17,12 @@ pub struct TestMount {
 }
 
 impl TestMount {
-    pub fn path(&self, rel: &str) -> PathBuf {
+    pub(crate) fn path(&self, rel: &str) -> PathBuf {
         self.mnt.join(rel)
     }
 
     /// Unmounts now; the engine, database and directories stay until drop.
-    pub fn unmount(&mut self) {
+    pub(crate) fn unmount(&mut self) {
         self.handle.take().unwrap().unmount().unwrap();
     }
 }
@@ -34,7 +34,7 @@ impl Drop for TestMount {
 }
 
 /// Whether FUSE can be used here; prints why not when it can't.
-pub fn fuse_available() -> bool {
+pub(crate) fn fuse_available() -> bool {
     if !Path::new("/dev/fuse").exists() {
         eprintln!("SKIPPED: /dev/fuse is absent, FUSE tests cannot run on this machine");
         return false;
@@ -47,12 +47,12 @@ pub fn fuse_available() -> bool {
 }
 
 /// Whether this process runs as root (needed to act as another user).
-pub fn is_root() -> bool {
+pub(crate) fn is_root() -> bool {
     nix::unistd::geteuid().is_root()
 }
 
 /// A fresh engine mounted with `opts`, or `None` (skip) without /dev/fuse.
-pub fn mount_with(opts: MountOptions) -> Option<TestMount> {
+pub(crate) fn mount_with(opts: MountOptions) -> Option<TestMount> {
     if !fuse_available() {
         return None;
     }
@@ -72,17 +72,17 @@ pub fn mount_with(opts: MountOptions) -> Option<TestMount> {
 }
 
 /// A fresh engine mounted with the default options.
-pub fn mount_new() -> Option<TestMount> {
+pub(crate) fn mount_new() -> Option<TestMount> {
     mount_with(MountOptions::default())
 }
 
 /// The errno of the last failed libc call.
-pub fn last_errno() -> i32 {
+pub(crate) fn last_errno() -> i32 {
     std::io::Error::last_os_error().raw_os_error().unwrap_or(0)
 }
 
 /// A path as a C string.
-pub fn cpath(p: &Path) -> std::ffi::CString {
+pub(crate) fn cpath(p: &Path) -> std::ffi::CString {
     use std::os::unix::ffi::OsStrExt;
     std::ffi::CString::new(p.as_os_str().as_bytes()).unwrap()
 }
@@ -90,7 +90,7 @@ pub fn cpath(p: &Path) -> std::ffi::CString {
 /// Runs `sh -c script` as user and group `nobody` (65534, no
 /// supplementary groups: std drops them with the uid) with `$1`.. set to
 /// `args`; returns (exit code, stderr).
-pub fn sh_as_nobody(script: &str, args: &[&Path]) -> (i32, String) {
+pub(crate) fn sh_as_nobody(script: &str, args: &[&Path]) -> (i32, String) {
     use std::os::unix::process::CommandExt;
     let out = std::process::Command::new("/bin/sh")
         .arg("-c")
@@ -108,7 +108,7 @@ pub fn sh_as_nobody(script: &str, args: &[&Path]) -> (i32, String) {
 }
 
 /// Opens /dev/fuse and mounts `target` on it, as the mounter does.
-pub fn mount_fd(target: &Path) -> OwnedFd {
+pub(crate) fn mount_fd(target: &Path) -> OwnedFd {
     let dev = std::fs::OpenOptions::new()
         .read(true)
         .write(true)
