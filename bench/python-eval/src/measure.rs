@@ -8,13 +8,13 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 /// One computer: an engine database in its own temporary directory.
-pub struct Computer {
+pub(crate) struct Computer {
     pub fs: Fs,
     _dir: Option<tempfile::TempDir>,
 }
 
 impl Computer {
-    pub fn new() -> Result<Self> {
+    pub(crate) fn new() -> Result<Self> {
         let dir = tempfile::tempdir()?;
         let fs = Fs::create(&dir.path().join("computer.db"), Limits::default())
             .map_err(|e| anyhow::anyhow!("create engine: {e}"))?;
@@ -25,13 +25,13 @@ impl Computer {
     }
 
     /// Another handle on a computer whose directory someone else keeps.
-    pub fn from_fs(fs: Fs) -> Self {
+    pub(crate) fn from_fs(fs: Fs) -> Self {
         Self { fs, _dir: None }
     }
 
     /// Contents of `path` (relative to `/workspace`) read through the engine
     /// API, not the shell.
-    pub fn read(&self, path: &str) -> Result<Vec<u8>> {
+    pub(crate) fn read(&self, path: &str) -> Result<Vec<u8>> {
         let attr = self
             .fs
             .resolve(ROOT_INO, path.as_bytes(), true)
@@ -42,7 +42,7 @@ impl Computer {
     }
 
     /// Runs `script` in a fresh exec with `timeout`.
-    pub async fn sh(&self, script: &str, timeout: Duration) -> Ran {
+    pub(crate) async fn sh(&self, script: &str, timeout: Duration) -> Ran {
         let (tx, mut rx) = mpsc::channel(64);
         let req = ExecRequest {
             script: script.into(),
@@ -74,7 +74,7 @@ impl Computer {
 }
 
 /// What one exec produced.
-pub struct Ran {
+pub(crate) struct Ran {
     pub exit: i32,
     pub stdout: String,
     pub stderr: String,
@@ -84,7 +84,7 @@ pub struct Ran {
 impl Ran {
     /// The last non-empty line of stderr (Python's exception line), cut to
     /// 160 characters, with `|` escaped for a Markdown table.
-    pub fn error_line(&self) -> String {
+    pub(crate) fn error_line(&self) -> String {
         let line = self
             .stderr
             .lines()
@@ -97,7 +97,7 @@ impl Ran {
 }
 
 /// `text` made safe for one Markdown table cell, at most 160 characters.
-pub fn cell(text: &str) -> String {
+pub(crate) fn cell(text: &str) -> String {
     let mut s: String = text.chars().take(160).collect();
     if text.chars().count() > 160 {
         s.push('…');
@@ -106,13 +106,13 @@ pub fn cell(text: &str) -> String {
 }
 
 /// p50, p99 and max of `samples`.
-pub fn percentiles(mut samples: Vec<Duration>) -> (Duration, Duration, Duration) {
+pub(crate) fn percentiles(mut samples: Vec<Duration>) -> (Duration, Duration, Duration) {
     samples.sort();
     let at = |q: f64| samples[((samples.len() as f64 * q) as usize).min(samples.len() - 1)];
     (at(0.50), at(0.99), *samples.last().expect("samples"))
 }
 
-pub fn ms(d: Duration) -> String {
+pub(crate) fn ms(d: Duration) -> String {
     let ms = d.as_secs_f64() * 1e3;
     if ms < 10.0 {
         format!("{ms:.2} ms")
@@ -121,13 +121,13 @@ pub fn ms(d: Duration) -> String {
     }
 }
 
-pub fn mib(bytes: u64) -> String {
+pub(crate) fn mib(bytes: u64) -> String {
     format!("{:.0} MiB", bytes as f64 / (1024.0 * 1024.0))
 }
 
 /// This process's memory from /proc/self/status, bytes.
 #[derive(Debug, Clone, Copy)]
-pub struct Mem {
+pub(crate) struct Mem {
     /// Peak resident set (`VmHWM`), since start or the last [`reset_peak`].
     pub hwm: u64,
     /// Resident set now (`VmRSS`).
@@ -139,7 +139,7 @@ pub struct Mem {
 }
 
 impl Mem {
-    pub fn now() -> Self {
+    pub(crate) fn now() -> Self {
         let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
         let field = |name: &str| -> u64 {
             status
@@ -157,7 +157,7 @@ impl Mem {
         }
     }
 
-    pub fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         format!(
             "VmRSS {}, VmHWM {}, VmSize {}, VmPeak {}",
             mib(self.rss),
@@ -170,13 +170,13 @@ impl Mem {
 
 /// Resets `VmHWM` to the current resident set (proc(5), `clear_refs` 5), so
 /// the next [`Mem::now`] shows the peak of what ran in between.
-pub fn reset_peak() -> Result<()> {
+pub(crate) fn reset_peak() -> Result<()> {
     std::fs::write("/proc/self/clear_refs", "5")
         .context("reset VmHWM through /proc/self/clear_refs")
 }
 
 /// CPU time (user + system) this process has used so far.
-pub fn cpu_time() -> Duration {
+pub(crate) fn cpu_time() -> Duration {
     let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
     // proc(5): after the parenthesised command name, utime and stime are
     // fields 14 and 15 (index 11 and 12 of what follows), in clock ticks.
@@ -192,7 +192,7 @@ pub fn cpu_time() -> Duration {
 }
 
 /// This process's address-space limit (`RLIMIT_AS`), if any.
-pub fn address_space_limit() -> Option<u64> {
+pub(crate) fn address_space_limit() -> Option<u64> {
     let mut limit = libc::rlimit {
         rlim_cur: 0,
         rlim_max: 0,

@@ -10,7 +10,7 @@ const T30: Duration = Duration::from_secs(30);
 
 /// Start-up: the first `python3` of the process, then `runs` fresh execs of
 /// `python3 -c 'print(1)'` beside `echo 1`, and memory around them.
-pub async fn startup(runs: usize) -> Result<()> {
+pub(crate) async fn startup(runs: usize) -> Result<()> {
     let c = Computer::new()?;
     println!("## Start-up: `python3 -c 'print(1)'`, fresh exec each ({runs} runs)");
     println!();
@@ -202,7 +202,7 @@ print(len(rows), len(hits))
 
 /// The shell writes inputs and a script, Python reads and writes files,
 /// the shell and the engine API read what Python wrote.
-pub async fn script(runs: usize) -> Result<()> {
+pub(crate) async fn script(runs: usize) -> Result<()> {
     let c = Computer::new()?;
     println!("## Files through the engine, both directions");
     println!();
@@ -398,7 +398,7 @@ const MODULES: &[(&str, &str)] = &[
     ("stdin", "import sys; print(len(sys.stdin.read()))"),
 ];
 
-pub async fn modules() -> Result<()> {
+pub(crate) async fn modules() -> Result<()> {
     let c = Computer::new()?;
     println!("## Common modules: `python3 -c \"import M; <one use>\"`");
     println!();
@@ -436,7 +436,7 @@ fn shell_dq(code: &str) -> String {
         .replace('`', "\\`")
 }
 
-pub async fn limits() -> Result<()> {
+pub(crate) async fn limits() -> Result<()> {
     let c = Computer::new()?;
     println!("## Limits: timeout, CPU after the stop, memory bombs, recursion");
     println!();
@@ -517,7 +517,7 @@ pub async fn limits() -> Result<()> {
     Ok(())
 }
 
-pub async fn network() -> Result<()> {
+pub(crate) async fn network() -> Result<()> {
     let c = Computer::new()?;
     let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
     listener.set_nonblocking(true)?;

@@ -7,7 +7,7 @@ use rand::{Rng, SeedableRng};
 use serde_json::json;
 
 /// One input file: a path relative to the working directory, and its bytes.
-pub type File = (String, Vec<u8>);
+pub(crate) type File = (String, Vec<u8>);
 
 /// Identifiers and keywords the code-like text is made of.
 const WORDS: &[&str] = &[
@@ -70,7 +70,7 @@ fn cap(w: &str) -> String {
 /// A source tree of `files` files of 1-8 KiB of code-like text, under
 /// `src/` (nested up to 10 directories deep), plus `tests/` and `docs/`.
 /// About 60 % are `.rs` files.
-pub fn source_tree(files: usize) -> Vec<File> {
+pub(crate) fn source_tree(files: usize) -> Vec<File> {
     let mut r = rng(1);
     let mut out = Vec::with_capacity(files);
     for i in 0..files {
@@ -106,7 +106,7 @@ pub fn source_tree(files: usize) -> Vec<File> {
 
 /// `files` text files `f000.txt`... of about 4 KiB each where `foo`
 /// appears a few times per line.
-pub fn sed_files(files: usize) -> Vec<File> {
+pub(crate) fn sed_files(files: usize) -> Vec<File> {
     let mut r = rng(2);
     (0..files)
         .map(|i| {
@@ -127,7 +127,7 @@ pub fn sed_files(files: usize) -> Vec<File> {
 
 /// `data.json`: `{"items": [...]}` with objects of id, name, score
 /// (0-99), tags, active and meta, compact, at least `bytes` long.
-pub fn json_doc(bytes: usize) -> Vec<File> {
+pub(crate) fn json_doc(bytes: usize) -> Vec<File> {
     let mut r = rng(3);
     let mut items = Vec::new();
     let mut size = 0;
@@ -153,7 +153,7 @@ pub fn json_doc(bytes: usize) -> Vec<File> {
 
 /// `words.txt`: `lines` lines, each one pseudo-word drawn from a
 /// vocabulary of 3,000 with a skewed (Zipf-like) frequency.
-pub fn word_lines(lines: usize) -> Vec<File> {
+pub(crate) fn word_lines(lines: usize) -> Vec<File> {
     let mut r = rng(4);
     let vocab: Vec<String> = (0..3000)
         .map(|_| {

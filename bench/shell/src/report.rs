@@ -6,7 +6,7 @@ use std::time::Duration;
 /// How a target's output compares with GNU bash's.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
-pub enum Agreement {
+pub(crate) enum Agreement {
     /// Byte for byte, status included.
     Same,
     /// Same once runs of blanks are collapsed and lines trimmed (column
@@ -16,7 +16,7 @@ pub enum Agreement {
 }
 
 impl Agreement {
-    pub fn compare(ours: &[u8], reference: &[u8]) -> Agreement {
+    pub(crate) fn compare(ours: &[u8], reference: &[u8]) -> Agreement {
         if ours == reference {
             Agreement::Same
         } else if squeeze(ours) == squeeze(reference) {
@@ -44,7 +44,7 @@ fn squeeze(text: &[u8]) -> Vec<String> {
 
 /// One target's numbers for one scenario.
 #[derive(Debug, Clone, Serialize)]
-pub struct TargetResult {
+pub(crate) struct TargetResult {
     pub target: String,
     pub median_ms: f64,
     pub min_ms: f64,
@@ -61,7 +61,7 @@ pub struct TargetResult {
 
 /// One scenario: its script and every target's result.
 #[derive(Debug, Clone, Serialize)]
-pub struct ScenarioResult {
+pub(crate) struct ScenarioResult {
     pub key: String,
     pub script: String,
     pub input_files: usize,
@@ -73,12 +73,12 @@ pub struct ScenarioResult {
     pub grpc_over_just_bash: Option<f64>,
 }
 
-pub fn ms(d: Duration) -> f64 {
+pub(crate) fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1e3
 }
 
 /// Median of `samples` (mean of the middle two for an even count).
-pub fn median(samples: &[f64]) -> f64 {
+pub(crate) fn median(samples: &[f64]) -> f64 {
     let mut s = samples.to_vec();
     s.sort_by(f64::total_cmp);
     let n = s.len();
@@ -92,18 +92,18 @@ pub fn median(samples: &[f64]) -> f64 {
     }
 }
 
-pub fn head(bytes: &[u8]) -> String {
+pub(crate) fn head(bytes: &[u8]) -> String {
     let cut = &bytes[..bytes.len().min(2000)];
     String::from_utf8_lossy(cut).into_owned()
 }
 
 impl ScenarioResult {
-    pub fn get(&self, target: &str) -> Option<&TargetResult> {
+    pub(crate) fn get(&self, target: &str) -> Option<&TargetResult> {
         self.targets.iter().find(|t| t.target == target)
     }
 
     /// Fills the ratio fields from the medians.
-    pub fn with_ratios(mut self) -> Self {
+    pub(crate) fn with_ratios(mut self) -> Self {
         let m = |t: &str| self.get(t).map(|r| r.median_ms);
         let ratio = |a: Option<f64>, b: Option<f64>| Some(a? / b?);
         let (jb, bash) = (m("just-bash"), m("bash"));
@@ -117,7 +117,7 @@ impl ScenarioResult {
 
 /// The printed table: medians in ms, ratios, and the output agreement of
 /// each target with bash (`=` same, `~` same but for blank padding).
-pub fn table(results: &[ScenarioResult], targets: &[&str]) -> String {
+pub(crate) fn table(results: &[ScenarioResult], targets: &[&str]) -> String {
     let mut out = format!("{:<6}", "script");
     for t in targets {
         out.push_str(&format!(" {t:>11}"));

@@ -4,7 +4,7 @@
 use crate::data::{self, File};
 
 /// One benchmark script.
-pub struct Scenario {
+pub(crate) struct Scenario {
     /// Short key used on the command line and in the JSON report.
     pub key: &'static str,
     /// The script text, the same for every target.
@@ -20,7 +20,7 @@ pub struct Scenario {
 }
 
 /// Every scenario, in report order.
-pub fn all() -> Vec<Scenario> {
+pub(crate) fn all() -> Vec<Scenario> {
     vec![
         Scenario {
             key: "tree",

@@ -18,14 +18,14 @@ use crate::error::{Error, Result};
 use crate::format::shown;
 
 /// Largest file whose context lines are shown (16 MiB).
-pub const CONTEXT_FILE_MAX: usize = 16 << 20;
+pub(crate) const CONTEXT_FILE_MAX: usize = 16 << 20;
 
 /// Matches the agent is asked for when filtering happens here, to find
 /// enough that pass.
 const FILTERED_SCAN: u32 = 100_000;
 
 /// What to search.
-pub struct Query {
+pub(crate) struct Query {
     pub computer: String,
     pub pattern: String,
     pub path: String,
@@ -38,7 +38,7 @@ pub struct Query {
 
 /// One matching line.
 #[derive(Debug, Clone, serde::Serialize)]
-pub struct Hit {
+pub(crate) struct Hit {
     pub path: String,
     pub line: u64,
     pub text: String,
@@ -49,7 +49,7 @@ pub struct Hit {
 /// paths escaped by [`shown`] so a control character in a file name
 /// cannot forge a line, file content as it is),
 /// and whether `max` cut the list.
-pub struct Found {
+pub(crate) struct Found {
     pub hits: Vec<Hit>,
     pub text: String,
     pub truncated: bool,
@@ -79,7 +79,7 @@ impl Filter {
 
 /// Runs the search. Errors: an invalid regex or glob (EINVAL), the path's
 /// (ENOENT...).
-pub async fn grep(client: &mut Client, q: Query) -> Result<Found> {
+pub(crate) async fn grep(client: &mut Client, q: Query) -> Result<Found> {
     let includes = q
         .include
         .iter()

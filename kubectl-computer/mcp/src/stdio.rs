@@ -25,7 +25,7 @@ use tokio::task::JoinHandle;
 /// Longest line accepted, newline included: `rmcp`'s own limit
 /// (`rmcp::transport::async_rw::DEFAULT_MAX_LINE_LENGTH`, 16 MiB), so a line
 /// passed on is never dropped there.
-pub const MAX_LINE: usize = 16 * 1024 * 1024;
+pub(crate) const MAX_LINE: usize = 16 * 1024 * 1024;
 
 /// Bytes of an over-long line kept to look for its `id`.
 const ID_SCAN: usize = 64 * 1024;
@@ -256,12 +256,12 @@ impl<R: AsyncRead + Unpin> Lines<R> {
 /// Streams for `rmcp` (its input and output) standing in for standard
 /// input and output, and the task writing standard output: await it after
 /// the service ended so every answer is flushed.
-pub fn transport() -> (DuplexStream, DuplexStream, JoinHandle<()>) {
+pub(crate) fn transport() -> (DuplexStream, DuplexStream, JoinHandle<()>) {
     guard(tokio::io::stdin(), tokio::io::stdout())
 }
 
 /// [`transport`] over any `input` and `output`.
-pub fn guard<R, W>(input: R, output: W) -> (DuplexStream, DuplexStream, JoinHandle<()>)
+pub(crate) fn guard<R, W>(input: R, output: W) -> (DuplexStream, DuplexStream, JoinHandle<()>)
 where
     R: AsyncRead + Unpin + Send + 'static,
     W: AsyncWrite + Unpin + Send + 'static,

@@ -4,13 +4,13 @@
 
 /// Bytes looked at for a NUL byte to call a file binary: the node agent's
 /// grep skips files whose first 8 KiB hold one, and `read` agrees with it.
-pub const BINARY_PROBE_BYTES: usize = 8192;
+pub(crate) const BINARY_PROBE_BYTES: usize = 8192;
 
 /// Whether `data` (the start of a file, `complete` when it is all of it) is
 /// binary: a NUL byte in its first 8 KiB, or bytes that are not UTF-8
 /// (a multi-byte character cut by the end of an incomplete read is not
 /// counted).
-pub fn is_binary(data: &[u8], complete: bool) -> bool {
+pub(crate) fn is_binary(data: &[u8], complete: bool) -> bool {
     if data[..data.len().min(BINARY_PROBE_BYTES)].contains(&0) {
         return true;
     }
@@ -23,7 +23,7 @@ pub fn is_binary(data: &[u8], complete: bool) -> bool {
 
 /// A range of lines taken out of a text.
 #[derive(Debug, PartialEq, Eq)]
-pub struct Lines {
+pub(crate) struct Lines {
     /// The lines, each with its newline (the last one may lack it).
     pub text: String,
     /// Number (1-based) of the first line in `text`.
@@ -40,7 +40,7 @@ pub struct Lines {
 /// end) of `text`, then at most `max_bytes` of them: whole lines while they
 /// fit, and when not even the first fits, its start cut at a character
 /// boundary.
-pub fn select_lines(text: &str, start: usize, end: usize, max_bytes: usize) -> Lines {
+pub(crate) fn select_lines(text: &str, start: usize, end: usize, max_bytes: usize) -> Lines {
     let start = start.max(1);
     let total = text.split_inclusive('\n').count();
     let mut out = String::new();
@@ -79,7 +79,7 @@ pub fn select_lines(text: &str, start: usize, end: usize, max_bytes: usize) -> L
 
 /// Why an edit was refused.
 #[derive(Debug, PartialEq, Eq)]
-pub enum EditRefusal {
+pub(crate) enum EditRefusal {
     /// `old` is empty, or the same as `new`.
     Pointless(&'static str),
     /// `old` does not occur.
@@ -90,7 +90,7 @@ pub enum EditRefusal {
 
 /// `content` with `old` replaced by `new`: the single occurrence, or every
 /// one with `all`. Returns the new text and the number of replacements.
-pub fn replace_exact(
+pub(crate) fn replace_exact(
     content: &str,
     old: &str,
     new: &str,
@@ -117,7 +117,7 @@ pub fn replace_exact(
 /// else its first and last halves around a marker saying how much was left
 /// out (the end of a log is often where the error is).
 #[derive(Debug)]
-pub struct Capped {
+pub(crate) struct Capped {
     cap: usize,
     head: Vec<u8>,
     tail: Vec<u8>,
@@ -126,7 +126,7 @@ pub struct Capped {
 
 impl Capped {
     /// Keeps at most `cap` bytes.
-    pub fn new(cap: usize) -> Capped {
+    pub(crate) fn new(cap: usize) -> Capped {
         Capped {
             cap,
             head: Vec::new(),
@@ -136,7 +136,7 @@ impl Capped {
     }
 
     /// Adds `data` to the stream.
-    pub fn push(&mut self, mut data: &[u8]) {
+    pub(crate) fn push(&mut self, mut data: &[u8]) {
         self.total += data.len() as u64;
         let half = self.cap / 2;
         if self.head.len() < half {
@@ -153,7 +153,7 @@ impl Capped {
     }
 
     /// Bytes of the stream that are not kept.
-    pub fn omitted(&self) -> u64 {
+    pub(crate) fn omitted(&self) -> u64 {
         let keep = self.cap - self.cap / 2;
         let tail = self.tail.len().min(keep);
         self.total - self.head.len() as u64 - tail as u64
@@ -162,7 +162,7 @@ impl Capped {
     /// The kept text (invalid UTF-8 replaced by U+FFFD), with
     /// `[... N bytes omitted ...]` between the halves when the stream did
     /// not fit.
-    pub fn text(&self) -> String {
+    pub(crate) fn text(&self) -> String {
         let keep = self.cap - self.cap / 2;
         let tail = &self.tail[self.tail.len().saturating_sub(keep)..];
         let omitted = self.omitted();

@@ -29,28 +29,43 @@
 
 use object_store::path::Path;
 
+/// The first 8 bytes of every object.
 pub const MAGIC: &[u8; 8] = b"ACBKUP01";
 /// Bytes before the first page record.
 pub const HEADER_BYTES: usize = 96;
+/// Bytes of the SHA-256 trailer.
 pub const DIGEST_BYTES: usize = 32;
 
+/// What an object holds (its header's kind byte).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
+    /// Every page of the database.
     Snapshot = 1,
+    /// The last version of each page one or more whole transactions wrote.
     Changes = 2,
 }
 
 /// An object's header.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Header {
+    /// Snapshot or changes.
     pub kind: Kind,
+    /// The database's page size, in bytes.
     pub page_size: u32,
+    /// The object's position in the log.
     pub position: u64,
+    /// Transactions shipped before this object, plus one.
     pub first_txn: u64,
+    /// The last transaction this object holds.
     pub last_txn: u64,
+    /// The database's size in pages once this object is applied.
     pub db_pages: u32,
+    /// Page records that follow the header.
     pub page_count: u32,
+    /// The trailer digest of the previous position's object (zero for a
+    /// first snapshot).
     pub prev_digest: [u8; 32],
+    /// When it was made, milliseconds since the Unix epoch.
     pub created_ms: u64,
     /// The shipper that wrote it: two shippers at one WAL position never
     /// make byte-identical objects, so neither takes the other's for its own.
@@ -173,6 +188,7 @@ pub fn decode_header(b: &[u8]) -> Result<Header, String> {
 /// A verified object: its header and page records.
 #[derive(Debug)]
 pub struct Object<'a> {
+    /// The parsed header.
     pub header: Header,
     bytes: &'a [u8],
 }

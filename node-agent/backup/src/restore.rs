@@ -21,6 +21,7 @@ pub struct Restored {
     pub position: u64,
     /// Database size in pages.
     pub db_pages: u32,
+    /// Page size in bytes.
     pub page_size: u32,
 }
 

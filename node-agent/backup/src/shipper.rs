@@ -75,7 +75,9 @@ impl Default for Options {
 /// position it reached and that object's digest.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Resume {
+    /// The last position written.
     pub position: u64,
+    /// The trailer digest of the object at `position`.
     pub digest: [u8; 32],
 }
 
@@ -92,8 +94,9 @@ pub struct Position {
     /// The digest of the object at `position` (what a later shipper needs
     /// to resume after a clean stop, [`Resume`]).
     pub digest: [u8; 32],
-    /// Objects this shipper uploaded, and their bytes.
+    /// Objects this shipper uploaded.
     pub uploads: u64,
+    /// Bytes of the objects this shipper uploaded.
     pub uploaded_bytes: u64,
     /// Rounds that failed (and were retried), since start.
     pub failed_rounds: u64,
@@ -129,6 +132,7 @@ pub struct Wake {
 }
 
 impl Wake {
+    /// Asks the shipper for a round now (merged with one already asked).
     pub fn wake(&self) {
         use std::sync::atomic::Ordering;
         if !self.pending.swap(true, Ordering::AcqRel)

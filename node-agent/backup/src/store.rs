@@ -24,7 +24,9 @@ pub struct S3Config {
     pub bucket: String,
     /// Region used for request signing (`us-east-1` for most S3-compatible stores).
     pub region: String,
+    /// The access key id of the credentials requests are signed with.
     pub access_key_id: String,
+    /// The secret of that access key.
     pub secret_access_key: String,
     /// Allow a plain `http://` endpoint (loopback test stores); refused otherwise.
     pub allow_http: bool,

@@ -11,7 +11,9 @@
 //! transaction in progress, or stale frames of an earlier WAL cycle) are
 //! not committed and are ignored, as SQLite's own recovery ignores them.
 
+/// Bytes of the WAL file's header.
 pub const HEADER_BYTES: u64 = 32;
+/// Bytes of each frame's header, before its page.
 pub const FRAME_HEADER_BYTES: u64 = 24;
 
 /// The WAL header's fields the shipper needs.

@@ -15,7 +15,7 @@ pub(crate) struct SysError {
 }
 
 impl SysError {
-    pub fn new(errno: Errno, syscall: &'static str, path: &str) -> SysError {
+    pub(crate) fn new(errno: Errno, syscall: &'static str, path: &str) -> SysError {
         SysError {
             errno,
             syscall,
@@ -24,23 +24,23 @@ impl SysError {
         }
     }
 
-    pub fn from_fs(err: &FsError, syscall: &'static str, path: &str) -> SysError {
+    pub(crate) fn from_fs(err: &FsError, syscall: &'static str, path: &str) -> SysError {
         SysError::new(err.errno(), syscall, path)
     }
 
-    pub fn with_dest(mut self, dest: &str) -> SysError {
+    pub(crate) fn with_dest(mut self, dest: &str) -> SysError {
         self.dest = Some(dest.to_string());
         self
     }
 
     /// The errno's symbolic name (`ENOENT`), Node's `err.code`.
-    pub fn code(&self) -> String {
+    pub(crate) fn code(&self) -> String {
         // nix's Debug output is the C macro name.
         format!("{:?}", self.errno)
     }
 
     /// `ENOENT: no such file or directory, open '/workspace/x'`.
-    pub fn message(&self) -> String {
+    pub(crate) fn message(&self) -> String {
         let mut m = format!("{}: {}, {}", self.code(), uv_text(self.errno), self.syscall);
         if let Some(p) = &self.path {
             m.push_str(&format!(" '{p}'"));

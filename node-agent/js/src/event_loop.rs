@@ -32,7 +32,7 @@ impl Timers {
     /// Adds a timer firing after `delay` (Node clamps below 1 ms to 1 ms);
     /// `repeat` makes it an interval. Returns its id, or `None` when too
     /// many are pending.
-    pub fn add(&mut self, delay: Duration, repeat: bool) -> Option<u32> {
+    pub(crate) fn add(&mut self, delay: Duration, repeat: bool) -> Option<u32> {
         if self.timers.len() >= MAX_TIMERS {
             return None;
         }
@@ -53,7 +53,7 @@ impl Timers {
         Some(id)
     }
 
-    pub fn clear(&mut self, id: u32) {
+    pub(crate) fn clear(&mut self, id: u32) {
         if let Some(t) = self.timers.remove(&id) {
             self.queue.remove(&(t.due, id));
             if t.refed {
@@ -64,7 +64,7 @@ impl Timers {
 
     /// `timeout.ref()` / `unref()`: an unref'd timer alone does not keep the
     /// exec alive.
-    pub fn set_ref(&mut self, id: u32, refed: bool) {
+    pub(crate) fn set_ref(&mut self, id: u32, refed: bool) {
         if let Some(t) = self.timers.get_mut(&id)
             && t.refed != refed
         {
@@ -78,7 +78,7 @@ impl Timers {
     }
 
     /// `timeout.refresh()`: restart the countdown with the same delay.
-    pub fn refresh(&mut self, id: u32, delay: Duration) {
+    pub(crate) fn refresh(&mut self, id: u32, delay: Duration) {
         if let Some(t) = self.timers.get_mut(&id) {
             self.queue.remove(&(t.due, id));
             t.due = Instant::now() + delay.max(Duration::from_millis(1));
@@ -86,7 +86,7 @@ impl Timers {
         }
     }
 
-    pub fn has_ref(&self, id: u32) -> bool {
+    pub(crate) fn has_ref(&self, id: u32) -> bool {
         self.timers.get(&id).is_some_and(|t| t.refed)
     }
 

@@ -63,6 +63,10 @@ impl std::fmt::Display for FetchError {
 /// blocking implementation is fine; it must honour
 /// [`FetchRequest::deadline`].
 pub trait Fetcher: Send + Sync {
+    /// Sends `request` and returns the whole response. Errors:
+    /// [`FetchError::Denied`] when the egress policy refuses the target,
+    /// [`FetchError::Failed`] for anything else (DNS, connect, TLS, the
+    /// deadline); either becomes a `TypeError` in the script.
     fn fetch(&self, request: FetchRequest) -> Result<FetchResponse, FetchError>;
 }
 

@@ -36,7 +36,7 @@ pub(crate) struct OpenFlags {
 
 impl OpenFlags {
     /// Node's string flags (`fs.open` docs, "File system flags").
-    pub fn parse(flags: &str) -> Option<OpenFlags> {
+    pub(crate) fn parse(flags: &str) -> Option<OpenFlags> {
         let f = |read, write, append, create, excl, truncate| {
             Some(OpenFlags {
                 read,
@@ -63,7 +63,7 @@ impl OpenFlags {
     }
 
     /// Linux `O_*` bits (x86-64 values, as `fs.constants` exposes them).
-    pub fn from_bits(bits: i32) -> OpenFlags {
+    pub(crate) fn from_bits(bits: i32) -> OpenFlags {
         let acc = bits & 3;
         OpenFlags {
             read: acc == 0 || acc == 2,
@@ -99,7 +99,7 @@ fn attr_now(ts: f64) -> TimeSet {
 }
 
 impl FsOps {
-    pub fn new(vfs: Vfs) -> FsOps {
+    pub(crate) fn new(vfs: Vfs) -> FsOps {
         FsOps {
             vfs,
             files: RefCell::new(HashMap::new()),
@@ -108,7 +108,7 @@ impl FsOps {
     }
 
     /// Closes every descriptor (end of the exec).
-    pub fn close_all(&self) {
+    pub(crate) fn close_all(&self) {
         self.files.borrow_mut().clear();
     }
 
@@ -117,7 +117,7 @@ impl FsOps {
     }
 
     /// `stat(2)` / `lstat(2)`.
-    pub fn stat(&self, path: &str, follow: bool) -> R<Node> {
+    pub(crate) fn stat(&self, path: &str, follow: bool) -> R<Node> {
         let sc = if follow { "stat" } else { "lstat" };
         self.vfs
             .resolve(path, follow)
@@ -172,7 +172,7 @@ impl FsOps {
 
     /// The whole content of a regular file (following symlinks); `EFBIG`
     /// past `max` bytes, so a huge file cannot be pulled into host memory.
-    pub fn read_file(&self, path: &str, max: u64) -> R<Vec<u8>> {
+    pub(crate) fn read_file(&self, path: &str, max: u64) -> R<Vec<u8>> {
         let node = self
             .vfs
             .resolve(path, true)
@@ -189,7 +189,13 @@ impl FsOps {
     }
 
     /// Creates, truncates or appends to a whole file in one transaction.
-    pub fn write_file(&self, path: &str, data: &[u8], mode: WriteMode, perm: u32) -> R<Attr> {
+    pub(crate) fn write_file(
+        &self,
+        path: &str,
+        data: &[u8],
+        mode: WriteMode,
+        perm: u32,
+    ) -> R<Attr> {
         let (_, fs, rel) = self.placed(path, "open", Errno::EACCES)?;
         fs.write_all(ROOT_INO, &rel, data, mode, perm & !UMASK, self.vfs.owner)
             .map_err(|e| SysError::from_fs(&e, "open", path))
@@ -197,7 +203,7 @@ impl FsOps {
 
     /// `mkdir(2)`, or `mkdir -p` when `recursive`: then returns the first
     /// directory created (as Node does), `None` if all existed.
-    pub fn mkdir(&self, path: &str, perm: u32, recursive: bool) -> R<Option<String>> {
+    pub(crate) fn mkdir(&self, path: &str, perm: u32, recursive: bool) -> R<Option<String>> {
         let perm = perm & !UMASK;
         if !recursive {
             let (_, fs, dir, name) = self.parent(path, "mkdir", Errno::EEXIST, Errno::EACCES)?;
@@ -235,7 +241,7 @@ impl FsOps {
     }
 
     /// The entries of a directory (names and kinds), without `.` and `..`.
-    pub fn readdir(&self, path: &str) -> R<Vec<(Vec<u8>, FileKind)>> {
+    pub(crate) fn readdir(&self, path: &str) -> R<Vec<(Vec<u8>, FileKind)>> {
         let node = self.stat(path, true).map_err(|mut e| {
             e.syscall = "scandir";
             e
@@ -282,7 +288,7 @@ impl FsOps {
     }
 
     /// `unlink(2)`.
-    pub fn unlink(&self, path: &str) -> R<()> {
+    pub(crate) fn unlink(&self, path: &str) -> R<()> {
         let (_, fs, dir, name) = self.parent(path, "unlink", Errno::EISDIR, Errno::ENOENT)?;
         trailing_slash(&fs, dir, &name, path, "unlink", Slash::Source)?;
         fs.unlink(dir, &name)
@@ -290,7 +296,7 @@ impl FsOps {
     }
 
     /// `rmdir(2)`.
-    pub fn rmdir(&self, path: &str) -> R<()> {
+    pub(crate) fn rmdir(&self, path: &str) -> R<()> {
         let (_, fs, dir, name) = self.parent(path, "rmdir", Errno::EBUSY, Errno::ENOENT)?;
         fs.rmdir(dir, &name)
             .map_err(|e| SysError::from_fs(&e, "rmdir", path))
@@ -298,7 +304,7 @@ impl FsOps {
 
     /// Node's `fs.rm`: `recursive` removes whole trees, `force` ignores a
     /// missing path. Symlinks are removed, never followed.
-    pub fn rm(&self, path: &str, recursive: bool, force: bool) -> R<()> {
+    pub(crate) fn rm(&self, path: &str, recursive: bool, force: bool) -> R<()> {
         let node = match self.vfs.resolve(path, false) {
             Ok(n) => n,
             Err(Errno::ENOENT) if force => return Ok(()),
@@ -340,7 +346,7 @@ impl FsOps {
     }
 
     /// `rename(2)`; across `/workspace` and `/tmp` it is `EXDEV`.
-    pub fn rename(&self, from: &str, to: &str) -> R<()> {
+    pub(crate) fn rename(&self, from: &str, to: &str) -> R<()> {
         let with_dest = |e: SysError| e.with_dest(to);
         let (m1, fs, d1, n1) = self
             .parent(from, "rename", Errno::EBUSY, Errno::ENOENT)
@@ -369,7 +375,13 @@ impl FsOps {
     /// copy is built unnamed and named at the end (the target is the old
     /// file or the whole copy, never a part); across filesystems (`/tmp`
     /// and `/workspace`), or onto a symlink, it is written in place.
-    pub fn copy_file(&self, from: &str, to: &str, excl: bool, stop: &dyn Fn() -> bool) -> R<()> {
+    pub(crate) fn copy_file(
+        &self,
+        from: &str,
+        to: &str,
+        excl: bool,
+        stop: &dyn Fn() -> bool,
+    ) -> R<()> {
         let with_dest = |mut e: SysError| {
             e.syscall = "copyfile";
             e.path = Some(from.to_string());
@@ -450,7 +462,7 @@ impl FsOps {
     }
 
     /// `symlink(2)`: `path` becomes a link to `target` (stored as given).
-    pub fn symlink(&self, target: &str, path: &str) -> R<()> {
+    pub(crate) fn symlink(&self, target: &str, path: &str) -> R<()> {
         let with_dest = |e: SysError| {
             SysError {
                 path: Some(target.to_string()),
@@ -468,7 +480,7 @@ impl FsOps {
     }
 
     /// `readlink(2)`.
-    pub fn readlink(&self, path: &str) -> R<Vec<u8>> {
+    pub(crate) fn readlink(&self, path: &str) -> R<Vec<u8>> {
         let node = self.stat(path, false).map_err(|mut e| {
             e.syscall = "readlink";
             e
@@ -482,7 +494,7 @@ impl FsOps {
     }
 
     /// `link(2)` (does not follow a symlink at `existing`).
-    pub fn link(&self, existing: &str, new: &str) -> R<()> {
+    pub(crate) fn link(&self, existing: &str, new: &str) -> R<()> {
         let with_dest = |e: SysError| {
             SysError {
                 path: Some(existing.to_string()),
@@ -517,7 +529,7 @@ impl FsOps {
     }
 
     /// `chmod(2)`: permission bits `mode & 0o7777`.
-    pub fn chmod(&self, path: &str, mode: u32) -> R<()> {
+    pub(crate) fn chmod(&self, path: &str, mode: u32) -> R<()> {
         let set = SetAttr {
             perm: Some(mode & 0o7777),
             ..Default::default()
@@ -526,7 +538,7 @@ impl FsOps {
     }
 
     /// `utimes(2)` (or `lutimes` without `follow`); times in seconds.
-    pub fn utimes(&self, path: &str, atime: f64, mtime: f64, follow: bool) -> R<()> {
+    pub(crate) fn utimes(&self, path: &str, atime: f64, mtime: f64, follow: bool) -> R<()> {
         let set = SetAttr {
             atime: Some(attr_now(atime)),
             mtime: Some(attr_now(mtime)),
@@ -537,7 +549,7 @@ impl FsOps {
     }
 
     /// `truncate(2)`.
-    pub fn truncate(&self, path: &str, len: u64) -> R<()> {
+    pub(crate) fn truncate(&self, path: &str, len: u64) -> R<()> {
         let set = SetAttr {
             size: Some(len),
             ..Default::default()
@@ -548,7 +560,7 @@ impl FsOps {
     /// `access(2)` for the exec's owner: `mode` is `F_OK` (0) or a mix of
     /// `R_OK` (4), `W_OK` (2), `X_OK` (1). Root passes read and write
     /// checks and needs one execute bit for `X_OK`, as on Linux.
-    pub fn access(&self, path: &str, mode: u32) -> R<()> {
+    pub(crate) fn access(&self, path: &str, mode: u32) -> R<()> {
         let node = self.stat(path, true).map_err(|mut e| {
             e.syscall = "access";
             e
@@ -575,14 +587,14 @@ impl FsOps {
     }
 
     /// `realpath(3)`.
-    pub fn realpath(&self, path: &str) -> R<String> {
+    pub(crate) fn realpath(&self, path: &str) -> R<String> {
         self.vfs
             .realpath(path)
             .map_err(|e| Self::err(e, "realpath", path))
     }
 
     /// `mkdtemp(3)`: `prefix` plus six random characters.
-    pub fn mkdtemp(&self, prefix: &str) -> R<String> {
+    pub(crate) fn mkdtemp(&self, prefix: &str) -> R<String> {
         const CHARS: &[u8] = b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
         for _ in 0..100 {
             let mut rnd = [0u8; 6];
@@ -606,7 +618,7 @@ impl FsOps {
     }
 
     /// `open(2)`: returns a descriptor.
-    pub fn open(&self, path: &str, flags: OpenFlags, perm: u32) -> R<i32> {
+    pub(crate) fn open(&self, path: &str, flags: OpenFlags, perm: u32) -> R<i32> {
         if self.files.borrow().len() >= MAX_OPEN_FILES {
             return Err(Self::err(Errno::EMFILE, "open", path));
         }
@@ -686,7 +698,7 @@ impl FsOps {
     }
 
     /// `close(2)`.
-    pub fn close(&self, fd: i32) -> R<()> {
+    pub(crate) fn close(&self, fd: i32) -> R<()> {
         self.files
             .borrow_mut()
             .remove(&fd)
@@ -695,7 +707,7 @@ impl FsOps {
     }
 
     /// `pread(2)` at `position`, or `read(2)` at the file position.
-    pub fn read(&self, fd: i32, len: usize, position: Option<u64>) -> R<Vec<u8>> {
+    pub(crate) fn read(&self, fd: i32, len: usize, position: Option<u64>) -> R<Vec<u8>> {
         self.with_file(fd, "read", |f| {
             if !f.flags.read {
                 return Err(Self::ebadf("read"));
@@ -715,7 +727,7 @@ impl FsOps {
 
     /// `pwrite(2)` at `position`, or `write(2)` at the file position (at the
     /// end for `O_APPEND`).
-    pub fn write(&self, fd: i32, data: &[u8], position: Option<u64>) -> R<usize> {
+    pub(crate) fn write(&self, fd: i32, data: &[u8], position: Option<u64>) -> R<usize> {
         self.with_file(fd, "write", |f| {
             if !f.flags.write {
                 return Err(Self::ebadf("write"));
@@ -739,7 +751,7 @@ impl FsOps {
     }
 
     /// `fstat(2)`.
-    pub fn fstat(&self, fd: i32) -> R<Node> {
+    pub(crate) fn fstat(&self, fd: i32) -> R<Node> {
         self.with_file(fd, "fstat", |f| {
             let attr = f.fs.getattr(f.handle.ino()).map_err(|e| SysError {
                 path: None,
@@ -753,7 +765,7 @@ impl FsOps {
     }
 
     /// `ftruncate(2)`.
-    pub fn ftruncate(&self, fd: i32, len: u64) -> R<()> {
+    pub(crate) fn ftruncate(&self, fd: i32, len: u64) -> R<()> {
         self.with_file(fd, "ftruncate", |f| {
             if !f.flags.write {
                 return Err(SysError {
@@ -776,7 +788,7 @@ impl FsOps {
     }
 
     /// `fsync(2)`: the file's committed data survives power loss.
-    pub fn fsync(&self, fd: i32) -> R<()> {
+    pub(crate) fn fsync(&self, fd: i32) -> R<()> {
         self.with_file(fd, "fsync", |f| {
             f.fs.fsync(Some(f.handle.ino())).map_err(|e| SysError {
                 path: None,

@@ -43,7 +43,7 @@ pub(crate) struct Graph {
 }
 
 impl Graph {
-    pub fn add_main(&mut self, name: &str) {
+    pub(crate) fn add_main(&mut self, name: &str) {
         self.depth.insert(name.to_string(), 0);
     }
 }

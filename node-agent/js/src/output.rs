@@ -25,7 +25,7 @@ pub(crate) struct OutputSink {
 }
 
 impl OutputSink {
-    pub fn new(
+    pub(crate) fn new(
         tx: Sender<OutputChunk>,
         handle: tokio::runtime::Handle,
         stop: Arc<Stopper>,
@@ -43,13 +43,13 @@ impl OutputSink {
     }
 
     /// The output cap in bytes.
-    pub fn cap(&self) -> u64 {
+    pub(crate) fn cap(&self) -> u64 {
         self.cap
     }
 
     /// Writes what fits under the cap. Returns false when the cap was hit
     /// (the exec is then stopping) or the caller went away.
-    pub fn write(&self, stream: Stream, bytes: &[u8]) -> bool {
+    pub(crate) fn write(&self, stream: Stream, bytes: &[u8]) -> bool {
         if bytes.is_empty() {
             return true;
         }
@@ -67,7 +67,7 @@ impl OutputSink {
     }
 
     /// Writes past the cap: for the final report of why the exec ended.
-    pub fn write_final(&self, stream: Stream, bytes: &[u8]) {
+    pub(crate) fn write_final(&self, stream: Stream, bytes: &[u8]) {
         if !bytes.is_empty() {
             self.send(stream, bytes.to_vec());
         }

@@ -46,7 +46,7 @@ pub(crate) struct ExecState {
 impl ExecState {
     /// Drops every JS value the state holds. Must run before the runtime
     /// is freed (QuickJS frees the heap and a later drop would touch it).
-    pub fn clear_js(&self) {
+    pub(crate) fn clear_js(&self) {
         self.rejections.borrow_mut().clear();
         self.timer_hook.borrow_mut().take();
         self.internals.borrow_mut().clear();
@@ -55,7 +55,7 @@ impl ExecState {
 
     /// Records a rejection (`handled == false`) or forgets one that got a
     /// handler later.
-    pub fn track_rejection<'js>(
+    pub(crate) fn track_rejection<'js>(
         &self,
         ctx: &Ctx<'js>,
         promise: Value<'js>,
@@ -79,7 +79,7 @@ impl ExecState {
     }
 
     /// Forgets `promise` (the caller reports its rejection itself).
-    pub fn forget_rejection<'js>(&self, ctx: &Ctx<'js>, promise: &Value<'js>) {
+    pub(crate) fn forget_rejection<'js>(&self, ctx: &Ctx<'js>, promise: &Value<'js>) {
         self.rejections.borrow_mut().retain(|(p, _)| {
             p.clone()
                 .restore(ctx)
@@ -89,7 +89,7 @@ impl ExecState {
     }
 
     /// The reason of the first unhandled rejection, if any.
-    pub fn take_unhandled<'js>(&self, ctx: &Ctx<'js>) -> Option<Value<'js>> {
+    pub(crate) fn take_unhandled<'js>(&self, ctx: &Ctx<'js>) -> Option<Value<'js>> {
         let mut list = self.rejections.borrow_mut();
         if list.is_empty() {
             return None;

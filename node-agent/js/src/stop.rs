@@ -31,7 +31,7 @@ pub(crate) struct Stopper {
 }
 
 impl Stopper {
-    pub fn new(timeout: Duration) -> Stopper {
+    pub(crate) fn new(timeout: Duration) -> Stopper {
         let now = Instant::now();
         Stopper {
             reason: AtomicU8::new(NONE),
@@ -44,7 +44,7 @@ impl Stopper {
         }
     }
 
-    pub fn stop(&self, reason: StopReason) {
+    pub(crate) fn stop(&self, reason: StopReason) {
         let code = match reason {
             StopReason::Timeout => TIMEOUT,
             StopReason::Cancelled => CANCELLED,
@@ -60,7 +60,7 @@ impl Stopper {
     }
 
     /// The reason to stop, checking the deadline as a side effect.
-    pub fn reason(&self) -> Option<StopReason> {
+    pub(crate) fn reason(&self) -> Option<StopReason> {
         match self.reason.load(Ordering::Acquire) {
             NONE => {
                 if Instant::now() >= self.deadline {
@@ -76,18 +76,18 @@ impl Stopper {
         }
     }
 
-    pub fn should_stop(&self) -> bool {
+    pub(crate) fn should_stop(&self) -> bool {
         self.reason().is_some()
     }
 
     /// QuickJS's interrupt handler: true aborts the running JavaScript with
     /// an uncatchable error.
-    pub fn interrupt(&self) -> bool {
+    pub(crate) fn interrupt(&self) -> bool {
         !self.reporting.load(Ordering::Relaxed) && self.should_stop()
     }
 
     /// The exec is over; let the error report run to its end.
-    pub fn set_reporting(&self) {
+    pub(crate) fn set_reporting(&self) {
         self.reporting.store(true, Ordering::Relaxed);
     }
 }

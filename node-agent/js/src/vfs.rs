@@ -20,7 +20,7 @@ pub(crate) enum Mount {
 }
 
 impl Mount {
-    pub fn prefix(self) -> &'static str {
+    pub(crate) fn prefix(self) -> &'static str {
         match self {
             Mount::Workspace => "/workspace",
             Mount::Tmp => "/tmp",
@@ -28,7 +28,7 @@ impl Mount {
     }
 
     /// `st_dev` reported for files of this mount.
-    pub fn dev(self) -> u64 {
+    pub(crate) fn dev(self) -> u64 {
         match self {
             Mount::Workspace => 1,
             Mount::Tmp => 2,
@@ -92,7 +92,7 @@ fn root_attr() -> Attr {
 }
 
 impl Vfs {
-    pub fn new(workspace: Fs, owner: Owner) -> Vfs {
+    pub(crate) fn new(workspace: Fs, owner: Owner) -> Vfs {
         Vfs {
             workspace,
             scratch: RefCell::new(None),
@@ -103,17 +103,17 @@ impl Vfs {
     }
 
     /// Makes `/tmp`'s database under `dir` (see `RunOptions::scratch_dir`).
-    pub fn with_scratch_dir(mut self, dir: Option<std::path::PathBuf>) -> Vfs {
+    pub(crate) fn with_scratch_dir(mut self, dir: Option<std::path::PathBuf>) -> Vfs {
         self.scratch_dir = dir;
         self
     }
 
-    pub fn cwd(&self) -> Ref<'_, String> {
+    pub(crate) fn cwd(&self) -> Ref<'_, String> {
         self.cwd.borrow()
     }
 
     /// Changes the working directory; `path` must name a directory.
-    pub fn chdir(&self, path: &str) -> Result<(), Errno> {
+    pub(crate) fn chdir(&self, path: &str) -> Result<(), Errno> {
         if path == "/workspace" || path == "/tmp" {
             // Mount points always exist: skip the engine round trip.
             *self.cwd.borrow_mut() = path.to_string();
@@ -129,7 +129,7 @@ impl Vfs {
     }
 
     /// `path` made absolute against the working directory (not normalized).
-    pub fn absolute(&self, path: &str) -> String {
+    pub(crate) fn absolute(&self, path: &str) -> String {
         if path.starts_with('/') {
             path.to_string()
         } else {
@@ -139,7 +139,7 @@ impl Vfs {
     }
 
     /// The filesystem of `mount`; `/tmp`'s is made on first use.
-    pub fn fs(&self, mount: Mount) -> Result<Fs, Errno> {
+    pub(crate) fn fs(&self, mount: Mount) -> Result<Fs, Errno> {
         match mount {
             Mount::Workspace => Ok(self.workspace.clone()),
             Mount::Tmp => {
@@ -187,7 +187,7 @@ impl Vfs {
     }
 
     /// Splits `path` (relative to the working directory) at its mount point.
-    pub fn place(&self, path: &str) -> Result<Place, Errno> {
+    pub(crate) fn place(&self, path: &str) -> Result<Place, Errno> {
         if path.is_empty() {
             return Err(Errno::ENOENT);
         }
@@ -225,7 +225,7 @@ impl Vfs {
     }
 
     /// Resolves `path` to an inode (`follow_last`: `stat` vs `lstat`).
-    pub fn resolve(&self, path: &str, follow_last: bool) -> Result<Node, Errno> {
+    pub(crate) fn resolve(&self, path: &str, follow_last: bool) -> Result<Node, Errno> {
         match self.place(path)? {
             Place::Root => Ok(Node {
                 mount: None,
@@ -250,7 +250,7 @@ impl Vfs {
     /// `Err(EACCES)`-style answers for names in the read-only root are left
     /// to the caller through [`Place`]; this returns the engine's answer
     /// (for a mount point itself the name is `/`).
-    pub fn parent(&self, path: &str) -> Result<(Mount, Fs, u64, Vec<u8>), ParentError> {
+    pub(crate) fn parent(&self, path: &str) -> Result<(Mount, Fs, u64, Vec<u8>), ParentError> {
         match self.place(path).map_err(ParentError::Errno)? {
             Place::Root => Err(ParentError::Root),
             Place::RootChild => Err(ParentError::RootChild),
@@ -266,7 +266,7 @@ impl Vfs {
 
     /// The canonical absolute path of `path`: symlinks followed, no `.`,
     /// `..` or repeated slashes (`realpath(3)`).
-    pub fn realpath(&self, path: &str) -> Result<String, Errno> {
+    pub(crate) fn realpath(&self, path: &str) -> Result<String, Errno> {
         let (m, rel) = match self.place(path)? {
             Place::Root => return Ok("/".into()),
             Place::RootChild => return Err(Errno::ENOENT),

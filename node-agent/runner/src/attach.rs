@@ -29,7 +29,7 @@ const EVENT_BUFFER: usize = 64;
 /// FAILED_PRECONDITION (an attach protocol revision it does not serve).
 /// Carries the agent's message.
 #[derive(Debug)]
-pub struct Refused(pub String);
+pub(crate) struct Refused(pub String);
 
 /// Why one stream ended.
 enum Failure {
@@ -53,7 +53,7 @@ impl From<&str> for Failure {
 
 /// Attaches to the agent again and again, until the agent refuses this
 /// runner's protocol revision.
-pub async fn serve(config: Config, reaper: Arc<Reaper>) -> Refused {
+pub(crate) async fn serve(config: Config, reaper: Arc<Reaper>) -> Refused {
     let mut backoff = MIN_BACKOFF;
     loop {
         let began = Instant::now();

@@ -16,11 +16,11 @@ use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 
 /// A process, identified across pid reuse.
-pub type Key = (i32, u64);
+pub(crate) type Key = (i32, u64);
 
 /// One process of the table.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Proc {
+pub(crate) struct Proc {
     pub pid: i32,
     pub ppid: i32,
     /// Process group (field 5).
@@ -34,7 +34,7 @@ pub struct Proc {
 }
 
 impl Proc {
-    pub fn key(&self) -> Key {
+    pub(crate) fn key(&self) -> Key {
         (self.pid, self.start)
     }
 }
@@ -42,7 +42,7 @@ impl Proc {
 /// Parses one `/proc/PID/stat` line. The command name (field 2) is in
 /// parentheses and may itself hold spaces and parentheses, so the fields
 /// are counted from the last `)`. `None` when the line is not in that form.
-pub fn parse_stat(line: &str) -> Option<Proc> {
+pub(crate) fn parse_stat(line: &str) -> Option<Proc> {
     let open = line.find(" (")?;
     let pid = line[..open].trim().parse().ok()?;
     let close = line.rfind(')')?;
@@ -63,7 +63,7 @@ pub fn parse_stat(line: &str) -> Option<Proc> {
 /// The processes visible in `/proc` at one moment, with their parent
 /// links. Processes that end while being read are left out.
 #[derive(Debug, Default)]
-pub struct Table {
+pub(crate) struct Table {
     procs: HashMap<i32, Proc>,
 }
 
@@ -75,7 +75,7 @@ impl Table {
     /// (`CONFIG_PROC_CHILDREN` off). A list read while its process forks
     /// may miss the new child; the callers scan again until nothing new
     /// appears (see [`kill_completely`]).
-    pub fn scan_below(root: i32) -> Table {
+    pub(crate) fn scan_below(root: i32) -> Table {
         if !std::path::Path::new(&format!("/proc/{root}/task/{root}/children")).exists() {
             return Table::scan();
         }
@@ -108,7 +108,7 @@ impl Table {
     }
 
     /// Reads all of `/proc`.
-    pub fn scan() -> Table {
+    pub(crate) fn scan() -> Table {
         let mut procs = HashMap::new();
         let Ok(dir) = std::fs::read_dir("/proc") else {
             return Table { procs };
@@ -129,7 +129,7 @@ impl Table {
 
     /// A table of the given processes (for tests of the selection logic).
     #[cfg(test)]
-    pub fn from_procs(procs: impl IntoIterator<Item = Proc>) -> Table {
+    pub(crate) fn from_procs(procs: impl IntoIterator<Item = Proc>) -> Table {
         Table {
             procs: procs.into_iter().map(|p| (p.pid, p)).collect(),
         }
@@ -137,7 +137,7 @@ impl Table {
 
     /// Every live process whose parent chain reaches `ancestor` (itself
     /// excluded).
-    pub fn descendants_of(&self, ancestor: i32) -> Vec<Proc> {
+    pub(crate) fn descendants_of(&self, ancestor: i32) -> Vec<Proc> {
         self.procs
             .values()
             .filter(|p| !p.dead && p.pid != ancestor && self.descends_from(p.pid, ancestor))
@@ -162,7 +162,7 @@ impl Table {
     /// The live descendants of `runner` that belong to a run: in its
     /// process group or session `group` (when `by_group`), or remembered
     /// in `seen`, and every descendant of those.
-    pub fn run_members(
+    pub(crate) fn run_members(
         &self,
         runner: i32,
         group: i32,
@@ -197,7 +197,7 @@ impl Table {
 }
 
 /// How long [`kill_completely`] keeps trying.
-pub const KILL_DEADLINE: Duration = Duration::from_secs(3);
+pub(crate) const KILL_DEADLINE: Duration = Duration::from_secs(3);
 
 /// Kills every process `select` picks from a fresh table of the processes
 /// below `root` ([`Table::scan_below`]), until a scan
@@ -208,7 +208,7 @@ pub const KILL_DEADLINE: Duration = Duration::from_secs(3);
 /// it. Every process signalled is added to `killed`. Returns the
 /// processes still alive at the deadline (e.g. stuck in uninterruptible
 /// sleep), empty when all are gone.
-pub fn kill_completely(
+pub(crate) fn kill_completely(
     root: i32,
     mut select: impl FnMut(&Table) -> Vec<Proc>,
     killed: &mut HashSet<Key>,

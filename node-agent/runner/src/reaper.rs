@@ -35,7 +35,7 @@ use crate::procs::{Key, Table, kill_completely};
 const SAMPLE_EVERY: Duration = Duration::from_millis(200);
 
 /// A run's identity in the reaper.
-pub type RunId = u64;
+pub(crate) type RunId = u64;
 
 /// What the reaper knows of one run still going.
 struct Tracked {
@@ -47,7 +47,7 @@ struct Tracked {
 }
 
 /// Spawns processes, reaps every child, and kills what the runs leave.
-pub struct Reaper {
+pub(crate) struct Reaper {
     /// Exit codes wanted: pid → where to send it. Locked across spawn and
     /// across reaping, so a child that exits at once is not reaped before
     /// it is listed.
@@ -68,7 +68,7 @@ impl Reaper {
     /// their descendants) are remembered, so that one which leaves the
     /// session and whose parent then dies (re-parented here, outside the
     /// run's tree) is still known as the run's when it is killed.
-    pub fn start() -> std::io::Result<Arc<Reaper>> {
+    pub(crate) fn start() -> std::io::Result<Arc<Reaper>> {
         let mut sigchld = signal(SignalKind::child())?;
         if std::process::id() != 1 {
             nix::sys::prctl::set_child_subreaper(true)?;
@@ -108,7 +108,7 @@ impl Reaper {
     /// new run and returns it with a receiver of its exit code (128+N when
     /// killed by signal N) and the run's id. The run is tracked until
     /// [`Reaper::run_done`].
-    pub fn spawn(
+    pub(crate) fn spawn(
         &self,
         cmd: &mut Command,
     ) -> std::io::Result<(Child, oneshot::Receiver<i32>, RunId)> {
@@ -145,7 +145,7 @@ impl Reaper {
     /// from one of those; frozen with SIGSTOP, then
     /// SIGKILLed, until none is left (bounded by
     /// [`crate::procs::KILL_DEADLINE`]). Runs in a blocking thread.
-    pub async fn kill_run(self: &Arc<Self>, id: RunId) {
+    pub(crate) async fn kill_run(self: &Arc<Self>, id: RunId) {
         let r = self.clone();
         let _ = tokio::task::spawn_blocking(move || r.kill_run_now(id)).await;
     }
@@ -190,7 +190,7 @@ impl Reaper {
     /// other process of the container that is not a `kubectl exec`
     /// session's own tree): that catches a process that left its run's
     /// session and lost its parent before it was ever sampled.
-    pub async fn run_done(self: &Arc<Self>, id: RunId) {
+    pub(crate) async fn run_done(self: &Arc<Self>, id: RunId) {
         let r = self.clone();
         let _ = tokio::task::spawn_blocking(move || {
             let last = {
@@ -214,7 +214,7 @@ impl Reaper {
 
     /// Kills every descendant of this process (SIGTERM of the runner; the
     /// sweep when no run is going).
-    pub fn kill_descendants(&self) {
+    pub(crate) fn kill_descendants(&self) {
         let me = self.me;
         let left = kill_completely(me, |table| table.descendants_of(me), &mut HashSet::new());
         if !left.is_empty() {

@@ -20,7 +20,7 @@ use tokio::sync::{Notify, mpsc, oneshot};
 
 use crate::reaper::Reaper;
 
-pub use agentcomputer_runtime_contract::{
+pub(crate) use agentcomputer_runtime_contract::{
     EXIT_CANCELLED, EXIT_OUTPUT_CAP, EXIT_START_FAILED, EXIT_TIMEOUT,
 };
 
@@ -38,18 +38,18 @@ const DRAIN_GRACE: Duration = Duration::from_secs(2);
 const WORKSPACE: &str = "/workspace";
 
 /// Events of the attach stream.
-pub type Events = mpsc::Sender<pb::RunnerEvent>;
+pub(crate) type Events = mpsc::Sender<pb::RunnerEvent>;
 
 /// How a run ended.
 #[derive(Debug, PartialEq, Eq)]
-pub struct End {
+pub(crate) struct End {
     pub code: i32,
     pub error: Option<String>,
 }
 
 /// Runs `start` to its end, sending its output and then its exit to
 /// `events`. `cancel` fires (or is dropped) to stop it.
-pub async fn run(
+pub(crate) async fn run(
     start: pb::RunnerStart,
     workspace: PathBuf,
     reaper: Arc<Reaper>,
@@ -247,7 +247,7 @@ fn shell() -> &'static str {
 
 /// The host path of `cwd` (`/workspace` or below) under `workspace`.
 /// Errors on any other path, or one with `..` in it.
-pub fn host_path(workspace: &Path, cwd: &str) -> Result<PathBuf, String> {
+pub(crate) fn host_path(workspace: &Path, cwd: &str) -> Result<PathBuf, String> {
     let cwd = if cwd.is_empty() { WORKSPACE } else { cwd };
     let rest = Path::new(cwd)
         .strip_prefix(WORKSPACE)

@@ -19,17 +19,17 @@ use nix::errno::Errno;
 use crate::log;
 
 /// Time between two checks of the workspace root.
-pub const CHECK_INTERVAL: Duration = Duration::from_secs(2);
+pub(crate) const CHECK_INTERVAL: Duration = Duration::from_secs(2);
 
 /// Whether `e` means the workspace's FUSE connection has ended for good
 /// (fs/fuse/dev.c: `ENOTCONN` once the connection is aborted,
 /// `ECONNABORTED` for a request that was waiting when it was).
-pub fn is_lost(e: Errno) -> bool {
+pub(crate) fn is_lost(e: Errno) -> bool {
     matches!(e, Errno::ENOTCONN | Errno::ECONNABORTED)
 }
 
 /// The message the runner ends with when the workspace mount is lost.
-pub fn lost_message(workspace: &Path, e: Errno) -> String {
+pub(crate) fn lost_message(workspace: &Path, e: Errno) -> String {
     format!(
         "workspace mount lost: statfs {}: {e}; the node agent did not come back within \
          the mounter's grace period, and the pod must be recreated to get its files back",
@@ -40,7 +40,7 @@ pub fn lost_message(workspace: &Path, e: Errno) -> String {
 /// Starts the checking thread; the receiver gets the message when the
 /// mount is lost (and nothing while it lives). Errors: the thread cannot
 /// be started.
-pub fn watch(workspace: PathBuf) -> std::io::Result<tokio::sync::oneshot::Receiver<String>> {
+pub(crate) fn watch(workspace: PathBuf) -> std::io::Result<tokio::sync::oneshot::Receiver<String>> {
     let (tx, rx) = tokio::sync::oneshot::channel();
     std::thread::Builder::new()
         .name("workspace-watch".into())

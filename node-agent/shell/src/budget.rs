@@ -34,7 +34,7 @@ pub(crate) struct ExecBudget {
 impl ExecBudget {
     /// `Ok` if `bytes` more may be held at once; else `EFBIG` with a
     /// message naming `what`, its size and the limit.
-    pub fn admit(&self, bytes: u64, what: &str) -> Result<(), IoError> {
+    pub(crate) fn admit(&self, bytes: u64, what: &str) -> Result<(), IoError> {
         if bytes <= self.memory {
             return Ok(());
         }
@@ -44,7 +44,7 @@ impl ExecBudget {
     /// Whether the exec was asked to stop or its timeout has passed. A
     /// passed timeout also raises the stop flag, so the script ends at its
     /// next statement instead of going on after the stopped call.
-    pub fn stopped(&self) -> bool {
+    pub(crate) fn stopped(&self) -> bool {
         if self.stop.is_raised() {
             return true;
         }
@@ -60,20 +60,20 @@ impl ExecBudget {
     /// a safe point where a demoted exec waits for its computer's turn of
     /// idle CPU ([`agentcomputer_sched::checkpoint`]). Only for steps that
     /// hold no engine transaction.
-    pub fn step_stopped(&self) -> bool {
+    pub(crate) fn step_stopped(&self) -> bool {
         agentcomputer_sched::checkpoint(|| self.stop.is_raised());
         self.stopped()
     }
 
     /// Whether a long call was stopped by the deadline.
-    pub fn timed_out(&self) -> bool {
+    pub(crate) fn timed_out(&self) -> bool {
         self.timed_out.load(Ordering::Relaxed)
     }
 
     /// The error a long call ends with once [`ExecBudget::stopped`]: the
     /// timeout when it has passed (so the run reports a timeout), else a
     /// cancellation.
-    pub fn stop_error(&self) -> bashkit::Error {
+    pub(crate) fn stop_error(&self) -> bashkit::Error {
         match self.deadline {
             Some((at, timeout)) if Instant::now() >= at => {
                 bashkit::Error::ResourceLimit(bashkit::LimitExceeded::Timeout(timeout))

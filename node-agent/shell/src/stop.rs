@@ -24,12 +24,12 @@ pub(crate) struct StopFlag {
 
 impl StopFlag {
     /// A new flag, not raised.
-    pub fn new() -> Arc<StopFlag> {
+    pub(crate) fn new() -> Arc<StopFlag> {
         Arc::default()
     }
 
     /// Raises the flag and every linked token. Idempotent.
-    pub fn raise(&self) {
+    pub(crate) fn raise(&self) {
         self.raised.store(true, Ordering::SeqCst);
         for token in self.tokens().iter() {
             token.store(true, Ordering::SeqCst);
@@ -37,13 +37,13 @@ impl StopFlag {
     }
 
     /// Whether the flag was raised.
-    pub fn is_raised(&self) -> bool {
+    pub(crate) fn is_raised(&self) -> bool {
         self.raised.load(Ordering::Relaxed)
     }
 
     /// Raises `token` whenever this flag is raised: at once if it already
     /// was, else together with it.
-    pub fn link(&self, token: Arc<AtomicBool>) {
+    pub(crate) fn link(&self, token: Arc<AtomicBool>) {
         let mut tokens = self.tokens();
         tokens.push(Arc::clone(&token));
         // Under the lock: a `raise` that stored its flag before we pushed

@@ -9,18 +9,18 @@ use std::process::Command;
 use std::time::Instant;
 
 /// A scratch directory per scenario under `root`.
-pub struct GnuBash {
+pub(crate) struct GnuBash {
     root: PathBuf,
     cwd: PathBuf,
 }
 
 impl GnuBash {
-    pub fn new(root: PathBuf) -> Self {
+    pub(crate) fn new(root: PathBuf) -> Self {
         let cwd = root.clone();
         Self { root, cwd }
     }
 
-    pub fn load(&mut self, sc: &Scenario) -> Result<()> {
+    pub(crate) fn load(&mut self, sc: &Scenario) -> Result<()> {
         self.cwd = self.root.join(sc.key);
         if self.cwd.exists() {
             std::fs::remove_dir_all(&self.cwd)?;
@@ -29,7 +29,7 @@ impl GnuBash {
         self.write_files(&sc.files)
     }
 
-    pub fn write_files(&self, files: &[(String, Vec<u8>)]) -> Result<()> {
+    pub(crate) fn write_files(&self, files: &[(String, Vec<u8>)]) -> Result<()> {
         for (path, bytes) in files {
             let full = self.cwd.join(path);
             if let Some(parent) = full.parent() {
@@ -42,7 +42,7 @@ impl GnuBash {
 
     /// Timed from spawn to exit, output read. `LC_ALL=C`: byte order for
     /// `sort` and byte semantics, as the two interpreters have.
-    pub fn run(&self, script: &str) -> Result<Ran> {
+    pub(crate) fn run(&self, script: &str) -> Result<Ran> {
         let start = Instant::now();
         let out = Command::new("bash")
             .args(["-c", script])

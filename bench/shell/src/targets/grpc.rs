@@ -16,7 +16,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::Instant;
 use tonic::transport::Channel;
 
-pub struct Grpc {
+pub(crate) struct Grpc {
     agent: Child,
     client: AgentComputerClient<Channel>,
     computer: String,
@@ -25,7 +25,7 @@ pub struct Grpc {
 impl Grpc {
     /// Starts `bin local` on 127.0.0.1 (port chosen by the kernel) over
     /// `data_dir` and connects to it.
-    pub async fn start(bin: &Path, data_dir: &Path) -> Result<Self> {
+    pub(crate) async fn start(bin: &Path, data_dir: &Path) -> Result<Self> {
         if !bin.is_file() {
             bail!(
                 "{} not found (cargo build --release -p agentcomputer-node-agent)",
@@ -56,7 +56,7 @@ impl Grpc {
         })
     }
 
-    pub async fn load(&mut self, sc: &Scenario) -> Result<()> {
+    pub(crate) async fn load(&mut self, sc: &Scenario) -> Result<()> {
         self.computer = format!("bench-{}", sc.key);
         self.client
             .create_computer(pb::CreateComputerRequest {
@@ -83,7 +83,7 @@ impl Grpc {
     }
 
     /// One `Write` stream per file (truncate), 1 MiB data messages.
-    pub async fn write_files(&mut self, files: &[(String, Vec<u8>)]) -> Result<()> {
+    pub(crate) async fn write_files(&mut self, files: &[(String, Vec<u8>)]) -> Result<()> {
         for (path, bytes) in files {
             let mut msgs = vec![pb::WriteRequest {
                 msg: Some(pb::write_request::Msg::Header(pb::WriteHeader {
@@ -113,7 +113,7 @@ impl Grpc {
     }
 
     /// Timed from the call to the stream's end (the exit event read).
-    pub async fn run(&mut self, script: &str) -> Result<Ran> {
+    pub(crate) async fn run(&mut self, script: &str) -> Result<Ran> {
         let req = pb::ExecRequest {
             computer: self.computer.clone(),
             runtime: pb::Runtime::Shell as i32,

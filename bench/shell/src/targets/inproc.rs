@@ -13,7 +13,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 /// One engine database per scenario, under `dir`.
-pub struct InProc {
+pub(crate) struct InProc {
     dir: PathBuf,
     fs: Option<Fs>,
     /// Directories created so far, by path relative to the root.
@@ -21,7 +21,7 @@ pub struct InProc {
 }
 
 impl InProc {
-    pub fn new(dir: PathBuf) -> Self {
+    pub(crate) fn new(dir: PathBuf) -> Self {
         Self {
             dir,
             fs: None,
@@ -29,7 +29,7 @@ impl InProc {
         }
     }
 
-    pub fn load(&mut self, sc: &Scenario) -> Result<()> {
+    pub(crate) fn load(&mut self, sc: &Scenario) -> Result<()> {
         // Close the previous scenario's computer before creating the next.
         self.fs = None;
         self.dirs.clear();
@@ -47,7 +47,7 @@ impl InProc {
 
     /// Writes every file (creating or truncating it), one engine
     /// transaction per file, as a script's `>` would.
-    pub fn write_files(&mut self, files: &[(String, Vec<u8>)]) -> Result<()> {
+    pub(crate) fn write_files(&mut self, files: &[(String, Vec<u8>)]) -> Result<()> {
         for (path, bytes) in files {
             let (parent, name) = path.rsplit_once('/').unwrap_or(("", path));
             let dir = self.mkdir_p(parent)?;
@@ -87,7 +87,7 @@ impl InProc {
         Ok(ino)
     }
 
-    pub async fn run(&mut self, script: &str) -> Result<Ran> {
+    pub(crate) async fn run(&mut self, script: &str) -> Result<Ran> {
         let fs = self.fs()?.clone();
         let req = ExecRequest {
             script: script.into(),

@@ -20,7 +20,7 @@ const DRIVER_NAME: &str = "shell-bench-driver.mjs";
 /// The working directory of every run, where the files are put.
 const CWD: &str = "/workspace";
 
-pub struct JustBash {
+pub(crate) struct JustBash {
     child: Child,
     stdin: ChildStdin,
     stdout: BufReader<ChildStdout>,
@@ -28,7 +28,7 @@ pub struct JustBash {
 
 impl JustBash {
     /// Starts node in `dir`, which must hold `node_modules/just-bash`.
-    pub fn start(dir: &Path) -> Result<Self> {
+    pub(crate) fn start(dir: &Path) -> Result<Self> {
         if !installed(dir) {
             bail!(
                 "just-bash is not installed in {} (npm install --prefix {} just-bash)",
@@ -65,7 +65,7 @@ impl JustBash {
         Ok(serde_json::from_str(&line)?)
     }
 
-    pub fn load(&mut self, sc: &Scenario) -> Result<()> {
+    pub(crate) fn load(&mut self, sc: &Scenario) -> Result<()> {
         let files: serde_json::Map<String, Value> = sc
             .files
             .iter()
@@ -82,7 +82,7 @@ impl JustBash {
     }
 
     /// `op` is `run` (fresh instance, timed) or `check` (last instance).
-    pub fn run(&mut self, script: &str, op: &str) -> Result<Ran> {
+    pub(crate) fn run(&mut self, script: &str, op: &str) -> Result<Ran> {
         let v = self.call(&json!({ "op": op, "script": script }))?;
         Ok(Ran {
             elapsed: Duration::from_nanos(v["ns"].as_u64().unwrap_or(0)),
@@ -101,4 +101,4 @@ impl Drop for JustBash {
 }
 
 // Installation checks are the conformance harness's: one place knows the layout.
-pub use shell_spec::runners::justbash::{installed, version};
+pub(crate) use shell_spec::runners::justbash::{installed, version};

@@ -1,10 +1,10 @@
 //! The four ways a script is run: the shell runtime in-process and through
 //! the gRPC API, just-bash in node, GNU bash as a process.
 
-pub mod gnubash;
-pub mod grpc;
-pub mod inproc;
-pub mod justbash;
+pub(crate) mod gnubash;
+pub(crate) mod grpc;
+pub(crate) mod inproc;
+pub(crate) mod justbash;
 
 use crate::scenarios::Scenario;
 use anyhow::Result;
@@ -12,7 +12,7 @@ use std::time::Duration;
 
 /// The result of one run of a script.
 #[derive(Debug, Clone, Default)]
-pub struct Ran {
+pub(crate) struct Ran {
     /// Wall-clock time of the run as the target measured it.
     pub elapsed: Duration,
     pub stdout: Vec<u8>,
@@ -22,7 +22,7 @@ pub struct Ran {
 }
 
 /// One target, ready to run scripts.
-pub enum Target {
+pub(crate) enum Target {
     InProc(inproc::InProc),
     Grpc(grpc::Grpc),
     JustBash(justbash::JustBash),
@@ -31,7 +31,7 @@ pub enum Target {
 
 impl Target {
     /// Column name in the report.
-    pub fn name(&self) -> &'static str {
+    pub(crate) fn name(&self) -> &'static str {
         match self {
             Target::InProc(_) => "ours",
             Target::Grpc(_) => "ours-grpc",
@@ -41,7 +41,7 @@ impl Target {
     }
 
     /// Puts the scenario's files into a fresh filesystem of this target.
-    pub async fn load(&mut self, sc: &Scenario) -> Result<()> {
+    pub(crate) async fn load(&mut self, sc: &Scenario) -> Result<()> {
         match self {
             Target::InProc(t) => t.load(sc),
             Target::Grpc(t) => t.load(sc).await,
@@ -51,7 +51,7 @@ impl Target {
     }
 
     /// Writes the scenario's files again (untimed), undoing a previous run.
-    pub async fn reset(&mut self, sc: &Scenario) -> Result<()> {
+    pub(crate) async fn reset(&mut self, sc: &Scenario) -> Result<()> {
         match self {
             Target::InProc(t) => t.write_files(&sc.files),
             Target::Grpc(t) => t.write_files(&sc.files).await,
@@ -62,7 +62,7 @@ impl Target {
     }
 
     /// Runs `script` once, timed.
-    pub async fn run(&mut self, script: &str) -> Result<Ran> {
+    pub(crate) async fn run(&mut self, script: &str) -> Result<Ran> {
         match self {
             Target::InProc(t) => t.run(script).await,
             Target::Grpc(t) => t.run(script).await,
@@ -72,7 +72,7 @@ impl Target {
     }
 
     /// Runs `script` on the files the last run left.
-    pub async fn check(&mut self, script: &str) -> Result<Ran> {
+    pub(crate) async fn check(&mut self, script: &str) -> Result<Ran> {
         match self {
             Target::JustBash(t) => t.run(script, "check"),
             other => other.run(script).await,

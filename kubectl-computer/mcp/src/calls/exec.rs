@@ -10,14 +10,23 @@ use crate::error::{Error, Result};
 
 /// What `exec` runs.
 pub struct ExecArgs {
+    /// The computer, as the API's `computer` field names it.
     pub computer: String,
+    /// Shell, JavaScript or container.
     pub runtime: pb::Runtime,
+    /// The working directory, relative to `/workspace` unless absolute;
+    /// empty is `/workspace`.
     pub cwd: String,
+    /// Environment variables added for the run, as `(NAME, value)`.
     pub env: Vec<(String, String)>,
+    /// The run's time limit; `None` (or zero) is the agent's default.
     pub timeout: Option<Duration>,
+    /// Whether the caller has standard input to pass.
     pub stdin: bool,
     /// JSON text for a JavaScript module's default export; empty is null.
     pub input_json: String,
+    /// The program: a bash script, a JavaScript module or a `bash -c`
+    /// command line.
     pub script: String,
     /// Wait for the run's changes to reach the backup store before its exit.
     pub sync: bool,

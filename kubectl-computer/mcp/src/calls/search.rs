@@ -26,11 +26,18 @@ pub async fn glob_paths(
 
 /// What `grep` searches.
 pub struct GrepArgs {
+    /// The computer, as the API's `computer` field names it.
     pub computer: String,
+    /// A regular expression (the `regex` crate's syntax) matched per line.
     pub pattern: String,
+    /// A file or a directory searched recursively; empty is `/workspace`.
     pub path: String,
+    /// Only files matching this glob (a name pattern, or a path pattern
+    /// with `/`); empty is every file.
     pub glob: String,
+    /// Match letters regardless of case.
     pub ignore_case: bool,
+    /// Stop after this many matches; 0 is the agent's default, 1000.
     pub max: u32,
 }
 

@@ -10,7 +10,7 @@ use serde_json::Value;
 /// Arguments of `read`.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct ReadParams {
+pub(super) struct ReadParams {
     /// The file: relative to /workspace (the computer's root directory), or
     /// absolute under /workspace.
     pub path: String,
@@ -26,7 +26,7 @@ pub struct ReadParams {
 /// Arguments of `share`.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct ShareParams {
+pub(super) struct ShareParams {
     /// The file to share (a regular file): relative to /workspace, or
     /// absolute under it.
     pub path: String,
@@ -38,7 +38,7 @@ pub struct ShareParams {
 /// Arguments of `write`.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct WriteParams {
+pub(super) struct WriteParams {
     /// The file: relative to /workspace, or absolute under it. Missing
     /// parent directories are created.
     pub path: String,
@@ -50,7 +50,7 @@ pub struct WriteParams {
 /// Arguments of `edit`.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct EditParams {
+pub(super) struct EditParams {
     /// The file: relative to /workspace, or absolute under it.
     pub path: String,
     /// The exact text to replace, whitespace and indentation included. It
@@ -68,7 +68,7 @@ pub struct EditParams {
 /// Arguments of `ls`.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct LsParams {
+pub(super) struct LsParams {
     /// Directory (or file) to list, relative to /workspace or absolute under
     /// it [default: /workspace].
     #[serde(default)]
@@ -80,7 +80,7 @@ pub struct LsParams {
 /// Arguments of `find`.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct FindParams {
+pub(super) struct FindParams {
     /// Glob pattern relative to /workspace: `*` and `?` match within one
     /// path component, `**` any number of components, `{a,b}` and `[a-z]`
     /// as usual. Examples: `**/*.md`, `src/**/*.rs`, `*.txt`.
@@ -93,7 +93,7 @@ pub struct FindParams {
 /// Arguments of `grep`.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct GrepParams {
+pub(super) struct GrepParams {
     /// Regular expression (Rust `regex` syntax, like ripgrep's) matched
     /// against each line.
     pub pattern: String,
@@ -123,7 +123,7 @@ pub struct GrepParams {
 /// Arguments of `delete`.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct DeleteParams {
+pub(super) struct DeleteParams {
     /// File, symlink or directory to remove, relative to /workspace or
     /// absolute under it (never /workspace itself).
     pub path: String,
@@ -136,7 +136,7 @@ pub struct DeleteParams {
 /// Arguments of `exec`.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct ExecParams {
+pub(super) struct ExecParams {
     /// The program. For the shell and container runtimes a bash script
     /// (`ls -l && cat notes.md`); for javascript the source of an ES module
     /// whose default-exported function's return value becomes `result`.

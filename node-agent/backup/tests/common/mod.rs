@@ -16,12 +16,12 @@ use std::time::{Duration, Instant};
 use agentcomputer_backup::{S3Config, s3_store};
 use object_store::ObjectStore;
 
-pub const ACCESS_KEY: &str = "agentcomputer-test";
-pub const SECRET_KEY: &str = "agentcomputer-test-secret";
-pub const BUCKET: &str = "backups";
+pub(crate) const ACCESS_KEY: &str = "agentcomputer-test";
+pub(crate) const SECRET_KEY: &str = "agentcomputer-test-secret";
+pub(crate) const BUCKET: &str = "backups";
 
 /// The server binary, or `None` (with a message on stderr) if not installed.
-pub fn server_binary() -> Option<PathBuf> {
+pub(crate) fn server_binary() -> Option<PathBuf> {
     if let Some(p) = std::env::var_os("AGENTCOMPUTER_OBJECT_STORE_BIN") {
         return Some(PathBuf::from(p));
     }
@@ -43,7 +43,7 @@ pub fn server_binary() -> Option<PathBuf> {
 }
 
 /// A running server with one bucket, [`BUCKET`].
-pub struct ObjectServer {
+pub(crate) struct ObjectServer {
     child: Child,
     _dir: tempfile::TempDir,
     pub addr: SocketAddr,
@@ -52,7 +52,7 @@ pub struct ObjectServer {
 impl ObjectServer {
     /// Starts the server, or returns `None` if it is not installed.
     /// Panics if it does not start listening within 20 s.
-    pub fn start() -> Option<ObjectServer> {
+    pub(crate) fn start() -> Option<ObjectServer> {
         let bin = server_binary()?;
         let dir = tempfile::tempdir().unwrap();
         let data = dir.path().join("data");
@@ -102,7 +102,7 @@ impl ObjectServer {
         Some(server)
     }
 
-    pub fn config(&self) -> S3Config {
+    pub(crate) fn config(&self) -> S3Config {
         S3Config {
             endpoint: format!("http://{}", self.addr),
             bucket: BUCKET.into(),
@@ -114,12 +114,12 @@ impl ObjectServer {
     }
 
     /// A client of the bucket.
-    pub fn store(&self) -> Arc<dyn ObjectStore> {
+    pub(crate) fn store(&self) -> Arc<dyn ObjectStore> {
         s3_store(&self.config()).unwrap()
     }
 
     /// The file holding object `key` in the server's data directory.
-    pub fn object_file(&self, key: &str) -> PathBuf {
+    pub(crate) fn object_file(&self, key: &str) -> PathBuf {
         self._dir.path().join("data").join(BUCKET).join(key)
     }
 }
@@ -132,7 +132,7 @@ impl Drop for ObjectServer {
 }
 
 /// Writes `data` as file `name` at the root of `fs`, in one transaction.
-pub fn write_file(fs: &agentcomputer_fs::Fs, name: &str, data: &[u8]) {
+pub(crate) fn write_file(fs: &agentcomputer_fs::Fs, name: &str, data: &[u8]) {
     fs.write_all(
         agentcomputer_fs::ROOT_INO,
         name.as_bytes(),
@@ -145,7 +145,7 @@ pub fn write_file(fs: &agentcomputer_fs::Fs, name: &str, data: &[u8]) {
 }
 
 /// Every file at the root of `fs`: name and content.
-pub fn files(fs: &agentcomputer_fs::Fs) -> std::collections::BTreeMap<String, Vec<u8>> {
+pub(crate) fn files(fs: &agentcomputer_fs::Fs) -> std::collections::BTreeMap<String, Vec<u8>> {
     let mut out = std::collections::BTreeMap::new();
     let mut cookie = 0;
     loop {
@@ -166,6 +166,6 @@ pub fn files(fs: &agentcomputer_fs::Fs) -> std::collections::BTreeMap<String, Ve
 }
 
 /// Deterministic content of `len` bytes for record `i`.
-pub fn content(i: usize, len: usize) -> Vec<u8> {
+pub(crate) fn content(i: usize, len: usize) -> Vec<u8> {
     (0..len).map(|k| (i * 31 + k * 7 + k / 251) as u8).collect()
 }

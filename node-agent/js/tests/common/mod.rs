@@ -8,12 +8,12 @@ use agentcomputer_js::{JsOutcome, JsRequest, OutputChunk, RunOptions};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-pub struct Computer {
+pub(crate) struct Computer {
     pub fs: Fs,
     _dir: tempfile::TempDir,
 }
 
-pub fn computer() -> Computer {
+pub(crate) fn computer() -> Computer {
     let dir = tempfile::tempdir().unwrap();
     let fs = Fs::create(&dir.path().join("computer.db"), Limits::default()).unwrap();
     Computer { fs, _dir: dir }
@@ -21,7 +21,7 @@ pub fn computer() -> Computer {
 
 /// What one exec printed and returned.
 #[derive(Debug)]
-pub struct Ran {
+pub(crate) struct Ran {
     pub outcome: JsOutcome,
     pub stdout: String,
     pub stderr: String,
@@ -29,7 +29,7 @@ pub struct Ran {
 }
 
 impl Ran {
-    pub fn ok(&self) -> &serde_json::Value {
+    pub(crate) fn ok(&self) -> &serde_json::Value {
         assert_eq!(
             self.outcome.exit_code, 0,
             "exec failed: {:?}\nstdout: {}\nstderr: {}",
@@ -38,7 +38,7 @@ impl Ran {
         self.outcome.result.as_ref().unwrap()
     }
 
-    pub fn err(&self) -> &str {
+    pub(crate) fn err(&self) -> &str {
         assert_ne!(
             self.outcome.exit_code, 0,
             "exec succeeded: {:?} stdout: {}",
@@ -48,7 +48,7 @@ impl Ran {
     }
 }
 
-pub fn request(source: &str) -> JsRequest {
+pub(crate) fn request(source: &str) -> JsRequest {
     JsRequest {
         source: source.to_string(),
         timeout: Duration::from_secs(20),
@@ -56,11 +56,11 @@ pub fn request(source: &str) -> JsRequest {
     }
 }
 
-pub async fn run_req(fs: &Fs, req: JsRequest) -> Ran {
+pub(crate) async fn run_req(fs: &Fs, req: JsRequest) -> Ran {
     run_with(fs, req, RunOptions::default(), CancellationToken::new()).await
 }
 
-pub async fn run_with(
+pub(crate) async fn run_with(
     fs: &Fs,
     req: JsRequest,
     options: RunOptions,
@@ -92,6 +92,6 @@ pub async fn run_with(
     }
 }
 
-pub async fn run(fs: &Fs, source: &str) -> Ran {
+pub(crate) async fn run(fs: &Fs, source: &str) -> Ran {
     run_req(fs, request(source)).await
 }

@@ -24,7 +24,7 @@ pub(super) struct Transfer {
 }
 
 impl Transfer {
-    pub fn new(req: &Request) -> Transfer {
+    pub(super) fn new(req: &Request) -> Transfer {
         Transfer {
             url: req.url.to_string(),
             method: req.method.to_string(),
@@ -33,7 +33,7 @@ impl Transfer {
     }
 
     /// Takes in the head of the latest response.
-    pub fn record(&mut self, resp: &Response) {
+    pub(super) fn record(&mut self, resp: &Response) {
         self.http_code = resp.status.as_u16();
         self.http_version = match resp.version {
             http::Version::HTTP_10 => "1.0".into(),

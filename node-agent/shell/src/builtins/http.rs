@@ -62,7 +62,7 @@ impl Spec {
     /// attached or separate (`-ofile`, `-o file`, `--output=file`,
     /// `--output file`), operands anywhere, `--` ends the options. Errors:
     /// the message for an unknown option or a missing value.
-    pub fn parse(&self, args: &[String]) -> Result<Parsed, String> {
+    pub(super) fn parse(&self, args: &[String]) -> Result<Parsed, String> {
         let mut out = Parsed::default();
         let mut iter = args.iter();
         while let Some(arg) = iter.next() {
@@ -144,7 +144,7 @@ pub(super) enum SinkError {
 impl Sink {
     /// A sink for `path` (`-` is stdout; `/dev/null` discards), creating or
     /// truncating the file.
-    pub async fn open(
+    pub(super) async fn open(
         path: &str,
         cwd: &Path,
         fs: &Arc<dyn FileSystem>,
@@ -164,7 +164,7 @@ impl Sink {
         })
     }
 
-    pub async fn write(&mut self, bytes: &[u8]) -> Result<(), SinkError> {
+    pub(super) async fn write(&mut self, bytes: &[u8]) -> Result<(), SinkError> {
         match self {
             Sink::Stdout(out) => out.write_all(bytes).await.map_err(write_error),
             Sink::Discard => Ok(()),
@@ -179,7 +179,7 @@ impl Sink {
     }
 
     /// Writes what is buffered; call once the body is complete.
-    pub async fn flush(&mut self) -> Result<(), SinkError> {
+    pub(super) async fn flush(&mut self) -> Result<(), SinkError> {
         if let Sink::File { fs, path, pending } = self
             && !pending.is_empty()
         {
@@ -192,7 +192,7 @@ impl Sink {
     /// Removes the file this sink created, after a failed transfer, so a
     /// partial body never passes for a whole one; best effort (the failure
     /// being reported matters more than a failed removal).
-    pub async fn discard(self) {
+    pub(super) async fn discard(self) {
         if let Sink::File { fs, path, .. } = self {
             let _ = fs.remove(&path, false).await;
         }

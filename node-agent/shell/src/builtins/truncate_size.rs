@@ -49,7 +49,7 @@ const MAX_SIZE: u64 = i64::MAX as u64;
 
 impl SizeSpec {
     /// Parses `text` (the argument of `-s`).
-    pub fn parse(text: &str) -> Result<SizeSpec, SizeError> {
+    pub(super) fn parse(text: &str) -> Result<SizeSpec, SizeError> {
         let invalid = || SizeError::Invalid(text.to_string());
         let (make, rest): (fn(u64) -> SizeSpec, &str) = match text.chars().next() {
             Some('+') => (SizeSpec::ExtendBy, &text[1..]),
@@ -82,12 +82,12 @@ impl SizeSpec {
 
     /// Whether the size depends on the file's current size (the only
     /// kind `--reference` may be combined with).
-    pub fn is_relative(self) -> bool {
+    pub(super) fn is_relative(self) -> bool {
         !matches!(self, SizeSpec::Absolute(_))
     }
 
     /// The new size of a file whose size is `current`.
-    pub fn apply(self, current: u64) -> Result<u64, SizeError> {
+    pub(super) fn apply(self, current: u64) -> Result<u64, SizeError> {
         let size = match self {
             SizeSpec::Absolute(n) => n,
             SizeSpec::ExtendBy(n) => current.checked_add(n).ok_or(SizeError::Overflow)?,

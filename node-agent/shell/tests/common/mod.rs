@@ -10,24 +10,24 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 /// One computer: an engine database file in its own temporary directory.
-pub struct Computer {
+pub(crate) struct Computer {
     pub fs: Fs,
     pub dir: TempDir,
 }
 
 impl Computer {
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Self::with_limits(Limits::default())
     }
 
-    pub fn with_limits(limits: Limits) -> Self {
+    pub(crate) fn with_limits(limits: Limits) -> Self {
         let dir = tempfile::tempdir().expect("tempdir");
         let fs = Fs::create(&dir.path().join("computer.db"), limits).expect("create engine");
         Self { fs, dir }
     }
 
     /// Runs `script` from `/workspace` with a 30 s timeout.
-    pub async fn sh(&self, script: &str) -> Run {
+    pub(crate) async fn sh(&self, script: &str) -> Run {
         self.exec(ExecRequest {
             script: script.into(),
             timeout: Duration::from_secs(30),
@@ -37,7 +37,7 @@ impl Computer {
     }
 
     /// Like [`Computer::sh`], as a `'static` future for spawning.
-    pub fn sh_owned(
+    pub(crate) fn sh_owned(
         &self,
         script: String,
     ) -> impl std::future::Future<Output = Run> + Send + 'static {
@@ -52,13 +52,13 @@ impl Computer {
         }
     }
 
-    pub async fn exec(&self, req: ExecRequest) -> Run {
+    pub(crate) async fn exec(&self, req: ExecRequest) -> Run {
         exec(&self.fs, req, CancellationToken::new()).await
     }
 
     /// Contents of `path` (relative to the engine root) read through the
     /// engine API, not the shell.
-    pub fn read(&self, path: &str) -> Vec<u8> {
+    pub(crate) fn read(&self, path: &str) -> Vec<u8> {
         let attr = self
             .fs
             .resolve(ROOT_INO, path.as_bytes(), true)
@@ -67,7 +67,7 @@ impl Computer {
     }
 
     /// Writes `path` through the engine API.
-    pub fn write(&self, path: &str, data: &[u8]) {
+    pub(crate) fn write(&self, path: &str, data: &[u8]) {
         self.fs
             .write_all(
                 ROOT_INO,
@@ -83,13 +83,13 @@ impl Computer {
 
 /// Everything one run produced.
 #[derive(Debug)]
-pub struct Run {
+pub(crate) struct Run {
     pub chunks: Vec<OutputChunk>,
     pub outcome: ExecOutcome,
 }
 
 impl Run {
-    pub fn stdout_bytes(&self) -> Vec<u8> {
+    pub(crate) fn stdout_bytes(&self) -> Vec<u8> {
         self.chunks
             .iter()
             .filter_map(|c| match c {
@@ -101,11 +101,11 @@ impl Run {
             .collect()
     }
 
-    pub fn stdout(&self) -> String {
+    pub(crate) fn stdout(&self) -> String {
         String::from_utf8(self.stdout_bytes()).expect("utf-8 stdout")
     }
 
-    pub fn stderr(&self) -> String {
+    pub(crate) fn stderr(&self) -> String {
         let bytes: Vec<u8> = self
             .chunks
             .iter()
@@ -119,13 +119,13 @@ impl Run {
         String::from_utf8_lossy(&bytes).into_owned()
     }
 
-    pub fn code(&self) -> i32 {
+    pub(crate) fn code(&self) -> i32 {
         self.outcome.exit_code
     }
 
     /// Asserts a clean run and returns its stdout.
     #[track_caller]
-    pub fn ok(&self) -> String {
+    pub(crate) fn ok(&self) -> String {
         assert_eq!(
             self.code(),
             0,
@@ -139,12 +139,12 @@ impl Run {
 }
 
 /// Runs `req` against `fs`, collecting output concurrently.
-pub async fn exec(fs: &Fs, req: ExecRequest, cancel: CancellationToken) -> Run {
+pub(crate) async fn exec(fs: &Fs, req: ExecRequest, cancel: CancellationToken) -> Run {
     exec_with_limits(fs, req, cancel, ShellLimits::default()).await
 }
 
 /// Runs `req` against `fs` under `limits`, collecting output concurrently.
-pub async fn exec_with_limits(
+pub(crate) async fn exec_with_limits(
     fs: &Fs,
     req: ExecRequest,
     cancel: CancellationToken,

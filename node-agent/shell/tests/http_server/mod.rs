@@ -12,7 +12,7 @@ use tokio::net::{TcpListener, TcpStream};
 
 /// One request as the server saw it.
 #[derive(Debug, Clone)]
-pub struct Seen {
+pub(crate) struct Seen {
     pub method: String,
     pub path: String,
     /// Names lower-cased.
@@ -21,7 +21,7 @@ pub struct Seen {
 }
 
 impl Seen {
-    pub fn header(&self, name: &str) -> Option<&str> {
+    pub(crate) fn header(&self, name: &str) -> Option<&str> {
         self.headers
             .iter()
             .find(|(n, _)| n == name)
@@ -30,7 +30,7 @@ impl Seen {
 }
 
 /// A running server; it stops with the test's runtime.
-pub struct Server {
+pub(crate) struct Server {
     pub addr: SocketAddr,
     /// Requests received, in order.
     pub seen: Arc<Mutex<Vec<Seen>>>,
@@ -42,7 +42,7 @@ pub struct Server {
 
 impl Server {
     /// Starts a server on `ip` (e.g. `127.0.0.2`), any free port.
-    pub async fn start(ip: &str) -> Server {
+    pub(crate) async fn start(ip: &str) -> Server {
         let listener = TcpListener::bind((ip, 0)).await.expect("bind");
         let server = Server {
             addr: listener.local_addr().unwrap(),
@@ -69,21 +69,21 @@ impl Server {
     }
 
     /// `http://ip:port{path}`.
-    pub fn url(&self, path: &str) -> String {
+    pub(crate) fn url(&self, path: &str) -> String {
         format!("http://{}{path}", self.addr)
     }
 
-    pub fn requests(&self) -> Vec<Seen> {
+    pub(crate) fn requests(&self) -> Vec<Seen> {
         self.seen.lock().unwrap().clone()
     }
 
-    pub fn connection_count(&self) -> usize {
+    pub(crate) fn connection_count(&self) -> usize {
         *self.connections.lock().unwrap()
     }
 }
 
 /// Every byte value, in order: a body that is not text.
-pub fn binary_body() -> Vec<u8> {
+pub(crate) fn binary_body() -> Vec<u8> {
     (0..=255u8).cycle().take(3000).collect()
 }
 

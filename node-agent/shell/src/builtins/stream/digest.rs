@@ -20,7 +20,7 @@ pub(crate) enum Algorithm {
 }
 
 impl Algorithm {
-    pub const ALL: [Algorithm; 6] = [
+    pub(super) const ALL: [Algorithm; 6] = [
         Algorithm::Md5,
         Algorithm::Sha1,
         Algorithm::Sha224,
@@ -29,7 +29,7 @@ impl Algorithm {
         Algorithm::Sha512,
     ];
 
-    pub fn command(self) -> &'static str {
+    pub(super) fn command(self) -> &'static str {
         match self {
             Algorithm::Md5 => "md5sum",
             Algorithm::Sha1 => "sha1sum",

@@ -68,7 +68,7 @@ pub(crate) struct Input {
 
 impl Input {
     /// Standard input of the command.
-    pub fn stdin(ctx: &CommandContext<'_>, env: &Env) -> Input {
+    pub(super) fn stdin(ctx: &CommandContext<'_>, env: &Env) -> Input {
         Input {
             source: Source::Stdin(ctx.stdin.clone()),
             budget: env.budget.clone(),
@@ -80,7 +80,11 @@ impl Input {
     /// following symlinks. Errors are
     /// the filesystem's (`ENOENT`, `EISDIR`, `EFBIG` for a scratch file
     /// past the memory budget).
-    pub async fn open(ctx: &CommandContext<'_>, env: &Env, name: &str) -> bashkit::Result<Input> {
+    pub(super) async fn open(
+        ctx: &CommandContext<'_>,
+        env: &Env,
+        name: &str,
+    ) -> bashkit::Result<Input> {
         if matches!(name, "-" | "/dev/stdin" | "/dev/fd/0") {
             return Ok(Self::stdin(ctx, env));
         }
@@ -128,7 +132,7 @@ impl Input {
     /// The next piece (at most [`STEP_BYTES`] for files, a pipe's worth for
     /// stdin); `None` at end of input. Fails with the timeout or `Cancelled`
     /// once the exec must stop.
-    pub async fn read(&mut self) -> bashkit::Result<Option<Vec<u8>>> {
+    pub(super) async fn read(&mut self) -> bashkit::Result<Option<Vec<u8>>> {
         if self.budget.step_stopped() {
             return Err(self.budget.stop_error());
         }
@@ -156,7 +160,7 @@ impl Input {
 
     /// Moves the read position to byte `offset` of a file, when the input
     /// can seek (an engine file or bytes in memory); false for stdin.
-    pub fn seek(&mut self, to: u64) -> bool {
+    pub(super) fn seek(&mut self, to: u64) -> bool {
         match &mut self.source {
             Source::Stdin(_) => false,
             // Every offset of an endless device reads alike.
@@ -174,7 +178,7 @@ impl Input {
 
     /// Reads `len` bytes at `at` of a seekable input (for reading a file
     /// from its end); empty for stdin.
-    pub fn read_at(&mut self, at: u64, len: usize) -> bashkit::Result<Vec<u8>> {
+    pub(super) fn read_at(&mut self, at: u64, len: usize) -> bashkit::Result<Vec<u8>> {
         if self.budget.step_stopped() {
             return Err(self.budget.stop_error());
         }
