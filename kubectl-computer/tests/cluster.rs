@@ -228,17 +228,20 @@ async fn create_list_delete(cli: &Cli, admin: &Client) {
     let lines: Vec<&str> = table.lines().collect();
     assert_eq!(lines.len(), 3, "{table}");
     assert!(
-        lines[0].starts_with("NAME") && lines[0].ends_with("CREATED"),
+        lines[0].starts_with("NAME")
+            && lines[0].contains(" BACKUP ")
+            && lines[0].ends_with("CREATED"),
         "{table}"
     );
     let demo_line: Vec<&str> = lines[1].split_whitespace().collect();
+    // Usage, state and backup age all dashes: nothing reported yet.
     assert_eq!(
-        &demo_line[..7],
-        ["demo", "-", "500", "MiB", "-", "-", "-"],
+        &demo_line[..8],
+        ["demo", "-", "500", "MiB", "-", "-", "-", "-"],
         "{table}"
     );
     assert!(
-        demo_line[7].ends_with('Z'),
+        demo_line[8].ends_with('Z'),
         "RFC 3339 creation time: {table}"
     );
     assert!(lines[2].starts_with("plain "), "{table}");
