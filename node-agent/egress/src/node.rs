@@ -134,8 +134,13 @@ pub fn current() -> Arc<NodeAddresses> {
 mod tests {
     use super::*;
 
+    /// The tests share the process-wide cache: one at a time, so adding
+    /// addresses in one never replaces the set another is comparing.
+    static SERIAL: parking_lot::Mutex<()> = parking_lot::Mutex::new(());
+
     #[test]
     fn the_interfaces_addresses_are_read() {
+        let _serial = SERIAL.lock();
         let now = current();
         // Every namespace has lo; its address is one of the node's.
         assert!(now.contains("127.0.0.1".parse().unwrap()), "{now:?}");
@@ -146,6 +151,7 @@ mod tests {
 
     #[test]
     fn added_addresses_count_in_every_spelling() {
+        let _serial = SERIAL.lock();
         add_node_addresses(["198.51.100.9".parse().unwrap()]);
         let now = current();
         assert!(now.contains("198.51.100.9".parse().unwrap()));
