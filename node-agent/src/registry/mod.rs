@@ -51,6 +51,7 @@ mod host_mounts;
 mod lease;
 mod lifecycle;
 pub mod mount_records;
+mod stored;
 mod writer_lease;
 
 pub use backed_up::{BackupIds, BackupReport, ShippedTotals, Synced, Verified};
