@@ -2,24 +2,12 @@
 //! visible to every reader at once, fail alone, and reach the database file
 //! by the window's end, `flush`, `fsync`, a call without a window, or close.
 
-use std::path::Path;
+mod common;
+use common::committed_names;
+
 use std::time::{Duration, Instant};
 
 use agentcomputer_fs::{FileKind, Fs, Limits, Owner, ROOT_INO};
-use rusqlite::{Connection, OpenFlags};
-
-/// Names in the root directory as committed in the database file, read by
-/// a connection of our own: it sees only committed transactions.
-fn committed_names(db: &Path) -> Vec<String> {
-    let c = Connection::open_with_flags(db, OpenFlags::SQLITE_OPEN_READ_ONLY).unwrap();
-    let mut st = c
-        .prepare("SELECT name FROM dirents WHERE parent = ?1 ORDER BY name")
-        .unwrap();
-    st.query_map([ROOT_INO as i64], |r| r.get::<_, Vec<u8>>(0))
-        .unwrap()
-        .map(|n| String::from_utf8(n.unwrap()).unwrap())
-        .collect()
-}
 
 fn touch(fs: &Fs, name: &str) -> u64 {
     fs.mknod(

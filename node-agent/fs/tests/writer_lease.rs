@@ -3,26 +3,14 @@
 //! view and a view with a commit window; when it says yes again, calls
 //! commit as before.
 
-use std::path::Path;
+mod common;
+use common::committed_names;
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use agentcomputer_fs::{Errno, FileKind, Fs, Limits, Owner, ROOT_INO};
-use rusqlite::{Connection, OpenFlags};
-
-/// Names in the root directory as committed in the database, read by a
-/// connection of our own.
-fn committed_names(db: &Path) -> Vec<String> {
-    let c = Connection::open_with_flags(db, OpenFlags::SQLITE_OPEN_READ_ONLY).unwrap();
-    let mut st = c
-        .prepare("SELECT name FROM dirents WHERE parent = ?1 ORDER BY name")
-        .unwrap();
-    st.query_map([ROOT_INO as i64], |r| r.get::<_, Vec<u8>>(0))
-        .unwrap()
-        .map(|n| String::from_utf8(n.unwrap()).unwrap())
-        .collect()
-}
 
 fn touch(fs: &Fs, name: &str) -> agentcomputer_fs::Result<u64> {
     fs.mknod(
