@@ -9,9 +9,9 @@
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, Result, ensure};
-use serde_json::Value;
 
-use super::{Context, SYSTEM_NS};
+use super::Context;
+use super::lifecycle::{agent_pod_on, restarts};
 use crate::tools::text;
 
 /// Connections the container run opens.
@@ -82,31 +82,11 @@ fn agent_sockets() -> Result<usize> {
 
 /// The node agent pod serving `node`: its address, uid and restart count.
 fn agent_pod(cx: &Context, node: &str) -> Result<(String, String, i64)> {
-    let pods = cx.tools.kubectl_json(&[
-        "-n",
-        SYSTEM_NS,
-        "get",
-        "pods",
-        "-l",
-        "app.kubernetes.io/name=agentcomputer-node-agent",
-    ])?;
-    let pod = pods["items"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .find(|p| text(p, "/spec/nodeName") == node)
-        .with_context(|| format!("no node agent pod on node {node}"))?;
-    let restarts = pod
-        .pointer("/status/containerStatuses")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .filter_map(|s| s["restartCount"].as_i64())
-        .sum();
+    let pod = agent_pod_on(cx, node)?;
     Ok((
-        text(pod, "/status/podIP").to_string(),
-        text(pod, "/metadata/uid").to_string(),
-        restarts,
+        text(&pod, "/status/podIP").to_string(),
+        text(&pod, "/metadata/uid").to_string(),
+        restarts(&pod),
     ))
 }
 

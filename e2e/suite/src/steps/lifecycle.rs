@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use anyhow::{Result, anyhow, bail, ensure};
+use anyhow::{Context as _, Result, anyhow, bail, ensure};
 use serde_json::Value;
 
 use super::*;
@@ -241,8 +241,8 @@ pub(super) fn burst(cx: &mut Context) -> Result<String> {
     ))
 }
 
-/// The first Ready node agent pod, by node name.
-pub(super) fn agent_pod(cx: &Context) -> Result<Value> {
+/// The release's node agent pods.
+pub(super) fn agent_pods(cx: &Context) -> Result<Vec<Value>> {
     let pods = cx.tools.kubectl_json(&[
         "-n",
         SYSTEM_NS,
@@ -251,12 +251,32 @@ pub(super) fn agent_pod(cx: &Context) -> Result<Value> {
         "-l",
         "app.kubernetes.io/name=agentcomputer-node-agent",
     ])?;
-    let mut ready: Vec<Value> = pods["items"]
-        .as_array()
+    Ok(pods["items"].as_array().cloned().unwrap_or_default())
+}
+
+/// The node agent pod on `node` (Ready or not).
+pub(super) fn agent_pod_on(cx: &Context, node: &str) -> Result<Value> {
+    agent_pods(cx)?
+        .into_iter()
+        .find(|p| text(p, "/spec/nodeName") == node)
+        .with_context(|| format!("no node agent pod on node {node}"))
+}
+
+/// The restarts of a pod's containers, summed.
+pub(super) fn restarts(pod: &Value) -> i64 {
+    pod.pointer("/status/containerStatuses")
+        .and_then(Value::as_array)
         .into_iter()
         .flatten()
+        .filter_map(|s| s["restartCount"].as_i64())
+        .sum()
+}
+
+/// The first Ready node agent pod, by node name.
+pub(super) fn agent_pod(cx: &Context) -> Result<Value> {
+    let mut ready: Vec<Value> = agent_pods(cx)?
+        .into_iter()
         .filter(|p| condition(p, "Ready") == "True")
-        .cloned()
         .collect();
     ready.sort_by(|a, b| text(a, "/spec/nodeName").cmp(text(b, "/spec/nodeName")));
     ready

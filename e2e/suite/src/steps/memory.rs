@@ -10,9 +10,10 @@
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, Result, ensure};
-use serde_json::{Value, json};
+use serde_json::json;
 
-use super::{Context, NS, SYSTEM_NS};
+use super::lifecycle::{agent_pod_on, restarts};
+use super::{Context, NS};
 use crate::tools::{Output, eventually, text};
 
 /// Execs started at once.
@@ -27,28 +28,8 @@ const FILL_600_MIB: &str = "export default () => { const held = []; \
 /// The node agent pod serving `node`: its uid and its containers' restart
 /// count.
 fn agent_on(cx: &Context, node: &str) -> Result<(String, i64)> {
-    let pods = cx.tools.kubectl_json(&[
-        "-n",
-        SYSTEM_NS,
-        "get",
-        "pods",
-        "-l",
-        "app.kubernetes.io/name=agentcomputer-node-agent",
-    ])?;
-    let pod = pods["items"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .find(|p| text(p, "/spec/nodeName") == node)
-        .with_context(|| format!("no node agent pod on node {node}"))?;
-    let restarts = pod
-        .pointer("/status/containerStatuses")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .filter_map(|s| s["restartCount"].as_i64())
-        .sum();
-    Ok((text(pod, "/metadata/uid").to_string(), restarts))
+    let pod = agent_pod_on(cx, node)?;
+    Ok((text(&pod, "/metadata/uid").to_string(), restarts(&pod)))
 }
 
 /// Checks that one 600 MiB exec was stopped by its memory budget or
