@@ -154,7 +154,7 @@ impl Registry {
         let lost = {
             let mut open = self.inner.open.lock();
             match open.get(name) {
-                Some(s) if s.writer_lost() => open.remove(name),
+                Some(s) if s.past_writer_deadline() => open.remove(name),
                 _ => None,
             }
         };
@@ -229,7 +229,7 @@ impl Registry {
         let slot = map.get(name)?;
         // Past its writer Lease's renew deadline the engine commits nothing:
         // such a slot is on its way out and is never handed to a new call.
-        if slot.writer_lost() {
+        if slot.past_writer_deadline() {
             return None;
         }
         slot.active.fetch_add(1, Ordering::SeqCst);

@@ -166,7 +166,7 @@ impl Drop for Slot {
 impl Slot {
     /// Whether this node may no longer write the computer: its writer
     /// Lease passed its renew deadline or was taken (never without one).
-    fn writer_lost(&self) -> bool {
+    fn past_writer_deadline(&self) -> bool {
         self.writer_lease
             .lock()
             .as_ref()
