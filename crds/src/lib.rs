@@ -12,6 +12,7 @@
 //! (<https://kubernetes.io/docs/reference/using-api/cel/>) for rules across
 //! fields and across updates.
 
+pub mod moves;
 pub mod quantity;
 mod spec;
 mod status;

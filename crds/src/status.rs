@@ -20,8 +20,9 @@ pub struct AgentComputerStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub phase: Option<ComputerPhase>,
 
-    /// Name of the node whose agent serves this computer. Fixed once chosen:
-    /// the SQLite database lives on that node.
+    /// Name of the node whose agent serves this computer. It changes only
+    /// by a move (`move`, `lastMove`), which needs the node agents'
+    /// backup store: the data follows through object storage.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub node: Option<String>,
 
@@ -34,6 +35,14 @@ pub struct AgentComputerStatus {
     /// store.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub backup: Option<BackupStatus>,
+
+    /// A move to another node, while one runs (crate::moves).
+    #[serde(default, rename = "move", skip_serializing_if = "Option::is_none")]
+    pub moving: Option<crate::moves::MoveStatus>,
+
+    /// The last move that ended.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_move: Option<crate::moves::MoveRecord>,
 
     /// host:port of the serving node agent's gRPC API (agentcomputer.v1).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -57,7 +66,8 @@ pub struct AgentComputerStatus {
 
     /// Latest observations of the computer's state, one per type: Placed,
     /// VolumeReady, CredentialReady, EgressReady, SandboxReady, Ready,
-    /// Reconciled (the operator's), BackupHealthy (the node agent's).
+    /// Reconciled and Moving (the operator's), BackupHealthy (the node
+    /// agent's).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[x_kube(merge_strategy = ListMerge::Map(vec!["type".into()]))]
     pub conditions: Vec<Condition>,

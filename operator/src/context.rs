@@ -51,6 +51,12 @@ pub struct Config {
     /// Most bytes the quotas of one namespace's computers may add up to
     /// ([`crate::namespace_storage`]); `None`: no limit.
     pub namespace_storage_limit: Option<u64>,
+    /// The node agents have a backup store: computers move and fail over
+    /// (docs/moves.md). Off: they stay on their node.
+    pub moves: bool,
+    /// How long a node agent may be not ready before its computers fail
+    /// over (with `moves`).
+    pub failover_after: std::time::Duration,
 }
 
 /// Trust for node agents' TLS certificates, handed to each computer's
@@ -79,6 +85,8 @@ impl Default for Config {
             runner_image: None,
             agent_tls: None,
             agent_service: None,
+            moves: false,
+            failover_after: std::time::Duration::from_secs(300),
             namespace_storage_limit: None,
         }
     }

@@ -10,6 +10,10 @@
 //!    with room ([`crate::placement`]); with none eligible the computer
 //!    stays Pending and is retried; once placed the computer is labelled
 //!    `agentcomputer.dev/node`;
+//! 1b. [`relocation`]: a computer whose node is cordoned or lost, or that
+//!    was asked to move, moves to another node through the backup store
+//!    (docs/moves.md); once the source has handed it over, the target
+//!    becomes its node for the steps after this one;
 //! 2. [`credential`]: the Secret (created once with a random token; a token
 //!    the user writes is kept), whose SHA-256 becomes
 //!    `status.credentialHash`;
@@ -41,8 +45,8 @@ use crate::error::{Error, Result};
 use crate::status::{Applied, Observed, Stage};
 use crate::steps::place::Placement;
 use crate::steps::{
-    InStep, Step, StepFailure, claim, cleanup, credential, egress, events, place, sandbox, status,
-    volume,
+    InStep, Step, StepFailure, claim, cleanup, credential, egress, events, place, relocation,
+    sandbox, status, volume,
 };
 use crate::{FINALIZER, namespace_storage, placement, resources, spec_check};
 
@@ -164,6 +168,22 @@ async fn apply_steps(c: &AgentComputer, ctx: &Context) -> Result<Result<Action>>
             return finish_early(ctx, c, &ns, &old, stage, now, PENDING_RETRY).await;
         }
     };
+    // 1b. Relocation: only for a computer that holds its node.
+    let relocated = if newly_placed {
+        relocation::Relocated::default()
+    } else {
+        relocation::run(ctx, c, &ns, &old, &node, &agents, now)
+            .await
+            .in_step(Step::Placement)?
+    };
+    let (node, existing_pv) = match &relocated.node {
+        Some(target) => (
+            target.clone(),
+            // The switch may have deleted a pinned volume.
+            pvs.get_opt(&pv_name).await.in_step(Step::Placement)?,
+        ),
+        None => (node, existing_pv),
+    };
     let node_obj = ctx.nodes.get(&ObjectRef::new(&node));
     let hostname = placement::hostname_label(node_obj.as_deref(), &node);
     let agent = agents.get(&node);
@@ -189,8 +209,6 @@ async fn apply_steps(c: &AgentComputer, ctx: &Context) -> Result<Result<Action>>
         client,
         granted.as_ref().unwrap_or(c),
         &node,
-        node_obj.as_deref(),
-        &hostname,
         existing_pv.as_ref(),
         &ctx.config.storage_class,
     )
@@ -214,8 +232,23 @@ async fn apply_steps(c: &AgentComputer, ctx: &Context) -> Result<Result<Action>>
     // 5. Sandbox: its pod needs the credential, the claim, and the egress
     // policy that confines it; without them a live pod is left as it is.
     let (mut sandbox, mut requeue_idle) = (None, None);
-    if credential.is_some() && volume.is_some() && egress_ok && placed {
-        let ran = sandbox::run(ctx, c, &ns, agent, credential_hash.as_deref(), now).await;
+    // A volume pinned by node affinity places the pod; any other is
+    // placed by the pod's own affinity to the node's hostname.
+    let pin_to = match &existing_pv {
+        Some(pv) if resources::pv::pinned(pv) => None,
+        _ => Some(hostname.as_str()),
+    };
+    if credential.is_some() && volume.is_some() && egress_ok && placed && !relocated.hold_sandbox {
+        let ran = sandbox::run(
+            ctx,
+            c,
+            &ns,
+            agent,
+            credential_hash.as_deref(),
+            pin_to,
+            now,
+        )
+        .await;
         if let Some((state, idle)) = record(&mut failures, Step::Sandbox, ran) {
             (sandbox, requeue_idle) = (state, idle);
         }
@@ -237,7 +270,9 @@ async fn apply_steps(c: &AgentComputer, ctx: &Context) -> Result<Result<Action>>
             failures: &failures,
         }),
     };
-    let (next, transitions) = crate::status::derive(&observed, &old, now);
+    let (mut next, mut transitions) = crate::status::derive(&observed, &old, now);
+    relocation::into_status(&relocated, &mut next, &old, c.metadata.generation, now);
+    transitions.extend(relocated.events.iter().cloned());
     let ready = next.phase == Some(ComputerPhase::Ready);
     events::publish_all(ctx, c, &transitions).await;
     if let Err(error) = status::write(ctx, c, &ns, &old, next).await {
@@ -255,9 +290,11 @@ async fn apply_steps(c: &AgentComputer, ctx: &Context) -> Result<Result<Action>>
     } else {
         UNAVAILABLE_RETRY
     };
-    Ok(Ok(Action::requeue(
-        requeue_idle.map_or(base, |d| d.min(base)),
-    )))
+    let next_look = [requeue_idle, relocated.requeue]
+        .into_iter()
+        .flatten()
+        .fold(base, Duration::min);
+    Ok(Ok(Action::requeue(next_look)))
 }
 
 /// The result of a step, with its failure recorded in `failures`.

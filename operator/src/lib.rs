@@ -26,6 +26,7 @@ pub mod metrics;
 pub mod namespace_storage;
 pub mod placement;
 pub mod reconciled;
+pub mod relocation;
 pub mod resources;
 pub mod share_gateway;
 pub mod spec_check;

@@ -77,6 +77,16 @@ struct Args {
     /// (reason NamespaceStorageLimit).
     #[arg(long, env = "NAMESPACE_STORAGE_LIMIT", default_value = "", value_parser = parse_limit)]
     namespace_storage_limit: Limit,
+    /// The node agents have a backup store (the chart sets it with
+    /// backup.url): computers move off cordoned nodes, on request, and
+    /// fail over from lost nodes. Off: they stay on their node.
+    #[arg(long, env = "MOVES", default_value_t = false, action = clap::ArgAction::Set)]
+    moves: bool,
+    /// How long a computer's node agent may be not ready before the
+    /// computer fails over to another node (with --moves). Annotation
+    /// agentcomputer.dev/failover: now fails it over at once.
+    #[arg(long, env = "FAILOVER_AFTER", default_value = "5m", value_parser = humantime::parse_duration)]
+    failover_after: std::time::Duration,
     /// Reconciles run in parallel at most.
     #[arg(long, env = "CONCURRENCY", default_value_t = 16)]
     concurrency: u16,
@@ -152,6 +162,8 @@ async fn main() -> anyhow::Result<()> {
         agent_tls: agent_tls(&args)?,
         agent_service: args.agent_service.clone().filter(|s| !s.trim().is_empty()),
         namespace_storage_limit: args.namespace_storage_limit.0,
+        moves: args.moves,
+        failover_after: args.failover_after,
     };
     if config.runner_image.is_none() {
         tracing::warn!(

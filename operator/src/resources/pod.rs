@@ -3,7 +3,9 @@
 //! capabilities dropped, seccomp RuntimeDefault, no privilege escalation —
 //! see "Pod Security Standards", restricted profile), no service account
 //! token, resources from `spec.sandbox.resources`. The scheduler places it on
-//! the serving node through the PV's node affinity.
+//! the serving node through its own required node affinity
+//! (`kubernetes.io/hostname`), or, for a volume made before computers could
+//! move, through the PV's.
 //!
 //! With a runner image (the node agent's image, operator flag
 //! `--runner-image`) and a known node agent, the pod runs the container
@@ -24,6 +26,7 @@ use agentcomputer_crds::{
     SandboxSpec,
 };
 use k8s_openapi::api::core::v1::{
+    Affinity, NodeAffinity, NodeSelector, NodeSelectorRequirement, NodeSelectorTerm,
     Capabilities, Container, EmptyDirVolumeSource, EnvVar, EnvVarSource,
     PersistentVolumeClaimVolumeSource, Pod, PodSecurityContext, PodSpec, ResourceRequirements,
     SeccompProfile, SecretKeySelector, SecurityContext, Volume, VolumeMount,
@@ -53,6 +56,27 @@ pub const SANDBOX_UID: i64 = UID as i64;
 pub const SANDBOX_GROUP: i64 = SANDBOX_GID as i64;
 
 /// `ip:port`, with brackets for IPv6.
+/// Required node affinity to the node whose `kubernetes.io/hostname` is
+/// `hostname`.
+fn pinned_to_host(hostname: &str) -> Affinity {
+    Affinity {
+        node_affinity: Some(NodeAffinity {
+            required_during_scheduling_ignored_during_execution: Some(NodeSelector {
+                node_selector_terms: vec![NodeSelectorTerm {
+                    match_expressions: Some(vec![NodeSelectorRequirement {
+                        key: "kubernetes.io/hostname".into(),
+                        operator: "In".into(),
+                        values: Some(vec![hostname.into()]),
+                    }]),
+                    match_fields: None,
+                }],
+            }),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
 fn host_port(ip: &str, port: u16) -> String {
     if ip.contains(':') {
         format!("[{ip}]:{port}")
@@ -120,6 +144,7 @@ pub fn build(
     agent_ip: Option<&str>,
     proxy_credential: Option<&str>,
     runner: Option<Runner<'_>>,
+    pin_to: Option<&str>,
 ) -> Pod {
     let proxy = agent_ip;
     let mut env = vec![
@@ -274,6 +299,7 @@ pub fn build(
             enable_service_links: Some(false),
             restart_policy: Some("Always".into()),
             node_selector: c.spec.node_selector.clone(),
+            affinity: pin_to.map(pinned_to_host),
             tolerations: c.spec.tolerations.clone(),
             security_context: Some(PodSecurityContext {
                 run_as_non_root: Some(true),
@@ -471,7 +497,7 @@ mod tests {
             &sandbox(Some(vec!["sleep".into(), "1".into()])),
             Some("fd00::7"),
             Some("sha256:ab"),
-            Some(runner),
+            Some(runner), None,
         );
         let spec = pod.spec.as_ref().unwrap();
         let init = &spec.init_containers.as_ref().unwrap()[0];
@@ -512,7 +538,7 @@ mod tests {
             Some(Runner {
                 credential_hash: Some("sha256:cd"),
                 ..runner
-            }),
+            }), None,
         );
         assert_ne!(pod.spec, rotated.spec);
         assert!(get("AGENTCOMPUTER_AGENT_CA").is_none());
@@ -530,7 +556,7 @@ mod tests {
             Some(Runner {
                 tls: Some(&tls),
                 ..runner
-            }),
+            }), None,
         );
         let env = super::tests::env(&with_tls);
         let get = |n: &str| {
@@ -559,9 +585,9 @@ mod tests {
                 &sandbox(own.clone()),
                 Some("10.0.0.1"),
                 None,
-                None,
+                None, None,
             ),
-            build(&computer(), &sandbox(own.clone()), None, None, Some(runner)),
+            build(&computer(), &sandbox(own.clone()), None, None, Some(runner), None),
         ] {
             let spec = pod.spec.unwrap();
             assert!(spec.init_containers.is_none());
@@ -575,7 +601,7 @@ mod tests {
                     .any(|e| e.name.starts_with("AGENTCOMPUTER_AGENT"))
             );
         }
-        let default = build(&computer(), &sandbox(None), None, None, None);
+        let default = build(&computer(), &sandbox(None), None, None, None, None);
         assert_eq!(
             default.spec.unwrap().containers[0]
                 .command
@@ -595,7 +621,7 @@ mod tests {
                 image,
                 credential_hash: Some("sha256:ab"),
                 tls: None,
-            }),
+            }), None,
         )
     }
 
@@ -633,7 +659,7 @@ mod tests {
                 image: "reg/node-agent:2",
                 credential_hash: Some("sha256:cd"),
                 tls: None,
-            }),
+            }), None,
         );
         assert!(keep_runner(&mut desired, &existing).is_some());
         assert_eq!(runner_image(&desired), Some("reg/node-agent:1"));
@@ -642,7 +668,7 @@ mod tests {
 
     #[test]
     fn pods_without_a_runner_keep_nothing() {
-        let bare = build(&computer(), &sandbox(None), None, None, None);
+        let bare = build(&computer(), &sandbox(None), None, None, None, None);
         assert_eq!(runner_image(&bare), None);
         // A pod made before the agent was known gets the runner: no image
         // to keep, the init container is new (and the pod replaced).

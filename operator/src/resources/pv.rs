@@ -1,7 +1,15 @@
 //! The computer's PersistentVolume: CSI driver `agentcomputer.dev`, handle =
-//! the computer's uid, node affinity to the serving node, capacity = quota,
-//! pre-bound to the computer's PVC through `claimRef` (see "Reserving a
-//! PersistentVolume" in the Kubernetes persistent volumes docs).
+//! the computer's uid, capacity = quota, pre-bound to the computer's PVC
+//! through `claimRef` (see "Reserving a PersistentVolume" in the
+//! Kubernetes persistent volumes docs).
+//!
+//! It has no node affinity: a PV's node affinity cannot change, and a
+//! computer moves between nodes (its data follows through object storage,
+//! docs/moves.md). The serving node is in the label and annotation
+//! `agentcomputer.dev/node`, and the sandbox pod is pinned to it by its
+//! own node affinity. Volumes made before computers could move are pinned
+//! by node affinity ([`pinned`]); they keep it until their computer moves,
+//! when they are made again.
 //!
 //! For the node agent it carries the label `agentcomputer.dev/node`, the
 //! volumeAttributes namespace, name, uid and gid, and from its creation the
@@ -25,13 +33,14 @@ pub use agentcomputer_crds::labels::{ATTR_GID, ATTR_NAME, ATTR_NAMESPACE, ATTR_U
 /// Annotation with the serving node's name.
 pub const NODE_ANNOTATION: &str = "agentcomputer.dev/node";
 
-/// Builds the PV. `hostname` is the node's `kubernetes.io/hostname` label.
-/// Its reclaim policy is Retain because no external provisioner exists to
+/// Builds the PV for `node`. `pinned_to`: the `kubernetes.io/hostname`
+/// of a volume made pinned (kept as it is, being immutable); None for every
+/// new volume. Its reclaim policy is Retain because no external provisioner exists to
 /// delete it: the operator deletes it itself under the Delete policy.
 pub fn build(
     c: &AgentComputer,
     node: &str,
-    hostname: &str,
+    pinned_to: Option<&str>,
     storage_class: &str,
 ) -> PersistentVolume {
     let ns = c.namespace().unwrap_or_default();
@@ -72,7 +81,7 @@ pub fn build(
                 name: Some(pvc_name(c)),
                 ..Default::default()
             }),
-            node_affinity: Some(VolumeNodeAffinity {
+            node_affinity: pinned_to.map(|hostname| VolumeNodeAffinity {
                 required: Some(NodeSelector {
                     node_selector_terms: vec![NodeSelectorTerm {
                         match_expressions: Some(vec![NodeSelectorRequirement {
@@ -90,16 +99,9 @@ pub fn build(
     }
 }
 
-/// The node a PV is pinned to, from its label or annotation (the node name)
-/// or its node affinity (the hostname label value).
-pub fn node_of(pv: &PersistentVolume) -> Option<String> {
-    if let Some(n) = pv
-        .labels()
-        .get(labels::NODE)
-        .or_else(|| pv.annotations().get(NODE_ANNOTATION))
-    {
-        return Some(n.clone());
-    }
+/// The `kubernetes.io/hostname` a PV made before computers could move is
+/// pinned to by its node affinity; None for a movable one.
+pub fn pinned_hostname(pv: &PersistentVolume) -> Option<String> {
     pv.spec
         .as_ref()?
         .node_affinity
@@ -115,4 +117,59 @@ pub fn node_of(pv: &PersistentVolume) -> Option<String> {
                     .flatten()
             })
         })
+}
+
+/// True when `pv` is pinned to a node by node affinity.
+pub fn pinned(pv: &PersistentVolume) -> bool {
+    pv.spec
+        .as_ref()
+        .and_then(|s| s.node_affinity.as_ref())
+        .is_some()
+}
+
+/// Removes the node agent's finalizer from PV `name` (for a volume whose
+/// node is lost: its agent will never release it). Absent: nothing to do.
+/// Errors: the API server's refusal.
+pub async fn drop_node_data_finalizer(
+    pvs: &kube::Api<PersistentVolume>,
+    name: &str,
+) -> crate::error::Result<()> {
+    let Some(pv) = pvs.get_opt(name).await? else {
+        return Ok(());
+    };
+    let finalizers: Vec<String> = pv
+        .finalizers()
+        .iter()
+        .filter(|f| f.as_str() != labels::NODE_DATA_FINALIZER)
+        .cloned()
+        .collect();
+    if finalizers.len() == pv.finalizers().len() {
+        return Ok(());
+    }
+    // The resourceVersion makes this a compare-and-swap of the list.
+    let patch = serde_json::json!({"metadata": {
+        "finalizers": finalizers,
+        "resourceVersion": pv.resource_version(),
+    }});
+    match pvs
+        .patch(name, &crate::writes::merge_params(), &kube::api::Patch::Merge(&patch))
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(e) if crate::error::is_not_found(&e) => Ok(()),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// The node a PV is pinned to, from its label or annotation (the node name)
+/// or its node affinity (the hostname label value).
+pub fn node_of(pv: &PersistentVolume) -> Option<String> {
+    if let Some(n) = pv
+        .labels()
+        .get(labels::NODE)
+        .or_else(|| pv.annotations().get(NODE_ANNOTATION))
+    {
+        return Some(n.clone());
+    }
+    pinned_hostname(pv)
 }

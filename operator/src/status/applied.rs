@@ -205,6 +205,9 @@ pub(super) fn derive_applied(
         },
         // The node agent's to write.
         backup: None,
+        // The relocation step's (steps::relocation::into_status).
+        moving: old.moving.clone(),
+        last_move: old.last_move.clone(),
         endpoint,
         credential_secret: Some(secret_name.clone()),
         credential_hash: credential_hash.clone(),

@@ -22,6 +22,7 @@ pub mod credential;
 pub mod egress;
 pub mod events;
 pub mod place;
+pub mod relocation;
 pub mod sandbox;
 pub mod status;
 pub mod volume;

@@ -41,6 +41,7 @@ pub async fn run(
     ns: &str,
     agent: Option<&Agent>,
     credential_hash: Option<&str>,
+    pin_to: Option<&str>,
     now: Timestamp,
 ) -> Result<(Option<SandboxState>, Option<Duration>)> {
     let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), ns);
@@ -55,6 +56,7 @@ pub async fn run(
         agent_address.as_deref(),
         &ctx.config,
         credential_hash,
+        pin_to,
         now,
     )
     .await?;
@@ -124,6 +126,7 @@ async fn reconcile_sandbox(
     agent_address: Option<&str>,
     config: &Config,
     credential_hash: Option<&str>,
+    pin_to: Option<&str>,
     now: Timestamp,
 ) -> Result<(Option<SandboxState>, Option<Duration>)> {
     let Some(sandbox) = c
@@ -159,6 +162,7 @@ async fn reconcile_sandbox(
             credential_hash,
             tls: config.agent_tls.as_ref(),
         }),
+        pin_to,
     );
     // A new product version (runner image) alone never replaces or
     // restarts a live sandbox: the pod keeps the runner it runs, and the

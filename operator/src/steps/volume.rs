@@ -8,7 +8,7 @@
 //! that node either (the node agent counts the computers labelled for it).
 
 use agentcomputer_crds::AgentComputer;
-use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim};
+use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
 use kube::ResourceExt;
 use kube::api::Api;
 
@@ -25,17 +25,14 @@ pub struct VolumeState {
     pub claim_phase: String,
 }
 
-/// Applies the claim, then the volume. `existing_pv` is the computer's PV
-/// as read before (None when absent); `node_obj` the Node it is placed on
-/// (None while the Node object is gone: its hostname label is unknown and
-/// the PV's node affinity cannot change anyway, so an existing PV is left
-/// as it is). Errors: the API server's refusal of either object.
+/// Applies the claim, then the volume, for `node`. `existing_pv` is the
+/// computer's PV as read before (None when absent); one pinned to a node
+/// by node affinity keeps it (it cannot change). Errors: the API server's
+/// refusal of either object.
 pub async fn reconcile_volume(
     client: &kube::Client,
     c: &AgentComputer,
     node: &str,
-    node_obj: Option<&Node>,
-    hostname: &str,
     existing_pv: Option<&PersistentVolume>,
     storage_class: &str,
 ) -> Result<VolumeState> {
@@ -45,10 +42,10 @@ pub async fn reconcile_volume(
         .ok_or(Error::MissingField("metadata.namespace"))?;
     let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), &ns);
     let claim = apply_claim(&pvcs, c, &resources::pvc_name(c), storage_class).await?;
-    let keep_pv = pv_deleting || (node_obj.is_none() && existing_pv.is_some());
-    if !keep_pv {
+    if !pv_deleting {
         let pvs: Api<PersistentVolume> = Api::all(client.clone());
-        let desired = pv::build(c, node, hostname, storage_class);
+        let pinned = existing_pv.and_then(pv::pinned_hostname);
+        let desired = pv::build(c, node, pinned.as_deref(), storage_class);
         apply_obj(&pvs, &resources::pv_name(c), &desired).await?;
     }
     let claim_phase = claim
