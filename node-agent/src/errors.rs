@@ -115,6 +115,10 @@ pub fn on(path: &str) -> impl Fn(FsError) -> Status + '_ {
     move |e| fs_status(&e, path)
 }
 
+/// gRPC metadata key of an UNAVAILABLE answer for a computer handed over
+/// to another node: that node's name.
+pub const MOVED_TO: &str = "agentcomputer-moved-to";
+
 impl From<RegistryError> for Status {
     fn from(err: RegistryError) -> Status {
         let message = err.to_string();
@@ -138,6 +142,19 @@ impl From<RegistryError> for Status {
                 with_errno(Code::Unavailable, message, error_name(Errno::EAGAIN))
             }
             RegistryError::Backup { source, .. } => backup_status(&source, message),
+            // Clients that find computers by their status (kubectl
+            // computer, the Python library) look the node up again and
+            // retry there; the node is in the metadata for them.
+            RegistryError::Moved { node, .. } => {
+                let mut status = with_errno(Code::Unavailable, message, error_name(Errno::EAGAIN));
+                if let Ok(v) = node.parse() {
+                    status.metadata_mut().insert(MOVED_TO, v);
+                }
+                status
+            }
+            RegistryError::Moving { .. } => {
+                with_errno(Code::Unavailable, message, error_name(Errno::EAGAIN))
+            }
             RegistryError::MountNotOwned { .. } => errno_detail(Errno::EPERM, message),
             RegistryError::MountThroughLink { .. } => errno_detail(Errno::ELOOP, message),
             RegistryError::UnmountThroughLink { .. } => errno_detail(Errno::ELOOP, message),

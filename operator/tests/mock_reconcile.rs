@@ -418,10 +418,9 @@ async fn create_places_on_least_loaded_node_and_applies_all_objects() {
     assert_eq!(pv["spec"]["capacity"]["storage"], "2Gi");
     assert_eq!(pv["spec"]["claimRef"]["name"], "c1-workspace");
     assert_eq!(pv["spec"]["claimRef"]["namespace"], NS);
-    assert_eq!(
-        pv["spec"]["nodeAffinity"]["required"]["nodeSelectorTerms"][0]["matchExpressions"][0]["values"]
-            [0],
-        "host-b"
+    assert!(
+        pv["spec"]["nodeAffinity"].is_null(),
+        "a new PV is not pinned by node affinity (it is immutable and computers move)"
     );
     assert!(
         pv["metadata"]["ownerReferences"].is_null(),
@@ -535,6 +534,12 @@ async fn update_keeps_the_token_changes_policy_and_adds_sandbox() {
     assert_eq!(rules.len(), 3, "cidr, dns, proxy: {rules:?}");
     assert_eq!(rules[0]["to"][0]["ipBlock"]["cidr"], "10.9.0.0/16");
     let pod = env.fake.get(POD).expect("sandbox pod");
+    // Pinned to the serving node by its own affinity (the PV is not).
+    let pinned = &pod["spec"]["affinity"]["nodeAffinity"]
+        ["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"][0]
+        ["matchExpressions"][0];
+    assert_eq!(pinned["key"], "kubernetes.io/hostname", "{pod}");
+    assert!(pinned["values"][0].as_str().is_some_and(|h| h.starts_with("host-")), "{pod}");
     let ctr = &pod["spec"]["containers"][0];
     assert_eq!(ctr["image"], "debian:bookworm-slim");
     assert_eq!(

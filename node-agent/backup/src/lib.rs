@@ -13,6 +13,6 @@ pub mod store;
 pub mod wal;
 
 pub use error::{Error, Result};
-pub use restore::{Restored, restore};
+pub use restore::{Restored, catch_up, restore};
 pub use shipper::{Options, Position, Resume, Shipper, Wake};
 pub use store::{S3Config, s3_store};

@@ -23,6 +23,15 @@ pub struct Restored {
     pub db_pages: u32,
     /// Page size in bytes.
     pub page_size: u32,
+    /// Digest of the object at `position` (what the next object's header
+    /// names as the one before it): with `position` it lets a shipper
+    /// continue this log from the restored file ([`crate::Resume`]), and
+    /// [`catch_up`] bring the file forward later.
+    pub digest: [u8; 32],
+    /// The file is exactly the log's state at `position`: the checks after
+    /// the restore wrote nothing to it (its length and modification time
+    /// did not change), so a shipper may continue the log from it.
+    pub exact: bool,
 }
 
 fn corrupt(key: &Path, reason: impl Into<String>) -> Error {
@@ -134,7 +143,7 @@ pub async fn restore(
     if result.is_err() {
         let _ = std::fs::remove_file(&tmp);
     }
-    let (page_size, db_pages) = result?;
+    let (page_size, db_pages, digest, exact) = result?;
     std::fs::rename(&tmp, dest)?;
     if let Some(dir) = dest.parent() {
         let dir = if dir.as_os_str().is_empty() {
@@ -149,6 +158,87 @@ pub async fn restore(
         position: head,
         db_pages,
         page_size,
+        digest,
+        exact,
+    })
+}
+
+/// Brings `db`, a file exactly at position `from.position` of the log
+/// under `prefix` (restored, or closed with that position shipped), to the
+/// store's latest position, in place: only the objects after it are read.
+/// The first must name `from.digest` as the object before it, so a file
+/// that is not what the log says at that position is never patched.
+/// Returns the new position; `snapshot` is `from.position` when no later
+/// snapshot was applied.
+///
+/// Not atomic: the caller marks the file as being caught up and discards
+/// it if a crash interrupts this. Unlike [`restore`] it runs no
+/// integrity check (the file was checked when it was restored, and each
+/// object's digest chain is checked).
+///
+/// Errors: [`Error::Stale`] when the store's latest position is below
+/// `from.position` (the log is not the one this file came from);
+/// [`Error::Missing`] or [`Error::Corrupt`] naming the object (a chain
+/// that does not follow `from.digest` is `Corrupt`); I/O errors.
+pub async fn catch_up(
+    store: &Arc<dyn ObjectStore>,
+    prefix: &Path,
+    db: &FsPath,
+    from: crate::Resume,
+) -> Result<Restored> {
+    let metas: Vec<_> = store
+        .list(Some(&object::log_dir(prefix)))
+        .try_collect()
+        .await?;
+    let head = metas
+        .iter()
+        .filter_map(|m| object::position_of(&m.location))
+        .max()
+        .unwrap_or(0);
+    if head < from.position {
+        return Err(Error::Stale {
+            store: head,
+            known: from.position,
+        });
+    }
+    let file = std::fs::OpenOptions::new().read(true).write(true).open(db)?;
+    let page_size = {
+        // The page size is bytes 16-17 of the header (big-endian, 1 means
+        // 65536): https://www.sqlite.org/fileformat.html#the_database_header
+        let mut h = [0u8; 18];
+        use std::io::Read;
+        (&file).read_exact(&mut h)?;
+        match u16::from_be_bytes([h[16], h[17]]) {
+            1 => 65536,
+            n => u32::from(n),
+        }
+    };
+    let db_pages = (file.metadata()?.len() / u64::from(page_size.max(1))) as u32;
+    if head == from.position {
+        return Ok(Restored {
+            snapshot: from.position,
+            position: head,
+            db_pages,
+            page_size,
+            digest: from.digest,
+            exact: true,
+        });
+    }
+    let (page_size, db_pages, digest, snapshot) = apply(
+        store,
+        prefix,
+        from.position + 1..=head,
+        file,
+        Some((from.digest, page_size)),
+    )
+    .await?;
+    Ok(Restored {
+        snapshot: snapshot.unwrap_or(from.position),
+        position: head,
+        db_pages,
+        page_size,
+        digest,
+        exact: true,
     })
 }
 
@@ -159,13 +249,43 @@ async fn build(
     prefix: &Path,
     base: u64,
     head: u64,
-    mut file: std::fs::File,
+    file: std::fs::File,
     tmp: &FsPath,
-) -> Result<(u32, u32)> {
-    let mut prev_digest = None;
-    let mut page_size = 0;
+) -> Result<(u32, u32, [u8; 32], bool)> {
+    let (page_size, db_pages, digest, _) = apply(store, prefix, base..=head, file, None).await?;
+    let before = stamp(tmp)?;
+    check(tmp)?;
+    let exact = stamp(tmp)? == before;
+    Ok((page_size, db_pages, digest, exact))
+}
+
+/// A file's length and modification time (ns), which any write changes.
+fn stamp(path: &FsPath) -> Result<(u64, i128)> {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::metadata(path)?;
+    Ok((
+        m.len(),
+        i128::from(m.mtime()) * 1_000_000_000 + i128::from(m.mtime_nsec()),
+    ))
+}
+
+/// Writes the objects of `positions` into `file` in order, each checked
+/// against the one before (`after`: the digest and page size of the object
+/// before the first, when the file already holds it), and syncs it.
+/// Returns (page size, database pages, digest of the last object, the
+/// position of the last snapshot applied).
+async fn apply(
+    store: &Arc<dyn ObjectStore>,
+    prefix: &Path,
+    positions: std::ops::RangeInclusive<u64>,
+    mut file: std::fs::File,
+    after: Option<([u8; 32], u32)>,
+) -> Result<(u32, u32, [u8; 32], Option<u64>)> {
+    let mut prev_digest = after.map(|(d, _)| d);
+    let mut page_size = after.map_or(0, |(_, p)| p);
     let mut db_pages = 0;
-    for p in base..=head {
+    let mut snapshot = None;
+    for p in positions {
         let key = object::key(prefix, p);
         let bytes = match store.get(&key).await {
             Ok(r) => r.bytes().await?,
@@ -201,6 +321,9 @@ async fn build(
                 ));
             }
         }
+        if o.header.kind == Kind::Snapshot {
+            snapshot = Some(p);
+        }
         page_size = o.header.page_size;
         db_pages = o.header.db_pages;
         for (pgno, page) in o.pages() {
@@ -215,8 +338,12 @@ async fn build(
     }
     file.sync_all()?;
     drop(file);
-    check(tmp)?;
-    Ok((page_size, db_pages))
+    Ok((
+        page_size,
+        db_pages,
+        prev_digest.unwrap_or([0; 32]),
+        snapshot,
+    ))
 }
 
 /// `PRAGMA integrity_check`, then the engine's check (which opens the

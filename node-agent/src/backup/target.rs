@@ -295,6 +295,35 @@ impl BackupTarget {
     pub async fn restore(&self, id: &str, dest: &FsPath) -> Result<Restored, BackupError> {
         Ok(agentcomputer_backup::restore(&self.store, &self.computer_prefix(id), dest).await?)
     }
+
+    /// The latest position of computer `id`'s log in the store (None: no
+    /// log). Errors: the store's.
+    pub async fn head(&self, id: &str) -> Result<Option<u64>, BackupError> {
+        use futures::TryStreamExt;
+        let dir = agentcomputer_backup::object::log_dir(&self.computer_prefix(id));
+        let metas: Vec<_> = self
+            .store
+            .list(Some(&dir))
+            .try_collect()
+            .await
+            .map_err(agentcomputer_backup::Error::from)?;
+        Ok(metas
+            .iter()
+            .filter_map(|m| agentcomputer_backup::object::position_of(&m.location))
+            .max())
+    }
+
+    /// Brings the file `db`, exactly at log position `from`, to computer
+    /// `id`'s latest position in place (see
+    /// [`agentcomputer_backup::catch_up`]).
+    pub async fn catch_up(
+        &self,
+        id: &str,
+        db: &FsPath,
+        from: agentcomputer_backup::Resume,
+    ) -> Result<Restored, BackupError> {
+        Ok(agentcomputer_backup::catch_up(&self.store, &self.computer_prefix(id), db, from).await?)
+    }
 }
 
 /// A computer id as this agent makes them (32 hex digits) or a cluster uid

@@ -64,6 +64,7 @@ pub async fn run(node: Arc<Node>, stop: CancellationToken) {
             Some(Ok(Event::Apply(computer))) => apply(&node, &computer).await,
             Some(Ok(Event::Delete(computer))) => {
                 if let Some(uid) = &computer.metadata.uid {
+                    super::moves::on_unplaced(&node, &computer, uid);
                     node.index.remove(uid);
                     node.proxy_callers.remove(uid);
                     node.activity.forget(uid);
@@ -76,7 +77,7 @@ pub async fn run(node: Arc<Node>, stop: CancellationToken) {
 }
 
 /// Brings computer `computer` on this node in line with its spec.
-async fn apply(node: &Node, computer: &AgentComputer) {
+async fn apply(node: &Arc<Node>, computer: &AgentComputer) {
     let shown = spec::display_name(computer);
     let Some(uid) = computer.metadata.uid.clone() else {
         warn!(computer = %shown, "AgentComputer without metadata.uid; ignored");
@@ -110,6 +111,8 @@ async fn apply(node: &Node, computer: &AgentComputer) {
         // Being deleted: never create (or grow) its database now.
         return;
     }
+    // Moving away: handed over once the operator says so.
+    super::moves::on_placed(node, computer, &uid);
     let config = match spec::config_of(computer) {
         Ok(c) => c,
         Err(e) => {

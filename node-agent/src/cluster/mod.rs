@@ -25,6 +25,7 @@ mod http;
 mod index;
 mod keys;
 mod metrics;
+mod moves;
 mod sandboxes;
 mod share_binding;
 mod spec;
@@ -178,6 +179,8 @@ pub struct Node {
     /// volume is gone for good, so no later event of a lingering
     /// AgentComputer may create an empty database for them again.
     deleted: parking_lot::Mutex<std::collections::HashSet<String>>,
+    /// Moves of computers this node takes part in ([`moves`]).
+    moves: moves::Moves,
 }
 
 impl Node {
@@ -260,12 +263,15 @@ where
         readiness: Readiness::default(),
         placement_changed: Notify::new(),
         deleted: Default::default(),
+        moves: Default::default(),
     });
 
     let stop = CancellationToken::new();
     let http = tokio::spawn(http::serve(http_listener, node.clone(), stop.clone()));
     tokio::spawn(registry.clone().run_sweeper(stop.clone()));
     tokio::spawn(computers::run(node.clone(), stop.clone()));
+    tokio::spawn(moves::run_target(node.clone(), stop.clone()));
+    tokio::spawn(moves::sweep(node.clone(), stop.clone()));
     tokio::spawn(volumes::run(node.clone(), stop.clone()));
     tokio::spawn(capacity::run(node.clone(), stop.clone()));
     tokio::spawn(status::run(node.clone(), stop.clone()));

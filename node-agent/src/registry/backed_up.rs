@@ -265,16 +265,10 @@ impl Registry {
             let db = dir.join(DB_FILE);
             // A clean close's position holds only while the file is as
             // that close left it.
-            let resume = settings.backup_resume.take().and_then(|r| {
-                let (bytes, mtime) = file_stamp(&db)?;
-                let digest: [u8; 32] = hex::decode(&r.digest).ok()?.try_into().ok()?;
-                (bytes == r.db_bytes && mtime == r.db_mtime_ns).then_some(
-                    agentcomputer_backup::Resume {
-                        position: r.position,
-                        digest,
-                    },
-                )
-            });
+            let resume = settings
+                .backup_resume
+                .take()
+                .and_then(|r| resume_of(&db, &r));
             let shipper = b
                 .target
                 .start_shipper(&db, &id, resume, &dir.join(BACKUP_POSITION_FILE))
@@ -437,6 +431,31 @@ pub(super) fn resume_record(db: &std::path::Path, at: Position) -> Option<Backup
         db_bytes,
         db_mtime_ns,
     })
+}
+
+/// The log position a closed file holds, if `r` (what its close or
+/// restore recorded) still describes it: same length and modification
+/// time, and a well-formed digest.
+pub(super) fn resume_of(
+    db: &std::path::Path,
+    r: &BackupResume,
+) -> Option<agentcomputer_backup::Resume> {
+    let (bytes, mtime) = file_stamp(db)?;
+    let digest: [u8; 32] = hex::decode(&r.digest).ok()?.try_into().ok()?;
+    (bytes == r.db_bytes && mtime == r.db_mtime_ns).then_some(agentcomputer_backup::Resume {
+        position: r.position,
+        digest,
+    })
+}
+
+/// The last log position computer directory `dir`'s shipper recorded
+/// (its `backup-position` file), if any.
+pub(super) fn recorded_position(dir: &std::path::Path) -> Option<u64> {
+    std::fs::read_to_string(dir.join(BACKUP_POSITION_FILE))
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
 }
 
 /// A file's length and modification time in ns since the epoch.

@@ -107,6 +107,16 @@ pub enum RegistryError {
         holder: String,
         until: String,
     },
+    /// The computer was handed over to another node, which serves it now.
+    #[error("computer \"{name}\" moved to node {node}; call that node's agent")]
+    Moved { name: String, node: String },
+    /// The computer is being handed over to another node and did not
+    /// arrive within the wait.
+    #[error("computer \"{name}\" is moving to another node (waited {waited:?}); try again")]
+    Moving {
+        name: String,
+        waited: std::time::Duration,
+    },
     /// The computer's writer Lease could not be taken or checked.
     #[error("computer \"{name}\": cannot take its writer lease: {reason}")]
     WriterLease { name: String, reason: String },

@@ -169,11 +169,23 @@ pub const COMPACT_MIN_FREE_BYTES: u64 = 16 << 20;
 /// ships what its backup has not shipped yet, records its usage and drops
 /// its engine.
 pub(super) async fn close_slot(slot: Arc<Slot>) -> Settings {
+    close_slot_with(slot, true).await.0
+}
+
+/// [`close_slot`], compacting only if `compact_first` (a hand-over skips
+/// it: calls wait meanwhile). Returns the settings and where the backup
+/// log stands after the last ship, if it shipped.
+pub(super) async fn close_slot_with(
+    slot: Arc<Slot>,
+    compact_first: bool,
+) -> (Settings, Option<agentcomputer_backup::Position>) {
     let name = slot.name.clone();
     {
         let slot = slot.clone();
         blocking(move || {
-            compact(&slot.name, &slot.fs);
+            if compact_first {
+                compact(&slot.name, &slot.fs);
+            }
             // Calls under a commit window are committed now, so the
             // shipper's last round has them and the close commits nothing.
             if let Err(e) = slot.fs.flush() {
@@ -214,7 +226,7 @@ pub(super) async fn close_slot(slot: Arc<Slot>) -> Settings {
     // After the engine closed: the next holder finds it complete.
     super::writer_lease::release_writer_lease(&name, writer_lease).await;
     info!(computer = %name, "closed computer");
-    settings
+    (settings, shipped)
 }
 
 /// Gives a computer's free pages back to the host (see [`Fs::compact`]),

@@ -136,7 +136,10 @@ impl Registry {
         if let Some(lease) = self.try_lease(name, true) {
             return Ok(lease);
         }
+        self.wait_while_departing(name).await?;
         let _guard = self.inner.names.lock(name).await;
+        // Handed over while this call waited for the lock.
+        self.departed_error(name)?;
         if let Some(lease) = self.try_lease(name, true) {
             return Ok(lease);
         }
@@ -164,6 +167,7 @@ impl Registry {
         }
         // The writer Lease first: only its holder may restore, open and write.
         let held = self.take_writer_lease(name).await?;
+        let frozen = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let opened = async {
             let mut replaced = false;
             loop {
@@ -171,12 +175,16 @@ impl Registry {
                 if !dir.join(crate::computer::SETTINGS_FILE).exists() {
                     // Made on another node, or this node's disk was lost.
                     self.restore_from_backup(name).await?;
+                } else if held.is_some() {
+                    // Restored here in the background before a move: the
+                    // log's last objects, now that this node holds it.
+                    self.catch_up_arrival(name, false).await?;
                 }
                 let owned = name.to_string();
                 let (fs, mut settings) =
                     blocking(move || open_computer(&owned, &dir, options)).await?;
                 if let Some(held) = &held {
-                    self.fence_with(name, &fs, held)?;
+                    self.fence_with(name, &fs, held, frozen.clone())?;
                 }
                 match self.start_backup(name, &fs, &mut settings).await {
                     super::backed_up::SlotBackup::Stale(why) if !replaced => {
@@ -214,6 +222,7 @@ impl Registry {
             backup: Mutex::new(backup),
             writer_lease: Mutex::new(held),
             lease_lost: Mutex::new(None),
+            frozen,
         });
         self.watch_writer_lease(&slot);
         self.inner

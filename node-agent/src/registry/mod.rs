@@ -50,6 +50,7 @@ mod holder_link;
 mod host_mounts;
 mod lease;
 mod lifecycle;
+mod moves;
 pub mod mount_records;
 mod stored;
 mod writer_lease;
@@ -59,6 +60,7 @@ pub use error::RegistryError;
 pub use handed_over::{Handed, TakeOverError, serve_handed_over};
 pub use holder_client::{Client as HolderClient, is_descriptor_shortage};
 pub use lease::Lease;
+pub use writer_lease::writer_lease_name;
 // Shared by the files of this module (`use super::*` in each).
 pub(in crate::registry) use host_mounts::{HostMount, host_mount_options, unmount_all};
 pub(in crate::registry) use lifecycle::{
@@ -116,6 +118,9 @@ struct Inner {
     /// How computers' writer Leases are taken, if they are
     /// ([`Registry::set_writer_leases`]).
     writer_leases: std::sync::OnceLock<writer_lease::WriterLeases>,
+    /// Computers handed over to another node, by name ([`moves`]): calls
+    /// wait while the hand-over runs, and are told where it went after.
+    departing: Mutex<HashMap<String, tokio::sync::watch::Sender<moves::Departure>>>,
 }
 
 /// One open computer.
@@ -147,6 +152,9 @@ struct Slot {
     writer_lease: Mutex<Option<agentcomputer_lease::HeldLease>>,
     /// Why the writer Lease was lost, once it was.
     lease_lost: Mutex<Option<String>>,
+    /// Set when the computer is handed over to another node: the engine
+    /// commits nothing more (checked by its commit hook with the Lease).
+    frozen: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl Drop for Slot {
@@ -237,6 +245,7 @@ impl Registry {
                 orphan_hold: Mutex::new(None),
                 backup: std::sync::OnceLock::new(),
                 writer_leases: std::sync::OnceLock::new(),
+                departing: Mutex::new(HashMap::new()),
             }),
         })
     }

@@ -85,7 +85,18 @@ impl Registry {
         let placed = match restored {
             Ok(r) => {
                 let tmp = tmp.clone();
+                let exact_at = r.exact.then_some((r.position, r.digest));
                 blocking(move || {
+                    // A file the checks left as the log made it continues
+                    // the log (no new snapshot) and can be caught up later.
+                    settings.backup_resume = exact_at.and_then(|(position, digest)| {
+                        let at = agentcomputer_backup::Position {
+                            position,
+                            digest,
+                            ..Default::default()
+                        };
+                        super::backed_up::resume_record(&tmp.join(DB_FILE), at)
+                    });
                     settings.save(&tmp)?;
                     std::fs::rename(&tmp, &dir)?;
                     // The rename is durable before the computer serves.

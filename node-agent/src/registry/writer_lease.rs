@@ -114,7 +114,7 @@ impl Registry {
     }
 
     /// Fences a just opened engine with its Lease: commits stop at the
-    /// renew deadline, and when the Lease is lost the computer's work is
+    /// renew deadline or once `frozen` is set (a hand-over), and when the Lease is lost the computer's work is
     /// cancelled and it is closed here (the next call takes the Lease
     /// again, or is told who holds it).
     pub(super) fn fence_with(
@@ -122,9 +122,12 @@ impl Registry {
         name: &str,
         fs: &Fs,
         held: &HeldLease,
+        frozen: Arc<std::sync::atomic::AtomicBool>,
     ) -> Result<(), RegistryError> {
         let fence = held.fence();
-        fs.commit_only_while(move || fence.valid().is_ok())
+        fs.commit_only_while(move || {
+            !frozen.load(std::sync::atomic::Ordering::SeqCst) && fence.valid().is_ok()
+        })
             .map_err(|source| RegistryError::Engine {
                 name: name.to_string(),
                 source,

@@ -1,0 +1,244 @@
+//! This node's part in moving computers between nodes (docs/moves.md;
+//! the operator drives the move, [`crate::registry`]'s moves do the work).
+//!
+//! - As a target: the AgentComputers labelled
+//!   `agentcomputer.dev/move-target=<node>` are restored here in the
+//!   background, then the computer's writer Lease says so
+//!   (`agentcomputer.dev/prepared-on: <node> <position>`).
+//! - As a source: a computer placed here with annotation
+//!   `agentcomputer.dev/hand-over-to: <target>` is handed over (calls
+//!   wait, the last commits are shipped, the Lease is released), then the
+//!   Lease says so (`agentcomputer.dev/handed-over-to: <target> <position>`).
+//!   Once the computer's label names another node, calls are told where it
+//!   went.
+//! - Afterwards: a copy here that the store's log has gone past (another
+//!   node served it since) is removed ([`sweep`]).
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use agentcomputer_crds::AgentComputer;
+use agentcomputer_crds::moves::{HAND_OVER_TO, HANDED_OVER_TO, MOVE_TARGET_LABEL, PREPARED_ON};
+use futures::StreamExt;
+use k8s_openapi::api::coordination::v1::Lease;
+use kube::Api;
+use kube::api::{Patch, PatchParams};
+use kube::runtime::WatchStreamExt;
+use kube::runtime::watcher::{self, Event};
+use parking_lot::Mutex;
+use tokio_util::sync::CancellationToken;
+use tracing::{info, warn};
+
+use super::Node;
+use crate::registry::writer_lease_name;
+
+/// Field manager of the annotations this agent writes on writer Leases.
+const FIELD_MANAGER: &str = "agentcomputer-node-agent-moves";
+
+/// How often copies the store has gone past are looked for.
+const SWEEP_EVERY: Duration = Duration::from_secs(60);
+
+/// Moves this node takes part in now.
+#[derive(Default)]
+pub struct Moves {
+    /// uids being handed over from here (one hand-over each).
+    leaving: Mutex<HashSet<String>>,
+    /// uids being (or already) restored here ahead of a move.
+    arriving: Mutex<HashSet<String>>,
+}
+
+impl Moves {
+    /// Whether `uid` is restored here ahead of a move (its copy is not
+    /// swept).
+    fn is_arriving(&self, uid: &str) -> bool {
+        self.arriving.lock().contains(uid)
+    }
+}
+
+/// Acts on the hand-over annotation of computer `c` (`uid`), placed here:
+/// starts the hand-over once, or lets calls in again when the annotation
+/// went without the computer leaving.
+pub fn on_placed(node: &Arc<Node>, c: &AgentComputer, uid: &str) {
+    let target = c
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(HAND_OVER_TO))
+        .filter(|t| **t != node.config.node_name)
+        .cloned();
+    let Some(target) = target else {
+        if node.moves.leaving.lock().remove(uid) {
+            info!(%uid, "the move was given up; serving the computer again");
+            node.registry.stay(uid);
+        }
+        return;
+    };
+    if !node.moves.leaving.lock().insert(uid.to_string()) {
+        return;
+    }
+    let node = node.clone();
+    let uid = uid.to_string();
+    tokio::spawn(async move {
+        let started = std::time::Instant::now();
+        let position = match node.registry.hand_over(&uid).await {
+            Ok(p) => p,
+            Err(e) => {
+                warn!(%uid, error = %e, "cannot hand the computer over; it stays here");
+                node.moves.leaving.lock().remove(&uid);
+                node.registry.stay(&uid);
+                return;
+            }
+        };
+        let value = format!("{target} {}", position.unwrap_or(0));
+        match annotate_lease(&node, &uid, HANDED_OVER_TO, &value).await {
+            Ok(()) => info!(
+                %uid,
+                %target,
+                position,
+                ms = started.elapsed().as_millis() as u64,
+                "handed the computer over"
+            ),
+            Err(e) => warn!(%uid, error = %e, "cannot record the hand-over on the writer Lease"),
+        }
+    });
+}
+
+/// Computer `c` (`uid`) is no longer placed here: if it was handed over,
+/// calls are told which node serves it now.
+pub fn on_unplaced(node: &Arc<Node>, c: &AgentComputer, uid: &str) {
+    if !node.moves.leaving.lock().remove(uid) {
+        return;
+    }
+    let to = c
+        .metadata
+        .labels
+        .as_ref()
+        .and_then(|l| l.get(agentcomputer_crds::labels::NODE))
+        .cloned();
+    match to {
+        Some(to) if to != node.config.node_name => {
+            info!(%uid, node = %to, "the computer moved");
+            node.registry.departed(uid, &to);
+        }
+        // Deleted while it was handed over.
+        _ => node.registry.forget_departure(uid),
+    }
+}
+
+/// Watches the computers moving to this node until `stop`, restoring each
+/// in the background.
+pub async fn run_target(node: Arc<Node>, stop: CancellationToken) {
+    if node.registry.backup_target().is_none() {
+        return;
+    }
+    let api: Api<AgentComputer> = Api::all(node.client.clone());
+    let selector = format!("{MOVE_TARGET_LABEL}={}", node.config.node_name);
+    let mut events = watcher::watcher(api, watcher::Config::default().labels(&selector))
+        .default_backoff()
+        .boxed();
+    loop {
+        let event = tokio::select! {
+            _ = stop.cancelled() => return,
+            event = events.next() => event,
+        };
+        match event {
+            None => return,
+            Some(Err(e)) => warn!(error = %e, "watch of computers moving here failed; retrying"),
+            Some(Ok(Event::Apply(c) | Event::InitApply(c))) => {
+                if let Some(uid) = c.metadata.uid.clone() {
+                    prepare(&node, uid);
+                }
+            }
+            Some(Ok(Event::Delete(c))) => {
+                if let Some(uid) = &c.metadata.uid {
+                    node.moves.arriving.lock().remove(uid);
+                }
+            }
+            Some(Ok(Event::Init | Event::InitDone)) => {}
+        }
+    }
+}
+
+/// Restores computer `uid` here ahead of its move, once, and says so on
+/// its writer Lease.
+fn prepare(node: &Arc<Node>, uid: String) {
+    if node.index.get(&uid).is_some() || !node.moves.arriving.lock().insert(uid.clone()) {
+        return;
+    }
+    let node = node.clone();
+    tokio::spawn(async move {
+        let started = std::time::Instant::now();
+        match node.registry.prepare_arrival(&uid).await {
+            Ok(position) => {
+                let value = format!("{} {position}", node.config.node_name);
+                match annotate_lease(&node, &uid, PREPARED_ON, &value).await {
+                    Ok(()) => info!(
+                        %uid,
+                        position,
+                        ms = started.elapsed().as_millis() as u64,
+                        "restored the computer ahead of its move here"
+                    ),
+                    Err(e) => warn!(%uid, error = %e, "cannot record the restore on the writer Lease"),
+                }
+            }
+            Err(e) => {
+                // The operator hands over after its limit anyway; the open
+                // then restores.
+                warn!(%uid, error = %e, "cannot restore the computer ahead of its move");
+                node.moves.arriving.lock().remove(&uid);
+            }
+        }
+    });
+}
+
+/// Sets annotation `key` to `value` on computer `uid`'s writer Lease (made
+/// if missing, with no holder) by server-side apply.
+async fn annotate_lease(node: &Node, uid: &str, key: &str, value: &str) -> kube::Result<()> {
+    let api: Api<Lease> = Api::namespaced(node.client.clone(), &node.config.namespace);
+    let name = writer_lease_name(uid);
+    let patch = serde_json::json!({
+        "apiVersion": "coordination.k8s.io/v1",
+        "kind": "Lease",
+        "metadata": {
+            "name": name,
+            "labels": {"agentcomputer.dev/computer-uid": uid},
+            "annotations": {key: value},
+        },
+    });
+    api.patch(&name, &PatchParams::apply(FIELD_MANAGER), &Patch::Apply(&patch))
+        .await?;
+    Ok(())
+}
+
+/// Every [`SWEEP_EVERY`] until `stop`: removes this node's copies of
+/// computers not placed here that the store's log has gone past.
+pub async fn sweep(node: Arc<Node>, stop: CancellationToken) {
+    if node.registry.backup_target().is_none() {
+        return;
+    }
+    loop {
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            _ = tokio::time::sleep(SWEEP_EVERY) => {}
+        }
+        if !node.readiness.missing().is_empty() {
+            continue;
+        }
+        let names = match node.registry.names().await {
+            Ok(n) => n,
+            Err(e) => {
+                warn!(error = %e, "cannot list this node's computers");
+                continue;
+            }
+        };
+        for uid in names {
+            if node.index.get(&uid).is_some() || node.moves.is_arriving(&uid) {
+                continue;
+            }
+            if let Err(e) = node.registry.discard_if_superseded(&uid).await {
+                warn!(%uid, error = %e, "cannot check this node's copy against the store");
+            }
+        }
+    }
+}

@@ -1,0 +1,340 @@
+//! A computer moving between nodes (docs/moves.md), as this node's
+//! registry takes part in it.
+//!
+//! Leaving: [`Registry::hand_over`] holds new calls (they wait in
+//! `acquire`), stops the engine's commits, ships the last of them, closes
+//! the computer and releases its writer Lease. Once the computer is placed
+//! on its target, [`Registry::departed`] tells the waiting calls where it
+//! went; [`Registry::stay`] lets them in again if the move was given up.
+//!
+//! Arriving: [`Registry::prepare_arrival`] restores the computer from the
+//! store in the background, without its Lease and without opening it; the
+//! open that takes the Lease then only applies the log's last objects
+//! ([`Registry::catch_up_arrival`]).
+
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use tokio::sync::watch;
+use tracing::{info, warn};
+
+use crate::blocking::blocking;
+use crate::computer::{DB_FILE, SETTINGS_FILE, Settings};
+
+use super::backed_up::backup_err;
+use super::*;
+
+/// How long a call waits for a hand-over before it is refused.
+pub const HAND_OVER_WAIT: Duration = Duration::from_secs(60);
+
+/// File in a computer's directory while it is caught up in place: a
+/// directory holding it was cut short and is discarded.
+const CATCHING_UP: &str = "catching-up";
+
+/// File in a computer's directory restored ahead of a move to this node:
+/// the open that takes the writer Lease catches it up first.
+const ARRIVING: &str = "arriving";
+
+/// Where a computer being handed over stands.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Departure {
+    /// The hand-over runs or waits for the target: calls wait.
+    Leaving,
+    /// Served by this node (name) now.
+    Gone(String),
+}
+
+impl Registry {
+    /// Hands computer `name` over: new calls wait, the engine commits
+    /// nothing more, everything it committed is shipped, it is closed and
+    /// its writer Lease released. Returns the log's last position (None
+    /// when it was not open here, or its last ship failed). Errors: `Io`
+    /// when the computer cannot be closed.
+    pub async fn hand_over(&self, name: &str) -> Result<Option<u64>, RegistryError> {
+        check_name(name)?;
+        {
+            let mut departing = self.inner.departing.lock();
+            departing
+                .entry(name.to_string())
+                .or_insert_with(|| watch::channel(Departure::Leaving).0);
+        }
+        let _guard = self.inner.names.lock(name).await;
+        let slot = self.inner.open.lock().remove(name);
+        let Some(slot) = slot else {
+            return Ok(None);
+        };
+        let started = std::time::Instant::now();
+        {
+            let slot = slot.clone();
+            blocking(move || {
+                // What calls under a commit window wrote is committed, then
+                // nothing more is; the second flush waits out a commit
+                // that passed the hook just before.
+                if let Err(e) = slot.fs.flush() {
+                    warn!(computer = %slot.name, error = %e, "committing the last calls before the hand-over failed");
+                }
+                slot.frozen.store(true, Ordering::SeqCst);
+                let _ = slot.fs.flush();
+            })
+            .await;
+        }
+        slot.cancel.cancel();
+        let (settings, shipped) = super::hibernation::close_slot_with(slot, false).await;
+        self.upload_settings(&settings).await;
+        let position = shipped.map(|p| p.position);
+        info!(
+            computer = name,
+            position,
+            ms = started.elapsed().as_millis() as u64,
+            "handed the computer over"
+        );
+        Ok(position)
+    }
+
+    /// The hand-over of `name` was given up: calls go in again.
+    pub fn stay(&self, name: &str) {
+        if let Some(tx) = self.inner.departing.lock().remove(name) {
+            // Receivers see the channel close and go on.
+            drop(tx);
+        }
+    }
+
+    /// Computer `name` is now served by `node`: calls waiting for it, and
+    /// those that come later, are refused naming that node.
+    pub fn departed(&self, name: &str, node: &str) {
+        let mut departing = self.inner.departing.lock();
+        let tx = departing
+            .entry(name.to_string())
+            .or_insert_with(|| watch::channel(Departure::Leaving).0);
+        tx.send_replace(Departure::Gone(node.to_string()));
+    }
+
+    /// Forgets a computer that left: it may come back one day, when it
+    /// arrives here as any other.
+    pub fn forget_departure(&self, name: &str) {
+        self.inner.departing.lock().remove(name);
+    }
+
+    /// Waits while `name` is being handed over (at most
+    /// [`HAND_OVER_WAIT`]). Errors: `Moved` once it went; `Moving` when the
+    /// wait ran out.
+    pub(super) async fn wait_while_departing(&self, name: &str) -> Result<(), RegistryError> {
+        let rx = self
+            .inner
+            .departing
+            .lock()
+            .get(name)
+            .map(watch::Sender::subscribe);
+        let Some(mut rx) = rx else {
+            return Ok(());
+        };
+        let waited = tokio::time::timeout(HAND_OVER_WAIT, async {
+            loop {
+                if let Departure::Gone(node) = &*rx.borrow_and_update() {
+                    return Err(RegistryError::Moved {
+                        name: name.to_string(),
+                        node: node.clone(),
+                    });
+                }
+                if rx.changed().await.is_err() {
+                    // Given up: served here again.
+                    return Ok(());
+                }
+            }
+        })
+        .await;
+        waited.unwrap_or_else(|_| {
+            Err(RegistryError::Moving {
+                name: name.to_string(),
+                waited: HAND_OVER_WAIT,
+            })
+        })
+    }
+
+    /// `Moved` or `Moving` if `name` is being handed over (no wait).
+    pub(super) fn departed_error(&self, name: &str) -> Result<(), RegistryError> {
+        match self.inner.departing.lock().get(name).map(|tx| tx.borrow().clone()) {
+            None => Ok(()),
+            Some(Departure::Gone(node)) => Err(RegistryError::Moved {
+                name: name.to_string(),
+                node,
+            }),
+            Some(Departure::Leaving) => Err(RegistryError::Moving {
+                name: name.to_string(),
+                waited: Duration::ZERO,
+            }),
+        }
+    }
+
+    /// Restores computer `name` from the store ahead of a move to this
+    /// node, or brings an earlier restore forward, without its writer
+    /// Lease and without opening it. Returns the log position the copy
+    /// holds. Errors: `NotFound` when the store has no such computer;
+    /// `Backup` naming a damaged object; `Io`.
+    pub async fn prepare_arrival(&self, name: &str) -> Result<u64, RegistryError> {
+        check_name(name)?;
+        let _guard = self.inner.names.lock(name).await;
+        if self.inner.open.lock().contains_key(name) {
+            return Err(RegistryError::AlreadyExists(name.to_string()));
+        }
+        let dir = self.dir_of(name);
+        if !dir.join(SETTINGS_FILE).exists() {
+            self.restore_from_backup(name).await?;
+        }
+        {
+            let marker = dir.join(ARRIVING);
+            blocking(move || std::fs::write(&marker, b""))
+                .await
+                .map_err(|source| RegistryError::Io {
+                    name: name.to_string(),
+                    source,
+                })?;
+        }
+        self.catch_up_arrival(name, true).await?;
+        let settings = read_settings(&dir).await.map_err(|source| RegistryError::Io {
+            name: name.to_string(),
+            source,
+        })?;
+        Ok(settings.backup_resume.map_or(0, |r| r.position))
+    }
+
+    /// Brings this node's closed copy of `name` to the store's latest
+    /// position when the copy is exactly an earlier position of the log
+    /// (restored here, or closed here cleanly): only the objects after it
+    /// are read. A copy that is not, or whose catch-up fails, is left for
+    /// the open to deal with (its shipper finds it older than the log and
+    /// restores it whole). Called under the computer's lock with it
+    /// closed; only for a copy restored ahead of a move
+    /// ([`Registry::prepare_arrival`]), which stops being one unless
+    /// `prepare_only`. Errors: `Io` only.
+    pub(super) async fn catch_up_arrival(
+        &self,
+        name: &str,
+        prepare_only: bool,
+    ) -> Result<(), RegistryError> {
+        let Some(b) = self.inner.backup.get() else {
+            return Ok(());
+        };
+        let dir = self.dir_of(name);
+        let io_err = |source| RegistryError::Io {
+            name: name.to_string(),
+            source,
+        };
+        if !dir.join(ARRIVING).exists() && !dir.join(CATCHING_UP).exists() {
+            return Ok(());
+        }
+        if dir.join(CATCHING_UP).exists() {
+            // A catch-up cut short: the file is neither state.
+            warn!(computer = name, "a catch-up of this copy was cut short; discarding it");
+            return self.discard_local_copy(name).await;
+        }
+        let mut settings = read_settings(&dir).await.map_err(io_err)?;
+        let (Some(id), Some(resume)) = (settings.backup_id.clone(), settings.backup_resume.clone())
+        else {
+            return Ok(());
+        };
+        let db = dir.join(DB_FILE);
+        let Some(from) = super::backed_up::resume_of(&db, &resume) else {
+            return Ok(());
+        };
+        if !prepare_only {
+            // Taken over: the copy is this node's from now on.
+            let arriving = dir.join(ARRIVING);
+            let _ = blocking(move || std::fs::remove_file(arriving)).await;
+        }
+        let started = std::time::Instant::now();
+        let marker = dir.join(CATCHING_UP);
+        {
+            let marker = marker.clone();
+            blocking(move || std::fs::write(&marker, b"")).await.map_err(io_err)?;
+        }
+        match b.target.catch_up(&id, &db, from).await {
+            Ok(r) => {
+                let at = agentcomputer_backup::Position {
+                    position: r.position,
+                    digest: r.digest,
+                    ..Default::default()
+                };
+                let caught_up = r.position - from.position;
+                blocking(move || {
+                    settings.backup_resume = super::backed_up::resume_record(&db, at);
+                    settings.save(&dir)?;
+                    std::fs::remove_file(&marker)
+                })
+                .await
+                .map_err(io_err)?;
+                info!(
+                    computer = name,
+                    from = from.position,
+                    position = r.position,
+                    objects = caught_up,
+                    ms = started.elapsed().as_millis() as u64,
+                    "caught this node's copy up with the backup log"
+                );
+                Ok(())
+            }
+            Err(e) => {
+                let e = backup_err(name)(e);
+                warn!(computer = name, error = %e, "cannot catch this copy up; restoring it whole");
+                self.discard_local_copy(name).await
+            }
+        }
+    }
+}
+
+async fn read_settings(dir: &std::path::Path) -> std::io::Result<Settings> {
+    let dir = dir.to_path_buf();
+    blocking(move || Settings::load(&dir)).await
+}
+
+impl Registry {
+    /// Removes this node's closed copy of `name` when the store's log has
+    /// gone past it: another node served the computer since (it moved or
+    /// failed over), so this copy will never be served again. A copy the
+    /// store has no log of, one at or ahead of the log, an open one, and
+    /// one restored ahead of a move here are kept. Returns whether it was
+    /// removed. Errors: `Backup` when the store cannot be read; `Io`.
+    pub async fn discard_if_superseded(&self, name: &str) -> Result<bool, RegistryError> {
+        check_name(name)?;
+        let Some(b) = self.inner.backup.get() else {
+            return Ok(false);
+        };
+        let _guard = self.inner.names.lock(name).await;
+        let dir = self.dir_of(name);
+        if self.inner.open.lock().contains_key(name)
+            || dir.join(ARRIVING).exists()
+            || !dir.join(SETTINGS_FILE).exists()
+        {
+            return Ok(false);
+        }
+        let settings = read_settings(&dir).await.map_err(|source| RegistryError::Io {
+            name: name.to_string(),
+            source,
+        })?;
+        let Some(id) = settings.backup_id.clone() else {
+            return Ok(false);
+        };
+        // What this copy holds: its clean close's position, else the last
+        // position its shipper recorded (commits after it were never
+        // shipped, and the store's log has moved on without them).
+        let local = match &settings.backup_resume {
+            Some(r) => Some(r.position),
+            None => super::backed_up::recorded_position(&dir),
+        };
+        let Some(local) = local else {
+            return Ok(false);
+        };
+        let head = b.target.head(&id).await.map_err(backup_err(name))?;
+        if head.is_none_or(|h| h <= local) {
+            return Ok(false);
+        }
+        info!(
+            computer = name,
+            local,
+            store = head,
+            "another node has shipped past this copy; removing it"
+        );
+        self.discard_local_copy(name).await?;
+        Ok(true)
+    }
+}
