@@ -246,6 +246,17 @@ enum Command {
     /// Wait until every call answered on a computer is in the node agent's
     /// backup store (continuous backup to object storage; docs/backup.md).
     Sync { name: String },
+    /// Move a computer to another node (a cluster with a backup store
+    /// only): the target restores it in the background, then calls wait
+    /// while the node serving it hands it over (docs/moves.md). Waits
+    /// until the move ends.
+    Move {
+        name: String,
+        /// The node to move to (default: the eligible node with room that
+        /// serves the fewest computers).
+        #[arg(long)]
+        to: Option<String>,
+    },
     /// Restore a computer's latest continuous backup into a scratch file on
     /// its node and check it (checksums, SQLite's integrity check, the
     /// engine's check).
@@ -537,6 +548,16 @@ async fn run(cli: Cli) -> Result<u8> {
             let (mut c, name) = backend.client(name).await?;
             cmd::backup_store::sync(&mut c, name).await?
         }
+        Command::Move { name, to } => match &backend {
+            Backend::Cluster(cluster) => {
+                cluster::moves::move_computer(cluster, &name, to.as_deref()).await?
+            }
+            Backend::Agent { .. } => {
+                return Err(error::CliError::new(
+                    "move needs a cluster: a computer of a local node agent has no other node to go to",
+                ));
+            }
+        },
         Command::VerifyBackup { name } => {
             let (mut c, name) = backend.client(name).await?;
             cmd::backup_store::verify_backup(&mut c, name).await?

@@ -4,6 +4,7 @@
 
 pub mod agent;
 pub mod computers;
+pub mod moves;
 
 use agentcomputer_crds::AgentComputer;
 use kube::Api;

@@ -69,7 +69,7 @@ rules:
   verbs: [create, patch]
 - apiGroups: [coordination.k8s.io]
   resources: [leases]
-  verbs: [get, create, update, delete, list]
+  verbs: [get, create, update, patch, delete, list]
 ---
 apiVersion: rbac.authorization.k8s.io/v1
 kind: RoleBinding
