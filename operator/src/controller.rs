@@ -239,16 +239,7 @@ async fn apply_steps(c: &AgentComputer, ctx: &Context) -> Result<Result<Action>>
         _ => Some(hostname.as_str()),
     };
     if credential.is_some() && volume.is_some() && egress_ok && placed && !relocated.hold_sandbox {
-        let ran = sandbox::run(
-            ctx,
-            c,
-            &ns,
-            agent,
-            credential_hash.as_deref(),
-            pin_to,
-            now,
-        )
-        .await;
+        let ran = sandbox::run(ctx, c, &ns, agent, credential_hash.as_deref(), pin_to, now).await;
         if let Some((state, idle)) = record(&mut failures, Step::Sandbox, ran) {
             (sandbox, requeue_idle) = (state, idle);
         }

@@ -212,7 +212,10 @@ pub fn decide(s: &Seen) -> Decision {
             return Decision::Stay {
                 blocked: Some((
                     reason_code,
-                    format!("{} but no other node can take the computer: {why}", describe(reason, s.node)),
+                    format!(
+                        "{} but no other node can take the computer: {why}",
+                        describe(reason, s.node)
+                    ),
                 )),
                 clear_request: requested,
             };
@@ -253,7 +256,8 @@ fn going_on(s: &Seen, m: &MoveStatus) -> Decision {
                 .is_some_and(|(node, _)| node == &m.target);
             // Never opened since backups began, or closed with its Lease
             // released: nothing serves it at the source.
-            let idle = s.lease.expired && s.lease.handed_over_to.is_none() && s.lease.holder.is_none();
+            let idle =
+                s.lease.expired && s.lease.handed_over_to.is_none() && s.lease.holder.is_none();
             let waited_enough = m.started_time.0 + PREPARE_LIMIT <= s.now;
             if prepared || waited_enough || idle {
                 Decision::Moving(MoveStatus {

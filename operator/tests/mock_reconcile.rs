@@ -535,11 +535,15 @@ async fn update_keeps_the_token_changes_policy_and_adds_sandbox() {
     assert_eq!(rules[0]["to"][0]["ipBlock"]["cidr"], "10.9.0.0/16");
     let pod = env.fake.get(POD).expect("sandbox pod");
     // Pinned to the serving node by its own affinity (the PV is not).
-    let pinned = &pod["spec"]["affinity"]["nodeAffinity"]
-        ["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"][0]
-        ["matchExpressions"][0];
+    let pinned = &pod["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+        ["nodeSelectorTerms"][0]["matchExpressions"][0];
     assert_eq!(pinned["key"], "kubernetes.io/hostname", "{pod}");
-    assert!(pinned["values"][0].as_str().is_some_and(|h| h.starts_with("host-")), "{pod}");
+    assert!(
+        pinned["values"][0]
+            .as_str()
+            .is_some_and(|h| h.starts_with("host-")),
+        "{pod}"
+    );
     let ctr = &pod["spec"]["containers"][0];
     assert_eq!(ctr["image"], "debian:bookworm-slim");
     assert_eq!(

@@ -4,8 +4,8 @@
 
 use std::time::{Duration, Instant};
 
-use agentcomputer_crds::moves::{MOVE_REQUEST, MOVING, move_condition_reasons};
 use agentcomputer_crds::AgentComputer;
+use agentcomputer_crds::moves::{MOVE_REQUEST, MOVING, move_condition_reasons};
 use kube::api::{Patch, PatchParams};
 
 use super::{Cluster, api_error};

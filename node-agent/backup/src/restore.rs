@@ -201,7 +201,10 @@ pub async fn catch_up(
             known: from.position,
         });
     }
-    let file = std::fs::OpenOptions::new().read(true).write(true).open(db)?;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(db)?;
     let page_size = {
         // The page size is bytes 16-17 of the header (big-endian, 1 means
         // 65536): https://www.sqlite.org/fileformat.html#the_database_header

@@ -322,7 +322,10 @@ impl BackupTarget {
         db: &FsPath,
         from: agentcomputer_backup::Resume,
     ) -> Result<Restored, BackupError> {
-        Ok(agentcomputer_backup::catch_up(&self.store, &self.computer_prefix(id), db, from).await?)
+        Ok(
+            agentcomputer_backup::catch_up(&self.store, &self.computer_prefix(id), db, from)
+                .await?,
+        )
     }
 }
 

@@ -179,7 +179,9 @@ fn prepare(node: &Arc<Node>, uid: String) {
                         ms = started.elapsed().as_millis() as u64,
                         "restored the computer ahead of its move here"
                     ),
-                    Err(e) => warn!(%uid, error = %e, "cannot record the restore on the writer Lease"),
+                    Err(e) => {
+                        warn!(%uid, error = %e, "cannot record the restore on the writer Lease")
+                    }
                 }
             }
             Err(e) => {
@@ -206,8 +208,12 @@ async fn annotate_lease(node: &Node, uid: &str, key: &str, value: &str) -> kube:
             "annotations": {key: value},
         },
     });
-    api.patch(&name, &PatchParams::apply(FIELD_MANAGER), &Patch::Apply(&patch))
-        .await?;
+    api.patch(
+        &name,
+        &PatchParams::apply(FIELD_MANAGER),
+        &Patch::Apply(&patch),
+    )
+    .await?;
     Ok(())
 }
 

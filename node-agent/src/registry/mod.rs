@@ -50,8 +50,8 @@ mod holder_link;
 mod host_mounts;
 mod lease;
 mod lifecycle;
-mod moves;
 pub mod mount_records;
+mod moves;
 mod stored;
 mod writer_lease;
 

@@ -153,7 +153,13 @@ impl Registry {
 
     /// `Moved` or `Moving` if `name` is being handed over (no wait).
     pub(super) fn departed_error(&self, name: &str) -> Result<(), RegistryError> {
-        match self.inner.departing.lock().get(name).map(|tx| tx.borrow().clone()) {
+        match self
+            .inner
+            .departing
+            .lock()
+            .get(name)
+            .map(|tx| tx.borrow().clone())
+        {
             None => Ok(()),
             Some(Departure::Gone(node)) => Err(RegistryError::Moved {
                 name: name.to_string(),
@@ -191,10 +197,12 @@ impl Registry {
                 })?;
         }
         self.catch_up_arrival(name, true).await?;
-        let settings = read_settings(&dir).await.map_err(|source| RegistryError::Io {
-            name: name.to_string(),
-            source,
-        })?;
+        let settings = read_settings(&dir)
+            .await
+            .map_err(|source| RegistryError::Io {
+                name: name.to_string(),
+                source,
+            })?;
         Ok(settings.backup_resume.map_or(0, |r| r.position))
     }
 
@@ -225,7 +233,10 @@ impl Registry {
         }
         if dir.join(CATCHING_UP).exists() {
             // A catch-up cut short: the file is neither state.
-            warn!(computer = name, "a catch-up of this copy was cut short; discarding it");
+            warn!(
+                computer = name,
+                "a catch-up of this copy was cut short; discarding it"
+            );
             return self.discard_local_copy(name).await;
         }
         let mut settings = read_settings(&dir).await.map_err(io_err)?;
@@ -246,7 +257,9 @@ impl Registry {
         let marker = dir.join(CATCHING_UP);
         {
             let marker = marker.clone();
-            blocking(move || std::fs::write(&marker, b"")).await.map_err(io_err)?;
+            blocking(move || std::fs::write(&marker, b""))
+                .await
+                .map_err(io_err)?;
         }
         match b.target.catch_up(&id, &db, from).await {
             Ok(r) => {
@@ -307,10 +320,12 @@ impl Registry {
         {
             return Ok(false);
         }
-        let settings = read_settings(&dir).await.map_err(|source| RegistryError::Io {
-            name: name.to_string(),
-            source,
-        })?;
+        let settings = read_settings(&dir)
+            .await
+            .map_err(|source| RegistryError::Io {
+                name: name.to_string(),
+                source,
+            })?;
         let Some(id) = settings.backup_id.clone() else {
             return Ok(false);
         };

@@ -128,10 +128,10 @@ impl Registry {
         fs.commit_only_while(move || {
             !frozen.load(std::sync::atomic::Ordering::SeqCst) && fence.valid().is_ok()
         })
-            .map_err(|source| RegistryError::Engine {
-                name: name.to_string(),
-                source,
-            })
+        .map_err(|source| RegistryError::Engine {
+            name: name.to_string(),
+            source,
+        })
     }
 
     /// Watches slot `slot`'s Lease and closes the computer when it is lost.

@@ -138,7 +138,10 @@ fn a_cordoned_node_starts_a_move_that_prepares_first() {
     case.node = Some(node(true));
     match case.decide() {
         Decision::Moving(m) => {
-            assert_eq!((m.phase, m.reason), (MovePhase::Preparing, MoveReason::NodeCordoned));
+            assert_eq!(
+                (m.phase, m.reason),
+                (MovePhase::Preparing, MoveReason::NodeCordoned)
+            );
             assert_eq!((m.source.as_str(), m.target.as_str()), ("n1", "n2"));
         }
         d => panic!("{d:?}"),
@@ -156,7 +159,10 @@ fn without_a_backup_store_a_cordoned_node_says_why_nothing_moves() {
             ..
         } => {
             assert_eq!(reason, "NoBackupStore");
-            assert!(why.contains("node n1 is cordoned") && why.contains("backup"), "{why}");
+            assert!(
+                why.contains("node n1 is cordoned") && why.contains("backup"),
+                "{why}"
+            );
         }
         d => panic!("{d:?}"),
     }
@@ -214,7 +220,10 @@ fn a_lost_node_fails_over_after_the_delay_once_its_lease_expired() {
     case.old = not_ready_since(0);
     case.lease.expired = true;
     case.now = t(299);
-    assert!(matches!(case.decide(), Decision::Stay { blocked: None, .. }));
+    assert!(matches!(
+        case.decide(),
+        Decision::Stay { blocked: None, .. }
+    ));
     case.now = t(300);
     match case.decide() {
         Decision::Switch(r) => {
@@ -235,7 +244,10 @@ fn failover_now_skips_the_delay_but_never_the_lease() {
     // The lost node's Lease still runs: wait in HandingOver.
     match case.decide() {
         Decision::Moving(m) => {
-            assert_eq!((m.phase, m.reason), (MovePhase::HandingOver, MoveReason::NodeLost))
+            assert_eq!(
+                (m.phase, m.reason),
+                (MovePhase::HandingOver, MoveReason::NodeLost)
+            )
         }
         d => panic!("{d:?}"),
     }

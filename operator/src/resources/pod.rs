@@ -26,10 +26,10 @@ use agentcomputer_crds::{
     SandboxSpec,
 };
 use k8s_openapi::api::core::v1::{
-    Affinity, NodeAffinity, NodeSelector, NodeSelectorRequirement, NodeSelectorTerm,
-    Capabilities, Container, EmptyDirVolumeSource, EnvVar, EnvVarSource,
-    PersistentVolumeClaimVolumeSource, Pod, PodSecurityContext, PodSpec, ResourceRequirements,
-    SeccompProfile, SecretKeySelector, SecurityContext, Volume, VolumeMount,
+    Affinity, Capabilities, Container, EmptyDirVolumeSource, EnvVar, EnvVarSource, NodeAffinity,
+    NodeSelector, NodeSelectorRequirement, NodeSelectorTerm, PersistentVolumeClaimVolumeSource,
+    Pod, PodSecurityContext, PodSpec, ResourceRequirements, SeccompProfile, SecretKeySelector,
+    SecurityContext, Volume, VolumeMount,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use kube::ResourceExt;
@@ -497,7 +497,8 @@ mod tests {
             &sandbox(Some(vec!["sleep".into(), "1".into()])),
             Some("fd00::7"),
             Some("sha256:ab"),
-            Some(runner), None,
+            Some(runner),
+            None,
         );
         let spec = pod.spec.as_ref().unwrap();
         let init = &spec.init_containers.as_ref().unwrap()[0];
@@ -538,7 +539,8 @@ mod tests {
             Some(Runner {
                 credential_hash: Some("sha256:cd"),
                 ..runner
-            }), None,
+            }),
+            None,
         );
         assert_ne!(pod.spec, rotated.spec);
         assert!(get("AGENTCOMPUTER_AGENT_CA").is_none());
@@ -556,7 +558,8 @@ mod tests {
             Some(Runner {
                 tls: Some(&tls),
                 ..runner
-            }), None,
+            }),
+            None,
         );
         let env = super::tests::env(&with_tls);
         let get = |n: &str| {
@@ -585,9 +588,17 @@ mod tests {
                 &sandbox(own.clone()),
                 Some("10.0.0.1"),
                 None,
-                None, None,
+                None,
+                None,
             ),
-            build(&computer(), &sandbox(own.clone()), None, None, Some(runner), None),
+            build(
+                &computer(),
+                &sandbox(own.clone()),
+                None,
+                None,
+                Some(runner),
+                None,
+            ),
         ] {
             let spec = pod.spec.unwrap();
             assert!(spec.init_containers.is_none());
@@ -621,7 +632,8 @@ mod tests {
                 image,
                 credential_hash: Some("sha256:ab"),
                 tls: None,
-            }), None,
+            }),
+            None,
         )
     }
 
@@ -659,7 +671,8 @@ mod tests {
                 image: "reg/node-agent:2",
                 credential_hash: Some("sha256:cd"),
                 tls: None,
-            }), None,
+            }),
+            None,
         );
         assert!(keep_runner(&mut desired, &existing).is_some());
         assert_eq!(runner_image(&desired), Some("reg/node-agent:1"));

@@ -152,7 +152,11 @@ pub async fn drop_node_data_finalizer(
         "resourceVersion": pv.resource_version(),
     }});
     match pvs
-        .patch(name, &crate::writes::merge_params(), &kube::api::Patch::Merge(&patch))
+        .patch(
+            name,
+            &crate::writes::merge_params(),
+            &kube::api::Patch::Merge(&patch),
+        )
         .await
     {
         Ok(_) => Ok(()),

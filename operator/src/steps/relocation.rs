@@ -104,18 +104,21 @@ pub async fn run(
         } => {
             if clear_request {
                 let patch = serde_json::json!({"metadata": {"annotations": {MOVE_REQUEST: null, FAILOVER: null}}});
-                api.patch(&name, &merge_params(), &Patch::Merge(&patch)).await?;
+                api.patch(&name, &merge_params(), &Patch::Merge(&patch))
+                    .await?;
             }
             // A computer that stays keeps any move-target label of a move
             // that was given up (none is left by a finished one).
             if c.labels().contains_key(MOVE_TARGET_LABEL) {
                 let patch = serde_json::json!({"metadata": {"labels": {MOVE_TARGET_LABEL: null}, "annotations": {HAND_OVER_TO: null}}});
-                api.patch(&name, &merge_params(), &Patch::Merge(&patch)).await?;
+                api.patch(&name, &merge_params(), &Patch::Merge(&patch))
+                    .await?;
             }
             if let Some((reason, message)) = blocked {
                 let was = old.conditions.iter().find(|x| x.type_ == MOVING);
                 if was.is_none_or(|w| w.reason != reason || w.message != message) {
-                    out.events.push(Transition::warning(reason, message.clone()));
+                    out.events
+                        .push(Transition::warning(reason, message.clone()));
                 }
                 out.condition = Some((false, reason.to_string(), message));
                 out.requeue = Some(Duration::from_secs(30));
@@ -135,7 +138,8 @@ pub async fn run(
             }
             if !labels_patch.is_empty() || !annotations.is_empty() {
                 let patch = serde_json::json!({"metadata": {"labels": labels_patch, "annotations": annotations}});
-                api.patch(&name, &merge_params(), &Patch::Merge(&patch)).await?;
+                api.patch(&name, &merge_params(), &Patch::Merge(&patch))
+                    .await?;
             }
             let was = old.moving.as_ref();
             if was.is_none() {
@@ -152,7 +156,10 @@ pub async fn run(
             if m.phase == MovePhase::HandingOver && was.is_none_or(|w| w.phase != m.phase) {
                 out.events.push(Transition::normal(
                     "HandingOver",
-                    format!("{} stops serving the computer and hands it to {}", m.source, m.target),
+                    format!(
+                        "{} stops serving the computer and hands it to {}",
+                        m.source, m.target
+                    ),
                 ));
             }
             // The sandbox pod goes when the source stops serving: its
@@ -188,7 +195,8 @@ pub async fn run(
                 "labels": {labels::NODE: r.target, MOVE_TARGET_LABEL: null},
                 "annotations": {HAND_OVER_TO: null, MOVE_REQUEST: null, FAILOVER: null},
             }});
-            api.patch(&name, &merge_params(), &Patch::Merge(&patch)).await?;
+            api.patch(&name, &merge_params(), &Patch::Merge(&patch))
+                .await?;
             let lost = r.reason == MoveReason::NodeLost;
             delete_sandbox(ctx, c, ns, lost).await?;
             rebind_pinned_volume(ctx, c, ns, lost).await?;
@@ -212,7 +220,10 @@ pub async fn run(
                 ),
                 (false, None) => format!("moved from {} to {}", r.source, r.target),
             };
-            out.events.push(Transition::normal(if lost { "FailedOver" } else { "Moved" }, note.clone()));
+            out.events.push(Transition::normal(
+                if lost { "FailedOver" } else { "Moved" },
+                note.clone(),
+            ));
             out.condition = Some((false, move_condition_reasons::MOVED.to_string(), note));
             out.node = Some(r.target.clone());
             out.requeue = Some(Duration::from_secs(2));
@@ -231,8 +242,12 @@ fn target(
     source: &str,
     agents: &HashMap<String, Agent>,
 ) -> std::result::Result<String, (&'static str, String)> {
-    let bytes = quantity_bytes(&c.spec.storage.size)
-        .map_err(|e| (move_condition_reasons::NO_TARGET, format!("spec.storage.size: {e}")))?;
+    let bytes = quantity_bytes(&c.spec.storage.size).map_err(|e| {
+        (
+            move_condition_reasons::NO_TARGET,
+            format!("spec.storage.size: {e}"),
+        )
+    })?;
     let nodes = ctx.nodes.state();
     let asked = c
         .annotations()
@@ -266,7 +281,10 @@ fn target(
         ),
         Some(n) => (
             move_condition_reasons::BAD_TARGET,
-            format!("{n}: {}", placement::explain(&c.spec, others.iter().copied(), &cands)),
+            format!(
+                "{n}: {}",
+                placement::explain(&c.spec, others.iter().copied(), &cands)
+            ),
         ),
         None => (
             move_condition_reasons::NO_TARGET,
@@ -298,7 +316,12 @@ async fn delete_sandbox(ctx: &Context, c: &AgentComputer, ns: &str, now: bool) -
 /// agent keeps its copy until the target has shipped past it). After a
 /// node loss nobody will release the node agent's finalizer: it is
 /// removed here.
-async fn rebind_pinned_volume(ctx: &Context, c: &AgentComputer, ns: &str, lost: bool) -> Result<()> {
+async fn rebind_pinned_volume(
+    ctx: &Context,
+    c: &AgentComputer,
+    ns: &str,
+    lost: bool,
+) -> Result<()> {
     let pvs: Api<PersistentVolume> = Api::all(ctx.client.clone());
     let pv_name = resources::pv_name(c);
     let Some(pv) = pvs.get_opt(&pv_name).await? else {
@@ -308,7 +331,10 @@ async fn rebind_pinned_volume(ctx: &Context, c: &AgentComputer, ns: &str, lost: 
         return Ok(());
     }
     let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(ctx.client.clone(), ns);
-    match pvcs.delete(&resources::pvc_name(c), &DeleteParams::background()).await {
+    match pvcs
+        .delete(&resources::pvc_name(c), &DeleteParams::background())
+        .await
+    {
         Ok(_) => {}
         Err(e) if is_not_found(&e) => {}
         Err(e) => return Err(e.into()),
@@ -347,11 +373,12 @@ pub fn into_status(
             );
         }
         None => {
-            // A blocked move whose cause went (the node was uncordoned):
-            // the condition goes with it; a finished move's stays.
+            // Kept: a finished move's record and a refused request's
+            // reason. Dropped: a block whose cause went (a node that was
+            // cordoned or lost is fine again), whose message names it.
             if let Some(was) = moving_was
                 && was.status == "False"
-                && was.reason == move_condition_reasons::MOVED
+                && !was.message.starts_with("node ")
                 && !next.conditions.iter().any(|c| c.type_ == MOVING)
             {
                 next.conditions.push(was);
