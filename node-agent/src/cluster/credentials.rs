@@ -76,6 +76,10 @@ impl Authorizer for ClusterAuthorizer {
                 .collect::<Vec<_>>()
         });
         if own.is_empty() {
+            // Moved to another node: the caller is told which.
+            if let Some((uid, node)) = self.index.moved_to(&digest, requested) {
+                return Err(crate::registry::RegistryError::Moved { name: uid, node }.into());
+            }
             return Err(Status::unauthenticated(
                 "invalid credential: the token is not the current token of any computer on this node",
             ));

@@ -60,11 +60,19 @@ pub fn parse_credential_hash(text: &str) -> Option<[u8; 32]> {
 #[derive(Debug, Default)]
 pub struct Index {
     by_uid: RwLock<HashMap<String, Entry>>,
+    /// Computers handed over to another node, with that node and when
+    /// they left: their callers are told where they went for
+    /// [`MOVED_KEPT`].
+    moved: RwLock<HashMap<String, (Entry, String, std::time::Instant)>>,
 }
+
+/// How long a computer that moved away is remembered for its callers.
+pub const MOVED_KEPT: std::time::Duration = std::time::Duration::from_secs(600);
 
 impl Index {
     /// Adds or replaces `entry`; returns whether anything changed.
     pub fn upsert(&self, entry: Entry) -> bool {
+        self.moved.write().remove(&entry.uid);
         let mut map = self.by_uid.write();
         match map.get(&entry.uid) {
             Some(old) if *old == entry => false,
@@ -79,6 +87,38 @@ impl Index {
     pub fn remove(&self, uid: &str) -> bool {
         let mut map = self.by_uid.write();
         map.remove(uid).is_some()
+    }
+
+    /// Computer `uid` moved to `node`: it leaves the index, and
+    /// [`Index::moved_to`] remembers where it went. Returns whether it was
+    /// known.
+    pub fn depart(&self, uid: &str, node: &str) -> bool {
+        let Some(entry) = self.by_uid.write().remove(uid) else {
+            return false;
+        };
+        let mut moved = self.moved.write();
+        moved.retain(|_, (_, _, at)| at.elapsed() < MOVED_KEPT);
+        moved.insert(
+            uid.to_string(),
+            (entry, node.to_string(), std::time::Instant::now()),
+        );
+        true
+    }
+
+    /// The computer that moved away (within [`MOVED_KEPT`]) whose
+    /// credential fingerprint is `digest` and whose uid, `NS/NAME` or name
+    /// is `requested`: its uid and the node it went to.
+    pub fn moved_to(&self, digest: &[u8; 32], requested: &str) -> Option<(String, String)> {
+        use subtle::ConstantTimeEq;
+        let moved = self.moved.read();
+        moved
+            .values()
+            .filter(|(_, _, at)| at.elapsed() < MOVED_KEPT)
+            .find(|(e, _, _)| {
+                e.credential.is_some_and(|p| bool::from(p.ct_eq(digest)))
+                    && (e.uid == requested || e.shown() == requested || e.name == requested)
+            })
+            .map(|(e, node, _)| (e.uid.clone(), node.clone()))
     }
 
     /// Keeps only the computers whose uid `keep` accepts; returns how many

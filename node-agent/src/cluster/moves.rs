@@ -14,7 +14,7 @@
 //! - Afterwards: a copy here that the store's log has gone past (another
 //!   node served it since) is removed ([`sweep`]).
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -42,8 +42,9 @@ const SWEEP_EVERY: Duration = Duration::from_secs(60);
 /// Moves this node takes part in now.
 #[derive(Default)]
 pub struct Moves {
-    /// uids being handed over from here (one hand-over each).
-    leaving: Mutex<HashSet<String>>,
+    /// uids being handed over from here (one hand-over each), with the
+    /// node they are handed to.
+    leaving: Mutex<HashMap<String, String>>,
     /// uids being (or already) restored here ahead of a move.
     arriving: Mutex<HashSet<String>>,
 }
@@ -68,14 +69,18 @@ pub fn on_placed(node: &Arc<Node>, c: &AgentComputer, uid: &str) {
         .filter(|t| **t != node.config.node_name)
         .cloned();
     let Some(target) = target else {
-        if node.moves.leaving.lock().remove(uid) {
+        if node.moves.leaving.lock().remove(uid).is_some() {
             info!(%uid, "the move was given up; serving the computer again");
             node.registry.stay(uid);
         }
         return;
     };
-    if !node.moves.leaving.lock().insert(uid.to_string()) {
-        return;
+    {
+        let mut leaving = node.moves.leaving.lock();
+        if leaving.contains_key(uid) {
+            return;
+        }
+        leaving.insert(uid.to_string(), target.clone());
     }
     let node = node.clone();
     let uid = uid.to_string();
@@ -107,18 +112,16 @@ pub fn on_placed(node: &Arc<Node>, c: &AgentComputer, uid: &str) {
 /// Computer `c` (`uid`) is no longer placed here: if it was handed over,
 /// calls are told which node serves it now.
 pub fn on_unplaced(node: &Arc<Node>, c: &AgentComputer, uid: &str) {
-    if !node.moves.leaving.lock().remove(uid) {
+    let Some(target) = node.moves.leaving.lock().remove(uid) else {
         return;
-    }
-    let to = c
-        .metadata
-        .labels
-        .as_ref()
-        .and_then(|l| l.get(agentcomputer_crds::labels::NODE))
-        .cloned();
+    };
+    // The watch's last object may still carry this node's label: the
+    // computer went where it was handed over to, unless it is deleted.
+    let to = c.metadata.deletion_timestamp.is_none().then_some(target);
     match to {
         Some(to) if to != node.config.node_name => {
             info!(%uid, node = %to, "the computer moved");
+            node.index.depart(uid, &to);
             node.registry.departed(uid, &to);
         }
         // Deleted while it was handed over.

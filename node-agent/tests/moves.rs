@@ -1,0 +1,277 @@
+//! A computer moving between two live node agents (docs/moves.md) against
+//! a real kube-apiserver, the test playing the operator: the target
+//! restores in the background while the source keeps serving and taking
+//! writes; the hand-over stops the source's commits, ships the last of
+//! them and releases the writer Lease; the target then applies only the
+//! log's last objects. A writer acknowledged by either node throughout
+//! loses nothing, and calls that came during the hand-over waited and were
+//! told where the computer went.
+
+mod cluster_support;
+
+use std::time::{Duration, Instant};
+
+use agentcomputer_crds::AgentComputer;
+use agentcomputer_proto::v1 as pb;
+use cluster_support::support::{self, Cluster, SYSTEM_NS, eventually};
+use cluster_support::*;
+use k8s_openapi::api::coordination::v1::Lease;
+use kube::api::{Api, Patch, PatchParams};
+use tonic::Code;
+
+/// `--writer-lease-duration` of both agents.
+const LEASE: &str = "10s";
+
+fn backup_args(cluster: &Cluster) -> Vec<String> {
+    let dir = cluster.dir.path().join("backup");
+    std::fs::create_dir_all(&dir).unwrap();
+    vec![
+        "--backup".into(),
+        format!("file://{}", dir.display()),
+        "--writer-lease-duration".into(),
+        LEASE.into(),
+    ]
+}
+
+/// Annotation `key` of computer `uid`'s writer Lease.
+async fn lease_annotation(admin: &kube::Client, uid: &str, key: &str) -> Option<String> {
+    let leases: Api<Lease> = Api::namespaced(admin.clone(), SYSTEM_NS);
+    let lease = leases.get_opt(&format!("ac-{uid}")).await.ok()??;
+    lease.metadata.annotations?.get(key).cloned()
+}
+
+async fn lease_holder(admin: &kube::Client, uid: &str) -> Option<String> {
+    let leases: Api<Lease> = Api::namespaced(admin.clone(), SYSTEM_NS);
+    leases
+        .get_opt(&format!("ac-{uid}"))
+        .await
+        .ok()??
+        .spec?
+        .holder_identity
+        .filter(|h| !h.is_empty())
+}
+
+async fn patch_meta(api: &Api<AgentComputer>, name: &str, meta: serde_json::Value) {
+    api.patch(
+        name,
+        &PatchParams::default(),
+        &Patch::Merge(serde_json::json!({ "metadata": meta })),
+    )
+    .await
+    .unwrap();
+}
+
+/// Appends `n` to `records` through `c`: acknowledged when it returns
+/// `Ok(true)`; `Ok(false)` is an exec that did not finish (cancelled by
+/// the hand-over: exit 130), which may or may not have written.
+async fn append(c: &mut Api_, n: u32) -> Result<bool, tonic::Status> {
+    let (_, code) = exec(
+        c,
+        "mover",
+        pb::Runtime::Shell,
+        &format!("echo {n} >> records"),
+    )
+    .await?;
+    assert!(code == 0 || code == 130, "exit {code}");
+    Ok(code == 0)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_computer_moves_between_live_agents_and_no_acknowledged_write_is_lost() {
+    if support::skipped() {
+        return;
+    }
+    let (cluster, admin) = prepared_cluster().await;
+    let launch = |node: &str| Launch {
+        node: node.into(),
+        idle_timeout: "5m".into(),
+        extra: backup_args(&cluster),
+        ..Launch::default()
+    };
+    let data1 = cluster.dir.path().join("data-n1");
+    let data2 = cluster.dir.path().join("data-n2");
+    let first = Agent::launch(&cluster, &data1, "node-agent-n1.log", launch("n1")).await;
+    let second = Agent::launch(&cluster, &data2, "node-agent-n2.log", launch("n2")).await;
+    let tok = token("mover");
+    let uid = computer(
+        &admin,
+        NS_A,
+        "mover",
+        "n1",
+        serde_json::json!({"storage": {"size": "256Mi"}}),
+        &tok,
+    )
+    .await;
+    let mut c1 = first.client(Some(&tok)).await;
+    let mut c2 = second.client(Some(&tok)).await;
+    let computers: Api<AgentComputer> = Api::namespaced(admin.clone(), NS_A);
+    eventually(30, "n1 to serve the computer", || {
+        let mut c1 = c1.clone();
+        async move { append(&mut c1, 0).await.ok().filter(|ok| *ok) }
+    })
+    .await;
+    // Some bulk, so that the background restore has something to do.
+    let (_, code) = exec(
+        &mut c1,
+        "mover",
+        pb::Runtime::Shell,
+        "seq 1 200000 > bulk; wc -l < bulk",
+    )
+    .await
+    .unwrap();
+    assert_eq!(code, 0);
+    let mut acked: Vec<u32> = vec![0];
+    let mut next = 1;
+    for _ in 0..20 {
+        assert!(append(&mut c1, next).await.unwrap());
+        acked.push(next);
+        next += 1;
+    }
+
+    // --- Preparing: n2 restores while n1 serves. ---
+    patch_meta(
+        &computers,
+        "mover",
+        serde_json::json!({"labels": {"agentcomputer.dev/move-target": "n2"}}),
+    )
+    .await;
+    let prepared = eventually(60, "n2 to prepare", || async {
+        lease_annotation(&admin, &uid, "agentcomputer.dev/prepared-on").await
+    })
+    .await;
+    assert!(prepared.starts_with("n2 "), "{prepared}");
+    assert!(data2.join("computers").join(&uid).exists(), "n2 restored");
+    assert_eq!(
+        lease_holder(&admin, &uid).await.as_deref(),
+        Some("n1"),
+        "n2 restored without taking the Lease"
+    );
+    // n1 keeps serving: these must be caught up on n2 later.
+    for _ in 0..20 {
+        assert!(append(&mut c1, next).await.unwrap());
+        acked.push(next);
+        next += 1;
+    }
+
+    // --- Hand-over, with a writer that keeps calling. ---
+    let writer = {
+        let (mut a, mut b) = (c1.clone(), c2.clone());
+        let mut next = next;
+        tokio::spawn(async move {
+            let mut acked = Vec::new();
+            let mut on_n2 = false;
+            let mut longest = Duration::ZERO;
+            let mut moved_answers = 0;
+            let deadline = Instant::now() + Duration::from_secs(90);
+            while acked.len() < 60 && Instant::now() < deadline {
+                let started = Instant::now();
+                let c = if on_n2 { &mut b } else { &mut a };
+                match append(c, next).await {
+                    Ok(true) => {
+                        acked.push(next);
+                        next += 1;
+                        longest = longest.max(started.elapsed());
+                    }
+                    // Cut by the hand-over: not acknowledged; the next
+                    // number is new, so a record written anyway is
+                    // merely extra.
+                    Ok(false) => next += 1,
+                    Err(s) if s.metadata().get("agentcomputer-moved-to").is_some() => {
+                        assert_eq!(s.code(), Code::Unavailable, "{s:?}");
+                        assert!(s.message().contains("moved to node n2"), "{s:?}");
+                        moved_answers += 1;
+                        on_n2 = true;
+                    }
+                    // The target before it is the computer's node, or
+                    // the source's engine refusing a write in flight at
+                    // the hand-over: not acknowledged, tried again.
+                    Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            (acked, moved_answers, longest)
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let hand_over_started = Instant::now();
+    patch_meta(
+        &computers,
+        "mover",
+        serde_json::json!({"annotations": {"agentcomputer.dev/hand-over-to": "n2"}}),
+    )
+    .await;
+    let handed = eventually(30, "n1 to hand over", || async {
+        lease_annotation(&admin, &uid, "agentcomputer.dev/handed-over-to").await
+    })
+    .await;
+    assert!(handed.starts_with("n2 "), "{handed}");
+    assert_eq!(
+        lease_holder(&admin, &uid).await,
+        None,
+        "n1 released the Lease"
+    );
+    // The switch, as the operator makes it.
+    patch_meta(
+        &computers,
+        "mover",
+        serde_json::json!({
+            "labels": {"agentcomputer.dev/node": "n2", "agentcomputer.dev/move-target": null},
+            "annotations": {"agentcomputer.dev/hand-over-to": null},
+        }),
+    )
+    .await;
+    eventually(30, "n2 to serve the computer", || {
+        let mut c2 = c2.clone();
+        async move { read(&mut c2, "mover", "records").await.ok() }
+    })
+    .await;
+    let freeze = hand_over_started.elapsed();
+    let (more, moved_answers, longest) = writer.await.unwrap();
+    acked.extend(more);
+    assert!(
+        moved_answers >= 1,
+        "a call that waited was told where the computer went"
+    );
+
+    // Every acknowledged record is on n2, once, in order.
+    let text = read(&mut c2, "mover", "records").await.unwrap();
+    let records: Vec<u32> = String::from_utf8(text)
+        .unwrap()
+        .lines()
+        .map(|l| l.parse().unwrap())
+        .collect();
+    for n in &acked {
+        assert!(records.contains(n), "acknowledged record {n} missing on n2");
+    }
+    assert_eq!(lease_holder(&admin, &uid).await.as_deref(), Some("n2"));
+    let bulk = exec(&mut c2, "mover", pb::Runtime::Shell, "wc -l < bulk")
+        .await
+        .unwrap();
+    assert_eq!(bulk.0.trim(), "200000");
+    // n2 restored once (in the background) and then only caught up.
+    let log2 = std::fs::read_to_string(cluster.dir.path().join("node-agent-n2.log")).unwrap();
+    assert!(
+        log2.contains("caught this node's copy up with the backup log"),
+        "n2's log:\n{}",
+        second.proc.log_tail()
+    );
+    assert_eq!(
+        log2.matches("restored computer from the backup store")
+            .count(),
+        1,
+        "n2's log:\n{}",
+        second.proc.log_tail()
+    );
+    // A call to n1 now is told where it went.
+    let (code, msg) = code_of(read(&mut c1, "mover", "records").await);
+    assert_eq!(code, Code::Unavailable, "{msg}");
+    assert!(msg.contains("moved to node n2"), "{msg}");
+    println!(
+        "move: {} records acknowledged; hand-over to first answer on n2 {} ms; longest call {} ms",
+        acked.len(),
+        freeze.as_millis(),
+        longest.as_millis()
+    );
+    first.stop().await;
+    second.stop().await;
+}
