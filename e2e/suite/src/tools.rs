@@ -193,6 +193,18 @@ impl Tools {
         self.run_with(&self.cli, args, stdin)
     }
 
+    /// Starts `kubectl-computer ARGS` without waiting for it, stdout piped
+    /// (stderr to the suite's), for a caller that reads its output as it
+    /// comes.
+    pub fn cli_child(&self, args: &[&str]) -> Result<std::process::Child> {
+        self.command(&self.cli, args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .with_context(|| format!("cannot start {}", self.cli.display()))
+    }
+
     /// Starts `kubectl-computer -n NS port-forward NAME` and reads the
     /// endpoint and token it prints. The listener lives as long as the
     /// returned [`PortForward`].

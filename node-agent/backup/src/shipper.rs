@@ -499,6 +499,33 @@ impl State {
         {
             return Err(Error::Stale { store: head, known });
         }
+        // The store's latest object is at the position this copy last
+        // tried to write: it is this copy's only if it is the object this
+        // copy was about to write (another shipper may have taken the
+        // position, fencing this one, and this copy never shipped its
+        // commits there).
+        if let Some((noted, Some(ours))) = s
+            .options
+            .position_file
+            .as_deref()
+            .and_then(read_position_record)
+            && noted == head
+            && head > 0
+            && s.options.resume.is_none_or(|r| r.position < head)
+        {
+            let key = object::key(&s.prefix, head);
+            let last = s.rt.block_on(async {
+                let meta = s.store.head(&key).await?;
+                let from = meta.size.saturating_sub(32);
+                s.store.get_range(&key, from..meta.size).await
+            })?;
+            if last.as_ref() != ours {
+                return Err(Error::Stale {
+                    store: head,
+                    known: head - 1,
+                });
+            }
+        }
         let resumed = match s.options.resume {
             Some(r) if r.position == head && head > 0 => {
                 let key = object::key(&s.prefix, head);
@@ -855,7 +882,7 @@ impl State {
     /// in the next round, so a landed object is recognised as ours.
     fn upload(&mut self, bytes: Vec<u8>, advance: Advance) -> Result<()> {
         let bytes = Bytes::from(bytes);
-        self.note_position(advance.position)?;
+        self.note_position(advance.position, &object::digest(&bytes))?;
         match self.put(advance.position, &bytes) {
             Ok(()) => {
                 self.at.uploads += 1;
@@ -948,15 +975,18 @@ impl State {
     /// Records `position` in the position file before it is written, so a
     /// later start knows this copy went that far (see
     /// [`Options::position_file`]).
-    fn note_position(&self, position: u64) -> Result<()> {
+    /// The object's digest goes with it: at the same position a later
+    /// start tells this copy's object from another shipper's.
+    fn note_position(&self, position: u64, digest: &[u8; 32]) -> Result<()> {
         let Some(path) = &self.options.position_file else {
             return Ok(());
         };
-        if read_position_file(path).is_some_and(|p| p >= position) {
+        if read_position_file(path).is_some_and(|p| p > position) {
             return Ok(());
         }
         let tmp = path.with_extension("tmp");
-        std::fs::write(&tmp, format!("{position}\n"))?;
+        let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+        std::fs::write(&tmp, format!("{position} {hex}\n"))?;
         std::fs::rename(&tmp, path)?;
         Ok(())
     }
@@ -964,7 +994,26 @@ impl State {
 
 /// The position recorded in a position file, if it holds one.
 fn read_position_file(path: &FsPath) -> Option<u64> {
-    std::fs::read_to_string(path).ok()?.trim().parse().ok()
+    read_position_record(path).map(|(p, _)| p)
+}
+
+/// The position file's position and, when it names one, the digest of the
+/// object this copy was about to write there (`POSITION [HEX]`).
+fn read_position_record(path: &FsPath) -> Option<(u64, Option<[u8; 32]>)> {
+    let text = std::fs::read_to_string(path).ok()?;
+    let mut words = text.split_whitespace();
+    let position = words.next()?.parse().ok()?;
+    let digest = words.next().and_then(|h| {
+        if h.len() != 64 {
+            return None;
+        }
+        let mut d = [0u8; 32];
+        for (i, b) in d.iter_mut().enumerate() {
+            *b = u8::from_str_radix(&h[2 * i..2 * i + 2], 16).ok()?;
+        }
+        Some(d)
+    });
+    Some((position, digest))
 }
 
 /// Up to `max` bytes from the start of the database file.

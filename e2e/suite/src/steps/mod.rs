@@ -16,6 +16,7 @@ mod failures;
 mod install;
 mod lifecycle;
 mod memory;
+mod moves;
 mod network;
 mod nodes;
 mod runtimes;
@@ -168,6 +169,11 @@ pub const STEPS: &[Step] = &[
         name: "a computer on each node works",
         required: false,
         run: nodes::computer_on_each_node,
+    },
+    Step {
+        name: "a drained node's computers move",
+        required: false,
+        run: moves::drained_node_moves_its_computers,
     },
     Step {
         name: "a drained node's computers stay listed",

@@ -150,7 +150,9 @@ pub fn computer_on_each_node(cx: &mut Context) -> Result<String> {
 /// computer list`) on that node with its state, its shell still answers
 /// (the node agent is a DaemonSet pod, which the drain leaves), its
 /// evicted sandbox pod cannot come back (`SandboxReady=False`, reason
-/// `Unschedulable`: the volume is bound to the cordoned node), and a new
+/// `Unschedulable`: it is pinned to the cordoned node), it does not move
+/// (its nodeSelector names that node: with a backup store, `Moving=False`
+/// says `NoEligibleTarget`), and a new
 /// computer is placed on another node. After `kubectl uncordon` the
 /// sandbox runs again on the same files. Needs two nodes; the computers of
 /// these steps are deleted at the end either way.
@@ -241,6 +243,20 @@ fn drain_and_check(cx: &mut Context, node: &str) -> Result<String> {
             .unwrap_or_else(|e| format!("{e:#}"));
         anyhow!("{e:#}; now {now}")
     })?;
+
+    // Pinned by its nodeSelector: a move has nowhere to go, and says so.
+    let c = cx.computer(&name)?;
+    let moving = c
+        .pointer("/status/conditions")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .find(|k| text(k, "/type") == "Moving")
+        .map(|k| text(k, "/reason").to_string());
+    ensure!(
+        moving.is_none() || moving.as_deref() == Some("NoEligibleTarget"),
+        "{name} is pinned to {node}, yet its Moving condition says {moving:?}"
+    );
 
     // The node agent still serves the computer's files.
     let out = cx.exec(&name, "shell", "cat where.txt")?;
