@@ -654,7 +654,17 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(run(cli)) {
+    // A call refused because its computer was just handed over to another
+    // node did not run: made once more, it finds the computer at its new
+    // node (cluster mode looks the node up for every call). Not with
+    // stdin, which the first try may have read.
+    let retry_moved = !matches!(&cli.command, Command::Exec { stdin: true, .. });
+    let mut outcome = runtime.block_on(run(cli));
+    if retry_moved && let Err(CliError { moved_to: Some(node), .. }) = &outcome {
+        errln!("the computer moved to node {node}; calling it there");
+        outcome = runtime.block_on(run(Cli::parse()));
+    }
+    match outcome {
         Ok(code) => ExitCode::from(code),
         Err(CliError { message, .. }) => {
             match cluster::agent::take_forward_failure() {

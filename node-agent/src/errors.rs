@@ -115,10 +115,6 @@ pub fn on(path: &str) -> impl Fn(FsError) -> Status + '_ {
     move |e| fs_status(&e, path)
 }
 
-/// gRPC metadata key of an UNAVAILABLE answer for a computer handed over
-/// to another node: that node's name.
-pub const MOVED_TO: &str = "agentcomputer-moved-to";
-
 impl From<RegistryError> for Status {
     fn from(err: RegistryError) -> Status {
         let message = err.to_string();
@@ -148,7 +144,9 @@ impl From<RegistryError> for Status {
             RegistryError::Moved { node, .. } => {
                 let mut status = with_errno(Code::Unavailable, message, error_name(Errno::EAGAIN));
                 if let Ok(v) = node.parse() {
-                    status.metadata_mut().insert(MOVED_TO, v);
+                    status
+                        .metadata_mut()
+                        .insert(agentcomputer_proto::MOVED_TO_METADATA_KEY, v);
                 }
                 status
             }

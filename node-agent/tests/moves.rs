@@ -5,7 +5,8 @@
 //! them and releases the writer Lease; the target then applies only the
 //! log's last objects. A writer acknowledged by either node throughout
 //! loses nothing, and calls that came during the hand-over waited and were
-//! told where the computer went.
+//! told where the computer went. A source that comes back removes its
+//! copy once the store's log has gone past it.
 
 mod cluster_support;
 
@@ -272,6 +273,156 @@ async fn a_computer_moves_between_live_agents_and_no_acknowledged_write_is_lost(
         freeze.as_millis(),
         longest.as_millis()
     );
+    // n1 comes back (restarted): the store's log has gone past its copy,
+    // so the copy goes; n2 keeps serving.
+    assert!(data1.join("computers").join(&uid).exists(), "n1 kept its copy while serving nothing");
+    first.stop().await;
+    let first = Agent::launch(&cluster, &data1, "node-agent-n1-again.log", launch("n1")).await;
+    eventually(60, "n1 to remove the copy the log has gone past", || async {
+        (!data1.join("computers").join(&uid).exists()).then_some(())
+    })
+    .await;
+    let mut c2 = second.client(Some(&tok)).await;
+    assert_eq!(
+        exec(&mut c2, "mover", pb::Runtime::Shell, "wc -l < bulk").await.unwrap().0.trim(),
+        "200000"
+    );
     first.stop().await;
     second.stop().await;
+}
+
+/// Timings of a move and of a failover for computers of 10 MB and 1 GB
+/// (or the sizes in `AGENTCOMPUTER_MOVE_SIZES`, MiB, comma-separated),
+/// printed as a table for docs/benchmarks.md. Ignored by default (minutes,
+/// and meaningful in a release build only):
+/// `cargo test --release -p agentcomputer-node-agent --test moves -- --ignored --nocapture`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore]
+async fn move_and_failover_timings() {
+    if support::skipped() {
+        return;
+    }
+    let sizes: Vec<u64> = std::env::var("AGENTCOMPUTER_MOVE_SIZES")
+        .unwrap_or_else(|_| "10,1024".into())
+        .split(',')
+        .filter_map(|s| s.trim().parse().ok())
+        .collect();
+    let (cluster, admin) = prepared_cluster().await;
+    let launch = |node: &str| Launch {
+        node: node.into(),
+        idle_timeout: "30m".into(),
+        extra: backup_args(&cluster),
+        ..Launch::default()
+    };
+    let data1 = cluster.dir.path().join("data-n1");
+    let data2 = cluster.dir.path().join("data-n2");
+    let computers: Api<AgentComputer> = Api::namespaced(admin.clone(), NS_A);
+    let mut rows = Vec::new();
+    for mib in sizes {
+        let first = Agent::launch(&cluster, &data1, &format!("n1-{mib}.log"), launch("n1")).await;
+        let second = Agent::launch(&cluster, &data2, &format!("n2-{mib}.log"), launch("n2")).await;
+        let name = format!("t{mib}");
+        let tok = token(&name);
+        let uid = computer(
+            &admin,
+            NS_A,
+            &name,
+            "n1",
+            serde_json::json!({"storage": {"size": format!("{}Mi", mib * 2 + 64)}}),
+            &tok,
+        )
+        .await;
+        let mut c1 = first.client(Some(&tok)).await;
+        let mut c2 = second.client(Some(&tok)).await;
+        eventually(30, "n1 to serve", || {
+            let mut c1 = c1.clone();
+            let name = name.clone();
+            async move { exec(&mut c1, &name, pb::Runtime::Shell, "true").await.ok() }
+        })
+        .await;
+        let (_, code) = exec(
+            &mut c1,
+            &name,
+            pb::Runtime::Shell,
+            &format!("head -c {} /dev/urandom > blob; echo 1 > n", mib << 20),
+        )
+        .await
+        .unwrap();
+        assert_eq!(code, 0);
+
+        // Move n1 -> n2.
+        let t = Instant::now();
+        patch_meta(&computers, &name, serde_json::json!({"labels": {"agentcomputer.dev/move-target": "n2"}})).await;
+        eventually(600, "n2 to prepare", || async {
+            lease_annotation(&admin, &uid, "agentcomputer.dev/prepared-on").await
+        })
+        .await;
+        let prepare = t.elapsed();
+        exec(&mut c1, &name, pb::Runtime::Shell, "echo 2 >> n").await.unwrap();
+        let t = Instant::now();
+        patch_meta(&computers, &name, serde_json::json!({"annotations": {"agentcomputer.dev/hand-over-to": "n2"}})).await;
+        eventually(60, "n1 to hand over", || async {
+            lease_annotation(&admin, &uid, "agentcomputer.dev/handed-over-to").await
+        })
+        .await;
+        let hand_over = t.elapsed();
+        patch_meta(
+            &computers,
+            &name,
+            serde_json::json!({
+                "labels": {"agentcomputer.dev/node": "n2", "agentcomputer.dev/move-target": null},
+                "annotations": {"agentcomputer.dev/hand-over-to": null},
+            }),
+        )
+        .await;
+        let out = eventually(60, "n2 to serve", || {
+            let mut c2 = c2.clone();
+            let name = name.clone();
+            async move { read(&mut c2, &name, "n").await.ok() }
+        })
+        .await;
+        let freeze = t.elapsed();
+        assert_eq!(out, b"1\n2\n");
+
+        // Failover n2 -> n1: n2 killed while holding the Lease.
+        exec(&mut c2, &name, pb::Runtime::Shell, "echo 3 >> n").await.unwrap();
+        sync_call(&mut c2, &name).await.unwrap();
+        let mut second = second;
+        second.proc.kill();
+        let killed = Instant::now();
+        patch_meta(&computers, &name, serde_json::json!({"labels": {"agentcomputer.dev/node": "n1"}})).await;
+        let mut c1 = first.client(Some(&tok)).await;
+        let out = eventually(600, "n1 to serve after the failover", || {
+            let mut c1 = c1.clone();
+            let name = name.clone();
+            async move { read(&mut c1, &name, "n").await.ok() }
+        })
+        .await;
+        let failover = killed.elapsed();
+        assert_eq!(out, b"1\n2\n3\n");
+        let (_, code) = exec(&mut c1, &name, pb::Runtime::Shell, "wc -c < blob").await.unwrap();
+        assert_eq!(code, 0);
+        rows.push(format!(
+            "| {mib} MiB | {:.2} s | {} ms | {} ms | {:.1} s (Lease {LEASE}) |",
+            prepare.as_secs_f64(),
+            hand_over.as_millis(),
+            freeze.as_millis(),
+            failover.as_secs_f64()
+        ));
+        first.stop().await;
+    }
+    println!("| computer | target restores in background | source hands over | hand-over to first answer on target | failover (kill -9 to first answer) |");
+    println!("|---|---:|---:|---:|---:|");
+    for r in rows {
+        println!("{r}");
+    }
+}
+
+/// `Sync`: everything the computer committed is in the store.
+async fn sync_call(c: &mut Api_, name: &str) -> Result<(), tonic::Status> {
+    c.sync(pb::SyncRequest {
+        computer: name.into(),
+    })
+    .await
+    .map(|_| ())
 }

@@ -30,6 +30,12 @@ pub const FILE_DESCRIPTOR_SET: &[u8] =
 /// The metadata key carrying the errno name (such as `ENOENT`) of a failed call.
 pub const ERRNO_METADATA_KEY: &str = "errno";
 
+/// gRPC metadata key of an `UNAVAILABLE` answer for a computer that was
+/// handed over to another node: that node's name. The call did not run;
+/// clients that find computers by their status make it again there
+/// (docs/moves.md).
+pub const MOVED_TO_METADATA_KEY: &str = "agentcomputer-moved-to";
+
 /// Largest message the node agent accepts or sends, in bytes (4 MiB, tonic's
 /// default decoding limit).
 pub const MAX_MESSAGE_BYTES: usize = 4 * 1024 * 1024;

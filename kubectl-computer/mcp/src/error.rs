@@ -13,6 +13,10 @@ pub struct Error {
     /// the `errno` metadata of its status; `None` for failures found here
     /// and for transport failures.
     pub errno: Option<String>,
+    /// The node a computer moved to, when the agent answered that it was
+    /// handed over there (gRPC metadata `agentcomputer-moved-to`): the
+    /// call did not run, and may be made again at that node.
+    pub moved_to: Option<String>,
 }
 
 impl Error {
@@ -21,6 +25,7 @@ impl Error {
         Error {
             message: message.into(),
             errno: None,
+            moved_to: None,
         }
     }
 }
@@ -93,7 +98,16 @@ impl From<tonic::Status> for Error {
         } else {
             status.message().to_string()
         };
-        Error { message, errno }
+        let moved_to = status
+            .metadata()
+            .get(agentcomputer_proto::MOVED_TO_METADATA_KEY)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string);
+        Error {
+            message,
+            errno,
+            moved_to,
+        }
     }
 }
 

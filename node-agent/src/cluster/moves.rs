@@ -220,25 +220,26 @@ async fn annotate_lease(node: &Node, uid: &str, key: &str, value: &str) -> kube:
     Ok(())
 }
 
-/// Every [`SWEEP_EVERY`] until `stop`: removes this node's copies of
-/// computers not placed here that the store's log has gone past.
+/// Once the agent is ready (a node that comes back finds its copies of
+/// computers that failed over at once), then every [`SWEEP_EVERY`] until
+/// `stop`: removes this node's copies of computers not placed here that
+/// the store's log has gone past.
 pub async fn sweep(node: Arc<Node>, stop: CancellationToken) {
     if node.registry.backup_target().is_none() {
         return;
     }
     loop {
-        tokio::select! {
-            _ = stop.cancelled() => return,
-            _ = tokio::time::sleep(SWEEP_EVERY) => {}
-        }
-        if !node.readiness.missing().is_empty() {
-            continue;
+        while !node.readiness.missing().is_empty() {
+            tokio::select! {
+                _ = stop.cancelled() => return,
+                _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+            }
         }
         let names = match node.registry.names().await {
             Ok(n) => n,
             Err(e) => {
                 warn!(error = %e, "cannot list this node's computers");
-                continue;
+                Vec::new()
             }
         };
         for uid in names {
@@ -248,6 +249,10 @@ pub async fn sweep(node: Arc<Node>, stop: CancellationToken) {
             if let Err(e) = node.registry.discard_if_superseded(&uid).await {
                 warn!(%uid, error = %e, "cannot check this node's copy against the store");
             }
+        }
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            _ = tokio::time::sleep(SWEEP_EVERY) => {}
         }
     }
 }

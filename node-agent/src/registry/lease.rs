@@ -190,9 +190,13 @@ impl Registry {
                     super::backed_up::SlotBackup::Stale(why) if !replaced => {
                         // Another node served it since: its log is newer
                         // than this copy, which must not be served.
-                        warn!(computer = name, reason = %why, "this node's copy is older than the backup log; restoring it");
+                        warn!(computer = name, reason = %why, "this node's copy is older than the backup log; bringing it up to date");
                         drop(fs);
-                        self.discard_local_copy(name).await?;
+                        // Only the log's later objects when the copy is an
+                        // earlier position of it exactly (a node the
+                        // computer moved away from and back to); else it
+                        // is discarded and restored whole.
+                        self.catch_up_copy(name, false).await?;
                         replaced = true;
                     }
                     backup => break Ok::<_, RegistryError>((fs, settings, backup)),

@@ -220,33 +220,48 @@ impl Registry {
         name: &str,
         prepare_only: bool,
     ) -> Result<(), RegistryError> {
-        let Some(b) = self.inner.backup.get() else {
+        let dir = self.dir_of(name);
+        if !dir.join(ARRIVING).exists() && !dir.join(CATCHING_UP).exists() {
             return Ok(());
+        }
+        self.catch_up_copy(name, prepare_only).await.map(|_| ())
+    }
+
+    /// Brings this node's closed copy of `name` to the store's latest
+    /// position in place, when the copy is exactly an earlier position of
+    /// the log (its clean close or restore recorded which, and the file is
+    /// as it was then); else, or when the catch-up fails, discards it so
+    /// that the next open restores it whole. Returns whether it was caught
+    /// up. Errors: `Io` only.
+    pub(super) async fn catch_up_copy(
+        &self,
+        name: &str,
+        prepare_only: bool,
+    ) -> Result<bool, RegistryError> {
+        let Some(b) = self.inner.backup.get() else {
+            return Ok(false);
         };
         let dir = self.dir_of(name);
         let io_err = |source| RegistryError::Io {
             name: name.to_string(),
             source,
         };
-        if !dir.join(ARRIVING).exists() && !dir.join(CATCHING_UP).exists() {
-            return Ok(());
-        }
         if dir.join(CATCHING_UP).exists() {
             // A catch-up cut short: the file is neither state.
             warn!(
                 computer = name,
                 "a catch-up of this copy was cut short; discarding it"
             );
-            return self.discard_local_copy(name).await;
+            return self.discard_local_copy(name).await.map(|()| false);
         }
         let mut settings = read_settings(&dir).await.map_err(io_err)?;
-        let (Some(id), Some(resume)) = (settings.backup_id.clone(), settings.backup_resume.clone())
-        else {
-            return Ok(());
-        };
         let db = dir.join(DB_FILE);
-        let Some(from) = super::backed_up::resume_of(&db, &resume) else {
-            return Ok(());
+        let from = match (&settings.backup_id, &settings.backup_resume) {
+            (Some(_), Some(resume)) => super::backed_up::resume_of(&db, resume),
+            _ => None,
+        };
+        let (Some(id), Some(from)) = (settings.backup_id.clone(), from) else {
+            return self.discard_local_copy(name).await.map(|()| false);
         };
         if !prepare_only {
             // Taken over: the copy is this node's from now on.
@@ -284,12 +299,12 @@ impl Registry {
                     ms = started.elapsed().as_millis() as u64,
                     "caught this node's copy up with the backup log"
                 );
-                Ok(())
+                Ok(true)
             }
             Err(e) => {
                 let e = backup_err(name)(e);
                 warn!(computer = name, error = %e, "cannot catch this copy up; restoring it whole");
-                self.discard_local_copy(name).await
+                self.discard_local_copy(name).await.map(|()| false)
             }
         }
     }

@@ -51,6 +51,7 @@ pub(super) fn invalid(message: impl std::fmt::Display) -> Error {
     Error {
         message: format!("EINVAL: {message}"),
         errno: Some("EINVAL".into()),
+            moved_to: None,
     }
 }
 
@@ -101,6 +102,7 @@ mod tests {
         let sent = Error {
             message: "computer \"x\" was deleted".into(),
             errno: Some("ECANCELED".into()),
+            moved_to: None,
         };
         let s = failure(sent, "a").structured_content.unwrap();
         assert_eq!(s["errno"], "ECANCELED");
