@@ -185,6 +185,11 @@ pub const STEPS: &[Step] = &[
         required: false,
         run: nodes::stopped_node_comes_back,
     },
+    Step {
+        name: "a lost node's computers fail over",
+        required: false,
+        run: moves::lost_node_fails_over,
+    },
 ];
 
 /// What the steps share: the tools, the images, and measured timings.

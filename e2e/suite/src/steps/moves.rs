@@ -322,3 +322,159 @@ fn container_exec(cx: &Context, script: &str, secs: u64) -> Result<String> {
         }
     })
 }
+
+/// The computer the failover step makes.
+const SURVIVOR: &str = "survivor";
+
+/// A node lost (`E2E_NODE_CTL stop NODE`: its kubelet, containerd and node
+/// agent killed together) with a computer whose writes were synced:
+/// annotated `agentcomputer.dev/failover: now`, the computer comes back on
+/// the other node once the lost node's writer Lease expired, with every
+/// synced record, and `status.lastMove` says what it came back to. The node
+/// then returns (`E2E_NODE_CTL start NODE`): its agent does not serve the
+/// computer, and removes its copy (the store's log has gone past it).
+/// Needs two nodes, the release's backup store and `E2E_NODE_CTL`.
+pub fn lost_node_fails_over(cx: &mut Context) -> Result<String> {
+    let Some(ctl) = std::env::var_os("E2E_NODE_CTL") else {
+        return Ok("skipped: E2E_NODE_CTL unset (no way to stop a node of this cluster)".into());
+    };
+    let values: Value = serde_json::from_str(
+        &cx.tools
+            .helm(&["get", "values", "ac", "-n", SYSTEM_NS, "-o", "json"])?
+            .ok("helm get values")?,
+    )
+    .context("helm get values printed no JSON")?;
+    if text(&values, "/backup/url").is_empty() {
+        return Ok("skipped: the release has no backup.url, so computers cannot fail over".into());
+    }
+    let nodes = ready_nodes(cx)?;
+    if nodes.len() < 2 {
+        return Ok("skipped: one node".into());
+    }
+    let store = store_node(cx);
+    let node = nodes
+        .iter()
+        .rev()
+        .find(|n| Some(n.as_str()) != store.as_deref())
+        .cloned()
+        .ok_or_else(|| anyhow!("every node runs the object store"))?;
+    let ctl = std::path::PathBuf::from(ctl);
+    let ctl_run = |cx: &Context, op: &str| -> Result<()> {
+        cx.tools
+            .run(&ctl, &[op, &node])?
+            .ok(&format!("{} {op} {node}", ctl.display()))
+            .map(|_| ())
+    };
+    cx.apply_computer(
+        SURVIVOR,
+        json!({"storage": {"size": "32Mi"}, "nodeSelector": {"kubernetes.io/hostname": node}}),
+    )?;
+    cx.wait_ready(SURVIVOR, 120)?;
+    cx.apply_computer(SURVIVOR, json!({"storage": {"size": "32Mi"}}))?;
+    let c = cx.computer(SURVIVOR)?;
+    let uid = text(&c, "/metadata/uid").to_string();
+    cx.exec(SURVIVOR, "shell", "seq 1 500 > records")?;
+    cx.tools
+        .cli(&["-n", NS, "sync", SURVIVOR], None)?
+        .ok(&format!("kubectl computer sync {SURVIVOR}"))?;
+
+    ctl_run(cx, "stop")?;
+    let stopped = Instant::now();
+    let result = fail_over(cx, &node, stopped);
+    let started = ctl_run(cx, "start");
+    let note = result.and_then(|note| {
+        started?;
+        back_without_serving(cx, &node, &uid).map(|back| format!("{note}; {back}"))
+    });
+    let deleted = cx.tools.kubectl_ok(&[
+        "-n",
+        NS,
+        "delete",
+        "agentcomputer",
+        SURVIVOR,
+        "--ignore-not-found",
+        "--wait=true",
+        "--timeout=180s",
+    ]);
+    let note = note?;
+    deleted?;
+    Ok(note)
+}
+
+fn fail_over(cx: &mut Context, node: &str, stopped: Instant) -> Result<String> {
+    eventually(180, &format!("{SURVIVOR} to turn Unavailable"), || {
+        let c = cx.computer(SURVIVOR)?;
+        Ok((text(&c, "/status/phase") == "Unavailable").then_some(()))
+    })?;
+    cx.tools.kubectl_ok(&[
+        "-n",
+        NS,
+        "annotate",
+        "agentcomputer",
+        SURVIVOR,
+        "agentcomputer.dev/failover=now",
+    ])?;
+    let c = eventually(240, &format!("{SURVIVOR} to fail over"), || {
+        let c = cx.computer(SURVIVOR)?;
+        let on = text(&c, "/status/node");
+        Ok((on != node && !on.is_empty() && condition(&c, "Ready") == "True").then_some(c))
+    })
+    .map_err(|e| {
+        let now = cx
+            .computer(SURVIVOR)
+            .map(|c| format!("status {}", c["status"]))
+            .unwrap_or_else(|e| format!("{e:#}"));
+        anyhow!("{e:#}; now {now}")
+    })?;
+    let target = text(&c, "/status/node").to_string();
+    ensure!(
+        text(&c, "/status/lastMove/reason") == "NodeLost",
+        "lastMove {}",
+        c["status"]["lastMove"]
+    );
+    let count = cx.exec(SURVIVOR, "shell", "wc -l < records")?;
+    let took = stopped.elapsed();
+    ensure!(count.trim() == "500", "after the failover records has {count:?} lines, 500 were synced");
+    cx.time("node stopped to its computer failed over and answering", took);
+    Ok(format!(
+        "{node} stopped; {SURVIVOR} answered on {target} {:.0} s later with all 500 synced records (lastMove: position {} shipped {})",
+        took.as_secs_f64(),
+        c["status"]["lastMove"]["lastReportedPosition"],
+        text(&c, "/status/lastMove/lastReportedShippedTime"),
+    ))
+}
+
+/// After the lost node is back: the computer stays where it failed over
+/// to, and the returned node's copy goes (checked on the node agents'
+/// host directories when `E2E_NODE_DATA_DIR` names them).
+fn back_without_serving(cx: &mut Context, node: &str, uid: &str) -> Result<String> {
+    eventually(240, &format!("{node}'s node agent to be ready again"), || {
+        let nodes = ready_nodes(cx)?;
+        Ok(nodes.iter().any(|n| n == node).then_some(()))
+    })?;
+    let c = cx.computer(SURVIVOR)?;
+    ensure!(
+        text(&c, "/status/node") != node,
+        "{SURVIVOR} went back to {node} after it returned"
+    );
+    let count = cx.exec(SURVIVOR, "shell", "wc -l < records")?;
+    ensure!(count.trim() == "500", "records has {count:?} lines after {node} returned");
+    match &cx.node_data {
+        Some(dirs) => {
+            let copies = || -> usize {
+                dirs.iter()
+                    .filter(|d| d.join("data/computers").join(uid).exists())
+                    .count()
+            };
+            // The new node shipped past the old copy once it wrote.
+            cx.exec(SURVIVOR, "shell", "echo after >> records")?;
+            eventually(180, &format!("{node}'s stale copy of {SURVIVOR} to go"), || {
+                Ok((copies() == 1).then_some(()))
+            })?;
+            Ok(format!("{node} returned without serving it, and removed its stale copy"))
+        }
+        None => Ok(format!(
+            "{node} returned without serving it (its copy not checked: E2E_NODE_DATA_DIR unset)"
+        )),
+    }
+}
