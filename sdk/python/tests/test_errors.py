@@ -102,3 +102,16 @@ def test_from_status_mapping() -> None:
     assert type(e) is RemoteOSError and e.errno == errno.ENOSPC
     assert type(from_status("PERMISSION_DENIED", "token of another computer")) is agentcomputer.PermissionDeniedError
     assert type(from_status("INTERNAL", "boom")) is agentcomputer.AgentComputerError
+
+
+def test_a_computer_that_moved_says_where() -> None:
+    # As a node agent answers a call for a computer handed over to n2: the
+    # call did not run, and the new node is in the metadata.
+    e = from_status(
+        "UNAVAILABLE",
+        'EAGAIN: computer "u" moved to node n2; call that node\'s agent',
+        {"errno": "EAGAIN", "agentcomputer-moved-to": "n2"},
+    )
+    assert type(e) is agentcomputer.ComputerMovedError
+    assert isinstance(e, agentcomputer.AgentUnavailableError)
+    assert e.node == "n2" and e.code == "UNAVAILABLE"

@@ -97,6 +97,26 @@ class AgentUnavailableError(AgentComputerError, ConnectionError):
     """The node agent cannot be reached (gRPC UNAVAILABLE)."""
 
 
+class ComputerMovedError(AgentUnavailableError):
+    """The computer was handed over to another node (a drain, ``kubectl
+    computer move``, a failover; docs/moves.md); the call did not run.
+    Reach the computer through its new node's agent (a new ``kubectl
+    computer port-forward NAME``) and make the call again.
+
+    Attributes:
+        node: the node that serves the computer now.
+    """
+
+    def __init__(self, message: str, *, code: str, node: str) -> None:
+        super().__init__(message, code=code)
+        self.node = node
+
+
+#: gRPC metadata key of the agent's answer for a computer handed over to
+#: another node: that node's name.
+MOVED_TO_METADATA_KEY = "agentcomputer-moved-to"
+
+
 class AuthenticationError(AgentComputerError):
     """The agent refused the token, or none was sent (gRPC UNAUTHENTICATED)."""
 
@@ -257,6 +277,9 @@ def from_status(
         metadata: the call's trailing metadata (``errno`` is read from it).
         path: the path the call named, set as ``filename`` of an OSError.
     """
+    moved_to = (metadata or {}).get(MOVED_TO_METADATA_KEY)
+    if code == "UNAVAILABLE" and moved_to:
+        return ComputerMovedError(message, code=code, node=moved_to)
     name = errno_name_of(message, metadata)
     if name is not None:
         cls = _OS_ERRORS.get(name, RemoteOSError)
