@@ -660,7 +660,12 @@ fn main() -> ExitCode {
     // stdin, which the first try may have read.
     let retry_moved = !matches!(&cli.command, Command::Exec { stdin: true, .. });
     let mut outcome = runtime.block_on(run(cli));
-    if retry_moved && let Err(CliError { moved_to: Some(node), .. }) = &outcome {
+    if retry_moved
+        && let Err(CliError {
+            moved_to: Some(node),
+            ..
+        }) = &outcome
+    {
         errln!("the computer moved to node {node}; calling it there");
         outcome = runtime.block_on(run(Cli::parse()));
     }

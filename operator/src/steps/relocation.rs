@@ -77,9 +77,20 @@ pub async fn run(
     let node_obj = ctx.nodes.get(&ObjectRef::new(node));
     let lease = if ctx.config.moves {
         let leases: Api<Lease> = Api::namespaced(ctx.client.clone(), &ctx.config.agent_namespace);
-        leases.get_opt(&writer_lease_name(&uid)).await?
+        match leases.get_opt(&writer_lease_name(&uid)).await {
+            Ok(l) => LeaseView::of(l.as_ref(), now),
+            // Unreadable: taken as held by someone, so that nothing
+            // switches on it; the rest of the reconcile goes on.
+            Err(e) => {
+                tracing::warn!(computer = %c.name_any(), error = %e, "cannot read the computer's writer Lease");
+                LeaseView {
+                    holder: Some(String::new()),
+                    ..Default::default()
+                }
+            }
+        }
     } else {
-        None
+        LeaseView::of(None, now)
     };
     let seen = Seen {
         computer: c,
@@ -89,7 +100,7 @@ pub async fn run(
         agent_ready: agents.contains_key(node),
         moves_enabled: ctx.config.moves,
         failover_after: ctx.config.failover_after,
-        lease: LeaseView::of(lease.as_ref(), now),
+        lease,
         target: target(ctx, c, node, agents),
         now,
     };

@@ -265,8 +265,14 @@ fn drain_and_move(cx: &mut Context, node: &str) -> Result<String> {
         .last()
         .map(|(_, at)| resumed_from.saturating_duration_since(*at))
         .unwrap_or_default();
-    cx.time("move: hand-over (calls held)", Duration::from_millis(hand_over_ms as u64));
-    cx.time("move: computer Ready on target to a container exec", restart);
+    cx.time(
+        "move: hand-over (calls held)",
+        Duration::from_millis(hand_over_ms as u64),
+    );
+    cx.time(
+        "move: computer Ready on target to a container exec",
+        restart,
+    );
     Ok(format!(
         "drained {node} in {:.1} s; {NAME} moved to {target}: hand-over {hand_over_ms} ms, \
          sandbox back {:.1} s after the move; all {} printed records there (last {last}); \
@@ -297,7 +303,10 @@ fn move_back(cx: &mut Context, node: &str) -> Result<String> {
     );
     cx.wait_ready(NAME, 120)?;
     let after = cx.exec(NAME, "shell", "wc -l < records")?;
-    ensure!(after == before, "records: {before:?} before the move, {after:?} after");
+    ensure!(
+        after == before,
+        "records: {before:?} before the move, {after:?} after"
+    );
     Ok(format!(
         "`kubectl computer move --to {node}` took {:.1} s ({})",
         took.as_secs_f64(),
@@ -434,8 +443,14 @@ fn fail_over(cx: &mut Context, node: &str, stopped: Instant) -> Result<String> {
     );
     let count = cx.exec(SURVIVOR, "shell", "wc -l < records")?;
     let took = stopped.elapsed();
-    ensure!(count.trim() == "500", "after the failover records has {count:?} lines, 500 were synced");
-    cx.time("node stopped to its computer failed over and answering", took);
+    ensure!(
+        count.trim() == "500",
+        "after the failover records has {count:?} lines, 500 were synced"
+    );
+    cx.time(
+        "node stopped to its computer failed over and answering",
+        took,
+    );
     Ok(format!(
         "{node} stopped; {SURVIVOR} answered on {target} {:.0} s later with all 500 synced records (lastMove: position {} shipped {})",
         took.as_secs_f64(),
@@ -448,17 +463,24 @@ fn fail_over(cx: &mut Context, node: &str, stopped: Instant) -> Result<String> {
 /// to, and the returned node's copy goes (checked on the node agents'
 /// host directories when `E2E_NODE_DATA_DIR` names them).
 fn back_without_serving(cx: &mut Context, node: &str, uid: &str) -> Result<String> {
-    eventually(240, &format!("{node}'s node agent to be ready again"), || {
-        let nodes = ready_nodes(cx)?;
-        Ok(nodes.iter().any(|n| n == node).then_some(()))
-    })?;
+    eventually(
+        240,
+        &format!("{node}'s node agent to be ready again"),
+        || {
+            let nodes = ready_nodes(cx)?;
+            Ok(nodes.iter().any(|n| n == node).then_some(()))
+        },
+    )?;
     let c = cx.computer(SURVIVOR)?;
     ensure!(
         text(&c, "/status/node") != node,
         "{SURVIVOR} went back to {node} after it returned"
     );
     let count = cx.exec(SURVIVOR, "shell", "wc -l < records")?;
-    ensure!(count.trim() == "500", "records has {count:?} lines after {node} returned");
+    ensure!(
+        count.trim() == "500",
+        "records has {count:?} lines after {node} returned"
+    );
     match &cx.node_data {
         Some(dirs) => {
             let copies = || -> usize {
@@ -468,10 +490,14 @@ fn back_without_serving(cx: &mut Context, node: &str, uid: &str) -> Result<Strin
             };
             // The new node shipped past the old copy once it wrote.
             cx.exec(SURVIVOR, "shell", "echo after >> records")?;
-            eventually(180, &format!("{node}'s stale copy of {SURVIVOR} to go"), || {
-                Ok((copies() == 1).then_some(()))
-            })?;
-            Ok(format!("{node} returned without serving it, and removed its stale copy"))
+            eventually(
+                180,
+                &format!("{node}'s stale copy of {SURVIVOR} to go"),
+                || Ok((copies() == 1).then_some(())),
+            )?;
+            Ok(format!(
+                "{node} returned without serving it, and removed its stale copy"
+            ))
         }
         None => Ok(format!(
             "{node} returned without serving it (its copy not checked: E2E_NODE_DATA_DIR unset)"

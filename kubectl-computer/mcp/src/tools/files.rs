@@ -172,7 +172,7 @@ impl Tools {
                     p.path
                 ),
                 errno: Some("EFBIG".into()),
-            moved_to: None,
+                moved_to: None,
             });
         }
         if is_binary(&data, true) {

@@ -51,7 +51,7 @@ pub(super) fn invalid(message: impl std::fmt::Display) -> Error {
     Error {
         message: format!("EINVAL: {message}"),
         errno: Some("EINVAL".into()),
-            moved_to: None,
+        moved_to: None,
     }
 }
 
