@@ -685,17 +685,19 @@ impl State {
         let now = Instant::now();
         let read = force || (changed && (upload || now >= self.next_read));
         if read {
-            let frames = self.pinned(|s| s.read())?;
+            let frames = self.pinned(|s| s.read(upload))?;
             // Read before the pin: a commit after it changes the version again.
             self.seen = Some(version);
             self.schedule_read(frames);
             self.restart_if_due()?;
-        } else if now >= self.next_read {
-            // Nothing new since the last read: look again a gap later.
-            self.next_read = now + self.read_gap;
-        }
-        if upload && self.pending.txns > 0 {
-            self.ship()?;
+        } else {
+            if now >= self.next_read {
+                // Nothing new since the last read: look again a gap later.
+                self.next_read = now + self.read_gap;
+            }
+            if upload && self.pending.txns > 0 {
+                self.ship()?;
+            }
         }
         if self.pending.txns == 0 && self.seen == Some(version) && self.at.unshipped_since.is_some()
         {
@@ -740,17 +742,25 @@ impl State {
         (self.cursor.offset - wal::HEADER_BYTES) / (wal::FRAME_HEADER_BYTES + self.page_size as u64)
     }
 
-    /// Reads the commits after the cursor into `pending`, and checkpoints
-    /// when a step of frames read is not yet in the database file; pinned,
-    /// so the checkpoint copies no frame past the pin, all read. Returns
-    /// the frames read.
-    fn read(&mut self) -> Result<u64> {
+    /// Reads the commits after the cursor into `pending`, uploads them if
+    /// `upload`, and checkpoints when a step of frames read is not yet in
+    /// the database file (after the upload, which the lag waits for);
+    /// pinned, so the checkpoint copies no frame past the pin, all read.
+    /// Returns the frames read.
+    fn read(&mut self, upload: bool) -> Result<u64> {
         let unsure = self.pin_unsure;
-        let Some(h) = self.cycle()? else {
-            return Ok(0);
+        let cycle = self.cycle()?;
+        let frames = match &cycle {
+            Some(h) => self.read_cycle(h)?,
+            None => 0,
         };
-        let frames = self.read_cycle(&h)?;
-        if !unsure && self.cycle_frames() >= self.backfilled + self.checkpoint_step() {
+        if upload && self.pending.txns > 0 {
+            self.ship()?;
+        }
+        if cycle.is_some()
+            && !unsure
+            && self.cycle_frames() >= self.backfilled + self.checkpoint_step()
+        {
             self.checkpoint()?;
         }
         Ok(frames)
