@@ -703,6 +703,10 @@ impl State {
         {
             self.at.unshipped_since = None;
             self.published();
+            // Everything is in the store: a node's many idle shippers keep
+            // no buffers of a busy spell.
+            self.read_buf = Vec::new();
+            self.pending.release_spare();
         }
         Ok(self.at)
     }

@@ -100,6 +100,11 @@ impl Pending {
         self.pages.range(..=self.db_pages).count() as u32
     }
 
+    /// Frees the page buffers kept for reuse.
+    pub(crate) fn release_spare(&mut self) {
+        self.spare = Vec::new();
+    }
+
     /// Forgets the held transactions (uploaded, or covered by a snapshot).
     pub(crate) fn clear(&mut self) {
         let pages = std::mem::take(&mut self.pages);
