@@ -50,8 +50,9 @@ pub struct Options {
     /// WAL frames after which the shipper ends the WAL's cycle (the
     /// engine's automatic checkpoint threshold by default: 8192 pages,
     /// 32 MiB): it checkpoints every quarter of this as it reads, and at
-    /// this many frames holds the write lock for about a millisecond so
-    /// that the writer's next transaction restarts the WAL.
+    /// this many frames holds the write lock while it reads the commits
+    /// since its last read and checkpoints them, so that the writer's next
+    /// transaction restarts the WAL.
     pub checkpoint_pages: u64,
     /// Least time between two uploads of a busy database (500 ms): the
     /// commits in between go up as one object. Bounds the requests a
@@ -853,9 +854,11 @@ impl State {
     /// without end. The shipper takes the write lock (`BEGIN IMMEDIATE`,
     /// between two of the writer's transactions), reads the last commits
     /// and checkpoints them; the writer's next transaction restarts the
-    /// WAL. The writer waits for about two small fsyncs (the WAL's bulk was
-    /// synced before); if the lock is not had within [`LOCK_TRIES`], the
-    /// next step of frames tries again.
+    /// WAL. The writer waits for that read and the checkpoint's two fsyncs
+    /// (the WAL's bulk is synced before the lock): a few milliseconds, and
+    /// tens under a writer committing back to back, whose lock the
+    /// shipper seldom catches free. If the lock is not had within
+    /// [`LOCK_TRIES`], the next step of frames tries again.
     fn restart_if_due(&mut self) -> Result<()> {
         let frames = self.cycle_frames();
         if self.salt.is_none()

@@ -7,7 +7,7 @@
 //! its own.
 //!
 //! To bound the WAL of a writer that never pauses, the shipper now and
-//! then holds the write lock for about a millisecond (it reads the last
+//! then holds the write lock for a few milliseconds (it reads the last
 //! commits and checkpoints them, so the writer's next transaction starts
 //! the WAL over). SQLite's own busy handler would have the writer sleep a
 //! millisecond, then two, then five; [`wait_for_backup`] retries sooner.
@@ -19,7 +19,7 @@ use crate::db::BUSY_TIMEOUT;
 use crate::{Fs, Result};
 
 /// The writer's wait between two tries for a lock the shipper holds, for
-/// the first [`SHORT_TRIES`] tries (2 ms, about twice the shipper's hold).
+/// the first [`SHORT_TRIES`] tries (2 ms, what a short hold takes).
 const SHORT_WAIT: Duration = Duration::from_micros(50);
 const SHORT_TRIES: u32 = 40;
 /// Longest wait between two later tries, which double from twice
