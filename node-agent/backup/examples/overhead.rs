@@ -72,6 +72,18 @@ fn pct(sorted: &[Duration], p: f64) -> Duration {
     sorted[((sorted.len() as f64 * p).ceil() as usize).clamp(1, sorted.len()) - 1]
 }
 
+/// Salt-1 of the WAL header of `db` (one more at each WAL restart) and
+/// the WAL file's length.
+fn wal_state(db: &std::path::Path) -> (u32, u64) {
+    let mut wal = db.as_os_str().to_owned();
+    wal.push("-wal");
+    let bytes = std::fs::read(&wal).unwrap_or_default();
+    let salt1 = bytes
+        .get(16..20)
+        .map_or(0, |b| u32::from_be_bytes(b.try_into().unwrap()));
+    (salt1, bytes.len() as u64)
+}
+
 /// Commits for `secs` seconds back to back; returns sorted latencies.
 fn write_for(fs: &Fs, secs: f64) -> Vec<Duration> {
     let start = Instant::now();
@@ -91,6 +103,7 @@ async fn write_path(dir: &std::path::Path, store: &Arc<dyn ObjectStore>) {
     let rounds = env_or("OVERHEAD_ROUNDS", 3);
     let (mut plain, mut shipped) = (Vec::new(), Vec::new());
     let mut uploads = 0;
+    let (mut restarts, mut largest_wal) = (0, 0);
     for r in 0..rounds {
         for with in [false, true] {
             let db = dir.join(format!("w-{r}-{with}.db"));
@@ -118,11 +131,18 @@ async fn write_path(dir: &std::path::Path, store: &Arc<dyn ObjectStore>) {
                 let wake = s.wake_handle();
                 fs.subscribe(Box::new(move |_| wake.wake()));
             }
+            // One commit first, so the WAL has a header whose salt the
+            // restarts are counted from.
+            common::write_file(&fs, "start", b"start");
             let f2 = fs.clone();
+            let (salt_before, _) = wal_state(&db);
             let lat = tokio::task::spawn_blocking(move || write_for(&f2, 3.0))
                 .await
                 .unwrap();
             if let Some(s) = shipper {
+                let (salt_after, wal_len) = wal_state(&db);
+                restarts += salt_after.wrapping_sub(salt_before);
+                largest_wal = largest_wal.max(wal_len);
                 let at = s.stop().await.unwrap();
                 uploads += at.uploads;
                 shipped.push(lat);
@@ -147,10 +167,11 @@ async fn write_path(dir: &std::path::Path, store: &Arc<dyn ObjectStore>) {
         pct(&plain, 0.99)
     );
     println!(
-        "  with backup:    {:.0} commits/s, p50 {:?}, p99 {:?} ({uploads} uploads)",
+        "  with backup:    {:.0} commits/s, p50 {:?}, p99 {:?} ({uploads} uploads, {restarts} WAL restarts, WAL file at most {:.1} MiB at the end of a run)",
         rate(&shipped),
         pct(&shipped, 0.5),
-        pct(&shipped, 0.99)
+        pct(&shipped, 0.99),
+        largest_wal as f64 / (1 << 20) as f64
     );
     println!(
         "  ratio (with / without): throughput {:.3}x, p50 {:.3}x, p99 {:.3}x",

@@ -10,6 +10,7 @@ pub mod object;
 pub mod restore;
 pub mod shipper;
 pub mod store;
+mod tail;
 pub mod wal;
 
 pub use error::{Error, Result};

@@ -4,22 +4,29 @@
 //! It runs on a thread of its own with two connections to the database of
 //! its own (plain SQLite, no engine). Each round it pins a read transaction
 //! (so no checkpoint can copy frames past what it is about to read into the
-//! database file, and the WAL cannot restart under it), reads the WAL from
-//! where it stopped, and uploads the committed transactions found as one
-//! object at the next position, created with `If-None-Match: *`. When the
-//! WAL holds `checkpoint_pages` frames it checkpoints (PASSIVE, still
-//! pinned, so only shipped frames reach the database file), which lets the
-//! next writer restart the WAL. The engine must leave checkpoints to it
+//! database file, and the WAL cannot restart under it) and reads the WAL
+//! from where it stopped, each frame once, keeping the latest version of
+//! each page the new commits wrote. Once the upload interval allows, the
+//! transactions read go up as one object at the next position, created
+//! with `If-None-Match: *`. A busy writer's WAL is also read between
+//! uploads, and checkpointed (PASSIVE, still pinned, so only frames read
+//! reach the database file) every quarter of `checkpoint_pages` frames.
+//! A writer that never pauses always has a commit past the pin, so at
+//! `checkpoint_pages` frames the shipper takes the write lock for a moment,
+//! reads the last commits and checkpoints them: the writer's next
+//! transaction restarts the WAL. The engine must leave checkpoints to it
 //! ([`agentcomputer_fs::Fs::leave_checkpoints_to_backup`]); a WAL restart
 //! the shipper did not allow is still detected (its salts change) and
 //! answered with a new snapshot, so nothing is lost, at the cost of one.
+//! Commits read and not yet uploaded are only in memory; they are safe
+//! there because a shipper that ends without a clean stop leaves no
+//! [`Resume`], so the next one starts with a snapshot.
 
-use std::collections::BTreeMap;
 use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path as FsPath, PathBuf};
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 use futures::TryStreamExt;
@@ -31,6 +38,7 @@ use tokio::sync::{oneshot, watch};
 
 use crate::error::{Error, Result};
 use crate::object::{self, Header, Kind};
+use crate::tail::{self, Cursor, Pending};
 use crate::wal::{self, WalHeader};
 
 /// How a [`Shipper`] runs.
@@ -39,8 +47,12 @@ pub struct Options {
     /// How often the WAL is looked at for new commits (a `stat` when
     /// nothing changed). Bounds the lag of an idle-then-written database.
     pub poll_interval: Duration,
-    /// WAL frames after which the shipper checkpoints (the engine's
-    /// automatic checkpoint threshold by default: 8192 pages, 32 MiB).
+    /// WAL frames after which the shipper ends the WAL's cycle (the
+    /// engine's automatic checkpoint threshold by default: 8192 pages,
+    /// 32 MiB): it checkpoints every quarter of this as it reads, and at
+    /// this many frames holds the write lock while it reads the commits
+    /// since its last read and checkpoints them, so that the writer's next
+    /// transaction restarts the WAL.
     pub checkpoint_pages: u64,
     /// Least time between two uploads of a busy database (500 ms): the
     /// commits in between go up as one object. Bounds the requests a
@@ -320,12 +332,30 @@ struct State {
     page_size: u32,
     /// Salts of the WAL cycle being read, `None` before a WAL existed.
     salt: Option<(u32, u32)>,
-    /// Next unread byte of the WAL (a frame boundary).
-    offset: u64,
-    /// Running WAL checksum at `offset`.
-    checksum: (u32, u32),
-    /// The shipper checkpointed, so the next writer may restart the WAL.
+    /// The end of the last commit read from the WAL: reading goes on from
+    /// there.
+    cursor: Cursor,
+    /// Committed transactions read and not yet uploaded.
+    pending: Pending,
+    /// Scratch space for reading the WAL, kept between reads.
+    read_buf: Vec<u8>,
+    /// Frames of this cycle the last checkpoint left in the database file.
+    backfilled: u64,
+    /// The last checkpoint copied every frame there was. Until the next
+    /// commit a read transaction then takes no WAL read mark (SQLite reads
+    /// such a database from its file alone), so a pin holds no checkpoint
+    /// back: no checkpoint runs pinned until a read found a new commit.
+    pin_unsure: bool,
+    /// Frames of this cycle when the shipper last tried to end it.
+    restart_tried: u64,
+    /// The shipper checkpointed every frame of the cycle, all read, so the
+    /// next writer may restart the WAL.
     restart_allowed: bool,
+    /// When the WAL was last read, and when to read it next while commits
+    /// wait for the upload interval ([`State::schedule_read`]).
+    last_read: Instant,
+    next_read: Instant,
+    read_gap: Duration,
     at: Position,
     prev_digest: [u8; 32],
     /// `PRAGMA data_version` at the last round, to skip unchanged polls.
@@ -351,17 +381,41 @@ struct Advance {
     position: u64,
     txn: u64,
     digest: [u8; 32],
-    snapshot: bool,
+    /// For a snapshot: where reading the WAL goes on after it.
+    snapshot: Option<SnapshotEnd>,
+}
+
+/// The WAL as a snapshot read it: the page size, the cycle and the end of
+/// its last commit (`None` without a WAL).
+struct SnapshotEnd {
     page_size: u32,
-    salt: Option<(u32, u32)>,
-    offset: u64,
-    checksum: (u32, u32),
+    cycle: Option<((u32, u32), Cursor)>,
 }
 
 /// An upload that failed with a store error: it may have landed.
 struct Unconfirmed {
     bytes: Bytes,
     advance: Advance,
+}
+
+/// How long the shipper's connections wait for a lock held by another.
+const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
+/// Least time between two reads of a busy WAL within the upload interval.
+const MIN_READ_GAP: Duration = Duration::from_millis(10);
+/// Tries for the write lock when ending a WAL cycle, [`LOCK_WAIT`] apart
+/// (about 30 ms in all): a writer between two transactions leaves it free
+/// for a moment, which a retry soon catches.
+const LOCK_TRIES: i32 = 200;
+/// Sleep between two tries for the write lock.
+const LOCK_WAIT: Duration = Duration::from_micros(100);
+
+/// The busy handler while the shipper takes the write lock.
+fn wait_for_lock(tries: i32) -> bool {
+    if tries >= LOCK_TRIES {
+        return false;
+    }
+    std::thread::sleep(LOCK_WAIT);
+    true
 }
 
 fn db_error(path: &FsPath, reason: impl Into<String>) -> Error {
@@ -424,7 +478,7 @@ impl State {
                 &db_path,
                 OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
             )?;
-            c.busy_timeout(Duration::from_secs(10))?;
+            c.busy_timeout(BUSY_TIMEOUT)?;
             c.execute_batch("PRAGMA wal_autocheckpoint = 0")?;
             Ok(c)
         };
@@ -459,9 +513,19 @@ impl State {
             checkpointer,
             page_size: 0,
             salt: None,
-            offset: wal::HEADER_BYTES,
-            checksum: (0, 0),
+            cursor: Cursor {
+                offset: wal::HEADER_BYTES,
+                checksum: (0, 0),
+            },
+            pending: Pending::new(0),
+            read_buf: Vec::new(),
+            backfilled: 0,
+            pin_unsure: true,
+            restart_tried: 0,
             restart_allowed: false,
+            last_read: Instant::now(),
+            next_read: Instant::now(),
+            read_gap: Duration::ZERO,
             at: Position {
                 position: head,
                 txn: 0,
@@ -552,12 +616,14 @@ impl State {
     fn run(&mut self, rx: mpsc::Receiver<Cmd>) {
         loop {
             // Commits held back by the upload interval go up when it ends,
-            // whether or not anything wakes the thread before.
+            // whether or not anything wakes the thread before; a busy
+            // writer's WAL is read (and checkpointed) in between.
             let wait = match self.at.unshipped_since {
                 Some(_) => self
                     .options
                     .min_upload_interval
                     .saturating_sub(self.last_upload.elapsed())
+                    .min(self.next_read.saturating_duration_since(Instant::now()))
                     .clamp(Duration::from_millis(1), self.options.poll_interval),
                 None => self.options.poll_interval,
             };
@@ -608,75 +674,142 @@ impl State {
 
     /// Runs `f` inside a pinned read transaction.
     fn pinned<T>(&mut self, f: impl FnOnce(&mut State) -> Result<T>) -> Result<T> {
-        self.reader.execute_batch("BEGIN")?;
+        self.reader.prepare_cached("BEGIN")?.execute([])?;
         let pin = self
             .reader
-            .query_row("SELECT count(*) FROM sqlite_master", [], |_| Ok(()));
+            .prepare_cached("SELECT count(*) FROM sqlite_master")
+            .and_then(|mut st| st.query_row([], |_| Ok(())));
         let r = match pin {
             Ok(()) => f(self),
             Err(e) => Err(e.into()),
         };
-        let end = self.reader.execute_batch("COMMIT");
+        let end = self
+            .reader
+            .prepare_cached("COMMIT")
+            .and_then(|mut st| st.execute([]));
         let v = r?;
         end?;
         Ok(v)
     }
 
-    /// One round: ships new commits, unless no other connection committed
+    /// One round: reads new commits, unless no other connection committed
     /// since the last round (`PRAGMA data_version`, read from the shared
-    /// WAL index without I/O); `force` looks anyway.
+    /// WAL index without I/O), and uploads what was read once the upload
+    /// interval allows; within the interval a busy writer's commits are
+    /// read when [`State::schedule_read`] says, so its WAL is checkpointed
+    /// and restarted on time. `force` reads and uploads at once.
     fn round(&mut self, force: bool) -> Result<Position> {
         let version: i64 = self
             .reader
-            .query_row("PRAGMA data_version", [], |r| r.get(0))?;
+            .prepare_cached("PRAGMA data_version")?
+            .query_row([], |r| r.get(0))?;
         self.confirm()?;
-        if !force && self.seen == Some(version) {
-            return Ok(self.at);
-        }
-        if self.at.unshipped_since.is_none() && self.seen != Some(version) {
-            self.at.unshipped_since = Some(std::time::Instant::now());
+        let changed = self.seen != Some(version);
+        if changed && self.at.unshipped_since.is_none() {
+            self.at.unshipped_since = Some(Instant::now());
             self.published();
         }
-        if !force && self.last_upload.elapsed() < self.options.min_upload_interval {
-            return Ok(self.at);
+        let upload = force || self.last_upload.elapsed() >= self.options.min_upload_interval;
+        let now = Instant::now();
+        let read = force || (changed && (upload || now >= self.next_read));
+        if read {
+            let frames = self.pinned(|s| s.read(upload))?;
+            // Read before the pin: a commit after it changes the version again.
+            self.seen = Some(version);
+            self.schedule_read(frames);
+            self.restart_if_due()?;
+        } else {
+            if now >= self.next_read {
+                // Nothing new since the last read: look again a gap later.
+                self.next_read = now + self.read_gap;
+            }
+            if upload && self.pending.txns > 0 {
+                self.ship()?;
+            }
         }
-        self.pinned(|s| s.ship())?;
-        // Read before the pin: a commit after it changes the version again.
-        self.seen = Some(version);
-        if self.at.unshipped_since.is_some() {
+        if self.pending.txns == 0 && self.seen == Some(version) && self.at.unshipped_since.is_some()
+        {
             self.at.unshipped_since = None;
             self.published();
+            // Everything is in the store: a node's many idle shippers keep
+            // no buffers of a busy spell.
+            self.read_buf = Vec::new();
+            self.pending.release_spare();
         }
         Ok(self.at)
     }
 
-    /// Scans the WAL from `offset` for committed transactions, reading
-    /// only as far as valid frames go (after a restart the file still holds
-    /// the old cycle's frames, up to the WAL size limit, which must not be
-    /// read every round). Returns the scan and the bytes it indexes.
-    fn scan_tail(&self, h: &WalHeader) -> Result<(wal::Scan, Vec<u8>)> {
-        let frame = (wal::FRAME_HEADER_BYTES + h.page_size as u64) as usize;
-        let mut want = 64 * frame;
-        loop {
-            let tail = read_wal_range(&self.wal_path, self.offset, want)?;
-            let found = wal::scan(&tail, h, self.checksum);
-            if tail.len() < want || found.valid + frame <= tail.len() {
-                return Ok((found, tail));
-            }
-            want *= 4;
+    /// Sets when to read next while commits wait for the upload interval,
+    /// after a read that found `frames`: when about a checkpoint step more
+    /// frames are due at the rate it saw (a writer committing as fast as it
+    /// can fills a step in tens of milliseconds), at least
+    /// [`MIN_READ_GAP`] apart; a writer that fills no step within the
+    /// upload interval is read only when its commits go up.
+    fn schedule_read(&mut self, frames: u64) {
+        let now = Instant::now();
+        let since = now.duration_since(self.last_read);
+        self.last_read = now;
+        let most = self.options.min_upload_interval.max(MIN_READ_GAP);
+        if frames > 0 {
+            self.read_gap = since
+                .mul_f64(self.checkpoint_step() as f64 / frames as f64)
+                .clamp(MIN_READ_GAP, most);
+        } else if self.read_gap.is_zero() {
+            self.read_gap = most;
         }
+        // A read that found nothing (the writer's commit went to a cycle
+        // about to begin) says nothing of its pace: the gap stays.
+        self.next_read = now + self.read_gap;
     }
 
-    /// Ships the commits after `offset`; pinned.
-    fn ship(&mut self) -> Result<()> {
+    /// Frames between two checkpoints of a busy WAL: a quarter of
+    /// [`Options::checkpoint_pages`], so the WAL a writer looks pages up
+    /// in stays short between restarts.
+    fn checkpoint_step(&self) -> u64 {
+        (self.options.checkpoint_pages / 4).max(1)
+    }
+
+    /// Frames of the current cycle read so far.
+    fn cycle_frames(&self) -> u64 {
+        (self.cursor.offset - wal::HEADER_BYTES) / (wal::FRAME_HEADER_BYTES + self.page_size as u64)
+    }
+
+    /// Reads the commits after the cursor into `pending`, uploads them if
+    /// `upload`, and checkpoints when a step of frames read is not yet in
+    /// the database file (after the upload, which the lag waits for);
+    /// pinned, so the checkpoint copies no frame past the pin, all read.
+    /// Returns the frames read.
+    fn read(&mut self, upload: bool) -> Result<u64> {
+        let unsure = self.pin_unsure;
+        let cycle = self.cycle()?;
+        let frames = match &cycle {
+            Some(h) => self.read_cycle(h)?,
+            None => 0,
+        };
+        if upload && self.pending.txns > 0 {
+            self.ship()?;
+        }
+        if cycle.is_some()
+            && !unsure
+            && self.cycle_frames() >= self.backfilled + self.checkpoint_step()
+        {
+            self.checkpoint()?;
+        }
+        Ok(frames)
+    }
+
+    /// The header of the WAL cycle to read: the same one, or the next
+    /// after a restart the shipper allowed. A restart it did not allow is
+    /// answered with a snapshot (which holds everything committed), and
+    /// `None` returned, as when there is nothing to read.
+    fn cycle(&mut self) -> Result<Option<WalHeader>> {
         let Some(h) = read_wal_header(&self.wal_path)? else {
             // No WAL content: nothing new, unless a cycle we were reading
             // vanished without our checkpoint.
             if self.salt.is_some() && !self.restart_allowed {
-                return self
-                    .resnapshot("the WAL was emptied by a checkpoint the shipper did not run");
+                self.resnapshot("the WAL was emptied by a checkpoint the shipper did not run")?;
             }
-            return Ok(());
+            return Ok(None);
         };
         if h.page_size != self.page_size {
             return Err(db_error(
@@ -694,66 +827,135 @@ impl State {
                 self.begin_cycle(&h)
             }
             Some(_) => {
-                return self
-                    .resnapshot("the WAL restarted after a checkpoint the shipper did not run");
+                self.resnapshot("the WAL restarted after a checkpoint the shipper did not run")?;
+                return Ok(None);
             }
         }
-        let (found, tail) = self.scan_tail(&h)?;
-        if found.transactions.is_empty() {
+        Ok(Some(h))
+    }
+
+    /// Reads the commits of cycle `h` after the cursor into `pending`;
+    /// returns their frames.
+    fn read_cycle(&mut self, h: &WalHeader) -> Result<u64> {
+        let file = match std::fs::File::open(&self.wal_path) {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(0),
+            Err(e) => return Err(e.into()),
+        };
+        let frames = tail::read_commits(
+            &file,
+            h,
+            &mut self.cursor,
+            &mut self.pending,
+            &mut self.read_buf,
+        )?;
+        if frames > 0 {
+            // The cycle now holds frames no checkpoint covered, and a
+            // commit came after the last checkpoint, so pins hold again.
+            self.restart_allowed = false;
+            self.pin_unsure = false;
+        }
+        Ok(frames)
+    }
+
+    /// Checkpoints (PASSIVE, from the second connection) while reading is
+    /// pinned or the write lock held, so every frame it copies was read.
+    fn checkpoint(&mut self) -> Result<()> {
+        let (busy, log, done): (i64, i64, i64) = self
+            .checkpointer
+            .prepare_cached("PRAGMA wal_checkpoint(PASSIVE)")?
+            .query_row([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?;
+        self.backfilled = done.max(0) as u64;
+        let complete = busy == 0 && log == done;
+        self.pin_unsure = complete;
+        // A restart (salt-1 plus one) is expected only once every frame of
+        // the cycle, all read, reached the database file; a partial
+        // checkpoint is completed later.
+        self.restart_allowed = complete && log as u64 == self.cycle_frames();
+        Ok(())
+    }
+
+    /// Ends the WAL cycle once it holds [`Options::checkpoint_pages`]
+    /// frames: a writer that never pauses always has a commit past the
+    /// pin, so no pinned checkpoint completes and its WAL would grow
+    /// without end. The shipper takes the write lock (`BEGIN IMMEDIATE`,
+    /// between two of the writer's transactions), reads the last commits
+    /// and checkpoints them; the writer's next transaction restarts the
+    /// WAL. The writer waits for that read and the checkpoint's two fsyncs
+    /// (the WAL's bulk is synced before the lock): a few milliseconds, and
+    /// tens under a writer committing back to back, whose lock the
+    /// shipper seldom catches free. If the lock is not had within
+    /// [`LOCK_TRIES`], the next step of frames tries again.
+    fn restart_if_due(&mut self) -> Result<()> {
+        let frames = self.cycle_frames();
+        if self.salt.is_none()
+            || self.restart_allowed
+            || frames < self.options.checkpoint_pages
+            || frames < self.restart_tried + self.checkpoint_step()
+        {
             return Ok(());
         }
-        let ps = self.page_size as usize;
-        let db_pages = found.transactions.last().unwrap().db_pages;
-        let mut pages: BTreeMap<u32, &[u8]> = BTreeMap::new();
-        for t in &found.transactions {
-            for &(pgno, off) in &t.frames {
-                pages.insert(pgno, &tail[off..off + ps]);
+        self.restart_tried = frames;
+        std::fs::File::open(&self.wal_path)?.sync_data()?;
+        self.reader.busy_handler(Some(wait_for_lock))?;
+        let locked = self.reader.execute_batch("BEGIN IMMEDIATE");
+        self.reader.busy_timeout(BUSY_TIMEOUT)?;
+        match locked {
+            Ok(()) => {}
+            Err(rusqlite::Error::SqliteFailure(e, _))
+                if e.code == rusqlite::ErrorCode::DatabaseBusy =>
+            {
+                return Ok(());
             }
+            Err(e) => return Err(e.into()),
         }
-        pages.retain(|&p, _| p <= db_pages);
-        let n = found.transactions.len() as u64;
+        let r = self.read_locked();
+        let end = self.reader.execute_batch("COMMIT");
+        r?;
+        end?;
+        Ok(())
+    }
+
+    /// Reads the cycle to its end and checkpoints it, with the write lock
+    /// held: no commit can land, so the checkpoint copies exactly what was
+    /// read. A changed WAL is left to the next round.
+    fn read_locked(&mut self) -> Result<()> {
+        let Some(h) = read_wal_header(&self.wal_path)? else {
+            return Ok(());
+        };
+        if Some(h.salt) != self.salt || h.page_size != self.page_size {
+            return Ok(());
+        }
+        self.read_cycle(&h)?;
+        self.checkpoint()
+    }
+
+    /// Uploads the pending transactions as one object at the next position.
+    fn ship(&mut self) -> Result<()> {
+        let n = self.pending.txns;
         let header = Header {
             kind: Kind::Changes,
             page_size: self.page_size,
             position: self.at.position + 1,
             first_txn: self.at.txn + 1,
             last_txn: self.at.txn + n,
-            db_pages,
-            page_count: pages.len() as u32,
+            db_pages: self.pending.db_pages,
+            page_count: self.pending.page_count(),
             prev_digest: self.prev_digest,
             created_ms: now_ms(),
             writer: self.writer,
         };
-        let (bytes, digest) = object::encode(&header, pages.into_iter());
+        let (bytes, digest) = object::encode(&header, self.pending.pages());
+        self.pending.clear();
         self.upload(
             bytes,
             Advance {
                 position: header.position,
                 txn: header.last_txn,
                 digest,
-                snapshot: false,
-                page_size: self.page_size,
-                salt: self.salt,
-                offset: self.offset + found.consumed as u64,
-                checksum: found.checksum,
+                snapshot: None,
             },
-        )?;
-        let frames = (self.offset - wal::HEADER_BYTES) / (wal::FRAME_HEADER_BYTES + ps as u64);
-        // This cycle now holds frames no checkpoint of ours covered.
-        self.restart_allowed = false;
-        if frames >= self.options.checkpoint_pages {
-            // Pinned: only frames up to the pin, all shipped, are copied.
-            let (busy, log, done): (i64, i64, i64) =
-                self.checkpointer
-                    .query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |r| {
-                        Ok((r.get(0)?, r.get(1)?, r.get(2)?))
-                    })?;
-            // A restart (salt-1 plus one) is expected only once every frame
-            // of the cycle, all shipped, reached the database file; a
-            // partial checkpoint is completed by a later round.
-            self.restart_allowed = busy == 0 && log == done && log as u64 == frames;
-        }
-        Ok(())
+        )
     }
 
     /// Continues the log of a database that a clean stop left exactly at
@@ -779,17 +981,24 @@ impl State {
                     n => n as u32,
                 };
                 self.salt = None;
-                self.offset = wal::HEADER_BYTES;
-                self.checksum = (0, 0);
+                self.cursor = Cursor {
+                    offset: wal::HEADER_BYTES,
+                    checksum: (0, 0),
+                };
             }
         }
+        self.pending.set_page_size(self.page_size);
         Ok(())
     }
 
     fn begin_cycle(&mut self, h: &WalHeader) {
         self.salt = Some(h.salt);
-        self.offset = wal::HEADER_BYTES;
-        self.checksum = h.checksum;
+        self.cursor = Cursor {
+            offset: wal::HEADER_BYTES,
+            checksum: h.checksum,
+        };
+        self.backfilled = 0;
+        self.restart_tried = 0;
         self.restart_allowed = false;
     }
 
@@ -852,25 +1061,25 @@ impl State {
             .enumerate()
             .map(|(i, p)| (i as u32 + 1, p));
         let (bytes, digest) = object::encode(&header_obj, pages);
-        let (salt, offset, checksum) = match (header, found) {
-            (Some(h), Some(f)) => (
-                Some(h.salt),
-                wal::HEADER_BYTES + f.consumed as u64,
-                f.checksum,
-            ),
-            _ => (None, wal::HEADER_BYTES, (0, 0)),
+        let cycle = match (header, found) {
+            (Some(h), Some(f)) => Some((
+                h.salt,
+                Cursor {
+                    offset: wal::HEADER_BYTES + f.consumed as u64,
+                    checksum: f.checksum,
+                },
+            )),
+            _ => None,
         };
+        // The snapshot holds every transaction read and not yet uploaded.
+        self.pending.clear();
         self.upload(
             bytes,
             Advance {
                 position: header_obj.position,
                 txn: self.at.txn,
                 digest,
-                snapshot: true,
-                page_size,
-                salt,
-                offset,
-                checksum,
+                snapshot: Some(SnapshotEnd { page_size, cycle }),
             },
         )?;
         Ok(())
@@ -923,16 +1132,31 @@ impl State {
         self.prev_digest = a.digest;
         self.at.digest = a.digest;
         self.written.lock().unwrap().push(a.position);
-        self.page_size = a.page_size;
-        self.salt = a.salt;
-        self.offset = a.offset;
-        self.checksum = a.checksum;
-        self.restart_allowed = false;
         self.at.position = a.position;
         self.at.txn = a.txn;
         self.at.shipped_at = Some(SystemTime::now());
-        if a.snapshot {
+        if let Some(end) = a.snapshot {
             self.at.snapshots += 1;
+            self.page_size = end.page_size;
+            self.pending.set_page_size(end.page_size);
+            let (salt, cursor) = match end.cycle {
+                Some((salt, cursor)) => (Some(salt), cursor),
+                None => (
+                    None,
+                    Cursor {
+                        offset: wal::HEADER_BYTES,
+                        checksum: (0, 0),
+                    },
+                ),
+            };
+            self.salt = salt;
+            self.cursor = cursor;
+            self.backfilled = 0;
+            self.restart_tried = 0;
+            self.restart_allowed = false;
+            // Whether the engine's last checkpoint copied everything is
+            // not known.
+            self.pin_unsure = true;
         }
         self.published();
     }

@@ -3,12 +3,56 @@
 //! A backup shipper (crate `agentcomputer-backup`) reads each commit's
 //! frames from the WAL and must see them before a checkpoint copies them
 //! into the database file and lets the WAL restart over them. So it runs
-//! the checkpoints itself, after shipping, and the engine stops running
+//! the checkpoints itself, after reading, and the engine stops running
 //! its own.
+//!
+//! To bound the WAL of a writer that never pauses, the shipper now and
+//! then holds the write lock for a few milliseconds (it reads the last
+//! commits and checkpoints them, so the writer's next transaction starts
+//! the WAL over). SQLite's own busy handler would have the writer sleep a
+//! millisecond, then two, then five; [`wait_for_backup`] retries sooner.
 
 use std::sync::atomic::Ordering;
+use std::time::Duration;
 
+use crate::db::BUSY_TIMEOUT;
 use crate::{Fs, Result};
+
+/// The writer's wait between two tries for a lock the shipper holds, for
+/// the first [`SHORT_TRIES`] tries (2 ms, what a short hold takes).
+const SHORT_WAIT: Duration = Duration::from_micros(50);
+const SHORT_TRIES: u32 = 40;
+/// Longest wait between two later tries, which double from twice
+/// [`SHORT_WAIT`] (about what SQLite's own handler reaches).
+const LONGEST_WAIT: Duration = Duration::from_micros(50 << 8);
+
+/// The wait after try `n` (from 0) of the writer.
+fn wait_after(n: u32) -> Duration {
+    match n.checked_sub(SHORT_TRIES) {
+        None => SHORT_WAIT,
+        Some(k) => (SHORT_WAIT * 2u32.pow(k.min(7) + 1)).min(LONGEST_WAIT),
+    }
+}
+
+/// The time waited before try `n`.
+fn waited_before(n: u32) -> Duration {
+    // After the short tries and eight doublings every wait is the longest.
+    let varying = n.min(SHORT_TRIES + 8);
+    (0..varying).map(wait_after).sum::<Duration>() + LONGEST_WAIT * (n - varying)
+}
+
+/// The writer's busy handler while a backup runs the checkpoints: tries
+/// every 50 µs for 2 ms, then waits twice as long each time up to
+/// [`LONGEST_WAIT`], and gives up after [`BUSY_TIMEOUT`] in all, as
+/// `busy_timeout` did.
+fn wait_for_backup(tries: i32) -> bool {
+    let n = tries.max(0) as u32;
+    if waited_before(n) >= BUSY_TIMEOUT {
+        return false;
+    }
+    std::thread::sleep(wait_after(n));
+    true
+}
 
 impl Fs {
     /// Turns off this filesystem's own checkpoints for as long as it stays
@@ -17,12 +61,15 @@ impl Fs {
     /// one [`Fs::compact`] ends with. The WAL then grows until the shipper
     /// checkpoints. Closing the database still checkpoints if this is the
     /// last connection, which a running shipper's own connection prevents.
+    /// The writer then waits for a lock in short steps ([`wait_for_backup`]):
+    /// the shipper holds the write lock briefly to end a WAL cycle.
     ///
     /// Errors: `EIO` if the pragma fails.
     pub fn leave_checkpoints_to_backup(&self) -> Result<()> {
         let mut w = self.inner.writer();
         self.inner.end_batch(&mut w)?;
         w.conn.execute_batch("PRAGMA wal_autocheckpoint = 0")?;
+        w.conn.busy_handler(Some(wait_for_backup))?;
         self.inner
             .external_checkpoints
             .store(true, Ordering::Release);
@@ -32,5 +79,23 @@ impl Fs {
     /// Whether [`Fs::leave_checkpoints_to_backup`] was called.
     pub fn checkpoints_left_to_backup(&self) -> bool {
         self.inner.external_checkpoints.load(Ordering::Acquire)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_writer_retries_often_at_first_and_gives_up_after_the_busy_timeout() {
+        assert_eq!(waited_before(SHORT_TRIES), Duration::from_millis(2));
+        assert_eq!(wait_after(SHORT_TRIES), Duration::from_micros(100));
+        assert_eq!(wait_after(SHORT_TRIES + 100), LONGEST_WAIT);
+        let last = (0..2000)
+            .find(|&n| waited_before(n) >= BUSY_TIMEOUT)
+            .unwrap();
+        assert!(waited_before(last) - BUSY_TIMEOUT < LONGEST_WAIT);
+        assert!(wait_for_backup(0));
+        assert!(!wait_for_backup(last as i32));
     }
 }

@@ -13,7 +13,7 @@ use crate::Result;
 use crate::commit::Writer;
 
 /// How long a connection waits for a lock held by another connection.
-const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
+pub(crate) const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 /// Readers kept open between calls; more are opened under load and closed after.
 const MAX_IDLE_READERS: usize = 4;
 /// Cached prepared statements per connection.
