@@ -5,8 +5,9 @@
 //! them and releases the writer Lease; the target then applies only the
 //! log's last objects. A writer acknowledged by either node throughout
 //! loses nothing, and calls that came during the hand-over waited and were
-//! told where the computer went. A source that comes back removes its
-//! copy once the store's log has gone past it.
+//! told where the computer went. Moving back to a node that still has
+//! its old copy only catches that copy up; a node that comes back removes
+//! its copy once the store's log has gone past it.
 
 mod cluster_support;
 
@@ -273,18 +274,77 @@ async fn a_computer_moves_between_live_agents_and_no_acknowledged_write_is_lost(
         freeze.as_millis(),
         longest.as_millis()
     );
-    // n1 comes back (restarted): the store's log has gone past its copy,
-    // so the copy goes; n2 keeps serving.
-    assert!(data1.join("computers").join(&uid).exists(), "n1 kept its copy while serving nothing");
-    first.stop().await;
-    let first = Agent::launch(&cluster, &data1, "node-agent-n1-again.log", launch("n1")).await;
-    eventually(60, "n1 to remove the copy the log has gone past", || async {
-        (!data1.join("computers").join(&uid).exists()).then_some(())
+    // Back to n1 while it still has its old copy: prepared by catching
+    // that copy up, and served there again (not "moved" any more).
+    patch_meta(
+        &computers,
+        "mover",
+        serde_json::json!({"labels": {"agentcomputer.dev/move-target": "n1"}}),
+    )
+    .await;
+    eventually(60, "n1 to prepare", || async {
+        lease_annotation(&admin, &uid, "agentcomputer.dev/prepared-on")
+            .await
+            .filter(|v| v.starts_with("n1 "))
     })
     .await;
-    let mut c2 = second.client(Some(&tok)).await;
+    patch_meta(
+        &computers,
+        "mover",
+        serde_json::json!({"annotations": {"agentcomputer.dev/hand-over-to": "n1"}}),
+    )
+    .await;
+    eventually(30, "n2 to hand over", || async {
+        lease_annotation(&admin, &uid, "agentcomputer.dev/handed-over-to")
+            .await
+            .filter(|v| v.starts_with("n1 "))
+    })
+    .await;
+    patch_meta(
+        &computers,
+        "mover",
+        serde_json::json!({
+            "labels": {"agentcomputer.dev/node": "n1", "agentcomputer.dev/move-target": null},
+            "annotations": {"agentcomputer.dev/hand-over-to": null},
+        }),
+    )
+    .await;
+    let mut c1 = first.client(Some(&tok)).await;
+    let back = eventually(30, "n1 to serve the computer again", || {
+        let mut c1 = c1.clone();
+        async move { read(&mut c1, "mover", "records").await.ok() }
+    })
+    .await;
+    assert_eq!(back, read(&mut c1, "mover", "records").await.unwrap());
+    append(&mut c1, next + 1000).await.unwrap();
+    let log1 = std::fs::read_to_string(cluster.dir.path().join("node-agent-n1.log")).unwrap();
+    assert!(
+        log1.contains("caught this node's copy up with the backup log")
+            && !log1.contains("restored computer from the backup store"),
+        "n1 caught its own old copy up rather than restoring it:\n{}",
+        first.proc.log_tail()
+    );
+
+    // n2 comes back (restarted): the store's log has gone past its copy,
+    // so the copy goes; n1 keeps serving.
+    assert!(
+        data2.join("computers").join(&uid).exists(),
+        "n2 kept its copy while serving nothing"
+    );
+    second.stop().await;
+    let second = Agent::launch(&cluster, &data2, "node-agent-n2-again.log", launch("n2")).await;
+    eventually(
+        60,
+        "n2 to remove the copy the log has gone past",
+        || async { (!data2.join("computers").join(&uid).exists()).then_some(()) },
+    )
+    .await;
     assert_eq!(
-        exec(&mut c2, "mover", pb::Runtime::Shell, "wc -l < bulk").await.unwrap().0.trim(),
+        exec(&mut c1, "mover", pb::Runtime::Shell, "wc -l < bulk")
+            .await
+            .unwrap()
+            .0
+            .trim(),
         "200000"
     );
     first.stop().await;
@@ -352,15 +412,27 @@ async fn move_and_failover_timings() {
 
         // Move n1 -> n2.
         let t = Instant::now();
-        patch_meta(&computers, &name, serde_json::json!({"labels": {"agentcomputer.dev/move-target": "n2"}})).await;
+        patch_meta(
+            &computers,
+            &name,
+            serde_json::json!({"labels": {"agentcomputer.dev/move-target": "n2"}}),
+        )
+        .await;
         eventually(600, "n2 to prepare", || async {
             lease_annotation(&admin, &uid, "agentcomputer.dev/prepared-on").await
         })
         .await;
         let prepare = t.elapsed();
-        exec(&mut c1, &name, pb::Runtime::Shell, "echo 2 >> n").await.unwrap();
+        exec(&mut c1, &name, pb::Runtime::Shell, "echo 2 >> n")
+            .await
+            .unwrap();
         let t = Instant::now();
-        patch_meta(&computers, &name, serde_json::json!({"annotations": {"agentcomputer.dev/hand-over-to": "n2"}})).await;
+        patch_meta(
+            &computers,
+            &name,
+            serde_json::json!({"annotations": {"agentcomputer.dev/hand-over-to": "n2"}}),
+        )
+        .await;
         eventually(60, "n1 to hand over", || async {
             lease_annotation(&admin, &uid, "agentcomputer.dev/handed-over-to").await
         })
@@ -385,12 +457,19 @@ async fn move_and_failover_timings() {
         assert_eq!(out, b"1\n2\n");
 
         // Failover n2 -> n1: n2 killed while holding the Lease.
-        exec(&mut c2, &name, pb::Runtime::Shell, "echo 3 >> n").await.unwrap();
+        exec(&mut c2, &name, pb::Runtime::Shell, "echo 3 >> n")
+            .await
+            .unwrap();
         sync_call(&mut c2, &name).await.unwrap();
         let mut second = second;
         second.proc.kill();
         let killed = Instant::now();
-        patch_meta(&computers, &name, serde_json::json!({"labels": {"agentcomputer.dev/node": "n1"}})).await;
+        patch_meta(
+            &computers,
+            &name,
+            serde_json::json!({"labels": {"agentcomputer.dev/node": "n1"}}),
+        )
+        .await;
         let mut c1 = first.client(Some(&tok)).await;
         let out = eventually(600, "n1 to serve after the failover", || {
             let mut c1 = c1.clone();
@@ -400,7 +479,9 @@ async fn move_and_failover_timings() {
         .await;
         let failover = killed.elapsed();
         assert_eq!(out, b"1\n2\n3\n");
-        let (_, code) = exec(&mut c1, &name, pb::Runtime::Shell, "wc -c < blob").await.unwrap();
+        let (_, code) = exec(&mut c1, &name, pb::Runtime::Shell, "wc -c < blob")
+            .await
+            .unwrap();
         assert_eq!(code, 0);
         rows.push(format!(
             "| {mib} MiB | {:.2} s | {} ms | {} ms | {:.1} s (Lease {LEASE}) |",
@@ -411,7 +492,9 @@ async fn move_and_failover_timings() {
         ));
         first.stop().await;
     }
-    println!("| computer | target restores in background | source hands over | hand-over to first answer on target | failover (kill -9 to first answer) |");
+    println!(
+        "| computer | target restores in background | source hands over | hand-over to first answer on target | failover (kill -9 to first answer) |"
+    );
     println!("|---|---:|---:|---:|---:|");
     for r in rows {
         println!("{r}");

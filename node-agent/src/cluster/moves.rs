@@ -71,8 +71,9 @@ pub fn on_placed(node: &Arc<Node>, c: &AgentComputer, uid: &str) {
     let Some(target) = target else {
         if node.moves.leaving.lock().remove(uid).is_some() {
             info!(%uid, "the move was given up; serving the computer again");
-            node.registry.stay(uid);
         }
+        // Given up, or moved away earlier and back here now: served here.
+        node.registry.stay(uid);
         return;
     };
     {

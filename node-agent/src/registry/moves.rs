@@ -91,7 +91,8 @@ impl Registry {
         Ok(position)
     }
 
-    /// The hand-over of `name` was given up: calls go in again.
+    /// Computer `name` is served here: a hand-over was given up, or it
+    /// moved away earlier and came back. Calls go in again.
     pub fn stay(&self, name: &str) {
         if let Some(tx) = self.inner.departing.lock().remove(name) {
             // Receivers see the channel close and go on.
