@@ -8,6 +8,8 @@ use crate::engine_fs::EngineFs;
 use crate::limits::ShellLimits;
 use crate::output::{OutputGate, Refusal};
 use crate::paths::resolve_cwd;
+use crate::refuse;
+use crate::runtime::EXIT_REFUSED;
 use crate::sandbox_fs::SandboxFs;
 use crate::stdin;
 use crate::stop::StopFlag;
@@ -39,6 +41,9 @@ pub(crate) enum Stop {
     Limit(String),
     /// The requested working directory is unusable.
     BadCwd(String),
+    /// The script uses a construct the runtime cannot run as bash does;
+    /// none of it ran (see the `refuse` module).
+    Refused(String),
 }
 
 /// Everything the exec thread needs, moved into it.
@@ -84,6 +89,17 @@ pub(crate) async fn execute(job: Job) -> Finished {
     let engine = EngineFs::new(job.fs.clone()).with_budget(budget.clone());
     let sandbox = SandboxFs::new(engine.clone(), job.limits.scratch(), HOME);
     let limits = job.limits.execution(job.timeout, job.gate.cap());
+    // A script that would give a silent wrong answer is not run at all.
+    if let Some(refusal) = refuse::check(
+        &job.script,
+        limits.max_ast_depth,
+        limits.max_parser_operations,
+    ) {
+        return Finished {
+            exit_code: EXIT_REFUSED,
+            stop: Some(Stop::Refused(refusal.message())),
+        };
+    }
     // With stdin, the script reads it through a pipe fed by the runtime
     // (see the `stdin` module); a script that must run as written gets it
     // whole, as bashkit hands it over; no stdin leaves the script alone.

@@ -1,0 +1,431 @@
+//! Scripts the runtime refuses before running any of them.
+//!
+//! A few constructs are evaluated inside bashkit's interpreter, where no
+//! registered command, hook or filesystem answer reaches, and bashkit gets
+//! them wrong without saying so. A script using one of them would give a
+//! silent wrong answer, so it is not run at all: the exec ends with
+//! [`EXIT_REFUSED`](crate::EXIT_REFUSED) and a message naming the construct
+//! and the runtime that runs it right (real bash in a container).
+//!
+//! The check walks the script's syntax tree (bashkit's own parser, the same
+//! limits as the run): every command, function body, substitution and
+//! here-document. A script that does not parse is left to the interpreter,
+//! whose syntax report is bash's.
+
+use bashkit::parser::{
+    AssignmentValue, CaseItem, Command, CompoundCommand, ParameterOp, Parser, Redirect, Word,
+    WordPart,
+};
+
+/// Why a script is not run: the construct as written and what goes wrong.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Refusal {
+    /// The construct, e.g. `[[ -L ... ]]`.
+    pub construct: String,
+    /// What bashkit would do instead of bash's answer.
+    pub reason: &'static str,
+}
+
+impl Refusal {
+    /// The one-line message for the caller (also written to stderr).
+    pub(crate) fn message(&self) -> String {
+        format!(
+            "shell: script not run: it uses {}, which the shell runtime cannot run as bash does ({}); \
+             nothing was executed. `--runtime container` runs it in real bash.",
+            self.construct, self.reason
+        )
+    }
+}
+
+/// `[[ ]]` unary operators bashkit does not evaluate: it takes each for
+/// "the operator is a non-empty string", so `[[ -L nosuch ]]` is true.
+const UNEVALUATED_UNARY: &[&str] = &[
+    "-L", "-h", "-p", "-S", "-b", "-c", "-k", "-u", "-g", "-O", "-G", "-N", "-R", "-o",
+];
+
+/// `[[ ]]` unary operators bashkit answers with "the file exists".
+const EXISTS_ONLY_UNARY: &[&str] = &["-r", "-w", "-x"];
+
+/// `[[ ]]` file tests that bashkit resolves the empty operand for as the
+/// working directory (`[[ -e "" ]]` is true there, false in bash).
+const EMPTY_IS_CWD_UNARY: &[&str] = &["-e", "-a", "-d", "-s"];
+
+/// The first construct of `script` the runtime refuses, or `None` to run
+/// it (also when it does not parse: the interpreter reports that).
+pub(crate) fn check(script: &str, max_depth: usize, max_fuel: usize) -> Option<Refusal> {
+    if let Some(refusal) = check_text(script) {
+        return Some(refusal);
+    }
+    let ast = Parser::with_limits(script, max_depth, max_fuel)
+        .parse()
+        .ok()?;
+    let mut walk = Walk::default();
+    walk.commands(&ast.commands);
+    walk.found
+}
+
+/// Checks that need the text: names inside trap strings and `eval`
+/// arguments are not in the syntax tree.
+fn check_text(script: &str) -> Option<Refusal> {
+    let bytes = script.as_bytes();
+    let name = "BASH_COMMAND";
+    let mut from = 0;
+    while let Some(at) = script[from..].find(name) {
+        let start = from + at;
+        let end = start + name.len();
+        from = end;
+        let before = &script[..start];
+        let referenced = before.ends_with('$')
+            || before.ends_with("${")
+            || before.ends_with("${#")
+            || before.ends_with("${!");
+        let whole = !bytes
+            .get(end)
+            .is_some_and(|b| b.is_ascii_alphanumeric() || *b == b'_');
+        if referenced && whole {
+            return Some(Refusal {
+                construct: "`$BASH_COMMAND`".into(),
+                reason: "bashkit leaves it empty, in DEBUG traps too",
+            });
+        }
+    }
+    None
+}
+
+#[derive(Default)]
+struct Walk {
+    found: Option<Refusal>,
+}
+
+impl Walk {
+    fn refuse(&mut self, construct: String, reason: &'static str) {
+        if self.found.is_none() {
+            self.found = Some(Refusal { construct, reason });
+        }
+    }
+
+    fn commands(&mut self, commands: &[Command]) {
+        for command in commands {
+            if self.found.is_some() {
+                return;
+            }
+            self.command(command);
+        }
+    }
+
+    fn command(&mut self, command: &Command) {
+        match command {
+            Command::Simple(simple) => {
+                self.word(&simple.name);
+                self.words(&simple.args);
+                self.redirects(&simple.redirects);
+                for assignment in &simple.assignments {
+                    match &assignment.value {
+                        AssignmentValue::Scalar(word) => self.word(word),
+                        AssignmentValue::Array(words) => self.words(words),
+                    }
+                }
+            }
+            Command::Pipeline(pipeline) => self.commands(&pipeline.commands),
+            Command::List(list) => {
+                self.command(&list.first);
+                for (_, next) in &list.rest {
+                    self.command(next);
+                }
+            }
+            Command::Compound(compound, redirects) => {
+                self.compound(compound);
+                self.redirects(redirects);
+            }
+            Command::Function(function) => self.command(&function.body),
+        }
+    }
+
+    fn compound(&mut self, compound: &CompoundCommand) {
+        match compound {
+            CompoundCommand::If(c) => {
+                self.commands(&c.condition);
+                self.commands(&c.then_branch);
+                for (condition, branch) in &c.elif_branches {
+                    self.commands(condition);
+                    self.commands(branch);
+                }
+                if let Some(branch) = &c.else_branch {
+                    self.commands(branch);
+                }
+            }
+            CompoundCommand::For(c) => {
+                if let Some(words) = &c.words {
+                    self.words(words);
+                }
+                self.commands(&c.body);
+            }
+            CompoundCommand::ArithmeticFor(c) => self.commands(&c.body),
+            CompoundCommand::While(c) => {
+                self.commands(&c.condition);
+                self.commands(&c.body);
+            }
+            CompoundCommand::Until(c) => {
+                self.commands(&c.condition);
+                self.commands(&c.body);
+            }
+            CompoundCommand::Case(c) => {
+                self.word(&c.word);
+                for CaseItem {
+                    patterns, commands, ..
+                } in &c.cases
+                {
+                    self.words(patterns);
+                    self.commands(commands);
+                }
+            }
+            CompoundCommand::Select(c) => {
+                self.words(&c.words);
+                self.commands(&c.body);
+            }
+            CompoundCommand::Subshell(commands) | CompoundCommand::BraceGroup(commands) => {
+                self.commands(commands)
+            }
+            CompoundCommand::Arithmetic(_) => {}
+            CompoundCommand::Time(t) => {
+                if let Some(command) = &t.command {
+                    self.command(command);
+                }
+            }
+            CompoundCommand::Conditional(words) => {
+                self.words(words);
+                self.conditional(words);
+            }
+            CompoundCommand::Coproc(c) => self.command(&c.body),
+        }
+    }
+
+    fn redirects(&mut self, redirects: &[Redirect]) {
+        for redirect in redirects {
+            self.word(&redirect.target);
+        }
+    }
+
+    fn words(&mut self, words: &[Word]) {
+        for word in words {
+            self.word(word);
+        }
+    }
+
+    fn word(&mut self, word: &Word) {
+        for part in &word.parts {
+            match part {
+                WordPart::CommandSubstitution(commands)
+                | WordPart::ProcessSubstitution { commands, .. } => self.commands(commands),
+                WordPart::CompoundAssignment { elements, .. } => self.words(elements),
+                WordPart::ParameterExpansion { name, operator, .. } => {
+                    if let ParameterOp::ReplaceFirst {
+                        pattern,
+                        replacement,
+                    }
+                    | ParameterOp::ReplaceAll {
+                        pattern,
+                        replacement,
+                    } = operator
+                        && (nested_expansion(pattern) || nested_expansion(replacement))
+                    {
+                        self.refuse(
+                            format!("`${{{name}/...${{...}}...}}`"),
+                            "a `${...}` or `$(...)` inside the pattern or replacement of \
+                             `${var/pattern/string}` ends the pattern at its inner `}` or `/`",
+                        );
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+
+    /// The `[[ ]]` primaries bashkit evaluates wrongly, found the way bashkit
+    /// splits the expression: `||`, then `&&`, then `!`, then wrapping
+    /// parentheses, down to leaves of expanded words.
+    fn conditional(&mut self, words: &[Word]) {
+        if words.is_empty() || self.found.is_some() {
+            return;
+        }
+        if wrapped(words) {
+            return self.conditional(&words[1..words.len() - 1]);
+        }
+        for op in ["||", "&&"] {
+            if let Some(i) = top_level(words, op) {
+                self.conditional(&words[..i]);
+                self.conditional(&words[i + 1..]);
+                return;
+            }
+        }
+        if literal(&words[0]) == Some("!") {
+            return self.conditional(&words[1..]);
+        }
+        let [op, operand] = words else {
+            return;
+        };
+        let Some(op) = literal(op) else {
+            return;
+        };
+        if UNEVALUATED_UNARY.contains(&op) {
+            self.refuse(
+                format!("`[[ {op} ... ]]`"),
+                "bashkit's [[ ]] does not evaluate this operator and answers true; \
+                 `[ ... ]` (test) answers it right",
+            );
+        } else if EXISTS_ONLY_UNARY.contains(&op) {
+            self.refuse(
+                format!("`[[ {op} ... ]]`"),
+                "bashkit's [[ ]] answers it with \"the file exists\", whatever its mode; \
+                 `[ ... ]` (test) answers it right",
+            );
+        } else if EMPTY_IS_CWD_UNARY.contains(&op) && may_be_empty(operand) {
+            self.refuse(
+                format!("`[[ {op} $var ]]` with an operand that may be empty"),
+                "bashkit's [[ ]] takes an empty operand for the working directory, so \
+                 `[[ -e \"\" ]]` is true; `[ ... ]` (test) answers it right",
+            );
+        }
+    }
+}
+
+/// The word as its one unquoted literal part (an operator of `[[ ]]`).
+fn literal(word: &Word) -> Option<&str> {
+    match word.parts.as_slice() {
+        [WordPart::Literal(text)] if !word.quoted => Some(text),
+        _ => None,
+    }
+}
+
+/// Whether `words` is `( ... )` with the parentheses matching each other.
+fn wrapped(words: &[Word]) -> bool {
+    if words.len() < 2
+        || literal(&words[0]) != Some("(")
+        || literal(&words[words.len() - 1]) != Some(")")
+    {
+        return false;
+    }
+    let mut depth = 0usize;
+    for (i, word) in words.iter().enumerate() {
+        match literal(word) {
+            Some("(") => depth += 1,
+            Some(")") => {
+                depth = depth.saturating_sub(1);
+                if depth == 0 && i + 1 < words.len() {
+                    return false;
+                }
+            }
+            _ => {}
+        }
+    }
+    depth == 0
+}
+
+/// The last `op` outside parentheses (not the first word), as bashkit
+/// splits.
+fn top_level(words: &[Word], op: &str) -> Option<usize> {
+    let mut depth = 0usize;
+    for i in (0..words.len()).rev() {
+        match literal(&words[i]) {
+            Some(")") => depth += 1,
+            Some("(") => depth = depth.saturating_sub(1),
+            Some(found) if found == op && depth == 0 && i > 0 => return Some(i),
+            _ => {}
+        }
+    }
+    None
+}
+
+/// Whether `word` can expand to the empty string: it has no literal text.
+fn may_be_empty(word: &Word) -> bool {
+    !word
+        .parts
+        .iter()
+        .any(|part| matches!(part, WordPart::Literal(text) if !text.is_empty()))
+}
+
+/// Whether a `${var/pattern/string}` piece holds `${` or `$(` outside
+/// double quotes: bashkit's parser stops the piece at the inner `}` or `/`.
+fn nested_expansion(text: &str) -> bool {
+    let mut in_dq = false;
+    let mut chars = text.chars().peekable();
+    while let Some(ch) = chars.next() {
+        match ch {
+            '\\' => {
+                chars.next();
+            }
+            '"' => in_dq = !in_dq,
+            '$' if !in_dq && matches!(chars.peek(), Some('{') | Some('(')) => return true,
+            '`' if !in_dq => return true,
+            _ => {}
+        }
+    }
+    false
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn refused(script: &str) -> Option<String> {
+        check(script, 100, 1_000_000).map(|r| r.construct)
+    }
+
+    #[test]
+    fn file_tests_bashkit_does_not_evaluate_are_refused() {
+        for op in [
+            "-L", "-h", "-p", "-S", "-b", "-c", "-k", "-u", "-g", "-O", "-G", "-N",
+        ] {
+            let script = format!("touch r; [[ {op} r ]] && echo y");
+            assert_eq!(
+                refused(&script),
+                Some(format!("`[[ {op} ... ]]`")),
+                "{script}"
+            );
+        }
+        assert!(refused("[[ -x r ]]").is_some());
+        assert!(refused("if [[ ! -w $f && -n $g ]]; then :; fi").is_some());
+        assert!(refused("f() { [[ ( -r x ) ]]; }").is_some());
+        assert!(refused("echo $( [[ -L x ]] )").is_some());
+    }
+
+    #[test]
+    fn file_tests_bashkit_gets_right_run() {
+        assert_eq!(refused("[[ -f $f ]] && echo y"), None);
+        assert_eq!(refused("[[ -e x && -d \"$d/sub\" ]]"), None);
+        assert_eq!(refused("[[ -n $x || -z $y ]]"), None);
+        // A binary test whose left side reads like an operator.
+        assert_eq!(refused("[[ -L == -L ]]"), None);
+        assert_eq!(refused("[ -L x ] && test -x y"), None);
+        // Not a conditional at all.
+        assert_eq!(refused("echo '[[ -L x ]]'"), None);
+    }
+
+    #[test]
+    fn an_operand_that_may_be_empty_is_refused_for_the_cwd_tests() {
+        assert!(refused("f=\"\"; [[ -e $f ]] && echo exists").is_some());
+        assert!(refused("[[ -d \"$dir\" ]]").is_some());
+        assert!(refused("[[ -a '' ]]").is_some());
+        assert_eq!(refused("[[ -d \"$dir/\" ]]"), None);
+    }
+
+    #[test]
+    fn nested_expansions_in_a_replacement_pattern_are_refused() {
+        assert!(refused("x=a/b/c; y=/; echo ${x//${y}/-}").is_some());
+        assert!(refused("echo \"${x/$(echo a)/b}\"").is_some());
+        assert!(refused("echo ${x/a/${y}}").is_some());
+        assert_eq!(refused("echo ${x//$y/-} ${x//\"${y}\"/-} ${x#${y}}"), None);
+    }
+
+    #[test]
+    fn bash_command_is_refused_where_it_is_expanded() {
+        assert!(refused("trap 'echo \"DBG $BASH_COMMAND\"' DEBUG; echo a").is_some());
+        assert!(refused("echo ${#BASH_COMMAND}").is_some());
+        assert_eq!(refused("echo BASH_COMMAND $BASH_COMMANDS"), None);
+    }
+
+    #[test]
+    fn scripts_that_do_not_parse_are_left_to_the_interpreter() {
+        assert_eq!(refused("if [[ -L x ]]; then"), None);
+    }
+}
