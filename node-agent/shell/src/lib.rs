@@ -27,6 +27,7 @@ mod refuse;
 mod runtime;
 mod sandbox_fs;
 mod session;
+mod stderr;
 mod stdin;
 mod stop;
 

@@ -50,18 +50,64 @@ const EXISTS_ONLY_UNARY: &[&str] = &["-r", "-w", "-x"];
 /// working directory (`[[ -e "" ]]` is true there, false in bash).
 const EMPTY_IS_CWD_UNARY: &[&str] = &["-e", "-a", "-d", "-s"];
 
-/// The first construct of `script` the runtime refuses, or `None` to run
-/// it (also when it does not parse: the interpreter reports that).
-pub(crate) fn check(script: &str, max_depth: usize, max_fuel: usize) -> Option<Refusal> {
+/// What to do with a script.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Verdict {
+    /// It parses and may run. `flat`: its top level is simple commands,
+    /// pipelines of them and `;`/`&&`/`||` lists, calling no function of
+    /// its own and no `eval`/`source`/`.` (see [`flat`]).
+    Run { flat: bool },
+    /// It does not parse: run it as written, so the interpreter's syntax
+    /// report (and what bash runs before the error) stays bash's.
+    Unparsed,
+    /// It is not run at all.
+    Refuse(Refusal),
+}
+
+/// Whether `script` may run, parsed with the run's parser limits.
+pub(crate) fn check(script: &str, max_depth: usize, max_fuel: usize) -> Verdict {
     if let Some(refusal) = check_text(script) {
-        return Some(refusal);
+        return Verdict::Refuse(refusal);
     }
-    let ast = Parser::with_limits(script, max_depth, max_fuel)
-        .parse()
-        .ok()?;
+    let Ok(ast) = Parser::with_limits(script, max_depth, max_fuel).parse() else {
+        return Verdict::Unparsed;
+    };
     let mut walk = Walk::default();
     walk.commands(&ast.commands);
-    walk.found
+    match walk.found {
+        Some(refusal) => Verdict::Refuse(refusal),
+        None => Verdict::Run {
+            flat: flat(&ast.commands, &walk.functions),
+        },
+    }
+}
+
+/// Whether every top-level command is a simple command (not one of the
+/// script's functions, `eval`, `source` or `.`), a pipeline of them or a
+/// list of those: bashkit routes an `exec 2>` target once per top-level
+/// command, so inside a compound command stderr would wait for its end.
+fn flat(commands: &[Command], functions: &[String]) -> bool {
+    commands.iter().all(|command| match command {
+        Command::Simple(simple) => match simple.name.parts.as_slice() {
+            [] => true,
+            [WordPart::Literal(name)] => {
+                !matches!(name.as_str(), "eval" | "source" | ".")
+                    && !functions.iter().any(|f| f == name)
+            }
+            // A name that is expanded could be anything.
+            _ => false,
+        },
+        Command::Pipeline(pipeline) => flat(&pipeline.commands, functions),
+        Command::List(list) => {
+            flat(std::slice::from_ref(&list.first), functions)
+                && list
+                    .rest
+                    .iter()
+                    .all(|(_, c)| flat(std::slice::from_ref(c), functions))
+        }
+        Command::Function(_) => true,
+        Command::Compound(..) => false,
+    })
 }
 
 /// Checks that need the text: names inside trap strings and `eval`
@@ -95,6 +141,8 @@ fn check_text(script: &str) -> Option<Refusal> {
 #[derive(Default)]
 struct Walk {
     found: Option<Refusal>,
+    /// Names of the functions the script defines.
+    functions: Vec<String>,
 }
 
 impl Walk {
@@ -137,7 +185,10 @@ impl Walk {
                 self.compound(compound);
                 self.redirects(redirects);
             }
-            Command::Function(function) => self.command(&function.body),
+            Command::Function(function) => {
+                self.functions.push(function.name.clone());
+                self.command(&function.body);
+            }
         }
     }
 
@@ -368,7 +419,10 @@ mod tests {
     use super::*;
 
     fn refused(script: &str) -> Option<String> {
-        check(script, 100, 1_000_000).map(|r| r.construct)
+        match check(script, 100, 1_000_000) {
+            Verdict::Refuse(r) => Some(r.construct),
+            Verdict::Run { .. } | Verdict::Unparsed => None,
+        }
     }
 
     #[test]
@@ -425,7 +479,24 @@ mod tests {
     }
 
     #[test]
+    fn flat_scripts_are_told_apart() {
+        let flat = |script: &str| check(script, 100, 1_000_000) == Verdict::Run { flat: true };
+        assert!(flat("echo out1; echo err1 >&2; echo out2"));
+        assert!(flat(
+            "cd x && make | tee log || echo failed >&2; f() { :; }"
+        ));
+        assert!(!flat("for i in 1; do echo $i; done"));
+        assert!(!flat("f() { echo a; }; f"));
+        assert!(!flat("eval 'echo a'"));
+        assert!(!flat("echo a | while read l; do :; done"));
+        assert!(!flat("$cmd x"));
+    }
+
+    #[test]
     fn scripts_that_do_not_parse_are_left_to_the_interpreter() {
-        assert_eq!(refused("if [[ -L x ]]; then"), None);
+        assert_eq!(
+            check("if [[ -L x ]]; then", 100, 1_000_000),
+            Verdict::Unparsed
+        );
     }
 }

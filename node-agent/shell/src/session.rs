@@ -11,6 +11,7 @@ use crate::paths::resolve_cwd;
 use crate::refuse;
 use crate::runtime::EXIT_REFUSED;
 use crate::sandbox_fs::SandboxFs;
+use crate::stderr;
 use crate::stdin;
 use crate::stop::StopFlag;
 use agentcomputer_fs::Fs;
@@ -87,19 +88,25 @@ pub(crate) async fn execute(job: Job) -> Finished {
     // Busy execs of one computer share one computer's turns of idle CPU.
     agentcomputer_sched::join_group(job.fs.db_path());
     let engine = EngineFs::new(job.fs.clone()).with_budget(budget.clone());
-    let sandbox = SandboxFs::new(engine.clone(), job.limits.scratch(), HOME);
+    let sandbox = SandboxFs::new(engine.clone(), job.limits.scratch(), HOME).with_stderr(
+        stderr::Sink::new(Arc::clone(&job.gate), Arc::clone(&job.stop)),
+    );
     let limits = job.limits.execution(job.timeout, job.gate.cap());
     // A script that would give a silent wrong answer is not run at all.
-    if let Some(refusal) = refuse::check(
+    let ordered = match refuse::check(
         &job.script,
         limits.max_ast_depth,
         limits.max_parser_operations,
     ) {
-        return Finished {
-            exit_code: EXIT_REFUSED,
-            stop: Some(Stop::Refused(refusal.message())),
-        };
-    }
+        refuse::Verdict::Refuse(refusal) => {
+            return Finished {
+                exit_code: EXIT_REFUSED,
+                stop: Some(Stop::Refused(refusal.message())),
+            };
+        }
+        refuse::Verdict::Run { flat } => flat,
+        refuse::Verdict::Unparsed => false,
+    };
     // With stdin, the script reads it through a pipe fed by the runtime
     // (see the `stdin` module); a script that must run as written gets it
     // whole, as bashkit hands it over; no stdin leaves the script alone.
@@ -114,6 +121,16 @@ pub(crate) async fn execute(job: Job) -> Finished {
             ExecOptions::new(),
         ),
         None => (None, None, ExecOptions::new().stdin(job.stdin)),
+    };
+    // stderr through the ordered sink (see the `stderr` module) where
+    // bashkit routes it per command: not inside the stdin wrapper, which
+    // makes the whole script one compound command (and whose script stage
+    // would hand all of stdin to the `exec`). A script that does not parse
+    // runs as written, so its syntax report is bash's.
+    let script = match (wrapped, ordered) {
+        (Some(wrapped), _) => wrapped,
+        (None, true) => stderr::wrap(&job.script),
+        (None, false) => job.script.clone(),
     };
     let mut builder = builtins::install(
         Bash::builder(),
@@ -159,7 +176,7 @@ pub(crate) async fn execute(job: Job) -> Finished {
     let gate_out = Arc::clone(&job.gate);
     let gate_err = Arc::clone(&job.gate);
     let result = bash
-        .execute(wrapped.as_deref().unwrap_or(&job.script))
+        .execute(&script)
         .stdout_fn(move |bytes| {
             let gate = Arc::clone(&gate_out);
             async move { gate.deliver(false, bytes).await.map_err(refusal_error) }
