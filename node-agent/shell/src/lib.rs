@@ -30,6 +30,7 @@ mod session;
 mod stderr;
 mod stdin;
 mod stop;
+mod whole_input;
 
 pub use agentcomputer_egress::{EgressConfig, Policy as EgressPolicy};
 pub use engine_fs::{EngineFs, SHELL_OWNER};

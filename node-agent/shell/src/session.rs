@@ -14,10 +14,12 @@ use crate::sandbox_fs::SandboxFs;
 use crate::stderr;
 use crate::stdin;
 use crate::stop::StopFlag;
+use crate::whole_input;
 use agentcomputer_fs::Fs;
 use bashkit::{Bash, ExecOptions, LimitExceeded};
 use std::path::Path;
 use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
 /// bashkit's user; `$HOME` is `/home/<user>` in the scratch tree.
@@ -132,6 +134,7 @@ pub(crate) async fn execute(job: Job) -> Finished {
         (None, true) => stderr::wrap(&job.script),
         (None, false) => job.script.clone(),
     };
+    let nested_limits = limits.clone();
     let mut builder = builtins::install(
         Bash::builder(),
         &engine,
@@ -156,6 +159,17 @@ pub(crate) async fn execute(job: Job) -> Finished {
     }
     if let Some(feed) = feed {
         builder = builder.command(stdin::FEED_COMMAND, feed);
+        // The exec's stdin is consumed once by bashkit's whole-input
+        // commands too (see the `whole_input` module).
+        let cancel = Arc::new(AtomicBool::new(false));
+        job.stop.link(Arc::clone(&cancel));
+        let shared = whole_input::Shared {
+            budget: budget.clone(),
+            limits: nested_limits,
+            memory: job.limits.memory(),
+            cancel,
+        };
+        builder = whole_input::install(builder, &shared);
     }
     let mut bash = builder.build();
     builtins::set_startup_variables(&mut bash);
