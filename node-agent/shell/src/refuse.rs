@@ -13,8 +13,8 @@
 //! whose syntax report is bash's.
 
 use bashkit::parser::{
-    AssignmentValue, CaseItem, Command, CompoundCommand, ParameterOp, Parser, Redirect, Word,
-    WordPart,
+    AssignmentValue, CaseItem, Command, CompoundCommand, Lexer, ParameterOp, Parser, Redirect,
+    SpannedToken, Word, WordPart,
 };
 
 /// Why a script is not run: the construct as written and what goes wrong.
@@ -55,8 +55,10 @@ const EMPTY_IS_CWD_UNARY: &[&str] = &["-e", "-a", "-d", "-s"];
 pub(crate) enum Verdict {
     /// It parses and may run. `flat`: its top level is simple commands,
     /// pipelines of them and `;`/`&&`/`||` lists, calling no function of
-    /// its own and no `eval`/`source`/`.` (see [`flat`]).
-    Run { flat: bool },
+    /// its own and no `eval`/`source`/`.` (see [`flat`]). `script`: the
+    /// text to run instead, when operands had to be guarded (see
+    /// [`guard_empty_operands`]).
+    Run { flat: bool, script: Option<String> },
     /// It does not parse: run it as written, so the interpreter's syntax
     /// report (and what bash runs before the error) stays bash's.
     Unparsed,
@@ -74,12 +76,138 @@ pub(crate) fn check(script: &str, max_depth: usize, max_fuel: usize) -> Verdict 
     };
     let mut walk = Walk::default();
     walk.commands(&ast.commands);
-    match walk.found {
-        Some(refusal) => Verdict::Refuse(refusal),
-        None => Verdict::Run {
-            flat: flat(&ast.commands, &walk.functions),
-        },
+    if let Some(refusal) = walk.found {
+        return Verdict::Refuse(refusal);
     }
+    let flat = flat(&ast.commands, &walk.functions);
+    if walk.guards == 0 {
+        return Verdict::Run { flat, script: None };
+    }
+    match guard_empty_operands(script, walk.guards, max_depth, max_fuel) {
+        Some(guarded) => Verdict::Run {
+            flat,
+            script: Some(guarded),
+        },
+        None => Verdict::Refuse(Refusal {
+            construct: "`[[ -e $var ]]` (also `-a`, `-d`, `-s`) with an operand that may be empty"
+                .into(),
+            reason: "bashkit's [[ ]] takes an empty operand for the working directory, so \
+                     `[[ -e \"\" ]]` is true; `[ ... ]` (test) answers it right",
+        }),
+    }
+}
+
+/// Where a guarded operand points when it is empty: below a file, so no
+/// file test is true for it, as none is for the empty name in bash.
+const EMPTY_OPERAND: &str = "/dev/null/.empty-operand";
+
+/// `script` with every `[[ -e NAME ]]`-style operand that is one parameter
+/// (`$v`, `${v}`, `"$v"`, `"${v}"`, `$1`) written as `"${v:-EMPTY}"`, so
+/// an empty value names no file; `None` when that cannot be done exactly:
+/// the lexer did not find the `expected` operands the syntax tree has
+/// (one inside `$(...)` or a here-document), the script uses `set -u` (an
+/// unset name would no longer fail), or the result does not check clean.
+fn guard_empty_operands(
+    script: &str,
+    expected: usize,
+    max_depth: usize,
+    max_fuel: usize,
+) -> Option<String> {
+    if script.contains("nounset") || set_u(script) {
+        return None;
+    }
+    let mut lexer = Lexer::new(script);
+    let mut tokens = Vec::new();
+    while let Some(token) = lexer.next_spanned_token() {
+        tokens.push(token);
+    }
+    let text = |t: &SpannedToken| script.get(t.span.start.offset..t.span.end.offset);
+    // bashkit does not export its token type; its `Debug` names the kind.
+    let kind = |t: &SpannedToken| {
+        let debug = format!("{:?}", t.token);
+        match debug.find('(') {
+            Some(at) => debug[..at].to_string(),
+            None => debug,
+        }
+    };
+    let word = |t: &SpannedToken, want: &[&str]| {
+        kind(t) == "Word" && text(t).is_some_and(|text| want.contains(&text))
+    };
+    let mut edits = Vec::new();
+    let mut in_cond = false;
+    for i in 0..tokens.len() {
+        match kind(&tokens[i]).as_str() {
+            "DoubleLeftBracket" => in_cond = true,
+            "DoubleRightBracket" => in_cond = false,
+            _ => {}
+        }
+        if !in_cond || i + 3 >= tokens.len() {
+            continue;
+        }
+        let starts = matches!(
+            kind(&tokens[i]).as_str(),
+            "DoubleLeftBracket" | "And" | "Or" | "LeftParen"
+        ) || word(&tokens[i], &["!"]);
+        let (op, operand, after) = (&tokens[i + 1], &tokens[i + 2], &tokens[i + 3]);
+        let ends = matches!(
+            kind(after).as_str(),
+            "DoubleRightBracket" | "And" | "Or" | "RightParen"
+        );
+        if !(starts && word(op, EMPTY_IS_CWD_UNARY) && ends) {
+            continue;
+        }
+        if let Some(name) = text(operand).and_then(parameter_name) {
+            edits.push((operand.span.start.offset, operand.span.end.offset, name));
+        }
+    }
+    if edits.len() != expected {
+        return None;
+    }
+    let mut guarded = String::with_capacity(script.len() + edits.len() * 40);
+    let mut at = 0;
+    for (start, end, name) in edits {
+        guarded.push_str(&script[at..start]);
+        guarded.push_str(&format!("\"${{{name}:-{EMPTY_OPERAND}}}\""));
+        at = end;
+    }
+    guarded.push_str(&script[at..]);
+    let ast = Parser::with_limits(&guarded, max_depth, max_fuel)
+        .parse()
+        .ok()?;
+    let mut walk = Walk::default();
+    walk.commands(&ast.commands);
+    (walk.found.is_none() && walk.guards == 0).then_some(guarded)
+}
+
+/// Whether the script turns on `set -u` in a short option cluster.
+fn set_u(script: &str) -> bool {
+    script.match_indices("set ").any(|(at, _)| {
+        script[at + 4..]
+            .split_whitespace()
+            .take_while(|w| w.starts_with('-') || w.starts_with('+'))
+            .any(|w| w.starts_with('-') && !w.starts_with("--") && w.contains('u'))
+    })
+}
+
+/// The parameter a `[[ ]]` operand written as one parameter names:
+/// `$v`, `${v}`, `"$v"`, `"${v}"` or a positional `$1`.
+fn parameter_name(text: &str) -> Option<&str> {
+    let inner = match text.strip_prefix('"') {
+        Some(rest) => rest.strip_suffix('"')?,
+        None => text,
+    };
+    let inner = inner.strip_prefix('$')?;
+    let name = match inner.strip_prefix('{') {
+        Some(rest) => rest.strip_suffix('}')?,
+        None => inner,
+    };
+    let identifier = name
+        .chars()
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+    let positional = name.len() == 1 && name.as_bytes()[0].is_ascii_digit() && name != "0";
+    (identifier || positional).then_some(name)
 }
 
 /// Whether every top-level command is a simple command (not one of the
@@ -143,6 +271,9 @@ struct Walk {
     found: Option<Refusal>,
     /// Names of the functions the script defines.
     functions: Vec<String>,
+    /// `[[ -e $v ]]`-style operands that may be empty and are one
+    /// parameter, to be guarded (see [`guard_empty_operands`]).
+    guards: usize,
 }
 
 impl Walk {
@@ -331,11 +462,15 @@ impl Walk {
                  `[ ... ]` (test) answers it right",
             );
         } else if EMPTY_IS_CWD_UNARY.contains(&op) && may_be_empty(operand) {
-            self.refuse(
-                format!("`[[ {op} $var ]]` with an operand that may be empty"),
-                "bashkit's [[ ]] takes an empty operand for the working directory, so \
-                 `[[ -e \"\" ]]` is true; `[ ... ]` (test) answers it right",
-            );
+            if one_parameter(operand) {
+                self.guards += 1;
+            } else {
+                self.refuse(
+                    format!("`[[ {op} ... ]]` with an operand that may be empty"),
+                    "bashkit's [[ ]] takes an empty operand for the working directory, so \
+                     `[[ -e \"\" ]]` is true; `[ ... ]` (test) answers it right",
+                );
+            }
         }
     }
 }
@@ -387,12 +522,25 @@ fn top_level(words: &[Word], op: &str) -> Option<usize> {
     None
 }
 
-/// Whether `word` can expand to the empty string: it has no literal text.
+/// Whether `word` is one parameter expansion and nothing else (`$v`,
+/// `"${v}"`), the operands [`guard_empty_operands`] can guard.
+fn one_parameter(word: &Word) -> bool {
+    matches!(word.parts.as_slice(), [WordPart::Variable(name)] if parameter_name(&format!("${name}")).is_some())
+}
+
+/// Whether `word` can expand to the empty string: it has no literal text
+/// and no `${v:-text}` with literal text.
 fn may_be_empty(word: &Word) -> bool {
-    !word
-        .parts
-        .iter()
-        .any(|part| matches!(part, WordPart::Literal(text) if !text.is_empty()))
+    !word.parts.iter().any(|part| match part {
+        WordPart::Literal(text) => !text.is_empty(),
+        WordPart::ParameterExpansion {
+            operator: ParameterOp::UseDefault,
+            operand,
+            colon_variant: true,
+            ..
+        } => !operand.is_empty() && !operand.contains(['$', '`', '\'', '"', '\\']),
+        _ => false,
+    })
 }
 
 /// Whether a `${var/pattern/string}` piece holds `${` or `$(` outside
@@ -455,12 +603,41 @@ mod tests {
         assert_eq!(refused("echo '[[ -L x ]]'"), None);
     }
 
+    fn guarded(script: &str) -> Option<String> {
+        match check(script, 100, 1_000_000) {
+            Verdict::Run { script, .. } => script,
+            _ => None,
+        }
+    }
+
     #[test]
-    fn an_operand_that_may_be_empty_is_refused_for_the_cwd_tests() {
-        assert!(refused("f=\"\"; [[ -e $f ]] && echo exists").is_some());
-        assert!(refused("[[ -d \"$dir\" ]]").is_some());
+    fn an_operand_that_is_one_parameter_is_guarded_against_the_empty_value() {
+        assert_eq!(
+            guarded("f=\"\"; [[ -e $f ]] && echo exists").as_deref(),
+            Some("f=\"\"; [[ -e \"${f:-/dev/null/.empty-operand}\" ]] && echo exists")
+        );
+        assert_eq!(
+            guarded("if [[ ! -d \"${dir}\" || -s \"$1\" ]]; then :; fi").as_deref(),
+            Some(
+                "if [[ ! -d \"${dir:-/dev/null/.empty-operand}\" || \
+                 -s \"${1:-/dev/null/.empty-operand}\" ]]; then :; fi"
+            )
+        );
+        // The text `[[ -e $f ]]` outside a conditional is left alone.
+        assert_eq!(
+            guarded("echo '[[ -e $f ]]'; [[ -e $f ]]").as_deref(),
+            Some("echo '[[ -e $f ]]'; [[ -e \"${f:-/dev/null/.empty-operand}\" ]]")
+        );
+        assert_eq!(guarded("[[ -d \"$dir/\" ]]"), None);
+    }
+
+    #[test]
+    fn an_operand_that_may_be_empty_and_cannot_be_guarded_is_refused() {
         assert!(refused("[[ -a '' ]]").is_some());
-        assert_eq!(refused("[[ -d \"$dir/\" ]]"), None);
+        assert!(refused("[[ -e $a$b ]]").is_some());
+        assert!(refused("x=$( [[ -e $f ]] && echo y )").is_some());
+        assert!(refused("set -eu; [[ -e $f ]]").is_some());
+        assert!(refused("cat <<EOF\n[[ -e $f ]]\nEOF\n[[ -e $f ]]").is_some());
     }
 
     #[test]
@@ -480,7 +657,12 @@ mod tests {
 
     #[test]
     fn flat_scripts_are_told_apart() {
-        let flat = |script: &str| check(script, 100, 1_000_000) == Verdict::Run { flat: true };
+        let flat = |script: &str| {
+            matches!(
+                check(script, 100, 1_000_000),
+                Verdict::Run { flat: true, .. }
+            )
+        };
         assert!(flat("echo out1; echo err1 >&2; echo out2"));
         assert!(flat(
             "cd x && make | tee log || echo failed >&2; f() { :; }"

@@ -95,7 +95,7 @@ pub(crate) async fn execute(job: Job) -> Finished {
     );
     let limits = job.limits.execution(job.timeout, job.gate.cap());
     // A script that would give a silent wrong answer is not run at all.
-    let ordered = match refuse::check(
+    let (ordered, guarded) = match refuse::check(
         &job.script,
         limits.max_ast_depth,
         limits.max_parser_operations,
@@ -106,15 +106,18 @@ pub(crate) async fn execute(job: Job) -> Finished {
                 stop: Some(Stop::Refused(refusal.message())),
             };
         }
-        refuse::Verdict::Run { flat } => flat,
-        refuse::Verdict::Unparsed => false,
+        refuse::Verdict::Run { flat, script } => (flat, script),
+        refuse::Verdict::Unparsed => (false, None),
     };
+    // The script as it runs: with `[[ -e $v ]]` operands guarded against
+    // the empty value where that was needed (see the `refuse` module).
+    let source = guarded.unwrap_or_else(|| job.script.clone());
     // With stdin, the script reads it through a pipe fed by the runtime
     // (see the `stdin` module); a script that must run as written gets it
     // whole, as bashkit hands it over; no stdin leaves the script alone.
     let wrapped = match job.stdin.is_empty() {
         true => None,
-        false => stdin::wrap(&job.script, &limits),
+        false => stdin::wrap(&source, &limits),
     };
     let (wrapped, feed, options) = match wrapped {
         Some(wrapped) => (
@@ -131,8 +134,8 @@ pub(crate) async fn execute(job: Job) -> Finished {
     // runs as written, so its syntax report is bash's.
     let script = match (wrapped, ordered) {
         (Some(wrapped), _) => wrapped,
-        (None, true) => stderr::wrap(&job.script),
-        (None, false) => job.script.clone(),
+        (None, true) => stderr::wrap(&source),
+        (None, false) => source,
     };
     let nested_limits = limits.clone();
     let mut builder = builtins::install(

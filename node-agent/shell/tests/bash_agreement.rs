@@ -132,8 +132,13 @@ async fn run(c: &Computer, script: &str, stdin: &[u8]) -> Run {
 
 /// The row agrees with bash: the same lines, in the same order on the same
 /// streams, and the same status; `expected` is bash's answer as tagged
-/// lines.
+/// lines, status 0.
 async fn agrees(script: &str, stdin: &[u8], expected: &[&str]) {
+    agrees_with_status(script, stdin, expected, 0).await
+}
+
+/// [`agrees`] for a script whose status is `status`.
+async fn agrees_with_status(script: &str, stdin: &[u8], expected: &[&str], status: i32) {
     let c = Computer::new();
     let dir = layout(&c);
     let ours = run(&c, script, stdin).await;
@@ -141,11 +146,11 @@ async fn agrees(script: &str, stdin: &[u8], expected: &[&str]) {
     assert_eq!(ours.outcome.error, None, "{script}");
     assert_eq!(
         (runtime_lines(&ours), ours.code()),
-        (want.clone(), 0),
+        (want.clone(), status),
         "runtime: {script}"
     );
     if let Some(theirs) = host_bash(dir.path(), script, stdin) {
-        assert_eq!(theirs, (want, 0), "host bash: {script}");
+        assert_eq!(theirs, (want, status), "host bash: {script}");
     }
 }
 
@@ -193,8 +198,21 @@ async fn double_bracket_symlink_test_of_a_missing_file_is_refused() {
 }
 
 #[tokio::test]
-async fn double_bracket_exists_with_an_empty_operand_is_refused() {
-    refused("f=\"\"; [[ -e $f ]] && echo exists", "[[ -e $var ]]", &[]).await;
+async fn double_bracket_exists_with_an_empty_operand_agrees() {
+    agrees_with_status("f=\"\"; [[ -e $f ]] && echo exists", b"", &[], 1).await;
+    // The operand guarded against the empty value still names the file.
+    agrees(
+        "d=; f=r; [[ -e $f ]] && echo e; [[ ! -d \"${d}\" ]] && echo not-d; \
+         [[ -s $f || -a \"$f\" ]] && echo s-or-a; [[ -d $d ]] || echo no-d",
+        b"",
+        &["1:e\n", "1:not-d\n", "1:s-or-a\n", "1:no-d\n"],
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn double_bracket_exists_with_an_operand_that_cannot_be_guarded_is_refused() {
+    refused("a=; b=; [[ -e $a$b ]] && echo exists", "[[ -e ... ]]", &[]).await;
 }
 
 #[tokio::test]
