@@ -443,6 +443,25 @@ impl Walk {
         if literal(&words[0]) == Some("!") {
             return self.conditional(&words[1..]);
         }
+        if let [left, op, right] = words
+            && let Some(op @ ("-nt" | "-ot" | "-ef")) = literal(op)
+        {
+            if op == "-ef" {
+                self.refuse(
+                    "`[[ ... -ef ... ]]`".into(),
+                    "bashkit's [[ ]] compares the two names as paths from `/`, not the files \
+                     they name (hard links, links, relative names); `[ ... -ef ... ]` (test) \
+                     answers it right",
+                );
+            } else if !absolute(left) || !absolute(right) {
+                self.refuse(
+                    format!("`[[ ... {op} ... ]]` with a relative name"),
+                    "bashkit's [[ ]] looks relative names up from `/`, not the working \
+                     directory; `[ ... ]` (test) answers it right",
+                );
+            }
+            return;
+        }
         let [op, operand] = words else {
             return;
         };
@@ -522,6 +541,11 @@ fn top_level(words: &[Word], op: &str) -> Option<usize> {
     None
 }
 
+/// Whether `word` starts with a literal `/`.
+fn absolute(word: &Word) -> bool {
+    matches!(word.parts.first(), Some(WordPart::Literal(text)) if text.starts_with('/'))
+}
+
 /// Whether `word` is one parameter expansion and nothing else (`$v`,
 /// `"${v}"`), the operands [`guard_empty_operands`] can guard.
 fn one_parameter(word: &Word) -> bool {
@@ -589,6 +613,10 @@ mod tests {
         assert!(refused("if [[ ! -w $f && -n $g ]]; then :; fi").is_some());
         assert!(refused("f() { [[ ( -r x ) ]]; }").is_some());
         assert!(refused("echo $( [[ -L x ]] )").is_some());
+        assert!(refused("[[ b -nt a ]]").is_some());
+        assert!(refused("[[ $f -ot /etc/passwd ]]").is_some());
+        assert!(refused("[[ /a -ef /b ]]").is_some());
+        assert_eq!(refused("[[ /w/b -nt /w/a ]]"), None);
     }
 
     #[test]
