@@ -43,8 +43,11 @@ const UNEVALUATED_UNARY: &[&str] = &[
     "-L", "-h", "-p", "-S", "-b", "-c", "-k", "-u", "-g", "-O", "-G", "-N", "-R", "-o",
 ];
 
-/// `[[ ]]` unary operators bashkit answers with "the file exists".
-const EXISTS_ONLY_UNARY: &[&str] = &["-r", "-w", "-x"];
+/// `[[ ]]` unary operators bashkit answers with "the file exists" where
+/// the runtime's answer is not that. (`-r` and `-w` are "exists" in the
+/// runtime's own `test` too: permission bits are not enforced, the agent
+/// can read and write every file of its computer.)
+const EXISTS_ONLY_UNARY: &[&str] = &["-x"];
 
 /// `[[ ]]` file tests that bashkit resolves the empty operand for as the
 /// working directory (`[[ -e "" ]]` is true there, false in bash).
@@ -103,7 +106,7 @@ const EMPTY_OPERAND: &str = "/dev/null/.empty-operand";
 
 /// `script` with every `[[ -e NAME ]]`-style operand that is one parameter
 /// (`$v`, `${v}`, `"$v"`, `"${v}"`, `$1`) written as `"${v:-EMPTY}"`, so
-/// an empty value names no file; `None` when that cannot be done exactly:
+/// an empty value names no file, and an empty `''` or `""` as `'EMPTY'`; `None` when that cannot be done exactly:
 /// the lexer did not find the `expected` operands the syntax tree has
 /// (one inside `$(...)` or a here-document), the script uses `set -u` (an
 /// unset name would no longer fail), or the result does not check clean.
@@ -156,8 +159,19 @@ fn guard_empty_operands(
         if !(starts && word(op, EMPTY_IS_CWD_UNARY) && ends) {
             continue;
         }
-        if let Some(name) = text(operand).and_then(parameter_name) {
-            edits.push((operand.span.start.offset, operand.span.end.offset, name));
+        let replacement = match text(operand) {
+            Some("''" | "\"\"") => Some(format!("'{EMPTY_OPERAND}'")),
+            Some(written) => {
+                parameter_name(written).map(|name| format!("\"${{{name}:-{EMPTY_OPERAND}}}\""))
+            }
+            None => None,
+        };
+        if let Some(replacement) = replacement {
+            edits.push((
+                operand.span.start.offset,
+                operand.span.end.offset,
+                replacement,
+            ));
         }
     }
     if edits.len() != expected {
@@ -165,9 +179,9 @@ fn guard_empty_operands(
     }
     let mut guarded = String::with_capacity(script.len() + edits.len() * 40);
     let mut at = 0;
-    for (start, end, name) in edits {
+    for (start, end, replacement) in edits {
         guarded.push_str(&script[at..start]);
-        guarded.push_str(&format!("\"${{{name}:-{EMPTY_OPERAND}}}\""));
+        guarded.push_str(&replacement);
         at = end;
     }
     guarded.push_str(&script[at..]);
@@ -481,7 +495,7 @@ impl Walk {
                  `[ ... ]` (test) answers it right",
             );
         } else if EMPTY_IS_CWD_UNARY.contains(&op) && may_be_empty(operand) {
-            if one_parameter(operand) {
+            if one_parameter(operand) || empty_literal(operand) {
                 self.guards += 1;
             } else {
                 self.refuse(
@@ -539,6 +553,11 @@ fn top_level(words: &[Word], op: &str) -> Option<usize> {
         }
     }
     None
+}
+
+/// Whether `word` is a quoted empty string (`''`, `""`).
+fn empty_literal(word: &Word) -> bool {
+    word.quoted && matches!(word.parts.as_slice(), [WordPart::Literal(text)] if text.is_empty())
 }
 
 /// Whether `word` starts with a literal `/`.
@@ -610,8 +629,11 @@ mod tests {
             );
         }
         assert!(refused("[[ -x r ]]").is_some());
-        assert!(refused("if [[ ! -w $f && -n $g ]]; then :; fi").is_some());
-        assert!(refused("f() { [[ ( -r x ) ]]; }").is_some());
+        // Permission bits are not enforced: -r and -w are "exists", as in
+        // the runtime's `test`.
+        assert_eq!(refused("[[ -r r && -w r ]]"), None);
+        assert!(refused("if [[ ! -x $f && -n $g ]]; then :; fi").is_some());
+        assert!(refused("f() { [[ ( -x x ) ]]; }").is_some());
         assert!(refused("echo $( [[ -L x ]] )").is_some());
         assert!(refused("[[ b -nt a ]]").is_some());
         assert!(refused("[[ $f -ot /etc/passwd ]]").is_some());
@@ -657,11 +679,17 @@ mod tests {
             Some("echo '[[ -e $f ]]'; [[ -e \"${f:-/dev/null/.empty-operand}\" ]]")
         );
         assert_eq!(guarded("[[ -d \"$dir/\" ]]"), None);
+        assert_eq!(
+            guarded("[[ -e '' ]] || echo no; [[ -d \"\" ]]").as_deref(),
+            Some(
+                "[[ -e '/dev/null/.empty-operand' ]] || echo no; \
+                 [[ -d '/dev/null/.empty-operand' ]]"
+            )
+        );
     }
 
     #[test]
     fn an_operand_that_may_be_empty_and_cannot_be_guarded_is_refused() {
-        assert!(refused("[[ -a '' ]]").is_some());
         assert!(refused("[[ -e $a$b ]]").is_some());
         assert!(refused("x=$( [[ -e $f ]] && echo y )").is_some());
         assert!(refused("set -eu; [[ -e $f ]]").is_some());

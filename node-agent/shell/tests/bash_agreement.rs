@@ -259,3 +259,42 @@ async fn stdout_and_stderr_arrive_in_the_order_written() {
     )
     .await;
 }
+
+#[tokio::test]
+async fn stderr_of_lists_pipelines_and_traces_keeps_bash_order() {
+    agrees(
+        "echo a; ls nosuch && echo b || echo c; echo d >&2; echo e",
+        b"",
+        &[
+            "1:a\n",
+            "2:ls: cannot access 'nosuch': No such file or directory\n",
+            "1:c\n",
+            "2:d\n",
+            "1:e\n",
+        ],
+    )
+    .await;
+    agrees(
+        "set -x; x=1; echo $x; echo done",
+        b"",
+        &[
+            "2:+ x=1\n",
+            "2:+ echo 1\n",
+            "1:1\n",
+            "2:+ echo done\n",
+            "1:done\n",
+        ],
+    )
+    .await;
+    agrees(
+        "echo a; cat nosuch | wc -l; echo b",
+        b"",
+        &[
+            "1:a\n",
+            "2:cat: nosuch: No such file or directory\n",
+            "1:0\n",
+            "1:b\n",
+        ],
+    )
+    .await;
+}
