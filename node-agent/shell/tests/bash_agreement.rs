@@ -298,3 +298,13 @@ async fn stderr_of_lists_pipelines_and_traces_keeps_bash_order() {
     )
     .await;
 }
+
+#[tokio::test]
+async fn whole_input_commands_with_stdin_still_read_files_and_pipes() {
+    agrees(
+        "printf 'b\\na\\n' > f; sort -r | sed -n 1p; sort f; cut -c1 <<< xyz; uniq -c f | wc -l",
+        b"x\ny\nz\n",
+        &["1:z\n", "1:a\n", "1:b\n", "1:x\n", "1:2\n"],
+    )
+    .await;
+}
