@@ -160,7 +160,7 @@ pub fn render(files: &[FileResult], meta: &Meta, hand: &str, brush: Option<&str>
         meta.corpus,
         meta.timeout_secs
     );
-    let _ = writeln!(d, "## Per file (pass / fail / skip)\n");
+    let _ = writeln!(d, "## Per file (pass / fail / refused / skip)\n");
     let _ = writeln!(
         d,
         "| File | Cases | {} | {} | {} | {} |",
@@ -170,7 +170,8 @@ pub fn render(files: &[FileResult], meta: &Meta, hand: &str, brush: Option<&str>
     for f in files {
         let cell = |s| {
             let (p, fl, k) = counts(&f.cases, s);
-            format!("{p} / {fl} / {k}")
+            let r = refused(&f.cases, s);
+            format!("{p} / {fl} / {r} / {k}")
         };
         let _ = writeln!(
             d,
@@ -341,7 +342,10 @@ pub fn render_brush(files: &[BrushFile], meta: &BrushMeta, hand: &str) -> String
         meta.timeout_secs,
         meta.elapsed_secs
     );
-    let _ = writeln!(d, "### Brush per file (agree / differ / excluded)\n");
+    let _ = writeln!(
+        d,
+        "### Brush per file (agree / differ / refused / excluded)\n"
+    );
     let _ = writeln!(
         d,
         "| File | Cases | {} | {} | {} | {} |",
@@ -351,7 +355,8 @@ pub fn render_brush(files: &[BrushFile], meta: &BrushMeta, hand: &str) -> String
     for f in files {
         let cell = |s| {
             let (p, fl, k) = counts(&f.cases, s);
-            format!("{p} / {fl} / {k}")
+            let r = refused(&f.cases, s);
+            format!("{p} / {fl} / {r} / {k}")
         };
         let _ = writeln!(
             d,
