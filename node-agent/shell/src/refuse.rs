@@ -11,6 +11,14 @@
 //! limits as the run): every command, function body, substitution and
 //! here-document. A script that does not parse is left to the interpreter,
 //! whose syntax report is bash's.
+//!
+//! One wrong answer is mended instead of refused, because refusing it would
+//! refuse most scripts that test a directory: bashkit takes the empty
+//! operand of `[[ -e ]]`, `-a`, `-d` and `-s` for the working directory.
+//! An operand that is one parameter or an empty quoted string is rewritten
+//! so that an empty value names no file ([`guard_empty_operands`]). The
+//! walk also tells whether the script's top level is flat, which the
+//! ordered stderr of the `stderr` module needs.
 
 use bashkit::parser::{
     AssignmentValue, CaseItem, Command, CompoundCommand, Lexer, ParameterOp, Parser, Redirect,
@@ -106,10 +114,11 @@ const EMPTY_OPERAND: &str = "/dev/null/.empty-operand";
 
 /// `script` with every `[[ -e NAME ]]`-style operand that is one parameter
 /// (`$v`, `${v}`, `"$v"`, `"${v}"`, `$1`) written as `"${v:-EMPTY}"`, so
-/// an empty value names no file, and an empty `''` or `""` as `'EMPTY'`; `None` when that cannot be done exactly:
-/// the lexer did not find the `expected` operands the syntax tree has
-/// (one inside `$(...)` or a here-document), the script uses `set -u` (an
-/// unset name would no longer fail), or the result does not check clean.
+/// an empty value names no file, and an empty `''` or `""` as `'EMPTY'`;
+/// `None` when that cannot be done exactly: the lexer did not find the
+/// `expected` operands the syntax tree has (one inside `$(...)` or a
+/// here-document), the script uses `set -u` (an unset name would no longer
+/// fail), or the result does not check clean.
 fn guard_empty_operands(
     script: &str,
     expected: usize,
