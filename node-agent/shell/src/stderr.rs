@@ -7,7 +7,8 @@
 //! streams was gone.
 //!
 //! So the script's fd 2 is not bashkit's stderr pipe: the script runs after
-//! `exec 2>>PATH` (on its first line, so `$LINENO` is unchanged), and
+//! `exec 2>>PATH` (on its first line, so `$LINENO` is unchanged; `$_` is
+//! restored after it), and
 //! `PATH` is this module's [`Sink`] in the runtime's filesystem
 //! ([`SandboxFs`](crate::SandboxFs)). bashkit writes a command's stderr to
 //! an `exec` target with one awaited filesystem call when the command ends
@@ -47,10 +48,15 @@ const QUIET_TURNS: usize = 4;
 /// for long.
 const MAX_TURNS: usize = 256;
 
-/// `script` with fd 2 pointed at the sink, on the same first line.
+/// `script` with fd 2 pointed at the sink, on the same first line. The
+/// `:` gives `$_` back the value bashkit starts a script with (the shell's
+/// path, as bash's `$_` is), which the `exec` replaced.
 pub(crate) fn wrap(script: &str) -> String {
-    format!("exec 2>>{PATH}; {script}")
+    format!("exec 2>>{PATH}; : {START_UNDERSCORE}; {script}")
 }
+
+/// `$_` at the start of a bashkit script.
+const START_UNDERSCORE: &str = "/bin/bash";
 
 /// Whether `path` names the sink.
 pub(crate) fn is_sink(path: &Path) -> bool {

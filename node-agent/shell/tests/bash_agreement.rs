@@ -308,3 +308,11 @@ async fn whole_input_commands_with_stdin_still_read_files_and_pipes() {
     )
     .await;
 }
+
+#[tokio::test]
+async fn the_ordered_stderr_leaves_the_script_start_unchanged() {
+    let c = Computer::new();
+    let run = run(&c, "echo \"[$_] $LINENO $?\"; echo err >&2", b"").await;
+    assert_eq!(run.stdout(), "[/bin/bash] 1 0\n");
+    assert_eq!(run.stderr(), "err\n");
+}
