@@ -68,8 +68,13 @@ pub(crate) enum Verdict {
     /// pipelines of them and `;`/`&&`/`||` lists, calling no function of
     /// its own and no `eval`/`source`/`.` (see [`flat`]). `script`: the
     /// text to run instead, when operands had to be guarded (see
-    /// [`guard_empty_operands`]).
-    Run { flat: bool, script: Option<String> },
+    /// [`guard_empty_operands`]). `filters`: the whole-input commands
+    /// every use of which reads only stdin (see the `whole_input` module).
+    Run {
+        flat: bool,
+        script: Option<String>,
+        filters: Vec<&'static str>,
+    },
     /// It does not parse: run it as written, so the interpreter's syntax
     /// report (and what bash runs before the error) stays bash's.
     Unparsed,
@@ -91,13 +96,24 @@ pub(crate) fn check(script: &str, max_depth: usize, max_fuel: usize) -> Verdict 
         return Verdict::Refuse(refusal);
     }
     let flat = flat(&ast.commands, &walk.functions);
+    let filters = walk
+        .filters
+        .iter()
+        .filter(|(_, all)| *all)
+        .map(|(name, _)| *name)
+        .collect();
     if walk.guards == 0 {
-        return Verdict::Run { flat, script: None };
+        return Verdict::Run {
+            flat,
+            script: None,
+            filters,
+        };
     }
     match guard_empty_operands(script, walk.guards, max_depth, max_fuel) {
         Some(guarded) => Verdict::Run {
             flat,
             script: Some(guarded),
+            filters,
         },
         None => Verdict::Refuse(Refusal {
             construct: "`[[ -e $var ]]` (also `-a`, `-d`, `-s`) with an operand that may be empty"
@@ -297,6 +313,9 @@ struct Walk {
     /// `[[ -e $v ]]`-style operands that may be empty and are one
     /// parameter, to be guarded (see [`guard_empty_operands`]).
     guards: usize,
+    /// Whole-input commands the script runs, each with whether every use
+    /// reads only stdin (see the `whole_input` module).
+    filters: Vec<(&'static str, bool)>,
 }
 
 impl Walk {
@@ -318,6 +337,16 @@ impl Walk {
     fn command(&mut self, command: &Command) {
         match command {
             Command::Simple(simple) => {
+                if let [WordPart::Literal(name)] = simple.name.parts.as_slice()
+                    && let Some(known) = crate::whole_input::COMMANDS.iter().find(|c| *c == name)
+                {
+                    let args: Vec<Option<&str>> = simple.args.iter().map(plain_text).collect();
+                    let filter = crate::whole_input::reads_only_stdin(known, &args);
+                    match self.filters.iter_mut().find(|(n, _)| n == known) {
+                        Some((_, all)) => *all &= filter,
+                        None => self.filters.push((known, filter)),
+                    }
+                }
                 self.word(&simple.name);
                 self.words(&simple.args);
                 self.redirects(&simple.redirects);
@@ -562,6 +591,14 @@ fn top_level(words: &[Word], op: &str) -> Option<usize> {
         }
     }
     None
+}
+
+/// The text of a word with no expansion in it, as the command sees it.
+fn plain_text(word: &Word) -> Option<&str> {
+    match word.parts.as_slice() {
+        [WordPart::Literal(text)] => Some(text),
+        _ => None,
+    }
 }
 
 /// Whether `word` is a quoted empty string (`''`, `""`).

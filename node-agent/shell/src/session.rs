@@ -95,7 +95,7 @@ pub(crate) async fn execute(job: Job) -> Finished {
     );
     let limits = job.limits.execution(job.timeout, job.gate.cap());
     // A script that would give a silent wrong answer is not run at all.
-    let (ordered, guarded) = match refuse::check(
+    let (ordered, guarded, filters) = match refuse::check(
         &job.script,
         limits.max_ast_depth,
         limits.max_parser_operations,
@@ -106,8 +106,12 @@ pub(crate) async fn execute(job: Job) -> Finished {
                 stop: Some(Stop::Refused(refusal.message())),
             };
         }
-        refuse::Verdict::Run { flat, script } => (flat, script),
-        refuse::Verdict::Unparsed => (false, None),
+        refuse::Verdict::Run {
+            flat,
+            script,
+            filters,
+        } => (flat, script, filters),
+        refuse::Verdict::Unparsed => (false, None, Vec::new()),
     };
     // The script as it runs: with `[[ -e $v ]]` operands guarded against
     // the empty value where that was needed (see the `refuse` module).
@@ -172,7 +176,7 @@ pub(crate) async fn execute(job: Job) -> Finished {
             memory: job.limits.memory(),
             cancel,
         };
-        builder = whole_input::install(builder, &shared);
+        builder = whole_input::install(builder, &shared, &filters);
     }
     let mut bash = builder.build();
     builtins::set_startup_variables(&mut bash);

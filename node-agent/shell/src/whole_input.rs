@@ -15,6 +15,14 @@
 //! it), passing its output, stderr and exit status on. The pipe is then
 //! empty for the commands after it. Without stdin nothing changes: the
 //! commands stay bashkit's.
+//!
+//! bashkit hands a registered command the pipe whether or not it reads
+//! it, so a command given files (`sort f`, `jq -n`, `sed -i s/a/b/ f`)
+//! would leave nothing for a later `cat`, where bash gives `cat` the
+//! input. A command is therefore registered only when every use of it in
+//! the script reads stdin as a filter ([`reads_only_stdin`]: options and,
+//! for `sed`, `awk` and `jq`, the program; no operand that could be a
+//! file). Otherwise it stays bashkit's, as it was.
 
 use crate::budget::ExecBudget;
 use async_trait::async_trait;
@@ -41,9 +49,13 @@ pub(crate) struct Shared {
     pub cancel: Arc<AtomicBool>,
 }
 
-/// Registers [`COMMANDS`] on `builder`.
-pub(crate) fn install(mut builder: BashBuilder, shared: &Shared) -> BashBuilder {
-    for name in COMMANDS {
+/// Registers `names` (of [`COMMANDS`]) on `builder`.
+pub(crate) fn install(
+    mut builder: BashBuilder,
+    shared: &Shared,
+    names: &[&'static str],
+) -> BashBuilder {
+    for name in names {
         builder = builder.command(
             *name,
             WholeInput {
@@ -104,5 +116,132 @@ impl Command for WholeInput {
             )
             .await?;
         Ok(CommandStatus::with_code(result.exit_code))
+    }
+}
+
+/// Short options that take the next word as their value, per command (an
+/// attached value, `-k2`, `-d,`, is one word anyway).
+fn value_options(name: &str) -> &'static [&'static str] {
+    match name {
+        "sort" => &["-k", "-t", "-o", "-S", "-T", "--key", "--field-separator"],
+        "cut" => &["-d", "-f", "-b", "-c", "--delimiter", "--fields"],
+        "uniq" => &["-f", "-s", "-w"],
+        "paste" => &["-d"],
+        "nl" => &["-b", "-s", "-w", "-v", "-i", "-n"],
+        "fold" | "fmt" => &["-w"],
+        "column" => &["-s", "-c", "-o"],
+        "join" => &["-1", "-2", "-j", "-t", "-o", "-e"],
+        "expand" => &["-t"],
+        "od" => &["-A", "-t", "-N", "-j", "-w"],
+        "shuf" => &["-n", "--head-count"],
+        "strings" => &["-n"],
+        "sed" => &["-l"],
+        "awk" => &["-F", "-v"],
+        "jq" => &["--indent", "-L"],
+        _ => &[],
+    }
+}
+
+/// Whether a use of `name` (one of [`COMMANDS`]) with `args` (`None` for a
+/// word that is not plain text) reads stdin and names nothing else to read:
+/// options with their values, the program of `sed`, `awk` and `jq`, and no
+/// other operand. Unknown shapes answer `false` (the command stays
+/// bashkit's).
+pub(crate) fn reads_only_stdin(name: &str, args: &[Option<&str>]) -> bool {
+    let takes_value = value_options(name);
+    let program_first = matches!(name, "sed" | "awk" | "jq");
+    let mut program_seen = false;
+    let mut i = 0;
+    while i < args.len() {
+        let Some(arg) = args[i] else {
+            // An expanded word: the program, or possibly a file.
+            if program_first && !program_seen {
+                program_seen = true;
+                i += 1;
+                continue;
+            }
+            return false;
+        };
+        i += 1;
+        match arg {
+            "-" => continue,
+            "--" => {
+                return args[i..].is_empty()
+                    || (program_first && !program_seen && args.len() == i + 1);
+            }
+            // Options that make the command read something else, or
+            // nothing: files to edit or read, input from arguments.
+            "-i" | "-f" | "--in-place" | "-n" | "--null-input" | "-e" | "--file"
+            | "--from-file"
+                if matches!(name, "sed" | "awk" | "jq" | "shuf") =>
+            {
+                // sed -e SCRIPT and sed -n are still filters.
+                if name == "sed" && arg == "-n" {
+                    continue;
+                }
+                if name == "sed" && arg == "-e" {
+                    program_seen = true;
+                    i += 1;
+                    continue;
+                }
+                return false;
+            }
+            "--arg" | "--argjson" | "--slurpfile" | "--rawfile" if name == "jq" => {
+                if matches!(arg, "--slurpfile" | "--rawfile") {
+                    // Reads a file besides stdin: still a filter of stdin.
+                }
+                i += 2;
+            }
+            _ if arg.starts_with('-') && arg.len() > 1 => {
+                if takes_value.contains(&arg) {
+                    i += 1;
+                }
+                if name == "sed" && arg.starts_with("-i") {
+                    return false;
+                }
+            }
+            _ if program_first && !program_seen => program_seen = true,
+            _ => return false,
+        }
+    }
+    // An awk program of BEGIN rules alone reads no input.
+    let begin_only = name == "awk"
+        && args
+            .iter()
+            .flatten()
+            .find(|a| !a.starts_with('-'))
+            .is_some_and(|p| p.trim_start().starts_with("BEGIN") && !p.contains("END"));
+    !begin_only && (!program_first || program_seen)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::reads_only_stdin;
+
+    fn filter(name: &str, args: &[&str]) -> bool {
+        let args: Vec<Option<&str>> = args.iter().map(|a| Some(*a)).collect();
+        reads_only_stdin(name, &args)
+    }
+
+    #[test]
+    fn filters_of_stdin_are_told_from_commands_given_files() {
+        assert!(filter("sort", &[]));
+        assert!(filter("sort", &["-r", "-k", "2", "-t", ","]));
+        assert!(filter("cut", &["-d", ",", "-f", "1"]));
+        assert!(filter("sed", &["-n", "s/a/b/p"]));
+        assert!(filter("sed", &["-e", "s/a/b/", "-e", "s/c/d/"]));
+        assert!(filter("jq", &["-r", ".a", "--arg", "k", "v"]));
+        assert!(filter("awk", &["-F", ":", "{print $1}"]));
+        assert!(filter("uniq", &["-c", "-"]));
+        assert!(!filter("sort", &["f"]));
+        assert!(!filter("sort", &["-k", "2", "f"]));
+        assert!(!filter("sed", &["-i", "s/a/b/", "f"]));
+        assert!(!filter("sed", &["s/a/b/", "f"]));
+        assert!(!filter("jq", &["-n", "1"]));
+        assert!(!filter("jq", &[".", "f.json"]));
+        assert!(!filter("awk", &["BEGIN { print 1 }"]));
+        assert!(!filter("shuf", &["-e", "a", "b"]));
+        assert!(!reads_only_stdin("sort", &[None]));
+        assert!(reads_only_stdin("sed", &[None]));
     }
 }

@@ -316,3 +316,13 @@ async fn the_ordered_stderr_leaves_the_script_start_unchanged() {
     assert_eq!(run.stdout(), "[/bin/bash] 1 0\n");
     assert_eq!(run.stderr(), "err\n");
 }
+
+#[tokio::test]
+async fn whole_input_commands_given_files_leave_stdin_to_later_readers() {
+    agrees(
+        "echo b > f; sort f; sed -n 1p f; jq -n 1; cat",
+        b"in\n",
+        &["1:b\n", "1:b\n", "1:1\n", "1:in\n"],
+    )
+    .await;
+}
