@@ -393,6 +393,9 @@ fn clip(b: &[u8], from: usize) -> String {
 /// stdout (whitespace runs collapsed under `ignore_whitespace`, not
 /// compared under `ignore_stdout`). A timeout fails.
 pub fn judge(case: &Case, oracle: &Observed, got: &Observed) -> Verdict {
+    if let Some(message) = &got.refused {
+        return Verdict::Refused(crate::judge::refused_construct(message));
+    }
     if got.timed_out {
         return Verdict::Fail("timeout".into());
     }

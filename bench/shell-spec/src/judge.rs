@@ -12,6 +12,19 @@ pub enum Verdict {
     Fail(String),
     /// Not run; the text says why.
     Skip(String),
+    /// The shell refused the script before running it; the text is the
+    /// construct it named. Counted apart from agreeing and differing.
+    Refused(String),
+}
+
+/// The construct a refusal message names (the text after `it uses `, up
+/// to `, which`), or the whole message.
+pub fn refused_construct(message: &str) -> String {
+    message
+        .split_once("it uses ")
+        .and_then(|(_, rest)| rest.split_once(", which"))
+        .map_or(message, |(construct, _)| construct)
+        .to_string()
 }
 
 /// Why `case` cannot be run fairly by any of the shells, if so: it calls
@@ -86,6 +99,9 @@ fn clip(s: &str) -> String {
 
 /// Judges `got` against the outcomes `case` accepts for bash.
 pub fn judge(case: &Case, got: &Observed) -> Verdict {
+    if let Some(message) = &got.refused {
+        return Verdict::Refused(refused_construct(message));
+    }
     let alts = case.accepted_for("bash");
     let mut first = None;
     for want in &alts {

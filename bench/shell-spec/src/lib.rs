@@ -27,6 +27,10 @@ pub struct Observed {
     pub status: i32,
     /// The per-case timeout stopped it.
     pub timed_out: bool,
+    /// The shell refused the script before running any of it (the
+    /// runtime's answer to a construct it cannot run as bash does); the
+    /// text is its message.
+    pub refused: Option<String>,
 }
 
 /// One case ready to run: the prelude plus the case's script.

@@ -44,7 +44,8 @@ pub struct FileResult {
     pub cases: Vec<CaseResult>,
 }
 
-/// (pass, fail, skip) of shell `s` over `cases`.
+/// (pass, fail, skip) of shell `s` over `cases`; a refused case counts
+/// in none of them (see [`refused`]).
 pub fn counts<'a>(
     cases: impl IntoIterator<Item = &'a CaseResult>,
     s: usize,
@@ -55,9 +56,41 @@ pub fn counts<'a>(
             Verdict::Pass => c.0 += 1,
             Verdict::Fail(_) => c.1 += 1,
             Verdict::Skip(_) => c.2 += 1,
+            Verdict::Refused(_) => {}
         }
     }
     c
+}
+
+/// Cases shell `s` refused to run.
+pub fn refused<'a>(cases: impl IntoIterator<Item = &'a CaseResult>, s: usize) -> usize {
+    cases
+        .into_iter()
+        .filter(|r| matches!(r.verdicts[s], Verdict::Refused(_)))
+        .count()
+}
+
+/// Lists the cases agentcomputer-shell refused, per file, with the
+/// construct named.
+fn write_refused(d: &mut String, files: &[FileResult], heading: &str) {
+    let all: Vec<(&str, &CaseResult, &str)> = files
+        .iter()
+        .flat_map(|f| {
+            f.cases.iter().filter_map(move |c| match &c.verdicts[0] {
+                Verdict::Refused(what) => Some((f.name.as_str(), c, what.as_str())),
+                _ => None,
+            })
+        })
+        .collect();
+    let _ = writeln!(d, "{heading} ({})\n", all.len());
+    if all.is_empty() {
+        let _ = writeln!(d, "None.\n");
+        return;
+    }
+    for (file, c, what) in all {
+        let _ = writeln!(d, "- {file}: `{}` — {what}", c.name.replace('`', "'"));
+    }
+    let _ = writeln!(d);
 }
 
 /// Run parameters printed in the document.
@@ -99,30 +132,35 @@ pub fn render(files: &[FileResult], meta: &Meta, hand: &str, brush: Option<&str>
     );
     let _ = writeln!(d, "{HAND_START}\n{}\n{HAND_END}\n", hand.trim());
     let _ = writeln!(d, "## Totals\n");
-    let _ = writeln!(d, "| Shell | Version | Pass | Fail | Skip | Pass rate |");
-    let _ = writeln!(d, "|---|---|---:|---:|---:|---:|");
+    let _ = writeln!(
+        d,
+        "| Shell | Version | Pass | Fail | Refused | Skip | Pass rate |"
+    );
+    let _ = writeln!(d, "|---|---|---:|---:|---:|---:|---:|");
     for (s, name) in SHELLS.iter().enumerate() {
         let (p, f, k) = counts(all.iter().copied(), s);
-        let rate = if p + f == 0 {
+        let r = refused(all.iter().copied(), s);
+        let rate = if p + f + r == 0 {
             0.0
         } else {
-            100.0 * p as f64 / (p + f) as f64
+            100.0 * p as f64 / (p + f + r) as f64
         };
         let _ = writeln!(
             d,
-            "| {name} | {} | {p} | {f} | {k} | {rate:.1} % |",
+            "| {name} | {} | {p} | {f} | {r} | {k} | {rate:.1} % |",
             meta.versions[s]
         );
     }
     let _ = writeln!(
         d,
-        "\n{} cases in {} files; corpus {}; per-case timeout {} s; pass rate = pass / (pass + fail).\n",
+        "\n{} cases in {} files; corpus {}; per-case timeout {} s; pass rate = pass / (pass + fail + refused); \
+         refused: the runtime ran none of the script and said which construct it cannot run as bash does.\n",
         all.len(),
         files.len(),
         meta.corpus,
         meta.timeout_secs
     );
-    let _ = writeln!(d, "## Per file (pass / fail / skip)\n");
+    let _ = writeln!(d, "## Per file (pass / fail / refused / skip)\n");
     let _ = writeln!(
         d,
         "| File | Cases | {} | {} | {} | {} |",
@@ -132,7 +170,8 @@ pub fn render(files: &[FileResult], meta: &Meta, hand: &str, brush: Option<&str>
     for f in files {
         let cell = |s| {
             let (p, fl, k) = counts(&f.cases, s);
-            format!("{p} / {fl} / {k}")
+            let r = refused(&f.cases, s);
+            format!("{p} / {fl} / {r} / {k}")
         };
         let _ = writeln!(
             d,
@@ -153,7 +192,8 @@ pub fn render(files: &[FileResult], meta: &Meta, hand: &str, brush: Option<&str>
     for (n, why) in &meta.excluded {
         let _ = writeln!(d, "- `{n}`: {why}");
     }
-    let _ = writeln!(d, "\n## Failing cases of agentcomputer-shell\n");
+    write_refused(&mut d, files, "\n## Cases agentcomputer-shell refuses");
+    let _ = writeln!(d, "## Failing cases of agentcomputer-shell\n");
     let _ = writeln!(
         d,
         "`line` is the case's `####` line in the spec file; the reason shows the first accepted outcome.\n"
@@ -280,28 +320,32 @@ pub fn render_brush(files: &[BrushFile], meta: &BrushMeta, hand: &str) -> String
     let _ = writeln!(d, "### Brush totals\n");
     let _ = writeln!(
         d,
-        "| Shell | Version | Agree | Differ | Excluded | Agreement |"
+        "| Shell | Version | Agree | Differ | Refused | Excluded | Agreement |"
     );
-    let _ = writeln!(d, "|---|---|---:|---:|---:|---:|");
+    let _ = writeln!(d, "|---|---|---:|---:|---:|---:|---:|");
     for (s, name) in SHELLS.iter().enumerate() {
         let (p, f, k) = counts(all.iter().copied(), s);
+        let r = refused(all.iter().copied(), s);
         let _ = writeln!(
             d,
-            "| {name} | {} | {p} | {f} | {k} | {} |",
+            "| {name} | {} | {p} | {f} | {r} | {k} | {} |",
             meta.versions[s],
-            rate(p, f)
+            rate(p, f + r)
         );
     }
     let _ = writeln!(
         d,
-        "\n{} cases in {} files; per-case timeout {} s; agreement = agree / (agree + differ); \
+        "\n{} cases in {} files; per-case timeout {} s; agreement = agree / (agree + differ + refused); \
          the whole run took {:.0} s (debug build, the shells side by side).\n",
         all.len(),
         files.len(),
         meta.timeout_secs,
         meta.elapsed_secs
     );
-    let _ = writeln!(d, "### Brush per file (agree / differ / excluded)\n");
+    let _ = writeln!(
+        d,
+        "### Brush per file (agree / differ / refused / excluded)\n"
+    );
     let _ = writeln!(
         d,
         "| File | Cases | {} | {} | {} | {} |",
@@ -311,7 +355,8 @@ pub fn render_brush(files: &[BrushFile], meta: &BrushMeta, hand: &str) -> String
     for f in files {
         let cell = |s| {
             let (p, fl, k) = counts(&f.cases, s);
-            format!("{p} / {fl} / {k}")
+            let r = refused(&f.cases, s);
+            format!("{p} / {fl} / {r} / {k}")
         };
         let _ = writeln!(
             d,
@@ -332,9 +377,10 @@ pub fn render_brush(files: &[BrushFile], meta: &BrushMeta, hand: &str) -> String
             }
         }
     }
+    write_refused(&mut d, files, "\n### Brush cases agentcomputer-shell refuses");
     let _ = writeln!(
         d,
-        "\n### Brush cases where agentcomputer-shell differs from bash\n"
+        "### Brush cases where agentcomputer-shell differs from bash\n"
     );
     for f in files {
         let fails: Vec<_> = f

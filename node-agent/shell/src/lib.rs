@@ -23,11 +23,14 @@ mod output;
 mod paths;
 mod pool;
 mod python;
+mod refuse;
 mod runtime;
 mod sandbox_fs;
 mod session;
+mod stderr;
 mod stdin;
 mod stop;
+mod whole_input;
 
 pub use agentcomputer_egress::{EgressConfig, Policy as EgressPolicy};
 pub use engine_fs::{EngineFs, SHELL_OWNER};
@@ -37,7 +40,7 @@ pub use limits::{
 };
 pub use paths::resolve_cwd;
 pub use runtime::{
-    EXIT_CANCELLED, EXIT_LIMIT, EXIT_OUTPUT_CAP, EXIT_TIMEOUT, ExecOutcome, ExecRequest,
-    OutputChunk, run, run_with_limits,
+    EXIT_CANCELLED, EXIT_LIMIT, EXIT_OUTPUT_CAP, EXIT_REFUSED, EXIT_TIMEOUT, ExecOutcome,
+    ExecRequest, OutputChunk, run, run_with_limits,
 };
 pub use sandbox_fs::{SandboxFs, WORKSPACE};

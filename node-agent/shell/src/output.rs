@@ -24,6 +24,12 @@ pub(crate) struct OutputGate {
     cap: u64,
     used: AtomicU64,
     cap_reached: AtomicBool,
+    /// Taken by each delivery for its whole send, first come first served,
+    /// so chunks reach the channel in the order their deliveries started
+    /// (the `stderr` module relies on it).
+    order: tokio::sync::Mutex<()>,
+    /// Deliveries started so far (see [`OutputGate::deliveries`]).
+    started: AtomicU64,
 }
 
 impl OutputGate {
@@ -34,6 +40,8 @@ impl OutputGate {
             cap,
             used: AtomicU64::new(0),
             cap_reached: AtomicBool::new(false),
+            order: tokio::sync::Mutex::new(()),
+            started: AtomicU64::new(0),
         }
     }
 
@@ -43,6 +51,8 @@ impl OutputGate {
         let Some(tx) = self.sender() else {
             return Err(Refusal::Closed);
         };
+        self.started.fetch_add(1, Ordering::AcqRel);
+        let _turn = self.order.lock().await;
         let len = bytes.len() as u64;
         let before = self.used.fetch_add(len, Ordering::AcqRel);
         let room = self.cap.saturating_sub(before);
@@ -70,6 +80,12 @@ impl OutputGate {
 
     fn sender(&self) -> Option<Sender<OutputChunk>> {
         self.tx.lock().clone()
+    }
+
+    /// How many deliveries have started: a count that stands still while
+    /// no pump hands the gate anything.
+    pub(crate) fn deliveries(&self) -> u64 {
+        self.started.load(Ordering::Acquire)
     }
 
     /// Refuses all further output and lets go of the channel.

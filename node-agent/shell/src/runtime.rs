@@ -16,6 +16,10 @@ pub use agentcomputer_runtime_contract::{
 /// Exit status of a run stopped by a resource budget (loop, command,
 /// recursion, memory) or refused before it started (bad cwd).
 pub const EXIT_LIMIT: i32 = 1;
+/// Exit status of a script refused before any of it ran, because it uses a
+/// construct the runtime cannot run as bash does (bash's status for a
+/// script it cannot run, as for a syntax error).
+pub const EXIT_REFUSED: i32 = 2;
 
 /// How long past its deadline a run may take to notice it, before the
 /// caller gets its answer and the exec thread is left to stop on its own.
@@ -230,6 +234,7 @@ async fn conclude(
         ),
         Stop::Limit(what) => (EXIT_LIMIT, format!("shell: script stopped: {what}")),
         Stop::BadCwd(what) => (EXIT_LIMIT, format!("shell: {what}")),
+        Stop::Refused(message) => (EXIT_REFUSED, message),
     };
     let line = format!("{message}\n").into_bytes();
     let _ = tokio::time::timeout(STOP_GRACE, out.send(OutputChunk::Stderr(line))).await;

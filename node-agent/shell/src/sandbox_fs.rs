@@ -14,6 +14,7 @@
 
 use crate::engine_fs::EngineFs;
 use crate::errno::errno_error;
+use crate::stderr;
 use agentcomputer_fs::Errno;
 use async_trait::async_trait;
 use bashkit::{
@@ -31,6 +32,8 @@ pub const WORKSPACE: &str = "/workspace";
 pub struct SandboxFs {
     scratch: Arc<InMemoryFs>,
     workspace: Arc<EngineFs>,
+    /// The script's fd 2, when it points at the runtime's ordered output.
+    stderr: Option<Arc<stderr::Sink>>,
 }
 
 /// Which tree a path lives in, and the path inside that tree.
@@ -50,7 +53,19 @@ impl SandboxFs {
         Self {
             scratch: Arc::new(scratch),
             workspace: Arc::new(workspace),
+            stderr: None,
         }
+    }
+
+    /// Writes to [`stderr::PATH`] go to `sink` (see the `stderr` module).
+    pub(crate) fn with_stderr(mut self, sink: stderr::Sink) -> Self {
+        self.stderr = Some(Arc::new(sink));
+        self
+    }
+
+    /// The stderr sink, when `path` names it.
+    fn stderr_sink(&self, path: &Path) -> Option<&stderr::Sink> {
+        self.stderr.as_deref().filter(|_| stderr::is_sink(path))
     }
 
     fn route(path: &Path) -> Route {
@@ -127,11 +142,17 @@ impl FileSystem for SandboxFs {
     }
 
     async fn write_file(&self, path: &Path, content: &[u8]) -> bashkit::Result<()> {
+        if let Some(sink) = self.stderr_sink(path) {
+            return sink.write(content).await;
+        }
         let (fs, p) = self.resolve(path);
         fs.write_file(&p, content).await
     }
 
     async fn append_file(&self, path: &Path, content: &[u8]) -> bashkit::Result<()> {
+        if let Some(sink) = self.stderr_sink(path) {
+            return sink.write(content).await;
+        }
         let (fs, p) = self.resolve(path);
         fs.append_file(&p, content).await
     }

@@ -8,13 +8,18 @@ use crate::engine_fs::EngineFs;
 use crate::limits::ShellLimits;
 use crate::output::{OutputGate, Refusal};
 use crate::paths::resolve_cwd;
+use crate::refuse;
+use crate::runtime::EXIT_REFUSED;
 use crate::sandbox_fs::SandboxFs;
+use crate::stderr;
 use crate::stdin;
 use crate::stop::StopFlag;
+use crate::whole_input;
 use agentcomputer_fs::Fs;
 use bashkit::{Bash, ExecOptions, LimitExceeded};
 use std::path::Path;
 use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
 /// bashkit's user; `$HOME` is `/home/<user>` in the scratch tree.
@@ -39,6 +44,9 @@ pub(crate) enum Stop {
     Limit(String),
     /// The requested working directory is unusable.
     BadCwd(String),
+    /// The script uses a construct the runtime cannot run as bash does;
+    /// none of it ran (see the `refuse` module).
+    Refused(String),
 }
 
 /// Everything the exec thread needs, moved into it.
@@ -82,14 +90,38 @@ pub(crate) async fn execute(job: Job) -> Finished {
     // Busy execs of one computer share one computer's turns of idle CPU.
     agentcomputer_sched::join_group(job.fs.db_path());
     let engine = EngineFs::new(job.fs.clone()).with_budget(budget.clone());
-    let sandbox = SandboxFs::new(engine.clone(), job.limits.scratch(), HOME);
+    let sandbox = SandboxFs::new(engine.clone(), job.limits.scratch(), HOME).with_stderr(
+        stderr::Sink::new(Arc::clone(&job.gate), Arc::clone(&job.stop)),
+    );
     let limits = job.limits.execution(job.timeout, job.gate.cap());
+    // A script that would give a silent wrong answer is not run at all.
+    let (ordered, guarded, filters) = match refuse::check(
+        &job.script,
+        limits.max_ast_depth,
+        limits.max_parser_operations,
+    ) {
+        refuse::Verdict::Refuse(refusal) => {
+            return Finished {
+                exit_code: EXIT_REFUSED,
+                stop: Some(Stop::Refused(refusal.message())),
+            };
+        }
+        refuse::Verdict::Run {
+            flat,
+            script,
+            filters,
+        } => (flat, script, filters),
+        refuse::Verdict::Unparsed => (false, None, Vec::new()),
+    };
+    // The script as it runs: with `[[ -e $v ]]` operands guarded against
+    // the empty value where that was needed (see the `refuse` module).
+    let source = guarded.unwrap_or_else(|| job.script.clone());
     // With stdin, the script reads it through a pipe fed by the runtime
     // (see the `stdin` module); a script that must run as written gets it
     // whole, as bashkit hands it over; no stdin leaves the script alone.
     let wrapped = match job.stdin.is_empty() {
         true => None,
-        false => stdin::wrap(&job.script, &limits),
+        false => stdin::wrap(&source, &limits),
     };
     let (wrapped, feed, options) = match wrapped {
         Some(wrapped) => (
@@ -99,6 +131,17 @@ pub(crate) async fn execute(job: Job) -> Finished {
         ),
         None => (None, None, ExecOptions::new().stdin(job.stdin)),
     };
+    // stderr through the ordered sink (see the `stderr` module) where
+    // bashkit routes it per command: not inside the stdin wrapper, which
+    // makes the whole script one compound command (and whose script stage
+    // would hand all of stdin to the `exec`). A script that does not parse
+    // runs as written, so its syntax report is bash's.
+    let script = match (wrapped, ordered) {
+        (Some(wrapped), _) => wrapped,
+        (None, true) => stderr::wrap(&source),
+        (None, false) => source,
+    };
+    let nested_limits = limits.clone();
     let mut builder = builtins::install(
         Bash::builder(),
         &engine,
@@ -123,6 +166,17 @@ pub(crate) async fn execute(job: Job) -> Finished {
     }
     if let Some(feed) = feed {
         builder = builder.command(stdin::FEED_COMMAND, feed);
+        // The exec's stdin is consumed once by bashkit's whole-input
+        // commands too (see the `whole_input` module).
+        let cancel = Arc::new(AtomicBool::new(false));
+        job.stop.link(Arc::clone(&cancel));
+        let shared = whole_input::Shared {
+            budget: budget.clone(),
+            limits: nested_limits,
+            memory: job.limits.memory(),
+            cancel,
+        };
+        builder = whole_input::install(builder, &shared, &filters);
     }
     let mut bash = builder.build();
     builtins::set_startup_variables(&mut bash);
@@ -143,7 +197,7 @@ pub(crate) async fn execute(job: Job) -> Finished {
     let gate_out = Arc::clone(&job.gate);
     let gate_err = Arc::clone(&job.gate);
     let result = bash
-        .execute(wrapped.as_deref().unwrap_or(&job.script))
+        .execute(&script)
         .stdout_fn(move |bytes| {
             let gate = Arc::clone(&gate_out);
             async move { gate.deliver(false, bytes).await.map_err(refusal_error) }

@@ -304,3 +304,38 @@ async fn dropping_the_run_future_stops_the_script() {
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(c.read("ticks").len(), after_stop, "the script kept running");
 }
+
+#[tokio::test]
+async fn stderr_through_the_ordered_sink_stops_at_the_cap() {
+    let c = Computer::new();
+    for script in [
+        "yes >&2; echo never > f",
+        "echo a; ls nosuch; cat /dev/zero >&2",
+    ] {
+        let started = std::time::Instant::now();
+        let out = c
+            .exec(ExecRequest {
+                script: script.into(),
+                timeout: Duration::from_secs(10),
+                max_output_bytes: 1000,
+                ..ExecRequest::default()
+            })
+            .await;
+        assert_eq!(out.code(), EXIT_OUTPUT_CAP, "{script}: {:?}", out.outcome);
+        assert!(started.elapsed() < Duration::from_secs(5), "{script}");
+        let bytes: usize = out
+            .chunks
+            .iter()
+            .map(|c| match c {
+                OutputChunk::Stdout(b) | OutputChunk::Stderr(b) => b.len(),
+            })
+            .sum();
+        // The cap, plus the runtime's own closing line.
+        let closing = out.outcome.error.as_ref().map_or(0, |e| e.len() + 1);
+        assert_eq!(bytes, 1000 + closing, "{script}");
+    }
+    assert!(
+        c.fs.resolve(agentcomputer_fs::ROOT_INO, b"f", false)
+            .is_err()
+    );
+}

@@ -71,6 +71,7 @@ pub fn run_one_with(
         stderr: std::fs::read(&err_path)?,
         status,
         timed_out,
+        refused: None,
     })
 }
 

@@ -187,6 +187,7 @@ pub fn run_all(
                 stderr: v["stderr"].as_str().unwrap_or("").as_bytes().to_vec(),
                 status: v["status"].as_i64().unwrap_or(-1) as i32,
                 timed_out: v["timedOut"].as_bool().unwrap_or(false),
+                refused: None,
             },
             None => {
                 driver = Driver::start(&dir, timeout, &files)?;

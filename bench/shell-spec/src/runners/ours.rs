@@ -4,7 +4,7 @@
 use super::TIMEOUT_STATUS;
 use crate::{Job, Observed, Setup};
 use agentcomputer_fs::{Fs, Ino, Limits, Owner, ROOT_INO, WriteMode};
-use agentcomputer_shell::{EXIT_TIMEOUT, ExecRequest, OutputChunk, run};
+use agentcomputer_shell::{EXIT_REFUSED, EXIT_TIMEOUT, ExecRequest, OutputChunk, run};
 use anyhow::{Context, Result};
 use std::time::Duration;
 use tokio::sync::mpsc;
@@ -73,6 +73,10 @@ pub async fn run_one(
         Ok(out) => {
             o.status = out.exit_code;
             o.timed_out = out.exit_code == EXIT_TIMEOUT && out.error.is_some();
+            o.refused = out
+                .error
+                .filter(|_| out.exit_code == EXIT_REFUSED)
+                .filter(|e| e.starts_with("shell: script not run"));
         }
         Err(_) => {
             o.status = TIMEOUT_STATUS;

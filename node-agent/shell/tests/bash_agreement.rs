@@ -1,0 +1,328 @@
+//! Scripts that gave a silent wrong answer in the shell runtime, each run
+//! through the runtime and through the host's GNU bash in the same
+//! directory layout (a file `r` where the script needs one): the runtime
+//! either gives bash's answer (stdout, stderr, both in bash's order, and
+//! the status) or refuses the script before any of it runs, with a message
+//! naming the construct and the container runtime. Without a host bash the
+//! runtime's side is still checked against the answer written here.
+
+mod common;
+
+use agentcomputer_shell::{EXIT_REFUSED, ExecRequest, OutputChunk};
+use common::{Computer, Run};
+use std::io::{Read, Write};
+use std::process::Stdio;
+use std::time::Duration;
+
+/// One output chunk as a tagged line, so the order between the two
+/// streams can be compared: `1:out1` for stdout, `2:err1` for stderr.
+fn tagged(chunks: &[(u8, Vec<u8>)]) -> Vec<String> {
+    // Join consecutive chunks of one stream, then split into lines, so
+    // chunk boundaries do not matter, only the order of the lines.
+    let mut lines = Vec::new();
+    let mut current: Option<(u8, Vec<u8>)> = None;
+    for (fd, bytes) in chunks {
+        match &mut current {
+            Some((cur, buf)) if cur == fd => buf.extend_from_slice(bytes),
+            _ => {
+                if let Some((fd, buf)) = current.take() {
+                    push_lines(&mut lines, fd, &buf);
+                }
+                current = Some((*fd, bytes.clone()));
+            }
+        }
+    }
+    if let Some((fd, buf)) = current {
+        push_lines(&mut lines, fd, &buf);
+    }
+    lines
+}
+
+fn push_lines(lines: &mut Vec<String>, fd: u8, buf: &[u8]) {
+    for line in String::from_utf8_lossy(buf).split_inclusive('\n') {
+        lines.push(format!("{fd}:{line}"));
+    }
+}
+
+/// The runtime's output as tagged lines, in arrival order.
+fn runtime_lines(run: &Run) -> Vec<String> {
+    let chunks: Vec<(u8, Vec<u8>)> = run
+        .chunks
+        .iter()
+        .map(|c| match c {
+            OutputChunk::Stdout(b) => (1, b.clone()),
+            OutputChunk::Stderr(b) => (2, b.clone()),
+        })
+        .collect();
+    tagged(&chunks)
+}
+
+/// What the host's bash gave in `dir`: tagged lines in the order it wrote
+/// them, and its status; `None` without a host bash. The order comes from
+/// a run with stderr joined to stdout (`exec 2>&1`, one pipe), which line
+/// is stderr from a second run with two pipes; the scripts here write
+/// distinct lines.
+fn host_bash(dir: &std::path::Path, script: &str, stdin: &[u8]) -> Option<(Vec<String>, i32)> {
+    let run = |merged: bool| -> Option<(Vec<u8>, Vec<u8>, i32)> {
+        let mut cmd = std::process::Command::new("bash");
+        cmd.current_dir(dir)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped());
+        if merged {
+            cmd.arg("-c").arg(format!("exec 2>&1\n{script}"));
+            cmd.stderr(Stdio::null());
+        } else {
+            cmd.arg("-c").arg(script);
+            cmd.stderr(Stdio::piped());
+        }
+        let mut child = cmd.spawn().ok()?;
+        let mut pipe = child.stdin.take()?;
+        let data = stdin.to_vec();
+        let writer = std::thread::spawn(move || {
+            let _ = pipe.write_all(&data);
+        });
+        let mut out = Vec::new();
+        child.stdout.take()?.read_to_end(&mut out).ok()?;
+        let mut err = Vec::new();
+        if let Some(mut e) = child.stderr.take() {
+            e.read_to_end(&mut err).ok()?;
+        }
+        let status = child.wait().ok()?.code()?;
+        writer.join().ok()?;
+        Some((out, err, status))
+    };
+    let (merged, _, status) = run(true)?;
+    let (_, err, _) = run(false)?;
+    let err_lines: Vec<String> = String::from_utf8_lossy(&err)
+        .split_inclusive('\n')
+        .map(str::to_string)
+        .collect();
+    let lines = String::from_utf8_lossy(&merged)
+        .split_inclusive('\n')
+        .map(|line| {
+            let fd = if err_lines.iter().any(|e| e == line) {
+                2
+            } else {
+                1
+            };
+            format!("{fd}:{line}")
+        })
+        .collect();
+    Some((lines, status))
+}
+
+/// Builds the layout a row needs in the runtime's computer and in a
+/// temporary directory for bash: the file `r` (mode 0644, empty).
+fn layout(c: &Computer) -> tempfile::TempDir {
+    c.write("r", b"");
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(dir.path().join("r"), b"").expect("write r");
+    dir
+}
+
+async fn run(c: &Computer, script: &str, stdin: &[u8]) -> Run {
+    c.exec(ExecRequest {
+        script: script.into(),
+        stdin: stdin.to_vec(),
+        timeout: Duration::from_secs(30),
+        ..ExecRequest::default()
+    })
+    .await
+}
+
+/// The row agrees with bash: the same lines, in the same order on the same
+/// streams, and the same status; `expected` is bash's answer as tagged
+/// lines, status 0.
+async fn agrees(script: &str, stdin: &[u8], expected: &[&str]) {
+    agrees_with_status(script, stdin, expected, 0).await
+}
+
+/// [`agrees`] for a script whose status is `status`.
+async fn agrees_with_status(script: &str, stdin: &[u8], expected: &[&str], status: i32) {
+    let c = Computer::new();
+    let dir = layout(&c);
+    let ours = run(&c, script, stdin).await;
+    let want: Vec<String> = expected.iter().map(|s| s.to_string()).collect();
+    assert_eq!(ours.outcome.error, None, "{script}");
+    assert_eq!(
+        (runtime_lines(&ours), ours.code()),
+        (want.clone(), status),
+        "runtime: {script}"
+    );
+    if let Some(theirs) = host_bash(dir.path(), script, stdin) {
+        assert_eq!(theirs, (want, status), "host bash: {script}");
+    }
+}
+
+/// The row is refused before any of it runs: nothing on stdout, the
+/// message on stderr naming `construct` and the container runtime, status
+/// [`EXIT_REFUSED`]; and bash's answer is what `bash_says` (so the test
+/// shows what the refusal keeps the runtime from getting wrong).
+async fn refused(script: &str, construct: &str, bash_says: &[&str]) {
+    let c = Computer::new();
+    let dir = layout(&c);
+    // A file the script would create if any of it ran.
+    let probe = format!("touch ran-before-refusal; {script}");
+    let ours = run(&c, &probe, b"").await;
+    assert_eq!(ours.code(), EXIT_REFUSED, "{script}");
+    assert_eq!(ours.stdout(), "", "{script}");
+    let message = ours.outcome.error.clone().expect("a refusal message");
+    assert!(message.contains(construct), "{message}");
+    assert!(message.contains("--runtime container"), "{message}");
+    assert!(message.contains("nothing was executed"), "{message}");
+    assert_eq!(ours.stderr(), format!("{message}\n"));
+    assert!(
+        c.fs.resolve(agentcomputer_fs::ROOT_INO, b"ran-before-refusal", false)
+            .is_err(),
+        "part of a refused script ran: {script}"
+    );
+    if let Some((theirs, _)) = host_bash(dir.path(), script, b"") {
+        let want: Vec<String> = bash_says.iter().map(|s| s.to_string()).collect();
+        assert_eq!(theirs, want, "host bash: {script}");
+    }
+}
+
+#[tokio::test]
+async fn double_bracket_file_types_of_a_regular_file_are_refused() {
+    refused(
+        "touch r; [[ -L r ]] && echo L; [[ -p r ]] && echo p; [[ -S r ]] && echo S",
+        "[[ -L ... ]]",
+        &[],
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn double_bracket_symlink_test_of_a_missing_file_is_refused() {
+    refused("[[ -L nosuch ]] && echo yes", "[[ -L ... ]]", &[]).await;
+}
+
+#[tokio::test]
+async fn double_bracket_exists_with_an_empty_operand_agrees() {
+    agrees_with_status("f=\"\"; [[ -e $f ]] && echo exists", b"", &[], 1).await;
+    // The operand guarded against the empty value still names the file.
+    agrees(
+        "d=; f=r; [[ -e $f ]] && echo e; [[ ! -d \"${d}\" ]] && echo not-d; \
+         [[ -s $f || -a \"$f\" ]] && echo s-or-a; [[ -d $d ]] || echo no-d",
+        b"",
+        &["1:e\n", "1:not-d\n", "1:s-or-a\n", "1:no-d\n"],
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn double_bracket_exists_with_an_operand_that_cannot_be_guarded_is_refused() {
+    refused("a=; b=; [[ -e $a$b ]] && echo exists", "[[ -e ... ]]", &[]).await;
+}
+
+#[tokio::test]
+async fn double_bracket_executable_test_is_refused() {
+    refused("touch r; [[ -x r ]] && echo x", "[[ -x ... ]]", &[]).await;
+}
+
+#[tokio::test]
+async fn nested_expansion_in_a_replacement_pattern_is_refused() {
+    refused(
+        "x=a/b/c; y=/; echo ${x//${y}/-}",
+        "${x/...${...}...}",
+        &["1:a-b-c\n"],
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn bash_command_in_a_debug_trap_is_refused() {
+    refused(
+        "trap 'echo \"DBG $BASH_COMMAND\"' DEBUG; echo a",
+        "$BASH_COMMAND",
+        &["1:DBG echo a\n", "1:a\n"],
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn stdin_read_whole_by_sort_is_consumed_once() {
+    agrees(
+        "sort; echo ---; cat",
+        b"l3\nl1\nl2\n",
+        &["1:l1\n", "1:l2\n", "1:l3\n", "1:---\n"],
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn stdout_and_stderr_arrive_in_the_order_written() {
+    agrees(
+        "echo out1; echo err1 >&2; echo out2",
+        b"",
+        &["1:out1\n", "2:err1\n", "1:out2\n"],
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn stderr_of_lists_pipelines_and_traces_keeps_bash_order() {
+    agrees(
+        "echo a; ls nosuch && echo b || echo c; echo d >&2; echo e",
+        b"",
+        &[
+            "1:a\n",
+            "2:ls: cannot access 'nosuch': No such file or directory\n",
+            "1:c\n",
+            "2:d\n",
+            "1:e\n",
+        ],
+    )
+    .await;
+    agrees(
+        "set -x; x=1; echo $x; echo done",
+        b"",
+        &[
+            "2:+ x=1\n",
+            "2:+ echo 1\n",
+            "1:1\n",
+            "2:+ echo done\n",
+            "1:done\n",
+        ],
+    )
+    .await;
+    agrees(
+        "echo a; cat nosuch | wc -l; echo b",
+        b"",
+        &[
+            "1:a\n",
+            "2:cat: nosuch: No such file or directory\n",
+            "1:0\n",
+            "1:b\n",
+        ],
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn whole_input_commands_with_stdin_still_read_files_and_pipes() {
+    agrees(
+        "printf 'b\\na\\n' > f; sort -r | sed -n 1p; sort f; cut -c1 <<< xyz; uniq -c f | wc -l",
+        b"x\ny\nz\n",
+        &["1:z\n", "1:a\n", "1:b\n", "1:x\n", "1:2\n"],
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn the_ordered_stderr_leaves_the_script_start_unchanged() {
+    let c = Computer::new();
+    let run = run(&c, "echo \"[$_] $LINENO $?\"; echo err >&2", b"").await;
+    assert_eq!(run.stdout(), "[/bin/bash] 1 0\n");
+    assert_eq!(run.stderr(), "err\n");
+}
+
+#[tokio::test]
+async fn whole_input_commands_given_files_leave_stdin_to_later_readers() {
+    agrees(
+        "echo b > f; sort f; sed -n 1p f; jq -n 1; cat",
+        b"in\n",
+        &["1:b\n", "1:b\n", "1:1\n", "1:in\n"],
+    )
+    .await;
+}
