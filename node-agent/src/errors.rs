@@ -150,7 +150,7 @@ impl From<RegistryError> for Status {
                 }
                 status
             }
-            RegistryError::Moving { .. } => {
+            RegistryError::Moving { .. } | RegistryError::HandOver { .. } => {
                 with_errno(Code::Unavailable, message, error_name(Errno::EAGAIN))
             }
             RegistryError::MountNotOwned { .. } => errno_detail(Errno::EPERM, message),

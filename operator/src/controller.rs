@@ -235,10 +235,18 @@ async fn apply_steps(c: &AgentComputer, ctx: &Context) -> Result<Result<Action>>
     // A volume pinned by node affinity places the pod; any other is
     // placed by the pod's own affinity to the node's hostname.
     let pin_to = match &existing_pv {
-        Some(pv) if resources::pv::pinned(pv) => None,
+        Some(pv) if resources::pv::pinned(pv) && pv.metadata.deletion_timestamp.is_none() => None,
         _ => Some(hostname.as_str()),
     };
-    if credential.is_some() && volume.is_some() && egress_ok && placed && !relocated.hold_sandbox {
+    // No pod on a volume being made again (a pinned one after a move).
+    let pv_deleting = volume.as_ref().is_some_and(|v| v.pv_deleting);
+    if credential.is_some()
+        && volume.is_some()
+        && egress_ok
+        && placed
+        && !relocated.hold_sandbox
+        && !pv_deleting
+    {
         let ran = sandbox::run(ctx, c, &ns, agent, credential_hash.as_deref(), pin_to, now).await;
         if let Some((state, idle)) = record(&mut failures, Step::Sandbox, ran) {
             (sandbox, requeue_idle) = (state, idle);
@@ -275,7 +283,6 @@ async fn apply_steps(c: &AgentComputer, ctx: &Context) -> Result<Result<Action>>
     if !failures.is_empty() {
         return Ok(Err(Error::Steps(failures)));
     }
-    let pv_deleting = volume.as_ref().is_some_and(|v| v.pv_deleting);
     let base = if ready && !pv_deleting {
         Duration::from_secs(ctx.config.resync_seconds)
     } else {

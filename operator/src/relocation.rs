@@ -41,6 +41,14 @@ pub use agentcomputer_crds::moves::HANDED_OVER_TO;
 /// restore while calls wait).
 pub const PREPARE_LIMIT: Duration = Duration::from_secs(300);
 
+/// How long a source may take to hand over before the move is given up
+/// (the source then serves the computer again).
+pub const HAND_OVER_LIMIT: Duration = Duration::from_secs(600);
+
+/// Reason of `Moving=False` (and of the Warning event) when a source did
+/// not hand over within [`HAND_OVER_LIMIT`].
+pub const HAND_OVER_TIMED_OUT: &str = "HandOverTimedOut";
+
 /// What the computer's writer Lease says, as far as moves care.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct LeaseView {
@@ -237,18 +245,55 @@ pub fn decide(s: &Seen) -> Decision {
 
 /// The next step of a move that runs.
 fn going_on(s: &Seen, m: &MoveStatus) -> Decision {
+    // Already switched (a reconcile that failed after labelling the
+    // computer for its target): finish the switch, never undo it.
+    if s.computer
+        .labels()
+        .get(agentcomputer_crds::labels::NODE)
+        .is_some_and(|n| *n == m.target)
+    {
+        return Decision::Switch(record(s, m));
+    }
+    let lost_since = lost(s);
     // The source is lost while the move runs: fail over to the same target.
-    if let Some(since) = lost(s)
+    if let Some(since) = &lost_since
         && s.lease.expired
     {
-        let mut d = switch_lost(s, &m.target, m.started_time.clone(), since);
+        let mut d = switch_lost(s, &m.target, m.started_time.clone(), since.clone());
         if let Decision::Switch(r) = &mut d {
             r.reason = m.reason;
         }
         return d;
     }
+    // A failover whose source came back before its Lease expired: it
+    // serves the computer again.
+    if m.reason == MoveReason::NodeLost && lost_since.is_none() {
+        return Decision::Stay {
+            blocked: None,
+            clear_request: true,
+        };
+    }
     match m.phase {
         MovePhase::Preparing => {
+            // The cause went (the request was taken back, the node
+            // uncordoned): the move is given up.
+            let cordoned = s
+                .node_obj
+                .and_then(|n| n.spec.as_ref())
+                .and_then(|sp| sp.unschedulable)
+                .unwrap_or(false);
+            let requested = s.computer.annotations().contains_key(MOVE_REQUEST);
+            let cause_gone = match m.reason {
+                MoveReason::Requested => !requested,
+                MoveReason::NodeCordoned => !cordoned && !requested,
+                MoveReason::NodeLost => false,
+            };
+            if cause_gone {
+                return Decision::Stay {
+                    blocked: None,
+                    clear_request: false,
+                };
+            }
             let prepared = s
                 .lease
                 .prepared_on
@@ -270,32 +315,55 @@ fn going_on(s: &Seen, m: &MoveStatus) -> Decision {
             }
         }
         MovePhase::HandingOver => {
+            // Handed over: the source says so, and no longer holds the
+            // Lease (released, or past its duration: a source whose
+            // release failed or that restarted is fenced by then).
             let handed = s
                 .lease
                 .handed_over_to
                 .as_ref()
                 .is_some_and(|(node, _)| node == &m.target)
-                && s.lease.holder.as_deref() != Some(m.source.as_str());
+                && (s.lease.holder.as_deref() != Some(m.source.as_str()) || s.lease.expired);
             if handed {
-                let millis = m
-                    .hand_over_time
-                    .as_ref()
-                    .map(|t| (s.now.as_millisecond() - t.0.as_millisecond()).max(0));
-                Decision::Switch(MoveRecord {
-                    source: m.source.clone(),
-                    target: m.target.clone(),
-                    reason: m.reason,
-                    started_time: m.started_time.clone(),
-                    finished_time: Time(s.now),
-                    hand_over_millis: millis,
-                    last_reported_position: None,
-                    last_reported_shipped_time: None,
-                    source_last_ready_time: None,
-                })
-            } else {
-                Decision::Moving(m.clone())
+                return Decision::Switch(record(s, m));
             }
+            let since = m.hand_over_time.as_ref().unwrap_or(&m.started_time);
+            if m.reason != MoveReason::NodeLost && since.0 + HAND_OVER_LIMIT <= s.now {
+                return Decision::Stay {
+                    blocked: Some((
+                        HAND_OVER_TIMED_OUT,
+                        format!(
+                            "{} did not hand the computer over to {} within {} s; it stays on {}",
+                            m.source,
+                            m.target,
+                            HAND_OVER_LIMIT.as_secs(),
+                            m.source
+                        ),
+                    )),
+                    clear_request: true,
+                };
+            }
+            Decision::Moving(m.clone())
         }
+    }
+}
+
+/// The record of move `m` ending now.
+fn record(s: &Seen, m: &MoveStatus) -> MoveRecord {
+    let millis = m
+        .hand_over_time
+        .as_ref()
+        .map(|t| (s.now.as_millisecond() - t.0.as_millisecond()).max(0));
+    MoveRecord {
+        source: m.source.clone(),
+        target: m.target.clone(),
+        reason: m.reason,
+        started_time: m.started_time.clone(),
+        finished_time: Time(s.now),
+        hand_over_millis: millis,
+        last_reported_position: None,
+        last_reported_shipped_time: None,
+        source_last_ready_time: None,
     }
 }
 

@@ -218,6 +218,24 @@ pub async fn catch_up(
     };
     let db_pages = (file.metadata()?.len() / u64::from(page_size.max(1))) as u32;
     if head == from.position {
+        // Still the object this file was made from (its trailer is its
+        // digest), not another writer's at the same position.
+        let key = object::key(prefix, head);
+        let meta = store.head(&key).await.map_err(|e| match e {
+            object_store::Error::NotFound { .. } => Error::Missing {
+                key: key.to_string(),
+            },
+            e => e.into(),
+        })?;
+        let trailer = store
+            .get_range(&key, meta.size.saturating_sub(32)..meta.size)
+            .await?;
+        if trailer.as_ref() != from.digest {
+            return Err(corrupt(
+                &key,
+                "is not the object this copy was made from (digest differs)",
+            ));
+        }
         return Ok(Restored {
             snapshot: from.position,
             position: head,

@@ -33,8 +33,16 @@ use tracing::{info, warn};
 use super::Node;
 use crate::registry::writer_lease_name;
 
-/// Field manager of the annotations this agent writes on writer Leases.
-const FIELD_MANAGER: &str = "agentcomputer-node-agent-moves";
+/// Field manager of the annotations node agents write on writer Leases,
+/// one per annotation: a server-side apply removes the fields its manager
+/// applied before and omits now, so the target's `prepared-on` and the
+/// source's `handed-over-to` must not share one.
+fn field_manager(key: &str) -> String {
+    format!(
+        "agentcomputer-node-agent-{}",
+        key.rsplit('/').next().unwrap_or(key)
+    )
+}
 
 /// How often copies the store has gone past are looked for.
 const SWEEP_EVERY: Duration = Duration::from_secs(60);
@@ -85,29 +93,74 @@ pub fn on_placed(node: &Arc<Node>, c: &AgentComputer, uid: &str) {
     }
     let node = node.clone();
     let uid = uid.to_string();
+    let (ns, name) = (
+        c.metadata.namespace.clone().unwrap_or_default(),
+        c.metadata.name.clone().unwrap_or_default(),
+    );
     tokio::spawn(async move {
         let started = std::time::Instant::now();
-        let position = match node.registry.hand_over(&uid).await {
-            Ok(p) => p,
-            Err(e) => {
-                warn!(%uid, error = %e, "cannot hand the computer over; it stays here");
+        let asked = || still_asked(&node, &ns, &name, &uid, &target);
+        let position = loop {
+            match node.registry.hand_over(&uid).await {
+                Ok(p) => break p,
+                Err(e) => {
+                    // Served here again until the next try.
+                    warn!(%uid, error = %e, "cannot hand the computer over; it stays here and is tried again");
+                    node.registry.stay(&uid);
+                }
+            }
+            tokio::time::sleep(RETRY).await;
+            if !asked().await {
                 node.moves.leaving.lock().remove(&uid);
                 node.registry.stay(&uid);
                 return;
             }
         };
-        let value = format!("{target} {}", position.unwrap_or(0));
-        match annotate_lease(&node, &uid, HANDED_OVER_TO, &value).await {
-            Ok(()) => info!(
-                %uid,
-                %target,
-                position,
-                ms = started.elapsed().as_millis() as u64,
-                "handed the computer over"
-            ),
-            Err(e) => warn!(%uid, error = %e, "cannot record the hand-over on the writer Lease"),
+        let value = format!("{target} {position}");
+        loop {
+            match annotate_lease(&node, &uid, HANDED_OVER_TO, &value).await {
+                Ok(()) => {
+                    info!(
+                        %uid,
+                        %target,
+                        position,
+                        ms = started.elapsed().as_millis() as u64,
+                        "handed the computer over"
+                    );
+                    return;
+                }
+                Err(e) => {
+                    warn!(%uid, error = %e, "cannot record the hand-over on the writer Lease; trying again")
+                }
+            }
+            tokio::time::sleep(RETRY).await;
+            if !asked().await {
+                return;
+            }
         }
     });
+}
+
+/// How long a failed hand-over or Lease annotation waits before its next
+/// try.
+const RETRY: Duration = Duration::from_secs(5);
+
+/// Whether AgentComputer `ns/name` (uid `uid`) still asks to be handed to
+/// `target`. An unreadable answer counts as yes (the next try finds out).
+async fn still_asked(node: &Node, ns: &str, name: &str, uid: &str, target: &str) -> bool {
+    let api: Api<AgentComputer> = Api::namespaced(node.client.clone(), ns);
+    match api.get_opt(name).await {
+        Ok(Some(c)) => {
+            c.metadata.uid.as_deref() == Some(uid)
+                && c.metadata
+                    .annotations
+                    .as_ref()
+                    .and_then(|a| a.get(HAND_OVER_TO))
+                    .is_some_and(|t| t == target)
+        }
+        Ok(None) => false,
+        Err(_) => true,
+    }
 }
 
 /// Computer `c` (`uid`) is no longer placed here: if it was handed over,
@@ -214,7 +267,7 @@ async fn annotate_lease(node: &Node, uid: &str, key: &str, value: &str) -> kube:
     });
     api.patch(
         &name,
-        &PatchParams::apply(FIELD_MANAGER),
+        &PatchParams::apply(&field_manager(key)),
         &Patch::Apply(&patch),
     )
     .await?;

@@ -448,12 +448,29 @@ pub(super) fn resume_of(
     })
 }
 
+/// [`resume_of`] for a closed database file: also none when a non-empty
+/// write-ahead log lies beside it (a session that stopped without a clean
+/// close), which the next open would replay over the file.
+pub(super) fn closed_resume_of(
+    db: &std::path::Path,
+    r: &BackupResume,
+) -> Option<agentcomputer_backup::Resume> {
+    let mut wal = db.as_os_str().to_owned();
+    wal.push("-wal");
+    if std::fs::metadata(std::path::Path::new(&wal)).is_ok_and(|m| m.len() > 0) {
+        return None;
+    }
+    resume_of(db, r)
+}
+
 /// The last log position computer directory `dir`'s shipper recorded
 /// (its `backup-position` file), if any.
 pub(super) fn recorded_position(dir: &std::path::Path) -> Option<u64> {
+    // `POSITION [DIGEST]`: the shipper's position file.
     std::fs::read_to_string(dir.join(BACKUP_POSITION_FILE))
         .ok()?
-        .trim()
+        .split_whitespace()
+        .next()?
         .parse()
         .ok()
 }
@@ -470,6 +487,19 @@ fn file_stamp(path: &std::path::Path) -> Option<(u64, i128)> {
 
 #[cfg(test)]
 mod tests {
+    /// The shipper's position file, in both the form with the digest of
+    /// the object it was about to write and the older bare one.
+    #[test]
+    fn the_recorded_position_is_read_with_or_without_a_digest() {
+        let dir = tempfile::tempdir().unwrap();
+        assert_eq!(recorded_position(dir.path()), None);
+        let file = dir.path().join(BACKUP_POSITION_FILE);
+        std::fs::write(&file, format!("17 {}\n", "ab".repeat(32))).unwrap();
+        assert_eq!(recorded_position(dir.path()), Some(17));
+        std::fs::write(&file, "9\n").unwrap();
+        assert_eq!(recorded_position(dir.path()), Some(9));
+    }
+
     use super::*;
     use crate::backup::BackupUrl;
     use agentcomputer_egress::EgressConfig;

@@ -117,6 +117,10 @@ pub enum RegistryError {
         name: String,
         waited: std::time::Duration,
     },
+    /// The computer could not be handed over to another node; it stays
+    /// here.
+    #[error("computer \"{name}\" could not be handed over: {reason}; it stays on this node")]
+    HandOver { name: String, reason: String },
     /// The computer's writer Lease could not be taken or checked.
     #[error("computer \"{name}\": cannot take its writer lease: {reason}")]
     WriterLease { name: String, reason: String },

@@ -172,13 +172,15 @@ impl Registry {
             let mut replaced = false;
             loop {
                 let dir = self.dir_of(name);
+                if held.is_some() {
+                    // Restored here in the background before a move: the
+                    // log's last objects, now that this node holds it (a
+                    // copy that cannot be caught up is discarded).
+                    self.catch_up_arrival(name, false).await?;
+                }
                 if !dir.join(crate::computer::SETTINGS_FILE).exists() {
                     // Made on another node, or this node's disk was lost.
                     self.restore_from_backup(name).await?;
-                } else if held.is_some() {
-                    // Restored here in the background before a move: the
-                    // log's last objects, now that this node holds it.
-                    self.catch_up_arrival(name, false).await?;
                 }
                 let owned = name.to_string();
                 let (fs, mut settings) =

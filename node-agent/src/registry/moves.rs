@@ -45,13 +45,21 @@ pub enum Departure {
 }
 
 impl Registry {
-    /// Hands computer `name` over: new calls wait, the engine commits
-    /// nothing more, everything it committed is shipped, it is closed and
-    /// its writer Lease released. Returns the log's last position (None
-    /// when it was not open here, or its last ship failed). Errors: `Io`
-    /// when the computer cannot be closed.
-    pub async fn hand_over(&self, name: &str) -> Result<Option<u64>, RegistryError> {
+    /// Hands computer `name` over: new calls wait, running work is
+    /// cancelled, the engine commits nothing more, everything it committed
+    /// is shipped, it is closed and its writer Lease released. Returns the
+    /// log position the store holds it at. A closed copy whose last close
+    /// did not ship everything (a failed ship, a stop without a clean
+    /// close) is opened first, which ships it. Errors: `HandOver` when the
+    /// last ship failed (calls then wait until [`Registry::stay`] lets them
+    /// in again; nothing may be switched to another node); the errors of
+    /// opening the computer.
+    pub async fn hand_over(&self, name: &str) -> Result<u64, RegistryError> {
         check_name(name)?;
+        let open = self.inner.open.lock().contains_key(name);
+        if !open && !self.closed_copy_shipped(name).await? {
+            drop(self.acquire(name).await?);
+        }
         {
             let mut departing = self.inner.departing.lock();
             departing
@@ -61,9 +69,17 @@ impl Registry {
         let _guard = self.inner.names.lock(name).await;
         let slot = self.inner.open.lock().remove(name);
         let Some(slot) = slot else {
-            return Ok(None);
+            return self.closed_position(name).await;
         };
         let started = std::time::Instant::now();
+        // Running work first, so that nothing is admitted or keeps a
+        // transaction open past the freeze (bounded: a call that ignores
+        // its cancellation has its commits refused below).
+        slot.cancel.cancel();
+        let drained = started + std::time::Duration::from_secs(2);
+        while slot.active.load(Ordering::SeqCst) > 0 && std::time::Instant::now() < drained {
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
         {
             let slot = slot.clone();
             blocking(move || {
@@ -78,17 +94,57 @@ impl Registry {
             })
             .await;
         }
-        slot.cancel.cancel();
         let (settings, shipped) = super::hibernation::close_slot_with(slot, false).await;
         self.upload_settings(&settings).await;
-        let position = shipped.map(|p| p.position);
+        let Some(shipped) = shipped else {
+            return Err(RegistryError::HandOver {
+                name: name.to_string(),
+                reason: "its last changes could not be shipped to the backup store".into(),
+            });
+        };
         info!(
             computer = name,
-            position,
+            position = shipped.position,
             ms = started.elapsed().as_millis() as u64,
             "handed the computer over"
         );
-        Ok(position)
+        Ok(shipped.position)
+    }
+
+    /// Whether this node's closed copy of `name` holds nothing the store
+    /// lacks: its last close shipped everything and the file is as that
+    /// close left it (or there is no copy here).
+    async fn closed_copy_shipped(&self, name: &str) -> Result<bool, RegistryError> {
+        let dir = self.dir_of(name);
+        if !dir.join(SETTINGS_FILE).exists() {
+            return Ok(true);
+        }
+        let settings = read_settings(&dir)
+            .await
+            .map_err(|source| RegistryError::Io {
+                name: name.to_string(),
+                source,
+            })?;
+        Ok(settings
+            .backup_resume
+            .as_ref()
+            .is_some_and(|r| super::backed_up::closed_resume_of(&dir.join(DB_FILE), r).is_some()))
+    }
+
+    /// The log position of this node's closed, fully shipped copy of
+    /// `name` (0 without a copy here).
+    async fn closed_position(&self, name: &str) -> Result<u64, RegistryError> {
+        let dir = self.dir_of(name);
+        if !dir.join(SETTINGS_FILE).exists() {
+            return Ok(0);
+        }
+        let settings = read_settings(&dir)
+            .await
+            .map_err(|source| RegistryError::Io {
+                name: name.to_string(),
+                source,
+            })?;
+        Ok(settings.backup_resume.map_or(0, |r| r.position))
     }
 
     /// Computer `name` is served here: a hand-over was given up, or it
@@ -258,7 +314,7 @@ impl Registry {
         let mut settings = read_settings(&dir).await.map_err(io_err)?;
         let db = dir.join(DB_FILE);
         let from = match (&settings.backup_id, &settings.backup_resume) {
-            (Some(_), Some(resume)) => super::backed_up::resume_of(&db, resume),
+            (Some(_), Some(resume)) => super::backed_up::closed_resume_of(&db, resume),
             _ => None,
         };
         let (Some(id), Some(from)) = (settings.backup_id.clone(), from) else {
@@ -311,6 +367,41 @@ impl Registry {
     }
 }
 
+impl Registry {
+    /// Whether computer `name`'s writer Lease says another node serves it:
+    /// held by another node, or handed over to one at `position` or later.
+    /// False when this agent holds no Leases or the Lease cannot be read.
+    async fn served_elsewhere(&self, name: &str, position: u64) -> bool {
+        let Some(w) = self.inner.writer_leases.get() else {
+            return false;
+        };
+        let Ok(Some(lease)) = w
+            .api
+            .get_opt(&super::writer_lease::writer_lease_name(name))
+            .await
+        else {
+            return false;
+        };
+        let holder = lease
+            .spec
+            .as_ref()
+            .and_then(|s| s.holder_identity.as_deref())
+            .filter(|h| !h.is_empty());
+        if holder.is_some_and(|h| h != w.identity) {
+            return true;
+        }
+        lease
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(agentcomputer_crds::moves::HANDED_OVER_TO))
+            .and_then(|v| v.split_once(' '))
+            .is_some_and(|(to, at)| {
+                to != w.identity && at.parse::<u64>().is_ok_and(|at| at >= position)
+            })
+    }
+}
+
 async fn read_settings(dir: &std::path::Path) -> std::io::Result<Settings> {
     let dir = dir.to_path_buf();
     blocking(move || Settings::load(&dir)).await
@@ -356,7 +447,13 @@ impl Registry {
             return Ok(false);
         };
         let head = b.target.head(&id).await.map_err(backup_err(name))?;
-        if head.is_none_or(|h| h <= local) {
+        let Some(head) = head else {
+            return Ok(false);
+        };
+        // At the same position the copy is the store's state; it is only
+        // superseded once another node took the computer over (it holds
+        // its Lease, or was handed it at this position or later).
+        if head < local || (head == local && !self.served_elsewhere(name, local).await) {
             return Ok(false);
         }
         info!(

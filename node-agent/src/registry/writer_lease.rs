@@ -21,8 +21,8 @@ use super::*;
 
 /// How this agent takes computers' Leases ([`Registry::set_writer_leases`]).
 pub(super) struct WriterLeases {
-    api: Api<KubeLease>,
-    identity: String,
+    pub(super) api: Api<KubeLease>,
+    pub(super) identity: String,
     timing: Timing,
 }
 

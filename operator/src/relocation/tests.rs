@@ -171,6 +171,7 @@ fn without_a_backup_store_a_cordoned_node_says_why_nothing_moves() {
 #[test]
 fn the_hand_over_starts_once_the_target_is_prepared() {
     let mut case = Case::new();
+    case.c = computer(&[(MOVE_REQUEST, "")]);
     case.old.moving = Some(moving(MovePhase::Preparing, MoveReason::Requested));
     case.now = t(5);
     assert!(matches!(case.decide(), Decision::Moving(m) if m.phase == MovePhase::Preparing));
@@ -190,6 +191,7 @@ fn the_hand_over_starts_once_the_target_is_prepared() {
 #[test]
 fn a_target_that_never_prepares_gets_the_hand_over_after_the_limit() {
     let mut case = Case::new();
+    case.node = Some(node(true));
     case.old.moving = Some(moving(MovePhase::Preparing, MoveReason::NodeCordoned));
     case.now = t(PREPARE_LIMIT.as_secs() as i64);
     assert!(matches!(case.decide(), Decision::Moving(m) if m.phase == MovePhase::HandingOver));
@@ -284,4 +286,86 @@ fn a_request_moves_even_from_a_healthy_node() {
     let mut case = Case::new();
     case.c = computer(&[(MOVE_REQUEST, "")]);
     assert!(matches!(case.decide(), Decision::Moving(m) if m.reason == MoveReason::Requested));
+}
+
+#[test]
+fn a_move_whose_cause_went_while_preparing_is_given_up() {
+    let mut case = Case::new();
+    case.old.moving = Some(moving(MovePhase::Preparing, MoveReason::NodeCordoned));
+    // Uncordoned.
+    assert!(matches!(
+        case.decide(),
+        Decision::Stay { blocked: None, .. }
+    ));
+    // A request taken back.
+    case.old.moving = Some(moving(MovePhase::Preparing, MoveReason::Requested));
+    assert!(matches!(
+        case.decide(),
+        Decision::Stay { blocked: None, .. }
+    ));
+    // Once handing over it goes on.
+    case.old.moving = Some(moving(MovePhase::HandingOver, MoveReason::Requested));
+    assert!(matches!(case.decide(), Decision::Moving(_)));
+}
+
+#[test]
+fn a_computer_already_labelled_for_its_target_finishes_the_switch() {
+    let mut case = Case::new();
+    case.c
+        .metadata
+        .labels
+        .get_or_insert_with(Default::default)
+        .insert("agentcomputer.dev/node".into(), "n2".into());
+    case.old.moving = Some(moving(MovePhase::HandingOver, MoveReason::NodeLost));
+    case.agent_ready = false;
+    case.old.conditions = not_ready_since(0).conditions;
+    // The target holds the Lease by now: still a switch, never a way back.
+    case.lease.holder = Some("n2".into());
+    assert!(matches!(case.decide(), Decision::Switch(r) if r.target == "n2"));
+}
+
+#[test]
+fn a_failover_whose_source_came_back_is_given_up() {
+    let mut case = Case::new();
+    case.old.moving = Some(moving(MovePhase::HandingOver, MoveReason::NodeLost));
+    // The source's agent is ready again and holds its Lease.
+    assert!(matches!(
+        case.decide(),
+        Decision::Stay {
+            blocked: None,
+            clear_request: true
+        }
+    ));
+}
+
+#[test]
+fn a_source_that_never_hands_over_keeps_the_computer_after_the_limit() {
+    let mut case = Case::new();
+    case.c = computer(&[(MOVE_REQUEST, "")]);
+    case.old.moving = Some(moving(MovePhase::HandingOver, MoveReason::Requested));
+    case.now = t(10 + HAND_OVER_LIMIT.as_secs() as i64 - 1);
+    assert!(matches!(case.decide(), Decision::Moving(_)));
+    case.now = t(10 + HAND_OVER_LIMIT.as_secs() as i64);
+    match case.decide() {
+        Decision::Stay {
+            blocked: Some((reason, why)),
+            clear_request: true,
+        } => {
+            assert_eq!(reason, HAND_OVER_TIMED_OUT);
+            assert!(why.contains("stays on n1"), "{why}");
+        }
+        d => panic!("{d:?}"),
+    }
+}
+
+#[test]
+fn a_hand_over_whose_release_failed_switches_once_the_lease_expired() {
+    let mut case = Case::new();
+    case.old.moving = Some(moving(MovePhase::HandingOver, MoveReason::NodeCordoned));
+    case.node = Some(node(true));
+    case.lease.handed_over_to = Some(("n2".into(), 4));
+    // Still named holder (the release failed): wait for the Lease to run out.
+    assert!(matches!(case.decide(), Decision::Moving(_)));
+    case.lease.expired = true;
+    assert!(matches!(case.decide(), Decision::Switch(_)));
 }

@@ -136,6 +136,11 @@ pub async fn run(
             }
         }
         Decision::Moving(m) => {
+            if old.moving.is_none() {
+                // A new move: what the agents wrote on the Lease for an
+                // earlier one must not count for this one.
+                clear_lease_annotations(ctx, &uid).await?;
+            }
             let mut labels_patch = serde_json::Map::new();
             if c.labels().get(MOVE_TARGET_LABEL) != Some(&m.target) {
                 labels_patch.insert(MOVE_TARGET_LABEL.into(), m.target.clone().into());
@@ -277,7 +282,13 @@ fn target(
         room: &room,
         size: bytes,
     };
-    let load = HashMap::new();
+    // Computers per node, counting those on their way to a node.
+    let mut load = ctx.load();
+    for other in ctx.computers.state() {
+        if let Some(m) = other.status.as_ref().and_then(|st| st.moving.as_ref()) {
+            *load.entry(m.target.clone()).or_default() += 1;
+        }
+    }
     if let Some(t) = placement::choose(&c.spec, others.iter().copied(), &cands, &load) {
         return Ok(t);
     }
@@ -302,6 +313,28 @@ fn target(
             placement::explain(&c.spec, others.iter().copied(), &cands),
         ),
     })
+}
+
+/// Removes the move annotations node agents put on computer `uid`'s
+/// writer Lease (`prepared-on`, `handed-over-to`). No Lease: nothing to do.
+async fn clear_lease_annotations(ctx: &Context, uid: &str) -> Result<()> {
+    let leases: Api<Lease> = Api::namespaced(ctx.client.clone(), &ctx.config.agent_namespace);
+    let patch = serde_json::json!({"metadata": {"annotations": {
+        agentcomputer_crds::moves::PREPARED_ON: null,
+        agentcomputer_crds::moves::HANDED_OVER_TO: null,
+    }}});
+    match leases
+        .patch(
+            &writer_lease_name(uid),
+            &merge_params(),
+            &Patch::Merge(&patch),
+        )
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(e) if is_not_found(&e) => Ok(()),
+        Err(e) => Err(e.into()),
+    }
 }
 
 /// Deletes the sandbox pod, at once (grace period 0) when its node is
@@ -341,16 +374,18 @@ async fn rebind_pinned_volume(
     if !resources::pv::pinned(&pv) {
         return Ok(());
     }
+    // The volume first: a claim deleted while the volume's delete failed
+    // would leave a Released volume no new claim binds to.
+    match pvs.delete(&pv_name, &DeleteParams::background()).await {
+        Ok(_) => {}
+        Err(e) if is_not_found(&e) => {}
+        Err(e) => return Err(e.into()),
+    }
     let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(ctx.client.clone(), ns);
     match pvcs
         .delete(&resources::pvc_name(c), &DeleteParams::background())
         .await
     {
-        Ok(_) => {}
-        Err(e) if is_not_found(&e) => {}
-        Err(e) => return Err(e.into()),
-    }
-    match pvs.delete(&pv_name, &DeleteParams::background()).await {
         Ok(_) => {}
         Err(e) if is_not_found(&e) => {}
         Err(e) => return Err(e.into()),
