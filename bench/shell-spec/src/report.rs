@@ -377,7 +377,11 @@ pub fn render_brush(files: &[BrushFile], meta: &BrushMeta, hand: &str) -> String
             }
         }
     }
-    write_refused(&mut d, files, "\n### Brush cases agentcomputer-shell refuses");
+    write_refused(
+        &mut d,
+        files,
+        "\n### Brush cases agentcomputer-shell refuses",
+    );
     let _ = writeln!(
         d,
         "### Brush cases where agentcomputer-shell differs from bash\n"
