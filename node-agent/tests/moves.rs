@@ -479,10 +479,16 @@ async fn move_and_failover_timings() {
         .await;
         let failover = killed.elapsed();
         assert_eq!(out, b"1\n2\n3\n");
-        let (_, code) = exec(&mut c1, &name, pb::Runtime::Shell, "wc -c < blob")
+        let (out, code) = exec(&mut c1, &name, pb::Runtime::Shell, "wc -c blob 2>&1")
             .await
             .unwrap();
-        assert_eq!(code, 0);
+        // `wc -c FILE` answers from the size (reading 1 GiB through stdin
+        // would pass the exec's memory budget).
+        assert_eq!(
+            (out.trim(), code),
+            (format!("{} blob", mib << 20).as_str(), 0),
+            "the blob after the failover"
+        );
         rows.push(format!(
             "| {mib} MiB | {:.2} s | {} ms | {} ms | {:.1} s (Lease {LEASE}) |",
             prepare.as_secs_f64(),
