@@ -89,9 +89,11 @@ pub struct MoveRecord {
     /// When the position above was shipped.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_reported_shipped_time: Option<Time>,
-    /// After a node loss: when the source's node agent was last seen ready
-    /// (or the move began, if that is unknown). At most the writes between
-    /// `lastReportedShippedTime` and this time were lost.
+    /// After a node loss: when the operator saw the source's node agent
+    /// stop being ready (absent when unknown). The writes the lost node
+    /// committed after `lastReportedShippedTime` (or after the store's
+    /// latest position) and before its writer Lease's renew deadline may
+    /// be lost.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub source_last_ready_time: Option<Time>,
 }
@@ -137,6 +139,9 @@ pub mod move_condition_reasons {
     pub const NO_TARGET: &str = "NoEligibleTarget";
     /// The requested target is not an eligible node.
     pub const BAD_TARGET: &str = "TargetNotEligible";
+    /// The source did not hand the computer over within the operator's
+    /// limit (10 minutes); it stays there.
+    pub const HAND_OVER_TIMED_OUT: &str = "HandOverTimedOut";
 }
 
 /// Annotation the source's node agent puts on the computer's writer Lease

@@ -36,7 +36,7 @@ pub struct AgentComputerStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub backup: Option<BackupStatus>,
 
-    /// A move to another node, while one runs (crate::moves).
+    /// A move to another node, while one runs (docs/moves.md).
     #[serde(default, rename = "move", skip_serializing_if = "Option::is_none")]
     pub moving: Option<crate::moves::MoveStatus>,
 

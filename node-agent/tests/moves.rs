@@ -53,11 +53,42 @@ async fn lease_holder(admin: &kube::Client, uid: &str) -> Option<String> {
         .filter(|h| !h.is_empty())
 }
 
+/// Writes what the operator writes for a move: `meta` (labels and
+/// annotations), then `status.move` to match (node agents act on the move
+/// the status names): Preparing while the computer carries
+/// `move-target`, HandingOver once it carries `hand-over-to`, none after.
 async fn patch_meta(api: &Api<AgentComputer>, name: &str, meta: serde_json::Value) {
     api.patch(
         name,
         &PatchParams::default(),
         &Patch::Merge(serde_json::json!({ "metadata": meta })),
+    )
+    .await
+    .unwrap();
+    let c = api.get(name).await.unwrap();
+    let labels = c.metadata.labels.clone().unwrap_or_default();
+    let annotations = c.metadata.annotations.clone().unwrap_or_default();
+    let source = labels
+        .get("agentcomputer.dev/node")
+        .cloned()
+        .unwrap_or_default();
+    let now = k8s_openapi::jiff::Timestamp::now()
+        .strftime("%Y-%m-%dT%H:%M:%SZ")
+        .to_string();
+    let status_move = match (
+        labels.get("agentcomputer.dev/move-target"),
+        annotations.get("agentcomputer.dev/hand-over-to"),
+    ) {
+        (_, Some(target)) => serde_json::json!({"source": source, "target": target,
+            "reason": "Requested", "phase": "HandingOver", "startedTime": now, "handOverTime": now}),
+        (Some(target), None) => serde_json::json!({"source": source, "target": target,
+            "reason": "Requested", "phase": "Preparing", "startedTime": now}),
+        (None, None) => serde_json::Value::Null,
+    };
+    api.patch_status(
+        name,
+        &PatchParams::default(),
+        &Patch::Merge(serde_json::json!({"status": {"move": status_move}})),
     )
     .await
     .unwrap();
@@ -129,6 +160,44 @@ async fn a_computer_moves_between_live_agents_and_no_acknowledged_write_is_lost(
         acked.push(next);
         next += 1;
     }
+
+    // The label and annotation alone (as a user who may edit the
+    // computer could set them) move nothing: agents act on the move the
+    // operator's status names.
+    computers
+        .patch(
+            "mover",
+            &PatchParams::default(),
+            &Patch::Merge(serde_json::json!({"metadata": {
+                "labels": {"agentcomputer.dev/move-target": "n2"},
+                "annotations": {"agentcomputer.dev/hand-over-to": "n2"},
+            }})),
+        )
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert!(
+        !data2.join("computers").join(&uid).exists(),
+        "n2 restored for a label alone"
+    );
+    assert_eq!(
+        lease_annotation(&admin, &uid, "agentcomputer.dev/handed-over-to").await,
+        None
+    );
+    assert!(append(&mut c1, next).await.unwrap(), "n1 still serves");
+    acked.push(next);
+    next += 1;
+    computers
+        .patch(
+            "mover",
+            &PatchParams::default(),
+            &Patch::Merge(serde_json::json!({"metadata": {
+                "labels": {"agentcomputer.dev/move-target": null},
+                "annotations": {"agentcomputer.dev/hand-over-to": null},
+            }})),
+        )
+        .await
+        .unwrap();
 
     // --- Preparing: n2 restores while n1 serves. ---
     patch_meta(

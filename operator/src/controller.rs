@@ -9,11 +9,10 @@
 //! 1. [`place`]: keep `status.node` (or the PV's node), or choose a node
 //!    with room ([`crate::placement`]); with none eligible the computer
 //!    stays Pending and is retried; once placed the computer is labelled
-//!    `agentcomputer.dev/node`;
-//! 1b. [`relocation`]: a computer whose node is cordoned or lost, or that
-//!    was asked to move, moves to another node through the backup store
-//!    (docs/moves.md); once the source has handed it over, the target
-//!    becomes its node for the steps after this one;
+//!    `agentcomputer.dev/node`; then [`relocation`]: a computer whose node
+//!    is cordoned or lost, or that was asked to move, moves to another
+//!    node through the backup store (docs/moves.md); once the source has
+//!    handed it over, the target becomes its node for the steps after;
 //! 2. [`credential`]: the Secret (created once with a random token; a token
 //!    the user writes is kept), whose SHA-256 becomes
 //!    `status.credentialHash`;

@@ -47,7 +47,7 @@ pub const HAND_OVER_LIMIT: Duration = Duration::from_secs(600);
 
 /// Reason of `Moving=False` (and of the Warning event) when a source did
 /// not hand over within [`HAND_OVER_LIMIT`].
-pub const HAND_OVER_TIMED_OUT: &str = "HandOverTimedOut";
+pub use agentcomputer_crds::moves::move_condition_reasons::HAND_OVER_TIMED_OUT;
 
 /// What the computer's writer Lease says, as far as moves care.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

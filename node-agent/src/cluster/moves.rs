@@ -19,7 +19,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use agentcomputer_crds::AgentComputer;
-use agentcomputer_crds::moves::{HAND_OVER_TO, HANDED_OVER_TO, MOVE_TARGET_LABEL, PREPARED_ON};
+use agentcomputer_crds::moves::{
+    HAND_OVER_TO, HANDED_OVER_TO, MOVE_TARGET_LABEL, MovePhase, MoveStatus, PREPARED_ON,
+};
 use futures::StreamExt;
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::Api;
@@ -69,12 +71,21 @@ impl Moves {
 /// starts the hand-over once, or lets calls in again when the annotation
 /// went without the computer leaving.
 pub fn on_placed(node: &Arc<Node>, c: &AgentComputer, uid: &str) {
+    // Only the move the operator's status names: the annotation alone is
+    // on the object its users may edit.
     let target = c
         .metadata
         .annotations
         .as_ref()
         .and_then(|a| a.get(HAND_OVER_TO))
         .filter(|t| **t != node.config.node_name)
+        .filter(|t| {
+            moving_to(c).is_some_and(|m| {
+                m.target == **t
+                    && m.source == node.config.node_name
+                    && m.phase == MovePhase::HandingOver
+            })
+        })
         .cloned();
     let Some(target) = target else {
         if node.moves.leaving.lock().remove(uid).is_some() {
@@ -203,7 +214,9 @@ pub async fn run_target(node: Arc<Node>, stop: CancellationToken) {
             None => return,
             Some(Err(e)) => warn!(error = %e, "watch of computers moving here failed; retrying"),
             Some(Ok(Event::Apply(c) | Event::InitApply(c))) => {
-                if let Some(uid) = c.metadata.uid.clone() {
+                // Only for the move the operator's status names.
+                let here = moving_to(&c).is_some_and(|m| m.target == node.config.node_name);
+                if let (Some(uid), true) = (c.metadata.uid.clone(), here) {
                     prepare(&node, uid);
                 }
             }
@@ -215,6 +228,11 @@ pub async fn run_target(node: Arc<Node>, stop: CancellationToken) {
             Some(Ok(Event::Init | Event::InitDone)) => {}
         }
     }
+}
+
+/// The move `c`'s status names (written by the operator only).
+fn moving_to(c: &AgentComputer) -> Option<&MoveStatus> {
+    c.status.as_ref()?.moving.as_ref()
 }
 
 /// Restores computer `uid` here ahead of its move, once, and says so on

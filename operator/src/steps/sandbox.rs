@@ -49,14 +49,17 @@ pub async fn run(
         Some(ip) => Some(ip),
         None => agent.and_then(|a| a.ip.clone()),
     };
+    let site = Site {
+        agent_address: agent_address.as_deref(),
+        pin_to,
+    };
     let (mut st, idle) = reconcile_sandbox(
         c,
         &pods,
         &resources::pod_name(c),
-        agent_address.as_deref(),
+        site,
         &ctx.config,
         credential_hash,
-        pin_to,
         now,
     )
     .await?;
@@ -119,16 +122,29 @@ pub struct SandboxState {
 /// gives the runner image and the agents' TLS trust. Returns its state
 /// (None when the container runtime is off) and, when an idle timeout is
 /// running, the time until it fires.
+/// Where a sandbox pod runs and whom it dials.
+#[derive(Clone, Copy)]
+struct Site<'a> {
+    /// The node agent's address (its Service or pod IP).
+    agent_address: Option<&'a str>,
+    /// The `kubernetes.io/hostname` the pod is pinned to, if its volume
+    /// does not pin it.
+    pin_to: Option<&'a str>,
+}
+
 async fn reconcile_sandbox(
     c: &AgentComputer,
     pods: &Api<Pod>,
     name: &str,
-    agent_address: Option<&str>,
+    site: Site<'_>,
     config: &Config,
     credential_hash: Option<&str>,
-    pin_to: Option<&str>,
     now: Timestamp,
 ) -> Result<(Option<SandboxState>, Option<Duration>)> {
+    let Site {
+        agent_address,
+        pin_to,
+    } = site;
     let Some(sandbox) = c
         .spec
         .sandbox
