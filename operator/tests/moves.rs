@@ -139,7 +139,7 @@ async fn computers_move_off_cordoned_nodes_and_fail_over_from_lost_ones() {
         add_agent(&admin, node, ip).await;
         publish_capacity(&agent_id, node, "1Ti").await;
     }
-    let (mut operator, _) = cluster.start_operator_with(
+    let (operator, _) = cluster.start_operator_with(
         &cluster.operator_kubeconfig,
         "operator",
         false,
