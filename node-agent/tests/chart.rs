@@ -521,7 +521,8 @@ fn the_chart_backs_computers_up_when_asked() {
             serde_json::json!({
                 "apiGroups": ["coordination.k8s.io"],
                 "resources": ["leases"],
-                "verbs": ["get", "create", "update", "delete", "list"],
+                // patch: a move's annotations (docs/moves.md).
+                "verbs": ["get", "create", "update", "patch", "delete", "list"],
             })
         )]
     );
