@@ -138,6 +138,22 @@ fn agent_container(objects: &[serde_json::Value]) -> serde_json::Value {
 }
 
 /// The node agent's arguments as the kubelet passes them.
+/// The value of variable `name` in the operator Deployment's container.
+fn operator_env(objects: &[serde_json::Value], name: &str) -> Option<String> {
+    let deployment = objects.iter().find(|o| {
+        o["kind"] == "Deployment"
+            && o["metadata"]["name"]
+                .as_str()
+                .is_some_and(|n| n.ends_with("-operator"))
+    })?;
+    deployment["spec"]["template"]["spec"]["containers"][0]["env"]
+        .as_array()?
+        .iter()
+        .find(|e| e["name"] == name)
+        .and_then(|e| e["value"].as_str())
+        .map(String::from)
+}
+
 fn agent_args(objects: &[serde_json::Value]) -> Vec<String> {
     let container = agent_container(objects);
     // The kubelet expands $(VAR) from the container's environment.
@@ -481,6 +497,15 @@ fn the_chart_backs_computers_up_when_asked() {
         &egress_to,
     ])
     .unwrap_or_else(|e| panic!("helm template: {e}"));
+    // With a backup store computers may move: the operator is told so
+    // (docs/moves.md); without one it is not.
+    assert_eq!(operator_env(&objects, "MOVES").as_deref(), Some("true"));
+    assert_eq!(
+        operator_env(&objects, "FAILOVER_AFTER").as_deref(),
+        Some("5m")
+    );
+    let plain = render(&[]).unwrap_or_else(|e| panic!("helm template: {e}"));
+    assert_eq!(operator_env(&plain, "MOVES").as_deref(), Some("false"));
     let env = agent_env(&objects);
     let value = |name: &str| env.iter().find(|e| e["name"] == name).cloned();
     assert_eq!(
