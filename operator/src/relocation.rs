@@ -149,12 +149,7 @@ pub enum Decision {
 /// annotation `failover: now`). Returns the time the agent was last seen
 /// ready (from the `Ready` condition's transition), when known.
 fn lost(s: &Seen) -> Option<Option<Time>> {
-    let ready = s.old.conditions.iter().find(|c| c.type_ == ct::READY);
-    let down_since = ready
-        .filter(|c| {
-            c.status == "False" && (c.reason == NODE_AGENT_NOT_READY || c.reason == NODE_GONE)
-        })
-        .map(|c| c.last_transition_time.clone());
+    let down_since = down_since(s);
     if s.node_obj.is_none() {
         return Some(down_since);
     }
@@ -171,6 +166,19 @@ fn lost(s: &Seen) -> Option<Option<Time>> {
         Some(since) if since.0 + s.failover_after <= s.now => Some(down_since),
         _ => None,
     }
+}
+
+/// When the computer's `Ready` condition turned False because its node
+/// agent or Node went away, if it says so.
+fn down_since(s: &Seen) -> Option<Time> {
+    s.old
+        .conditions
+        .iter()
+        .find(|c| c.type_ == ct::READY)
+        .filter(|c| {
+            c.status == "False" && (c.reason == NODE_AGENT_NOT_READY || c.reason == NODE_GONE)
+        })
+        .map(|c| c.last_transition_time.clone())
 }
 
 /// Decides for one reconcile (see the module docs).
@@ -252,7 +260,17 @@ fn going_on(s: &Seen, m: &MoveStatus) -> Decision {
         .get(agentcomputer_crds::labels::NODE)
         .is_some_and(|n| *n == m.target)
     {
-        return Decision::Switch(record(s, m));
+        let mut r = record(s, m);
+        if m.reason == MoveReason::NodeLost {
+            // As the switch itself recorded it (the cache may show the
+            // label before the status written with it).
+            r.hand_over_millis = None;
+            let backup = s.old.backup.as_ref();
+            r.last_reported_position = backup.and_then(|b| b.position);
+            r.last_reported_shipped_time = backup.and_then(|b| b.last_shipped_time.clone());
+            r.source_last_ready_time = down_since(s);
+        }
+        return Decision::Switch(r);
     }
     let lost_since = lost(s);
     // The source is lost while the move runs: fail over to the same target.

@@ -311,6 +311,8 @@ fn a_move_whose_cause_went_while_preparing_is_given_up() {
 #[test]
 fn a_computer_already_labelled_for_its_target_finishes_the_switch() {
     let mut case = Case::new();
+    // As a cache can show it: the switch's labels (its `failover`
+    // annotation gone) with the status from before.
     case.c
         .metadata
         .labels
@@ -319,9 +321,17 @@ fn a_computer_already_labelled_for_its_target_finishes_the_switch() {
     case.old.moving = Some(moving(MovePhase::HandingOver, MoveReason::NodeLost));
     case.agent_ready = false;
     case.old.conditions = not_ready_since(0).conditions;
-    // The target holds the Lease by now: still a switch, never a way back.
+    // The target holds the Lease by now: still a switch, never a way back,
+    // recorded as the failover it is.
     case.lease.holder = Some("n2".into());
-    assert!(matches!(case.decide(), Decision::Switch(r) if r.target == "n2"));
+    match case.decide() {
+        Decision::Switch(r) => {
+            assert_eq!(r.target, "n2");
+            assert_eq!(r.hand_over_millis, None);
+            assert_eq!(r.source_last_ready_time, Some(Time(t(0))));
+        }
+        d => panic!("{d:?}"),
+    }
 }
 
 #[test]

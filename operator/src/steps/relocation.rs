@@ -214,7 +214,7 @@ pub async fn run(
             api.patch(&name, &merge_params(), &Patch::Merge(&patch))
                 .await?;
             let lost = r.reason == MoveReason::NodeLost;
-            delete_sandbox(ctx, c, ns, lost).await?;
+            delete_sandbox_off(ctx, c, ns, &r.target, lost).await?;
             rebind_pinned_volume(ctx, c, ns, lost).await?;
             ctx.forget(&uid);
             let note = match (lost, r.hand_over_millis) {
@@ -335,6 +335,27 @@ async fn clear_lease_annotations(ctx: &Context, uid: &str) -> Result<()> {
         Err(e) if is_not_found(&e) => Ok(()),
         Err(e) => Err(e.into()),
     }
+}
+
+/// Deletes the sandbox pod unless it already runs on `target` (a switch
+/// finished again from a cache that showed the label before the status).
+async fn delete_sandbox_off(
+    ctx: &Context,
+    c: &AgentComputer,
+    ns: &str,
+    target: &str,
+    now: bool,
+) -> Result<()> {
+    let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), ns);
+    let on_target = pods
+        .get_opt(&resources::pod_name(c))
+        .await?
+        .and_then(|p| p.spec?.node_name)
+        .is_some_and(|n| n == target);
+    if on_target {
+        return Ok(());
+    }
+    delete_sandbox(ctx, c, ns, now).await
 }
 
 /// Deletes the sandbox pod, at once (grace period 0) when its node is
