@@ -203,7 +203,11 @@ pub async fn run(
                 MovePhase::Preparing => PREPARE_POLL,
                 MovePhase::HandingOver => HAND_OVER_POLL,
             });
-            out.hold_sandbox = m.phase == MovePhase::HandingOver;
+            // Handing over: no pod anywhere until the switch. Off a
+            // cordoned node: a pod still running there is left alone, but
+            // an evicted one is not made again where it cannot run.
+            out.hold_sandbox =
+                m.phase == MovePhase::HandingOver || m.reason == MoveReason::NodeCordoned;
             out.moving = Some(m);
         }
         Decision::Switch(r) => {
