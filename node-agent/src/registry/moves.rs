@@ -119,12 +119,7 @@ impl Registry {
         if !dir.join(SETTINGS_FILE).exists() {
             return Ok(true);
         }
-        let settings = read_settings(&dir)
-            .await
-            .map_err(|source| RegistryError::Io {
-                name: name.to_string(),
-                source,
-            })?;
+        let settings = read_settings(name, &dir).await?;
         Ok(settings
             .backup_resume
             .as_ref()
@@ -138,12 +133,7 @@ impl Registry {
         if !dir.join(SETTINGS_FILE).exists() {
             return Ok(0);
         }
-        let settings = read_settings(&dir)
-            .await
-            .map_err(|source| RegistryError::Io {
-                name: name.to_string(),
-                source,
-            })?;
+        let settings = read_settings(name, &dir).await?;
         Ok(settings.backup_resume.map_or(0, |r| r.position))
     }
 
@@ -254,12 +244,7 @@ impl Registry {
                 })?;
         }
         self.catch_up_arrival(name, true).await?;
-        let settings = read_settings(&dir)
-            .await
-            .map_err(|source| RegistryError::Io {
-                name: name.to_string(),
-                source,
-            })?;
+        let settings = read_settings(name, &dir).await?;
         Ok(settings.backup_resume.map_or(0, |r| r.position))
     }
 
@@ -311,7 +296,7 @@ impl Registry {
             );
             return self.discard_local_copy(name).await.map(|()| false);
         }
-        let mut settings = read_settings(&dir).await.map_err(io_err)?;
+        let mut settings = read_settings(name, &dir).await?;
         let db = dir.join(DB_FILE);
         let from = match (&settings.backup_id, &settings.backup_resume) {
             (Some(_), Some(resume)) => super::backed_up::closed_resume_of(&db, resume),
@@ -402,9 +387,15 @@ impl Registry {
     }
 }
 
-async fn read_settings(dir: &std::path::Path) -> std::io::Result<Settings> {
+/// Computer `name`'s settings from its directory `dir`. Errors: `Io`.
+async fn read_settings(name: &str, dir: &std::path::Path) -> Result<Settings, RegistryError> {
     let dir = dir.to_path_buf();
-    blocking(move || Settings::load(&dir)).await
+    blocking(move || Settings::load(&dir))
+        .await
+        .map_err(|source| RegistryError::Io {
+            name: name.to_string(),
+            source,
+        })
 }
 
 impl Registry {
@@ -427,12 +418,7 @@ impl Registry {
         {
             return Ok(false);
         }
-        let settings = read_settings(&dir)
-            .await
-            .map_err(|source| RegistryError::Io {
-                name: name.to_string(),
-                source,
-            })?;
+        let settings = read_settings(name, &dir).await?;
         let Some(id) = settings.backup_id.clone() else {
             return Ok(false);
         };
