@@ -88,6 +88,35 @@ fn store_node(cx: &Context) -> Option<String> {
         .find_map(|p| p.pointer("/spec/nodeName")?.as_str().map(String::from))
 }
 
+/// The node a step may drain or stop: with the release's backup store and
+/// two nodes, the last Ready one that does not run the object store; else
+/// `Err` with the step's skip note (computers cannot `what` then).
+fn node_to_empty(cx: &Context, what: &str) -> Result<std::result::Result<String, String>> {
+    let values: Value = serde_json::from_str(
+        &cx.tools
+            .helm(&["get", "values", "ac", "-n", SYSTEM_NS, "-o", "json"])?
+            .ok("helm get values")?,
+    )
+    .context("helm get values printed no JSON")?;
+    if text(&values, "/backup/url").is_empty() {
+        return Ok(Err(format!(
+            "skipped: the release has no backup.url, so computers cannot {what}"
+        )));
+    }
+    let nodes = ready_nodes(cx)?;
+    if nodes.len() < 2 {
+        return Ok(Err("skipped: one node".into()));
+    }
+    let store = store_node(cx);
+    nodes
+        .iter()
+        .rev()
+        .find(|n| Some(n.as_str()) != store.as_deref())
+        .cloned()
+        .map(Ok)
+        .ok_or_else(|| anyhow!("every node runs the object store"))
+}
+
 /// `kubectl drain NODE --ignore-daemonsets --delete-emptydir-data`, the
 /// command docs/moves.md gives, of the node serving a computer whose
 /// sandbox appends a numbered, fsynced record every 50 ms: the drain
@@ -98,26 +127,10 @@ fn store_node(cx: &Context) -> Option<String> {
 /// `kubectl computer move NAME --to NODE` brings it back. Needs two nodes
 /// and the release's backup store; skipped otherwise.
 pub fn drained_node_moves_its_computers(cx: &mut Context) -> Result<String> {
-    let values: Value = serde_json::from_str(
-        &cx.tools
-            .helm(&["get", "values", "ac", "-n", SYSTEM_NS, "-o", "json"])?
-            .ok("helm get values")?,
-    )
-    .context("helm get values printed no JSON")?;
-    if text(&values, "/backup/url").is_empty() {
-        return Ok("skipped: the release has no backup.url, so computers cannot move".into());
-    }
-    let nodes = ready_nodes(cx)?;
-    if nodes.len() < 2 {
-        return Ok("skipped: one node".into());
-    }
-    let store = store_node(cx);
-    let node = nodes
-        .iter()
-        .rev()
-        .find(|n| Some(n.as_str()) != store.as_deref())
-        .cloned()
-        .ok_or_else(|| anyhow!("every node runs the object store"))?;
+    let node = match node_to_empty(cx, "move")? {
+        Ok(node) => node,
+        Err(skipped) => return Ok(skipped),
+    };
     let result = drain_and_move(cx, &node);
     let uncordoned = cx
         .tools
@@ -347,26 +360,10 @@ pub fn lost_node_fails_over(cx: &mut Context) -> Result<String> {
     let Some(ctl) = std::env::var_os("E2E_NODE_CTL") else {
         return Ok("skipped: E2E_NODE_CTL unset (no way to stop a node of this cluster)".into());
     };
-    let values: Value = serde_json::from_str(
-        &cx.tools
-            .helm(&["get", "values", "ac", "-n", SYSTEM_NS, "-o", "json"])?
-            .ok("helm get values")?,
-    )
-    .context("helm get values printed no JSON")?;
-    if text(&values, "/backup/url").is_empty() {
-        return Ok("skipped: the release has no backup.url, so computers cannot fail over".into());
-    }
-    let nodes = ready_nodes(cx)?;
-    if nodes.len() < 2 {
-        return Ok("skipped: one node".into());
-    }
-    let store = store_node(cx);
-    let node = nodes
-        .iter()
-        .rev()
-        .find(|n| Some(n.as_str()) != store.as_deref())
-        .cloned()
-        .ok_or_else(|| anyhow!("every node runs the object store"))?;
+    let node = match node_to_empty(cx, "fail over")? {
+        Ok(node) => node,
+        Err(skipped) => return Ok(skipped),
+    };
     let ctl = std::path::PathBuf::from(ctl);
     let ctl_run = |cx: &Context, op: &str| -> Result<()> {
         cx.tools
