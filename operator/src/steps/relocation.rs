@@ -75,7 +75,20 @@ pub async fn run(
 ) -> Result<Relocated> {
     let uid = c.uid().unwrap_or_default();
     let node_obj = ctx.nodes.get(&ObjectRef::new(node));
-    let lease = if ctx.config.moves {
+    // The Lease and a target matter only to a move that runs or may
+    // start: a healthy computer's reconcile reads neither.
+    let cordoned = node_obj
+        .as_deref()
+        .and_then(|n| n.spec.as_ref())
+        .and_then(|sp| sp.unschedulable)
+        .unwrap_or(false);
+    let may_move = old.moving.is_some()
+        || cordoned
+        || node_obj.is_none()
+        || !agents.contains_key(node)
+        || c.annotations().contains_key(MOVE_REQUEST)
+        || c.annotations().contains_key(FAILOVER);
+    let lease = if ctx.config.moves && may_move {
         let leases: Api<Lease> = Api::namespaced(ctx.client.clone(), &ctx.config.agent_namespace);
         match leases.get_opt(&writer_lease_name(&uid)).await {
             Ok(l) => LeaseView::of(l.as_ref(), now),
@@ -101,7 +114,11 @@ pub async fn run(
         moves_enabled: ctx.config.moves,
         failover_after: ctx.config.failover_after,
         lease,
-        target: target(ctx, c, node, agents),
+        target: if may_move {
+            target(ctx, c, node, agents)
+        } else {
+            Err((move_condition_reasons::NO_TARGET, String::new()))
+        },
         now,
     };
     let decision = decide(&seen);
