@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context as _, Result, anyhow, ensure};
 use serde_json::{Value, json};
 
-use super::nodes::ready_nodes;
+use super::nodes::{object_store_node, ready_nodes};
 use super::{Context, NS, SYSTEM_NS};
 use crate::tools::{condition, eventually, text};
 
@@ -75,19 +75,6 @@ impl Writer {
     }
 }
 
-/// The node the object store's pod runs on, if it can be found: it keeps
-/// its objects in an emptyDir, so the drain must not evict it.
-fn store_node(cx: &Context) -> Option<String> {
-    let pods = cx
-        .tools
-        .kubectl_json(&["-n", "agentcomputer-object-store", "get", "pods"])
-        .ok()?;
-    pods["items"]
-        .as_array()?
-        .iter()
-        .find_map(|p| p.pointer("/spec/nodeName")?.as_str().map(String::from))
-}
-
 /// The node a step may drain or stop: with the release's backup store and
 /// two nodes, the last Ready one that does not run the object store; else
 /// `Err` with the step's skip note (computers cannot `what` then).
@@ -107,14 +94,44 @@ fn node_to_empty(cx: &Context, what: &str) -> Result<std::result::Result<String,
     if nodes.len() < 2 {
         return Ok(Err("skipped: one node".into()));
     }
-    let store = store_node(cx);
+    let store = object_store_node(cx);
+    let bare = nodes_with_bare_pods(cx)?;
     nodes
         .iter()
         .rev()
-        .find(|n| Some(n.as_str()) != store.as_deref())
+        .find(|n| Some(n.as_str()) != store.as_deref() && !bare.contains(n))
         .cloned()
         .map(Ok)
-        .ok_or_else(|| anyhow!("every node runs the object store"))
+        .ok_or_else(|| {
+            anyhow!(
+                "no node to empty: the object store runs on {store:?} and pods with no controller \
+                 (which `kubectl drain` refuses without --force) on {bare:?}"
+            )
+        })
+}
+
+/// The nodes running an unfinished pod with no controller that is not a
+/// static pod's mirror: `kubectl drain` without `--force` refuses them.
+fn nodes_with_bare_pods(cx: &Context) -> Result<Vec<String>> {
+    let pods = cx.tools.kubectl_json(&["get", "pods", "-A"])?;
+    Ok(pods["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|p| {
+            let controlled = p["metadata"]["ownerReferences"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .any(|o| o["controller"].as_bool() == Some(true));
+            let mirror = p
+                .pointer("/metadata/annotations/kubernetes.io~1config.mirror")
+                .is_some();
+            let finished = matches!(text(p, "/status/phase"), "Succeeded" | "Failed");
+            !controlled && !mirror && !finished
+        })
+        .filter_map(|p| p.pointer("/spec/nodeName")?.as_str().map(String::from))
+        .collect())
 }
 
 /// `kubectl drain NODE --ignore-daemonsets --delete-emptydir-data`, the

@@ -17,13 +17,20 @@ use crate::tools::{eventually, text};
 pub(super) fn egress(cx: &mut Context) -> Result<String> {
     let web_image = std::env::var("E2E_WEB_IMAGE")
         .unwrap_or_else(|_| "localhost/agentcomputer-e2e/busybox:1".into());
+    let mut web_pod = serde_json::json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "web", "namespace": NS, "labels": {"app": "e2e-web"}},
+        "spec": {"containers": [{"name": "web", "image": web_image, "imagePullPolicy": "Never",
+            "command": ["sh", "-c", "mkdir -p /tmp/www && echo egress-ok > /tmp/www/index.html && exec httpd -f -p 8080 -h /tmp/www"],
+            "ports": [{"containerPort": 8080}]}]}});
+    // A pod with no controller makes `kubectl drain` (without --force) fail:
+    // it goes where the object store is, the node the moves steps never empty.
+    if let Some(node) = super::nodes::object_store_node(cx) {
+        web_pod["spec"]["nodeName"] = node.into();
+    }
     let web = serde_json::json!({
     "apiVersion": "v1", "kind": "List", "items": [
-        {"apiVersion": "v1", "kind": "Pod",
-         "metadata": {"name": "web", "namespace": NS, "labels": {"app": "e2e-web"}},
-         "spec": {"containers": [{"name": "web", "image": web_image, "imagePullPolicy": "Never",
-            "command": ["sh", "-c", "mkdir -p /tmp/www && echo egress-ok > /tmp/www/index.html && exec httpd -f -p 8080 -h /tmp/www"],
-            "ports": [{"containerPort": 8080}]}]}},
+        web_pod,
         {"apiVersion": "v1", "kind": "Service",
          "metadata": {"name": "web", "namespace": NS},
          "spec": {"selector": {"app": "e2e-web"}, "ports": [{"port": 80, "targetPort": 8080}]}},

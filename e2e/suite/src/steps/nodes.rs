@@ -34,6 +34,21 @@ pub fn ready_nodes(cx: &Context) -> Result<Vec<String>> {
     Ok(names)
 }
 
+/// The node the object store's pod runs on, if it can be found. It keeps
+/// its objects in an emptyDir, so the steps that drain or stop a node pick
+/// another one, and the pods a drain refuses to evict (the egress step's
+/// bare web server pod) are put on this node for the same reason.
+pub fn object_store_node(cx: &Context) -> Option<String> {
+    let pods = cx
+        .tools
+        .kubectl_json(&["-n", "agentcomputer-object-store", "get", "pods"])
+        .ok()?;
+    pods["items"]
+        .as_array()?
+        .iter()
+        .find_map(|p| p.pointer("/spec/nodeName")?.as_str().map(String::from))
+}
+
 /// The computer the first step pins to `node`.
 fn computer_on(node: &str) -> String {
     format!("on-{node}")
