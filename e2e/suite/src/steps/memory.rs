@@ -124,6 +124,7 @@ pub fn js_memory_burst(cx: &mut Context) -> Result<String> {
     ensure!(after == "ok\n", "calm answered {after:?} after the burst");
     let again = cx.exec("hungry", "shell", "echo ok")?;
     ensure!(again == "ok\n", "hungry answered {again:?} after the burst");
+    let huge = huge_budget_refused(cx)?;
     for name in ["hungry", "calm"] {
         cx.tools
             .kubectl_ok(&["-n", NS, "delete", "agentcomputer", name, "--wait=false"])?;
@@ -131,7 +132,35 @@ pub fn js_memory_burst(cx: &mut Context) -> Result<String> {
     cx.time(format!("{EXECS} x 600 MiB JavaScript execs at once"), burst);
     Ok(format!(
         "{EXECS} bounded or refused; agent kept ({restarts_after} restarts); \
-         another computer's echo took {} ms during the burst",
+         another computer's echo took {} ms during the burst; limits.memory 1Ei: {huge}",
         calm_took.as_millis()
     ))
+}
+
+/// `spec.limits.memory: 1Ei` is a valid quantity the CRD admits (below
+/// 8Ei), and more than any node agent may reserve: once the agent has it,
+/// every exec of that computer is refused naming both budgets, and the
+/// other computer still answers. Returns the refusal.
+fn huge_budget_refused(cx: &Context) -> Result<String> {
+    cx.tools.kubectl_ok(&[
+        "-n",
+        NS,
+        "patch",
+        "agentcomputer",
+        "hungry",
+        "--type=merge",
+        "-p",
+        r#"{"spec":{"limits":{"memory":"1Ei"}}}"#,
+    ])?;
+    let refusal = eventually(60, "an exec refused for its 1Ei memory budget", || {
+        let out = cx.exec_output("hungry", "shell", "echo ok")?;
+        let said = format!("{}{}", out.stderr, out.stdout);
+        Ok((out.code != 0 && said.contains("more than all execs may reserve together"))
+            .then(|| said.trim().to_string()))
+    })?;
+    ensure!(
+        cx.exec("calm", "shell", "echo ok")? == "ok\n",
+        "calm did not answer after hungry's 1Ei budget"
+    );
+    Ok(refusal)
 }
