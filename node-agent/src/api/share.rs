@@ -24,7 +24,7 @@ pub async fn share(
 ) -> Result<pb::ShareResponse, Status> {
     let Some(sharer) = sharer else {
         return Err(Status::failed_precondition(
-            "this node agent serves no share links (start it with --share-listen; docs/share.md)",
+            "this node agent serves no share links (locally: --share-listen; in a cluster: the chart's nodeAgent.share.enabled and nodeAgent.share.url; docs/share.md)",
         ));
     };
     let path = ApiPath::parse(&req.path)?;
