@@ -351,6 +351,20 @@ async fn every_runtime_gets_the_same_egress_decisions() {
     let (g, r) = in_container(&mut c, "listed", "-p http://10.203.0.2/").await;
     assert_eq!(g, Got::Refused, "{r:?}");
     assert!(r.stderr.contains("403"), "{r:?}");
+    // curl drops the 403's body on a CONNECT: the exec names the refusal
+    // and the policy's reason itself, once.
+    assert_eq!(
+        r.stderr
+            .matches("egress denied CONNECT 10.203.0.2:80: ")
+            .count(),
+        1,
+        "{r:?}"
+    );
+    let (_, r) = in_container(&mut c, "listed", "-p http://allowed.test/").await;
+    assert!(
+        !r.stderr.contains("egress denied"),
+        "an earlier refusal shown again: {r:?}"
+    );
     // Without the proxy nothing is reachable: there is no route.
     let (g, r) = in_container(&mut c, "listed", "--noproxy '*' http://10.203.0.1/").await;
     assert_eq!(g, Got::Refused, "{r:?}");
@@ -488,6 +502,11 @@ async fn allow_all_keeps_the_nodes_own_addresses_out() {
     );
     let (_, r) = in_container(&mut c, "open", "-p http://10.204.0.1:8081/").await;
     assert!(r.stderr.contains("403"), "CONNECT to the node: {r:?}");
+    assert!(
+        r.stderr.contains("egress denied CONNECT 10.204.0.1:8081: ")
+            && r.stderr.contains("is an address of this node"),
+        "CONNECT to the node: {r:?}"
+    );
     assert_eq!(
         node_service.load(Ordering::SeqCst),
         0,

@@ -206,6 +206,9 @@ async fn open(
             };
             proxy.metrics.count("denied", reason);
             info!(%computer, method, target = %dest, reason, "egress proxy: denied");
+            proxy
+                .denials
+                .record(&caller.key, method, &dest.to_string(), &denial.to_string());
             let text = format!("egress denied by policy: {denial}");
             let _ = reply(client, 403, "Forbidden", &text).await;
             return None;

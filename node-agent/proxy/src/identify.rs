@@ -12,8 +12,12 @@ use base64::Engine;
 /// A known caller: the computer and the policy its connections obey.
 #[derive(Debug, Clone)]
 pub struct Caller {
-    /// The computer's name (or uid in a cluster), for logs.
+    /// The computer as logs show it (its name; `NAMESPACE/NAME` in a
+    /// cluster).
     pub computer: String,
+    /// Its registry key (its name locally, its uid in a cluster): what
+    /// [`crate::Denials`] are recorded under.
+    pub key: String,
     /// Its egress policy.
     pub policy: Arc<Policy>,
 }
@@ -133,6 +137,7 @@ mod tests {
     fn caller(name: &str) -> Caller {
         Caller {
             computer: name.into(),
+            key: name.into(),
             policy: Arc::new(Policy::default()),
         }
     }

@@ -18,6 +18,7 @@
 //! counted ([`Metrics`]).
 
 mod connection;
+mod denials;
 mod identify;
 mod limits;
 mod metrics;
@@ -31,6 +32,7 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tracing::warn;
 
+pub use denials::Denials;
 pub use identify::{
     BySource, Caller, CredentialGuard, Credentials, Fixed, Identify, basic_password,
 };
@@ -87,6 +89,8 @@ pub struct Proxy {
     /// ([`Proxy::with_computer_limits`]).
     computers: Option<ConnectionLimits>,
     accept_log: Arc<parking_lot::Mutex<Option<std::time::Instant>>>,
+    /// Where refusals are recorded for the exec that made them.
+    denials: Denials,
 }
 
 impl Proxy {
@@ -102,6 +106,7 @@ impl Proxy {
             sources: None,
             computers: None,
             accept_log: Arc::default(),
+            denials: Denials::new(),
         }
     }
 
@@ -125,6 +130,13 @@ impl Proxy {
     /// of it is read.
     pub fn with_source_limits(mut self, limits: ConnectionLimits) -> Proxy {
         self.sources = Some(limits);
+        self
+    }
+
+    /// The same proxy recording each policy refusal in `denials`, under
+    /// the caller's [`Caller::key`], for the exec that made it to report.
+    pub fn with_denials(mut self, denials: Denials) -> Proxy {
+        self.denials = denials;
         self
     }
 

@@ -46,6 +46,7 @@ fn issue(creds: &Credentials, computer: &str, up: u16) -> (String, CredentialGua
         token.clone(),
         Caller {
             computer: computer.into(),
+            key: computer.into(),
             policy,
         },
     );

@@ -56,6 +56,7 @@ async fn guesses_are_rate_limited_per_source_and_logged_within_bounds() {
         "f".repeat(64),
         Caller {
             computer: "demo".into(),
+            key: "demo".into(),
             policy: Arc::new(Policy::default()),
         },
     );

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use agentcomputer_egress::{CidrConfig, EgressConfig, Mode, Policy};
-use agentcomputer_proxy::{Caller, Credentials, Fixed, Metrics, Proxy};
+use agentcomputer_proxy::{Caller, Credentials, Denials, Fixed, Metrics, Proxy};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio_util::sync::CancellationToken;
@@ -88,9 +88,14 @@ async fn the_policy_decides_every_request_and_each_decision_is_counted() {
     metrics.register(&registry).unwrap();
     let caller = Caller {
         computer: "demo".into(),
+        key: "demo".into(),
         policy: policy(up),
     };
-    let (port, stop) = start(Proxy::new(Arc::new(Fixed(caller)), metrics.clone())).await;
+    let denials = Denials::new();
+    let (port, stop) =
+        start(Proxy::new(Arc::new(Fixed(caller)), metrics.clone()).with_denials(denials.clone()))
+            .await;
+    let started = std::time::Instant::now();
 
     // Plain HTTP: forwarded in origin form, hop headers dropped.
     let got = exchange(
@@ -166,6 +171,15 @@ async fn the_policy_decides_every_request_and_each_decision_is_counted() {
         assert!(got.contains("egress denied by policy"), "{request}: {got}");
         assert_eq!(metrics.get("denied", reason), before + 1, "{request}");
     }
+    // Each refusal is kept for the exec that made it, under the caller's
+    // key, with the engine's reason.
+    let kept = denials.since("demo", started);
+    assert_eq!(kept.len(), 6, "{kept:?}");
+    assert!(
+        kept[1].starts_with("egress denied CONNECT 169.254.169.254:80: "),
+        "{kept:?}"
+    );
+    assert!(kept.iter().all(|l| l.contains(": ")), "{kept:?}");
     // Origin-form requests are not proxied: the proxy is no web server.
     let got = exchange(port, "GET / HTTP/1.1\r\nhost: x\r\n\r\n").await;
     assert!(got.starts_with("HTTP/1.1 400"), "{got}");
@@ -198,6 +212,7 @@ async fn a_credential_listener_serves_only_issued_credentials() {
         token.clone(),
         Caller {
             computer: "demo".into(),
+            key: "demo".into(),
             policy: policy(up),
         },
     );
@@ -240,6 +255,7 @@ async fn connections_past_the_computers_limit_are_closed_at_once() {
     let limits = agentcomputer_proxy::ConnectionLimits::new(100, 3);
     let caller = Caller {
         computer: "demo".into(),
+        key: "demo".into(),
         policy: policy(up),
     };
     let proxy =
@@ -281,6 +297,7 @@ async fn idle_tunnels_and_silent_clients_are_closed() {
     });
     let caller = Caller {
         computer: "demo".into(),
+        key: "demo".into(),
         policy: policy(silent_port),
     };
     let settings = agentcomputer_proxy::Settings {

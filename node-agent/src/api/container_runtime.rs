@@ -46,6 +46,13 @@ pub trait ContainerRuntime: Send + Sync + 'static {
         Ok(())
     }
 
+    /// Where this runtime's egress proxy records the refusals it makes, for
+    /// the exec whose program was refused to report them (a program
+    /// behind a proxy sees only a status). The default: none recorded.
+    fn egress_denials(&self) -> Option<agentcomputer_proxy::Denials> {
+        None
+    }
+
     /// Runs `run` to its end, sending its output to `out`; `cancel` (or
     /// `out` closing) stops it. Every process of the run is gone, or being
     /// killed, when this returns.

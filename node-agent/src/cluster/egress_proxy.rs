@@ -89,6 +89,7 @@ impl Identify for ProxyCallers {
         let policy = self.policies.read().get(&found.uid).cloned()?;
         Some(Caller {
             computer: found.shown(),
+            key: found.uid.clone(),
             policy,
         })
     }

@@ -281,6 +281,7 @@ where
         stop.clone(),
     ));
     tokio::task::spawn_blocking(agentcomputer_js::warm_up);
+    let egress_denials = agentcomputer_proxy::Denials::new();
     if let Some(addr) = node.config.proxy_listen {
         let proxy_listener = TcpListener::bind(addr).await.with_context(|| {
             format!("cannot listen on {addr} for the egress proxy (--proxy-listen)")
@@ -309,7 +310,8 @@ where
             .with_computer_limits(agentcomputer_proxy::ConnectionLimits::new(
                 usize::MAX,
                 per_computer,
-            ));
+            ))
+            .with_denials(egress_denials.clone());
         tokio::spawn(proxy.serve(proxy_listener, stop.clone()));
     }
 
@@ -326,12 +328,15 @@ where
         .context("cannot register the admission metrics")?;
     let cluster_authorizer = Arc::new(ClusterAuthorizer::new(node.index.clone()));
     let authorizer: Arc<dyn crate::auth::Authorizer> = cluster_authorizer.clone();
-    let sandboxes = Arc::new(Sandboxes::new(
-        node.index.clone(),
-        authorizer.clone(),
-        node.client.clone(),
-        node.activity.clone(),
-    ));
+    let sandboxes = Arc::new(
+        Sandboxes::new(
+            node.index.clone(),
+            authorizer.clone(),
+            node.client.clone(),
+            node.activity.clone(),
+        )
+        .with_egress_denials(egress_denials),
+    );
     sandboxes
         .register_metrics(node.metrics.registry())
         .context("cannot register the sandbox runner metrics")?;

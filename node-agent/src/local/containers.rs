@@ -24,7 +24,7 @@ use agentcomputer_container::{
 use agentcomputer_egress::Mode;
 use agentcomputer_fs::{Fs, ROOT_INO, SetAttr};
 use agentcomputer_fuse::MountOptions;
-use agentcomputer_proxy::{Caller, ConnectionLimits, Credentials, Fixed, Metrics, Proxy};
+use agentcomputer_proxy::{Caller, ConnectionLimits, Credentials, Denials, Fixed, Metrics, Proxy};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
@@ -40,6 +40,10 @@ pub const NO_PROXY: &str = "localhost,127.0.0.1,::1";
 impl ContainerRuntime for Containers {
     fn unavailable_reason(&self) -> Option<String> {
         self.backend.as_ref().err().map(ToString::to_string)
+    }
+
+    fn egress_denials(&self) -> Option<Denials> {
+        Some(self.denials.clone())
     }
 
     async fn run(
@@ -61,6 +65,8 @@ pub struct Containers {
     /// Connections all of this agent's proxies may hold, per computer and
     /// together.
     limits: ConnectionLimits,
+    /// The refusals of every proxy of this runtime.
+    denials: Denials,
 }
 
 /// The key the host-side proxy listener's connections are counted under
@@ -109,6 +115,7 @@ impl Containers {
             metrics: Metrics::new(),
             credentials: Credentials::new(),
             limits: ConnectionLimits::new(usize::MAX, agentcomputer_proxy::DEFAULT_PER_COMPUTER),
+            denials: Denials::new(),
         }
     }
 
@@ -124,7 +131,8 @@ impl Containers {
     /// the credential sandboxes get in `HTTP_PROXY`), until `stop`.
     pub async fn serve_proxy(&self, listener: tokio::net::TcpListener, stop: CancellationToken) {
         let proxy = Proxy::new(Arc::new(self.credentials.clone()), self.metrics.clone())
-            .with_limits(self.limits.clone(), HOST_SIDE_KEY);
+            .with_limits(self.limits.clone(), HOST_SIDE_KEY)
+            .with_denials(self.denials.clone());
         proxy.serve(listener, stop).await
     }
 
@@ -193,6 +201,7 @@ impl Containers {
             Mode::AllowAll | Mode::AllowList => {
                 let caller = Caller {
                     computer: run.computer.clone(),
+                    key: run.computer.clone(),
                     policy: Arc::clone(&run.egress),
                 };
                 let netns = match blocking(|| ProxyNetns::new(PROXY_PORT)).await {
@@ -211,7 +220,8 @@ impl Containers {
                     }
                 };
                 let proxy = Proxy::new(Arc::new(Fixed(caller.clone())), self.metrics.clone())
-                    .with_limits(self.limits.clone(), &run.computer);
+                    .with_limits(self.limits.clone(), &run.computer)
+                    .with_denials(self.denials.clone());
                 tokio::spawn(proxy.serve(listener, stop_proxy.clone()));
                 let token = random_token();
                 _credential = Some(self.credentials.issue(token.clone(), caller));

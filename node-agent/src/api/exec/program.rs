@@ -96,7 +96,19 @@ impl Program {
             Program::Container(containers, run) => {
                 let (tx, rx) = mpsc::channel(OUTPUT_BUFFER);
                 let done = tokio::spawn(async move {
+                    let denials = containers.egress_denials();
+                    let (started, computer, notes) =
+                        (std::time::Instant::now(), run.computer.clone(), tx.clone());
                     let o = containers.run(run, tx, cancel).await;
+                    // A program behind the proxy saw only a status: say why.
+                    for line in denials
+                        .map(|d| d.since(&computer, started))
+                        .unwrap_or_default()
+                    {
+                        let _ = notes
+                            .send(OutputChunk::Stderr(format!("{line}\n").into_bytes()))
+                            .await;
+                    }
                     Finished {
                         exit_code: o.exit_code,
                         error: o.error,

@@ -72,6 +72,8 @@ pub struct Sandboxes {
     gauge: prometheus::IntGauge,
     /// Set by [`Sandboxes::stop`]: a runner's stream ends with its last run.
     stopping: std::sync::atomic::AtomicBool,
+    /// The refusals of the node's egress proxy, which sandbox pods use.
+    denials: agentcomputer_proxy::Denials,
 }
 
 /// One attached runner: its command stream and its runs in flight.
@@ -116,7 +118,15 @@ impl Sandboxes {
             )
             .expect("valid metric"),
             stopping: std::sync::atomic::AtomicBool::new(false),
+            denials: agentcomputer_proxy::Denials::new(),
         }
+    }
+
+    /// The same runner registry reporting the refusals `denials` records
+    /// (those of the node's egress proxy).
+    pub fn with_egress_denials(mut self, denials: agentcomputer_proxy::Denials) -> Sandboxes {
+        self.denials = denials;
+        self
     }
 
     /// The agent is stopping: ends the stream of every runner with no run
@@ -175,6 +185,10 @@ impl Sandboxes {
 impl ContainerRuntime for Sandboxes {
     fn unavailable_reason(&self) -> Option<String> {
         None
+    }
+
+    fn egress_denials(&self) -> Option<agentcomputer_proxy::Denials> {
+        Some(self.denials.clone())
     }
 
     /// None when a runner is attached or one may come (the exec then
