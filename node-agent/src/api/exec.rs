@@ -23,8 +23,8 @@ use agentcomputer_egress::{EgressConfig, Policy};
 
 use agentcomputer_fs::FileKind;
 use agentcomputer_js::JsRequest;
-use agentcomputer_proto::v1 as pb;
 use agentcomputer_proto::Requested;
+use agentcomputer_proto::v1 as pb;
 use agentcomputer_runtime_contract::Runtime;
 use agentcomputer_shell::auto::{self, Decision, Route};
 use agentcomputer_shell::{ExecRequest as ShellRequest, ShellLimits};
