@@ -2,9 +2,10 @@
 //! when every command it names is one the shell runtime has, else in the
 //! container runtime with real binaries.
 //!
-//! The script is parsed once with bashkit's parser and walked by
-//! `bashkit::analysis` (every command, function body, substitution and
-//! here-document). It stays in the shell runtime only when:
+//! The script is parsed once with bashkit's parser, by the refusal check
+//! of the `refuse` module, whose walk (every command, function body,
+//! substitution and here-document) also collects each simple command's
+//! literal name and arguments. It stays in the shell runtime only when:
 //!
 //! - it parses, and the runtime would not refuse it (the `refuse` module);
 //! - every command name is a literal the shell runtime has (its builtins,
@@ -22,8 +23,7 @@
 //! first command the shell runtime lacks, when that is the reason, so a
 //! computer without a container can say which command it could not run.
 
-use crate::refuse;
-use bashkit::analysis::{AnalyzedCommand, analyze_with_limits};
+use crate::refuse::{self, Simple, Verdict};
 use std::collections::HashSet;
 use std::sync::OnceLock;
 
@@ -89,42 +89,45 @@ impl Decision {
     }
 }
 
-/// Decides where `script` runs (see the module doc). Parses it once for
-/// the walk and once for the refusal check; nothing runs.
+/// Decides where `script` runs (see the module doc). The script is parsed
+/// once, by the walk of the refusal check, which also collects its
+/// commands; nothing runs.
 pub fn decide(script: &str) -> Decision {
-    let limits = parser_limits();
-    if let refuse::Verdict::Refuse(refusal) = refuse::check(script, limits.0, limits.1) {
-        return Decision::container(format!("the shell runtime refuses {}", refusal.construct));
-    }
     decide_nested(script, 0)
 }
 
 fn decide_nested(script: &str, depth: usize) -> Decision {
     let (max_depth, max_fuel) = parser_limits();
-    let Ok(analysis) = analyze_with_limits(script, max_depth, max_fuel) else {
-        return Decision::container("the shell runtime's parser does not parse it");
-    };
-    if analysis.truncated {
-        return Decision::container("it has more commands than the decision walks");
+    let scan = refuse::scan(script, max_depth, max_fuel, true);
+    match scan.verdict {
+        Verdict::Refuse(refusal) => {
+            return Decision::container(format!("the shell runtime refuses {}", refusal.construct));
+        }
+        Verdict::Unparsed => {
+            return Decision::container("the shell runtime's parser does not parse it");
+        }
+        Verdict::Run { .. } => {}
     }
     let known = shell_commands();
-    let functions: HashSet<&str> = analysis.functions.iter().map(String::as_str).collect();
+    let functions: HashSet<&str> = scan.functions.iter().map(String::as_str).collect();
     let has = |name: &str| functions.contains(name) || known.contains(name);
-    for command in &analysis.commands {
+    for command in &scan.commands {
         if let Some(decision) = judge(command, &has, depth) {
             return decision;
         }
     }
-    if analysis.has_dynamic_commands {
-        return Decision::container("a command name is computed at run time");
+    if scan.hidden {
+        return Decision::container(
+            "a command substitution inside `${...}` or `$((...))` is known only at run time",
+        );
     }
     Decision::shell()
 }
 
 /// The decision one command forces, if any.
-fn judge(command: &AnalyzedCommand, has: &dyn Fn(&str) -> bool, depth: usize) -> Option<Decision> {
+fn judge(command: &Simple, has: &dyn Fn(&str) -> bool, depth: usize) -> Option<Decision> {
     let Some(name) = command.name.as_deref() else {
-        return (!command.is_assignment_only())
+        return (!command.bare)
             .then(|| Decision::container("a command name is computed at run time"));
     };
     let args = &command.args;
@@ -421,6 +424,7 @@ mod tests {
     fn what_cannot_be_named_goes_to_the_container_without_a_name() {
         for script in [
             "cmd=ls; $cmd",
+            "echo ${v:-$(node -v)}",
             "eval \"echo hi\"",
             "source env.sh",
             ". ./env.sh",
