@@ -11,9 +11,13 @@
 //! - every command name is a literal the shell runtime has (its builtins,
 //!   bashkit's commands, the runtime's own), or a function the script
 //!   defines; commands run by `command`, `env`, `timeout`, `xargs`,
-//!   `nice`, `nohup`, `find -exec`, `time` and `bash -c 'literal'` count,
-//!   and so do names asked about with `which`, `type`, `command -v` and
-//!   `hash` (the container has the answer the script is after);
+//!   `nice`, `nohup`, `sudo`, `busybox`, `flock`, `watch`, `find -exec`
+//!   and `time`, and the scripts of `bash -c 'literal'` and `trap
+//!   'literal'`, count, and so do names asked about with `which`, `type`,
+//!   `command -v` and `hash` (the container has the answer the script is
+//!   after);
+//! - it uses neither `retry` nor `parallel`, which bashkit only stands in
+//!   for (they print the commands they would run);
 //! - nothing hides a command from the walk: no computed command name
 //!   (`$cmd`), no `eval`, `source` or `.`, no `bash FILE`, no `exec CMD`
 //!   (it replaces the shell with a program), no name with a `/` (a file
@@ -154,6 +158,17 @@ fn judge(command: &Simple, has: &dyn Fn(&str) -> bool, depth: usize) -> Option<D
     }
     match wrapped(name, args) {
         Wrapped::None => {}
+        Wrapped::Stub => {
+            return Some(Decision::container(format!(
+                "{name} in the shell runtime only reports the commands it would run"
+            )));
+        }
+        Wrapped::Script(script) => {
+            let inner = nested(script, depth);
+            if inner.route == Route::Container {
+                return Some(inner);
+            }
+        }
         Wrapped::Dynamic => {
             return Some(Decision::container(format!(
                 "{name} runs a command computed at run time"
@@ -184,25 +199,38 @@ fn judge(command: &Simple, has: &dyn Fn(&str) -> bool, depth: usize) -> Option<D
 /// nested shell (a file, stdin, a computed script) goes to the container.
 fn nested_shell(args: &[Option<String>], depth: usize) -> Decision {
     let opaque = || Decision::container("it runs a nested shell whose script is not in the text");
-    if depth >= MAX_NESTING {
-        return opaque();
-    }
     let mut rest = args.iter();
     let payload = loop {
         match rest.next() {
-            Some(Some(flag)) if flag == "-c" => match rest.next() {
-                Some(Some(script)) => break script,
-                _ => return opaque(),
-            },
-            Some(Some(flag)) if flag.starts_with('-') && flag.len() > 1 && !flag.contains('c') => {
-                continue;
+            // `-o pipefail`, `+O extglob`: an option and its value.
+            Some(Some(flag)) if matches!(flag.as_str(), "-o" | "+o" | "-O" | "+O") => {
+                rest.next();
             }
+            // `-c`, and `-lc`, `-ec`: short options ending in `c`.
+            Some(Some(flag))
+                if flag.starts_with('-') && !flag.starts_with("--") && flag.ends_with('c') =>
+            {
+                match rest.next() {
+                    Some(Some(script)) => break script,
+                    _ => return opaque(),
+                }
+            }
+            Some(Some(flag))
+                if (flag.starts_with('-') || flag.starts_with('+')) && flag.len() > 1 => {}
             _ => return opaque(),
         }
     };
-    // The nested script sees none of the outer script's functions: only
-    // its own names count.
-    decide_nested(payload, depth + 1)
+    nested(payload, depth)
+}
+
+/// The decision for a script another one runs from a literal string
+/// (`bash -c`, `trap`, `flock -c`, `watch`). It sees none of the outer
+/// script's functions: only its own names count.
+fn nested(script: &str, depth: usize) -> Decision {
+    if depth >= MAX_NESTING {
+        return Decision::container("its nested scripts go deeper than the decision follows");
+    }
+    decide_nested(script, depth + 1)
 }
 
 /// The commands a wrapper runs, as far as its literal arguments say.
@@ -212,6 +240,12 @@ enum Wrapped<'a> {
     None,
     /// It runs a command whose name is not a literal.
     Dynamic,
+    /// It runs this literal script (`trap 'cmd' EXIT`, `flock f -c 'cmd'`,
+    /// `watch 'cmd'`).
+    Script(&'a str),
+    /// bashkit's stand-in that only prints the commands it would run
+    /// (`retry`, `parallel`): the script needs the real tool.
+    Stub,
     /// The names it runs or asks about.
     Names(Vec<&'a str>),
 }
@@ -260,6 +294,51 @@ fn wrapped<'a>(name: &str, args: &'a [Option<String>]) -> Wrapped<'a> {
             }
         }
         "which" | "type" | "hash" => queried(args),
+        "retry" | "parallel" => Wrapped::Stub,
+        "busybox" => one(operand(0, &[])),
+        "sudo" => {
+            let with_value = ["-u", "-g", "-C", "-D", "-h", "-p", "-r", "-t", "-U"];
+            match operand(0, &with_value) {
+                // `sudo VAR=VALUE ... cmd`.
+                Ok(Some(mut i)) => {
+                    while literal(i).is_some_and(|a| a.contains('=')) {
+                        i += 1;
+                    }
+                    one(Ok((i < args.len()).then_some(i)))
+                }
+                other => one(other),
+            }
+        }
+        "trap" => match args.first() {
+            Some(Some(first)) if first.starts_with('-') || first.is_empty() => Wrapped::None,
+            Some(Some(script)) => Wrapped::Script(script),
+            Some(None) => Wrapped::Dynamic,
+            None => Wrapped::None,
+        },
+        "flock" => {
+            let with_value = ["-w", "-E", "--timeout", "--conflict-exit-code"];
+            if let Some(at) = args.iter().position(|a| a.as_deref() == Some("-c")) {
+                return match literal(at + 1) {
+                    Some(script) => Wrapped::Script(script),
+                    None => Wrapped::Dynamic,
+                };
+            }
+            match operand(0, &with_value) {
+                // The first operand is the lock file; the command follows.
+                Ok(Some(file)) => one(operand(file + 1, &[])),
+                other => one(other),
+            }
+        }
+        "watch" => {
+            let direct = args.iter().any(|a| a.as_deref() == Some("-x"));
+            match operand(0, &["-n", "--interval"]) {
+                Ok(Some(i)) if !direct && args.len() == i + 1 => match literal(i) {
+                    Some(script) => Wrapped::Script(script),
+                    None => Wrapped::Dynamic,
+                },
+                other => one(other),
+            }
+        }
         "nice" => one(operand(0, &["-n"])),
         "nohup" | "builtin" => one(operand(0, &[])),
         "timeout" => match operand(0, &["-s", "-k", "--signal", "--kill-after"]) {
@@ -387,6 +466,10 @@ mod tests {
             "bash -c 'echo nested | tr a-z A-Z'",
             "exec 2>&1; echo hi",
             "command -v grep",
+            "trap 'rm -f /tmp/x' EXIT; echo hi",
+            "sudo -u app ls",
+            "flock /tmp/l -c 'echo locked'",
+            "bash -lc 'echo login'",
         ] {
             assert_eq!(
                 route(script),
@@ -408,6 +491,11 @@ mod tests {
             ("echo $(node -v)", "node"),
             ("timeout 60 cargo build", "cargo"),
             ("find . -name '*.py' -exec python3 {} \\;", "python3"),
+            ("trap 'rm -rf build; node cleanup.js' EXIT", "node"),
+            ("sudo -u app pip install x", "pip"),
+            ("flock /tmp/l -c 'make all'", "make"),
+            ("bash -lc 'npm ci'", "npm"),
+            ("bash -o pipefail -c 'cargo test | tee log'", "cargo"),
             ("ls | xargs -n1 pip show", "pip"),
             ("bash -c 'go test ./...'", "go"),
             ("which python3", "python3"),
@@ -425,6 +513,8 @@ mod tests {
         for script in [
             "cmd=ls; $cmd",
             "echo ${v:-$(node -v)}",
+            "retry -n 3 -- curl -f http://x",
+            "parallel gzip ::: a b",
             "eval \"echo hi\"",
             "source env.sh",
             ". ./env.sh",
