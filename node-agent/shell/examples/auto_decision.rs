@@ -8,10 +8,13 @@
 //! `bench/shell/corpus/auto.txt` joined until they make 1 KiB (cut at an
 //! entry's end): a script the decision walks to its end, as it must to keep
 //! it in-process. Each step runs `ROUNDS` times (default 2000) after a
-//! warm-up, five turns each, and the median turn is printed: bashkit's
-//! parser alone (the baseline), and the whole decision (the same parse,
-//! the refusal check's walk collecting every command, the lookups). Then
-//! every corpus entry's decision, with its reason.
+//! warm-up, five turns each, and the turn with the median wall time is
+//! printed, as wall time and as the thread's CPU time (on a loaded machine
+//! the wall time also holds the waits for a core): bashkit's parser alone
+//! on the script (the baseline) and on `true` (its fixed cost), and the
+//! whole decision on each (the same parse, the refusal check's walk
+//! collecting every command, the lookups). Then every corpus entry's
+//! decision, with its reason.
 
 use agentcomputer_shell::auto;
 use std::hint::black_box;
@@ -34,15 +37,29 @@ fn corpus() -> Vec<(String, String, String)> {
     entries
 }
 
-/// Median time per call of `f` over five turns of `rounds` calls.
-fn time(rounds: u32, mut f: impl FnMut()) -> Duration {
-    let mut turns: Vec<Duration> = (0..5)
+/// CPU time of the calling thread.
+fn thread_cpu() -> Duration {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec for the call.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    assert_eq!(rc, 0, "clock_gettime(CLOCK_THREAD_CPUTIME_ID)");
+    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+}
+
+/// Wall and CPU time per call of `f`: the turn with the median wall time
+/// of five turns of `rounds` calls.
+fn time(rounds: u32, mut f: impl FnMut()) -> (Duration, Duration) {
+    let mut turns: Vec<(Duration, Duration)> = (0..5)
         .map(|_| {
             let started = Instant::now();
+            let cpu = thread_cpu();
             for _ in 0..rounds {
                 f();
             }
-            started.elapsed() / rounds
+            (started.elapsed() / rounds, (thread_cpu() - cpu) / rounds)
         })
         .collect();
     turns.sort();
@@ -69,24 +86,39 @@ fn main() {
     for _ in 0..rounds / 10 {
         black_box(auto::decide(black_box(&script)));
     }
-    let parse = time(rounds, || {
-        let _ = black_box(bashkit::parser::Parser::new(black_box(&script)).parse());
-    });
-    let decide = time(rounds, || {
-        black_box(auto::decide(black_box(&script)));
-    });
+    let parse = |text: &str| {
+        time(rounds, || {
+            let _ = black_box(bashkit::parser::Parser::new(black_box(text)).parse());
+        })
+    };
+    let decide = |text: &str| {
+        time(rounds, || {
+            black_box(auto::decide(black_box(text)));
+        })
+    };
+    let rows = [
+        ("parse, 1 KiB (baseline)", parse(&script)),
+        ("auto::decide, 1 KiB", decide(&script)),
+        ("parse, `true`", parse("true")),
+        ("auto::decide, `true`", decide("true")),
+    ];
+    let baseline = rows[0].1.1;
     let lines = script.lines().count();
     println!(
         "script: {} bytes, {lines} lines, {} rounds x 5 turns (median turn)",
         script.len(),
         rounds
     );
-    println!("{:<32} {:>10} {:>8}", "step", "µs/script", "ratio");
-    for (name, t) in [("parse alone (baseline)", parse), ("auto::decide", decide)] {
+    println!(
+        "{:<26} {:>9} {:>9} {:>10}",
+        "step", "wall µs", "CPU µs", "CPU ratio"
+    );
+    for (name, (wall, cpu)) in rows {
         println!(
-            "{name:<32} {:>10.1} {:>7.2}x",
-            t.as_secs_f64() * 1e6,
-            t.as_secs_f64() / parse.as_secs_f64()
+            "{name:<26} {:>9.1} {:>9.1} {:>9.2}x",
+            wall.as_secs_f64() * 1e6,
+            cpu.as_secs_f64() * 1e6,
+            cpu.as_secs_f64() / baseline.as_secs_f64()
         );
     }
     println!();
