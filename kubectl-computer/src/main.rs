@@ -117,6 +117,10 @@ enum RuntimeArg {
     /// bash with the host's real binaries (python3, node, git...) in a
     /// sandbox over the computer's files (local mode: bubblewrap).
     Container,
+    /// (exec only) bash in the shell runtime when every command the script
+    /// names is built in there, else in the container; where it ran and
+    /// why is printed on stderr after the run.
+    Auto,
 }
 
 impl From<RuntimeArg> for Runtime {
@@ -125,6 +129,7 @@ impl From<RuntimeArg> for Runtime {
             RuntimeArg::Shell => Runtime::Shell,
             RuntimeArg::Javascript => Runtime::Javascript,
             RuntimeArg::Container => Runtime::Container,
+            RuntimeArg::Auto => Runtime::Auto,
         }
     }
 }
@@ -403,6 +408,11 @@ async fn run(cli: Cli) -> Result<u8> {
             wait,
         } => {
             let egress = egress.to_proto()?;
+            if runtimes.contains(&RuntimeArg::Auto) {
+                return Err(CliError::new(
+                    "--runtime auto is for exec, not a runtime a computer enables: it chooses between shell and container at each exec; enable those (--runtime shell,container)",
+                ));
+            }
             match &backend {
                 Backend::Cluster(cluster) => {
                     let args = CreateArgs {
@@ -691,13 +701,21 @@ mod tests {
     fn runtime_arguments_are_the_runtimes_names() {
         for arg in RuntimeArg::value_variants() {
             let value = arg.to_possible_value().unwrap();
+            if *arg == RuntimeArg::Auto {
+                assert_eq!(
+                    value.get_name(),
+                    agentcomputer_proto::Requested::Auto.name()
+                );
+                assert_eq!(Runtime::from(*arg), Runtime::Auto);
+                continue;
+            }
             let named: agentcomputer_runtime_contract::Runtime = value.get_name().parse().unwrap();
             assert_eq!(Runtime::from(named), Runtime::from(*arg));
             for alias in value.get_name_and_aliases() {
                 assert_eq!(alias.parse(), Ok(named), "{alias}");
             }
         }
-        assert_eq!(RuntimeArg::value_variants().len(), 3);
+        assert_eq!(RuntimeArg::value_variants().len(), 4);
     }
 
     #[test]

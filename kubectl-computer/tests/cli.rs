@@ -1007,3 +1007,66 @@ fn share_prints_a_link_that_downloads_the_file() {
     assert_eq!(refused.status.code(), Some(2), "{}", text(&refused.stderr));
     assert!(text(&refused.stderr).contains("1s to 7d"));
 }
+
+/// Whether this process may build the local container sandbox (root, with
+/// bubblewrap on the host).
+fn sandbox_possible() -> bool {
+    let root = std::fs::metadata("/proc/self")
+        .map(|m| std::os::unix::fs::MetadataExt::uid(&m) == 0)
+        .unwrap_or(false);
+    if !root || !Path::new("/usr/bin/bwrap").exists() {
+        eprintln!("SKIPPED: the local container sandbox needs root and bubblewrap");
+        return false;
+    }
+    true
+}
+
+#[test]
+fn runtime_auto_says_where_it_ran_and_shell_names_missing_commands() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path());
+    ok(server.cli(&["create", "demo"]));
+    ok(server.cli(&["exec", "demo", "--", "mkdir src; touch a b"]));
+
+    let out = server.cli(&["exec", "demo", "--runtime", "auto", "--", "ls | wc -l"]);
+    assert_eq!(
+        text(&out.stderr),
+        "auto: ran in the shell runtime (every command is built into the shell runtime)\n"
+    );
+    assert_eq!(ok(out).trim(), "3");
+
+    // The shell runtime (the default) answers a missing command as bash
+    // does, naming the runtimes that have it; no auto line.
+    let out = server.cli(&["exec", "demo", "--", "python3 -V"]);
+    assert_eq!(out.status.code(), Some(127));
+    assert_eq!(
+        text(&out.stderr),
+        "bash: python3: command not found (the shell runtime runs built-in commands only; \
+         --runtime container or --runtime auto runs real binaries)\n"
+    );
+
+    if sandbox_possible() {
+        let out = server.cli(&[
+            "exec",
+            "demo",
+            "--runtime",
+            "auto",
+            "--",
+            "python3 -c \"print(6*7)\"",
+        ]);
+        assert_eq!(
+            text(&out.stderr),
+            "auto: ran in the container runtime (python3 is not a shell runtime command)\n"
+        );
+        assert_eq!(ok(out), "42\n");
+    }
+
+    // auto is a choice made at each exec, not a runtime to enable.
+    let err = fails(server.cli(&["create", "other", "--runtime", "auto"]));
+    assert!(
+        err.starts_with("error: --runtime auto is for exec"),
+        "{err}"
+    );
+    assert!(err.contains("--runtime shell,container"), "{err}");
+    server.stop();
+}

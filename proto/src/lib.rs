@@ -20,6 +20,8 @@ pub mod apidoc;
 pub mod codec;
 mod runtime;
 
+pub use runtime::Requested;
+
 /// The encoded `google.protobuf.FileDescriptorSet` of
 /// `agentcomputer/v1/agentcomputer.proto`, with source code info (its
 /// comments), as `protox` compiled it at build time. [`apidoc`] renders the

@@ -1,5 +1,6 @@
 //! The runtime contract in the API's terms: [`v1::Runtime`] values for the
-//! contract's [`Runtime`], and Exec events for its [`OutputChunk`]s.
+//! contract's [`Runtime`], what an Exec asks for ([`Requested`]), and Exec
+//! events for its [`OutputChunk`]s.
 
 use agentcomputer_runtime_contract::{OutputChunk, Runtime};
 
@@ -15,13 +16,35 @@ impl From<Runtime> for v1::Runtime {
     }
 }
 
-impl From<v1::Runtime> for Runtime {
+/// What an Exec asks for: one runtime, or `RUNTIME_AUTO`, the choice
+/// between the shell and the container made from the script.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Requested {
+    /// This runtime.
+    Runtime(Runtime),
+    /// The shell runtime when it has every command the script names, else
+    /// the container runtime.
+    Auto,
+}
+
+impl Requested {
+    /// `auto`, or the runtime's name.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Requested::Runtime(runtime) => runtime.name(),
+            Requested::Auto => "auto",
+        }
+    }
+}
+
+impl From<v1::Runtime> for Requested {
     /// `RUNTIME_UNSPECIFIED` is the shell, as the API documents.
-    fn from(runtime: v1::Runtime) -> Runtime {
+    fn from(runtime: v1::Runtime) -> Requested {
         match runtime {
-            v1::Runtime::Unspecified | v1::Runtime::Shell => Runtime::Shell,
-            v1::Runtime::Javascript => Runtime::JavaScript,
-            v1::Runtime::Container => Runtime::Container,
+            v1::Runtime::Unspecified | v1::Runtime::Shell => Requested::Runtime(Runtime::Shell),
+            v1::Runtime::Javascript => Requested::Runtime(Runtime::JavaScript),
+            v1::Runtime::Container => Requested::Runtime(Runtime::Container),
+            v1::Runtime::Auto => Requested::Auto,
         }
     }
 }
@@ -42,9 +65,25 @@ mod tests {
     #[test]
     fn runtimes_round_trip_through_the_api() {
         for runtime in Runtime::ALL {
-            assert_eq!(Runtime::from(v1::Runtime::from(runtime)), runtime);
+            assert_eq!(
+                Requested::from(v1::Runtime::from(runtime)),
+                Requested::Runtime(runtime)
+            );
         }
-        assert_eq!(Runtime::from(v1::Runtime::Unspecified), Runtime::Shell);
+        assert_eq!(
+            Requested::from(v1::Runtime::Unspecified),
+            Requested::Runtime(Runtime::Shell)
+        );
+        assert_eq!(Requested::from(v1::Runtime::Auto), Requested::Auto);
+        assert_eq!(Requested::Auto.name(), "auto");
+        assert_eq!(
+            v1::Runtime::Auto
+                .as_str_name()
+                .strip_prefix("RUNTIME_")
+                .map(str::to_lowercase)
+                .as_deref(),
+            Some(Requested::Auto.name())
+        );
     }
 
     #[test]

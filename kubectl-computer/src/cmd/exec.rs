@@ -18,6 +18,7 @@ use crate::error::{CliError, Result};
 /// of compact JSON, on a line of its own.
 pub async fn exec(client: &mut Client, args: ExecArgs) -> Result<i32> {
     let sync = args.sync;
+    let auto = args.runtime == pb::Runtime::Auto;
     let mut stdin = Vec::new();
     if args.stdin {
         std::io::stdin()
@@ -53,6 +54,9 @@ pub async fn exec(client: &mut Client, args: ExecArgs) -> Result<i32> {
                 }
             }
             Some(Event::Exit(exit)) => {
+                if auto {
+                    let _ = writeln!(err, "{}", ran_in(&exit));
+                }
                 if !exit.error.is_empty() {
                     let tail = String::from_utf8_lossy(&err_tail);
                     if !tail.contains(&exit.error) {
@@ -75,4 +79,45 @@ pub async fn exec(client: &mut Client, args: ExecArgs) -> Result<i32> {
     Err(CliError::new(
         "the node agent ended the run without an exit status",
     ))
+}
+
+/// The line `--runtime auto` prints on stderr after the run: `auto: ran in
+/// the container runtime (python3 is not a shell runtime command)`.
+fn ran_in(exit: &pb::ExecExit) -> String {
+    let runtime = if exit.runtime.is_empty() {
+        "an unnamed"
+    } else {
+        &exit.runtime
+    };
+    if exit.runtime_reason.is_empty() {
+        format!("auto: ran in the {runtime} runtime")
+    } else {
+        format!(
+            "auto: ran in the {runtime} runtime ({})",
+            exit.runtime_reason
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn auto_says_where_it_ran_and_why() {
+        let exit = pb::ExecExit {
+            runtime: "container".into(),
+            runtime_reason: "python3 is not a shell runtime command".into(),
+            ..Default::default()
+        };
+        assert_eq!(
+            ran_in(&exit),
+            "auto: ran in the container runtime (python3 is not a shell runtime command)"
+        );
+        let exit = pb::ExecExit {
+            runtime: "shell".into(),
+            ..Default::default()
+        };
+        assert_eq!(ran_in(&exit), "auto: ran in the shell runtime");
+    }
 }

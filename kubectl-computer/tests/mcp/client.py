@@ -81,9 +81,10 @@ async def check_tools(session):
             check(len(spec.get("description", "")) > 15, f"{name}.{prop}: no description")
     runtime = tools["exec"].input_schema["properties"]["runtime"]
     check(
-        runtime.get("enum") and {"shell", "javascript"} <= set(runtime["enum"]),
+        runtime.get("enum") and {"auto", "shell", "javascript"} <= set(runtime["enum"]),
         f"exec.runtime enum: {runtime}",
     )
+    check(runtime.get("default") == "auto", f"exec.runtime default: {runtime}")
     validator = jsonschema.Draft202012Validator(tools["grep"].input_schema)
     check(validator.is_valid({"pattern": "x", "include": ["*.md"], "context_lines": 1}), "grep args valid")
     check(not validator.is_valid({"pattern": "x", "bogus": 1}), "grep refuses unknown args")
@@ -152,6 +153,12 @@ async def exercise(session, transport):
     r = await call(session, "exec", {"script": "ls -l", "cwd": prefix})
     out = r.structured_content
     check(out["exit_code"] == 0 and "notes.md" in out["stdout"] and "other.txt" in out["stdout"], f"ls -l: {out}")
+    # runtime auto (the default) ran it in-process and says so
+    check(out["runtime"] == "shell" and out["runtime_reason"] == "every command is built into the shell runtime", f"auto: {out}")
+    r = await call(session, "exec", {"runtime": "shell", "script": "python3 -V"})
+    out = r.structured_content
+    check(out["exit_code"] == 127 and "python3: command not found" in out["stderr"] and "--runtime auto" in out["stderr"], f"shell python3: {out}")
+    check(out["runtime"] == "shell" and "runtime_reason" not in out, f"shell: {out}")
     # exit status, stdin, env, stderr
     r = await call(session, "exec", {"script": 'read x; echo "$x-$GREETING"; echo oops >&2; exit 3', "stdin": "hi\n", "env": {"GREETING": "hello"}})
     out = r.structured_content

@@ -14,11 +14,13 @@
 //!
 //! Design notes and measurements: `docs/shell-runtime.md`.
 
+pub mod auto;
 mod budget;
 mod builtins;
 mod engine_fs;
 mod errno;
 mod limits;
+mod not_found;
 mod output;
 mod paths;
 mod pool;
@@ -38,6 +40,7 @@ pub use limits::{
     DEFAULT_MAX_DOWNLOAD_BYTES, DEFAULT_MAX_OUTPUT_BYTES, DEFAULT_MEMORY_BYTES, DEFAULT_TIMEOUT,
     ShellLimits,
 };
+pub use not_found::{EXIT_NOT_FOUND, not_found_message};
 pub use paths::resolve_cwd;
 pub use runtime::{
     EXIT_CANCELLED, EXIT_LIMIT, EXIT_OUTPUT_CAP, EXIT_REFUSED, EXIT_TIMEOUT, ExecOutcome,

@@ -84,18 +84,80 @@ pub(crate) enum Verdict {
 
 /// Whether `script` may run, parsed with the run's parser limits.
 pub(crate) fn check(script: &str, max_depth: usize, max_fuel: usize) -> Verdict {
+    scan(script, max_depth, max_fuel, false).verdict
+}
+
+/// A simple command as the script writes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Simple {
+    /// The command name when it is a literal; `None` when it is computed
+    /// (`$cmd`, `$(...)`) or absent (an assignment alone, [`Simple::bare`]).
+    pub name: Option<String>,
+    /// No name at all: `FOO=1` or a redirection alone.
+    pub bare: bool,
+    /// Each argument when it is a literal, else `None`.
+    pub args: Vec<Option<String>>,
+}
+
+/// What one parse of a script tells: the [`Verdict`] and, when asked for,
+/// every simple command (in function bodies, substitutions and
+/// here-documents too, in the order of the walk) and the functions it
+/// defines. The commands are complete only when the verdict is
+/// [`Verdict::Run`]: the walk stops at the first refused construct.
+#[derive(Debug, Clone)]
+pub(crate) struct Scan {
+    pub verdict: Verdict,
+    pub commands: Vec<Simple>,
+    pub functions: Vec<String>,
+    /// A `$(...)` or backquote inside text the parser keeps unparsed (the
+    /// operand of `${v:-...}`, `$((...))`, an array index): commands the
+    /// walk cannot see. Set only when collecting.
+    pub hidden: bool,
+}
+
+/// [`check`], also collecting the script's commands when `collect`.
+pub(crate) fn scan(script: &str, max_depth: usize, max_fuel: usize, collect: bool) -> Scan {
+    let done = |verdict| Scan {
+        verdict,
+        commands: Vec::new(),
+        functions: Vec::new(),
+        hidden: false,
+    };
     if let Some(refusal) = check_text(script) {
-        return Verdict::Refuse(refusal);
+        return done(Verdict::Refuse(refusal));
     }
     let Ok(ast) = Parser::with_limits(script, max_depth, max_fuel).parse() else {
-        return Verdict::Unparsed;
+        return done(Verdict::Unparsed);
     };
-    let mut walk = Walk::default();
+    let mut walk = Walk {
+        collect,
+        ..Walk::default()
+    };
     walk.commands(&ast.commands);
+    let commands = std::mem::take(&mut walk.simple);
+    let functions = walk.functions.clone();
+    let hidden = walk.hidden;
+    let verdict = verdict(script, walk, &ast.commands, max_depth, max_fuel);
+    Scan {
+        verdict,
+        commands,
+        functions,
+        hidden,
+    }
+}
+
+/// The verdict of a walked script.
+fn verdict(
+    script: &str,
+    walk: Walk,
+    ast_commands: &[Command],
+    max_depth: usize,
+    max_fuel: usize,
+) -> Verdict {
     if let Some(refusal) = walk.found {
         return Verdict::Refuse(refusal);
     }
-    let flat = flat(&ast.commands, &walk.functions);
+    let flat = flat(ast_commands, &walk.functions);
     let filters = walk
         .filters
         .iter()
@@ -307,6 +369,11 @@ fn check_text(script: &str) -> Option<Refusal> {
 
 #[derive(Default)]
 struct Walk {
+    /// Whether to record every simple command in `simple`.
+    collect: bool,
+    simple: Vec<Simple>,
+    /// See [`Scan::hidden`].
+    hidden: bool,
     found: Option<Refusal>,
     /// Names of the functions the script defines.
     functions: Vec<String>,
@@ -346,6 +413,14 @@ impl Walk {
                         Some((_, all)) => *all &= filter,
                         None => self.filters.push((known, filter)),
                     }
+                }
+                if self.collect {
+                    self.simple.push(Simple {
+                        name: literal_text(&simple.name).filter(|n| !n.is_empty()),
+                        bare: simple.name.parts.is_empty()
+                            || literal_text(&simple.name).is_some_and(|n| n.is_empty()),
+                        args: simple.args.iter().map(literal_text).collect(),
+                    });
                 }
                 self.word(&simple.name);
                 self.words(&simple.args);
@@ -447,6 +522,9 @@ impl Walk {
     }
 
     fn word(&mut self, word: &Word) {
+        if self.collect {
+            self.hidden |= word.parts.iter().any(hides_commands);
+        }
         for part in &word.parts {
             match part {
                 WordPart::CommandSubstitution(commands)
@@ -594,6 +672,39 @@ fn top_level(words: &[Word], op: &str) -> Option<usize> {
 }
 
 /// The text of a word with no expansion in it, as the command sees it.
+/// The text of a word made of literal parts only (quotes removed), as the
+/// command sees it; `None` when any part is expanded, or when quoted and
+/// unquoted parts mix with glob characters (the lexer escapes those).
+fn literal_text(word: &Word) -> Option<String> {
+    if word.quoted && word.has_unquoted_glob {
+        return None;
+    }
+    let mut text = String::new();
+    for part in &word.parts {
+        match part {
+            WordPart::Literal(piece) => text.push_str(piece),
+            _ => return None,
+        }
+    }
+    Some(text)
+}
+
+/// Whether `part` keeps text unparsed that holds a command substitution.
+fn hides_commands(part: &WordPart) -> bool {
+    let substitutes = |text: &str| text.contains("$(") || text.contains('`');
+    match part {
+        WordPart::ParameterExpansion { operand, .. }
+        | WordPart::IndirectExpansion { operand, .. } => substitutes(operand),
+        WordPart::ArithmeticExpansion(text) | WordPart::ArrayAccess { index: text, .. } => {
+            substitutes(text)
+        }
+        WordPart::Substring { offset, length, .. } => {
+            substitutes(offset) || length.as_deref().is_some_and(substitutes)
+        }
+        _ => false,
+    }
+}
+
 fn plain_text(word: &Word) -> Option<&str> {
     match word.parts.as_slice() {
         [WordPart::Literal(text)] => Some(text),

@@ -142,12 +142,17 @@ pub(crate) async fn execute(job: Job) -> Finished {
         (None, false) => source,
     };
     let nested_limits = limits.clone();
-    let mut builder = builtins::install(
-        Bash::builder(),
+    let network = builtins::http::Network {
+        policy: job.egress,
+        max_download_bytes: job.limits.max_download_bytes,
+    };
+    let mut builder = commands(
         &engine,
         &budget,
-        HOME,
-        job.limits.scratch_bytes,
+        network,
+        &job.limits,
+        job.timeout,
+        job.gate.cap(),
     )
     .fs(Arc::new(sandbox))
     .limits(limits)
@@ -155,12 +160,6 @@ pub(crate) async fn execute(job: Job) -> Finished {
     .session_limits(job.limits.session())
     .cwd(&cwd)
     .before_tool(checkpoint_hook(Arc::clone(&job.stop)));
-    let network = builtins::http::Network {
-        policy: job.egress,
-        max_download_bytes: job.limits.max_download_bytes,
-    };
-    builder = builtins::http::install(builder, network);
-    builder = crate::python::install(builder, &job.limits, job.timeout, job.gate.cap());
     for (key, value) in job.env {
         builder = builder.env(key, value);
     }
@@ -229,6 +228,44 @@ pub(crate) async fn execute(job: Job) -> Finished {
         },
         Err(err) => failure(err, &job.gate, &job.script).await,
     }
+}
+
+/// bashkit's commands as the runtime offers them: without the ones it
+/// leaves to the container runtime ([`configure`]), with the runtime's own
+/// commands, `curl` and `wget` over `network`, and `python3` when the
+/// crate is built with a Python feature.
+pub(crate) fn commands(
+    engine: &EngineFs,
+    budget: &ExecBudget,
+    network: builtins::http::Network,
+    limits: &ShellLimits,
+    timeout: Duration,
+    output_cap: u64,
+) -> bashkit::BashBuilder {
+    let builder = builtins::install(
+        configure(Bash::builder()),
+        engine,
+        budget,
+        HOME,
+        limits.scratch_bytes,
+    );
+    let builder = builtins::http::install(builder, network);
+    crate::python::install(builder, limits, timeout, output_cap)
+}
+
+/// bashkit's commands the shell runtime does not offer: `make` runs the
+/// recipes of a Makefile, whose commands (compilers, interpreters) no
+/// reading of the script can see, so it runs where they exist, in the
+/// container runtime.
+pub(crate) const LEFT_TO_THE_CONTAINER: &[&str] = &["make"];
+
+/// The part of the interpreter's configuration that decides which command
+/// names exist: bashkit's own commands less [`LEFT_TO_THE_CONTAINER`], and
+/// one answer for every other name (see the `not_found` module).
+pub(crate) fn configure(builder: bashkit::BashBuilder) -> bashkit::BashBuilder {
+    builder
+        .builtin_filter(|name| !LEFT_TO_THE_CONTAINER.contains(&name))
+        .command_resolver(Arc::new(crate::not_found::NotFound))
 }
 
 /// `Ok` when `cwd` is a directory; else the strerror text.

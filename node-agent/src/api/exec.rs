@@ -23,8 +23,10 @@ use agentcomputer_egress::{EgressConfig, Policy};
 
 use agentcomputer_fs::FileKind;
 use agentcomputer_js::JsRequest;
+use agentcomputer_proto::Requested;
 use agentcomputer_proto::v1 as pb;
 use agentcomputer_runtime_contract::Runtime;
+use agentcomputer_shell::auto::{self, Decision, Route};
 use agentcomputer_shell::{ExecRequest as ShellRequest, ShellLimits};
 use nix::errno::Errno;
 use pb::exec_event::Event;
@@ -82,6 +84,15 @@ pub type ExecStream = ReceiverStream<Result<pb::ExecEvent, Status>>;
 /// or missing `cwd`, no admission
 /// (RESOURCE_EXHAUSTED, see [`Admission::admit`]).
 ///
+/// RUNTIME_AUTO runs the script in the shell or the container runtime as
+/// [`agentcomputer_shell::auto::decide`] says; where the container was
+/// chosen and the computer has none (the agent cannot build sandboxes, or
+/// `spec.runtimes.container` is off), a script naming a command the shell
+/// runtime lacks is refused (FAILED_PRECONDITION naming the command) and
+/// any other runs in the shell runtime; a computer with the shell runtime
+/// disabled runs it in the container. The exit event names the runtime
+/// that ran and, for RUNTIME_AUTO, why.
+///
 /// Limits: a request's timeout, output cap and memory of 0 take the
 /// computer's ([`crate::computer::ExecLimits`]), else the agent's defaults;
 /// a larger timeout or output cap is cut to the computer's; a memory
@@ -103,20 +114,83 @@ pub async fn start(
             format_args!("unknown runtime {}", req.runtime),
         )
     })?;
-    let runtime = Runtime::from(runtime);
+    let requested = Requested::from(runtime);
+    let (runtime, auto) = match requested {
+        Requested::Runtime(runtime) => (runtime, None),
+        Requested::Auto => {
+            let decision = decide(&req.script).await;
+            (runtime_of(decision.route), Some(decision))
+        }
+    };
     let started = start_runtime(
         registry,
         containers,
         admission,
-        runtime,
+        Choice { runtime, auto },
         req,
         observer.clone(),
     )
     .await;
     if started.is_err() {
-        observer.exec_finished(runtime.name(), ExecOutcome::Rejected, Duration::ZERO);
+        observer.exec_finished(requested.name(), ExecOutcome::Rejected, Duration::ZERO);
     }
     started
+}
+
+/// The runtime of an exec, and for RUNTIME_AUTO the decision that chose it.
+struct Choice {
+    runtime: Runtime,
+    auto: Option<Decision>,
+}
+
+impl Choice {
+    /// RUNTIME_AUTO's fallback when its script was sent to the container
+    /// and the computer has none (`why`): a script naming a command the
+    /// shell runtime lacks is refused naming it (FAILED_PRECONDITION); one
+    /// whose commands could only not be named runs in the shell runtime.
+    /// Errors for any other request: FAILED_PRECONDITION with `why`.
+    fn without_container(&mut self, why: String) -> Result<(), Status> {
+        let Some(decision) = self.auto.as_mut() else {
+            return Err(Status::failed_precondition(why));
+        };
+        if let Some(name) = &decision.missing {
+            return Err(Status::failed_precondition(format!(
+                "runtime auto: {name}: command not found in the shell runtime, and this computer \
+                 has no container runtime to run it ({why}); nothing was run"
+            )));
+        }
+        decision.reason = format!(
+            "{}, but this computer has no container runtime ({why})",
+            decision.reason
+        );
+        decision.route = Route::Shell;
+        self.runtime = Runtime::Shell;
+        Ok(())
+    }
+}
+
+fn runtime_of(route: Route) -> Runtime {
+    match route {
+        Route::Shell => Runtime::Shell,
+        Route::Container => Runtime::Container,
+    }
+}
+
+/// RUNTIME_AUTO's decision for `script` ([`agentcomputer_shell::auto`]);
+/// a long script is parsed on the blocking pool.
+async fn decide(script: &str) -> Decision {
+    if script.len() <= INLINE_PARSE_BYTES {
+        return auto::decide(script);
+    }
+    let script = script.to_string();
+    match tokio::task::spawn_blocking(move || auto::decide(&script)).await {
+        Ok(decision) => decision,
+        Err(e) => Decision {
+            route: Route::Container,
+            reason: format!("the script could not be read before it ran ({e})"),
+            missing: None,
+        },
+    }
 }
 
 /// Starts a run of `runtime`, named by [`Runtime::name`] in messages, logs,
@@ -125,12 +199,11 @@ async fn start_runtime(
     registry: &Registry,
     containers: &Arc<dyn ContainerRuntime>,
     admission: &Admission,
-    runtime: Runtime,
+    mut choice: Choice,
     req: pb::ExecRequest,
     observer: Arc<dyn Observer>,
 ) -> Result<ExecStream, Status> {
-    let runtime_name = runtime.name();
-    let input = match runtime {
+    let input = match choice.runtime {
         Runtime::Shell | Runtime::Container => {
             if !req.input_json.is_empty() {
                 return Err(errno_detail(
@@ -142,16 +215,36 @@ async fn start_runtime(
         }
         Runtime::JavaScript => Some(parse_input(req.input_json).await?),
     };
-    if runtime == Runtime::Container
+    if choice.runtime == Runtime::Container
         && let Some(why) = containers.unavailable_reason()
     {
-        return Err(Status::failed_precondition(why));
+        choice.without_container(why)?;
     }
     if req.sync && registry.backup_target().is_none() {
         return Err(crate::registry::RegistryError::NoBackup(req.computer.clone()).into());
     }
     let lease = registry.acquire(&req.computer).await?;
     let settings = lease.settings();
+    if choice.auto.is_some() {
+        if choice.runtime == Runtime::Container && !settings.runtimes.container {
+            choice.without_container("spec.runtimes.container is off".into())?;
+        } else if choice.runtime == Runtime::Shell
+            && !settings.runtimes.shell
+            && settings.runtimes.container
+            && containers.unavailable_reason().is_none()
+            && let Some(decision) = choice.auto.as_mut()
+        {
+            decision.reason = "the shell runtime is disabled for this computer".into();
+            decision.route = Route::Container;
+            choice.runtime = Runtime::Container;
+        }
+    }
+    let runtime = choice.runtime;
+    let runtime_name = runtime.name();
+    let (runtime_reason, auto_command) = match &choice.auto {
+        Some(decision) => (decision.reason.clone(), decision.missing.clone()),
+        None => (String::new(), None),
+    };
     let enabled = match runtime {
         Runtime::JavaScript => settings.runtimes.javascript,
         Runtime::Container => settings.runtimes.container,
@@ -307,7 +400,7 @@ async fn start_runtime(
     tokio::spawn(async move {
         let computer = lease.name().to_string();
         let started = Instant::now();
-        info!(%computer, runtime = runtime_name, timeout_ms = timeout.as_millis() as u64, "exec started");
+        info!(%computer, runtime = runtime_name, reason = %runtime_reason, command = ?auto_command, timeout_ms = timeout.as_millis() as u64, "exec started");
         // A container run may first wait for its sandbox; the wait does not
         // count against the script's timeout.
         if let Program::Container(containers, _) = &program
@@ -326,6 +419,8 @@ async fn start_runtime(
                 result_json: String::new(),
                 duration_ms: started.elapsed().as_millis() as u64,
                 backup_position: 0,
+                runtime: runtime_name.to_string(),
+                runtime_reason: runtime_reason.clone(),
             };
             let _ = tx
                 .send(Ok(pb::ExecEvent {
@@ -401,6 +496,8 @@ async fn start_runtime(
                 result_json: finished.result_json,
                 duration_ms,
                 backup_position,
+                runtime: runtime_name.to_string(),
+                runtime_reason,
             };
             let _ = tx
                 .send(Ok(pb::ExecEvent {

@@ -226,6 +226,10 @@ pub struct Ran {
     pub error: String,
     /// `ExecExit.result_json`.
     pub result: String,
+    /// `ExecExit.runtime`: the runtime that ran the program.
+    pub runtime: String,
+    /// `ExecExit.runtime_reason`: why, for RUNTIME_AUTO.
+    pub runtime_reason: String,
 }
 
 pub fn exec_req(computer: &str, script: &str) -> pb::ExecRequest {
@@ -258,6 +262,8 @@ pub async fn run(c: &mut Client, req: pb::ExecRequest) -> Ran {
                 ran.code = e.code;
                 ran.error = e.error;
                 ran.result = e.result_json;
+                ran.runtime = e.runtime;
+                ran.runtime_reason = e.runtime_reason;
                 return ran;
             }
         }

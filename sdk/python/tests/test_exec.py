@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import shutil
 import time
 
 import pytest
@@ -157,3 +159,39 @@ export default async function (input) {
         computer.exec("echo", input={"x": 1})
     with pytest.raises(ValueError):
         computer.exec("echo", runtime="cobol")  # type: ignore[arg-type]
+
+
+def test_runtime_auto_says_where_it_ran(computer: agentcomputer.Computer) -> None:
+    computer.exec("mkdir -p src", check=True)
+    computer.write("src/a.py", "# TODO one\n")
+    r = computer.exec("grep -rn TODO src | wc -l", runtime="auto")
+    assert (r.stdout, r.exit_code) == ("1\n", 0)
+    assert (r.runtime, r.runtime_reason) == ("shell", "every command is built into the shell runtime")
+
+    # A named runtime says which ran, and gives no reason.
+    r = computer.exec("true")
+    assert (r.runtime, r.runtime_reason) == ("shell", "")
+
+    # The shell runtime's one answer for a command it does not have.
+    r = computer.exec("python3 -V")
+    assert r.exit_code == 127
+    assert r.stderr == (
+        "bash: python3: command not found (the shell runtime runs built-in commands only; "
+        "--runtime container or --runtime auto runs real binaries)\n"
+    )
+
+    with pytest.raises(ValueError, match="container or auto"):
+        computer.exec("true", runtime="bogus")  # type: ignore[arg-type]
+
+
+@pytest.mark.skipif(
+    os.geteuid() != 0 or shutil.which("bwrap") is None,
+    reason="the local container sandbox needs root and bubblewrap",
+)
+def test_runtime_auto_runs_real_binaries_in_the_container(computer: agentcomputer.Computer) -> None:
+    r = computer.exec('python3 -c "print(6*7)"', runtime="auto")
+    assert (r.stdout, r.exit_code) == ("42\n", 0), r.stderr
+    assert (r.runtime, r.runtime_reason) == ("container", "python3 is not a shell runtime command")
+    events = list(computer.exec_stream("node --version >/dev/null 2>&1; echo $?", runtime="auto"))
+    exit = events[-1]
+    assert isinstance(exit, ExecExit) and exit.runtime == "container"

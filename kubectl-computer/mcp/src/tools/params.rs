@@ -141,10 +141,12 @@ pub(super) struct ExecParams {
     /// (`ls -l && cat notes.md`); for javascript the source of an ES module
     /// whose default-exported function's return value becomes `result`.
     pub script: String,
-    /// Where the script runs [default: shell]. shell: bash interpreted
-    /// in-process with common utilities (ls, cat, grep, sed, awk...);
-    /// javascript: a QuickJS ES module with node-like fs; container: bash
-    /// with the host's real binaries (python3, node, git...) in a sandbox.
+    /// Where the script runs [default: auto]. auto: the shell runtime when
+    /// every command the script names is built in there, else the
+    /// container; shell: bash interpreted in-process with common utilities
+    /// (ls, cat, grep, sed, awk...); javascript: a QuickJS ES module with
+    /// node-like fs; container: bash with the host's real binaries
+    /// (python3, node, git...) in a sandbox.
     pub runtime: Option<String>,
     /// Working directory, relative to /workspace or absolute under it
     /// [default: /workspace].

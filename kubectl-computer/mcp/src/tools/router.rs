@@ -155,7 +155,7 @@ impl Tools {
     }
 
     #[tool(
-        description = "Run a program on the computer, its files at /workspace, and wait for it. runtime shell (default): a bash script; javascript: an ES module (its default export's return value is `result`); container: bash with real binaries, when the computer enables it. Returns exit_code, stdout, stderr (each capped at max_output_bytes, the middle left out and marked), and error when the run did not finish normally (timeout, output cap, uncaught JavaScript error). A run is stopped at timeout_seconds.",
+        description = "Run a program on the computer, its files at /workspace, and wait for it. runtime auto (default): a bash script, run in-process by the shell runtime when every command it names is built in there, else in the container with real binaries (python3, node, npm, make, git...) when the computer has one; shell: a bash script, built-in commands only; javascript: an ES module (its default export's return value is `result`); container: bash with real binaries, when the computer enables it. Returns exit_code, stdout, stderr, runtime (the one that ran; runtime_reason says why for auto) (each capped at max_output_bytes, the middle left out and marked), and error when the run did not finish normally (timeout, output cap, uncaught JavaScript error). A run is stopped at timeout_seconds.",
         annotations(destructive_hint = true, open_world_hint = true)
     )]
     async fn exec(
@@ -172,7 +172,9 @@ impl Tools {
     /// computer enables.
     fn tools(&self) -> Vec<Tool> {
         let mut tools = self.tool_router.list_all();
-        let enabled: Vec<&str> = self.agent.runtimes().iter().map(|r| r.name()).collect();
+        let enabled: Vec<&str> = std::iter::once(super::run::AUTO)
+            .chain(self.agent.runtimes().iter().map(|r| r.name()))
+            .collect();
         for t in tools.iter_mut().filter(|t| t.name == "exec") {
             let mut schema = (*t.input_schema).clone();
             if let Some(Value::Object(props)) = schema.get_mut("properties") {
@@ -186,7 +188,7 @@ impl Tools {
                     json!({
                         "type": "string",
                         "enum": enabled,
-                        "default": "shell",
+                        "default": super::run::AUTO,
                         "description": description,
                     }),
                 );
@@ -205,7 +207,7 @@ impl ServerHandler for Tools {
                 env!("CARGO_PKG_VERSION"),
             ))
             .with_instructions(format!(
-                "Tools on the Agent Computer {:?}: a persistent computer whose files live under /workspace (paths are relative to it). read/write/edit/ls/find/grep/delete work on the files; exec runs a program there ({}); share makes a download link for a file.",
+                "Tools on the Agent Computer {:?}: a persistent computer whose files live under /workspace (paths are relative to it). read/write/edit/ls/find/grep/delete work on the files; exec runs a program there (auto, {}); share makes a download link for a file.",
                 self.agent.name(),
                 names(self.agent.runtimes())
             ))

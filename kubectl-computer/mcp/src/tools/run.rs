@@ -15,6 +15,9 @@ use super::router::{Tools, names};
 use crate::calls::exec::{ExecArgs, check_size, request};
 use crate::error::Error;
 
+/// `exec`'s default runtime: the shell runtime when it has every command
+/// the script names, else the container runtime.
+pub(super) const AUTO: &str = "auto";
 /// `exec`'s default and largest cap per output stream.
 const OUTPUT_DEFAULT_BYTES: u64 = 50_000;
 const OUTPUT_MAX_BYTES: u64 = 1_000_000;
@@ -28,21 +31,35 @@ const EXEC_GRACE: Duration = Duration::from_secs(15);
 impl Tools {
     pub(super) async fn run(&self, p: ExecParams) -> Result<CallToolResult, Error> {
         let enabled = self.agent.runtimes();
-        let name = p.runtime.as_deref().unwrap_or("shell");
-        let Some(runtime) = Runtime::from_name(name) else {
-            return Err(invalid(format!(
-                "unknown runtime {name:?}; this computer offers: {}",
-                names(enabled)
-            )));
+        let name = p.runtime.as_deref().unwrap_or(AUTO);
+        // `auto`: the agent runs the script in the shell runtime or the
+        // container, whichever has its commands (and the computer enables).
+        let runtime = if name == AUTO {
+            if !enabled.contains(&Runtime::Shell) && !enabled.contains(&Runtime::Container) {
+                return Err(invalid(format!(
+                    "auto chooses between the shell and container runtimes, and computer {} enables neither; it offers: {}",
+                    self.agent.name(),
+                    names(enabled)
+                )));
+            }
+            None
+        } else {
+            let Some(runtime) = Runtime::from_name(name) else {
+                return Err(invalid(format!(
+                    "unknown runtime {name:?}; this computer offers: auto, {}",
+                    names(enabled)
+                )));
+            };
+            if !enabled.contains(&runtime) {
+                return Err(invalid(format!(
+                    "computer {} does not enable the {name} runtime; it offers: auto, {}",
+                    self.agent.name(),
+                    names(enabled)
+                )));
+            }
+            Some(runtime)
         };
-        if !enabled.contains(&runtime) {
-            return Err(invalid(format!(
-                "computer {} does not enable the {name} runtime; it offers: {}",
-                self.agent.name(),
-                names(enabled)
-            )));
-        }
-        if p.input.is_some() && runtime != Runtime::JavaScript {
+        if p.input.is_some() && runtime != Some(Runtime::JavaScript) {
             return Err(invalid(
                 "input is for the javascript runtime only (a shell script reads stdin)",
             ));
@@ -60,7 +77,7 @@ impl Tools {
             .clamp(1, OUTPUT_MAX_BYTES) as usize;
         let args = ExecArgs {
             computer: self.agent.computer(),
-            runtime: runtime.into(),
+            runtime: runtime.map_or(pb::Runtime::Auto, pb::Runtime::from),
             cwd: p.cwd,
             env: p.env.into_iter().collect(),
             timeout: Some(timeout),
@@ -102,7 +119,7 @@ impl Tools {
                 ),
                 result_json: String::new(),
                 duration_ms: (timeout + EXEC_GRACE).as_millis() as u64,
-                backup_position: 0,
+                ..pb::ExecExit::default()
             },
         };
         let mut value = json!({
@@ -111,13 +128,19 @@ impl Tools {
             "stderr": stderr.text(),
             "duration_ms": exit.duration_ms,
         });
+        if !exit.runtime.is_empty() {
+            value["runtime"] = json!(exit.runtime);
+        }
+        if !exit.runtime_reason.is_empty() {
+            value["runtime_reason"] = json!(exit.runtime_reason);
+        }
         if stdout.omitted() > 0 || stderr.omitted() > 0 {
             value["truncated"] = json!({
                 "stdout_bytes_omitted": stdout.omitted(),
                 "stderr_bytes_omitted": stderr.omitted(),
             });
         }
-        if runtime == Runtime::JavaScript {
+        if runtime == Some(Runtime::JavaScript) {
             value["result"] = serde_json::from_str(&exit.result_json).unwrap_or(Value::Null);
         }
         if exit.error.is_empty() {

@@ -24,6 +24,39 @@ mod workspace;
 
 pub(crate) use environment::set_startup_variables;
 
+/// The names [`install`] and [`http::install`] register: the runtime's own
+/// commands, in place of bashkit's of the same name or beside them.
+pub(crate) const OWN_COMMANDS: &[&str] = &[
+    "cat",
+    "wc",
+    "head",
+    "tail",
+    "tee",
+    "base64",
+    "seq",
+    "yes",
+    "xxd",
+    "tac",
+    "rev",
+    "md5sum",
+    "sha1sum",
+    "sha224sum",
+    "sha256sum",
+    "sha384sum",
+    "sha512sum",
+    "sleep",
+    "truncate",
+    "ln",
+    "link",
+    "ls",
+    "stat",
+    "test",
+    "[",
+    "timeout",
+    "curl",
+    "wget",
+];
+
 use crate::budget::ExecBudget;
 use crate::engine_fs::EngineFs;
 use bashkit::BashBuilder;

@@ -22,7 +22,7 @@ CHUNK_BYTES = 1024 * 1024
 #: The agent's message limit (4 MiB); answers are received with some room.
 MAX_MESSAGE_BYTES = 4 * 1024 * 1024
 
-Runtime = Literal["shell", "javascript", "container"]
+Runtime = Literal["shell", "javascript", "container", "auto"]
 WriteMode = Literal["truncate", "create", "append", "exclusive"]
 #: What :meth:`Computer.write` accepts: bytes, text (UTF-8 unless an
 #: encoding is given), a binary file object, or an iterable of byte chunks.
@@ -33,6 +33,7 @@ _RUNTIMES: dict[str, pb.Runtime] = {
     "javascript": pb.RUNTIME_JAVASCRIPT,
     "js": pb.RUNTIME_JAVASCRIPT,
     "container": pb.RUNTIME_CONTAINER,
+    "auto": pb.RUNTIME_AUTO,
 }
 _WRITE_MODES: dict[str, pb.WriteMode] = {
     "truncate": pb.WRITE_MODE_TRUNCATE,
@@ -113,7 +114,7 @@ def runtime_value(runtime: str) -> pb.Runtime:
     try:
         return _RUNTIMES[runtime]
     except KeyError:
-        raise ValueError(f"unknown runtime {runtime!r}: expected shell, javascript or container") from None
+        raise ValueError(f"unknown runtime {runtime!r}: expected shell, javascript, container or auto") from None
 
 
 def exec_request(

@@ -199,6 +199,8 @@ class ExecGather:
             error=exit.error,
             result_json=exit.result_json,
             duration_ms=exit.duration_ms,
+            runtime=exit.runtime,
+            runtime_reason=exit.runtime_reason,
         )
 
 

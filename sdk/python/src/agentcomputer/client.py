@@ -725,8 +725,12 @@ class Computer:
             script: a bash script (``shell``, ``container``) or an ES module
                 (``javascript``: a default-exported function gets ``input``
                 and its awaited return value is :attr:`ExecResult.result`).
-            runtime: ``"shell"`` (in-process bash), ``"javascript"``
-                (QuickJS) or ``"container"`` (real binaries in a sandbox).
+            runtime: ``"shell"`` (in-process bash, built-in commands only),
+                ``"javascript"`` (QuickJS), ``"container"`` (real binaries in
+                a sandbox) or ``"auto"`` (the shell when every command the
+                script names is built in there, else the container;
+                :attr:`ExecResult.runtime` and ``runtime_reason`` say which
+                and why).
             cwd: working directory (default ``/workspace``).
             env: environment variables to add.
             stdin: standard input (text is UTF-8).

@@ -418,16 +418,30 @@ class ExecExit:
         result_json: JavaScript only: the JSON of the default export's
             awaited return value, else ``""``.
         duration_ms: wall-clock duration in milliseconds.
+        runtime: the runtime that ran the program (``"shell"``,
+            ``"javascript"``, ``"container"``; for ``runtime="auto"`` the one
+            it chose), or ``""`` from an agent that does not say.
+        runtime_reason: ``runtime="auto"`` only: why that runtime
+            (``"python3 is not a shell runtime command"``), else ``""``.
     """
 
     code: int
     error: str
     result_json: str
     duration_ms: int
+    runtime: str = ""
+    runtime_reason: str = ""
 
     @staticmethod
     def from_proto(m: pb.ExecExit) -> ExecExit:
-        return ExecExit(code=m.code, error=m.error, result_json=m.result_json, duration_ms=m.duration_ms)
+        return ExecExit(
+            code=m.code,
+            error=m.error,
+            result_json=m.result_json,
+            duration_ms=m.duration_ms,
+            runtime=m.runtime,
+            runtime_reason=m.runtime_reason,
+        )
 
 
 ExecEvent = Union[ExecStdout, ExecStderr, ExecExit]
@@ -445,6 +459,9 @@ class ExecResult:
             output cap, runtime failure), or ``""`` for a normal exit.
         result_json: JavaScript only: the JSON of the returned value.
         duration_ms: wall-clock duration in milliseconds.
+        runtime: the runtime that ran it (for ``runtime="auto"`` the one it
+            chose).
+        runtime_reason: ``runtime="auto"`` only: why that runtime.
     """
 
     stdout_bytes: bytes
@@ -453,6 +470,8 @@ class ExecResult:
     error: str = ""
     result_json: str = ""
     duration_ms: int = 0
+    runtime: str = ""
+    runtime_reason: str = ""
     _events: tuple[ExecEvent, ...] = field(default=(), repr=False, compare=False)
 
     @property
