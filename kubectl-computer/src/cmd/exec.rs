@@ -11,6 +11,22 @@ pub use agentcomputer_mcp::calls::exec::{ExecArgs, check_size, request};
 use crate::client::Client;
 use crate::error::{CliError, Result};
 
+/// Whether our standard input is something a user means to send: a pipe,
+/// a socket or a non-empty regular file. A terminal (typed input is not
+/// expected here) and a character device such as `/dev/null` are not.
+fn stdin_has_data() -> bool {
+    use std::os::fd::AsFd;
+    use std::os::unix::fs::FileTypeExt;
+    let Ok(fd) = std::io::stdin().as_fd().try_clone_to_owned() else {
+        return false;
+    };
+    let Ok(meta) = std::fs::File::from(fd).metadata() else {
+        return false;
+    };
+    let kind = meta.file_type();
+    kind.is_fifo() || kind.is_socket() || (kind.is_file() && meta.len() > 0)
+}
+
 /// Streams the run's output to our stdout/stderr as it arrives and returns
 /// the program's exit code. The runtime's own error (timeout, output cap) is
 /// printed as `error: ...` unless the run already wrote it to stderr. A
@@ -18,6 +34,9 @@ use crate::error::{CliError, Result};
 /// of compact JSON, on a line of its own.
 pub async fn exec(client: &mut Client, args: ExecArgs) -> Result<i32> {
     let sync = args.sync;
+    if !args.stdin && stdin_has_data() {
+        eprintln!("warning: standard input is not sent without -i (--stdin)");
+    }
     let mut stdin = Vec::new();
     if args.stdin {
         std::io::stdin()
