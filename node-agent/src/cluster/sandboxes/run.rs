@@ -20,6 +20,36 @@ const RUN_BUFFER: usize = 64;
 /// Exit status of a run whose runner went away (the runner killed it).
 const EXIT_RUNNER_LOST: i32 = EXIT_START_FAILED;
 
+/// Most bytes of standard input a run on a sandbox pod's runner takes: one
+/// RunnerStart message, with room for the script and its environment.
+const RUNNER_STDIN_BYTES: usize = agentcomputer_proto::MAX_MESSAGE_BYTES - 64 * 1024;
+
+/// `first` and then everything `rest` brings, up to `limit` bytes. Errors:
+/// more input than that, or `cancel` firing first.
+async fn gather(
+    first: Vec<u8>,
+    mut rest: mpsc::Receiver<Vec<u8>>,
+    limit: usize,
+    cancel: &CancellationToken,
+) -> Result<Vec<u8>, String> {
+    let mut all = first;
+    loop {
+        let chunk = tokio::select! {
+            chunk = rest.recv() => chunk,
+            () = cancel.cancelled() => return Err("container: the run was cancelled while its standard input arrived".into()),
+        };
+        let Some(chunk) = chunk else {
+            return Ok(all);
+        };
+        if all.len() + chunk.len() > limit {
+            return Err(format!(
+                "container: the standard input is more than the {limit} bytes a sandbox pod's run can take; copy large data to the computer first (put) and read it from the file"
+            ));
+        }
+        all.extend_from_slice(&chunk);
+    }
+}
+
 /// What a run waits for next.
 enum Step {
     /// An event of the runner (`None`: the runner is gone).
@@ -49,6 +79,22 @@ impl Sandboxes {
         let Some(runner) = self.runner(&run.computer) else {
             return lost(self.not_connected(&run.computer));
         };
+        let mut run = run;
+        if let Some(rest) = run.stdin_stream.take() {
+            // One RunnerStart carries the whole input to the runner.
+            match gather(run.stdin, rest, RUNNER_STDIN_BYTES, &cancel).await {
+                Ok(all) => run.stdin = all,
+                Err(why) => {
+                    let _ = out
+                        .send(OutputChunk::Stderr(format!("{why}\n").into_bytes()))
+                        .await;
+                    return Outcome {
+                        exit_code: EXIT_START_FAILED,
+                        error: Some(why),
+                    };
+                }
+            }
+        }
         let run_id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let (tx, mut events) = mpsc::channel(RUN_BUFFER);
         runner.runs().insert(run_id, tx);
