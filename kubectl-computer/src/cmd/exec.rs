@@ -120,14 +120,25 @@ pub async fn exec(client: &mut Client, args: ExecArgs) -> Result<i32> {
     // Whether stdout so far ends mid-line.
     let mut open_line = false;
     loop {
-        let event = match &mut failed {
-            Some(failed) => tokio::select! {
-                biased;
-                // A local read error ends the run (dropping the call
-                // cancels it) rather than give it a truncated input.
-                Ok(e) = failed => return Err(e),
-                event = stream.message() => event?,
-            },
+        let event = match failed.as_mut() {
+            Some(read_error) => {
+                let step = tokio::select! {
+                    biased;
+                    error = read_error => Err(error.ok()),
+                    event = stream.message() => Ok(event),
+                };
+                match step {
+                    // A local read error ends the run (dropping the call
+                    // cancels it) rather than give it a truncated input.
+                    Err(Some(e)) => return Err(e),
+                    // All of stdin was sent.
+                    Err(None) => {
+                        failed = None;
+                        continue;
+                    }
+                    Ok(event) => event?,
+                }
+            }
             None => stream.message().await?,
         };
         let Some(event) = event else { break };
