@@ -681,3 +681,190 @@ fn read_full(r: &mut impl Read, buf: &mut [u8]) -> std::io::Result<usize> {
     }
     Ok(n)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use agentcomputer_fs::{Limits, ROOT_INO};
+
+    fn fresh(limits: Limits) -> (tempfile::TempDir, Fs) {
+        let dir = tempfile::tempdir().unwrap();
+        let fs = Fs::create(&dir.path().join("fs.db"), limits).unwrap();
+        (dir, fs)
+    }
+
+    /// A tar header of `kind` whose name field holds `name` verbatim (the
+    /// tar writer itself refuses hostile names, so they are set raw).
+    fn raw_header(kind: tar::EntryType, name: &[u8], size: u64) -> tar::Header {
+        let mut h = tar::Header::new_gnu();
+        h.set_entry_type(kind);
+        h.set_size(size);
+        h.set_mode(0o644);
+        h.set_mtime(1_700_000_000);
+        h.as_gnu_mut().unwrap().name[..name.len()].copy_from_slice(name);
+        h
+    }
+
+    /// Appends an entry with a raw name (and link name) to `out`.
+    fn push(out: &mut Vec<u8>, kind: tar::EntryType, name: &[u8], link: &[u8], data: &[u8]) {
+        let mut h = raw_header(kind, name, data.len() as u64);
+        h.as_gnu_mut().unwrap().linkname[..link.len()].copy_from_slice(link);
+        h.set_cksum();
+        out.extend_from_slice(h.as_bytes());
+        out.extend_from_slice(data);
+        let pad = (512 - data.len() % 512) % 512;
+        out.extend(std::iter::repeat_n(0u8, pad));
+    }
+
+    fn end(mut out: Vec<u8>) -> Vec<u8> {
+        out.extend_from_slice(&[0u8; 1024]);
+        out
+    }
+
+    fn unpack(fs: &Fs, archive: &[u8]) -> Result<pb::ImportResponse, Status> {
+        Guard::new(fs, ROOT_INO).unpack(archive)
+    }
+
+    fn exists(fs: &Fs, path: &str) -> bool {
+        fs.resolve(ROOT_INO, path.as_bytes(), false).is_ok()
+    }
+
+    #[test]
+    fn a_tree_unpacks_with_modes_mtimes_symlinks_and_hard_links() {
+        let (_d, fs) = fresh(Limits::default());
+        let mut a = Vec::new();
+        push(&mut a, tar::EntryType::Directory, b"./", b"", b"");
+        push(&mut a, tar::EntryType::Directory, b"d/e/", b"", b"");
+        push(&mut a, tar::EntryType::Regular, b"d/f.txt", b"", b"hello");
+        push(&mut a, tar::EntryType::Symlink, b"d/l", b"../../etc/passwd", b"");
+        push(&mut a, tar::EntryType::Link, b"d/g.txt", b"d/f.txt", b"");
+        let done = unpack(&fs, &end(a)).unwrap();
+        assert_eq!((done.entries, done.bytes), (5, 5));
+        let f = fs.resolve(ROOT_INO, b"d/f.txt", false).unwrap();
+        assert_eq!(fs.read(f.ino, 0, 100).unwrap(), b"hello");
+        assert_eq!((f.perm, f.nlink), (0o644, 2));
+        assert_eq!(f.mtime.as_nanos(), 1_700_000_000 * 1_000_000_000);
+        // A directory the archive names gets its mtime after its entries.
+        let e = fs.resolve(ROOT_INO, b"d/e", false).unwrap();
+        assert_eq!(e.mtime.as_nanos(), 1_700_000_000 * 1_000_000_000);
+        let l = fs.resolve(ROOT_INO, b"d/l", false).unwrap();
+        assert_eq!(l.kind, FileKind::Symlink);
+        assert_eq!(fs.readlink(l.ino).unwrap(), b"../../etc/passwd");
+        assert!(exists(&fs, "d/e"));
+    }
+
+    #[test]
+    fn absolute_names_and_dotdot_are_refused() {
+        for name in [&b"/etc/x"[..], b"../x", b"a/../../x", b"a/.."] {
+            let (_d, fs) = fresh(Limits::default());
+            let mut a = Vec::new();
+            push(&mut a, tar::EntryType::Regular, name, b"", b"x");
+            let err = unpack(&fs, &end(a)).unwrap_err();
+            assert_eq!(err.code(), tonic::Code::InvalidArgument, "{err:?}");
+            assert!(err.message().contains("refused"), "{err:?}");
+            assert!(!exists(&fs, "x") && !exists(&fs, "etc"));
+        }
+    }
+
+    #[test]
+    fn nothing_is_written_through_a_symlink_the_archive_made() {
+        let (_d, fs) = fresh(Limits::default());
+        fs.mkdir(ROOT_INO, b"outside", 0o755, OWNER).unwrap();
+        let under = fs.mkdir(ROOT_INO, b"under", 0o755, OWNER).unwrap();
+        let mut a = Vec::new();
+        push(&mut a, tar::EntryType::Symlink, b"l", b"../outside", b"");
+        push(&mut a, tar::EntryType::Regular, b"l/planted", b"", b"x");
+        let err = Guard::new(&fs, under.ino).unpack(&end(a)[..]).unwrap_err();
+        assert_eq!(err.code(), tonic::Code::InvalidArgument);
+        assert!(err.message().contains("symlink"), "{err:?}");
+        assert!(!exists(&fs, "outside/planted"));
+        // The link itself was made, as a link.
+        assert_eq!(
+            fs.resolve(ROOT_INO, b"under/l", false).unwrap().kind,
+            FileKind::Symlink
+        );
+    }
+
+    #[test]
+    fn a_file_over_a_symlink_replaces_the_link() {
+        let (_d, fs) = fresh(Limits::default());
+        let target = fs.mkdir(ROOT_INO, b"keep", 0o755, OWNER).unwrap();
+        fs.symlink(ROOT_INO, b"l", b"keep/file", OWNER).unwrap();
+        let (_, h) = fs.create_unnamed(target.ino, 0o644, OWNER).unwrap();
+        drop(h);
+        let mut a = Vec::new();
+        push(&mut a, tar::EntryType::Regular, b"l", b"", b"new");
+        unpack(&fs, &end(a)).unwrap();
+        let l = fs.resolve(ROOT_INO, b"l", false).unwrap();
+        assert_eq!(l.kind, FileKind::RegularFile);
+        assert!(!exists(&fs, "keep/file"));
+    }
+
+    #[test]
+    fn hard_links_outside_the_archive_are_refused() {
+        let (_d, fs) = fresh(Limits::default());
+        fs.mkdir(ROOT_INO, b"secret", 0o755, OWNER).unwrap();
+        for target in [&b"secret"[..], b"../x", b"/etc/passwd", b"later"] {
+            let mut a = Vec::new();
+            push(&mut a, tar::EntryType::Link, b"h", target, b"");
+            push(&mut a, tar::EntryType::Regular, b"later", b"", b"x");
+            let err = unpack(&fs, &end(a)).unwrap_err();
+            assert_eq!(err.code(), tonic::Code::InvalidArgument, "{err:?}");
+            assert!(!exists(&fs, "h"));
+        }
+    }
+
+    #[test]
+    fn devices_and_fifos_are_refused_with_a_clear_error() {
+        for kind in [
+            tar::EntryType::Char,
+            tar::EntryType::Block,
+            tar::EntryType::Fifo,
+        ] {
+            let (_d, fs) = fresh(Limits::default());
+            let mut a = Vec::new();
+            push(&mut a, kind, b"dev", b"", b"");
+            let err = unpack(&fs, &end(a)).unwrap_err();
+            assert_eq!(err.code(), tonic::Code::InvalidArgument);
+            assert!(
+                err.message().contains("devices and FIFOs"),
+                "{err:?}"
+            );
+            assert!(!exists(&fs, "dev"));
+        }
+    }
+
+    #[test]
+    fn the_quota_is_reported_and_only_whole_files_stay() {
+        let (_d, fs) = fresh(Limits {
+            max_bytes: 256 * 1024,
+            max_inodes: 1000,
+        });
+        let mut a = Vec::new();
+        push(&mut a, tar::EntryType::Regular, b"small", b"", &[1u8; 1000]);
+        push(&mut a, tar::EntryType::Regular, b"big", b"", &vec![2u8; 1 << 20]);
+        let err = unpack(&fs, &end(a)).unwrap_err();
+        assert_eq!(err.code(), tonic::Code::ResourceExhausted, "{err:?}");
+        assert!(
+            err.message().starts_with("ENOSPC") || err.message().starts_with("EDQUOT"),
+            "{err:?}"
+        );
+        assert!(err.message().contains("big"), "{err:?}");
+        assert!(exists(&fs, "small"));
+        assert!(!exists(&fs, "big"));
+        // The half-written file's space is given back.
+        assert!(fs.statfs().unwrap().used_bytes < 128 * 1024);
+    }
+
+    #[test]
+    fn setuid_bits_are_dropped() {
+        let (_d, fs) = fresh(Limits::default());
+        let mut a = Vec::new();
+        let mut h = raw_header(tar::EntryType::Regular, b"s", 0);
+        h.set_mode(0o4755);
+        h.set_cksum();
+        a.extend_from_slice(h.as_bytes());
+        unpack(&fs, &end(a)).unwrap();
+        assert_eq!(fs.resolve(ROOT_INO, b"s", false).unwrap().perm, 0o755);
+    }
+}
