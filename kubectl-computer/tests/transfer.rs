@@ -24,20 +24,12 @@ fn cli(agent: &common::Agent) -> Command {
 
 /// Runs the CLI with `args` and no standard input (`/dev/null`).
 fn run(agent: &common::Agent, args: &[&str]) -> Output {
-    cli(agent)
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .unwrap()
+    cli(agent).args(args).stdin(Stdio::null()).output().unwrap()
 }
 
 /// Runs the CLI with `args`, writing `input` into a pipe on its stdin.
 fn run_piped(agent: &common::Agent, args: &[&str], input: &[u8]) -> Output {
-    let mut child = cli(agent)
-        .args(args)
-        .stdin(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = cli(agent).args(args).stdin(Stdio::piped()).spawn().unwrap();
     let mut stdin = child.stdin.take().unwrap();
     let input = input.to_vec();
     // A writer thread: the CLI may not read all of it (no -i).
@@ -85,7 +77,11 @@ fn piped_input_without_i_draws_a_warning_and_with_i_reaches_the_script() {
 
     let out = run_piped(&agent, &["exec", "-i", "demo", "--", "sort"], b"b\na\n");
     assert_eq!(ok(out.clone()), "a\nb\n");
-    assert!(!text(&out.stderr).contains("warning"), "{}", text(&out.stderr));
+    assert!(
+        !text(&out.stderr).contains("warning"),
+        "{}",
+        text(&out.stderr)
+    );
 
     // /dev/null is no input anyone meant to send.
     let out = run(&agent, &["exec", "demo", "--", "echo hi"]);
@@ -135,13 +131,24 @@ fn a_hundred_megabytes_of_stdin_reach_the_script() {
     std::fs::write(&local, &data).unwrap();
 
     let out = cli(&agent)
-        .args(["exec", "-i", "demo", "--timeout", "600", "--", "cat > big.bin"])
+        .args([
+            "exec",
+            "-i",
+            "demo",
+            "--timeout",
+            "600",
+            "--",
+            "cat > big.bin",
+        ])
         .stdin(std::fs::File::open(&local).unwrap())
         .output()
         .unwrap();
     ok(out);
     let back = dir.path().join("back.bin");
-    ok(run(&agent, &["get", "demo", "big.bin", back.to_str().unwrap()]));
+    ok(run(
+        &agent,
+        &["get", "demo", "big.bin", back.to_str().unwrap()],
+    ));
     assert!(std::fs::read(&back).unwrap() == data, "the bytes differ");
 
     // A tree as a tar stream: 100 MB through the container runtime, which
@@ -173,7 +180,17 @@ fn a_hundred_megabytes_of_stdin_reach_the_script() {
         let out = run_after(
             &agent,
             &mut producer,
-            &["exec", "-i", "demo", "--runtime", runtime, "--timeout", "600", "--", &script],
+            &[
+                "exec",
+                "-i",
+                "demo",
+                "--runtime",
+                runtime,
+                "--timeout",
+                "600",
+                "--",
+                &script,
+            ],
         );
         let mut want = String::new();
         for (i, piece) in data[..size].chunks(10 << 20).enumerate() {
@@ -211,7 +228,10 @@ fn listing(root: &Path) -> Vec<String> {
             let rel = e.path().strip_prefix(root).unwrap().display().to_string();
             let mut line = format!("{rel} {:o}", meta.permissions().mode() & 0o7777);
             if meta.file_type().is_symlink() {
-                line = format!("{rel} -> {}", std::fs::read_link(e.path()).unwrap().display());
+                line = format!(
+                    "{rel} -> {}",
+                    std::fs::read_link(e.path()).unwrap().display()
+                );
             } else if meta.is_dir() {
                 walk(root, &e.path(), out);
             } else {
@@ -251,11 +271,25 @@ fn put_r_and_get_r_copy_a_tree_as_it_is() {
     std::os::unix::fs::symlink("/etc/passwd", src.join("abs-link")).unwrap();
 
     // Into a new remote directory (with -p for its parent), then back.
-    ok(run(&agent, &["put", "-r", "-p", "demo", src.to_str().unwrap(), "x/copy"]));
-    let out = run(&agent, &["exec", "demo", "--", "./x/copy/nested/run.sh; readlink x/copy/nested/link"]);
+    ok(run(
+        &agent,
+        &["put", "-r", "-p", "demo", src.to_str().unwrap(), "x/copy"],
+    ));
+    let out = run(
+        &agent,
+        &[
+            "exec",
+            "demo",
+            "--",
+            "./x/copy/nested/run.sh; readlink x/copy/nested/link",
+        ],
+    );
     assert_eq!(ok(out), "hi\n../top.txt\n");
     let back = dir.path().join("back");
-    ok(run(&agent, &["get", "-r", "demo", "x/copy", back.to_str().unwrap()]));
+    ok(run(
+        &agent,
+        &["get", "-r", "demo", "x/copy", back.to_str().unwrap()],
+    ));
     let diff = Command::new("diff")
         .args(["-r", "--no-dereference"])
         .arg(&src)
@@ -266,12 +300,18 @@ fn put_r_and_get_r_copy_a_tree_as_it_is() {
     assert_eq!(listing(&src), listing(&back));
 
     // Into existing directories, as cp -r: DIR/NAME.
-    ok(run(&agent, &["put", "-r", "demo", src.to_str().unwrap(), "x"]));
+    ok(run(
+        &agent,
+        &["put", "-r", "demo", src.to_str().unwrap(), "x"],
+    ));
     let out = run(&agent, &["exec", "demo", "--", "cat x/src/top.txt"]);
     assert_eq!(ok(out), "top\n");
     let into = dir.path().join("into");
     std::fs::create_dir(&into).unwrap();
-    ok(run(&agent, &["get", "-r", "demo", "x/src", into.to_str().unwrap()]));
+    ok(run(
+        &agent,
+        &["get", "-r", "demo", "x/src", into.to_str().unwrap()],
+    ));
     assert_eq!(listing(&src), listing(&into.join("src")));
 }
 
@@ -288,8 +328,20 @@ fn put_into_a_directory_keeps_the_name_and_p_makes_parents() {
     ok(run(&agent, &["put", "demo", small, "dir/"]));
     let out = run(&agent, &["put", "demo", small, "a/b/c.txt"]);
     assert!(!out.status.success());
-    assert!(text(&out.stderr).contains("ENOENT"), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("ENOENT"),
+        "{}",
+        text(&out.stderr)
+    );
     ok(run(&agent, &["put", "-p", "demo", small, "a/b/c.txt"]));
-    let out = run(&agent, &["exec", "demo", "--", "cat small.txt dir/small.txt a/b/c.txt"]);
+    let out = run(
+        &agent,
+        &[
+            "exec",
+            "demo",
+            "--",
+            "cat small.txt dir/small.txt a/b/c.txt",
+        ],
+    );
     assert_eq!(ok(out), "small\nsmall\nsmall\n");
 }

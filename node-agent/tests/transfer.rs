@@ -130,7 +130,9 @@ async fn javascript_gets_streamed_input_whole_within_its_budget() {
 
     let mut req = js_req("demo", source, "");
     req.memory_limit_bytes = 8 << 20;
-    let (_, exit) = run_stream(&mut c, chunked_input(req, 12, true)).await.unwrap();
+    let (_, exit) = run_stream(&mut c, chunked_input(req, 12, true))
+        .await
+        .unwrap();
     assert_eq!(exit.code, 1);
     assert!(exit.error.contains("memory budget"), "{exit:?}");
 }
@@ -207,7 +209,16 @@ async fn export_and_import_copy_a_tree_and_refuse_hostile_archives() {
     let names: Vec<&str> = entries.iter().map(|e| e.0.as_str()).collect();
     assert_eq!(
         names,
-        [".", "a", "a/b", "a/b/link", "a/b/x.txt", "a/big.bin", "a/hard.bin", "empty"]
+        [
+            ".",
+            "a",
+            "a/b",
+            "a/b/link",
+            "a/b/x.txt",
+            "a/big.bin",
+            "a/hard.bin",
+            "empty"
+        ]
     );
     let of = |name: &str| entries.iter().find(|e| e.0 == name).unwrap();
     assert_eq!(of("a/b").2, 0o750);
@@ -224,7 +235,10 @@ async fn export_and_import_copy_a_tree_and_refuse_hostile_archives() {
         "cmp src/a/big.bin copy/a/big.bin && readlink copy/a/b/link && stat -c '%a %h' copy/a/b copy/a/b/x.txt copy/a/big.bin && ls copy/empty | wc -l",
     )
     .await;
-    assert_eq!(compare.stdout, "../a/big.bin\n750 2\n600 1\n644 2\n0\n", "{compare:?}");
+    assert_eq!(
+        compare.stdout, "../a/big.bin\n750 2\n600 1\n644 2\n0\n",
+        "{compare:?}"
+    );
 
     // Hostile archives: refused with EINVAL naming the entry; nothing
     // lands outside the target.
@@ -235,7 +249,9 @@ async fn export_and_import_copy_a_tree_and_refuse_hostile_archives() {
     planted.append_link(&mut h, "escape", "../src").unwrap();
     let mut h = tar::Header::new_gnu();
     h.set_size(1);
-    planted.append_data(&mut h, "escape/evil.txt", &b"x"[..]).unwrap();
+    planted
+        .append_data(&mut h, "escape/evil.txt", &b"x"[..])
+        .unwrap();
     let planted = planted.into_inner().unwrap();
     sh(&mut c, "demo", "mkdir h").await;
     let err = import(&mut c, "h", &planted).await.unwrap_err();
@@ -249,7 +265,9 @@ async fn export_and_import_copy_a_tree_and_refuse_hostile_archives() {
     h.set_entry_type(tar::EntryType::Fifo);
     h.set_size(0);
     fifo.append_data(&mut h, "pipe", std::io::empty()).unwrap();
-    let err = import(&mut c, "h", &fifo.into_inner().unwrap()).await.unwrap_err();
+    let err = import(&mut c, "h", &fifo.into_inner().unwrap())
+        .await
+        .unwrap_err();
     assert_errno(&err, Code::InvalidArgument, "EINVAL");
     assert!(err.message().contains("FIFOs"), "{err:?}");
 
@@ -260,10 +278,17 @@ async fn export_and_import_copy_a_tree_and_refuse_hostile_archives() {
     h.set_size(80 << 20);
     big.append_data(&mut h, "huge.bin", std::io::repeat(7).take(80 << 20))
         .unwrap();
-    let err = import(&mut c, "h", &big.into_inner().unwrap()).await.unwrap_err();
+    let err = import(&mut c, "h", &big.into_inner().unwrap())
+        .await
+        .unwrap_err();
     assert_eq!(err.code(), Code::ResourceExhausted, "{err:?}");
     assert!(err.message().contains("huge.bin"), "{err:?}");
-    let after = sh(&mut c, "demo", "test -e h/huge.bin || echo gone; echo ok > h/ok.txt && cat h/ok.txt").await;
+    let after = sh(
+        &mut c,
+        "demo",
+        "test -e h/huge.bin || echo gone; echo ok > h/ok.txt && cat h/ok.txt",
+    )
+    .await;
     assert_eq!(after.stdout, "gone\nok\n");
 
     // The target must be a directory.

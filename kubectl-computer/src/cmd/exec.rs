@@ -5,9 +5,9 @@ use std::io::{Read, Write};
 
 use agentcomputer_proto::CHUNK_BYTES;
 use agentcomputer_proto::v1 as pb;
+use pb::exec_event::Event;
 use tokio::sync::{mpsc, oneshot};
 use tokio_stream::wrappers::ReceiverStream;
-use pb::exec_event::Event;
 
 pub use agentcomputer_mcp::calls::exec::{ExecArgs, check_size, request};
 
@@ -29,7 +29,10 @@ fn send_stdin(
     let (tx, rx) = mpsc::channel::<pb::ExecStreamRequest>(4);
     let (fail_tx, fail_rx) = oneshot::channel();
     tokio::task::spawn_blocking(move || {
-        let send = |msg| tx.blocking_send(pb::ExecStreamRequest { msg: Some(msg) }).is_ok();
+        let send = |msg| {
+            tx.blocking_send(pb::ExecStreamRequest { msg: Some(msg) })
+                .is_ok()
+        };
         if !send(Msg::Start(req)) {
             return;
         }

@@ -73,8 +73,13 @@ pub async fn put_tree(
             )));
         }
         None => {
-            agentcomputer_mcp::calls::files::mkdir(client, computer.clone(), remote.clone(), parents)
-                .await?;
+            agentcomputer_mcp::calls::files::mkdir(
+                client,
+                computer.clone(),
+                remote.clone(),
+                parents,
+            )
+            .await?;
             remote
         }
     };
@@ -198,7 +203,10 @@ pub async fn get_tree(
     };
     std::fs::create_dir_all(&target).map_err(|e| local_io("cannot create", &target, e))?;
     let mut stream = client
-        .export(pb::ExportRequest { computer, path: remote })
+        .export(pb::ExportRequest {
+            computer,
+            path: remote,
+        })
         .await?
         .into_inner();
     let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<u8>>(AHEAD);

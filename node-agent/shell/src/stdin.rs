@@ -105,10 +105,14 @@ pub(crate) async fn next_chunk(
     }
 }
 
+/// The input a feeder writes: the request's bytes, then what the stream
+/// brings.
+type Input = (Vec<u8>, Option<mpsc::Receiver<Vec<u8>>>);
+
 /// The command that writes the exec's stdin into the script's pipe, once:
 /// a second call (a script naming the command) writes nothing.
 pub(crate) struct Feed {
-    data: Mutex<Option<(Vec<u8>, Option<mpsc::Receiver<Vec<u8>>>)>>,
+    data: Mutex<Option<Input>>,
     budget: ExecBudget,
 }
 

@@ -77,7 +77,9 @@ pub async fn export(lease: Lease, req: pb::ExportRequest) -> Result<ExportStream
             FileKind::Directory => exporter.tree(root.ino, "."),
             _ => exporter.entry(&root, &top).map(|_| ()),
         };
-        let done = done.and_then(|()| builder.into_inner()).and_then(|mut s| s.flush());
+        let done = done
+            .and_then(|()| builder.into_inner())
+            .and_then(|mut s| s.flush());
         if let Err(e) = done {
             // A client that left is no error to report.
             if e.kind() != std::io::ErrorKind::BrokenPipe {
@@ -193,7 +195,8 @@ impl Exporter<'_> {
             FileKind::Directory => {
                 header.set_entry_type(tar::EntryType::Directory);
                 header.set_size(0);
-                self.builder.append_data(&mut header, name, std::io::empty())
+                self.builder
+                    .append_data(&mut header, name, std::io::empty())
             }
             FileKind::Symlink => {
                 let target = self.fs.readlink(attr.ino).map_err(fs_io(name))?;
@@ -451,13 +454,13 @@ impl<'a> Guard<'a> {
             let set = SetAttr {
                 perm: Some(perm),
                 mtime: Some(TimeSet::At(Timespec::from_nanos(
-                    i64::try_from(mtime).unwrap_or(0).saturating_mul(1_000_000_000),
+                    i64::try_from(mtime)
+                        .unwrap_or(0)
+                        .saturating_mul(1_000_000_000),
                 ))),
                 ..SetAttr::default()
             };
-            self.fs
-                .setattr(ino, &set)
-                .map_err(|e| fs_status(&e, "."))?;
+            self.fs.setattr(ino, &set).map_err(|e| fs_status(&e, "."))?;
         }
         Ok(pb::ImportResponse {
             entries: self.entries,
@@ -498,7 +501,9 @@ impl<'a> Guard<'a> {
         let set_mtime = |ino: Ino| {
             let set = SetAttr {
                 mtime: Some(TimeSet::At(Timespec::from_nanos(
-                    i64::try_from(mtime).unwrap_or(0).saturating_mul(1_000_000_000),
+                    i64::try_from(mtime)
+                        .unwrap_or(0)
+                        .saturating_mul(1_000_000_000),
                 ))),
                 ..SetAttr::default()
             };
@@ -517,18 +522,21 @@ impl<'a> Guard<'a> {
                 self.dirs.push((ino, perm, mtime));
             }
             tar::EntryType::Regular | tar::EntryType::Continuous => {
-                if existing.as_ref().is_some_and(|a| a.kind == FileKind::Directory) {
+                if existing
+                    .as_ref()
+                    .is_some_and(|a| a.kind == FileKind::Directory)
+                {
                     return Err(fs_status(&Errno::EISDIR.into(), &shown));
                 }
-                let (attr, handle) = self
-                    .fs
-                    .create_unnamed(parent, perm, OWNER)
-                    .map_err(on)?;
+                let (attr, handle) = self.fs.create_unnamed(parent, perm, OWNER).map_err(on)?;
                 let mut at = 0u64;
                 let mut buf = vec![0u8; CHUNK_BYTES];
                 loop {
                     let n = read_full(&mut entry, &mut buf).map_err(|e| {
-                        errno_detail(Errno::EINVAL, format_args!("bad tar archive at {shown:?}: {e}"))
+                        errno_detail(
+                            Errno::EINVAL,
+                            format_args!("bad tar archive at {shown:?}: {e}"),
+                        )
                     })?;
                     if n == 0 {
                         break;
@@ -545,7 +553,10 @@ impl<'a> Guard<'a> {
                 }
                 set_mtime(attr.ino).map_err(on)?;
                 // A symlink under the name is replaced, not followed.
-                if existing.as_ref().is_some_and(|a| a.kind != FileKind::RegularFile) {
+                if existing
+                    .as_ref()
+                    .is_some_and(|a| a.kind != FileKind::RegularFile)
+                {
                     self.fs.unlink(parent, last.as_bytes()).map_err(on)?;
                 }
                 self.fs
@@ -560,7 +571,10 @@ impl<'a> Guard<'a> {
                     .link_name_bytes()
                     .ok_or_else(|| refused(&shown, "a symlink without a target"))?
                     .into_owned();
-                if existing.as_ref().is_some_and(|a| a.kind == FileKind::Directory) {
+                if existing
+                    .as_ref()
+                    .is_some_and(|a| a.kind == FileKind::Directory)
+                {
                     return Err(fs_status(&Errno::EISDIR.into(), &shown));
                 }
                 if existing.is_some() {
@@ -586,7 +600,10 @@ impl<'a> Guard<'a> {
                         "a hard link to a file that is not earlier in this archive",
                     ));
                 };
-                if existing.as_ref().is_some_and(|a| a.kind == FileKind::Directory) {
+                if existing
+                    .as_ref()
+                    .is_some_and(|a| a.kind == FileKind::Directory)
+                {
                     return Err(fs_status(&Errno::EISDIR.into(), &shown));
                 }
                 if existing.as_ref().is_some_and(|a| a.ino == ino) {
@@ -627,7 +644,9 @@ impl<'a> Guard<'a> {
                 Ok(attr) if attr.kind == FileKind::Symlink => {
                     return Err(refused(
                         shown,
-                        &format!("{so_far:?} is a symlink, and entries are never written through one"),
+                        &format!(
+                            "{so_far:?} is a symlink, and entries are never written through one"
+                        ),
                     ));
                 }
                 Ok(_) => return Err(fs_status(&Errno::ENOTDIR.into(), shown)),
@@ -736,7 +755,13 @@ mod tests {
         push(&mut a, tar::EntryType::Directory, b"./", b"", b"");
         push(&mut a, tar::EntryType::Directory, b"d/e/", b"", b"");
         push(&mut a, tar::EntryType::Regular, b"d/f.txt", b"", b"hello");
-        push(&mut a, tar::EntryType::Symlink, b"d/l", b"../../etc/passwd", b"");
+        push(
+            &mut a,
+            tar::EntryType::Symlink,
+            b"d/l",
+            b"../../etc/passwd",
+            b"",
+        );
         push(&mut a, tar::EntryType::Link, b"d/g.txt", b"d/f.txt", b"");
         let done = unpack(&fs, &end(a)).unwrap();
         assert_eq!((done.entries, done.bytes), (5, 5));
@@ -826,10 +851,7 @@ mod tests {
             push(&mut a, kind, b"dev", b"", b"");
             let err = unpack(&fs, &end(a)).unwrap_err();
             assert_eq!(err.code(), tonic::Code::InvalidArgument);
-            assert!(
-                err.message().contains("devices and FIFOs"),
-                "{err:?}"
-            );
+            assert!(err.message().contains("devices and FIFOs"), "{err:?}");
             assert!(!exists(&fs, "dev"));
         }
     }
@@ -842,7 +864,13 @@ mod tests {
         });
         let mut a = Vec::new();
         push(&mut a, tar::EntryType::Regular, b"small", b"", &[1u8; 1000]);
-        push(&mut a, tar::EntryType::Regular, b"big", b"", &vec![2u8; 1 << 20]);
+        push(
+            &mut a,
+            tar::EntryType::Regular,
+            b"big",
+            b"",
+            &vec![2u8; 1 << 20],
+        );
         let err = unpack(&fs, &end(a)).unwrap_err();
         assert_eq!(err.code(), tonic::Code::ResourceExhausted, "{err:?}");
         assert!(

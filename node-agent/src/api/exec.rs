@@ -400,7 +400,8 @@ async fn start_runtime(
         program.set_memory(permit.memory());
         // JavaScript reads its input whole: gathered now, within the budget.
         if let (Program::JavaScript(js, _), Some(chunks)) = (&mut program, stdin_chunks.take())
-            && let Err(why) = gather_stdin(&mut js.stdin, chunks, permit.memory(), timeout, &cancel).await
+            && let Err(why) =
+                gather_stdin(&mut js.stdin, chunks, permit.memory(), timeout, &cancel).await
         {
             observer.exec_finished(runtime_name, ExecOutcome::Error, started.elapsed());
             let exit = pb::ExecExit {

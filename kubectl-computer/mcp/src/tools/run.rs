@@ -76,7 +76,10 @@ impl Tools {
         let (req, streamed) = if crate::calls::exec::fits(&req) {
             (Some(req), None)
         } else {
-            (None, Some(crate::calls::exec::stream_messages(req, instead)?))
+            (
+                None,
+                Some(crate::calls::exec::stream_messages(req, instead)?),
+            )
         };
         let mut client = self.agent.client();
         let mut stdout = Capped::new(cap);
