@@ -20,8 +20,9 @@ const RUN_BUFFER: usize = 64;
 /// Exit status of a run whose runner went away (the runner killed it).
 const EXIT_RUNNER_LOST: i32 = EXIT_START_FAILED;
 
-/// Most bytes of standard input a run on a sandbox pod's runner takes: one
-/// RunnerStart message, with room for the script and its environment.
+/// Most bytes of standard input a run on a runner of attach protocol
+/// revision 1 takes: one RunnerStart message, with room for the script and
+/// its environment.
 const RUNNER_STDIN_BYTES: usize = agentcomputer_proto::MAX_MESSAGE_BYTES - 64 * 1024;
 
 /// `first` and then everything `rest` brings, up to `limit` bytes. Errors:
@@ -43,7 +44,7 @@ async fn gather(
         };
         if all.len() + chunk.len() > limit {
             return Err(format!(
-                "container: the standard input is more than the {limit} bytes a sandbox pod's run can take; copy large data to the computer first (put) and read it from the file"
+                "container: the standard input is more than the {limit} bytes this sandbox pod's runner (attach protocol 1) can take; copy large data to the computer first (put) and read it from the file, or restart the sandbox pod with a newer runner image"
             ));
         }
         all.extend_from_slice(&chunk);
@@ -58,6 +59,23 @@ enum Step {
     Stop,
     /// Time to renew the computer's last activity.
     Renew,
+    /// The next chunk of streamed stdin (`None`: its end).
+    Stdin(Option<Vec<u8>>),
+}
+
+/// Most bytes of streamed stdin sent to a runner and not yet acknowledged,
+/// per run: the runner holds at most this much for a script that reads
+/// slowly.
+const RUNNER_STDIN_WINDOW: u64 = 4 * 1024 * 1024;
+
+/// The next chunk of `input` (`None` at its end); pending forever without
+/// one, so a `select!` branch guarded by `input.is_some()` is never polled
+/// then.
+async fn next_chunk(input: &mut Option<mpsc::Receiver<Vec<u8>>>) -> Option<Vec<u8>> {
+    match input {
+        Some(rx) => rx.recv().await,
+        None => std::future::pending().await,
+    }
 }
 
 impl Sandboxes {
@@ -80,7 +98,14 @@ impl Sandboxes {
             return lost(self.not_connected(&run.computer));
         };
         let mut run = run;
-        if let Some(rest) = run.stdin_stream.take() {
+        // A runner of revision 2 takes the input as it comes; an older one
+        // in its one RunnerStart.
+        let mut streamed = None;
+        if let Some(rest) = run.stdin_stream.take()
+            && runner.protocol >= 2
+        {
+            streamed = Some(rest);
+        } else if let Some(rest) = run.stdin_stream.take() {
             // One RunnerStart carries the whole input to the runner.
             match gather(run.stdin, rest, RUNNER_STDIN_BYTES, &cancel).await {
                 Ok(all) => run.stdin = all,
@@ -106,6 +131,7 @@ impl Sandboxes {
             stdin: run.stdin,
             timeout_ms: u64::try_from(run.timeout.as_millis()).unwrap_or(u64::MAX),
             max_output_bytes: run.max_output_bytes,
+            stdin_stream: streamed.is_some(),
         };
         let sent = runner
             .commands
@@ -119,16 +145,36 @@ impl Sandboxes {
         }
         let mut cancel_sent = false;
         let mut renew = tokio::time::interval(RENEW);
+        // Streamed stdin: bytes sent down and acknowledged by the runner.
+        let (mut sent, mut acked) = (0u64, 0u64);
         let outcome = loop {
             let stop = !cancel_sent;
+            let room = streamed.is_some() && !cancel_sent && sent - acked < RUNNER_STDIN_WINDOW;
             let step = tokio::select! {
                 biased;
                 event = events.recv() => Step::Event(event),
                 () = cancel.cancelled(), if stop => Step::Stop,
                 () = out.closed(), if stop => Step::Stop,
+                chunk = next_chunk(&mut streamed), if room => Step::Stdin(chunk),
                 _ = renew.tick() => Step::Renew,
             };
             match step {
+                Step::Stdin(chunk) => {
+                    let end = chunk.is_none();
+                    if end {
+                        streamed = None;
+                    }
+                    let data = chunk.unwrap_or_default();
+                    sent += data.len() as u64;
+                    let stdin = pb::RunnerStdin { run_id, data, end };
+                    let _ = runner
+                        .commands
+                        .send(Ok(pb::RunnerCommand {
+                            command: Some(pb::runner_command::Command::Stdin(stdin)),
+                        }))
+                        .await;
+                }
+                Step::Event(Some(Event::StdinAck(a))) => acked = a.bytes.min(sent),
                 // The pod must not count as idle while it runs a script.
                 Step::Renew => {
                     self.activity.record(&run.computer);
