@@ -1658,6 +1658,40 @@ async fn container_execs_run_in_the_sandbox_runner() {
         text_of(&events, false),
         format!("from stdin\nhello no-token\n{}\n", sub.display())
     );
+    // ExecStream: 24 MiB of stdin, six times one message, reach the
+    // script through the runner (attach protocol 2) as it reads them.
+    {
+        use pb::exec_stream_request::Msg;
+        let mut messages = vec![pb::ExecStreamRequest {
+            msg: Some(Msg::Start(pb::ExecRequest {
+                runtime: pb::Runtime::Container as i32,
+                timeout_ms: 60_000,
+                ..req("wc -c")
+            })),
+        }];
+        for _ in 0..24 {
+            messages.push(pb::ExecStreamRequest {
+                msg: Some(Msg::Stdin(vec![b'z'; 1 << 20])),
+            });
+        }
+        messages.push(pb::ExecStreamRequest {
+            msg: Some(Msg::StdinEnd(pb::StdinEnd {})),
+        });
+        let mut stream = c
+            .exec_stream(tokio_stream::iter(messages))
+            .await
+            .unwrap()
+            .into_inner();
+        let mut out = Vec::new();
+        let exit = loop {
+            match stream.message().await.unwrap().unwrap().event.unwrap() {
+                Event::Stdout(b) | Event::Stderr(b) => out.extend(b),
+                Event::Exit(e) => break e,
+            }
+        };
+        assert_eq!(exit.code, 0, "{exit:?}");
+        assert_eq!(String::from_utf8_lossy(&out).trim(), (24u64 << 20).to_string());
+    }
     // A cwd missing from the computer is refused before the run.
     let (code, _) = code_of(
         container_events(
