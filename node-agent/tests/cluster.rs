@@ -1690,7 +1690,10 @@ async fn container_execs_run_in_the_sandbox_runner() {
             }
         };
         assert_eq!(exit.code, 0, "{exit:?}");
-        assert_eq!(String::from_utf8_lossy(&out).trim(), (24u64 << 20).to_string());
+        assert_eq!(
+            String::from_utf8_lossy(&out).trim(),
+            (24u64 << 20).to_string()
+        );
     }
     // A cwd missing from the computer is refused before the run.
     let (code, _) = code_of(

@@ -136,8 +136,7 @@ async fn session(config: &Config, reaper: &Arc<Reaper>) -> Result<(), Failure> {
     let runs: Arc<Mutex<HashMap<u64, oneshot::Sender<()>>>> = Arc::default();
     // Streamed stdin of the runs started with `stdin_stream`. Unbounded:
     // the agent keeps at most its window unacknowledged per run.
-    let stdins: Arc<Mutex<HashMap<u64, mpsc::UnboundedSender<pb::RunnerStdin>>>> =
-        Arc::default();
+    let stdins: Arc<Mutex<HashMap<u64, mpsc::UnboundedSender<pb::RunnerStdin>>>> = Arc::default();
     let ended = loop {
         let cmd = match commands.message().await {
             Ok(Some(cmd)) => cmd,

@@ -454,7 +454,11 @@ mod tests {
         let mut streamed = start("wc -c", "/workspace");
         streamed.stdin = b"head ".to_vec();
         streamed.stdin_stream = true;
-        for (data, end) in [(vec![b'x'; 3 << 20], false), (vec![b'y'; 7], false), (Vec::new(), true)] {
+        for (data, end) in [
+            (vec![b'x'; 3 << 20], false),
+            (vec![b'y'; 7], false),
+            (Vec::new(), true),
+        ] {
             input
                 .send(pb::RunnerStdin {
                     run_id: 1,
@@ -463,9 +467,23 @@ mod tests {
                 })
                 .unwrap();
         }
-        let end = execute(streamed, Some(pieces), dir.path(), &reaper, &events, cancelled).await;
+        let end = execute(
+            streamed,
+            Some(pieces),
+            dir.path(),
+            &reaper,
+            &events,
+            cancelled,
+        )
+        .await;
         drop(events);
-        assert_eq!(end, End { code: 0, error: None });
+        assert_eq!(
+            end,
+            End {
+                code: 0,
+                error: None
+            }
+        );
         let (mut out, mut acks) = (Vec::new(), Vec::new());
         while let Some(ev) = rx.recv().await {
             match ev.event {
@@ -474,7 +492,10 @@ mod tests {
                 _ => {}
             }
         }
-        assert_eq!(String::from_utf8(out).unwrap().trim(), ((3 << 20) + 12).to_string());
+        assert_eq!(
+            String::from_utf8(out).unwrap().trim(),
+            ((3 << 20) + 12).to_string()
+        );
         assert_eq!(acks, [3 << 20, (3 << 20) + 7]);
 
         // Background jobs end with the script.

@@ -46,9 +46,14 @@ const IMPLIED_DIR_PERM: u32 = 0o755;
 /// The stream of an Export call.
 pub type ExportStream = ReceiverStream<Result<pb::ExportChunk, Status>>;
 
-/// Starts writing `req.path` of the leased computer as a tar stream.
-/// Errors before streaming: path errors; during: the engine's.
-pub async fn export(lease: Lease, req: pb::ExportRequest) -> Result<ExportStream, Status> {
+/// Starts writing `req.path` of the leased computer as a tar stream,
+/// holding `permit` (the stream caps) until it ends. Errors before
+/// streaming: path errors; during: the engine's.
+pub async fn export(
+    lease: Lease,
+    permit: super::streams::StreamPermit,
+    req: pb::ExportRequest,
+) -> Result<ExportStream, Status> {
     let path = ApiPath::parse(&req.path)?;
     let fs = lease.fs().clone();
     let root = {
@@ -61,7 +66,9 @@ pub async fn export(lease: Lease, req: pb::ExportRequest) -> Result<ExportStream
     };
     let (tx, rx) = mpsc::channel(AHEAD);
     tokio::task::spawn_blocking(move || {
-        let _lease = lease;
+        // Held while the archive is written: the computer stays open and
+        // the stream counts against the caps of Read and Write streams.
+        let _held = (lease, permit);
         let sink = ChunkSink {
             tx: tx.clone(),
             buf: Vec::with_capacity(CHUNK_BYTES),

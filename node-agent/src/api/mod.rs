@@ -456,9 +456,11 @@ impl AgentComputer for Service {
         &self,
         req: Request<pb::ExportRequest>,
     ) -> Result<Response<Self::ExportStream>, Status> {
+        let client = streams::client_of(&req);
         let req = self.authorized(req)?;
+        let permit = self.streams.admit(&client, &req.computer)?;
         let lease = self.registry.acquire(&req.computer).await?;
-        archive::export(lease, req).await.map(Response::new)
+        archive::export(lease, permit, req).await.map(Response::new)
     }
 
     async fn import(
