@@ -48,11 +48,14 @@ pub type ExportStream = ReceiverStream<Result<pb::ExportChunk, Status>>;
 
 /// Starts writing `req.path` of the leased computer as a tar stream,
 /// holding `permit` (the stream caps) until it ends. Errors before
-/// streaming: path errors; during: the engine's.
+/// streaming: path errors; during: the engine's, and `DEADLINE_EXCEEDED`
+/// when the client takes no chunk for `idle` (the lease and permit are
+/// released then).
 pub async fn export(
     lease: Lease,
     permit: super::streams::StreamPermit,
     req: pb::ExportRequest,
+    idle: std::time::Duration,
 ) -> Result<ExportStream, Status> {
     let path = ApiPath::parse(&req.path)?;
     let fs = lease.fs().clone();
@@ -65,6 +68,7 @@ pub async fn export(
         None => "workspace".to_string(),
     };
     let (tx, rx) = mpsc::channel(AHEAD);
+    let runtime = tokio::runtime::Handle::current();
     tokio::task::spawn_blocking(move || {
         // Held while the archive is written: the computer stays open and
         // the stream counts against the caps of Read and Write streams.
@@ -72,6 +76,8 @@ pub async fn export(
         let sink = ChunkSink {
             tx: tx.clone(),
             buf: Vec::with_capacity(CHUNK_BYTES),
+            runtime,
+            idle,
         };
         let mut builder = tar::Builder::new(sink);
         builder.mode(tar::HeaderMode::Complete);
@@ -89,7 +95,9 @@ pub async fn export(
             .and_then(|mut s| s.flush());
         if let Err(e) = done {
             // A client that left is no error to report.
-            if e.kind() != std::io::ErrorKind::BrokenPipe {
+            if e.kind() == std::io::ErrorKind::TimedOut {
+                let _ = tx.try_send(Err(idle_error("export", idle)));
+            } else if e.kind() != std::io::ErrorKind::BrokenPipe {
                 let status = match e.get_ref().and_then(|i| i.downcast_ref::<FsFailure>()) {
                     Some(FsFailure(status)) => status.clone(),
                     None => Status::internal(format!("EIO: export: {e}")),
@@ -121,17 +129,29 @@ fn fs_io(path: &str) -> impl Fn(agentcomputer_fs::Error) -> std::io::Error + '_ 
 struct ChunkSink {
     tx: mpsc::Sender<Result<pb::ExportChunk, Status>>,
     buf: Vec<u8>,
+    /// Where the wait for room in `tx` is timed.
+    runtime: tokio::runtime::Handle,
+    /// Longest wait for the client to take a chunk.
+    idle: std::time::Duration,
 }
 
 impl ChunkSink {
+    /// Sends the buffered chunk. Errors: `BrokenPipe` when the client left,
+    /// `TimedOut` when it took nothing for the idle timeout.
     fn send(&mut self) -> std::io::Result<()> {
         if self.buf.is_empty() {
             return Ok(());
         }
         let data = std::mem::replace(&mut self.buf, Vec::with_capacity(CHUNK_BYTES));
-        self.tx
-            .blocking_send(Ok(pb::ExportChunk { data }))
-            .map_err(|_| std::io::ErrorKind::BrokenPipe.into())
+        let sent = self.runtime.block_on(tokio::time::timeout(
+            self.idle,
+            self.tx.send(Ok(pb::ExportChunk { data })),
+        ));
+        match sent {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(_)) => Err(std::io::ErrorKind::BrokenPipe.into()),
+            Err(_) => Err(std::io::ErrorKind::TimedOut.into()),
+        }
     }
 }
 

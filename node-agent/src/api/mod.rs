@@ -460,7 +460,10 @@ impl AgentComputer for Service {
         let req = self.authorized(req)?;
         let permit = self.streams.admit(&client, &req.computer)?;
         let lease = self.registry.acquire(&req.computer).await?;
-        archive::export(lease, permit, req).await.map(Response::new)
+        let idle = self.streams.limits().idle_timeout;
+        archive::export(lease, permit, req, idle)
+            .await
+            .map(Response::new)
     }
 
     async fn import(
