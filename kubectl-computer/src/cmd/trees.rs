@@ -61,7 +61,10 @@ pub async fn put_tree(
                 .file_name()
                 .map(|n| n.to_string_lossy().into_owned())
                 .ok_or_else(|| CliError::new(format!("{} has no name", local.display())))?;
-            let dest = format!("{}/{name}", remote.trim_end_matches('/'));
+            let dest = match remote.trim_end_matches('/') {
+                "" => name,
+                dir => format!("{dir}/{name}"),
+            };
             agentcomputer_mcp::calls::files::mkdir(client, computer.clone(), dest.clone(), true)
                 .await?;
             dest

@@ -100,12 +100,10 @@ impl Sandboxes {
         let mut run = run;
         // A runner of revision 2 takes the input as it comes; an older one
         // in its one RunnerStart.
-        let mut streamed = None;
-        if let Some(rest) = run.stdin_stream.take()
-            && runner.protocol >= 2
+        let mut streamed = run.stdin_stream.take();
+        if runner.protocol < 2
+            && let Some(rest) = streamed.take()
         {
-            streamed = Some(rest);
-        } else if let Some(rest) = run.stdin_stream.take() {
             // One RunnerStart carries the whole input to the runner.
             match gather(run.stdin, rest, RUNNER_STDIN_BYTES, &cancel).await {
                 Ok(all) => run.stdin = all,
