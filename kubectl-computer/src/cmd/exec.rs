@@ -28,7 +28,10 @@ fn send_stdin(
     use pb::exec_stream_request::Msg;
     let (tx, rx) = mpsc::channel::<pb::ExecStreamRequest>(4);
     let (fail_tx, fail_rx) = oneshot::channel();
-    tokio::task::spawn_blocking(move || {
+    // A thread of its own, not the runtime's blocking pool: a run that ends
+    // without reading all its input must not keep the CLI waiting (in the
+    // runtime's shutdown) for a read of stdin that may never return.
+    std::thread::spawn(move || {
         let send = |msg| {
             tx.blocking_send(pb::ExecStreamRequest { msg: Some(msg) })
                 .is_ok()
