@@ -345,3 +345,37 @@ fn put_into_a_directory_keeps_the_name_and_p_makes_parents() {
     );
     assert_eq!(ok(out), "small\nsmall\nsmall\n");
 }
+
+/// A container run that ends without reading its input ends the CLI at
+/// once, though its stdin stays open.
+#[test]
+fn a_run_that_ends_first_does_not_wait_for_the_input() {
+    if !sandbox_possible() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let agent = start(dir.path());
+    let began = std::time::Instant::now();
+    let mut child = cli(&agent)
+        .args([
+            "exec",
+            "-i",
+            "demo",
+            "--runtime",
+            "container",
+            "--",
+            "echo quick",
+        ])
+        .stdin(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Held open, never written.
+    let _input = child.stdin.take().unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(ok(out), "quick\n");
+    assert!(
+        began.elapsed() < std::time::Duration::from_secs(20),
+        "{:?}",
+        began.elapsed()
+    );
+}
