@@ -227,12 +227,21 @@ enum Command {
     },
     /// Print a file.
     Cat { name: String, path: String },
-    /// Upload a local file (atomically replaces the remote file). On a
-    /// terminal, a progress bar on stderr shows bytes, rate and ETA.
+    /// Upload a local file (atomically replaces the remote file; into an
+    /// existing directory it keeps its name). On a terminal, a progress bar
+    /// on stderr shows bytes, rate and ETA.
     Put {
         name: String,
         local: PathBuf,
         remote: String,
+        /// Copy a directory tree (as `cp -r`: into REMOTE/NAME when REMOTE
+        /// is a directory, else as REMOTE); symlinks stay symlinks, modes
+        /// and mtimes are kept.
+        #[arg(short = 'r', short_alias = 'R', long)]
+        recursive: bool,
+        /// Make the remote parent directories as needed.
+        #[arg(short = 'p', long)]
+        parents: bool,
         /// No progress bar, even on a terminal.
         #[arg(long)]
         no_progress: bool,
@@ -244,6 +253,11 @@ enum Command {
         name: String,
         remote: String,
         local: PathBuf,
+        /// Copy a directory tree (as `cp -r`: into LOCAL/NAME when LOCAL is
+        /// a directory, else as LOCAL); symlinks stay symlinks and are
+        /// never followed, modes and mtimes are kept.
+        #[arg(short = 'r', short_alias = 'R', long)]
+        recursive: bool,
         /// No progress bar, even on a terminal.
         #[arg(long)]
         no_progress: bool,
@@ -528,19 +542,30 @@ async fn run(cli: Cli) -> Result<u8> {
             name,
             local,
             remote,
+            recursive,
+            parents,
             no_progress,
         } => {
             let (mut c, name) = backend.client(name).await?;
-            let progress = progress::enabled(no_progress, false);
-            cmd::files::put(&mut c, name, &local, remote, progress).await?
+            if recursive {
+                cmd::trees::put_tree(&mut c, name, &local, remote, parents).await?
+            } else {
+                let progress = progress::enabled(no_progress, false);
+                cmd::files::put(&mut c, name, &local, remote, parents, progress).await?
+            }
         }
         Command::Get {
             name,
             remote,
             local,
+            recursive,
             no_progress,
         } => {
             let (mut c, name) = backend.client(name).await?;
+            if recursive {
+                cmd::trees::get_tree(&mut c, name, remote, &local).await?;
+                return Ok(0);
+            }
             let to_stdout = local == std::path::Path::new("-");
             let progress = progress::enabled(no_progress, to_stdout);
             cmd::files::get(&mut c, name, remote, &local, progress).await?

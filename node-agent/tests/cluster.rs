@@ -1533,6 +1533,62 @@ async fn container_execs_run_in_the_sandbox_runner() {
         [Event::Stdout(b"o".to_vec()), Event::Stderr(b"e".to_vec())]
     );
     assert_eq!((exit.code, exit.error.as_str()), (3, ""));
+    // A runner of attach protocol 1 (this hand-made one says 0) gets an
+    // ExecStream run's input gathered into its one `start`.
+    let mut c3 = c.clone();
+    let streamed = tokio::spawn(async move {
+        use pb::exec_stream_request::Msg;
+        let messages = vec![
+            pb::ExecStreamRequest {
+                msg: Some(Msg::Start(pb::ExecRequest {
+                    computer: "boxed".into(),
+                    runtime: pb::Runtime::Container as i32,
+                    script: "old runner".into(),
+                    stdin: b"ab".to_vec(),
+                    ..Default::default()
+                })),
+            },
+            pb::ExecStreamRequest {
+                msg: Some(Msg::Stdin(b"cd".to_vec())),
+            },
+            pb::ExecStreamRequest {
+                msg: Some(Msg::StdinEnd(pb::StdinEnd {})),
+            },
+        ];
+        let mut stream = c3
+            .exec_stream(tokio_stream::iter(messages))
+            .await
+            .unwrap()
+            .into_inner();
+        loop {
+            if let Event::Exit(e) = stream.message().await.unwrap().unwrap().event.unwrap() {
+                break e;
+            }
+        }
+    });
+    let start = match commands.message().await.unwrap().unwrap().command.unwrap() {
+        pb::runner_command::Command::Start(start) => start,
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(
+        (
+            start.script.as_str(),
+            start.stdin.as_slice(),
+            start.stdin_stream
+        ),
+        ("old runner", &b"abcd"[..], false)
+    );
+    events
+        .send(pb::RunnerEvent {
+            event: Some(pb::runner_event::Event::Exit(pb::RunnerExit {
+                run_id: start.run_id,
+                code: 0,
+                error: String::new(),
+            })),
+        })
+        .await
+        .unwrap();
+    assert_eq!(streamed.await.unwrap().code, 0);
     let (_events2, commands2) = attach(tc.clone()).await;
     let ended = tokio::time::timeout(Duration::from_secs(10), commands.message()).await;
     assert!(
@@ -1658,6 +1714,43 @@ async fn container_execs_run_in_the_sandbox_runner() {
         text_of(&events, false),
         format!("from stdin\nhello no-token\n{}\n", sub.display())
     );
+    // ExecStream: 24 MiB of stdin, six times one message, reach the
+    // script through the runner (attach protocol 2) as it reads them.
+    {
+        use pb::exec_stream_request::Msg;
+        let mut messages = vec![pb::ExecStreamRequest {
+            msg: Some(Msg::Start(pb::ExecRequest {
+                runtime: pb::Runtime::Container as i32,
+                timeout_ms: 60_000,
+                ..req("wc -c")
+            })),
+        }];
+        for _ in 0..24 {
+            messages.push(pb::ExecStreamRequest {
+                msg: Some(Msg::Stdin(vec![b'z'; 1 << 20])),
+            });
+        }
+        messages.push(pb::ExecStreamRequest {
+            msg: Some(Msg::StdinEnd(pb::StdinEnd {})),
+        });
+        let mut stream = c
+            .exec_stream(tokio_stream::iter(messages))
+            .await
+            .unwrap()
+            .into_inner();
+        let mut out = Vec::new();
+        let exit = loop {
+            match stream.message().await.unwrap().unwrap().event.unwrap() {
+                Event::Stdout(b) | Event::Stderr(b) => out.extend(b),
+                Event::Exit(e) => break e,
+            }
+        };
+        assert_eq!(exit.code, 0, "{exit:?}");
+        assert_eq!(
+            String::from_utf8_lossy(&out).trim(),
+            (24u64 << 20).to_string()
+        );
+    }
     // A cwd missing from the computer is refused before the run.
     let (code, _) = code_of(
         container_events(

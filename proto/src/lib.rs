@@ -49,8 +49,12 @@ pub const CHUNK_BYTES: usize = 1024 * 1024;
 /// in `RunnerHello.protocol` by the runner). Raise it for a change an
 /// older peer would misread (a new command an old runner would ignore, a
 /// meaning changed), not for fields both sides may leave unset.
-pub const RUNNER_PROTOCOL: u32 = 1;
+pub const RUNNER_PROTOCOL: u32 = 2;
 
+/// Revisions: 1, runs with their whole stdin in `RunnerStart`; 2, adds
+/// streamed stdin (`RunnerStart.stdin_stream`, `RunnerStdin`,
+/// `RunnerStdinAck`), used only with runners that name revision 2.
+///
 /// Oldest attach protocol revision a node agent of this build serves. It
 /// stays at or below the revision of the previous release, so that sandbox
 /// pods started before an upgrade keep working with the upgraded agent.

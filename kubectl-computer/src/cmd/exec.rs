@@ -3,13 +3,97 @@
 
 use std::io::{Read, Write};
 
+use agentcomputer_proto::CHUNK_BYTES;
 use agentcomputer_proto::v1 as pb;
 use pb::exec_event::Event;
+use tokio::sync::{mpsc, oneshot};
+use tokio_stream::wrappers::ReceiverStream;
 
 pub use agentcomputer_mcp::calls::exec::{ExecArgs, check_size, request};
 
 use crate::client::Client;
 use crate::error::{CliError, Result};
+
+/// The messages of an ExecStream call for `req`: the request, then our
+/// stdin in chunks of [`CHUNK_BYTES`] read on a blocking thread as the
+/// call takes them (a bounded channel: a slow program holds the reading
+/// back), then the end. A read error is sent on the returned receiver
+/// instead of the end.
+fn send_stdin(
+    req: pb::ExecRequest,
+) -> (
+    ReceiverStream<pb::ExecStreamRequest>,
+    oneshot::Receiver<CliError>,
+) {
+    use pb::exec_stream_request::Msg;
+    let (tx, rx) = mpsc::channel::<pb::ExecStreamRequest>(4);
+    let (fail_tx, fail_rx) = oneshot::channel();
+    // A thread of its own, not the runtime's blocking pool: a run that ends
+    // without reading all its input must not keep the CLI waiting (in the
+    // runtime's shutdown) for a read of stdin that may never return.
+    std::thread::spawn(move || {
+        let send = |msg| {
+            tx.blocking_send(pb::ExecStreamRequest { msg: Some(msg) })
+                .is_ok()
+        };
+        if !send(Msg::Start(req)) {
+            return;
+        }
+        let mut stdin = std::io::stdin().lock();
+        loop {
+            let mut buf = vec![0u8; CHUNK_BYTES];
+            match read_some(&mut stdin, &mut buf) {
+                Ok(0) => {
+                    send(Msg::StdinEnd(pb::StdinEnd {}));
+                    return;
+                }
+                Ok(n) => {
+                    buf.truncate(n);
+                    buf.shrink_to_fit();
+                    if !send(Msg::Stdin(buf)) {
+                        return;
+                    }
+                }
+                Err(e) => {
+                    let _ = fail_tx.send(CliError::new(format!("cannot read stdin: {e}")));
+                    // A message with nothing in it makes the agent stop
+                    // the run too, should the error not reach it first.
+                    tx.blocking_send(pb::ExecStreamRequest { msg: None }).ok();
+                    return;
+                }
+            }
+        }
+    });
+    (ReceiverStream::new(rx), fail_rx)
+}
+
+/// Reads what is there (at least one byte, unless at the end), filling
+/// `buf` when more is at hand, so that a pipe's data goes up in large
+/// chunks while an interactive input still goes up line by line.
+fn read_some(r: &mut impl Read, buf: &mut [u8]) -> std::io::Result<usize> {
+    loop {
+        match r.read(buf) {
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            other => return other,
+        }
+    }
+}
+
+/// Whether our standard input is something a user means to send: a pipe,
+/// a socket or a non-empty regular file. A terminal (typed input is not
+/// expected here) and a character device such as `/dev/null` are not.
+fn stdin_has_data() -> bool {
+    use std::os::fd::AsFd;
+    use std::os::unix::fs::FileTypeExt;
+    let Ok(fd) = std::io::stdin().as_fd().try_clone_to_owned() else {
+        return false;
+    };
+    let Ok(meta) = std::fs::File::from(fd).metadata() else {
+        return false;
+    };
+    let kind = meta.file_type();
+    kind.is_fifo() || kind.is_socket() || (kind.is_file() && meta.len() > 0)
+}
 
 /// Streams the run's output to our stdout/stderr as it arrives and returns
 /// the program's exit code. The runtime's own error (timeout, output cap) is
@@ -19,25 +103,52 @@ use crate::error::{CliError, Result};
 pub async fn exec(client: &mut Client, args: ExecArgs) -> Result<i32> {
     let sync = args.sync;
     let auto = args.runtime == pb::Runtime::Auto;
-    let mut stdin = Vec::new();
-    if args.stdin {
-        std::io::stdin()
-            .read_to_end(&mut stdin)
-            .map_err(|e| CliError::new(format!("cannot read stdin: {e}")))?;
+    if !args.stdin && stdin_has_data() {
+        eprintln!("warning: standard input is not sent without -i (--stdin)");
     }
-    let req = request(args, stdin);
+    let streamed = args.stdin;
+    let req = request(args, Vec::new());
     check_size(
         &req,
         "copy large data to the computer first (kubectl-computer put) and read it from the file (`prog < FILE`)",
     )?;
-    let mut stream = client.exec(req).await?.into_inner();
+    // With -i, stdin goes up in chunks (ExecStream) as the program takes
+    // it: never all in memory here, and of any size.
+    let (mut stream, mut failed) = if streamed {
+        let (input, failed) = send_stdin(req);
+        (client.exec_stream(input).await?.into_inner(), Some(failed))
+    } else {
+        (client.exec(req).await?.into_inner(), None)
+    };
     let mut out = std::io::stdout().lock();
     let mut err = std::io::stderr().lock();
     // The end of stderr, to avoid printing the runtime's message twice.
     let mut err_tail: Vec<u8> = Vec::new();
     // Whether stdout so far ends mid-line.
     let mut open_line = false;
-    while let Some(event) = stream.message().await? {
+    loop {
+        let event = match failed.as_mut() {
+            Some(read_error) => {
+                let step = tokio::select! {
+                    biased;
+                    error = read_error => Err(error.ok()),
+                    event = stream.message() => Ok(event),
+                };
+                match step {
+                    // A local read error ends the run (dropping the call
+                    // cancels it) rather than give it a truncated input.
+                    Err(Some(e)) => return Err(e),
+                    // All of stdin was sent.
+                    Err(None) => {
+                        failed = None;
+                        continue;
+                    }
+                    Ok(event) => event?,
+                }
+            }
+            None => stream.message().await?,
+        };
+        let Some(event) = event else { break };
         match event.event {
             Some(Event::Stdout(b)) => {
                 // A closed stdout (`| head`) must not fail the run.

@@ -78,6 +78,7 @@ pub async fn put(
     computer: String,
     local: &Path,
     remote: String,
+    parents: bool,
     progress: bool,
 ) -> Result<()> {
     let mut file = std::fs::File::open(local).map_err(|e| local_io("cannot open", local, e))?;
@@ -85,8 +86,32 @@ pub async fn put(
         .metadata()
         .map_err(|e| local_io("cannot stat", local, e))?;
     if meta.is_dir() {
-        return Err(CliError::new(format!("{} is a directory", local.display())));
+        return Err(CliError::new(format!(
+            "{} is a directory (put -r copies a tree)",
+            local.display()
+        )));
     }
+    let remote = if remote.is_empty() {
+        "./".to_string()
+    } else {
+        remote
+    };
+    // An existing directory (`.`, `dir`) receives the file under its name,
+    // as with `dir/`.
+    let into_dir = remote.ends_with('/')
+        || client
+            .stat(pb::StatRequest {
+                computer: computer.clone(),
+                path: remote.clone(),
+                follow_symlinks: true,
+            })
+            .await
+            .is_ok_and(|r| r.into_inner().kind() == pb::FileKind::Directory);
+    let remote = if into_dir && !remote.ends_with('/') {
+        format!("{remote}/")
+    } else {
+        remote
+    };
     let remote = if remote.ends_with('/') {
         let name = local
             .file_name()
@@ -95,6 +120,12 @@ pub async fn put(
     } else {
         remote
     };
+    if parents
+        && let Some((parent, _)) = remote.rsplit_once('/')
+        && !parent.is_empty()
+    {
+        mkdir(client, computer.clone(), parent.to_string(), true).await?;
+    }
     use std::os::unix::fs::PermissionsExt;
     let label = format!("put {}", shown(&remote));
     let header = pb::WriteHeader {

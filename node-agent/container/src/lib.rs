@@ -106,6 +106,11 @@ pub struct RunSpec {
     pub env: Vec<(String, String)>,
     /// Bytes given on stdin, then end of file.
     pub stdin: Vec<u8>,
+    /// Input written after `stdin` as it arrives; stdin closes when its
+    /// sender is dropped. The script reading slowly holds the sender back
+    /// (the channel is bounded), and a script that closes its stdin ends
+    /// the copying.
+    pub stdin_stream: Option<tokio::sync::mpsc::Receiver<Vec<u8>>>,
     /// Wall-clock time after which the whole tree is killed.
     pub timeout: Duration,
     /// Most bytes of stdout and stderr together; past that the output is

@@ -134,6 +134,9 @@ async fn session(config: &Config, reaper: &Arc<Reaper>) -> Result<(), Failure> {
         .into_inner();
     log!("attached to the node agent at {}", config.agent);
     let runs: Arc<Mutex<HashMap<u64, oneshot::Sender<()>>>> = Arc::default();
+    // Streamed stdin of the runs started with `stdin_stream`. Unbounded:
+    // the agent keeps at most its window unacknowledged per run.
+    let stdins: Arc<Mutex<HashMap<u64, mpsc::UnboundedSender<pb::RunnerStdin>>>> = Arc::default();
     let ended = loop {
         let cmd = match commands.message().await {
             Ok(Some(cmd)) => cmd,
@@ -145,12 +148,30 @@ async fn session(config: &Config, reaper: &Arc<Reaper>) -> Result<(), Failure> {
                 let id = start.run_id;
                 let (cancel, cancelled) = oneshot::channel();
                 runs.lock().insert(id, cancel);
+                let input = start.stdin_stream.then(|| {
+                    let (tx, rx) = mpsc::unbounded_channel();
+                    stdins.lock().insert(id, tx);
+                    rx
+                });
                 let (reaper, events, runs) = (reaper.clone(), events.clone(), runs.clone());
+                let stdins = stdins.clone();
                 let workspace = config.workspace.clone();
                 tokio::spawn(async move {
-                    crate::run::run(start, workspace, reaper, events, cancelled).await;
+                    crate::run::run(start, input, workspace, reaper, events, cancelled).await;
                     runs.lock().remove(&id);
+                    stdins.lock().remove(&id);
                 });
+            }
+            Some(Cmd::Stdin(stdin)) => {
+                let id = stdin.run_id;
+                let end = stdin.end;
+                let mut open = stdins.lock();
+                if let Some(tx) = open.get(&id) {
+                    let _ = tx.send(stdin);
+                }
+                if end {
+                    open.remove(&id);
+                }
             }
             Some(Cmd::Cancel(c)) => {
                 let cancel = runs.lock().remove(&c.run_id);
@@ -167,5 +188,6 @@ async fn session(config: &Config, reaper: &Arc<Reaper>) -> Result<(), Failure> {
         log!("killing {} run(s) of the lost stream", left.len());
     }
     drop(left);
+    stdins.lock().clear();
     ended.map_err(Failure::Retry)
 }

@@ -51,13 +51,14 @@ pub(crate) struct End {
 /// `events`. `cancel` fires (or is dropped) to stop it.
 pub(crate) async fn run(
     start: pb::RunnerStart,
+    input: Option<mpsc::UnboundedReceiver<pb::RunnerStdin>>,
     workspace: PathBuf,
     reaper: Arc<Reaper>,
     events: Events,
     cancel: oneshot::Receiver<()>,
 ) {
     let id = start.run_id;
-    let end = execute(start, &workspace, &reaper, &events, cancel).await;
+    let end = execute(start, input, &workspace, &reaper, &events, cancel).await;
     if let Some(error) = &end.error {
         let _ = events
             .send(output(
@@ -96,6 +97,7 @@ enum Stop {
 
 async fn execute(
     start: pb::RunnerStart,
+    input: Option<mpsc::UnboundedReceiver<pb::RunnerStdin>>,
     workspace: &Path,
     reaper: &Arc<Reaper>,
     events: &Events,
@@ -179,10 +181,35 @@ async fn execute(
         .and_then(|s| tokio::process::ChildStdin::from_std(s).ok())
     {
         let bytes = start.stdin;
+        let (run_id, events) = (start.run_id, events.clone());
         // A script that never reads its stdin must not block the run; the
-        // pipe closes when the write ends (or fails).
+        // pipe closes when the write ends (or fails), or, for streamed
+        // input, after the last piece.
         tokio::spawn(async move {
-            let _ = stdin.write_all(&bytes).await;
+            let mut open = stdin.write_all(&bytes).await.is_ok();
+            let Some(mut input) = input else { return };
+            let mut taken = 0u64;
+            while let Some(piece) = input.recv().await {
+                if open && !piece.data.is_empty() {
+                    open = stdin.write_all(&piece.data).await.is_ok();
+                }
+                if piece.end {
+                    break;
+                }
+                // Acknowledged once written (or dropped, the script having
+                // closed its stdin): the agent may send more.
+                taken += piece.data.len() as u64;
+                let ack = pb::RunnerStdinAck {
+                    run_id,
+                    bytes: taken,
+                };
+                let ack = pb::RunnerEvent {
+                    event: Some(pb::runner_event::Event::StdinAck(ack)),
+                };
+                if events.send(ack).await.is_err() {
+                    return;
+                }
+            }
         });
     }
     let mut exited = exited;
@@ -390,7 +417,7 @@ mod tests {
     async fn run_on(reaper: &Arc<Reaper>, dir: &Path, start: pb::RunnerStart) -> (String, End) {
         let (events, mut rx) = mpsc::channel(64);
         let (_cancel, cancelled) = oneshot::channel();
-        let end = execute(start, dir, reaper, &events, cancelled).await;
+        let end = execute(start, None, dir, reaper, &events, cancelled).await;
         drop(events);
         let mut out = Vec::new();
         while let Some(ev) = rx.recv().await {
@@ -419,6 +446,58 @@ mod tests {
                 "{error}"
             );
         }
+        // Streamed stdin: written as it comes, acknowledged piece by piece,
+        // closed at the end.
+        let (events, mut rx) = mpsc::channel(64);
+        let (_cancel, cancelled) = oneshot::channel();
+        let (input, pieces) = mpsc::unbounded_channel();
+        let mut streamed = start("wc -c", "/workspace");
+        streamed.stdin = b"head ".to_vec();
+        streamed.stdin_stream = true;
+        for (data, end) in [
+            (vec![b'x'; 3 << 20], false),
+            (vec![b'y'; 7], false),
+            (Vec::new(), true),
+        ] {
+            input
+                .send(pb::RunnerStdin {
+                    run_id: 1,
+                    data,
+                    end,
+                })
+                .unwrap();
+        }
+        let end = execute(
+            streamed,
+            Some(pieces),
+            dir.path(),
+            &reaper,
+            &events,
+            cancelled,
+        )
+        .await;
+        drop(events);
+        assert_eq!(
+            end,
+            End {
+                code: 0,
+                error: None
+            }
+        );
+        let (mut out, mut acks) = (Vec::new(), Vec::new());
+        while let Some(ev) = rx.recv().await {
+            match ev.event {
+                Some(pb::runner_event::Event::Output(o)) => out.extend(o.data),
+                Some(pb::runner_event::Event::StdinAck(a)) => acks.push(a.bytes),
+                _ => {}
+            }
+        }
+        assert_eq!(
+            String::from_utf8(out).unwrap().trim(),
+            ((3 << 20) + 12).to_string()
+        );
+        assert_eq!(acks, [3 << 20, (3 << 20) + 7]);
+
         // Background jobs end with the script.
         let (out, end) = run_on(
             &reaper,

@@ -47,3 +47,4 @@ pub use runtime::{
     ExecRequest, OutputChunk, run, run_with_limits,
 };
 pub use sandbox_fs::{SandboxFs, WORKSPACE};
+pub use stdin::StdinStream;

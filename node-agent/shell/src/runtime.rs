@@ -3,6 +3,7 @@
 use crate::limits::{DEFAULT_MAX_OUTPUT_BYTES, DEFAULT_TIMEOUT, ShellLimits};
 use crate::output::OutputGate;
 use crate::session::{self, Finished, Job, Stop};
+use crate::stdin::StdinStream;
 use crate::stop::StopFlag;
 use agentcomputer_fs::{Fence, Fs};
 use std::sync::Arc;
@@ -39,6 +40,11 @@ pub struct ExecRequest {
     pub env: Vec<(String, String)>,
     /// Bytes the script reads on standard input; empty is end-of-file.
     pub stdin: Vec<u8>,
+    /// Input that follows `stdin` while the script runs, streamed into its
+    /// pipe as it arrives (the default: none). A script the runtime must
+    /// run unwrapped (see the `stdin` module) gets it whole instead, within
+    /// its memory budget.
+    pub stdin_stream: StdinStream,
     /// Wall-clock limit; `Duration::ZERO` means [`DEFAULT_TIMEOUT`].
     pub timeout: Duration,
     /// Cap on stdout and stderr bytes together; 0 means
@@ -119,6 +125,7 @@ pub async fn run_with_limits(
         cwd: req.cwd,
         env: req.env,
         stdin: req.stdin,
+        stdin_stream: req.stdin_stream,
         timeout,
         limits,
         gate: Arc::clone(&gate),

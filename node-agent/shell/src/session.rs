@@ -56,6 +56,8 @@ pub(crate) struct Job {
     pub cwd: String,
     pub env: Vec<(String, String)>,
     pub stdin: Vec<u8>,
+    /// Input that follows `stdin` while the run goes.
+    pub stdin_stream: crate::stdin::StdinStream,
     pub timeout: Duration,
     pub limits: ShellLimits,
     pub gate: Arc<OutputGate>,
@@ -119,17 +121,41 @@ pub(crate) async fn execute(job: Job) -> Finished {
     // With stdin, the script reads it through a pipe fed by the runtime
     // (see the `stdin` module); a script that must run as written gets it
     // whole, as bashkit hands it over; no stdin leaves the script alone.
-    let wrapped = match job.stdin.is_empty() {
+    let streamed = job.stdin_stream.take();
+    let wrapped = match job.stdin.is_empty() && streamed.is_none() {
         true => None,
         false => stdin::wrap(&source, &limits),
     };
     let (wrapped, feed, options) = match wrapped {
         Some(wrapped) => (
             Some(wrapped),
-            Some(stdin::Feed::new(job.stdin, budget.clone())),
+            Some(stdin::Feed::new(job.stdin, streamed, budget.clone())),
             ExecOptions::new(),
         ),
-        None => (None, None, ExecOptions::new().stdin(job.stdin)),
+        None => {
+            // Unwrapped, the script gets its input whole: streamed input
+            // is gathered first, within the exec's memory budget.
+            let mut input = job.stdin;
+            if let Some(mut rest) = streamed {
+                loop {
+                    match stdin::next_chunk(&mut rest, &budget).await {
+                        Ok(Some(chunk)) => {
+                            let held = (input.len() + chunk.len()) as u64;
+                            if let Err(e) = budget.admit(held, "the standard input") {
+                                return Finished {
+                                    exit_code: crate::runtime::EXIT_LIMIT,
+                                    stop: Some(Stop::Limit(e.to_string())),
+                                };
+                            }
+                            input.extend_from_slice(&chunk);
+                        }
+                        Ok(None) => break,
+                        Err(e) => return failure(e, &job.gate, &source).await,
+                    }
+                }
+            }
+            (None, None, ExecOptions::new().stdin(input))
+        }
     };
     // stderr through the ordered sink (see the `stderr` module) where
     // bashkit routes it per command: not inside the stdin wrapper, which

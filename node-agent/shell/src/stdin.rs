@@ -21,6 +21,10 @@
 //! whole pipe for any command that is not known to leave stdin alone), so
 //! the script's own pipelines run as bash's do.
 //!
+//! Input that arrives while the run goes ([`StdinStream`]) is fed the same
+//! way, chunk by chunk as it comes, so an input of any size passes through
+//! the 4 KiB pipe without being held whole by the runtime.
+//!
 //! A script that does not parse alone, or not inside the wrapper (a
 //! here-document running to the end of the script), runs unwrapped, so
 //! bash's syntax report and its partial run are unchanged.
@@ -30,6 +34,9 @@ use async_trait::async_trait;
 use bashkit::parser::Parser;
 use bashkit::{Command, CommandContext, CommandStatus, ExecutionLimits};
 use parking_lot::Mutex;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::mpsc;
 
 /// The feeder's command name: not a word a script would use.
 pub(crate) const FEED_COMMAND: &str = "__agentcomputer_stdin";
@@ -56,30 +63,76 @@ pub(crate) fn wrap(script: &str, limits: &ExecutionLimits) -> Option<String> {
     parses(&wrapped).then_some(wrapped)
 }
 
-/// The command that writes the exec's stdin into the script's pipe, once:
-/// a second call (a script naming the command) writes nothing.
-pub(crate) struct Feed {
-    data: Mutex<Option<Vec<u8>>>,
-    budget: ExecBudget,
+/// How often a feeder waiting for more streamed input checks whether the
+/// exec must stop.
+const POLL: Duration = Duration::from_millis(50);
+
+/// Standard input that arrives while the run goes: chunks in order, the
+/// end of input when the sender is dropped. Taken once by the run; cloning
+/// shares the one receiver.
+#[derive(Clone, Default, Debug)]
+pub struct StdinStream(Arc<Mutex<Option<mpsc::Receiver<Vec<u8>>>>>);
+
+impl StdinStream {
+    /// Input read from `rx` until its sender is dropped.
+    pub fn new(rx: mpsc::Receiver<Vec<u8>>) -> StdinStream {
+        StdinStream(Arc::new(Mutex::new(Some(rx))))
+    }
+
+    /// Whether input is (still) to come from a stream.
+    pub fn is_some(&self) -> bool {
+        self.0.lock().is_some()
+    }
+
+    pub(crate) fn take(&self) -> Option<mpsc::Receiver<Vec<u8>>> {
+        self.0.lock().take()
+    }
 }
 
-impl Feed {
-    /// A feeder of `data`, stopping when `budget` says the exec must stop.
-    pub(crate) fn new(data: Vec<u8>, budget: ExecBudget) -> Self {
-        Self {
-            data: Mutex::new(Some(data)),
-            budget,
+/// The next chunk of `rx`, or `None` at the end of input; `Err` when
+/// `budget` says the exec must stop while it waits.
+pub(crate) async fn next_chunk(
+    rx: &mut mpsc::Receiver<Vec<u8>>,
+    budget: &ExecBudget,
+) -> bashkit::Result<Option<Vec<u8>>> {
+    loop {
+        if budget.step_stopped() {
+            return Err(budget.stop_error());
+        }
+        if let Ok(chunk) = tokio::time::timeout(POLL, rx.recv()).await {
+            return Ok(chunk);
         }
     }
 }
 
-#[async_trait]
-impl Command for Feed {
-    async fn execute(&self, ctx: CommandContext<'_>) -> bashkit::Result<CommandStatus> {
-        let data = self.data.lock().take();
-        let Some(data) = data else {
-            return Ok(CommandStatus::success());
-        };
+/// The input a feeder writes: the request's bytes, then what the stream
+/// brings.
+type Input = (Vec<u8>, Option<mpsc::Receiver<Vec<u8>>>);
+
+/// The command that writes the exec's stdin into the script's pipe, once:
+/// a second call (a script naming the command) writes nothing.
+pub(crate) struct Feed {
+    data: Mutex<Option<Input>>,
+    budget: ExecBudget,
+}
+
+impl Feed {
+    /// A feeder of `data` and then of what `rest` brings, stopping when
+    /// `budget` says the exec must stop.
+    pub(crate) fn new(
+        data: Vec<u8>,
+        rest: Option<mpsc::Receiver<Vec<u8>>>,
+        budget: ExecBudget,
+    ) -> Self {
+        Self {
+            data: Mutex::new(Some((data, rest))),
+            budget,
+        }
+    }
+
+    /// Writes `data` into the pipe; `false` once the script stopped
+    /// reading.
+    async fn write(&self, ctx: &CommandContext<'_>, data: &[u8]) -> bashkit::Result<bool> {
         for step in data.chunks(STEP_BYTES) {
             if self.budget.step_stopped() {
                 return Err(self.budget.stop_error());
@@ -90,9 +143,31 @@ impl Command for Feed {
                 // read is dropped, and the feeder is not a failure (so
                 // `set -o pipefail` sees only the script's status).
                 Err(bashkit::Error::Io(e)) if e.kind() == std::io::ErrorKind::BrokenPipe => {
-                    break;
+                    return Ok(false);
                 }
                 Err(e) => return Err(e),
+            }
+        }
+        Ok(true)
+    }
+}
+
+#[async_trait]
+impl Command for Feed {
+    async fn execute(&self, ctx: CommandContext<'_>) -> bashkit::Result<CommandStatus> {
+        let data = self.data.lock().take();
+        let Some((data, rest)) = data else {
+            return Ok(CommandStatus::success());
+        };
+        if !self.write(&ctx, &data).await? {
+            return Ok(CommandStatus::success());
+        }
+        drop(data);
+        if let Some(mut rest) = rest {
+            while let Some(chunk) = next_chunk(&mut rest, &self.budget).await? {
+                if !self.write(&ctx, &chunk).await? {
+                    break;
+                }
             }
         }
         Ok(CommandStatus::success())

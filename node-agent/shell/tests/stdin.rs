@@ -174,3 +174,52 @@ async fn a_timeout_stops_a_script_with_stdin() {
         assert!(started.elapsed() < Duration::from_secs(5), "{script}");
     }
 }
+
+/// Input from a [`StdinStream`] after the request's own bytes: fed chunk
+/// by chunk to a wrapped script (consumed once, as a pipe is), gathered
+/// whole for one that runs unwrapped, and a script that stops reading ends
+/// the feed while more is still coming.
+#[tokio::test]
+async fn streamed_input_follows_the_request_bytes() {
+    use agentcomputer_shell::StdinStream;
+    let c = Computer::new();
+    let streamed = |first: &[u8], chunks: Vec<Vec<u8>>| {
+        let (tx, rx) = tokio::sync::mpsc::channel(2);
+        tokio::spawn(async move {
+            for chunk in chunks {
+                if tx.send(chunk).await.is_err() {
+                    return;
+                }
+            }
+        });
+        (first.to_vec(), StdinStream::new(rx))
+    };
+    let run = |script: &str, (stdin, stream): (Vec<u8>, StdinStream)| {
+        c.exec(ExecRequest {
+            script: script.into(),
+            stdin,
+            stdin_stream: stream,
+            timeout: Duration::from_secs(60),
+            ..ExecRequest::default()
+        })
+    };
+    let chunks = vec![b"b\n".to_vec(), b"c\nd\n".to_vec()];
+    let out = run(
+        "read x; echo \"first $x\"; wc -l; cat",
+        streamed(b"a\n", chunks),
+    )
+    .await;
+    assert_eq!((out.stdout(), out.code()), ("first a\n3\n".to_string(), 0));
+
+    // Unwrapped (a here-document to the end): the input arrives whole.
+    let chunks = vec![b"y\n".to_vec(), b"z\n".to_vec()];
+    let out = run("cat; cat <<EOF\nend", streamed(b"x\n", chunks)).await;
+    assert!(out.stdout().starts_with("x\ny\nz\n"), "{:?}", out.stdout());
+
+    // 64 MiB coming, the script reads a line and ends.
+    let many = (0..64).map(|_| vec![b'q'; 1 << 20]).collect();
+    let began = Instant::now();
+    let out = run("head -c 3", streamed(b"", many)).await;
+    assert_eq!((out.stdout(), out.code()), ("qqq".to_string(), 0));
+    assert!(began.elapsed() < Duration::from_secs(30));
+}

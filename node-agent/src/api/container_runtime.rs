@@ -79,6 +79,9 @@ pub struct ContainerRun {
     pub cwd: String,
     pub env: Vec<(String, String)>,
     pub stdin: Vec<u8>,
+    /// Input that follows `stdin` as the caller sends it (ExecStream); the
+    /// end of input when its sender is dropped.
+    pub stdin_stream: Option<mpsc::Receiver<Vec<u8>>>,
     pub timeout: std::time::Duration,
     pub max_output_bytes: u64,
     /// Memory of the whole process tree in bytes: the exec's memory budget

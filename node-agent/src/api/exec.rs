@@ -108,6 +108,35 @@ pub async fn start(
     req: pb::ExecRequest,
     observer: Arc<dyn Observer>,
 ) -> Result<ExecStream, Status> {
+    start_with_input(registry, containers, admission, req, None, observer).await
+}
+
+/// Standard input of an ExecStream call, after the request's own `stdin`:
+/// chunks as the caller sends them, the end when the sender is dropped.
+pub struct StreamedStdin {
+    /// The chunks; bounded, so a program that reads slowly holds back the
+    /// caller.
+    pub chunks: mpsc::Receiver<Vec<u8>>,
+    /// Set (and `failed` cancelled) when the caller's stream fails: the run
+    /// is stopped and its exit says why.
+    pub failure: Arc<parking_lot::Mutex<Option<String>>>,
+    /// Cancelled when the caller's stream fails.
+    pub failed: tokio_util::sync::CancellationToken,
+}
+
+/// [`start`] with input that arrives while the run goes. The shell and
+/// the container runtime stream it to the program; JavaScript gets it whole
+/// before the module runs, at most the run's memory budget of it (more
+/// ends the run with an error saying so), and a container run in a
+/// cluster at most one runner message of it (4 MiB less 64 KiB).
+pub async fn start_with_input(
+    registry: &Registry,
+    containers: &Arc<dyn ContainerRuntime>,
+    admission: &Admission,
+    req: pb::ExecRequest,
+    input: Option<StreamedStdin>,
+    observer: Arc<dyn Observer>,
+) -> Result<ExecStream, Status> {
     let runtime = pb::Runtime::try_from(req.runtime).map_err(|_| {
         errno_detail(
             Errno::EINVAL,
@@ -128,6 +157,7 @@ pub async fn start(
         admission,
         Choice { runtime, auto },
         req,
+        input,
         observer.clone(),
     )
     .await;
@@ -201,8 +231,13 @@ async fn start_runtime(
     admission: &Admission,
     mut choice: Choice,
     req: pb::ExecRequest,
+    streamed: Option<StreamedStdin>,
     observer: Arc<dyn Observer>,
 ) -> Result<ExecStream, Status> {
+    let (mut stdin_chunks, stdin_failure) = match streamed {
+        Some(s) => (Some(s.chunks), Some((s.failure, s.failed))),
+        None => (None, None),
+    };
     let input = match choice.runtime {
         Runtime::Shell | Runtime::Container => {
             if !req.input_json.is_empty() {
@@ -346,6 +381,7 @@ async fn start_runtime(
                 cwd: cwd.runtime_path(),
                 env,
                 stdin: req.stdin,
+                stdin_stream: stdin_chunks.take(),
                 timeout,
                 max_output_bytes,
                 memory_limit_bytes: memory,
@@ -357,6 +393,10 @@ async fn start_runtime(
                 cwd: cwd.runtime_path(),
                 env,
                 stdin: req.stdin,
+                stdin_stream: stdin_chunks
+                    .take()
+                    .map(agentcomputer_shell::StdinStream::new)
+                    .unwrap_or_default(),
                 timeout,
                 max_output_bytes,
                 egress,
@@ -397,6 +437,16 @@ async fn start_runtime(
     let registry = registry.clone();
     let (tx, rx) = mpsc::channel(EVENT_BUFFER);
     let cancel = lease.cancel_token();
+    if let Some((_, failed)) = &stdin_failure {
+        // A failed input stream stops the run.
+        let (failed, cancel) = (failed.clone(), cancel.clone());
+        tokio::spawn(async move {
+            tokio::select! {
+                () = failed.cancelled() => cancel.cancel(),
+                () = cancel.cancelled() => {}
+            }
+        });
+    }
     tokio::spawn(async move {
         let computer = lease.name().to_string();
         let started = Instant::now();
@@ -443,6 +493,27 @@ async fn start_runtime(
             },
         };
         program.set_memory(permit.memory());
+        // JavaScript reads its input whole: gathered now, within the budget.
+        if let (Program::JavaScript(js, _), Some(chunks)) = (&mut program, stdin_chunks.take())
+            && let Err(why) =
+                gather_stdin(&mut js.stdin, chunks, permit.memory(), timeout, &cancel).await
+        {
+            observer.exec_finished(runtime_name, ExecOutcome::Error, started.elapsed());
+            let exit = pb::ExecExit {
+                code: agentcomputer_js::EXIT_FAILURE,
+                error: why,
+                result_json: "null".into(),
+                duration_ms: started.elapsed().as_millis() as u64,
+                backup_position: 0,
+            };
+            let _ = tx
+                .send(Ok(pb::ExecEvent {
+                    event: Some(Event::Exit(exit)),
+                }))
+                .await;
+            drop((permit, lease));
+            return;
+        }
         let run = program.start(
             lease.fs().clone(),
             cancel.clone(),
@@ -453,6 +524,13 @@ async fn start_runtime(
             // The runtime only knows it was cancelled; say by what.
             finished.error = Some(format!(
                 "computer {computer} was deleted while the run was going; the run was stopped and its files are gone"
+            ));
+        }
+        if let Some((failure, _)) = &stdin_failure
+            && let Some(why) = failure.lock().clone()
+        {
+            finished.error = Some(format!(
+                "the exec's standard input failed ({why}); the run was stopped"
             ));
         }
         if let Some(why) = lease.writer_lost() {
@@ -508,6 +586,101 @@ async fn start_runtime(
         drop((permit, lease));
     });
     Ok(ReceiverStream::new(rx))
+}
+
+/// Chunks of an ExecStream's input buffered ahead of the program (each up
+/// to 1 MiB, [`agentcomputer_proto::CHUNK_BYTES`]); past them the caller's
+/// stream is not read, and HTTP/2 flow control holds the caller back.
+const STDIN_BUFFER: usize = 4;
+
+/// A bounded channel for an ExecStream's input: its sender, and the
+/// [`StreamedStdin`] the run reads.
+pub fn stdin_channel() -> (mpsc::Sender<Vec<u8>>, StreamedStdin) {
+    let (tx, rx) = mpsc::channel(STDIN_BUFFER);
+    let input = StreamedStdin {
+        chunks: rx,
+        failure: Arc::default(),
+        failed: tokio_util::sync::CancellationToken::new(),
+    };
+    (tx, input)
+}
+
+/// Copies the `stdin` chunks of an ExecStream call into `chunks` until
+/// `stdin_end`, the caller's half-close, or the program no longer reading
+/// (the run ended). A failed stream, or a second `start`, records why in
+/// `failure` and cancels `failed`, which stops the run.
+pub async fn forward_stdin(
+    mut input: tonic::Streaming<pb::ExecStreamRequest>,
+    chunks: mpsc::Sender<Vec<u8>>,
+    failure: Arc<parking_lot::Mutex<Option<String>>>,
+    failed: tokio_util::sync::CancellationToken,
+) {
+    use pb::exec_stream_request::Msg;
+    loop {
+        let message = tokio::select! {
+            message = input.message() => message,
+            // The run is over: nothing reads its input any more.
+            () = chunks.closed() => return,
+        };
+        let why = match message {
+            Ok(Some(pb::ExecStreamRequest {
+                msg: Some(Msg::Stdin(data)),
+            })) => {
+                if data.is_empty() {
+                    continue;
+                }
+                if chunks.send(data).await.is_err() {
+                    return;
+                }
+                continue;
+            }
+            Ok(Some(pb::ExecStreamRequest {
+                msg: Some(Msg::StdinEnd(_)),
+            }))
+            | Ok(None) => return,
+            Ok(Some(pb::ExecStreamRequest {
+                msg: Some(Msg::Start(_)),
+            })) => "a second `start` message".to_string(),
+            Ok(Some(pb::ExecStreamRequest { msg: None })) => "an empty message".to_string(),
+            Err(status) => status.message().to_string(),
+        };
+        *failure.lock() = Some(why);
+        failed.cancel();
+        return;
+    }
+}
+
+/// Appends what `chunks` brings to `stdin`, up to `limit` bytes in all.
+/// Errors: more input than that, the timeout passing, or `cancel`.
+async fn gather_stdin(
+    stdin: &mut Vec<u8>,
+    mut chunks: mpsc::Receiver<Vec<u8>>,
+    limit: u64,
+    timeout: Duration,
+    cancel: &tokio_util::sync::CancellationToken,
+) -> Result<(), String> {
+    let deadline = tokio::time::sleep(timeout);
+    tokio::pin!(deadline);
+    loop {
+        let chunk = tokio::select! {
+            chunk = chunks.recv() => chunk,
+            () = &mut deadline => return Err(format!(
+                "javascript: the standard input did not end within the run's timeout ({} ms)",
+                timeout.as_millis()
+            )),
+            () = cancel.cancelled() => return Err("javascript: the run was cancelled while its standard input arrived".into()),
+        };
+        let Some(chunk) = chunk else {
+            return Ok(());
+        };
+        if (stdin.len() + chunk.len()) as u64 > limit {
+            return Err(format!(
+                "javascript: the standard input is more than the run's memory budget, {limit} bytes ({}); a module reads its input whole: copy large data to the computer first (put) and read the file",
+                agentcomputer_runtime_contract::human_bytes(limit)
+            ));
+        }
+        stdin.extend_from_slice(&chunk);
+    }
 }
 
 /// Waits for `containers` to take a run of `computer`, forwarding its

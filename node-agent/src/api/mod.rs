@@ -5,6 +5,7 @@
 //! computer for their whole duration and run engine work on the blocking
 //! thread pool.
 
+mod archive;
 mod backup;
 mod computers;
 pub(crate) mod container_runtime;
@@ -190,7 +191,8 @@ names_computer!(computer: pb::MountRequest, pb::UnmountRequest, pb::StatRequest,
     pb::ReadRequest, pb::MkdirRequest, pb::ReadDirRequest, pb::RemoveRequest,
     pb::RenameRequest, pb::SymlinkRequest, pb::ReadlinkRequest, pb::ChmodRequest,
     pb::GlobRequest, pb::GrepRequest, pb::StatfsRequest, pb::ExecRequest,
-    pb::BackupRequest, pb::ShareRequest, pb::SyncRequest, pb::VerifyBackupRequest);
+    pb::BackupRequest, pb::ShareRequest, pb::SyncRequest, pb::VerifyBackupRequest,
+    pb::ExportRequest);
 
 #[tonic::async_trait]
 impl AgentComputer for Service {
@@ -446,5 +448,78 @@ impl AgentComputer for Service {
         )
         .await
         .map(Response::new)
+    }
+
+    type ExportStream = archive::ExportStream;
+
+    async fn export(
+        &self,
+        req: Request<pb::ExportRequest>,
+    ) -> Result<Response<Self::ExportStream>, Status> {
+        let client = streams::client_of(&req);
+        let req = self.authorized(req)?;
+        let permit = self.streams.admit(&client, &req.computer)?;
+        let lease = self.registry.acquire(&req.computer).await?;
+        let idle = self.streams.limits().idle_timeout;
+        archive::export(lease, permit, req, idle)
+            .await
+            .map(Response::new)
+    }
+
+    async fn import(
+        &self,
+        req: Request<Streaming<pb::ImportRequest>>,
+    ) -> Result<Response<pb::ImportResponse>, Status> {
+        let caller = self.caller(&req);
+        let client = streams::client_of(&req);
+        let check = |requested: &str| self.observed(caller.computer(requested));
+        archive::import(
+            &self.registry,
+            check,
+            &self.streams,
+            &client,
+            req.into_inner(),
+        )
+        .await
+        .map(Response::new)
+    }
+
+    type ExecStreamStream = exec::ExecStream;
+
+    async fn exec_stream(
+        &self,
+        req: Request<Streaming<pb::ExecStreamRequest>>,
+    ) -> Result<Response<Self::ExecStreamStream>, Status> {
+        let caller = self.caller(&req);
+        let mut input = req.into_inner();
+        let idle = self.streams.limits().idle_timeout;
+        let first = match tokio::time::timeout(idle, input.message()).await {
+            Ok(first) => first?,
+            Err(_) => return Err(streams::idle_error("exec", idle)),
+        };
+        let Some(pb::ExecStreamRequest {
+            msg: Some(pb::exec_stream_request::Msg::Start(mut start)),
+        }) = first
+        else {
+            return Err(crate::errors::errno_detail(
+                nix::errno::Errno::EINVAL,
+                "the first ExecStream message must be `start`",
+            ));
+        };
+        start.computer = self.observed(caller.computer(&start.computer))?;
+        let (chunks, stdin) = exec::stdin_channel();
+        let failure = stdin.failure.clone();
+        let failed = stdin.failed.clone();
+        let events = exec::start_with_input(
+            &self.registry,
+            &self.containers,
+            &self.admission,
+            start,
+            Some(stdin),
+            self.observer.clone(),
+        )
+        .await?;
+        tokio::spawn(exec::forward_stdin(input, chunks, failure, failed));
+        Ok(Response::new(events))
     }
 }

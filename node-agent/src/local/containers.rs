@@ -244,6 +244,7 @@ impl Containers {
             cwd: run.cwd,
             env,
             stdin: run.stdin,
+            stdin_stream: run.stdin_stream,
             timeout: run.timeout,
             max_output_bytes: run.max_output_bytes,
             network,

@@ -125,8 +125,14 @@ def test_async_exec(agent: Agent) -> None:
                 except Exception as e:  # noqa: BLE001 - the failure under test
                     raise AssertionError(f"cancel() raised {e!r}") from e
                 assert [type(e).__name__ for e in seen] == ["ExecStdout"] and stream.exit is None
+                # Past one message, stdin is streamed (ExecStream).
+                big = b"x" * (5 * 1024 * 1024)
+                r = await comp.exec("wc -c", stdin=big)
+                assert r.stdout.strip() == str(len(big))
+                r = await comp.exec("wc -c", stdin=iter([b"ab", b"c"]))
+                assert r.stdout.strip() == "3"
                 with pytest.raises(ValueError, match="E2BIG"):
-                    await comp.exec("wc -c", stdin=b"x" * (4 * 1024 * 1024))
+                    await comp.exec("true", env={"BIG": "y" * (4 * 1024 * 1024)})
                 for bad in (0, -5, 604_801):
                     with pytest.raises(ValueError, match="1 to 604800"):
                         await comp.share("notes.txt", expires_in=bad)

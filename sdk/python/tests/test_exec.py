@@ -127,16 +127,39 @@ def test_stream_cancel_inside_the_loop_ends_it(computer: agentcomputer.Computer)
 
 
 def test_request_over_the_message_limit(computer: agentcomputer.Computer) -> None:
-    big = b"x" * (4 * 1024 * 1024)
     with pytest.raises(ValueError) as e:
-        computer.exec("wc -c", stdin=big)
+        computer.exec_stream("true", env={"BIG": "y" * (4 * 1024 * 1024)})
     message = str(e.value)
     assert message.startswith("E2BIG:") and "4194304" in message and "file" in message
-    with pytest.raises(ValueError, match="E2BIG"):
-        computer.exec_stream("true", env={"BIG": "y" * (4 * 1024 * 1024)})
-    # Just under the limit goes through whole.
+    # Just under the limit goes through whole; past it, stdin is streamed.
     fits = b"z" * (4 * 1024 * 1024 - 1024)
     assert computer.exec("wc -c", stdin=fits).stdout.strip() == str(len(fits))
+    big = b"x" * (6 * 1024 * 1024)
+    assert computer.exec("wc -c", stdin=big).stdout.strip() == str(len(big))
+
+
+def test_stdin_from_a_file_or_an_iterable_is_streamed(computer: agentcomputer.Computer, tmp_path) -> None:
+    import hashlib
+
+    data = os.urandom(12 * 1024 * 1024)
+    local = tmp_path / "in.bin"
+    local.write_bytes(data)
+    with open(local, "rb") as f:
+        r = computer.exec("cat > copy.bin", stdin=f, check=True)
+    assert r.exit_code == 0
+    assert computer.read_bytes("copy.bin") == data
+
+    pieces = (data[i : i + 100_000] for i in range(0, len(data), 100_000))
+    r = computer.exec("sha256sum", stdin=pieces, check=True)
+    assert r.stdout.split()[0] == hashlib.sha256(data).hexdigest()
+
+    # JavaScript gets its input whole.
+    r = computer.exec(
+        "export default () => require('fs').readFileSync(0).length",
+        runtime="javascript",
+        stdin=iter([b"ab", b"cde"]),
+    )
+    assert r.result == 5
 
 
 def test_javascript(computer: agentcomputer.Computer) -> None:

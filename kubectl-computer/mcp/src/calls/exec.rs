@@ -72,3 +72,35 @@ pub fn check_size(req: &pb::ExecRequest, instead: &str) -> Result<()> {
     }
     Ok(())
 }
+
+/// Whether `req` fits in one Exec message with its `stdin`; when it does
+/// not, [`stream_messages`] sends the same run through ExecStream.
+pub fn fits(req: &pb::ExecRequest) -> bool {
+    use prost::Message;
+    req.encoded_len() <= agentcomputer_proto::MAX_MESSAGE_BYTES
+}
+
+/// The ExecStream messages of `req`: the request without its stdin, the
+/// stdin in chunks of [`agentcomputer_proto::CHUNK_BYTES`], then the end.
+/// Errors: the request is too large even without its stdin (`E2BIG`, see
+/// [`check_size`]).
+pub fn stream_messages(
+    mut req: pb::ExecRequest,
+    instead: &str,
+) -> Result<Vec<pb::ExecStreamRequest>> {
+    use pb::exec_stream_request::Msg;
+    let stdin = std::mem::take(&mut req.stdin);
+    check_size(&req, instead)?;
+    let mut messages = vec![pb::ExecStreamRequest {
+        msg: Some(Msg::Start(req)),
+    }];
+    for chunk in stdin.chunks(agentcomputer_proto::CHUNK_BYTES) {
+        messages.push(pb::ExecStreamRequest {
+            msg: Some(Msg::Stdin(chunk.to_vec())),
+        });
+    }
+    messages.push(pb::ExecStreamRequest {
+        msg: Some(Msg::StdinEnd(pb::StdinEnd {})),
+    });
+    Ok(messages)
+}

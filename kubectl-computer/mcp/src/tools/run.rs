@@ -12,7 +12,7 @@ use super::super::text::Capped;
 use super::params::ExecParams;
 use super::result::{invalid, success};
 use super::router::{Tools, names};
-use crate::calls::exec::{ExecArgs, check_size, request};
+use crate::calls::exec::{ExecArgs, request};
 use crate::error::Error;
 
 /// `exec`'s default runtime: the shell runtime when it has every command
@@ -87,15 +87,28 @@ impl Tools {
             sync: false,
         };
         let req = request(args, p.stdin.into_bytes());
-        check_size(
-            &req,
-            "write the data to a file with the write tool first and redirect it (`prog < FILE`)",
-        )?;
+        let instead =
+            "write the data to a file with the write tool first and redirect it (`prog < FILE`)";
+        // A stdin past one message goes up in chunks (ExecStream).
+        let (req, streamed) = if crate::calls::exec::fits(&req) {
+            (Some(req), None)
+        } else {
+            (
+                None,
+                Some(crate::calls::exec::stream_messages(req, instead)?),
+            )
+        };
         let mut client = self.agent.client();
         let mut stdout = Capped::new(cap);
         let mut stderr = Capped::new(cap);
         let collect = async {
-            let mut stream = client.exec(req).await?.into_inner();
+            let mut stream = match (req, streamed) {
+                (Some(req), _) => client.exec(req).await?.into_inner(),
+                (None, messages) => client
+                    .exec_stream(tokio_stream::iter(messages.unwrap_or_default()))
+                    .await?
+                    .into_inner(),
+            };
             while let Some(event) = stream.message().await? {
                 match event.event {
                     Some(Event::Stdout(b)) => stdout.push(&b),

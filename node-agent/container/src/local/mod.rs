@@ -400,17 +400,18 @@ enum Stop {
 impl Backend for LocalSandbox {
     async fn run(
         &self,
-        spec: RunSpec,
+        mut spec: RunSpec,
         out: mpsc::Sender<OutputChunk>,
         cancel: CancellationToken,
     ) -> Outcome {
+        let stream = spec.stdin_stream.take();
         let id = format!(
             "{}-{}",
             std::process::id(),
             self.runs.fetch_add(1, Ordering::Relaxed)
         );
         let cgroup = Cgroup::create(&id, &spec.limits);
-        let outcome = self.run_in(&spec, &cgroup, &out, &cancel).await;
+        let outcome = self.run_in(&spec, stream, &cgroup, &out, &cancel).await;
         let computer = spec.computer.clone();
         // The namespace descriptor stays open until the child has joined it.
         drop(spec);
@@ -440,6 +441,7 @@ impl LocalSandbox {
     async fn run_in(
         &self,
         spec: &RunSpec,
+        mut stream: Option<mpsc::Receiver<Vec<u8>>>,
         cgroup: &Cgroup,
         out: &mpsc::Sender<OutputChunk>,
         cancel: &CancellationToken,
@@ -465,9 +467,19 @@ impl LocalSandbox {
             .map(|s| tokio::spawn(forward(s, false, budget.clone(), out.clone())));
         if let Some(mut stdin) = child.stdin.take() {
             let bytes = spec.stdin.clone();
+            let rest = stream.take();
             // A script that never reads its stdin must not block the run.
             tokio::spawn(async move {
-                let _ = stdin.write_all(&bytes).await;
+                if stdin.write_all(&bytes).await.is_err() {
+                    return;
+                }
+                if let Some(mut rest) = rest {
+                    while let Some(chunk) = rest.recv().await {
+                        if stdin.write_all(&chunk).await.is_err() {
+                            return;
+                        }
+                    }
+                }
             });
         }
         let waited = tokio::select! {

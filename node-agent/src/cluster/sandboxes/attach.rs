@@ -39,11 +39,13 @@ impl Sandboxes {
     fn attach(
         self: &Arc<Self>,
         uid: String,
+        protocol: u32,
         mut inbound: Streaming<pb::RunnerEvent>,
     ) -> CommandStream {
         let (tx, rx) = mpsc::channel(COMMAND_BUFFER);
         let runner = Arc::new(Runner {
             id: self.next_id.fetch_add(1, Ordering::Relaxed),
+            protocol,
             commands: tx,
             runs: Mutex::default(),
             closed: CancellationToken::new(),
@@ -99,6 +101,7 @@ impl Sandboxes {
         let run_id = match &event {
             Event::Output(o) => o.run_id,
             Event::Exit(e) => e.run_id,
+            Event::StdinAck(a) => a.run_id,
             Event::Hello(_) => return,
         };
         let to = runner.runs().get(&run_id).cloned();
@@ -158,7 +161,8 @@ impl SandboxRunner for AttachService {
             return Err(refused);
         }
         info!(computer = %uid, version = %hello.version, protocol = hello.protocol, "sandbox runner hello");
-        Ok(Response::new(self.0.attach(uid, inbound)))
+        let protocol = agentcomputer_proto::runner_protocol(&hello);
+        Ok(Response::new(self.0.attach(uid, protocol, inbound)))
     }
 }
 

@@ -80,6 +80,8 @@ pub struct Sandboxes {
 struct Runner {
     /// Distinguishes this attachment from a later one of the same computer.
     id: u64,
+    /// The attach protocol revision it speaks (`RunnerHello.protocol`).
+    protocol: u32,
     commands: mpsc::Sender<Result<pb::RunnerCommand, Status>>,
     /// Runs started on this stream: run id → where their events go.
     runs: Mutex<HashMap<u64, mpsc::Sender<Event>>>,

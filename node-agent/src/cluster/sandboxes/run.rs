@@ -20,6 +20,37 @@ const RUN_BUFFER: usize = 64;
 /// Exit status of a run whose runner went away (the runner killed it).
 const EXIT_RUNNER_LOST: i32 = EXIT_START_FAILED;
 
+/// Most bytes of standard input a run on a runner of attach protocol
+/// revision 1 takes: one RunnerStart message, with room for the script and
+/// its environment.
+const RUNNER_STDIN_BYTES: usize = agentcomputer_proto::MAX_MESSAGE_BYTES - 64 * 1024;
+
+/// `first` and then everything `rest` brings, up to `limit` bytes. Errors:
+/// more input than that, or `cancel` firing first.
+async fn gather(
+    first: Vec<u8>,
+    mut rest: mpsc::Receiver<Vec<u8>>,
+    limit: usize,
+    cancel: &CancellationToken,
+) -> Result<Vec<u8>, String> {
+    let mut all = first;
+    loop {
+        let chunk = tokio::select! {
+            chunk = rest.recv() => chunk,
+            () = cancel.cancelled() => return Err("container: the run was cancelled while its standard input arrived".into()),
+        };
+        let Some(chunk) = chunk else {
+            return Ok(all);
+        };
+        if all.len() + chunk.len() > limit {
+            return Err(format!(
+                "container: the standard input is more than the {limit} bytes this sandbox pod's runner (attach protocol 1) can take; copy large data to the computer first (put) and read it from the file, or restart the sandbox pod with a newer runner image"
+            ));
+        }
+        all.extend_from_slice(&chunk);
+    }
+}
+
 /// What a run waits for next.
 enum Step {
     /// An event of the runner (`None`: the runner is gone).
@@ -28,6 +59,23 @@ enum Step {
     Stop,
     /// Time to renew the computer's last activity.
     Renew,
+    /// The next chunk of streamed stdin (`None`: its end).
+    Stdin(Option<Vec<u8>>),
+}
+
+/// Most bytes of streamed stdin sent to a runner and not yet acknowledged,
+/// per run: the runner holds at most this much for a script that reads
+/// slowly.
+const RUNNER_STDIN_WINDOW: u64 = 4 * 1024 * 1024;
+
+/// The next chunk of `input` (`None` at its end); pending forever without
+/// one, so a `select!` branch guarded by `input.is_some()` is never polled
+/// then.
+async fn next_chunk(input: &mut Option<mpsc::Receiver<Vec<u8>>>) -> Option<Vec<u8>> {
+    match input {
+        Some(rx) => rx.recv().await,
+        None => std::future::pending().await,
+    }
 }
 
 impl Sandboxes {
@@ -49,6 +97,27 @@ impl Sandboxes {
         let Some(runner) = self.runner(&run.computer) else {
             return lost(self.not_connected(&run.computer));
         };
+        let mut run = run;
+        // A runner of revision 2 takes the input as it comes; an older one
+        // in its one RunnerStart.
+        let mut streamed = run.stdin_stream.take();
+        if runner.protocol < 2
+            && let Some(rest) = streamed.take()
+        {
+            // One RunnerStart carries the whole input to the runner.
+            match gather(run.stdin, rest, RUNNER_STDIN_BYTES, &cancel).await {
+                Ok(all) => run.stdin = all,
+                Err(why) => {
+                    let _ = out
+                        .send(OutputChunk::Stderr(format!("{why}\n").into_bytes()))
+                        .await;
+                    return Outcome {
+                        exit_code: EXIT_START_FAILED,
+                        error: Some(why),
+                    };
+                }
+            }
+        }
         let run_id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let (tx, mut events) = mpsc::channel(RUN_BUFFER);
         runner.runs().insert(run_id, tx);
@@ -60,6 +129,7 @@ impl Sandboxes {
             stdin: run.stdin,
             timeout_ms: u64::try_from(run.timeout.as_millis()).unwrap_or(u64::MAX),
             max_output_bytes: run.max_output_bytes,
+            stdin_stream: streamed.is_some(),
         };
         let sent = runner
             .commands
@@ -73,16 +143,36 @@ impl Sandboxes {
         }
         let mut cancel_sent = false;
         let mut renew = tokio::time::interval(RENEW);
+        // Streamed stdin: bytes sent down and acknowledged by the runner.
+        let (mut sent, mut acked) = (0u64, 0u64);
         let outcome = loop {
             let stop = !cancel_sent;
+            let room = streamed.is_some() && !cancel_sent && sent - acked < RUNNER_STDIN_WINDOW;
             let step = tokio::select! {
                 biased;
                 event = events.recv() => Step::Event(event),
                 () = cancel.cancelled(), if stop => Step::Stop,
                 () = out.closed(), if stop => Step::Stop,
+                chunk = next_chunk(&mut streamed), if room => Step::Stdin(chunk),
                 _ = renew.tick() => Step::Renew,
             };
             match step {
+                Step::Stdin(chunk) => {
+                    let end = chunk.is_none();
+                    if end {
+                        streamed = None;
+                    }
+                    let data = chunk.unwrap_or_default();
+                    sent += data.len() as u64;
+                    let stdin = pb::RunnerStdin { run_id, data, end };
+                    let _ = runner
+                        .commands
+                        .send(Ok(pb::RunnerCommand {
+                            command: Some(pb::runner_command::Command::Stdin(stdin)),
+                        }))
+                        .await;
+                }
+                Step::Event(Some(Event::StdinAck(a))) => acked = a.bytes.min(sent),
                 // The pod must not count as idle while it runs a script.
                 Step::Renew => {
                     self.activity.record(&run.computer);

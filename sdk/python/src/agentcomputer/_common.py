@@ -117,6 +117,63 @@ def runtime_value(runtime: str) -> pb.Runtime:
         raise ValueError(f"unknown runtime {runtime!r}: expected shell, javascript, container or auto") from None
 
 
+#: Standard input of an exec: bytes or text (UTF-8), a binary file object
+#: (read piece by piece as the run takes it), or an iterable of bytes.
+Stdin = Union[bytes, bytearray, memoryview, str, io.BufferedIOBase, io.RawIOBase, Iterable[bytes], None]
+
+
+def exec_call(
+    computer: str,
+    script: str,
+    *,
+    runtime: str,
+    cwd: str,
+    env: Optional[Mapping[str, str]],
+    stdin: Stdin,
+    timeout: Optional[float],
+    max_output_bytes: int,
+    input: Any,
+    memory_limit_bytes: int,
+) -> "tuple[pb.ExecRequest, Optional[Iterator[bytes]]]":
+    """The ExecRequest of a run and, when its stdin goes up as a stream
+    (ExecStream), the stdin's pieces; ``None`` when the request carries its
+    stdin itself (Exec). Bytes and text that fit in one message with the
+    rest of the request go whole; larger ones, file objects and iterables
+    are streamed in pieces of :data:`CHUNK_BYTES`, read only as the run
+    takes them. Raises ``ValueError`` as :func:`exec_request` does; the
+    ``E2BIG`` limit then applies to the request without its stdin."""
+    whole = stdin is None or isinstance(stdin, (bytes, bytearray, memoryview, str))
+    req = exec_request(
+        computer,
+        script,
+        runtime=runtime,
+        cwd=cwd,
+        env=env,
+        stdin=None,
+        timeout=timeout,
+        max_output_bytes=max_output_bytes,
+        input=input,
+        memory_limit_bytes=memory_limit_bytes,
+    )
+    if whole:
+        data = stdin.encode() if isinstance(stdin, str) else bytes(stdin or b"")
+        if req.ByteSize() + len(data) + 16 <= MAX_MESSAGE_BYTES:
+            req.stdin = data
+            return req, None
+        return req, chunks_of(data)
+    return req, chunks_of(stdin)  # type: ignore[arg-type]
+
+
+def exec_stream_messages(req: pb.ExecRequest, stdin: Iterable[bytes]) -> Iterator[pb.ExecStreamRequest]:
+    """The messages of an ExecStream call: the request, the stdin's pieces,
+    then the end of input."""
+    yield pb.ExecStreamRequest(start=req)
+    for piece in stdin:
+        if piece:
+            yield pb.ExecStreamRequest(stdin=piece)
+    yield pb.ExecStreamRequest(stdin_end=pb.StdinEnd())
+
+
 def exec_request(
     computer: str,
     script: str,

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import os
 import time
-from typing import Any, AsyncGenerator, AsyncIterable, AsyncIterator, BinaryIO, Mapping, Optional, Union
+from typing import Any, AsyncGenerator, AsyncIterable, AsyncIterator, BinaryIO, Iterator, Mapping, Optional, Union
 
 import grpc
 import grpc.aio
@@ -174,12 +174,26 @@ class AsyncExecStream:
     :class:`agentcomputer.ExecStream`: no output cap (nothing is gathered),
     a deadline of the run's timeout plus the client's ``exec_grace``."""
 
-    def __init__(self, client: AsyncClient, request: pb.ExecRequest, timeout: Optional[float] = None) -> None:
+    def __init__(
+        self,
+        client: AsyncClient,
+        request: pb.ExecRequest,
+        timeout: Optional[float] = None,
+        stdin: Optional[Iterator[bytes]] = None,
+    ) -> None:
         self._client = client
         self._timeout = timeout
         self._deadline = g.exec_deadline(timeout, client.exec_grace)
         self._started = time.monotonic()
-        self._call = client._stub.Exec(request, metadata=client._md, timeout=self._deadline)
+        if stdin is None:
+            self._call = client._stub.Exec(request, metadata=client._md, timeout=self._deadline)
+        else:
+            # gRPC takes the messages as HTTP/2 flow control lets it send
+            # them: the stdin is read no faster than the run consumes it (a
+            # file object is read on the event loop's thread).
+            self._call = client._stub.ExecStream(
+                c.exec_stream_messages(request, stdin), metadata=client._md, timeout=self._deadline
+            )
         self._cancelled = False
         self.exit: Optional[ExecExit] = None
 
@@ -578,7 +592,7 @@ class AsyncComputer:
         runtime: c.Runtime = "shell",
         cwd: str = "",
         env: Optional[Mapping[str, str]] = None,
-        stdin: Union[bytes, str, None] = None,
+        stdin: c.Stdin = None,
         timeout: Optional[float] = None,
         max_output_bytes: int = 0,
         input: Any = None,
@@ -586,7 +600,7 @@ class AsyncComputer:
     ) -> AsyncExecStream:
         """Starts a run; ``async for`` over the result gives its events (no
         output cap; a deadline of ``timeout`` plus the client's ``exec_grace``)."""
-        req = c.exec_request(
+        req, rest = c.exec_call(
             self.name,
             script,
             runtime=runtime,
@@ -598,7 +612,7 @@ class AsyncComputer:
             input=input,
             memory_limit_bytes=memory_limit_bytes,
         )
-        return AsyncExecStream(self.client, req, timeout)
+        return AsyncExecStream(self.client, req, timeout, rest)
 
     async def exec(
         self,
@@ -607,7 +621,7 @@ class AsyncComputer:
         runtime: c.Runtime = "shell",
         cwd: str = "",
         env: Optional[Mapping[str, str]] = None,
-        stdin: Union[bytes, str, None] = None,
+        stdin: c.Stdin = None,
         timeout: Optional[float] = None,
         max_output_bytes: int = 0,
         input: Any = None,

@@ -238,12 +238,25 @@ class ExecStream:
     when the run was cancelled before it ended.
     """
 
-    def __init__(self, client: Client, request: pb.ExecRequest, timeout: Optional[float] = None) -> None:
+    def __init__(
+        self,
+        client: Client,
+        request: pb.ExecRequest,
+        timeout: Optional[float] = None,
+        stdin: Optional[Iterator[bytes]] = None,
+    ) -> None:
         self._client = client
         self._timeout = timeout
         self._deadline = g.exec_deadline(timeout, client.exec_grace)
         self._started = time.monotonic()
-        self._call = client._stub.Exec(request, metadata=client._md, timeout=self._deadline)
+        if stdin is None:
+            self._call = client._stub.Exec(request, metadata=client._md, timeout=self._deadline)
+        else:
+            # gRPC takes the messages as HTTP/2 flow control lets it send
+            # them: the stdin is read no faster than the run consumes it.
+            self._call = client._stub.ExecStream(
+                c.exec_stream_messages(request, stdin), metadata=client._md, timeout=self._deadline
+            )
         self._cancelled = False
         self.exit: Optional[ExecExit] = None
 
@@ -680,7 +693,7 @@ class Computer:
         runtime: c.Runtime = "shell",
         cwd: str = "",
         env: Optional[Mapping[str, str]] = None,
-        stdin: Union[bytes, str, None] = None,
+        stdin: c.Stdin = None,
         timeout: Optional[float] = None,
         max_output_bytes: int = 0,
         input: Any = None,
@@ -691,7 +704,7 @@ class Computer:
         Nothing is gathered, so no output cap applies on this side; the
         stream's deadline is ``timeout`` (``None``: 1 hour) plus the client's
         ``exec_grace``."""
-        req = c.exec_request(
+        req, rest = c.exec_call(
             self.name,
             script,
             runtime=runtime,
@@ -703,7 +716,7 @@ class Computer:
             input=input,
             memory_limit_bytes=memory_limit_bytes,
         )
-        return ExecStream(self.client, req, timeout)
+        return ExecStream(self.client, req, timeout, rest)
 
     def exec(
         self,
@@ -712,7 +725,7 @@ class Computer:
         runtime: c.Runtime = "shell",
         cwd: str = "",
         env: Optional[Mapping[str, str]] = None,
-        stdin: Union[bytes, str, None] = None,
+        stdin: c.Stdin = None,
         timeout: Optional[float] = None,
         max_output_bytes: int = 0,
         input: Any = None,
@@ -733,7 +746,12 @@ class Computer:
                 and why).
             cwd: working directory (default ``/workspace``).
             env: environment variables to add.
-            stdin: standard input (text is UTF-8).
+            stdin: standard input: bytes or text (UTF-8), a binary file
+                object or an iterable of bytes. Bytes that do not fit in one
+                4 MiB message, file objects and iterables are streamed
+                (ExecStream) in 1 MiB pieces, read only as the run takes
+                them, so their size has no limit (a JavaScript module gets
+                its input whole, within its memory budget).
             timeout: wall-clock limit in seconds (default 60, at most 3600);
                 a run past it is stopped and its :attr:`ExecResult.error` says so.
             max_output_bytes: cap on stdout plus stderr (0: 16 MiB). The

@@ -1,0 +1,371 @@
+//! `put -r` and `get -r`: directory trees in and out of a computer as tar
+//! streams (the node agent's Import and Export). Neither side holds the
+//! archive: it is written and read on blocking threads through bounded
+//! channels of 1 MiB chunks.
+
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+
+use agentcomputer_proto::CHUNK_BYTES;
+use agentcomputer_proto::v1 as pb;
+use tokio::sync::{mpsc, oneshot};
+use tokio_stream::wrappers::ReceiverStream;
+
+use crate::client::Client;
+use crate::error::{CliError, Result, local_io};
+use crate::format::shown;
+
+/// Chunks in flight between the tar thread and the call.
+const AHEAD: usize = 4;
+
+/// The name a copy of `path` gets inside an existing directory: its last
+/// component (`.` and `/` ends ignored).
+fn base_name(path: &str) -> Option<&str> {
+    path.split('/')
+        .rev()
+        .find(|p| !p.is_empty() && *p != ".")
+        .filter(|p| *p != "..")
+}
+
+/// Uploads the local directory `local` as `remote`, as `cp -r` does: into
+/// `remote/NAME` when `remote` is an existing directory, else as `remote`
+/// itself (made, with its parents when `parents`). Symlinks go up as
+/// symlinks; modes and mtimes are kept.
+pub async fn put_tree(
+    client: &mut Client,
+    computer: String,
+    local: &Path,
+    remote: String,
+    parents: bool,
+) -> Result<()> {
+    let meta = std::fs::metadata(local).map_err(|e| local_io("cannot stat", local, e))?;
+    if !meta.is_dir() {
+        return Err(CliError::new(format!(
+            "{} is not a directory (put without -r copies a file)",
+            local.display()
+        )));
+    }
+    let existing = client
+        .stat(pb::StatRequest {
+            computer: computer.clone(),
+            path: remote.clone(),
+            follow_symlinks: true,
+        })
+        .await
+        .ok()
+        .map(|r| r.into_inner());
+    let dest = match existing {
+        Some(info) if info.kind() == pb::FileKind::Directory => {
+            let absolute = std::path::absolute(local).unwrap_or_else(|_| local.to_path_buf());
+            let name = absolute
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .ok_or_else(|| CliError::new(format!("{} has no name", local.display())))?;
+            let dest = match remote.trim_end_matches('/') {
+                "" => name,
+                dir => format!("{dir}/{name}"),
+            };
+            agentcomputer_mcp::calls::files::mkdir(client, computer.clone(), dest.clone(), true)
+                .await?;
+            dest
+        }
+        Some(_) => {
+            return Err(CliError::new(format!(
+                "ENOTDIR: {} exists and is not a directory",
+                shown(&remote)
+            )));
+        }
+        None => {
+            agentcomputer_mcp::calls::files::mkdir(
+                client,
+                computer.clone(),
+                remote.clone(),
+                parents,
+            )
+            .await?;
+            remote
+        }
+    };
+    let (tx, rx) = mpsc::channel::<pb::ImportRequest>(AHEAD);
+    let (fail_tx, fail_rx) = oneshot::channel::<CliError>();
+    let header = pb::ImportHeader {
+        computer,
+        path: dest,
+    };
+    let root = local.to_path_buf();
+    let writer = tokio::task::spawn_blocking(move || {
+        use pb::import_request::Msg;
+        if tx
+            .blocking_send(pb::ImportRequest {
+                msg: Some(Msg::Header(header)),
+            })
+            .is_err()
+        {
+            return;
+        }
+        let sink = ImportSink {
+            tx: tx.clone(),
+            buf: Vec::with_capacity(CHUNK_BYTES),
+        };
+        let mut builder = tar::Builder::new(sink);
+        builder.follow_symlinks(false);
+        builder.mode(tar::HeaderMode::Complete);
+        let written = builder
+            .append_dir_all(".", &root)
+            .and_then(|()| builder.into_inner())
+            .and_then(|mut sink| sink.flush());
+        match written {
+            Ok(()) => {
+                let _ = tx.blocking_send(pb::ImportRequest {
+                    msg: Some(Msg::End(pb::ImportEnd {})),
+                });
+            }
+            // The call ended first: its answer says why.
+            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {}
+            // Without its end message the agent stops unpacking.
+            Err(e) => {
+                let _ = fail_tx.send(local_io("cannot read", &root, e));
+            }
+        }
+    });
+    let result = tokio::select! {
+        biased;
+        Ok(e) = fail_rx => Err(e),
+        r = client.import(ReceiverStream::new(rx)) => r.map(|_| ()).map_err(CliError::from),
+    };
+    writer.abort();
+    result
+}
+
+/// The tar stream as Import data messages of [`CHUNK_BYTES`].
+struct ImportSink {
+    tx: mpsc::Sender<pb::ImportRequest>,
+    buf: Vec<u8>,
+}
+
+impl ImportSink {
+    fn send(&mut self) -> std::io::Result<()> {
+        if self.buf.is_empty() {
+            return Ok(());
+        }
+        let data = std::mem::replace(&mut self.buf, Vec::with_capacity(CHUNK_BYTES));
+        self.tx
+            .blocking_send(pb::ImportRequest {
+                msg: Some(pb::import_request::Msg::Data(data)),
+            })
+            .map_err(|_| std::io::ErrorKind::BrokenPipe.into())
+    }
+}
+
+impl Write for ImportSink {
+    fn write(&mut self, data: &[u8]) -> std::io::Result<usize> {
+        let n = data.len().min(CHUNK_BYTES - self.buf.len());
+        self.buf.extend_from_slice(&data[..n]);
+        if self.buf.len() == CHUNK_BYTES {
+            self.send()?;
+        }
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.send()
+    }
+}
+
+/// Downloads the remote directory `remote` as `local`, as `cp -r` does:
+/// into `local/NAME` when `local` is an existing directory, else as
+/// `local` itself. Symlinks come down as symlinks and are never followed
+/// while unpacking; no entry lands outside the target (the archive comes
+/// from the computer, whose tenant chose its names); devices and FIFOs are
+/// refused. Modes and mtimes are kept.
+pub async fn get_tree(
+    client: &mut Client,
+    computer: String,
+    remote: String,
+    local: &Path,
+) -> Result<()> {
+    let info = client
+        .stat(pb::StatRequest {
+            computer: computer.clone(),
+            path: remote.clone(),
+            follow_symlinks: true,
+        })
+        .await?
+        .into_inner();
+    if info.kind() != pb::FileKind::Directory {
+        return Err(CliError::new(format!(
+            "ENOTDIR: {} is not a directory (get without -r copies a file)",
+            shown(&remote)
+        )));
+    }
+    let target: PathBuf = if local.is_dir() {
+        let name = base_name(&remote).unwrap_or("workspace");
+        local.join(name)
+    } else {
+        local.to_path_buf()
+    };
+    std::fs::create_dir_all(&target).map_err(|e| local_io("cannot create", &target, e))?;
+    let mut stream = client
+        .export(pb::ExportRequest {
+            computer,
+            path: remote,
+        })
+        .await?
+        .into_inner();
+    let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<u8>>(AHEAD);
+    let dest = target.clone();
+    let unpack = tokio::task::spawn_blocking(move || {
+        unpack_local(
+            ChunkReader {
+                rx,
+                chunk: Vec::new(),
+                at: 0,
+            },
+            &dest,
+        )
+    });
+    let fed: Result<()> = async {
+        while let Some(chunk) = stream.message().await? {
+            let tx = tx.clone();
+            let sent = tokio::task::spawn_blocking(move || tx.send(chunk.data).is_ok())
+                .await
+                .unwrap_or(false);
+            if !sent {
+                break;
+            }
+        }
+        Ok(())
+    }
+    .await;
+    drop(tx);
+    let unpacked = unpack
+        .await
+        .map_err(|e| CliError::new(format!("unpacking stopped: {e}")))?;
+    fed?;
+    unpacked
+}
+
+/// Unpacks `archive` under `dest`, refusing devices, FIFOs and any entry
+/// the tar reader would place outside `dest`; directories get their mtimes
+/// once everything under them is written.
+fn unpack_local(archive: impl Read, dest: &Path) -> Result<()> {
+    let mut archive = tar::Archive::new(archive);
+    archive.set_preserve_permissions(true);
+    archive.set_preserve_mtime(true);
+    archive.set_overwrite(true);
+    let bad = |e: std::io::Error| CliError::new(format!("bad tar stream from the node agent: {e}"));
+    let mut dirs = Vec::new();
+    for entry in archive.entries().map_err(bad)? {
+        let mut entry = entry.map_err(bad)?;
+        let name = String::from_utf8_lossy(&entry.path_bytes()).into_owned();
+        let kind = entry.header().entry_type();
+        if matches!(
+            kind,
+            tar::EntryType::Char | tar::EntryType::Block | tar::EntryType::Fifo
+        ) {
+            return Err(CliError::new(format!(
+                "refused archive entry {}: devices and FIFOs are not unpacked",
+                shown(&name)
+            )));
+        }
+        let placed = entry
+            .unpack_in(dest)
+            .map_err(|e| CliError::new(format!("cannot unpack {}: {e}", shown(&name))))?;
+        if !placed {
+            return Err(CliError::new(format!(
+                "refused archive entry {}: it would land outside {}",
+                shown(&name),
+                dest.display()
+            )));
+        }
+        if kind == tar::EntryType::Directory
+            && let Ok(mtime) = entry.header().mtime()
+        {
+            dirs.push((dest.join(&name), mtime));
+        }
+    }
+    // Writing into a directory changed its mtime: set them last, innermost
+    // first.
+    for (dir, mtime) in dirs.into_iter().rev() {
+        let at = std::time::UNIX_EPOCH + std::time::Duration::from_secs(mtime);
+        if let Ok(f) = std::fs::File::open(&dir) {
+            let _ = f.set_modified(at);
+        }
+    }
+    Ok(())
+}
+
+/// The Export stream, read on the blocking thread.
+struct ChunkReader {
+    rx: std::sync::mpsc::Receiver<Vec<u8>>,
+    chunk: Vec<u8>,
+    at: usize,
+}
+
+impl Read for ChunkReader {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        while self.at == self.chunk.len() {
+            match self.rx.recv() {
+                Ok(chunk) => {
+                    self.chunk = chunk;
+                    self.at = 0;
+                }
+                Err(_) => return Ok(0),
+            }
+        }
+        let n = buf.len().min(self.chunk.len() - self.at);
+        buf[..n].copy_from_slice(&self.chunk[self.at..self.at + n]);
+        self.at += n;
+        Ok(n)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_copy_in_a_directory_is_named_after_the_last_component() {
+        assert_eq!(base_name("src/lib"), Some("lib"));
+        assert_eq!(base_name("src/lib/"), Some("lib"));
+        assert_eq!(base_name("src/."), Some("src"));
+        assert_eq!(base_name(""), None);
+        assert_eq!(base_name("a/.."), None);
+    }
+
+    /// An archive whose entry names `../evil` is refused, and nothing
+    /// lands beside the target.
+    #[test]
+    fn entries_outside_the_target_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let dest = dir.path().join("t");
+        std::fs::create_dir(&dest).unwrap();
+        let mut header = tar::Header::new_gnu();
+        header.set_entry_type(tar::EntryType::Regular);
+        header.set_size(1);
+        header.set_mode(0o644);
+        header.as_gnu_mut().unwrap().name[..7].copy_from_slice(b"../evil");
+        header.set_cksum();
+        let mut data = header.as_bytes().to_vec();
+        data.extend_from_slice(&[b'x'; 512]);
+        data.extend_from_slice(&[0; 1024]);
+        assert!(unpack_local(&data[..], &dest).is_err());
+        assert!(!dir.path().join("evil").exists());
+    }
+
+    #[test]
+    fn fifos_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut builder = tar::Builder::new(Vec::new());
+        let mut header = tar::Header::new_gnu();
+        header.set_entry_type(tar::EntryType::Fifo);
+        header.set_size(0);
+        builder
+            .append_data(&mut header, "pipe", std::io::empty())
+            .unwrap();
+        let data = builder.into_inner().unwrap();
+        let err = unpack_local(&data[..], dir.path()).unwrap_err();
+        assert!(err.to_string().contains("FIFOs"), "{err}");
+        assert!(!dir.path().join("pipe").exists());
+    }
+}
