@@ -505,6 +505,8 @@ async fn start_runtime(
                 result_json: "null".into(),
                 duration_ms: started.elapsed().as_millis() as u64,
                 backup_position: 0,
+                runtime: runtime_name.to_string(),
+                runtime_reason: runtime_reason.clone(),
             };
             let _ = tx
                 .send(Ok(pb::ExecEvent {
