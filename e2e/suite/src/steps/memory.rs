@@ -155,8 +155,10 @@ fn huge_budget_refused(cx: &Context) -> Result<String> {
     let refusal = eventually(60, "an exec refused for its 1Ei memory budget", || {
         let out = cx.exec_output("hungry", "shell", "echo ok")?;
         let said = format!("{}{}", out.stderr, out.stdout);
-        Ok((out.code != 0 && said.contains("more than all execs may reserve together"))
-            .then(|| said.trim().to_string()))
+        Ok(
+            (out.code != 0 && said.contains("more than all execs may reserve together"))
+                .then(|| said.trim().to_string()),
+        )
     })?;
     ensure!(
         cx.exec("calm", "shell", "echo ok")? == "ok\n",
