@@ -64,13 +64,16 @@ use crate::error::{CliError, Result};
 /// How the target and the token are chosen, shown by `--help` (the
 /// documentation of [`target`] and docs/cli.md say the same).
 const TARGET_HELP: &str = "\
-Which agent or cluster (first match wins):
-  1. --endpoint URL (or AGENTCOMPUTER_ENDPOINT): that node agent (https:// trusts --ca-cert)
+Which agent or cluster (first match wins; flags beat the environment):
+  1. --endpoint URL: that node agent (https:// trusts --ca-cert)
   2. --local: the node agent on this machine (http://127.0.0.1:7433)
-  3. --kube, --context or -n/--namespace: the cluster of the kubeconfig
-  4. a local agent's token file exists ($AGENTCOMPUTER_DATA_DIR or ~/.local/share/agentcomputer): local
-  5. a kubeconfig exists (KUBECONFIG or ~/.kube/config): the cluster
-  6. otherwise local
+  3. --kube or --context: the cluster of the kubeconfig
+  4. AGENTCOMPUTER_ENDPOINT: that node agent, as 1
+  5. -n/--namespace: the cluster
+  6. a local agent's token file exists ($AGENTCOMPUTER_DATA_DIR or ~/.local/share/agentcomputer): local
+  7. a kubeconfig exists (KUBECONFIG or ~/.kube/config): the cluster
+  8. otherwise local
+-n with an endpoint (1, or 4) is refused: a node agent reached directly has no namespaces.
 
 Token for a direct or local agent (first found wins):
   --token (or AGENTCOMPUTER_TOKEN), the file --token-file (or AGENTCOMPUTER_TOKEN_FILE),
