@@ -12,8 +12,9 @@
 //!   cancelled, 141 output cap);
 //! - [`OutputChunk`]: a piece of a run's output on stdout or stderr, in
 //!   the order the program produced it;
-//! - [`SANDBOX_UID`] / [`SANDBOX_GID`]: the user programs run as and whose
-//!   files they create, in every runtime and in the cluster's sandbox pods;
+//! - [`SANDBOX_UID`] / [`SANDBOX_GID`] / [`SANDBOX_USER`]: the user programs
+//!   run as and whose files they create, and its one name, in every runtime
+//!   and in the cluster's sandbox pods;
 //! - [`human_bytes`] / [`human_quantity`]: how a byte count is shown to
 //!   people, in a runtime's messages and in every other crate's.
 //!
@@ -30,4 +31,4 @@ pub use bytes::{human_bytes, human_quantity};
 pub use exit::{EXIT_CANCELLED, EXIT_OUTPUT_CAP, EXIT_START_FAILED, EXIT_TIMEOUT, Stopped};
 pub use output::OutputChunk;
 pub use runtime::{Runtime, UnknownRuntime};
-pub use sandbox::{SANDBOX_GID, SANDBOX_UID};
+pub use sandbox::{SANDBOX_GID, SANDBOX_UID, SANDBOX_USER};

@@ -22,8 +22,11 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
-/// bashkit's user; `$HOME` is `/home/<user>` in the scratch tree.
-const HOME: &str = "/home/sandbox";
+/// The sandbox user's home, `/home/<user>` in the scratch tree (bashkit
+/// makes it for its user).
+fn home() -> String {
+    format!("/home/{}", agentcomputer_runtime_contract::SANDBOX_USER)
+}
 
 /// Name the shell gives itself in diagnostics (`bash: line 1: ...`).
 const SHELL_NAME: &str = "bash";
@@ -90,7 +93,7 @@ pub(crate) async fn execute(job: Job) -> Finished {
     // Busy execs of one computer share one computer's turns of idle CPU.
     agentcomputer_sched::join_group(job.fs.db_path());
     let engine = EngineFs::new(job.fs.clone()).with_budget(budget.clone());
-    let sandbox = SandboxFs::new(engine.clone(), job.limits.scratch(), HOME).with_stderr(
+    let sandbox = SandboxFs::new(engine.clone(), job.limits.scratch(), &home()).with_stderr(
         stderr::Sink::new(Arc::clone(&job.gate), Arc::clone(&job.stop)),
     );
     let limits = job.limits.execution(job.timeout, job.gate.cap());
@@ -146,7 +149,7 @@ pub(crate) async fn execute(job: Job) -> Finished {
         Bash::builder(),
         &engine,
         &budget,
-        HOME,
+        &home(),
         job.limits.scratch_bytes,
     )
     .fs(Arc::new(sandbox))
