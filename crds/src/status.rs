@@ -101,7 +101,7 @@ impl ComputerPhase {
     ];
 
     /// The phase as it appears in status.phase.
-    pub fn as_str(self) -> &'static str {
+    pub const fn as_str(self) -> &'static str {
         match self {
             ComputerPhase::Pending => "Pending",
             ComputerPhase::Ready => "Ready",

@@ -27,6 +27,10 @@ mod output;
 mod runtime;
 mod sandbox;
 
+/// The longest run any runtime allows (the API's `timeout_ms` cap, the
+/// CLI's `exec --timeout`): one hour.
+pub const MAX_EXEC_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(3600);
+
 pub use bytes::{human_bytes, human_quantity};
 pub use exit::{EXIT_CANCELLED, EXIT_OUTPUT_CAP, EXIT_START_FAILED, EXIT_TIMEOUT, Stopped};
 pub use output::OutputChunk;
