@@ -79,6 +79,14 @@ fn checkpoint_hook(stop: Arc<StopFlag>) -> bashkit::hooks::Interceptor<bashkit::
     })
 }
 
+/// Writes the exec's buffered appends before a command runs.
+fn flush_hook(engine: EngineFs) -> bashkit::hooks::Interceptor<bashkit::hooks::ToolEvent> {
+    Box::new(move |event| {
+        engine.flush_appends_deferred();
+        bashkit::hooks::HookAction::Continue(event)
+    })
+}
+
 /// Runs `job` to completion on the current (exec) thread's runtime.
 pub(crate) async fn execute(job: Job) -> Finished {
     let cwd = resolve_cwd(&job.cwd);
@@ -157,7 +165,11 @@ pub(crate) async fn execute(job: Job) -> Finished {
     .memory_limits(job.limits.memory())
     .session_limits(job.limits.session())
     .cwd(&cwd)
-    .before_tool(checkpoint_hook(Arc::clone(&job.stop)));
+    .before_tool(checkpoint_hook(Arc::clone(&job.stop)))
+    // Buffered appends (engine_fs::appends) reach the engine before every
+    // command, so the next one, and the engine-direct commands, see them
+    // (bashkit's live execution has no hook after a command).
+    .before_tool(flush_hook(engine.clone()));
     let network = builtins::http::Network {
         policy: job.egress,
         max_download_bytes: job.limits.max_download_bytes,
@@ -212,6 +224,27 @@ pub(crate) async fn execute(job: Job) -> Finished {
         .cancel_with(token)
         .options(options)
         .await;
+    // What the script wrote is in the engine before the run is answered,
+    // however it ended; a buffered write that failed is the script's error.
+    engine.flush_appends_deferred();
+    let deferred = engine.deferred_error();
+    if let Some((path, reason)) = &deferred {
+        let shown = format!("{}{}", crate::sandbox_fs::WORKSPACE, path.display());
+        let _ = job
+            .gate
+            .deliver(
+                true,
+                format!("{SHELL_NAME}: {shown}: {reason}\n").into_bytes(),
+            )
+            .await;
+    }
+    let failed = |code: i32| {
+        if deferred.is_some() && code == 0 {
+            1
+        } else {
+            code
+        }
+    };
 
     match result {
         // A long call (a copy, a streaming read) was cut by the deadline
@@ -221,7 +254,7 @@ pub(crate) async fn execute(job: Job) -> Finished {
             stop: Some(Stop::Timeout),
         },
         Ok(done) => Finished {
-            exit_code: done.exit_code,
+            exit_code: failed(done.exit_code),
             stop: None,
         },
         // Stopped after a long call saw the deadline pass (it raised the

@@ -25,6 +25,7 @@ mod wget;
 mod workspace;
 
 pub(crate) use environment::set_startup_variables;
+pub(crate) use workspace::reason as error_reason;
 
 use crate::budget::ExecBudget;
 use crate::engine_fs::EngineFs;
