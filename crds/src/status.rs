@@ -140,6 +140,11 @@ pub struct VolumeStatus {
     /// log; it stays within 1.25 x the quota + 64 MiB after a checkpoint.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub disk_bytes: Option<i64>,
+    /// `diskBytes` for people, as a quantity rounded down to one decimal
+    /// of its largest binary unit (`25Mi`, `1.5Gi`, `512`), reported with
+    /// it by the node agent; the `Disk` printer column shows it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub disk: Option<String>,
 }
 
 /// The computer's continuous backup, as the serving node agent reports it
