@@ -167,6 +167,18 @@ pub struct BackupStatus {
     pub lag_seconds: Option<f64>,
 }
 
+/// Reasons of the `Placed` condition when it is False.
+pub mod placed_reasons {
+    /// No node fits now (the message counts nodes per cause); nodes may
+    /// come, free room or become ready, so the operator keeps trying.
+    pub const NO_ELIGIBLE_NODE: &str = "NoEligibleNode";
+    /// `spec.storage.size` has no byte count: final until the spec changes.
+    pub const INVALID_SIZE: &str = "InvalidSize";
+    /// The reasons that no amount of waiting changes: only a new spec
+    /// does. A client waiting for `Ready` stops at one of them.
+    pub const FINAL: &[&str] = &[INVALID_SIZE];
+}
+
 /// Condition types of [`AgentComputerStatus::conditions`].
 pub mod condition_types {
     /// A node with a ready node agent was chosen.
