@@ -6,9 +6,9 @@
 mod common;
 
 use agentcomputer_fs::{Change, Owner, ROOT_INO};
+use common::Computer;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use common::Computer;
 use std::time::{Duration, Instant};
 
 const BYTES: usize = 50_000_000;
