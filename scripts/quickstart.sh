@@ -5,6 +5,11 @@
 #   DATA_DIR   where computers live   (default: a fresh temporary directory,
 #              removed when the script ends)
 #   LISTEN     the agent's address    (default: 127.0.0.1:7433)
+#   SHARE_LISTEN  where share links are served (default: the agent's,
+#              127.0.0.1:7434, or a free port when that one is taken)
+#   PROXY_LISTEN  the egress proxy's host-side address (default: the
+#              agent's, 127.0.0.1:3128, or a free port when taken)
+# An address given in SHARE_LISTEN or PROXY_LISTEN must be free.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -22,15 +27,21 @@ step() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
 
 # The same command as the README's, so one release build serves both.
 step "building (release)"
-cargo build --release -q -p agentcomputer-node-agent -p kubectl-computer
+echo "The first build compiles every dependency: about 10 minutes on 2 cores (later runs take seconds)."
+echo "cargo's progress follows; it waits for the lock while another build runs in this directory."
+cargo build --release -p agentcomputer-node-agent -p kubectl-computer
 # Where cargo put it: CARGO_TARGET_DIR (relative to here) if set.
 TARGET=${CARGO_TARGET_DIR:-target}
 case $TARGET in /*) ;; *) TARGET=$PWD/$TARGET ;; esac
 BIN=$TARGET/release
 AGENT_PID=
 
+AGENT_ARGS=()
+[ -z "${SHARE_LISTEN:-}" ] || AGENT_ARGS+=(--share-listen "$SHARE_LISTEN")
+[ -z "${PROXY_LISTEN:-}" ] || AGENT_ARGS+=(--proxy-listen "$PROXY_LISTEN")
+
 start_agent() {
-    "$BIN/node-agent" local --data-dir "$DATA_DIR" --listen "$LISTEN" >"$DATA_DIR/agent.log" 2>&1 &
+    "$BIN/node-agent" local --data-dir "$DATA_DIR" --listen "$LISTEN" "${AGENT_ARGS[@]}" >"$DATA_DIR/agent.log" 2>&1 &
     AGENT_PID=$!
     for _ in $(seq 100); do
         "$BIN/kubectl-computer" list >/dev/null 2>&1 && return 0
@@ -58,8 +69,16 @@ kc() {
     "$BIN/kubectl-computer" "$@"
 }
 
+# The address the agent's log gives for one of its listeners ("share links
+# serving addr=..."), or "off".
+served_at() {
+    sed -n "s/.*$1 serving addr=\([^ ]*\).*/\1/p" "$DATA_DIR/agent.log" | tail -1 | grep . || echo off
+}
+
 step "starting node-agent local (data dir $DATA_DIR)"
 start_agent
+echo "API on $LISTEN, share links on $(served_at 'share links'), egress proxy on $(served_at 'egress proxy')"
+grep 'is taken' "$DATA_DIR/agent.log" || true
 
 step "a computer, a few shell scripts and a JavaScript module"
 kc create demo --quota 1GiB

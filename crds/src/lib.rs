@@ -23,7 +23,7 @@ pub use spec::{
 };
 pub use status::{
     AgentComputerStatus, BackupStatus, ComputerPhase, VolumeStatus, backup_reasons,
-    condition_types, sandbox_reasons,
+    condition_types, placed_reasons, sandbox_reasons,
 };
 
 use kube::CustomResourceExt;

@@ -33,7 +33,7 @@ use crate::status::AgentComputerStatus;
     printcolumn(name = "Phase", type_ = "string", json_path = ".status.phase", description = "Lifecycle phase of the computer"),
     printcolumn(name = "Node", type_ = "string", json_path = ".status.node", description = "Node whose agent serves the computer"),
     printcolumn(name = "Size", type_ = "string", json_path = ".spec.storage.size", description = "Storage quota"),
-    printcolumn(name = "Disk", type_ = "integer", json_path = ".status.volume.diskBytes", description = "Bytes the computer's database takes on the node's disk"),
+    printcolumn(name = "Disk", type_ = "string", json_path = ".status.volume.disk", description = "Space the computer's database takes on the node's disk (status.volume.diskBytes as a quantity, e.g. 25Mi)"),
     printcolumn(name = "Backup", type_ = "date", json_path = ".status.backup.lastShippedTime", description = "When the latest backup object went up (continuous backup)"),
     printcolumn(name = "Endpoint", type_ = "string", json_path = ".status.endpoint", description = "gRPC endpoint of the serving node agent", priority = "1"),
     printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")

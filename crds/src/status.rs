@@ -101,7 +101,7 @@ impl ComputerPhase {
     ];
 
     /// The phase as it appears in status.phase.
-    pub fn as_str(self) -> &'static str {
+    pub const fn as_str(self) -> &'static str {
         match self {
             ComputerPhase::Pending => "Pending",
             ComputerPhase::Ready => "Ready",
@@ -140,6 +140,11 @@ pub struct VolumeStatus {
     /// log; it stays within 1.25 x the quota + 64 MiB after a checkpoint.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub disk_bytes: Option<i64>,
+    /// `diskBytes` for people, as a quantity rounded down to one decimal
+    /// of its largest binary unit (`25Mi`, `1.5Gi`, `512`), reported with
+    /// it by the node agent; the `Disk` printer column shows it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub disk: Option<String>,
 }
 
 /// The computer's continuous backup, as the serving node agent reports it
@@ -160,6 +165,18 @@ pub struct BackupStatus {
     /// computer is hibernated: it was shipped whole when it closed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lag_seconds: Option<f64>,
+}
+
+/// Reasons of the `Placed` condition when it is False.
+pub mod placed_reasons {
+    /// No node fits now (the message counts nodes per cause); nodes may
+    /// come, free room or become ready, so the operator keeps trying.
+    pub const NO_ELIGIBLE_NODE: &str = "NoEligibleNode";
+    /// `spec.storage.size` has no byte count: final until the spec changes.
+    pub const INVALID_SIZE: &str = "InvalidSize";
+    /// The reasons that no amount of waiting changes: only a new spec
+    /// does. A client waiting for `Ready` stops at one of them.
+    pub const FINAL: &[&str] = &[INVALID_SIZE];
 }
 
 /// Condition types of [`AgentComputerStatus::conditions`].

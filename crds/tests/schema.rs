@@ -38,6 +38,19 @@ fn names_scope_and_subresources() {
             "printer column {want} missing: {cols:?}"
         );
     }
+    // The disk column is the quantity the node agent writes beside
+    // diskBytes, not a raw byte count.
+    let disk = v
+        .additional_printer_columns
+        .as_ref()
+        .unwrap()
+        .iter()
+        .find(|c| c.name == "Disk")
+        .unwrap();
+    assert_eq!(
+        (disk.type_.as_str(), disk.json_path.as_str()),
+        ("string", ".status.volume.disk")
+    );
     // The backup column is an age (kubectl prints "5s", "3m"), of the
     // time the latest backup object went up.
     let backup = v

@@ -18,7 +18,8 @@
 #               libraries, CA certificates
 #   sandbox     a Debian bookworm userland made by mmdebstrap from Debian's
 #               packages: bash, coreutils, git, python3, nodejs, npm, curl,
-#               ca-certificates, and the sandbox user "agent" (1000:1000);
+#               ca-certificates, and the sandbox user "sandbox" (1000:1000,
+#               agentcomputer_runtime_contract::SANDBOX_USER);
 #               cached in ~/.cache/agentcomputer/e2e-images by package list
 #
 # Usage: e2e/images/build.sh [--bin-dir DIR] [--runner PATH] [--out DIR] [--tag TAG] [--also-tag TAG] [NAME...]
@@ -147,13 +148,13 @@ build_sandbox() {
     ensure_packages mmdebstrap:mmdebstrap
     local cache="${AGENTCOMPUTER_E2E_IMAGES:-$HOME/.cache/agentcomputer/e2e-images}"
     local key
-    key="$(printf 'bookworm minbase %s uid1000' "$SANDBOX_PACKAGES" | sha256sum | cut -c1-16)"
+    key="$(printf 'bookworm minbase %s uid1000 sandbox' "$SANDBOX_PACKAGES" | sha256sum | cut -c1-16)"
     local layer="$cache/sandbox-rootfs-$key.tar"
     mkdir -p "$cache"
     if [ ! -f "$layer" ]; then
         log "building the sandbox userland with mmdebstrap (Debian bookworm: $SANDBOX_PACKAGES)"
         nice mmdebstrap --variant=minbase --include="$SANDBOX_PACKAGES" \
-            --customize-hook='chroot "$1" useradd --create-home --uid 1000 --user-group --shell /bin/bash agent' \
+            --customize-hook='chroot "$1" useradd --create-home --uid 1000 --user-group --shell /bin/bash sandbox' \
             --customize-hook='rm -rf "$1"/var/lib/apt/lists/* "$1"/var/cache/apt/*.bin' \
             bookworm "$layer.tmp.tar" >&2
         mv "$layer.tmp.tar" "$layer"
@@ -161,9 +162,9 @@ build_sandbox() {
     oci_new "$work/sandbox" "$tag"
     umoci raw add-layer --image "$work/sandbox:$tag" "$layer"
     umoci config --image "$work/sandbox:$tag" --config.cmd /bin/bash --config.user 1000:1000 \
-        --config.workingdir /home/agent \
+        --config.workingdir /home/sandbox \
         --config.env "PATH=$IMAGE_PATH" \
-        --config.env HOME=/home/agent --config.env LANG=C.UTF-8
+        --config.env HOME=/home/sandbox --config.env LANG=C.UTF-8
     finish "$work/sandbox" "$out/sandbox.tar"
 }
 

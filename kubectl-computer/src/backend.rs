@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use crate::client::{self, Client, DEFAULT_ENDPOINT};
 use crate::cluster::Cluster;
-use crate::error::Result;
+use crate::error::{CliError, Result};
 use crate::target::{self, Environment, Mode, TargetArgs};
 
 /// Where commands go.
@@ -30,7 +30,7 @@ impl Backend {
     /// token and connection errors come with [`Backend::client`]).
     pub async fn open(args: &TargetArgs) -> Result<Backend> {
         let env = Environment::probe();
-        Ok(match target::choose(args, &env) {
+        Ok(match target::choose(args, &env).map_err(CliError::new)? {
             Mode::Direct { url } => Backend::Agent {
                 url,
                 args: args.clone(),

@@ -64,13 +64,16 @@ use crate::error::{CliError, Result};
 /// How the target and the token are chosen, shown by `--help` (the
 /// documentation of [`target`] and docs/cli.md say the same).
 const TARGET_HELP: &str = "\
-Which agent or cluster (first match wins):
-  1. --endpoint URL (or AGENTCOMPUTER_ENDPOINT): that node agent (https:// trusts --ca-cert)
+Which agent or cluster (first match wins; flags beat the environment):
+  1. --endpoint URL: that node agent (https:// trusts --ca-cert)
   2. --local: the node agent on this machine (http://127.0.0.1:7433)
-  3. --kube, --context or -n/--namespace: the cluster of the kubeconfig
-  4. a local agent's token file exists ($AGENTCOMPUTER_DATA_DIR or ~/.local/share/agentcomputer): local
-  5. a kubeconfig exists (KUBECONFIG or ~/.kube/config): the cluster
-  6. otherwise local
+  3. --kube or --context: the cluster of the kubeconfig
+  4. AGENTCOMPUTER_ENDPOINT: that node agent, as 1
+  5. -n/--namespace: the cluster
+  6. a local agent's token file exists ($AGENTCOMPUTER_DATA_DIR or ~/.local/share/agentcomputer): local
+  7. a kubeconfig exists (KUBECONFIG or ~/.kube/config): the cluster
+  8. otherwise local
+-n with an endpoint (1, or 4) is refused: a node agent reached directly has no namespaces.
 
 Token for a direct or local agent (first found wins):
   --token (or AGENTCOMPUTER_TOKEN), the file --token-file (or AGENTCOMPUTER_TOKEN_FILE),
@@ -141,7 +144,7 @@ enum Command {
         name: String,
         /// Storage quota, e.g. 10Gi, 500Mi, 2G [default: 10Gi]. File data,
         /// xattrs and symlink targets count against it.
-        #[arg(long, value_parser = size::parse_size)]
+        #[arg(long, value_parser = parse_quota)]
         quota: Option<u64>,
         /// Most files, directories and other inodes the computer may hold
         /// [default: 1000000].
@@ -187,17 +190,21 @@ enum Command {
     Unmount { name: String, dir: PathBuf },
     /// Run a script (or, with --runtime javascript, an ES module) on a
     /// computer; exits with its status.
+    // A fixed usage line: clap's own lists the options given, so an error
+    // made `--cwd` or a token from the environment look required.
+    #[command(override_usage = "kubectl computer exec [OPTIONS] <NAME> -- <SCRIPT>...")]
     Exec {
         name: String,
         #[arg(long, value_enum, default_value = "shell")]
         runtime: RuntimeArg,
         /// Working directory (relative to /workspace) [default: /workspace].
-        #[arg(long, default_value = "")]
+        #[arg(long, default_value = "", hide_default_value = true)]
         cwd: String,
         /// Environment variable for the script, K=V (repeatable).
         #[arg(long = "env", short = 'e', value_parser = parse_env)]
         env: Vec<(String, String)>,
-        /// Time limit in seconds (fractions allowed) [default: 60].
+        /// Time limit in seconds, above 0 and at most 3600 (fractions
+        /// allowed) [default: 60].
         #[arg(long, value_parser = parse_seconds)]
         timeout: Option<Duration>,
         /// Pass this command's standard input to the script.
@@ -400,11 +407,40 @@ fn parse_json(s: &str) -> Result<String, String> {
     }
 }
 
+/// `exec --timeout`: seconds above 0, at most the agent's maximum
+/// ([`agentcomputer_runtime_contract::MAX_EXEC_TIMEOUT`]), said in seconds.
 fn parse_seconds(s: &str) -> Result<Duration, String> {
+    let most = agentcomputer_runtime_contract::MAX_EXEC_TIMEOUT;
     let secs: f64 = s
         .parse()
-        .map_err(|_| format!("expected seconds, got {s:?}"))?;
-    Duration::try_from_secs_f64(secs).map_err(|_| format!("invalid timeout {s:?}"))
+        .ok()
+        .filter(|v: &f64| v.is_finite())
+        .ok_or_else(|| format!("expected seconds (e.g. 30, 1.5), got {s:?}"))?;
+    if secs <= 0.0 {
+        return Err(format!(
+            "{s} seconds is no time to run: give seconds above 0 (e.g. 30), or leave --timeout out for the default, 60"
+        ));
+    }
+    if secs > most.as_secs_f64() {
+        return Err(format!(
+            "{s} seconds is above the maximum, {} seconds (1 hour)",
+            most.as_secs()
+        ));
+    }
+    // Whole milliseconds, as the agent counts them; at least one.
+    let ms = (secs * 1000.0).ceil() as u64;
+    Ok(Duration::from_millis(ms.max(1)))
+}
+
+/// `create --quota`: a size above 0. Zero would read as "unset" on the wire
+/// and silently give the default quota, so it is refused.
+fn parse_quota(s: &str) -> Result<u64, String> {
+    match size::parse_size(s)? {
+        0 => Err(format!(
+            "{s:?} holds nothing: give a size above 0 (e.g. 500Mi), or leave --quota out for the default, 10Gi"
+        )),
+        n => Ok(n),
+    }
 }
 
 /// Runs one command; `Ok` carries the process exit status.

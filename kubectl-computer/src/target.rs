@@ -1,15 +1,24 @@
 //! Which node agent the CLI talks to, chosen once at start, and with which
 //! token and trust.
 //!
-//! The rule (also in `--help` and docs/cli.md), first match wins:
-//! 1. `--endpoint URL` (or `AGENTCOMPUTER_ENDPOINT`): that agent directly
-//!    (`http://`, or `https://` trusting `--ca-cert` or the platform's roots;
-//!    a bare `HOST:PORT` is `http://`, or `https://` with `--ca-cert`);
+//! The rule (also in `--help` and docs/cli.md), first match wins; a flag
+//! on the command line beats the environment:
+//! 1. `--endpoint URL`: that agent directly (`http://`, or `https://`
+//!    trusting `--ca-cert` or the platform's roots; a bare `HOST:PORT` is
+//!    `http://`, or `https://` with `--ca-cert`);
 //! 2. `--local`: the local agent (`http://127.0.0.1:7433`);
-//! 3. `--kube`, `--context` or `-n/--namespace`: the cluster of the kubeconfig;
-//! 4. a local agent's token file in the default data directory exists: local;
-//! 5. a kubeconfig exists (`KUBECONFIG`, else `~/.kube/config`): the cluster;
-//! 6. else local (its connection error says how to start an agent).
+//! 3. `--kube` or `--context`: the cluster of the kubeconfig;
+//! 4. `AGENTCOMPUTER_ENDPOINT`: that agent directly, as 1;
+//! 5. `-n/--namespace`: the cluster;
+//! 6. a local agent's token file in the default data directory exists: local;
+//! 7. a kubeconfig exists (`KUBECONFIG`, else `~/.kube/config`): the cluster;
+//! 8. else local (its connection error says how to start an agent).
+//!
+//! `-n` with an endpoint (`--endpoint`, or `AGENTCOMPUTER_ENDPOINT` with no
+//! `--kube`/`--context`) is refused: a node agent reached directly has no
+//! namespaces, and guessing which of the two the user meant could send a
+//! command to the wrong computer. `--endpoint` with `--local`, `--kube` or
+//! `--context` is refused by the parser.
 //!
 //! The token sent to a direct or local agent, first found wins:
 //! `--token` (or `AGENTCOMPUTER_TOKEN`); the file `--token-file` (or
@@ -21,6 +30,9 @@ use std::path::{Path, PathBuf};
 
 use clap::Args;
 
+/// The variable naming a node agent to talk to directly, like `--endpoint`.
+pub const ENDPOINT_ENV: &str = "AGENTCOMPUTER_ENDPOINT";
+
 /// Name of the local agent's token file in its data directory (mode 0600,
 /// written by `node-agent local`).
 pub const TOKEN_FILE: &str = "token";
@@ -31,12 +43,13 @@ pub const TOKEN_FILE: &str = "token";
 pub struct TargetArgs {
     /// URL of a node agent's API to talk to directly (for example what
     /// `port-forward` prints); a bare HOST:PORT means http://HOST:PORT, or
-    /// https:// with --ca-cert.
+    /// https:// with --ca-cert. AGENTCOMPUTER_ENDPOINT sets it too, but
+    /// --local, --kube and --context beat that variable.
     #[arg(
         long,
         global = true,
-        env = "AGENTCOMPUTER_ENDPOINT",
-        value_name = "URL"
+        value_name = "URL",
+        conflicts_with_all = ["local_agent", "kube", "context"]
     )]
     pub endpoint: Option<String>,
     /// The node agent's token, sent as `authorization: Bearer TOKEN` (prefer
@@ -119,6 +132,8 @@ pub struct Environment {
     pub local_token_exists: bool,
     /// True when a kubeconfig file exists.
     pub kubeconfig_exists: bool,
+    /// `AGENTCOMPUTER_ENDPOINT`, when set and not empty.
+    pub endpoint: Option<String>,
 }
 
 impl Environment {
@@ -135,6 +150,7 @@ impl Environment {
                 std::env::var_os("KUBECONFIG").as_deref(),
                 dirs::home_dir().as_deref(),
             ),
+            endpoint: std::env::var(ENDPOINT_ENV).ok().filter(|e| !e.is_empty()),
         }
     }
 }
@@ -159,27 +175,41 @@ fn kubeconfig_exists(kubeconfig: Option<&std::ffi::OsStr>, home: Option<&Path>) 
     }
 }
 
-/// Applies the rule of this module's documentation.
-pub fn choose(args: &TargetArgs, env: &Environment) -> Mode {
+/// Applies the rule of this module's documentation. Errors: `-n` with an
+/// endpoint, as a message for the user.
+pub fn choose(args: &TargetArgs, env: &Environment) -> Result<Mode, String> {
+    let direct = |url: &String, from: &str| match &args.namespace {
+        Some(ns) => Err(format!(
+            "-n/--namespace {ns} has no meaning with {from} {url}: a node agent reached directly has no namespaces; \
+             leave out -n, or choose the cluster with --kube"
+        )),
+        None => Ok(Mode::Direct { url: url.clone() }),
+    };
     if let Some(url) = &args.endpoint {
-        return Mode::Direct { url: url.clone() };
+        return direct(url, "--endpoint");
     }
     let local = Mode::Local {
         data_dir: env.local_data_dir.clone(),
     };
     if args.local {
-        return local;
+        return Ok(local);
     }
-    if args.kube || args.context.is_some() || args.namespace.is_some() {
-        return Mode::Cluster;
+    if args.kube || args.context.is_some() {
+        return Ok(Mode::Cluster);
+    }
+    if let Some(url) = &env.endpoint {
+        return direct(url, ENDPOINT_ENV);
+    }
+    if args.namespace.is_some() {
+        return Ok(Mode::Cluster);
     }
     if env.local_token_exists {
-        return local;
+        return Ok(local);
     }
     if env.kubeconfig_exists {
-        return Mode::Cluster;
+        return Ok(Mode::Cluster);
     }
-    local
+    Ok(local)
 }
 
 #[cfg(test)]
@@ -191,6 +221,14 @@ mod tests {
             local_data_dir: Some("/data".into()),
             local_token_exists: token,
             kubeconfig_exists: kubeconfig,
+            endpoint: None,
+        }
+    }
+
+    fn with_endpoint_env(url: &str) -> Environment {
+        Environment {
+            endpoint: Some(url.into()),
+            ..env(true, true)
         }
     }
 
@@ -198,20 +236,72 @@ mod tests {
         data_dir: Some("/data".into()),
     };
 
+    fn direct(url: &str) -> Mode {
+        Mode::Direct { url: url.into() }
+    }
+
     #[test]
-    fn endpoint_wins_over_everything() {
+    fn endpoint_flag_wins_over_the_machine_and_the_environment() {
         let args = TargetArgs {
             endpoint: Some("http://10.0.0.1:7433".into()),
             token: Some("t".into()),
-            kube: true,
-            namespace: Some("ns".into()),
             ..TargetArgs::default()
         };
         assert_eq!(
-            choose(&args, &env(true, true)),
-            Mode::Direct {
-                url: "http://10.0.0.1:7433".into()
-            }
+            choose(&args, &with_endpoint_env("http://10.0.0.2:7433")),
+            Ok(direct("http://10.0.0.1:7433"))
+        );
+    }
+
+    #[test]
+    fn explicit_flags_beat_the_endpoint_variable() {
+        let env = with_endpoint_env("http://10.0.0.2:7433");
+        let local = TargetArgs {
+            local: true,
+            ..TargetArgs::default()
+        };
+        assert_eq!(choose(&local, &env), Ok(LOCAL()));
+        for args in [
+            TargetArgs {
+                kube: true,
+                ..TargetArgs::default()
+            },
+            TargetArgs {
+                context: Some("prod".into()),
+                namespace: Some("team".into()),
+                ..TargetArgs::default()
+            },
+        ] {
+            assert_eq!(choose(&args, &env), Ok(Mode::Cluster));
+        }
+        // Nothing explicit: the variable.
+        assert_eq!(
+            choose(&TargetArgs::default(), &env),
+            Ok(direct("http://10.0.0.2:7433"))
+        );
+    }
+
+    #[test]
+    fn a_namespace_with_an_endpoint_is_refused() {
+        let flag = TargetArgs {
+            endpoint: Some("http://10.0.0.1:7433".into()),
+            namespace: Some("team".into()),
+            ..TargetArgs::default()
+        };
+        let err = choose(&flag, &env(true, true)).unwrap_err();
+        assert!(
+            err.contains("-n/--namespace team has no meaning with --endpoint http://10.0.0.1:7433"),
+            "{err}"
+        );
+        let from_env = TargetArgs {
+            namespace: Some("team".into()),
+            ..TargetArgs::default()
+        };
+        let err = choose(&from_env, &with_endpoint_env("http://10.0.0.2:7433")).unwrap_err();
+        assert!(
+            err.contains("with AGENTCOMPUTER_ENDPOINT http://10.0.0.2:7433")
+                && err.contains("--kube"),
+            "{err}"
         );
     }
 
@@ -221,7 +311,7 @@ mod tests {
             local: true,
             ..TargetArgs::default()
         };
-        assert_eq!(choose(&local, &env(false, true)), LOCAL());
+        assert_eq!(choose(&local, &env(false, true)), Ok(LOCAL()));
         for args in [
             TargetArgs {
                 kube: true,
@@ -237,17 +327,17 @@ mod tests {
             },
         ] {
             // Even with a local agent's token present.
-            assert_eq!(choose(&args, &env(true, false)), Mode::Cluster);
+            assert_eq!(choose(&args, &env(true, false)), Ok(Mode::Cluster));
         }
     }
 
     #[test]
     fn defaults_look_at_the_machine() {
         let none = TargetArgs::default();
-        assert_eq!(choose(&none, &env(true, true)), LOCAL());
-        assert_eq!(choose(&none, &env(true, false)), LOCAL());
-        assert_eq!(choose(&none, &env(false, true)), Mode::Cluster);
-        assert_eq!(choose(&none, &env(false, false)), LOCAL());
+        assert_eq!(choose(&none, &env(true, true)), Ok(LOCAL()));
+        assert_eq!(choose(&none, &env(true, false)), Ok(LOCAL()));
+        assert_eq!(choose(&none, &env(false, true)), Ok(Mode::Cluster));
+        assert_eq!(choose(&none, &env(false, false)), Ok(LOCAL()));
     }
 
     #[test]

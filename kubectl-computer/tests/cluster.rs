@@ -466,17 +466,23 @@ fn mode_rule(cluster: &Cluster, cli: &Cli) {
     let err = fails(run(&[], &["--context", "nope", "list"]));
     assert!(err.contains("nope"), "unknown context: {err}");
 
-    // --endpoint beats everything.
+    // --endpoint beats the machine's files.
+    let err = fails(run(&[], &["--endpoint", "http://127.0.0.1:1", "list"]));
+    assert!(err.contains("http://127.0.0.1:1"), "direct: {err}");
+    // An explicit --kube beats AGENTCOMPUTER_ENDPOINT.
+    assert!(
+        listed_here(&run(
+            &["AGENTCOMPUTER_ENDPOINT", "http://127.0.0.1:1"],
+            &["--kube", "list"],
+        )),
+        "--kube: cluster"
+    );
+    // A namespace with an endpoint is refused.
     let err = fails(run(
         &[],
         &["--endpoint", "http://127.0.0.1:1", "-n", "default", "list"],
     ));
-    assert!(err.contains("http://127.0.0.1:1"), "direct: {err}");
-    let err = fails(run(
-        &["AGENTCOMPUTER_ENDPOINT", "http://127.0.0.1:1"],
-        &["--kube", "list"],
-    ));
-    assert!(err.contains("http://127.0.0.1:1"), "direct: {err}");
+    assert!(err.contains("has no meaning"), "{err}");
     let err = fails(run(
         &["AGENTCOMPUTER_ENDPOINT", "http://127.0.0.1:1"],
         &["port-forward", "here"],

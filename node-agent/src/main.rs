@@ -76,9 +76,12 @@ enum Command {
         tls_key: Option<PathBuf>,
         /// Address of the egress proxy for host-side clients holding a
         /// container run's credential, or `off`. Sandboxes reach the proxy
-        /// inside their own network namespace whatever this says.
-        #[arg(long, default_value = DEFAULT_PROXY_LISTEN)]
-        proxy_listen: String,
+        /// inside their own network namespace whatever this says. An
+        /// address given here must be free; the default, when taken, gives
+        /// way to a free port (a warning says which) [default:
+        /// 127.0.0.1:3128].
+        #[arg(long)]
+        proxy_listen: Option<String>,
         /// End a Read or Write stream that moved nothing for this long
         /// (DEADLINE_EXCEEDED), releasing its lease and upload.
         #[arg(long, default_value = "60s", value_parser = humantime::parse_duration)]
@@ -104,8 +107,11 @@ enum Command {
         mount_grace: Duration,
         /// Address of the share-link server (HTTP), or `off` (then Share
         /// calls fail). Loopback by default: links work on this machine.
-        #[arg(long, default_value = local::DEFAULT_SHARE_LISTEN)]
-        share_listen: String,
+        /// An address given here must be free; the default, when taken,
+        /// gives way to a free port (a warning says which) [default:
+        /// 127.0.0.1:7434].
+        #[arg(long)]
+        share_listen: Option<String>,
         /// Where share links point, e.g. https://files.example.com/, when
         /// a proxy in front of the share server is what others reach
         /// [default: http://SHARE-LISTEN-ADDR/].
@@ -437,15 +443,36 @@ fn main() -> anyhow::Result<()> {
                 let listener = tokio::net::TcpListener::bind(listen)
                     .await
                     .with_context(|| format!("cannot listen on {listen}"))?;
-                // Bound before the address is announced, like the API.
-                let share = match parse_share_listen(&share_listen)? {
+                // Bound before the address is announced, like the API. A
+                // default port that is taken gives way to a free one.
+                let share = match parse_share_listen(
+                    share_listen.as_deref().unwrap_or(local::DEFAULT_SHARE_LISTEN),
+                )? {
                     Some(addr) => Some(LocalShare {
                         base_url: share_url,
                         max_downloads,
                         max_downloads_per_computer,
                         min_rate: download_min_rate,
-                        ..LocalShare::bind(addr)?
+                        ..LocalShare::on(local::bind_optional(
+                            addr,
+                            share_listen.is_some(),
+                            "share links",
+                            "--share-listen",
+                        )?)
                     }),
+                    None => None,
+                };
+                let proxy = match parse_proxy_listen(
+                    proxy_listen.as_deref().unwrap_or(DEFAULT_PROXY_LISTEN),
+                )
+                .map_err(anyhow::Error::msg)?
+                {
+                    Some(addr) => Some(Arc::new(local::bind_optional(
+                        addr,
+                        proxy_listen.is_some(),
+                        "the egress proxy",
+                        "--proxy-listen",
+                    )?)),
                     None => None,
                 };
                 // Before any computer runs: the agent's own ports are
@@ -463,7 +490,7 @@ fn main() -> anyhow::Result<()> {
                     data_dir,
                     idle_timeout,
                     tls,
-                    proxy_listen: parse_proxy_listen(&proxy_listen).map_err(anyhow::Error::msg)?,
+                    proxy_listen: proxy,
                     streams: agentcomputer_node_agent::api::streams::StreamLimits {
                         idle_timeout: stream_idle_timeout,
                         per_client: max_streams_per_client,

@@ -148,6 +148,17 @@ pub async fn create(cluster: &Cluster, args: CreateArgs) -> Result<()> {
     Ok(())
 }
 
+/// The `Placed=False` condition of `c` when its reason is final
+/// ([`agentcomputer_crds::placed_reasons::FINAL`]): waiting cannot make it
+/// Ready, only a new spec can.
+fn final_placement_failure(c: &AgentComputer) -> Option<&Condition> {
+    conditions_of(c).iter().find(|k| {
+        k.type_ == condition_types::PLACED
+            && k.status == "False"
+            && agentcomputer_crds::placed_reasons::FINAL.contains(&k.reason.as_str())
+    })
+}
+
 fn is_ready(c: &AgentComputer) -> bool {
     conditions_of(c)
         .iter()
@@ -195,11 +206,19 @@ pub fn not_ready_reason(c: &AgentComputer) -> String {
     }
 }
 
-/// Waits up to `limit` for the Ready condition of `name`.
+/// Waits up to `limit` for the Ready condition of `name`, or until its
+/// placement failed for a reason waiting cannot change.
 async fn wait_ready(cluster: &Cluster, name: &str, limit: Duration) -> Result<()> {
     let api = cluster.computers();
-    let ready = |c: Option<&AgentComputer>| c.is_some_and(is_ready);
-    match tokio::time::timeout(limit, await_condition(api, name, ready)).await {
+    let settled = |c: Option<&AgentComputer>| {
+        c.is_some_and(|c| is_ready(c) || final_placement_failure(c).is_some())
+    };
+    match tokio::time::timeout(limit, await_condition(api, name, settled)).await {
+        Ok(Ok(Some(c))) if !is_ready(&c) => Err(CliError::new(format!(
+            "computer {name} cannot be placed: {}; it was created, fix its spec or delete it (kubectl describe agentcomputer {name} -n {})",
+            not_ready_reason(&c),
+            cluster.namespace
+        ))),
         Ok(Ok(Some(_))) => Ok(()),
         Ok(Ok(None)) => Err(CliError::new(format!(
             "computer {name} was deleted while waiting for it to become Ready"
@@ -435,8 +454,24 @@ mod tests {
             "Pending: Placed=False NoEligibleNode: 0/2 nodes are eligible: 2 no published capacity"
         );
         assert!(!is_ready(&c));
+        // Waiting may help: no node fits now.
+        assert!(final_placement_failure(&c).is_none());
+        c.status.as_mut().unwrap().conditions = vec![
+            condition("Ready", "False", "NotPlaced", ""),
+            condition("Placed", "False", "InvalidSize", "spec.storage.size: bad"),
+        ];
+        // Waiting cannot help: the wait ends at once, naming the reason.
+        assert_eq!(
+            final_placement_failure(&c).map(|k| k.reason.as_str()),
+            Some("InvalidSize")
+        );
+        assert_eq!(
+            not_ready_reason(&c),
+            "Pending: Placed=False InvalidSize: spec.storage.size: bad"
+        );
         c.status.as_mut().unwrap().conditions = vec![condition("Ready", "True", "Ready", "")];
         assert!(is_ready(&c));
+        assert!(final_placement_failure(&c).is_none());
     }
 
     #[test]

@@ -7,6 +7,10 @@ use crate::error::Result;
 use crate::format::time;
 use crate::size::human;
 
+/// The STATE of every computer a local agent lists: the cluster phase of a
+/// usable computer.
+const READY: &str = agentcomputer_crds::ComputerPhase::Ready.as_str();
+
 pub async fn create(
     client: &mut Client,
     name: String,
@@ -52,7 +56,8 @@ pub struct Row {
     /// Bytes the computer's database takes on its node's disk; `None`
     /// when not reported.
     pub disk_bytes: Option<u64>,
-    /// `open`/`idle` for a local agent, the phase in a cluster.
+    /// The phase in a cluster (`Pending`, `Ready`, `Unavailable`,
+    /// `Terminating`); always `Ready` for a local agent.
     pub state: String,
     /// In a cluster, the age of the latest backup object (`status.backup`,
     /// `-` before one); `None` (no column) for a local agent.
@@ -130,7 +135,10 @@ pub async fn list(client: &mut Client) -> Result<()> {
             quota: human(c.max_bytes),
             used_inodes: Some(c.used_inodes),
             disk_bytes: Some(c.disk_bytes),
-            state: if c.open { "open" } else { "idle" }.into(),
+            // The cluster's phase vocabulary: a computer a local agent
+            // lists is usable at once, whether its engine is open or
+            // closed while idle (it opens on first use).
+            state: READY.into(),
             backup: None,
             created: time(c.created_unix_nanos),
             name: c.name,

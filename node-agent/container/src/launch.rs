@@ -41,8 +41,8 @@ use std::os::fd::OwnedFd;
 pub const BASE_ENV: &[(&str, &str)] = &[
     ("PATH", crate::local::PATH),
     ("HOME", crate::WORKSPACE),
-    ("USER", "computer"),
-    ("LOGNAME", "computer"),
+    ("USER", agentcomputer_runtime_contract::SANDBOX_USER),
+    ("LOGNAME", agentcomputer_runtime_contract::SANDBOX_USER),
     ("TMPDIR", "/tmp"),
     ("LANG", "C.UTF-8"),
 ];

@@ -12,8 +12,9 @@
 //!   cancelled, 141 output cap);
 //! - [`OutputChunk`]: a piece of a run's output on stdout or stderr, in
 //!   the order the program produced it;
-//! - [`SANDBOX_UID`] / [`SANDBOX_GID`]: the user programs run as and whose
-//!   files they create, in every runtime and in the cluster's sandbox pods;
+//! - [`SANDBOX_UID`] / [`SANDBOX_GID`] / [`SANDBOX_USER`]: the user programs
+//!   run as and whose files they create, and its one name, in every runtime
+//!   and in the cluster's sandbox pods;
 //! - [`human_bytes`] / [`human_quantity`]: how a byte count is shown to
 //!   people, in a runtime's messages and in every other crate's.
 //!
@@ -26,8 +27,12 @@ mod output;
 mod runtime;
 mod sandbox;
 
+/// The longest run any runtime allows (the API's `timeout_ms` cap, the
+/// CLI's `exec --timeout`): one hour.
+pub const MAX_EXEC_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(3600);
+
 pub use bytes::{human_bytes, human_quantity};
 pub use exit::{EXIT_CANCELLED, EXIT_OUTPUT_CAP, EXIT_START_FAILED, EXIT_TIMEOUT, Stopped};
 pub use output::OutputChunk;
 pub use runtime::{Runtime, UnknownRuntime};
-pub use sandbox::{SANDBOX_GID, SANDBOX_UID};
+pub use sandbox::{SANDBOX_GID, SANDBOX_UID, SANDBOX_USER};

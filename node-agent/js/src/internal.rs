@@ -180,6 +180,20 @@ mod tests {
     }
 
     #[test]
+    fn os_user_info_is_the_sandbox_user_of_every_runtime() {
+        let (_, os) = SOURCES.iter().find(|(n, _)| *n == "node:os").unwrap();
+        let user = agentcomputer_runtime_contract::SANDBOX_USER;
+        let (uid, gid) = (
+            agentcomputer_runtime_contract::SANDBOX_UID,
+            agentcomputer_runtime_contract::SANDBOX_GID,
+        );
+        assert!(
+            os.contains(&format!("uid: {uid}, gid: {gid}, username: '{user}'")),
+            "node:os userInfo() names another user than {user} ({uid}:{gid})"
+        );
+    }
+
+    #[test]
     fn builtin_names() {
         assert_eq!(builtin_name("fs"), Some("node:fs"));
         assert_eq!(builtin_name("node:fs/promises"), Some("node:fs/promises"));

@@ -22,8 +22,11 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
-/// bashkit's user; `$HOME` is `/home/<user>` in the scratch tree.
-const HOME: &str = "/home/sandbox";
+/// The sandbox user's home, `/home/<user>` in the scratch tree (bashkit
+/// makes it for its user).
+fn home() -> String {
+    format!("/home/{}", agentcomputer_runtime_contract::SANDBOX_USER)
+}
 
 /// Name the shell gives itself in diagnostics (`bash: line 1: ...`).
 const SHELL_NAME: &str = "bash";
@@ -78,6 +81,14 @@ fn checkpoint_hook(stop: Arc<StopFlag>) -> bashkit::hooks::Interceptor<bashkit::
     })
 }
 
+/// Writes the exec's buffered appends before a command runs.
+fn flush_hook(engine: EngineFs) -> bashkit::hooks::Interceptor<bashkit::hooks::ToolEvent> {
+    Box::new(move |event| {
+        engine.flush_appends_deferred();
+        bashkit::hooks::HookAction::Continue(event)
+    })
+}
+
 /// Runs `job` to completion on the current (exec) thread's runtime.
 pub(crate) async fn execute(job: Job) -> Finished {
     let cwd = resolve_cwd(&job.cwd);
@@ -92,7 +103,7 @@ pub(crate) async fn execute(job: Job) -> Finished {
     // Busy execs of one computer share one computer's turns of idle CPU.
     agentcomputer_sched::join_group(job.fs.db_path());
     let engine = EngineFs::new(job.fs.clone()).with_budget(budget.clone());
-    let sandbox = SandboxFs::new(engine.clone(), job.limits.scratch(), HOME).with_stderr(
+    let sandbox = SandboxFs::new(engine.clone(), job.limits.scratch(), &home()).with_stderr(
         stderr::Sink::new(Arc::clone(&job.gate), Arc::clone(&job.stop)),
     );
     let limits = job.limits.execution(job.timeout, job.gate.cap());
@@ -185,7 +196,11 @@ pub(crate) async fn execute(job: Job) -> Finished {
     .memory_limits(job.limits.memory())
     .session_limits(job.limits.session())
     .cwd(&cwd)
-    .before_tool(checkpoint_hook(Arc::clone(&job.stop)));
+    .before_tool(checkpoint_hook(Arc::clone(&job.stop)))
+    // Buffered appends (engine_fs::appends) reach the engine before every
+    // command, so the next one, and the engine-direct commands, see them
+    // (bashkit's live execution has no hook after a command).
+    .before_tool(flush_hook(engine.clone()));
     for (key, value) in job.env {
         builder = builder.env(key, value);
     }
@@ -234,6 +249,27 @@ pub(crate) async fn execute(job: Job) -> Finished {
         .cancel_with(token)
         .options(options)
         .await;
+    // What the script wrote is in the engine before the run is answered,
+    // however it ended; a buffered write that failed is the script's error.
+    engine.flush_appends_deferred();
+    let deferred = engine.deferred_error();
+    if let Some((path, reason)) = &deferred {
+        let shown = format!("{}{}", crate::sandbox_fs::WORKSPACE, path.display());
+        let _ = job
+            .gate
+            .deliver(
+                true,
+                format!("{SHELL_NAME}: {shown}: {reason}\n").into_bytes(),
+            )
+            .await;
+    }
+    let failed = |code: i32| {
+        if deferred.is_some() && code == 0 {
+            1
+        } else {
+            code
+        }
+    };
 
     match result {
         // A long call (a copy, a streaming read) was cut by the deadline
@@ -243,7 +279,7 @@ pub(crate) async fn execute(job: Job) -> Finished {
             stop: Some(Stop::Timeout),
         },
         Ok(done) => Finished {
-            exit_code: done.exit_code,
+            exit_code: failed(done.exit_code),
             stop: None,
         },
         // Stopped after a long call saw the deadline pass (it raised the
@@ -272,7 +308,7 @@ pub(crate) fn commands(
         configure(Bash::builder()),
         engine,
         budget,
-        HOME,
+        &home(),
         limits.scratch_bytes,
     );
     let builder = builtins::http::install(builder, network);

@@ -102,15 +102,14 @@ async fn a_full_quota_fails_with_enospc_and_keeps_earlier_data() {
 }
 
 #[tokio::test]
-async fn df_reports_the_computer_quota_plus_scratch() {
+async fn df_reports_the_computer_quota() {
     let c = Computer::with_limits(Limits {
         max_bytes: 1024 * 1024 * 1024,
         max_inodes: 1000,
     });
     let out = c.sh("df | awk 'NR==2 {print $2}'").await;
-    // 1 GiB of quota and the 64 MiB scratch tree, in KiB.
-    let scratch_kib = agentcomputer_shell::ShellLimits::default().scratch_bytes / 1024;
-    assert_eq!(out.ok(), format!("{}\n", 1024 * 1024 + scratch_kib));
+    // 1 GiB of quota in KiB; the scratch tree is not the computer's.
+    assert_eq!(out.ok(), format!("{}\n", 1024 * 1024));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

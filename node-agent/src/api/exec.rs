@@ -50,7 +50,7 @@ pub use program::MAX_RESULT_BYTES;
 /// Timeout when the request gives none.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
 /// Longest timeout a request may ask for.
-pub const MAX_TIMEOUT: Duration = Duration::from_secs(3600);
+pub const MAX_TIMEOUT: Duration = agentcomputer_runtime_contract::MAX_EXEC_TIMEOUT;
 /// Output cap when the request gives none (16 MiB).
 pub const DEFAULT_MAX_OUTPUT: u64 = 16 * 1024 * 1024;
 /// Memory budget of one exec when the request gives none, and the most a

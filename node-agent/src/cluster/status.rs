@@ -108,11 +108,7 @@ async fn report_usage(node: &Node, entry: &Entry, state: &mut Reported) {
         "apiVersion": "agentcomputer.dev/v1alpha1",
         "kind": "AgentComputer",
         "metadata": {"name": entry.name},
-        "status": {"volume": {
-            "bytesUsed": i64::try_from(usage.used_bytes).unwrap_or(i64::MAX),
-            "inodesUsed": i64::try_from(usage.used_inodes).unwrap_or(i64::MAX),
-            "diskBytes": i64::try_from(usage.disk_bytes).unwrap_or(i64::MAX),
-        }},
+        "status": {"volume": volume_status(&usage)},
     });
     let params = PatchParams::apply(FIELD_MANAGER).force();
     match api
@@ -148,5 +144,45 @@ async fn report_activity(node: &Node, entry: &Entry, used_at: SystemTime, state:
     match api.patch(&entry.name, &params, &Patch::Merge(patch)).await {
         Ok(_) => state.activity = Some((used_at, Instant::now())),
         Err(e) => warn!(computer = %entry.shown(), error = %e, "cannot record last activity"),
+    }
+}
+
+/// `status.volume` as this agent owns it: the byte and inode counts, and
+/// the disk bytes also as a quantity for people (`25Mi`), which the `Disk`
+/// printer column of `kubectl get agentcomputers` shows.
+fn volume_status(usage: &Usage) -> serde_json::Value {
+    serde_json::json!({
+        "bytesUsed": i64::try_from(usage.used_bytes).unwrap_or(i64::MAX),
+        "inodesUsed": i64::try_from(usage.used_inodes).unwrap_or(i64::MAX),
+        "diskBytes": i64::try_from(usage.disk_bytes).unwrap_or(i64::MAX),
+        "disk": agentcomputer_runtime_contract::human_quantity(usage.disk_bytes),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn volume_status_shows_disk_bytes_as_a_quantity_too() {
+        let usage = Usage {
+            used_bytes: 1000,
+            used_inodes: 3,
+            disk_bytes: 25 << 20,
+        };
+        assert_eq!(
+            volume_status(&usage),
+            serde_json::json!({
+                "bytesUsed": 1000,
+                "inodesUsed": 3,
+                "diskBytes": 26214400,
+                "disk": "25Mi",
+            })
+        );
+        let odd = Usage {
+            disk_bytes: (3 << 30) / 2 + 1,
+            ..usage
+        };
+        assert_eq!(volume_status(&odd)["disk"], "1.5Gi");
     }
 }

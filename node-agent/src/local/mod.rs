@@ -47,10 +47,12 @@ pub struct LocalConfig {
     /// Serve the API over TLS with this identity ([`crate::tls::server_tls`]);
     /// `None` serves plain HTTP/2.
     pub tls: Option<ServerTlsConfig>,
-    /// Where the egress proxy also listens for host-side clients holding a
-    /// running container exec's credential; `None`: nowhere (sandboxes
-    /// reach the proxy inside their own network namespace either way).
-    pub proxy_listen: Option<std::net::SocketAddr>,
+    /// The listener where the egress proxy also serves host-side clients
+    /// holding a running container exec's credential, bound before the
+    /// agent announces itself ([`bind_optional`]); `None`: nowhere
+    /// (sandboxes reach the proxy inside their own network namespace
+    /// either way, at [`agentcomputer_container::netns::PROXY_PORT`]).
+    pub proxy_listen: Option<Arc<std::net::TcpListener>>,
     /// Bounds on Read and Write streams.
     pub streams: crate::api::streams::StreamLimits,
     /// Limits on running execs ([`AdmissionConfig::for_node`] fits the
@@ -107,17 +109,60 @@ impl LocalShare {
     /// with links pointing at it. Errors: the address cannot be bound
     /// (named in the message).
     pub fn bind(addr: std::net::SocketAddr) -> anyhow::Result<LocalShare> {
-        let listener = std::net::TcpListener::bind(addr)
-            .with_context(|| format!("cannot listen on {addr} for share links (--share-listen)"))?;
-        listener.set_nonblocking(true)?;
-        Ok(LocalShare {
+        Ok(LocalShare::on(bind_optional(
+            addr,
+            true,
+            "share links",
+            "--share-listen",
+        )?))
+    }
+
+    /// The share server on a listener already bound ([`bind_optional`]),
+    /// with links pointing at it.
+    pub fn on(listener: std::net::TcpListener) -> LocalShare {
+        LocalShare {
             listener: Arc::new(listener),
             base_url: None,
             max_downloads: crate::share::DEFAULT_MAX_DOWNLOADS,
             max_downloads_per_computer: None,
             min_rate: crate::share::DEFAULT_MIN_RATE,
-        })
+        }
     }
+}
+
+/// Binds the listener of an optional service of local mode (share links,
+/// the egress proxy), non-blocking, for `what` set by `flag`. An address
+/// the user gave (`explicit`) must be bound as given: taken, it is an
+/// error naming the address and the flag. A default address that is taken
+/// (another agent's, or Squid's 3128) does not stop the agent: the service
+/// takes a free port on the same host address instead, and a warning says
+/// where it is and which flag chooses one.
+pub fn bind_optional(
+    addr: std::net::SocketAddr,
+    explicit: bool,
+    what: &str,
+    flag: &str,
+) -> anyhow::Result<std::net::TcpListener> {
+    let listener = match std::net::TcpListener::bind(addr) {
+        Ok(l) => l,
+        Err(e) if !explicit && e.kind() == std::io::ErrorKind::AddrInUse => {
+            let any = std::net::SocketAddr::new(addr.ip(), 0);
+            let l = std::net::TcpListener::bind(any)
+                .with_context(|| format!("cannot listen on {any} for {what} ({flag})"))?;
+            warn!(
+                "port {} is taken: {what} listening on {} instead (choose with {flag} ADDR, or {flag} off)",
+                addr.port(),
+                l.local_addr()?,
+            );
+            l
+        }
+        Err(e) => {
+            return Err(anyhow::Error::new(e))
+                .with_context(|| format!("cannot listen on {addr} for {what} ({flag})"));
+        }
+    };
+    listener.set_nonblocking(true)?;
+    Ok(listener)
 }
 
 /// Makes the data directory ready for clients before the agent announces
@@ -224,10 +269,9 @@ where
     let containers = Arc::new(Containers::local(&config.data_dir).with_connection_limits(
         agentcomputer_proxy::ConnectionLimits::within(descriptors.outside() / 2),
     ));
-    if let Some(proxy_addr) = config.proxy_listen {
-        let proxy_listener = TcpListener::bind(proxy_addr).await.with_context(|| {
-            format!("cannot listen on {proxy_addr} for the egress proxy (--proxy-listen)")
-        })?;
+    if let Some(proxy) = &config.proxy_listen {
+        let proxy_listener =
+            TcpListener::from_std(proxy.try_clone()?).context("cannot serve the egress proxy")?;
         info!(addr = %proxy_listener.local_addr()?, "egress proxy serving");
         crate::control_addresses::add_own_port(proxy_listener.local_addr()?.port());
         let containers = Arc::clone(&containers);

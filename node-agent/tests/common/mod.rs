@@ -56,6 +56,17 @@ impl Agent {
         )
     }
 
+    /// Like [`Agent::start_with`], leaving the share-link server and the
+    /// egress proxy at their default addresses unless `extra` gives them.
+    pub fn start_with_default_ports(
+        data: &Path,
+        extra: &[&str],
+        setup: impl FnOnce(&mut Command),
+    ) -> Agent {
+        let cmd = Command::new(env!("CARGO_BIN_EXE_node-agent"));
+        Self::spawn_ports(cmd, data, extra, setup, false)
+    }
+
     /// Like [`Agent::start`], with the process's address space limited to
     /// `bytes` (`prlimit --as`, util-linux): an allocation past it fails
     /// in the agent instead of growing the machine's memory.
@@ -104,20 +115,28 @@ impl Agent {
             .is_some_and(|c| c.try_wait().expect("try_wait").is_none())
     }
 
-    fn spawn(
+    fn spawn(cmd: Command, data: &Path, extra: &[&str], setup: impl FnOnce(&mut Command)) -> Agent {
+        Self::spawn_ports(cmd, data, extra, setup, true)
+    }
+
+    /// Spawns the agent; `free_ports`: the share-link server and the egress
+    /// proxy on free ports unless `extra` gives them, else their defaults.
+    fn spawn_ports(
         mut cmd: Command,
         data: &Path,
         extra: &[&str],
         setup: impl FnOnce(&mut Command),
+        free_ports: bool,
     ) -> Agent {
         cmd.args(["local", "--listen", "127.0.0.1:0"]);
+        let defaults = !free_ports;
         // The egress proxy's host-side listener on a free port, unless the
-        // caller picks one.
-        if !extra.contains(&"--proxy-listen") {
+        // caller picks one or wants the default.
+        if !extra.contains(&"--proxy-listen") && !defaults {
             cmd.args(["--proxy-listen", "127.0.0.1:0"]);
         }
         // The share-link server likewise.
-        if !extra.contains(&"--share-listen") {
+        if !extra.contains(&"--share-listen") && !defaults {
             cmd.args(["--share-listen", "127.0.0.1:0"]);
         }
         cmd.arg("--data-dir")

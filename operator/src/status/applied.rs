@@ -200,6 +200,7 @@ pub(super) fn derive_applied(
                 bytes_used: None,
                 inodes_used: None,
                 disk_bytes: None,
+                disk: None,
             }),
             None => old.volume.clone(),
         },

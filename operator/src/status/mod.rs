@@ -38,9 +38,10 @@ mod tests;
 pub const KEPT_CLAIM: &str = "ClaimFromEarlierComputer";
 /// Reason of `Placed=False` (and of the Warning event) when no node is
 /// eligible; the message counts nodes per cause.
-pub const NO_ELIGIBLE_NODE: &str = "NoEligibleNode";
-/// Reason of `Placed=False` when `spec.storage.size` has no byte count.
-pub const INVALID_SIZE: &str = "InvalidSize";
+pub const NO_ELIGIBLE_NODE: &str = agentcomputer_crds::placed_reasons::NO_ELIGIBLE_NODE;
+/// Reason of `Placed=False` when `spec.storage.size` has no byte count;
+/// final ([`agentcomputer_crds::placed_reasons::FINAL`]).
+pub const INVALID_SIZE: &str = agentcomputer_crds::placed_reasons::INVALID_SIZE;
 /// Reason of `VolumeReady=False` while the computer's PV is being deleted
 /// although the computer lives (someone deleted the PV).
 pub const VOLUME_DELETING: &str = "VolumeDeleting";

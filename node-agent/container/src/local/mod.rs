@@ -59,12 +59,22 @@ pub const PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:
 const DRAIN_GRACE: Duration = Duration::from_secs(1);
 
 /// `/etc/passwd` inside: root (which no sandbox process is), the sandbox
-/// user `computer` with its home at `/workspace`, and nobody.
-pub const PASSWD: &str = "root:x:0:0:root:/root:/usr/sbin/nologin\n\
-computer:x:1000:1000:computer:/workspace:/bin/bash\n\
-nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n";
+/// user ([`agentcomputer_runtime_contract::SANDBOX_USER`], uid 1000) with
+/// its home at `/workspace`, and nobody.
+pub const PASSWD: &str = concat!(
+    "root:x:0:0:root:/root:/usr/sbin/nologin\n",
+    agentcomputer_runtime_contract::sandbox_user!(),
+    ":x:1000:1000:",
+    agentcomputer_runtime_contract::sandbox_user!(),
+    ":/workspace:/bin/bash\n",
+    "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n"
+);
 /// `/etc/group` inside.
-pub const GROUP: &str = "root:x:0:\ncomputer:x:1000:\nnogroup:x:65534:\n";
+pub const GROUP: &str = concat!(
+    "root:x:0:\n",
+    agentcomputer_runtime_contract::sandbox_user!(),
+    ":x:1000:\nnogroup:x:65534:\n"
+);
 /// `/etc/hosts` inside: loopback only (names are resolved by the egress
 /// proxy, outside).
 pub const HOSTS: &str = "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n";

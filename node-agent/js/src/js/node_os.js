@@ -16,6 +16,8 @@ export const freemem = () => 0;
 export const uptime = () => 0;
 export const loadavg = () => [0, 0, 0];
 export const networkInterfaces = () => ({});
-export const userInfo = () => ({ uid: 0, gid: 0, username: 'root', homedir: '/workspace', shell: null });
+// The sandbox user of every runtime (agentcomputer_runtime_contract::SANDBOX_USER
+// and SANDBOX_UID; a test of the crate checks they agree).
+export const userInfo = () => ({ uid: 1000, gid: 1000, username: 'sandbox', homedir: '/workspace', shell: '/bin/bash' });
 export const constants = { signals: {}, errno: {} };
 export default { EOL, devNull, platform, type, arch, release, hostname, homedir, tmpdir, endianness, cpus, availableParallelism, totalmem, freemem, uptime, loadavg, networkInterfaces, userInfo, constants };

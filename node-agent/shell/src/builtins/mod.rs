@@ -4,6 +4,7 @@
 
 mod curl;
 mod curl_write_out;
+mod df;
 mod environment;
 pub(crate) mod http;
 mod ln;
@@ -19,10 +20,12 @@ mod test_expr;
 mod timeout;
 mod truncate;
 mod truncate_size;
+mod uname;
 mod wget;
 mod workspace;
 
 pub(crate) use environment::set_startup_variables;
+pub(crate) use workspace::reason as error_reason;
 
 /// The names [`install`] and [`http::install`] register: the runtime's own
 /// commands, in place of bashkit's of the same name or beside them.
@@ -85,7 +88,12 @@ pub(crate) fn install(
     let builder = stream::install(builder, &env)
         .command("sleep", sleep::Sleep(env.clone()))
         .command("truncate", truncate);
-    environment::export_login(builder, "sandbox", home)
+    let user = agentcomputer_runtime_contract::SANDBOX_USER;
+    environment::export_login(builder, user, home)
+        .username(user)
+        .hostname(uname::HOSTNAME)
+        .builtin("df", Box::new(df::Df::new(engine.clone())))
+        .builtin("uname", Box::new(uname::Uname))
         .builtin("ln", Box::new(ln::Ln::new(engine.clone())))
         .builtin("link", Box::new(ln::Link::new(engine.clone())))
         .builtin("ls", Box::new(ls::Ls::new(engine.clone())))

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 /// uid and gid of the virtual user `sandbox` of `/etc/passwd`, shown as
 /// the owner of files bashkit's own trees hold.
-pub(crate) const SANDBOX_ID: u32 = 1000;
+pub(crate) const SANDBOX_ID: u32 = agentcomputer_runtime_contract::SANDBOX_UID;
 
 /// The type letter `ls -l` and `stat` print for `t`.
 pub(crate) fn kind_char(t: FileType) -> char {

@@ -15,6 +15,7 @@
 //! in the middle of a path fails the walk with `ENOENT`, and that layer
 //! retries with the link resolved (see bashkit `fs/follow.rs`).
 
+mod appends;
 mod dir_cache;
 mod ops;
 
@@ -68,6 +69,7 @@ pub struct EngineFs {
     fifos: Arc<Mutex<HashMap<Ino, Vec<u8>>>>,
     dirs: Arc<DirCache>,
     budget: ExecBudget,
+    appends: Arc<appends::Appends>,
 }
 
 impl EngineFs {
@@ -85,6 +87,7 @@ impl EngineFs {
             fs,
             owner,
             fifos: Arc::default(),
+            appends: Arc::default(),
             budget: ExecBudget {
                 memory: crate::limits::DEFAULT_MEMORY_BYTES,
                 stop: crate::stop::StopFlag::new(),

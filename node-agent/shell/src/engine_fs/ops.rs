@@ -20,7 +20,14 @@ use std::time::SystemTime;
 type Entry = (Ino, Vec<u8>);
 
 impl EngineFs {
-    fn write_mode(&self, path: &Path, data: &[u8], mode: WriteMode) -> bashkit::Result<()> {
+    /// Writes `data` to `path` in one engine transaction; `true` when it
+    /// went to a regular file (not a named pipe's buffer).
+    pub(super) fn write_mode(
+        &self,
+        path: &Path,
+        data: &[u8],
+        mode: WriteMode,
+    ) -> bashkit::Result<bool> {
         // One write is one engine transaction, which holds the exec's write
         // fence until it ends: bounding it by the memory budget bounds how
         // long a stopped exec can keep the runtime from answering.
@@ -30,7 +37,7 @@ impl EngineFs {
             .fs
             .write_all(parent, &name, data, mode, NEW_FILE_PERM, self.owner)
         {
-            Ok(_) => Ok(()),
+            Ok(_) => Ok(true),
             // Not a regular file: a named pipe takes the bytes in its buffer.
             Err(e) if e.errno() == Errno::EINVAL => match self.fs.lookup(parent, &name) {
                 Ok(attr) if attr.kind == FileKind::NamedPipe => {
@@ -39,7 +46,7 @@ impl EngineFs {
                     let held = (buffer.len() + data.len()) as u64;
                     self.budget.admit(held, "the named pipe's buffer")?;
                     buffer.extend_from_slice(data);
-                    Ok(())
+                    Ok(false)
                 }
                 _ => Err(from_engine(e)),
             },
@@ -139,6 +146,7 @@ impl EngineFs {
 #[async_trait]
 impl FileSystem for EngineFs {
     async fn read_file(&self, path: &Path) -> bashkit::Result<Vec<u8>> {
+        self.flush_appends()?;
         let attr = self.walk(path)?;
         match attr.kind {
             FileKind::Directory => Err(errno_error(Errno::EISDIR)),
@@ -155,14 +163,17 @@ impl FileSystem for EngineFs {
     }
 
     async fn write_file(&self, path: &Path, content: &[u8]) -> bashkit::Result<()> {
+        self.flush_appends()?;
         self.write_mode(path, content, WriteMode::Truncate)
+            .map(drop)
     }
 
     async fn append_file(&self, path: &Path, content: &[u8]) -> bashkit::Result<()> {
-        self.write_mode(path, content, WriteMode::Append)
+        self.append(path, content)
     }
 
     async fn mkdir(&self, path: &Path, recursive: bool) -> bashkit::Result<()> {
+        self.flush_appends()?;
         if recursive {
             return self.mkdir_p(path);
         }
@@ -174,6 +185,7 @@ impl FileSystem for EngineFs {
     }
 
     async fn remove(&self, path: &Path, recursive: bool) -> bashkit::Result<()> {
+        self.flush_appends()?;
         let (parent, name) = self.walk_parent(path, Errno::EBUSY)?;
         let attr = self.fs.lookup(parent, &name).map_err(from_engine)?;
         if attr.kind != FileKind::Directory {
@@ -186,10 +198,17 @@ impl FileSystem for EngineFs {
     }
 
     async fn stat(&self, path: &Path) -> bashkit::Result<Metadata> {
+        // bashkit looks at the target before every piece of redirected
+        // output: the file being appended to answers from its buffer.
+        if let Some(meta) = self.appending(path) {
+            return Ok(meta);
+        }
+        self.flush_appends()?;
         self.walk(path).map(|attr| metadata(&attr))
     }
 
     async fn read_dir(&self, path: &Path) -> bashkit::Result<Vec<DirEntry>> {
+        self.flush_appends()?;
         let attr = self.walk(path)?;
         match attr.kind {
             FileKind::Directory => self.list(attr.ino),
@@ -199,6 +218,7 @@ impl FileSystem for EngineFs {
     }
 
     async fn exists(&self, path: &Path) -> bashkit::Result<bool> {
+        self.flush_appends()?;
         match self.walk(path) {
             Ok(_) => Ok(true),
             Err(bashkit::Error::Io(e))
@@ -214,6 +234,7 @@ impl FileSystem for EngineFs {
     }
 
     async fn rename(&self, from: &Path, to: &Path) -> bashkit::Result<()> {
+        self.flush_appends()?;
         let (from_parent, from_name) = self.walk_parent(from, Errno::EBUSY)?;
         let (to_parent, to_name) = self.walk_parent(to, Errno::EBUSY)?;
         self.fs
@@ -233,6 +254,7 @@ impl FileSystem for EngineFs {
     /// target is replaced by the copy and keeps its permission bits; a new
     /// one gets the source's, less the umask, as cp(1) does.
     async fn copy(&self, from: &Path, to: &Path) -> bashkit::Result<()> {
+        self.flush_appends()?;
         let src = self.walk(from)?;
         match src.kind {
             FileKind::Directory => return Err(errno_error(Errno::EISDIR)),
@@ -270,6 +292,7 @@ impl FileSystem for EngineFs {
     }
 
     async fn symlink(&self, target: &Path, link: &Path) -> bashkit::Result<()> {
+        self.flush_appends()?;
         let (parent, name) = self.walk_parent(link, Errno::EEXIST)?;
         let target = target.as_os_str().as_encoded_bytes();
         self.fs
@@ -279,6 +302,7 @@ impl FileSystem for EngineFs {
     }
 
     async fn read_link(&self, path: &Path) -> bashkit::Result<PathBuf> {
+        self.flush_appends()?;
         let attr = self.walk(path)?;
         if attr.kind != FileKind::Symlink {
             return Err(errno_error(Errno::EINVAL));
@@ -288,6 +312,7 @@ impl FileSystem for EngineFs {
     }
 
     async fn chmod(&self, path: &Path, mode: u32) -> bashkit::Result<()> {
+        self.flush_appends()?;
         let attr = self.walk(path)?;
         let change = SetAttr {
             perm: Some(mode & 0o7777),
@@ -300,6 +325,7 @@ impl FileSystem for EngineFs {
     }
 
     async fn set_modified_time(&self, path: &Path, time: SystemTime) -> bashkit::Result<()> {
+        self.flush_appends()?;
         let attr = self.walk(path)?;
         let change = SetAttr {
             mtime: Some(TimeSet::At(timespec(time))),
@@ -344,6 +370,7 @@ impl FileSystemExt for EngineFs {
     }
 
     async fn mkfifo(&self, path: &Path, mode: u32) -> bashkit::Result<()> {
+        self.flush_appends()?;
         let (parent, name) = self.walk_parent(path, Errno::EEXIST)?;
         self.fs
             .mknod(
