@@ -397,7 +397,14 @@ async fn apply(
 }
 
 /// `PRAGMA integrity_check`, then the engine's check (which opens the
-/// file as a filesystem).
+/// file as a filesystem): what every restore runs before it places a file,
+/// for a database file from elsewhere too (an imported copy).
+///
+/// Errors: [`Error::Check`] naming the problems, I/O and SQLite errors.
+pub fn check_database(path: &FsPath) -> Result<()> {
+    check(path)
+}
+
 fn check(path: &FsPath) -> Result<()> {
     {
         let c = rusqlite::Connection::open(path)?;
@@ -427,7 +434,9 @@ fn check(path: &FsPath) -> Result<()> {
 /// One object of a log: its position and size in bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LogObject {
+    /// Its position.
     pub position: u64,
+    /// Its size in bytes.
     pub bytes: u64,
 }
 

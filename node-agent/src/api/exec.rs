@@ -360,6 +360,13 @@ async fn start_runtime(
                 "computer {computer} was deleted while the run was going; the run was stopped and its files are gone"
             ));
         }
+        if let Some(why) = lease.ended()
+            && finished.error.is_some()
+        {
+            finished.error = Some(format!(
+                "the run on computer {computer} was stopped: {why}; what it wrote is not in the restored files"
+            ));
+        }
         if let Some(why) = lease.writer_lost() {
             finished.error = Some(format!(
                 "this node stopped serving computer {computer} during the run ({why}): the run was stopped, and nothing it wrote after that was kept"
