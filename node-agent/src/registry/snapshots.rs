@@ -410,7 +410,7 @@ impl Registry {
                 .keys()
                 .map(|p| p.display().to_string())
                 .collect();
-            if !mounted.is_empty() || !slot.connections.lock().is_empty() || slot.fs.is_shared() {
+            if !mounted.is_empty() || !slot.connections.lock().is_empty() {
                 return Err(RegistryError::RestoreMounted {
                     name: name.to_string(),
                     paths: if mounted.is_empty() {
@@ -425,7 +425,10 @@ impl Registry {
             *slot.ended.lock() = Some(format!("computer {name} was restored to snapshot {snap}"));
             slot.cancel.cancel();
             let deadline = Instant::now() + RESTORE_DRAIN;
-            while slot.active.load(Ordering::SeqCst) > 0 {
+            // Every lease let go, and every copy of the engine a run held
+            // (a lazily detached mount would keep one: it is waited for,
+            // then refused like a mount).
+            while slot.active.load(Ordering::SeqCst) > 0 || slot.fs.is_shared() {
                 if Instant::now() >= deadline {
                     // Still in use: it stays open as it is (new runs on
                     // this engine end at once; it closes when idle).
@@ -436,7 +439,7 @@ impl Registry {
                     return Err(RegistryError::RestoreBusy {
                         name: name.to_string(),
                         reason: format!(
-                            "{} calls still use it {}s after their runs were ended; nothing was restored, try again",
+                            "{} calls (or a lazily detached mount) still use it {}s after their runs were ended; nothing was restored, try again",
                             slot.active.load(Ordering::SeqCst),
                             RESTORE_DRAIN.as_secs()
                         ),
