@@ -9,3 +9,4 @@ pub mod files;
 pub mod mount;
 pub mod search;
 pub mod share;
+pub mod snapshots;
