@@ -221,6 +221,32 @@ fn snapshot_rm_restore_and_copies_through_the_cli() {
     let err = fails(agent.cli(&["snapshot", "demo", "s1"]));
     assert!(err.contains("snapshot \"s1\" already exists"), "{err}");
 
+    // A point in time: the state before `later.txt` was written.
+    let at = humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string();
+    std::thread::sleep(Duration::from_millis(50));
+    ok(agent.cli(&["exec", "demo", "--", "echo even-later > even-later.txt"]));
+    let restored = ok(agent.cli(&["restore", "demo", "--time", &at]));
+    assert!(
+        restored.contains("demo restored to backup position "),
+        "{restored}"
+    );
+    assert_eq!(
+        ok(agent.cli(&["exec", "demo", "--", "ls"])),
+        "later.txt\nrun.sh\nsrc\n"
+    );
+    let err = fails(agent.cli(&["restore", "demo", "--time", "2001-01-01T00:00:00Z"]));
+    assert!(
+        err.contains("has no backup position at or before 2001-01-01T00:00:00"),
+        "{err}"
+    );
+    let bad = agent.cli(&["restore", "demo", "--time", "yesterday-ish"]);
+    assert_eq!(bad.status.code(), Some(2), "a bad command line");
+    assert!(
+        text(&bad.stderr).contains("neither an RFC 3339 time"),
+        "{}",
+        text(&bad.stderr)
+    );
+
     let deleted = ok(agent.cli(&["delete-snapshot", "demo", "s1"]));
     assert!(
         deleted.starts_with("snapshot s1 of demo deleted"),

@@ -139,7 +139,9 @@ impl From<RegistryError> for Status {
             RegistryError::InvalidSnapshotName(_) | RegistryError::BadImport { .. } => {
                 Status::invalid_argument(message)
             }
-            RegistryError::SnapshotNotFound { .. } => Status::not_found(message),
+            RegistryError::SnapshotNotFound { .. } | RegistryError::NoPositionAt { .. } => {
+                Status::not_found(message)
+            }
             RegistryError::SnapshotExists(_) => Status::already_exists(message),
             RegistryError::SnapshotLimit { .. } => Status::resource_exhausted(message),
             RegistryError::RestoreBusy { .. } => Status::unavailable(message),

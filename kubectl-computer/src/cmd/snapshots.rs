@@ -30,15 +30,24 @@ pub enum SnapshotCommand {
     Snapshots { name: String },
     /// Delete a snapshot and release the backup log it alone needs.
     DeleteSnapshot { name: String, snapshot: String },
-    /// Bring a computer back to one of its snapshots. Running execs are
-    /// ended; the state they leave is kept as a snapshot
-    /// before-restore-<time> first, so the restore can be undone. Refused
-    /// while the computer is mounted.
+    /// Bring a computer back to one of its snapshots (--to), or to a point
+    /// in time its backup log keeps (--time). Running execs are ended; the
+    /// state they leave is kept as a snapshot before-restore-<time> first,
+    /// so the restore can be undone. Refused while the computer is mounted.
     Restore {
         name: String,
         /// The snapshot to restore.
-        #[arg(long = "to", value_name = "SNAPSHOT")]
-        to: String,
+        #[arg(
+            long = "to",
+            value_name = "SNAPSHOT",
+            required_unless_present = "time",
+            conflicts_with = "time"
+        )]
+        to: Option<String>,
+        /// A time instead: RFC 3339 (2026-01-02T15:04:05Z) or a duration
+        /// ago (10m, 1h30m); the latest backup position at or before it.
+        #[arg(long, value_name = "TIME", value_parser = parse_time)]
+        time: Option<std::time::SystemTime>,
     },
     /// Make computer NEW a copy of computer NAME as it is now (a fork;
     /// shorthand for `create NEW --from computer/NAME`).
@@ -60,9 +69,9 @@ pub async fn run(backend: &Backend, command: SnapshotCommand) -> Result<()> {
             let (mut c, name) = backend.client(name).await?;
             delete(&mut c, name, snapshot).await
         }
-        SnapshotCommand::Restore { name, to } => {
+        SnapshotCommand::Restore { name, to, time } => {
             let (mut c, name) = backend.client(name).await?;
-            restore(&mut c, name, to).await
+            restore(&mut c, name, to.unwrap_or_default(), time).await
         }
         SnapshotCommand::Fork { name, new } => {
             create_from(backend, new, &format!("computer/{name}")).await
@@ -147,21 +156,57 @@ async fn delete(c: &mut Client, computer: String, snapshot: String) -> Result<()
     Ok(())
 }
 
-async fn restore(c: &mut Client, computer: String, snapshot: String) -> Result<()> {
+/// `--time`: RFC 3339, or a duration before now.
+fn parse_time(s: &str) -> std::result::Result<std::time::SystemTime, String> {
+    if let Ok(t) = humantime::parse_rfc3339_weak(s) {
+        return Ok(t);
+    }
+    match humantime::parse_duration(s) {
+        Ok(d) => Ok(std::time::SystemTime::now() - d),
+        Err(_) => Err(format!(
+            "{s:?} is neither an RFC 3339 time (2026-01-02T15:04:05Z) nor a duration ago (10m)"
+        )),
+    }
+}
+
+async fn restore(
+    c: &mut Client,
+    computer: String,
+    snapshot: String,
+    time: Option<std::time::SystemTime>,
+) -> Result<()> {
+    let unix_nanos = time.map_or(0, |t| {
+        t.duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as i64)
+    });
     let r = c
         .restore_computer(pb::RestoreComputerRequest {
             computer: computer.clone(),
             snapshot: snapshot.clone(),
+            unix_nanos,
         })
         .await?
         .into_inner();
     let undo = r.before.map(|b| b.name).unwrap_or_default();
+    let to = match r.restored {
+        Some(s) if !s.name.is_empty() => format!("snapshot {}", s.name),
+        Some(s) => format!(
+            "backup position {} ({})",
+            s.position,
+            time_of(s.created_unix_nanos)
+        ),
+        None => String::new(),
+    };
     outln!(
-        "{computer} restored to snapshot {snapshot} in {} ms; {} run(s) ended; undo with: restore {computer} --to {undo}",
+        "{computer} restored to {to} in {} ms; {} run(s) ended; undo with: restore {computer} --to {undo}",
         r.duration_ms,
         r.ended_runs
     );
     Ok(())
+}
+
+fn time_of(unix_nanos: i64) -> String {
+    time(unix_nanos)
 }
 
 /// `create NEW --from SOURCE`: `snapshot/S`, `computer/C` or `file:PATH`

@@ -15,8 +15,8 @@ pub mod wal;
 
 pub use error::{Error, Result};
 pub use restore::{
-    LogObject, Restored, base_of, catch_up, check_database, log_objects, prune_below, restore,
-    restore_at,
+    LogObject, Restored, base_of, catch_up, check_database, log_objects, position_at_time,
+    prune_below, restore, restore_at,
 };
 pub use shipper::{Options, Position, Resume, Shipper, Wake};
 pub use store::{S3Config, s3_store};

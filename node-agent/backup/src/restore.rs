@@ -533,3 +533,28 @@ pub async fn prune_below(
     }
     Ok((count, bytes))
 }
+
+/// The latest position of the log under `prefix` whose object was made at
+/// or before `at_ms` (ms since the Unix epoch): the state a point-in-time
+/// restore to that moment brings back. Reads headers back from the latest
+/// position. `None` when the log's oldest kept object is younger.
+///
+/// Errors: the store's; [`Error::Corrupt`] for a header that does not
+/// decode.
+pub async fn position_at_time(
+    store: &Arc<dyn ObjectStore>,
+    prefix: &Path,
+    at_ms: u64,
+) -> Result<Option<u64>> {
+    for o in log_objects(store, prefix).await?.iter().rev() {
+        let key = object::key(prefix, o.position);
+        let head_bytes = store
+            .get_range(&key, 0..object::HEADER_BYTES as u64)
+            .await?;
+        let h = object::decode_header(&head_bytes).map_err(|r| corrupt(&key, r))?;
+        if h.created_ms <= at_ms {
+            return Ok(Some(o.position));
+        }
+    }
+    Ok(None)
+}

@@ -12,7 +12,7 @@ use super::computers::to_proto;
 use super::streams::idle_error;
 use crate::blocking::blocking;
 use crate::errors::errno_detail;
-use crate::registry::{Registry, SnapshotInfo, SnapshotSource};
+use crate::registry::{Registry, RestoreTo, SnapshotInfo, SnapshotSource};
 
 /// The API's view of a snapshot.
 pub fn info_to_proto(info: &SnapshotInfo) -> pb::SnapshotInfo {
@@ -70,9 +70,18 @@ pub async fn restore(
     registry: &Registry,
     req: pb::RestoreComputerRequest,
 ) -> Result<pb::RestoreComputerResponse, Status> {
-    let r = registry
-        .restore_snapshot(&req.computer, &req.snapshot)
-        .await?;
+    let to = match (req.snapshot.is_empty(), req.unix_nanos) {
+        (false, 0) => RestoreTo::Snapshot(req.snapshot),
+        (true, t) if t > 0 => {
+            RestoreTo::Time(std::time::UNIX_EPOCH + std::time::Duration::from_nanos(t as u64))
+        }
+        _ => {
+            return Err(Status::invalid_argument(
+                "RestoreComputer needs exactly one of snapshot and unix_nanos (a time after the epoch)",
+            ));
+        }
+    };
+    let r = registry.restore_to(&req.computer, &to).await?;
     Ok(pb::RestoreComputerResponse {
         before: Some(info_to_proto(&r.before)),
         restored: Some(info_to_proto(&SnapshotInfo {

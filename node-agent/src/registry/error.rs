@@ -161,4 +161,9 @@ pub enum RegistryError {
     /// An imported database file that is not a computer's.
     #[error("cannot import computer \"{name}\": {reason}")]
     BadImport { name: String, reason: String },
+    /// A point-in-time restore to before the oldest position the log keeps.
+    #[error(
+        "computer \"{name}\" has no backup position at or before {at}: its log starts later (positions before the oldest snapshot's are released when snapshots are deleted)"
+    )]
+    NoPositionAt { name: String, at: String },
 }

@@ -62,7 +62,7 @@ pub use handed_over::{Handed, TakeOverError, serve_handed_over};
 pub use holder_client::{Client as HolderClient, is_descriptor_shortage};
 pub use lease::Lease;
 pub use snapshots::{
-    DEFAULT_SNAPSHOT_LIMITS, Restored as SnapshotRestored, SnapshotInfo, SnapshotLimits,
+    DEFAULT_SNAPSHOT_LIMITS, RestoreTo, Restored as SnapshotRestored, SnapshotInfo, SnapshotLimits,
     SnapshotSource,
 };
 pub use writer_lease::writer_lease_name;

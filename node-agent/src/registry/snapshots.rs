@@ -66,6 +66,15 @@ pub enum SnapshotSource {
     Computer(String),
 }
 
+/// What a restore brings a computer back to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RestoreTo {
+    /// One of its snapshots, by name.
+    Snapshot(String),
+    /// The latest position of its log made at or before this time.
+    Time(std::time::SystemTime),
+}
+
 /// What a restore did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Restored {
@@ -358,18 +367,27 @@ impl Registry {
         Ok(released)
     }
 
-    /// Brings computer `name` back to its snapshot `snap`: running execs
-    /// are ended (their exit says why), the state it leaves is taken as
-    /// snapshot `before-restore-<unix ms>` first, and the snapshot's files
-    /// replace the computer's. Refused while the computer is mounted on
-    /// the host. Errors: `SnapshotNotFound`, `RestoreMounted`,
-    /// `RestoreBusy`, `SnapshotLimit` (the undo snapshot would pass it),
-    /// `NoSnapshots`, `NotFound`, the store's.
+    /// Brings computer `name` back to its snapshot `snap` (see
+    /// [`Registry::restore_to`]).
     pub async fn restore_snapshot(
         &self,
         name: &str,
         snap: &str,
     ) -> Result<Restored, RegistryError> {
+        self.restore_to(name, &RestoreTo::Snapshot(snap.to_string()))
+            .await
+    }
+
+    /// Brings computer `name` back to `to`: one of its snapshots, or the
+    /// latest position of its log made at or before a time (within what
+    /// the log keeps). Running execs are ended (their exit says why), the
+    /// state it leaves is taken as snapshot `before-restore-<unix ms>`
+    /// first, and the files of `to` replace the computer's. Refused while
+    /// the computer is mounted on the host. Errors: `SnapshotNotFound`,
+    /// `NoPositionAt`, `RestoreMounted`, `RestoreBusy`, `SnapshotLimit`
+    /// (the undo snapshot would pass it), `NoSnapshots`, `NotFound`, the
+    /// store's.
+    pub async fn restore_to(&self, name: &str, to: &RestoreTo) -> Result<Restored, RegistryError> {
         check_name(name)?;
         let b = self.snapshot_store(name)?;
         let err = backup_err(name);
@@ -392,12 +410,23 @@ impl Registry {
             .backup_id
             .clone()
             .ok_or_else(|| RegistryError::NoSnapshots(name.to_string()))?;
-        let Some(target) = b.target.snapshot(&id, snap).await.map_err(&err)? else {
-            return Err(RegistryError::SnapshotNotFound {
-                snapshot: snap.to_string(),
-                computer: Some(name.to_string()),
-            });
+        let named = match to {
+            RestoreTo::Snapshot(snap) => match b.target.snapshot(&id, snap).await.map_err(&err)? {
+                Some(record) => Some(record),
+                None => {
+                    return Err(RegistryError::SnapshotNotFound {
+                        snapshot: snap.to_string(),
+                        computer: Some(name.to_string()),
+                    });
+                }
+            },
+            RestoreTo::Time(_) => None,
         };
+        let snap = match to {
+            RestoreTo::Snapshot(s) => format!("snapshot {s}"),
+            RestoreTo::Time(t) => format!("its state at {}", humantime::format_rfc3339_millis(*t)),
+        };
+        let snap = snap.as_str();
         let existing = b.target.snapshots(&id).await.map_err(&err)?;
         self.check_snapshot_limits(name, &settings, &id, &existing)
             .await?;
@@ -422,7 +451,7 @@ impl Registry {
             }
             self.inner.open.lock().remove(name);
             ended_runs = slot.active.load(Ordering::SeqCst);
-            *slot.ended.lock() = Some(format!("computer {name} was restored to snapshot {snap}"));
+            *slot.ended.lock() = Some(format!("computer {name} was restored to {snap}"));
             slot.cancel.cancel();
             let deadline = Instant::now() + RESTORE_DRAIN;
             // Every lease let go, and every copy of the engine a run held
@@ -464,6 +493,37 @@ impl Registry {
             .last()
             .map(|o| o.position)
             .ok_or_else(|| RegistryError::NoSnapshots(name.to_string()))?;
+        let target = match named {
+            Some(record) => record,
+            None => {
+                let RestoreTo::Time(t) = to else {
+                    unreachable!("a snapshot was looked up above")
+                };
+                let at_ms = t
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| d.as_millis() as u64);
+                let Some(position) = b.target.position_at_time(&id, at_ms).await.map_err(&err)?
+                else {
+                    return Err(RegistryError::NoPositionAt {
+                        name: name.to_string(),
+                        at: humantime::format_rfc3339_millis(*t).to_string(),
+                    });
+                };
+                SnapshotRecord {
+                    name: String::new(),
+                    computer: name.to_string(),
+                    id: id.clone(),
+                    position,
+                    base: 0,
+                    created_unix_nanos: at_ms as i64 * 1_000_000,
+                    database_bytes: b
+                        .target
+                        .database_bytes_at(&id, position)
+                        .await
+                        .map_err(&err)?,
+                }
+            }
+        };
         let before_name = format!("before-restore-{}", computer::now_unix_nanos() / 1_000_000);
         let before = self
             .record_snapshot(name, &id, &before_name, head, &existing)
@@ -504,7 +564,7 @@ impl Registry {
         let elapsed = started.elapsed();
         info!(
             computer = name,
-            snapshot = snap,
+            to = snap,
             position = target.position,
             undo = %before_name,
             ended_runs,

@@ -233,6 +233,15 @@ impl BackupTarget {
         )
     }
 
+    /// The latest position of computer `id`'s log made at or before
+    /// `at_ms` (see [`agentcomputer_backup::position_at_time`]).
+    pub async fn position_at_time(&self, id: &str, at_ms: u64) -> Result<Option<u64>, BackupError> {
+        Ok(
+            agentcomputer_backup::position_at_time(&self.store, &self.computer_prefix(id), at_ms)
+                .await?,
+        )
+    }
+
     /// Restores computer `id` as its log was at `position` into the new
     /// file `dest`, checked (see [`agentcomputer_backup::restore_at`]).
     pub async fn restore_at(
