@@ -42,6 +42,7 @@ async fn restore(
     c.restore_computer(pb::RestoreComputerRequest {
         computer: computer.into(),
         snapshot: snap.into(),
+        unix_nanos: 0,
     })
     .await
     .map(|r| r.into_inner())
