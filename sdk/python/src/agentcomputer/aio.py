@@ -35,6 +35,10 @@ from .models import (
     ShareLink,
     Statfs,
     BackupCheck,
+    Restored,
+    Snapshot,
+    create_from_request,
+    restore_request,
 )
 from .v1 import agentcomputer_pb2 as pb
 
@@ -514,6 +518,33 @@ class AsyncComputer:
         message says why), RemoteOSError (``EIO``, ``code`` ``UNAVAILABLE``)
         while the store cannot be reached: retry."""
         return (await self.client._unary("Sync", pb.SyncRequest(computer=self.name))).position
+
+    async def snapshot(self, name: Optional[str] = None) -> Snapshot:
+        """Takes a snapshot now (see :meth:`agentcomputer.Computer.snapshot`)."""
+        req = pb.SnapshotRequest(computer=self.name, snapshot=name or "")
+        return Snapshot.from_proto(await self.client._unary("Snapshot", req))
+
+    async def snapshots(self) -> list[Snapshot]:
+        """This computer's snapshots, oldest first."""
+        resp = await self.client._unary("ListSnapshots", pb.ListSnapshotsRequest(computer=self.name))
+        return [Snapshot.from_proto(m) for m in resp.snapshots]
+
+    async def delete_snapshot(self, name: str) -> int:
+        """Deletes snapshot ``name``; returns the bytes of backup log released."""
+        req = pb.DeleteSnapshotRequest(computer=self.name, snapshot=name)
+        return (await self.client._unary("DeleteSnapshot", req)).released_bytes
+
+    async def restore(self, snapshot: Optional[str] = None, *, at: Optional[float] = None) -> Restored:
+        """Brings the computer back to ``snapshot`` or the time ``at`` (see
+        :meth:`agentcomputer.Computer.restore`)."""
+        req = restore_request(self.name, snapshot, at)
+        return Restored.from_proto(await self.client._unary("RestoreComputer", req))
+
+    async def fork(self, new: str) -> AsyncComputer:
+        """A new computer ``new`` with this one's files as they are now."""
+        req = create_from_request(new, None, self.name)
+        await self.client._unary("CreateComputerFrom", req)
+        return AsyncComputer(self.client, new)
 
     async def verify_backup(self) -> BackupCheck:
         """Restores the computer's latest backup into a scratch file on
