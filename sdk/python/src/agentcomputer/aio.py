@@ -38,6 +38,7 @@ from .models import (
     Restored,
     Snapshot,
     create_from_request,
+    import_pieces,
     restore_request,
 )
 from .v1 import agentcomputer_pb2 as pb
@@ -165,6 +166,39 @@ class AsyncClient:
         """All computers of this agent, sorted by name."""
         resp = await self._unary("ListComputers", pb.ListComputersRequest())
         return [ComputerInfo.from_proto(m) for m in resp.computers]
+
+    async def create_computer_from(
+        self,
+        name: str,
+        *,
+        snapshot: Optional[str] = None,
+        computer: Optional[str] = None,
+    ) -> AsyncComputer:
+        """Creates computer ``name`` as a copy of a snapshot or of another
+        computer now (see :meth:`agentcomputer.Client.create_computer_from`)."""
+        req = create_from_request(name, snapshot, computer)
+        info = ComputerInfo.from_proto(await self._unary("CreateComputerFrom", req))
+        return AsyncComputer(self, name, info)
+
+    async def import_computer(self, name: str, source: Union[str, "os.PathLike[str]", BinaryIO, bytes]) -> AsyncComputer:
+        """Creates computer ``name`` from a database file made by a backup
+        (see :meth:`agentcomputer.Client.import_computer`); this async form
+        reads the whole file into memory before it sends it."""
+        if isinstance(source, (bytes, bytearray, memoryview)) or hasattr(source, "read"):
+            pieces = list(import_pieces(name, c.chunks_of(source)))  # type: ignore[arg-type]
+        else:
+            with open(os.fspath(source), "rb") as f:
+                pieces = list(import_pieces(name, c.chunks_of(f)))
+
+        async def send() -> AsyncIterator[pb.ImportComputerRequest]:
+            for p in pieces:
+                yield p
+
+        try:
+            resp = await self._stub.ImportComputer(send(), metadata=self._md)
+        except grpc.RpcError as e:
+            raise c.translate(e, self.target, None) from None
+        return AsyncComputer(self, name, ComputerInfo.from_proto(resp))
 
     async def delete_computer(self, name: str) -> None:
         """Deletes computer ``name`` and all its files."""
