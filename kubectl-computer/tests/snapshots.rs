@@ -7,6 +7,8 @@ use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
 use agentcomputer_node_agent::backup::BackupUrl;
+
+mod common;
 use agentcomputer_node_agent::{LocalConfig, serve};
 
 /// An in-process agent backing up to `<data>/log`; stopped on drop.
@@ -32,7 +34,10 @@ impl Agent {
             streams: Default::default(),
             admission: agentcomputer_node_agent::admission::AdmissionConfig::for_node(),
             fuse_holder: None,
-            share: None,
+            share: Some(
+                agentcomputer_node_agent::local::LocalShare::bind("127.0.0.1:0".parse().unwrap())
+                    .unwrap(),
+            ),
             backup: Some(BackupUrl::Dir(data.join("log"))),
         };
         let thread = std::thread::spawn(move || {
@@ -254,4 +259,37 @@ fn snapshot_rm_restore_and_copies_through_the_cli() {
     );
     let err = fails(agent.cli(&["delete-snapshot", "demo", "s1"]));
     assert!(err.contains("snapshot \"s1\" not found"), "{err}");
+}
+
+/// The MCP server's `snapshot` and `restore` tools, driven by the official
+/// Python MCP client (tests/mcp/client.py) over stdio: with a backup store a
+/// checkpoint brings a file back, and a restore can be undone.
+#[test]
+fn mcp_snapshot_and_restore_tools() {
+    let dir = tempfile::tempdir().unwrap();
+    let agent = Agent::start(dir.path());
+    ok(agent.cli(&["create", "demo"]));
+    let out = Command::new(common::mcp_python())
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp/client.py"))
+        .args(["stdio", env!("CARGO_BIN_EXE_kubectl-computer"), "demo"])
+        .env("AGENTCOMPUTER_ENDPOINT", &agent.url)
+        .env("AGENTCOMPUTER_DATA_DIR", &agent.data)
+        .env_remove("AGENTCOMPUTER_TOKEN")
+        .env_remove("AGENTCOMPUTER_TOKEN_FILE")
+        .env_remove("KUBECONFIG")
+        .output()
+        .unwrap();
+    let stdout = ok(out);
+    assert!(
+        stdout
+            .lines()
+            .last()
+            .unwrap_or_default()
+            .starts_with("ok: stdio "),
+        "{stdout}"
+    );
+    // The tool's snapshot and the restore's undo snapshot are the agent's.
+    let listed = ok(agent.cli(&["snapshots", "demo"]));
+    assert!(listed.contains("\nbefore-restore-"), "{listed}");
+    assert!(listed.contains("\ndemo-"), "{listed}");
 }
