@@ -159,8 +159,7 @@ pub async fn import(
         let mut file = Some(file);
         let mut at = 0u64;
         let mut piece = Some(first);
-        loop {
-            let Some(p) = piece.take() else { break };
+        while let Some(p) = piece.take() {
             if !p.name.is_empty() && p.name != name {
                 return Err(errno_detail(
                     Errno::EINVAL,
