@@ -575,3 +575,63 @@ async fn without_a_backup_store_snapshots_are_refused_naming_the_flag() {
     import(&mut c, "copy", &file).await.unwrap();
     assert!(names(&mut c, "copy", ".").await.is_empty());
 }
+
+/// A computer mounted on the host is not restored under the processes
+/// using the mount: the restore is refused naming the mount, nothing
+/// changes (the mount keeps showing the current files), and after the
+/// unmount the same restore goes through.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mounted_computer_is_not_restored_under_its_mount() {
+    if !Path::new("/dev/fuse").exists() || !nix::unistd::geteuid().is_root() {
+        eprintln!("SKIPPED: host mounts need /dev/fuse and an agent running as root");
+        return;
+    }
+    let data = tempfile::tempdir().unwrap();
+    let agent = agent(data.path());
+    let mut c = agent.client().await;
+    create(&mut c, "demo", 0).await;
+    write(
+        &mut c,
+        "demo",
+        "a.txt",
+        pb::WriteMode::Truncate,
+        b"snapshotted",
+    )
+    .await
+    .unwrap();
+    snapshot(&mut c, "demo", "s1").await.unwrap();
+    write(&mut c, "demo", "a.txt", pb::WriteMode::Truncate, b"current")
+        .await
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    c.mount(pb::MountRequest {
+        computer: "demo".into(),
+        host_path: dir.path().to_str().unwrap().into(),
+        nonempty: false,
+    })
+    .await
+    .unwrap();
+    let held = std::fs::File::open(dir.path().join("a.txt")).unwrap();
+    let err = restore(&mut c, "demo", "s1").await.unwrap_err();
+    assert_eq!(err.code(), Code::FailedPrecondition, "{err:?}");
+    assert!(
+        err.message()
+            .contains(&format!("while it is mounted at {}", dir.path().display())),
+        "{err:?}"
+    );
+    assert!(err.message().contains("nothing was changed"), "{err:?}");
+    // The mount and a file held open on it go on as before.
+    let mut seen = String::new();
+    std::io::Read::read_to_string(&mut &held, &mut seen).unwrap();
+    assert_eq!(seen, "current");
+    assert_eq!(std::fs::read(dir.path().join("a.txt")).unwrap(), b"current");
+    drop(held);
+    c.unmount(pb::UnmountRequest {
+        computer: "demo".into(),
+        host_path: dir.path().to_str().unwrap().into(),
+    })
+    .await
+    .unwrap();
+    restore(&mut c, "demo", "s1").await.unwrap();
+    assert_eq!(read(&mut c, "demo", "a.txt").await.unwrap(), b"snapshotted");
+}
