@@ -145,6 +145,24 @@ async fn main() {
         let mut base = w.join().unwrap();
         base.sort();
 
+        // Snapshots of a computer nobody writes to.
+        let mut idle = Vec::new();
+        for n in 0..10 {
+            let t = Instant::now();
+            registry
+                .snapshot(&name, Some(&format!("{name}-idle{n}")))
+                .await
+                .unwrap();
+            idle.push(t.elapsed());
+        }
+        idle.sort();
+        for n in 0..10 {
+            registry
+                .delete_snapshot(&name, &format!("{name}-idle{n}"))
+                .await
+                .unwrap();
+        }
+
         let log_mid = du(&log);
         let stop = Arc::new(AtomicBool::new(false));
         let w = writer(fs.clone(), stop.clone());
@@ -219,6 +237,11 @@ async fn main() {
             window.as_secs(),
             (log_mid - log_before) >> 10,
             3
+        );
+        println!(
+            "snapshot of an idle computer: p50 {}, max {} (10)",
+            ms(pct(&idle, 0.5)),
+            ms(*idle.last().unwrap())
         );
         println!(
             "snapshot: p50 {}, p99 {}, max {} (20, a writer committing 4 KiB files back to back)",
