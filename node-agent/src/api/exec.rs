@@ -363,9 +363,7 @@ async fn start_runtime(
         if let Some(why) = lease.ended()
             && finished.error.is_some()
         {
-            finished.error = Some(format!(
-                "the run on computer {computer} was stopped: {why}; what it wrote is not in the restored files"
-            ));
+            finished.error = Some(format!("the run on computer {computer} was stopped: {why}"));
         }
         if let Some(why) = lease.writer_lost() {
             finished.error = Some(format!(

@@ -451,7 +451,9 @@ impl Registry {
             }
             self.inner.open.lock().remove(name);
             ended_runs = slot.active.load(Ordering::SeqCst);
-            *slot.ended.lock() = Some(format!("computer {name} was restored to {snap}"));
+            *slot.ended.lock() = Some(format!(
+                "computer {name} was restored to {snap}; what the run wrote is not in the restored files"
+            ));
             slot.cancel.cancel();
             let deadline = Instant::now() + RESTORE_DRAIN;
             // Every lease let go, and every copy of the engine a run held
@@ -461,6 +463,9 @@ impl Registry {
                 if Instant::now() >= deadline {
                     // Still in use: it stays open as it is (new runs on
                     // this engine end at once; it closes when idle).
+                    *slot.ended.lock() = Some(format!(
+                        "a restore of computer {name} to {snap} ended it, then gave up because calls still used the computer; the computer was not restored"
+                    ));
                     self.inner
                         .open
                         .lock()
