@@ -160,6 +160,11 @@ enum Command {
         /// Image of the sandbox pod of the container runtime (cluster mode).
         #[arg(long, value_name = "IMAGE")]
         sandbox_image: Option<String>,
+        /// Make it a copy: snapshot/NAME, computer/NAME (a fork) or
+        /// file:PATH (a file made by `backup`); its files, quota and egress
+        /// policy come from the source (docs/snapshots.md).
+        #[arg(long, value_name = "SOURCE", conflicts_with_all = ["quota", "max_inodes", "runtimes", "sandbox_image"])]
+        from: Option<String>,
         #[command(flatten)]
         wait: WaitArgs,
     },
@@ -269,6 +274,8 @@ enum Command {
         #[arg(long)]
         no_progress: bool,
     },
+    #[command(flatten)]
+    Snapshots(cmd::snapshots::SnapshotCommand),
     /// Wait until every call answered on a computer is in the node agent's
     /// backup store (continuous backup to object storage; docs/backup.md).
     Sync { name: String },
@@ -455,8 +462,13 @@ async fn run(cli: Cli) -> Result<u8> {
             egress,
             runtimes,
             sandbox_image,
+            from,
             wait,
         } => {
+            if let Some(from) = from {
+                cmd::snapshots::create_from(&backend, name, &from).await?;
+                return Ok(0);
+            }
             let egress = egress.to_proto()?;
             if runtimes.contains(&RuntimeArg::Auto) {
                 return Err(CliError::new(
@@ -615,6 +627,7 @@ async fn run(cli: Cli) -> Result<u8> {
             let progress = progress::enabled(no_progress, false);
             cmd::backup::backup(&mut c, name, &file, progress).await?
         }
+        Command::Snapshots(command) => cmd::snapshots::run(&backend, command).await?,
         Command::Sync { name } => {
             let (mut c, name) = backend.client(name).await?;
             cmd::backup_store::sync(&mut c, name).await?

@@ -133,6 +133,18 @@ impl From<RegistryError> for Status {
             // umount(2) says EINVAL for a target that is not a mount point.
             RegistryError::NotMounted { .. } => errno_detail(Errno::EINVAL, message),
             RegistryError::NoBackup(_) => Status::failed_precondition(message),
+            RegistryError::NoSnapshots(_) | RegistryError::RestoreMounted { .. } => {
+                Status::failed_precondition(message)
+            }
+            RegistryError::InvalidSnapshotName(_) | RegistryError::BadImport { .. } => {
+                Status::invalid_argument(message)
+            }
+            RegistryError::SnapshotNotFound { .. } | RegistryError::NoPositionAt { .. } => {
+                Status::not_found(message)
+            }
+            RegistryError::SnapshotExists(_) => Status::already_exists(message),
+            RegistryError::SnapshotLimit { .. } => Status::resource_exhausted(message),
+            RegistryError::RestoreBusy { .. } => Status::unavailable(message),
             // With an errno: the agent answered (it is not a broken connection).
             RegistryError::WriterElsewhere { .. } | RegistryError::WriterLease { .. } => {
                 with_errno(Code::Unavailable, message, error_name(Errno::EAGAIN))

@@ -9,4 +9,5 @@ pub mod files;
 pub mod mount;
 pub mod search;
 pub mod share;
+pub mod snapshots;
 pub mod trees;

@@ -24,7 +24,7 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 
 CHECKS = 0
 
-TOOLS = {"read", "write", "edit", "ls", "find", "grep", "delete", "exec", "share"}
+TOOLS = {"read", "write", "edit", "ls", "find", "grep", "delete", "exec", "share", "snapshot", "restore"}
 
 # Required arguments and some optional ones each tool must offer.
 SCHEMAS = {
@@ -37,6 +37,8 @@ SCHEMAS = {
     "delete": (["path"], ["recursive"]),
     "exec": (["script"], ["runtime", "cwd", "env", "stdin", "input", "timeout_seconds", "max_output_bytes"]),
     "share": (["path"], ["expires_in_seconds"]),
+    "snapshot": ([], ["name"]),
+    "restore": (["snapshot"], []),
 }
 
 NOTES = "# Notes\nstatus: draft\nowner: ada\nnext: ship it\nstatus line two: draft\n"
@@ -60,6 +62,26 @@ async def call(session, name, args, *, error=False):
         f"{name} {args}: expected is_error={error}, got {result.is_error}: {text_of(result)}",
     )
     return result
+
+
+async def checkpoints(session, notes):
+    """snapshot and restore: with a backup store a checkpoint brings a file
+    back; without one, the error says how to get one."""
+    r = await session.call_tool("snapshot", {})
+    if r.is_error:
+        check("--backup" in text_of(r), f"snapshot without a store: {text_of(r)}")
+        r = await call(session, "restore", {"snapshot": "none-taken"}, error=True)
+        return
+    name = r.structured_content["snapshot"]
+    check(name and name in text_of(r), f"snapshot: {text_of(r)}")
+    before = (await call(session, "read", {"path": notes})).content[0].text
+    await call(session, "write", {"path": notes, "content": "overwritten\n"})
+    r = await call(session, "restore", {"snapshot": name})
+    check(r.structured_content["undo_snapshot"].startswith("before-restore-"), f"restore: {text_of(r)}")
+    after = (await call(session, "read", {"path": notes})).content[0].text
+    check(after == before, f"restored file: {after!r}")
+    r = await call(session, "restore", {"snapshot": "never-taken"}, error=True)
+    check("not found" in text_of(r), f"restore unknown: {text_of(r)}")
 
 
 async def check_tools(session):
@@ -223,6 +245,8 @@ async def exercise(session, transport):
     check(r.structured_content["errno"] == "EISDIR", f"share a directory: {text_of(r)}")
     r = await call(session, "share", {"path": notes, "expires_in_seconds": 10**7}, error=True)
     check(r.structured_content["errno"] == "EINVAL", f"share too long: {text_of(r)}")
+
+    await checkpoints(session, notes)
 
     await limits_and_names(session, prefix, notes)
 

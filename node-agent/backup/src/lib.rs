@@ -14,6 +14,9 @@ mod tail;
 pub mod wal;
 
 pub use error::{Error, Result};
-pub use restore::{Restored, catch_up, restore};
+pub use restore::{
+    LogObject, Restored, base_of, catch_up, check_database, log_objects, position_at_time,
+    prune_below, restore, restore_at,
+};
 pub use shipper::{Options, Position, Resume, Shipper, Wake};
 pub use store::{S3Config, s3_store};

@@ -58,6 +58,22 @@ pub async fn restore(
     prefix: &Path,
     dest: &FsPath,
 ) -> Result<Restored> {
+    restore_at(store, prefix, dest, None).await
+}
+
+/// [`restore`] of the log as it was at position `at` (the latest when
+/// `None`): the latest snapshot at or before `at` and every object after it
+/// up to `at`, with the same checks. A named position of the log (a
+/// snapshot of a computer) is materialised this way.
+///
+/// Errors: those of [`restore`]; [`Error::NoBackup`] when the log has no
+/// object at `at` (ends before it, or was pruned below it).
+pub async fn restore_at(
+    store: &Arc<dyn ObjectStore>,
+    prefix: &Path,
+    dest: &FsPath,
+    at: Option<u64>,
+) -> Result<Restored> {
     if dest.exists() {
         return Err(Error::DestinationExists(dest.display().to_string()));
     }
@@ -70,11 +86,24 @@ pub async fn restore(
         .filter_map(|m| object::position_of(&m.location))
         .collect();
     positions.sort_unstable();
-    let Some(&head) = positions.last() else {
+    let Some(&latest) = positions.last() else {
         return Err(Error::NoBackup {
             prefix: prefix.to_string(),
             reason: "no objects".into(),
         });
+    };
+    let head = match at {
+        None => latest,
+        Some(p) if positions.binary_search(&p).is_ok() => p,
+        Some(p) => {
+            return Err(Error::NoBackup {
+                prefix: prefix.to_string(),
+                reason: format!(
+                    "no object at position {p} (the log holds {}..={latest})",
+                    positions[0]
+                ),
+            });
+        }
     };
     // Back from the head to the latest snapshot, every position present.
     let mut base = None;
@@ -368,7 +397,14 @@ async fn apply(
 }
 
 /// `PRAGMA integrity_check`, then the engine's check (which opens the
-/// file as a filesystem).
+/// file as a filesystem): what every restore runs before it places a file,
+/// for a database file from elsewhere too (an imported copy).
+///
+/// Errors: [`Error::Check`] naming the problems, I/O and SQLite errors.
+pub fn check_database(path: &FsPath) -> Result<()> {
+    check(path)
+}
+
 fn check(path: &FsPath) -> Result<()> {
     {
         let c = rusqlite::Connection::open(path)?;
@@ -393,4 +429,132 @@ fn check(path: &FsPath) -> Result<()> {
         )));
     }
     Ok(())
+}
+
+/// One object of a log: its position and size in bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LogObject {
+    /// Its position.
+    pub position: u64,
+    /// Its size in bytes.
+    pub bytes: u64,
+}
+
+/// Every object of the log under `prefix`, by position.
+pub async fn log_objects(store: &Arc<dyn ObjectStore>, prefix: &Path) -> Result<Vec<LogObject>> {
+    let metas: Vec<_> = store
+        .list(Some(&object::log_dir(prefix)))
+        .try_collect()
+        .await?;
+    let mut objects: Vec<LogObject> = metas
+        .iter()
+        .filter_map(|m| {
+            object::position_of(&m.location).map(|position| LogObject {
+                position,
+                bytes: m.size,
+            })
+        })
+        .collect();
+    objects.sort_unstable_by_key(|o| o.position);
+    Ok(objects)
+}
+
+/// The position of the snapshot a restore at `at` starts from: walks the
+/// object headers back from `at` to the first snapshot. `known` maps
+/// positions to their base where already known (earlier named
+/// positions): a walk reaching one of them stops there, so each walk
+/// reads only the headers since the last known position.
+///
+/// Errors: [`Error::Missing`] for a gap, [`Error::Corrupt`] for a header
+/// that does not decode or names another position, [`Error::NoBackup`]
+/// when no snapshot precedes `at`.
+pub async fn base_of(
+    store: &Arc<dyn ObjectStore>,
+    prefix: &Path,
+    at: u64,
+    known: &std::collections::BTreeMap<u64, u64>,
+) -> Result<u64> {
+    let mut p = at;
+    loop {
+        let key = object::key(prefix, p);
+        let head_bytes = store
+            .get_range(&key, 0..object::HEADER_BYTES as u64)
+            .await
+            .map_err(|e| match e {
+                object_store::Error::NotFound { .. } => Error::Missing {
+                    key: key.to_string(),
+                },
+                e => e.into(),
+            })?;
+        let h = object::decode_header(&head_bytes).map_err(|r| corrupt(&key, r))?;
+        if h.position != p {
+            return Err(corrupt(
+                &key,
+                format!("holds position {} instead", h.position),
+            ));
+        }
+        if h.kind == Kind::Snapshot {
+            return Ok(p);
+        }
+        if p == 0 {
+            return Err(Error::NoBackup {
+                prefix: prefix.to_string(),
+                reason: format!("no snapshot before position {at}"),
+            });
+        }
+        p -= 1;
+        if let Some(&base) = known.get(&p) {
+            return Ok(base);
+        }
+    }
+}
+
+/// Deletes every object of the log under `prefix` below position `keep_from`
+/// (positions no restore still needs: below the base of the latest
+/// position and of every named one). Returns how many objects and bytes
+/// went. An object already gone counts as deleted.
+pub async fn prune_below(
+    store: &Arc<dyn ObjectStore>,
+    prefix: &Path,
+    keep_from: u64,
+) -> Result<(u64, u64)> {
+    let mut count = 0;
+    let mut bytes = 0;
+    for o in log_objects(store, prefix).await? {
+        if o.position >= keep_from {
+            break;
+        }
+        match store.delete(&object::key(prefix, o.position)).await {
+            Ok(()) | Err(object_store::Error::NotFound { .. }) => {}
+            Err(e) => return Err(e.into()),
+        }
+        count += 1;
+        bytes += o.bytes;
+    }
+    Ok((count, bytes))
+}
+
+/// The latest position of the log under `prefix` whose object was made at
+/// or before `at_ms` (ms since the Unix epoch): the state a point-in-time
+/// restore to that moment brings back. Reads headers back from the latest
+/// position. `None` when the log's oldest kept object is younger.
+///
+/// Errors: the store's; [`Error::Corrupt`] for a header that does not
+/// decode.
+pub async fn position_at_time(
+    store: &Arc<dyn ObjectStore>,
+    prefix: &Path,
+    at_ms: u64,
+) -> Result<Option<u64>> {
+    for o in log_objects(store, prefix).await?.iter().rev() {
+        let key = object::key(prefix, o.position);
+        let head_bytes = store
+            .get_range(&key, 0..object::HEADER_BYTES as u64)
+            .await?;
+        let h = object::decode_header(&head_bytes).map_err(|r| corrupt(&key, r))?;
+        if h.created_ms <= at_ms {
+            return Ok(Some(o.position));
+        }
+    }
+    Ok(None)
 }

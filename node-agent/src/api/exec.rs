@@ -535,6 +535,11 @@ async fn start_runtime(
                 "the exec's standard input failed ({why}); the run was stopped"
             ));
         }
+        if let Some(why) = lease.ended()
+            && finished.error.is_some()
+        {
+            finished.error = Some(format!("the run on computer {computer} was stopped: {why}"));
+        }
         if let Some(why) = lease.writer_lost() {
             finished.error = Some(format!(
                 "this node stopped serving computer {computer} during the run ({why}): the run was stopped, and nothing it wrote after that was kept"

@@ -18,6 +18,7 @@ mod observe;
 mod read;
 mod search;
 mod share;
+mod snapshots;
 pub mod streams;
 mod walk;
 mod write;
@@ -193,6 +194,8 @@ names_computer!(computer: pb::MountRequest, pb::UnmountRequest, pb::StatRequest,
     pb::GlobRequest, pb::GrepRequest, pb::StatfsRequest, pb::ExecRequest,
     pb::BackupRequest, pb::ShareRequest, pb::SyncRequest, pb::VerifyBackupRequest,
     pb::ExportRequest);
+names_computer!(computer: pb::SnapshotRequest, pb::ListSnapshotsRequest,
+    pb::DeleteSnapshotRequest, pb::RestoreComputerRequest);
 
 #[tonic::async_trait]
 impl AgentComputer for Service {
@@ -428,6 +431,67 @@ impl AgentComputer for Service {
     ) -> Result<Response<pb::ShareResponse>, Status> {
         let req = self.authorized(req)?;
         share::share(&self.registry, self.sharer.as_ref(), req)
+            .await
+            .map(Response::new)
+    }
+
+    async fn snapshot(
+        &self,
+        req: Request<pb::SnapshotRequest>,
+    ) -> Result<Response<pb::SnapshotInfo>, Status> {
+        let req = self.authorized(req)?;
+        snapshots::snapshot(&self.registry, req)
+            .await
+            .map(Response::new)
+    }
+
+    async fn list_snapshots(
+        &self,
+        req: Request<pb::ListSnapshotsRequest>,
+    ) -> Result<Response<pb::ListSnapshotsResponse>, Status> {
+        let req = self.authorized(req)?;
+        snapshots::list(&self.registry, req)
+            .await
+            .map(Response::new)
+    }
+
+    async fn delete_snapshot(
+        &self,
+        req: Request<pb::DeleteSnapshotRequest>,
+    ) -> Result<Response<pb::DeleteSnapshotResponse>, Status> {
+        let req = self.authorized(req)?;
+        snapshots::delete(&self.registry, req)
+            .await
+            .map(Response::new)
+    }
+
+    async fn restore_computer(
+        &self,
+        req: Request<pb::RestoreComputerRequest>,
+    ) -> Result<Response<pb::RestoreComputerResponse>, Status> {
+        let req = self.authorized(req)?;
+        snapshots::restore(&self.registry, req)
+            .await
+            .map(Response::new)
+    }
+
+    async fn create_computer_from(
+        &self,
+        req: Request<pb::CreateComputerFromRequest>,
+    ) -> Result<Response<pb::Computer>, Status> {
+        self.manager(&req)?;
+        snapshots::create_from(&self.registry, req.into_inner())
+            .await
+            .map(Response::new)
+    }
+
+    async fn import_computer(
+        &self,
+        req: Request<Streaming<pb::ImportComputerRequest>>,
+    ) -> Result<Response<pb::Computer>, Status> {
+        self.manager(&req)?;
+        let idle = self.streams.limits().idle_timeout;
+        snapshots::import(&self.registry, idle, req.into_inner())
             .await
             .map(Response::new)
     }

@@ -11,9 +11,12 @@
 //! - `names/<name>`: the index by name (`names/<namespace>/<name>` in a
 //!   cluster), holding the id; created with `If-None-Match: *`, so two
 //!   agents cannot both make a computer of one name in one bucket.
+//! - `computers/<id>/snapshots/<snapshot>.json` and `snapshots/<snapshot>`:
+//!   the computer's snapshots (named positions of its log) and the index
+//!   that keeps their names unique (docs/snapshots.md).
 
 mod target;
 mod url;
 
-pub use target::{BackupError, BackupTarget};
+pub use target::{BackupError, BackupTarget, SnapshotRecord, is_valid_snapshot_name};
 pub use url::BackupUrl;

@@ -12,6 +12,9 @@ use tracing::warn;
 
 use super::url::BackupUrl;
 
+mod snapshots;
+pub use snapshots::{SnapshotRecord, is_valid_snapshot_name};
+
 /// Why a backup operation failed.
 #[derive(Debug, thiserror::Error)]
 pub enum BackupError {
@@ -254,6 +257,10 @@ impl BackupTarget {
                 Ok(()) | Err(object_store::Error::NotFound { .. }) => {}
                 Err(e) => return Err(self.store_err(e)),
             }
+        }
+        // Its snapshots go with it: their names are free again.
+        for record in self.snapshots(id).await? {
+            self.remove_snapshot(id, &record.name).await?;
         }
         let prefix = self.computer_prefix(id);
         let metas: Vec<_> = self

@@ -124,4 +124,46 @@ pub enum RegistryError {
     /// The computer's writer Lease could not be taken or checked.
     #[error("computer \"{name}\": cannot take its writer lease: {reason}")]
     WriterLease { name: String, reason: String },
+    /// A snapshot operation asked of an agent without a backup store:
+    /// snapshots are named positions of the continuous backup log.
+    #[error(
+        "computer \"{0}\" has no snapshots: a snapshot is a named position of the computer's continuous backup log, and this node agent has no backup store (node-agent local --backup file:///DIR, or s3://BUCKET/PREFIX; docs/snapshots.md)"
+    )]
+    NoSnapshots(String),
+    /// A snapshot name that is not a DNS-1123 label.
+    #[error(
+        "invalid snapshot name {0:?}: use 1-63 lowercase letters, digits or '-', starting and ending with a letter or digit"
+    )]
+    InvalidSnapshotName(String),
+    /// No snapshot of this name (of this computer, when one is named).
+    #[error("snapshot \"{snapshot}\" not found{}", computer.as_ref().map(|c| format!(" (computer \"{c}\" has none of that name; `snapshots {c}` lists them)")).unwrap_or_default())]
+    SnapshotNotFound {
+        snapshot: String,
+        computer: Option<String>,
+    },
+    /// A snapshot name that is taken (names are unique among the
+    /// computers of one backup store).
+    #[error(
+        "snapshot \"{0}\" already exists; snapshot names are unique on this node agent (delete-snapshot, or pick another name)"
+    )]
+    SnapshotExists(String),
+    /// A snapshot past the computer's snapshot limits.
+    #[error("computer \"{name}\": {reason}")]
+    SnapshotLimit { name: String, reason: String },
+    /// A restore of a computer mounted on the host.
+    #[error(
+        "cannot restore computer \"{name}\" while it is mounted at {paths}: processes there would keep files of the replaced tree; unmount it first (nothing was changed)"
+    )]
+    RestoreMounted { name: String, paths: String },
+    /// A restore whose computer's running work did not end in time.
+    #[error("cannot restore computer \"{name}\": {reason}")]
+    RestoreBusy { name: String, reason: String },
+    /// An imported database file that is not a computer's.
+    #[error("cannot import computer \"{name}\": {reason}")]
+    BadImport { name: String, reason: String },
+    /// A point-in-time restore to before the oldest position the log keeps.
+    #[error(
+        "computer \"{name}\" has no backup position at or before {at}: its log starts later (positions before the oldest snapshot's are released when snapshots are deleted)"
+    )]
+    NoPositionAt { name: String, at: String },
 }

@@ -60,6 +60,12 @@ impl Lease {
         self.slot.lease_lost.lock().clone()
     }
 
+    /// Why this lease's work was ended while the computer goes on (its
+    /// files were replaced by a restore), if it was.
+    pub fn ended(&self) -> Option<String> {
+        self.slot.ended.lock().clone()
+    }
+
     /// Whether the computer was deleted since this lease was taken (its
     /// work was then cancelled for that reason).
     pub fn deleted(&self) -> bool {
@@ -228,6 +234,7 @@ impl Registry {
             backup: Mutex::new(backup),
             writer_lease: Mutex::new(held),
             lease_lost: Mutex::new(None),
+            ended: Mutex::new(None),
             frozen,
         });
         self.watch_writer_lease(&slot);

@@ -52,6 +52,7 @@ mod lease;
 mod lifecycle;
 pub mod mount_records;
 mod moves;
+mod snapshots;
 mod stored;
 mod writer_lease;
 
@@ -60,6 +61,10 @@ pub use error::RegistryError;
 pub use handed_over::{Handed, TakeOverError, serve_handed_over};
 pub use holder_client::{Client as HolderClient, is_descriptor_shortage};
 pub use lease::Lease;
+pub use snapshots::{
+    DEFAULT_SNAPSHOT_LIMITS, RestoreTo, Restored as SnapshotRestored, SnapshotInfo, SnapshotLimits,
+    SnapshotSource,
+};
 pub use writer_lease::writer_lease_name;
 // Shared by the files of this module (`use super::*` in each).
 pub(in crate::registry) use host_mounts::{HostMount, host_mount_options, unmount_all};
@@ -121,6 +126,8 @@ struct Inner {
     /// Computers handed over to another node, by name ([`moves`]): calls
     /// wait while the hand-over runs, and are told where it went after.
     departing: Mutex<HashMap<String, tokio::sync::watch::Sender<moves::Departure>>>,
+    /// How many snapshots a computer may have ([`Registry::set_snapshot_limits`]).
+    snapshot_limits: Mutex<snapshots::SnapshotLimits>,
 }
 
 /// One open computer.
@@ -152,6 +159,9 @@ struct Slot {
     writer_lease: Mutex<Option<agentcomputer_lease::HeldLease>>,
     /// Why the writer Lease was lost, once it was.
     lease_lost: Mutex<Option<String>>,
+    /// Why this engine's work was ended while the computer goes on (a
+    /// restore to a snapshot replaced its files), once it was.
+    ended: Mutex<Option<String>>,
     /// Set when the computer is handed over to another node: the engine
     /// commits nothing more (checked by its commit hook with the Lease).
     frozen: Arc<std::sync::atomic::AtomicBool>,
@@ -246,6 +256,7 @@ impl Registry {
                 backup: std::sync::OnceLock::new(),
                 writer_leases: std::sync::OnceLock::new(),
                 departing: Mutex::new(HashMap::new()),
+                snapshot_limits: Mutex::new(snapshots::DEFAULT_SNAPSHOT_LIMITS),
             }),
         })
     }

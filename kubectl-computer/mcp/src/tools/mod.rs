@@ -1,5 +1,5 @@
 //! The MCP tools: `read`, `write`, `edit`, `ls`, `find`, `grep`, `delete`,
-//! `exec` and `share` on one computer, each with a description and a JSON Schema of
+//! `exec`, `share`, `snapshot` and `restore` on one computer, each with a description and a JSON Schema of
 //! its arguments (generated from the parameter types below, whose doc
 //! comments become the property descriptions).
 //!
@@ -13,6 +13,7 @@
 //! [`files`] (the file tools and `share`), [`run`] (`exec`) and [`result`]
 //! (how results and failures are reported).
 
+mod checkpoints;
 mod files;
 mod params;
 mod result;

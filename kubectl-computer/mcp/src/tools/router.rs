@@ -16,6 +16,7 @@ use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler, tool, tool_router};
 use serde_json::{Value, json};
 
+use super::checkpoints::{RestoreParams, SnapshotParams};
 use super::params::{
     DeleteParams, EditParams, ExecParams, FindParams, GrepParams, LsParams, ReadParams,
     ShareParams, WriteParams,
@@ -165,6 +166,28 @@ impl Tools {
         let cwd = p.cwd.clone();
         Ok(self.run(p).await.unwrap_or_else(|e| failure(e, &cwd)))
     }
+
+    #[tool(
+        description = "Take a snapshot of the whole computer now: a checkpoint of every file, to come back to with `restore` (for example before a risky change, a large refactor or a dependency upgrade). Running programs keep running. Returns the snapshot's name. Needs a node agent with continuous backup.",
+        annotations(idempotent_hint = false)
+    )]
+    async fn snapshot(
+        &self,
+        Parameters(p): Parameters<SnapshotParams>,
+    ) -> Result<CallToolResult, ErrorData> {
+        Ok(self.checkpoint(p).await.unwrap_or_else(|e| failure(e, "")))
+    }
+
+    #[tool(
+        description = "Bring the whole computer back to a snapshot taken with `snapshot`: every file as it was then, files made since gone. Running programs are ended. The state before the restore is kept as a snapshot of its own (its name is returned), so a restore can be undone with another restore.",
+        annotations(destructive_hint = true)
+    )]
+    async fn restore(
+        &self,
+        Parameters(p): Parameters<RestoreParams>,
+    ) -> Result<CallToolResult, ErrorData> {
+        Ok(self.go_back(p).await.unwrap_or_else(|e| failure(e, "")))
+    }
 }
 
 impl Tools {
@@ -207,7 +230,7 @@ impl ServerHandler for Tools {
                 env!("CARGO_PKG_VERSION"),
             ))
             .with_instructions(format!(
-                "Tools on the Agent Computer {:?}: a persistent computer whose files live under /workspace (paths are relative to it). read/write/edit/ls/find/grep/delete work on the files; exec runs a program there (auto, {}); share makes a download link for a file.",
+                "Tools on the Agent Computer {:?}: a persistent computer whose files live under /workspace (paths are relative to it). read/write/edit/ls/find/grep/delete work on the files; exec runs a program there (auto, {}); share makes a download link for a file; snapshot checkpoints every file and restore goes back to a snapshot.",
                 self.agent.name(),
                 names(self.agent.runtimes())
             ))

@@ -52,6 +52,8 @@ from .models import (
     ShareLink,
     Statfs,
     BackupCheck,
+    Restored,
+    Snapshot,
 )
 
 __all__ = [
@@ -92,6 +94,8 @@ __all__ = [
     "ShareLink",
     "Statfs",
     "BackupCheck",
+    "Restored",
+    "Snapshot",
     "Target",
     "default_data_dir",
     "parse_port_forward",

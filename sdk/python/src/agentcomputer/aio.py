@@ -35,6 +35,11 @@ from .models import (
     ShareLink,
     Statfs,
     BackupCheck,
+    Restored,
+    Snapshot,
+    create_from_request,
+    import_pieces,
+    restore_request,
 )
 from .v1 import agentcomputer_pb2 as pb
 
@@ -161,6 +166,39 @@ class AsyncClient:
         """All computers of this agent, sorted by name."""
         resp = await self._unary("ListComputers", pb.ListComputersRequest())
         return [ComputerInfo.from_proto(m) for m in resp.computers]
+
+    async def create_computer_from(
+        self,
+        name: str,
+        *,
+        snapshot: Optional[str] = None,
+        computer: Optional[str] = None,
+    ) -> AsyncComputer:
+        """Creates computer ``name`` as a copy of a snapshot or of another
+        computer now (see :meth:`agentcomputer.Client.create_computer_from`)."""
+        req = create_from_request(name, snapshot, computer)
+        info = ComputerInfo.from_proto(await self._unary("CreateComputerFrom", req))
+        return AsyncComputer(self, name, info)
+
+    async def import_computer(self, name: str, source: Union[str, "os.PathLike[str]", BinaryIO, bytes]) -> AsyncComputer:
+        """Creates computer ``name`` from a database file made by a backup
+        (see :meth:`agentcomputer.Client.import_computer`); this async form
+        reads the whole file into memory before it sends it."""
+        if isinstance(source, (bytes, bytearray, memoryview)) or hasattr(source, "read"):
+            pieces = list(import_pieces(name, c.chunks_of(source)))  # type: ignore[arg-type]
+        else:
+            with open(os.fspath(source), "rb") as f:
+                pieces = list(import_pieces(name, c.chunks_of(f)))
+
+        async def send() -> AsyncIterator[pb.ImportComputerRequest]:
+            for p in pieces:
+                yield p
+
+        try:
+            resp = await self._stub.ImportComputer(send(), metadata=self._md)
+        except grpc.RpcError as e:
+            raise c.translate(e, self.target, None) from None
+        return AsyncComputer(self, name, ComputerInfo.from_proto(resp))
 
     async def delete_computer(self, name: str) -> None:
         """Deletes computer ``name`` and all its files."""
@@ -528,6 +566,33 @@ class AsyncComputer:
         message says why), RemoteOSError (``EIO``, ``code`` ``UNAVAILABLE``)
         while the store cannot be reached: retry."""
         return (await self.client._unary("Sync", pb.SyncRequest(computer=self.name))).position
+
+    async def snapshot(self, name: Optional[str] = None) -> Snapshot:
+        """Takes a snapshot now (see :meth:`agentcomputer.Computer.snapshot`)."""
+        req = pb.SnapshotRequest(computer=self.name, snapshot=name or "")
+        return Snapshot.from_proto(await self.client._unary("Snapshot", req))
+
+    async def snapshots(self) -> list[Snapshot]:
+        """This computer's snapshots, oldest first."""
+        resp = await self.client._unary("ListSnapshots", pb.ListSnapshotsRequest(computer=self.name))
+        return [Snapshot.from_proto(m) for m in resp.snapshots]
+
+    async def delete_snapshot(self, name: str) -> int:
+        """Deletes snapshot ``name``; returns the bytes of backup log released."""
+        req = pb.DeleteSnapshotRequest(computer=self.name, snapshot=name)
+        return (await self.client._unary("DeleteSnapshot", req)).released_bytes
+
+    async def restore(self, snapshot: Optional[str] = None, *, at: Optional[float] = None) -> Restored:
+        """Brings the computer back to ``snapshot`` or the time ``at`` (see
+        :meth:`agentcomputer.Computer.restore`)."""
+        req = restore_request(self.name, snapshot, at)
+        return Restored.from_proto(await self.client._unary("RestoreComputer", req))
+
+    async def fork(self, new: str) -> AsyncComputer:
+        """A new computer ``new`` with this one's files as they are now."""
+        req = create_from_request(new, None, self.name)
+        await self.client._unary("CreateComputerFrom", req)
+        return AsyncComputer(self.client, new)
 
     async def verify_backup(self) -> BackupCheck:
         """Restores the computer's latest backup into a scratch file on

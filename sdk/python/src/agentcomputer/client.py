@@ -33,6 +33,11 @@ from .models import (
     GlobResult,
     GrepMatch,
     ShareLink,
+    Snapshot,
+    Restored,
+    create_from_request,
+    import_pieces,
+    restore_request,
     Statfs,
     BackupCheck,
 )
@@ -222,6 +227,49 @@ class Client:
         """Deletes computer ``name`` and all its files; its running execs are
         cancelled. Raises ComputerNotFoundError."""
         self._unary("DeleteComputer", pb.DeleteComputerRequest(name=name))
+
+    def create_computer_from(
+        self,
+        name: str,
+        *,
+        snapshot: Optional[str] = None,
+        computer: Optional[str] = None,
+    ) -> Computer:
+        """Creates computer ``name`` as a copy of a snapshot, or of another
+        computer as it is now (a fork): same files, quota and egress
+        policy; it changes independently. Needs an agent with a backup store.
+
+        Raises:
+            ComputerExistsError: the name is taken.
+            AgentComputerError: ``NOT_FOUND`` for an unknown snapshot or
+                source computer, ``FAILED_PRECONDITION`` without a backup store.
+        """
+        req = create_from_request(name, snapshot, computer)
+        info = ComputerInfo.from_proto(self._unary("CreateComputerFrom", req))
+        return Computer(self, name, info)
+
+    def import_computer(self, name: str, source: Union[PathLike, BinaryIO, bytes]) -> Computer:
+        """Creates computer ``name`` from a database file made by
+        :meth:`Computer.backup` (a path, a binary file or bytes), streamed
+        in 1 MiB pieces; the agent checks it before the computer exists.
+
+        Raises:
+            ComputerExistsError: the name is taken.
+            AgentComputerError: ``INVALID_ARGUMENT`` for a file that is not a
+                sound computer database.
+        """
+        if isinstance(source, (bytes, bytearray, memoryview)) or hasattr(source, "read"):
+            pieces = import_pieces(name, c.chunks_of(source))  # type: ignore[arg-type]
+            return self._import(name, pieces)
+        with open(os.fspath(source), "rb") as f:
+            return self._import(name, import_pieces(name, c.chunks_of(f)))
+
+    def _import(self, name: str, pieces: Iterator[pb.ImportComputerRequest]) -> Computer:
+        try:
+            resp = self._stub.ImportComputer(pieces, metadata=self._md)
+        except grpc.RpcError as e:
+            raise c.translate(e, self.target, None) from None
+        return Computer(self, name, ComputerInfo.from_proto(resp))
 
 
 class ExecStream:
@@ -623,6 +671,47 @@ class Computer:
         message says why), RemoteOSError (``EIO``, ``code`` ``UNAVAILABLE``)
         while the store cannot be reached: retry."""
         return self.client._unary("Sync", pb.SyncRequest(computer=self.name)).position
+
+    def snapshot(self, name: Optional[str] = None) -> Snapshot:
+        """Takes a snapshot of the whole filesystem now (every call answered
+        before this one is in it) while execs keep running; ``name``
+        defaults to ``<computer>-<unix seconds>``. A checkpoint before a
+        risky step: :meth:`restore` brings it back.
+
+        Raises:
+            AgentComputerError: ``ALREADY_EXISTS`` for a name taken,
+                ``RESOURCE_EXHAUSTED`` past the snapshot limits,
+                ``FAILED_PRECONDITION`` without a backup store.
+        """
+        req = pb.SnapshotRequest(computer=self.name, snapshot=name or "")
+        return Snapshot.from_proto(self.client._unary("Snapshot", req))
+
+    def snapshots(self) -> list[Snapshot]:
+        """This computer's snapshots, oldest first."""
+        resp = self.client._unary("ListSnapshots", pb.ListSnapshotsRequest(computer=self.name))
+        return [Snapshot.from_proto(m) for m in resp.snapshots]
+
+    def delete_snapshot(self, name: str) -> int:
+        """Deletes snapshot ``name``; returns the bytes of backup log released."""
+        req = pb.DeleteSnapshotRequest(computer=self.name, snapshot=name)
+        return self.client._unary("DeleteSnapshot", req).released_bytes
+
+    def restore(self, snapshot: Optional[str] = None, *, at: Optional[float] = None) -> Restored:
+        """Brings the computer back to ``snapshot``, or to the time ``at``
+        (seconds since the epoch) within what its backup log keeps. Running
+        execs are ended; the state they leave is kept first as the snapshot
+        ``Restored.before``, so the restore can be undone.
+
+        Raises:
+            AgentComputerError: ``NOT_FOUND`` for an unknown snapshot,
+                ``FAILED_PRECONDITION`` while the computer is mounted.
+        """
+        req = restore_request(self.name, snapshot, at)
+        return Restored.from_proto(self.client._unary("RestoreComputer", req))
+
+    def fork(self, new: str) -> Computer:
+        """A new computer ``new`` with this one's files as they are now."""
+        return self.client.create_computer_from(new, computer=self.name)
 
     def verify_backup(self) -> BackupCheck:
         """Restores the computer's latest backup into a scratch file on

@@ -10,7 +10,7 @@ from __future__ import annotations
 import stat as _stat
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any, Iterable, List, Optional, Union
+from typing import Any, Iterable, Iterator, List, Optional, Union
 
 from .errors import ProtocolError
 from .v1 import agentcomputer_pb2 as pb
@@ -527,3 +527,102 @@ class ExecResult:
                     duration_ms=e.duration_ms,
                 )
         raise ProtocolError("the exec stream ended without an exit event")
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """One snapshot of a computer: a named position of its backup log.
+
+    Attributes:
+        name: unique among the snapshots of the agent's backup store.
+        computer: the computer it was taken of.
+        position: the backup log position it names.
+        created_unix_nanos: when it was taken.
+        database_bytes: size of the computer's database then.
+        own_bytes: bytes of the log only this snapshot needs (what deleting
+            it releases); 0 until the log gets a newer full copy.
+        duration_ms: time taken to take it (0 when listed).
+    """
+
+    name: str
+    computer: str
+    position: int
+    created_unix_nanos: int
+    database_bytes: int
+    own_bytes: int
+    duration_ms: int
+
+    @staticmethod
+    def from_proto(m: pb.SnapshotInfo) -> Snapshot:
+        return Snapshot(
+            name=m.name,
+            computer=m.computer,
+            position=m.position,
+            created_unix_nanos=m.created_unix_nanos,
+            database_bytes=m.database_bytes,
+            own_bytes=m.own_bytes,
+            duration_ms=m.duration_ms,
+        )
+
+
+@dataclass(frozen=True)
+class Restored:
+    """What :meth:`Computer.restore` did.
+
+    Attributes:
+        before: the snapshot taken first; restoring to it undoes the restore.
+        restored: what the computer was brought back to (``name`` empty for
+            a point in time).
+        ended_runs: calls and runs that were using the computer and were ended.
+        duration_ms: time the restore took.
+    """
+
+    before: Snapshot
+    restored: Snapshot
+    ended_runs: int
+    duration_ms: int
+
+    @staticmethod
+    def from_proto(m: pb.RestoreComputerResponse) -> Restored:
+        return Restored(
+            before=Snapshot.from_proto(m.before),
+            restored=Snapshot.from_proto(m.restored),
+            ended_runs=m.ended_runs,
+            duration_ms=m.duration_ms,
+        )
+
+
+def restore_request(computer: str, snapshot: Optional[str], at: Optional[float]) -> pb.RestoreComputerRequest:
+    """The request of a restore to ``snapshot`` or to time ``at`` (seconds
+    since the epoch); exactly one must be given."""
+    if (snapshot is None) == (at is None):
+        raise ValueError("restore needs exactly one of snapshot= and at=")
+    return pb.RestoreComputerRequest(
+        computer=computer,
+        snapshot=snapshot or "",
+        unix_nanos=int(at * 1_000_000_000) if at is not None else 0,
+    )
+
+
+def create_from_request(name: str, snapshot: Optional[str], computer: Optional[str]) -> pb.CreateComputerFromRequest:
+    """The request of a copy of ``snapshot`` or of ``computer`` (a fork);
+    exactly one must be given."""
+    if (snapshot is None) == (computer is None):
+        raise ValueError("create_computer_from needs exactly one of snapshot= and computer=")
+    if snapshot is not None:
+        return pb.CreateComputerFromRequest(name=name, snapshot=snapshot)
+    return pb.CreateComputerFromRequest(name=name, computer=computer)
+
+
+def import_pieces(name: str, data: Iterator[bytes]) -> Iterator[pb.ImportComputerRequest]:
+    """The ImportComputer messages for a database file given in pieces."""
+    offset = 0
+    first = True
+    for piece in data:
+        if not piece and not first:
+            continue
+        yield pb.ImportComputerRequest(name=name if first else "", offset=offset, data=piece)
+        offset += len(piece)
+        first = False
+    if first:
+        yield pb.ImportComputerRequest(name=name, offset=0, data=b"")
