@@ -316,6 +316,44 @@ fn put_r_and_get_r_copy_a_tree_as_it_is() {
 }
 
 #[test]
+fn get_r_gives_modes_less_the_umask_and_unpacks_read_only_directories() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let agent = start(dir.path());
+    let out = run(
+        &agent,
+        &[
+            "exec",
+            "demo",
+            "--",
+            "mkdir -p t/ro && echo x > t/ro/f && echo y > t/s && chmod 4777 t/s && chmod 555 t/ro",
+        ],
+    );
+    ok(out);
+    let back = dir.path().join("back");
+    ok(run(
+        &agent,
+        &["get", "-r", "demo", "t", back.to_str().unwrap()],
+    ));
+    let umask = {
+        let old = nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(0o022));
+        nix::sys::stat::umask(old);
+        old.bits()
+    };
+    let mode = |p: &str| {
+        std::fs::metadata(back.join(p))
+            .unwrap()
+            .permissions()
+            .mode()
+            & 0o7777
+    };
+    // No set-user-ID bit from the computer; the umask applies as for tar x.
+    assert_eq!(mode("s"), 0o777 & !umask);
+    assert_eq!(mode("ro"), 0o555 & !umask);
+    assert_eq!(std::fs::read_to_string(back.join("ro/f")).unwrap(), "x\n");
+}
+
+#[test]
 fn put_into_a_directory_keeps_the_name_and_p_makes_parents() {
     let dir = tempfile::tempdir().unwrap();
     let agent = start(dir.path());

@@ -245,12 +245,27 @@ pub async fn get_tree(
     unpacked
 }
 
+/// The process's umask (read by setting it and putting it back).
+fn umask() -> u32 {
+    let old = nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(0o022));
+    nix::sys::stat::umask(old);
+    old.bits()
+}
+
 /// Unpacks `archive` under `dest`, refusing devices, FIFOs and any entry
-/// the tar reader would place outside `dest`; directories get their mtimes
-/// once everything under them is written.
+/// the tar reader would place outside `dest`. Modes are the archive's
+/// permission bits less the umask, as `tar x` does for a user: no
+/// set-user-ID, set-group-ID or sticky bit from a computer's tree reaches
+/// this machine. Directories are kept writable for their entries and get
+/// their modes and mtimes once everything under them is written, so a
+/// read-only directory (`0555`) unpacks. A regular file shorter than its
+/// header says (a stream that broke) is an error.
 fn unpack_local(archive: impl Read, dest: &Path) -> Result<()> {
+    use std::os::unix::fs::PermissionsExt as _;
+    let mask = umask();
     let mut archive = tar::Archive::new(archive);
-    archive.set_preserve_permissions(true);
+    archive.set_preserve_permissions(false);
+    archive.set_mask(mask);
     archive.set_preserve_mtime(true);
     archive.set_overwrite(true);
     let bad = |e: std::io::Error| CliError::new(format!("bad tar stream from the node agent: {e}"));
@@ -271,6 +286,12 @@ fn unpack_local(archive: impl Read, dest: &Path) -> Result<()> {
         let placed = entry
             .unpack_in(dest)
             .map_err(|e| CliError::new(format!("cannot unpack {}: {e}", shown(&name))))?;
+        // Where unpack_in put it: the name's normal components under dest.
+        let at: std::path::PathBuf = std::path::Path::new(&name)
+            .components()
+            .filter(|c| matches!(c, std::path::Component::Normal(_)))
+            .collect();
+        let at = dest.join(at);
         if !placed {
             return Err(CliError::new(format!(
                 "refused archive entry {}: it would land outside {}",
@@ -278,19 +299,31 @@ fn unpack_local(archive: impl Read, dest: &Path) -> Result<()> {
                 dest.display()
             )));
         }
-        if kind == tar::EntryType::Directory
-            && let Ok(mtime) = entry.header().mtime()
-        {
-            dirs.push((dest.join(&name), mtime));
+        if placed && kind.is_file() {
+            let want = entry.header().size().unwrap_or(0);
+            let got = std::fs::symlink_metadata(&at).map(|m| m.len()).unwrap_or(0);
+            if got != want {
+                return Err(CliError::new(format!(
+                    "the tree's stream broke inside {}: {got} of its {want} bytes arrived",
+                    shown(&name)
+                )));
+            }
+        }
+        if kind == tar::EntryType::Directory {
+            let mode = entry.header().mode().unwrap_or(0o755) & 0o777 & !mask;
+            let mtime = entry.header().mtime().unwrap_or(0);
+            let _ = std::fs::set_permissions(&at, std::fs::Permissions::from_mode(mode | 0o700));
+            dirs.push((at, mode, mtime));
         }
     }
-    // Writing into a directory changed its mtime: set them last, innermost
-    // first.
-    for (dir, mtime) in dirs.into_iter().rev() {
+    // Writing into a directory changed its mtime, and a read-only one had
+    // to stay writable: set them last, innermost first.
+    for (dir, mode, mtime) in dirs.into_iter().rev() {
         let at = std::time::UNIX_EPOCH + std::time::Duration::from_secs(mtime);
         if let Ok(f) = std::fs::File::open(&dir) {
             let _ = f.set_modified(at);
         }
+        let _ = std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(mode));
     }
     Ok(())
 }

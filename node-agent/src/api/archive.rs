@@ -179,17 +179,22 @@ struct Exporter<'a> {
 
 impl Exporter<'_> {
     /// Writes directory `dir` as `name` and everything under it, depth
-    /// first, without following symlinks.
+    /// first, without following symlinks. The walk keeps its own stack (a
+    /// directory, its name and where its listing stopped), so a tree of any
+    /// depth costs heap, never the thread's stack.
     fn tree(&mut self, dir: Ino, name: &str) -> std::io::Result<()> {
         let attr = self.fs.getattr(dir).map_err(fs_io(name))?;
         self.entry(&attr, name)?;
-        let mut after = 0;
-        loop {
-            let entries = self.fs.readdir(dir, after, 1024).map_err(fs_io(name))?;
+        let mut stack: Vec<(Ino, String, u64)> = vec![(dir, name.to_string(), 0)];
+        while let Some((dir, name, after)) = stack.pop() {
+            let entries = self.fs.readdir(dir, after, 1024).map_err(fs_io(&name))?;
             let Some(last) = entries.last() else {
-                return Ok(());
+                continue;
             };
-            after = last.cookie;
+            // The rest of this directory after the subdirectory, if any,
+            // that this batch descends into.
+            let mut resume = last.cookie;
+            let mut descend = None;
             for e in entries {
                 if e.name == b"." || e.name == b".." {
                     continue;
@@ -200,14 +205,20 @@ impl Exporter<'_> {
                 } else {
                     format!("{name}/{child_name}")
                 };
+                let attr = self.fs.getattr(e.ino).map_err(fs_io(&child))?;
+                self.entry(&attr, &child)?;
                 if e.kind == FileKind::Directory {
-                    self.tree(e.ino, &child)?;
-                } else {
-                    let attr = self.fs.getattr(e.ino).map_err(fs_io(&child))?;
-                    self.entry(&attr, &child)?;
+                    resume = e.cookie;
+                    descend = Some((e.ino, child));
+                    break;
                 }
             }
+            stack.push((dir, name, resume));
+            if let Some((ino, child)) = descend {
+                stack.push((ino, child, 0));
+            }
         }
+        Ok(())
     }
 
     /// Writes one entry (not a directory's contents); FIFOs, devices and
@@ -430,6 +441,38 @@ impl Read for ChannelReader {
     }
 }
 
+/// Most bytes the tar reader may take between two entries: a header block,
+/// GNU long-name and long-link blocks, PAX records and the padding of the
+/// entry before. The tar crate reads these whole into memory, so an
+/// archive claiming a gigabyte of name is refused here, not allocated.
+const METADATA_BUDGET: u64 = 1024 * 1024;
+
+/// Longest entry name accepted (Linux's PATH_MAX, bytes).
+const MAX_NAME_BYTES: usize = 4096;
+
+/// An archive reader that fails once it has given more bytes than its
+/// allowance; the guard sets the allowance before each entry's headers and
+/// lifts it only while it copies a regular file's data.
+struct Metered<R> {
+    inner: R,
+    left: std::rc::Rc<std::cell::Cell<u64>>,
+}
+
+impl<R: Read> Read for Metered<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let left = self.left.get();
+        if left == 0 {
+            return Err(std::io::Error::other(format!(
+                "more than {METADATA_BUDGET} bytes of headers and names for one entry"
+            )));
+        }
+        let most = buf.len().min(usize::try_from(left).unwrap_or(usize::MAX));
+        let n = self.inner.read(&mut buf[..most])?;
+        self.left.set(left - n as u64);
+        Ok(n)
+    }
+}
+
 /// Unpacks an untrusted archive under one directory of a computer.
 pub struct Guard<'a> {
     fs: &'a Fs,
@@ -442,6 +485,8 @@ pub struct Guard<'a> {
     dirs: Vec<(Ino, u32, u64)>,
     entries: u64,
     bytes: u64,
+    /// The allowance of the archive's [`Metered`] reader.
+    left: std::rc::Rc<std::cell::Cell<u64>>,
 }
 
 /// An entry refused, as the call's status.
@@ -462,16 +507,24 @@ impl<'a> Guard<'a> {
             dirs: Vec::new(),
             entries: 0,
             bytes: 0,
+            left: std::rc::Rc::new(std::cell::Cell::new(METADATA_BUDGET)),
         }
     }
 
     /// Unpacks every entry of `archive`, refusing the first hostile one.
     pub fn unpack(mut self, archive: impl Read) -> Result<pb::ImportResponse, Status> {
-        let mut archive = tar::Archive::new(archive);
-        let entries = archive
+        let mut archive = tar::Archive::new(Metered {
+            inner: archive,
+            left: self.left.clone(),
+        });
+        let mut entries = archive
             .entries()
             .map_err(|e| errno_detail(Errno::EINVAL, format_args!("not a tar archive: {e}")))?;
-        for entry in entries {
+        loop {
+            self.left.set(METADATA_BUDGET);
+            let Some(entry) = entries.next() else {
+                break;
+            };
             let entry = entry
                 .map_err(|e| errno_detail(Errno::EINVAL, format_args!("bad tar archive: {e}")))?;
             self.entry(entry)?;
@@ -556,6 +609,9 @@ impl<'a> Guard<'a> {
                     return Err(fs_status(&Errno::EISDIR.into(), &shown));
                 }
                 let (attr, handle) = self.fs.create_unnamed(parent, perm, OWNER).map_err(on)?;
+                let size = entry.size();
+                // File data is bounded by the quota, not the metadata budget.
+                self.left.set(u64::MAX);
                 let mut at = 0u64;
                 let mut buf = vec![0u8; CHUNK_BYTES];
                 loop {
@@ -577,6 +633,15 @@ impl<'a> Guard<'a> {
                         done += w;
                         at += w as u64;
                     }
+                }
+                // A stream that ended inside the file leaves what was there.
+                if at != size {
+                    return Err(errno_detail(
+                        Errno::EINVAL,
+                        format_args!(
+                            "bad tar archive at {shown:?}: the stream ended after {at} of its {size} bytes"
+                        ),
+                    ));
                 }
                 set_mtime(attr.ino).map_err(on)?;
                 // A symlink under the name is replaced, not followed.
@@ -665,10 +730,10 @@ impl<'a> Guard<'a> {
     fn parent(&mut self, parents: &[&str], shown: &str) -> Result<Ino, Status> {
         let mut dir = self.root;
         for (i, part) in parents.iter().enumerate() {
-            let so_far = parents[..=i].join("/");
             dir = match self.fs.lookup(dir, part.as_bytes()) {
                 Ok(attr) if attr.kind == FileKind::Directory => attr.ino,
                 Ok(attr) if attr.kind == FileKind::Symlink => {
+                    let so_far = parents[..=i].join("/");
                     return Err(refused(
                         shown,
                         &format!(
@@ -700,6 +765,9 @@ impl<'a> Guard<'a> {
 fn components(raw: &[u8]) -> Result<Vec<&str>, &'static str> {
     if raw.first() == Some(&b'/') {
         return Err("an absolute name");
+    }
+    if raw.len() > MAX_NAME_BYTES {
+        return Err("a name longer than 4096 bytes (PATH_MAX)");
     }
     let text = std::str::from_utf8(raw).map_err(|_| "a name that is not UTF-8")?;
     let mut parts = Vec::new();
@@ -921,5 +989,62 @@ mod tests {
         a.extend_from_slice(h.as_bytes());
         unpack(&fs, &end(a)).unwrap();
         assert_eq!(fs.resolve(ROOT_INO, b"s", false).unwrap().perm, 0o755);
+    }
+
+    /// An endless reader: what a client claiming a huge header would send.
+    struct Endless;
+
+    impl Read for Endless {
+        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            buf.fill(b'a');
+            Ok(buf.len())
+        }
+    }
+
+    #[test]
+    fn a_long_name_header_claiming_gigabytes_is_refused_at_the_metadata_budget() {
+        let (_d, fs) = fresh(Limits::default());
+        let mut h = raw_header(tar::EntryType::GNULongName, b"././@LongLink", 8 << 30);
+        h.set_cksum();
+        let archive = std::io::Cursor::new(h.as_bytes().to_vec()).chain(Endless);
+        let err = unpack_reader(&fs, archive).unwrap_err();
+        assert!(
+            err.message().contains("bytes of headers and names"),
+            "{err:?}"
+        );
+    }
+
+    #[test]
+    fn names_past_path_max_are_refused() {
+        let (_d, fs) = fresh(Limits::default());
+        let name = "a/".repeat(2100) + "f";
+        let mut a = Vec::new();
+        let mut header = tar::Header::new_gnu();
+        header.set_size(1);
+        header.set_mode(0o644);
+        tar::Builder::new(&mut a)
+            .append_data(&mut header, &name, &b"x"[..])
+            .unwrap();
+        let err = unpack(&fs, &a).unwrap_err();
+        assert!(err.message().contains("PATH_MAX"), "{err:?}");
+    }
+
+    #[test]
+    fn a_stream_ending_inside_a_file_keeps_the_file_that_was_there() {
+        let (_d, fs) = fresh(Limits::default());
+        let mut a = Vec::new();
+        push(&mut a, tar::EntryType::Regular, b"f", b"", b"old");
+        unpack(&fs, &end(a)).unwrap();
+        let mut b = Vec::new();
+        push(&mut b, tar::EntryType::Regular, b"f", b"", &[b'n'; 4096]);
+        b.truncate(512 + 1000);
+        let err = unpack(&fs, &b).unwrap_err();
+        assert!(err.message().contains("ended after"), "{err:?}");
+        let f = fs.resolve(ROOT_INO, b"f", false).unwrap();
+        assert_eq!(fs.read(f.ino, 0, 100).unwrap(), b"old");
+    }
+
+    fn unpack_reader(fs: &Fs, archive: impl Read) -> Result<pb::ImportResponse, Status> {
+        Guard::new(fs, ROOT_INO).unpack(archive)
     }
 }
