@@ -524,6 +524,8 @@ mod tests {
             "echo $x | xargs $tool",
             "[[ -L link ]] && echo link",
             "if then fi",
+            "if (( $(python3 -c 'print(1)') )); then echo deploy; else echo skip; fi",
+            "for (( i = `nproc`; i > 0; i-- )); do echo $i; done",
         ] {
             let decision = decide(script);
             assert_eq!(decision.route, Route::Container, "{script}: {decision:?}");

@@ -469,7 +469,13 @@ impl Walk {
                 }
                 self.commands(&c.body);
             }
-            CompoundCommand::ArithmeticFor(c) => self.commands(&c.body),
+            CompoundCommand::ArithmeticFor(c) => {
+                // The clauses are kept as text: a command in them is hidden.
+                self.hidden |= [&c.init, &c.condition, &c.step]
+                    .iter()
+                    .any(|text| substitutes(text));
+                self.commands(&c.body)
+            }
             CompoundCommand::While(c) => {
                 self.commands(&c.condition);
                 self.commands(&c.body);
@@ -495,7 +501,7 @@ impl Walk {
             CompoundCommand::Subshell(commands) | CompoundCommand::BraceGroup(commands) => {
                 self.commands(commands)
             }
-            CompoundCommand::Arithmetic(_) => {}
+            CompoundCommand::Arithmetic(text) => self.hidden |= substitutes(text),
             CompoundCommand::Time(t) => {
                 if let Some(command) = &t.command {
                     self.command(command);
@@ -689,9 +695,13 @@ fn literal_text(word: &Word) -> Option<String> {
     Some(text)
 }
 
+/// Whether unparsed `text` holds a command substitution.
+fn substitutes(text: &str) -> bool {
+    text.contains("$(") || text.contains('`')
+}
+
 /// Whether `part` keeps text unparsed that holds a command substitution.
 fn hides_commands(part: &WordPart) -> bool {
-    let substitutes = |text: &str| text.contains("$(") || text.contains('`');
     match part {
         WordPart::ParameterExpansion { operand, .. }
         | WordPart::IndirectExpansion { operand, .. } => substitutes(operand),
