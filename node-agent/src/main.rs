@@ -107,9 +107,10 @@ enum Command {
         mount_grace: Duration,
         /// Address of the share-link server (HTTP), or `off` (then Share
         /// calls fail). Loopback by default: links work on this machine.
-        /// An address given here must be free; the default, when taken,
-        /// gives way to a free port (a warning says which) [default:
-        /// 127.0.0.1:7434].
+        /// An address given here must be free, and so must the default
+        /// when --share-url is given (a proxy forwards to it); otherwise the
+        /// default, when taken, gives way to a free port (a warning says
+        /// which) [default: 127.0.0.1:7434].
         #[arg(long)]
         share_listen: Option<String>,
         /// Where share links point, e.g. https://files.example.com/, when
@@ -445,6 +446,7 @@ fn main() -> anyhow::Result<()> {
                     .with_context(|| format!("cannot listen on {listen}"))?;
                 // Bound before the address is announced, like the API. A
                 // default port that is taken gives way to a free one.
+                let share_fixed = share_listen.is_some() || share_url.is_some();
                 let share = match parse_share_listen(
                     share_listen.as_deref().unwrap_or(local::DEFAULT_SHARE_LISTEN),
                 )? {
@@ -453,9 +455,12 @@ fn main() -> anyhow::Result<()> {
                         max_downloads,
                         max_downloads_per_computer,
                         min_rate: download_min_rate,
+                        // With --share-url something in front forwards to
+                        // this address: moving it would hand the links to
+                        // whoever holds the port.
                         ..LocalShare::on(local::bind_optional(
                             addr,
-                            share_listen.is_some(),
+                            share_fixed,
                             "share links",
                             "--share-listen",
                         )?)

@@ -130,3 +130,35 @@ async fn a_taken_port_given_explicitly_is_an_error_naming_it() {
         );
     }
 }
+
+/// With `--share-url`, something in front forwards to the default share
+/// address: a taken 7434 stops the agent rather than moving the links'
+/// server to another port.
+#[tokio::test]
+async fn a_taken_default_share_port_is_an_error_when_a_share_url_points_at_it() {
+    let _held = occupy(7434);
+    let data = tempfile::tempdir().unwrap();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_node-agent"))
+        .args(["local", "--listen", "127.0.0.1:0", "--proxy-listen", "off"])
+        .args(["--share-url", "https://files.example.invalid/"])
+        .arg("--data-dir")
+        .arg(data.path())
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    let status = child.wait().unwrap();
+    assert!(!status.success(), "started anyway: {err}");
+    assert!(
+        err.contains("cannot listen on 127.0.0.1:7434") && err.contains("--share-listen"),
+        "{err}"
+    );
+}

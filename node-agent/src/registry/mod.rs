@@ -236,6 +236,20 @@ impl Registry {
             if name.starts_with(".creating-") || name.starts_with(".deleting-") {
                 warn!(dir = %entry.path().display(), "removing leftover of an interrupted create/delete");
                 std::fs::remove_dir_all(entry.path())?;
+            } else if entry.file_type()?.is_dir() {
+                // A restore killed before its rename leaves its rebuilt copy;
+                // the database beside it is untouched.
+                for file in std::fs::read_dir(entry.path())? {
+                    let file = file?;
+                    if file
+                        .file_name()
+                        .to_string_lossy()
+                        .starts_with(".restoring-")
+                    {
+                        warn!(file = %file.path().display(), "removing leftover of an interrupted restore");
+                        std::fs::remove_file(file.path())?;
+                    }
+                }
             }
         }
         let dead_mounts = mounts::recheck_recorded(data_dir, held)?;
