@@ -158,10 +158,17 @@ fn judge(command: &Simple, has: &dyn Fn(&str) -> bool, depth: usize) -> Option<D
     }
     match wrapped(name, args) {
         Wrapped::None => {}
-        Wrapped::Stub => {
-            return Some(Decision::container(format!(
-                "{name} in the shell runtime only reports the commands it would run"
-            )));
+        Wrapped::Stub => return Some(stub(name)),
+        Wrapped::Command(i) => {
+            // What timeout, env, xargs, sudo, nohup and the like run is a
+            // program, never one of the script's functions.
+            let inner = Simple {
+                name: args[i].clone(),
+                bare: false,
+                args: args[i + 1..].to_vec(),
+            };
+            let known = shell_commands();
+            return judge(&inner, &|n: &str| known.contains(n), depth);
         }
         Wrapped::Script(script) => {
             let inner = nested(script, depth);
@@ -181,6 +188,9 @@ fn judge(command: &Simple, has: &dyn Fn(&str) -> bool, depth: usize) -> Option<D
                         "{inner} runs a file by its path"
                     )));
                 }
+                if matches!(inner, "retry" | "parallel") {
+                    return Some(stub(inner));
+                }
                 if matches!(inner, "eval" | "source" | "." | "exec" | "bash" | "sh") {
                     return Some(Decision::container(format!(
                         "{name} runs {inner}, whose commands are known only at run time"
@@ -193,6 +203,17 @@ fn judge(command: &Simple, has: &dyn Fn(&str) -> bool, depth: usize) -> Option<D
         }
     }
     None
+}
+
+/// bashkit's `retry` and `parallel` only print the commands they would
+/// run: a script using them needs the real tools, and is refused where
+/// there is no container (as a missing command is).
+fn stub(name: &str) -> Decision {
+    Decision {
+        route: Route::Container,
+        reason: format!("{name} in the shell runtime only reports the commands it would run"),
+        missing: Some(name.to_string()),
+    }
 }
 
 /// `bash -c 'literal script'` is decided like the script; any other
@@ -246,8 +267,11 @@ enum Wrapped<'a> {
     /// bashkit's stand-in that only prints the commands it would run
     /// (`retry`, `parallel`): the script needs the real tool.
     Stub,
-    /// The names it runs or asks about.
+    /// The names it runs (`find -exec`) or asks about (`which`).
     Names(Vec<&'a str>),
+    /// It runs the command whose name is the argument at this index, with
+    /// the arguments after it (`timeout 5 CMD ...`, `env A=1 CMD ...`).
+    Command(usize),
 }
 
 fn wrapped<'a>(name: &str, args: &'a [Option<String>]) -> Wrapped<'a> {
@@ -274,7 +298,7 @@ fn wrapped<'a>(name: &str, args: &'a [Option<String>]) -> Wrapped<'a> {
         Err(()) => Wrapped::Dynamic,
         Ok(None) => Wrapped::None,
         Ok(Some(i)) => match literal(i) {
-            Some(inner) => Wrapped::Names(vec![inner]),
+            Some(_) => Wrapped::Command(i),
             None => Wrapped::Dynamic,
         },
     };
@@ -310,6 +334,12 @@ fn wrapped<'a>(name: &str, args: &'a [Option<String>]) -> Wrapped<'a> {
             }
         }
         "trap" => match args.first() {
+            // `trap -- 'cmd' EXIT`: the script follows the `--`.
+            Some(Some(first)) if first == "--" => match args.get(1) {
+                Some(Some(script)) if !script.is_empty() => Wrapped::Script(script),
+                Some(None) => Wrapped::Dynamic,
+                _ => Wrapped::None,
+            },
             Some(Some(first)) if first.starts_with('-') || first.is_empty() => Wrapped::None,
             Some(Some(script)) => Wrapped::Script(script),
             Some(None) => Wrapped::Dynamic,
@@ -500,6 +530,15 @@ mod tests {
             ("bash -c 'go test ./...'", "go"),
             ("which python3", "python3"),
             ("env FOO=1 node x.js", "node"),
+            ("timeout 5 env A=1 python3 x.py", "python3"),
+            ("nohup timeout 9 npm test", "npm"),
+            ("f() { echo hi; }; timeout 5 f", "f"),
+            ("trap -- 'node cleanup.js' EXIT", "node"),
+            ("retry -n 3 -- curl -f http://x", "retry"),
+            ("parallel gzip ::: a b", "parallel"),
+            ("timeout 600 parallel gzip ::: a b", "parallel"),
+            ("env retry -n 2 -- ls", "retry"),
+            ("find . -exec parallel echo {} \\;", "parallel"),
         ] {
             let decision = decide(script);
             assert_eq!(decision.route, Route::Container, "{script}");
@@ -513,8 +552,6 @@ mod tests {
         for script in [
             "cmd=ls; $cmd",
             "echo ${v:-$(node -v)}",
-            "retry -n 3 -- curl -f http://x",
-            "parallel gzip ::: a b",
             "eval \"echo hi\"",
             "source env.sh",
             ". ./env.sh",
