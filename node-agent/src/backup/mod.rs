@@ -20,3 +20,19 @@ mod url;
 
 pub use target::{BackupError, BackupTarget, SnapshotRecord, is_valid_snapshot_name};
 pub use url::BackupUrl;
+
+/// Opens the store `url` names and proves it answers (one listing), so a
+/// wrong endpoint, key or bucket stops the agent at start with the
+/// store's message, and a bucket name the store likely refused to make
+/// gets a hint ([`BackupUrl::naming_hint`]).
+pub async fn open_checked(url: &BackupUrl) -> anyhow::Result<BackupTarget> {
+    let target = BackupTarget::open(url).map_err(anyhow::Error::msg)?;
+    if let Err(e) = target.probe().await {
+        let hint = url
+            .naming_hint()
+            .map(|h| format!("; {h}"))
+            .unwrap_or_default();
+        anyhow::bail!("cannot use the backup store (--backup {url}): {e}{hint}");
+    }
+    Ok(target)
+}

@@ -59,6 +59,27 @@ impl BackupUrl {
     }
 }
 
+impl BackupUrl {
+    /// Why a store may refuse this URL's bucket although it parses: AWS's
+    /// naming rules (3-63 characters, no `_`; AWS S3 User Guide, "General
+    /// purpose bucket naming rules"), which AWS, versitygw and MinIO
+    /// enforce when a bucket is made. `None` for names within those rules
+    /// and for `file:` URLs. Shown beside a store's error at start.
+    pub fn naming_hint(&self) -> Option<String> {
+        let BackupUrl::S3 { bucket, .. } = self else {
+            return None;
+        };
+        let short = bucket.len() < 3;
+        let underscore = bucket.contains('_');
+        (short || underscore).then(|| {
+            format!(
+                "bucket \"{bucket}\" {}: S3 and most S3-compatible stores refuse to make such a bucket (names are 3 to 63 lower-case letters, digits, '.' and '-'); use a bucket that exists, such as s3://backups/PREFIX",
+                if short { "is shorter than 3 characters" } else { "holds '_'" }
+            )
+        })
+    }
+}
+
 impl std::fmt::Display for BackupUrl {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
@@ -123,5 +144,18 @@ mod tests {
             BackupUrl::parse("s3://bk1/p/q").unwrap().to_string(),
             "s3://bk1/p/q"
         );
+    }
+
+    #[test]
+    fn bucket_names_outside_aws_rules_get_a_hint() {
+        let hint = |u: &str| BackupUrl::parse(u).unwrap().naming_hint();
+        assert!(
+            hint("s3://b/p")
+                .unwrap()
+                .contains("shorter than 3 characters")
+        );
+        assert!(hint("s3://my_bucket/p").unwrap().contains("holds '_'"));
+        assert_eq!(hint("s3://backups/p"), None);
+        assert_eq!(hint("file:///var/backups"), None);
     }
 }

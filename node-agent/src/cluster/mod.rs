@@ -225,11 +225,7 @@ where
             .writer_lease
             .validate()
             .context("--writer-lease-duration")?;
-        let target = crate::backup::BackupTarget::open(url).map_err(anyhow::Error::msg)?;
-        target
-            .probe()
-            .await
-            .with_context(|| format!("cannot use the backup store (--backup {url})"))?;
+        let target = crate::backup::open_checked(url).await?;
         registry.set_backup(Arc::new(target), crate::registry::BackupIds::DirectoryName);
         registry.set_writer_leases(
             kube::Api::namespaced(client.clone(), &config.namespace),

@@ -240,11 +240,7 @@ where
             )
         })?;
     if let Some(url) = &config.backup {
-        let target = crate::backup::BackupTarget::open(url).map_err(anyhow::Error::msg)?;
-        target
-            .probe()
-            .await
-            .with_context(|| format!("cannot use the backup store (--backup {url})"))?;
+        let target = crate::backup::open_checked(url).await?;
         registry.set_backup(Arc::new(target), crate::registry::BackupIds::Random);
         info!(%url, "backing up every computer");
     }
