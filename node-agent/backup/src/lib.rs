@@ -12,6 +12,7 @@ pub mod shipper;
 pub mod store;
 mod tail;
 pub mod wal;
+mod wal_index;
 
 pub use error::{Error, Result};
 pub use restore::{

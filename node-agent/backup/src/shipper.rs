@@ -12,9 +12,11 @@
 //! uploads, and checkpointed (PASSIVE, still pinned, so only frames read
 //! reach the database file) every quarter of `checkpoint_pages` frames.
 //! A writer that never pauses always has a commit past the pin, so at
-//! `checkpoint_pages` frames the shipper takes the write lock for a moment,
+//! `checkpoint_pages` frames the shipper takes the write lock for a moment
+//! (borrowing the engine's writer when it is lent, [`Options::writer_hold`]),
 //! reads the last commits and checkpoints them: the writer's next
-//! transaction restarts the WAL. The engine must leave checkpoints to it
+//! transaction restarts the WAL. Reads stop at the last committed frame
+//! the WAL index names, so none chases a writer faster than itself. The engine must leave checkpoints to it
 //! ([`agentcomputer_fs::Fs::leave_checkpoints_to_backup`]); a WAL restart
 //! the shipper did not allow is still detected (its salts change) and
 //! answered with a new snapshot, so nothing is lost, at the cost of one.
@@ -28,6 +30,7 @@ use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use agentcomputer_fs::WriterHold;
 use bytes::Bytes;
 use futures::TryStreamExt;
 use object_store::path::Path;
@@ -40,6 +43,7 @@ use crate::error::{Error, Result};
 use crate::object::{self, Header, Kind};
 use crate::tail::{self, Cursor, Pending};
 use crate::wal::{self, WalHeader};
+use crate::wal_index;
 
 /// How a [`Shipper`] runs.
 #[derive(Debug, Clone)]
@@ -69,6 +73,12 @@ pub struct Options {
     /// start, a store whose log is past it was extended by another writer
     /// since, so this copy is older than the log: [`Error::Stale`].
     pub position_file: Option<PathBuf>,
+    /// The engine's writer, lent to end a WAL cycle
+    /// ([`agentcomputer_fs::Fs::writer_hold`]): holding it, the shipper
+    /// has SQLite's write lock at once, where without it a writer
+    /// committing back to back leaves the lock free only for microseconds
+    /// and its WAL grows without bound. `None` races for the lock.
+    pub writer_hold: Option<WriterHold>,
 }
 
 impl Default for Options {
@@ -79,6 +89,7 @@ impl Default for Options {
             min_upload_interval: Duration::from_millis(500),
             resume: None,
             position_file: None,
+            writer_hold: None,
         }
     }
 }
@@ -321,6 +332,8 @@ impl Drop for Shipper {
 struct State {
     db_path: PathBuf,
     wal_path: PathBuf,
+    /// The WAL index (`-shm`), which says how many frames are committed.
+    shm_path: PathBuf,
     store: Arc<dyn ObjectStore>,
     prefix: Path,
     options: Options,
@@ -356,6 +369,10 @@ struct State {
     last_read: Instant,
     next_read: Instant,
     read_gap: Duration,
+    /// A writer filled a checkpoint step between two reads: the WAL index
+    /// is looked at every [`MIN_READ_GAP`] and the WAL read once a step
+    /// of frames is committed, until a look finds nothing new.
+    busy: bool,
     at: Position,
     prev_digest: [u8; 32],
     /// `PRAGMA data_version` at the last round, to skip unchanged polls.
@@ -408,6 +425,10 @@ const MIN_READ_GAP: Duration = Duration::from_millis(10);
 const LOCK_TRIES: i32 = 200;
 /// Sleep between two tries for the write lock.
 const LOCK_WAIT: Duration = Duration::from_micros(100);
+/// Longest wait for the engine's writer when it is lent
+/// ([`Options::writer_hold`]): one call's transaction, a large write's
+/// included.
+const HOLD_WAIT: Duration = Duration::from_secs(1);
 
 /// The busy handler while the shipper takes the write lock.
 fn wait_for_lock(tries: i32) -> bool {
@@ -502,8 +523,11 @@ impl State {
         };
         let mut wal_path = db_path.clone().into_os_string();
         wal_path.push("-wal");
+        let mut shm_path = db_path.clone().into_os_string();
+        shm_path.push("-shm");
         let mut s = State {
             wal_path: wal_path.into(),
+            shm_path: shm_path.into(),
             db_path,
             store,
             prefix,
@@ -526,6 +550,7 @@ impl State {
             last_read: Instant::now(),
             next_read: Instant::now(),
             read_gap: Duration::ZERO,
+            busy: false,
             at: Position {
                 position: head,
                 txn: 0,
@@ -624,6 +649,11 @@ impl State {
                     .min_upload_interval
                     .saturating_sub(self.last_upload.elapsed())
                     .min(self.next_read.saturating_duration_since(Instant::now()))
+                    .min(if self.busy {
+                        MIN_READ_GAP
+                    } else {
+                        Duration::MAX
+                    })
                     .clamp(Duration::from_millis(1), self.options.poll_interval),
                 None => self.options.poll_interval,
             };
@@ -711,9 +741,14 @@ impl State {
         }
         let upload = force || self.last_upload.elapsed() >= self.options.min_upload_interval;
         let now = Instant::now();
-        let read = force || (changed && (upload || now >= self.next_read));
+        let due = changed && self.busy && self.step_due();
+        let read = force || (changed && (upload || now >= self.next_read)) || due;
+        if !changed {
+            self.busy = false;
+        }
         if read {
             let frames = self.pinned(|s| s.read(upload))?;
+            self.busy = frames >= self.checkpoint_step() || (self.busy && frames > 0);
             // Read before the pin: a commit after it changes the version again.
             self.seen = Some(version);
             self.schedule_read(frames);
@@ -769,9 +804,39 @@ impl State {
         (self.options.checkpoint_pages / 4).max(1)
     }
 
+    /// Bytes of one WAL frame.
+    fn frame_bytes(&self) -> u64 {
+        wal::FRAME_HEADER_BYTES + self.page_size as u64
+    }
+
     /// Frames of the current cycle read so far.
     fn cycle_frames(&self) -> u64 {
-        (self.cursor.offset - wal::HEADER_BYTES) / (wal::FRAME_HEADER_BYTES + self.page_size as u64)
+        (self.cursor.offset - wal::HEADER_BYTES) / self.frame_bytes()
+    }
+
+    /// Frames of cycle `h` committed, as the WAL index says (`None` if it
+    /// cannot tell: then the frames themselves are checked to their end).
+    fn committed_frames(&self, h: &WalHeader) -> Option<u64> {
+        let mut salt = [0u8; 8];
+        salt[..4].copy_from_slice(&h.salt.0.to_be_bytes());
+        salt[4..].copy_from_slice(&h.salt.1.to_be_bytes());
+        wal_index::committed_frames(&self.shm_path, salt)
+    }
+
+    /// Whether a checkpoint step of frames was committed since the last
+    /// read, by the WAL index (a few bytes read, no frame).
+    fn step_due(&self) -> bool {
+        let Some(salt) = self.salt else {
+            return false;
+        };
+        let h = WalHeader {
+            big_endian: false,
+            page_size: self.page_size,
+            salt,
+            checksum: (0, 0),
+        };
+        self.committed_frames(&h)
+            .is_some_and(|n| n >= self.cycle_frames() + self.checkpoint_step())
     }
 
     /// Reads the commits after the cursor into `pending`, uploads them if
@@ -842,12 +907,16 @@ impl State {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(0),
             Err(e) => return Err(e.into()),
         };
+        let end = self
+            .committed_frames(h)
+            .map_or(u64::MAX, |n| wal::HEADER_BYTES + n * self.frame_bytes());
         let frames = tail::read_commits(
             &file,
             h,
             &mut self.cursor,
             &mut self.pending,
             &mut self.read_buf,
+            end,
         )?;
         if frames > 0 {
             // The cycle now holds frames no checkpoint covered, and a
@@ -897,6 +966,44 @@ impl State {
         }
         self.restart_tried = frames;
         std::fs::File::open(&self.wal_path)?.sync_data()?;
+        if let Some(hold) = self.options.writer_hold.clone() {
+            // When less than a step came since the last read, read and
+            // copy it first (pinned, as a round does, beside the writer),
+            // so that under the writer only the commits since are read
+            // and checkpointed. A larger backlog is read under the writer:
+            // beside a writer that appends faster than the shipper reads
+            // and checkpoints, the backlog, and the WAL, would grow.
+            let unread = match read_wal_header(&self.wal_path)? {
+                Some(h) if Some(h.salt) == self.salt => self
+                    .committed_frames(&h)
+                    .map_or(u64::MAX, |n| n.saturating_sub(self.cycle_frames())),
+                _ => u64::MAX,
+            };
+            if unread < self.checkpoint_step() {
+                let unsure = self.pin_unsure;
+                self.pinned(|s| {
+                    s.read(false)?;
+                    if unsure { Ok(()) } else { s.checkpoint() }
+                })?;
+            }
+            return match hold.run(HOLD_WAIT, || self.locked(|s| s.read_locked())) {
+                Ok(Some(r)) => r,
+                // Closed, or its writer busy for long: the next step retries.
+                Ok(None) => Ok(()),
+                // The engine's open batch failed to commit (its callers
+                // hear of it); the cycle ends at a later step.
+                Err(e) => {
+                    tracing::warn!(db = %self.db_path.display(), error = %e, "ending a WAL cycle waits: the engine's open batch did not commit");
+                    Ok(())
+                }
+            };
+        }
+        self.locked(|s| s.read_locked())
+    }
+
+    /// Runs `f` holding SQLite's write lock (`BEGIN IMMEDIATE`), tried for
+    /// [`LOCK_TRIES`]; does nothing when the lock was not had.
+    fn locked(&mut self, f: impl FnOnce(&mut State) -> Result<()>) -> Result<()> {
         self.reader.busy_handler(Some(wait_for_lock))?;
         let locked = self.reader.execute_batch("BEGIN IMMEDIATE");
         self.reader.busy_timeout(BUSY_TIMEOUT)?;
@@ -909,7 +1016,7 @@ impl State {
             }
             Err(e) => return Err(e.into()),
         }
-        let r = self.read_locked();
+        let r = f(self);
         let end = self.reader.execute_batch("COMMIT");
         r?;
         end?;

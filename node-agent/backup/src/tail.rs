@@ -116,16 +116,22 @@ impl Pending {
 }
 
 /// Reads `file`, the WAL of the cycle `header` begins, from `at` to its
-/// last valid commit frame, adding each committed transaction to
-/// `pending` and moving `at` past it as it is added (so an error part way
-/// leaves the two agreeing). `buf` is scratch space kept between reads.
-/// Returns the frames of the transactions added.
+/// last valid commit frame before byte `end` (`u64::MAX`: no bound),
+/// adding each committed transaction to `pending` and moving `at` past it
+/// as it is added (so an error part way leaves the two agreeing). `buf` is
+/// scratch space kept between reads. Returns the frames of the
+/// transactions added.
+///
+/// `end` keeps a read from chasing a writer that appends faster than the
+/// frames are checked: the shipper passes where the WAL index said the
+/// committed frames ended when the read began.
 pub(crate) fn read_commits(
     file: &File,
     header: &WalHeader,
     at: &mut Cursor,
     pending: &mut Pending,
     buf: &mut Vec<u8>,
+    end: u64,
 ) -> std::io::Result<u64> {
     let ps = header.page_size as usize;
     let frame = wal::FRAME_HEADER_BYTES as usize + ps;
@@ -137,7 +143,11 @@ pub(crate) fn read_commits(
     let mut sum = at.checksum;
     let mut added = 0u64;
     loop {
-        let want = piece * frame;
+        let take = piece.min((end.saturating_sub(pos) / frame as u64) as usize);
+        if take == 0 {
+            return Ok(added);
+        }
+        let want = take * frame;
         if buf.len() < want {
             buf.resize(want, 0);
         }
@@ -263,12 +273,20 @@ mod tests {
                     .unwrap();
             }
             let held = pending.txns;
-            read_commits(&file, &h, &mut at, &mut pending, &mut buf).unwrap();
+            read_commits(&file, &h, &mut at, &mut pending, &mut buf, u64::MAX).unwrap();
             txns += pending.txns - held;
             // Read again at once: nothing new.
             let before = at;
             assert_eq!(
-                read_commits(&file, &h, &mut at, &mut Pending::new(h.page_size), &mut buf).unwrap(),
+                read_commits(
+                    &file,
+                    &h,
+                    &mut at,
+                    &mut Pending::new(h.page_size),
+                    &mut buf,
+                    u64::MAX
+                )
+                .unwrap(),
                 0
             );
             assert_eq!(at, before);
@@ -291,7 +309,7 @@ mod tests {
             offset: wal::HEADER_BYTES,
             checksum: h.checksum,
         };
-        read_commits(&file, &h, &mut from_start, &mut fresh, &mut buf).unwrap();
+        read_commits(&file, &h, &mut from_start, &mut fresh, &mut buf, u64::MAX).unwrap();
         let (_, pages, db_pages) = scanned(dir.path());
         assert_eq!(fresh.db_pages, db_pages);
         let got: BTreeMap<u32, Vec<u8>> = fresh.pages().map(|(p, b)| (p, b.to_vec())).collect();
@@ -327,7 +345,7 @@ mod tests {
         };
         let mut pending = Pending::new(h.page_size);
         let file = File::open(&torn).unwrap();
-        read_commits(&file, &h, &mut at, &mut pending, &mut Vec::new()).unwrap();
+        read_commits(&file, &h, &mut at, &mut pending, &mut Vec::new(), u64::MAX).unwrap();
         assert_eq!(pending.txns as usize, all.transactions.len() - 1);
         let second_last = &all.transactions[all.transactions.len() - 2];
         let end = second_last.frames.last().unwrap().1 + h.page_size as usize;
@@ -342,7 +360,7 @@ mod tests {
         };
         let mut pending = Pending::new(h.page_size);
         let file = File::open(&torn).unwrap();
-        read_commits(&file, &h, &mut at, &mut pending, &mut Vec::new()).unwrap();
+        read_commits(&file, &h, &mut at, &mut pending, &mut Vec::new(), u64::MAX).unwrap();
         assert_eq!(pending.txns, 2);
     }
 }

@@ -11,12 +11,53 @@
 //! commits and checkpoints them, so the writer's next transaction starts
 //! the WAL over). SQLite's own busy handler would have the writer sleep a
 //! millisecond, then two, then five; [`wait_for_backup`] retries sooner.
+//!
+//! A writer committing back to back leaves SQLite's write lock free for
+//! microseconds between two transactions, which the shipper seldom
+//! catches: its WAL grew without bound. So the engine lends the shipper
+//! its own writer ([`WriterHold`]): while the shipper holds it no call of
+//! the engine can start a transaction, and the shipper takes SQLite's
+//! lock at once; the engine's callers wait on a mutex meanwhile.
 
 use std::sync::atomic::Ordering;
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use crate::db::BUSY_TIMEOUT;
+use crate::fs::Inner;
 use crate::{Fs, Result};
+
+/// Lends a filesystem's writer for a moment ([`WriterHold::run`]) without
+/// keeping the filesystem open: it holds a weak reference.
+#[derive(Clone)]
+pub struct WriterHold(Weak<Inner>);
+
+impl std::fmt::Debug for WriterHold {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("WriterHold")
+    }
+}
+
+impl WriterHold {
+    /// Runs `f` while no call of the filesystem can write: the open
+    /// group-commit batch, if any, is committed first, and the writer is
+    /// held until `f` returns. Waits at most `wait` for the writer.
+    ///
+    /// Returns `None` (without running `f`) when the filesystem is closed
+    /// or the writer was not had within `wait`. Errors: the batch's commit
+    /// failing (`EIO`, `ENOSPC`), recorded for its calls as a failed
+    /// commit is.
+    pub fn run<R>(&self, wait: Duration, f: impl FnOnce() -> R) -> Result<Option<R>> {
+        let Some(inner) = self.0.upgrade() else {
+            return Ok(None);
+        };
+        let Some(mut w) = inner.try_writer(wait) else {
+            return Ok(None);
+        };
+        inner.end_batch(&mut w)?;
+        Ok(Some(f()))
+    }
+}
 
 /// The writer's wait between two tries for a lock the shipper holds, for
 /// the first [`SHORT_TRIES`] tries (2 ms, what a short hold takes).
@@ -74,6 +115,12 @@ impl Fs {
             .external_checkpoints
             .store(true, Ordering::Release);
         Ok(())
+    }
+
+    /// A handle that lends this filesystem's writer to a backup shipper
+    /// ([`WriterHold`]); it does not keep the filesystem open.
+    pub fn writer_hold(&self) -> WriterHold {
+        WriterHold(Arc::downgrade(&self.inner))
     }
 
     /// Whether [`Fs::leave_checkpoints_to_backup`] was called.

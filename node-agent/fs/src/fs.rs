@@ -215,6 +215,11 @@ impl Inner {
         self.writer.lock()
     }
 
+    /// The writer, if had within `wait`.
+    pub(crate) fn try_writer(&self, wait: Duration) -> Option<MutexGuard<'_, Writer>> {
+        self.writer.try_lock_for(wait)
+    }
+
     /// Starts the transaction of one call made through a view with commit
     /// window `window` (zero: commit when the call completes).
     pub(crate) fn begin(&self, window: Duration) -> Result<WriteTxn<'_>> {

@@ -281,17 +281,20 @@ impl BackupTarget {
     /// Starts shipping the database at `db` as computer `id`'s log,
     /// continuing it from `resume` when that still describes the store's
     /// latest position; `position_file` is the computer's record of how far
-    /// this node's shippers went (see [`agentcomputer_backup::Options`]).
+    /// this node's shippers went, and `writer_hold` lends the engine's
+    /// writer to end WAL cycles (see [`agentcomputer_backup::Options`]).
     pub async fn start_shipper(
         &self,
         db: &FsPath,
         id: &str,
         resume: Option<agentcomputer_backup::Resume>,
         position_file: &FsPath,
+        writer_hold: agentcomputer_fs::WriterHold,
     ) -> Result<Shipper, BackupError> {
         let options = Options {
             resume,
             position_file: Some(position_file.to_path_buf()),
+            writer_hold: Some(writer_hold),
             ..self.options.clone()
         };
         Ok(Shipper::start(db, self.store.clone(), self.computer_prefix(id), options).await?)

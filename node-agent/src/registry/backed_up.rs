@@ -271,7 +271,13 @@ impl Registry {
                 .and_then(|r| resume_of(&db, &r));
             let shipper = b
                 .target
-                .start_shipper(&db, &id, resume, &dir.join(BACKUP_POSITION_FILE))
+                .start_shipper(
+                    &db,
+                    &id,
+                    resume,
+                    &dir.join(BACKUP_POSITION_FILE),
+                    fs.writer_hold(),
+                )
                 .await
                 .map_err(backup_err(name))?;
             let wake = shipper.wake_handle();
