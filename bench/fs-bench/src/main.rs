@@ -6,7 +6,13 @@
 //!
 //! Needs root and /dev/fuse (the mount uses allow_other), git, tar, dd,
 //! and npm once to build the node_modules tarball.
+//!
+//! With `--backup`, a fourth target: a second mount whose database is
+//! shipped continuously to a directory store, as the node agent ships every
+//! computer (the engine leaves checkpoints to the shipper, which is woken by
+//! its change notifications), so each row shows what backup costs it.
 
+mod backup;
 mod report;
 mod scenarios;
 mod tree;
@@ -20,7 +26,7 @@ use anyhow::{Context, Result};
 use clap::Parser;
 use rand::RngCore;
 
-use report::{Samples, TARGETS};
+use report::{BACKUP_TARGET, Samples, TARGETS};
 use scenarios::{ALL, Ctx, Timer};
 
 #[derive(Parser)]
@@ -52,6 +58,10 @@ struct Args {
     /// Group commit window of the mount in milliseconds (default: the library's).
     #[arg(long)]
     commit_window_ms: Option<u64>,
+    /// Add the `fuse+backup` target: the same mount with its database
+    /// shipped continuously to a directory store under --disk.
+    #[arg(long)]
+    backup: bool,
 }
 
 fn main() -> Result<()> {
@@ -109,44 +119,62 @@ fn main() -> Result<()> {
         opts.commit_window = Duration::from_millis(ms);
     }
     eprintln!("mount options: {opts:?}");
-    let fs = Fs::create(
-        &disk.join("fs.db"),
-        Limits {
-            max_bytes: 64 << 30,
-            max_inodes: 10_000_000,
-        },
-    )?;
+    let limits = Limits {
+        max_bytes: 64 << 30,
+        max_inodes: 10_000_000,
+    };
+    let fs = Fs::create(&disk.join("fs.db"), limits)?;
     let mnt = disk.join("fuse");
     std::fs::create_dir(&mnt)?;
     let handle = mount(fs, &mnt, opts.clone())?;
-    let roots = [mnt.clone(), shm.join("tmpfs"), disk.join("ext4")];
+    let mut targets: Vec<&str> = TARGETS.to_vec();
+    let mut roots = vec![mnt.clone(), shm.join("tmpfs"), disk.join("ext4")];
     for r in &roots[1..] {
         std::fs::create_dir(r)?;
     }
+    // Declared before the backed-up mount, so they outlive it.
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()?;
+    let backed_up = if args.backup {
+        let mnt = disk.join("fuse-backup");
+        std::fs::create_dir(&mnt)?;
+        let mounted = backup::mount_backed_up(&runtime, &disk, &mnt, limits, opts.clone())?;
+        targets.push(BACKUP_TARGET);
+        roots.push(mnt);
+        Some(mounted)
+    } else {
+        None
+    };
 
     let mut samples = Samples::default();
     for rep in 0..=args.reps {
         for (name, run) in &scenarios {
             // Rotate the target order so no target always goes first.
-            for k in 0..TARGETS.len() {
-                let i = (k + rep) % TARGETS.len();
+            for k in 0..targets.len() {
+                let i = (k + rep) % targets.len();
                 let dir = roots[i].join(format!("{name}-{rep}"));
                 std::fs::create_dir(&dir)?;
                 // SAFETY: sync(2) has no preconditions.
                 unsafe { libc::sync() };
                 let mut t = Timer { stages: Vec::new() };
-                run(&dir, &ctx, &mut t).with_context(|| format!("{name} on {}", TARGETS[i]))?;
+                run(&dir, &ctx, &mut t).with_context(|| format!("{name} on {}", targets[i]))?;
                 std::fs::remove_dir_all(&dir)?;
                 for (stage, secs) in t.stages {
-                    eprintln!("rep {rep} {:5} {stage}: {:.1} ms", TARGETS[i], secs * 1e3);
+                    eprintln!("rep {rep} {:5} {stage}: {:.1} ms", targets[i], secs * 1e3);
                     if rep > 0 {
-                        samples.add(&stage, TARGETS[i], secs);
+                        samples.add(&stage, targets[i], secs);
                     }
                 }
             }
         }
     }
     handle.unmount()?;
+    if let Some(mounted) = backed_up {
+        let shipped = mounted.finish(&runtime)?;
+        eprintln!("fuse+backup: {shipped}");
+    }
     let rows = report::rows(&samples);
     println!("{}", report::markdown(&rows));
     let doc = serde_json::json!({

@@ -6,6 +6,9 @@ use serde::Serialize;
 
 /// Target names, in table column order.
 pub(crate) const TARGETS: [&str; 3] = ["fuse", "tmpfs", "ext4"];
+/// The optional fourth target (`--backup`): the mount with its database
+/// shipped continuously.
+pub(crate) const BACKUP_TARGET: &str = "fuse+backup";
 
 /// Every measured duration: stage -> target -> seconds per repetition.
 #[derive(Default)]
@@ -51,6 +54,8 @@ pub(crate) struct Row {
     pub samples_s: BTreeMap<String, Vec<f64>>,
     pub fuse_over_ext4: f64,
     pub fuse_over_tmpfs: f64,
+    /// `fuse+backup` over `fuse` (NaN without `--backup`).
+    pub backup_over_fuse: f64,
 }
 
 pub(crate) fn rows(s: &Samples) -> Vec<Row> {
@@ -65,6 +70,7 @@ pub(crate) fn rows(s: &Samples) -> Vec<Row> {
                 stage: stage.clone(),
                 fuse_over_ext4: m("fuse") / m("ext4"),
                 fuse_over_tmpfs: m("fuse") / m("tmpfs"),
+                backup_over_fuse: m(BACKUP_TARGET) / m("fuse"),
                 median_s: med,
                 samples_s: per.clone(),
             }
@@ -81,13 +87,17 @@ fn ms(s: f64) -> String {
 }
 
 pub(crate) fn markdown(rows: &[Row]) -> String {
-    let mut out = String::from(
-        "| stage | FUSE ms | tmpfs ms | ext4 ms | FUSE/ext4 | FUSE/tmpfs |\n|---|---:|---:|---:|---:|---:|\n",
-    );
+    let backup = rows.iter().any(|r| r.median_s.contains_key(BACKUP_TARGET));
+    let mut out = String::from("| stage | FUSE ms | tmpfs ms | ext4 ms | FUSE/ext4 | FUSE/tmpfs |");
+    out += if backup {
+        " FUSE+backup ms | FUSE+backup/FUSE |\n|---|---:|---:|---:|---:|---:|---:|---:|\n"
+    } else {
+        "\n|---|---:|---:|---:|---:|---:|\n"
+    };
     for r in rows {
         let m = |t: &str| r.median_s.get(t).copied().unwrap_or(f64::NAN);
         out += &format!(
-            "| {} | {} | {} | {} | {:.2}x | {:.2}x |\n",
+            "| {} | {} | {} | {} | {:.2}x | {:.2}x |",
             r.stage,
             ms(m("fuse")),
             ms(m("tmpfs")),
@@ -95,6 +105,10 @@ pub(crate) fn markdown(rows: &[Row]) -> String {
             r.fuse_over_ext4,
             r.fuse_over_tmpfs
         );
+        if backup {
+            out += &format!(" {} | {:.2}x |", ms(m(BACKUP_TARGET)), r.backup_over_fuse);
+        }
+        out += "\n";
     }
     out
 }

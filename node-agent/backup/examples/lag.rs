@@ -67,6 +67,7 @@ async fn run(dir: &std::path::Path, store: Option<Arc<dyn ObjectStore>>, tag: &s
                     Path::from(format!("lag/{tag}/{d}")),
                     Options {
                         poll_interval: Duration::from_secs(1),
+                        writer_hold: Some(fs.writer_hold()),
                         ..Options::default()
                     },
                 )

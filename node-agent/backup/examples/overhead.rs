@@ -10,7 +10,9 @@
 //!    the WAL index only).
 //!
 //! `OVERHEAD_CHECKPOINT_PAGES` and `OVERHEAD_INTERVAL_MS` change the
-//! shipper's checkpoint threshold and upload interval.
+//! shipper's checkpoint threshold and upload interval; `OVERHEAD_RACE=1`
+//! has the shipper race for SQLite's write lock to end a WAL cycle, as it
+//! did before the engine lent it its writer.
 //!
 //! Run: cargo run --release -p agentcomputer-backup --example overhead
 //! (needs scripts/install-object-store.sh). Recorded in docs/benchmarks.md.
@@ -119,7 +121,13 @@ async fn write_path(dir: &std::path::Path, store: &Arc<dyn ObjectStore>) {
                         &db,
                         store.clone(),
                         Path::from(format!("overhead/w/{r}")),
-                        agent_options(),
+                        Options {
+                            // OVERHEAD_RACE=1: race for SQLite's write lock
+                            // instead of borrowing the engine's writer.
+                            writer_hold: (env_or("OVERHEAD_RACE", 0) == 0)
+                                .then(|| fs.writer_hold()),
+                            ..agent_options()
+                        },
                     )
                     .await
                     .unwrap(),
