@@ -943,7 +943,10 @@ async fn operator_chart_and_crd_against_a_real_apiserver() {
         (st.phase == Some(ComputerPhase::Pending)).then_some(placed)
     })
     .await;
-    assert_eq!(waiting.reason, "NoEligibleNode");
+    // Room is all both nodes lack: the reason says no node has room, which
+    // a waiting client stops at; the operator still places it when room
+    // comes.
+    assert_eq!(waiting.reason, "NoNodeHasRoom");
     assert!(
         waiting
             .message
