@@ -242,6 +242,18 @@ async fn errors_read_as_gnu_tars() {
             .is_err()
     );
 
+    // No input at all (an exec without stdin), as GNU tar: not an archive.
+    for script in ["tar x", "tar t"] {
+        let out = c.sh(script).await;
+        assert_eq!(out.code(), 2, "{script}");
+        assert_eq!(
+            out.stderr(),
+            "tar: This does not look like a tar archive (the input is empty)\n\
+             tar: Error is not recoverable: exiting now\n",
+            "{script}"
+        );
+    }
+
     let out = streamed(&c, "tar t", b"this is not an archive at all".repeat(40)).await;
     assert_eq!(out.code(), 2);
     assert!(

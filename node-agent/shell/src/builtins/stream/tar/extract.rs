@@ -173,8 +173,9 @@ async fn fatal(ctx: &CommandContext<'_>, message: String) -> bashkit::Result<Com
 }
 
 /// The archive in `raw`, gunzipped when it starts with gzip's magic bytes.
-/// Errors: `z` given for input that is not gzip (GNU tar fails there too),
-/// and compressions the runtime does not read (bzip2, xz, zstd).
+/// Errors: an empty input and `z` given for input that is not gzip (GNU
+/// tar fails there too), and compressions the runtime does not read
+/// (bzip2, xz, zstd).
 fn decompressed(mut raw: ChannelReader, gzip: bool) -> Result<Box<dyn Read>, ArchiveError> {
     let mut head = [0u8; 6];
     let mut n = 0;
@@ -195,7 +196,11 @@ fn decompressed(mut raw: ChannelReader, gzip: bool) -> Result<Box<dyn Read>, Arc
     };
     match &head[..] {
         [0x1f, 0x8b, ..] => Ok(Box::new(flate2::read::MultiGzDecoder::new(whole))),
-        [] => Ok(Box::new(whole)),
+        // GNU tar refuses an empty input too.
+        [] => Err(ArchiveError::Malformed {
+            name: None,
+            detail: "the input is empty".into(),
+        }),
         _ if gzip => Err(ArchiveError::Malformed {
             name: None,
             detail: "the input is not in gzip format, and z was given".into(),
