@@ -172,11 +172,23 @@ pub mod placed_reasons {
     /// No node fits now (the message counts nodes per cause); nodes may
     /// come, free room or become ready, so the operator keeps trying.
     pub const NO_ELIGIBLE_NODE: &str = "NoEligibleNode";
+    /// Every node that could serve the computer (ready, with a ready node
+    /// agent that published its room) has less room than
+    /// `spec.storage.size`, and the others are excluded by the computer's
+    /// own nodeSelector or tolerations: no node of the cluster as it is can
+    /// hold the quota. The operator keeps trying (a node may be added, room
+    /// may be freed); a client waiting for `Ready` stops here, saying so.
+    pub const NO_NODE_HAS_ROOM: &str = "NoNodeHasRoom";
     /// `spec.storage.size` has no byte count: final until the spec changes.
     pub const INVALID_SIZE: &str = "InvalidSize";
     /// The reasons that no amount of waiting changes: only a new spec
     /// does. A client waiting for `Ready` stops at one of them.
     pub const FINAL: &[&str] = &[INVALID_SIZE];
+    /// The reasons a client waiting for `Ready` stops at although the
+    /// computer may still be placed later, without a new spec: no current
+    /// node can hold it, and only a change of the cluster (a node added,
+    /// room freed) places it.
+    pub const UNTIL_THE_CLUSTER_CHANGES: &[&str] = &[NO_NODE_HAS_ROOM];
 }
 
 /// Condition types of [`AgentComputerStatus::conditions`].

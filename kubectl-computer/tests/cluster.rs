@@ -386,6 +386,39 @@ async fn waiting(cli: &Cli, admin: &Client) {
          describe agentcomputer stuck -n default\n"
     );
 
+    // No node has room for the quota: the wait ends as soon as the operator
+    // says so, long before the timeout, and the computer stays to be
+    // placed when a node with room comes.
+    let child = cli.spawn(&["create", "huge", "--quota", "1Ti", "--timeout", "300s"]);
+    eventually(10, "huge to be created", exists("huge")).await;
+    let said = std::time::Instant::now();
+    set_status(
+        &api,
+        "huge",
+        json!({"phase": "Pending", "conditions": [
+            condition("Placed", "False", "NoNodeHasRoom", "0/2 nodes are eligible: 2 no room for 1Ti (90Gi free)"),
+            condition("Ready", "False", "NotPlaced", "not placed"),
+        ]}),
+    )
+    .await;
+    let err = fails(wait_child(child, 60));
+    assert!(
+        said.elapsed() < Duration::from_secs(30),
+        "{:?}",
+        said.elapsed()
+    );
+    assert_eq!(
+        err,
+        "error: computer huge cannot be placed now: Pending: Placed=False NoNodeHasRoom: \
+         0/2 nodes are eligible: 2 no room for 1Ti (90Gi free); it was created and stays \
+         Pending: the operator places it when a node with room for it appears (or room is \
+         freed); delete it to give up (kubectl describe agentcomputer huge -n default)\n"
+    );
+    assert!(
+        api.get_opt("huge").await.unwrap().is_some(),
+        "the computer stays"
+    );
+
     // No operator at all.
     let err = fails(cli.run(&["create", "lonely", "--timeout", "1s"]));
     assert!(
@@ -403,7 +436,7 @@ async fn waiting(cli: &Cli, admin: &Client) {
     .await;
     let out = ok(wait_child(child, 30));
     assert!(out.starts_with("computer quick created"), "{out}");
-    for name in ["stuck", "lonely", "quick"] {
+    for name in ["stuck", "huge", "lonely", "quick"] {
         ok(cli.run(&["delete", name]));
     }
 }

@@ -412,6 +412,28 @@ pub fn explain<'a>(
     )
 }
 
+/// Whether room is all that keeps the computer off the cluster's nodes: at
+/// least one node lacks room for its size ([`Unfit::NoRoom`]) and every
+/// other node is excluded by the computer's own nodeSelector or
+/// tolerations, which no wait changes. False when some node is unfit for
+/// a passing cause (no ready agent, not Ready, cordoned, no published
+/// capacity yet), or fits, or there are no nodes.
+pub fn only_room_lacks<'a>(
+    spec: &AgentComputerSpec,
+    nodes: impl IntoIterator<Item = &'a Node>,
+    cands: &Candidates<'_>,
+) -> bool {
+    let mut no_room = false;
+    for n in nodes {
+        match cands.unfit(n, spec) {
+            Some(Unfit::NoRoom(_)) => no_room = true,
+            Some(Unfit::Selector(_) | Unfit::Taint(_)) => {}
+            _ => return false,
+        }
+    }
+    no_room
+}
+
 /// The value of the node's `kubernetes.io/hostname` label, which the
 /// PersistentVolume's node affinity selects; falls back to the node name.
 pub fn hostname_label(node: Option<&Node>, node_name: &str) -> String {
@@ -643,6 +665,63 @@ mod tests {
             explain(&s, &nodes, &c),
             "0/3 nodes are eligible: 2 no room for 5Gi (3.5Gi free), 1 no published capacity"
         );
+    }
+
+    #[test]
+    fn room_alone_is_told_from_passing_causes() {
+        let nodes = [node("a", true), node("b", true), node("c", true)];
+        let agents = ready_agents(&[
+            agent_pod("x", "a", true),
+            agent_pod("y", "b", true),
+            agent_pod("z", "c", true),
+        ]);
+        let mut s = spec();
+        s.storage.size = Quantity("500Gi".into());
+        let size = 500 * GI;
+        let all_small = room(&[("a", 2 * GI), ("b", 100 * GI), ("c", 50 * GI)]);
+        let c = Candidates {
+            agents: &agents,
+            room: &all_small,
+            size,
+        };
+        assert!(only_room_lacks(&s, &nodes, &c));
+        // A node the nodeSelector excludes changes nothing by waiting.
+        let mut labelled = node("a", true);
+        labelled.metadata.labels = Some([("disk".to_string(), "ssd".to_string())].into());
+        let mut picky = s.clone();
+        picky.node_selector = Some([("disk".to_string(), "ssd".to_string())].into());
+        let two = [labelled.clone(), node("b", true)];
+        assert!(only_room_lacks(&picky, &two, &c));
+        // A node that has not published its room yet may have it.
+        let unpublished = room(&[("a", 2 * GI), ("b", 100 * GI)]);
+        let c2 = Candidates {
+            agents: &agents,
+            room: &unpublished,
+            size,
+        };
+        assert!(!only_room_lacks(&s, &nodes, &c2));
+        // Nor does a node whose agent is not ready, or that is not Ready.
+        let two_agents = ready_agents(&[agent_pod("x", "a", true), agent_pod("y", "b", true)]);
+        let c3 = Candidates {
+            agents: &two_agents,
+            room: &all_small,
+            size,
+        };
+        assert!(!only_room_lacks(&s, &nodes, &c3));
+        assert!(!only_room_lacks(
+            &s,
+            &[node("a", true), node("b", false)],
+            &c
+        ));
+        // A node that fits, and no node at all, are not "no room".
+        let roomy = room(&[("a", 2 * GI), ("b", 600 * GI), ("c", 50 * GI)]);
+        let c4 = Candidates {
+            agents: &agents,
+            room: &roomy,
+            size,
+        };
+        assert!(!only_room_lacks(&s, &nodes, &c4));
+        assert!(!only_room_lacks(&s, &[], &c));
     }
 
     #[test]

@@ -159,6 +159,20 @@ fn final_placement_failure(c: &AgentComputer) -> Option<&Condition> {
     })
 }
 
+/// The `Placed=False` condition of `c` when its reason says no node of the
+/// cluster as it is can hold it
+/// ([`agentcomputer_crds::placed_reasons::UNTIL_THE_CLUSTER_CHANGES`]): the
+/// operator places it once a node with room appears, which a wait of
+/// minutes rarely sees.
+fn placement_needs_a_node(c: &AgentComputer) -> Option<&Condition> {
+    conditions_of(c).iter().find(|k| {
+        k.type_ == condition_types::PLACED
+            && k.status == "False"
+            && agentcomputer_crds::placed_reasons::UNTIL_THE_CLUSTER_CHANGES
+                .contains(&k.reason.as_str())
+    })
+}
+
 fn is_ready(c: &AgentComputer) -> bool {
     conditions_of(c)
         .iter()
@@ -207,13 +221,28 @@ pub fn not_ready_reason(c: &AgentComputer) -> String {
 }
 
 /// Waits up to `limit` for the Ready condition of `name`, or until its
-/// placement failed for a reason waiting cannot change.
+/// placement failed for a reason waiting cannot change, or one that only a
+/// change of the cluster can (no node has room for its quota: the
+/// computer stays and is placed when a node with room appears).
 async fn wait_ready(cluster: &Cluster, name: &str, limit: Duration) -> Result<()> {
     let api = cluster.computers();
     let settled = |c: Option<&AgentComputer>| {
-        c.is_some_and(|c| is_ready(c) || final_placement_failure(c).is_some())
+        c.is_some_and(|c| {
+            is_ready(c)
+                || final_placement_failure(c).is_some()
+                || placement_needs_a_node(c).is_some()
+        })
     };
     match tokio::time::timeout(limit, await_condition(api, name, settled)).await {
+        Ok(Ok(Some(c))) if !is_ready(&c) && placement_needs_a_node(&c).is_some() => {
+            Err(CliError::new(format!(
+                "computer {name} cannot be placed now: {}; it was created and stays Pending: \
+                 the operator places it when a node with room for it appears (or room is freed); \
+                 delete it to give up (kubectl describe agentcomputer {name} -n {})",
+                not_ready_reason(&c),
+                cluster.namespace
+            )))
+        }
         Ok(Ok(Some(c))) if !is_ready(&c) => Err(CliError::new(format!(
             "computer {name} cannot be placed: {}; it was created, fix its spec or delete it (kubectl describe agentcomputer {name} -n {})",
             not_ready_reason(&c),
@@ -469,9 +498,26 @@ mod tests {
             not_ready_reason(&c),
             "Pending: Placed=False InvalidSize: spec.storage.size: bad"
         );
+        assert!(placement_needs_a_node(&c).is_none());
+        c.status.as_mut().unwrap().conditions = vec![
+            condition("Ready", "False", "NotPlaced", ""),
+            condition(
+                "Placed",
+                "False",
+                "NoNodeHasRoom",
+                "0/2 nodes are eligible: 2 no room for 1Ti (90Gi free)",
+            ),
+        ];
+        // No node has room: not final (a node may come), but the wait ends.
+        assert!(final_placement_failure(&c).is_none());
+        assert_eq!(
+            placement_needs_a_node(&c).map(|k| k.reason.as_str()),
+            Some("NoNodeHasRoom")
+        );
         c.status.as_mut().unwrap().conditions = vec![condition("Ready", "True", "Ready", "")];
         assert!(is_ready(&c));
         assert!(final_placement_failure(&c).is_none());
+        assert!(placement_needs_a_node(&c).is_none());
     }
 
     #[test]

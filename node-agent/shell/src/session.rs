@@ -304,12 +304,23 @@ pub(crate) fn commands(
     timeout: Duration,
     output_cap: u64,
 ) -> bashkit::BashBuilder {
+    // bashkit's own commands run by the runtime's (`tar`'s other forms)
+    // stop with the exec.
+    let cancel = Arc::new(AtomicBool::new(false));
+    budget.stop.link(Arc::clone(&cancel));
+    let fallback = whole_input::Shared {
+        budget: budget.clone(),
+        limits: limits.execution(timeout, output_cap),
+        memory: limits.memory(),
+        cancel,
+    };
     let builder = builtins::install(
         configure(Bash::builder()),
         engine,
         budget,
         &home(),
         limits.scratch_bytes,
+        fallback,
     );
     let builder = builtins::http::install(builder, network);
     crate::python::install(builder, limits, timeout, output_cap)

@@ -75,48 +75,61 @@ struct WholeInput {
 #[async_trait]
 impl Command for WholeInput {
     async fn execute(&self, ctx: CommandContext<'_>) -> bashkit::Result<CommandStatus> {
-        let budget = &self.shared.budget;
-        let mut input = Vec::new();
-        while let Some(chunk) = ctx.stdin.read_chunk().await? {
-            if budget.step_stopped() {
-                return Err(budget.stop_error());
-            }
-            let held = (input.len() + chunk.len()) as u64;
-            let what = format!("the input {} reads", self.name);
-            budget.admit(held, &what).map_err(bashkit::Error::Io)?;
-            input.extend_from_slice(&chunk);
-        }
-        let mut builder = Bash::builder()
-            .fs(Arc::clone(&ctx.fs))
-            .cwd(ctx.cwd)
-            .limits(self.shared.limits.clone())
-            .memory_limits(self.shared.memory.clone());
-        for (key, value) in ctx.env {
-            builder = builder.env(key.clone(), value.clone());
-        }
-        let mut bash = builder.build();
-        let (out, err) = (ctx.stdout.clone(), ctx.stderr.clone());
-        let script = format!("{} \"$@\"", self.name);
-        let result = bash
-            .execute(&script)
-            .stdout_fn(move |bytes| {
-                let out = out.clone();
-                async move { out.write_all(&bytes).await }
-            })
-            .stderr_fn(move |bytes| {
-                let err = err.clone();
-                async move { err.write_all(&bytes).await }
-            })
-            .cancel_with(Arc::clone(&self.shared.cancel))
-            .options(
-                ExecOptions::new()
-                    .arg0(self.name)
-                    .positional(ctx.args.iter().cloned())
-                    .stdin(input),
-            )
-            .await?;
-        Ok(CommandStatus::with_code(result.exit_code))
+        run_bashkit(self.name, &self.shared, ctx).await
     }
+}
+
+/// Runs bashkit's own command `name` for `ctx`: reads the pipe to its end
+/// (the input held within the exec's memory budget, `EFBIG` past it) and
+/// runs the command on those bytes in an interpreter of its own, passing
+/// its output, stderr and exit status on. The runtime's own commands that
+/// take over only some forms of a command (`tar`) run the others so.
+pub(crate) async fn run_bashkit(
+    name: &'static str,
+    shared: &Shared,
+    ctx: CommandContext<'_>,
+) -> bashkit::Result<CommandStatus> {
+    let budget = &shared.budget;
+    let mut input = Vec::new();
+    while let Some(chunk) = ctx.stdin.read_chunk().await? {
+        if budget.step_stopped() {
+            return Err(budget.stop_error());
+        }
+        let held = (input.len() + chunk.len()) as u64;
+        let what = format!("the input {name} reads");
+        budget.admit(held, &what).map_err(bashkit::Error::Io)?;
+        input.extend_from_slice(&chunk);
+    }
+    let mut builder = Bash::builder()
+        .fs(Arc::clone(&ctx.fs))
+        .cwd(ctx.cwd)
+        .limits(shared.limits.clone())
+        .memory_limits(shared.memory.clone());
+    for (key, value) in ctx.env {
+        builder = builder.env(key.clone(), value.clone());
+    }
+    let mut bash = builder.build();
+    let (out, err) = (ctx.stdout.clone(), ctx.stderr.clone());
+    let script = format!("{name} \"$@\"");
+    let result = bash
+        .execute(&script)
+        .stdout_fn(move |bytes| {
+            let out = out.clone();
+            async move { out.write_all(&bytes).await }
+        })
+        .stderr_fn(move |bytes| {
+            let err = err.clone();
+            async move { err.write_all(&bytes).await }
+        })
+        .cancel_with(Arc::clone(&shared.cancel))
+        .options(
+            ExecOptions::new()
+                .arg0(name)
+                .positional(ctx.args.iter().cloned())
+                .stdin(input),
+        )
+        .await?;
+    Ok(CommandStatus::with_code(result.exit_code))
 }
 
 /// Short options that take the next word as their value, per command (an

@@ -39,6 +39,10 @@ pub const KEPT_CLAIM: &str = "ClaimFromEarlierComputer";
 /// Reason of `Placed=False` (and of the Warning event) when no node is
 /// eligible; the message counts nodes per cause.
 pub const NO_ELIGIBLE_NODE: &str = agentcomputer_crds::placed_reasons::NO_ELIGIBLE_NODE;
+/// Reason of `Placed=False` (and of the Warning event) when every node that
+/// could serve the computer lacks room for its size; the message counts
+/// nodes per cause, as for [`NO_ELIGIBLE_NODE`].
+pub const NO_NODE_HAS_ROOM: &str = agentcomputer_crds::placed_reasons::NO_NODE_HAS_ROOM;
 /// Reason of `Placed=False` when `spec.storage.size` has no byte count;
 /// final ([`agentcomputer_crds::placed_reasons::FINAL`]).
 pub const INVALID_SIZE: &str = agentcomputer_crds::placed_reasons::INVALID_SIZE;
@@ -70,7 +74,8 @@ pub enum Stage<'a> {
     /// A claim of the computer's name that it does not own blocks it
     /// (kept by an earlier computer under reclaim policy Retain): why.
     KeptClaim(String),
-    /// No node could be chosen: [`NO_ELIGIBLE_NODE`] or [`INVALID_SIZE`],
+    /// No node could be chosen: [`NO_ELIGIBLE_NODE`], [`NO_NODE_HAS_ROOM`]
+    /// or [`INVALID_SIZE`],
     /// and the message (nodes counted per cause, or the size's error).
     Unplaced {
         /// Reason of `Placed=False`.

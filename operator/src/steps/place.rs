@@ -18,7 +18,7 @@ use crate::context::Context;
 use crate::error::Result;
 use crate::placement::{self, Agent};
 use crate::resources::pv;
-use crate::status::{INVALID_SIZE, NO_ELIGIBLE_NODE};
+use crate::status::{INVALID_SIZE, NO_ELIGIBLE_NODE, NO_NODE_HAS_ROOM};
 use crate::writes::merge_params;
 
 /// Where the computer goes.
@@ -28,8 +28,10 @@ pub enum Placement {
     Known(String),
     /// A node chosen now (and recorded as assumed in the context).
     Chosen(String),
-    /// No node: [`NO_ELIGIBLE_NODE`] with the nodes counted per cause, or
-    /// [`INVALID_SIZE`] when `spec.storage.size` has no byte count.
+    /// No node: [`NO_ELIGIBLE_NODE`] with the nodes counted per cause,
+    /// [`NO_NODE_HAS_ROOM`] (same message) when room is all that is
+    /// missing on every node the computer may use, or [`INVALID_SIZE`]
+    /// when `spec.storage.size` has no byte count.
     Unplaced {
         /// Reason of `Placed=False`.
         reason: &'static str,
@@ -82,8 +84,14 @@ pub fn place(
                 room: &room,
                 size: bytes,
             };
+            let only_room =
+                placement::only_room_lacks(&c.spec, nodes.iter().map(|n| n.as_ref()), &cands);
             Placement::Unplaced {
-                reason: NO_ELIGIBLE_NODE,
+                reason: if only_room {
+                    NO_NODE_HAS_ROOM
+                } else {
+                    NO_ELIGIBLE_NODE
+                },
                 why: placement::explain(&c.spec, nodes.iter().map(|n| n.as_ref()), &cands),
             }
         }

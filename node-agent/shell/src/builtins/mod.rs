@@ -41,6 +41,7 @@ pub(crate) const OWN_COMMANDS: &[&str] = &[
     "xxd",
     "tac",
     "rev",
+    "tar",
     "md5sum",
     "sha1sum",
     "sha224sum",
@@ -68,13 +69,15 @@ use bashkit::BashBuilder;
 /// environment of bashkit's user `sandbox` with home directory `home`, on
 /// `builder`; `engine_fs` is the computer behind `/workspace`, `budget` the
 /// exec's memory budget and stop flag, `scratch_file_bytes` the largest
-/// file of the scratch tree.
+/// file of the scratch tree, `fallback` what runs bashkit's own `tar` for
+/// the forms the runtime's leaves.
 pub(crate) fn install(
     builder: BashBuilder,
     engine_fs: &EngineFs,
     budget: &ExecBudget,
     home: &str,
     scratch_file_bytes: u64,
+    fallback: crate::whole_input::Shared,
 ) -> BashBuilder {
     let engine = engine_fs.engine();
     let env = stream::Env {
@@ -85,7 +88,7 @@ pub(crate) fn install(
         env: env.clone(),
         scratch_file_bytes,
     };
-    let builder = stream::install(builder, &env)
+    let builder = stream::install(builder, &env, fallback)
         .command("sleep", sleep::Sleep(env.clone()))
         .command("truncate", truncate);
     let user = agentcomputer_runtime_contract::SANDBOX_USER;

@@ -203,7 +203,7 @@ pub(crate) fn absolute(cwd: &Path, name: &str) -> PathBuf {
 
 /// The path inside the computer of an absolute shell path under
 /// `/workspace` (`/workspace/a/b` is `a/b`, `/workspace` is `.`).
-fn workspace_relative(path: &Path) -> Option<String> {
+pub(super) fn workspace_relative(path: &Path) -> Option<String> {
     let rest = path.strip_prefix(crate::WORKSPACE).ok()?;
     let rest = rest.to_str()?;
     Some(if rest.is_empty() {

@@ -1,6 +1,7 @@
 //! The project's streaming commands: `cat`, `wc`, `head`, `tail`, `tee`,
 //! `base64`, `seq`, `yes`, `xxd`, `tac`, `rev`, `md5sum` and `sha1sum`/`sha224sum`/`sha256sum`/`sha384sum`/
-//! `sha512sum`, registered through bashkit's streaming `Command` extension.
+//! `sha512sum`, and `tar` (the `tar` module), registered through bashkit's
+//! streaming `Command` extension.
 //!
 //! bashkit's own versions of these read every input whole into memory, so
 //! a sparse file of a terabyte (which costs no quota) became a terabyte
@@ -22,6 +23,7 @@ mod rev;
 mod seq;
 mod tac;
 mod tail;
+mod tar;
 mod tee;
 mod wc;
 mod xxd;
@@ -42,8 +44,13 @@ pub(crate) struct Env {
     pub budget: ExecBudget,
 }
 
-/// Registers the streaming commands on `builder`.
-pub(crate) fn install(builder: BashBuilder, env: &Env) -> BashBuilder {
+/// Registers the streaming commands on `builder`; `tar` runs bashkit's own
+/// through `fallback` for the forms it leaves.
+pub(crate) fn install(
+    builder: BashBuilder,
+    env: &Env,
+    fallback: crate::whole_input::Shared,
+) -> BashBuilder {
     let mut builder = builder
         .command("cat", cat::Cat(env.clone()))
         .command("wc", wc::Wc(env.clone()))
@@ -55,7 +62,14 @@ pub(crate) fn install(builder: BashBuilder, env: &Env) -> BashBuilder {
         .command("yes", yes::Yes(env.clone()))
         .command("xxd", xxd::Xxd(env.clone()))
         .command("tac", tac::Tac(env.clone()))
-        .command("rev", rev::Rev(env.clone()));
+        .command("rev", rev::Rev(env.clone()))
+        .command(
+            "tar",
+            tar::Tar {
+                env: env.clone(),
+                fallback,
+            },
+        );
     for algo in digest::Algorithm::ALL {
         builder = builder.command(algo.command(), digest::Sum(env.clone(), algo));
     }
