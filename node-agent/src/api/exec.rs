@@ -12,28 +12,29 @@
 //! (the response stream is dropped), when the computer is deleted, or when
 //! the agent shuts down.
 
+mod choice;
 mod fetch;
+mod prepare;
 mod program;
 mod pump;
+mod request;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-use agentcomputer_egress::{EgressConfig, Policy};
 
 use agentcomputer_fs::FileKind;
 use agentcomputer_js::JsRequest;
 use agentcomputer_proto::Requested;
 use agentcomputer_proto::v1 as pb;
 use agentcomputer_runtime_contract::Runtime;
-use agentcomputer_shell::auto::{self, Decision, Route};
+use agentcomputer_shell::auto::Route;
 use agentcomputer_shell::{ExecRequest as ShellRequest, ShellLimits};
 use nix::errno::Errno;
 use pb::exec_event::Event;
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::Status;
-use tracing::{info, warn};
+use tracing::info;
 
 use super::convert::resolve;
 use super::observe::{ExecOutcome, Observer};
@@ -43,7 +44,10 @@ use crate::blocking::blocking;
 use crate::errors::{errno_detail, errno_status};
 use crate::paths::ApiPath;
 use crate::registry::Registry;
+use choice::{Choice, decide, runtime_of};
+use prepare::prepare_container;
 use program::Program;
+use request::{check_env, parse_input, policy_of};
 
 pub use program::MAX_RESULT_BYTES;
 
@@ -165,62 +169,6 @@ pub async fn start_with_input(
         observer.exec_finished(requested.name(), ExecOutcome::Rejected, Duration::ZERO);
     }
     started
-}
-
-/// The runtime of an exec, and for RUNTIME_AUTO the decision that chose it.
-struct Choice {
-    runtime: Runtime,
-    auto: Option<Decision>,
-}
-
-impl Choice {
-    /// RUNTIME_AUTO's fallback when its script was sent to the container
-    /// and the computer has none (`why`): a script naming a command the
-    /// shell runtime lacks is refused naming it (FAILED_PRECONDITION); one
-    /// whose commands could only not be named runs in the shell runtime.
-    /// Errors for any other request: FAILED_PRECONDITION with `why`.
-    fn without_container(&mut self, why: String) -> Result<(), Status> {
-        let Some(decision) = self.auto.as_mut() else {
-            return Err(Status::failed_precondition(why));
-        };
-        if let Some(name) = &decision.missing {
-            return Err(Status::failed_precondition(format!(
-                "runtime auto: {name}: command not found in the shell runtime, and this computer \
-                 has no container runtime to run it ({why}); nothing was run"
-            )));
-        }
-        decision.reason = format!(
-            "{}, but this computer has no container runtime ({why})",
-            decision.reason
-        );
-        decision.route = Route::Shell;
-        self.runtime = Runtime::Shell;
-        Ok(())
-    }
-}
-
-fn runtime_of(route: Route) -> Runtime {
-    match route {
-        Route::Shell => Runtime::Shell,
-        Route::Container => Runtime::Container,
-    }
-}
-
-/// RUNTIME_AUTO's decision for `script` ([`agentcomputer_shell::auto`]);
-/// a long script is parsed on the blocking pool.
-async fn decide(script: &str) -> Decision {
-    if script.len() <= INLINE_PARSE_BYTES {
-        return auto::decide(script);
-    }
-    let script = script.to_string();
-    match tokio::task::spawn_blocking(move || auto::decide(&script)).await {
-        Ok(decision) => decision,
-        Err(e) => Decision {
-            route: Route::Container,
-            reason: format!("the script could not be read before it ran ({e})"),
-            missing: None,
-        },
-    }
 }
 
 /// Starts a run of `runtime`, named by [`Runtime::name`] in messages, logs,
@@ -688,107 +636,4 @@ async fn gather_stdin(
         }
         stdin.extend_from_slice(&chunk);
     }
-}
-
-/// Waits for `containers` to take a run of `computer`, forwarding its
-/// progress lines to the client as stderr. Errors: the runtime's reason,
-/// or the client going away (the wait is then cancelled).
-async fn prepare_container(
-    containers: &dyn ContainerRuntime,
-    computer: &str,
-    tx: &mpsc::Sender<Result<pb::ExecEvent, Status>>,
-    cancel: &tokio_util::sync::CancellationToken,
-) -> Result<(), String> {
-    let (progress, mut lines) = mpsc::channel::<String>(8);
-    let wait = cancel.child_token();
-    let prepared = containers.prepare(computer, progress, wait.clone());
-    tokio::pin!(prepared);
-    loop {
-        tokio::select! {
-            result = &mut prepared => {
-                // Lines sent just before the end still reach the client.
-                while let Ok(line) = lines.try_recv() {
-                    let _ = tx.send(Ok(stderr_line(line))).await;
-                }
-                return result;
-            }
-            Some(line) = lines.recv() => {
-                let _ = tx.send(Ok(stderr_line(line))).await;
-            }
-            () = tx.closed() => {
-                wait.cancel();
-                return Err("the exec's client went away while the sandbox was starting".into());
-            }
-        }
-    }
-}
-
-/// One line of runtime progress as a stderr event.
-fn stderr_line(mut line: String) -> pb::ExecEvent {
-    line.push('\n');
-    pb::ExecEvent {
-        event: Some(Event::Stderr(line.into_bytes())),
-    }
-}
-
-/// The computer's egress policy. A settings file edited into an invalid
-/// policy denies everything rather than failing every exec.
-fn policy_of(lease: &crate::registry::Lease, egress: &EgressConfig) -> Arc<Policy> {
-    match Policy::new(egress.clone()) {
-        Ok(policy) => Arc::new(policy),
-        Err(e) => {
-            warn!(computer = lease.name(), error = %e, "invalid egress policy in settings; denying all egress");
-            Arc::default()
-        }
-    }
-}
-
-/// Parses a JavaScript run's `input_json`: empty is `null`. Errors:
-/// INVALID_ARGUMENT (`EINVAL`) naming serde_json's line and column.
-async fn parse_input(text: String) -> Result<serde_json::Value, Status> {
-    if text.is_empty() {
-        return Ok(serde_json::Value::Null);
-    }
-    let inline = text.len() <= INLINE_PARSE_BYTES;
-    let parse = move || {
-        serde_json::from_str(&text).map_err(|e| {
-            errno_detail(
-                Errno::EINVAL,
-                format_args!("input_json is not valid JSON: {e}"),
-            )
-        })
-    };
-    // A message may carry megabytes of JSON; keep such parses off the
-    // async workers.
-    if inline {
-        parse()
-    } else {
-        blocking(parse).await
-    }
-}
-
-/// Refuses environment entries no runtime can pass on the same way: a
-/// name that is empty or holds `=` or NUL, or a value that holds NUL. An
-/// environment is a list of `name=value` C strings (execve(2); POSIX.1-2017
-/// XBD 8.1), so the container runtime could not carry them, and the other
-/// runtimes would read them differently. Errors: `EINVAL` naming the entry.
-fn check_env(env: &std::collections::HashMap<String, String>) -> Result<(), Status> {
-    for (name, value) in env {
-        let why = if name.is_empty() {
-            "an empty name"
-        } else if name.contains('=') {
-            "a name containing '='"
-        } else if name.contains('\0') || value.contains('\0') {
-            "a NUL byte"
-        } else {
-            continue;
-        };
-        return Err(errno_detail(
-            Errno::EINVAL,
-            format_args!(
-                "env entry {name:?} has {why}; environment names and values are C strings (name=value)"
-            ),
-        ));
-    }
-    Ok(())
 }
