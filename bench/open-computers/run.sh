@@ -27,7 +27,7 @@ measure() { # mode [extra agent args...]
         --share-listen off --proxy-listen off --keep-mounts off --idle-timeout "$IDLE" "$@" \
         >"$dir/agent.log" 2>&1 &
     agent=$!
-    export AGENTCOMPUTER_ENDPOINT=http://127.0.0.1:$port
+    export AGENTCOMPUTER_ENDPOINT=http://127.0.0.1:$port AGENTCOMPUTER_DATA_DIR=$dir/data
     for _ in $(seq 100); do "$BIN/kubectl-computer" list >/dev/null 2>&1 && break; sleep 0.1; done
     # One computer made, used and hibernated first, so what every agent
     # loads once (runtimes, pools) is in the baseline, not in the per-computer cost.
