@@ -31,6 +31,7 @@ mod sandbox_fs;
 mod session;
 mod stderr;
 mod stdin;
+mod stdin_free;
 mod stop;
 mod whole_input;
 

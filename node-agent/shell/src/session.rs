@@ -13,6 +13,7 @@ use crate::runtime::EXIT_REFUSED;
 use crate::sandbox_fs::SandboxFs;
 use crate::stderr;
 use crate::stdin;
+use crate::stdin_free;
 use crate::stop::StopFlag;
 use crate::whole_input;
 use agentcomputer_fs::Fs;
@@ -135,7 +136,14 @@ pub(crate) async fn execute(job: Job) -> Finished {
     let streamed = job.stdin_stream.take();
     let wrapped = match job.stdin.is_empty() && streamed.is_none() {
         true => None,
-        false => stdin::wrap(&source, &limits),
+        false => {
+            // Commands that never read stdin leave the pipe to the next
+            // (see the `stdin_free` module).
+            let source =
+                stdin_free::rewrite(&source, limits.max_ast_depth, limits.max_parser_operations)
+                    .unwrap_or_else(|| source.clone());
+            stdin::wrap(&source, &limits)
+        }
     };
     let (wrapped, feed, options) = match wrapped {
         Some(wrapped) => (

@@ -223,3 +223,26 @@ async fn streamed_input_follows_the_request_bytes() {
     assert_eq!((out.stdout(), out.code()), ("qqq".to_string(), 0));
     assert!(began.elapsed() < Duration::from_secs(30));
 }
+
+/// Commands that never read stdin (`mkdir`, `ls`, ...) leave it to the
+/// next command, as in bash: bashkit took the rest of the input for them.
+#[tokio::test]
+async fn commands_that_never_read_stdin_leave_it_to_the_next() {
+    let c = Computer::new();
+    for (script, expected) in [
+        ("mkdir -p d; wc -l; cat", "2\n"),
+        ("ls >/dev/null; cat", "a\nb\n"),
+        (
+            "if true; then rm -f nope; fi; read x; echo \"$x\"; cat",
+            "a\nb\n",
+        ),
+    ] {
+        let out = with_stdin(&c, script, b"a\nb\n").await;
+        assert_eq!(out.ok(), expected, "{script}");
+        if let Some((bash, _)) =
+            host_bash(&format!("cd $(mktemp -d) && {{ {script}; }}"), b"a\nb\n")
+        {
+            assert_eq!(bash, expected, "host bash: {script}");
+        }
+    }
+}
