@@ -19,6 +19,7 @@ mod budget;
 mod builtins;
 mod engine_fs;
 mod errno;
+mod gathered;
 mod limits;
 mod not_found;
 mod output;

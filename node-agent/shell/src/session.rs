@@ -5,6 +5,7 @@
 use crate::budget::ExecBudget;
 use crate::builtins;
 use crate::engine_fs::EngineFs;
+use crate::gathered::Gathered;
 use crate::limits::ShellLimits;
 use crate::output::{OutputGate, Refusal};
 use crate::paths::resolve_cwd;
@@ -145,10 +146,18 @@ pub(crate) async fn execute(job: Job) -> Finished {
             stdin::wrap(&source, &limits)
         }
     };
+    // What bashkit gathers whole from the feeder's pipe is counted as it
+    // is fed (see the `gathered` module).
+    let gathered = Gathered::new();
     let (wrapped, feed, options) = match wrapped {
         Some(wrapped) => (
             Some(wrapped),
-            Some(stdin::Feed::new(job.stdin, streamed, budget.clone())),
+            Some(stdin::Feed::new(
+                job.stdin,
+                streamed,
+                budget.clone(),
+                Arc::clone(&gathered),
+            )),
             ExecOptions::new(),
         ),
         None => {
@@ -213,7 +222,9 @@ pub(crate) async fn execute(job: Job) -> Finished {
         builder = builder.env(key, value);
     }
     if let Some(feed) = feed {
-        builder = builder.command(stdin::FEED_COMMAND, feed);
+        builder = builder
+            .command(stdin::FEED_COMMAND, feed)
+            .before_tool(gathered.hook(filters.clone()));
         // The exec's stdin is consumed once by bashkit's whole-input
         // commands too (see the `whole_input` module).
         let cancel = Arc::new(AtomicBool::new(false));

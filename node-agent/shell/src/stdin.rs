@@ -23,13 +23,16 @@
 //!
 //! Input that arrives while the run goes ([`StdinStream`]) is fed the same
 //! way, chunk by chunk as it comes, so an input of any size passes through
-//! the 4 KiB pipe without being held whole by the runtime.
+//! the 4 KiB pipe without being held whole by the runtime. What bashkit
+//! gathers whole from the pipe is bounded as it is fed (the `gathered`
+//! module).
 //!
 //! A script that does not parse alone, or not inside the wrapper (a
 //! here-document running to the end of the script), runs unwrapped, so
 //! bash's syntax report and its partial run are unchanged.
 
 use crate::budget::ExecBudget;
+use crate::gathered::Gathered;
 use async_trait::async_trait;
 use bashkit::parser::Parser;
 use bashkit::{Command, CommandContext, CommandStatus, ExecutionLimits};
@@ -114,28 +117,37 @@ type Input = (Vec<u8>, Option<mpsc::Receiver<Vec<u8>>>);
 pub(crate) struct Feed {
     data: Mutex<Option<Input>>,
     budget: ExecBudget,
+    gathered: Arc<Gathered>,
 }
 
 impl Feed {
     /// A feeder of `data` and then of what `rest` brings, stopping when
-    /// `budget` says the exec must stop.
+    /// `budget` says the exec must stop, and refusing input `gathered`
+    /// says no streaming command took past the budget.
     pub(crate) fn new(
         data: Vec<u8>,
         rest: Option<mpsc::Receiver<Vec<u8>>>,
         budget: ExecBudget,
+        gathered: Arc<Gathered>,
     ) -> Self {
         Self {
             data: Mutex::new(Some((data, rest))),
             budget,
+            gathered,
         }
     }
 
     /// Writes `data` into the pipe; `false` once the script stopped
-    /// reading.
+    /// reading. Past the memory budget of input no streaming command took
+    /// (see the `gathered` module): an error naming the limit, which ends
+    /// the run.
     async fn write(&self, ctx: &CommandContext<'_>, data: &[u8]) -> bashkit::Result<bool> {
         for step in data.chunks(STEP_BYTES) {
             if self.budget.step_stopped() {
                 return Err(self.budget.stop_error());
+            }
+            if let Err(e) = self.gathered.admit(step.len(), &self.budget) {
+                return Err(bashkit::Error::Execution(e.to_string()));
             }
             match ctx.stdout.write_all(step).await {
                 Ok(()) => {}
