@@ -223,6 +223,7 @@ pub(crate) async fn execute(job: Job) -> Finished {
     }
     if let Some(feed) = feed {
         builder = builder
+            .command(stdin::END_COMMAND, feed.end())
             .command(stdin::FEED_COMMAND, feed)
             .before_tool(gathered.hook(filters.clone()));
         // The exec's stdin is consumed once by bashkit's whole-input

@@ -224,6 +224,46 @@ async fn streamed_input_follows_the_request_bytes() {
     assert!(began.elapsed() < Duration::from_secs(30));
 }
 
+/// A script that does not read all of its streamed stdin ends when it
+/// does, while the client still holds its input open: unread input is
+/// dropped and the exit is reported, as `sleep 30 | bash -c 'echo quick'`
+/// ends at once.
+#[tokio::test]
+async fn a_script_ends_with_its_last_command_while_streamed_input_stays_open() {
+    use agentcomputer_shell::StdinStream;
+    let c = Computer::new();
+    for (script, first, expected, code) in [
+        ("echo hi", &b""[..], "hi\n", 0),
+        ("read x; echo \"got $x\"", &b"a\nb\n"[..], "got a\n", 0),
+        ("head -n1; false", &b"a\nb\n"[..], "a\n", 1),
+    ] {
+        let (tx, rx) = tokio::sync::mpsc::channel::<Vec<u8>>(2);
+        tx.send(first.to_vec()).await.unwrap();
+        let began = Instant::now();
+        let run = tokio::time::timeout(
+            Duration::from_secs(3),
+            c.exec(ExecRequest {
+                script: script.into(),
+                stdin_stream: StdinStream::new(rx),
+                timeout: Duration::from_secs(60),
+                ..ExecRequest::default()
+            }),
+        )
+        .await;
+        let run = run.unwrap_or_else(|_| panic!("{script}: still running after 3 s"));
+        let took = began.elapsed();
+        eprintln!("{script:?}: exit {} after {took:?}", run.code());
+        assert_eq!(
+            (run.stdout(), run.code()),
+            (expected.to_string(), code),
+            "{script}"
+        );
+        assert!(took < Duration::from_secs(2), "{script}: {took:?}");
+        // The run let go of the input the client still holds open.
+        assert!(tx.is_closed(), "{script}: input still held");
+    }
+}
+
 /// Commands that never read stdin (`mkdir`, `ls`, ...) leave it to the
 /// next command, as in bash: bashkit took the rest of the input for them.
 #[tokio::test]
