@@ -25,11 +25,13 @@
 //!   so `while read l; do ...; done` over an input of any size passes
 //!   (a single line longer than the budget is refused: `read` holds it).
 //!
-//! Limits, from seeing only command starts: bytes a gathering command
-//! takes while a streaming command of another stage of the same pipeline
-//! is the last one started (`xargs echo | grep x`), or right after a
-//! streaming command with no command started in between (`head -n1;
-//! xargs`), are not counted.
+//! A streaming command takes the pipe with it in bashkit (the commands
+//! after it in the same shell see no more input), so no command gathers
+//! right after one. The limit, from seeing only command starts: bytes a
+//! gathering command would take while a streaming command of another
+//! stage of the same pipeline is the last one started would not be
+//! counted (none of the pipelines tried does so: `xargs echo | grep x |
+//! wc -c` is refused at the budget).
 
 use crate::budget::{ExecBudget, over_budget};
 use agentcomputer_fs::Errno;

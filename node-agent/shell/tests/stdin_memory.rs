@@ -139,15 +139,22 @@ async fn streamed_input_past_the_budget_stays_bounded_when_the_first_command_doe
     }
 
     // `read` takes a line at a time: a loop over twice the budget passes.
-    let lines = (0..2 * BUDGET / CHUNK as u64).map(|_| {
-        let mut chunk = vec![b'y'; CHUNK];
-        for at in (4095..CHUNK).step_by(4096) {
-            chunk[at] = b'\n';
-        }
-        chunk
-    });
+    let lines = || {
+        (0..2 * BUDGET / CHUNK as u64).map(|_| {
+            let mut chunk = vec![b'y'; CHUNK];
+            for at in (4095..CHUNK).step_by(4096) {
+                chunk[at] = b'\n';
+            }
+            chunk
+        })
+    };
     let script = "n=0; while read -r l; do n=$((n+1)); done; echo $n";
-    let (run, _, growth) = measured(&c, script, lines).await;
+    let (run, _, growth) = measured(&c, script, lines()).await;
     assert_eq!(run.ok(), format!("{}\n", 2 * BUDGET / 4096));
+    assert!(growth < PEAK_GROWTH, "peak grew {growth} bytes");
+
+    // bashkit's `grep` streams, also after the command it feeds ended.
+    let (run, _, growth) = measured(&c, "grep -c zzz | head -n1", lines()).await;
+    assert_eq!(run.stdout(), "0\n");
     assert!(growth < PEAK_GROWTH, "peak grew {growth} bytes");
 }
