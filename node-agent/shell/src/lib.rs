@@ -19,6 +19,7 @@ mod budget;
 mod builtins;
 mod engine_fs;
 mod errno;
+mod gathered;
 mod limits;
 mod not_found;
 mod output;
@@ -31,6 +32,7 @@ mod sandbox_fs;
 mod session;
 mod stderr;
 mod stdin;
+mod stdin_free;
 mod stop;
 mod whole_input;
 

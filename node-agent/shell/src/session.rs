@@ -5,6 +5,7 @@
 use crate::budget::ExecBudget;
 use crate::builtins;
 use crate::engine_fs::EngineFs;
+use crate::gathered::Gathered;
 use crate::limits::ShellLimits;
 use crate::output::{OutputGate, Refusal};
 use crate::paths::resolve_cwd;
@@ -13,6 +14,7 @@ use crate::runtime::EXIT_REFUSED;
 use crate::sandbox_fs::SandboxFs;
 use crate::stderr;
 use crate::stdin;
+use crate::stdin_free;
 use crate::stop::StopFlag;
 use crate::whole_input;
 use agentcomputer_fs::Fs;
@@ -135,12 +137,27 @@ pub(crate) async fn execute(job: Job) -> Finished {
     let streamed = job.stdin_stream.take();
     let wrapped = match job.stdin.is_empty() && streamed.is_none() {
         true => None,
-        false => stdin::wrap(&source, &limits),
+        false => {
+            // Commands that never read stdin leave the pipe to the next
+            // (see the `stdin_free` module).
+            let source =
+                stdin_free::rewrite(&source, limits.max_ast_depth, limits.max_parser_operations)
+                    .unwrap_or_else(|| source.clone());
+            stdin::wrap(&source, &limits)
+        }
     };
+    // What bashkit gathers whole from the feeder's pipe is counted as it
+    // is fed (see the `gathered` module).
+    let gathered = Gathered::new();
     let (wrapped, feed, options) = match wrapped {
         Some(wrapped) => (
             Some(wrapped),
-            Some(stdin::Feed::new(job.stdin, streamed, budget.clone())),
+            Some(stdin::Feed::new(
+                job.stdin,
+                streamed,
+                budget.clone(),
+                Arc::clone(&gathered),
+            )),
             ExecOptions::new(),
         ),
         None => {
@@ -205,7 +222,10 @@ pub(crate) async fn execute(job: Job) -> Finished {
         builder = builder.env(key, value);
     }
     if let Some(feed) = feed {
-        builder = builder.command(stdin::FEED_COMMAND, feed);
+        builder = builder
+            .command(stdin::END_COMMAND, feed.end())
+            .command(stdin::FEED_COMMAND, feed)
+            .before_tool(gathered.hook(filters.clone()));
         // The exec's stdin is consumed once by bashkit's whole-input
         // commands too (see the `whole_input` module).
         let cancel = Arc::new(AtomicBool::new(false));

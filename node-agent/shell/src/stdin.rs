@@ -23,23 +23,50 @@
 //!
 //! Input that arrives while the run goes ([`StdinStream`]) is fed the same
 //! way, chunk by chunk as it comes, so an input of any size passes through
-//! the 4 KiB pipe without being held whole by the runtime.
+//! the 4 KiB pipe without being held whole by the runtime. What bashkit
+//! gathers whole from the pipe is bounded as it is fed (the `gathered`
+//! module).
+//!
+//! The pipeline ends when both of its stages do, and a feeder waiting for
+//! more streamed input learns only at its next write that the script is
+//! gone. So the wrapper ends the script with [`END_COMMAND`], which tells
+//! the feeder to stop waiting and returns the script's status, and the
+//! run ends with the script, unread input dropped, as `sleep 30 | bash -c
+//! 'echo quick'` ends at once:
+//!
+//! ```text
+//! SCRIPT
+//! __agentcomputer_stdin_end $? || exit
+//! }
+//! ```
+//!
+//! On the left of `||` the command's status trips neither `set -e` nor an
+//! `ERR` trap, and `exit` keeps a failing status. A script ending in a
+//! line continuation (`\`) gets no end line (it would join the script's
+//! last command); nor does one that ends by `exit`, which the end line
+//! never sees: both end when the input does, or at the next write after
+//! the script stopped.
 //!
 //! A script that does not parse alone, or not inside the wrapper (a
 //! here-document running to the end of the script), runs unwrapped, so
 //! bash's syntax report and its partial run are unchanged.
 
 use crate::budget::ExecBudget;
+use crate::gathered::Gathered;
 use async_trait::async_trait;
 use bashkit::parser::Parser;
 use bashkit::{Command, CommandContext, CommandStatus, ExecutionLimits};
 use parking_lot::Mutex;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 use tokio::sync::mpsc;
 
 /// The feeder's command name: not a word a script would use.
 pub(crate) const FEED_COMMAND: &str = "__agentcomputer_stdin";
+
+/// The command that ends the wrapped script (see the module docs).
+pub(crate) const END_COMMAND: &str = "__agentcomputer_stdin_end";
 
 /// Bytes written per step (bashkit's pipe holds 4 KiB; a step waits for
 /// room as a pipe's writer does).
@@ -57,8 +84,12 @@ pub(crate) fn wrap(script: &str, limits: &ExecutionLimits) -> Option<String> {
     if !parses(script) {
         return None;
     }
+    let end = match script.ends_with('\\') {
+        true => String::new(),
+        false => format!("\n{END_COMMAND} $? || exit"),
+    };
     let wrapped = format!(
-        "shopt -s lastpipe; {FEED_COMMAND} | {{ shopt -u lastpipe </dev/null; {script}\n}}"
+        "shopt -s lastpipe; {FEED_COMMAND} | {{ shopt -u lastpipe </dev/null; {script}{end}\n}}"
     );
     parses(&wrapped).then_some(wrapped)
 }
@@ -114,28 +145,62 @@ type Input = (Vec<u8>, Option<mpsc::Receiver<Vec<u8>>>);
 pub(crate) struct Feed {
     data: Mutex<Option<Input>>,
     budget: ExecBudget,
+    gathered: Arc<Gathered>,
+    /// Raised by [`End`] when the script has ended.
+    ended: Arc<AtomicBool>,
 }
 
 impl Feed {
     /// A feeder of `data` and then of what `rest` brings, stopping when
-    /// `budget` says the exec must stop.
+    /// `budget` says the exec must stop, refusing input `gathered` says no
+    /// streaming command took past the budget, and ending early once
+    /// `ended` is raised (by the [`End`] made with [`Feed::end`]).
     pub(crate) fn new(
         data: Vec<u8>,
         rest: Option<mpsc::Receiver<Vec<u8>>>,
         budget: ExecBudget,
+        gathered: Arc<Gathered>,
     ) -> Self {
         Self {
             data: Mutex::new(Some((data, rest))),
             budget,
+            gathered,
+            ended: Arc::default(),
+        }
+    }
+
+    /// The [`END_COMMAND`] of this feeder's script.
+    pub(crate) fn end(&self) -> End {
+        End(Arc::clone(&self.ended))
+    }
+
+    /// The next chunk of `rest`, or `None` at the end of input or once
+    /// the script has ended.
+    async fn next(&self, rest: &mut mpsc::Receiver<Vec<u8>>) -> bashkit::Result<Option<Vec<u8>>> {
+        loop {
+            if self.ended.load(Ordering::Relaxed) {
+                return Ok(None);
+            }
+            if self.budget.step_stopped() {
+                return Err(self.budget.stop_error());
+            }
+            if let Ok(chunk) = tokio::time::timeout(POLL, rest.recv()).await {
+                return Ok(chunk);
+            }
         }
     }
 
     /// Writes `data` into the pipe; `false` once the script stopped
-    /// reading.
+    /// reading. Past the memory budget of input no streaming command took
+    /// (see the `gathered` module): an error naming the limit, which ends
+    /// the run.
     async fn write(&self, ctx: &CommandContext<'_>, data: &[u8]) -> bashkit::Result<bool> {
         for step in data.chunks(STEP_BYTES) {
             if self.budget.step_stopped() {
                 return Err(self.budget.stop_error());
+            }
+            if let Err(e) = self.gathered.admit(step.len(), &self.budget) {
+                return Err(bashkit::Error::Execution(e.to_string()));
             }
             match ctx.stdout.write_all(step).await {
                 Ok(()) => {}
@@ -164,13 +229,27 @@ impl Command for Feed {
         }
         drop(data);
         if let Some(mut rest) = rest {
-            while let Some(chunk) = next_chunk(&mut rest, &self.budget).await? {
+            while let Some(chunk) = self.next(&mut rest).await? {
                 if !self.write(&ctx, &chunk).await? {
                     break;
                 }
             }
         }
         Ok(CommandStatus::success())
+    }
+}
+
+/// The command that ends the wrapped script: tells the feeder to stop
+/// waiting for input, and returns the status it is given (`$?`), 0 for
+/// none.
+pub(crate) struct End(Arc<AtomicBool>);
+
+#[async_trait]
+impl Command for End {
+    async fn execute(&self, ctx: CommandContext<'_>) -> bashkit::Result<CommandStatus> {
+        self.0.store(true, Ordering::Relaxed);
+        let code = ctx.args.first().and_then(|a| a.parse().ok()).unwrap_or(0);
+        Ok(CommandStatus::with_code(code))
     }
 }
 
@@ -188,6 +267,13 @@ mod tests {
             Some(true)
         );
         assert_eq!(wrapped.lines().nth(1), Some("echo two"));
+        assert_eq!(
+            wrapped.lines().nth(2),
+            Some("__agentcomputer_stdin_end $? || exit")
+        );
+        // A last line continued would take the end line in.
+        let wrapped = wrap("echo a \\", &limits);
+        assert!(wrapped.is_none_or(|w| !w.contains(END_COMMAND)));
     }
 
     #[test]

@@ -223,3 +223,66 @@ async fn streamed_input_follows_the_request_bytes() {
     assert_eq!((out.stdout(), out.code()), ("qqq".to_string(), 0));
     assert!(began.elapsed() < Duration::from_secs(30));
 }
+
+/// A script that does not read all of its streamed stdin ends when it
+/// does, while the client still holds its input open: unread input is
+/// dropped and the exit is reported, as `sleep 30 | bash -c 'echo quick'`
+/// ends at once.
+#[tokio::test]
+async fn a_script_ends_with_its_last_command_while_streamed_input_stays_open() {
+    use agentcomputer_shell::StdinStream;
+    let c = Computer::new();
+    for (script, first, expected, code) in [
+        ("echo hi", &b""[..], "hi\n", 0),
+        ("read x; echo \"got $x\"", &b"a\nb\n"[..], "got a\n", 0),
+        ("head -n1; false", &b"a\nb\n"[..], "a\n", 1),
+    ] {
+        let (tx, rx) = tokio::sync::mpsc::channel::<Vec<u8>>(2);
+        tx.send(first.to_vec()).await.unwrap();
+        let began = Instant::now();
+        let run = tokio::time::timeout(
+            Duration::from_secs(3),
+            c.exec(ExecRequest {
+                script: script.into(),
+                stdin_stream: StdinStream::new(rx),
+                timeout: Duration::from_secs(60),
+                ..ExecRequest::default()
+            }),
+        )
+        .await;
+        let run = run.unwrap_or_else(|_| panic!("{script}: still running after 3 s"));
+        let took = began.elapsed();
+        eprintln!("{script:?}: exit {} after {took:?}", run.code());
+        assert_eq!(
+            (run.stdout(), run.code()),
+            (expected.to_string(), code),
+            "{script}"
+        );
+        assert!(took < Duration::from_secs(2), "{script}: {took:?}");
+        // The run let go of the input the client still holds open.
+        assert!(tx.is_closed(), "{script}: input still held");
+    }
+}
+
+/// Commands that never read stdin (`mkdir`, `ls`, ...) leave it to the
+/// next command, as in bash: bashkit took the rest of the input for them.
+#[tokio::test]
+async fn commands_that_never_read_stdin_leave_it_to_the_next() {
+    let c = Computer::new();
+    for (script, expected) in [
+        ("mkdir -p d; wc -l; cat", "2\n"),
+        ("ls >/dev/null; cat", "a\nb\n"),
+        (
+            "if true; then rm -f nope; fi; read x; echo \"$x\"; cat",
+            "a\nb\n",
+        ),
+    ] {
+        let out = with_stdin(&c, script, b"a\nb\n").await;
+        assert_eq!(out.ok(), expected, "{script}");
+        if let Some((bash, _)) =
+            host_bash(&format!("cd $(mktemp -d) && {{ {script}; }}"), b"a\nb\n")
+        {
+            assert_eq!(bash, expected, "host bash: {script}");
+        }
+    }
+}
