@@ -29,6 +29,13 @@ pub(crate) const NO_STDIN: &[&str] = &[
     "readonly", "typeset", "kill", "which", "nproc", "sleep",
 ];
 
+/// Files that are the process's stdin: a command given one reads it.
+const STDIN_FILES: &[&str] = &["/dev/stdin", "/dev/fd/0", "/proc/self/fd/0"];
+
+/// `find` actions that run a command, which inherits stdin (`-ok` reads
+/// its answers from it).
+const FIND_RUNS: &[&str] = &["-exec", "-execdir", "-ok", "-okdir"];
+
 /// The redirection written after each rewritten command.
 const EMPTY_STDIN: &str = " </dev/null";
 
@@ -157,9 +164,21 @@ impl Walk<'_> {
         });
     }
 
-    /// A use of a [`NO_STDIN`] command with no input of its own.
+    /// A use of a [`NO_STDIN`] command with no input of its own, naming
+    /// no stdin as a file (`cp /dev/stdin f` copies the input) and, for
+    /// `find`, running nothing that may read it (`-exec`, `-ok`, ...).
     fn plain(simple: &SimpleCommand, name: &str) -> bool {
+        let reads_stdin = simple.args.iter().any(|w| {
+            w.parts.iter().any(|part| match part {
+                WordPart::Literal(text) => {
+                    STDIN_FILES.iter().any(|f| text.contains(f))
+                        || (name == "find" && FIND_RUNS.contains(&text.as_str()))
+                }
+                _ => false,
+            })
+        });
         NO_STDIN.contains(&name)
+            && !reads_stdin
             && !simple.redirects.iter().any(|r| {
                 matches!(
                     r.kind,
@@ -258,6 +277,14 @@ mod tests {
         assert_eq!(rewritten("tar x; cat"), None);
         assert_eq!(rewritten("mkdir d <f; cp a b <<EOF\nx\nEOF"), None);
         assert_eq!(rewritten("rm() { cat; }; rm x"), None);
+        // Stdin named as a file, and find running commands: as written.
+        assert_eq!(rewritten("cp /dev/stdin x; cat x"), None);
+        assert_eq!(rewritten("cp /dev/fd/0 x"), None);
+        assert_eq!(rewritten("find . -ok rm {} \\;"), None);
+        assert_eq!(
+            rewritten("find . -name a; cp /proc/self/fd/0 y").as_deref(),
+            Some("find . -name a </dev/null; cp /proc/self/fd/0 y")
+        );
         // Inside `$(...)`: left as written.
         assert_eq!(
             rewritten("x=$(mkdir d); mkdir e").as_deref(),
