@@ -174,3 +174,25 @@ def test_async_share(agent: Agent) -> None:
 
     run(main())
 
+
+
+def test_async_export_then_import(agent: Agent) -> None:
+    async def main() -> None:
+        async with AsyncClient(agent.endpoint, data_dir=agent.data_dir) as client:
+            comp = await client.create_computer(unique_name("aiotar"))
+            try:
+                await comp.mkdir("d")
+                await comp.write_text("d/f.txt", "hello\n")
+                archive = b"".join([p async for p in comp.export_tar("d")])
+                await comp.mkdir("out")
+
+                async def gen() -> AsyncIterator[bytes]:
+                    yield archive[:1000]
+                    yield archive[1000:]
+
+                entries, data = await comp.import_tar("out", gen())
+                assert entries >= 2 and data == 6
+            finally:
+                await client.delete_computer(comp.name)
+
+    asyncio.run(main())

@@ -247,3 +247,24 @@ def test_share_lifetime_bounds(computer: agentcomputer.Computer) -> None:
     default = computer.share("r.txt").expires_unix_seconds - now
     assert 3590 < default <= 3601
 
+
+
+def test_export_then_import_round_trips_a_tree(computer: agentcomputer.Computer) -> None:
+    import tarfile
+
+    computer.mkdir("src/pkg", parents=True)
+    computer.write_text("src/pkg/a.py", "x = 1\n")
+    computer.write("src/big.bin", bytes(range(256)) * 8192)
+    archive = b"".join(computer.export_tar("src"))
+    names = sorted(m.name for m in tarfile.open(fileobj=io.BytesIO(archive)).getmembers())
+    assert any(n.endswith("pkg/a.py") for n in names), names
+    computer.mkdir("copy")
+    # Fed in small pieces, as a stream would be.
+    pieces = (archive[i : i + 65536] for i in range(0, len(archive), 65536))
+    entries, data = computer.import_tar("copy", pieces)
+    assert entries >= 4 and data == 6 + 256 * 8192
+    found = [p for p in ("copy/src/pkg/a.py", "copy/pkg/a.py") if computer.exists(p)]
+    assert found, computer.ls("copy")
+    assert computer.read_text(found[0]) == "x = 1\n"
+    with pytest.raises(FileNotFoundError):
+        list(computer.export_tar("no-such-dir"))

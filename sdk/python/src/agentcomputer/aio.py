@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import os
 import time
-from typing import Any, AsyncGenerator, AsyncIterable, AsyncIterator, BinaryIO, Iterator, Mapping, Optional, Union
+from typing import Any, AsyncGenerator, AsyncIterable, AsyncIterator, BinaryIO, Iterable, Iterator, Mapping, Optional, Tuple, Union
 
 import grpc
 import grpc.aio
@@ -375,6 +375,40 @@ class AsyncComputer:
                 yield sequence.chunk(chunk.offset, chunk.data)
         finally:
             await chunks.aclose()
+
+    async def export_tar(self, path: str = ".") -> AsyncIterator[bytes]:
+        """Streams a tar archive of ``path``; as
+        :meth:`agentcomputer.Computer.export_tar`."""
+        req = pb.ExportRequest(computer=self.name, path=path)
+        chunks = self.client._stream("Export", req, path)
+        try:
+            async for chunk in chunks:
+                yield chunk.data
+        finally:
+            await chunks.aclose()
+
+    async def import_tar(self, path: str, archive: Union[Iterable[bytes], AsyncIterable[bytes]]) -> Tuple[int, int]:
+        """Unpacks a tar archive under the directory ``path``; returns
+        (entries unpacked, bytes of file data written). As
+        :meth:`agentcomputer.Computer.import_tar`."""
+
+        async def pieces() -> AsyncIterator[pb.ImportRequest]:
+            yield pb.ImportRequest(header=pb.ImportHeader(computer=self.name, path=path))
+            if isinstance(archive, AsyncIterable):
+                async for data in archive:
+                    if data:
+                        yield pb.ImportRequest(data=data)
+            else:
+                for data in archive:
+                    if data:
+                        yield pb.ImportRequest(data=data)
+            yield pb.ImportRequest(end=pb.ImportEnd())
+
+        try:
+            resp = await self.client._stub.Import(pieces(), metadata=self.client._md)
+        except grpc.RpcError as e:
+            raise c.translate(e, self.client.target, path) from None
+        return resp.entries, resp.bytes
 
     async def read_bytes(self, path: str, *, offset: int = 0, length: Optional[int] = None) -> bytes:
         """The content of a regular file (or a byte range of it), held whole

@@ -13,7 +13,7 @@ from __future__ import annotations
 import contextlib
 import os
 import time
-from typing import Any, BinaryIO, Generator, Iterator, Mapping, Optional, Union
+from typing import Any, BinaryIO, Generator, Iterable, Iterator, Mapping, Optional, Tuple, Union
 
 import grpc
 
@@ -436,6 +436,42 @@ class Computer:
         with contextlib.closing(self.client._stream("Read", req, path)) as chunks:
             for chunk in chunks:
                 yield sequence.chunk(chunk.offset, chunk.data)
+
+    def export_tar(self, path: str = ".") -> Iterator[bytes]:
+        """Streams a tar archive (POSIX ustar with GNU long names) of the
+        directory, file or symlink at ``path``, in pieces as the agent
+        sends them; nothing is held whole.
+
+        Raises (while iterating): FileNotFoundError and the other errors of
+        the path, as :meth:`iter_read`.
+        """
+        req = pb.ExportRequest(computer=self.name, path=path)
+        with contextlib.closing(self.client._stream("Export", req, path)) as chunks:
+            for chunk in chunks:
+                yield chunk.data
+
+    def import_tar(self, path: str, archive: Iterable[bytes]) -> Tuple[int, int]:
+        """Unpacks the tar archive whose bytes ``archive`` yields under the
+        existing directory ``path``; returns (entries unpacked, bytes of
+        file data written).
+
+        Raises: RemoteOSError (EINVAL) naming an entry that
+        would leave ``path`` or is a device, FIFO or socket; ENOSPC or
+        EDQUOT past the quota; the path's errors as for open(2).
+        """
+
+        def pieces() -> Iterator[pb.ImportRequest]:
+            yield pb.ImportRequest(header=pb.ImportHeader(computer=self.name, path=path))
+            for data in archive:
+                if data:
+                    yield pb.ImportRequest(data=data)
+            yield pb.ImportRequest(end=pb.ImportEnd())
+
+        try:
+            resp = self.client._stub.Import(pieces(), metadata=self.client._md)
+        except grpc.RpcError as e:
+            raise c.translate(e, self.client.target, path) from None
+        return resp.entries, resp.bytes
 
     def read_bytes(self, path: str, *, offset: int = 0, length: Optional[int] = None) -> bytes:
         """The content of a regular file (or a byte range of it), held whole
