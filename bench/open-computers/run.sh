@@ -28,7 +28,7 @@ measure() { # mode [extra agent args...]
         >"$dir/agent.log" 2>&1 &
     agent=$!
     # A failed step still stops the agent and removes its directory.
-    trap 'kill "$agent" 2>/dev/null; rm -rf "$dir"' EXIT
+    trap "kill $agent 2>/dev/null; rm -rf '$dir'" EXIT
     export AGENTCOMPUTER_ENDPOINT=http://127.0.0.1:$port AGENTCOMPUTER_DATA_DIR=$dir/data
     for _ in $(seq 100); do "$BIN/kubectl-computer" list >/dev/null 2>&1 && break; sleep 0.1; done
     # One computer made, used and hibernated first, so what every agent
