@@ -135,10 +135,12 @@ async fn a_writer_that_never_pauses_gets_its_wal_restarted_and_loses_nothing() {
         seen.restarts
     );
     // Each cycle holds about 256 frames plus what the writer added before
-    // the shipper took the lock; without restarts the WAL grows by about
-    // 20 KiB a commit.
+    // the shipper won the lock race; without restarts the WAL grows by
+    // about 20 KiB a commit (40 MB in a run of 2000 commits). The race is
+    // at the scheduler's mercy: 2-3 MiB on an idle machine, 10 MB in a
+    // cold CI run sharing two cores with the rest of the suite.
     assert!(
-        seen.largest_wal < 8 << 20,
+        seen.largest_wal < 16 << 20,
         "the WAL grew to {} bytes under a busy writer",
         seen.largest_wal
     );
