@@ -490,6 +490,15 @@ fn main() -> anyhow::Result<()> {
                     &control,
                     std::iter::once(listener.local_addr()?.port()).chain(share_port),
                 );
+                // The backup store answers before the address is announced:
+                // a wrong bucket or key ends the start with the store's
+                // message, never after a client was told to connect.
+                let backup = match &backup {
+                    Some(url) => Some(Arc::new(
+                        agentcomputer_node_agent::backup::open_checked(url).await?,
+                    )),
+                    None => None,
+                };
                 println!("listening on {}", listener.local_addr()?);
                 let config = LocalConfig {
                     data_dir,

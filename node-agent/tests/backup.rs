@@ -462,3 +462,39 @@ async fn a_directory_target_and_no_target() {
     );
     agent.stop().await;
 }
+
+/// A store that refuses the agent (here: a bucket that does not exist)
+/// ends its start with the store's message before the agent announces an
+/// address, so nothing that waits for `listening on` connects to an agent
+/// about to exit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_store_that_refuses_ends_the_start_before_the_address_is_announced() {
+    let Some(server) = ObjectServer::start() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_node-agent"))
+        .args(["local", "--data-dir"])
+        .arg(dir.path().join("data"))
+        .args(["--listen", "127.0.0.1:0", "--share-listen", "off"])
+        .args(["--proxy-listen", "off", "--keep-mounts", "off"])
+        .args(["--backup", "s3://no-such-bucket/team"])
+        .env("AWS_ENDPOINT_URL", format!("http://{}", server.addr))
+        .env("AWS_REGION", "us-east-1")
+        .env("AWS_ACCESS_KEY_ID", ACCESS_KEY)
+        .env("AWS_SECRET_ACCESS_KEY", SECRET_KEY)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stdout}\n{stderr}");
+    assert!(
+        !stdout.contains("listening on"),
+        "announced before failing: {stdout}"
+    );
+    assert!(
+        stderr.contains("cannot use the backup store (--backup s3://no-such-bucket/team)")
+            && stderr.contains("NoSuchBucket"),
+        "{stderr}"
+    );
+}

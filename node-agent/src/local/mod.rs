@@ -65,9 +65,10 @@ pub struct LocalConfig {
     /// Where share links are served ([`crate::share`]); `None`: nowhere,
     /// and `Share` calls fail with `FAILED_PRECONDITION`.
     pub share: Option<LocalShare>,
-    /// Where every computer is backed up continuously ([`crate::backup`]);
-    /// `None`: nowhere, and `Sync` fails with `FAILED_PRECONDITION`.
-    pub backup: Option<crate::backup::BackupUrl>,
+    /// Where every computer is backed up continuously ([`crate::backup`]),
+    /// opened and probed ([`crate::backup::open_checked`]); `None`:
+    /// nowhere, and `Sync` fails with `FAILED_PRECONDITION`.
+    pub backup: Option<Arc<crate::backup::BackupTarget>>,
 }
 
 /// How local mode keeps its host mounts across restarts.
@@ -239,10 +240,9 @@ where
                 config.data_dir.display()
             )
         })?;
-    if let Some(url) = &config.backup {
-        let target = crate::backup::open_checked(url).await?;
-        registry.set_backup(Arc::new(target), crate::registry::BackupIds::Random);
-        info!(%url, "backing up every computer");
+    if let Some(target) = config.backup.clone() {
+        info!(target = ?target, "backing up every computer");
+        registry.set_backup(target, crate::registry::BackupIds::Random);
     }
     if let Some((client, held)) = holder {
         registry.set_holder(Arc::new(client));
