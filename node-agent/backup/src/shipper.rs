@@ -357,6 +357,10 @@ struct State {
     prev_digest: [u8; 32],
     /// `PRAGMA data_version` at the last round, to skip unchanged polls.
     seen: Option<i64>,
+    /// The WAL index header read just before the last round looked for
+    /// commits: a timed round finding it unchanged, with nothing waiting,
+    /// is skipped without leaving the runtime ([`State::idle_poll`]).
+    index_seen: Option<[u8; 48]>,
     shipped: watch::Sender<Position>,
     written: Arc<Mutex<Vec<u64>>>,
     /// Why the shipper stopped, once it did.
@@ -423,6 +427,10 @@ async fn drive(state: State, mut rx: mpsc::UnboundedReceiver<Cmd>) {
             Ok(None) => {
                 let _ = tokio::task::spawn_blocking(move || drop(s)).await;
                 return;
+            }
+            Err(_) if s.idle_poll() => {
+                state = Some(s);
+                continue;
             }
             Err(_) => None,
         };
@@ -567,6 +575,7 @@ impl State {
             },
             prev_digest: [0; 32],
             seen: None,
+            index_seen: None,
             shipped,
             written,
             failed: None,
@@ -662,6 +671,21 @@ impl State {
         }
     }
 
+    /// A timed round would find nothing to do: nothing read waits for an
+    /// upload, no upload is unconfirmed, the writer is not busy, and the
+    /// WAL index header (one small read of the `-shm` file) is as the last
+    /// round saw it. Lets an idle shipper's poll stay on the runtime
+    /// instead of taking a blocking thread for a `PRAGMA data_version`.
+    fn idle_poll(&self) -> bool {
+        self.failed.is_none()
+            && self.unconfirmed.is_none()
+            && self.at.unshipped_since.is_none()
+            && self.pending.txns == 0
+            && !self.busy
+            && self.index_seen.is_some()
+            && wal_index::header(&self.shm_path) == self.index_seen
+    }
+
     /// Serves `cmd`, or a timed round without one; blocking (SQLite, the
     /// WAL, uploads through [`State::rt`]). Returns false once stopped.
     fn serve(&mut self, cmd: Option<Cmd>) -> bool {
@@ -732,6 +756,8 @@ impl State {
     /// read when [`State::schedule_read`] says, so its WAL is checkpointed
     /// and restarted on time. `force` reads and uploads at once.
     fn round(&mut self, force: bool) -> Result<Position> {
+        // Before the version: a commit after this read changes the header.
+        self.index_seen = wal_index::header(&self.shm_path);
         let version: i64 = self
             .reader
             .prepare_cached("PRAGMA data_version")?

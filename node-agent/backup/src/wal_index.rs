@@ -18,19 +18,25 @@ use std::path::Path;
 /// Bytes of one copy of the header.
 const HEADER_BYTES: usize = 48;
 
+/// The WAL index header as a reader sees it whole (both copies equal),
+/// `None` when it cannot be read or is being written. Every commit
+/// changes it (`iChange`, `mxFrame`), and so does a WAL restart (the
+/// salts): equal headers at two times mean nothing was committed between.
+pub(crate) fn header(shm_path: &Path) -> Option<[u8; HEADER_BYTES]> {
+    let file = File::open(shm_path).ok()?;
+    let mut buf = [0u8; 2 * HEADER_BYTES];
+    file.read_exact_at(&mut buf, 0).ok()?;
+    let (first, second) = buf.split_at(HEADER_BYTES);
+    (first == second && first[12] != 0).then(|| first.try_into().unwrap())
+}
+
 /// The frames of the WAL cycle whose header holds `salt` (its bytes
 /// 16..24, as in the file) that are committed, as the WAL index at
 /// `shm_path` says: `mxFrame`. `None` when the index cannot be read, is
 /// not initialised, is being written (its two copies differ), or
 /// describes another cycle (its salt differs: the WAL restarted).
 pub(crate) fn committed_frames(shm_path: &Path, salt: [u8; 8]) -> Option<u64> {
-    let file = File::open(shm_path).ok()?;
-    let mut buf = [0u8; 2 * HEADER_BYTES];
-    file.read_exact_at(&mut buf, 0).ok()?;
-    let (first, second) = buf.split_at(HEADER_BYTES);
-    if first != second || first[12] == 0 {
-        return None;
-    }
+    let first = header(shm_path)?;
     if first[32..40] != salt {
         return None;
     }
