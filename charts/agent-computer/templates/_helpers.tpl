@@ -78,3 +78,9 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- $path := (urlParse .Values.nodeAgent.share.url).path -}}
 {{- if $path }}{{ $path }}{{ else }}/{{ end -}}
 {{- end -}}
+
+{{/* Selector labels of the API gateway's pods. */}}
+{{- define "ac.apiGateway.selector" -}}
+app.kubernetes.io/name: agentcomputer-gateway
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end -}}

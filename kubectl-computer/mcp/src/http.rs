@@ -171,6 +171,34 @@ async fn require_token(
         .into_response()
 }
 
+/// The streamable-HTTP MCP service over `agent`'s tools, each session
+/// its own [`Tools`], without authentication (the caller's router checks
+/// the bearer token in front of it). `allowed_hosts`: the `Host` names it
+/// answers to (DNS-rebinding guard of a loopback server), or `None` for a
+/// server reached under names it cannot know, guarded by its token. Its
+/// sessions end when `stop` is cancelled.
+pub fn service(
+    agent: Arc<Agent>,
+    allowed_hosts: Option<Vec<String>>,
+    stop: tokio_util::sync::CancellationToken,
+) -> StreamableHttpService<Tools, LocalSessionManager> {
+    // The same largest message as over stdio (16 MiB, not the SDK's 4 MiB
+    // for HTTP), so a large `write` works on both, and an `exec` over the
+    // agent's limit reaches the tool and gets its E2BIG with advice.
+    let mut config =
+        StreamableHttpServerConfig::default().with_max_request_body_bytes(crate::stdio::MAX_LINE);
+    config.cancellation_token = stop;
+    config = match allowed_hosts {
+        Some(hosts) => config.with_allowed_hosts(hosts),
+        None => config.disable_allowed_hosts(),
+    };
+    StreamableHttpService::new(
+        move || Ok(Tools::new(agent.clone())),
+        Arc::new(LocalSessionManager::default()),
+        config,
+    )
+}
+
 /// Serves until `shutdown` completes (the CLI's: SIGINT, SIGTERM or
 /// SIGHUP), then ends the sessions and returns. Prints on stderr the
 /// endpoint URL and, when it made the token, the token (once). Errors,
@@ -190,27 +218,16 @@ pub async fn serve(
         .local_addr()
         .map_err(|e| Error::new(format!("cannot listen on {addr}: {e}")))?;
     let stop = tokio_util::sync::CancellationToken::new();
-    // The same largest message as over stdio (16 MiB, not the SDK's 4 MiB
-    // for HTTP), so a large `write` works on both, and an `exec` over the
-    // agent's limit reaches the tool and gets its E2BIG with advice.
-    let mut config =
-        StreamableHttpServerConfig::default().with_max_request_body_bytes(crate::stdio::MAX_LINE);
-    config.cancellation_token = stop.child_token();
-    if options.allow_remote {
+    let hosts = if options.allow_remote {
         // Clients name this host however they reach it; the token guards it.
-        config = config.disable_allowed_hosts();
+        None
     } else {
         // The `Host` check guards a loopback server against DNS rebinding;
         // it must also accept the loopback address the server was told to
         // use (any of 127.0.0.0/8), which is how its clients name it.
-        config = config.with_allowed_hosts(allowed_hosts(bound.ip()));
-    }
-    let agent = Arc::new(agent);
-    let service = StreamableHttpService::new(
-        move || Ok(Tools::new(agent.clone())),
-        Arc::new(LocalSessionManager::default()),
-        config,
-    );
+        Some(allowed_hosts(bound.ip()))
+    };
+    let service = service(Arc::new(agent), hosts, stop.child_token());
     let app = axum::Router::new()
         .nest_service(ENDPOINT_PATH, service)
         .layer(axum::middleware::from_fn_with_state(

@@ -31,6 +31,9 @@ pub(crate) const NODE_AGENT_TOKEN: &str = "node-agent-token-for-tests-only";
 /// Token of the share-link gateway's service account identity (what the
 /// chart's RBAC grants the gateway).
 pub(crate) const SHARE_GATEWAY_TOKEN: &str = "share-gateway-token-for-tests-only";
+/// Token of the API gateway's service account identity (what the chart's
+/// RBAC grants `agentcomputer-gateway`).
+pub(crate) const GATEWAY_TOKEN: &str = "gateway-token-for-tests-only";
 /// User name of the node agent's service account identity.
 pub(crate) const NODE_AGENT_USER: &str =
     "system:serviceaccount:agentcomputer-system:ac-agent-computer-node-agent";
@@ -157,6 +160,7 @@ pub(crate) struct Cluster {
     pub operator_kubeconfig: PathBuf,
     pub node_agent_kubeconfig: PathBuf,
     pub share_gateway_kubeconfig: PathBuf,
+    pub gateway_kubeconfig: PathBuf,
     // Field order: the API server stops before etcd.
     pub apiserver: Proc,
     pub etcd: Proc,
@@ -233,7 +237,8 @@ impl Cluster {
                 "{ADMIN_TOKEN},admin,admin-uid,\"system:masters\"\n\
                  {OPERATOR_TOKEN},system:serviceaccount:{SYSTEM_NS}:{RELEASE}-agent-computer-operator,operator-uid,\"system:serviceaccounts,system:serviceaccounts:{SYSTEM_NS},system:authenticated\"\n\
                  {NODE_AGENT_TOKEN},system:serviceaccount:{SYSTEM_NS}:{RELEASE}-agent-computer-node-agent,node-agent-uid,\"system:serviceaccounts,system:serviceaccounts:{SYSTEM_NS},system:authenticated\"\n\
-                 {SHARE_GATEWAY_TOKEN},system:serviceaccount:{SYSTEM_NS}:{RELEASE}-agent-computer-share-gateway,share-gateway-uid,\"system:serviceaccounts,system:serviceaccounts:{SYSTEM_NS},system:authenticated\"\n"
+                 {SHARE_GATEWAY_TOKEN},system:serviceaccount:{SYSTEM_NS}:{RELEASE}-agent-computer-share-gateway,share-gateway-uid,\"system:serviceaccounts,system:serviceaccounts:{SYSTEM_NS},system:authenticated\"\n\
+                 {GATEWAY_TOKEN},system:serviceaccount:{SYSTEM_NS}:{RELEASE}-agent-computer-gateway,gateway-uid,\"system:serviceaccounts,system:serviceaccounts:{SYSTEM_NS},system:authenticated\"\n"
             ),
         )
         .unwrap();
@@ -273,6 +278,7 @@ impl Cluster {
             operator_kubeconfig: d.join("operator.kubeconfig"),
             node_agent_kubeconfig: d.join("node-agent.kubeconfig"),
             share_gateway_kubeconfig: d.join("share-gateway.kubeconfig"),
+            gateway_kubeconfig: d.join("gateway.kubeconfig"),
             dir,
             bin,
             url,
@@ -285,6 +291,7 @@ impl Cluster {
         cluster.write_kubeconfig(&cluster.operator_kubeconfig, OPERATOR_TOKEN);
         cluster.write_kubeconfig(&cluster.node_agent_kubeconfig, NODE_AGENT_TOKEN);
         cluster.write_kubeconfig(&cluster.share_gateway_kubeconfig, SHARE_GATEWAY_TOKEN);
+        cluster.write_kubeconfig(&cluster.gateway_kubeconfig, GATEWAY_TOKEN);
         cluster
     }
 
@@ -438,30 +445,37 @@ pub(crate) fn share_gateway_exe() -> PathBuf {
         return PathBuf::from(exe);
     }
     static EXE: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
-    EXE.get_or_init(|| {
-        let out = Command::new(env!("CARGO"))
-            .current_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join(".."))
-            .args(["build", "--quiet", "--message-format=json"])
-            .args([
-                "-p",
-                "agentcomputer-operator",
-                "--bin",
-                "agentcomputer-share-gateway",
-            ])
-            .stderr(Stdio::inherit())
-            .output()
-            .expect("cargo");
-        assert!(
-            out.status.success(),
-            "cargo build -p agentcomputer-operator --bin agentcomputer-share-gateway failed"
-        );
-        String::from_utf8_lossy(&out.stdout)
-            .lines()
-            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-            .find_map(|m| m["executable"].as_str().map(PathBuf::from))
-            .expect("cargo names the gateway executable")
-    })
-    .clone()
+    EXE.get_or_init(|| built_exe("agentcomputer-operator", "agentcomputer-share-gateway"))
+        .clone()
+}
+
+/// The `agentcomputer-gateway` binary (the API gateway), built by cargo on
+/// first use like [`share_gateway_exe`].
+pub(crate) fn gateway_exe() -> PathBuf {
+    static EXE: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    EXE.get_or_init(|| built_exe("agentcomputer-gateway", "agentcomputer-gateway"))
+        .clone()
+}
+
+/// Builds binary `bin` of workspace package `package` with the calling
+/// test's profile and target directory, and returns its path.
+fn built_exe(package: &str, bin: &str) -> PathBuf {
+    let out = Command::new(env!("CARGO"))
+        .current_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join(".."))
+        .args(["build", "--quiet", "--message-format=json"])
+        .args(["-p", package, "--bin", bin])
+        .stderr(Stdio::inherit())
+        .output()
+        .expect("cargo");
+    assert!(
+        out.status.success(),
+        "cargo build -p {package} --bin {bin} failed"
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .find_map(|m| m["executable"].as_str().map(PathBuf::from))
+        .unwrap_or_else(|| panic!("cargo names the {bin} executable"))
 }
 
 /// Polls `f` every 200 ms until it returns Some, or panics after `secs`.

@@ -1,0 +1,362 @@
+//! The API gateway (`agentcomputer-gateway`, docs/gateway.md) in front of
+//! a real `node-agent cluster` and a real kube-apiserver: calls go through
+//! by the caller's own credential (unary, server-streaming exec, a
+//! client-streaming upload, a bidirectional exec with streamed stdin),
+//! wrong, missing and rotated credentials are refused, the route follows
+//! the agent when its address changes, each limit refuses with
+//! RESOURCE_EXHAUSTED naming itself, and `/metrics` counts the calls. The
+//! gateway runs with the RBAC the chart renders for it.
+
+mod cluster_support;
+
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+use agentcomputer_proto::v1 as pb;
+use agentcomputer_proto::v1::agent_computer_client::AgentComputerClient;
+use cluster_support::support::{self, Cluster, Proc, eventually};
+use cluster_support::*;
+use pb::exec_event::Event;
+use tonic::Code;
+use tonic::transport::Channel;
+
+/// The chart's RBAC for the gateway, rendered by helm.
+fn chart_rbac(cluster: &Cluster) -> String {
+    let chart = repo().join("charts/agent-computer");
+    let out = cluster.helm(&[
+        "template",
+        support::RELEASE,
+        chart.to_str().unwrap(),
+        "--namespace",
+        support::SYSTEM_NS,
+        "--set",
+        "gateway.enabled=true",
+        "--show-only",
+        "templates/gateway-rbac.yaml",
+    ]);
+    assert!(
+        out.status.success(),
+        "helm template: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// A running gateway: its API address and its operations address.
+struct Gateway {
+    proc: Proc,
+    api: String,
+    ops: String,
+}
+
+impl Gateway {
+    fn start(cluster: &Cluster, log: &str, extra: &[&str]) -> Gateway {
+        let log = cluster.dir.path().join(log);
+        let proc = Proc::spawn(
+            "agentcomputer-gateway",
+            Command::new(support::gateway_exe())
+                .args(["--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0"])
+                .args(["--drain-delay", "0s", "--grace", "2s"])
+                .args(extra)
+                .env("KUBECONFIG", &cluster.gateway_kubeconfig)
+                .env("RUST_LOG", "info,kube=warn"),
+            log.clone(),
+        );
+        let (api, ops) = wait_addresses(&log);
+        Gateway {
+            proc,
+            api: format!("http://{api}"),
+            ops: format!("http://{ops}"),
+        }
+    }
+
+    async fn ready(&mut self) {
+        let url = format!("{}/readyz", self.ops);
+        eventually(30, "the gateway's /readyz", || {
+            let url = url.clone();
+            async move { (get(&url).await.0 == 200).then_some(()) }
+        })
+        .await;
+        assert!(
+            self.proc.alive(),
+            "gateway exited:\n{}",
+            self.proc.log_tail()
+        );
+    }
+
+    async fn client(&self, token: Option<&str>) -> Api_ {
+        let channel = Channel::from_shared(self.api.clone())
+            .unwrap()
+            .connect()
+            .await
+            .unwrap();
+        AgentComputerClient::with_interceptor(channel, Bearer(token.map(str::to_string)))
+            .max_decoding_message_size(agentcomputer_proto::MAX_MESSAGE_BYTES)
+    }
+}
+
+fn wait_addresses(log: &Path) -> (String, String) {
+    for _ in 0..300 {
+        let text = std::fs::read_to_string(log).unwrap_or_default();
+        let find = |prefix: &str| {
+            text.lines()
+                .find_map(|l| l.strip_prefix(prefix).map(|a| a.trim().to_string()))
+        };
+        if let (Some(a), Some(m)) = (find("listening on "), find("metrics on ")) {
+            return (a, m);
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    panic!(
+        "the gateway printed no addresses:\n{}",
+        std::fs::read_to_string(log).unwrap_or_default()
+    );
+}
+
+/// Publishes `agent` as the computer's serving agent, as the operator
+/// does from the agent pod's IP (`status.endpoint`).
+async fn set_endpoint(admin: &kube::Client, ns: &str, name: &str, agent: &Agent) {
+    use agentcomputer_crds::AgentComputer;
+    use kube::api::{Api, Patch, PatchParams};
+    let endpoint = agent.grpc.strip_prefix("http://").unwrap();
+    Api::<AgentComputer>::namespaced(admin.clone(), ns)
+        .patch_status(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(serde_json::json!({"status": {"endpoint": endpoint}})),
+        )
+        .await
+        .unwrap();
+}
+
+/// An ExecStream call: the start, then `stdin` in pieces, then its end;
+/// returns stdout and the exit code.
+async fn exec_stream(c: &mut Api_, computer: &str, script: &str, stdin: &[&[u8]]) -> (String, i32) {
+    use pb::exec_stream_request::Msg;
+    let mut msgs = vec![pb::ExecStreamRequest {
+        msg: Some(Msg::Start(pb::ExecRequest {
+            computer: computer.into(),
+            runtime: pb::Runtime::Shell as i32,
+            script: script.into(),
+            ..Default::default()
+        })),
+    }];
+    for piece in stdin {
+        msgs.push(pb::ExecStreamRequest {
+            msg: Some(Msg::Stdin(piece.to_vec())),
+        });
+    }
+    msgs.push(pb::ExecStreamRequest {
+        msg: Some(Msg::StdinEnd(pb::StdinEnd {})),
+    });
+    let mut events = c
+        .exec_stream(futures::stream::iter(msgs))
+        .await
+        .unwrap()
+        .into_inner();
+    let mut out = String::new();
+    while let Some(ev) = events.message().await.unwrap() {
+        match ev.event.unwrap() {
+            Event::Stdout(b) => out.push_str(&String::from_utf8_lossy(&b)),
+            Event::Stderr(_) => {}
+            Event::Exit(e) => return (out, e.code),
+        }
+    }
+    panic!("exec stream ended without an exit event");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_gateway_routes_each_credential_to_its_computer() {
+    if support::skipped() {
+        return;
+    }
+    let (cluster, admin) = prepared_cluster().await;
+    ok(
+        cluster.kubectl(&["apply", "-f", "-"], Some(&chart_rbac(&cluster))),
+        "apply the chart's gateway RBAC",
+    );
+    let dir = cluster.dir.path().to_path_buf();
+    let agent = Agent::start(&cluster, &dir.join("agent-data"), "agent.log").await;
+    let (ta, tb) = (token("gateway a"), token("gateway b"));
+    computer(
+        &admin,
+        NS_A,
+        "alpha",
+        NODE,
+        serde_json::json!({"storage": {"size": "64Mi"}}),
+        &ta,
+    )
+    .await;
+    computer(
+        &admin,
+        NS_B,
+        "beta",
+        NODE,
+        serde_json::json!({"storage": {"size": "64Mi"}}),
+        &tb,
+    )
+    .await;
+    let alpha = format!("{NS_A}/alpha");
+    let beta = format!("{NS_B}/beta");
+    set_endpoint(&admin, NS_A, "alpha", &agent).await;
+
+    let mut gw = Gateway::start(&cluster, "gateway.log", &[]);
+    gw.ready().await;
+    let mut a = gw.client(Some(&ta)).await;
+    let mut b = gw.client(Some(&tb)).await;
+    // Not served yet: the gateway says so, naming the computer.
+    let (code, msg) = code_of(exec(&mut b, &beta, pb::Runtime::Shell, "true").await);
+    assert_eq!(code, Code::Unavailable, "{msg}");
+    assert!(msg.contains("team-b/beta is not served"), "{msg}");
+    set_endpoint(&admin, NS_B, "beta", &agent).await;
+
+    // Server streaming, once the agent published the computer's endpoint.
+    let (out, code) = eventually(60, "an exec through the gateway", || {
+        let (mut a, alpha) = (a.clone(), alpha.clone());
+        async move {
+            let r = exec(
+                &mut a,
+                &alpha,
+                pb::Runtime::Shell,
+                "echo hi; echo from alpha > who",
+            )
+            .await;
+            if let Err(e) = &r {
+                eprintln!("not yet: {e:?}");
+            }
+            r.ok()
+        }
+    })
+    .await;
+    assert_eq!((out.as_str(), code), ("hi\n", 0));
+    // Client streaming and server streaming of 5 MiB, byte for byte.
+    let data: Vec<u8> = (0..5u32 << 20).map(|i| (i % 251) as u8).collect();
+    write(&mut a, &alpha, "big.bin", &data).await.unwrap();
+    assert_eq!(read(&mut a, &alpha, "big.bin").await.unwrap(), data);
+    // Both directions at once: stdin streamed in while output streams back.
+    let (out, code) = exec_stream(&mut a, &alpha, "wc -l", &[b"1\n2\n", b"3\n"]).await;
+    assert_eq!((out.trim(), code), ("3", 0));
+    // The computer's name alone works as against the agent.
+    let (out, _) = exec(&mut a, "alpha", pb::Runtime::Shell, "cat who")
+        .await
+        .unwrap();
+    assert_eq!(out, "from alpha\n");
+
+    // Each credential reaches its own computer only; the agent refuses
+    // another's with the same answer as a computer that does not exist.
+    let (out, _) = eventually(60, "beta through the gateway", || {
+        let (mut b, beta) = (b.clone(), beta.clone());
+        async move { exec(&mut b, &beta, pb::Runtime::Shell, "ls").await.ok() }
+    })
+    .await;
+    assert_eq!(out, "");
+    let (code, _) = code_of(exec(&mut b, &alpha, pb::Runtime::Shell, "cat who").await);
+    assert_eq!(code, Code::NotFound);
+    let mut none = gw.client(None).await;
+    let (code, msg) = code_of(exec(&mut none, &alpha, pb::Runtime::Shell, "true").await);
+    assert_eq!(code, Code::Unauthenticated, "{msg}");
+    assert!(msg.contains("authorization: Bearer"), "{msg}");
+    let mut wrong = gw.client(Some(&token("nobody"))).await;
+    let (code, _) = code_of(exec(&mut wrong, &alpha, pb::Runtime::Shell, "true").await);
+    assert_eq!(code, Code::Unauthenticated);
+
+    // A rotated credential: the old one is refused at the gateway once
+    // the new fingerprint is published, the new one works.
+    let ta2 = token("gateway a rotated");
+    set_hash(&admin, NS_A, "alpha", &ta2).await;
+    eventually(30, "the old credential refused", || {
+        let (mut a, alpha) = (a.clone(), alpha.clone());
+        async move {
+            let r = exec(&mut a, &alpha, pb::Runtime::Shell, "true").await;
+            (r.err().map(|s| s.code()) == Some(Code::Unauthenticated)).then_some(())
+        }
+    })
+    .await;
+    let a2 = gw.client(Some(&ta2)).await;
+    let (out, _) = eventually(30, "the new credential", || {
+        let (mut a2, alpha) = (a2.clone(), alpha.clone());
+        async move {
+            exec(&mut a2, &alpha, pb::Runtime::Shell, "cat who")
+                .await
+                .ok()
+        }
+    })
+    .await;
+    assert_eq!(out, "from alpha\n");
+
+    // The agent is recreated at another address (a new pod IP): the
+    // route follows status.endpoint, same client, same gateway.
+    let before = agent.grpc.clone();
+    agent.stop().await;
+    let agent = Agent::start(&cluster, &dir.join("agent-data"), "agent2.log").await;
+    assert_ne!(agent.grpc, before);
+    set_endpoint(&admin, NS_A, "alpha", &agent).await;
+    let (out, _) = eventually(60, "the call after the agent moved", || {
+        let (mut a2, alpha) = (a2.clone(), alpha.clone());
+        async move {
+            exec(&mut a2, &alpha, pb::Runtime::Shell, "cat who")
+                .await
+                .ok()
+        }
+    })
+    .await;
+    assert_eq!(out, "from alpha\n");
+
+    // The metrics name the calls, by method and code, and by computer.
+    let (status, text) = get(&format!("{}/metrics", gw.ops)).await;
+    assert_eq!(status, 200);
+    for line in [
+        "agentcomputer_gateway_calls_total{code=\"OK\",method=\"Exec\"}",
+        "agentcomputer_gateway_calls_total{code=\"UNAUTHENTICATED\",method=\"Exec\"}",
+        "agentcomputer_gateway_calls_total{code=\"OK\",method=\"Write\"}",
+        "agentcomputer_gateway_calls_total{code=\"OK\",method=\"ExecStream\"}",
+        "agentcomputer_gateway_computer_calls_total{code=\"NOT_FOUND\",computer=\"team-b/beta\"}",
+    ] {
+        assert!(text.contains(line), "{line} missing from:\n{text}");
+    }
+    // The access log names calls and never a credential.
+    let log = std::fs::read_to_string(dir.join("gateway.log")).unwrap();
+    assert!(log.contains("\"computer\":\"team-a/alpha\""), "{log}");
+    for t in [&ta, &tb, &ta2] {
+        assert!(
+            !log.contains(t.as_str()),
+            "a credential in the gateway's log"
+        );
+    }
+
+    // Limits: a second gateway allowing one call in flight per credential
+    // and two a second.
+    let mut tight = Gateway::start(
+        &cluster,
+        "gateway-tight.log",
+        &["--per-token-in-flight", "1", "--per-token-rate", "2"],
+    );
+    tight.ready().await;
+    let mut t = tight.client(Some(&ta2)).await;
+    let long = {
+        let (mut t, alpha) = (t.clone(), alpha.clone());
+        tokio::spawn(
+            async move { exec(&mut t, &alpha, pb::Runtime::Shell, "sleep 2; echo done").await },
+        )
+    };
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let (code, msg) = code_of(exec(&mut t, &alpha, pb::Runtime::Shell, "true").await);
+    assert_eq!(code, Code::ResourceExhausted, "{msg}");
+    assert!(msg.contains("--per-token-in-flight"), "{msg}");
+    assert_eq!(long.await.unwrap().unwrap().0, "done\n");
+    let mut refused = None;
+    for _ in 0..10 {
+        if let Err(s) = exec(&mut t, &alpha, pb::Runtime::Shell, "true").await {
+            refused = Some(s);
+            break;
+        }
+    }
+    let s = refused.expect("ten calls at once passed a rate of two a second");
+    assert_eq!(s.code(), Code::ResourceExhausted, "{s:?}");
+    assert!(s.message().contains("--per-token-rate"), "{s:?}");
+
+    tight.proc.kill();
+    gw.proc.kill();
+    agent.stop().await;
+}
