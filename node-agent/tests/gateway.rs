@@ -114,6 +114,43 @@ fn wait_addresses(log: &Path) -> (String, String) {
     );
 }
 
+/// The Python interpreter with the official MCP client
+/// (`scripts/mcp-python.sh` makes its virtual environment once).
+fn mcp_python() -> std::path::PathBuf {
+    let out = Command::new("bash")
+        .arg(repo().join("scripts/mcp-python.sh"))
+        .stderr(std::process::Stdio::inherit())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "scripts/mcp-python.sh failed");
+    std::path::PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())
+}
+
+/// An MCP `initialize` POST with bearer `token`: status and body.
+async fn post(url: &str, token: &str) -> (u16, String) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let rest = url.strip_prefix("http://").unwrap();
+    let (host, path) = rest.split_once('/').unwrap();
+    let body = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"0"}}}"#;
+    let req = format!(
+        "POST /{path} HTTP/1.1\r\nHost: {host}\r\nAuthorization: Bearer {token}\r\n\
+         Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n\
+         Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    let mut s = tokio::net::TcpStream::connect(host).await.unwrap();
+    s.write_all(req.as_bytes()).await.unwrap();
+    let mut buf = Vec::new();
+    s.read_to_end(&mut buf).await.unwrap();
+    let text = String::from_utf8_lossy(&buf).to_string();
+    let code = text
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    (code, text)
+}
+
 /// Publishes `agent` as the computer's serving agent, as the operator
 /// does from the agent pod's IP (`status.endpoint`).
 async fn set_endpoint(admin: &kube::Client, ns: &str, name: &str, agent: &Agent) {
@@ -177,7 +214,25 @@ async fn the_gateway_routes_each_credential_to_its_computer() {
         "apply the chart's gateway RBAC",
     );
     let dir = cluster.dir.path().to_path_buf();
-    let agent = Agent::start(&cluster, &dir.join("agent-data"), "agent.log").await;
+    // With share links, which the MCP `share` tool makes.
+    let share_addr = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let share = [
+        "--share-listen".to_string(),
+        share_addr.to_string(),
+        "--share-url".to_string(),
+        format!("http://{share_addr}/"),
+    ];
+    let agent = Agent::start_with(
+        &cluster,
+        &dir.join("agent-data"),
+        "agent.log",
+        "127.0.0.1:0",
+        &share,
+    )
+    .await;
     let (ta, tb) = (token("gateway a"), token("gateway b"));
     computer(
         &admin,
@@ -289,7 +344,14 @@ async fn the_gateway_routes_each_credential_to_its_computer() {
     // route follows status.endpoint, same client, same gateway.
     let before = agent.grpc.clone();
     agent.stop().await;
-    let agent = Agent::start(&cluster, &dir.join("agent-data"), "agent2.log").await;
+    let agent = Agent::start_with(
+        &cluster,
+        &dir.join("agent-data"),
+        "agent2.log",
+        "127.0.0.1:0",
+        &share,
+    )
+    .await;
     assert_ne!(agent.grpc, before);
     set_endpoint(&admin, NS_A, "alpha", &agent).await;
     let (out, _) = eventually(60, "the call after the agent moved", || {
@@ -302,6 +364,32 @@ async fn the_gateway_routes_each_credential_to_its_computer() {
     })
     .await;
     assert_eq!(out, "from alpha\n");
+
+    // The computer as a remote MCP server, driven by the official Python
+    // MCP client (every tool, 401 without or with a wrong token).
+    let python = mcp_python();
+    let client = repo().join("kubectl-computer/tests/mcp/client.py");
+    let url = format!("{}/mcp/{NS_A}/alpha", gw.api);
+    let out = Command::new(&python)
+        .arg(&client)
+        .args(["http", &url, &ta2])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success()
+            && stdout
+                .lines()
+                .last()
+                .is_some_and(|l| l.starts_with("ok: http ")),
+        "client.py through the gateway:\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // Another computer's path with this credential: as if it did not exist.
+    let (status, _) = post(&format!("{}/mcp/{NS_B}/beta", gw.api), &ta2).await;
+    assert_eq!(status, 404);
+    let (status, _) = post(&format!("{}/mcp/{NS_A}/alpha", gw.api), "wrong").await;
+    assert_eq!(status, 401);
 
     // The metrics name the calls, by method and code, and by computer.
     let (status, text) = get(&format!("{}/metrics", gw.ops)).await;
