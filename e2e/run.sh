@@ -48,7 +48,7 @@ step "cluster smoke test" bash e2e/cluster/smoke || exit 1
 
 product_bins() {
     if [ -z "${E2E_BIN_DIR:-}" ]; then
-        cargo build --release --locked --bin operator --bin agentcomputer-share-gateway \
+        cargo build --release --locked --bin operator --bin agentcomputer-share-gateway --bin agentcomputer-gateway \
             --bin node-agent --bin agentcomputer-mounter --bin kubectl-computer --bin e2e-suite || return 1
         E2E_BIN_DIR="${CARGO_TARGET_DIR:-target}/release"
     fi

@@ -7,7 +7,7 @@
 # and install the chart with image.registry=localhost/agentcomputer-e2e,
 # image.tag=TAG, image.pullPolicy=Never.
 #
-#   operator    the operator and agentcomputer-share-gateway binaries, the
+#   operator    the operator, agentcomputer-share-gateway and agentcomputer-gateway binaries, the
 #               shared libraries they link (from this
 #               Debian host's packages: libc6, libgcc-s1, ...), CA certificates;
 #               runs as 65532:65532 like the distroless image of the Dockerfile
@@ -76,6 +76,7 @@ certs() { install -D -m 0644 /etc/ssl/certs/ca-certificates.crt "$1/etc/ssl/cert
 build_operator() {
     need_bin operator
     need_bin agentcomputer-share-gateway
+    need_bin agentcomputer-gateway
     local r="$work/operator-root"
     oci_base_root "$r"
     certs "$r"
@@ -83,6 +84,8 @@ build_operator() {
     # The share-link gateway runs from this image (command
     # agentcomputer-share-gateway, found through PATH).
     oci_copy_elf "$r" "$bin_dir/agentcomputer-share-gateway" /usr/local/bin/agentcomputer-share-gateway
+    # So does the API gateway (command agentcomputer-gateway).
+    oci_copy_elf "$r" "$bin_dir/agentcomputer-gateway" /usr/local/bin/agentcomputer-gateway
     oci_new "$work/operator" "$tag"
     umoci insert --image "$work/operator:$tag" "$r" /
     umoci config --image "$work/operator:$tag" --config.entrypoint /usr/local/bin/operator \
