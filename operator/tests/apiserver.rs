@@ -126,6 +126,40 @@ async fn operator_chart_and_crd_against_a_real_apiserver() {
         &cluster.kubectl(&["apply", "--dry-run=server", "-f", "-"], Some(&tls)),
         "dry run of the TLS render",
     );
+    // The API gateway (docs/gateway.md), with TLS on both of its sides:
+    // its own certificate, and the agents' CA only (never their key);
+    // the agents' NetworkPolicy admits it to the gRPC port.
+    let gateway = ok(
+        &cluster.helm(&[
+            "template",
+            RELEASE,
+            chart,
+            "--namespace",
+            SYSTEM_NS,
+            "--set",
+            "gateway.enabled=true",
+            "--set",
+            "gateway.tls.secretName=gateway-tls",
+            "--set",
+            "nodeAgent.tls.secretName=agent-tls",
+            "--set",
+            "nodeAgent.tls.serverName=node-agent.example",
+        ]),
+        "helm template with the gateway",
+    );
+    assert!(
+        gateway.contains("command: [agentcomputer-gateway]")
+            && gateway.contains("--tls-cert=/etc/agentcomputer/gateway-tls/tls.crt")
+            && gateway.contains("--agent-ca-cert=/etc/agentcomputer/agent-ca/ca.crt")
+            && gateway.contains("--agent-tls-server-name=node-agent.example")
+            && gateway.contains("kind: PodDisruptionBudget")
+            && gateway.contains("app.kubernetes.io/name: agentcomputer-gateway"),
+        "{gateway}"
+    );
+    ok(
+        &cluster.kubectl(&["apply", "--dry-run=server", "-f", "-"], Some(&gateway)),
+        "dry run of the gateway render",
+    );
     let refused = cluster.helm(&[
         "template",
         RELEASE,
