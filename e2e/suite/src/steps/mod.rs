@@ -13,6 +13,7 @@ use crate::tools::{Tools, condition, eventually, text};
 mod backup;
 mod doors;
 mod failures;
+mod gateway;
 mod install;
 mod lifecycle;
 mod memory;
@@ -149,6 +150,11 @@ pub const STEPS: &[Step] = &[
         name: "share link through the gateway",
         required: false,
         run: share_gateway,
+    },
+    Step {
+        name: "the API gateway: exec and MCP by address and token",
+        required: false,
+        run: gateway::api_gateway,
     },
     Step {
         name: "MCP server on a computer in the cluster",
