@@ -27,6 +27,10 @@ use crate::forward::bearer;
 use crate::routes::{NoRoute, fingerprint};
 use crate::state::Gateway;
 
+/// The answer for a computer the credential does not open, the same as
+/// for one that does not exist.
+const NOT_YOURS: &str = "no such computer for this credential";
+
 /// Path prefix of the MCP endpoints.
 pub const PREFIX: &str = "/mcp/";
 
@@ -63,7 +67,16 @@ fn computer_of(path: &str) -> Option<(&str, &str)> {
     (!ns.is_empty() && !name.is_empty() && !name.contains('/')).then_some((ns, name))
 }
 
-fn refuse(status: StatusCode, message: &str) -> Response {
+/// Most bytes of a refused request's body read before answering: an MCP
+/// request is a small JSON-RPC message.
+const DRAIN_LIMIT: usize = 1 << 20;
+
+/// The refusal of `req`, after reading its body (up to [`DRAIN_LIMIT`]):
+/// an HTTP/1.1 server that answers before the body is read closes the
+/// connection, and a client that reuses it for its next request (as
+/// httpx does) sees the connection drop without an answer.
+async fn refuse(req: Request, status: StatusCode, message: &str) -> Response {
+    let _ = axum::body::to_bytes(req.into_body(), DRAIN_LIMIT).await;
     let mut r = (status, format!("{message}\n")).into_response();
     if status == StatusCode::UNAUTHORIZED {
         r.headers_mut().insert(
@@ -80,66 +93,58 @@ fn refuse(status: StatusCode, message: &str) -> Response {
 /// a computer that does not exist); 503 when it has no serving agent now.
 pub async fn serve(State(gw): State<Arc<Gateway>>, mut req: Request) -> Response {
     let Some((ns, name)) = computer_of(req.uri().path()) else {
-        return refuse(StatusCode::NOT_FOUND, "expected /mcp/NAMESPACE/NAME");
+        return refuse(req, StatusCode::NOT_FOUND, "expected /mcp/NAMESPACE/NAME").await;
     };
     let (ns, name) = (ns.to_string(), name.to_string());
     let Some(token) = bearer(req.headers()).map(str::to_string) else {
-        return refuse(StatusCode::UNAUTHORIZED, &NoRoute::Missing.to_string());
+        return refuse(req, StatusCode::UNAUTHORIZED, &NoRoute::Missing.to_string()).await;
     };
     let route = match gw.routes.route(Some(&token)) {
         Ok(r) => r,
         Err(e @ (NoRoute::Missing | NoRoute::Unknown)) => {
-            return refuse(StatusCode::UNAUTHORIZED, &e.to_string());
+            return refuse(req, StatusCode::UNAUTHORIZED, &e.to_string()).await;
         }
         Err(NoRoute::NotServed { computer }) if computer == format!("{ns}/{name}") => {
-            return refuse(
-                StatusCode::SERVICE_UNAVAILABLE,
-                &NoRoute::NotServed { computer }.to_string(),
-            );
+            let message = NoRoute::NotServed { computer }.to_string();
+            return refuse(req, StatusCode::SERVICE_UNAVAILABLE, &message).await;
         }
         Err(NoRoute::NotServed { .. }) => {
-            return refuse(
-                StatusCode::NOT_FOUND,
-                "no such computer for this credential",
-            );
+            return refuse(req, StatusCode::NOT_FOUND, NOT_YOURS).await;
         }
     };
     if route.namespace != ns || route.name != name {
-        return refuse(
-            StatusCode::NOT_FOUND,
-            "no such computer for this credential",
-        );
+        return refuse(req, StatusCode::NOT_FOUND, NOT_YOURS).await;
     }
     let Some(servers) = &gw.mcp else {
-        return refuse(StatusCode::NOT_FOUND, "MCP is not served by this gateway");
+        return refuse(
+            req,
+            StatusCode::NOT_FOUND,
+            "MCP is not served by this gateway",
+        )
+        .await;
     };
-    let service = {
-        let key = fingerprint(&token);
-        let mut services = servers.services.lock();
-        if services.len() >= MAX_SERVICES && !services.contains_key(&key) {
-            services.clear();
-        }
-        match services.get(&key) {
-            Some(s) => s.clone(),
-            None => {
-                let bearer = match Bearer::new(&token, "the request") {
-                    Ok(b) => b,
-                    Err(e) => return refuse(StatusCode::UNAUTHORIZED, &e.message),
-                };
-                let agent = Agent::new(
-                    over(servers.loopback.clone(), bearer),
-                    route.computer(),
-                    route.computer(),
-                    route.runtimes.clone(),
-                );
-                let s = agentcomputer_mcp::http::service(
-                    Arc::new(agent),
-                    None,
-                    servers.stop.child_token(),
-                );
-                services.insert(key, s.clone());
-                s
+    let key = fingerprint(&token);
+    let cached = servers.services.lock().get(&key).cloned();
+    let service = match cached {
+        Some(s) => s,
+        None => {
+            let bearer = match Bearer::new(&token, "the request") {
+                Ok(b) => b,
+                Err(e) => return refuse(req, StatusCode::UNAUTHORIZED, &e.message).await,
+            };
+            let agent = Agent::new(
+                over(servers.loopback.clone(), bearer),
+                route.computer(),
+                route.computer(),
+                route.runtimes.clone(),
+            );
+            let made =
+                agentcomputer_mcp::http::service(Arc::new(agent), None, servers.stop.child_token());
+            let mut services = servers.services.lock();
+            if services.len() >= MAX_SERVICES {
+                services.clear();
             }
+            services.entry(key).or_insert(made).clone()
         }
     };
     // The MCP service answers at its own root.

@@ -151,6 +151,46 @@ async fn post(url: &str, token: &str) -> (u16, String) {
     (code, text)
 }
 
+/// Two MCP POSTs without a credential on one kept-alive HTTP/1.1
+/// connection; returns everything the server sent.
+async fn refused_twice_on_one_connection(url: &str) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let rest = url.strip_prefix("http://").unwrap();
+    let (host, path) = rest.split_once('/').unwrap();
+    let body = "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}".repeat(200);
+    let head = |close: bool| {
+        format!(
+            "POST /{path} HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n\
+             Content-Length: {}\r\n{}\r\n",
+            body.len(),
+            if close { "Connection: close\r\n" } else { "" }
+        )
+    };
+    let mut s = tokio::net::TcpStream::connect(host).await.unwrap();
+    s.set_nodelay(true).unwrap();
+    // The body a moment after the head, as through a port-forward: the
+    // server sees the request before its body.
+    s.write_all(head(false).as_bytes()).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    s.write_all(body.as_bytes()).await.unwrap();
+    // The first answer arrives before the second request is sent, as a
+    // client reusing its connection does.
+    let mut first = vec![0u8; 4096];
+    let n = tokio::time::timeout(Duration::from_secs(10), s.read(&mut first))
+        .await
+        .unwrap()
+        .unwrap();
+    let mut all = String::from_utf8_lossy(&first[..n]).to_string();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let _ = s
+        .write_all(format!("{}{body}", head(true)).as_bytes())
+        .await;
+    let mut rest = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_secs(10), s.read_to_end(&mut rest)).await;
+    all.push_str(&String::from_utf8_lossy(&rest));
+    all
+}
+
 /// Publishes `agent` as the computer's serving agent, as the operator
 /// does from the agent pod's IP (`status.endpoint`).
 async fn set_endpoint(admin: &kube::Client, ns: &str, name: &str, agent: &Agent) {
@@ -390,6 +430,10 @@ async fn the_gateway_routes_each_credential_to_its_computer() {
     assert_eq!(status, 404);
     let (status, _) = post(&format!("{}/mcp/{NS_A}/alpha", gw.api), "wrong").await;
     assert_eq!(status, 401);
+    // A refusal leaves an HTTP/1.1 connection usable: two refused
+    // requests with bodies on one connection both get their answer.
+    let answers = refused_twice_on_one_connection(&format!("{}/mcp/{NS_A}/alpha", gw.api)).await;
+    assert_eq!(answers.matches("HTTP/1.1 401").count(), 2, "{answers}");
 
     // The metrics name the calls, by method and code, and by computer.
     let (status, text) = get(&format!("{}/metrics", gw.ops)).await;
