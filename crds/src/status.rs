@@ -191,6 +191,22 @@ pub mod placed_reasons {
     pub const UNTIL_THE_CLUSTER_CHANGES: &[&str] = &[NO_NODE_HAS_ROOM];
 }
 
+/// Reasons of the `SourceReady` condition of a computer with
+/// `spec.source`.
+pub mod source_reasons {
+    /// True: the source exists, is ready, and the node the computer is
+    /// placed on can read it.
+    pub const READY: &str = "SourceReady";
+    /// The object spec.source names does not exist (yet): retried.
+    pub const NOT_FOUND: &str = "SourceNotFound";
+    /// The ComputerSnapshot is not readyToUse, or the AgentComputer is not
+    /// placed yet: retried.
+    pub const NOT_READY: &str = "SourceNotReady";
+    /// The source is on another node and the node agents have no backup
+    /// store to carry it: the computer is not placed.
+    pub const ON_ANOTHER_NODE: &str = "SourceOnAnotherNode";
+}
+
 /// Condition types of [`AgentComputerStatus::conditions`].
 pub mod condition_types {
     /// A node with a ready node agent was chosen.
@@ -213,6 +229,9 @@ pub mod condition_types {
     /// [`crate::backup_reasons`]). Written by the node agent, never by the
     /// operator.
     pub const BACKUP_HEALTHY: &str = "BackupHealthy";
+    /// Whether the source of a computer with `spec.source` can be read
+    /// where the computer is placed (reasons: [`super::source_reasons`]).
+    pub const SOURCE_READY: &str = "SourceReady";
 }
 
 /// Reasons of the `BackupHealthy` condition.
