@@ -154,6 +154,7 @@ pub fn condition_reason(e: &Error) -> String {
         (None, Error::Serialize(_)) => "SerializeFailed".into(),
         (None, Error::Config(_)) => "Misconfigured".into(),
         (None, Error::InvalidSpec(_)) => "InvalidSpec".into(),
+        (None, Error::Agent(_)) => "NodeAgentFailed".into(),
         (None, Error::Steps(f)) => f
             .first()
             .map(StepFailure::reason)
