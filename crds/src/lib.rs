@@ -19,17 +19,17 @@ mod snapshot;
 mod spec;
 mod status;
 
-pub use spec::{
-    AgentComputer, AgentComputerSpec, CidrRule, EgressMode, EgressSpec, ExecLimits, PortRule,
-    Protocol, ReclaimPolicy, RuntimesSpec, SandboxSpec, StorageSpec,
-};
 pub use snapshot::{
     ComputerSnapshot, ComputerSnapshotSpec, ComputerSnapshotStatus, SnapshotDeletionPolicy,
     SourceKind, SourceRef, snapshot_handle, snapshot_reasons,
 };
+pub use spec::{
+    AgentComputer, AgentComputerSpec, CidrRule, EgressMode, EgressSpec, ExecLimits, PortRule,
+    Protocol, ReclaimPolicy, RuntimesSpec, SandboxSpec, StorageSpec,
+};
 pub use status::{
     AgentComputerStatus, BackupStatus, ComputerPhase, VolumeStatus, backup_reasons,
-    condition_types, placed_reasons, sandbox_reasons, source_reasons,
+    condition_types, placed_reasons, sandbox_reasons,
 };
 
 use kube::CustomResourceExt;
@@ -118,6 +118,12 @@ pub mod labels {
     /// node agent of the PV's node removes it once it has deleted (or, without
     /// [`DELETE_DATA`], kept) the data.
     pub const NODE_DATA_FINALIZER: &str = "agentcomputer.dev/node-data";
+    /// Annotation the operator puts on a computer with `spec.source`
+    /// before it places it: the name, in the node agents' backup store, of
+    /// the snapshot its files come from. The node agent that first serves
+    /// the computer makes its database from that snapshot instead of an
+    /// empty one.
+    pub const SOURCE_SNAPSHOT: &str = "agentcomputer.dev/source-snapshot";
     /// CSI volumeAttributes key: the computer's namespace.
     pub const ATTR_NAMESPACE: &str = "agentcomputer.dev/namespace";
     /// CSI volumeAttributes key: the computer's name.

@@ -79,8 +79,9 @@ pub struct AgentComputerSpec {
     /// Start from another object's files instead of an empty filesystem,
     /// as a PersistentVolumeClaim's dataSourceRef: a ComputerSnapshot or an
     /// AgentComputer (a fork) of this namespace. Across nodes it needs the
-    /// node agents' backup store; without one a source on another node is
-    /// refused (condition SourceReady, reason SourceOnAnotherNode).
+    /// node agents' backup store; without one the computer is placed on
+    /// its source's node only, and waits with condition Placed False,
+    /// reason SourceOnAnotherNode, when that node cannot take it.
     /// Immutable.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub source: Option<crate::snapshot::SourceRef>,

@@ -181,6 +181,16 @@ pub mod placed_reasons {
     pub const NO_NODE_HAS_ROOM: &str = "NoNodeHasRoom";
     /// `spec.storage.size` has no byte count: final until the spec changes.
     pub const INVALID_SIZE: &str = "InvalidSize";
+    /// `spec.source` names an object that does not exist (yet): retried.
+    pub const SOURCE_NOT_FOUND: &str = "SourceNotFound";
+    /// `spec.source` names a ComputerSnapshot that is not readyToUse, or
+    /// an AgentComputer not served yet (or whose snapshot for the copy
+    /// failed): retried.
+    pub const SOURCE_NOT_READY: &str = "SourceNotReady";
+    /// The source is on a node that cannot take the computer, and the node
+    /// agents have no backup store (operator `--moves`) to carry it to
+    /// another: the computer waits for that node.
+    pub const SOURCE_ON_ANOTHER_NODE: &str = "SourceOnAnotherNode";
     /// The reasons that no amount of waiting changes: only a new spec
     /// does. A client waiting for `Ready` stops at one of them.
     pub const FINAL: &[&str] = &[INVALID_SIZE];
@@ -188,23 +198,7 @@ pub mod placed_reasons {
     /// computer may still be placed later, without a new spec: no current
     /// node can hold it, and only a change of the cluster (a node added,
     /// room freed) places it.
-    pub const UNTIL_THE_CLUSTER_CHANGES: &[&str] = &[NO_NODE_HAS_ROOM];
-}
-
-/// Reasons of the `SourceReady` condition of a computer with
-/// `spec.source`.
-pub mod source_reasons {
-    /// True: the source exists, is ready, and the node the computer is
-    /// placed on can read it.
-    pub const READY: &str = "SourceReady";
-    /// The object spec.source names does not exist (yet): retried.
-    pub const NOT_FOUND: &str = "SourceNotFound";
-    /// The ComputerSnapshot is not readyToUse, or the AgentComputer is not
-    /// placed yet: retried.
-    pub const NOT_READY: &str = "SourceNotReady";
-    /// The source is on another node and the node agents have no backup
-    /// store to carry it: the computer is not placed.
-    pub const ON_ANOTHER_NODE: &str = "SourceOnAnotherNode";
+    pub const UNTIL_THE_CLUSTER_CHANGES: &[&str] = &[NO_NODE_HAS_ROOM, SOURCE_ON_ANOTHER_NODE];
 }
 
 /// Condition types of [`AgentComputerStatus::conditions`].
@@ -229,9 +223,6 @@ pub mod condition_types {
     /// [`crate::backup_reasons`]). Written by the node agent, never by the
     /// operator.
     pub const BACKUP_HEALTHY: &str = "BackupHealthy";
-    /// Whether the source of a computer with `spec.source` can be read
-    /// where the computer is placed (reasons: [`super::source_reasons`]).
-    pub const SOURCE_READY: &str = "SourceReady";
 }
 
 /// Reasons of the `BackupHealthy` condition.

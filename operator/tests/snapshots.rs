@@ -11,118 +11,20 @@
 //!
 //! One test function, so that the control plane starts once.
 
+mod agent_support;
 mod support;
 
-use std::path::Path;
-use std::time::Duration;
-
+use agent_support::{install_chart, start_agent, token, write};
 use agentcomputer_crds::{AgentComputer, ComputerPhase, ComputerSnapshot};
-use agentcomputer_proto::v1 as pb;
-use k8s_openapi::api::core::v1::Secret;
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, PostParams};
 use serde_json::json;
-use support::{Cluster, RELEASE, SYSTEM_NS, add_agent, add_node, eventually, wait_phase};
+use support::{Cluster, SYSTEM_NS, add_agent, add_node, eventually, wait_phase};
 
 const NS: &str = "snappers";
 const NODE: &str = "node-a";
 /// The fake agent pod's IP: the in-process agent listens there on 7433.
 const AGENT_IP: &str = "127.0.0.93";
-
-fn ok(out: &std::process::Output, what: &str) -> String {
-    assert!(
-        out.status.success(),
-        "{what} failed:\nstdout: {}\nstderr: {}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-/// Serves a node agent in cluster mode for [`NODE`] with `client` on
-/// `AGENT_IP:7433`, backing up to `store`; stops when the sender drops.
-async fn start_agent(
-    client: kube::Client,
-    data: &Path,
-    store: &Path,
-) -> tokio::sync::oneshot::Sender<()> {
-    use agentcomputer_node_agent::cluster::{self, ClusterConfig};
-    let listener = tokio::net::TcpListener::bind((AGENT_IP, 7433))
-        .await
-        .expect("bind the agent's address");
-    let http = tokio::net::TcpListener::bind((AGENT_IP, 0)).await.unwrap();
-    let backup =
-        agentcomputer_node_agent::backup::BackupUrl::parse(&format!("file://{}", store.display()))
-            .unwrap();
-    let config = ClusterConfig {
-        node_name: NODE.into(),
-        data_dir: data.to_path_buf(),
-        namespace: SYSTEM_NS.into(),
-        idle_timeout: Duration::from_secs(300),
-        overcommit: 1.0,
-        status_interval: Duration::from_secs(1),
-        shutdown_grace: Duration::from_secs(1),
-        handover_socket: data.join("no-mounter.sock"),
-        tls: None,
-        proxy_listen: None,
-        share: None,
-        api_gate: Default::default(),
-        proxy_connections_per_computer: 64,
-        backup: Some(backup),
-        writer_lease: agentcomputer_lease::Timing::scaled_to(Duration::from_secs(15)),
-    };
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    tokio::spawn(async move {
-        let shutdown = async {
-            let _ = stopped.await;
-        };
-        if let Err(e) = cluster::serve(client, listener, http, config, shutdown).await {
-            panic!("node agent: {e:#}");
-        }
-    });
-    stop
-}
-
-/// The computer's token, from its Secret.
-async fn token(admin: &kube::Client, name: &str) -> String {
-    let secrets: Api<Secret> = Api::namespaced(admin.clone(), NS);
-    let s = secrets.get(&format!("{name}-credential")).await.unwrap();
-    String::from_utf8(s.data.unwrap()["token"].0.clone()).unwrap()
-}
-
-/// Writes `data` to `path` of computer `uid` through its agent.
-async fn write(uid: &str, token: &str, path: &str, data: &[u8]) {
-    use pb::agent_computer_client::AgentComputerClient;
-    let channel = tonic::transport::Channel::from_shared(format!("http://{AGENT_IP}:7433"))
-        .unwrap()
-        .connect()
-        .await
-        .unwrap();
-    let mut c = AgentComputerClient::new(channel);
-    let msgs = vec![
-        pb::WriteRequest {
-            msg: Some(pb::write_request::Msg::Header(pb::WriteHeader {
-                computer: uid.into(),
-                path: path.into(),
-                mode: pb::WriteMode::Truncate as i32,
-                perm: 0,
-                offset: 0,
-            })),
-        },
-        pb::WriteRequest {
-            msg: Some(pb::write_request::Msg::Data(data.to_vec())),
-        },
-        pb::WriteRequest {
-            msg: Some(pb::write_request::Msg::End(pb::WriteEnd {
-                total_bytes: data.len() as u64,
-            })),
-        },
-    ];
-    let mut req = tonic::Request::new(futures::stream::iter(msgs));
-    req.metadata_mut()
-        .insert("authorization", format!("Bearer {token}").parse().unwrap());
-    c.write(req).await.unwrap();
-}
 
 fn snapshot(name: &str, computer: &str, policy: Option<&str>) -> ComputerSnapshot {
     let mut spec = json!({"computer": computer});
@@ -161,45 +63,7 @@ async fn computer_snapshots_are_taken_by_the_serving_node_agent() {
     for ns in [SYSTEM_NS, NS] {
         support::create_namespace(&admin, ns).await;
     }
-    let chart = Path::new(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../charts/agent-computer"
-    ));
-    let rendered = ok(
-        &cluster.helm(&[
-            "template",
-            RELEASE,
-            chart.to_str().unwrap(),
-            "--namespace",
-            SYSTEM_NS,
-            "--include-crds",
-            "--set",
-            "metrics.serviceMonitor.enabled=false",
-            // For the agents' Lease RBAC, which backups need; the agent
-            // here backs up to a directory the chart would refuse.
-            "--set",
-            "backup.url=s3://snapshots-test/store",
-            "--set",
-            "backup.credentialsSecret=unused",
-        ]),
-        "helm template",
-    );
-    ok(
-        &cluster.kubectl(&["apply", "--server-side", "-f", "-"], Some(&rendered)),
-        "kubectl apply of the chart",
-    );
-    for crd in [
-        "crd/agentcomputers.agentcomputer.dev",
-        "crd/computersnapshots.agentcomputer.dev",
-    ] {
-        ok(
-            &cluster.kubectl(
-                &["wait", "--for=condition=Established", crd, "--timeout=60s"],
-                None,
-            ),
-            "CRD established",
-        );
-    }
+    install_chart(&cluster);
 
     add_node(&admin, NODE).await;
     add_agent(&admin, NODE, AGENT_IP).await;
@@ -208,7 +72,7 @@ async fn computer_snapshots_are_taken_by_the_serving_node_agent() {
     let store = cluster.dir.path().join("backup-store");
     std::fs::create_dir_all(&data).unwrap();
     std::fs::create_dir_all(&store).unwrap();
-    let _agent = start_agent(agent_id, &data, &store).await;
+    let _agent = start_agent(agent_id, NODE, AGENT_IP, &data, &store).await;
     let (operator, _) = cluster.start_operator("operator", false);
 
     let computers: Api<AgentComputer> = Api::namespaced(admin.clone(), NS);
@@ -220,12 +84,12 @@ async fn computer_snapshots_are_taken_by_the_serving_node_agent() {
     computers.create(&PostParams::default(), &c).await.unwrap();
     let c = wait_phase(&computers, "demo", ComputerPhase::Ready, 90).await;
     let uid = c.uid().unwrap();
-    let token = token(&admin, "demo").await;
+    let token = token(&admin, NS, "demo").await;
     // The agent serves it once it has seen the computer and its hash.
     eventually(60, "the agent to accept a write", || async {
         let t = token.clone();
         let u = uid.clone();
-        tokio::spawn(async move { write(&u, &t, "hello.txt", b"hi there\n").await })
+        tokio::spawn(async move { write(AGENT_IP, &u, &t, "hello.txt", b"hi there\n").await })
             .await
             .ok()
     })
@@ -279,7 +143,7 @@ async fn computer_snapshots_are_taken_by_the_serving_node_agent() {
         .unwrap()
         .expect("the agent lists it");
     assert_eq!(at_agent.position as i64, st.position.unwrap());
-    let listed = ok(
+    let listed = agent_support::ok(
         &cluster.kubectl(&["-n", NS, "get", "computersnapshots"], None),
         "kubectl get computersnapshots",
     );

@@ -284,3 +284,27 @@ async fn release(s: &ComputerSnapshot, ctx: &Context, ns: &str) -> Result<Action
     tracing::info!(snapshot = %s.name_any(), namespace = ns, "snapshot deleted at its node agent");
     Ok(Action::await_change())
 }
+
+/// Takes snapshot `handle` of computer `from` (namespace `ns`) at its
+/// node agent, for a computer made from it (a fork); one taken by an
+/// earlier try counts. `Err` inside says why it could not be taken yet.
+pub async fn take_for_copy(
+    ctx: &Context,
+    from: &AgentComputer,
+    ns: &str,
+    handle: &str,
+) -> Result<std::result::Result<(), String>> {
+    let mut call = match agent_for(from, ctx, ns).await? {
+        Ok(call) => call,
+        Err(why) => return Ok(Err(why)),
+    };
+    Ok(match call.snapshot(handle).await {
+        Ok(_) => Ok(()),
+        Err(e) if e.code() == tonic::Code::AlreadyExists => Ok(()),
+        Err(e) => Err(format!(
+            "its node agent did not take a snapshot to copy: {:?}: {}",
+            e.code(),
+            e.message()
+        )),
+    })
+}

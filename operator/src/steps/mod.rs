@@ -24,6 +24,7 @@ pub mod events;
 pub mod place;
 pub mod relocation;
 pub mod sandbox;
+pub mod source;
 pub mod status;
 pub mod volume;
 
