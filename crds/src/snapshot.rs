@@ -42,9 +42,9 @@ pub struct ComputerSnapshotSpec {
 
     /// What happens to this snapshot when its computer is deleted: Delete
     /// (default) makes the computer its owner, so the snapshot goes with
-    /// it; Retain keeps it, and a computer can still start from it while
-    /// the backup store keeps the computer's log. Deleting the snapshot
-    /// itself always deletes it from the node agent.
+    /// it; Retain keeps the object, and a computer can still start from it
+    /// while the computer's data is kept (storage.reclaimPolicy Retain).
+    /// Deleting the snapshot itself deletes it at the node agent.
     #[serde(default)]
     pub deletion_policy: SnapshotDeletionPolicy,
 }
@@ -117,8 +117,10 @@ pub mod snapshot_reasons {
     /// The node agent refused or failed the snapshot (the message says
     /// why): retried.
     pub const SNAPSHOT_FAILED: &str = "SnapshotFailed";
-    /// The computer is gone and the snapshot was taken from it: kept
-    /// (deletionPolicy Retain), still usable while the store keeps its log.
+    /// The computer is gone (the snapshot was kept: deletionPolicy
+    /// Retain). readyToUse stays true while the computer's volume is kept
+    /// (reclaimPolicy Retain), whose data holds the log the snapshot is a
+    /// position of; it is false once the data was deleted with it.
     pub const COMPUTER_DELETED: &str = "ComputerDeleted";
 }
 

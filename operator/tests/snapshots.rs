@@ -7,7 +7,9 @@
 //!   time, size, handle and position; the agent lists it; with
 //!   deletionPolicy Delete it is owned by its computer, with Retain not;
 //! - one of a computer that does not exist says ComputerNotFound;
-//! - deleting a ComputerSnapshot deletes it at the agent (finalizer).
+//! - deleting a ComputerSnapshot deletes it at the agent (finalizer);
+//! - a retained snapshot of a computer deleted with its data says
+//!   ComputerDeleted and is no longer readyToUse.
 //!
 //! One test function, so that the control plane starts once.
 
@@ -207,6 +209,33 @@ async fn computer_snapshots_are_taken_by_the_serving_node_agent() {
         .unwrap();
     eventually(60, "lost deleted", || async {
         snaps.get_opt("lost").await.unwrap().is_none().then_some(())
+    })
+    .await;
+
+    // --- The computer deleted with its data (reclaimPolicy Delete): the
+    // retained snapshot's log went with it, so it is no longer usable. ---
+    computers
+        .delete("demo", &DeleteParams::default())
+        .await
+        .unwrap();
+    eventually(90, "demo deleted", || async {
+        computers
+            .get_opt("demo")
+            .await
+            .unwrap()
+            .is_none()
+            .then_some(())
+    })
+    .await;
+    reason_becomes(&snaps, "kept", "ComputerDeleted", &operator).await;
+    let kept = snaps.get("kept").await.unwrap();
+    assert_eq!(kept.status.unwrap().ready_to_use, Some(false));
+    snaps
+        .delete("kept", &DeleteParams::default())
+        .await
+        .unwrap();
+    eventually(60, "kept deleted", || async {
+        snaps.get_opt("kept").await.unwrap().is_none().then_some(())
     })
     .await;
 }

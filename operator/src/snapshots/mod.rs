@@ -27,7 +27,7 @@ use agentcomputer_crds::{
     AgentComputer, ComputerSnapshot, SnapshotDeletionPolicy, snapshot_handle, snapshot_reasons,
 };
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::api::core::v1::{PersistentVolume, Secret};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::{Action, Controller};
@@ -164,15 +164,28 @@ async fn agent_for(
 async fn take(s: &ComputerSnapshot, ctx: &Context, ns: &str) -> Result<Action> {
     let old = s.status.clone().unwrap_or_default();
     let Some(computer) = computer_of(s, ctx, ns).await? else {
-        if old.ready_to_use == Some(true) {
-            // Taken, and its computer is gone since (deletionPolicy Retain).
-            let why = format!(
-                "computer {} was deleted; the snapshot stays while the backup store keeps its log",
-                s.spec.computer
-            );
-            let next = status::waiting(&old, snapshot_reasons::COMPUTER_DELETED, why, true);
+        if let (Some(_), Some(uid)) = (&old.snapshot_handle, old.computer_uid.as_deref()) {
+            // Taken, and its computer is gone since (deletionPolicy
+            // Retain): the snapshot lives on with the computer's data,
+            // which its volume keeps under reclaim policy Retain; under
+            // Delete the node agent deleted its log, snapshots included.
+            let pvs: Api<PersistentVolume> = Api::all(ctx.client.clone());
+            let volume = pvs.get_opt(&resources::pv_name_of(uid)).await?;
+            let kept = volume.is_some_and(|pv| pv.metadata.deletion_timestamp.is_none());
+            let why = if kept {
+                format!(
+                    "computer {} was deleted; its volume, and the log this snapshot is a position of, were kept (reclaimPolicy Retain)",
+                    s.spec.computer
+                )
+            } else {
+                format!(
+                    "computer {} was deleted with its data, and with it the log this snapshot was a position of",
+                    s.spec.computer
+                )
+            };
+            let next = status::waiting(&old, snapshot_reasons::COMPUTER_DELETED, why, kept);
             status::write(ctx, s, ns, &old, next).await?;
-            return Ok(Action::await_change());
+            return Ok(Action::requeue(NOT_FOUND_RETRY));
         }
         let why = format!("computer {} not found in namespace {ns}", s.spec.computer);
         let next = status::waiting(&old, snapshot_reasons::COMPUTER_NOT_FOUND, why, false);
