@@ -154,6 +154,19 @@ async fn computer_snapshots_are_taken_by_the_serving_node_agent() {
         "{listed}"
     );
 
+    // The example passes the API server's validation.
+    let example = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../crds/examples/snapshot.yaml"
+    );
+    agent_support::ok(
+        &cluster.kubectl(
+            &["apply", "--dry-run=server", "-n", NS, "-f", example],
+            None,
+        ),
+        "apply crds/examples/snapshot.yaml (dry run)",
+    );
+
     // --- Retain: taken, and not owned. ---
     snaps
         .create(
