@@ -253,6 +253,12 @@ async fn apply_steps(c: &AgentComputer, ctx: &Context) -> Result<Result<Action>>
         ctx.forget(&c.uid().unwrap_or_default());
     }
 
+    // 3b. A fork made: the snapshot it was made from goes (tried again
+    // at the next reconcile; the fork itself is fine either way).
+    if !newly_placed && let Err(e) = source::release_fork(ctx, c, &ns).await {
+        tracing::warn!(computer = %c.name_any(), error = %e, "cannot delete the snapshot the fork was made from yet");
+    }
+
     // 4. Egress policy: applied whatever happened to the steps before.
     let egress = egress::apply(client, &ctx.config, c, &ns, spec_error.as_deref()).await;
     let egress_ok = record(&mut failures, Step::Egress, egress).is_some();

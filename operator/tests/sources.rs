@@ -159,6 +159,25 @@ async fn computers_start_from_snapshots_and_other_computers() {
     wait_phase(&computers, "fork", ComputerPhase::Ready, 90).await;
     let note = read_when_served(&admin, A_IP, "fork", "note.txt").await;
     assert_eq!(note, b"changed later\n");
+    // Once made, the snapshot it was made from is deleted at the source.
+    let fork_obj = computers.get("fork").await.unwrap();
+    let handle = format!("fork-{}", fork_obj.uid().unwrap());
+    let mut at_origin = agentcomputer_operator::snapshots::AgentCall::connect(
+        &format!("{A_IP}:7433"),
+        None,
+        &origin_uid,
+        &origin_token,
+    )
+    .await
+    .unwrap();
+    eventually(90, "the fork's snapshot deleted", || async {
+        let c = computers.get("fork").await.ok()?;
+        let gone = !c
+            .annotations()
+            .contains_key("agentcomputer.dev/source-snapshot");
+        (gone && at_origin.clone().find(&handle).await.ok()?.is_none()).then_some(())
+    })
+    .await;
     // Each changes on its own.
     let fork_uid = computers.get("fork").await.unwrap().uid().unwrap();
     let fork_token = token(&admin, NS, "fork").await;

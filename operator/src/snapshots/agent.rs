@@ -19,6 +19,7 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 const CALL_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// One computer at its node agent.
+#[derive(Clone)]
 pub struct AgentCall {
     client: AgentComputerClient<Channel>,
     /// `Bearer <token>`.

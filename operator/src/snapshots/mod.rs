@@ -321,3 +321,18 @@ pub async fn take_for_copy(
         )),
     })
 }
+
+/// Deletes snapshot `handle` of computer `from` (namespace `ns`) at its
+/// node agent; one already gone is no error. Errors: the agent cannot be
+/// reached, or refuses.
+pub async fn delete_for_copy(
+    ctx: &Context,
+    from: &AgentComputer,
+    ns: &str,
+    handle: &str,
+) -> Result<()> {
+    let mut call = agent_for(from, ctx, ns).await?.map_err(Error::Agent)?;
+    call.delete(handle)
+        .await
+        .map_err(|e| Error::Agent(format!("{:?}: {}", e.code(), e.message())))
+}

@@ -8,6 +8,8 @@
 //!   now by its node agent, named `fork-<uid of the new computer>`, so
 //!   that the fork is the source as it was when the new one was placed.
 //!
+//! A fork's snapshot is deleted once the fork is made ([`release_fork`]).
+//!
 //! Where it may go: with the agents' backup store (operator `--moves`,
 //! one store every agent reads) any node; without it only the source's
 //! node, whose own store holds the snapshot. Until the source is there
@@ -95,6 +97,42 @@ pub async fn prepare(ctx: &Context, c: &AgentComputer, ns: &str) -> Result<Prepa
     Ok(Prepared::Ready {
         only: if ctx.config.moves { None } else { node },
     })
+}
+
+/// Deletes the snapshot a fork was made from once the fork's node agent
+/// has made it (it reports the fork's usage): the snapshot was the
+/// fork's source only, and would count against its source's snapshots.
+/// The annotation goes after it, so that a failed delete is tried again.
+/// A source deleted since took its snapshots with it. Errors: the API
+/// server's, or the source's node agent's.
+pub async fn release_fork(ctx: &Context, c: &AgentComputer, ns: &str) -> Result<()> {
+    let Some(source) = c
+        .spec
+        .source
+        .as_ref()
+        .filter(|s| s.kind == SourceKind::AgentComputer)
+    else {
+        return Ok(());
+    };
+    let made = c
+        .status
+        .as_ref()
+        .and_then(|s| s.volume.as_ref())
+        .is_some_and(|v| v.bytes_used.is_some());
+    let Some(handle) = annotated(c).filter(|h| h.starts_with("fork-")) else {
+        return Ok(());
+    };
+    if !made {
+        return Ok(());
+    }
+    let api = Api::<AgentComputer>::namespaced(ctx.client.clone(), ns);
+    if let Some(from) = api.get_opt(&source.name).await? {
+        snapshots::delete_for_copy(ctx, &from, ns, handle).await?;
+    }
+    let patch = serde_json::json!({"metadata": {"annotations": {labels::SOURCE_SNAPSHOT: null}}});
+    api.patch(&c.name_any(), &merge_params(), &Patch::Merge(&patch))
+        .await?;
+    Ok(())
 }
 
 /// The snapshot named on `c`, if any.
