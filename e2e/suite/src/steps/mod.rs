@@ -20,6 +20,7 @@ mod moves;
 mod network;
 mod nodes;
 mod runtimes;
+mod snapshots;
 mod survival;
 
 use install::*;
@@ -69,6 +70,11 @@ pub const STEPS: &[Step] = &[
         name: "backup",
         required: false,
         run: backup::backup,
+    },
+    Step {
+        name: "a computer from a ComputerSnapshot on another node",
+        required: false,
+        run: snapshots::fork_across_nodes,
     },
     Step {
         name: "sandbox pod mounts the volume",
