@@ -187,11 +187,11 @@ async fn apply_steps(c: &AgentComputer, ctx: &Context) -> Result<Result<Action>>
         Placement::Chosen(node) => (node, true),
         Placement::Unplaced { reason, why } => {
             let stage = match &only {
-                Some(node) => Stage::Unplaced {
+                Some(node) if reason != crate::status::INVALID_SIZE => Stage::Unplaced {
                     reason: agentcomputer_crds::placed_reasons::SOURCE_ON_ANOTHER_NODE,
                     why: source::pinned_elsewhere(node, &why),
                 },
-                None => Stage::Unplaced { reason, why },
+                _ => Stage::Unplaced { reason, why },
             };
             return finish_early(ctx, c, &ns, &old, stage, now, PENDING_RETRY).await;
         }

@@ -162,7 +162,7 @@ async fn computers_start_from_snapshots_and_other_computers() {
     // Once made, the snapshot it was made from is deleted at the source.
     let fork_obj = computers.get("fork").await.unwrap();
     let handle = format!("fork-{}", fork_obj.uid().unwrap());
-    let mut at_origin = agentcomputer_operator::snapshots::AgentCall::connect(
+    let at_origin = agentcomputer_operator::snapshots::AgentCall::connect(
         &format!("{A_IP}:7433"),
         None,
         &origin_uid,
