@@ -1,6 +1,7 @@
 //! Kubernetes API of Agent Computer: the `AgentComputer` custom resource
 //! (group `agentcomputer.dev`, version `v1alpha1`, namespaced, short name
-//! `computer`).
+//! `computer`) and the `ComputerSnapshot` custom resource (short name
+//! `csnap`).
 //!
 //! The Rust types here are the one place the API is defined. The CRD manifest
 //! in `crds/agentcomputer.yaml` is generated from them by the `crdgen` binary
@@ -14,9 +15,14 @@
 
 pub mod moves;
 pub mod quantity;
+mod snapshot;
 mod spec;
 mod status;
 
+pub use snapshot::{
+    ComputerSnapshot, ComputerSnapshotSpec, ComputerSnapshotStatus, SnapshotDeletionPolicy,
+    SourceKind, SourceRef, snapshot_handle, snapshot_reasons,
+};
 pub use spec::{
     AgentComputer, AgentComputerSpec, CidrRule, EgressMode, EgressSpec, ExecLimits, PortRule,
     Protocol, ReclaimPolicy, RuntimesSpec, SandboxSpec, StorageSpec,
@@ -112,6 +118,12 @@ pub mod labels {
     /// node agent of the PV's node removes it once it has deleted (or, without
     /// [`DELETE_DATA`], kept) the data.
     pub const NODE_DATA_FINALIZER: &str = "agentcomputer.dev/node-data";
+    /// Annotation the operator puts on a computer with `spec.source`
+    /// before it places it: the name, in the node agents' backup store, of
+    /// the snapshot its files come from. The node agent that first serves
+    /// the computer makes its database from that snapshot instead of an
+    /// empty one.
+    pub const SOURCE_SNAPSHOT: &str = "agentcomputer.dev/source-snapshot";
     /// CSI volumeAttributes key: the computer's namespace.
     pub const ATTR_NAMESPACE: &str = "agentcomputer.dev/namespace";
     /// CSI volumeAttributes key: the computer's name.
@@ -123,13 +135,15 @@ pub mod labels {
     pub const ATTR_GID: &str = "agentcomputer.dev/gid";
 }
 
-/// The CustomResourceDefinition of [`AgentComputer`] as YAML, exactly as
+/// The CustomResourceDefinitions of [`AgentComputer`] and
+/// [`ComputerSnapshot`] as one YAML stream of two documents, exactly as
 /// committed in `crds/agentcomputer.yaml` (and in the Helm chart's `crds/`).
 ///
 /// Errors: only if serialization fails, which would be a bug in the types.
 pub fn crd_yaml() -> Result<String, serde_yaml::Error> {
-    let crd = AgentComputer::crd();
-    let body = serde_yaml::to_string(&crd)?;
+    let computers = serde_yaml::to_string(&AgentComputer::crd())?;
+    let snapshots = serde_yaml::to_string(&ComputerSnapshot::crd())?;
+    let body = format!("{computers}---\n{snapshots}");
     Ok(format!(
         "# Generated from the Rust types in crds/src by `cargo run -p agentcomputer-crds --bin crdgen`.\n\
          # Do not edit by hand: a test fails when this file drifts from the types.\n{body}"

@@ -28,6 +28,7 @@ use crate::status::AgentComputerStatus;
     status = "AgentComputerStatus",
     derive = "PartialEq",
     validation = Rule::new("!(has(self.spec.runtimes) && has(self.spec.runtimes.container) && self.spec.runtimes.container) || has(self.spec.sandbox)").message("spec.sandbox (with at least its image) is required when spec.runtimes.container is true"),
+    validation = Rule::new("has(self.spec.source) == has(oldSelf.spec.source) && (!has(self.spec.source) || self.spec.source == oldSelf.spec.source)").message("spec.source is immutable: it says where the computer's files came from"),
     validation = Rule::new("size(self.metadata.name) <= 52").message("metadata.name of an AgentComputer must be at most 52 characters: it also names the computer's volume claim, secret and sandbox pod"),
     doc = "AgentComputer is a persistent computer for an AI agent: one SQLite database holding a whole POSIX filesystem, placed on a node that runs the node agent, with in-process shell and JavaScript runtimes and an optional sandbox pod that mounts the same files at /workspace.",
     printcolumn(name = "Phase", type_ = "string", json_path = ".status.phase", description = "Lifecycle phase of the computer"),
@@ -74,6 +75,16 @@ pub struct AgentComputerSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 32))]
     pub tolerations: Option<Vec<Toleration>>,
+
+    /// Start from another object's files instead of an empty filesystem,
+    /// as a PersistentVolumeClaim's dataSourceRef: a ComputerSnapshot or an
+    /// AgentComputer (a fork) of this namespace. Across nodes it needs the
+    /// node agents' backup store; without one the computer is placed on
+    /// its source's node only, and waits with condition Placed False,
+    /// reason SourceOnAnotherNode, when that node cannot take it.
+    /// Immutable.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<crate::snapshot::SourceRef>,
 }
 
 /// Storage of the computer's filesystem.

@@ -181,6 +181,16 @@ pub mod placed_reasons {
     pub const NO_NODE_HAS_ROOM: &str = "NoNodeHasRoom";
     /// `spec.storage.size` has no byte count: final until the spec changes.
     pub const INVALID_SIZE: &str = "InvalidSize";
+    /// `spec.source` names an object that does not exist (yet): retried.
+    pub const SOURCE_NOT_FOUND: &str = "SourceNotFound";
+    /// `spec.source` names a ComputerSnapshot that is not readyToUse, or
+    /// an AgentComputer not served yet (or whose snapshot for the copy
+    /// failed): retried.
+    pub const SOURCE_NOT_READY: &str = "SourceNotReady";
+    /// The source is on a node that cannot take the computer, and the node
+    /// agents have no backup store (operator `--moves`) to carry it to
+    /// another: the computer waits for that node.
+    pub const SOURCE_ON_ANOTHER_NODE: &str = "SourceOnAnotherNode";
     /// The reasons that no amount of waiting changes: only a new spec
     /// does. A client waiting for `Ready` stops at one of them.
     pub const FINAL: &[&str] = &[INVALID_SIZE];
@@ -188,7 +198,7 @@ pub mod placed_reasons {
     /// computer may still be placed later, without a new spec: no current
     /// node can hold it, and only a change of the cluster (a node added,
     /// room freed) places it.
-    pub const UNTIL_THE_CLUSTER_CHANGES: &[&str] = &[NO_NODE_HAS_ROOM];
+    pub const UNTIL_THE_CLUSTER_CHANGES: &[&str] = &[NO_NODE_HAS_ROOM, SOURCE_ON_ANOTHER_NODE];
 }
 
 /// Condition types of [`AgentComputerStatus::conditions`].

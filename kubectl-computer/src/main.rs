@@ -276,6 +276,8 @@ enum Command {
     },
     #[command(flatten)]
     Snapshots(cmd::snapshots::SnapshotCommand),
+    #[command(flatten)]
+    Archive(cmd::archive::ArchiveCommand),
     /// Wait until every call answered on a computer is in the node agent's
     /// backup store (continuous backup to object storage; docs/backup.md).
     Sync { name: String },
@@ -628,6 +630,7 @@ async fn run(cli: Cli) -> Result<u8> {
             cmd::backup::backup(&mut c, name, &file, progress).await?
         }
         Command::Snapshots(command) => cmd::snapshots::run(&backend, command).await?,
+        Command::Archive(command) => cmd::archive::run(&backend, command).await?,
         Command::Sync { name } => {
             let (mut c, name) = backend.client(name).await?;
             cmd::backup_store::sync(&mut c, name).await?

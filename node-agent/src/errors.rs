@@ -120,7 +120,9 @@ impl From<RegistryError> for Status {
         let message = err.to_string();
         match err {
             RegistryError::InvalidName(_) => Status::invalid_argument(message),
-            RegistryError::NotFound(_) => Status::not_found(message),
+            RegistryError::NotFound(_) | RegistryError::DeletedDuring { .. } => {
+                Status::not_found(message)
+            }
             RegistryError::AlreadyExists(_) => Status::already_exists(message),
             RegistryError::Io { .. } => {
                 tracing::error!(%message, "registry I/O failure");

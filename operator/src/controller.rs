@@ -45,7 +45,7 @@ use crate::status::{Applied, Observed, Stage};
 use crate::steps::place::Placement;
 use crate::steps::{
     InStep, Step, StepFailure, claim, cleanup, credential, egress, events, place, relocation,
-    sandbox, status, volume,
+    sandbox, source, status, volume,
 };
 use crate::{FINALIZER, namespace_storage, placement, resources, spec_check};
 
@@ -159,11 +159,40 @@ async fn apply_steps(c: &AgentComputer, ctx: &Context) -> Result<Result<Action>>
         };
         return finish_early(ctx, c, &ns, &old, stage, now, PENDING_RETRY).await;
     }
-    let (node, newly_placed) = match place::place(ctx, c, &old, existing_pv.as_ref(), &agents) {
+    // 1a. A computer made from a source waits for it, and without a
+    // backup store goes only to the source's node.
+    let prepared = match known {
+        true => source::Prepared::Ready { only: None },
+        false => source::prepare(ctx, c, &ns)
+            .await
+            .in_step(Step::Placement)?,
+    };
+    let only = match prepared {
+        source::Prepared::Ready { only } => only,
+        source::Prepared::Wait { reason, why } => {
+            let stage = Stage::Unplaced { reason, why };
+            return finish_early(ctx, c, &ns, &old, stage, now, PENDING_RETRY).await;
+        }
+    };
+    let candidates = match &only {
+        Some(node) => agents
+            .iter()
+            .filter(|(n, _)| *n == node)
+            .map(|(n, a)| (n.clone(), a.clone()))
+            .collect(),
+        None => agents.clone(),
+    };
+    let (node, newly_placed) = match place::place(ctx, c, &old, existing_pv.as_ref(), &candidates) {
         Placement::Known(node) => (node, false),
         Placement::Chosen(node) => (node, true),
         Placement::Unplaced { reason, why } => {
-            let stage = Stage::Unplaced { reason, why };
+            let stage = match &only {
+                Some(node) if reason != crate::status::INVALID_SIZE => Stage::Unplaced {
+                    reason: agentcomputer_crds::placed_reasons::SOURCE_ON_ANOTHER_NODE,
+                    why: source::pinned_elsewhere(node, &why),
+                },
+                _ => Stage::Unplaced { reason, why },
+            };
             return finish_early(ctx, c, &ns, &old, stage, now, PENDING_RETRY).await;
         }
     };
@@ -222,6 +251,12 @@ async fn apply_steps(c: &AgentComputer, ctx: &Context) -> Result<Result<Action>>
         record(&mut failures, Step::Placement, labelled);
     } else {
         ctx.forget(&c.uid().unwrap_or_default());
+    }
+
+    // 3b. A fork made: the snapshot it was made from goes (tried again
+    // at the next reconcile; the fork itself is fine either way).
+    if !newly_placed && let Err(e) = source::release_fork(ctx, c, &ns).await {
+        tracing::warn!(computer = %c.name_any(), error = %e, "cannot delete the snapshot the fork was made from yet");
     }
 
     // 4. Egress policy: applied whatever happened to the steps before.

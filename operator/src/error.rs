@@ -28,6 +28,9 @@ pub enum Error {
     /// independent of them ran.
     #[error("{}", crate::steps::describe_all(.0))]
     Steps(Vec<crate::steps::StepFailure>),
+    /// A node agent could not be reached or refused a call.
+    #[error("node agent: {0}")]
+    Agent(String),
 }
 
 impl Error {
@@ -49,6 +52,7 @@ impl Error {
             Error::Config(_) => "config",
             Error::InvalidSpec(_) => "invalid-spec",
             Error::Steps(f) => f.first().map_or("steps", |f| f.error.reason()),
+            Error::Agent(_) => "agent",
         }
     }
 

@@ -29,6 +29,7 @@ pub mod reconciled;
 pub mod relocation;
 pub mod resources;
 pub mod share_gateway;
+pub mod snapshots;
 pub mod spec_check;
 pub mod status;
 pub mod steps;

@@ -2,7 +2,8 @@
 //!
 //! Reads the in-cluster or KUBECONFIG credentials, serves /metrics /healthz
 //! /readyz, waits for the leader Lease (unless disabled), then reconciles
-//! every AgentComputer until SIGTERM or lost leadership.
+//! every AgentComputer (and ComputerSnapshot) until SIGTERM or lost
+//! leadership.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -252,7 +253,12 @@ async fn main() -> anyhow::Result<()> {
         Some(identity),
     ));
 
-    let run = controller
+    let snapshots = agentcomputer_operator::snapshots::run(
+        client.clone(),
+        ctx.clone(),
+        agentcomputer_operator::shutdown_signal(),
+    );
+    let computers = controller
         .graceful_shutdown_on(agentcomputer_operator::shutdown_signal())
         .run(reconcile, error_policy, ctx)
         .for_each(|res| async move {
@@ -260,6 +266,7 @@ async fn main() -> anyhow::Result<()> {
                 tracing::warn!(error = %e, "controller error");
             }
         });
+    let run = futures::future::join(computers, snapshots);
     match held {
         Some(held) => {
             let fence = held.fence();
@@ -275,7 +282,9 @@ async fn main() -> anyhow::Result<()> {
                 }
             }
         }
-        None => run.await,
+        None => {
+            run.await;
+        }
     }
     Ok(())
 }

@@ -548,6 +548,7 @@ mod tests {
             limits: Default::default(),
             node_selector: None,
             tolerations: None,
+            source: None,
         }
     }
 

@@ -69,6 +69,7 @@ pub fn resource(args: &CreateArgs) -> Result<AgentComputer> {
         limits: ExecLimits::default(),
         node_selector: None,
         tolerations: None,
+        source: None,
     };
     Ok(AgentComputer {
         metadata: ObjectMeta {

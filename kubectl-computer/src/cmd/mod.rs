@@ -1,5 +1,6 @@
 //! One module per group of subcommands.
 
+pub mod archive;
 pub mod backup;
 pub mod backup_store;
 pub mod computers;
@@ -10,4 +11,5 @@ pub mod mount;
 pub mod search;
 pub mod share;
 pub mod snapshots;
+pub mod tar_stream;
 pub mod trees;

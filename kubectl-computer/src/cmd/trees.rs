@@ -1,22 +1,16 @@
 //! `put -r` and `get -r`: directory trees in and out of a computer as tar
-//! streams (the node agent's Import and Export). Neither side holds the
-//! archive: it is written and read on blocking threads through bounded
-//! channels of 1 MiB chunks.
+//! streams (the node agent's Import and Export, carried by
+//! [`tar_stream`]), packed from and unpacked into a local directory.
 
-use std::io::{Read, Write};
+use std::io::Read;
 use std::path::{Path, PathBuf};
 
-use agentcomputer_proto::CHUNK_BYTES;
 use agentcomputer_proto::v1 as pb;
-use tokio::sync::{mpsc, oneshot};
-use tokio_stream::wrappers::ReceiverStream;
 
+use super::tar_stream;
 use crate::client::Client;
 use crate::error::{CliError, Result, local_io};
 use crate::format::shown;
-
-/// Chunks in flight between the tar thread and the call.
-const AHEAD: usize = 4;
 
 /// The name a copy of `path` gets inside an existing directory: its last
 /// component (`.` and `/` ends ignored).
@@ -86,90 +80,22 @@ pub async fn put_tree(
             remote
         }
     };
-    let (tx, rx) = mpsc::channel::<pb::ImportRequest>(AHEAD);
-    let (fail_tx, fail_rx) = oneshot::channel::<CliError>();
     let header = pb::ImportHeader {
         computer,
         path: dest,
     };
     let root = local.to_path_buf();
-    let writer = tokio::task::spawn_blocking(move || {
-        use pb::import_request::Msg;
-        if tx
-            .blocking_send(pb::ImportRequest {
-                msg: Some(Msg::Header(header)),
-            })
-            .is_err()
-        {
-            return;
-        }
-        let sink = ImportSink {
-            tx: tx.clone(),
-            buf: Vec::with_capacity(CHUNK_BYTES),
-        };
+    let shown_root = root.clone();
+    let produce = move |sink: &mut tar_stream::ImportSink| {
         let mut builder = tar::Builder::new(sink);
         builder.follow_symlinks(false);
         builder.mode(tar::HeaderMode::Complete);
-        let written = builder
-            .append_dir_all(".", &root)
-            .and_then(|()| builder.into_inner())
-            .and_then(|mut sink| sink.flush());
-        match written {
-            Ok(()) => {
-                let _ = tx.blocking_send(pb::ImportRequest {
-                    msg: Some(Msg::End(pb::ImportEnd {})),
-                });
-            }
-            // The call ended first: its answer says why.
-            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {}
-            // Without its end message the agent stops unpacking.
-            Err(e) => {
-                let _ = fail_tx.send(local_io("cannot read", &root, e));
-            }
-        }
-    });
-    let result = tokio::select! {
-        biased;
-        Ok(e) = fail_rx => Err(e),
-        r = client.import(ReceiverStream::new(rx)) => r.map(|_| ()).map_err(CliError::from),
+        builder.append_dir_all(".", &root)?;
+        builder.finish()
     };
-    writer.abort();
-    result
-}
-
-/// The tar stream as Import data messages of [`CHUNK_BYTES`].
-struct ImportSink {
-    tx: mpsc::Sender<pb::ImportRequest>,
-    buf: Vec<u8>,
-}
-
-impl ImportSink {
-    fn send(&mut self) -> std::io::Result<()> {
-        if self.buf.is_empty() {
-            return Ok(());
-        }
-        let data = std::mem::replace(&mut self.buf, Vec::with_capacity(CHUNK_BYTES));
-        self.tx
-            .blocking_send(pb::ImportRequest {
-                msg: Some(pb::import_request::Msg::Data(data)),
-            })
-            .map_err(|_| std::io::ErrorKind::BrokenPipe.into())
-    }
-}
-
-impl Write for ImportSink {
-    fn write(&mut self, data: &[u8]) -> std::io::Result<usize> {
-        let n = data.len().min(CHUNK_BYTES - self.buf.len());
-        self.buf.extend_from_slice(&data[..n]);
-        if self.buf.len() == CHUNK_BYTES {
-            self.send()?;
-        }
-        Ok(n)
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        self.send()
-    }
+    let failed = move |e| local_io("cannot read", &shown_root, e);
+    tar_stream::send(client, header, produce, failed).await?;
+    Ok(())
 }
 
 /// Downloads the remote directory `remote` as `local`, as `cp -r` does:
@@ -205,44 +131,12 @@ pub async fn get_tree(
         local.to_path_buf()
     };
     std::fs::create_dir_all(&target).map_err(|e| local_io("cannot create", &target, e))?;
-    let mut stream = client
-        .export(pb::ExportRequest {
-            computer,
-            path: remote,
-        })
-        .await?
-        .into_inner();
-    let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<u8>>(AHEAD);
+    let req = pb::ExportRequest {
+        computer,
+        path: remote,
+    };
     let dest = target.clone();
-    let unpack = tokio::task::spawn_blocking(move || {
-        unpack_local(
-            ChunkReader {
-                rx,
-                chunk: Vec::new(),
-                at: 0,
-            },
-            &dest,
-        )
-    });
-    let fed: Result<()> = async {
-        while let Some(chunk) = stream.message().await? {
-            let tx = tx.clone();
-            let sent = tokio::task::spawn_blocking(move || tx.send(chunk.data).is_ok())
-                .await
-                .unwrap_or(false);
-            if !sent {
-                break;
-            }
-        }
-        Ok(())
-    }
-    .await;
-    drop(tx);
-    let unpacked = unpack
-        .await
-        .map_err(|e| CliError::new(format!("unpacking stopped: {e}")))?;
-    fed?;
-    unpacked
+    tar_stream::receive(client, req, move |reader| unpack_local(reader, &dest)).await
 }
 
 /// The process's umask (read by setting it and putting it back).
@@ -326,31 +220,6 @@ fn unpack_local(archive: impl Read, dest: &Path) -> Result<()> {
         let _ = std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(mode));
     }
     Ok(())
-}
-
-/// The Export stream, read on the blocking thread.
-struct ChunkReader {
-    rx: std::sync::mpsc::Receiver<Vec<u8>>,
-    chunk: Vec<u8>,
-    at: usize,
-}
-
-impl Read for ChunkReader {
-    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        while self.at == self.chunk.len() {
-            match self.rx.recv() {
-                Ok(chunk) => {
-                    self.chunk = chunk;
-                    self.at = 0;
-                }
-                Err(_) => return Ok(0),
-            }
-        }
-        let n = buf.len().min(self.chunk.len() - self.at);
-        buf[..n].copy_from_slice(&self.chunk[self.at..self.at + n]);
-        self.at += n;
-        Ok(n)
-    }
 }
 
 #[cfg(test)]

@@ -6,6 +6,8 @@
 //!   `PATH_MAX`, at most [`METADATA_BUDGET`] bytes of headers per entry.
 //!   Each file is written unnamed and linked in once its data is all there,
 //!   so a failure leaves only whole entries behind.
+//! - [`unpack_whole`] unpacks with a [`Guard`] all or nothing: into a
+//!   hidden directory, merged into the target only once every entry is in.
 //! - [`Packer`] writes a tree as GNU tar without following any symlink
 //!   under it, with an iterative walk (any depth costs heap, not stack).
 //! - [`list`] reads an archive's entries without unpacking them, under the
@@ -22,6 +24,7 @@ mod list;
 mod metered;
 mod names;
 mod pack;
+mod staged;
 mod unpack;
 
 pub use error::ArchiveError;
@@ -29,6 +32,7 @@ pub use list::{Listed, list};
 pub use metered::METADATA_BUDGET;
 pub use names::{MAX_NAME_BYTES, components};
 pub use pack::Packer;
+pub use staged::{STAGING_PREFIX, unpack_whole};
 pub use unpack::{Guard, Unpacked};
 
 /// Bytes of file data copied per step, either way (1 MiB).

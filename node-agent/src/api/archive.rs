@@ -9,13 +9,15 @@
 //!
 //! An archive comes from whoever holds the token, so Import trusts none of
 //! its names: the packing and the guarded unpacking are those of
-//! `agentcomputer-archive` ([`Guard`], [`Packer`]), which the shell
-//! runtime's `tar` uses too; this file carries them over gRPC streams and
-//! turns their errors into statuses ([`archive_status`]).
+//! `agentcomputer-archive` ([`unpack_whole`], [`Packer`]), whose guard the
+//! shell runtime's `tar` uses too; this file carries them over gRPC streams
+//! and turns their errors into statuses ([`archive_status`]). An Import is
+//! all or nothing: unpacked into a hidden directory under the target and
+//! merged in only once the whole archive is in.
 
 use std::io::{Read, Write};
 
-use agentcomputer_archive::{ArchiveError, Guard, Packer};
+use agentcomputer_archive::{ArchiveError, Packer, unpack_whole};
 use agentcomputer_fs::FileKind;
 use agentcomputer_proto::{CHUNK_BYTES, v1 as pb};
 use nix::errno::Errno;
@@ -137,8 +139,8 @@ impl Write for ChunkSink {
 
 /// Serves one Import stream; `authorize` checks the caller's credential
 /// for the computer the header names and returns its registry key.
-/// Errors: `EINVAL` for a stream not starting with a header and for every
-/// entry [`Guard`] refuses, `ECANCELED` for a stream that ends without
+/// Errors (each leaving the directory as it was): `EINVAL` for a stream
+/// not starting with a header and for every entry the guard refuses, `ECANCELED` for a stream that ends without
 /// `ImportEnd`, path errors of the directory (`ENOTDIR`, `ENOENT`), the
 /// engine's errors naming the entry (`ENOSPC`, `EDQUOT`), and
 /// `DEADLINE_EXCEEDED` when no message came for the idle timeout.
@@ -185,8 +187,7 @@ pub async fn import(
                 chunk: Vec::new(),
                 at: 0,
             };
-            Guard::new(&fs, dir.ino, OWNER)
-                .unpack(reader)
+            unpack_whole(&fs, dir.ino, OWNER, reader)
                 .map(|done| pb::ImportResponse {
                     entries: done.entries,
                     bytes: done.bytes,

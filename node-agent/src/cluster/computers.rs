@@ -129,6 +129,9 @@ async fn apply(node: &Arc<Node>, computer: &AgentComputer) {
         Err(RegistryError::NotFound(_)) if node.was_deleted(&uid) => {
             warn!(computer = %shown, %uid, "its volume and data were deleted; not creating a new database");
         }
+        Err(RegistryError::NotFound(_)) if source_of(computer).is_some() => {
+            changed |= create_from_source(node, computer, &uid, config).await;
+        }
         Err(RegistryError::NotFound(_)) => {
             let root = sandbox_owner(node, &uid).await;
             match node.registry.create_with(&uid, config.clone(), root).await {
@@ -163,6 +166,57 @@ async fn apply(node: &Arc<Node>, computer: &AgentComputer) {
         // The capacity depends on the computers here and their quotas.
         node.placement_changed.notify_one();
     }
+}
+
+/// The snapshot a computer with `spec.source` starts from: the annotation
+/// the operator writes before it places the computer.
+fn source_of(computer: &AgentComputer) -> Option<&str> {
+    computer
+        .metadata
+        .annotations
+        .as_ref()?
+        .get(labels::SOURCE_SNAPSHOT)
+        .map(String::as_str)
+}
+
+/// Makes computer `uid`'s database from its source snapshot (restored
+/// from the backup store, wherever it was taken) and applies its own spec
+/// to it. A computer whose backup exists already (served before, on this
+/// node or another) is restored from that instead. Nothing is made when
+/// the snapshot cannot be read: an empty computer would pass for the
+/// copy; the next event of the computer tries again. Returns whether a
+/// computer was made.
+async fn create_from_source(
+    node: &Arc<Node>,
+    computer: &AgentComputer,
+    uid: &str,
+    config: crate::computer::Config,
+) -> bool {
+    let shown = spec::display_name(computer);
+    let Some(snapshot) = source_of(computer) else {
+        return false;
+    };
+    let source = crate::registry::SnapshotSource::Snapshot(snapshot.to_string());
+    match node.registry.create_from(uid, &source).await {
+        Ok(_) => {
+            info!(computer = %shown, %uid, snapshot, "created the computer from its source snapshot")
+        }
+        // Its own backup exists: it was made before.
+        Err(RegistryError::AlreadyExists(_)) => {
+            if let Err(e) = node.registry.acquire(uid).await {
+                warn!(computer = %shown, error = %e, "cannot restore the computer from its backup");
+                return false;
+            }
+        }
+        Err(e) => {
+            warn!(computer = %shown, %uid, snapshot, error = %e, "cannot create the computer from its source snapshot; it is not created empty");
+            return false;
+        }
+    }
+    if let Err(e) = node.registry.update(uid, config).await {
+        warn!(computer = %shown, error = %e, "cannot apply the spec to the computer made from its source");
+    }
+    true
 }
 
 /// Gives computer `uid` deny-all egress at every enforcement point this

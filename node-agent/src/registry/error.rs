@@ -13,6 +13,10 @@ pub enum RegistryError {
     /// No computer has this name.
     #[error("computer \"{0}\" not found")]
     NotFound(String),
+    /// The computer was deleted while the call worked on it: nothing of
+    /// the call was kept.
+    #[error("computer \"{name}\" was deleted during the {what}; no {what} was kept")]
+    DeletedDuring { name: String, what: &'static str },
     /// `create` of a name that is taken.
     #[error("computer \"{0}\" already exists")]
     AlreadyExists(String),

@@ -151,8 +151,29 @@ impl Registry {
                 name: name.to_string(),
                 source,
             })?;
-        let synced = self.sync(name).await?;
+        let deleted = || RegistryError::DeletedDuring {
+            name: name.to_string(),
+            what: "snapshot",
+        };
+        let synced = match self.sync(name).await {
+            Ok(synced) => synced,
+            // Its log went with it.
+            Err(_) if lease.deleted() => return Err(deleted()),
+            Err(e) => return Err(e),
+        };
         drop(lease);
+        // Recorded under the computer's lock, which a deletion holds from
+        // its start to the end of its log's removal, and only while the
+        // computer still has the log the position is of: a record written
+        // after the deletion listed the log's snapshots would outlive it
+        // (its name taken for good, a position of a log that is gone).
+        let _guard = self.inner.names.lock(name).await;
+        let current = Settings::load(&self.dir_of(name))
+            .ok()
+            .and_then(|s| s.backup_id);
+        if current.as_deref() != Some(id.as_str()) {
+            return Err(deleted());
+        }
         let mut info = self
             .record_snapshot(name, &id, &snap, synced.position, &existing)
             .await?;

@@ -25,6 +25,7 @@ fn computer(annotations: &[(&str, &str)]) -> AgentComputer {
             limits: Default::default(),
             node_selector: None,
             tolerations: None,
+            source: None,
         },
     );
     c.metadata.annotations = Some(

@@ -27,7 +27,12 @@ use kube::{Resource, ResourceExt};
 
 /// Name of the computer's PersistentVolume (cluster-scoped, so keyed by uid).
 pub fn pv_name(c: &AgentComputer) -> String {
-    format!("agentcomputer-{}", c.uid().unwrap_or_default())
+    pv_name_of(&c.uid().unwrap_or_default())
+}
+
+/// Name of the PersistentVolume of the computer of uid `uid`.
+pub fn pv_name_of(uid: &str) -> String {
+    format!("agentcomputer-{uid}")
 }
 
 /// Name of the computer's PersistentVolumeClaim.

@@ -243,6 +243,7 @@ mod tests {
                 limits: Default::default(),
                 node_selector: None,
                 tolerations: None,
+                source: None,
             },
         );
         c.metadata.namespace = Some("ns".into());

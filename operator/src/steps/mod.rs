@@ -24,6 +24,7 @@ pub mod events;
 pub mod place;
 pub mod relocation;
 pub mod sandbox;
+pub mod source;
 pub mod status;
 pub mod volume;
 
@@ -154,6 +155,7 @@ pub fn condition_reason(e: &Error) -> String {
         (None, Error::Serialize(_)) => "SerializeFailed".into(),
         (None, Error::Config(_)) => "Misconfigured".into(),
         (None, Error::InvalidSpec(_)) => "InvalidSpec".into(),
+        (None, Error::Agent(_)) => "NodeAgentFailed".into(),
         (None, Error::Steps(f)) => f
             .first()
             .map(StepFailure::reason)

@@ -21,6 +21,7 @@ mod moves;
 mod network;
 mod nodes;
 mod runtimes;
+mod snapshots;
 mod survival;
 
 use install::*;
@@ -70,6 +71,11 @@ pub const STEPS: &[Step] = &[
         name: "backup",
         required: false,
         run: backup::backup,
+    },
+    Step {
+        name: "a computer from a ComputerSnapshot on another node",
+        required: false,
+        run: snapshots::fork_across_nodes,
     },
     Step {
         name: "sandbox pod mounts the volume",
