@@ -6,6 +6,8 @@
 //!   both change on their own;
 //! - a source that does not exist keeps the computer Pending
 //!   (`SourceNotFound`);
+//! - a fork deletes the snapshot it was made from once made, or once
+//!   deleted before it was made;
 //! - without the agents' backup store (operator without `--moves`) a
 //!   computer that its source's node cannot take waits with
 //!   `SourceOnAnotherNode`; with it (`--moves`), the same computer is
@@ -218,6 +220,39 @@ async fn computers_start_from_snapshots_and_other_computers() {
     let why = placed_becomes(&computers, "far", "SourceOnAnotherNode").await;
     assert!(why.contains(&format!("its source is on node {A}")), "{why}");
     assert!(why.contains("no backup store"), "{why}");
+
+    // --- A fork that never got a node, deleted: the snapshot taken for
+    // it goes too. ---
+    let doomed = json!({"storage": {"size": "64Mi"},
+        "nodeSelector": {"kubernetes.io/hostname": "nowhere"},
+        "source": {"kind": "AgentComputer", "name": "origin"}});
+    computers
+        .create(&PostParams::default(), &computer("doomed", doomed))
+        .await
+        .unwrap();
+    placed_becomes(&computers, "doomed", "SourceOnAnotherNode").await;
+    let doomed_handle = format!(
+        "fork-{}",
+        computers.get("doomed").await.unwrap().uid().unwrap()
+    );
+    assert!(
+        at_origin
+            .clone()
+            .find(&doomed_handle)
+            .await
+            .unwrap()
+            .is_some(),
+        "the fork's snapshot is taken before it is placed"
+    );
+    computers
+        .delete("doomed", &kube::api::DeleteParams::default())
+        .await
+        .unwrap();
+    eventually(60, "the doomed fork's snapshot deleted", || async {
+        let gone = computers.get_opt("doomed").await.ok()?.is_none();
+        (gone && at_origin.clone().find(&doomed_handle).await.ok()?.is_none()).then_some(())
+    })
+    .await;
 
     // --- With the store (--moves), it goes to node-b, whose agent
     // restores the snapshot from the store. ---

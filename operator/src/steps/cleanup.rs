@@ -33,6 +33,10 @@ pub async fn cleanup(c: &AgentComputer, ctx: &Context) -> Result<Action> {
         .ok_or(Error::MissingField("metadata.namespace"))?;
     let client = &ctx.client;
     ctx.forget(&c.uid().unwrap_or_default());
+    // Best effort: the snapshot a fork not made yet was to come from.
+    if let Err(e) = super::source::release_fork(ctx, c, &ns).await {
+        tracing::warn!(computer = %c.name_any(), error = %e, "cannot delete the snapshot the fork was to be made from");
+    }
     let old = c.status.clone().unwrap_or_default();
     if old.phase != Some(ComputerPhase::Terminating) {
         let mut next = old.clone();

@@ -100,8 +100,9 @@ pub async fn prepare(ctx: &Context, c: &AgentComputer, ns: &str) -> Result<Prepa
 }
 
 /// Deletes the snapshot a fork was made from once the fork's node agent
-/// has made it (it reports the fork's usage): the snapshot was the
-/// fork's source only, and would count against its source's snapshots.
+/// has made it (it reports the fork's usage), or once the fork is being
+/// deleted: the snapshot was the fork's source only, and would count
+/// against its source's snapshots.
 /// The annotation goes after it, so that a failed delete is tried again.
 /// A source deleted since took its snapshots with it. Errors: the API
 /// server's, or the source's node agent's.
@@ -114,11 +115,13 @@ pub async fn release_fork(ctx: &Context, c: &AgentComputer, ns: &str) -> Result<
     else {
         return Ok(());
     };
-    let made = c
-        .status
-        .as_ref()
-        .and_then(|s| s.volume.as_ref())
-        .is_some_and(|v| v.bytes_used.is_some());
+    // Made (its agent reports its usage), or going (a fork deleted before
+    // its agent made it has no use for the snapshot either).
+    let made = c.metadata.deletion_timestamp.is_some()
+        || c.status
+            .as_ref()
+            .and_then(|s| s.volume.as_ref())
+            .is_some_and(|v| v.bytes_used.is_some());
     let Some(handle) = annotated(c).filter(|h| h.starts_with("fork-")) else {
         return Ok(());
     };
@@ -128,6 +131,9 @@ pub async fn release_fork(ctx: &Context, c: &AgentComputer, ns: &str) -> Result<
     let api = Api::<AgentComputer>::namespaced(ctx.client.clone(), ns);
     if let Some(from) = api.get_opt(&source.name).await? {
         snapshots::delete_for_copy(ctx, &from, ns, handle).await?;
+    }
+    if c.metadata.deletion_timestamp.is_some() {
+        return Ok(());
     }
     let patch = serde_json::json!({"metadata": {"annotations": {labels::SOURCE_SNAPSHOT: null}}});
     api.patch(&c.name_any(), &merge_params(), &Patch::Merge(&patch))
