@@ -693,3 +693,54 @@ fn egress_policy(objects: &[serde_json::Value]) -> Option<&serde_json::Value> {
         o["kind"] == "NetworkPolicy" && o["spec"]["policyTypes"] == serde_json::json!(["Egress"])
     })
 }
+
+/// Who may reach the agents' gRPC port besides sandbox pods: the operator
+/// always (it takes ComputerSnapshots at the serving agent), the API
+/// gateway when it runs, and nobody else by default.
+#[test]
+fn the_agents_grpc_port_admits_the_operator_and_the_gateway_only() {
+    if support::skipped() {
+        return;
+    }
+    let grpc_peers = |objects: &[serde_json::Value]| -> Vec<serde_json::Value> {
+        let policy = objects
+            .iter()
+            .find(|o| o["kind"] == "NetworkPolicy" && o["spec"]["ingress"].is_array())
+            .expect("the node agents' ingress NetworkPolicy");
+        policy["spec"]["ingress"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|r| {
+                r["ports"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .any(|p| p["port"] == 7433)
+            })
+            .flat_map(|r| r["from"].as_array().unwrap().clone())
+            .collect()
+    };
+    let pods = |name: &str| {
+        serde_json::json!({"podSelector": {"matchLabels": {
+            "app.kubernetes.io/name": name, "app.kubernetes.io/instance": "ac"}}})
+    };
+    let sandboxes = serde_json::json!({"namespaceSelector": {}, "podSelector": {"matchLabels": {
+        "app.kubernetes.io/component": "sandbox",
+        "app.kubernetes.io/managed-by": "agentcomputer-operator"}}});
+    let defaults = render(&[]).unwrap_or_else(|e| panic!("helm template: {e}"));
+    assert_eq!(
+        grpc_peers(&defaults),
+        vec![sandboxes.clone(), pods("agentcomputer-operator")]
+    );
+    let with_gateway =
+        render(&["--set", "gateway.enabled=true"]).unwrap_or_else(|e| panic!("helm template: {e}"));
+    assert_eq!(
+        grpc_peers(&with_gateway),
+        vec![
+            sandboxes,
+            pods("agentcomputer-operator"),
+            pods("agentcomputer-gateway")
+        ]
+    );
+}
