@@ -6,7 +6,7 @@ use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
-use agentcomputer_node_agent::backup::BackupUrl;
+use agentcomputer_node_agent::backup::{BackupTarget, BackupUrl};
 
 mod common;
 use agentcomputer_node_agent::{LocalConfig, serve};
@@ -38,7 +38,9 @@ impl Agent {
                 agentcomputer_node_agent::local::LocalShare::bind("127.0.0.1:0".parse().unwrap())
                     .unwrap(),
             ),
-            backup: Some(BackupUrl::Dir(data.join("log"))),
+            backup: Some(std::sync::Arc::new(
+                BackupTarget::open(&BackupUrl::Dir(data.join("log"))).unwrap(),
+            )),
         };
         let thread = std::thread::spawn(move || {
             let rt = tokio::runtime::Runtime::new().unwrap();
