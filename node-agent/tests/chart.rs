@@ -94,23 +94,8 @@ fn the_chart_serves_share_links_when_asked() {
             .any(|p| p["name"] == "share" && p["containerPort"] == 7434),
         "{ports}"
     );
-    let policy = objects
-        .iter()
-        .find(|o| o["kind"] == "NetworkPolicy" && o["spec"]["ingress"].is_array())
-        .expect("the node agents' ingress NetworkPolicy");
-    let share_rules: Vec<&serde_json::Value> = policy["spec"]["ingress"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|r| {
-            r["ports"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .any(|p| p["port"] == 7434)
-        })
-        .collect();
-    assert_eq!(share_rules.len(), 1, "{policy}");
+    let share_rules = ingress_rules_on(&objects, 7434);
+    assert_eq!(share_rules.len(), 1, "{share_rules:?}");
     assert_eq!(
         share_rules[0]["from"],
         serde_json::json!([{"podSelector": {"matchLabels": {"app": "share-gateway"}}}])
@@ -120,6 +105,27 @@ fn the_chart_serves_share_links_when_asked() {
         refused.contains("nodeAgent.share.url is required"),
         "{refused}"
     );
+}
+
+/// The rules of the node agents' ingress NetworkPolicy that open `port`.
+fn ingress_rules_on(objects: &[serde_json::Value], port: u16) -> Vec<serde_json::Value> {
+    let policy = objects
+        .iter()
+        .find(|o| o["kind"] == "NetworkPolicy" && o["spec"]["ingress"].is_array())
+        .expect("the node agents' ingress NetworkPolicy");
+    policy["spec"]["ingress"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| {
+            r["ports"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|p| p["port"] == port)
+        })
+        .cloned()
+        .collect()
 }
 
 /// The node-agent container of the rendered DaemonSets.
@@ -269,23 +275,8 @@ fn the_chart_runs_the_share_gateway_when_asked() {
         named("Role")["rules"],
         serde_json::json!([{"apiGroups": [""], "resources": ["pods"], "verbs": ["list", "watch"]}])
     );
-    let policy = objects
-        .iter()
-        .find(|o| o["kind"] == "NetworkPolicy" && o["spec"]["ingress"].is_array())
-        .expect("the node agents' ingress NetworkPolicy");
-    let share_rules: Vec<&serde_json::Value> = policy["spec"]["ingress"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|r| {
-            r["ports"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .any(|p| p["port"] == 7434)
-        })
-        .collect();
-    assert_eq!(share_rules.len(), 1, "{policy}");
+    let share_rules = ingress_rules_on(&objects, 7434);
+    assert_eq!(share_rules.len(), 1, "{share_rules:?}");
     assert_eq!(
         share_rules[0]["from"],
         serde_json::json!([
@@ -703,21 +694,8 @@ fn the_agents_grpc_port_admits_the_operator_and_the_gateway_only() {
         return;
     }
     let grpc_peers = |objects: &[serde_json::Value]| -> Vec<serde_json::Value> {
-        let policy = objects
+        ingress_rules_on(objects, 7433)
             .iter()
-            .find(|o| o["kind"] == "NetworkPolicy" && o["spec"]["ingress"].is_array())
-            .expect("the node agents' ingress NetworkPolicy");
-        policy["spec"]["ingress"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter(|r| {
-                r["ports"]
-                    .as_array()
-                    .unwrap()
-                    .iter()
-                    .any(|p| p["port"] == 7433)
-            })
             .flat_map(|r| r["from"].as_array().unwrap().clone())
             .collect()
     };
