@@ -8,6 +8,7 @@
 //! serve the same calls, and a computer that moves is followed at its
 //! next call.
 
+pub mod deleted;
 pub mod forward;
 pub mod limits;
 pub mod mcp;

@@ -14,6 +14,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use agentcomputer_crds::AgentComputer;
+use agentcomputer_gateway::deleted::Deleted;
 use agentcomputer_gateway::limits::{LimitSettings, Limits};
 use agentcomputer_gateway::mcp::McpServers;
 use agentcomputer_gateway::metrics::Metrics;
@@ -112,6 +113,8 @@ async fn main() -> anyhow::Result<()> {
         .await
         .map_err(|e| anyhow::anyhow!("no Kubernetes client (in-cluster or KUBECONFIG): {e}"))?;
     let (computers, writer) = reflector::store::<AgentComputer>();
+    let deleted = Arc::new(Deleted::new());
+    let watch_deleted = deleted.clone();
     tokio::spawn(
         reflector::reflector(
             writer,
@@ -121,10 +124,14 @@ async fn main() -> anyhow::Result<()> {
             ),
         )
         .default_backoff()
-        .for_each(|ev| async move {
-            if let Err(e) = ev {
-                tracing::warn!(error = %e, "watch of AgentComputers failed; retrying");
+        .for_each(move |ev| {
+            match ev {
+                Ok(ev) => watch_deleted.observe(&ev),
+                Err(e) => {
+                    tracing::warn!(error = %e, "watch of AgentComputers failed; retrying")
+                }
             }
+            futures::future::ready(())
         }),
     );
 
@@ -149,7 +156,7 @@ async fn main() -> anyhow::Result<()> {
     });
     let metrics = Metrics::new();
     let gw = Arc::new(Gateway {
-        routes: Routes::new(computers.clone()),
+        routes: Routes::new(computers.clone(), deleted),
         upstreams: Upstreams::new(agent_tls),
         limits: Limits::new(LimitSettings {
             per_computer_in_flight: args.per_computer_in_flight as usize,

@@ -90,7 +90,7 @@ async fn refuse(req: Request, status: StatusCode, message: &str) -> Response {
 /// Serves one MCP request for the computer its path names. 401 (with
 /// `WWW-Authenticate: Bearer`) without a computer's current token; 404
 /// when the token's computer is not the one named (the same answer as for
-/// a computer that does not exist); 503 when it has no serving agent now.
+/// a computer that does not exist) or was deleted (then saying so); 503 when it has no serving agent now.
 pub async fn serve(State(gw): State<Arc<Gateway>>, mut req: Request) -> Response {
     let Some((ns, name)) = computer_of(req.uri().path()) else {
         return refuse(req, StatusCode::NOT_FOUND, "expected /mcp/NAMESPACE/NAME").await;
@@ -108,7 +108,11 @@ pub async fn serve(State(gw): State<Arc<Gateway>>, mut req: Request) -> Response
             let message = NoRoute::NotServed { computer }.to_string();
             return refuse(req, StatusCode::SERVICE_UNAVAILABLE, &message).await;
         }
-        Err(NoRoute::NotServed { .. }) => {
+        Err(NoRoute::Deleted { computer }) if computer == format!("{ns}/{name}") => {
+            let message = NoRoute::Deleted { computer }.to_string();
+            return refuse(req, StatusCode::NOT_FOUND, &message).await;
+        }
+        Err(NoRoute::NotServed { .. } | NoRoute::Deleted { .. }) => {
             return refuse(req, StatusCode::NOT_FOUND, NOT_YOURS).await;
         }
     };

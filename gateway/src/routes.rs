@@ -12,12 +12,16 @@
 //! The agent behind checks the token again and that the call names the
 //! token's own computer: the gateway decides only where a call goes.
 
+use std::sync::Arc;
+
 use agentcomputer_crds::AgentComputer;
 use agentcomputer_runtime_contract::Runtime;
 use kube::ResourceExt;
 use kube::runtime::reflector::Store;
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
+
+use crate::deleted::Deleted;
 
 /// Where a call with a given credential goes.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -52,6 +56,13 @@ pub enum NoRoute {
     /// placed, or between two nodes).
     #[error("computer {computer} is not served by any node agent right now; retry shortly")]
     NotServed {
+        /// `NAMESPACE/NAME`.
+        computer: String,
+    },
+    /// The token was the last credential of a computer since deleted
+    /// ([`crate::deleted`]).
+    #[error("computer {computer} was deleted")]
+    Deleted {
         /// `NAMESPACE/NAME`.
         computer: String,
     },
@@ -113,22 +124,33 @@ pub fn route_in<'a>(
 }
 
 /// Routes over the gateway's watch cache of AgentComputers (every
-/// namespace).
+/// namespace) and its record of deleted computers.
 #[derive(Clone)]
 pub struct Routes {
     store: Store<AgentComputer>,
+    deleted: Arc<Deleted>,
 }
 
 impl Routes {
-    /// Routes over `store`.
-    pub fn new(store: Store<AgentComputer>) -> Routes {
-        Routes { store }
+    /// Routes over `store`; `deleted` is fed by the same watch.
+    pub fn new(store: Store<AgentComputer>, deleted: Arc<Deleted>) -> Routes {
+        Routes { store, deleted }
     }
 
-    /// The route of `token` now ([`route_in`]).
+    /// The route of `token` now ([`route_in`]); a deleted computer's last
+    /// token gets [`NoRoute::Deleted`] rather than [`NoRoute::Unknown`].
     pub fn route(&self, token: Option<&str>) -> Result<Route, NoRoute> {
         let all = self.store.state();
-        route_in(all.iter().map(|c| c.as_ref()), token)
+        match route_in(all.iter().map(|c| c.as_ref()), token) {
+            Err(NoRoute::Unknown) => {
+                let fp = fingerprint(token.unwrap_or(""));
+                Err(match self.deleted.computer(&fp) {
+                    Some(computer) => NoRoute::Deleted { computer },
+                    None => NoRoute::Unknown,
+                })
+            }
+            other => other,
+        }
     }
 }
 

@@ -4,7 +4,8 @@
 //! client-streaming upload, a bidirectional exec with streamed stdin),
 //! wrong, missing and rotated credentials are refused, the route follows
 //! the agent when its address changes, each limit refuses with
-//! RESOURCE_EXHAUSTED naming itself, and `/metrics` counts the calls. The
+//! RESOURCE_EXHAUSTED naming itself, `/metrics` counts the calls, and a
+//! deleted computer's last token gets NOT_FOUND. The
 //! gateway runs with the RBAC the chart renders for it.
 
 mod cluster_support;
@@ -489,6 +490,30 @@ async fn the_gateway_routes_each_credential_to_its_computer() {
     let s = refused.expect("twenty calls back to back passed a rate of two a second");
     assert_eq!(s.code(), Code::ResourceExhausted, "{s:?}");
     assert!(s.message().contains("--per-token-rate"), "{s:?}");
+
+    // A deleted computer: its last token gets NOT_FOUND naming it, over
+    // gRPC and MCP, while a token that never was valid stays
+    // UNAUTHENTICATED.
+    {
+        use agentcomputer_crds::AgentComputer;
+        use kube::api::{Api, DeleteParams};
+        let api = Api::<AgentComputer>::namespaced(admin.clone(), NS_B);
+        let _ = api.delete("beta", &DeleteParams::default()).await.unwrap();
+    }
+    let s = eventually(60, "the deleted computer's token answered", || {
+        let (mut b, beta) = (b.clone(), beta.clone());
+        async move {
+            let r = exec(&mut b, &beta, pb::Runtime::Shell, "true").await;
+            r.err().filter(|s| s.code() == Code::NotFound)
+        }
+    })
+    .await;
+    assert!(s.message().contains("team-b/beta was deleted"), "{s:?}");
+    let (status, body) = post(&format!("{}/mcp/{NS_B}/beta", gw.api), &tb).await;
+    assert_eq!(status, 404, "{body}");
+    assert!(body.contains("was deleted"), "{body}");
+    let (code, _) = code_of(exec(&mut wrong, &alpha, pb::Runtime::Shell, "true").await);
+    assert_eq!(code, Code::Unauthenticated);
 
     tight.proc.kill();
     gw.proc.kill();
