@@ -50,7 +50,8 @@ pub fn bearer(headers: &HeaderMap) -> Option<&str> {
 
 /// Forwards `req` (a call of [`SERVICE_PREFIX`]), or answers it with the
 /// gateway's own refusal: `UNAUTHENTICATED` without a computer's current
-/// token, `UNAVAILABLE` when its computer has no serving agent now or the
+/// token, `NOT_FOUND` with a deleted computer's last token
+/// ([`crate::deleted`]), `UNAVAILABLE` when its computer has no serving agent now or the
 /// agent cannot be reached, `RESOURCE_EXHAUSTED` past a limit
 /// ([`crate::limits`]).
 pub async fn forward(State(gw): State<Arc<Gateway>>, req: Request) -> Response {
@@ -71,6 +72,7 @@ pub async fn forward(State(gw): State<Arc<Gateway>>, req: Request) -> Response {
                     tonic::Status::unauthenticated(e.to_string())
                 }
                 NoRoute::NotServed { .. } => tonic::Status::unavailable(e.to_string()),
+                NoRoute::Deleted { .. } => tonic::Status::not_found(e.to_string()),
             };
             return gw.refuse(&method, None, peer, start, status);
         }
@@ -117,13 +119,16 @@ pub async fn forward(State(gw): State<Arc<Gateway>>, req: Request) -> Response {
             let code = status_of(&parts.headers);
             let mut end = end;
             end.code = code;
-            Response::from_parts(
-                parts,
-                Body::new(Observed {
-                    inner: body,
-                    end: Some(end),
-                }),
-            )
+            // The call is over for the client once it has the status: its
+            // places in the limits are free before it can send the next.
+            let end = match code {
+                Some(_) => {
+                    drop(end);
+                    None
+                }
+                None => Some(end),
+            };
+            Response::from_parts(parts, Body::new(Observed { inner: body, end }))
         }
         Err(e) => {
             let status = tonic::Status::unavailable(format!(
@@ -180,7 +185,8 @@ impl Drop for CallEnd {
 }
 
 /// The agent's response body, passed through frame by frame, watching for
-/// the trailers' status.
+/// the trailers' status (the call ends there, or when the body ends or is
+/// dropped).
 struct Observed {
     inner: tonic::body::Body,
     end: Option<CallEnd>,
@@ -197,8 +203,10 @@ impl http_body::Body for Observed {
         let polled = Pin::new(&mut self.inner).poll_frame(cx);
         match &polled {
             Poll::Ready(Some(Ok(frame))) => {
+                // The trailers end the call: it is recorded, and its places
+                // in the limits freed, before the client can see them.
                 if let Some(code) = frame.trailers_ref().and_then(status_of)
-                    && let Some(end) = &mut self.end
+                    && let Some(mut end) = self.end.take()
                 {
                     end.code = Some(code);
                 }
