@@ -722,3 +722,132 @@ fn the_agents_grpc_port_admits_the_operator_and_the_gateway_only() {
         ]
     );
 }
+
+/// The gateway announces its address on its Service (what `kubectl
+/// computer credentials` prints) and, when asked, is exposed by two
+/// Ingresses (gRPC with its own annotations, MCP) or by a Gateway API
+/// GRPCRoute and HTTPRoute; each needs its host or parent.
+#[test]
+fn the_chart_exposes_the_gateway_when_asked() {
+    if support::skipped() {
+        return;
+    }
+    let of_kind = |objects: &[serde_json::Value], kind: &str| -> Vec<serde_json::Value> {
+        objects
+            .iter()
+            .filter(|o| o["kind"] == kind)
+            .cloned()
+            .collect()
+    };
+    let url = |objects: &[serde_json::Value]| -> String {
+        of_kind(objects, "Service")
+            .iter()
+            .find(|s| s["metadata"]["name"] == "ac-agent-computer-gateway")
+            .expect("the gateway's Service")["metadata"]["annotations"]
+            ["agentcomputer.dev/gateway-url"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    let plain = render(&["--set", "gateway.enabled=true"]).unwrap();
+    assert_eq!(
+        url(&plain),
+        "http://ac-agent-computer-gateway.agentcomputer-system.svc:443"
+    );
+    assert!(of_kind(&plain, "Ingress").is_empty());
+    assert!(of_kind(&plain, "GRPCRoute").is_empty());
+
+    let ingress = render(&[
+        "--set",
+        "gateway.enabled=true",
+        "--set",
+        "gateway.ingress.enabled=true",
+        "--set",
+        "gateway.ingress.host=agents.example.com",
+        "--set",
+        "gateway.ingress.tlsSecretName=agents-tls",
+        "--set",
+        "gateway.ingress.className=edge",
+        "--set",
+        "gateway.ingress.grpcAnnotations.nginx\\.ingress\\.kubernetes\\.io/backend-protocol=GRPC",
+    ])
+    .unwrap();
+    assert_eq!(url(&ingress), "https://agents.example.com");
+    let ingresses = of_kind(&ingress, "Ingress");
+    let paths: Vec<(&str, &str, bool)> = ingresses
+        .iter()
+        .map(|i| {
+            assert_eq!(i["spec"]["ingressClassName"], "edge");
+            assert_eq!(i["spec"]["tls"][0]["secretName"], "agents-tls");
+            let rule = &i["spec"]["rules"][0];
+            assert_eq!(rule["host"], "agents.example.com");
+            let path = &rule["http"]["paths"][0];
+            assert_eq!(
+                path["backend"]["service"]["name"],
+                "ac-agent-computer-gateway"
+            );
+            (
+                i["metadata"]["name"].as_str().unwrap(),
+                path["path"].as_str().unwrap(),
+                !i["metadata"]["annotations"].is_null(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        paths,
+        vec![
+            (
+                "ac-agent-computer-gateway-api",
+                "/agentcomputer.v1.AgentComputer/",
+                true
+            ),
+            ("ac-agent-computer-gateway-mcp", "/mcp/", false),
+        ]
+    );
+    let err = render(&[
+        "--set",
+        "gateway.enabled=true",
+        "--set",
+        "gateway.ingress.enabled=true",
+    ])
+    .unwrap_err();
+    assert!(
+        err.contains("gateway.ingress.enabled needs gateway.ingress.host"),
+        "{err}"
+    );
+
+    let routes = render(&[
+        "--set",
+        "gateway.enabled=true",
+        "--set",
+        "gateway.url=https://agents.example.com",
+        "--set",
+        "gateway.gatewayApi.enabled=true",
+        "--set",
+        "gateway.gatewayApi.parentRefs[0].name=public",
+        "--set",
+        "gateway.gatewayApi.hostnames[0]=agents.example.com",
+    ])
+    .unwrap();
+    assert_eq!(url(&routes), "https://agents.example.com");
+    let grpc = &of_kind(&routes, "GRPCRoute")[0];
+    assert_eq!(grpc["spec"]["parentRefs"][0]["name"], "public");
+    assert_eq!(grpc["spec"]["hostnames"][0], "agents.example.com");
+    assert_eq!(
+        grpc["spec"]["rules"][0]["matches"][0]["method"]["service"],
+        "agentcomputer.v1.AgentComputer"
+    );
+    let http = &of_kind(&routes, "HTTPRoute")[0];
+    assert_eq!(
+        http["spec"]["rules"][0]["matches"][0]["path"]["value"],
+        "/mcp/"
+    );
+    let err = render(&[
+        "--set",
+        "gateway.enabled=true",
+        "--set",
+        "gateway.gatewayApi.enabled=true",
+    ])
+    .unwrap_err();
+    assert!(err.contains("needs gateway.gatewayApi.parentRefs"), "{err}");
+}

@@ -84,3 +84,15 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 app.kubernetes.io/name: agentcomputer-gateway
 app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end -}}
+
+{{/* The API gateway's address as clients use it: gateway.url, else the
+Ingress host, else the Service's in the cluster. */}}
+{{- define "ac.apiGateway.url" -}}
+{{- if .Values.gateway.url -}}
+{{ .Values.gateway.url }}
+{{- else if and .Values.gateway.ingress.enabled .Values.gateway.ingress.host -}}
+{{ if .Values.gateway.ingress.tlsSecretName }}https{{ else }}http{{ end }}://{{ .Values.gateway.ingress.host }}
+{{- else -}}
+{{ if .Values.gateway.tls.secretName }}https{{ else }}http{{ end }}://{{ include "ac.fullname" . }}-gateway.{{ .Release.Namespace }}.svc:{{ .Values.gateway.service.port }}
+{{- end -}}
+{{- end -}}
