@@ -109,6 +109,13 @@ impl WaitArgs {
     }
 }
 
+/// `credentials --output`.
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum CredentialsFormat {
+    Env,
+    Json,
+}
+
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
 enum RuntimeArg {
     /// bash, in-process on the computer's files.
@@ -378,6 +385,24 @@ enum Command {
     /// output by default; with --listen, streamable HTTP at
     /// http://ADDR/mcp behind a bearer token. See docs/mcp.md.
     Mcp(mcp::McpArgs),
+    /// Print what a program needs to reach a computer through the API
+    /// gateway (cluster mode, for users who may read its credential
+    /// Secret): AGENTCOMPUTER_ENDPOINT, AGENTCOMPUTER_COMPUTER
+    /// (NAMESPACE/NAME) and AGENTCOMPUTER_TOKEN, as `export` lines
+    /// (`eval "$(kubectl computer credentials NAME)"`) or JSON.
+    Credentials {
+        name: String,
+        /// The gateway's address; default: the one its Service announces
+        /// (the chart's gateway.url, else its Ingress or in-cluster address).
+        #[arg(long, env = "AGENTCOMPUTER_GATEWAY")]
+        gateway: Option<String>,
+        /// env: `export` lines for a POSIX shell; json: one object.
+        #[arg(long, short = 'o', value_enum, default_value_t = CredentialsFormat::Env)]
+        output: CredentialsFormat,
+        /// Write them to this file (mode 0600) instead of standard output.
+        #[arg(long)]
+        file: Option<PathBuf>,
+    },
     /// Forward a local port to the node agent serving a computer (cluster
     /// mode) and print the endpoint and token to use with --endpoint and
     /// --token; runs until interrupted.
@@ -524,6 +549,29 @@ async fn run(cli: Cli) -> Result<u8> {
                 "mount works in local mode only: in a cluster, sandbox pods mount a computer's volume (spec.runtimes.container)",
             ));
         }
+        Command::Credentials {
+            name,
+            gateway,
+            output,
+            file,
+        } => match &backend {
+            Backend::Cluster(cluster) => {
+                let creds = cluster.credentials(&name, gateway.as_deref()).await?;
+                let text = match output {
+                    CredentialsFormat::Env => creds.env(),
+                    CredentialsFormat::Json => creds.json(),
+                };
+                match file {
+                    Some(path) => cluster::credentials::write_private(&path, &text)?,
+                    None => print!("{text}"),
+                }
+            }
+            Backend::Agent { url, .. } => {
+                return Err(CliError::new(format!(
+                    "credentials reads a computer's credential Secret in a cluster; this node agent at {url} is reached with the endpoint and token already given"
+                )));
+            }
+        },
         Command::PortForward {
             name,
             address,

@@ -666,5 +666,72 @@ async fn routing(cluster: &Cluster, cli: &Cli, admin: &Client) {
         err.contains("cannot delete resource \"agentcomputers\""),
         "{err}"
     );
+    credentials(cli, &limited, admin).await;
     ok(cli.run(&["delete", "work"]));
+}
+
+/// `credentials` prints the gateway's address (given, or announced by its
+/// Service), the computer's name there and its token, as shell
+/// assignments, JSON or a private file.
+async fn credentials(cli: &Cli, limited: &Cli, admin: &Client) {
+    use k8s_openapi::api::core::v1::Service;
+    let token = "ab".repeat(32);
+    let err = fails(cli.run(&["credentials", "work"]));
+    assert_eq!(
+        err,
+        "error: no API gateway runs in this cluster (the chart's gateway.enabled); pass --gateway URL\n"
+    );
+    let out = ok(cli.run(&[
+        "credentials",
+        "work",
+        "--gateway",
+        "https://gw.example.com/",
+    ]));
+    assert_eq!(
+        out,
+        format!(
+            "export AGENTCOMPUTER_ENDPOINT='https://gw.example.com'\nexport AGENTCOMPUTER_COMPUTER='default/work'\nexport AGENTCOMPUTER_TOKEN='{token}'\n"
+        )
+    );
+    // The address the chart's Service announces.
+    let services: Api<Service> = Api::namespaced(admin.clone(), SYSTEM_NS);
+    let svc = serde_json::from_value(json!({
+        "metadata": {"name": "ac-agent-computer-gateway",
+                     "labels": {"app.kubernetes.io/name": "agentcomputer-gateway"},
+                     "annotations": {"agentcomputer.dev/gateway-url": "https://agents.example.com"}},
+        "spec": {"ports": [{"name": "api", "port": 443}]}
+    }))
+    .unwrap();
+    services.create(&PostParams::default(), &svc).await.unwrap();
+    let out = ok(cli.run(&["credentials", "work", "-o", "json"]));
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(
+        v,
+        json!({"endpoint": "https://agents.example.com", "computer": "default/work", "token": token})
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("work.env");
+    assert_eq!(
+        ok(cli.run(&["credentials", "work", "--file", file.to_str().unwrap()])),
+        ""
+    );
+    use std::os::unix::fs::PermissionsExt;
+    let meta = std::fs::metadata(&file).unwrap();
+    assert_eq!(meta.permissions().mode() & 0o777, 0o600);
+    assert!(std::fs::read_to_string(&file).unwrap().contains(&token));
+    // A user who may read the Secret but not list Services names the
+    // gateway itself.
+    let err = fails(limited.run(&["credentials", "work"]));
+    assert!(
+        err.starts_with("error: cannot look for the API gateway's Service: ")
+            && err.ends_with("; pass --gateway URL\n"),
+        "{err}"
+    );
+    let out = ok(limited.run(&["credentials", "work", "--gateway", "http://10.0.0.1:7443"]));
+    assert!(out.contains(&token), "{out}");
+    let err = fails(cli.run(&["credentials", "nosuch", "--gateway", "http://x"]));
+    assert_eq!(
+        err,
+        "error: computer nosuch not found in namespace default\n"
+    );
 }

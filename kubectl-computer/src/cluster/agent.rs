@@ -81,7 +81,10 @@ impl Cluster {
 
     /// The token in credential Secret `secret` and, when the agents serve
     /// TLS, the trust for their certificate.
-    async fn credential(&self, secret: &str) -> Result<(String, Option<(Vec<u8>, String)>)> {
+    pub(super) async fn credential(
+        &self,
+        secret: &str,
+    ) -> Result<(String, Option<(Vec<u8>, String)>)> {
         let secrets: Api<Secret> = Api::namespaced(self.client.clone(), &self.namespace);
         let s = secrets.get(secret).await.map_err(|e| {
             CliError::new(format!(

@@ -4,6 +4,7 @@
 
 pub mod agent;
 pub mod computers;
+pub mod credentials;
 pub mod moves;
 
 use agentcomputer_crds::AgentComputer;
