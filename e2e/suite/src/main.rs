@@ -6,7 +6,9 @@
 //! Every step prints `ok`/`FAILED` with its duration; a failed step that
 //! later ones need stops the run. Exit status 0 when every step passed.
 //! `e2e/run.sh` brings a cluster up and runs this against it; any cluster
-//! with the product images loaded works (see docs/e2e.md).
+//! with the product images loaded works (see docs/e2e.md). `e2e-suite
+//! grpc-bench ...` is the gRPC client a step runs inside the cluster's
+//! network ([`grpc_bench`]).
 //!
 //! Environment: `KUBECONFIG` (required), `E2E_KUBECTL`, `E2E_HELM`,
 //! `E2E_CLI` (kubectl-computer), `E2E_REPO` (the repository, for the chart
@@ -24,6 +26,7 @@
 //! node's kubelet, containerd and node agent and starts them again, such as
 //! `e2e/cluster/node`; unset skips the step that needs it). `e2e/kind/run.sh` runs it on a kind cluster.
 
+mod grpc_bench;
 mod steps;
 mod tools;
 
@@ -33,6 +36,22 @@ use std::time::Instant;
 use steps::{Context, STEPS};
 
 fn main() -> ExitCode {
+    let mut args = std::env::args().skip(1);
+    if let Some(sub) = args.next() {
+        if sub != "grpc-bench" {
+            eprintln!(
+                "e2e-suite: unknown subcommand {sub:?} (grpc-bench, or none to run the suite)"
+            );
+            return ExitCode::from(2);
+        }
+        return match grpc_bench::main(args) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("e2e-suite grpc-bench: {e:#}");
+                ExitCode::FAILURE
+            }
+        };
+    }
     let tools = match tools::Tools::from_env() {
         Ok(t) => t,
         Err(e) => {

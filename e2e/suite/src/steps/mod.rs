@@ -14,6 +14,7 @@ mod backup;
 mod doors;
 mod failures;
 mod gateway;
+mod gateway_load;
 mod install;
 mod lifecycle;
 mod memory;
@@ -161,6 +162,11 @@ pub const STEPS: &[Step] = &[
         name: "the API gateway: exec and MCP by address and token",
         required: false,
         run: gateway::api_gateway,
+    },
+    Step {
+        name: "the API gateway in the cluster: latency, load, upgrade",
+        required: false,
+        run: gateway_load::gateway_in_cluster,
     },
     Step {
         name: "MCP server on a computer in the cluster",

@@ -270,6 +270,17 @@ fn drain_and_move(cx: &mut Context, node: &str) -> Result<String> {
         .filter_map(|l| l.trim().parse::<u64>().ok())
         .max()
         .unwrap_or(0);
+    // The API gateway (when the release runs one) routes to the new node.
+    if let Some(out) = super::gateway::exec_if_running(cx, NAME, "cat records")? {
+        ensure!(
+            out.lines()
+                .filter_map(|l| l.trim().parse::<u64>().ok())
+                .max()
+                == Some(last),
+            "through the gateway after the move, the records end at {:?}, not {last}",
+            out.lines().last()
+        );
+    }
 
     // The writer resumes after the last record, on the target.
     let resumed_from = Instant::now();
