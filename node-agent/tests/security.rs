@@ -3,6 +3,7 @@
 //! (also after upgrading one that older versions left readable), and TLS.
 
 mod common;
+mod tls_support;
 
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::os::unix::process::CommandExt;
@@ -238,7 +239,7 @@ async fn an_old_readable_data_directory_is_tightened_at_start() {
 async fn serves_the_api_over_tls() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
-    let ca = test_ca("agentcomputer test CA");
+    let ca = tls_support::test_ca("agentcomputer test CA");
     let (cert, key) = (dir.path().join("tls.crt"), dir.path().join("tls.key"));
     let leaf = ca.issue(&["localhost"]);
     std::fs::write(&cert, &leaf.0).unwrap();
@@ -273,7 +274,7 @@ async fn serves_the_api_over_tls() {
     assert_eq!(list(&mut c).await.unwrap(), ["tls"]);
 
     // Another CA: the handshake fails, no call is made.
-    let stranger = test_ca("another CA");
+    let stranger = tls_support::test_ca("another CA");
     let untrusted = ClientTlsConfig::new().ca_certificate(Certificate::from_pem(&stranger.pem));
     let err = Endpoint::from_shared(url)
         .unwrap()
@@ -314,36 +315,4 @@ fn error_chain(err: &dyn std::error::Error) -> String {
         cur = e.source();
     }
     text
-}
-
-/// A certificate authority made at test time.
-struct TestCa {
-    pem: String,
-    issuer: rcgen::Issuer<'static, rcgen::KeyPair>,
-}
-
-fn test_ca(name: &str) -> TestCa {
-    let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
-    params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
-    params
-        .distinguished_name
-        .push(rcgen::DnType::CommonName, name);
-    let key = rcgen::KeyPair::generate().unwrap();
-    let cert = params.self_signed(&key).unwrap();
-    TestCa {
-        pem: cert.pem(),
-        issuer: rcgen::Issuer::new(params, key),
-    }
-}
-
-impl TestCa {
-    /// A leaf certificate for `names`: (certificate PEM, key PEM).
-    fn issue(&self, names: &[&str]) -> (String, String) {
-        let params =
-            rcgen::CertificateParams::new(names.iter().map(|n| n.to_string()).collect::<Vec<_>>())
-                .unwrap();
-        let key = rcgen::KeyPair::generate().unwrap();
-        let cert = params.signed_by(&key, &self.issuer).unwrap();
-        (cert.pem(), key.serialize_pem())
-    }
 }
