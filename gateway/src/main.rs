@@ -58,6 +58,13 @@ struct Args {
     /// pod IP the gateway dials.
     #[arg(long, env = "AGENT_TLS_SERVER_NAME", requires = "agent_ca_cert")]
     agent_tls_server_name: Option<String>,
+    /// The gateway's client certificate chain (PEM), presented to the
+    /// agents (mutual TLS; they check it against their --tls-client-ca).
+    #[arg(long, env = "AGENT_CLIENT_CERT", requires_all = ["agent_client_key", "agent_ca_cert"])]
+    agent_client_cert: Option<PathBuf>,
+    /// Private key (PEM) of --agent-client-cert.
+    #[arg(long, env = "AGENT_CLIENT_KEY", requires = "agent_client_cert")]
+    agent_client_key: Option<PathBuf>,
     /// Calls in flight per computer at most (a stream counts until it ends).
     #[arg(long, env = "PER_COMPUTER_IN_FLIGHT", default_value_t = LimitSettings::default().per_computer_in_flight as u32,
           value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
@@ -108,6 +115,10 @@ async fn main() -> anyhow::Result<()> {
             None => None,
         },
         server_name: args.agent_tls_server_name.clone(),
+        identity: match (&args.agent_client_cert, &args.agent_client_key) {
+            (Some(cert), Some(key)) => Some(client_identity(cert, key)?),
+            _ => None,
+        },
     };
     let client = kube::Client::try_default()
         .await
@@ -212,6 +223,35 @@ async fn main() -> anyhow::Result<()> {
     ops_stop.cancel();
     let _ = ops.await;
     Ok(())
+}
+
+/// The gateway's client certificate and key, read and checked now: a bad
+/// file stops the gateway at start rather than failing every handshake.
+fn client_identity(
+    cert: &std::path::Path,
+    key: &std::path::Path,
+) -> anyhow::Result<(Vec<u8>, Vec<u8>)> {
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+    let cert_pem = std::fs::read(cert)
+        .with_context(|| format!("cannot read --agent-client-cert {}", cert.display()))?;
+    let key_pem = std::fs::read(key)
+        .with_context(|| format!("cannot read --agent-client-key {}", key.display()))?;
+    let chain = CertificateDer::pem_slice_iter(&cert_pem)
+        .collect::<Result<Vec<_>, _>>()
+        .with_context(|| format!("bad PEM in --agent-client-cert {}", cert.display()))?;
+    anyhow::ensure!(
+        !chain.is_empty(),
+        "no certificate in --agent-client-cert {}",
+        cert.display()
+    );
+    PrivateKeyDer::from_pem_slice(&key_pem).map_err(|e| {
+        anyhow::anyhow!(
+            "no private key in --agent-client-key {}: {e}",
+            key.display()
+        )
+    })?;
+    Ok((cert_pem, key_pem))
 }
 
 /// SIGTERM (Kubernetes) or SIGINT.

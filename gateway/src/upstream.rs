@@ -1,6 +1,7 @@
 //! Channels to the node agents: one HTTP/2 connection per agent address
 //! and computer, opened on first use and kept (it reconnects by itself),
-//! plaintext or TLS with the chart's CA.
+//! plaintext or TLS with the chart's CA, presenting the gateway's own
+//! certificate when it has one (mutual TLS).
 //!
 //! Per computer, not one per agent: a node agent caps the Read and Write
 //! streams of one client connection (`--max-streams-per-client`, 32), so
@@ -11,7 +12,7 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use parking_lot::Mutex;
-use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint};
+use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Identity};
 
 /// How the gateway reaches node agents.
 #[derive(Clone, Debug, Default)]
@@ -22,6 +23,9 @@ pub struct AgentTls {
     /// DNS name in the agents' certificates, checked instead of the pod
     /// IP the gateway dials (the chart's `nodeAgent.tls.serverName`).
     pub server_name: Option<String>,
+    /// The gateway's own certificate chain and key (PEM), presented to
+    /// agents that ask for one (mutual TLS); `None`: none presented.
+    pub identity: Option<(Vec<u8>, Vec<u8>)>,
 }
 
 /// Longest wait for a TCP connection to an agent.
@@ -71,6 +75,9 @@ impl Upstreams {
             let mut tls = ClientTlsConfig::new().ca_certificate(Certificate::from_pem(ca));
             if let Some(name) = &self.tls.server_name {
                 tls = tls.domain_name(name.clone());
+            }
+            if let Some((cert, key)) = &self.tls.identity {
+                tls = tls.identity(Identity::from_pem(cert, key));
             }
             e = e
                 .tls_config(tls)

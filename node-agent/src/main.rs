@@ -210,6 +210,17 @@ struct ClusterArgs {
         requires = "tls_cert"
     )]
     tls_key: Option<PathBuf>,
+    /// Ask clients for a certificate signed by these certificates (PEM):
+    /// one that is not ends the handshake; clients without one (sandbox
+    /// runners, port-forwarded CLIs) are served as without this flag. The
+    /// API gateway presents one (mutual TLS between it and the agents).
+    #[arg(
+        long,
+        env = "AGENTCOMPUTER_TLS_CLIENT_CA",
+        value_name = "PEM",
+        requires = "tls_cert"
+    )]
+    tls_client_ca: Option<PathBuf>,
     /// The mounter's hand-over socket (FUSE connections of sandbox mounts).
     #[arg(long, env = "AGENTCOMPUTER_HANDOVER_SOCKET", default_value = agentcomputer_handover::mounter::DEFAULT_SOCKET)]
     handover_socket: PathBuf,
@@ -436,7 +447,7 @@ fn main() -> anyhow::Result<()> {
                 // mountpoints as soon as it sees the address.
                 local::cleanup_stale_mounts(&data_dir);
                 let tls = match (tls_cert, tls_key) {
-                    (Some(cert), Some(key)) => Some(tls::server_tls(&cert, &key)?),
+                    (Some(cert), Some(key)) => Some(tls::server_tls(&cert, &key, None)?),
                     _ => None,
                 };
                 // The token exists before the address is announced.
@@ -579,7 +590,7 @@ async fn run_cluster(args: ClusterArgs) -> anyhow::Result<DataDirLock> {
         &control_addresses::system_nameservers(),
     );
     let tls = match (&args.tls_cert, &args.tls_key) {
-        (Some(cert), Some(key)) => Some(tls::server_tls(cert, key)?),
+        (Some(cert), Some(key)) => Some(tls::server_tls(cert, key, args.tls_client_ca.as_deref())?),
         _ => None,
     };
     let client = kube::Client::try_default().await.context(

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use anyhow::{Context, bail};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
-use tonic::transport::{Identity, ServerTlsConfig};
+use tonic::transport::{Certificate, Identity, ServerTlsConfig};
 
 /// The server side of TLS from two PEM files: `cert`, the server's
 /// certificate chain (leaf first, then any intermediates), and `key`, its
@@ -16,9 +16,19 @@ use tonic::transport::{Identity, ServerTlsConfig};
 /// parse, and it must be the key of the leaf certificate. Clients need no
 /// certificate of their own (authentication is the bearer token).
 ///
+/// With `client_ca` (PEM certificates), clients are asked for a
+/// certificate as well: one that does not chain to `client_ca` ends the
+/// handshake, and a client without one is served as before (sandbox
+/// runners and port-forwarded CLIs present none). That is how the API
+/// gateway and the agents authenticate each other (docs/gateway.md).
+///
 /// Errors name the file: unreadable, no certificate / no private key in it,
 /// or a key that does not match the certificate.
-pub fn server_tls(cert: &Path, key: &Path) -> anyhow::Result<ServerTlsConfig> {
+pub fn server_tls(
+    cert: &Path,
+    key: &Path,
+    client_ca: Option<&Path>,
+) -> anyhow::Result<ServerTlsConfig> {
     let cert_pem = std::fs::read(cert)
         .with_context(|| format!("cannot read TLS certificate {}", cert.display()))?;
     let key_pem =
@@ -54,7 +64,24 @@ pub fn server_tls(cert: &Path, key: &Path) -> anyhow::Result<ServerTlsConfig> {
                 cert.display()
             )
         })?;
-    Ok(ServerTlsConfig::new().identity(Identity::from_pem(cert_pem, key_pem)))
+    let config = ServerTlsConfig::new().identity(Identity::from_pem(cert_pem, key_pem));
+    let Some(ca) = client_ca else {
+        return Ok(config);
+    };
+    let ca_pem =
+        std::fs::read(ca).with_context(|| format!("cannot read client CA {}", ca.display()))?;
+    let roots = CertificateDer::pem_slice_iter(&ca_pem)
+        .collect::<Result<Vec<_>, _>>()
+        .with_context(|| format!("bad PEM in client CA {}", ca.display()))?;
+    if roots.is_empty() {
+        bail!(
+            "no certificate (-----BEGIN CERTIFICATE-----) in client CA file {}",
+            ca.display()
+        );
+    }
+    Ok(config
+        .client_ca_root(Certificate::from_pem(ca_pem))
+        .client_auth_optional(true))
 }
 
 #[cfg(test)]
@@ -74,21 +101,27 @@ mod tests {
     fn accepts_a_pair_and_names_bad_files() {
         let dir = tempfile::tempdir().unwrap();
         let (cert, key) = pair(dir.path(), "a");
-        server_tls(&cert, &key).unwrap();
+        server_tls(&cert, &key, None).unwrap();
+        server_tls(&cert, &key, Some(&cert)).unwrap();
+        let err = format!("{:#}", server_tls(&cert, &key, Some(&key)).unwrap_err());
+        assert!(
+            err.contains("no certificate") && err.contains("client CA"),
+            "{err}"
+        );
 
         let (_, other_key) = pair(dir.path(), "b");
-        let err = format!("{:#}", server_tls(&cert, &other_key).unwrap_err());
+        let err = format!("{:#}", server_tls(&cert, &other_key, None).unwrap_err());
         assert!(err.contains("does not fit certificate"), "{err}");
 
-        let err = format!("{:#}", server_tls(&key, &key).unwrap_err());
+        let err = format!("{:#}", server_tls(&key, &key, None).unwrap_err());
         assert!(err.contains("no certificate"), "{err}");
         assert!(err.contains("a.key"), "{err}");
 
-        let err = format!("{:#}", server_tls(&cert, &cert).unwrap_err());
+        let err = format!("{:#}", server_tls(&cert, &cert, None).unwrap_err());
         assert!(err.contains("no private key"), "{err}");
 
         let missing = dir.path().join("missing.crt");
-        let err = format!("{:#}", server_tls(&missing, &key).unwrap_err());
+        let err = format!("{:#}", server_tls(&missing, &key, None).unwrap_err());
         assert!(err.contains("cannot read TLS certificate"), "{err}");
         assert!(err.contains("missing.crt"), "{err}");
     }

@@ -851,3 +851,92 @@ fn the_chart_exposes_the_gateway_when_asked() {
     .unwrap_err();
     assert!(err.contains("needs gateway.gatewayApi.parentRefs"), "{err}");
 }
+
+/// With the agents' TLS and `gateway.agentClientTls`, the agents ask for
+/// client certificates signed by their CA and the gateway presents its
+/// own from the Secret: mutual TLS. Both binaries accept the rendered
+/// flags (they stop later, at the certificate files this test lacks).
+/// Without the agents' TLS, helm refuses it.
+#[test]
+fn the_chart_turns_on_mutual_tls_between_the_gateway_and_the_agents() {
+    if support::skipped() {
+        return;
+    }
+    let tls = [
+        "--set",
+        "gateway.enabled=true",
+        "--set",
+        "nodeAgent.tls.secretName=agent-tls",
+        "--set",
+        "nodeAgent.tls.serverName=agent.test",
+    ];
+    let gateway_args = |objects: &[serde_json::Value]| -> Vec<String> {
+        objects
+            .iter()
+            .find(|o| {
+                o["kind"] == "Deployment" && o["metadata"]["name"] == "ac-agent-computer-gateway"
+            })
+            .expect("the gateway Deployment")["spec"]["template"]["spec"]["containers"][0]["args"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|a| a.as_str().unwrap().to_string())
+            .collect()
+    };
+    let server_only = render(&tls).unwrap();
+    assert!(
+        !agent_args(&server_only)
+            .iter()
+            .any(|a| a.starts_with("--tls-client-ca"))
+    );
+    assert!(
+        !gateway_args(&server_only)
+            .iter()
+            .any(|a| a.starts_with("--agent-client-cert"))
+    );
+
+    let mutual = render(
+        &[
+            &tls[..],
+            &["--set", "gateway.agentClientTls.secretName=gw-client"],
+        ]
+        .concat(),
+    )
+    .unwrap();
+    let agent = agent_args(&mutual);
+    assert!(
+        agent.contains(&"--tls-client-ca=/etc/agentcomputer/tls/ca.crt".to_string()),
+        "{agent:?}"
+    );
+    let gateway = gateway_args(&mutual);
+    for flag in [
+        "--agent-client-cert=/etc/agentcomputer/agent-client/tls.crt",
+        "--agent-client-key=/etc/agentcomputer/agent-client/tls.key",
+    ] {
+        assert!(gateway.contains(&flag.to_string()), "{gateway:?}");
+    }
+    let parsed = |exe: &Path, args: &[String]| {
+        let out = Command::new(exe)
+            .args(args)
+            .env("KUBECONFIG", "/nonexistent/kubeconfig")
+            .env_remove("KUBERNETES_SERVICE_HOST")
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        // clap exits 2 on an argument it does not accept; these stop at
+        // the first certificate file, which this test has not.
+        assert_eq!(out.status.code(), Some(1), "{exe:?} {args:?}: {stderr}");
+        assert!(stderr.contains("cannot read"), "{exe:?} {args:?}: {stderr}");
+    };
+    parsed(Path::new(env!("CARGO_BIN_EXE_node-agent")), &agent);
+    parsed(&support::gateway_exe(), &gateway);
+
+    let err = render(&[
+        "--set",
+        "gateway.enabled=true",
+        "--set",
+        "gateway.agentClientTls.secretName=gw-client",
+    ])
+    .unwrap_err();
+    assert!(err.contains("needs nodeAgent.tls.secretName"), "{err}");
+}

@@ -5,10 +5,13 @@
 //! wrong, missing and rotated credentials are refused, the route follows
 //! the agent when its address changes, each limit refuses with
 //! RESOURCE_EXHAUSTED naming itself, `/metrics` counts the calls, and a
-//! deleted computer's last token gets NOT_FOUND. The
+//! deleted computer's last token gets NOT_FOUND. Over TLS, the gateway
+//! and the agents authenticate each other when the agents ask for client
+//! certificates. The
 //! gateway runs with the RBAC the chart renders for it.
 
 mod cluster_support;
+mod tls_support;
 
 use std::path::Path;
 use std::process::Command;
@@ -517,5 +520,150 @@ async fn the_gateway_routes_each_credential_to_its_computer() {
 
     tight.proc.kill();
     gw.proc.kill();
+    agent.stop().await;
+}
+
+/// Mutual TLS: the agent serves TLS and asks for client certificates
+/// signed by the installation's CA. The gateway presenting one signed by
+/// it is served; one presenting a certificate of another CA is refused at
+/// the handshake (the call gets UNAVAILABLE); clients presenting none
+/// (sandbox runners, a port-forwarded CLI, a gateway without one) are
+/// served, the credential authorising each call as before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_gateway_and_the_agents_authenticate_each_other() {
+    use tonic::transport::{Certificate, ClientTlsConfig, Endpoint};
+    if support::skipped() {
+        return;
+    }
+    let (cluster, admin) = prepared_cluster().await;
+    ok(
+        cluster.kubectl(&["apply", "-f", "-"], Some(&chart_rbac(&cluster))),
+        "apply the chart's gateway RBAC",
+    );
+    let dir = cluster.dir.path().to_path_buf();
+    let ca = tls_support::test_ca("installation CA");
+    let stranger = tls_support::test_ca("another CA");
+    let file = |name: &str, text: &str| {
+        let p = dir.join(name);
+        std::fs::write(&p, text).unwrap();
+        p.display().to_string()
+    };
+    let ca_file = file("ca.crt", &ca.pem);
+    let (agent_cert, agent_key) = ca.issue(&["agent.test"]);
+    let (gw_cert, gw_key) = ca.issue(&["gateway"]);
+    let (bad_cert, bad_key) = stranger.issue(&["gateway"]);
+    let extra = [
+        "--tls-cert".to_string(),
+        file("agent.crt", &agent_cert),
+        "--tls-key".to_string(),
+        file("agent.key", &agent_key),
+        "--tls-client-ca".to_string(),
+        ca_file.clone(),
+    ];
+    let agent = Agent::start_with(
+        &cluster,
+        &dir.join("agent-data"),
+        "agent.log",
+        "127.0.0.1:0",
+        &extra,
+    )
+    .await;
+    let t = token("mutual");
+    computer(
+        &admin,
+        NS_A,
+        "alpha",
+        NODE,
+        serde_json::json!({"storage": {"size": "16Mi"}}),
+        &t,
+    )
+    .await;
+    set_endpoint(&admin, NS_A, "alpha", &agent).await;
+    let alpha = format!("{NS_A}/alpha");
+    let to_agents = [
+        "--agent-ca-cert",
+        &ca_file,
+        "--agent-tls-server-name",
+        "agent.test",
+    ];
+
+    let (gw_cert, gw_key) = (file("gw.crt", &gw_cert), file("gw.key", &gw_key));
+    let mut trusted = Gateway::start(
+        &cluster,
+        "gateway-mtls.log",
+        &[
+            &to_agents[..],
+            &[
+                "--agent-client-cert",
+                &gw_cert,
+                "--agent-client-key",
+                &gw_key,
+            ],
+        ]
+        .concat(),
+    );
+    trusted.ready().await;
+    let c = trusted.client(Some(&t)).await;
+    let (out, _) = eventually(60, "an exec through the gateway over mutual TLS", || {
+        let (mut c, alpha) = (c.clone(), alpha.clone());
+        async move {
+            exec(&mut c, &alpha, pb::Runtime::Shell, "echo mutual")
+                .await
+                .ok()
+        }
+    })
+    .await;
+    assert_eq!(out, "mutual\n");
+
+    let (bad_cert, bad_key) = (file("bad.crt", &bad_cert), file("bad.key", &bad_key));
+    let mut untrusted = Gateway::start(
+        &cluster,
+        "gateway-stranger.log",
+        &[
+            &to_agents[..],
+            &[
+                "--agent-client-cert",
+                &bad_cert,
+                "--agent-client-key",
+                &bad_key,
+            ],
+        ]
+        .concat(),
+    );
+    untrusted.ready().await;
+    let mut c = untrusted.client(Some(&t)).await;
+    let (code, msg) = code_of(exec(&mut c, &alpha, pb::Runtime::Shell, "echo no").await);
+    assert_eq!(code, Code::Unavailable, "{msg}");
+    assert!(msg.contains("cannot reach the node agent serving"), "{msg}");
+
+    let mut anonymous = Gateway::start(&cluster, "gateway-anonymous.log", &to_agents);
+    anonymous.ready().await;
+    let mut c = anonymous.client(Some(&t)).await;
+    let (out, _) = exec(&mut c, &alpha, pb::Runtime::Shell, "echo anonymous")
+        .await
+        .unwrap();
+    assert_eq!(out, "anonymous\n");
+    // A direct client without a certificate, as a sandbox runner.
+    let port = agent.grpc.rsplit(':').next().unwrap();
+    let channel = Endpoint::from_shared(format!("https://127.0.0.1:{port}"))
+        .unwrap()
+        .tls_config(
+            ClientTlsConfig::new()
+                .ca_certificate(Certificate::from_pem(&ca.pem))
+                .domain_name("agent.test"),
+        )
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let mut direct = AgentComputerClient::with_interceptor(channel, Bearer(Some(t.clone())));
+    let (out, _) = exec(&mut direct, &alpha, pb::Runtime::Shell, "echo direct")
+        .await
+        .unwrap();
+    assert_eq!(out, "direct\n");
+
+    for g in [&mut trusted, &mut untrusted, &mut anonymous] {
+        g.proc.kill();
+    }
     agent.stop().await;
 }
