@@ -115,8 +115,9 @@ pub(super) fn exec_if_running(cx: &Context, name: &str, script: &str) -> Result<
     Ok(Some(out))
 }
 
-/// `helm upgrade --reuse-values` with the gateway on (keeping whatever TLS
-/// the agents serve by now). Through it, with the computer's credentials
+/// `helm upgrade --reuse-values` with the gateway on, in mutual TLS with
+/// the agents (which serve TLS by now: they restart asking clients for
+/// certificates of their CA, which the gateway presents). Through it, with the computer's credentials
 /// from `kubectl computer credentials` and no kubeconfig:
 /// `kubectl-computer --endpoint ... exec NS/scratch` prints `hi`, so does
 /// the Python library, 50 MB go up and come back whole, an exec streams
@@ -132,6 +133,10 @@ pub(super) fn api_gateway(cx: &mut Context) -> Result<String> {
         "gateway.enabled=true",
         "--set",
         "gateway.replicas=2",
+        // Mutual TLS with the agents (their TLS is on by now): the
+        // gateway's client certificate from the agents' CA.
+        "--set",
+        "gateway.agentClientTls.secretName=gateway-agent-client",
     ])?;
     cx.wait_release_ready()?;
     wait_gateway_rollout(cx)?;

@@ -85,6 +85,26 @@ pub(super) fn tls_upgrade(cx: &mut Context) -> Result<String> {
         &file("tls.key"),
         &file("ca.crt"),
     ])?;
+    // The API gateway's client certificate from the same CA, for mutual
+    // TLS once the gateway runs (its step turns it on).
+    cx.tools.kubectl_ok(&[
+        "-n",
+        SYSTEM_NS,
+        "delete",
+        "secret",
+        "gateway-agent-client",
+        "--ignore-not-found",
+    ])?;
+    cx.tools.kubectl_ok(&[
+        "-n",
+        SYSTEM_NS,
+        "create",
+        "secret",
+        "tls",
+        "gateway-agent-client",
+        &format!("--cert={}", dir.join("client.crt").display()),
+        &format!("--key={}", dir.join("client.key").display()),
+    ])?;
     drop(tmp);
     let before = cx.exec("scratch", "shell", "cat s.txt")?;
     let start = Instant::now();
@@ -140,7 +160,8 @@ pub(super) fn tls_upgrade(cx: &mut Context) -> Result<String> {
 
 /// Writes `ca.crt`, `tls.crt` and `tls.key` (PEM) into `dir`: a CA made
 /// here and a P-256 server certificate for DNS name
-/// `name` that it signs.
+/// `name` that it signs; and `client.crt`, `client.key`: a client
+/// certificate it signs (the API gateway's, for mutual TLS).
 pub(super) fn make_certificates(dir: &std::path::Path, name: &str) -> Result<()> {
     use rcgen::{
         BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
@@ -160,5 +181,14 @@ pub(super) fn make_certificates(dir: &std::path::Path, name: &str) -> Result<()>
     std::fs::write(dir.join("ca.crt"), ca_cert.pem())?;
     std::fs::write(dir.join("tls.crt"), cert.pem())?;
     std::fs::write(dir.join("tls.key"), key.serialize_pem())?;
+    let mut client = CertificateParams::new(Vec::<String>::new())?;
+    client
+        .distinguished_name
+        .push(DnType::CommonName, "agentcomputer-gateway");
+    client.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+    let key = KeyPair::generate()?;
+    let cert = client.signed_by(&key, &issuer)?;
+    std::fs::write(dir.join("client.crt"), cert.pem())?;
+    std::fs::write(dir.join("client.key"), key.serialize_pem())?;
     Ok(())
 }
