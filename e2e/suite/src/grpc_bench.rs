@@ -15,7 +15,8 @@
 //! default 200; 0 skips step 1), `--clients N` (default 100; 0 skips step
 //! 2), `--seconds S` (default 10), `--pause-ms MS` (each client's pause
 //! between calls, default 0), `--stop-file PATH` (step 2 also ends once
-//! that file exists). The computer's token is
+//! that file exists), `--load-direct yes` (step 2 also directly against
+//! the agent, as a baseline). The computer's token is
 //! read from `E2E_BENCH_TOKEN`, never from the command line (which other
 //! users of the machine can read). Prints one JSON object, times in
 //! milliseconds.
@@ -54,6 +55,7 @@ struct Args {
     seconds: u64,
     pause: Duration,
     stop_file: Option<std::path::PathBuf>,
+    load_direct: bool,
 }
 
 fn parse(mut args: impl Iterator<Item = String>) -> Result<Args> {
@@ -84,6 +86,11 @@ fn parse(mut args: impl Iterator<Item = String>) -> Result<Args> {
         seconds: number(take("seconds"), 10)? as u64,
         pause: Duration::from_millis(number(take("pause-ms"), 0)? as u64),
         stop_file: take("stop-file").map(Into::into),
+        load_direct: match take("load-direct").as_deref() {
+            None | Some("no") => false,
+            Some("yes") => true,
+            Some(v) => bail!("--load-direct yes|no, not {v:?}"),
+        },
     };
     ensure!(named.is_empty(), "unknown flags: {:?}", named.keys());
     ensure!(args.seconds > 0, "--seconds must be positive");
@@ -165,6 +172,7 @@ pub fn main(args: impl Iterator<Item = String>) -> Result<()> {
         .build()?;
     rt.block_on(async move {
         let mut out = serde_json::json!({});
+        let tls_again = tls.clone();
         if let (Some(url), true) = (&args.direct, args.calls > 0) {
             let mut direct = connect(url, tls, &token).await?;
             let mut gateway = connect(&args.gateway, None, &token).await?;
@@ -198,47 +206,68 @@ pub fn main(args: impl Iterator<Item = String>) -> Result<()> {
             return Ok(());
         }
 
-        let deadline = Instant::now() + Duration::from_secs(args.seconds);
-        let mut tasks = Vec::new();
-        for _ in 0..args.clients {
-            let mut c = connect(&args.gateway, None, &token).await?;
-            let computer = args.computer.clone();
-            let (pause, stop_file) = (args.pause, args.stop_file.clone());
-            tasks.push(tokio::spawn(async move {
-                let (mut ok, mut failed) = (Vec::new(), BTreeMap::<String, u64>::new());
-                while Instant::now() < deadline && !stop_file.as_ref().is_some_and(|f| f.exists()) {
-                    match exec_true(&mut c, &computer).await {
-                        Ok(d) => ok.push(d),
-                        Err(s) => {
-                            let key = format!("{:?}: {}", s.code(), s.message());
-                            *failed.entry(key).or_default() += 1;
-                        }
-                    }
-                    if !pause.is_zero() {
-                        tokio::time::sleep(pause).await;
-                    }
-                }
-                (ok, failed)
-            }));
+        out["concurrent"] = load(&args, &args.gateway, None, &token).await?;
+        if args.load_direct {
+            let url = args
+                .direct
+                .as_deref()
+                .context("--load-direct needs --direct")?;
+            out["concurrent_direct"] = load(&args, url, tls_again, &token).await?;
         }
-        let started = Instant::now();
-        let (mut all, mut failed) = (Vec::new(), BTreeMap::<String, u64>::new());
-        for t in tasks {
-            let (ok, f) = t.await?;
-            all.extend(ok);
-            for (code, n) in f {
-                *failed.entry(code).or_default() += n;
-            }
-        }
-        let seconds = started.elapsed().as_secs_f64();
-        let mut concurrent = percentiles(&mut all);
-        concurrent["clients"] = args.clients.into();
-        concurrent["calls_per_second"] = (all.len() as f64 / seconds).into();
-        concurrent["failed"] = serde_json::to_value(&failed)?;
-        out["concurrent"] = concurrent;
         println!("{out}");
         Ok(())
     })
+}
+
+/// Step 2 against `url`: `--clients` connections made first, then each
+/// calls in a loop until `--seconds` pass (or the stop file appears).
+async fn load(
+    args: &Args,
+    url: &str,
+    tls: Option<ClientTlsConfig>,
+    token: &str,
+) -> Result<serde_json::Value> {
+    let mut clients = Vec::new();
+    for _ in 0..args.clients {
+        clients.push(connect(url, tls.clone(), token).await?);
+    }
+    let started = Instant::now();
+    let deadline = started + Duration::from_secs(args.seconds);
+    let mut tasks = Vec::new();
+    for mut c in clients {
+        let computer = args.computer.clone();
+        let (pause, stop_file) = (args.pause, args.stop_file.clone());
+        tasks.push(tokio::spawn(async move {
+            let (mut ok, mut failed) = (Vec::new(), BTreeMap::<String, u64>::new());
+            while Instant::now() < deadline && !stop_file.as_ref().is_some_and(|f| f.exists()) {
+                match exec_true(&mut c, &computer).await {
+                    Ok(d) => ok.push(d),
+                    Err(s) => {
+                        let key = format!("{:?}: {}", s.code(), s.message());
+                        *failed.entry(key).or_default() += 1;
+                    }
+                }
+                if !pause.is_zero() {
+                    tokio::time::sleep(pause).await;
+                }
+            }
+            (ok, failed)
+        }));
+    }
+    let (mut all, mut failed) = (Vec::new(), BTreeMap::<String, u64>::new());
+    for t in tasks {
+        let (ok, f) = t.await?;
+        all.extend(ok);
+        for (code, n) in f {
+            *failed.entry(code).or_default() += n;
+        }
+    }
+    let seconds = started.elapsed().as_secs_f64();
+    let mut concurrent = percentiles(&mut all);
+    concurrent["clients"] = args.clients.into();
+    concurrent["calls_per_second"] = (all.len() as f64 / seconds).into();
+    concurrent["failed"] = serde_json::to_value(&failed)?;
+    Ok(concurrent)
 }
 
 #[cfg(test)]

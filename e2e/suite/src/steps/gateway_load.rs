@@ -196,13 +196,23 @@ pub(super) fn gateway_in_cluster(cx: &mut Context) -> Result<String> {
     );
 
     // 3. 100 concurrent clients, each with its own connection.
-    let load = bench.run(&["--calls", "0", "--clients", "100", "--seconds", "10"])?;
+    let load = bench.run(&[
+        "--calls",
+        "0",
+        "--clients",
+        "100",
+        "--seconds",
+        "10",
+        "--load-direct",
+        "yes",
+    ])?;
     let load_failed = &load["concurrent"]["failed"];
     ensure!(
         load_failed.as_object().is_some_and(|f| f.is_empty()),
         "100 concurrent clients through the gateway: {load_failed}"
     );
     let rate = ms(&load, "/concurrent/calls_per_second");
+    let direct_rate = ms(&load, "/concurrent_direct/calls_per_second");
 
     // 4. The node agent's pod recreated: the route follows.
     let recreated = agent_pod_recreated(cx, &bench.node)?;
@@ -210,10 +220,13 @@ pub(super) fn gateway_in_cluster(cx: &mut Context) -> Result<String> {
     Ok(format!(
         "warm exec p50/p99 {d50:.2}/{d99:.2} ms direct, {g50:.2}/{g99:.2} ms through the gateway \
          (+{:.2} ms p50); upgrade under 8 clients: {calls:.0} calls, none failed, {upgrade_s:.0} s; \
-         100 clients: {rate:.0} calls/s, p50 {:.1} ms, p99 {:.1} ms; {recreated}",
+         100 clients: {rate:.0} calls/s through the gateway (p50 {:.1} ms, p99 {:.1} ms), \
+         {direct_rate:.0} calls/s directly (p50 {:.1} ms, p99 {:.1} ms); {recreated}",
         g50 - d50,
         ms(&load, "/concurrent/p50_ms"),
         ms(&load, "/concurrent/p99_ms"),
+        ms(&load, "/concurrent_direct/p50_ms"),
+        ms(&load, "/concurrent_direct/p99_ms"),
     ))
 }
 
