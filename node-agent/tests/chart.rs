@@ -940,3 +940,56 @@ fn the_chart_turns_on_mutual_tls_between_the_gateway_and_the_agents() {
     .unwrap_err();
     assert!(err.contains("needs nodeAgent.tls.secretName"), "{err}");
 }
+
+/// With `metrics.grafanaDashboard.enabled`, a ConfigMap carries the
+/// dashboard, labelled for Grafana's sidecar, as valid JSON whose every
+/// panel queries through the dashboard's Prometheus data source variable.
+/// (The e2e suite checks every series it names is served.)
+#[test]
+fn the_chart_ships_the_grafana_dashboard_when_asked() {
+    if support::skipped() {
+        return;
+    }
+    let dashboards = |objects: &[serde_json::Value]| -> Vec<serde_json::Value> {
+        objects
+            .iter()
+            .filter(|o| {
+                o["kind"] == "ConfigMap" && o["metadata"]["name"] == "ac-agent-computer-dashboard"
+            })
+            .cloned()
+            .collect()
+    };
+    assert!(dashboards(&render(&[]).unwrap()).is_empty());
+    let on = render(&[
+        "--set",
+        "metrics.grafanaDashboard.enabled=true",
+        "--set",
+        "metrics.grafanaDashboard.namespace=monitoring",
+    ])
+    .unwrap();
+    let cm = &dashboards(&on)[0];
+    assert_eq!(cm["metadata"]["namespace"], "monitoring");
+    assert_eq!(cm["metadata"]["labels"]["grafana_dashboard"], "1");
+    let json: serde_json::Value =
+        serde_json::from_str(cm["data"]["agent-computer.json"].as_str().unwrap()).unwrap();
+    assert_eq!(json["uid"], "agentcomputer");
+    let panels: Vec<&serde_json::Value> = json["panels"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p["type"] != "row")
+        .collect();
+    assert!(panels.len() >= 20, "{} panels", panels.len());
+    for p in panels {
+        assert_eq!(p["datasource"]["uid"], "${datasource}", "{}", p["title"]);
+        let targets = p["targets"].as_array().unwrap();
+        assert!(!targets.is_empty(), "{}", p["title"]);
+        for t in targets {
+            assert!(
+                t["expr"].as_str().unwrap().contains("agentcomputer_"),
+                "{}",
+                p["title"]
+            );
+        }
+    }
+}

@@ -11,6 +11,7 @@ use serde_json::Value;
 use crate::tools::{Tools, condition, eventually, text};
 
 mod backup;
+mod dashboard;
 mod doors;
 mod failures;
 mod gateway;
@@ -182,6 +183,11 @@ pub const STEPS: &[Step] = &[
         name: "200 computers on one node",
         required: false,
         run: burst,
+    },
+    Step {
+        name: "the Grafana dashboard's series are served",
+        required: false,
+        run: dashboard::dashboard_metrics,
     },
     Step {
         name: "a computer on each node works",
