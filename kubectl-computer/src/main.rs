@@ -45,6 +45,7 @@ mod mcp;
 mod progress;
 mod size;
 mod target;
+mod ui;
 
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
@@ -385,6 +386,11 @@ enum Command {
     /// output by default; with --listen, streamable HTTP at
     /// http://ADDR/mcp behind a bearer token. See docs/mcp.md.
     Mcp(mcp::McpArgs),
+    /// Serve a web page (on loopback, behind a token in the URL it prints)
+    /// where a task runs in the shell, container and JavaScript runtimes
+    /// of a computer side by side, output streaming live, then its files
+    /// can be browsed and previewed. See docs/ui.md.
+    Ui(ui::UiArgs),
     /// Print what a program needs to reach a computer through the API
     /// gateway (cluster mode, for users who may read its credential
     /// Secret): AGENTCOMPUTER_ENDPOINT, AGENTCOMPUTER_COMPUTER
@@ -589,6 +595,7 @@ async fn run(cli: Cli) -> Result<u8> {
             }
         },
         Command::Mcp(args) => mcp::serve(backend, args).await?,
+        Command::Ui(args) => ui::serve(backend, args).await?,
         Command::Mount {
             name,
             dir,

@@ -230,7 +230,7 @@ fn the_cli_speaks_tls_with_a_private_ca() {
     std::fs::write(&key, key_pem).unwrap();
     let ca_file = dir.path().join("ca.crt");
     std::fs::write(&ca_file, &ca.pem).unwrap();
-    let tls = agentcomputer_node_agent::tls::server_tls(&cert, &key).unwrap();
+    let tls = agentcomputer_node_agent::tls::server_tls(&cert, &key, None).unwrap();
     let server = Server::start(&data, Some(tls));
     let url = format!("https://localhost:{}", server.addr.port());
     let with_token = |cmd: &mut Command| {
