@@ -3,7 +3,7 @@
 # end-to-end tests of the local node agent, the operator against a real
 # kube-apiserver, the Python client library (sdk/python) against a real
 # local agent, then pjdfstest against a FUSE mount (compared with the
-# local disk). The MCP server's tests use the Python `mcp` client from PyPI,
+# local disk), and the examples (examples/). The MCP server's tests use the Python `mcp` client from PyPI,
 # installed once into a cached virtual environment (scripts/mcp-python.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -24,6 +24,8 @@ cargo test --workspace --no-fail-fast -- --test-threads=2
 # alone would unify features differently and compile it again).
 AGENTCOMPUTER_NODE_AGENT="$(cd "${CARGO_TARGET_DIR:-target}" && pwd)/debug/node-agent" \
     bash scripts/test-python-sdk.sh
+# The examples, each as a user runs it, with the debug build above.
+AGENTCOMPUTER_BIN_DIR="$(cd "${CARGO_TARGET_DIR:-target}" && pwd)/debug" bash examples/test.sh
 if [ "$(id -u)" = 0 ]; then
     bash bench/pjdfstest.sh
 else

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Runs every example's run.sh, as a user would, and fails if one fails.
+# scripts/test.sh calls it with the debug build it made:
+#   AGENTCOMPUTER_BIN_DIR=target/debug bash examples/test.sh
+set -euo pipefail
+# A relative directory is the caller's.
+[ -z "${AGENTCOMPUTER_BIN_DIR:-}" ] || AGENTCOMPUTER_BIN_DIR=$(cd "$AGENTCOMPUTER_BIN_DIR" && pwd)
+export AGENTCOMPUTER_BIN_DIR
+cd "$(dirname "$0")"
+failed=()
+for run in */run.sh; do
+    name=${run%/run.sh}
+    start=$SECONDS
+    if bash "$run" >"/tmp/example-$name.log" 2>&1; then
+        echo "ok      example $name ($((SECONDS - start)) s)"
+    else
+        echo "FAILED  example $name; its output:"
+        sed 's/^/    /' "/tmp/example-$name.log"
+        failed+=("$name")
+    fi
+    rm -f "/tmp/example-$name.log"
+done
+[ ${#failed[@]} -eq 0 ] || { echo "failed examples: ${failed[*]}" >&2; exit 1; }
