@@ -15,6 +15,7 @@
 
 pub mod moves;
 pub mod quantity;
+pub mod reference;
 mod snapshot;
 mod spec;
 mod status;
