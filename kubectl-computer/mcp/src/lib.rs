@@ -22,7 +22,7 @@ pub mod http;
 mod search;
 mod stdio;
 mod text;
-mod tools;
+pub mod tools;
 
 use std::sync::Arc;
 

@@ -16,6 +16,7 @@
 mod checkpoints;
 mod files;
 mod params;
+pub mod reference;
 mod result;
 mod router;
 mod run;

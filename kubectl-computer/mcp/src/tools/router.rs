@@ -191,13 +191,17 @@ impl Tools {
 }
 
 impl Tools {
-    /// The tool list, with `exec`'s `runtime` limited to the runtimes the
-    /// computer enables.
-    fn tools(&self) -> Vec<Tool> {
-        let mut tools = self.tool_router.list_all();
-        let enabled: Vec<&str> = std::iter::once(super::run::AUTO)
-            .chain(self.agent.runtimes().iter().map(|r| r.name()))
+    /// Every tool as listed for a computer with every runtime, for the
+    /// generated reference ([`super::reference`]).
+    pub(super) fn listed_for_reference() -> Vec<Tool> {
+        let all: Vec<&str> = std::iter::once(super::run::AUTO)
+            .chain(Runtime::ALL.iter().map(|r| r.name()))
             .collect();
+        Self::with_runtimes(Self::tool_router().list_all(), &all)
+    }
+
+    /// `tools` with `exec`'s `runtime` an enum of `enabled`.
+    fn with_runtimes(mut tools: Vec<Tool>, enabled: &[&str]) -> Vec<Tool> {
         for t in tools.iter_mut().filter(|t| t.name == "exec") {
             let mut schema = (*t.input_schema).clone();
             if let Some(Value::Object(props)) = schema.get_mut("properties") {
@@ -219,6 +223,15 @@ impl Tools {
             t.input_schema = Arc::new(schema);
         }
         tools
+    }
+
+    /// The tool list, with `exec`'s `runtime` limited to the runtimes the
+    /// computer enables.
+    fn tools(&self) -> Vec<Tool> {
+        let enabled: Vec<&str> = std::iter::once(super::run::AUTO)
+            .chain(self.agent.runtimes().iter().map(|r| r.name()))
+            .collect();
+        Self::with_runtimes(self.tool_router.list_all(), &enabled)
     }
 }
 
