@@ -16,7 +16,7 @@
 //! 2), `--seconds S` (default 10), `--pause-ms MS` (each client's pause
 //! between calls, default 0), `--stop-file PATH` (step 2 also ends once
 //! that file exists), `--load-direct yes` (step 2 also directly against
-//! the agent, as a baseline). The computer's token is
+//! the agent, as a baseline, the clients sharing one connection). The computer's token is
 //! read from `E2E_BENCH_TOKEN`, never from the command line (which other
 //! users of the machine can read). Prints one JSON object, times in
 //! milliseconds.
@@ -219,17 +219,26 @@ pub fn main(args: impl Iterator<Item = String>) -> Result<()> {
     })
 }
 
-/// Step 2 against `url`: `--clients` connections made first, then each
-/// calls in a loop until `--seconds` pass (or the stop file appears).
+/// Step 2 against `url`: `--clients` clients made first, each with its
+/// own connection (or all sharing one when `shared`), then each calls in
+/// a loop until `--seconds` pass (or the stop file appears).
 async fn load(
     args: &Args,
     url: &str,
     tls: Option<ClientTlsConfig>,
     token: &str,
+    shared: bool,
 ) -> Result<serde_json::Value> {
     let mut clients = Vec::new();
+    let one = match shared {
+        true => Some(connect(url, tls.clone(), token).await?),
+        false => None,
+    };
     for _ in 0..args.clients {
-        clients.push(connect(url, tls.clone(), token).await?);
+        clients.push(match &one {
+            Some(c) => c.clone(),
+            None => connect(url, tls.clone(), token).await?,
+        });
     }
     let started = Instant::now();
     let deadline = started + Duration::from_secs(args.seconds);

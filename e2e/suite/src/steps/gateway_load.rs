@@ -221,7 +221,7 @@ pub(super) fn gateway_in_cluster(cx: &mut Context) -> Result<String> {
         "warm exec p50/p99 {d50:.2}/{d99:.2} ms direct, {g50:.2}/{g99:.2} ms through the gateway \
          (+{:.2} ms p50); upgrade under 8 clients: {calls:.0} calls, none failed, {upgrade_s:.0} s; \
          100 clients: {rate:.0} calls/s through the gateway (p50 {:.1} ms, p99 {:.1} ms), \
-         {direct_rate:.0} calls/s directly (p50 {:.1} ms, p99 {:.1} ms); {recreated}",
+         {direct_rate:.0} calls/s directly over one shared connection (p50 {:.1} ms, p99 {:.1} ms); {recreated}",
         g50 - d50,
         ms(&load, "/concurrent/p50_ms"),
         ms(&load, "/concurrent/p99_ms"),
