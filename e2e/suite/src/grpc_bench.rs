@@ -206,13 +206,16 @@ pub fn main(args: impl Iterator<Item = String>) -> Result<()> {
             return Ok(());
         }
 
-        out["concurrent"] = load(&args, &args.gateway, None, &token).await?;
+        out["concurrent"] = load(&args, &args.gateway, None, &token, false).await?;
         if args.load_direct {
+            // The agent admits few connections from one address (its API
+            // port's door), so the baseline multiplexes every client's
+            // calls over one connection, as the gateway does towards it.
             let url = args
                 .direct
                 .as_deref()
                 .context("--load-direct needs --direct")?;
-            out["concurrent_direct"] = load(&args, url, tls_again, &token).await?;
+            out["concurrent_direct"] = load(&args, url, tls_again, &token, true).await?;
         }
         println!("{out}");
         Ok(())
