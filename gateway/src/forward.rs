@@ -64,7 +64,7 @@ pub async fn forward(State(gw): State<Arc<Gateway>>, req: Request) -> Response {
         .to_string();
     let peer = req.extensions().get::<Peer>().map(|p| p.0);
     let token = bearer(req.headers()).map(str::to_string);
-    let route = match gw.routes.route(token.as_deref()) {
+    let route = match gw.routes.route_settled(token.as_deref()).await {
         Ok(r) => r,
         Err(e) => {
             let status = match e {

@@ -99,7 +99,7 @@ pub async fn serve(State(gw): State<Arc<Gateway>>, mut req: Request) -> Response
     let Some(token) = bearer(req.headers()).map(str::to_string) else {
         return refuse(req, StatusCode::UNAUTHORIZED, &NoRoute::Missing.to_string()).await;
     };
-    let route = match gw.routes.route(Some(&token)) {
+    let route = match gw.routes.route_settled(Some(&token)).await {
         Ok(r) => r,
         Err(e @ (NoRoute::Missing | NoRoute::Unknown)) => {
             return refuse(req, StatusCode::UNAUTHORIZED, &e.to_string()).await;

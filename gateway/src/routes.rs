@@ -123,6 +123,11 @@ pub fn route_in<'a>(
     }
 }
 
+/// Longest wait of [`Routes::route_settled`] for an unknown token.
+pub const SETTLE: std::time::Duration = std::time::Duration::from_secs(1);
+/// How often it looks again meanwhile.
+const SETTLE_POLL: std::time::Duration = std::time::Duration::from_millis(50);
+
 /// Routes over the gateway's watch cache of AgentComputers (every
 /// namespace) and its record of deleted computers.
 #[derive(Clone)]
@@ -135,6 +140,22 @@ impl Routes {
     /// Routes over `store`; `deleted` is fed by the same watch.
     pub fn new(store: Store<AgentComputer>, deleted: Arc<Deleted>) -> Routes {
         Routes { store, deleted }
+    }
+
+    /// [`Routes::route`], but a token no computer has yet gets up to
+    /// [`SETTLE`] for the watch to bring it: the operator publishes a new
+    /// computer's (or a rotated) credential in the same status update that
+    /// tells its client to go, and the client may come before the event.
+    pub async fn route_settled(&self, token: Option<&str>) -> Result<Route, NoRoute> {
+        let deadline = tokio::time::Instant::now() + SETTLE;
+        loop {
+            match self.route(token) {
+                Err(NoRoute::Unknown) if tokio::time::Instant::now() < deadline => {
+                    tokio::time::sleep(SETTLE_POLL).await;
+                }
+                other => return other,
+            }
+        }
     }
 
     /// The route of `token` now ([`route_in`]); a deleted computer's last

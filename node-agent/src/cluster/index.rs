@@ -64,6 +64,8 @@ pub struct Index {
     /// they left: their callers are told where they went for
     /// [`MOVED_KEPT`].
     moved: RwLock<HashMap<String, (Entry, String, std::time::Instant)>>,
+    /// Woken each time an entry is added or changed.
+    changed: tokio::sync::Notify,
 }
 
 /// How long a computer that moved away is remembered for its callers.
@@ -78,9 +80,44 @@ impl Index {
             Some(old) if *old == entry => false,
             _ => {
                 map.insert(entry.uid.clone(), entry);
+                drop(map);
+                self.changed.notify_waiters();
                 true
             }
         }
+    }
+
+    /// Waits until `done` holds, checking it again after each change of
+    /// the index, for at most `limit`; returns whether it held.
+    pub async fn wait_until(
+        &self,
+        mut done: impl FnMut() -> bool,
+        limit: std::time::Duration,
+    ) -> bool {
+        let deadline = tokio::time::Instant::now() + limit;
+        loop {
+            // Registered before the check, so a change between the two is
+            // not missed.
+            let changed = self.changed.notified();
+            tokio::pin!(changed);
+            changed.as_mut().enable();
+            if done() {
+                return true;
+            }
+            if tokio::time::timeout_at(deadline, changed).await.is_err() {
+                return done();
+            }
+        }
+    }
+
+    /// Whether `digest` is the credential fingerprint of a computer that
+    /// moved away from this node (within [`MOVED_KEPT`]).
+    pub fn departed(&self, digest: &[u8; 32]) -> bool {
+        use subtle::ConstantTimeEq;
+        let moved = self.moved.read();
+        moved.values().any(|(e, _, at)| {
+            at.elapsed() < MOVED_KEPT && e.credential.is_some_and(|p| bool::from(p.ct_eq(digest)))
+        })
     }
 
     /// Forgets computer `uid`; returns whether it was known.

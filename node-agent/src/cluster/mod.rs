@@ -18,6 +18,7 @@ pub mod api_gate;
 mod backup_status;
 mod capacity;
 mod computers;
+mod credential_wait;
 mod credentials;
 mod egress_proxy;
 pub mod fuse_link;
@@ -397,6 +398,11 @@ where
     let server = builder
         .http2_keepalive_interval(Some(Duration::from_secs(30)))
         .http2_keepalive_timeout(Some(Duration::from_secs(20)))
+        .layer(credential_wait::AwaitCredentialLayer::new(
+            cluster_authorizer.clone(),
+            node.index.clone(),
+            credential_wait::WAIT,
+        ))
         .layer(tonic::service::InterceptorLayer::new(
             api_gate::AuthenticatedConnections(cluster_authorizer),
         ))
