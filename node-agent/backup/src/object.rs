@@ -230,6 +230,16 @@ impl<'a> Object<'a> {
     /// Verifies length and trailing digest and decodes the header.
     /// Errors: a description of what is wrong (truncated, corrupted).
     pub fn decode(bytes: &'a [u8]) -> Result<Object<'a>, String> {
+        let o = Object::decode_unverified(bytes)?;
+        o.verify()?;
+        Ok(o)
+    }
+
+    /// [`Object::decode`] without the digest, which [`Object::verify`]
+    /// checks (so a large object can be hashed while its pages are
+    /// written elsewhere). Errors: what is wrong with the header or the
+    /// length.
+    pub fn decode_unverified(bytes: &'a [u8]) -> Result<Object<'a>, String> {
         let header = decode_header(bytes)?;
         if header.kind == Kind::Rewind && header.page_count != 0 {
             return Err(format!("a rewind with {} page records", header.page_count));
@@ -245,12 +255,16 @@ impl<'a> Object<'a> {
                 bytes.len()
             ));
         }
-        let body = &bytes[..bytes.len() - DIGEST_BYTES];
-        let d = sha256(body);
-        if d[..] != bytes[body.len()..] {
+        Ok(Object { header, bytes })
+    }
+
+    /// Checks the trailing digest. Errors: a checksum mismatch.
+    pub fn verify(&self) -> Result<(), String> {
+        let body = &self.bytes[..self.bytes.len() - DIGEST_BYTES];
+        if sha256(body)[..] != self.bytes[body.len()..] {
             return Err("checksum mismatch (corrupted)".into());
         }
-        Ok(Object { header, bytes })
+        Ok(())
     }
 
     /// An object [`Object::decode`] verified before, with the header it

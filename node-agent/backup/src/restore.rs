@@ -232,8 +232,15 @@ pub async fn catch_up(
         });
     }
     let steps: Vec<Step> = (from.position + 1..=head).map(Step::Apply).collect();
-    let (page_size, db_pages, digest, snapshot) =
-        apply(store, prefix, &steps, file, Some((from.digest, page_size))).await?;
+    let (page_size, db_pages, digest, snapshot, _) = apply(
+        store,
+        prefix,
+        &steps,
+        file,
+        Some((from.digest, page_size)),
+        Sync::Now,
+    )
+    .await?;
     Ok(Restored {
         snapshot: snapshot.unwrap_or(from.position),
         position: head,
@@ -255,10 +262,19 @@ async fn build(
     tmp: &FsPath,
 ) -> Result<(u32, u32, [u8; 32], bool)> {
     let started = std::time::Instant::now();
-    let (page_size, db_pages, digest, _) = apply(store, prefix, steps, file, None).await?;
+    let (page_size, db_pages, digest, _, file) =
+        apply(store, prefix, steps, file, None, Sync::Deferred).await?;
     let applied = started.elapsed();
     let before = stamp(tmp)?;
-    check(tmp)?;
+    // The file goes to disk while it is checked: the checks read it from
+    // the page cache, and nothing uses it before both are done.
+    let (synced, checked) = std::thread::scope(|s| {
+        let synced = s.spawn(move || file.sync_all());
+        let checked = check(tmp);
+        (synced.join(), checked)
+    });
+    synced.map_err(|_| Error::Check("the sync of the restored file panicked".into()))??;
+    checked?;
     let exact = stamp(tmp)? == before;
     tracing::debug!(
         objects = steps.len(),
@@ -366,15 +382,7 @@ async fn read_object(
     key: &Path,
     p: u64,
 ) -> Result<(bytes::Bytes, object::Header)> {
-    let bytes = match store.get(key).await {
-        Ok(r) => r.bytes().await?,
-        Err(object_store::Error::NotFound { .. }) => {
-            return Err(Error::Missing {
-                key: key.to_string(),
-            });
-        }
-        Err(e) => return Err(e.into()),
-    };
+    let bytes = fetch(store, key).await?;
     let header = Object::decode(&bytes).map_err(|r| corrupt(key, r))?.header;
     if header.position != p {
         return Err(corrupt(
@@ -435,7 +443,8 @@ async fn apply(
     steps: &[Step],
     file: std::fs::File,
     after: Option<([u8; 32], u32)>,
-) -> Result<(u32, u32, [u8; 32], Option<u64>)> {
+    sync: Sync,
+) -> Result<(u32, u32, [u8; 32], Option<u64>, std::fs::File)> {
     let mut prev_digest = after.map(|(d, _)| d);
     let mut page_size = after.map_or(0, |(_, p)| p);
     let mut db_pages = 0;
@@ -445,9 +454,9 @@ async fn apply(
             Step::Apply(p) | Step::Rewind(p) => p,
         };
         let key = object::key(prefix, p);
-        let (bytes, header) = read_object(store, &key, p).await?;
-        let o = Object::verified(&bytes, header);
         if let Step::Rewind(_) = step {
+            let (bytes, header) = read_object(store, &key, p).await?;
+            let o = Object::verified(&bytes, header);
             let Some((to, to_digest)) = o.rewind_target() else {
                 return Err(corrupt(&key, "is no longer a rewind"));
             };
@@ -468,6 +477,14 @@ async fn apply(
             }
             prev_digest = Some(object::digest(&bytes));
             continue;
+        }
+        let bytes = fetch(store, &key).await?;
+        let o = Object::decode_unverified(&bytes).map_err(|r| corrupt(&key, r))?;
+        if o.header.position != p {
+            return Err(corrupt(
+                &key,
+                format!("holds position {} instead", o.header.position),
+            ));
         }
         if o.header.kind == Kind::Rewind {
             return Err(Error::Rewound {
@@ -500,26 +517,72 @@ async fn apply(
         page_size = o.header.page_size;
         db_pages = o.header.db_pages;
         // Runs of consecutive pages (a snapshot object is one run) go to
-        // the file in one write each, not a write per page.
-        let mut run = Run::new(page_size);
-        for (pgno, page) in o.pages() {
-            if pgno == 0 || pgno > db_pages {
-                return Err(corrupt(&key, format!("page {pgno} outside 1..={db_pages}")));
+        // the file in one write each, not a write per page. Into a new
+        // file (a restore) a large object is hashed on another thread
+        // while its pages are written, and checked before anything uses
+        // the file; a file in use (a catch-up) gets only checked pages.
+        let write = |o: &Object<'_>| -> Result<()> {
+            let mut run = Run::new(page_size);
+            for (pgno, page) in o.pages() {
+                if pgno == 0 || pgno > db_pages {
+                    return Err(corrupt(&key, format!("page {pgno} outside 1..={db_pages}")));
+                }
+                run.add(&file, pgno, page)?;
             }
-            run.add(&file, pgno, page)?;
+            run.flush(&file)?;
+            Ok(())
+        };
+        if sync == Sync::Deferred && bytes.len() >= OVERLAP_BYTES {
+            let (verified, written) = std::thread::scope(|s| {
+                let verified = s.spawn(|| o.verify());
+                let written = write(&o);
+                (verified.join(), written)
+            });
+            verified
+                .map_err(|_| corrupt(&key, "its check panicked"))?
+                .map_err(|r| corrupt(&key, r))?;
+            written?;
+        } else {
+            o.verify().map_err(|r| corrupt(&key, r))?;
+            write(&o)?;
         }
-        run.flush(&file)?;
         file.set_len(db_pages as u64 * page_size as u64)?;
         prev_digest = Some(object::digest(&bytes));
     }
-    file.sync_all()?;
-    drop(file);
+    if sync == Sync::Now {
+        file.sync_all()?;
+    }
     Ok((
         page_size,
         db_pages,
         prev_digest.unwrap_or([0; 32]),
         snapshot,
+        file,
     ))
+}
+
+/// When [`apply`] syncs the file it wrote.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Sync {
+    /// Before it returns.
+    Now,
+    /// The caller syncs it (while checking it); the file is new, so its
+    /// pages may be written before their object's digest is checked.
+    Deferred,
+}
+
+/// Objects from this size on are hashed while their pages are written.
+const OVERLAP_BYTES: usize = 16 << 20;
+
+/// The bytes of the object at `key`.
+async fn fetch(store: &Arc<dyn ObjectStore>, key: &Path) -> Result<bytes::Bytes> {
+    match store.get(key).await {
+        Ok(r) => Ok(r.bytes().await?),
+        Err(object_store::Error::NotFound { .. }) => Err(Error::Missing {
+            key: key.to_string(),
+        }),
+        Err(e) => Err(e.into()),
+    }
 }
 
 /// Bytes of consecutive pages gathered before one write.
@@ -555,8 +618,23 @@ impl Run {
 
     fn flush(&mut self, file: &std::fs::File) -> std::io::Result<()> {
         use std::os::unix::fs::FileExt;
+        use std::os::unix::io::AsRawFd;
         if !self.bytes.is_empty() {
-            file.write_all_at(&self.bytes, u64::from(self.first - 1) * self.page_size)?;
+            let at = u64::from(self.first - 1) * self.page_size;
+            file.write_all_at(&self.bytes, at)?;
+            // Start writing it out now (sync_file_range(2), without
+            // waiting), so the sync at the end finds most of a large
+            // restore on disk already. Only a hint: its failure is the
+            // final sync's to report.
+            // SAFETY: a valid descriptor, a range and a flag; no memory.
+            unsafe {
+                libc::sync_file_range(
+                    file.as_raw_fd(),
+                    at as libc::off64_t,
+                    self.bytes.len() as libc::off64_t,
+                    libc::SYNC_FILE_RANGE_WRITE,
+                );
+            }
             self.bytes.clear();
         }
         Ok(())

@@ -154,3 +154,52 @@ async fn a_restore_recorded_as_a_rewind_continues_the_log_and_keeps_its_history(
     );
     assert!(!dest.exists());
 }
+
+/// A large object is hashed while its pages are written into the new file:
+/// a flipped byte in it still fails the restore by name, and no file
+/// appears.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_damaged_large_object_is_caught_while_its_pages_are_written() {
+    let Some(server) = common::ObjectServer::start() else {
+        return;
+    };
+    let store = server.store();
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("fs.db");
+    let fs = Fs::create(&db, Limits::default()).unwrap();
+    fs.leave_checkpoints_to_backup().unwrap();
+    let prefix = Path::from("computers/large");
+    let shipper = Shipper::start(&db, store.clone(), prefix.clone(), Options::default())
+        .await
+        .unwrap();
+    common::write_file(&fs, "big", &common::content(3, 24 << 20));
+    let head = shipper.stop().await.unwrap().position;
+    drop(fs);
+    let large = log_objects(&store, &prefix)
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|o| o.bytes >= 20 << 20)
+        .expect("an object of the 24 MiB file");
+    let clean = dir.path().join("clean.db");
+    restore_at(&store, &prefix, &clean, Some(head))
+        .await
+        .unwrap();
+
+    let key = object::key(&prefix, large.position);
+    let file = server.object_file(key.as_ref());
+    let mut bad = std::fs::read(&file).unwrap();
+    let middle = bad.len() / 2;
+    bad[middle] ^= 0x01;
+    std::fs::write(&file, &bad).unwrap();
+    let dest = dir.path().join("damaged.db");
+    let e = restore_at(&store, &prefix, &dest, Some(head))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&e, Error::Corrupt { key: k, reason } if *k == key.to_string() && reason.contains("checksum")),
+        "{e}"
+    );
+    assert!(!dest.exists());
+    assert!(!dir.path().join("damaged.db.restoring").exists());
+}
