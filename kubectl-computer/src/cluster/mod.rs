@@ -5,6 +5,7 @@
 pub mod agent;
 pub mod computers;
 pub mod moves;
+pub mod snapshots;
 
 use agentcomputer_crds::AgentComputer;
 use kube::Api;
