@@ -85,6 +85,16 @@ pub struct AgentComputerSpec {
     /// Immutable.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub source: Option<crate::snapshot::SourceRef>,
+
+    /// How long the computer's past states stay restorable, as a duration
+    /// ("7d", "36h", "90m"): a point-in-time restore reaches back this far
+    /// (an older time is refused), and the snapshot a restore takes first
+    /// (which undoes it) is kept this long. Needs the node agents' backup
+    /// store. Unset: the node agents' default (the chart's
+    /// backup.retention, 7 days).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = r"^([0-9]+(ns|us|ms|s|m|h|d|w) ?)+$"))]
+    pub retention: Option<String>,
 }
 
 /// Storage of the computer's filesystem.

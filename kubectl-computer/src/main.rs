@@ -499,7 +499,14 @@ async fn run(cli: Cli) -> Result<u8> {
             wait,
         } => {
             if let Some(from) = from {
-                cmd::snapshots::create_from(&backend, name, &from).await?;
+                match &backend {
+                    Backend::Cluster(cluster) => {
+                        cluster::snapshots::create_from(cluster, &name, &from, wait.limit()).await?
+                    }
+                    Backend::Agent { .. } => {
+                        cmd::snapshots::create_from(&backend, name, &from).await?
+                    }
+                }
                 return Ok(0);
             }
             let egress = egress.to_proto()?;

@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::Duration;
 
-use agentcomputer_crds::{AgentComputer, EgressMode};
+use agentcomputer_crds::{AgentComputer, ComputerSnapshot, EgressMode, SourceKind};
 use k8s_openapi::api::core::v1::{Pod, Secret};
 use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
@@ -106,13 +106,22 @@ fn fails(out: Output) -> String {
 
 async fn install_crd(client: &Client) {
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    crds.create(&PostParams::default(), &AgentComputer::crd())
-        .await
-        .unwrap();
+    for crd in [AgentComputer::crd(), ComputerSnapshot::crd()] {
+        crds.create(&PostParams::default(), &crd).await.unwrap();
+    }
+    for name in [
+        "agentcomputers.agentcomputer.dev",
+        "computersnapshots.agentcomputer.dev",
+    ] {
+        established(&crds, name).await;
+    }
+}
+
+async fn established(crds: &Api<CustomResourceDefinition>, name: &'static str) {
     eventually(30, "the CRD to be established", || {
         let crds = crds.clone();
         async move {
-            let crd = crds.get("agentcomputers.agentcomputer.dev").await.ok()?;
+            let crd = crds.get(name).await.ok()?;
             let conditions = crd.status?.conditions?;
             conditions
                 .iter()
@@ -171,10 +180,162 @@ async fn cluster_mode_against_a_real_apiserver() {
     support::create_namespace(&admin, SYSTEM_NS).await;
 
     create_list_delete(&cli, &admin).await;
+    snapshots(&cli, &admin).await;
     refusals(&cli).await;
     waiting(&cli, &admin).await;
     mode_rule(&cluster, &cli);
     routing(&cluster, &cli, &admin).await;
+}
+
+/// In a cluster `snapshot` makes a ComputerSnapshot object and waits for
+/// the operator to take it (the test writes its status as the operator
+/// would), names are unique in the namespace (the API server's
+/// AlreadyExists), `snapshots` lists the computer's, `create --from
+/// snapshot/S` and `fork` make AgentComputers with `spec.source` and the
+/// source computer's spec, and `delete-snapshot` deletes the object.
+async fn snapshots(cli: &Cli, admin: &Client) {
+    let computers: Api<AgentComputer> = Api::namespaced(admin.clone(), "default");
+    let snaps: Api<ComputerSnapshot> = Api::namespaced(admin.clone(), "default");
+    ok(cli.run(&[
+        "create",
+        "origin",
+        "--quota",
+        "300Mi",
+        "--max-inodes",
+        "777",
+        "--wait=false",
+    ]));
+
+    let taking = cli.spawn(&["snapshot", "origin", "s1"]);
+    eventually(30, "the ComputerSnapshot s1", || {
+        let snaps = snaps.clone();
+        async move { snaps.get_opt("s1").await.ok().flatten() }
+    })
+    .await;
+    let s1 = snaps.get("s1").await.unwrap();
+    assert_eq!(s1.spec.computer, "origin");
+    snaps
+        .patch_status(
+            "s1",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {
+                "readyToUse": true, "time": "2026-01-02T03:04:05Z", "position": 7,
+                "size": "3Mi", "sizeBytes": 3 << 20,
+                "conditions": [condition("Ready", "True", "Taken", "")],
+            }})),
+        )
+        .await
+        .unwrap();
+    let out = ok(wait_child(taking, 60));
+    assert!(
+        out.starts_with("snapshot s1 of origin taken in ")
+            && out.contains("(position 7, 3 MiB; ComputerSnapshot default/s1)"),
+        "{out}"
+    );
+    // A second snapshot of that name in the namespace is the API server's
+    // AlreadyExists.
+    let err = fails(cli.run(&["snapshot", "origin", "s1"]));
+    assert!(err.contains("already exists"), "{err}");
+    // A snapshot that fails says why.
+    let failing = cli.spawn(&["snapshot", "origin", "s2"]);
+    eventually(30, "the ComputerSnapshot s2", || {
+        let snaps = snaps.clone();
+        async move { snaps.get_opt("s2").await.ok().flatten() }
+    })
+    .await;
+    snaps
+        .patch_status(
+            "s2",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {
+                "readyToUse": false,
+                "conditions": [condition("Ready", "False", "NoBackupStore", "the node agents have no backup store")],
+            }})),
+        )
+        .await
+        .unwrap();
+    let out = wait_child(failing, 60);
+    assert_eq!(out.status.code(), Some(1));
+    let err = text(&out.stderr);
+    assert!(
+        err.contains(
+            "snapshot s2 of origin failed: NoBackupStore: the node agents have no backup store"
+        ),
+        "{err}"
+    );
+    let table = ok(cli.run(&["snapshots", "origin"]));
+    let lines: Vec<&str> = table.lines().collect();
+    assert_eq!(lines.len(), 3, "{table}");
+    assert!(
+        lines[0].starts_with("NAME") && lines[0].contains("READY"),
+        "{table}"
+    );
+    assert!(
+        lines[1].starts_with("s1 ") && lines[1].contains("3 MiB") && lines[1].ends_with("true"),
+        "{table}"
+    );
+    assert!(
+        lines[2].starts_with("s2 ") && lines[2].trim_end().ends_with("false"),
+        "{table}"
+    );
+
+    // From the snapshot, and a fork: spec.source and the source's spec.
+    let out = ok(cli.run(&["create", "copy", "--from", "snapshot/s1", "--wait=false"]));
+    assert!(
+        out.starts_with("computer copy created (quota 300 MiB, 777 inodes"),
+        "{out}"
+    );
+    let copy = computers.get("copy").await.unwrap();
+    let source = copy.spec.source.as_ref().unwrap();
+    assert_eq!(
+        (source.kind, source.name.as_str()),
+        (SourceKind::ComputerSnapshot, "s1")
+    );
+    assert_eq!(copy.spec.storage.size.0, "300Mi");
+    assert_eq!(copy.spec.storage.max_inodes, Some(777));
+    let forking = cli.spawn(&["fork", "origin", "forked"]);
+    eventually(30, "the AgentComputer forked", || {
+        let computers = computers.clone();
+        async move { computers.get_opt("forked").await.ok().flatten() }
+    })
+    .await;
+    let forked = computers.get("forked").await.unwrap();
+    let source = forked.spec.source.as_ref().unwrap();
+    assert_eq!(
+        (source.kind, source.name.as_str()),
+        (SourceKind::AgentComputer, "origin")
+    );
+    set_status(
+        &computers,
+        "forked",
+        json!({"phase": "Ready", "conditions": [condition("Ready", "True", "Ready", "")]}),
+    )
+    .await;
+    let out = ok(wait_child(forking, 60));
+    assert!(out.starts_with("computer forked created"), "{out}");
+    let err = fails(cli.run(&["create", "x", "--from", "snapshot/nope", "--wait=false"]));
+    assert!(
+        err.contains("snapshot nope not found in namespace default"),
+        "{err}"
+    );
+    let err = fails(cli.run(&["create", "x", "--from", "file:demo.db", "--wait=false"]));
+    assert!(err.contains("in a cluster give snapshot/NAME"), "{err}");
+
+    // delete-snapshot checks whose it is, then deletes the object.
+    let err = fails(cli.run(&["delete-snapshot", "copy", "s1"]));
+    assert!(
+        err.contains("snapshot s1 is of computer origin, not copy"),
+        "{err}"
+    );
+    assert_eq!(
+        ok(cli.run(&["delete-snapshot", "origin", "s1"])),
+        "deleted snapshot s1 of origin\n"
+    );
+    assert!(snaps.get_opt("s1").await.unwrap().is_none());
+    for name in ["origin", "copy", "forked"] {
+        ok(cli.run(&["delete", name, "--wait=false"]));
+    }
+    let _ = snaps.delete("s2", &Default::default()).await;
 }
 
 /// create maps its flags to the spec, list shows the resources as the local

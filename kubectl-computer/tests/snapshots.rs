@@ -241,9 +241,16 @@ fn snapshot_rm_restore_and_copies_through_the_cli() {
         ok(agent.cli(&["exec", "demo", "--", "ls"])),
         "later.txt\nrun.sh\nsrc\n"
     );
+    // Before the retention window (7 days by default): refused, naming it.
     let err = fails(agent.cli(&["restore", "demo", "--time", "2001-01-01T00:00:00Z"]));
     assert!(
-        err.contains("has no backup position at or before 2001-01-01T00:00:00"),
+        err.contains("to 2001-01-01T00:00:00.000Z: that is outside its retention window of 7days"),
+        "{err}"
+    );
+    // Within it but before the computer's log began: no position then.
+    let err = fails(agent.cli(&["restore", "demo", "--time", "2h"]));
+    assert!(
+        err.contains("has no backup position at or before "),
         "{err}"
     );
     let bad = agent.cli(&["restore", "demo", "--time", "yesterday-ish"]);

@@ -91,6 +91,12 @@ pub struct Settings {
     /// without a snapshot if the file is unchanged.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub backup_resume: Option<BackupResume>,
+    /// How long the computer's past states stay restorable, in seconds
+    /// (`spec.retention` in a cluster): point-in-time restores reach back
+    /// this far, and a restore's undo snapshot is kept this long. `None`:
+    /// the node agent's default (`--retention`, 7 days).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retention_secs: Option<u64>,
 }
 
 /// A clean close's backup position ([`Settings::backup_resume`]).
@@ -171,6 +177,8 @@ pub struct Config {
     pub exec: ExecLimits,
     /// See [`Settings::display_name`].
     pub display_name: Option<String>,
+    /// See [`Settings::retention_secs`].
+    pub retention: Option<std::time::Duration>,
 }
 
 impl Settings {
@@ -182,6 +190,7 @@ impl Settings {
         self.runtimes = config.runtimes;
         self.exec = config.exec;
         self.display_name = config.display_name;
+        self.retention_secs = config.retention.map(|d| d.as_secs());
     }
 
     /// The name to show people: [`Settings::display_name`], else the
@@ -288,6 +297,7 @@ mod tests {
                 db_bytes: 4096,
                 db_mtime_ns: 1_700_000_000_000_000_000,
             }),
+            retention_secs: Some(3600),
         };
         s.save(dir.path()).unwrap();
         assert_eq!(Settings::load(dir.path()).unwrap(), s);

@@ -145,6 +145,7 @@ impl From<RegistryError> for Status {
                 Status::not_found(message)
             }
             RegistryError::SnapshotExists(_) => Status::already_exists(message),
+            RegistryError::OutsideRetention { .. } => Status::out_of_range(message),
             RegistryError::SnapshotLimit { .. } => Status::resource_exhausted(message),
             RegistryError::RestoreBusy { .. } => Status::unavailable(message),
             // With an errno: the agent answered (it is not a broken connection).

@@ -139,6 +139,11 @@ enum Command {
         /// use. See docs/backup.md.
         #[arg(long, value_name = "URL", value_parser = BackupUrl::parse)]
         backup: Option<BackupUrl>,
+        /// How long a computer's past states stay restorable (with
+        /// --backup): point-in-time restores reach back this far, and a
+        /// restore's undo snapshot is kept this long. See docs/snapshots.md.
+        #[arg(long, default_value = "7d", value_parser = humantime::parse_duration)]
+        retention: Duration,
     },
     /// Serve the computers placed on one Kubernetes node (unprivileged).
     /// The Kubernetes client comes from the in-cluster service account or
@@ -276,6 +281,12 @@ struct ClusterArgs {
     /// database on this node is restored from it. See docs/backup.md.
     #[arg(long, env = "AGENTCOMPUTER_BACKUP_URL", value_name = "URL", value_parser = BackupUrl::parse)]
     backup: Option<BackupUrl>,
+    /// How long a computer's past states stay restorable unless its
+    /// spec.retention says otherwise (with --backup): point-in-time
+    /// restores reach back this far, and a restore's undo snapshot is kept
+    /// this long. See docs/snapshots.md.
+    #[arg(long, env = "AGENTCOMPUTER_RETENTION", default_value = "7d", value_parser = humantime::parse_duration)]
+    retention: Duration,
     /// How long another node must wait before it may take over a computer
     /// whose writer Lease this agent stopped renewing; this agent stops
     /// committing at two thirds of it (client-go's 15:10:2 proportions).
@@ -440,6 +451,7 @@ fn main() -> anyhow::Result<()> {
                 max_downloads,
                 max_downloads_per_computer,
                 backup,
+                retention,
                 download_min_rate,
                 control,
             } => {
@@ -506,7 +518,9 @@ fn main() -> anyhow::Result<()> {
                 // message, never after a client was told to connect.
                 let backup = match &backup {
                     Some(url) => Some(Arc::new(
-                        agentcomputer_node_agent::backup::open_checked(url).await?,
+                        agentcomputer_node_agent::backup::open_checked(url)
+                            .await?
+                            .with_retention(retention),
                     )),
                     None => None,
                 };
@@ -641,6 +655,7 @@ async fn run_cluster(args: ClusterArgs) -> anyhow::Result<DataDirLock> {
         },
         proxy_connections_per_computer: args.proxy_connections_per_computer,
         backup: args.backup.clone(),
+        retention: args.retention,
         writer_lease: agentcomputer_lease::Timing::scaled_to(args.writer_lease_duration),
     };
     cluster::serve(client, listener, http, config, shutdown_signal()?).await?;

@@ -515,6 +515,32 @@ fn the_chart_backs_computers_up_when_asked() {
         value("AWS_REGION"),
         Some(serde_json::json!({"name": "AWS_REGION", "value": "us-east-1"}))
     );
+    assert_eq!(
+        value("AGENTCOMPUTER_RETENTION"),
+        Some(serde_json::json!({"name": "AGENTCOMPUTER_RETENTION", "value": "7d"}))
+    );
+    // The agent takes the chart's retention, and refuses what is not a
+    // duration before it does anything.
+    for (retention, accepted) in [("7d", true), ("36h", true), ("a week", false)] {
+        let out = Command::new(env!("CARGO_BIN_EXE_node-agent"))
+            .args(agent_args(&objects))
+            .env("AGENTCOMPUTER_RETENTION", retention)
+            .env("KUBECONFIG", "/nonexistent/kubeconfig")
+            .env_remove("KUBERNETES_SERVICE_HOST")
+            .env_remove("KUBERNETES_SERVICE_PORT")
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        if accepted {
+            assert!(
+                stderr.contains("no Kubernetes client"),
+                "{retention}: {stderr}"
+            );
+        } else {
+            assert_eq!(out.status.code(), Some(2), "{retention}: {stderr}");
+            assert!(stderr.contains("--retention"), "{retention}: {stderr}");
+        }
+    }
     for key in ["AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"] {
         assert_eq!(
             value(key),

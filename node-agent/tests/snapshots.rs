@@ -114,6 +114,32 @@ async fn tree(c: &mut Client, computer: &str) -> BTreeMap<String, (i32, u32, Vec
     out
 }
 
+/// Bytes of the files under `dir`.
+fn du(dir: &Path) -> u64 {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| {
+            let e = e.unwrap();
+            let m = e.metadata().unwrap();
+            if m.is_dir() { du(&e.path()) } else { m.len() }
+        })
+        .sum()
+}
+
+async fn restore_time(
+    c: &mut Client,
+    computer: &str,
+    at: std::time::SystemTime,
+) -> Result<pb::RestoreComputerResponse, tonic::Status> {
+    c.restore_computer(pb::RestoreComputerRequest {
+        computer: computer.into(),
+        snapshot: String::new(),
+        unix_nanos: at.duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as i64,
+    })
+    .await
+    .map(|r| r.into_inner())
+}
+
 async fn chmod(c: &mut Client, computer: &str, path: &str, perm: u32) {
     c.chmod(pb::ChmodRequest {
         computer: computer.into(),
@@ -185,8 +211,17 @@ async fn a_restore_brings_every_file_back_ends_runs_and_can_be_undone() {
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
 
+    let log_before = du(&data.path().join("log"));
     let r = restore(&mut c, "demo", "s1").await.unwrap();
     assert_eq!(r.restored.as_ref().unwrap().name, "s1");
+    // The log records the restore with a rewind to s1's position, not a
+    // new copy of the 3 MB database: it grows by the changes the close
+    // shipped and a few records.
+    let grown = du(&data.path().join("log")) - log_before;
+    assert!(
+        grown < 1 << 20,
+        "the log grew by {grown} bytes at a restore"
+    );
     assert!(r.ended_runs >= 1, "{r:?}");
     let undo = r.before.unwrap();
     assert!(undo.name.starts_with("before-restore-"), "{undo:?}");
@@ -215,11 +250,12 @@ async fn a_restore_brings_every_file_back_ends_runs_and_can_be_undone() {
         .unwrap();
     assert_eq!(read(&mut c, "demo", "new.txt").await.unwrap(), b"new");
 
-    // A restore wrote new full copies to the log: the older snapshots now
-    // hold bytes of their own, and deleting them releases log objects.
+    // Restores wrote no full copies to the log: the latest state still
+    // needs everything the snapshots do, so they hold nothing of their
+    // own, and deleting them releases nothing within the retention window.
     let listed = list(&mut c, "demo").await;
     assert!(
-        listed.snapshots.iter().any(|s| s.own_bytes > 0),
+        listed.snapshots.iter().all(|s| s.own_bytes == 0),
         "{listed:?}"
     );
     let mut released = 0;
@@ -234,7 +270,7 @@ async fn a_restore_brings_every_file_back_ends_runs_and_can_be_undone() {
             .into_inner();
         released += d.released_bytes;
     }
-    assert!(released > 3_000_000, "{released}");
+    assert_eq!(released, 0);
     assert!(list(&mut c, "demo").await.snapshots.is_empty());
     // The latest state is still whole after the release: a fork of it.
     create_from(&mut c, "after-prune", from_computer("demo"))
@@ -634,4 +670,68 @@ async fn a_mounted_computer_is_not_restored_under_its_mount() {
     .unwrap();
     restore(&mut c, "demo", "s1").await.unwrap();
     assert_eq!(read(&mut c, "demo", "a.txt").await.unwrap(), b"snapshotted");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn point_in_time_restores_reach_back_as_far_as_the_retention_window() {
+    use std::time::{Duration, SystemTime};
+    let data = tempfile::tempdir().unwrap();
+    let url = format!("file://{}", data.path().join("log").display());
+    let agent = Agent::start(data.path(), &["--backup", &url, "--retention", "5s"]);
+    let mut c = agent.client().await;
+    create(&mut c, "demo", 0).await;
+    write(&mut c, "demo", "a.txt", pb::WriteMode::Truncate, b"one")
+        .await
+        .unwrap();
+    snapshot(&mut c, "demo", "s1").await.unwrap();
+    let one = SystemTime::now();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    write(&mut c, "demo", "a.txt", pb::WriteMode::Truncate, b"two")
+        .await
+        .unwrap();
+    snapshot(&mut c, "demo", "s2").await.unwrap();
+
+    // A time within the window: the state then.
+    let r = restore_time(&mut c, "demo", one).await.unwrap();
+    let undo = r.before.unwrap().name;
+    assert_eq!(read(&mut c, "demo", "a.txt").await.unwrap(), b"one");
+
+    // A time before the window is refused, saying how far back it reaches.
+    let e = restore_time(
+        &mut c,
+        "demo",
+        SystemTime::now() - Duration::from_secs(3600),
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(e.code(), Code::OutOfRange, "{e:?}");
+    assert!(
+        e.message().contains("outside its retention window of 5s"),
+        "{}",
+        e.message()
+    );
+    assert_eq!(read(&mut c, "demo", "a.txt").await.unwrap(), b"one");
+
+    // Once the window has passed them, the restore's undo snapshot goes
+    // (at the next restore or snapshot deletion) and the time it was
+    // made is refused; named snapshots stay until deleted.
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    let r = restore(&mut c, "demo", "s2").await.unwrap();
+    assert_eq!(read(&mut c, "demo", "a.txt").await.unwrap(), b"two");
+    let names: Vec<String> = list(&mut c, "demo")
+        .await
+        .snapshots
+        .into_iter()
+        .map(|s| s.name)
+        .collect();
+    assert_eq!(
+        names,
+        vec!["s1".to_string(), "s2".into(), r.before.unwrap().name],
+        "{undo} outlived the window"
+    );
+    let e = restore_time(&mut c, "demo", one).await.unwrap_err();
+    assert_eq!(e.code(), Code::OutOfRange, "{e:?}");
+    // What the log still holds restores whole.
+    restore(&mut c, "demo", "s1").await.unwrap();
+    assert_eq!(read(&mut c, "demo", "a.txt").await.unwrap(), b"one");
 }

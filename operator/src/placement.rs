@@ -549,6 +549,7 @@ mod tests {
             node_selector: None,
             tolerations: None,
             source: None,
+            retention: None,
         }
     }
 

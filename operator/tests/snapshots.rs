@@ -80,7 +80,7 @@ async fn computer_snapshots_are_taken_by_the_serving_node_agent() {
     let computers: Api<AgentComputer> = Api::namespaced(admin.clone(), NS);
     let c: AgentComputer = serde_json::from_value(json!({
         "apiVersion": "agentcomputer.dev/v1alpha1", "kind": "AgentComputer",
-        "metadata": {"name": "demo"}, "spec": {"storage": {"size": "64Mi"}},
+        "metadata": {"name": "demo"}, "spec": {"storage": {"size": "64Mi"}, "retention": "1h"},
     }))
     .unwrap();
     computers.create(&PostParams::default(), &c).await.unwrap();
@@ -119,6 +119,30 @@ async fn computer_snapshots_are_taken_by_the_serving_node_agent() {
     assert_eq!(
         (ready.status.as_str(), ready.reason.as_str()),
         ("True", "Taken")
+    );
+    // The computer's spec.retention reaches its node agent: a
+    // point-in-time restore to two hours ago is outside its hour.
+    let mut agent = agent_support::client(AGENT_IP).await;
+    let two_hours_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(7200);
+    let e = agent
+        .restore_computer(agent_support::with_token(
+            agentcomputer_proto::v1::RestoreComputerRequest {
+                computer: uid.clone(),
+                snapshot: String::new(),
+                unix_nanos: two_hours_ago
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .unwrap()
+                    .as_nanos() as i64,
+            },
+            &token,
+        ))
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), tonic::Code::OutOfRange, "{e:?}");
+    assert!(
+        e.message().contains("outside its retention window of 1h"),
+        "{}",
+        e.message()
     );
     let owners = s1.metadata.owner_references.clone().unwrap_or_default();
     assert_eq!(owners.len(), 1, "{owners:?}");

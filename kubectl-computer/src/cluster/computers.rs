@@ -70,6 +70,7 @@ pub fn resource(args: &CreateArgs) -> Result<AgentComputer> {
         node_selector: None,
         tolerations: None,
         source: None,
+        retention: None,
     };
     Ok(AgentComputer {
         metadata: ObjectMeta {
@@ -119,7 +120,7 @@ fn egress_spec(e: &pb::Egress) -> Result<EgressSpec> {
 
 /// The inode limit the node agent applies when `spec.storage.maxInodes` is
 /// unset, as the CRD documents it: one per 4 KiB of quota, at least 1,024.
-fn default_inodes(quota: u64) -> u64 {
+pub(super) fn default_inodes(quota: u64) -> u64 {
     (quota / 4096).max(1024)
 }
 
@@ -225,7 +226,7 @@ pub fn not_ready_reason(c: &AgentComputer) -> String {
 /// placement failed for a reason waiting cannot change, or one that only a
 /// change of the cluster can (no node has room for its quota: the
 /// computer stays and is placed when a node with room appears).
-async fn wait_ready(cluster: &Cluster, name: &str, limit: Duration) -> Result<()> {
+pub(super) async fn wait_ready(cluster: &Cluster, name: &str, limit: Duration) -> Result<()> {
     let api = cluster.computers();
     let settled = |c: Option<&AgentComputer>| {
         c.is_some_and(|c| {

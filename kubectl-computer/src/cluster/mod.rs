@@ -6,6 +6,7 @@ pub mod agent;
 pub mod computers;
 pub mod credentials;
 pub mod moves;
+pub mod snapshots;
 
 use agentcomputer_crds::AgentComputer;
 use kube::Api;

@@ -56,6 +56,30 @@ pub enum SnapshotCommand {
 
 /// Runs one snapshot subcommand.
 pub async fn run(backend: &Backend, command: SnapshotCommand) -> Result<()> {
+    // In a cluster a snapshot is a ComputerSnapshot object, and a fork an
+    // AgentComputer with spec.source.
+    if let Backend::Cluster(cluster) = backend {
+        use crate::cluster::snapshots as objects;
+        match &command {
+            SnapshotCommand::Snapshot { name, snapshot } => {
+                return objects::take(cluster, name, snapshot.clone()).await;
+            }
+            SnapshotCommand::Snapshots { name } => return objects::list(cluster, name).await,
+            SnapshotCommand::DeleteSnapshot { name, snapshot } => {
+                return objects::delete(cluster, name, snapshot).await;
+            }
+            SnapshotCommand::Fork { name, new } => {
+                return objects::create_from(
+                    cluster,
+                    new,
+                    &format!("computer/{name}"),
+                    Some(std::time::Duration::from_secs(300)),
+                )
+                .await;
+            }
+            SnapshotCommand::Restore { .. } => {}
+        }
+    }
     match command {
         SnapshotCommand::Snapshot { name, snapshot } => {
             let (mut c, name) = backend.client(name).await?;
@@ -212,11 +236,6 @@ fn time_of(unix_nanos: i64) -> String {
 /// `create NEW --from SOURCE`: `snapshot/S`, `computer/C` or `file:PATH`
 /// (a file made by `backup`).
 pub async fn create_from(backend: &Backend, new: String, from: &str) -> Result<()> {
-    if let Backend::Cluster(_) = backend {
-        return Err(CliError::new(
-            "create --from and fork work on a local node agent (or one given by --endpoint) for now; in a cluster a computer is made from an AgentComputer resource",
-        ));
-    }
     let (mut c, new) = backend.client(new).await?;
     let made = if let Some(path) = from.strip_prefix("file:") {
         import(&mut c, new, Path::new(path)).await?

@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 use std::io::{Read, Write};
 
-use agentcomputer_fs::{Attr, FileKind, Fs, Ino};
+use agentcomputer_fs::{Attr, Errno, FileKind, Fs, Ino};
 
 use crate::STEP_BYTES;
 use crate::error::{ArchiveError, carry};
@@ -11,11 +11,14 @@ use crate::error::{ArchiveError, carry};
 /// Directory entries read per engine call of the walk.
 const LISTING_BATCH: usize = 1024;
 
-/// Writes entries as GNU tar (long names as GNU extension entries) into
+/// Writes entries as POSIX pax archives (ustar headers, and a pax
+/// extended header before an entry that needs one: a name or link target
+/// longer than ustar holds, extended attributes as `SCHILY.xattr.NAME`
+/// records as GNU tar and bsdtar write them, an mtime's nanoseconds) into
 /// `W`: directories depth first, never following a symlink under them;
-/// FIFOs, devices and sockets are skipped. Memory: one step of file data
-/// and, per directory being walked and per file with more than one link,
-/// a name.
+/// FIFOs, devices and sockets are skipped. Memory: one step of file data,
+/// one entry's extended attributes and, per directory being walked and per
+/// file with more than one link, a name.
 pub struct Packer<'a, W: Write> {
     fs: &'a Fs,
     builder: tar::Builder<W>,
@@ -107,56 +110,135 @@ impl<'a, W: Write> Packer<'a, W> {
 
     /// Writes one entry (not a directory's contents).
     fn entry(&mut self, attr: &Attr, name: &str) -> Result<(), ArchiveError> {
-        let mut header = tar::Header::new_gnu();
+        let mut header = tar::Header::new_ustar();
         header.set_mode(attr.perm & 0o7777);
         header.set_uid(u64::from(attr.uid));
         header.set_gid(u64::from(attr.gid));
-        header.set_mtime(u64::try_from(attr.mtime.as_nanos() / 1_000_000_000).unwrap_or(0));
-        let written = match attr.kind {
+        let nanos = attr.mtime.as_nanos();
+        header.set_mtime(u64::try_from(nanos / 1_000_000_000).unwrap_or(0));
+        let mut pax = Vec::new();
+        if nanos % 1_000_000_000 != 0 {
+            let mtime = format!("{}.{:09}", nanos / 1_000_000_000, nanos % 1_000_000_000);
+            pax_record(&mut pax, "mtime", mtime.as_bytes());
+        }
+        let link = match attr.kind {
             FileKind::Directory => {
                 header.set_entry_type(tar::EntryType::Directory);
                 header.set_size(0);
                 (self.each)(&dir_name(name));
-                self.builder
-                    .append_data(&mut header, name, std::io::empty())
+                None
             }
             FileKind::Symlink => {
                 let target = self.fs.readlink(attr.ino).map_err(ArchiveError::fs(name))?;
-                let target = String::from_utf8_lossy(&target).into_owned();
                 header.set_entry_type(tar::EntryType::Symlink);
                 header.set_size(0);
                 (self.each)(name);
-                self.builder.append_link(&mut header, name, target)
+                Some(target)
             }
             FileKind::RegularFile => {
                 (self.each)(name);
-                if attr.nlink > 1 {
-                    if let Some(first) = self.linked.get(&attr.ino) {
+                match self.linked.get(&attr.ino) {
+                    Some(first) if attr.nlink > 1 => {
                         header.set_entry_type(tar::EntryType::Link);
                         header.set_size(0);
-                        let first = first.clone();
-                        return self
-                            .builder
-                            .append_link(&mut header, name, first)
-                            .map_err(ArchiveError::from_io);
+                        Some(first.clone().into_bytes())
                     }
-                    self.linked.insert(attr.ino, name.to_string());
+                    _ => {
+                        if attr.nlink > 1 {
+                            self.linked.insert(attr.ino, name.to_string());
+                        }
+                        header.set_entry_type(tar::EntryType::Regular);
+                        header.set_size(attr.size);
+                        None
+                    }
                 }
-                header.set_entry_type(tar::EntryType::Regular);
-                header.set_size(attr.size);
-                let data = FileReader {
-                    fs: self.fs,
-                    ino: attr.ino,
-                    at: 0,
-                    size: attr.size,
-                    name,
-                };
-                self.builder.append_data(&mut header, name, data)
             }
-            _ => Ok(()),
+            _ => return Ok(()),
+        };
+        if header.entry_type() != tar::EntryType::Link {
+            for xname in self
+                .fs
+                .listxattr(attr.ino)
+                .map_err(ArchiveError::fs(name))?
+            {
+                let value = match self.fs.getxattr(attr.ino, &xname) {
+                    Ok(v) => v,
+                    // Removed since it was listed.
+                    Err(e) if e.errno() == Errno::ENODATA => continue,
+                    Err(e) => return Err(ArchiveError::fs(name)(e)),
+                };
+                let mut key = b"SCHILY.xattr.".to_vec();
+                key.extend_from_slice(&xname);
+                pax_record(&mut pax, &String::from_utf8_lossy(&key), &value);
+            }
+        }
+        if header.set_path(name).is_err() {
+            pax_record(&mut pax, "path", name.as_bytes());
+            header
+                .set_path(truncated(name, 100))
+                .map_err(ArchiveError::from_io)?;
+        }
+        if let Some(target) = &link {
+            let shown = String::from_utf8_lossy(target);
+            if target.len() > 100 || header.set_link_name(shown.as_ref()).is_err() {
+                pax_record(&mut pax, "linkpath", target);
+                header
+                    .set_link_name(truncated(&shown, 100))
+                    .map_err(ArchiveError::from_io)?;
+            }
+        }
+        if !pax.is_empty() {
+            let mut x = tar::Header::new_ustar();
+            x.set_entry_type(tar::EntryType::XHeader);
+            x.set_mode(0o644);
+            x.set_mtime(header.mtime().unwrap_or(0));
+            x.set_size(pax.len() as u64);
+            // As GNU tar names them: the directory's PaxHeaders, the name.
+            let base = name.rsplit('/').next().unwrap_or(name);
+            x.set_path(truncated(&format!("PaxHeaders/{base}"), 100))
+                .map_err(ArchiveError::from_io)?;
+            x.set_cksum();
+            self.builder
+                .append(&x, &pax[..])
+                .map_err(ArchiveError::from_io)?;
+        }
+        header.set_cksum();
+        let written = if header.entry_type() == tar::EntryType::Regular {
+            let data = FileReader {
+                fs: self.fs,
+                ino: attr.ino,
+                at: 0,
+                size: attr.size,
+                name,
+            };
+            self.builder.append(&header, data)
+        } else {
+            self.builder.append(&header, std::io::empty())
         };
         written.map_err(ArchiveError::from_io)
     }
+}
+
+/// Appends the pax record `key=value` ("LENGTH key=value\n", the length
+/// counting itself; POSIX.1-2008, pax "Extended Header Records").
+fn pax_record(out: &mut Vec<u8>, key: &str, value: &[u8]) {
+    let rest = 1 + key.len() + 1 + value.len() + 1;
+    let mut len = rest + rest.to_string().len();
+    if len.to_string().len() + rest != len {
+        len = rest + len.to_string().len();
+    }
+    out.extend_from_slice(format!("{len} {key}=").as_bytes());
+    out.extend_from_slice(value);
+    out.push(b'\n');
+}
+
+/// At most `max` bytes of `s`, cut at a character boundary.
+fn truncated(s: &str, max: usize) -> &str {
+    let mut end = s.len().min(max);
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    &s[..end]
 }
 
 /// A directory's name as tar lists it: with one trailing `/`.

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::io::Read;
 use std::rc::Rc;
 
-use agentcomputer_fs::{Errno, FileKind, Fs, Ino, Owner, SetAttr, TimeSet, Timespec};
+use agentcomputer_fs::{Errno, FileKind, Fs, Ino, Owner, SetAttr, TimeSet, Timespec, XattrFlags};
 
 use crate::STEP_BYTES;
 use crate::error::ArchiveError;
@@ -122,6 +122,51 @@ impl<'a> Guard<'a> {
         }
         let raw = entry.path_bytes().into_owned();
         let shown = String::from_utf8_lossy(&raw).into_owned();
+        // Extended attributes from pax records, as GNU tar and bsdtar
+        // write them (`SCHILY.xattr.NAME`).
+        let xattrs: Vec<(Vec<u8>, Vec<u8>)> = match entry.pax_extensions() {
+            Ok(Some(records)) => {
+                let records: Vec<_> = records.filter_map(Result::ok).collect();
+                // GNU's pax sparse files put their map in the data, under
+                // another name: unpacked as they are they would be wrong.
+                if records
+                    .iter()
+                    .any(|r| r.key_bytes().starts_with(b"GNU.sparse."))
+                {
+                    return Err(ArchiveError::refused(
+                        &shown,
+                        "a pax sparse file (GNU.sparse records) is not supported; archive it without --sparse, or with --format=gnu",
+                    ));
+                }
+                records
+                    .iter()
+                    .filter_map(|r| {
+                        let name = r.key_bytes().strip_prefix(b"SCHILY.xattr.")?;
+                        Some((name.to_vec(), r.value_bytes().to_vec()))
+                    })
+                    .collect()
+            }
+            Ok(None) => Vec::new(),
+            Err(e) => {
+                return Err(ArchiveError::Malformed {
+                    name: Some(shown),
+                    detail: e.to_string(),
+                });
+            }
+        };
+        let fs = self.fs;
+        let set_xattrs = |ino: Ino| -> Result<(), ArchiveError> {
+            for (name, value) in &xattrs {
+                match fs.setxattr(ino, name, value, XattrFlags::default()) {
+                    Ok(()) => {}
+                    // A namespace a computer does not keep (system.*, an
+                    // ACL): left out, as tar does where it cannot set one.
+                    Err(e) if matches!(e.errno(), Errno::ENOTSUP | Errno::EINVAL) => {}
+                    Err(e) => return Err(ArchiveError::fs(&shown)(e)),
+                }
+            }
+            Ok(())
+        };
         (self.each)(&shown);
         let parts = components(&raw).map_err(|why| ArchiveError::refused(&shown, why))?;
         let name = parts.join("/");
@@ -166,9 +211,11 @@ impl<'a> Guard<'a> {
                     }
                     None => self.mkdir(parent, last, perm, &shown)?,
                 };
+                set_xattrs(ino)?;
                 self.dirs.push((ino, perm, mtime));
             }
-            tar::EntryType::Regular | tar::EntryType::Continuous => {
+            // GNU sparse entries read as whole files, holes as zeros.
+            tar::EntryType::Regular | tar::EntryType::Continuous | tar::EntryType::GNUSparse => {
                 if is_dir {
                     return Err(on(Errno::EISDIR.into()));
                 }
@@ -190,6 +237,12 @@ impl<'a> Guard<'a> {
                     if n == 0 {
                         break;
                     }
+                    // A step of zeros stays a hole (as `cp --sparse=auto`
+                    // makes them): sparse files come in sparse.
+                    if buf[..n].iter().all(|&b| b == 0) {
+                        at += n as u64;
+                        continue;
+                    }
                     let mut done = 0;
                     while done < n {
                         let w = self.fs.write(attr.ino, at, &buf[done..n]).map_err(&on)?;
@@ -207,6 +260,15 @@ impl<'a> Guard<'a> {
                         detail: format!("the stream ended after {at} of its {size} bytes"),
                     });
                 }
+                // A hole at the end: the length, without data.
+                if self.fs.getattr(attr.ino).map_err(&on)?.size < at {
+                    let set = SetAttr {
+                        size: Some(at),
+                        ..SetAttr::default()
+                    };
+                    self.fs.setattr(attr.ino, &set).map_err(&on)?;
+                }
+                set_xattrs(attr.ino)?;
                 set_mtime(attr.ino).map_err(&on)?;
                 // A symlink under the name is replaced, not followed.
                 if existing

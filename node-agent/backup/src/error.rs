@@ -32,6 +32,16 @@ pub enum Error {
         /// Which check failed.
         reason: String,
     },
+    /// Bringing a copy forward met a rewind (a restore of the log to an
+    /// earlier position): the copy cannot be patched in place and must be
+    /// restored whole.
+    #[error(
+        "backup object {key} rewinds the log to an earlier position; this copy must be restored whole"
+    )]
+    Rewound {
+        /// The rewind.
+        key: String,
+    },
     /// A position between the snapshot used and the latest one has no object.
     #[error("backup object {key} is missing")]
     Missing {

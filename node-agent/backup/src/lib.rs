@@ -17,7 +17,7 @@ mod wal_index;
 pub use error::{Error, Result};
 pub use restore::{
     LogObject, Restored, base_of, catch_up, check_database, log_objects, position_at_time,
-    prune_below, restore, restore_at,
+    prune_below, restore, restore_at, rewind,
 };
 pub use shipper::{Options, Position, Resume, Shipper, Wake};
 pub use store::{S3Config, s3_store};

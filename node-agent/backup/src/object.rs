@@ -2,14 +2,16 @@
 //!
 //! Every object is one position of a prefix's log, named
 //! `<prefix>/log/<position as 16 hex digits>` (so names sort by position),
-//! and is either a **snapshot** (every page of the database) or
+//! and is either a **snapshot** (every page of the database),
 //! **changes** (the last version of each page that one or more whole
-//! transactions wrote). Layout, integers big-endian:
+//! transactions wrote), or a **rewind** (the state of an earlier position
+//! again: what a restore to that position writes, instead of the whole
+//! database). Layout, integers big-endian:
 //!
 //! | bytes | field |
 //! |---|---|
 //! | 8 | magic `ACBKUP01` |
-//! | 1 | kind: 1 snapshot, 2 changes |
+//! | 1 | kind: 1 snapshot, 2 changes, 3 rewind |
 //! | 3 | zero |
 //! | 4 | page size in bytes |
 //! | 8 | position |
@@ -20,8 +22,13 @@
 //! | 32 | digest (trailer) of the previous position's object (zero for a first snapshot) |
 //! | 8 | creation time, milliseconds since the Unix epoch |
 //! | 8 | writer: a random number each shipper draws at start |
-//! | n × (4 + page size) | page number, page |
+//! | n × (4 + page size) | page number, page (snapshot, changes) |
+//! | 8 + 32 | rewind only: the earlier position, and its object's digest |
 //! | 32 | SHA-256 of every byte before it |
+//!
+//! A rewind's page count is 0 and its database size is the earlier
+//! position's; its previous digest is, as for every object, the one of the
+//! position just before it, so the chain stays whole.
 //!
 //! The trailing digest catches a corrupted or truncated object; the
 //! previous object's digest chains positions, so an object replaced by
@@ -43,7 +50,12 @@ pub enum Kind {
     Snapshot = 1,
     /// The last version of each page one or more whole transactions wrote.
     Changes = 2,
+    /// The state of an earlier position again ([`Object::rewind_target`]).
+    Rewind = 3,
 }
+
+/// Bytes of a rewind's body: the earlier position and its object's digest.
+pub const REWIND_BYTES: usize = 8 + 32;
 
 /// An object's header.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -121,6 +133,26 @@ pub fn encode<'a>(
         n += 1;
     }
     assert_eq!(n, header.page_count, "page count in the header");
+    assert!(
+        header.kind != Kind::Rewind || n == 0,
+        "a rewind holds no pages"
+    );
+    let trailer = sha256(&out);
+    out.extend_from_slice(&trailer);
+    (out, trailer)
+}
+
+/// Encodes a rewind: the state at `header.position` is the state at
+/// position `to`, whose object's digest is `to_digest`. `header.kind` must
+/// be [`Kind::Rewind`] and its page count 0. Returns the bytes and their
+/// digest.
+pub fn encode_rewind(header: &Header, to: u64, to_digest: &[u8; 32]) -> (Vec<u8>, [u8; 32]) {
+    assert_eq!(header.kind, Kind::Rewind);
+    assert_eq!(header.page_count, 0);
+    let (mut out, _) = encode(header, std::iter::empty());
+    out.truncate(HEADER_BYTES);
+    out.extend_from_slice(&to.to_be_bytes());
+    out.extend_from_slice(to_digest);
     let trailer = sha256(&out);
     out.extend_from_slice(&trailer);
     (out, trailer)
@@ -165,6 +197,7 @@ pub fn decode_header(b: &[u8]) -> Result<Header, String> {
     let kind = match b[8] {
         1 => Kind::Snapshot,
         2 => Kind::Changes,
+        3 => Kind::Rewind,
         k => return Err(format!("unknown kind {k}")),
     };
     let page_size = be32(&b[12..16]);
@@ -197,29 +230,66 @@ impl<'a> Object<'a> {
     /// Verifies length and trailing digest and decodes the header.
     /// Errors: a description of what is wrong (truncated, corrupted).
     pub fn decode(bytes: &'a [u8]) -> Result<Object<'a>, String> {
+        let o = Object::decode_unverified(bytes)?;
+        o.verify()?;
+        Ok(o)
+    }
+
+    /// [`Object::decode`] without the digest, which [`Object::verify`]
+    /// checks (so a large object can be hashed while its pages are
+    /// written elsewhere). Errors: what is wrong with the header or the
+    /// length.
+    pub fn decode_unverified(bytes: &'a [u8]) -> Result<Object<'a>, String> {
         let header = decode_header(bytes)?;
-        let expected = HEADER_BYTES as u64
-            + header.page_count as u64 * (4 + header.page_size as u64)
-            + DIGEST_BYTES as u64;
+        if header.kind == Kind::Rewind && header.page_count != 0 {
+            return Err(format!("a rewind with {} page records", header.page_count));
+        }
+        let body = match header.kind {
+            Kind::Rewind => REWIND_BYTES as u64,
+            _ => header.page_count as u64 * (4 + header.page_size as u64),
+        };
+        let expected = HEADER_BYTES as u64 + body + DIGEST_BYTES as u64;
         if bytes.len() as u64 != expected {
             return Err(format!(
                 "{} bytes where its header promises {expected} (truncated or padded)",
                 bytes.len()
             ));
         }
-        let body = &bytes[..bytes.len() - DIGEST_BYTES];
-        let d = sha256(body);
-        if d[..] != bytes[body.len()..] {
-            return Err("checksum mismatch (corrupted)".into());
-        }
         Ok(Object { header, bytes })
     }
 
-    /// The page records: (page number, page).
+    /// Checks the trailing digest. Errors: a checksum mismatch.
+    pub fn verify(&self) -> Result<(), String> {
+        let body = &self.bytes[..self.bytes.len() - DIGEST_BYTES];
+        if sha256(body)[..] != self.bytes[body.len()..] {
+            return Err("checksum mismatch (corrupted)".into());
+        }
+        Ok(())
+    }
+
+    /// An object [`Object::decode`] verified before, with the header it
+    /// gave, without hashing it again.
+    pub(crate) fn verified(bytes: &'a [u8], header: Header) -> Object<'a> {
+        Object { header, bytes }
+    }
+
+    /// The page records: (page number, page); none for a rewind.
     pub fn pages(&self) -> impl Iterator<Item = (u32, &'a [u8])> + '_ {
         let ps = self.header.page_size as usize;
-        let body = &self.bytes[HEADER_BYTES..self.bytes.len() - DIGEST_BYTES];
+        let body = match self.header.kind {
+            Kind::Rewind => &[][..],
+            _ => &self.bytes[HEADER_BYTES..self.bytes.len() - DIGEST_BYTES],
+        };
         body.chunks_exact(4 + ps).map(|r| (be32(&r[0..4]), &r[4..]))
+    }
+
+    /// For a rewind: the earlier position whose state it is, and the
+    /// digest of that position's object. `None` for other kinds.
+    pub fn rewind_target(&self) -> Option<(u64, [u8; 32])> {
+        (self.header.kind == Kind::Rewind).then(|| {
+            let b = &self.bytes[HEADER_BYTES..HEADER_BYTES + REWIND_BYTES];
+            (be64(&b[0..8]), b[8..40].try_into().unwrap())
+        })
     }
 }
 
@@ -267,6 +337,35 @@ mod tests {
                 .contains("truncated")
         );
         assert!(Object::decode(&bytes[..40]).is_err());
+    }
+
+    #[test]
+    fn a_rewind_round_trips_and_is_checked() {
+        let h = Header {
+            kind: Kind::Rewind,
+            page_size: 4096,
+            position: 9,
+            first_txn: 0,
+            last_txn: 0,
+            db_pages: 3,
+            page_count: 0,
+            prev_digest: [5; 32],
+            created_ms: 1,
+            writer: 2,
+        };
+        let (bytes, digest) = encode_rewind(&h, 4, &[6; 32]);
+        assert_eq!(bytes.len(), HEADER_BYTES + REWIND_BYTES + DIGEST_BYTES);
+        let o = Object::decode(&bytes).unwrap();
+        assert_eq!(o.header, h);
+        assert_eq!(o.rewind_target(), Some((4, [6; 32])));
+        assert_eq!(o.pages().count(), 0);
+        assert_eq!(super::digest(&bytes), digest);
+        let mut bad = bytes.clone();
+        bad[HEADER_BYTES + 3] ^= 1;
+        assert!(Object::decode(&bad).unwrap_err().contains("corrupted"));
+        assert!(Object::decode(&bytes[..bytes.len() - 1]).is_err());
+        let changes = sample();
+        assert_eq!(Object::decode(&changes).unwrap().rewind_target(), None);
     }
 
     #[test]

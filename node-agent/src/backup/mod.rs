@@ -18,7 +18,9 @@
 mod target;
 mod url;
 
-pub use target::{BackupError, BackupTarget, SnapshotRecord, is_valid_snapshot_name};
+pub use target::{
+    BackupError, BackupTarget, DEFAULT_RETENTION, SnapshotRecord, is_valid_snapshot_name,
+};
 pub use url::BackupUrl;
 
 /// Opens the store `url` names and proves it answers (one listing), so a

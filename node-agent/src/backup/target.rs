@@ -48,7 +48,12 @@ pub struct BackupTarget {
     store: Arc<dyn ObjectStore>,
     root: Path,
     options: Options,
+    retention: std::time::Duration,
 }
+
+/// How long a computer's past states stay restorable unless its settings
+/// say otherwise (`--retention`, the chart's `backup.retention`).
+pub const DEFAULT_RETENTION: std::time::Duration = std::time::Duration::from_secs(7 * 24 * 3600);
 
 impl std::fmt::Debug for BackupTarget {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -116,7 +121,20 @@ impl BackupTarget {
                 poll_interval: std::time::Duration::from_secs(1),
                 ..Options::default()
             },
+            retention: DEFAULT_RETENTION,
         })
+    }
+
+    /// This target with `retention` as the default retention of the
+    /// computers it backs up ([`DEFAULT_RETENTION`] until set).
+    pub fn with_retention(mut self, retention: std::time::Duration) -> BackupTarget {
+        self.retention = retention;
+        self
+    }
+
+    /// The default retention of the computers backed up here.
+    pub fn retention(&self) -> std::time::Duration {
+        self.retention
     }
 
     /// Where computer `id`'s objects live.

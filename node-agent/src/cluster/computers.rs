@@ -242,6 +242,7 @@ async fn narrow_to_deny_all(node: &Node, uid: &str) {
         runtimes: s.runtimes,
         exec: s.exec,
         display_name: s.display_name,
+        retention: s.retention_secs.map(std::time::Duration::from_secs),
     };
     if let Err(e) = node.registry.update(uid, config).await {
         warn!(%uid, error = %e, "cannot narrow the computer's egress to deny-all");

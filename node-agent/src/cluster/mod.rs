@@ -104,6 +104,9 @@ pub struct ClusterConfig {
     /// Where every computer is backed up ([`crate::backup`]); with it, each
     /// open computer's writes are fenced by its writer Lease.
     pub backup: Option<crate::backup::BackupUrl>,
+    /// The computers' default retention (with `backup`; a computer's
+    /// `spec.retention` overrides it).
+    pub retention: std::time::Duration,
     /// How writer Leases are held (with `backup`).
     pub writer_lease: agentcomputer_lease::Timing,
 }
@@ -226,7 +229,9 @@ where
             .writer_lease
             .validate()
             .context("--writer-lease-duration")?;
-        let target = crate::backup::open_checked(url).await?;
+        let target = crate::backup::open_checked(url)
+            .await?
+            .with_retention(config.retention);
         registry.set_backup(Arc::new(target), crate::registry::BackupIds::DirectoryName);
         registry.set_writer_leases(
             kube::Api::namespaced(client.clone(), &config.namespace),

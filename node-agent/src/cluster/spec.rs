@@ -30,6 +30,9 @@ pub enum SpecError {
     /// `spec.egress` is not a policy the egress engine accepts.
     #[error("spec.egress: {0}")]
     Egress(String),
+    /// `spec.retention` is not a duration.
+    #[error("spec.retention: {0}")]
+    Retention(String),
 }
 
 /// The settings of `computer` on this node: quota from
@@ -64,7 +67,15 @@ pub fn config_of(computer: &AgentComputer) -> Result<Config, SpecError> {
         Some(q) => Some(parse_bytes(&q.0).map_err(SpecError::Memory)?),
         None => None,
     };
+    let retention = match &spec.retention {
+        Some(r) => Some(
+            humantime::parse_duration(r)
+                .map_err(|e| SpecError::Retention(format!("{r:?} is not a duration ({e})")))?,
+        ),
+        None => None,
+    };
     Ok(Config {
+        retention,
         limits: Limits {
             max_bytes,
             max_inodes,
@@ -176,12 +187,15 @@ mod tests {
         assert_eq!(c.display_name.as_deref(), Some("team-a/demo"));
         let small = config_of(&computer(serde_json::json!({"storage": {"size": "1Mi"}}))).unwrap();
         assert_eq!(small.limits.max_inodes, MIN_INODES);
+        // The node agent's retention applies.
+        assert_eq!(c.retention, None);
     }
 
     #[test]
     fn every_field() {
         let c = config_of(&computer(serde_json::json!({
             "storage": {"size": "2G", "maxInodes": 77},
+            "retention": "36h",
             "runtimes": {"shell": false, "javascript": true},
             "limits": {"timeoutSeconds": 5, "outputBytes": 4096, "memory": "64Mi"},
             "egress": {"mode": "allow-list", "hosts": ["pypi.org"],
@@ -191,6 +205,7 @@ mod tests {
         .unwrap();
         assert_eq!(c.limits.max_bytes, 2_000_000_000);
         assert_eq!(c.limits.max_inodes, 77);
+        assert_eq!(c.retention, Some(std::time::Duration::from_secs(36 * 3600)));
         assert!(!c.runtimes.shell && c.runtimes.javascript);
         assert_eq!(c.exec.timeout_ms, Some(5000));
         assert_eq!(c.exec.max_output_bytes, Some(4096));
@@ -224,6 +239,15 @@ mod tests {
         .unwrap_err()
         .to_string();
         assert!(err.starts_with("spec.limits.memory: "), "{err}");
+        let err = config_of(&computer(serde_json::json!({
+            "storage": {"size": "1Gi"}, "retention": "a week"
+        })))
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.starts_with("spec.retention: \"a week\" is not a duration"),
+            "{err}"
+        );
         let err = config_of(&computer(serde_json::json!({
             "storage": {"size": "1Gi"},
             "egress": {"mode": "allow-list", "cidrs": [{"cidr": "nonsense"}]}

@@ -166,8 +166,17 @@ pub enum RegistryError {
     #[error("cannot import computer \"{name}\": {reason}")]
     BadImport { name: String, reason: String },
     /// A point-in-time restore to before the oldest position the log keeps.
-    #[error(
-        "computer \"{name}\" has no backup position at or before {at}: its log starts later (positions before the oldest snapshot's are released when snapshots are deleted)"
-    )]
+    #[error("computer \"{name}\" has no backup position at or before {at}: its log starts later")]
     NoPositionAt { name: String, at: String },
+    /// A point-in-time restore to a time before the computer's retention
+    /// window.
+    #[error(
+        "cannot restore computer \"{name}\" to {at}: that is outside its retention window of {retention}, which reaches back to {oldest} (a computer's retention is its spec.retention, else the node agent's --retention)"
+    )]
+    OutsideRetention {
+        name: String,
+        at: String,
+        retention: String,
+        oldest: String,
+    },
 }

@@ -253,6 +253,7 @@ impl Registry {
                     display_name: None,
                     backup_id,
                     backup_resume: None,
+                    retention_secs: None,
                 };
                 settings.apply(Config {
                     limits: limits.unwrap_or(own_limits),

@@ -353,6 +353,7 @@ pub(super) fn build_computer(
         display_name: None,
         backup_id,
         backup_resume: None,
+        retention_secs: None,
     };
     settings.apply(config);
     settings.save(tmp).map_err(io_err)?;

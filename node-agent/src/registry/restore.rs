@@ -11,7 +11,7 @@ use crate::blocking::blocking;
 use crate::computer::{self, DB_FILE, Settings};
 
 use super::backed_up::backup_err;
-use super::snapshots::{RESTORE_DRAIN, RestoreTo, Restored};
+use super::snapshots::{RESTORE_DRAIN, RestoreTo, Restored, UNDO_PREFIX};
 use super::*;
 
 impl Registry {
@@ -58,6 +58,20 @@ impl Registry {
             .backup_id
             .clone()
             .ok_or_else(|| RegistryError::NoSnapshots(name.to_string()))?;
+        let retention = self.retention_of(&settings);
+        if let RestoreTo::Time(t) = to {
+            let oldest = std::time::SystemTime::now()
+                .checked_sub(retention)
+                .unwrap_or(std::time::UNIX_EPOCH);
+            if *t < oldest {
+                return Err(RegistryError::OutsideRetention {
+                    name: name.to_string(),
+                    at: humantime::format_rfc3339_millis(*t).to_string(),
+                    retention: humantime::format_duration(retention).to_string(),
+                    oldest: humantime::format_rfc3339_seconds(oldest).to_string(),
+                });
+            }
+        }
         let named = match to {
             RestoreTo::Snapshot(snap) => match b.target.snapshot(&id, snap).await.map_err(&err)? {
                 Some(record) => Some(record),
@@ -137,6 +151,7 @@ impl Registry {
                 });
             }
         }
+        let closed_ms = started.elapsed().as_millis() as u64;
         // The closed computer is exactly the log's latest position.
         let head = b
             .target
@@ -162,30 +177,60 @@ impl Registry {
                         at: humantime::format_rfc3339_millis(*t).to_string(),
                     });
                 };
+                let known = existing.iter().map(|r| (r.position, r.base)).collect();
                 SnapshotRecord {
                     name: String::new(),
                     computer: name.to_string(),
                     id: id.clone(),
                     position,
-                    base: 0,
+                    base: b
+                        .target
+                        .base_of(&id, position, &known)
+                        .await
+                        .map_err(&err)?,
                     created_unix_nanos: at_ms as i64 * 1_000_000,
                     database_bytes: b
                         .target
                         .database_bytes_at(&id, position)
                         .await
                         .map_err(&err)?,
+                    rewind_base: None,
                 }
             }
         };
-        let before_name = format!("before-restore-{}", computer::now_unix_nanos() / 1_000_000);
+        let before_name = format!("{UNDO_PREFIX}{}", computer::now_unix_nanos() / 1_000_000);
         let before = self
-            .record_snapshot(name, &id, &before_name, head, &existing)
+            .record_snapshot(name, &id, &before_name, head, &existing, Some(target.base))
             .await?;
         let tmp = dir.join(format!(".restoring-{:016x}.db", rand::random::<u64>()));
-        if let Err(e) = b.target.restore_at(&id, &tmp, target.position).await {
-            let _ = std::fs::remove_file(&tmp);
-            return Err(err(e));
-        }
+        let building = Instant::now();
+        let restored = match b.target.restore_at(&id, &tmp, target.position).await {
+            Ok(r) => r,
+            Err(e) => {
+                let _ = std::fs::remove_file(&tmp);
+                return Err(err(e));
+            }
+        };
+        let built_ms = building.elapsed().as_millis() as u64;
+        // The file is exactly the state of the target position: the log
+        // says so with a rewind of a few dozen bytes, and the computer's
+        // next shipper continues the log from it. (A file the checks
+        // changed is shipped whole at the next open instead.)
+        let rewound = if restored.exact {
+            match b.target.rewind(&id, head, &restored).await {
+                Ok((position, digest)) => Some(agentcomputer_backup::Position {
+                    position,
+                    digest,
+                    ..Default::default()
+                }),
+                Err(e) => {
+                    let _ = std::fs::remove_file(&tmp);
+                    return Err(err(e));
+                }
+            }
+        } else {
+            None
+        };
         {
             let dir = dir.clone();
             let mut settings = settings;
@@ -201,9 +246,10 @@ impl Registry {
                 }
                 std::fs::rename(&tmp, &db)?;
                 std::fs::File::open(&dir)?.sync_all()?;
-                // Not the log's latest position: the next open ships the
-                // file as a new snapshot object.
-                settings.backup_resume = None;
+                // The log's latest position when it was rewound; otherwise
+                // the next open ships the file as a new snapshot object.
+                settings.backup_resume =
+                    rewound.and_then(|at| super::backed_up::resume_record(&db, at));
                 settings.usage_at_close = None;
                 settings.save(&dir)
             })
@@ -211,10 +257,18 @@ impl Registry {
             .map_err(io_err)?;
         }
         drop(guard);
-        // Open again at once: the shipper's new snapshot object makes the
-        // restored state the log's latest.
-        drop(self.acquire(name).await?);
+        let opening = Instant::now();
+        if rewound.is_none() {
+            // Open again at once: the shipper's new snapshot object makes
+            // the restored state the log's latest.
+            drop(self.acquire(name).await?);
+        }
+        let opened_ms = opening.elapsed().as_millis() as u64;
         let elapsed = started.elapsed();
+        // Undo snapshots past the window go, with what only they needed.
+        if let Err(e) = self.apply_retention(name, &id, retention).await {
+            tracing::warn!(computer = name, error = %e, "cannot apply the retention window after a restore");
+        }
         info!(
             computer = name,
             to = snap,
@@ -222,6 +276,10 @@ impl Registry {
             undo = %before_name,
             ended_runs,
             ms = elapsed.as_millis() as u64,
+            closed_ms,
+            built_ms,
+            opened_ms,
+            rewound = rewound.is_some(),
             "restored computer to snapshot"
         );
         Ok(Restored {

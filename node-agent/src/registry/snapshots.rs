@@ -8,16 +8,17 @@
 //! while they go on. A restore ends the computer's running work, closes
 //! it (its last changes shipped), records that point as a snapshot of its
 //! own (`before-restore-<time>`, so the restore can be undone), builds the
-//! snapshot's position into a new file from the log, checks it, and puts
-//! it in place of the database; the next open ships it as a new snapshot
-//! object. A fork builds a position into a new computer's directory.
+//! snapshot's position into a new file from the log, checks it, writes a
+//! rewind object making that position the log's latest, and puts the file
+//! in place of the database; the next open continues the log from it. A
+//! fork builds a position into a new computer's directory.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
 use tracing::info;
 
-use crate::backup::{SnapshotRecord, is_valid_snapshot_name};
+use crate::backup::{DEFAULT_RETENTION, SnapshotRecord, is_valid_snapshot_name};
 use crate::blocking::blocking;
 use crate::computer::{self, Settings};
 
@@ -85,6 +86,10 @@ pub struct Restored {
     /// How long the whole restore took.
     pub elapsed: Duration,
 }
+
+/// The names of the snapshots a restore takes first (`before-restore-<unix
+/// ms>`), which expire with the computer's retention window.
+pub(super) const UNDO_PREFIX: &str = "before-restore-";
 
 /// How long a restore waits for the runs it ended to let go.
 pub(super) const RESTORE_DRAIN: Duration = Duration::from_secs(30);
@@ -175,7 +180,7 @@ impl Registry {
             return Err(deleted());
         }
         let mut info = self
-            .record_snapshot(name, &id, &snap, synced.position, &existing)
+            .record_snapshot(name, &id, &snap, synced.position, &existing, None)
             .await?;
         info.took = started.elapsed();
         info!(
@@ -234,6 +239,7 @@ impl Registry {
         snap: &str,
         position: u64,
         existing: &[SnapshotRecord],
+        rewind_base: Option<u64>,
     ) -> Result<SnapshotInfo, RegistryError> {
         let b = self.snapshot_store(name)?;
         let err = backup_err(name);
@@ -252,6 +258,7 @@ impl Registry {
             base,
             created_unix_nanos: computer::now_unix_nanos(),
             database_bytes,
+            rewind_base,
         };
         if !b.target.put_snapshot(&record).await.map_err(&err)? {
             return Err(RegistryError::SnapshotExists(snap.to_string()));
@@ -367,15 +374,11 @@ impl Registry {
             });
         }
         b.target.remove_snapshot(&id, snap).await.map_err(&err)?;
-        let rest = b.target.snapshots(&id).await.map_err(&err)?;
-        let objects = b.target.log_objects(&id).await.map_err(&err)?;
-        let Some(head) = objects.last().map(|o| o.position) else {
-            return Ok((0, 0));
+        let retention = match Settings::load(&self.dir_of(name)) {
+            Ok(s) => self.retention_of(&s),
+            Err(_) => self.default_retention(),
         };
-        let known: BTreeMap<u64, u64> = rest.iter().map(|r| (r.position, r.base)).collect();
-        let head_base = b.target.base_of(&id, head, &known).await.map_err(&err)?;
-        let keep_from = rest.iter().map(|r| r.base).fold(head_base, u64::min);
-        let released = b.target.prune_below(&id, keep_from).await.map_err(&err)?;
+        let (_, released) = self.apply_retention(name, &id, retention).await?;
         info!(
             computer = name,
             snapshot = snap,
@@ -384,5 +387,82 @@ impl Registry {
             "deleted snapshot"
         );
         Ok(released)
+    }
+
+    /// The node agent's default retention ([`DEFAULT_RETENTION`] until its
+    /// backup store says otherwise).
+    pub(super) fn default_retention(&self) -> Duration {
+        self.inner
+            .backup
+            .get()
+            .map_or(DEFAULT_RETENTION, |b| b.target.retention())
+    }
+
+    /// How long the past states of a computer with `settings` stay
+    /// restorable: its own retention, else the agent's.
+    pub(super) fn retention_of(&self, settings: &Settings) -> Duration {
+        settings
+            .retention_secs
+            .map_or_else(|| self.default_retention(), Duration::from_secs)
+    }
+
+    /// Applies `retention` to computer `name`'s log (backup id `id`):
+    /// deletes the undo snapshots of restores older than the window, then
+    /// releases the log objects below every position still needed: the
+    /// latest state's, every snapshot's (and the state a restore went
+    /// back to, while its undo snapshot lasts), and every state within the
+    /// window. Returns the snapshots expired and the objects and bytes
+    /// released.
+    pub(super) async fn apply_retention(
+        &self,
+        name: &str,
+        id: &str,
+        retention: Duration,
+    ) -> Result<(usize, (u64, u64)), RegistryError> {
+        let b = self.snapshot_store(name)?;
+        let err = backup_err(name);
+        let cutoff_ns = computer::now_unix_nanos()
+            .saturating_sub(i64::try_from(retention.as_nanos()).unwrap_or(i64::MAX));
+        let mut expired = 0;
+        let mut rest = Vec::new();
+        for r in b.target.snapshots(id).await.map_err(&err)? {
+            if r.name.starts_with(UNDO_PREFIX) && r.created_unix_nanos < cutoff_ns {
+                b.target.remove_snapshot(id, &r.name).await.map_err(&err)?;
+                info!(computer = name, snapshot = %r.name, "an undo snapshot outlived the retention window; deleted it");
+                expired += 1;
+            } else {
+                rest.push(r);
+            }
+        }
+        let objects = b.target.log_objects(id).await.map_err(&err)?;
+        let Some(head) = objects.last().map(|o| o.position) else {
+            return Ok((expired, (0, 0)));
+        };
+        let known: BTreeMap<u64, u64> = rest.iter().map(|r| (r.position, r.base)).collect();
+        let head_base = b.target.base_of(id, head, &known).await.map_err(&err)?;
+        let mut keep_from = rest
+            .iter()
+            .flat_map(|r| [Some(r.base), r.rewind_base])
+            .flatten()
+            .fold(head_base, u64::min);
+        // Every state within the window stays restorable: the one at its
+        // start, and (through the undo snapshots above) those after a
+        // restore within it.
+        let cutoff_ms = u64::try_from(cutoff_ns / 1_000_000).unwrap_or(0);
+        keep_from = match b
+            .target
+            .position_at_time(id, cutoff_ms)
+            .await
+            .map_err(&err)?
+        {
+            Some(p) => keep_from.min(b.target.base_of(id, p, &known).await.map_err(&err)?),
+            None => 0,
+        };
+        let released = if keep_from > 0 {
+            b.target.prune_below(id, keep_from).await.map_err(&err)?
+        } else {
+            (0, 0)
+        };
+        Ok((expired, released))
     }
 }

@@ -26,6 +26,7 @@ fn computer(annotations: &[(&str, &str)]) -> AgentComputer {
             node_selector: None,
             tolerations: None,
             source: None,
+            retention: None,
         },
     );
     c.metadata.annotations = Some(

@@ -244,6 +244,7 @@ mod tests {
                 node_selector: None,
                 tolerations: None,
                 source: None,
+                retention: None,
             },
         );
         c.metadata.namespace = Some("ns".into());

@@ -463,6 +463,7 @@ mod tests {
                 node_selector: None,
                 tolerations: None,
                 source: None,
+                retention: None,
             },
         );
         c.metadata.namespace = Some("ns".into());

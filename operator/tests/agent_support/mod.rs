@@ -140,6 +140,7 @@ pub(crate) async fn start_agent(
         api_gate: Default::default(),
         proxy_connections_per_computer: 64,
         backup: Some(backup),
+        retention: agentcomputer_node_agent::backup::DEFAULT_RETENTION,
         writer_lease: agentcomputer_lease::Timing::scaled_to(Duration::from_secs(15)),
     };
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();

@@ -34,6 +34,12 @@ pub struct SnapshotRecord {
     pub created_unix_nanos: i64,
     /// The database's size at `position`, in bytes.
     pub database_bytes: u64,
+    /// For a restore's undo snapshot: the base of the position the
+    /// restore went back to. The log after the restore is built from it,
+    /// so it stays while this record does (point-in-time restores within
+    /// the retention window may land after the restore).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rewind_base: Option<u64>,
 }
 
 /// What the index says of a snapshot name.
@@ -257,6 +263,22 @@ impl BackupTarget {
             Some(position),
         )
         .await?)
+    }
+}
+
+impl BackupTarget {
+    /// Makes the state of computer `id`'s log at its latest position
+    /// `head` the state `to` (a [`BackupTarget::restore_at`] of an earlier
+    /// position) again, with a rewind object at `head + 1` (see
+    /// [`agentcomputer_backup::rewind`]). Returns the new position and its
+    /// digest.
+    pub async fn rewind(
+        &self,
+        id: &str,
+        head: u64,
+        to: &Restored,
+    ) -> Result<(u64, [u8; 32]), BackupError> {
+        Ok(agentcomputer_backup::rewind(&self.store, &self.computer_prefix(id), head, to).await?)
     }
 }
 
