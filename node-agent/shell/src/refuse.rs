@@ -123,10 +123,14 @@ pub(crate) fn scan(script: &str, max_depth: usize, max_fuel: usize, collect: boo
         functions: Vec::new(),
         hidden: false,
     };
-    if let Some(refusal) = check_text(script) {
-        return done(Verdict::Refuse(refusal));
-    }
+    let bash_command = crate::bash_command::references(script) > 0;
     let Ok(ast) = Parser::with_limits(script, max_depth, max_fuel).parse() else {
+        if bash_command {
+            // The partial run before the syntax error would read it empty.
+            return done(Verdict::Refuse(bash_command_refusal(
+                "bashkit leaves it empty, in DEBUG traps too, and the script does not parse",
+            )));
+        }
         return done(Verdict::Unparsed);
     };
     let mut walk = Walk {
@@ -137,7 +141,18 @@ pub(crate) fn scan(script: &str, max_depth: usize, max_fuel: usize, collect: boo
     let commands = std::mem::take(&mut walk.simple);
     let functions = walk.functions.clone();
     let hidden = walk.hidden;
-    let verdict = verdict(script, walk, &ast.commands, max_depth, max_fuel);
+    let mut verdict = verdict(script, walk, &ast.commands, max_depth, max_fuel);
+    if bash_command && let Verdict::Run { script: run, .. } = &mut verdict {
+        // `$BASH_COMMAND` from the runtime's own table (the
+        // `bash_command` module), or not run at all.
+        match crate::bash_command::plan(script, max_depth, max_fuel) {
+            Ok(prefix) => {
+                let text = run.as_deref().unwrap_or(script);
+                *run = Some(format!("{prefix}{text}"));
+            }
+            Err(reason) => verdict = Verdict::Refuse(bash_command_refusal(reason)),
+        }
+    }
     Scan {
         verdict,
         commands,
@@ -339,32 +354,13 @@ fn flat(commands: &[Command], functions: &[String]) -> bool {
     })
 }
 
-/// Checks that need the text: names inside trap strings and `eval`
-/// arguments are not in the syntax tree.
-fn check_text(script: &str) -> Option<Refusal> {
-    let bytes = script.as_bytes();
-    let name = "BASH_COMMAND";
-    let mut from = 0;
-    while let Some(at) = script[from..].find(name) {
-        let start = from + at;
-        let end = start + name.len();
-        from = end;
-        let before = &script[..start];
-        let referenced = before.ends_with('$')
-            || before.ends_with("${")
-            || before.ends_with("${#")
-            || before.ends_with("${!");
-        let whole = !bytes
-            .get(end)
-            .is_some_and(|b| b.is_ascii_alphanumeric() || *b == b'_');
-        if referenced && whole {
-            return Some(Refusal {
-                construct: "`$BASH_COMMAND`".into(),
-                reason: "bashkit leaves it empty, in DEBUG traps too",
-            });
-        }
+/// The refusal of a script reading `$BASH_COMMAND` where the runtime
+/// cannot give bash's value.
+fn bash_command_refusal(reason: &'static str) -> Refusal {
+    Refusal {
+        construct: "`$BASH_COMMAND`".into(),
+        reason,
     }
-    None
 }
 
 #[derive(Default)]
@@ -872,8 +868,13 @@ mod tests {
     }
 
     #[test]
-    fn bash_command_is_refused_where_it_is_expanded() {
-        assert!(refused("trap 'echo \"DBG $BASH_COMMAND\"' DEBUG; echo a").is_some());
+    fn bash_command_is_refused_where_the_line_does_not_name_the_command() {
+        assert_eq!(
+            refused("trap 'echo \"DBG $BASH_COMMAND\"' DEBUG; echo a"),
+            None
+        );
+        assert!(refused("trap 'echo \"DBG $BASH_COMMAND\"' DEBUG; echo a; echo b").is_some());
+        assert!(refused("echo $BASH_COMMAND").is_some());
         assert!(refused("echo ${#BASH_COMMAND}").is_some());
         assert_eq!(refused("echo BASH_COMMAND $BASH_COMMANDS"), None);
     }

@@ -69,7 +69,8 @@ fn host_bash(dir: &std::path::Path, script: &str, stdin: &[u8]) -> Option<(Vec<S
             .stdin(Stdio::piped())
             .stdout(Stdio::piped());
         if merged {
-            cmd.arg("-c").arg(format!("exec 2>&1\n{script}"));
+            // On the script's first line, so `$LINENO` is the script's own.
+            cmd.arg("-c").arg(format!("exec 2>&1; {script}"));
             cmd.stderr(Stdio::null());
         } else {
             cmd.arg("-c").arg(script);
@@ -231,11 +232,73 @@ async fn nested_expansion_in_a_replacement_pattern_is_refused() {
 }
 
 #[tokio::test]
-async fn bash_command_in_a_debug_trap_is_refused() {
-    refused(
+async fn bash_command_in_a_debug_trap_agrees() {
+    agrees(
         "trap 'echo \"DBG $BASH_COMMAND\"' DEBUG; echo a",
-        "$BASH_COMMAND",
+        b"",
         &["1:DBG echo a\n", "1:a\n"],
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn bash_command_of_loops_tests_cases_and_redirections_agrees() {
+    let script = "trap 'echo \"[$LINENO: $BASH_COMMAND]\"' DEBUG
+x=$(echo b)
+for i in 1 2; do
+  echo \"$i\" <&0 >/dev/null 2>&1
+done
+[[ -n $x ]]
+case $x in
+  b) y=2 ;;
+esac
+f() {
+  echo in f
+}
+f 1
+trap - DEBUG";
+    agrees(
+        script,
+        b"",
+        &[
+            "1:[2: x=$(echo b)]\n",
+            "1:[3: for i in 1 2]\n",
+            "1:[4: echo \"$i\" 0<&0 > /dev/null 2>&1]\n",
+            "1:[3: for i in 1 2]\n",
+            "1:[4: echo \"$i\" 0<&0 > /dev/null 2>&1]\n",
+            "1:[6: [[ -n $x ]]]\n",
+            "1:[7: case $x in ]\n",
+            "1:[8: y=2]\n",
+            "1:[13: f 1]\n",
+            "1:in f\n",
+            "1:[14: trap - DEBUG]\n",
+        ],
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn bash_command_where_a_line_holds_two_commands_is_refused() {
+    refused(
+        "trap 'echo \"DBG $BASH_COMMAND\"' DEBUG\necho a | tr a b; echo c",
+        "$BASH_COMMAND",
+        &[
+            "1:DBG echo a\n",
+            "1:DBG tr a b\n",
+            "1:b\n",
+            "1:DBG echo c\n",
+            "1:c\n",
+        ],
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn bash_command_outside_a_debug_trap_is_refused() {
+    refused(
+        "echo \"$BASH_COMMAND\"",
+        "$BASH_COMMAND",
+        &["1:echo \"$BASH_COMMAND\"\n"],
     )
     .await;
 }
