@@ -24,8 +24,8 @@
 //! ))`, `select`, `coproc`, `time`).
 
 use bashkit::parser::{
-    AssignmentValue, Command, CompoundCommand, FunctionDef, Lexer, Parser, Redirect, Word,
-    WordPart, function_string,
+    AssignmentValue, Command, CompoundCommand, FunctionDef, Lexer, ListOperator, Parser, Redirect,
+    Word, WordPart, function_string,
 };
 
 /// A reason for refusing, as [`crate::refuse::Refusal::reason`] words it.
@@ -44,11 +44,7 @@ const TABLE: &str = "__agentcomputer_bash_command";
 
 /// What to put in front of the script's first line, or why that cannot
 /// give bash's value.
-pub(crate) fn plan(
-    script: &str,
-    max_depth: usize,
-    max_fuel: usize,
-) -> Result<String, &'static str> {
+pub(crate) fn plan(script: &str, max_depth: usize, max_fuel: usize) -> Result<Plan, &'static str> {
     // Parsed as the body of a function whose opening is on the first line,
     // so every line keeps its number and every word keeps its text as
     // written (bashkit's parser records it inside function definitions,
@@ -80,10 +76,10 @@ pub(crate) fn plan(
     }
     // Each `[[` of the walk, in source order, is the next `[[` token.
     let brackets = bracket_lines(&wrapped);
-    if brackets.len() != walk.conditionals.len() {
+    if brackets.len() != walk.brackets.len() {
         return Err(why!("a [[ ]] whose line the runtime cannot place"));
     }
-    for (unit, line) in walk.conditionals.iter().zip(brackets) {
+    for (unit, line) in walk.brackets.iter().zip(brackets) {
         walk.units[*unit].line = line;
     }
     // Everything read as `$BASH_COMMAND` is inside a DEBUG handler.
@@ -105,21 +101,136 @@ pub(crate) fn plan(
         }
         kept.push(unit);
     }
-    let mut table = String::new();
-    let mut last = 0;
+    let mut lines: Vec<Vec<&Unit>> = Vec::new();
     for unit in kept {
-        if unit.line == last {
-            return Err(why!(
-                "a line holds more than one command the DEBUG trap runs before"
+        match lines.last_mut() {
+            Some(line) if line[0].line == unit.line => line.push(unit),
+            _ => lines.push(vec![unit]),
+        }
+    }
+    let underscore = crate::stderr::START_UNDERSCORE;
+    if lines.iter().all(|line| line.len() == 1) {
+        let table: String = lines
+            .iter()
+            .map(|line| format!("[{}]={} ", line[0].line, quote(&line[0].text)))
+            .collect();
+        return Ok(Plan {
+            prefix: format!(
+                "declare -a {TABLE}=({table}); declare -n BASH_COMMAND='{TABLE}[LINENO]'; : {underscore}; "
+            ),
+            script: None,
+        });
+    }
+    // A line with several commands (`a | b`, `a; b`, a loop on one line):
+    // the trap fires for them in order, each time all of them, so the n-th
+    // read on a line is its n-th command (modulo their count, for a loop
+    // on one line), when every fire reads the value once.
+    if lines
+        .iter()
+        .any(|line| line.len() > 1 && line.iter().any(|u| u.skippable))
+    {
+        return Err(why!(
+            "a line holds commands the DEBUG trap runs before, some of which may be skipped"
+        ));
+    }
+    if lines.iter().any(|line| line.len() >= PER_LINE) {
+        return Err(why!(
+            "a line holds more than one command the DEBUG trap runs before"
+        ));
+    }
+    if !walk
+        .handlers
+        .iter()
+        .all(|h| reads_once(h, max_depth, max_fuel))
+        || lists_traps(script)
+    {
+        return Err(why!(
+            "a line holds more than one command the DEBUG trap runs before, and the trap \
+             does not read it exactly once (or the script lists its traps)"
+        ));
+    }
+    let mut table = String::new();
+    let mut counts = String::new();
+    for line in &lines {
+        for (k, unit) in line.iter().enumerate() {
+            table.push_str(&format!(
+                "[{}]={} ",
+                unit.line * PER_LINE + k,
+                quote(&unit.text)
             ));
         }
-        last = unit.line;
-        table.push_str(&format!("[{}]={} ", unit.line, quote(&unit.text)));
+        counts.push_str(&format!("[{}]={} ", line[0].line, line.len()));
     }
-    Ok(format!(
-        "declare -a {TABLE}=({table}); declare -n BASH_COMMAND='{TABLE}[LINENO]'; : {}; ",
-        crate::stderr::START_UNDERSCORE
-    ))
+    // The n-th read in a row on the same line (`k` counts them, `l` is the
+    // line of the last read).
+    let read = format!(
+        "${{{TABLE}[LINENO*{PER_LINE}+({TABLE}_k=(LINENO=={TABLE}_l?{TABLE}_k+1:0),{TABLE}_l=LINENO,{TABLE}_k%{TABLE}_n[LINENO])]}}"
+    );
+    Ok(Plan {
+        prefix: format!(
+            "declare -a {TABLE}=({table}) {TABLE}_n=({counts}); {TABLE}_k=0 {TABLE}_l=0; : {underscore}; "
+        ),
+        script: Some(
+            script
+                .replace("${BASH_COMMAND}", &read)
+                .replace("$BASH_COMMAND", &read),
+        ),
+    })
+}
+
+/// Table slots per line: a line holds fewer commands than this.
+const PER_LINE: usize = 64;
+
+/// What the runtime runs for a script reading `$BASH_COMMAND`.
+#[derive(Debug)]
+pub(crate) struct Plan {
+    /// Put in front of the script's first line.
+    pub prefix: String,
+    /// The script with each `$BASH_COMMAND` read through the counter, when
+    /// a line holds several commands; `None`: the script as written.
+    pub script: Option<String>,
+}
+
+/// Whether a trap handler reads `$BASH_COMMAND` exactly once each time it
+/// runs (or never): its commands are simple commands in a plain sequence
+/// and it is read as `$BASH_COMMAND` or `${BASH_COMMAND}`, outside `$(...)`.
+fn reads_once(handler: &str, max_depth: usize, max_fuel: usize) -> bool {
+    let n = references(handler);
+    if n == 0 {
+        return true;
+    }
+    let plain =
+        handler.matches("$BASH_COMMAND").count() + handler.matches("${BASH_COMMAND}").count();
+    if n != 1 || plain != 1 || handler.contains("$(") || handler.contains('`') {
+        return false;
+    }
+    let Ok(ast) = Parser::with_limits(handler, max_depth, max_fuel).parse() else {
+        return false;
+    };
+    fn sequence(command: &Command) -> bool {
+        match command {
+            Command::Simple(_) => true,
+            Command::List(list) => {
+                sequence(&list.first)
+                    && list
+                        .rest
+                        .iter()
+                        .all(|(op, c)| *op == ListOperator::Semicolon && sequence(c))
+            }
+            _ => false,
+        }
+    }
+    ast.commands.iter().all(sequence)
+}
+
+/// Whether the script may print its traps (`trap`, `trap -p`), which would
+/// show a handler rewritten to read through the counter.
+fn lists_traps(script: &str) -> bool {
+    script.contains("trap -p")
+        || script.lines().any(|line| {
+            line.split([';', '&', '|'])
+                .any(|part| part.trim() == "trap")
+        })
 }
 
 /// How often `$BASH_COMMAND` is read in `text` (`$BASH_COMMAND`,
@@ -182,6 +293,10 @@ struct Unit {
     text: String,
     /// A `trap ... DEBUG` outside any loop, function or group.
     top_debug_trap: bool,
+    /// It may not run each time the commands before it on its line run:
+    /// in a branch of `if`/`case`, after `&&`/`||`/`&`, or a jump itself
+    /// (`break`, `continue`, `return`, `exit`).
+    skippable: bool,
 }
 
 #[derive(Default)]
@@ -190,10 +305,12 @@ struct Walk {
     units: Vec<Unit>,
     /// Indices in `units` of the `[[ ]]` commands, whose line comes from
     /// the lexer.
-    conditionals: Vec<usize>,
+    brackets: Vec<usize>,
     /// The handler text of every `trap ... DEBUG`.
     handlers: Vec<String>,
     failed: Option<&'static str>,
+    /// Inside a branch (see [`Unit::skippable`]).
+    branch: usize,
 }
 
 impl Walk {
@@ -202,11 +319,15 @@ impl Walk {
     }
 
     fn unit(&mut self, line: usize, order: usize, text: String, top_debug_trap: bool) {
+        let jump = ["break", "continue", "return", "exit"]
+            .iter()
+            .any(|j| text == *j || text.starts_with(&format!("{j} ")));
         self.units.push(Unit {
             line,
             order,
             text,
             top_debug_trap,
+            skippable: self.branch > 0 || jump,
         });
     }
 
@@ -290,8 +411,11 @@ impl Walk {
             Command::Pipeline(pipeline) => self.commands(&pipeline.commands, depth),
             Command::List(list) => {
                 self.command(&list.first, depth);
-                for (_, command) in &list.rest {
+                for (op, command) in &list.rest {
+                    let branch = *op != ListOperator::Semicolon;
+                    self.branch += usize::from(branch);
                     self.command(command, depth);
+                    self.branch -= usize::from(branch);
                 }
             }
             // With inheritance on, bashkit runs the trap again as the body
@@ -312,6 +436,7 @@ impl Walk {
         match compound {
             CompoundCommand::If(c) => {
                 self.commands(&c.condition, depth + 1);
+                self.branch += 1;
                 self.commands(&c.then_branch, depth + 1);
                 for (condition, branch) in &c.elif_branches {
                     self.commands(condition, depth + 1);
@@ -320,6 +445,7 @@ impl Walk {
                 if let Some(branch) = &c.else_branch {
                     self.commands(branch, depth + 1);
                 }
+                self.branch -= 1;
             }
             CompoundCommand::For(c) => {
                 if let Some(words) = &c.words {
@@ -352,10 +478,12 @@ impl Walk {
                         return self.fail(why!("a command the runtime cannot print as bash does"));
                     }
                 }
+                self.branch += 1;
                 for item in &c.cases {
                     self.words(&item.patterns);
                     self.commands(&item.commands, depth + 1);
                 }
+                self.branch -= 1;
             }
             CompoundCommand::BraceGroup(commands) => self.commands(commands, depth + 1),
             CompoundCommand::Subshell(commands) => {
@@ -368,7 +496,7 @@ impl Walk {
                 let Some(text) = print(whole) else {
                     return self.fail(why!("a command the runtime cannot print as bash does"));
                 };
-                self.conditionals.push(self.units.len());
+                self.brackets.push(self.units.len());
                 // The line is the lexer's; the order within it follows the
                 // walk, which is the source order.
                 let order = self.units.len();
@@ -479,7 +607,7 @@ mod tests {
     use super::*;
 
     fn table(script: &str) -> Result<String, &'static str> {
-        plan(script, 100, 100_000)
+        plan(script, 100, 100_000).map(|p| p.prefix)
     }
 
     #[test]
@@ -502,10 +630,31 @@ mod tests {
     }
 
     #[test]
+    fn lines_with_several_commands_read_through_a_counter() {
+        let plan = plan(
+            "trap 'echo \"[$BASH_COMMAND]\"' DEBUG\necho a | cat; echo b",
+            100,
+            100_000,
+        )
+        .unwrap();
+        assert!(
+            plan.prefix
+                .contains("[128]='echo a' [129]='cat' [130]='echo b'"),
+            "{}",
+            plan.prefix
+        );
+        assert!(plan.prefix.contains("_n=([2]=3 )"), "{}", plan.prefix);
+        let script = plan.script.unwrap();
+        assert!(!script.contains("$BASH_COMMAND"), "{script}");
+    }
+
+    #[test]
     fn lines_with_two_commands_are_not_planned() {
-        assert!(table("trap 'echo $BASH_COMMAND' DEBUG\necho a; echo b").is_err());
-        assert!(table("trap 'echo $BASH_COMMAND' DEBUG\necho a | cat").is_err());
         assert!(table("trap 'echo $BASH_COMMAND' DEBUG\ntrue && echo b").is_err());
+        assert!(table("trap 'echo $BASH_COMMAND' DEBUG\nif true; then echo a; fi").is_err());
+        assert!(table("trap 'echo $BASH_COMMAND $BASH_COMMAND' DEBUG\necho a | cat").is_err());
+        assert!(table("trap 'echo $BASH_COMMAND' DEBUG\ntrap -p\necho a | cat").is_err());
+        assert!(table("trap '[[ -n $BASH_COMMAND ]] && echo x' DEBUG\necho a | cat").is_err());
         assert!(table("echo $BASH_COMMAND").is_err());
         assert!(table("trap 'echo $BASH_COMMAND' DEBUG\nx=$(echo  b)").is_err());
         assert!(table("trap 'echo $BASH_COMMAND' DEBUG\neval 'echo a'").is_err());

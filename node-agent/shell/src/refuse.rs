@@ -146,9 +146,18 @@ pub(crate) fn scan(script: &str, max_depth: usize, max_fuel: usize, collect: boo
         // `$BASH_COMMAND` from the runtime's own table (the
         // `bash_command` module), or not run at all.
         match crate::bash_command::plan(script, max_depth, max_fuel) {
-            Ok(prefix) => {
-                let text = run.as_deref().unwrap_or(script);
-                *run = Some(format!("{prefix}{text}"));
+            Ok(crate::bash_command::Plan {
+                script: Some(_), ..
+            }) if run.is_some() => {
+                verdict = Verdict::Refuse(bash_command_refusal(
+                    "bashkit leaves it empty; the runtime gives bash's value in a DEBUG trap only \
+                     where the line names the command, and here a line holds several commands \
+                     and a [[ ]] operand had to be guarded too",
+                ))
+            }
+            Ok(plan) => {
+                let text = plan.script.as_deref().or(run.as_deref()).unwrap_or(script);
+                *run = Some(format!("{}{text}", plan.prefix));
             }
             Err(reason) => verdict = Verdict::Refuse(bash_command_refusal(reason)),
         }
@@ -873,7 +882,7 @@ mod tests {
             refused("trap 'echo \"DBG $BASH_COMMAND\"' DEBUG; echo a"),
             None
         );
-        assert!(refused("trap 'echo \"DBG $BASH_COMMAND\"' DEBUG; echo a; echo b").is_some());
+        assert!(refused("trap 'echo \"DBG $BASH_COMMAND\"' DEBUG; true && echo b").is_some());
         assert!(refused("echo $BASH_COMMAND").is_some());
         assert!(refused("echo ${#BASH_COMMAND}").is_some());
         assert_eq!(refused("echo BASH_COMMAND $BASH_COMMANDS"), None);

@@ -278,17 +278,35 @@ trap - DEBUG";
 }
 
 #[tokio::test]
-async fn bash_command_where_a_line_holds_two_commands_is_refused() {
-    refused(
-        "trap 'echo \"DBG $BASH_COMMAND\"' DEBUG\necho a | tr a b; echo c",
-        "$BASH_COMMAND",
+async fn bash_command_of_several_commands_on_one_line_agrees() {
+    agrees(
+        "trap 'echo \"DBG $BASH_COMMAND\"' DEBUG\necho a | tr a b; echo c\nfor i in 1 2; do echo $i | cat; done",
+        b"",
         &[
             "1:DBG echo a\n",
             "1:DBG tr a b\n",
             "1:b\n",
             "1:DBG echo c\n",
             "1:c\n",
+            "1:DBG for i in 1 2\n",
+            "1:DBG echo $i\n",
+            "1:DBG cat\n",
+            "1:1\n",
+            "1:DBG for i in 1 2\n",
+            "1:DBG echo $i\n",
+            "1:DBG cat\n",
+            "1:2\n",
         ],
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn bash_command_where_a_command_of_a_line_may_be_skipped_is_refused() {
+    refused(
+        "trap 'echo \"DBG $BASH_COMMAND\"' DEBUG\nfalse && echo a; echo c",
+        "$BASH_COMMAND",
+        &["1:DBG false\n", "1:DBG echo c\n", "1:c\n"],
     )
     .await;
 }
