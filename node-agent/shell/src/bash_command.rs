@@ -25,7 +25,7 @@
 
 use bashkit::parser::{
     AssignmentValue, Command, CompoundCommand, FunctionDef, Lexer, ListOperator, Parser, Redirect,
-    Word, WordPart, function_string,
+    SimpleCommand, Word, WordPart, function_string,
 };
 
 /// A reason for refusing, as [`crate::refuse::Refusal::reason`] words it.
@@ -385,24 +385,12 @@ impl Walk {
                     AssignmentValue::Array(words) => words.as_slice(),
                 });
                 let mut words = simple.args.iter().chain([&simple.name]).chain(assigned);
-                if !words.clone().all(reprinted_as_written) {
+                if !words.all(reprinted_as_written) {
                     return self.fail(why!("a command substitution bash would print otherwise"));
                 }
-                let dup_in_words = words.any(|w| {
-                    w.raw
-                        .as_deref()
-                        .is_some_and(|raw| raw.contains(">&") || raw.contains("<&"))
-                });
-                if dup_in_words {
-                    return self.fail(why!("a command the runtime cannot print as bash does"));
-                }
-                let Some(text) = print(command) else {
+                let Some(text) = print_simple(simple) else {
                     return self.fail(why!("a command the runtime cannot print as bash does"));
                 };
-                // bash prints a duplication without its descriptor with
-                // the default one (`>&2` as `1>&2`, `<&3` as `0<&3`), the
-                // printer of `declare -f` leaves it out.
-                let text = text.replace(" >&", " 1>&").replace(" <&", " 0<&");
                 let (line, order) = (simple.span.start.line, simple.span.start.offset);
                 self.unit(line, order, text, top_debug_trap);
             }
@@ -596,6 +584,22 @@ fn print(command: &Command) -> Option<String> {
     Some(lines.join("\n"))
 }
 
+/// A simple command as bash prints it: [`print`], and bash's `1>&2` and
+/// `0<&3` for a duplication written without its descriptor, which the
+/// printer of `declare -f` leaves out. Only the redirections are touched:
+/// the words are printed without them first, and the rest is theirs.
+fn print_simple(simple: &SimpleCommand) -> Option<String> {
+    let full = print(&Command::Simple(simple.clone()))?;
+    let mut bare = simple.clone();
+    bare.redirects.clear();
+    let words = print(&Command::Simple(bare))?;
+    let redirects = full.strip_prefix(words.as_str())?;
+    Some(format!(
+        "{words}{}",
+        redirects.replace(" >&", " 1>&").replace(" <&", " 0<&")
+    ))
+}
+
 /// The first line bash prints for a compound command (`for i in 1 2;`,
 /// `case $x in `).
 fn first_line(command: &Command) -> Option<String> {
@@ -646,6 +650,16 @@ mod tests {
         assert!(plan.prefix.contains("_n=([2]=3 )"), "{}", plan.prefix);
         let script = plan.script.unwrap();
         assert!(!script.contains("$BASH_COMMAND"), "{script}");
+    }
+
+    #[test]
+    fn a_handler_writing_to_stderr_is_planned_and_duplications_print_as_bash_does() {
+        let prefix =
+            table("trap 'echo \"[$BASH_COMMAND]\" >&2' DEBUG\necho '>&2' >&2 <&0").unwrap();
+        assert!(
+            prefix.contains(r"[2]='echo '\''>&2'\'' 1>&2 0<&0'"),
+            "{prefix}"
+        );
     }
 
     #[test]

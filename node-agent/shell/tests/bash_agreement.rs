@@ -302,6 +302,21 @@ async fn bash_command_of_several_commands_on_one_line_agrees() {
 }
 
 #[tokio::test]
+async fn bash_command_written_to_stderr_by_the_trap_agrees() {
+    agrees(
+        "trap 'echo \"[$BASH_COMMAND]\" >&2' DEBUG\necho \"hello\"\necho after >&2",
+        b"",
+        &[
+            "2:[echo \"hello\"]\n",
+            "1:hello\n",
+            "2:[echo after 1>&2]\n",
+            "2:after\n",
+        ],
+    )
+    .await;
+}
+
+#[tokio::test]
 async fn bash_command_where_a_command_of_a_line_may_be_skipped_is_refused() {
     refused(
         "trap 'echo \"DBG $BASH_COMMAND\"' DEBUG\nfalse && echo a; echo c",
