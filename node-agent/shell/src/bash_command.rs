@@ -82,6 +82,32 @@ pub(crate) fn plan(script: &str, max_depth: usize, max_fuel: usize) -> Result<Pl
     for (unit, line) in walk.brackets.iter().zip(brackets) {
         walk.units[*unit].line = line;
     }
+    // A traced function's body starts with a fire at the definition's
+    // line, whose value is the call: known when every call reads the same.
+    // Nothing else may share that line but the body's own commands, which
+    // fire after it.
+    for (name, line, start, end) in std::mem::take(&mut walk.functions) {
+        let calls: Vec<&str> = walk
+            .units
+            .iter()
+            .filter(|u| u.name.as_deref() == Some(name.as_str()))
+            .map(|u| u.text.as_str())
+            .collect();
+        let Some(call) = calls.first().map(|c| c.to_string()) else {
+            continue;
+        };
+        let outside = walk
+            .units
+            .iter()
+            .any(|u| u.line == line && !(start < u.order && u.order < end));
+        if outside || calls.iter().any(|c| *c != call) {
+            return Err(why!(
+                "a function the DEBUG trap runs in, whose calls the runtime cannot place"
+            ));
+        }
+        walk.name = None;
+        walk.unit(line, start, call, false);
+    }
     // Everything read as `$BASH_COMMAND` is inside a DEBUG handler.
     let in_handlers: usize = walk.handlers.iter().map(|h| references(h)).sum();
     if in_handlers != references(script) {
@@ -291,6 +317,8 @@ struct Unit {
     /// Position in source order within its line.
     order: usize,
     text: String,
+    /// The command name of a simple command written as a literal.
+    name: Option<String>,
     /// A `trap ... DEBUG` outside any loop, function or group.
     top_debug_trap: bool,
     /// It may not run each time the commands before it on its line run:
@@ -311,6 +339,11 @@ struct Walk {
     failed: Option<&'static str>,
     /// Inside a branch (see [`Unit::skippable`]).
     branch: usize,
+    /// With inheritance on: each function's name, line, and start and end
+    /// offsets.
+    functions: Vec<(String, usize, usize, usize)>,
+    /// The name of the next unit (see [`Unit::name`]).
+    name: Option<String>,
 }
 
 impl Walk {
@@ -325,6 +358,7 @@ impl Walk {
         self.units.push(Unit {
             line,
             order,
+            name: self.name.take(),
             text,
             top_debug_trap,
             skippable: self.branch > 0 || jump,
@@ -392,6 +426,7 @@ impl Walk {
                     return self.fail(why!("a command the runtime cannot print as bash does"));
                 };
                 let (line, order) = (simple.span.start.line, simple.span.start.offset);
+                self.name = name.map(str::to_string);
                 self.unit(line, order, text, top_debug_trap);
             }
             // bash runs the trap before each stage of a pipeline: stages
@@ -408,11 +443,18 @@ impl Walk {
             }
             // With inheritance on, bashkit runs the trap again as the body
             // starts, at the definition's line, where bash's value is the
-            // calling command: not known before the run.
-            Command::Function(_) if self.traced => self.fail(why!(
-                "a function the DEBUG trap runs in, whose calls the runtime cannot place"
-            )),
-            Command::Function(function) => self.command(&function.body, depth + 1),
+            // calling command (placed after the walk, see `plan`).
+            Command::Function(function) => {
+                if self.traced {
+                    self.functions.push((
+                        function.name.clone(),
+                        function.span.start.line,
+                        function.span.start.offset,
+                        function.span.end.offset,
+                    ));
+                }
+                self.command(&function.body, depth + 1)
+            }
             Command::Compound(compound, redirects) => {
                 self.redirects(redirects);
                 self.compound(compound, command, depth);
@@ -674,7 +716,10 @@ mod tests {
         assert!(table("trap 'echo $BASH_COMMAND' DEBUG\neval 'echo a'").is_err());
         assert!(table("trap 'echo $BASH_COMMAND' DEBUG\n(( x = 1 ))").is_err());
         assert!(table("trap 'echo $BASH_COMMAND' DEBUG ERR\necho a").is_err());
-        assert!(table("set -T\ntrap 'echo $BASH_COMMAND' DEBUG\nf() {\n  echo a\n}\nf").is_err());
+        assert!(
+            table("set -T\ntrap 'echo $BASH_COMMAND' DEBUG\nf() {\n  echo a\n}\nf\nf 1").is_err()
+        );
+        assert!(table("set -T\ntrap 'echo $BASH_COMMAND' DEBUG\nf() { echo a; }; f").is_err());
         assert!(table("shopt -s extdebug\ntrap 'echo $BASH_COMMAND' DEBUG\necho a").is_err());
     }
 }

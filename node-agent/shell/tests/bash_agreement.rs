@@ -317,6 +317,27 @@ async fn bash_command_written_to_stderr_by_the_trap_agrees() {
 }
 
 #[tokio::test]
+async fn bash_command_in_a_traced_function_agrees() {
+    agrees(
+        "set -T\ntrap 'echo \"[$BASH_COMMAND]\"' DEBUG\nmyfunc() {\n  local v=10\n  echo \"v=$v\"\n}\nmyfunc\nmyfunc",
+        b"",
+        &[
+            "1:[myfunc]\n",
+            "1:[myfunc]\n",
+            "1:[local v=10]\n",
+            "1:[echo \"v=$v\"]\n",
+            "1:v=10\n",
+            "1:[myfunc]\n",
+            "1:[myfunc]\n",
+            "1:[local v=10]\n",
+            "1:[echo \"v=$v\"]\n",
+            "1:v=10\n",
+        ],
+    )
+    .await;
+}
+
+#[tokio::test]
 async fn bash_command_where_a_command_of_a_line_may_be_skipped_is_refused() {
     refused(
         "trap 'echo \"DBG $BASH_COMMAND\"' DEBUG\nfalse && echo a; echo c",
