@@ -138,6 +138,18 @@ pub(crate) fn scan(script: &str, max_depth: usize, max_fuel: usize, collect: boo
         ..Walk::default()
     };
     walk.commands(&ast.commands);
+    if walk.nested_pattern
+        && !bash_command
+        && let Some(debraced) = debrace(script)
+    {
+        // `${x//${y}/-}` written `${x//$y/-}`, which bashkit reads right
+        // and bash reads the same; the rest checked as any script.
+        let mut again = scan(&debraced, max_depth, max_fuel, collect);
+        if let Verdict::Run { script: run, .. } = &mut again.verdict {
+            run.get_or_insert(debraced);
+            return again;
+        }
+    }
     let commands = std::mem::take(&mut walk.simple);
     let functions = walk.functions.clone();
     let hidden = walk.hidden;
@@ -372,6 +384,119 @@ fn bash_command_refusal(reason: &'static str) -> Refusal {
     }
 }
 
+/// `script` with each `${name}` inside the pattern or replacement of a
+/// `${var/pattern/string}` written `$name` (a name not followed by a
+/// character that would continue it), which bash expands the same and
+/// bashkit's parser does not take for the end of the pattern; `None` when
+/// that does not remove every nested expansion there (`${y:-a}`, `$(...)`,
+/// a multi-digit positional) or the script has a quoted here-document,
+/// whose body is literal text this scan does not tell apart.
+fn debrace(script: &str) -> Option<String> {
+    if script.contains("<<'")
+        || script.contains("<<\"")
+        || script.contains("<<\\")
+        || script.contains("<<-'")
+        || script.contains("<<-\"")
+        || script.contains("<<-\\")
+    {
+        return None;
+    }
+    let b = script.as_bytes();
+    let name_char = |c: u8| c.is_ascii_alphanumeric() || c == b'_';
+    let mut out = String::with_capacity(script.len());
+    let mut i = 0;
+    let mut in_dq = false;
+    let mut changed = false;
+    while i < b.len() {
+        match b[i] {
+            b'\\' => {
+                let end = (i + 2).min(b.len());
+                out.push_str(&script[i..end]);
+                i = end;
+            }
+            b'\'' if !in_dq => {
+                let end = script[i + 1..].find('\'').map_or(b.len(), |at| i + 2 + at);
+                out.push_str(&script[i..end]);
+                i = end;
+            }
+            b'"' => {
+                in_dq = !in_dq;
+                out.push('"');
+                i += 1;
+            }
+            b'$' if b.get(i + 1) == Some(&b'{') => {
+                // `${name/` or `${name//`: a replacement expansion.
+                let mut j = i + 2;
+                while j < b.len() && name_char(b[j]) {
+                    j += 1;
+                }
+                if j == i + 2 || b.get(j) != Some(&b'/') {
+                    out.push_str("${");
+                    i += 2;
+                    continue;
+                }
+                // Its end: the `}` closing it, nested `${...}` counted.
+                let mut depth = 1;
+                let mut k = j;
+                while k < b.len() && depth > 0 {
+                    match b[k] {
+                        b'\\' => k += 1,
+                        b'{' if k > 0 && b[k - 1] == b'$' => depth += 1,
+                        b'}' => depth -= 1,
+                        _ => {}
+                    }
+                    k += 1;
+                }
+                if depth != 0 {
+                    return None;
+                }
+                let inner = &script[j..k - 1];
+                let mut rewritten = String::with_capacity(inner.len());
+                let ib = inner.as_bytes();
+                let mut m = 0;
+                while m < ib.len() {
+                    if ib[m] == b'$' && ib.get(m + 1) == Some(&b'{') {
+                        let mut e = m + 2;
+                        while e < ib.len() && name_char(ib[e]) {
+                            e += 1;
+                        }
+                        let name = &inner[m + 2..e];
+                        let simple = ib.get(e) == Some(&b'}')
+                            && !name.is_empty()
+                            && (name.as_bytes()[0].is_ascii_alphabetic()
+                                || name.as_bytes()[0] == b'_'
+                                || name.len() == 1)
+                            && !ib.get(e + 1).is_some_and(|c| name_char(*c));
+                        if !simple {
+                            return None;
+                        }
+                        rewritten.push('$');
+                        rewritten.push_str(name);
+                        m = e + 1;
+                        changed = true;
+                        continue;
+                    }
+                    if ib[m] == b'`' || (ib[m] == b'$' && ib.get(m + 1) == Some(&b'(')) {
+                        return None;
+                    }
+                    rewritten.push(ib[m] as char);
+                    m += 1;
+                }
+                out.push_str(&script[i..j]);
+                out.push_str(&rewritten);
+                out.push('}');
+                i = k;
+            }
+            _ => {
+                let ch = script[i..].chars().next()?;
+                out.push(ch);
+                i += ch.len_utf8();
+            }
+        }
+    }
+    changed.then_some(out)
+}
+
 #[derive(Default)]
 struct Walk {
     /// Whether to record every simple command in `simple`.
@@ -380,6 +505,9 @@ struct Walk {
     /// See [`Scan::hidden`].
     hidden: bool,
     found: Option<Refusal>,
+    /// The refusal found is a nested expansion in a replacement pattern
+    /// (see [`debrace`]).
+    nested_pattern: bool,
     /// Names of the functions the script defines.
     functions: Vec<String>,
     /// `[[ -e $v ]]`-style operands that may be empty and are one
@@ -552,6 +680,7 @@ impl Walk {
                     } = operator
                         && (nested_expansion(pattern) || nested_expansion(replacement))
                     {
+                        self.nested_pattern |= self.found.is_none();
                         self.refuse(
                             format!("`${{{name}/...${{...}}...}}`"),
                             "a `${...}` or `$(...)` inside the pattern or replacement of \
@@ -870,10 +999,23 @@ mod tests {
 
     #[test]
     fn nested_expansions_in_a_replacement_pattern_are_refused() {
-        assert!(refused("x=a/b/c; y=/; echo ${x//${y}/-}").is_some());
+        assert!(refused("x=a/b/c; y=/; echo ${x//${y:-/}/-}").is_some());
         assert!(refused("echo \"${x/$(echo a)/b}\"").is_some());
-        assert!(refused("echo ${x/a/${y}}").is_some());
+        assert!(refused("echo ${x/a/${y}z}").is_some());
+        assert!(refused("cat <<'EOF'\n${x//${y}/-}\nEOF\necho ${x//${y}/-}").is_some());
         assert_eq!(refused("echo ${x//$y/-} ${x//\"${y}\"/-} ${x#${y}}"), None);
+    }
+
+    #[test]
+    fn nested_names_in_a_replacement_pattern_are_written_without_braces() {
+        let run = |script: &str| match check(script, 100, 1_000_000) {
+            Verdict::Run { script, .. } => script,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(
+            run("x=a/b/c; y=/; echo ${x//${y}/-} '${x//${y}/-}' \"${x/${y}/${1}}\""),
+            Some("x=a/b/c; y=/; echo ${x//$y/-} '${x//${y}/-}' \"${x/$y/$1}\"".into())
+        );
     }
 
     #[test]

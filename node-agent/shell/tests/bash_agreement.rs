@@ -222,9 +222,19 @@ async fn double_bracket_executable_test_is_refused() {
 }
 
 #[tokio::test]
-async fn nested_expansion_in_a_replacement_pattern_is_refused() {
+async fn nested_name_in_a_replacement_pattern_agrees() {
+    agrees(
+        "x=a/b/c; y=/; echo ${x//${y}/-}; z='*'; echo \"${x/${y}/${z}}\" '${x//${y}/-}'",
+        b"",
+        &["1:a-b-c\n", "1:a*b/c ${x//${y}/-}\n"],
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn nested_expansion_with_an_operator_in_a_replacement_pattern_is_refused() {
     refused(
-        "x=a/b/c; y=/; echo ${x//${y}/-}",
+        "x=a/b/c; echo ${x//${y:-/}/-}",
         "${x/...${...}...}",
         &["1:a-b-c\n"],
     )
