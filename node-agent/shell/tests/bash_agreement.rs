@@ -453,3 +453,13 @@ async fn whole_input_commands_given_files_leave_stdin_to_later_readers() {
     )
     .await;
 }
+
+#[tokio::test]
+async fn a_debug_trap_in_an_exec_with_stdin_agrees() {
+    agrees(
+        "trap 'echo \"D $BASH_COMMAND\"' DEBUG; read -r l\necho \"$l\"",
+        b"x\n",
+        &["1:D read -r l\n", "1:D echo \"$l\"\n", "1:x\n"],
+    )
+    .await;
+}
