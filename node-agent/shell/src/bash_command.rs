@@ -79,8 +79,11 @@ pub(crate) fn plan(script: &str, max_depth: usize, max_fuel: usize) -> Result<Pl
     if brackets.len() != walk.brackets.len() {
         return Err(why!("a [[ ]] whose line the runtime cannot place"));
     }
-    for (unit, line) in walk.brackets.iter().zip(brackets) {
-        walk.units[*unit].line = line;
+    for (unit, (line, offset)) in walk.brackets.iter().zip(brackets) {
+        if let Some(unit) = unit {
+            walk.units[*unit].line = line;
+            walk.units[*unit].order = offset;
+        }
     }
     // A traced function's body starts with a fire at the definition's
     // line, whose value is the call: known when every call reads the same.
@@ -293,14 +296,14 @@ fn traced(script: &str) -> bool {
         })
 }
 
-/// The line of every `[[` token, in order.
-fn bracket_lines(text: &str) -> Vec<usize> {
+/// The line and offset of every `[[` token, in order.
+fn bracket_lines(text: &str) -> Vec<(usize, usize)> {
     let mut lexer = Lexer::new(text);
     let mut lines = Vec::new();
     while let Some(token) = lexer.next_spanned_token() {
         // bashkit does not export its token type; its `Debug` names the kind.
         if format!("{:?}", token.token) == "DoubleLeftBracket" {
-            lines.push(token.span.start.line);
+            lines.push((token.span.start.line, token.span.start.offset));
         }
     }
     lines
@@ -333,7 +336,7 @@ struct Walk {
     units: Vec<Unit>,
     /// Indices in `units` of the `[[ ]]` commands, whose line comes from
     /// the lexer.
-    brackets: Vec<usize>,
+    brackets: Vec<Option<usize>>,
     /// The handler text of every `trap ... DEBUG`.
     handlers: Vec<String>,
     failed: Option<&'static str>,
@@ -344,6 +347,8 @@ struct Walk {
     functions: Vec<(String, usize, usize, usize)>,
     /// The name of the next unit (see [`Unit::name`]).
     name: Option<String>,
+    /// Inside a function body the trap does not run in.
+    untraced: usize,
 }
 
 impl Walk {
@@ -352,6 +357,10 @@ impl Walk {
     }
 
     fn unit(&mut self, line: usize, order: usize, text: String, top_debug_trap: bool) {
+        if self.untraced > 0 {
+            self.name = None;
+            return;
+        }
         let jump = ["break", "continue", "return", "exit"]
             .iter()
             .any(|j| text == *j || text.starts_with(&format!("{j} ")));
@@ -402,6 +411,12 @@ impl Walk {
                         // before it on its line run without it. A later one
                         // (or `trap - DEBUG`) runs with the trap set.
                         top_debug_trap = depth == 0 && self.handlers.is_empty() && handler != "-";
+                        if self.untraced > 0 {
+                            return self.fail(why!(
+                                "a DEBUG trap set inside a function, where the runtime cannot \
+                                 tell which commands it runs before"
+                            ));
+                        }
                         self.handlers.push(handler.to_string());
                     }
                 }
@@ -453,7 +468,11 @@ impl Walk {
                         function.span.end.offset,
                     ));
                 }
-                self.command(&function.body, depth + 1)
+                // Without inheritance the trap does not run inside a
+                // function: its commands take no slot.
+                self.untraced += usize::from(!self.traced);
+                self.command(&function.body, depth + 1);
+                self.untraced -= usize::from(!self.traced);
             }
             Command::Compound(compound, redirects) => {
                 self.redirects(redirects);
@@ -526,11 +545,11 @@ impl Walk {
                 let Some(text) = print(whole) else {
                     return self.fail(why!("a command the runtime cannot print as bash does"));
                 };
-                self.brackets.push(self.units.len());
-                // The line is the lexer's; the order within it follows the
-                // walk, which is the source order.
-                let order = self.units.len();
-                self.unit(0, order, text, false);
+                // The line and offset are the lexer's (see `plan`); one in a
+                // function the trap does not run in takes no slot.
+                self.brackets
+                    .push((self.untraced == 0).then_some(self.units.len()));
+                self.unit(0, 0, text, false);
             }
             CompoundCommand::Arithmetic(_)
             | CompoundCommand::ArithmeticFor(_)
@@ -692,6 +711,22 @@ mod tests {
         assert!(plan.prefix.contains("_n=([2]=3 )"), "{}", plan.prefix);
         let script = plan.script.unwrap();
         assert!(!script.contains("$BASH_COMMAND"), "{script}");
+    }
+
+    #[test]
+    fn a_double_bracket_takes_its_place_on_its_line() {
+        let plan = plan(
+            "trap 'echo \"[$BASH_COMMAND]\"' DEBUG\necho a; [[ -n a ]]; echo b\nf() { [[ x ]]; }\n[[ y ]]",
+            100,
+            100_000,
+        )
+        .unwrap();
+        assert!(
+            plan.prefix
+                .contains("[128]='echo a' [129]='[[ -n a ]]' [130]='echo b' [256]='[[ -n y ]]'"),
+            "{}",
+            plan.prefix
+        );
     }
 
     #[test]

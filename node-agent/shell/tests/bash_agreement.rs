@@ -463,3 +463,30 @@ async fn a_debug_trap_in_an_exec_with_stdin_agrees() {
     )
     .await;
 }
+
+#[tokio::test]
+async fn bash_command_next_to_an_untraced_function_agrees() {
+    agrees(
+        "trap 'echo \"D $BASH_COMMAND\"' DEBUG\nf() { echo a; }; f; echo b",
+        b"",
+        &["1:D f\n", "1:a\n", "1:D echo b\n", "1:b\n"],
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn bash_command_of_double_brackets_agrees() {
+    agrees(
+        "trap 'echo \"[$BASH_COMMAND]\"' DEBUG\necho a; [[ y ]]; [[ ! -e f && a == b ]]\n[[ $x ]]\ntrue",
+        b"",
+        &[
+            "1:[echo a]\n",
+            "1:a\n",
+            "1:[[[ -n y ]]]\n",
+            "1:[[[ ! -e f && a == b ]]]\n",
+            "1:[[[ -n $x ]]]\n",
+            "1:[true]\n",
+        ],
+    )
+    .await;
+}
