@@ -15,6 +15,7 @@
 //! Design notes and measurements: `docs/shell-runtime.md`.
 
 pub mod auto;
+mod bash_command;
 mod budget;
 mod builtins;
 mod engine_fs;

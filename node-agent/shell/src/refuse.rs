@@ -123,10 +123,14 @@ pub(crate) fn scan(script: &str, max_depth: usize, max_fuel: usize, collect: boo
         functions: Vec::new(),
         hidden: false,
     };
-    if let Some(refusal) = check_text(script) {
-        return done(Verdict::Refuse(refusal));
-    }
+    let bash_command = crate::bash_command::references(script) > 0;
     let Ok(ast) = Parser::with_limits(script, max_depth, max_fuel).parse() else {
+        if bash_command {
+            // The partial run before the syntax error would read it empty.
+            return done(Verdict::Refuse(bash_command_refusal(
+                "bashkit leaves it empty, in DEBUG traps too, and the script does not parse",
+            )));
+        }
         return done(Verdict::Unparsed);
     };
     let mut walk = Walk {
@@ -134,10 +138,42 @@ pub(crate) fn scan(script: &str, max_depth: usize, max_fuel: usize, collect: boo
         ..Walk::default()
     };
     walk.commands(&ast.commands);
+    if walk.nested_pattern
+        && !bash_command
+        && let Some(debraced) = debrace(script)
+    {
+        // `${x//${y}/-}` written `${x//$y/-}`, which bashkit reads right
+        // and bash reads the same; the rest checked as any script.
+        let mut again = scan(&debraced, max_depth, max_fuel, collect);
+        if let Verdict::Run { script: run, .. } = &mut again.verdict {
+            run.get_or_insert(debraced);
+            return again;
+        }
+    }
     let commands = std::mem::take(&mut walk.simple);
     let functions = walk.functions.clone();
     let hidden = walk.hidden;
-    let verdict = verdict(script, walk, &ast.commands, max_depth, max_fuel);
+    let mut verdict = verdict(script, walk, &ast.commands, max_depth, max_fuel);
+    if bash_command && let Verdict::Run { script: run, .. } = &mut verdict {
+        // `$BASH_COMMAND` from the runtime's own table (the
+        // `bash_command` module), or not run at all.
+        match crate::bash_command::plan(script, max_depth, max_fuel) {
+            Ok(crate::bash_command::Plan {
+                script: Some(_), ..
+            }) if run.is_some() => {
+                verdict = Verdict::Refuse(bash_command_refusal(
+                    "bashkit leaves it empty; the runtime gives bash's value in a DEBUG trap only \
+                     where the line names the command, and here a line holds several commands \
+                     and a [[ ]] operand had to be guarded too",
+                ))
+            }
+            Ok(plan) => {
+                let text = plan.script.as_deref().or(run.as_deref()).unwrap_or(script);
+                *run = Some(format!("{}{text}", plan.prefix));
+            }
+            Err(reason) => verdict = Verdict::Refuse(bash_command_refusal(reason)),
+        }
+    }
     Scan {
         verdict,
         commands,
@@ -339,32 +375,126 @@ fn flat(commands: &[Command], functions: &[String]) -> bool {
     })
 }
 
-/// Checks that need the text: names inside trap strings and `eval`
-/// arguments are not in the syntax tree.
-fn check_text(script: &str) -> Option<Refusal> {
-    let bytes = script.as_bytes();
-    let name = "BASH_COMMAND";
-    let mut from = 0;
-    while let Some(at) = script[from..].find(name) {
-        let start = from + at;
-        let end = start + name.len();
-        from = end;
-        let before = &script[..start];
-        let referenced = before.ends_with('$')
-            || before.ends_with("${")
-            || before.ends_with("${#")
-            || before.ends_with("${!");
-        let whole = !bytes
-            .get(end)
-            .is_some_and(|b| b.is_ascii_alphanumeric() || *b == b'_');
-        if referenced && whole {
-            return Some(Refusal {
-                construct: "`$BASH_COMMAND`".into(),
-                reason: "bashkit leaves it empty, in DEBUG traps too",
-            });
+/// The refusal of a script reading `$BASH_COMMAND` where the runtime
+/// cannot give bash's value.
+fn bash_command_refusal(reason: &'static str) -> Refusal {
+    Refusal {
+        construct: "`$BASH_COMMAND`".into(),
+        reason,
+    }
+}
+
+/// `script` with each `${name}` inside the pattern or replacement of a
+/// `${var/pattern/string}` written `$name` (a name not followed by a
+/// character that would continue it), which bash expands the same and
+/// bashkit's parser does not take for the end of the pattern; `None` when
+/// that does not remove every nested expansion there (`${y:-a}`, `$(...)`,
+/// a multi-digit positional) or the script has a quoted here-document,
+/// whose body is literal text this scan does not tell apart.
+fn debrace(script: &str) -> Option<String> {
+    if script.contains("<<'")
+        || script.contains("<<\"")
+        || script.contains("<<\\")
+        || script.contains("<<-'")
+        || script.contains("<<-\"")
+        || script.contains("<<-\\")
+    {
+        return None;
+    }
+    let b = script.as_bytes();
+    let name_char = |c: u8| c.is_ascii_alphanumeric() || c == b'_';
+    let mut out = String::with_capacity(script.len());
+    let mut i = 0;
+    let mut in_dq = false;
+    let mut changed = false;
+    while i < b.len() {
+        match b[i] {
+            b'\\' => {
+                let end = (i + 2).min(b.len());
+                out.push_str(&script[i..end]);
+                i = end;
+            }
+            b'\'' if !in_dq => {
+                let end = script[i + 1..].find('\'').map_or(b.len(), |at| i + 2 + at);
+                out.push_str(&script[i..end]);
+                i = end;
+            }
+            b'"' => {
+                in_dq = !in_dq;
+                out.push('"');
+                i += 1;
+            }
+            b'$' if b.get(i + 1) == Some(&b'{') => {
+                // `${name/` or `${name//`: a replacement expansion.
+                let mut j = i + 2;
+                while j < b.len() && name_char(b[j]) {
+                    j += 1;
+                }
+                if j == i + 2 || b.get(j) != Some(&b'/') {
+                    out.push_str("${");
+                    i += 2;
+                    continue;
+                }
+                // Its end: the `}` closing it, nested `${...}` counted.
+                let mut depth = 1;
+                let mut k = j;
+                while k < b.len() && depth > 0 {
+                    match b[k] {
+                        b'\\' => k += 1,
+                        b'{' if k > 0 && b[k - 1] == b'$' => depth += 1,
+                        b'}' => depth -= 1,
+                        _ => {}
+                    }
+                    k += 1;
+                }
+                if depth != 0 {
+                    return None;
+                }
+                let inner = &script[j..k - 1];
+                let mut rewritten = String::with_capacity(inner.len());
+                let ib = inner.as_bytes();
+                let mut m = 0;
+                while m < ib.len() {
+                    if ib[m] == b'$' && ib.get(m + 1) == Some(&b'{') {
+                        let mut e = m + 2;
+                        while e < ib.len() && name_char(ib[e]) {
+                            e += 1;
+                        }
+                        let name = &inner[m + 2..e];
+                        let simple = ib.get(e) == Some(&b'}')
+                            && !name.is_empty()
+                            && (name.as_bytes()[0].is_ascii_alphabetic()
+                                || name.as_bytes()[0] == b'_'
+                                || name.len() == 1)
+                            && !ib.get(e + 1).is_some_and(|c| name_char(*c));
+                        if !simple {
+                            return None;
+                        }
+                        rewritten.push('$');
+                        rewritten.push_str(name);
+                        m = e + 1;
+                        changed = true;
+                        continue;
+                    }
+                    if ib[m] == b'`' || (ib[m] == b'$' && ib.get(m + 1) == Some(&b'(')) {
+                        return None;
+                    }
+                    rewritten.push(ib[m] as char);
+                    m += 1;
+                }
+                out.push_str(&script[i..j]);
+                out.push_str(&rewritten);
+                out.push('}');
+                i = k;
+            }
+            _ => {
+                let ch = script[i..].chars().next()?;
+                out.push(ch);
+                i += ch.len_utf8();
+            }
         }
     }
-    None
+    changed.then_some(out)
 }
 
 #[derive(Default)]
@@ -375,6 +505,9 @@ struct Walk {
     /// See [`Scan::hidden`].
     hidden: bool,
     found: Option<Refusal>,
+    /// The refusal found is a nested expansion in a replacement pattern
+    /// (see [`debrace`]).
+    nested_pattern: bool,
     /// Names of the functions the script defines.
     functions: Vec<String>,
     /// `[[ -e $v ]]`-style operands that may be empty and are one
@@ -547,6 +680,7 @@ impl Walk {
                     } = operator
                         && (nested_expansion(pattern) || nested_expansion(replacement))
                     {
+                        self.nested_pattern |= self.found.is_none();
                         self.refuse(
                             format!("`${{{name}/...${{...}}...}}`"),
                             "a `${...}` or `$(...)` inside the pattern or replacement of \
@@ -865,15 +999,33 @@ mod tests {
 
     #[test]
     fn nested_expansions_in_a_replacement_pattern_are_refused() {
-        assert!(refused("x=a/b/c; y=/; echo ${x//${y}/-}").is_some());
+        assert!(refused("x=a/b/c; y=/; echo ${x//${y:-/}/-}").is_some());
         assert!(refused("echo \"${x/$(echo a)/b}\"").is_some());
-        assert!(refused("echo ${x/a/${y}}").is_some());
+        assert!(refused("echo ${x/a/${y}z}").is_some());
+        assert!(refused("cat <<'EOF'\n${x//${y}/-}\nEOF\necho ${x//${y}/-}").is_some());
         assert_eq!(refused("echo ${x//$y/-} ${x//\"${y}\"/-} ${x#${y}}"), None);
     }
 
     #[test]
-    fn bash_command_is_refused_where_it_is_expanded() {
-        assert!(refused("trap 'echo \"DBG $BASH_COMMAND\"' DEBUG; echo a").is_some());
+    fn nested_names_in_a_replacement_pattern_are_written_without_braces() {
+        let run = |script: &str| match check(script, 100, 1_000_000) {
+            Verdict::Run { script, .. } => script,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(
+            run("x=a/b/c; y=/; echo ${x//${y}/-} '${x//${y}/-}' \"${x/${y}/${1}}\""),
+            Some("x=a/b/c; y=/; echo ${x//$y/-} '${x//${y}/-}' \"${x/$y/$1}\"".into())
+        );
+    }
+
+    #[test]
+    fn bash_command_is_refused_where_the_line_does_not_name_the_command() {
+        assert_eq!(
+            refused("trap 'echo \"DBG $BASH_COMMAND\"' DEBUG; echo a"),
+            None
+        );
+        assert!(refused("trap 'echo \"DBG $BASH_COMMAND\"' DEBUG; true && echo b").is_some());
+        assert!(refused("echo $BASH_COMMAND").is_some());
         assert!(refused("echo ${#BASH_COMMAND}").is_some());
         assert_eq!(refused("echo BASH_COMMAND $BASH_COMMANDS"), None);
     }

@@ -56,7 +56,7 @@ pub(crate) fn wrap(script: &str) -> String {
 }
 
 /// `$_` at the start of a bashkit script.
-const START_UNDERSCORE: &str = "/bin/bash";
+pub(crate) const START_UNDERSCORE: &str = "/bin/bash";
 
 /// Whether `path` names the sink.
 pub(crate) fn is_sink(path: &Path) -> bool {

@@ -43,9 +43,10 @@
 //! On the left of `||` the command's status trips neither `set -e` nor an
 //! `ERR` trap, and `exit` keeps a failing status. A script ending in a
 //! line continuation (`\`) gets no end line (it would join the script's
-//! last command); nor does one that ends by `exit`, which the end line
-//! never sees: both end when the input does, or at the next write after
-//! the script stopped.
+//! last command), nor does one that names `DEBUG` (its trap would run
+//! for the end line, which bash never shows); one that ends by `exit`
+//! never reaches it. These end when the input does, or at the next write
+//! after the script stopped.
 //!
 //! A script that does not parse alone, or not inside the wrapper (a
 //! here-document running to the end of the script), runs unwrapped, so
@@ -84,7 +85,9 @@ pub(crate) fn wrap(script: &str, limits: &ExecutionLimits) -> Option<String> {
     if !parses(script) {
         return None;
     }
-    let end = match script.ends_with('\\') {
+    // A `DEBUG` trap would run for the end line too, which bash never
+    // does: such a script gets none, and ends when its input does.
+    let end = match script.ends_with('\\') || script.contains("DEBUG") {
         true => String::new(),
         false => format!("\n{END_COMMAND} $? || exit"),
     };
@@ -274,6 +277,9 @@ mod tests {
         // A last line continued would take the end line in.
         let wrapped = wrap("echo a \\", &limits);
         assert!(wrapped.is_none_or(|w| !w.contains(END_COMMAND)));
+        // A DEBUG trap would run for the end line.
+        let wrapped = wrap("trap 'echo d' DEBUG; cat", &limits).expect("wrapped");
+        assert!(!wrapped.contains(END_COMMAND));
     }
 
     #[test]

@@ -69,7 +69,8 @@ fn host_bash(dir: &std::path::Path, script: &str, stdin: &[u8]) -> Option<(Vec<S
             .stdin(Stdio::piped())
             .stdout(Stdio::piped());
         if merged {
-            cmd.arg("-c").arg(format!("exec 2>&1\n{script}"));
+            // On the script's first line, so `$LINENO` is the script's own.
+            cmd.arg("-c").arg(format!("exec 2>&1; {script}"));
             cmd.stderr(Stdio::null());
         } else {
             cmd.arg("-c").arg(script);
@@ -221,9 +222,19 @@ async fn double_bracket_executable_test_is_refused() {
 }
 
 #[tokio::test]
-async fn nested_expansion_in_a_replacement_pattern_is_refused() {
+async fn nested_name_in_a_replacement_pattern_agrees() {
+    agrees(
+        "x=a/b/c; y=/; echo ${x//${y}/-}; z='*'; echo \"${x/${y}/${z}}\" '${x//${y}/-}'",
+        b"",
+        &["1:a-b-c\n", "1:a*b/c ${x//${y}/-}\n"],
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn nested_expansion_with_an_operator_in_a_replacement_pattern_is_refused() {
     refused(
-        "x=a/b/c; y=/; echo ${x//${y}/-}",
+        "x=a/b/c; echo ${x//${y:-/}/-}",
         "${x/...${...}...}",
         &["1:a-b-c\n"],
     )
@@ -231,11 +242,127 @@ async fn nested_expansion_in_a_replacement_pattern_is_refused() {
 }
 
 #[tokio::test]
-async fn bash_command_in_a_debug_trap_is_refused() {
-    refused(
+async fn bash_command_in_a_debug_trap_agrees() {
+    agrees(
         "trap 'echo \"DBG $BASH_COMMAND\"' DEBUG; echo a",
-        "$BASH_COMMAND",
+        b"",
         &["1:DBG echo a\n", "1:a\n"],
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn bash_command_of_loops_tests_cases_and_redirections_agrees() {
+    let script = "trap 'echo \"[$LINENO: $BASH_COMMAND]\"' DEBUG
+x=$(echo b)
+for i in 1 2; do
+  echo \"$i\" <&0 >/dev/null 2>&1
+done
+[[ -n $x ]]
+case $x in
+  b) y=2 ;;
+esac
+f() {
+  echo in f
+}
+f 1
+trap - DEBUG";
+    agrees(
+        script,
+        b"",
+        &[
+            "1:[2: x=$(echo b)]\n",
+            "1:[3: for i in 1 2]\n",
+            "1:[4: echo \"$i\" 0<&0 > /dev/null 2>&1]\n",
+            "1:[3: for i in 1 2]\n",
+            "1:[4: echo \"$i\" 0<&0 > /dev/null 2>&1]\n",
+            "1:[6: [[ -n $x ]]]\n",
+            "1:[7: case $x in ]\n",
+            "1:[8: y=2]\n",
+            "1:[13: f 1]\n",
+            "1:in f\n",
+            "1:[14: trap - DEBUG]\n",
+        ],
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn bash_command_of_several_commands_on_one_line_agrees() {
+    agrees(
+        "trap 'echo \"DBG $BASH_COMMAND\"' DEBUG\necho a | tr a b; echo c\nfor i in 1 2; do echo $i | cat; done",
+        b"",
+        &[
+            "1:DBG echo a\n",
+            "1:DBG tr a b\n",
+            "1:b\n",
+            "1:DBG echo c\n",
+            "1:c\n",
+            "1:DBG for i in 1 2\n",
+            "1:DBG echo $i\n",
+            "1:DBG cat\n",
+            "1:1\n",
+            "1:DBG for i in 1 2\n",
+            "1:DBG echo $i\n",
+            "1:DBG cat\n",
+            "1:2\n",
+        ],
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn bash_command_written_to_stderr_by_the_trap_agrees() {
+    agrees(
+        "trap 'echo \"[$BASH_COMMAND]\" >&2' DEBUG\necho \"hello\"\necho after >&2",
+        b"",
+        &[
+            "2:[echo \"hello\"]\n",
+            "1:hello\n",
+            "2:[echo after 1>&2]\n",
+            "2:after\n",
+        ],
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn bash_command_in_a_traced_function_agrees() {
+    agrees(
+        "set -T\ntrap 'echo \"[$BASH_COMMAND]\"' DEBUG\nmyfunc() {\n  local v=10\n  echo \"v=$v\"\n}\nmyfunc\nmyfunc",
+        b"",
+        &[
+            "1:[myfunc]\n",
+            "1:[myfunc]\n",
+            "1:[local v=10]\n",
+            "1:[echo \"v=$v\"]\n",
+            "1:v=10\n",
+            "1:[myfunc]\n",
+            "1:[myfunc]\n",
+            "1:[local v=10]\n",
+            "1:[echo \"v=$v\"]\n",
+            "1:v=10\n",
+        ],
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn bash_command_where_a_command_of_a_line_may_be_skipped_is_refused() {
+    refused(
+        "trap 'echo \"DBG $BASH_COMMAND\"' DEBUG\nfalse && echo a; echo c",
+        "$BASH_COMMAND",
+        &["1:DBG false\n", "1:DBG echo c\n", "1:c\n"],
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn bash_command_outside_a_debug_trap_is_refused() {
+    refused(
+        "echo \"$BASH_COMMAND\"",
+        "$BASH_COMMAND",
+        &["1:echo \"$BASH_COMMAND\"\n"],
     )
     .await;
 }
@@ -323,6 +450,43 @@ async fn whole_input_commands_given_files_leave_stdin_to_later_readers() {
         "echo b > f; sort f; sed -n 1p f; jq -n 1; cat",
         b"in\n",
         &["1:b\n", "1:b\n", "1:1\n", "1:in\n"],
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn a_debug_trap_in_an_exec_with_stdin_agrees() {
+    agrees(
+        "trap 'echo \"D $BASH_COMMAND\"' DEBUG; read -r l\necho \"$l\"",
+        b"x\n",
+        &["1:D read -r l\n", "1:D echo \"$l\"\n", "1:x\n"],
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn bash_command_next_to_an_untraced_function_agrees() {
+    agrees(
+        "trap 'echo \"D $BASH_COMMAND\"' DEBUG\nf() { echo a; }; f; echo b",
+        b"",
+        &["1:D f\n", "1:a\n", "1:D echo b\n", "1:b\n"],
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn bash_command_of_double_brackets_agrees() {
+    agrees(
+        "trap 'echo \"[$BASH_COMMAND]\"' DEBUG\necho a; [[ y ]]; [[ ! -e f && a == b ]]\n[[ $x ]]\ntrue",
+        b"",
+        &[
+            "1:[echo a]\n",
+            "1:a\n",
+            "1:[[[ -n y ]]]\n",
+            "1:[[[ ! -e f && a == b ]]]\n",
+            "1:[[[ -n $x ]]]\n",
+            "1:[true]\n",
+        ],
     )
     .await;
 }
