@@ -19,6 +19,9 @@ pub enum Backend {
         url: String,
         args: TargetArgs,
         data_dir: Option<PathBuf>,
+        /// `-n NS` given with an endpoint (the API gateway): names are
+        /// sent as `NS/NAME`.
+        namespace: Option<String>,
     },
     /// AgentComputer resources, and their agents through port-forwards.
     Cluster(Cluster),
@@ -28,18 +31,25 @@ impl Backend {
     /// Applies the mode rule to `args` and this machine, and opens that
     /// backend. Errors: no usable kubeconfig in cluster mode (an agent's
     /// token and connection errors come with [`Backend::client`]).
-    pub async fn open(args: &TargetArgs) -> Result<Backend> {
+    ///
+    /// `names_computer`: the command names one computer, so `-n NS` with an
+    /// endpoint (an API gateway, where computers are `NS/NAME`) qualifies
+    /// that name instead of being refused ([`target::namespace_for_endpoint`]).
+    pub async fn open(args: &TargetArgs, names_computer: bool) -> Result<Backend> {
         let env = Environment::probe();
-        Ok(match target::choose(args, &env).map_err(CliError::new)? {
+        let (args, namespace) = target::namespace_for_endpoint(args, &env, names_computer);
+        Ok(match target::choose(&args, &env).map_err(CliError::new)? {
             Mode::Direct { url } => Backend::Agent {
                 url,
                 args: args.clone(),
                 data_dir: env.local_data_dir,
+                namespace,
             },
             Mode::Local { data_dir } => Backend::Agent {
                 url: DEFAULT_ENDPOINT.to_string(),
                 args: args.clone(),
                 data_dir,
+                namespace: None,
             },
             Mode::Cluster => Backend::Cluster(
                 Cluster::connect(
@@ -62,7 +72,14 @@ impl Backend {
                 url,
                 args,
                 data_dir,
-            } => Ok((client::connect(url, args, data_dir.as_deref()).await?, name)),
+                namespace,
+            } => {
+                let name = match namespace {
+                    Some(ns) if !name.contains('/') => format!("{ns}/{name}"),
+                    _ => name,
+                };
+                Ok((client::connect(url, args, data_dir.as_deref()).await?, name))
+            }
             Backend::Cluster(cluster) => cluster.client(&name).await,
         }
     }

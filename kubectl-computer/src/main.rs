@@ -74,7 +74,7 @@ Which agent or cluster (first match wins; flags beat the environment):
   6. a local agent's token file exists ($AGENTCOMPUTER_DATA_DIR or ~/.local/share/agentcomputer): local
   7. a kubeconfig exists (KUBECONFIG or ~/.kube/config): the cluster
   8. otherwise local
--n with an endpoint (1, or 4) is refused: a node agent reached directly has no namespaces.
+-n with an endpoint (1, or 4) names a computer NS/NAME (an API gateway's form); for list it is refused.
 
 Token for a direct or local agent (first found wins):
   --token (or AGENTCOMPUTER_TOKEN), the file --token-file (or AGENTCOMPUTER_TOKEN_FILE),
@@ -485,7 +485,10 @@ fn parse_quota(s: &str) -> Result<u64, String> {
 
 /// Runs one command; `Ok` carries the process exit status.
 async fn run(cli: Cli) -> Result<u8> {
-    let backend = Backend::open(&cli.target).await?;
+    // With an endpoint, `-n NS` qualifies the one computer a command names
+    // (an API gateway's NS/NAME); `list` names none.
+    let names_computer = !matches!(cli.command, Command::List);
+    let backend = Backend::open(&cli.target, names_computer).await?;
     let found = |any: bool| if any { 0 } else { 1 };
     match cli.command {
         Command::Create {

@@ -14,11 +14,13 @@
 //! 7. a kubeconfig exists (`KUBECONFIG`, else `~/.kube/config`): the cluster;
 //! 8. else local (its connection error says how to start an agent).
 //!
-//! `-n` with an endpoint (`--endpoint`, or `AGENTCOMPUTER_ENDPOINT` with no
-//! `--kube`/`--context`) is refused: a node agent reached directly has no
-//! namespaces, and guessing which of the two the user meant could send a
-//! command to the wrong computer. `--endpoint` with `--local`, `--kube` or
-//! `--context` is refused by the parser.
+//! `-n NS` with an endpoint (`--endpoint`, or `AGENTCOMPUTER_ENDPOINT` with
+//! no `--kube`/`--context`) names the command's computer `NS/NAME`, as an
+//! API gateway knows it ([`namespace_for_endpoint`]); for `list`, which
+//! names none, it is refused: the endpoint is not a cluster, and guessing
+//! which of the two the user meant could list the wrong thing.
+//! `--endpoint` with `--local`, `--kube` or `--context` is refused by the
+//! parser.
 //!
 //! The token sent to a direct or local agent, first found wins:
 //! `--token` (or `AGENTCOMPUTER_TOKEN`); the file `--token-file` (or
@@ -175,6 +177,31 @@ fn kubeconfig_exists(kubeconfig: Option<&std::ffi::OsStr>, home: Option<&Path>) 
     }
 }
 
+/// `-n NS` with an endpoint (`--endpoint` or `AGENTCOMPUTER_ENDPOINT`, no
+/// `--kube`/`--context`) for a command that names one computer: the
+/// endpoint is taken to be an API gateway, where computers are named
+/// `NS/NAME`. Returns the arguments without the namespace (so the rule
+/// below picks the endpoint) and the namespace to qualify names with.
+/// Anything else is returned as given, with no namespace: [`choose`]
+/// then refuses `-n` with an endpoint for commands such as `list`.
+pub fn namespace_for_endpoint(
+    args: &TargetArgs,
+    env: &Environment,
+    names_computer: bool,
+) -> (TargetArgs, Option<String>) {
+    let endpoint = args.endpoint.is_some() || (env.endpoint.is_some() && !args.local);
+    match &args.namespace {
+        Some(ns) if names_computer && endpoint && !args.kube && args.context.is_none() => (
+            TargetArgs {
+                namespace: None,
+                ..args.clone()
+            },
+            Some(ns.clone()),
+        ),
+        _ => (args.clone(), None),
+    }
+}
+
 /// Applies the rule of this module's documentation. Errors: `-n` with an
 /// endpoint, as a message for the user.
 pub fn choose(args: &TargetArgs, env: &Environment) -> Result<Mode, String> {
@@ -215,6 +242,37 @@ pub fn choose(args: &TargetArgs, env: &Environment) -> Result<Mode, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_namespace_with_an_endpoint_qualifies_a_computer_but_not_a_list() {
+        let args = TargetArgs {
+            endpoint: Some("https://gw.example.com".into()),
+            namespace: Some("team".into()),
+            ..TargetArgs::default()
+        };
+        let env = env(true, true);
+        let (rest, ns) = namespace_for_endpoint(&args, &env, true);
+        assert_eq!(ns.as_deref(), Some("team"));
+        assert_eq!(choose(&rest, &env), Ok(direct("https://gw.example.com")));
+        let (rest, ns) = namespace_for_endpoint(&args, &env, false);
+        assert_eq!(ns, None);
+        assert!(choose(&rest, &env).is_err());
+        // The variable's endpoint counts too; --kube means the cluster.
+        let from_env = TargetArgs {
+            namespace: Some("team".into()),
+            ..TargetArgs::default()
+        };
+        let (_, ns) =
+            namespace_for_endpoint(&from_env, &with_endpoint_env("http://10.0.0.1:7433"), true);
+        assert_eq!(ns.as_deref(), Some("team"));
+        let kube = TargetArgs {
+            kube: true,
+            ..from_env
+        };
+        let (_, ns) =
+            namespace_for_endpoint(&kube, &with_endpoint_env("http://10.0.0.1:7433"), true);
+        assert_eq!(ns, None);
+    }
 
     fn env(token: bool, kubeconfig: bool) -> Environment {
         Environment {

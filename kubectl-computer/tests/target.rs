@@ -79,6 +79,21 @@ fn explicit_flags_beat_the_endpoint_variable_and_a_namespace_needs_a_cluster() {
         )),
         "{out:?}"
     );
+    // -n with an endpoint and a command naming a computer: the name is
+    // sent as NS/NAME (an API gateway's form; this local agent has no
+    // namespaces and says the name is not one of its).
+    let out = run(&[
+        "--endpoint",
+        &agent.url,
+        "-n",
+        "team",
+        "exec",
+        "x",
+        "--",
+        "true",
+    ]);
+    assert!(!out.status.success());
+    assert!(text(&out.stderr).contains("\"team/x\""), "{out:?}");
     // -n with --kube ignores the variable: the cluster.
     let out = run(&["--kube", "-n", "team", "list"]);
     assert!(!out.status.success());

@@ -160,6 +160,15 @@ pub(super) fn api_gateway(cx: &mut Context) -> Result<String> {
         Ok((out.code == 0).then_some(out.stdout))
     })?;
     ensure!(out == "hi\n", "through the gateway: {out:?}");
+    // -n NS NAME is NS/NAME there.
+    let out = front
+        .cli(
+            cx,
+            &creds.token,
+            &["-n", NS, "exec", "scratch", "--", "echo by-namespace"],
+        )?
+        .ok("exec -n NS NAME through the gateway")?;
+    ensure!(out == "by-namespace\n", "-n through the gateway: {out:?}");
     let wrong = front.cli(
         cx,
         "not-a-token",
