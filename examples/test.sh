@@ -10,6 +10,8 @@ cd "$(dirname "$0")"
 failed=()
 for run in */run.sh; do
     name=${run%/run.sh}
+    # The end-to-end suite runs it on its cluster.
+    [ "$name" != kubernetes ] || continue
     case $name in egress | document)
         if [ "$(id -u)" != 0 ]; then
             echo "SKIPPED example $name: it needs root"

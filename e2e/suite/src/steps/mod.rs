@@ -13,6 +13,7 @@ use crate::tools::{Tools, condition, eventually, text};
 mod backup;
 mod dashboard;
 mod doors;
+mod examples;
 mod failures;
 mod gateway;
 mod gateway_load;
@@ -173,6 +174,11 @@ pub const STEPS: &[Step] = &[
         name: "MCP server on a computer in the cluster",
         required: false,
         run: mcp_in_cluster,
+    },
+    Step {
+        name: "the kubernetes example",
+        required: false,
+        run: examples::kubernetes_example,
     },
     Step {
         name: "deletion under Delete and Retain",

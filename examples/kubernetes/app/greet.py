@@ -1,0 +1,2 @@
+def greet(name):
+    return f"hello, {name}, from a zipapp built in a sandbox pod"
