@@ -43,6 +43,8 @@ try {
     status: c.querySelector(".status").textContent,
     output: c.querySelector(".output").textContent,
     stderr: [...c.querySelectorAll(".stderr")].map((s) => s.textContent).join(""),
+    // stdout and stderr are two streams: only each one's own order is kept.
+    stdout: [...c.querySelectorAll(".output > span:not(.stderr)")].map((s) => s.textContent).join(""),
   })));
   await page.screenshot({ path: screenshot, fullPage: true });
 
