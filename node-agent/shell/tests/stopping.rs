@@ -22,7 +22,8 @@ const ANSWER_WITHIN: Duration = Duration::from_secs(1);
 const LONG: &[&str] = &[
     "cp blob copy",
     "cat sparse > out",
-    "cat big > out",
+    // Three times over: one 40 MB copy can end within the 300 ms timeout.
+    "cat big big big > out",
     "cat big big big big | wc -l > count",
     "sort big > sorted",
     "xxd big > hex",
