@@ -523,8 +523,9 @@ async fn the_gateway_routes_each_credential_to_its_computer() {
     agent.stop().await;
 }
 
-/// Mutual TLS: the agent serves TLS and asks for client certificates
-/// signed by the installation's CA. The gateway presenting one signed by
+/// TLS at both hops. The gateway serves its clients over TLS. Mutual TLS
+/// to the agent: it serves TLS and asks for client certificates signed by
+/// the installation's CA. The gateway presenting one signed by
 /// it is served; one presenting a certificate of another CA is refused at
 /// the handshake (the call gets UNAVAILABLE); clients presenting none
 /// (sandbox runners, a port-forwarded CLI, a gateway without one) are
@@ -588,6 +589,13 @@ async fn the_gateway_and_the_agents_authenticate_each_other() {
     ];
 
     let (gw_cert, gw_key) = (file("gw.crt", &gw_cert), file("gw.key", &gw_key));
+    // Its own listener serves TLS too (a certificate for gateway.test), as
+    // with the chart's gateway.tls: clients reach https://GATEWAY.
+    let (front_cert, front_key) = ca.issue(&["gateway.test"]);
+    let (front_cert, front_key) = (
+        file("front.crt", &front_cert),
+        file("front.key", &front_key),
+    );
     let mut trusted = Gateway::start(
         &cluster,
         "gateway-mtls.log",
@@ -598,12 +606,28 @@ async fn the_gateway_and_the_agents_authenticate_each_other() {
                 &gw_cert,
                 "--agent-client-key",
                 &gw_key,
+                "--tls-cert",
+                &front_cert,
+                "--tls-key",
+                &front_key,
             ],
         ]
         .concat(),
     );
     trusted.ready().await;
-    let c = trusted.client(Some(&t)).await;
+    let front = trusted.api.replace("http://", "https://");
+    let channel = Endpoint::from_shared(front)
+        .unwrap()
+        .tls_config(
+            ClientTlsConfig::new()
+                .ca_certificate(Certificate::from_pem(&ca.pem))
+                .domain_name("gateway.test"),
+        )
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let c = AgentComputerClient::with_interceptor(channel, Bearer(Some(t.clone())));
     let (out, _) = eventually(60, "an exec through the gateway over mutual TLS", || {
         let (mut c, alpha) = (c.clone(), alpha.clone());
         async move {
