@@ -840,7 +840,8 @@ async fn credentials(cli: &Cli, limited: &Cli, admin: &Client) {
     let err = fails(cli.run(&["credentials", "work"]));
     assert_eq!(
         err,
-        "error: no API gateway runs in this cluster (the chart's gateway.enabled); pass --gateway URL\n"
+        "error: no API gateway runs in namespace agentcomputer-system (the chart's gateway.enabled; \
+         --agent-namespace names the release's namespace); pass --gateway URL\n"
     );
     let out = ok(cli.run(&[
         "credentials",
@@ -864,6 +865,16 @@ async fn credentials(cli: &Cli, limited: &Cli, admin: &Client) {
     }))
     .unwrap();
     services.create(&PostParams::default(), &svc).await.unwrap();
+    // The same label and annotation in another namespace collect nothing.
+    let decoy: Api<Service> = Api::namespaced(admin.clone(), "team");
+    let fake = serde_json::from_value(json!({
+        "metadata": {"name": "decoy",
+                     "labels": {"app.kubernetes.io/name": "agentcomputer-gateway"},
+                     "annotations": {"agentcomputer.dev/gateway-url": "https://attacker.example"}},
+        "spec": {"ports": [{"name": "api", "port": 443}]}
+    }))
+    .unwrap();
+    decoy.create(&PostParams::default(), &fake).await.unwrap();
     let out = ok(cli.run(&["credentials", "work", "-o", "json"]));
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(

@@ -6,7 +6,8 @@
 //! file the task made is in the tree and previews; a module runs in the
 //! JavaScript column. The screenshot is kept at
 //! `target/ui-screenshot.png`. Also: the page's API refuses a request
-//! without its token, and one under a foreign Host.
+//! without its token, and one under a foreign Host, and a run whose
+//! request is abandoned ends at the agent even while it prints nothing.
 //!
 //! Needs root and bubblewrap (the container runtime), node and npm, and
 //! chromium (`.ci/run` installs them).
@@ -150,6 +151,31 @@ fn the_page_runs_a_task_in_each_runtime_side_by_side() {
         Some(("x-ui-token", &token)),
     );
     assert_eq!(code, 421);
+
+    // A run the page stops waiting for ends at the agent, even one that
+    // prints nothing meanwhile.
+    {
+        let body =
+            r#"{"computer":"demo","runtime":"shell","script":"sleep 3; echo late > silent.txt"}"#;
+        let mut s = std::net::TcpStream::connect(&addr).unwrap();
+        write!(
+            s,
+            "POST /api/run HTTP/1.1\r\nHost: {addr}\r\nx-ui-token: {token}\r\n\
+             content-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+            body.len()
+        )
+        .unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(700));
+        drop(s);
+        std::thread::sleep(std::time::Duration::from_secs(4));
+        let (code, _) = request(
+            &addr,
+            &addr,
+            "/api/file?computer=demo&path=silent.txt",
+            Some(("x-ui-token", &token)),
+        );
+        assert_eq!(code, 404, "the abandoned run went on and wrote silent.txt");
+    }
 
     let modules = Command::new("bash")
         .arg(repo().join("scripts/ui-browser.sh"))

@@ -78,9 +78,12 @@ impl Cluster {
         })
     }
 
-    /// The address the installation's gateway Service announces.
+    /// The address the installation's gateway Service announces, looked
+    /// for in the release's namespace only (`--agent-namespace`): a
+    /// Service elsewhere with the same label and annotation must not be
+    /// able to collect the token.
     async fn gateway_url(&self) -> Result<String> {
-        let services: Api<Service> = Api::all(self.client.clone());
+        let services: Api<Service> = Api::namespaced(self.client.clone(), &self.agent_namespace);
         let found = services
             .list(&ListParams::default().labels(GATEWAY_LABEL))
             .await
@@ -100,11 +103,13 @@ impl Cluster {
         urls.dedup();
         match urls.as_slice() {
             [one] => Ok(one.clone()),
-            [] => Err(CliError::new(
-                "no API gateway runs in this cluster (the chart's gateway.enabled); pass --gateway URL",
-            )),
+            [] => Err(CliError::new(format!(
+                "no API gateway runs in namespace {} (the chart's gateway.enabled; --agent-namespace names the release's namespace); pass --gateway URL",
+                self.agent_namespace
+            ))),
             many => Err(CliError::new(format!(
-                "several API gateways run in this cluster ({}); pass --gateway URL",
+                "several API gateways run in namespace {} ({}); pass --gateway URL",
+                self.agent_namespace,
                 many.join(", ")
             ))),
         }

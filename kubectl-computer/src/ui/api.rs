@@ -181,7 +181,13 @@ async fn run(State(ui): State<Arc<Ui>>, axum::Json(req): axum::Json<RunRequest>)
     let (tx, rx) = tokio::sync::mpsc::channel::<Result<String, std::io::Error>>(64);
     tokio::spawn(async move {
         loop {
-            let event = match stream.message().await {
+            // The browser going away ends the call (and so the run) even
+            // while the run prints nothing.
+            let next = tokio::select! {
+                next = stream.message() => next,
+                () = tx.closed() => break,
+            };
+            let event = match next {
                 Ok(Some(ev)) => match ev.event {
                     Some(pb::exec_event::Event::Stdout(b)) => RunEvent::Stdout {
                         data: String::from_utf8_lossy(&b).into_owned(),
