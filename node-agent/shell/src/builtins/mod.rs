@@ -6,6 +6,7 @@ mod curl;
 mod curl_write_out;
 mod df;
 mod environment;
+mod git;
 pub(crate) mod http;
 mod ln;
 mod ls;
@@ -59,6 +60,7 @@ pub(crate) const OWN_COMMANDS: &[&str] = &[
     "timeout",
     "curl",
     "wget",
+    "git",
 ];
 
 use crate::budget::ExecBudget;
@@ -90,7 +92,8 @@ pub(crate) fn install(
     };
     let builder = stream::install(builder, &env, fallback)
         .command("sleep", sleep::Sleep(env.clone()))
-        .command("truncate", truncate);
+        .command("truncate", truncate)
+        .command("git", git::Git(env.clone()));
     let user = agentcomputer_runtime_contract::SANDBOX_USER;
     environment::export_login(builder, user, home)
         .username(user)

@@ -1,0 +1,209 @@
+//! `git status [-s | --short | --porcelain[=v1]] [-b] [-u[no|normal|all]]`.
+
+use super::{open, short, shown_path, unknown_option};
+use crate::changes::{Change, Status, collapse_untracked};
+use crate::error::Result;
+use crate::repo::Repo;
+use crate::{Invocation, Output};
+use std::collections::BTreeSet;
+
+pub(super) fn run(inv: &Invocation, args: &[String], out: &mut Output) -> Result<i32> {
+    let (mut short_form, mut porcelain, mut branch) = (false, false, false);
+    let mut untracked_mode = "normal";
+    for a in args {
+        match a.as_str() {
+            "-s" | "--short" => short_form = true,
+            "--porcelain" | "--porcelain=v1" => porcelain = true,
+            "-b" | "--branch" => branch = true,
+            "--long" => {}
+            "-u" | "-uall" | "--untracked-files" | "--untracked-files=all" => {
+                untracked_mode = "all"
+            }
+            "-uno" | "--untracked-files=no" => untracked_mode = "no",
+            "-unormal" | "--untracked-files=normal" => untracked_mode = "normal",
+            _ => return Err(unknown_option("status", a)),
+        }
+    }
+    let repo = open(inv)?;
+    let mut st = crate::changes::status(inv, &repo)?;
+    if st.index_refreshed {
+        // Like git, keep the fresh stat data if nobody else holds the lock.
+        let _ = st.index.save(&repo.files, &repo.git_dir);
+    }
+    match untracked_mode {
+        "no" => st.untracked.clear(),
+        "all" => {}
+        _ => {
+            st.untracked = collapse_untracked(&st.untracked, &st.index)
+                .into_iter()
+                .collect()
+        }
+    }
+    if short_form || porcelain {
+        short_format(&repo, &st, out, porcelain, branch)?;
+    } else {
+        long_format(inv, &repo, &st, out, false)?;
+    }
+    Ok(0)
+}
+
+fn label(c: Change) -> &'static str {
+    match c {
+        Change::Added => "new file:   ",
+        Change::Modified => "modified:   ",
+        Change::Deleted => "deleted:    ",
+        Change::TypeChanged => "typechange: ",
+    }
+}
+
+/// The long form `git status` and a `git commit` with nothing to commit
+/// print (git 2.39 wording, hints included).
+pub(crate) fn long_format(
+    _inv: &Invocation,
+    repo: &Repo,
+    st: &Status,
+    out: &mut Output,
+    for_commit: bool,
+) -> Result<()> {
+    let mut s = String::new();
+    let head = repo.refs.resolve("HEAD")?;
+    match repo.current_branch()? {
+        Some(b) => s.push_str(&format!("On branch {b}\n")),
+        None => s.push_str(&format!(
+            "HEAD detached at {}\n",
+            head.map(|h| short(&h)).unwrap_or_default()
+        )),
+    }
+    let merging = repo
+        .files
+        .lstat(&crate::files::join(&repo.git_dir, b"MERGE_HEAD"))?
+        .is_some();
+    if merging {
+        if st.conflicted.is_empty() {
+            s.push_str("All conflicts fixed but you are still merging.\n  (use \"git commit\" to conclude merge)\n\n");
+        } else {
+            s.push_str("You have unmerged paths.\n  (fix conflicts and run \"git commit\")\n  (use \"git merge --abort\" to abort the merge)\n\n");
+        }
+    }
+    if head.is_none() {
+        s.push_str("\nNo commits yet\n\n");
+    }
+    let untracked: BTreeSet<&Vec<u8>> = st.untracked.iter().collect();
+    if !st.staged.is_empty() {
+        s.push_str("Changes to be committed:\n");
+        if merging {
+            // git gives no unstage hint while a merge is in progress.
+        } else if head.is_none() {
+            s.push_str("  (use \"git rm --cached <file>...\" to unstage)\n");
+        } else {
+            s.push_str("  (use \"git restore --staged <file>...\" to unstage)\n");
+        }
+        for (path, c) in &st.staged {
+            match st.renames.get(path) {
+                Some(old) => s.push_str(&format!(
+                    "\trenamed:    {} -> {}\n",
+                    shown_path(repo, old),
+                    shown_path(repo, path)
+                )),
+                None => s.push_str(&format!("\t{}{}\n", label(*c), shown_path(repo, path))),
+            }
+        }
+        s.push('\n');
+    }
+    if !st.conflicted.is_empty() {
+        s.push_str("Unmerged paths:\n  (use \"git add <file>...\" to mark resolution)\n");
+        for path in &st.conflicted {
+            s.push_str(&format!("\tboth modified:   {}\n", shown_path(repo, path)));
+        }
+        s.push('\n');
+    }
+    if !st.unstaged.is_empty() {
+        s.push_str("Changes not staged for commit:\n");
+        let any_deleted = st.unstaged.values().any(|c| *c == Change::Deleted);
+        if any_deleted {
+            s.push_str("  (use \"git add/rm <file>...\" to update what will be committed)\n");
+        } else {
+            s.push_str("  (use \"git add <file>...\" to update what will be committed)\n");
+        }
+        s.push_str("  (use \"git restore <file>...\" to discard changes in working directory)\n");
+        for (path, c) in &st.unstaged {
+            s.push_str(&format!("\t{}{}\n", label(*c), shown_path(repo, path)));
+        }
+        s.push('\n');
+    }
+    if !untracked.is_empty() {
+        s.push_str("Untracked files:\n  (use \"git add <file>...\" to include in what will be committed)\n");
+        for path in &untracked {
+            s.push_str(&format!("\t{}\n", shown_path(repo, path)));
+        }
+        s.push('\n');
+    }
+    if st.staged.is_empty() {
+        if !st.unstaged.is_empty() {
+            s.push_str("no changes added to commit (use \"git add\" and/or \"git commit -a\")\n");
+        } else if !untracked.is_empty() {
+            s.push_str(
+                "nothing added to commit but untracked files present (use \"git add\" to track)\n",
+            );
+        } else if head.is_none() {
+            s.push_str("nothing to commit (create/copy files and use \"git add\" to track)\n");
+        } else if st.conflicted.is_empty() {
+            s.push_str("nothing to commit, working tree clean\n");
+        }
+    } else if for_commit {
+        // Only reached for an empty commit after `--amend` edge cases.
+    }
+    out.stdout.extend_from_slice(s.as_bytes());
+    Ok(())
+}
+
+/// `--short` (paths from the current directory) and `--porcelain`
+/// (paths from the top), two status letters and the path.
+fn short_format(
+    repo: &Repo,
+    st: &Status,
+    out: &mut Output,
+    porcelain: bool,
+    branch: bool,
+) -> Result<()> {
+    let mut s = String::new();
+    if branch {
+        let head = repo.refs.resolve("HEAD")?;
+        match (repo.current_branch()?, head) {
+            (Some(b), Some(_)) => s.push_str(&format!("## {b}\n")),
+            (Some(b), None) => s.push_str(&format!("## No commits yet on {b}\n")),
+            (None, _) => s.push_str("## HEAD (no branch)\n"),
+        }
+    }
+    let show = |p: &[u8]| {
+        if porcelain {
+            String::from_utf8_lossy(p).into_owned()
+        } else {
+            shown_path(repo, p)
+        }
+    };
+    let paths: BTreeSet<&Vec<u8>> = st
+        .staged
+        .keys()
+        .chain(st.unstaged.keys())
+        .chain(st.conflicted.iter())
+        .collect();
+    for path in paths {
+        if st.conflicted.contains(path) {
+            s.push_str(&format!("UU {}\n", show(path)));
+            continue;
+        }
+        let y = st.unstaged.get(path).map(|c| c.letter()).unwrap_or(' ');
+        if let Some(old) = st.renames.get(path.as_slice()) {
+            s.push_str(&format!("R{y} {} -> {}\n", show(old), show(path)));
+            continue;
+        }
+        let x = st.staged.get(path).map(|c| c.letter()).unwrap_or(' ');
+        s.push_str(&format!("{x}{y} {}\n", show(path)));
+    }
+    for path in &st.untracked {
+        s.push_str(&format!("?? {}\n", show(path)));
+    }
+    out.stdout.extend_from_slice(s.as_bytes());
+    Ok(())
+}

@@ -1,0 +1,276 @@
+//! The object database: loose objects (`objects/xx/yyyy…`, zlib-deflated
+//! `"<kind> <size>\0<data>"`) and packs (`objects/pack/pack-*.{idx,pack}`),
+//! in the layout of gitrepository-layout(5), so real git reads what this
+//! writes and the other way round.
+//!
+//! New objects are always written loose. Packs are read through
+//! gitoxide's `gix-pack` from their bytes in memory, loaded on first use.
+
+use crate::error::{Error, Result};
+use crate::files::{Files, OBJECT_PERM, join};
+use flate2::Compression;
+use flate2::read::ZlibDecoder;
+use flate2::write::ZlibEncoder;
+use gix_hash::{ObjectId, oid};
+use gix_object::Kind;
+use std::cell::RefCell;
+use std::io::{Read, Write};
+use std::path::PathBuf;
+
+/// The hash every repository here uses (SHA-256 repositories are refused).
+pub const HASH: gix_hash::Kind = gix_hash::Kind::Sha1;
+
+/// One object: its kind and its content.
+#[derive(Debug, Clone)]
+pub struct Object {
+    /// blob, tree, commit or tag.
+    pub kind: Kind,
+    /// The content, without the loose header.
+    pub data: Vec<u8>,
+}
+
+struct Pack {
+    index: gix_pack::index::File<Vec<u8>>,
+    data: gix_pack::data::File<Vec<u8>>,
+}
+
+/// The objects of one repository.
+pub struct Odb {
+    files: Files,
+    /// `…/.git/objects`.
+    dir: Vec<u8>,
+    packs: RefCell<Option<Vec<Pack>>>,
+}
+
+/// Hex of `id`, for paths and messages.
+pub fn hex(id: &oid) -> String {
+    id.to_hex().to_string()
+}
+
+impl Odb {
+    /// The object database at `dir` (`…/.git/objects`).
+    pub fn new(files: Files, dir: Vec<u8>) -> Self {
+        Self {
+            files,
+            dir,
+            packs: RefCell::new(None),
+        }
+    }
+
+    fn loose_path(&self, id: &oid) -> Vec<u8> {
+        let h = hex(id);
+        join(&self.dir, format!("{}/{}", &h[..2], &h[2..]).as_bytes())
+    }
+
+    /// Stores `data` as an object of `kind` and returns its id. Writing an
+    /// object that exists already changes nothing.
+    pub fn write(&self, kind: Kind, data: &[u8]) -> Result<ObjectId> {
+        let id = gix_object::compute_hash(HASH, kind, data)
+            .map_err(|e| Error::fatal(format!("hashing an object: {e}")))?;
+        if self.contains(&id)? {
+            return Ok(id);
+        }
+        let mut z = ZlibEncoder::new(Vec::with_capacity(data.len() / 2 + 64), Compression::fast());
+        let io = |e: std::io::Error| Error::fatal(format!("compressing an object: {e}"));
+        z.write_all(&gix_object::encode::loose_header(kind, data.len() as u64))
+            .map_err(io)?;
+        z.write_all(data).map_err(io)?;
+        let bytes = z.finish().map_err(io)?;
+        self.files
+            .write_new(&self.loose_path(&id), &bytes, OBJECT_PERM)?;
+        Ok(id)
+    }
+
+    /// Stores an encodable object (tree, commit, tag).
+    pub fn write_object(&self, object: &impl gix_object::WriteTo) -> Result<ObjectId> {
+        let mut buf = Vec::with_capacity(object.size() as usize);
+        object
+            .write_to(&mut buf)
+            .map_err(|e| Error::fatal(format!("encoding an object: {e}")))?;
+        self.write(object.kind(), &buf)
+    }
+
+    /// Whether the object `id` is stored.
+    pub fn contains(&self, id: &oid) -> Result<bool> {
+        if self.files.lstat(&self.loose_path(id))?.is_some() {
+            return Ok(true);
+        }
+        self.with_packs(|packs| Ok(packs.iter().any(|p| p.index.lookup(id).is_some())))
+    }
+
+    /// The object `id`; `None` when it is not stored.
+    pub fn try_read(&self, id: &oid) -> Result<Option<Object>> {
+        if let Some(bytes) = self.files.read(&self.loose_path(id))? {
+            return decode_loose(id, &bytes).map(Some);
+        }
+        self.with_packs(|packs| {
+            for p in packs {
+                if let Some(i) = p.index.lookup(id) {
+                    return read_packed(self, p, i, id).map(Some);
+                }
+            }
+            Ok(None)
+        })
+    }
+
+    /// The object `id`. Errors: [`Error::Corrupt`] when it is missing.
+    pub fn read(&self, id: &oid) -> Result<Object> {
+        self.try_read(id)?
+            .ok_or_else(|| Error::Corrupt(format!("unable to read {}", hex(id))))
+    }
+
+    /// The object `id`, which must be of `kind`.
+    pub fn read_kind(&self, id: &oid, kind: Kind) -> Result<Vec<u8>> {
+        let o = self.read(id)?;
+        if o.kind != kind {
+            return Err(Error::fatal(format!(
+                "object {} is a {}, not a {}",
+                hex(id),
+                o.kind,
+                kind
+            )));
+        }
+        Ok(o.data)
+    }
+
+    /// Every stored id starting with the hex `prefix` (at least 4 digits),
+    /// loose and packed, without repeats.
+    pub fn ids_with_prefix(&self, prefix: &str) -> Result<Vec<ObjectId>> {
+        let mut out = Vec::new();
+        if prefix.len() < 4 || !prefix.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Ok(out);
+        }
+        let prefix = prefix.to_ascii_lowercase();
+        for (name, _) in self.files.list(&join(&self.dir, &prefix.as_bytes()[..2]))? {
+            let full = format!("{}{}", &prefix[..2], String::from_utf8_lossy(&name));
+            if full.starts_with(&prefix)
+                && let Ok(id) = ObjectId::from_hex(full.as_bytes())
+            {
+                out.push(id);
+            }
+        }
+        self.with_packs(|packs| {
+            for p in packs {
+                for e in p.index.iter() {
+                    if hex(&e.oid).starts_with(&prefix) && !out.contains(&e.oid) {
+                        out.push(e.oid);
+                    }
+                }
+            }
+            Ok(())
+        })?;
+        Ok(out)
+    }
+
+    fn with_packs<T>(&self, f: impl FnOnce(&[Pack]) -> Result<T>) -> Result<T> {
+        if self.packs.borrow().is_none() {
+            let loaded = self.load_packs()?;
+            *self.packs.borrow_mut() = Some(loaded);
+        }
+        let packs = self.packs.borrow();
+        f(packs.as_deref().unwrap_or_default())
+    }
+
+    /// Forgets the packs loaded, after a fetch added one.
+    pub fn refresh(&self) {
+        *self.packs.borrow_mut() = None;
+    }
+
+    fn load_packs(&self) -> Result<Vec<Pack>> {
+        let dir = join(&self.dir, b"pack");
+        let mut packs = Vec::new();
+        for (name, _) in self.files.list(&dir)? {
+            let Some(stem) = name.strip_suffix(b".idx") else {
+                continue;
+            };
+            let idx_path = join(&dir, &name);
+            let mut pack_name = stem.to_vec();
+            pack_name.extend_from_slice(b".pack");
+            let pack_path = join(&dir, &pack_name);
+            let (Some(idx), Some(data)) =
+                (self.files.read(&idx_path)?, self.files.read(&pack_path)?)
+            else {
+                continue;
+            };
+            let lossy = |p: &[u8]| PathBuf::from(String::from_utf8_lossy(p).into_owned());
+            let index =
+                gix_pack::index::File::from_data(idx, lossy(&idx_path), HASH).map_err(|e| {
+                    Error::Corrupt(format!("{}: {e}", String::from_utf8_lossy(&idx_path)))
+                })?;
+            let data =
+                gix_pack::data::File::from_data(data, lossy(&pack_path), HASH).map_err(|e| {
+                    Error::Corrupt(format!("{}: {e}", String::from_utf8_lossy(&pack_path)))
+                })?;
+            packs.push(Pack { index, data });
+        }
+        Ok(packs)
+    }
+}
+
+fn decode_loose(id: &oid, bytes: &[u8]) -> Result<Object> {
+    let corrupt = || Error::Corrupt(format!("loose object {} is corrupt", hex(id)));
+    let mut raw = Vec::with_capacity(bytes.len() * 2);
+    ZlibDecoder::new(bytes)
+        .read_to_end(&mut raw)
+        .map_err(|_| corrupt())?;
+    let (kind, size, header_len) = gix_object::decode::loose_header(&raw).map_err(|_| corrupt())?;
+    let data = raw.split_off(header_len);
+    if data.len() as u64 != size {
+        return Err(corrupt());
+    }
+    Ok(Object { kind, data })
+}
+
+fn read_packed(odb: &Odb, pack: &Pack, index: u32, id: &oid) -> Result<Object> {
+    let corrupt =
+        |e: &dyn std::fmt::Display| Error::Corrupt(format!("packed object {}: {e}", hex(id)));
+    let offset = pack.index.pack_offset_at_index(index);
+    let entry = pack.data.entry(offset).map_err(|e| corrupt(&e))?;
+    let mut out = Vec::new();
+    let mut inflate = gix_zlib::Inflate::default();
+    // A base named by id (a REF_DELTA) is looked up in this pack first,
+    // then anywhere in the database.
+    let resolve =
+        |base: &oid,
+         buf: &mut Vec<u8>|
+         -> Result<Option<gix_pack::data::decode::entry::ResolvedBase>, gix_error::Error> {
+            use gix_pack::data::decode::entry::ResolvedBase;
+            if let Some(i) = pack.index.lookup(base) {
+                return pack
+                    .data
+                    .entry(pack.index.pack_offset_at_index(i))
+                    .map(|e| Some(ResolvedBase::InPack(e)));
+            }
+            match decode_base_elsewhere(odb, base) {
+                Some(o) => {
+                    buf.clear();
+                    buf.extend_from_slice(&o.data);
+                    Ok(Some(ResolvedBase::OutOfPack {
+                        kind: o.kind,
+                        end: o.data.len(),
+                    }))
+                }
+                None => Ok(None),
+            }
+        };
+    let outcome = pack
+        .data
+        .decode_entry(
+            entry,
+            &mut out,
+            &mut inflate,
+            &resolve,
+            &mut gix_pack::cache::Never,
+        )
+        .map_err(|e| corrupt(&e))?;
+    out.truncate(outcome.object_size as usize);
+    Ok(Object {
+        kind: outcome.kind,
+        data: out,
+    })
+}
+
+fn decode_base_elsewhere(odb: &Odb, base: &oid) -> Option<Object> {
+    let bytes = odb.files.read(&odb.loose_path(base)).ok()??;
+    decode_loose(base, &bytes).ok()
+}
