@@ -114,6 +114,15 @@ pub fn run(inv: &Invocation, args: &[String]) -> Output {
     match commands::dispatch(inv, args, &mut out) {
         Ok(code) => out.code = code,
         Err(e) => {
+            // Engine paths in messages are shown as the runtime shows them.
+            let e = match e {
+                Error::Locked(p) => Error::Locked(inv.shown(p.as_bytes())),
+                Error::Engine { path, errno } if !path.is_empty() => Error::Engine {
+                    path: inv.shown(path.as_bytes()),
+                    errno,
+                },
+                other => other,
+            };
             let message = e.to_string();
             if !message.is_empty() {
                 out.stderr.extend_from_slice(message.as_bytes());

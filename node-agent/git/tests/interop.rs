@@ -1,0 +1,174 @@
+//! Repositories cross between this git and real git 2.39 both ways: what
+//! this writes passes `git fsck --strict` and real git's status sees a
+//! clean tree; what real git wrote (packed objects with deltas, packed
+//! refs, an index of version 4) is read and extended here.
+
+mod common;
+
+use common::*;
+
+#[test]
+fn a_repository_made_here_passes_real_gits_fsck_and_status() {
+    let (_d, fs) = engine();
+    ours_ok(&fs, "/", &["init", "-q", "proj"]);
+    put(&fs, "/proj/README", b"hello\n");
+    put(&fs, "/proj/src/deep/mod.rs", b"pub fn f() {}\n");
+    put(&fs, "/proj/empty", b"");
+    put(&fs, "/proj/blob.bin", &[0u8, 1, 2, 255, 0, 10]);
+    let files = agentcomputer_git::Files::new(
+        fs.clone(),
+        agentcomputer_fs::Owner {
+            uid: 1000,
+            gid: 1000,
+        },
+    );
+    files
+        .write(b"/proj/run.sh", b"#!/bin/sh\necho hi\n", 0o755)
+        .unwrap();
+    files.symlink(b"/proj/link", b"README").unwrap();
+    ours_ok(&fs, "/proj", &["add", "-A"]);
+    ours_ok(&fs, "/proj", &["commit", "-q", "-m", "first"]);
+    put(&fs, "/proj/README", b"hello again\n");
+    ours_ok(&fs, "/proj", &["commit", "-q", "-a", "-m", "second"]);
+    ours_ok(&fs, "/proj", &["tag", "-a", "v1", "-m", "one"]);
+    ours_ok(&fs, "/proj", &["branch", "side"]);
+
+    let host = tempfile::tempdir().unwrap();
+    let repo = host.path().join("proj");
+    export(&fs, "/proj", &repo);
+    real_ok(&repo, &["fsck", "--strict", "--no-dangling"]);
+    assert_eq!(real_ok(&repo, &["status", "--porcelain"]), "");
+    let log = real_ok(&repo, &["log", "--format=%s"]);
+    assert_eq!(log, "second\nfirst\n");
+    assert_eq!(
+        real_ok(&repo, &["ls-files", "-s", "link", "run.sh"])
+            .lines()
+            .map(|l| &l[..6])
+            .collect::<Vec<_>>(),
+        ["120000", "100755"]
+    );
+    assert_eq!(real_ok(&repo, &["cat-file", "-t", "v1"]), "tag\n");
+    assert_eq!(
+        real_ok(&repo, &["branch", "--format=%(refname:short)"]),
+        "master\nside\n"
+    );
+    // The ids agree with real git's hashing of the same content.
+    assert_eq!(
+        real_ok(&repo, &["hash-object", "blob.bin"]).trim(),
+        real_ok(&repo, &["rev-parse", "HEAD:blob.bin"]).trim()
+    );
+}
+
+/// Makes a repository with real git whose history is packed with deltas,
+/// whose refs are packed and whose index is version 4.
+fn real_packed_repo(dir: &std::path::Path) {
+    std::fs::create_dir_all(dir).unwrap();
+    real_ok(dir, &["init", "-q"]);
+    let mut text = String::new();
+    for i in 0..40 {
+        text.push_str(&format!(
+            "line {i} of a file that changes a little in every commit\n"
+        ));
+        std::fs::write(dir.join("grow.txt"), &text).unwrap();
+        std::fs::write(dir.join(format!("f{}.txt", i % 7)), format!("{i}\n")).unwrap();
+        real_ok(dir, &["add", "-A"]);
+        real_ok(dir, &["commit", "-q", "-m", &format!("commit {i}")]);
+    }
+    real_ok(dir, &["branch", "topic", "HEAD~5"]);
+    real_ok(dir, &["tag", "-a", "v0", "-m", "zero", "HEAD~10"]);
+    real_ok(dir, &["gc", "-q", "--aggressive"]);
+    real_ok(dir, &["update-index", "--index-version", "4"]);
+    assert!(
+        !dir.join(".git/refs/heads/master").exists(),
+        "refs are packed"
+    );
+    std::fs::write(dir.join("grow.txt"), "edited\n").unwrap();
+    std::fs::write(dir.join("new.txt"), "new\n").unwrap();
+}
+
+#[test]
+fn a_packed_repository_from_real_git_is_read_and_extended_here() {
+    let host = tempfile::tempdir().unwrap();
+    let repo = host.path().join("r");
+    real_packed_repo(&repo);
+    let (_d, fs) = engine();
+    import(&repo, &fs, "/r");
+
+    // Reading: history, packed refs, deltified blobs, annotated tags, the v4 index.
+    assert_eq!(
+        ours_ok(&fs, "/r", &["log", "--oneline"]),
+        real_ok(&repo, &["log", "--oneline"])
+    );
+    assert_eq!(
+        ours_ok(&fs, "/r", &["status", "--porcelain"]),
+        real_ok(&repo, &["status", "--porcelain"])
+    );
+    assert_eq!(
+        ours_ok(&fs, "/r", &["show", "HEAD~30:grow.txt"]),
+        real_ok(&repo, &["show", "HEAD~30:grow.txt"])
+    );
+    assert_eq!(
+        ours_ok(&fs, "/r", &["rev-parse", "topic", "v0", "v0^{commit}"]),
+        real_ok(&repo, &["rev-parse", "topic", "v0", "v0^{commit}"])
+    );
+    assert_eq!(ours_ok(&fs, "/r", &["diff"]), real_ok(&repo, &["diff"]));
+    assert_eq!(
+        ours_ok(&fs, "/r", &["diff", "HEAD~3", "HEAD~1"]),
+        real_ok(&repo, &["diff", "HEAD~3", "HEAD~1"])
+    );
+
+    // Changing: a commit here, on top of packed history, then a branch deleted from packed-refs.
+    ours_ok(&fs, "/r", &["add", "-A"]);
+    ours_ok(&fs, "/r", &["commit", "-q", "-m", "made here"]);
+    ours_ok(&fs, "/r", &["branch", "-D", "topic"]);
+    let back = host.path().join("back");
+    export(&fs, "/r", &back);
+    real_ok(&back, &["fsck", "--strict", "--no-dangling"]);
+    assert_eq!(
+        real_ok(&back, &["log", "-n", "2", "--format=%s"]),
+        "made here\ncommit 39\n"
+    );
+    assert_eq!(real_ok(&back, &["status", "--porcelain"]), "");
+    assert_eq!(
+        real_ok(&back, &["branch", "--format=%(refname:short)"]),
+        "master\n"
+    );
+    assert_eq!(real_ok(&back, &["show", "HEAD:new.txt"]), "new\n");
+}
+
+#[test]
+fn commands_outside_a_repository_say_so_like_git() {
+    let (_d, fs) = engine();
+    put(&fs, "/plain/file", b"x");
+    let out = ours(&fs, "/plain", &["status"]);
+    assert_eq!(out.code, 128);
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        "fatal: not a git repository (or any of the parent directories): .git\n"
+    );
+    let out = ours(&fs, "/plain", &["frobnicate"]);
+    assert_eq!(out.code, 1);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("'frobnicate' is not a git command"));
+}
+
+#[test]
+fn a_held_lock_stops_a_commit_with_gits_message_and_changes_nothing() {
+    let (_d, fs) = engine();
+    ours_ok(&fs, "/", &["init", "-q", "p"]);
+    put(&fs, "/p/a", b"a\n");
+    ours_ok(&fs, "/p", &["add", "a"]);
+    ours_ok(&fs, "/p", &["commit", "-q", "-m", "one"]);
+    let before = ours_ok(&fs, "/p", &["rev-parse", "HEAD"]);
+    put(&fs, "/p/.git/refs/heads/master.lock", b"");
+    put(&fs, "/p/a", b"b\n");
+    let out = ours(&fs, "/p", &["commit", "-q", "-a", "-m", "two"]);
+    assert_eq!(out.code, 128);
+    assert!(
+        String::from_utf8_lossy(&out.stderr).starts_with(
+            "fatal: Unable to create '/workspace/p/.git/refs/heads/master.lock': File exists."
+        ),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(ours_ok(&fs, "/p", &["rev-parse", "HEAD"]), before);
+}
