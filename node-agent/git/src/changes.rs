@@ -62,10 +62,38 @@ pub(crate) struct Status {
 }
 
 /// The blob id of the work-tree file at `path` with attributes `a`.
-pub(crate) fn hash_work_file(repo: &Repo, path: &[u8], a: &Attr) -> Result<ObjectId> {
+pub(crate) fn hash_work_file(
+    repo: &Repo,
+    path: &[u8],
+    a: &Attr,
+    stop: &dyn Fn() -> bool,
+) -> Result<ObjectId> {
+    if a.kind == FileKind::RegularFile {
+        return repo
+            .odb
+            .hash_file(a.ino, a.size, stop)
+            .map_err(|e| e.at(&repo.work_path(path)));
+    }
     let data = read_work_file(repo, path, a)?;
     gix_object::compute_hash(HASH, Kind::Blob, &data)
         .map_err(|e| crate::Error::fatal(e.to_string()))
+}
+
+/// Stores the work-tree file at `path` as a blob (streamed when large).
+pub(crate) fn store_work_file(
+    repo: &Repo,
+    path: &[u8],
+    a: &Attr,
+    stop: &dyn Fn() -> bool,
+) -> Result<ObjectId> {
+    if a.kind == FileKind::RegularFile {
+        return repo
+            .odb
+            .write_file(a.ino, a.size, stop)
+            .map_err(|e| e.at(&repo.work_path(path)));
+    }
+    let data = read_work_file(repo, path, a)?;
+    repo.odb.write(Kind::Blob, &data)
 }
 
 /// The content git stores for the work-tree file at `path`: a file's
@@ -100,6 +128,7 @@ pub(crate) fn work_change(
     e: &mut Entry,
     a: &Attr,
     written: Option<agentcomputer_fs::Timespec>,
+    stop: &dyn Fn() -> bool,
 ) -> Result<Option<Change>> {
     let Some(mode) = mode_of(a) else {
         return Ok(Some(Change::Deleted));
@@ -110,7 +139,15 @@ pub(crate) fn work_change(
     if stat_clean(e, a, written) && mode == e.mode {
         return Ok(None);
     }
-    if hash_work_file(repo, &e.path, a)? != e.id {
+    // A different size settles it without reading.
+    if a.kind == FileKind::RegularFile
+        && e.stat.mtime.secs != 0
+        && u64::from(e.stat.size) != a.size
+        && a.size < u64::from(u32::MAX)
+    {
+        return Ok(Some(Change::Modified));
+    }
+    if hash_work_file(repo, &e.path, a, stop)? != e.id {
         return Ok(Some(Change::Modified));
     }
     if mode != e.mode {
@@ -220,7 +257,7 @@ pub(crate) fn status(inv: &Invocation, repo: &Repo) -> Result<Status> {
             continue;
         };
         let before = e.stat;
-        if let Some(c) = work_change(repo, e, &a, written)? {
+        if let Some(c) = work_change(repo, e, &a, written, inv.stop)? {
             unstaged.insert(e.path.clone(), c);
         }
         refreshed |= e.stat != before;

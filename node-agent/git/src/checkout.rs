@@ -27,7 +27,13 @@ pub(crate) enum Overwrite {
 
 /// Writes blob `id` with `mode` at repository path `path` in the work
 /// tree; returns its index entry.
-pub(crate) fn write_entry(repo: &Repo, path: &[u8], mode: u32, id: ObjectId) -> Result<Entry> {
+pub(crate) fn write_entry(
+    repo: &Repo,
+    path: &[u8],
+    mode: u32,
+    id: ObjectId,
+    stop: &dyn Fn() -> bool,
+) -> Result<Entry> {
     let target = repo.work_path(path);
     if mode == MODE_GITLINK {
         repo.files.mkdir_p(&target)?;
@@ -38,19 +44,16 @@ pub(crate) fn write_entry(repo: &Repo, path: &[u8], mode: u32, id: ObjectId) -> 
             // Only an empty directory may give way to a file.
             repo.files.remove_empty_dirs(&target, &repo.top)?;
         }
-        let data = repo.odb.read_kind(&id, Kind::Blob)?;
         if mode == MODE_LINK {
+            let data = repo.odb.read_kind(&id, Kind::Blob)?;
             repo.files.symlink(&target, &data)?;
         } else {
-            repo.files.write(
-                &target,
-                &data,
-                if mode == MODE_EXEC {
-                    EXEC_PERM
-                } else {
-                    FILE_PERM
-                },
-            )?;
+            let perm = if mode == MODE_EXEC {
+                EXEC_PERM
+            } else {
+                FILE_PERM
+            };
+            repo.odb.checkout_blob(&id, &target, perm, stop)?;
         }
     }
     let a = repo.files.lstat(&target)?.ok_or_else(|| {
@@ -118,7 +121,7 @@ pub(crate) fn switch(
                     || new.is_some_and(|(m, id)| *m == e.mode && *id == e.id);
                 // ... and the work tree what the index holds.
                 let work_ok = match work {
-                    Some(a) => work_change(repo, &mut e, &a, index.written)?.is_none(),
+                    Some(a) => work_change(repo, &mut e, &a, index.written, inv.stop)?.is_none(),
                     None => false,
                 };
                 if !staged_ok || !work_ok {
@@ -185,7 +188,7 @@ pub(crate) fn switch(
     for path in &changed {
         if let Some((mode, id)) = to.get(path) {
             inv.check_stop()?;
-            let e = write_entry(repo, path, *mode, *id)?;
+            let e = write_entry(repo, path, *mode, *id, inv.stop)?;
             index.put(e);
         }
     }

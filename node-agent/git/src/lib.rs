@@ -108,6 +108,27 @@ pub struct Output {
     pub code: i32,
 }
 
+/// Whether `git NAME` is one of the subcommands implemented here; the
+/// shell's `--runtime auto` sends scripts using others to real git.
+pub fn has_subcommand(name: &str) -> bool {
+    commands::COMMANDS.contains(&name) || matches!(name, "version" | "help")
+}
+
+/// The subcommand of `git ARGS…`: the first operand after the global
+/// options (`-C DIR`, `-c KEY=VALUE`, `--no-pager`…); `None` for a bare
+/// `git` or `git --version`.
+pub fn subcommand(args: &[String]) -> Option<&str> {
+    let mut i = 0;
+    while let Some(a) = args.get(i) {
+        match a.as_str() {
+            "-C" | "-c" => i += 2,
+            s if s.starts_with('-') => i += 1,
+            s => return Some(s),
+        }
+    }
+    None
+}
+
 /// Runs `git ARGS…` (without the leading `git`).
 pub fn run(inv: &Invocation, args: &[String]) -> Output {
     let mut out = Output::default();

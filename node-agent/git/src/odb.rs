@@ -8,6 +8,7 @@
 
 use crate::error::{Error, Result};
 use crate::files::{Files, OBJECT_PERM, join};
+use agentcomputer_fs::Ino;
 use flate2::Compression;
 use flate2::read::ZlibDecoder;
 use flate2::write::ZlibEncoder;
@@ -16,6 +17,11 @@ use gix_object::Kind;
 use std::cell::RefCell;
 use std::io::{Read, Write};
 use std::path::PathBuf;
+
+/// Bytes read from or written to a file per step when a blob is streamed:
+/// larger files are hashed, compressed and checked out in steps of this
+/// size, with a stop check between steps, never held whole.
+pub const STEP: usize = 1 << 20;
 
 /// The hash every repository here uses (SHA-256 repositories are refused).
 pub const HASH: gix_hash::Kind = gix_hash::Kind::Sha1;
@@ -79,6 +85,170 @@ impl Odb {
         self.files
             .write_new(&self.loose_path(&id), &bytes, OBJECT_PERM)?;
         Ok(id)
+    }
+
+    /// The blob id of file `ino` (`size` bytes), read in [`STEP`]s.
+    ///
+    /// Errors: [`Error::Stopped`]; [`Error::Fatal`] when the file changed
+    /// size while it was read.
+    pub fn hash_file(&self, ino: Ino, size: u64, stop: &dyn Fn() -> bool) -> Result<ObjectId> {
+        let mut hasher = gix_hash::hasher(HASH);
+        hasher.update(&gix_object::encode::loose_header(Kind::Blob, size));
+        self.each_step(ino, size, stop, |chunk| {
+            hasher.update(chunk);
+            Ok(())
+        })?;
+        hasher
+            .try_finalize()
+            .map_err(|e| Error::fatal(format!("hashing a file: {e}")))
+    }
+
+    /// Stores file `ino` (`size` bytes) as a blob, streamed: hashed in one
+    /// pass, then (if new) compressed into `objects/tmp_obj_…` in a second
+    /// and renamed into place, so memory stays at a few [`STEP`]s
+    /// whatever the file's size and a stop leaves no object behind.
+    pub fn write_file(&self, ino: Ino, size: u64, stop: &dyn Fn() -> bool) -> Result<ObjectId> {
+        if size <= STEP as u64 {
+            let data = self.files.read_ino(ino)?;
+            return self.write(Kind::Blob, &data);
+        }
+        let id = self.hash_file(ino, size, stop)?;
+        if self.contains(&id)? {
+            return Ok(id);
+        }
+        let tmp = join(&self.dir, format!("tmp_obj_{}", hex(&id)).as_bytes());
+        self.files.write(&tmp, b"", 0o644)?;
+        let result = (|| {
+            let tmp_ino = self
+                .files
+                .lstat(&tmp)?
+                .ok_or_else(|| Error::fatal("temporary object vanished"))?
+                .ino;
+            let fs = self.files.engine();
+            let io = |e: std::io::Error| Error::fatal(format!("compressing an object: {e}"));
+            let mut z = ZlibEncoder::new(Vec::with_capacity(STEP + 64 * 1024), Compression::fast());
+            z.write_all(&gix_object::encode::loose_header(Kind::Blob, size))
+                .map_err(io)?;
+            let mut written = 0u64;
+            self.each_step(ino, size, stop, |chunk| {
+                z.write_all(chunk).map_err(io)?;
+                if z.get_ref().len() >= STEP {
+                    let out = std::mem::take(z.get_mut());
+                    fs.write(tmp_ino, written, &out)
+                        .map_err(|e| Error::engine(&tmp, e))?;
+                    written += out.len() as u64;
+                }
+                Ok(())
+            })?;
+            let out = z.finish().map_err(io)?;
+            fs.write(tmp_ino, written, &out)
+                .map_err(|e| Error::engine(&tmp, e))?;
+            self.files.rename(&tmp, &self.loose_path(&id))
+        })();
+        if result.is_err() {
+            let _ = self.files.remove_file(&tmp);
+        }
+        result.map(|()| id)
+    }
+
+    /// Writes blob `id` as the whole content of engine file `path` (made
+    /// with `perm` if new). A large loose object is inflated in [`STEP`]s
+    /// straight into the file; others are read whole first.
+    pub fn checkout_blob(
+        &self,
+        id: &oid,
+        path: &[u8],
+        perm: u32,
+        stop: &dyn Fn() -> bool,
+    ) -> Result<()> {
+        let loose = self.loose_path(id);
+        let big = self.files.lstat(&loose)?.filter(|a| a.size > STEP as u64);
+        let Some(source) = big else {
+            let data = self.read_kind(id, Kind::Blob)?;
+            return self.files.write(path, &data, perm);
+        };
+        let corrupt = || Error::Corrupt(format!("loose object {} is corrupt", hex(id)));
+        let fs = self.files.engine().clone();
+        let reader = EngineReader {
+            fs: fs.clone(),
+            ino: source.ino,
+            offset: 0,
+            size: source.size,
+        };
+        let mut z = ZlibDecoder::new(std::io::BufReader::with_capacity(STEP, reader));
+        let mut header = Vec::new();
+        let mut byte = [0u8; 1];
+        while header.len() < 64 {
+            z.read_exact(&mut byte).map_err(|_| corrupt())?;
+            header.push(byte[0]);
+            if byte[0] == 0 {
+                break;
+            }
+        }
+        let (kind, size, _) = gix_object::decode::loose_header(&header).map_err(|_| corrupt())?;
+        if kind != Kind::Blob {
+            return Err(Error::fatal(format!(
+                "object {} is a {kind}, not a blob",
+                hex(id)
+            )));
+        }
+        self.files.write(path, b"", perm)?;
+        let dest = self
+            .files
+            .lstat(path)?
+            .ok_or_else(|| Error::fatal("checked-out file vanished"))?
+            .ino;
+        let mut buf = vec![0u8; STEP];
+        let mut written = 0u64;
+        loop {
+            if stop() {
+                return Err(Error::Stopped);
+            }
+            let mut filled = 0;
+            while filled < buf.len() {
+                match z.read(&mut buf[filled..]).map_err(|_| corrupt())? {
+                    0 => break,
+                    n => filled += n,
+                }
+            }
+            if filled == 0 {
+                break;
+            }
+            fs.write(dest, written, &buf[..filled])
+                .map_err(|e| Error::engine(path, e))?;
+            written += filled as u64;
+        }
+        if written != size {
+            return Err(corrupt());
+        }
+        Ok(())
+    }
+
+    /// Calls `f` with each [`STEP`] of file `ino`, checking `stop` first.
+    fn each_step(
+        &self,
+        ino: Ino,
+        size: u64,
+        stop: &dyn Fn() -> bool,
+        mut f: impl FnMut(&[u8]) -> Result<()>,
+    ) -> Result<()> {
+        let fs = self.files.engine();
+        let mut offset = 0u64;
+        while offset < size {
+            if stop() {
+                return Err(Error::Stopped);
+            }
+            let want = STEP.min((size - offset) as usize);
+            let chunk = fs
+                .read(ino, offset, want)
+                .map_err(|e| Error::engine(b"", e))?;
+            if chunk.len() != want {
+                return Err(Error::fatal("a file changed size while git read it"));
+            }
+            f(&chunk)?;
+            offset += want as u64;
+        }
+        Ok(())
     }
 
     /// Stores an encodable object (tree, commit, tag).
@@ -204,6 +374,29 @@ impl Odb {
             packs.push(Pack { index, data });
         }
         Ok(packs)
+    }
+}
+
+/// A file of the engine as a `Read`, for streamed inflation.
+struct EngineReader {
+    fs: agentcomputer_fs::Fs,
+    ino: Ino,
+    offset: u64,
+    size: u64,
+}
+
+impl Read for EngineReader {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let want = buf.len().min((self.size - self.offset) as usize);
+        if want == 0 {
+            return Ok(0);
+        }
+        let n = self
+            .fs
+            .read_into(self.ino, self.offset, &mut buf[..want])
+            .map_err(|e| std::io::Error::from_raw_os_error(e.errno() as i32))?;
+        self.offset += n as u64;
+        Ok(n)
     }
 }
 

@@ -156,6 +156,17 @@ fn judge(command: &Simple, has: &dyn Fn(&str) -> bool, depth: usize) -> Option<D
     if !has(name) {
         return Some(Decision::missing(name));
     }
+    if name == "git" {
+        // The words known before the first one computed at run time.
+        let known: Vec<String> = args.iter().map_while(Clone::clone).collect();
+        if let Some(sub) = agentcomputer_git::subcommand(&known)
+            && !agentcomputer_git::has_subcommand(sub)
+        {
+            return Some(Decision::container(format!(
+                "git {sub} is not in the shell runtime's git"
+            )));
+        }
+    }
     match wrapped(name, args) {
         Wrapped::None => {}
         Wrapped::Stub => return Some(stub(name)),
@@ -511,13 +522,32 @@ mod tests {
     }
 
     #[test]
+    fn git_stays_in_the_shell_unless_its_subcommand_is_missing_there() {
+        for script in [
+            "git status --short",
+            "git -C repo log --oneline -5",
+            "git add -A && git commit -qm x",
+        ] {
+            assert_eq!(
+                route(script),
+                Route::Shell,
+                "{script}: {:?}",
+                decide(script)
+            );
+        }
+        let d = decide("git status && git rebase origin/main");
+        assert_eq!(d.route, Route::Container);
+        assert!(d.reason.contains("git rebase"), "{}", d.reason);
+    }
+
+    #[test]
     fn real_binaries_go_to_the_container_and_are_named() {
         for (script, name) in [
             ("python3 -m pytest", "python3"),
             ("npm test", "npm"),
             ("make", "make"),
             ("cd src && gcc -o a a.c", "gcc"),
-            ("f() { git status; }; f", "git"),
+            ("f() { gitk; }; f", "gitk"),
             ("echo $(node -v)", "node"),
             ("timeout 60 cargo build", "cargo"),
             ("find . -name '*.py' -exec python3 {} \\;", "python3"),
@@ -605,11 +635,11 @@ mod tests {
     fn the_command_list_holds_builtins_and_the_runtimes_own() {
         let names = shell_commands();
         for name in [
-            "cd", "eval", "export", "grep", "jq", "awk", "curl", "wget", "ls", "[",
+            "cd", "eval", "export", "grep", "jq", "awk", "curl", "wget", "ls", "[", "git",
         ] {
             assert!(names.contains(name), "{name}");
         }
-        for name in ["python3", "git", "node", "npm", "pip", "make", "gcc"] {
+        for name in ["python3", "node", "npm", "pip", "make", "gcc"] {
             assert!(!names.contains(name), "{name}");
         }
     }

@@ -39,6 +39,7 @@ const LONG: &[&str] = &[
     "for i in 1 2 3 4 5; do find . > list; done",
     "for i in 1 2 3; do grep -r zzz files > hits; done",
     "tar cf /tmp/files.tar files",
+    "git init -q . && git add -A",
     "sleep 30",
     "while read l; do :; done < big",
 ];

@@ -4,14 +4,13 @@
 //! deleted under it; `-u` stages only tracked files.
 
 use super::{open, pathspecs, shown_path, split_dashdash, unknown_option};
-use crate::changes::{read_work_file, work_change};
+use crate::changes::work_change;
 use crate::error::{Error, Result};
 use crate::index::{Entry, Index, mode_of, stat_of};
 use crate::paths::is_under;
 use crate::repo::Repo;
 use crate::{Invocation, Output};
 use agentcomputer_fs::Attr;
-use gix_object::Kind;
 
 pub(super) fn run(inv: &Invocation, args: &[String], out: &mut Output) -> Result<i32> {
     let (opts, mut paths, _) = split_dashdash(args);
@@ -142,7 +141,7 @@ pub(crate) fn stage(
     };
     if let Some(existing) = index.get(path) {
         let mut e = existing.clone();
-        if work_change(repo, &mut e, a, index.written)?.is_none() {
+        if work_change(repo, &mut e, a, index.written, inv.stop)?.is_none() {
             if !dry_run && e.stat != existing.stat {
                 index.put(e);
             }
@@ -153,8 +152,7 @@ pub(crate) fn stage(
     if dry_run {
         return Ok(line);
     }
-    let data = read_work_file(repo, path, a)?;
-    let id = repo.odb.write(Kind::Blob, &data)?;
+    let id = crate::changes::store_work_file(repo, path, a, inv.stop)?;
     index.put(Entry {
         path: path.to_vec(),
         id,

@@ -273,12 +273,12 @@ pub(crate) fn restore_all(
             repo.files.lstat(&repo.work_path(path))?,
         ) {
             (Some(mut e), Some(a)) if e.id == *id && e.mode == *mode => {
-                crate::changes::work_change(repo, &mut e, &a, index.written)?.is_none()
+                crate::changes::work_change(repo, &mut e, &a, index.written, inv.stop)?.is_none()
             }
             _ => false,
         };
         if !clean {
-            let e = write_entry(repo, path, *mode, *id)?;
+            let e = write_entry(repo, path, *mode, *id, inv.stop)?;
             index.put(e);
         }
     }
@@ -429,7 +429,7 @@ fn restore_paths(
         }
         for (path, (mode, id)) in matched {
             inv.check_stop()?;
-            let e = write_entry(repo, &path, mode, id)?;
+            let e = write_entry(repo, &path, mode, id, inv.stop)?;
             if update_index || source.is_none() {
                 // Fresh stat data for an unchanged entry; new content for checkout REV -- PATH.
                 index.put(e);

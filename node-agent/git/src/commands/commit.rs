@@ -41,13 +41,7 @@ pub(super) fn run(inv: &Invocation, args: &[String], out: &mut Output) -> Result
                 "--allow-empty-message" => allow_empty_message = true,
                 "-q" | "--quiet" => quiet = true,
                 "--no-verify" | "-n" | "--no-edit" | "-s" | "--signoff" | "--no-gpg-sign" => {}
-                "-am" => {
-                    all = true;
-                    i += 1;
-                    messages.push(opts.get(i).cloned().ok_or_else(|| {
-                        Error::Usage("error: switch `m' requires a value".into())
-                    })?);
-                }
+
                 _ => return Err(unknown_option("commit", &a)),
             }
         }

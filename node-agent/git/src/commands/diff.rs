@@ -130,10 +130,10 @@ fn work_flat(
             continue;
         };
         let mut probe = e.clone();
-        let id = match crate::changes::work_change(repo, &mut probe, &a, index.written)? {
+        let id = match crate::changes::work_change(repo, &mut probe, &a, index.written, inv.stop)? {
             None => e.id,
             Some(Change::Deleted) => continue,
-            Some(_) => hash_work_file(repo, &e.path, &a)?,
+            Some(_) => hash_work_file(repo, &e.path, &a, inv.stop)?,
         };
         out.insert(e.path.clone(), (mode_of(&a).unwrap_or(e.mode), id));
         work.insert(e.path.clone(), a);

@@ -147,7 +147,8 @@ pub(super) fn run(inv: &Invocation, args: &[String], out: &mut Output) -> Result
             let staged_ok = ours_entry.is_some_and(|(m, id)| *m == e.mode && *id == e.id);
             let work_ok = match repo.files.lstat(&repo.work_path(&c.path))? {
                 Some(a) => {
-                    crate::changes::work_change(&repo, &mut e.clone(), &a, index.written)?.is_none()
+                    crate::changes::work_change(&repo, &mut e.clone(), &a, index.written, inv.stop)?
+                        .is_none()
                 }
                 None => false,
             };

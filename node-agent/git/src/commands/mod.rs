@@ -106,7 +106,22 @@ pub(crate) fn dispatch(inv: &Invocation, args: &[String], out: &mut Output) -> R
         fallback_name: inv.fallback_name.clone(),
         fallback_email: inv.fallback_email.clone(),
     };
-    let rest = &args[i + 1..];
+    let valued = match name.as_str() {
+        "commit" => "mFcCt",
+        "log" => "n",
+        "branch" | "checkout" => "bB",
+        "switch" => "cC",
+        "tag" | "merge" => "m",
+        "restore" => "s",
+        "init" => "b",
+        _ => "",
+    };
+    // `status -uall` is an option with an attached optional value, not a bundle.
+    let rest = &if name == "status" {
+        args[i + 1..].to_vec()
+    } else {
+        expand_bundled(&args[i + 1..], valued)
+    };
     let o = &mut *out;
     match name.as_str() {
         "init" => init::run(&inv, rest, o),
@@ -144,6 +159,41 @@ pub(crate) fn dispatch(inv: &Invocation, args: &[String], out: &mut Output) -> R
             ),
         }),
     }
+}
+
+/// Splits bundled short options as git's parse-options does: `-qam MSG`
+/// is `-q -a -m MSG`, and a letter in `valued` takes the rest of the word
+/// as its value (`-mfix` is `-m fix`). Numbers (`-5`) and everything after
+/// `--` stay as they are.
+fn expand_bundled(args: &[String], valued: &str) -> Vec<String> {
+    let mut out = Vec::with_capacity(args.len());
+    let mut done = false;
+    for a in args {
+        let bundled = !done
+            && a.len() > 2
+            && a.starts_with('-')
+            && !a.starts_with("--")
+            && !a[1..].starts_with(|c: char| c.is_ascii_digit());
+        if a == "--" {
+            done = true;
+        }
+        if !bundled {
+            out.push(a.clone());
+            continue;
+        }
+        let letters = &a[1..];
+        for (i, c) in letters.char_indices() {
+            out.push(format!("-{c}"));
+            if valued.contains(c) {
+                let value = &letters[i + c.len_utf8()..];
+                if !value.is_empty() {
+                    out.push(value.to_string());
+                }
+                break;
+            }
+        }
+    }
+    out
 }
 
 fn usage() -> String {
@@ -239,4 +289,33 @@ pub(crate) fn short(id: &gix_hash::oid) -> String {
 /// Repository path shown relative to the current directory.
 pub(crate) fn shown_path(repo: &Repo, path: &[u8]) -> String {
     String::from_utf8_lossy(&crate::paths::relative(path, &repo.prefix)).into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::expand_bundled;
+
+    fn words(s: &[&str]) -> Vec<String> {
+        s.iter().map(|w| w.to_string()).collect()
+    }
+
+    #[test]
+    fn bundled_short_options_split_as_git_does() {
+        assert_eq!(
+            expand_bundled(&words(&["-qam", "msg"]), "m"),
+            words(&["-q", "-a", "-m", "msg"])
+        );
+        assert_eq!(
+            expand_bundled(&words(&["-mfix", "-5"]), "m"),
+            words(&["-m", "fix", "-5"])
+        );
+        assert_eq!(
+            expand_bundled(&words(&["--", "-ab"]), "m"),
+            words(&["--", "-ab"])
+        );
+        assert_eq!(
+            expand_bundled(&words(&["-bnew"]), "b"),
+            words(&["-b", "new"])
+        );
+    }
 }

@@ -64,7 +64,9 @@ pub(super) fn run(inv: &Invocation, args: &[String], out: &mut Output) -> Result
                 .lstat(&repo.work_path(p))?
                 .filter(|a| mode_of(a).is_some())
             {
-                Some(a) => work_change(&repo, &mut e.clone(), &a, index.written)?.is_some(),
+                Some(a) => {
+                    work_change(&repo, &mut e.clone(), &a, index.written, inv.stop)?.is_some()
+                }
                 None => false,
             };
             if work_differs && !cached {
