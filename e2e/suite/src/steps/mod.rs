@@ -17,6 +17,7 @@ mod examples;
 mod failures;
 mod gateway;
 mod gateway_load;
+mod git;
 mod install;
 mod lifecycle;
 mod memory;
@@ -89,6 +90,11 @@ pub const STEPS: &[Step] = &[
         name: "container runtime via kubectl computer",
         required: false,
         run: container_runtime,
+    },
+    Step {
+        name: "git across the runtimes",
+        required: false,
+        run: git::across_runtimes,
     },
     Step {
         name: "idle sandbox pod starts on exec",
