@@ -49,6 +49,7 @@ pub(crate) fn ours(fs: &Fs, cwd: &str, args: &[&str]) -> Output {
         stop: &stop,
         fallback_name: "sandbox".into(),
         fallback_email: "sandbox@computer".into(),
+        transport: None,
     };
     let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
     agentcomputer_git::run(&inv, &args)
