@@ -53,8 +53,16 @@ fn clone_commit_push_fetch_pull_over_http() {
         head
     );
     let config = String::from_utf8(get(&fs, "/repo/.git/config")).unwrap();
-    assert!(config.contains(&format!("[remote \"origin\"]\n\turl = {url}\n\tfetch = +refs/heads/*:refs/remotes/origin/*\n")), "{config}");
-    assert!(config.contains("[branch \"main\"]\n\tremote = origin\n\tmerge = refs/heads/main\n"), "{config}");
+    assert!(
+        config.contains(&format!(
+            "[remote \"origin\"]\n\turl = {url}\n\tfetch = +refs/heads/*:refs/remotes/origin/*\n"
+        )),
+        "{config}"
+    );
+    assert!(
+        config.contains("[branch \"main\"]\n\tremote = origin\n\tmerge = refs/heads/main\n"),
+        "{config}"
+    );
 
     // Real git reads the clone; the pack and index pass fsck --strict.
     let exported = host.path().join("exported");
@@ -105,7 +113,10 @@ fn clone_commit_push_fetch_pull_over_http() {
     let out = net_ok(&fs, "/repo", &["pull"]);
     assert!(text(&out).contains("Fast-forward"), "{}", text(&out));
     assert_eq!(get(&fs, "/repo/theirs.txt"), b"theirs\n");
-    assert_eq!(text(&net_ok(&fs, "/repo", &["rev-parse", "HEAD"])), theirs_head);
+    assert_eq!(
+        text(&net_ok(&fs, "/repo", &["rev-parse", "HEAD"])),
+        theirs_head
+    );
 
     // Both sides commit: ours is rejected as real git rejects it.
     std::fs::write(other.join("theirs.txt"), "theirs 2\n").unwrap();
@@ -124,7 +135,11 @@ fn clone_commit_push_fetch_pull_over_http() {
     net_ok(&fs, "/repo", &["fetch"]);
     let out = net(&fs, "/repo", &["push"]);
     assert_eq!(out.code, 1);
-    assert!(err(&out).contains(" ! [rejected]        main -> main (non-fast-forward)\n"), "{}", err(&out));
+    assert!(
+        err(&out).contains(" ! [rejected]        main -> main (non-fast-forward)\n"),
+        "{}",
+        err(&out)
+    );
     // Divergent pull asks how to reconcile, like git 2.39; --no-rebase merges.
     let out = net(&fs, "/repo", &["pull"]);
     assert_eq!(out.code, 128, "{}", err(&out));
@@ -138,8 +153,15 @@ fn clone_commit_push_fetch_pull_over_http() {
     // A new branch, with -u.
     net_ok(&fs, "/repo", &["switch", "-c", "topic"]);
     let out = net_ok(&fs, "/repo", &["push", "-u", "origin", "topic"]);
-    assert_eq!(text(&out), "branch 'topic' set up to track 'origin/topic'.\n");
-    assert!(err(&out).contains(" * [new branch]      topic -> topic\n"), "{}", err(&out));
+    assert_eq!(
+        text(&out),
+        "branch 'topic' set up to track 'origin/topic'.\n"
+    );
+    assert!(
+        err(&out).contains(" * [new branch]      topic -> topic\n"),
+        "{}",
+        err(&out)
+    );
     assert_eq!(
         real_ok(&bare, &["rev-parse", "topic"]),
         text(&net_ok(&fs, "/repo", &["rev-parse", "HEAD"]))
@@ -167,7 +189,11 @@ fn errors_name_the_url_like_git() {
     // Without a network.
     let out = ours(&fs, "/", &["clone", &server.url("repo.git")]);
     assert_eq!(out.code, 128);
-    assert!(err(&out).contains("network access is not available here"), "{}", err(&out));
+    assert!(
+        err(&out).contains("network access is not available here"),
+        "{}",
+        err(&out)
+    );
     // A closed port: the connection error, in git's words.
     let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = closed.local_addr().unwrap().port();
@@ -176,7 +202,9 @@ fn errors_name_the_url_like_git() {
     let out = net(&fs, "/", &["clone", &url]);
     assert_eq!(out.code, 128);
     assert!(
-        err(&out).contains(&format!("fatal: unable to access '{url}/': Failed to connect")),
+        err(&out).contains(&format!(
+            "fatal: unable to access '{url}/': Failed to connect"
+        )),
         "{}",
         err(&out)
     );
@@ -186,7 +214,10 @@ fn errors_name_the_url_like_git() {
     assert!(!err(&out).contains("s3cret"));
     let config = String::from_utf8(get(&fs, "/creds/.git/config")).unwrap();
     assert!(!config.contains("s3cret"), "{config}");
-    assert!(config.contains(&format!("url = http://me@127.0.0.1:{}/repo.git", server.port)));
+    assert!(config.contains(&format!(
+        "url = http://me@127.0.0.1:{}/repo.git",
+        server.port
+    )));
 }
 
 fn get_missing(fs: &agentcomputer_fs::Fs, path: &str) -> bool {
@@ -211,7 +242,11 @@ fn clone_fetch_and_push_between_repositories_of_the_engine() {
     ours_ok(&fs, "/b", &["commit", "-q", "-m", "two"]);
     let out = ours(&fs, "/b", &["push"]);
     assert_eq!(out.code, 1);
-    assert!(err(&out).contains(" ! [remote rejected] main -> main (branch is currently checked out)"), "{}", err(&out));
+    assert!(
+        err(&out).contains(" ! [remote rejected] main -> main (branch is currently checked out)"),
+        "{}",
+        err(&out)
+    );
     // To another branch it goes through.
     let out = ours(&fs, "/b", &["push", "origin", "main:side"]);
     assert_eq!(out.code, 0, "{}", err(&out));

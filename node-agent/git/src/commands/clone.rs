@@ -85,7 +85,15 @@ pub(super) fn run(inv: &Invocation, args: &[String], out: &mut Output) -> Result
         out.stderr
             .extend_from_slice(format!("Cloning into '{dir}'...\n").as_bytes());
     }
-    let result = clone_into(inv, &remote, &top, &origin, branch.as_deref(), no_checkout, out);
+    let result = clone_into(
+        inv,
+        &remote,
+        &top,
+        &origin,
+        branch.as_deref(),
+        no_checkout,
+        out,
+    );
     if result.is_err() {
         // Nothing of a failed clone stays behind.
         let _ = remove_tree(files, &top);
@@ -157,20 +165,23 @@ fn clone_into(
             }
             Some(full)
         }
-        None => advert.head.clone().filter(|h| advert.get(h).is_some()).or_else(|| {
-            let head = advert.get("HEAD")?;
-            ["refs/heads/main", "refs/heads/master"]
-                .iter()
-                .map(|s| s.to_string())
-                .chain(advert.refs.iter().map(|(n, _)| n.clone()))
-                .find(|n| n.starts_with("refs/heads/") && advert.get(n) == Some(head))
-        }),
+        None => advert
+            .head
+            .clone()
+            .filter(|h| advert.get(h).is_some())
+            .or_else(|| {
+                let head = advert.get("HEAD")?;
+                ["refs/heads/main", "refs/heads/master"]
+                    .iter()
+                    .map(|s| s.to_string())
+                    .chain(advert.refs.iter().map(|(n, _)| n.clone()))
+                    .find(|n| n.starts_with("refs/heads/") && advert.get(n) == Some(head))
+            }),
     };
     let Some(head_branch) = head_branch else {
         if advert.refs.is_empty() {
-            out.stderr.extend_from_slice(
-                b"warning: You appear to have cloned an empty repository.\n",
-            );
+            out.stderr
+                .extend_from_slice(b"warning: You appear to have cloned an empty repository.\n");
         }
         return Ok(0);
     };

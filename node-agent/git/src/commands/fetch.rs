@@ -129,7 +129,12 @@ pub(crate) fn fetch_refs(
         for spec in specs {
             if let Some(local) = spec.map(name) {
                 fetched.push((name.clone(), *id));
-                plan.push((name.clone(), (!local.is_empty()).then_some(local), *id, spec.force));
+                plan.push((
+                    name.clone(),
+                    (!local.is_empty()).then_some(local),
+                    *id,
+                    spec.force,
+                ));
                 break;
             }
         }
@@ -241,8 +246,11 @@ fn write_fetch_head(
         let flag = if for_merge { "" } else { "not-for-merge" };
         text.push_str(&format!("{}\t{flag}\t{what}\n", id.to_hex()));
     }
-    repo.files
-        .write(&join(&repo.git_dir, b"FETCH_HEAD"), text.as_bytes(), FILE_PERM)
+    repo.files.write(
+        &join(&repo.git_dir, b"FETCH_HEAD"),
+        text.as_bytes(),
+        FILE_PERM,
+    )
 }
 
 /// The remote `name_or_url` means in `repo`: (name if configured, URL).
@@ -329,13 +337,11 @@ fn do_fetch(
             .collect()
     };
     for spec in &specs {
-        if !spec.src.contains('*')
-            && !advert
-                .refs
-                .iter()
-                .any(|(n, _)| spec.map(n).is_some())
-        {
-            return Err(Error::fatal(format!("couldn't find remote ref {}", spec.src)));
+        if !spec.src.contains('*') && !advert.refs.iter().any(|(n, _)| spec.map(n).is_some()) {
+            return Err(Error::fatal(format!(
+                "couldn't find remote ref {}",
+                spec.src
+            )));
         }
     }
     let (moved, fetched) = fetch_refs(inv, repo, &remote, &advert, &specs, remote_name.is_some())?;
@@ -383,9 +389,12 @@ pub(super) fn pull(inv: &Invocation, args: &[String], out: &mut Output) -> Resul
                 merge_ok = true;
                 no_ff = true;
             }
-            "-q" | "--quiet" | "-v" | "--verbose" | "--no-edit" | "--progress" | "--no-progress" => {}
+            "-q" | "--quiet" | "-v" | "--verbose" | "--no-edit" | "--progress"
+            | "--no-progress" => {}
             "-r" | "--rebase" => {
-                return Err(Error::fatal("pull --rebase is not supported here; use --no-rebase (merge) or --ff-only"));
+                return Err(Error::fatal(
+                    "pull --rebase is not supported here; use --no-rebase (merge) or --ff-only",
+                ));
             }
             _ if a.starts_with('-') => return Err(unknown_option("pull", a)),
             _ => positional.push(a.clone()),
@@ -409,7 +418,13 @@ pub(super) fn pull(inv: &Invocation, args: &[String], out: &mut Output) -> Resul
             ),
         });
     }
-    let done = do_fetch(inv, &repo, remote_arg, positional.get(1..).unwrap_or_default(), out)?;
+    let done = do_fetch(
+        inv,
+        &repo,
+        remote_arg,
+        positional.get(1..).unwrap_or_default(),
+        out,
+    )?;
     let Some(merge_ref) = merge_ref else {
         return Err(Error::fatal("no branch to merge was given"));
     };

@@ -92,7 +92,9 @@ pub(super) fn run(inv: &Invocation, args: &[String], out: &mut Output) -> Result
             };
             let dst = if spec.dst.is_empty() {
                 if src == "HEAD" {
-                    return Err(Error::fatal("HEAD:<name> is needed to push a detached HEAD"));
+                    return Err(Error::fatal(
+                        "HEAD:<name> is needed to push a detached HEAD",
+                    ));
                 }
                 src.clone()
             } else if spec.dst.starts_with("refs/") {
@@ -183,12 +185,18 @@ pub(super) fn run(inv: &Invocation, args: &[String], out: &mut Output) -> Result
                 },
                 String::new(),
             ),
-            Line::Ok if *forced && !super::merge::is_ancestor(&repo, old, new).unwrap_or(false) => (
-                '+',
-                format!("{}...{}", short(old), short(new)),
-                " (forced update)".to_string(),
+            Line::Ok if *forced && !super::merge::is_ancestor(&repo, old, new).unwrap_or(false) => {
+                (
+                    '+',
+                    format!("{}...{}", short(old), short(new)),
+                    " (forced update)".to_string(),
+                )
+            }
+            Line::Ok => (
+                ' ',
+                format!("{}..{}", short(old), short(new)),
+                String::new(),
             ),
-            Line::Ok => (' ', format!("{}..{}", short(old), short(new)), String::new()),
             Line::FetchFirst => {
                 fetch_first = true;
                 ('!', "[rejected]".into(), " (fetch first)".into())
@@ -244,8 +252,7 @@ pub(super) fn run(inv: &Invocation, args: &[String], out: &mut Output) -> Result
                 c.set(&format!("branch.{b}.remote"), rname)?;
                 c.set(&format!("branch.{b}.merge"), dst)?;
                 out.stdout.extend_from_slice(
-                    format!("branch '{b}' set up to track '{rname}/{}'.\n", pretty(dst))
-                        .as_bytes(),
+                    format!("branch '{b}' set up to track '{rname}/{}'.\n", pretty(dst)).as_bytes(),
                 );
             }
         }

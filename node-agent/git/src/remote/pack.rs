@@ -32,12 +32,7 @@ use std::sync::atomic::AtomicBool;
 ///
 /// Errors: a corrupt or truncated pack, or one with deltas against
 /// objects it does not hold (a thin pack: never asked for).
-pub fn store(
-    inv: &Invocation,
-    files: &Files,
-    objects_dir: &[u8],
-    bytes: Vec<u8>,
-) -> Result<u32> {
+pub fn store(inv: &Invocation, files: &Files, objects_dir: &[u8], bytes: Vec<u8>) -> Result<u32> {
     inv.check_stop()?;
     if bytes.len() < 32 {
         return Err(Error::fatal("early EOF\nfatal: index-pack failed"));
@@ -57,9 +52,7 @@ pub fn store(
     let data = Arc::clone(&bytes);
     let outcome = gix_pack::index::write_data_iter_to_stream(
         gix_pack::index::Version::V2,
-        move || {
-            Ok((entry_bytes, data))
-        },
+        move || Ok((entry_bytes, data)),
         &mut entries,
         Some(1),
         &mut gix_utils::progress::Discard,
@@ -214,8 +207,8 @@ fn walk_tree(
 
 /// A version 2 pack of `objects` read from `odb`, each stored whole.
 pub fn build(inv: &Invocation, odb: &Odb, objects: &[(ObjectId, Kind)]) -> Result<Vec<u8>> {
-    let count = u32::try_from(objects.len())
-        .map_err(|_| Error::fatal("too many objects for one pack"))?;
+    let count =
+        u32::try_from(objects.len()).map_err(|_| Error::fatal("too many objects for one pack"))?;
     let mut out = gix_pack::data::header::encode(gix_pack::data::Version::V2, count).to_vec();
     let io = |e: std::io::Error| Error::fatal(format!("writing a pack: {e}"));
     for (id, _) in objects {

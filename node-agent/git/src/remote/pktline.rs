@@ -64,7 +64,9 @@ impl<'a> Reader<'a> {
             Ok(Stream::Incomplete { .. }) => Err(Error::fatal(
                 "the remote end hung up unexpectedly".to_string(),
             )),
-            Err(e) => Err(Error::fatal(format!("protocol error: bad line length: {e}"))),
+            Err(e) => Err(Error::fatal(format!(
+                "protocol error: bad line length: {e}"
+            ))),
         }
     }
 }

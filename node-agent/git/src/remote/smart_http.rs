@@ -147,9 +147,12 @@ fn exchange(
     body: Vec<u8>,
 ) -> Result<HttpResponse> {
     inv.check_stop()?;
-    let transport = inv
-        .transport
-        .ok_or_else(|| Error::fatal(format!("unable to access '{}/': network access is not available here", url.shown())))?;
+    let transport = inv.transport.ok_or_else(|| {
+        Error::fatal(format!(
+            "unable to access '{}/': network access is not available here",
+            url.shown()
+        ))
+    })?;
     let mut headers = vec![
         ("User-Agent".to_string(), "git/2.39.5".to_string()),
         ("Accept".to_string(), accept.to_string()),
@@ -186,7 +189,11 @@ fn exchange(
         200..=299 => Ok(resp),
         401 if url.password.is_none() => Err(Error::fatal(format!(
             "could not read {} for '{}': No such device or address",
-            if url.user.is_none() { "Username" } else { "Password" },
+            if url.user.is_none() {
+                "Username"
+            } else {
+                "Password"
+            },
             url.origin()
         ))),
         401 => Err(Error::fatal(format!(
@@ -270,9 +277,7 @@ fn parse_refs(r: &mut Reader) -> Result<Advert> {
         }
         let text = String::from_utf8_lossy(line);
         let Some((hex, name)) = text.split_once(' ') else {
-            return Err(Error::fatal(format!(
-                "protocol error: unexpected '{text}'"
-            )));
+            return Err(Error::fatal(format!("protocol error: unexpected '{text}'")));
         };
         let id = ObjectId::from_hex(hex.as_bytes())
             .map_err(|_| Error::fatal(format!("protocol error: expected sha/ref, got '{text}'")))?;

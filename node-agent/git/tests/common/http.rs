@@ -1,6 +1,7 @@
 //! A tiny HTTP/1.1 server on 127.0.0.1 that runs real git's
 //! `git http-backend` as a CGI program for each request, and a blocking
-//! loopback client implementing the crate's transport. Test-only.
+//! loopback client implementing the crate's transport. Test-only; the
+//! shell's tests include this file too.
 
 use agentcomputer_git::remote::transport::{HttpRequest, HttpResponse, Transport, TransportError};
 use std::io::{Read, Write};
@@ -182,8 +183,10 @@ impl Transport for Loopback {
             .strip_prefix("http://127.0.0.1:")
             .ok_or_else(|| TransportError::Failed("only 127.0.0.1 in tests".into()))?;
         let (port, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
-        let mut conn = TcpStream::connect(("127.0.0.1", port.parse::<u16>().unwrap()))
-            .map_err(|e| TransportError::Failed(format!("Failed to connect to 127.0.0.1 port {port}: {e}")))?;
+        let mut conn =
+            TcpStream::connect(("127.0.0.1", port.parse::<u16>().unwrap())).map_err(|e| {
+                TransportError::Failed(format!("Failed to connect to 127.0.0.1 port {port}: {e}"))
+            })?;
         let mut head = format!(
             "{} {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Length: {}\r\nConnection: close\r\n",
             req.method,
@@ -212,7 +215,8 @@ impl Transport for Loopback {
             .lines()
             .find_map(|l| {
                 let (k, v) = l.split_once(':')?;
-                k.eq_ignore_ascii_case("content-type").then(|| v.trim().to_string())
+                k.eq_ignore_ascii_case("content-type")
+                    .then(|| v.trim().to_string())
             })
             .unwrap_or_default();
         Ok(HttpResponse {
@@ -223,24 +227,55 @@ impl Transport for Loopback {
     }
 }
 
+/// Runs real git `args` in `dir`, isolated from the machine's
+/// configuration, with fixed identity and dates; panics unless it
+/// succeeds; returns its stdout.
+pub(crate) fn git(dir: &Path, args: &[&str]) -> String {
+    let home = dir.parent().unwrap().join(".home");
+    std::fs::create_dir_all(&home).unwrap();
+    let o = Command::new("git")
+        .args(args)
+        .current_dir(dir)
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("HOME", &home)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("LC_ALL", "C")
+        .env("GIT_AUTHOR_NAME", "Ada")
+        .env("GIT_AUTHOR_EMAIL", "ada@example.org")
+        .env("GIT_AUTHOR_DATE", "@1700000000 +0100")
+        .env("GIT_COMMITTER_NAME", "Ada")
+        .env("GIT_COMMITTER_EMAIL", "ada@example.org")
+        .env("GIT_COMMITTER_DATE", "@1700000000 +0100")
+        .output()
+        .expect("real git runs");
+    assert!(
+        o.status.success(),
+        "real git {args:?}: {}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8(o.stdout).unwrap()
+}
+
 /// Makes a bare repository `NAME.git` under `root` with real git, holding
 /// `commits` commits on `main` made in a scratch clone; returns its path.
 pub(crate) fn bare_repo(root: &Path, name: &str, commits: usize) -> PathBuf {
     let bare = root.join(format!("{name}.git"));
     std::fs::create_dir_all(&bare).unwrap();
-    super::real_ok(&bare, &["init", "-q", "--bare", "-b", "main"]);
-    super::real_ok(&bare, &["config", "http.receivepack", "true"]);
+    git(&bare, &["init", "-q", "--bare", "-b", "main"]);
+    git(&bare, &["config", "http.receivepack", "true"]);
     if commits > 0 {
         let work = root.join(format!("{name}-seed"));
         std::fs::create_dir_all(&work).unwrap();
-        super::real_ok(&work, &["init", "-q", "-b", "main"]);
+        git(&work, &["init", "-q", "-b", "main"]);
         for i in 0..commits {
             std::fs::write(work.join("file.txt"), format!("line {i}\n")).unwrap();
             std::fs::write(work.join(format!("f{}.txt", i % 50)), format!("v{i}\n")).unwrap();
-            super::real_ok(&work, &["add", "-A"]);
-            super::real_ok(&work, &["commit", "-q", "-m", &format!("commit {i}")]);
+            git(&work, &["add", "-A"]);
+            git(&work, &["commit", "-q", "-m", &format!("commit {i}")]);
         }
-        super::real_ok(&work, &["push", "-q", bare.to_str().unwrap(), "main"]);
+        git(&work, &["push", "-q", bare.to_str().unwrap(), "main"]);
     }
     bare
 }
