@@ -89,3 +89,36 @@ async fn clone_commit_push_through_the_egress_policy() {
         "{stderr}"
     );
 }
+
+#[tokio::test]
+async fn a_clone_from_a_silent_server_ends_with_the_exec_timeout() {
+    // Accepts connections (the kernel's backlog) and never answers.
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = silent.local_addr().unwrap().port();
+    let c = Computer::new();
+    let started = std::time::Instant::now();
+    let run = c
+        .exec(ExecRequest {
+            script: format!("git clone http://127.0.0.1:{port}/repo.git; echo after"),
+            timeout: Duration::from_secs(2),
+            egress: only_port(port),
+            ..ExecRequest::default()
+        })
+        .await;
+    let took = started.elapsed();
+    assert_eq!(
+        run.code(),
+        agentcomputer_shell::EXIT_TIMEOUT,
+        "{}",
+        run.stderr()
+    );
+    assert!(took < Duration::from_secs(4), "took {took:?}");
+    assert!(!run.stdout().contains("after"));
+    // Nothing of the clone stays behind.
+    assert!(
+        c.fs.resolve(agentcomputer_fs::ROOT_INO, b"repo", true)
+            .is_err(),
+        "a stopped clone left its directory"
+    );
+    drop(silent);
+}

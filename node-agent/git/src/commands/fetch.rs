@@ -104,6 +104,9 @@ pub(crate) fn haves(repo: &Repo) -> Result<Vec<ObjectId>> {
     Ok(out)
 }
 
+/// The remote refs a fetch took, with the object each named.
+pub(crate) type Fetched = Vec<(String, ObjectId)>;
+
 /// One ref a fetch moved (or made).
 pub(crate) struct Moved {
     pub remote_name: String,
@@ -122,7 +125,7 @@ pub(crate) fn fetch_refs(
     advert: &Advert,
     specs: &[Refspec],
     follow_tags: bool,
-) -> Result<(Vec<Moved>, Vec<(String, ObjectId)>)> {
+) -> Result<(Vec<Moved>, Fetched)> {
     let mut fetched = Vec::new();
     let mut plan = Vec::new();
     for (name, id) in &advert.refs {

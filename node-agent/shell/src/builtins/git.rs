@@ -56,8 +56,12 @@ impl Transport for EgressTransport {
             body: bytes::Bytes::from(req.body.clone()),
             insecure: false,
         };
+        // Past the exec's own deadline, so that the exec's timeout (seen
+        // below through the stop flag) ends a slow request, not the
+        // client's timer: the run then reports a timeout, as for any
+        // command still running at its end.
         let deadline = match self.budget.deadline {
-            Some((at, _)) => at,
+            Some((at, _)) => at + Duration::from_secs(1),
             None => Instant::now() + Duration::from_secs(24 * 3600),
         };
         let limits = Limits {
