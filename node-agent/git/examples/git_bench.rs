@@ -30,22 +30,38 @@ fn path_of(i: usize) -> String {
 }
 
 fn ours(fs: &Fs, cwd: &str, args: &[&str]) -> Duration {
-    let env = |n: &str| ENV.iter().find(|(k, _)| *k == n).map(|(_, v)| v.to_string());
+    let env = |n: &str| {
+        ENV.iter()
+            .find(|(k, _)| *k == n)
+            .map(|(_, v)| v.to_string())
+    };
     let stop = || false;
     let inv = Invocation {
-        files: Files::new(fs.clone(), Owner { uid: 1000, gid: 1000 }),
+        files: Files::new(
+            fs.clone(),
+            Owner {
+                uid: 1000,
+                gid: 1000,
+            },
+        ),
         cwd: cwd.as_bytes().to_vec(),
         shown_root: String::new(),
         env: &env,
         stop: &stop,
         fallback_name: "b".into(),
         fallback_email: "b@b".into(),
+        transport: None,
     };
     let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
     let t = Instant::now();
     let out = agentcomputer_git::run(&inv, &args);
     let took = t.elapsed();
-    assert_eq!(out.code, 0, "ours {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        out.code,
+        0,
+        "ours {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     took
 }
 
@@ -60,7 +76,11 @@ fn real(dir: &Path, args: &[&str]) -> Duration {
         .output()
         .expect("real git");
     let took = t.elapsed();
-    assert!(out.status.success(), "real {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "real {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     took
 }
 
@@ -70,7 +90,10 @@ fn median(mut v: Vec<Duration>) -> Duration {
 }
 
 fn main() {
-    let n: usize = std::env::args().nth(1).and_then(|a| a.parse().ok()).unwrap_or(1000);
+    let n: usize = std::env::args()
+        .nth(1)
+        .and_then(|a| a.parse().ok())
+        .unwrap_or(1000);
     let mut rows: Vec<(&str, Vec<Duration>, Vec<Duration>)> = vec![
         ("add -A", vec![], vec![]),
         ("commit", vec![], vec![]),
@@ -80,27 +103,49 @@ fn main() {
     for run in 0..RUNS {
         let tmp = tempfile::tempdir().unwrap();
         let fs = Fs::create(&tmp.path().join("fs.db"), Limits::default()).unwrap();
-        let files = Files::new(fs.clone(), Owner { uid: 1000, gid: 1000 });
+        let files = Files::new(
+            fs.clone(),
+            Owner {
+                uid: 1000,
+                gid: 1000,
+            },
+        );
         let host = tmp.path().join("host/repo");
         for i in 0..n {
             let p = path_of(i);
-            files.write(format!("/repo/{p}").as_bytes(), &content(i), 0o644).unwrap();
+            files
+                .write(format!("/repo/{p}").as_bytes(), &content(i), 0o644)
+                .unwrap();
             std::fs::create_dir_all(host.join(&p).parent().unwrap()).unwrap();
             std::fs::write(host.join(&p), content(i)).unwrap();
         }
         ours(&fs, "/repo", &["init", "-q"]);
         real(&host, &["init", "-q"]);
         let m = [
-            (ours(&fs, "/repo", &["add", "-A"]), real(&host, &["add", "-A"])),
-            (ours(&fs, "/repo", &["commit", "-q", "-m", "bench"]), real(&host, &["commit", "-q", "-m", "bench"])),
-            (ours(&fs, "/repo", &["status", "--porcelain"]), real(&host, &["status", "--porcelain"])),
+            (
+                ours(&fs, "/repo", &["add", "-A"]),
+                real(&host, &["add", "-A"]),
+            ),
+            (
+                ours(&fs, "/repo", &["commit", "-q", "-m", "bench"]),
+                real(&host, &["commit", "-q", "-m", "bench"]),
+            ),
+            (
+                ours(&fs, "/repo", &["status", "--porcelain"]),
+                real(&host, &["status", "--porcelain"]),
+            ),
         ];
         for i in 0..10 {
             let p = path_of(i * 7);
-            files.write(format!("/repo/{p}").as_bytes(), b"changed\n", 0o644).unwrap();
+            files
+                .write(format!("/repo/{p}").as_bytes(), b"changed\n", 0o644)
+                .unwrap();
             std::fs::write(host.join(&p), b"changed\n").unwrap();
         }
-        let changed = (ours(&fs, "/repo", &["status", "--porcelain"]), real(&host, &["status", "--porcelain"]));
+        let changed = (
+            ours(&fs, "/repo", &["status", "--porcelain"]),
+            real(&host, &["status", "--porcelain"]),
+        );
         if run == 0 {
             continue; // warm-up
         }

@@ -21,6 +21,7 @@ pub mod index;
 pub mod odb;
 pub mod paths;
 pub mod refs;
+pub mod remote;
 pub mod repo;
 pub mod revision;
 pub mod tree;
@@ -53,6 +54,9 @@ pub struct Invocation<'a> {
     pub fallback_name: String,
     /// Author and committer email likewise.
     pub fallback_email: String,
+    /// The network, for `clone`, `fetch`, `pull` and `push` over HTTP(S);
+    /// `None` where the runtime offers none.
+    pub transport: Option<&'a dyn remote::transport::Transport>,
 }
 
 impl Invocation<'_> {

@@ -547,7 +547,7 @@ mod tests {
             ("npm test", "npm"),
             ("make", "make"),
             ("cd src && gcc -o a a.c", "gcc"),
-            ("f() { gitk; }; f", "gitk"),
+            ("f() { svn status; }; f", "svn"),
             ("echo $(node -v)", "node"),
             ("timeout 60 cargo build", "cargo"),
             ("find . -name '*.py' -exec python3 {} \\;", "python3"),

@@ -341,6 +341,7 @@ pub(crate) fn commands(
         &home(),
         limits.scratch_bytes,
         fallback,
+        &network,
     );
     let builder = builtins::http::install(builder, network);
     crate::python::install(builder, limits, timeout, output_cap)

@@ -4,13 +4,16 @@
 mod add;
 mod branch;
 mod checkout;
+mod clone;
 mod commit;
 mod config;
 mod diff;
+mod fetch;
 mod init;
 mod log;
 mod merge;
 mod mv;
+mod push;
 mod reset;
 mod rev_parse;
 mod rm;
@@ -31,13 +34,17 @@ pub(crate) const COMMANDS: &[&str] = &[
     "add",
     "branch",
     "checkout",
+    "clone",
     "commit",
     "config",
     "diff",
+    "fetch",
     "init",
     "log",
     "merge",
     "mv",
+    "pull",
+    "push",
     "reset",
     "restore",
     "rev-parse",
@@ -66,6 +73,7 @@ pub(crate) fn dispatch(inv: &Invocation, args: &[String], out: &mut Output) -> R
                     stop: inv.stop,
                     fallback_name: String::new(),
                     fallback_email: String::new(),
+                    transport: None,
                 };
                 cwd = here.engine_path(dir.as_bytes()).ok_or_else(|| {
                     Error::fatal(format!(
@@ -105,6 +113,7 @@ pub(crate) fn dispatch(inv: &Invocation, args: &[String], out: &mut Output) -> R
         stop: inv.stop,
         fallback_name: inv.fallback_name.clone(),
         fallback_email: inv.fallback_email.clone(),
+        transport: inv.transport,
     };
     let valued = match name.as_str() {
         "commit" => "mFcCt",
@@ -140,6 +149,10 @@ pub(crate) fn dispatch(inv: &Invocation, args: &[String], out: &mut Output) -> R
         "reset" => reset::run(&inv, rest, o),
         "tag" => tag::run(&inv, rest, o),
         "merge" => merge::run(&inv, rest, o),
+        "clone" => clone::run(&inv, rest, o),
+        "fetch" => fetch::fetch(&inv, rest, o),
+        "pull" => fetch::pull(&inv, rest, o),
+        "push" => push::run(&inv, rest, o),
         "rev-parse" => rev_parse::run(&inv, rest, o),
         "config" => config::run(&inv, rest, o),
         "version" => {

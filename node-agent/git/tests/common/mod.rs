@@ -4,6 +4,8 @@
 
 #![allow(dead_code)]
 
+pub(crate) mod http;
+
 use agentcomputer_fs::{FileKind, Fs, Limits, Owner, ROOT_INO};
 use agentcomputer_git::{Files, Invocation, Output, files::join};
 use std::os::unix::fs::PermissionsExt;
@@ -29,6 +31,16 @@ pub(crate) fn engine() -> (tempfile::TempDir, Fs) {
 
 /// Runs this crate's `git ARGS` in engine directory `cwd`.
 pub(crate) fn ours(fs: &Fs, cwd: &str, args: &[&str]) -> Output {
+    ours_with(fs, cwd, args, None)
+}
+
+/// Like [`ours`], with a network.
+pub(crate) fn ours_with(
+    fs: &Fs,
+    cwd: &str,
+    args: &[&str],
+    transport: Option<&dyn agentcomputer_git::remote::transport::Transport>,
+) -> Output {
     let env = |name: &str| {
         ENV.iter()
             .find(|(k, _)| *k == name)
@@ -49,6 +61,7 @@ pub(crate) fn ours(fs: &Fs, cwd: &str, args: &[&str]) -> Output {
         stop: &stop,
         fallback_name: "sandbox".into(),
         fallback_email: "sandbox@computer".into(),
+        transport,
     };
     let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
     agentcomputer_git::run(&inv, &args)

@@ -80,6 +80,7 @@ pub(crate) fn install(
     home: &str,
     scratch_file_bytes: u64,
     fallback: crate::whole_input::Shared,
+    network: &http::Network,
 ) -> BashBuilder {
     let engine = engine_fs.engine();
     let env = stream::Env {
@@ -93,7 +94,10 @@ pub(crate) fn install(
     let builder = stream::install(builder, &env, fallback)
         .command("sleep", sleep::Sleep(env.clone()))
         .command("truncate", truncate)
-        .command("git", git::Git(env.clone()));
+        .command(
+            "git",
+            git::Git(env.clone(), std::sync::Arc::new(network.clone())),
+        );
     let user = agentcomputer_runtime_contract::SANDBOX_USER;
     environment::export_login(builder, user, home)
         .username(user)
