@@ -380,6 +380,33 @@ enum Command {
         #[arg(long, default_value = "1h", value_parser = parse_expires)]
         expires: Duration,
     },
+    /// Commit a directory of a computer with git and push it to a remote
+    /// over HTTP(S), through the computer's egress policy. A directory
+    /// that is not a repository yet becomes one. Credentials (`USER:SECRET`
+    /// or a bare token) come from --credentials-env or --credentials-file
+    /// and are never stored in the computer. Prints `BRANCH COMMIT`. See
+    /// docs/git.md.
+    Publish {
+        name: String,
+        /// The directory of the computer (`proj`, `/proj`).
+        dir: String,
+        /// The remote's http:// or https:// URL, without credentials.
+        #[arg(long)]
+        remote: String,
+        /// The remote branch (default: the current branch, or main for a
+        /// new repository).
+        #[arg(long)]
+        branch: Option<String>,
+        /// The commit message (default: "Publish DIR").
+        #[arg(long, short = 'm')]
+        message: Option<String>,
+        /// An environment variable holding the credentials.
+        #[arg(long, value_name = "VAR", conflicts_with = "credentials_file")]
+        credentials_env: Option<String>,
+        /// A file holding the credentials.
+        #[arg(long, value_name = "FILE")]
+        credentials_file: Option<std::path::PathBuf>,
+    },
     /// Serve the Model Context Protocol for a computer: tools read, write,
     /// edit, ls, find, grep, delete and exec for an MCP host (an agent
     /// runtime, an IDE, a desktop assistant). Over standard input and
@@ -713,6 +740,23 @@ async fn run(cli: Cli) -> Result<u8> {
         Command::VerifyBackup { name } => {
             let (mut c, name) = backend.client(name).await?;
             cmd::backup_store::verify_backup(&mut c, name).await?
+        }
+        Command::Publish {
+            name,
+            dir,
+            remote,
+            branch,
+            message,
+            credentials_env,
+            credentials_file,
+        } => {
+            let credentials = match (credentials_env, credentials_file) {
+                (Some(var), _) => cmd::publish::CredentialSource::Env(var),
+                (None, Some(file)) => cmd::publish::CredentialSource::File(file),
+                (None, None) => cmd::publish::CredentialSource::None,
+            };
+            let (mut c, name) = backend.client(name).await?;
+            cmd::publish::publish(&mut c, name, dir, remote, branch, message, credentials).await?
         }
         Command::Share {
             name,

@@ -8,6 +8,7 @@ pub mod egress;
 pub mod exec;
 pub mod files;
 pub mod mount;
+pub mod publish;
 pub mod search;
 pub mod share;
 pub mod snapshots;

@@ -20,6 +20,7 @@ pub mod files;
 pub mod index;
 pub mod odb;
 pub mod paths;
+pub mod publish;
 pub mod refs;
 pub mod remote;
 pub mod repo;

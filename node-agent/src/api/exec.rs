@@ -47,7 +47,8 @@ use crate::registry::Registry;
 use choice::{Choice, decide, runtime_of};
 use prepare::prepare_container;
 use program::Program;
-use request::{check_env, parse_input, policy_of};
+pub(super) use request::policy_of;
+use request::{check_env, parse_input};
 
 pub use program::MAX_RESULT_BYTES;
 

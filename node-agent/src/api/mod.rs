@@ -13,8 +13,10 @@ mod convert;
 mod egress;
 mod exec;
 mod fs;
+mod git_transport;
 mod mount;
 mod observe;
+mod publish;
 mod read;
 mod search;
 mod share;
@@ -195,7 +197,7 @@ names_computer!(computer: pb::MountRequest, pb::UnmountRequest, pb::StatRequest,
     pb::BackupRequest, pb::ShareRequest, pb::SyncRequest, pb::VerifyBackupRequest,
     pb::ExportRequest);
 names_computer!(computer: pb::SnapshotRequest, pb::ListSnapshotsRequest,
-    pb::DeleteSnapshotRequest, pb::RestoreComputerRequest);
+    pb::DeleteSnapshotRequest, pb::RestoreComputerRequest, pb::PublishRequest);
 
 #[tonic::async_trait]
 impl AgentComputer for Service {
@@ -431,6 +433,16 @@ impl AgentComputer for Service {
     ) -> Result<Response<pb::ShareResponse>, Status> {
         let req = self.authorized(req)?;
         share::share(&self.registry, self.sharer.as_ref(), req)
+            .await
+            .map(Response::new)
+    }
+
+    async fn publish(
+        &self,
+        req: Request<pb::PublishRequest>,
+    ) -> Result<Response<pb::PublishResponse>, Status> {
+        let req = self.authorized(req)?;
+        publish::publish(&self.registry, req)
             .await
             .map(Response::new)
     }

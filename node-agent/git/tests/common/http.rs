@@ -24,6 +24,13 @@ pub(crate) struct Backend {
 impl Backend {
     /// Serves the repositories under `root` (`/NAME.git`).
     pub(crate) fn start(root: &Path) -> Self {
+        Self::start_requiring(root, None)
+    }
+
+    /// Like [`Backend::start`], answering 401 to every request whose
+    /// `Authorization` field is not `authorization` (e.g. `Basic …`).
+    pub(crate) fn start_requiring(root: &Path, authorization: Option<&str>) -> Self {
+        let authorization = authorization.map(str::to_string);
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         listener.set_nonblocking(true).unwrap();
         let port = listener.local_addr().unwrap().port();
@@ -35,7 +42,7 @@ impl Backend {
                 match listener.accept() {
                     Ok((conn, _)) => {
                         conn.set_nonblocking(false).unwrap();
-                        let _ = serve(conn, &root);
+                        let _ = serve(conn, &root, authorization.as_deref());
                     }
                     Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
                         std::thread::sleep(Duration::from_millis(5));
@@ -66,7 +73,7 @@ impl Drop for Backend {
     }
 }
 
-fn serve(mut conn: TcpStream, root: &Path) -> std::io::Result<()> {
+fn serve(mut conn: TcpStream, root: &Path, authorization: Option<&str>) -> std::io::Result<()> {
     conn.set_read_timeout(Some(Duration::from_secs(30)))?;
     let mut buf = Vec::new();
     let mut chunk = [0u8; 65536];
@@ -108,6 +115,12 @@ fn serve(mut conn: TcpStream, root: &Path) -> std::io::Result<()> {
             break;
         }
         body.extend_from_slice(&chunk[..n]);
+    }
+    if let Some(expected) = authorization
+        && header("authorization").as_deref() != Some(expected)
+    {
+        conn.write_all(b"HTTP/1.1 401 Unauthorized\r\nWWW-Authenticate: Basic realm=\"git\"\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")?;
+        return conn.flush();
     }
     let (path, query) = target.split_once('?').unwrap_or((&target, ""));
     let home = root.join(".home");

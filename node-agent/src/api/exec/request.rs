@@ -13,7 +13,10 @@ use crate::errors::errno_detail;
 
 /// The computer's egress policy. A settings file edited into an invalid
 /// policy denies everything rather than failing every exec.
-pub(super) fn policy_of(lease: &crate::registry::Lease, egress: &EgressConfig) -> Arc<Policy> {
+pub(in crate::api) fn policy_of(
+    lease: &crate::registry::Lease,
+    egress: &EgressConfig,
+) -> Arc<Policy> {
     match Policy::new(egress.clone()) {
         Ok(policy) => Arc::new(policy),
         Err(e) => {
