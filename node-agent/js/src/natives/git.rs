@@ -31,7 +31,11 @@ fn engine_cwd(st: &ExecState, cwd: &str, args: &[String]) -> std::result::Result
         Ok(Place::In(Mount::Workspace, rel)) => {
             match vfs.resolve(cwd, true) {
                 Ok(n) if n.attr.kind == FileKind::Directory => {}
-                Ok(_) => return Err(format!("fatal: cannot change to '{shown}': Not a directory")),
+                Ok(_) => {
+                    return Err(format!(
+                        "fatal: cannot change to '{shown}': Not a directory"
+                    ));
+                }
                 Err(_) => {
                     return Err(format!(
                         "fatal: cannot change to '{shown}': No such file or directory"
