@@ -454,3 +454,30 @@ async fn cancelling_stops_git_between_steps() {
     );
     shell_git(&c.fs, "/big", &["status", "--porcelain"]);
 }
+
+#[tokio::test]
+async fn output_larger_than_the_heap_is_refused_before_it_is_copied() {
+    let c = computer();
+    shell_git(&c.fs, "/", &["init", "-q", "r"]);
+    // Some 12 MiB of blob, shown against a heap of 8 MiB.
+    let big: String = (0..(12 << 16)).map(|i| format!("{i:016}\n")).collect();
+    write(&c.fs, "/r/big.txt", &big);
+    shell_git(&c.fs, "/r", &["add", "big.txt"]);
+    shell_git(&c.fs, "/r", &["commit", "-q", "-m", "big"]);
+    let mut req = request(
+        "import git from 'git';\n\
+         try { await git.run(['show', 'HEAD:big.txt'], { cwd: '/workspace/r' }); }\n\
+         catch (e) { console.log(e.code, e.message); }\n\
+         console.log(JSON.stringify((await git.log({ dir: '/workspace/r' })).map((c) => c.message)));",
+    );
+    req.memory_limit_bytes = 8 << 20;
+    let r = run_req(&c.fs, req).await;
+    r.ok();
+    assert!(
+        r.stdout
+            .starts_with("ERR_GIT_OUTPUT_TOO_LARGE git printed "),
+        "{}",
+        r.stdout
+    );
+    assert!(r.stdout.ends_with("[\"big\"]\n"), "{}", r.stdout);
+}
