@@ -44,10 +44,16 @@ const SOURCES: &[(&str, &str)] = &[
     ("node:crypto", include_str!("js/node_crypto.js")),
     ("node:os", include_str!("js/node_os.js")),
     ("node:module", include_str!("js/node_module.js")),
+    ("ac:git", include_str!("js/git.js")),
 ];
 
-/// The canonical `node:` name of a built-in specifier (`fs` -> `node:fs`).
+/// The canonical name of a built-in specifier (`fs` -> `node:fs`). The
+/// runtime's own modules, which are not Node's, have a bare name only
+/// (`git`, never `node:git`).
 pub(crate) fn builtin_name(spec: &str) -> Option<&'static str> {
+    if spec == "git" {
+        return Some("ac:git");
+    }
     let bare = spec.strip_prefix("node:").unwrap_or(spec);
     Some(match bare {
         "fs" => "node:fs",
@@ -199,6 +205,8 @@ mod tests {
         assert_eq!(builtin_name("node:fs/promises"), Some("node:fs/promises"));
         assert_eq!(builtin_name("node:path/posix"), Some("node:path"));
         assert_eq!(builtin_name("lodash"), None);
+        assert_eq!(builtin_name("git"), Some("ac:git"));
+        assert_eq!(builtin_name("node:git"), None);
         for n in ["node:fs", "node:path", "node:os", "node:crypto"] {
             assert!(exists(n));
         }

@@ -7,7 +7,8 @@
 //!   `/index.mjs`.
 //! * `*.json` (or `with { type: "json" }`) is a JSON module whose default
 //!   export is the parsed value.
-//! * `node:fs`, `fs`, `node:path`, ... are the built-ins.
+//! * `node:fs`, `fs`, `node:path`, ... are the built-ins, and `git` (bare
+//!   name only: it is this runtime's, not Node's).
 //! * Limits: [`MAX_MODULES`] modules, [`MAX_MODULE_DEPTH`] import levels,
 //!   [`MAX_MODULE_BYTES`] per source file.
 
@@ -119,7 +120,7 @@ impl Resolver for ModuleResolver {
             } else {
                 format!(
                     "Cannot find package '{name}' imported from {base}: only relative and absolute \
-                     paths and node: built-ins can be imported"
+                     paths, node: built-ins and git can be imported"
                 )
             };
             return Err(throw_code(ctx, "ERR_MODULE_NOT_FOUND", hint));

@@ -223,7 +223,7 @@ pub(crate) fn print_commit(text: &mut String, id: &ObjectId, c: &Commit, format:
 
 /// The `--format` placeholders of git-log(1) "PRETTY FORMATS" that
 /// scripts use most: `%H %h %T %t %P %p %an %ae %ad %at %cn %ce %cd %ct
-/// %s %b %B %n %%`.
+/// %s %b %B %n %%` and `%xNN`.
 fn expand(t: &str, id: &ObjectId, c: &Commit) -> String {
     let message = c.message.to_str_lossy();
     let body = message
@@ -236,6 +236,22 @@ fn expand(t: &str, id: &ObjectId, c: &Commit) -> String {
         if ch != '%' {
             out.push(ch);
             continue;
+        }
+        // `%xNN`: the byte with hex code NN (ASCII only here, the text
+        // being a string), which scripts use as field separators (`%x00`).
+        if chars.peek() == Some(&'x') {
+            let mut ahead = chars.clone();
+            ahead.next();
+            let digits: String = ahead.by_ref().take(2).collect();
+            if digits.len() == 2
+                && digits.bytes().all(|d| d.is_ascii_hexdigit())
+                && let Ok(b) = u8::from_str_radix(&digits, 16)
+                && b.is_ascii()
+            {
+                out.push(char::from(b));
+                chars = ahead;
+                continue;
+            }
         }
         let mut code = String::new();
         if let Some(&n) = chars.peek() {

@@ -2,6 +2,7 @@
 //! `import native from "ac:native"`, reachable only from built-in modules.
 
 mod fs;
+mod git;
 mod sys;
 mod web;
 
@@ -89,6 +90,7 @@ pub(crate) fn u8_array<'js>(ctx: &Ctx<'js>, bytes: Vec<u8>) -> Result<Value<'js>
 fn build<'js>(ctx: &Ctx<'js>, st: Rc<ExecState>) -> Result<Object<'js>> {
     let obj = Object::new(ctx.clone())?;
     fs::install(&obj, &st)?;
+    git::install(&obj, &st)?;
     sys::install(&obj, &st)?;
     web::install(&obj, &st)?;
     install_require(&obj, st)?;

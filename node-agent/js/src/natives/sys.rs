@@ -29,7 +29,7 @@ impl<'js> OrUndefined<'js> for Option<Value<'js>> {
 }
 
 /// Throws an error JavaScript cannot catch: the exec is ending.
-fn throw_uncatchable(ctx: &Ctx<'_>, message: &str) -> rquickjs::Error {
+pub(super) fn throw_uncatchable(ctx: &Ctx<'_>, message: &str) -> rquickjs::Error {
     let err = match Exception::from_message(ctx.clone(), message) {
         Ok(e) => e.into_value(),
         Err(e) => return e,
