@@ -18,6 +18,19 @@ pub(crate) struct Side<'a> {
     pub(crate) data: &'a [u8],
 }
 
+/// Longest a line diff of one file may search for the smallest edit;
+/// past it `similar` finishes with a coarser (still exact) diff, so a huge
+/// rewritten file cannot hold the exec past its stop checks, which come
+/// between files.
+const DIFF_DEADLINE: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// The line diff of `old` and `new`, bounded by [`DIFF_DEADLINE`].
+pub(crate) fn line_diff<'a>(old: &'a str, new: &'a str) -> TextDiff<'a, 'a, 'a, str> {
+    TextDiff::configure()
+        .timeout(DIFF_DEADLINE)
+        .diff_lines(old, new)
+}
+
 /// Bytes git looks at to call a file binary (a NUL in them).
 const BINARY_PROBE: usize = 8000;
 
@@ -73,7 +86,7 @@ pub(crate) fn patch(out: &mut String, path: &str, old: Side, new: Side) {
 pub(crate) fn hunks(out: &mut String, old: &[u8], new: &[u8]) {
     let old_text = String::from_utf8_lossy(old);
     let new_text = String::from_utf8_lossy(new);
-    let diff = TextDiff::from_lines(old_text.as_ref(), new_text.as_ref());
+    let diff = line_diff(old_text.as_ref(), new_text.as_ref());
     let old_lines: Vec<&str> = old_text.split_inclusive('\n').collect();
     let unified = diff.unified_diff();
     let mut unified = unified;

@@ -30,6 +30,7 @@ fn shell_git(fs: &Fs, cwd: &str, args: &[&str]) -> agentcomputer_git::Output {
         stop: &stop,
         fallback_name: "user".into(),
         fallback_email: "user@computer".into(),
+        transport: None,
     };
     let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
     let out = agentcomputer_git::run(&inv, &args);

@@ -289,7 +289,7 @@ pub(crate) fn summary(repo: &Repo, before: &Flat, after: &Flat) -> Result<String
 /// (inserted, deleted) lines from `a` to `b`.
 pub(crate) fn line_counts(a: &[u8], b: &[u8]) -> (usize, usize) {
     let (a, b) = (String::from_utf8_lossy(a), String::from_utf8_lossy(b));
-    let diff = similar::TextDiff::from_lines(a.as_ref(), b.as_ref());
+    let diff = crate::diff_text::line_diff(a.as_ref(), b.as_ref());
     let mut ins = 0;
     let mut del = 0;
     for c in diff.iter_all_changes() {

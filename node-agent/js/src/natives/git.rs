@@ -82,6 +82,10 @@ fn run(st: &ExecState, args: &[String], cwd: &str, env: &[Vec<String>]) -> (i32,
         st.stop.should_stop()
     };
     let user = agentcomputer_runtime_contract::SANDBOX_USER;
+    let transport = FetcherTransport {
+        fetcher: st.fetcher.clone(),
+        deadline: st.stop.deadline,
+    };
     let inv = agentcomputer_git::Invocation {
         files: agentcomputer_git::Files::new(fs, st.ops.vfs.owner),
         cwd: engine_cwd,
@@ -90,9 +94,56 @@ fn run(st: &ExecState, args: &[String], cwd: &str, env: &[Vec<String>]) -> (i32,
         stop: &stop,
         fallback_name: user.to_string(),
         fallback_email: format!("{user}@{HOSTNAME}"),
+        transport: Some(&transport),
     };
     let out = agentcomputer_git::run(&inv, args);
     (out.code, out.stdout, out.stderr)
+}
+
+/// git's HTTP exchanges through the exec's [`Fetcher`], the one `fetch`
+/// uses: the computer's egress policy decides them (a runtime without one
+/// denies every destination), and they end by the exec's deadline.
+struct FetcherTransport {
+    fetcher: std::sync::Arc<dyn crate::fetch::Fetcher>,
+    deadline: std::time::Instant,
+}
+
+impl agentcomputer_git::remote::transport::Transport for FetcherTransport {
+    fn send(
+        &self,
+        req: &agentcomputer_git::remote::transport::HttpRequest,
+    ) -> std::result::Result<
+        agentcomputer_git::remote::transport::HttpResponse,
+        agentcomputer_git::remote::transport::TransportError,
+    > {
+        use agentcomputer_git::remote::transport::{HttpResponse, TransportError};
+        let request = crate::fetch::FetchRequest {
+            url: req.url.clone(),
+            method: req.method.to_string(),
+            headers: req
+                .headers
+                .iter()
+                .map(|(n, v)| (n.to_ascii_lowercase(), v.clone()))
+                .collect(),
+            body: req.body.clone(),
+            deadline: self.deadline,
+        };
+        match self.fetcher.fetch(request) {
+            Ok(resp) => Ok(HttpResponse {
+                status: resp.status,
+                content_type: resp
+                    .headers
+                    .iter()
+                    .find(|(n, _)| n.eq_ignore_ascii_case("content-type"))
+                    .map(|(_, v)| v.clone())
+                    .unwrap_or_default(),
+                body: resp.body,
+            }),
+            Err(crate::fetch::FetchError::Denied(m) | crate::fetch::FetchError::Failed(m)) => {
+                Err(TransportError::Failed(m))
+            }
+        }
+    }
 }
 
 /// UTF-8 text of `bytes`, invalid sequences replaced (as `TextDecoder`).
