@@ -48,6 +48,21 @@ impl Files {
         Self { fs, owner }
     }
 
+    /// The same access with the engine's group commit: calls within
+    /// `window` of each other share one transaction (see
+    /// `Fs::with_commit_window`); [`Files::flush`] commits the rest.
+    pub fn with_commit_window(&self, window: std::time::Duration) -> Self {
+        Self {
+            fs: self.fs.with_commit_window(window),
+            owner: self.owner,
+        }
+    }
+
+    /// Commits what a group-commit view has not committed yet.
+    pub fn flush(&self) -> Result<()> {
+        self.fs.flush().map_err(|e| Error::engine(b"", e))
+    }
+
     /// The engine handle.
     pub fn engine(&self) -> &Fs {
         &self.fs

@@ -36,6 +36,9 @@ mod diff_text;
 pub use error::{Error, Result};
 pub use files::Files;
 
+/// How long a command's engine writes may wait to be committed together.
+const COMMIT_WINDOW: std::time::Duration = std::time::Duration::from_millis(50);
+
 /// Where and how one `git` command runs.
 pub struct Invocation<'a> {
     /// Engine access; inodes made belong to its owner.
@@ -137,7 +140,25 @@ pub fn subcommand(args: &[String]) -> Option<&str> {
 /// Runs `git ARGS…` (without the leading `git`).
 pub fn run(inv: &Invocation, args: &[String]) -> Output {
     let mut out = Output::default();
-    match commands::dispatch(inv, args, &mut out) {
+    // One command's many small writes (an object per file) share engine
+    // transactions; everything is committed before the command answers.
+    let grouped = Invocation {
+        files: inv.files.with_commit_window(COMMIT_WINDOW),
+        cwd: inv.cwd.clone(),
+        shown_root: inv.shown_root.clone(),
+        env: inv.env,
+        stop: inv.stop,
+        fallback_name: inv.fallback_name.clone(),
+        fallback_email: inv.fallback_email.clone(),
+        transport: inv.transport,
+    };
+    let inv = &grouped;
+    let result = commands::dispatch(inv, args, &mut out);
+    // Committed whatever happened: a stopped or failed command's objects
+    // are harmless, and the answer must not run ahead of the writes.
+    let flushed = inv.files.flush();
+    let result = result.and_then(|code| flushed.map(|()| code));
+    match result {
         Ok(code) => out.code = code,
         Err(e) => {
             // Engine paths in messages are shown as the runtime shows them.
