@@ -36,7 +36,14 @@ fn a_repository_made_here_passes_real_gits_fsck_and_status() {
     let host = tempfile::tempdir().unwrap();
     let repo = host.path().join("proj");
     export(&fs, "/proj", &repo);
-    real_ok(&repo, &["fsck", "--strict", "--no-dangling"]);
+    // Nothing unreferenced is left behind either.
+    let fsck = real(&repo, &["fsck", "--strict", "--dangling"]);
+    assert_eq!(fsck.code, 0);
+    assert!(
+        !String::from_utf8_lossy(&fsck.stdout).contains("dangling"),
+        "{}",
+        String::from_utf8_lossy(&fsck.stdout)
+    );
     assert_eq!(real_ok(&repo, &["status", "--porcelain"]), "");
     let log = real_ok(&repo, &["log", "--format=%s"]);
     assert_eq!(log, "second\nfirst\n");

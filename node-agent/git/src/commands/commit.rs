@@ -95,7 +95,9 @@ pub(super) fn run(inv: &Invocation, args: &[String], out: &mut Output) -> Result
         },
         (None, _) => None,
     };
-    let empty_tree = repo.odb.write_object(&gix_object::Tree::empty())?;
+    // Not written: a dangling empty tree would show in `git fsck`.
+    let empty_tree = gix_object::compute_hash(crate::odb::HASH, Kind::Tree, b"")
+        .map_err(|e| Error::fatal(e.to_string()))?;
     if !allow_empty && !amend && parent_tree.unwrap_or(empty_tree) == tree && !merging(&repo)? {
         if all {
             index.save(&repo.files, &repo.git_dir)?;

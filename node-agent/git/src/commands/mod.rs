@@ -11,6 +11,7 @@ mod diff;
 mod fetch;
 mod init;
 mod log;
+mod ls_files;
 mod merge;
 mod mv;
 mod push;
@@ -41,6 +42,7 @@ pub(crate) const COMMANDS: &[&str] = &[
     "fetch",
     "init",
     "log",
+    "ls-files",
     "merge",
     "mv",
     "pull",
@@ -140,6 +142,7 @@ pub(crate) fn dispatch(inv: &Invocation, args: &[String], out: &mut Output) -> R
         "commit" => commit::run(&inv, rest, o),
         "status" => status::run(&inv, rest, o),
         "log" => log::run(&inv, rest, o),
+        "ls-files" => ls_files::run(&inv, rest, o),
         "show" => show::run(&inv, rest, o),
         "diff" => diff::run(&inv, rest, o),
         "branch" => branch::run(&inv, rest, o),
