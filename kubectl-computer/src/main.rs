@@ -408,8 +408,9 @@ enum Command {
         credentials_file: Option<std::path::PathBuf>,
     },
     /// Serve the Model Context Protocol for a computer: tools read, write,
-    /// edit, ls, find, grep, delete and exec for an MCP host (an agent
-    /// runtime, an IDE, a desktop assistant). Over standard input and
+    /// edit, ls, find, grep, delete, exec, share, snapshot, restore and
+    /// publish for an MCP host (an agent runtime, an IDE, a desktop
+    /// assistant). Over standard input and
     /// output by default; with --listen, streamable HTTP at
     /// http://ADDR/mcp behind a bearer token. See docs/mcp.md.
     Mcp(mcp::McpArgs),

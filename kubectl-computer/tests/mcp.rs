@@ -318,7 +318,7 @@ fn stdio_answers_lines_the_sdk_cannot_decode() {
     assert!(
         a["result"]["tools"]
             .as_array()
-            .is_some_and(|t| t.len() == 11),
+            .is_some_and(|t| t.len() == 12),
         "{a}"
     );
 

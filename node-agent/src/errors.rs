@@ -92,7 +92,9 @@ pub fn deleted_during(computer: &str, what: &str) -> Status {
     ))
 }
 
-fn with_errno(code: Code, message: String, name: &'static str) -> Status {
+/// A status of `code` with errno `name` in the metadata and `message` as
+/// it is.
+pub(crate) fn with_errno(code: Code, message: String, name: &'static str) -> Status {
     let mut md = MetadataMap::new();
     md.insert(ERRNO_METADATA_KEY, MetadataValue::from_static(name));
     Status::with_metadata(code, message, md)

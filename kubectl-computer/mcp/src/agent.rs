@@ -31,6 +31,9 @@ pub struct Agent {
     runtimes: Vec<Runtime>,
     /// Places for Read/Write streams ([`MAX_FILE_STREAMS`]).
     file_streams: Arc<Semaphore>,
+    /// Environment variables of this process `publish` may read
+    /// credentials from ([`Agent::allow_credentials_env`]); none by default.
+    credentials_env: Vec<String>,
 }
 
 impl Agent {
@@ -46,7 +49,25 @@ impl Agent {
             name,
             runtimes,
             file_streams: Arc::new(Semaphore::new(MAX_FILE_STREAMS)),
+            credentials_env: Vec::new(),
         }
+    }
+
+    /// Lets the `publish` tool read a remote's credentials from these
+    /// environment variables of this process, named by the model in its
+    /// `credentials_env` argument (it never sees the values). Without this
+    /// (the default, and what the API gateway's remote MCP uses: its
+    /// process environment is not the user's) every `credentials_env` is
+    /// refused, so a model cannot send the server's other secrets to a
+    /// remote of its choosing.
+    pub fn allow_credentials_env(mut self, names: Vec<String>) -> Agent {
+        self.credentials_env = names;
+        self
+    }
+
+    /// The environment variables `publish` may read credentials from.
+    pub fn credentials_env(&self) -> &[String] {
+        &self.credentials_env
     }
 
     /// A client handle for one call.

@@ -1,6 +1,6 @@
 //! A Model Context Protocol server whose tools work on one computer's files
 //! and runtimes: `read`, `write`, `edit`, `ls`, `find`, `grep`, `delete`,
-//! `share` and `exec` ([`Tools`]), served over standard input and output
+//! `share`, `exec`, `snapshot`, `restore` and `publish` ([`Tools`]), served over standard input and output
 //! ([`serve_stdio`]) or streamable HTTP behind a bearer token
 //! ([`http::serve`]).
 //!

@@ -31,7 +31,7 @@ fn every_tool_and_argument_is_in_it() {
     let doc = render();
     for tool in [
         "read", "write", "edit", "ls", "find", "grep", "delete", "exec", "share", "snapshot",
-        "restore",
+        "restore", "publish",
     ] {
         assert!(doc.contains(&format!("## `{tool}`")), "{tool} missing");
     }
@@ -40,6 +40,7 @@ fn every_tool_and_argument_is_in_it() {
         "`timeout_seconds`",
         "`expires_in_seconds`",
         "`context_lines`",
+        "`credentials_env`",
     ] {
         assert!(doc.contains(arg), "{arg} missing");
     }

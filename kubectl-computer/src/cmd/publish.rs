@@ -22,14 +22,7 @@ pub enum CredentialSource {
 /// `x-access-token`, the name GitHub documents for tokens; other servers
 /// that take a token as password accept any user name).
 fn parse_credentials(text: &str) -> Result<(String, String)> {
-    let text = text.trim_end_matches(['\n', '\r']);
-    if text.is_empty() {
-        return Err(CliError::new("the credentials are empty"));
-    }
-    Ok(match text.split_once(':') {
-        Some((user, secret)) => (user.to_string(), secret.to_string()),
-        None => ("x-access-token".to_string(), text.to_string()),
-    })
+    agentcomputer_mcp::calls::publish::parse_credentials(text)
 }
 
 fn read_credentials(source: &CredentialSource) -> Result<(String, String)> {
@@ -64,11 +57,7 @@ pub async fn publish(
     credentials: CredentialSource,
 ) -> Result<()> {
     let (username, password) = read_credentials(&credentials)?;
-    let dir = if dir.starts_with('/') {
-        dir
-    } else {
-        format!("/{dir}")
-    };
+    let dir = agentcomputer_mcp::calls::publish::api_dir(&dir);
     let done = client
         .publish(pb::PublishRequest {
             computer,
@@ -86,22 +75,4 @@ pub async fn publish(
     }
     outln!("{} {}", done.branch, done.commit);
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::parse_credentials;
-
-    #[test]
-    fn credentials_are_user_and_secret_or_a_token() {
-        assert_eq!(
-            parse_credentials("ada:s3:cret\n").unwrap(),
-            ("ada".into(), "s3:cret".into())
-        );
-        assert_eq!(
-            parse_credentials("ghp_abc").unwrap(),
-            ("x-access-token".into(), "ghp_abc".into())
-        );
-        assert!(parse_credentials("\n").is_err());
-    }
 }

@@ -38,6 +38,14 @@ pub struct McpArgs {
     /// plain (no TLS): put a TLS-terminating proxy in front of it.
     #[arg(long, requires = "listen")]
     pub allow_remote: bool,
+    /// An environment variable of this process the `publish` tool may read
+    /// a git remote's credentials from (`USER:SECRET` or a bare token),
+    /// when the model names it in `credentials_env`; repeat for more.
+    /// The model never sees the value. Without it every `credentials_env`
+    /// is refused, so a model cannot send other variables of this process
+    /// to a remote.
+    #[arg(long, value_name = "NAME")]
+    pub allow_credentials_env: Vec<String>,
 }
 
 /// Runs the server until the client goes away (stdio) or the process is
@@ -45,7 +53,9 @@ pub struct McpArgs {
 /// reached or does not exist, the listen address is refused or taken, the
 /// token file cannot be read.
 pub async fn serve(backend: Backend, args: McpArgs) -> Result<()> {
-    let agent = open(backend, args.name).await?;
+    let agent = open(backend, args.name)
+        .await?
+        .allow_credentials_env(args.allow_credentials_env);
     match args.listen {
         None => agentcomputer_mcp::serve_stdio(agent).await,
         Some(listen) => {

@@ -24,7 +24,7 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 
 CHECKS = 0
 
-TOOLS = {"read", "write", "edit", "ls", "find", "grep", "delete", "exec", "share", "snapshot", "restore"}
+TOOLS = {"read", "write", "edit", "ls", "find", "grep", "delete", "exec", "share", "snapshot", "restore", "publish"}
 
 # Required arguments and some optional ones each tool must offer.
 SCHEMAS = {
@@ -39,6 +39,7 @@ SCHEMAS = {
     "share": (["path"], ["expires_in_seconds"]),
     "snapshot": ([], ["name"]),
     "restore": (["snapshot"], []),
+    "publish": (["dir", "remote"], ["branch", "message", "credentials_env"]),
 }
 
 NOTES = "# Notes\nstatus: draft\nowner: ada\nnext: ship it\nstatus line two: draft\n"

@@ -134,9 +134,24 @@ impl Transport for WithCredentials<'_> {
     }
 }
 
-/// Checks a remote URL: http(s), a host, no credentials in it.
+/// `remote` with whatever stands before an `@` of its authority (a user
+/// and password) replaced by `***`, for messages.
+fn redacted(remote: &str) -> String {
+    let Some((scheme, rest)) = remote.split_once("://") else {
+        return remote.to_string();
+    };
+    let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    match rest[..end].rfind('@') {
+        Some(at) => format!("{scheme}://***{}", &rest[at..]),
+        None => remote.to_string(),
+    }
+}
+
+/// Checks a remote URL: http(s), a host, no credentials in it. The
+/// message never repeats credentials found in the URL.
 pub fn check_remote(remote: &str) -> Result<(), PublishError> {
-    let invalid = |m: &str| Err(PublishError::Invalid(format!("remote {remote:?}: {m}")));
+    let shown = redacted(remote);
+    let invalid = |m: &str| Err(PublishError::Invalid(format!("remote {shown:?}: {m}")));
     let Some((scheme, rest)) = remote.split_once("://") else {
         return invalid("not an http:// or https:// URL");
     };
@@ -304,6 +319,13 @@ mod tests {
         assert!(check_remote("http://127.0.0.1:8080/r.git").is_ok());
         assert!(
             matches!(check_remote("https://u:p@x/r.git"), Err(PublishError::Invalid(m)) if m.contains("credentials"))
+        );
+        let Err(PublishError::Invalid(m)) = check_remote("https://ada:s3cret@x/r@b.git") else {
+            panic!("credentials in the URL were taken");
+        };
+        assert!(
+            !m.contains("s3cret") && m.contains("https://***@x/r@b.git"),
+            "{m}"
         );
         assert!(check_remote("ssh://git@x/r.git").is_err());
         assert!(check_remote("/local/path").is_err());

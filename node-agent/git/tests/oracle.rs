@@ -152,6 +152,17 @@ fn first_commits_status_log_and_diff_match_real_git() {
 }
 
 #[test]
+fn adding_everything_in_an_empty_work_tree_adds_nothing() {
+    agree(&[
+        GitStatusOnly(&["init", "-q"]),
+        Remove(".keep"),
+        Git(&["add", "-A"]),
+        Git(&["status", "--short"]),
+        GitStatusOnly(&["commit", "-q", "-m", "nothing"]),
+    ]);
+}
+
+#[test]
 fn branches_checkout_and_merges_match_real_git() {
     agree(&[
         GitStatusOnly(&["init", "-q"]),

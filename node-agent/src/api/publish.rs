@@ -76,6 +76,13 @@ fn to_status(e: PublishError) -> Status {
         PublishError::Nothing(m) => Status::failed_precondition(m),
         PublishError::Denied(m) => Status::permission_denied(m),
         PublishError::Rejected(m) => Status::aborted(m),
-        PublishError::Failed(m) => Status::unavailable(m),
+        // With an errno, so clients tell the remote that cannot be reached
+        // from a connection to the agent that failed (which has none), as
+        // for an unreachable backup store.
+        PublishError::Failed(m) => crate::errors::with_errno(
+            tonic::Code::Unavailable,
+            m,
+            crate::errors::error_name(nix::errno::Errno::EIO),
+        ),
     }
 }

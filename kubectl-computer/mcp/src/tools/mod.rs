@@ -1,5 +1,5 @@
 //! The MCP tools: `read`, `write`, `edit`, `ls`, `find`, `grep`, `delete`,
-//! `exec`, `share`, `snapshot` and `restore` on one computer, each with a description and a JSON Schema of
+//! `exec`, `share`, `snapshot`, `restore` and `publish` on one computer, each with a description and a JSON Schema of
 //! its arguments (generated from the parameter types below, whose doc
 //! comments become the property descriptions).
 //!
@@ -10,12 +10,14 @@
 //!
 //! One idea a file: [`params`] (the arguments and their schemas),
 //! [`router`] (the server: tool descriptions, the tool list, dispatch),
-//! [`files`] (the file tools and `share`), [`run`] (`exec`) and [`result`]
+//! [`files`] (the file tools and `share`), [`run`] (`exec`),
+//! [`checkpoints`] (`snapshot`, `restore`), [`publish`] and [`result`]
 //! (how results and failures are reported).
 
 mod checkpoints;
 mod files;
 mod params;
+mod publish;
 pub mod reference;
 mod result;
 mod router;

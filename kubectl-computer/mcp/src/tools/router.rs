@@ -21,6 +21,7 @@ use super::params::{
     DeleteParams, EditParams, ExecParams, FindParams, GrepParams, LsParams, ReadParams,
     ShareParams, WriteParams,
 };
+use super::publish::PublishParams;
 use super::result::failure;
 use crate::agent::Agent;
 
@@ -188,6 +189,22 @@ impl Tools {
     ) -> Result<CallToolResult, ErrorData> {
         Ok(self.go_back(p).await.unwrap_or_else(|e| failure(e, "")))
     }
+
+    #[tool(
+        description = "Commit a directory of the computer with git and push it to a git remote over HTTP(S) (a GitHub or GitLab repository, any git server), through the computer's egress policy. A directory that is not a repository yet becomes one. Credentials: credentials_env is the NAME of an environment variable of the MCP server's process holding them; the server reads it for this one call, so you never see or pass the secret, and it is never written to the computer. Only variables the server was started with may be named; without credentials_env the push goes without credentials. Returns the commit, whether a new one was made, the branch and git's output. A push the remote refuses (not a fast-forward) fails with git's message and the local commit stays for the next publish.",
+        annotations(
+            destructive_hint = false,
+            idempotent_hint = true,
+            open_world_hint = true
+        )
+    )]
+    async fn publish(
+        &self,
+        Parameters(p): Parameters<PublishParams>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let dir = p.dir.clone();
+        Ok(self.push(p).await.unwrap_or_else(|e| failure(e, &dir)))
+    }
 }
 
 impl Tools {
@@ -243,7 +260,7 @@ impl ServerHandler for Tools {
                 env!("CARGO_PKG_VERSION"),
             ))
             .with_instructions(format!(
-                "Tools on the Agent Computer {:?}: a persistent computer whose files live under /workspace (paths are relative to it). read/write/edit/ls/find/grep/delete work on the files; exec runs a program there (auto, {}); share makes a download link for a file; snapshot checkpoints every file and restore goes back to a snapshot.",
+                "Tools on the Agent Computer {:?}: a persistent computer whose files live under /workspace (paths are relative to it). read/write/edit/ls/find/grep/delete work on the files; exec runs a program there (auto, {}); share makes a download link for a file; snapshot checkpoints every file and restore goes back to a snapshot; publish commits a directory with git and pushes it to a remote.",
                 self.agent.name(),
                 names(self.agent.runtimes())
             ))

@@ -71,7 +71,9 @@ pub(super) fn run(inv: &Invocation, args: &[String], out: &mut Output) -> Result
                 changed.extend(stage(inv, &repo, &mut index, path, &a, dry_run)?);
             }
         }
-        if !matched {
+        // Only a path that was named must match: `add -A` in an empty work
+        // tree adds nothing, as real git's does.
+        if !matched && !paths.is_empty() {
             let typed = paths.get(n).cloned().unwrap_or_default();
             return Err(Error::fatal(format!(
                 "pathspec '{typed}' did not match any files"

@@ -6,7 +6,8 @@ from __future__ import annotations
 import io
 import json
 import os
-from typing import Any, Iterable, Iterator, Literal, Mapping, Optional, Union
+import re
+from typing import Any, Iterable, Iterator, Literal, Mapping, Optional, Tuple, Union
 
 import grpc
 
@@ -250,6 +251,142 @@ def share_request(computer: str, path: str, expires_in: Optional[float]) -> pb.S
             )
         seconds = int(expires_in)
     return pb.ShareRequest(computer=computer, path=path, expires_in_seconds=seconds)
+
+
+#: The longest the agent lets one publish take, pushing included (seconds).
+PUBLISH_SECONDS = 600.0
+#: How long past :data:`PUBLISH_SECONDS` the client waits for the answer.
+PUBLISH_GRACE = 30.0
+#: The user a bare token is sent as (GitHub's documented name for tokens;
+#: servers that take a token as the password accept any user), as the CLI does.
+TOKEN_USER = "x-access-token"
+
+#: Credentials of a git remote: ``"USER:SECRET"``, a bare token, or a
+#: ``(user, secret)`` tuple.
+Credentials = Union[str, Tuple[str, str]]
+
+
+def publish_deadline(timeout: Optional[float]) -> Optional[float]:
+    """The deadline of a Publish call: the client's ``timeout``, but at
+    least the agent's own limit plus a grace (``None`` stays ``None``)."""
+    if timeout is None:
+        return None
+    return max(timeout, PUBLISH_SECONDS + PUBLISH_GRACE)
+
+
+def parse_credentials(text: str, source: str) -> Tuple[str, str]:
+    """``USER:SECRET`` split at the first colon, or a bare token sent as the
+    password of :data:`TOKEN_USER`; a trailing newline is ignored. Raises
+    ``ValueError`` naming ``source`` (never the text) for empty credentials."""
+    text = text.rstrip("\r\n")
+    if not text:
+        raise ValueError(f"{source}: the credentials are empty")
+    user, colon, secret = text.partition(":")
+    if not colon:
+        return TOKEN_USER, text
+    return user, secret
+
+
+def publish_credentials(credentials: Optional[Credentials], credentials_env: Optional[str]) -> Tuple[str, str]:
+    """The (username, password) a Publish sends: from ``credentials``, or
+    from the environment variable ``credentials_env`` of this process, or
+    none (two empty strings). Raises ``ValueError`` for both given, a
+    variable that is not set and empty credentials, ``TypeError`` for a
+    value of another type; no message shows the secret."""
+    if credentials is not None and credentials_env is not None:
+        raise ValueError("publish takes credentials= or credentials_env=, not both")
+    if credentials_env is not None:
+        if not isinstance(credentials_env, str) or not credentials_env:
+            raise TypeError("credentials_env must be the name of an environment variable")
+        value = os.environ.get(credentials_env)
+        if value is None:
+            raise ValueError(f"credentials_env {credentials_env}: the variable is not set")
+        return parse_credentials(value, f"credentials_env {credentials_env}")
+    if credentials is None:
+        return "", ""
+    if isinstance(credentials, str):
+        return parse_credentials(credentials, "credentials")
+    if isinstance(credentials, tuple) and len(credentials) == 2 and all(isinstance(x, str) for x in credentials):
+        user, secret = credentials
+        if not user and not secret:
+            raise ValueError("credentials: the user and the secret are both empty")
+        return user, secret
+    # The value may hold a secret: its type is named, never its content.
+    raise TypeError(
+        "credentials must be 'USER:SECRET', a bare token or a (user, secret) tuple of str,"
+        f" not {type(credentials).__name__}"
+    )
+
+
+_AUTHORITY_END = re.compile(r"[/?#]")
+
+
+def check_publish_remote(remote: str) -> None:
+    """Refuses an ``http(s)://`` URL with credentials in it (``user:secret@``)
+    before it leaves this process; the message shows the URL with them
+    replaced by ``***``. The agent checks the rest (scheme, host). Raises
+    ``ValueError``."""
+    if not isinstance(remote, str):
+        raise TypeError(f"remote must be a URL string, not {type(remote).__name__}")
+    scheme, sep, rest = remote.partition("://")
+    if not sep or scheme.lower() not in ("http", "https"):
+        return
+    m = _AUTHORITY_END.search(rest)
+    end = m.start() if m else len(rest)
+    at = rest.rfind("@", 0, end)
+    if at >= 0:
+        shown = f"{scheme}://***{rest[at:]}"
+        raise ValueError(
+            f"remote {shown!r}: credentials do not belong in the URL; pass them with credentials="
+            " or credentials_env= (they are used for this call only, never stored)"
+        )
+
+
+#: The computer's directory as files calls name it, and as Publish does.
+WORKSPACE = "/workspace"
+
+
+def publish_dir(path: str) -> str:
+    """The API's form of a directory given relative to ``/workspace`` or
+    absolute under it: Publish roots absolute paths at ``/workspace``, so
+    ``"site"`` and ``"/workspace/site"`` are both ``"/site"`` (and an
+    absolute path elsewhere, ``"/site"``, is sent as it is, as the CLI
+    does)."""
+    if not isinstance(path, str):
+        raise TypeError(f"dir must be a str, not {type(path).__name__}")
+    if path in ("", ".", "./", WORKSPACE, WORKSPACE + "/"):
+        return "/"
+    if path.startswith(WORKSPACE + "/"):
+        return path[len(WORKSPACE) :]
+    if path.startswith("/"):
+        return path
+    while path.startswith("./"):
+        path = path[2:]
+    return "/" + path
+
+
+def publish_request(
+    computer: str,
+    dir: str,
+    remote: str,
+    branch: Optional[str],
+    message: Optional[str],
+    credentials: Optional[Credentials],
+    credentials_env: Optional[str],
+) -> pb.PublishRequest:
+    """A PublishRequest, checked here as far as it can be (see
+    :func:`publish_credentials`, :func:`check_publish_remote`)."""
+    check_publish_remote(remote)
+    username, password = publish_credentials(credentials, credentials_env)
+    return pb.PublishRequest(
+        computer=computer,
+        dir=publish_dir(dir),
+        remote=remote,
+        branch=branch or "",
+        message=message or "",
+        username=username,
+        password=password,
+    )
 
 
 def write_header(computer: str, path: str, mode: str, perm: int, offset: int) -> pb.WriteRequest:

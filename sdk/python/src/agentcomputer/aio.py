@@ -32,6 +32,7 @@ from .models import (
     FileInfo,
     GlobResult,
     GrepMatch,
+    Published,
     ShareLink,
     Statfs,
     BackupCheck,
@@ -683,6 +684,28 @@ class AsyncComputer:
         """Undoes :meth:`mount`."""
         req = pb.UnmountRequest(computer=self.name, host_path=host_path)
         await self.client._unary("Unmount", req, host_path)
+
+    async def publish(
+        self,
+        dir: str,
+        remote: str,
+        *,
+        branch: Optional[str] = None,
+        message: Optional[str] = None,
+        credentials: Optional[c.Credentials] = None,
+        credentials_env: Optional[str] = None,
+    ) -> Published:
+        """Commits ``dir`` with git and pushes it to ``remote`` (see
+        :meth:`agentcomputer.Computer.publish` for the arguments, the
+        credentials and the errors)."""
+        req = c.publish_request(self.name, dir, remote, branch, message, credentials, credentials_env)
+        try:
+            resp = await self.client._stub.Publish(
+                req, metadata=self.client._md, timeout=c.publish_deadline(self.client.timeout)
+            )
+        except grpc.RpcError as e:
+            raise c.translate(e, self.client.target) from None
+        return Published.from_proto(resp)
 
     def exec_stream(
         self,

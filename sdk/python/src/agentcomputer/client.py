@@ -32,6 +32,7 @@ from .models import (
     FileInfo,
     GlobResult,
     GrepMatch,
+    Published,
     ShareLink,
     Snapshot,
     Restored,
@@ -808,6 +809,80 @@ class Computer:
         """Undoes :meth:`mount`."""
         req = pb.UnmountRequest(computer=self.name, host_path=host_path)
         self.client._unary("Unmount", req, host_path)
+
+    # ------------------------------------------------------------ publish
+
+    def publish(
+        self,
+        dir: str,
+        remote: str,
+        *,
+        branch: Optional[str] = None,
+        message: Optional[str] = None,
+        credentials: Optional[c.Credentials] = None,
+        credentials_env: Optional[str] = None,
+    ) -> Published:
+        """Commits directory ``dir`` with git and pushes it to the git
+        remote ``remote`` over HTTP(S), through the computer's egress
+        policy (docs/git.md, "Publishing"). A directory that is not a
+        repository yet becomes one (branch ``main``); with nothing changed
+        since the last publish, that commit is pushed again.
+
+        Args:
+            dir: the directory, relative to ``/workspace`` or absolute under
+                it (``"site"``, ``"/workspace/site"``).
+            remote: the remote's ``http://`` or ``https://`` URL, without
+                credentials.
+            branch: the remote branch (default: the repository's current
+                branch, ``main`` for a new one).
+            message: the commit message (default ``"Publish DIR"``).
+            credentials: HTTP basic credentials for the remote:
+                ``"USER:SECRET"``, a bare token (sent as user
+                ``x-access-token``, GitHub's name for tokens; servers that
+                take a token as the password accept any user), or a
+                ``(user, secret)`` tuple.
+            credentials_env: instead of ``credentials``, the name of an
+                environment variable of this process holding them in the
+                same text form.
+
+        The credentials go with this one call and are used for requests to
+        the remote's origin only: the agent never writes them to the
+        computer, logs them or gives them to a program, and this library
+        never shows them in a message or repr.
+
+        The call may take up to the agent's 10 minute limit for a publish
+        (the client's ``timeout`` when that is longer).
+
+        Returns: the :class:`Published` commit, whether this call made it,
+        the branch and git's output.
+
+        Raises:
+            ValueError: both ``credentials`` and ``credentials_env``, a
+                variable that is not set, empty credentials, or a remote URL
+                with credentials in it (refused before anything is sent;
+                the message shows the URL with them replaced by ``***``).
+            TypeError: ``credentials`` of another type.
+            AgentComputerError: ``INVALID_ARGUMENT`` for a directory that
+                is not one, a remote that is not an http(s) URL or a bad
+                branch; ``FAILED_PRECONDITION`` when there is nothing to
+                publish (an empty directory); ``ABORTED`` when the remote
+                refused the push (not a fast-forward; the message is git's,
+                and the local commit stays for the next publish).
+            PermissionDeniedError: the computer's egress policy does not
+                allow the remote (the message gives the policy's reason).
+            RemoteOSError: ``errno_name`` ``EIO``, ``code`` ``UNAVAILABLE``:
+                the remote could not be reached or the push failed for
+                another reason, such as a remote that wants credentials
+                (git's message, e.g. ``could not read Username``).
+        """
+        req = c.publish_request(self.name, dir, remote, branch, message, credentials, credentials_env)
+        try:
+            resp = self.client._stub.Publish(
+                req, metadata=self.client._md, timeout=c.publish_deadline(self.client.timeout)
+            )
+        except grpc.RpcError as e:
+            raise c.translate(e, self.client.target) from None
+        return Published.from_proto(resp)
 
     # ------------------------------------------------------------ exec
 

@@ -122,7 +122,9 @@ class AuthenticationError(AgentComputerError):
 
 
 class PermissionDeniedError(AgentComputerError):
-    """The token is valid but not for this computer (PERMISSION_DENIED, no errno)."""
+    """The token is valid but not for this computer, or (for
+    :meth:`Computer.publish`) the computer's egress policy does not allow
+    the remote (PERMISSION_DENIED, no errno; the message says which)."""
 
 
 class ComputerNotFoundError(AgentComputerError, LookupError):

@@ -28,6 +28,7 @@ __all__ = [
     "FileInfo",
     "GlobResult",
     "GrepMatch",
+    "Published",
     "Statfs",
 ]
 
@@ -590,6 +591,28 @@ class Restored:
             ended_runs=m.ended_runs,
             duration_ms=m.duration_ms,
         )
+
+
+@dataclass(frozen=True)
+class Published:
+    """What :meth:`Computer.publish` did.
+
+    Attributes:
+        commit: the commit the remote branch now points at (40 hex digits).
+        committed: whether this call made a commit (``False``: nothing had
+            changed since the last one, which was pushed again).
+        branch: the remote branch.
+        output: what git printed (the agent leaves credentials out).
+    """
+
+    commit: str
+    committed: bool
+    branch: str
+    output: str
+
+    @staticmethod
+    def from_proto(m: pb.PublishResponse) -> Published:
+        return Published(commit=m.commit, committed=m.committed, branch=m.branch, output=m.output)
 
 
 def restore_request(computer: str, snapshot: Optional[str], at: Optional[float]) -> pb.RestoreComputerRequest:
