@@ -25,6 +25,33 @@ pub(crate) enum Overwrite {
     Force,
 }
 
+/// Refuses a tree path that would write outside the work tree or into
+/// `.git` (an empty, `.` or `..` component, a `.git` component in any
+/// case), or through a symlink of the work tree: a tree with a symlink
+/// `a -> /elsewhere` and a file `a/x` must not write `/elsewhere/x`
+/// (git's `verify_path` and "beyond a symbolic link").
+fn check_path(repo: &Repo, path: &[u8]) -> Result<()> {
+    let shown = || String::from_utf8_lossy(path).into_owned();
+    if crate::paths::forbidden(path) {
+        return Err(Error::fatal(format!("invalid path '{}'", shown())));
+    }
+    let mut end = 0;
+    while let Some(i) = path[end..].iter().position(|b| *b == b'/') {
+        end += i;
+        if let Some(a) = repo.files.lstat(&repo.work_path(&path[..end]))?
+            && a.kind == agentcomputer_fs::FileKind::Symlink
+        {
+            return Err(Error::fatal(format!(
+                "cannot create '{}': '{}' is beyond a symbolic link",
+                shown(),
+                String::from_utf8_lossy(&path[..end])
+            )));
+        }
+        end += 1;
+    }
+    Ok(())
+}
+
 /// Writes blob `id` with `mode` at repository path `path` in the work
 /// tree; returns its index entry.
 pub(crate) fn write_entry(
@@ -34,15 +61,21 @@ pub(crate) fn write_entry(
     id: ObjectId,
     stop: &dyn Fn() -> bool,
 ) -> Result<Entry> {
+    check_path(repo, path)?;
     let target = repo.work_path(path);
     if mode == MODE_GITLINK {
         repo.files.mkdir_p(&target)?;
     } else {
-        if let Some(a) = repo.files.lstat(&target)?
-            && a.kind == agentcomputer_fs::FileKind::Directory
-        {
+        match repo.files.lstat(&target)? {
             // Only an empty directory may give way to a file.
-            repo.files.remove_empty_dirs(&target, &repo.top)?;
+            Some(a) if a.kind == agentcomputer_fs::FileKind::Directory => {
+                repo.files.remove_empty_dirs(&target, &repo.top)?;
+            }
+            // A symlink is replaced, never written through.
+            Some(a) if a.kind == agentcomputer_fs::FileKind::Symlink => {
+                repo.files.remove_file(&target)?;
+            }
+            _ => {}
         }
         if mode == MODE_LINK {
             let data = repo.odb.read_kind(&id, Kind::Blob)?;
@@ -176,6 +209,16 @@ pub(crate) fn switch(
         }
         message.push_str("Aborting");
         return Err(Error::Failed { code: 1, message });
+    }
+    // A path git would refuse stops the move before anything is written.
+    if let Some(bad) = changed
+        .iter()
+        .find(|p| to.contains_key(*p) && crate::paths::forbidden(p))
+    {
+        return Err(Error::fatal(format!(
+            "invalid path '{}'",
+            String::from_utf8_lossy(bad)
+        )));
     }
     // Removals first: a file may give way to a directory of the same name.
     for path in &changed {

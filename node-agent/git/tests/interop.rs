@@ -207,3 +207,104 @@ fn a_file_larger_than_a_step_is_streamed_in_and_out_intact() {
         real_ok(&repo, &["rev-parse", "HEAD:data.bin"])
     );
 }
+
+#[test]
+fn a_checkout_never_writes_through_a_symlink_or_into_dot_git() {
+    let (_d, fs) = engine();
+    ours_ok(&fs, "/", &["init", "-q", "p"]);
+    put(&fs, "/p/a", b"a\n");
+    ours_ok(&fs, "/p", &["add", "a"]);
+    ours_ok(&fs, "/p", &["commit", "-q", "-m", "one"]);
+    ours_ok(&fs, "/p", &["checkout", "-q", "-b", "feature"]);
+    put(&fs, "/p/d/x", b"payload\n");
+    ours_ok(&fs, "/p", &["add", "d/x"]);
+    ours_ok(&fs, "/p", &["commit", "-q", "-m", "d/x"]);
+    ours_ok(&fs, "/p", &["checkout", "-q", "master"]);
+    // An untracked symlink where the branch has a directory.
+    let files = agentcomputer_git::Files::new(fs.clone(), agentcomputer_fs::Owner::ROOT);
+    files.mkdir_p(b"/victim").unwrap();
+    files.symlink(b"/p/d", b"/victim").unwrap();
+    let out = ours(&fs, "/p", &["checkout", "feature"]);
+    assert_ne!(out.code, 0, "{}", String::from_utf8_lossy(&out.stdout));
+    assert!(
+        files.lstat(b"/victim/x").unwrap().is_none(),
+        "written through the symlink"
+    );
+    // A tree naming `.git/...` is refused before anything is written.
+    let hostile = tempfile::tempdir().unwrap();
+    let repo = hostile.path().join("h");
+    std::fs::create_dir_all(&repo).unwrap();
+    real_ok(&repo, &["init", "-q"]);
+    let blob = {
+        use std::io::Write;
+        let mut c = std::process::Command::new("git")
+            .args(["hash-object", "-w", "--stdin"])
+            .current_dir(&repo)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        c.stdin
+            .take()
+            .unwrap()
+            .write_all(b"[core]\n\tfsmonitor = evil\n")
+            .unwrap();
+        String::from_utf8(c.wait_with_output().unwrap().stdout)
+            .unwrap()
+            .trim()
+            .to_string()
+    };
+    // mktree accepts the name; real git's own checkout would refuse it too.
+    let inner = {
+        use std::io::Write;
+        let mut c = std::process::Command::new("git")
+            .args(["mktree", "--missing"])
+            .current_dir(&repo)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        c.stdin
+            .take()
+            .unwrap()
+            .write_all(format!("100644 blob {blob}\tconfig\n").as_bytes())
+            .unwrap();
+        String::from_utf8(c.wait_with_output().unwrap().stdout)
+            .unwrap()
+            .trim()
+            .to_string()
+    };
+    let top = {
+        use std::io::Write;
+        let mut c = std::process::Command::new("git")
+            .args(["mktree", "--missing"])
+            .current_dir(&repo)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        c.stdin
+            .take()
+            .unwrap()
+            .write_all(format!("040000 tree {inner}\t.GIT\n").as_bytes())
+            .unwrap();
+        String::from_utf8(c.wait_with_output().unwrap().stdout)
+            .unwrap()
+            .trim()
+            .to_string()
+    };
+    let commit = real_ok(&repo, &["commit-tree", &top, "-m", "hostile"])
+        .trim()
+        .to_string();
+    real_ok(&repo, &["update-ref", "refs/heads/hostile", &commit]);
+    import(&repo, &fs, "/h");
+    let out = ours(&fs, "/h", &["checkout", "hostile"]);
+    assert_eq!(out.code, 128, "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("invalid path '.GIT/config'"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let config = get(&fs, "/h/.git/config");
+    assert!(!String::from_utf8_lossy(&config).contains("evil"));
+}
