@@ -39,6 +39,18 @@ pub enum Error {
         /// What is printed on stderr (may be empty).
         message: String,
     },
+    /// A file or object larger than the exec may hold in memory.
+    #[error(
+        "fatal: {what} of {bytes} bytes is more than this exec may hold in memory ({limit} bytes); raise the exec's memory limit, or use real git in the container runtime"
+    )]
+    TooLarge {
+        /// What it was (`a file`, `object 1234abc`).
+        what: String,
+        /// Its size.
+        bytes: u64,
+        /// The limit.
+        limit: u64,
+    },
     /// The exec was cancelled or ran out of time; nothing more was written.
     #[error("git: stopped")]
     Stopped,

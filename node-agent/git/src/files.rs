@@ -30,6 +30,9 @@ const PAGE: usize = 1024;
 pub struct Files {
     fs: Fs,
     owner: Owner,
+    /// The most one file or object may take when held whole, bytes (the
+    /// exec's memory budget); larger ones are streamed or refused.
+    max_whole: u64,
 }
 
 /// Joins `a` and `b` with one `/`.
@@ -45,7 +48,36 @@ pub fn join(a: &[u8], b: &[u8]) -> Vec<u8> {
 impl Files {
     /// Access to `fs`; inodes this creates belong to `owner`.
     pub fn new(fs: Fs, owner: Owner) -> Self {
-        Self { fs, owner }
+        Self {
+            fs,
+            owner,
+            max_whole: u64::MAX,
+        }
+    }
+
+    /// The same access, holding no file or object of more than `bytes`
+    /// whole (the exec's memory budget): past it a command fails with
+    /// [`Error::TooLarge`] instead of growing the node agent's memory.
+    pub fn with_max_whole(mut self, bytes: u64) -> Self {
+        self.max_whole = bytes;
+        self
+    }
+
+    /// The limit set by [`Files::with_max_whole`].
+    pub fn max_whole(&self) -> u64 {
+        self.max_whole
+    }
+
+    /// [`Error::TooLarge`] when `bytes` of `what` may not be held whole.
+    pub fn admit(&self, bytes: u64, what: &str) -> Result<()> {
+        if bytes > self.max_whole {
+            return Err(Error::TooLarge {
+                what: what.to_string(),
+                bytes,
+                limit: self.max_whole,
+            });
+        }
+        Ok(())
     }
 
     /// The same access with the engine's group commit: calls within
@@ -55,6 +87,7 @@ impl Files {
         Self {
             fs: self.fs.with_commit_window(window),
             owner: self.owner,
+            max_whole: self.max_whole,
         }
     }
 
@@ -100,6 +133,12 @@ impl Files {
 
     /// Whole content of file `ino`.
     pub fn read_ino(&self, ino: Ino) -> Result<Vec<u8>> {
+        let size = self
+            .fs
+            .getattr(ino)
+            .map_err(|e| Error::engine(b"", e))?
+            .size;
+        self.admit(size, "a file")?;
         self.fs.read_all(ino).map_err(|e| Error::engine(b"", e))
     }
 

@@ -271,7 +271,7 @@ impl Odb {
     /// The object `id`; `None` when it is not stored.
     pub fn try_read(&self, id: &oid) -> Result<Option<Object>> {
         if let Some(bytes) = self.files.read(&self.loose_path(id))? {
-            return decode_loose(id, &bytes).map(Some);
+            return decode_loose(id, &bytes, self.files.max_whole()).map(Some);
         }
         self.with_packs(|packs| {
             for p in packs {
@@ -367,10 +367,13 @@ impl Odb {
                 gix_pack::index::File::from_data(idx, lossy(&idx_path), HASH).map_err(|e| {
                     Error::Corrupt(format!("{}: {e}", String::from_utf8_lossy(&idx_path)))
                 })?;
-            let data =
-                gix_pack::data::File::from_data(data, lossy(&pack_path), HASH).map_err(|e| {
+            let data = gix_pack::data::File::from_data(data, lossy(&pack_path), HASH)
+                .map_err(|e| {
                     Error::Corrupt(format!("{}: {e}", String::from_utf8_lossy(&pack_path)))
-                })?;
+                })?
+                .with_alloc_limit_bytes(Some(
+                    usize::try_from(self.files.max_whole()).unwrap_or(usize::MAX),
+                ));
             packs.push(Pack { index, data });
         }
         Ok(packs)
@@ -400,12 +403,23 @@ impl Read for EngineReader {
     }
 }
 
-fn decode_loose(id: &oid, bytes: &[u8]) -> Result<Object> {
+fn decode_loose(id: &oid, bytes: &[u8], max_whole: u64) -> Result<Object> {
     let corrupt = || Error::Corrupt(format!("loose object {} is corrupt", hex(id)));
-    let mut raw = Vec::with_capacity(bytes.len() * 2);
+    let mut raw = Vec::with_capacity(bytes.len().saturating_mul(2).min(STEP * 4));
+    // Inflated at most to the limit (plus a header): a small object that
+    // inflates to gigabytes is refused, not held.
+    let cap = max_whole.saturating_add(64);
     ZlibDecoder::new(bytes)
+        .take(cap)
         .read_to_end(&mut raw)
         .map_err(|_| corrupt())?;
+    if raw.len() as u64 >= cap {
+        return Err(Error::TooLarge {
+            what: format!("object {}", hex(id)),
+            bytes: raw.len() as u64,
+            limit: max_whole,
+        });
+    }
     let (kind, size, header_len) = gix_object::decode::loose_header(&raw).map_err(|_| corrupt())?;
     let data = raw.split_off(header_len);
     if data.len() as u64 != size {
@@ -465,5 +479,5 @@ fn read_packed(odb: &Odb, pack: &Pack, index: u32, id: &oid) -> Result<Object> {
 
 fn decode_base_elsewhere(odb: &Odb, base: &oid) -> Option<Object> {
     let bytes = odb.files.read(&odb.loose_path(base)).ok()??;
-    decode_loose(base, &bytes).ok()
+    decode_loose(base, &bytes, odb.files.max_whole()).ok()
 }

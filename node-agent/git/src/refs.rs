@@ -197,7 +197,16 @@ fn parse(name: &str, bytes: &[u8]) -> Result<Target> {
     let text = std::str::from_utf8(bytes).map_err(|_| Error::Corrupt(format!("bad ref {name}")))?;
     let text = text.trim_end();
     if let Some(target) = text.strip_prefix("ref:") {
-        return Ok(Target::Symbolic(target.trim().to_string()));
+        let target = target.trim();
+        // A symbolic ref names a ref under refs/ (or HEAD): a target with
+        // `..` or outside refs/ would read or move files elsewhere.
+        let inside = target
+            .strip_prefix("refs/")
+            .is_some_and(|rest| rest.split('/').all(valid_name));
+        if !inside && target != "HEAD" {
+            return Err(Error::Corrupt(format!("bad symbolic ref {name}: {target}")));
+        }
+        return Ok(Target::Symbolic(target.to_string()));
     }
     ObjectId::from_hex(text.as_bytes())
         .map(Target::Direct)

@@ -308,3 +308,68 @@ fn a_checkout_never_writes_through_a_symlink_or_into_dot_git() {
     let config = get(&fs, "/h/.git/config");
     assert!(!String::from_utf8_lossy(&config).contains("evil"));
 }
+
+#[test]
+fn an_object_inflating_past_the_memory_limit_is_refused_not_held() {
+    let (_d, fs) = engine();
+    ours_ok(&fs, "/", &["init", "-q", "p"]);
+    // 64 MiB of zeros deflate to about 64 KiB: a small file on disk.
+    let zeros = vec![0u8; 64 << 20];
+    let id = {
+        let files = agentcomputer_git::Files::new(fs.clone(), agentcomputer_fs::Owner::ROOT);
+        let odb = agentcomputer_git::odb::Odb::new(files, b"/p/.git/objects".to_vec());
+        odb.write(gix_object::Kind::Blob, &zeros).unwrap()
+    };
+    let hex = id.to_hex().to_string();
+    let env = |_: &str| None;
+    let stop = || false;
+    let inv = agentcomputer_git::Invocation {
+        files: agentcomputer_git::Files::new(fs.clone(), agentcomputer_fs::Owner::ROOT)
+            .with_max_whole(16 << 20),
+        cwd: b"/p".to_vec(),
+        shown_root: String::new(),
+        env: &env,
+        stop: &stop,
+        fallback_name: "a".into(),
+        fallback_email: "a@b".into(),
+        transport: None,
+    };
+    let out = agentcomputer_git::run(&inv, &["show".into(), hex.clone()]);
+    assert_eq!(out.code, 128);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(&format!("object {hex}"))
+            && err.contains("more than this exec may hold in memory (16777216 bytes)"),
+        "{err}"
+    );
+    assert!(out.stdout.is_empty());
+}
+
+#[test]
+fn checking_out_a_remote_only_branch_creates_it_tracking_the_remote() {
+    let (_d, fs) = engine();
+    ours_ok(&fs, "/", &["init", "-q", "a"]);
+    put(&fs, "/a/f", b"1\n");
+    ours_ok(&fs, "/a", &["add", "f"]);
+    ours_ok(&fs, "/a", &["commit", "-q", "-m", "one"]);
+    ours_ok(&fs, "/a", &["branch", "s2"]);
+    ours_ok(&fs, "/", &["clone", "-q", "/workspace/a", "b"]);
+    let out = ours(&fs, "/b", &["checkout", "s2"]);
+    assert_eq!(out.code, 0, "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "branch 's2' set up to track 'origin/s2'.\n"
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        "Switched to a new branch 's2'\n"
+    );
+    assert_eq!(
+        ours_ok(&fs, "/b", &["config", "branch.s2.merge"]),
+        "refs/heads/s2\n"
+    );
+    assert_eq!(ours_ok(&fs, "/b", &["branch", "--show-current"]), "s2\n");
+    // A name that is neither a branch anywhere nor a path is an error.
+    let out = ours(&fs, "/b", &["switch", "nowhere"]);
+    assert_eq!(out.code, 128);
+}

@@ -148,6 +148,10 @@ fn first_commits_status_log_and_diff_match_real_git() {
         Git(&["diff", "HEAD~1", "HEAD"]),
         Git(&["log", "--oneline", "--", "src"]),
         Git(&["rev-parse", "--short", "HEAD~1"]),
+        Git(&["diff", "no-such-revision"]),
+        Git(&["diff", "HEAD~9"]),
+        Git(&["diff", "a.txt"]),
+        Git(&["branch", "HEAD"]),
     ]);
 }
 
@@ -198,6 +202,28 @@ fn branches_checkout_and_merges_match_real_git() {
         Git(&["rev-parse", "v2^{commit}"]),
         Git(&["switch", "-c", "other"]),
         Git(&["branch", "--show-current"]),
+        Git(&["checkout", "-q", "master"]),
+        Git(&["checkout", "-q", "-b", "bin"]),
+    ]);
+}
+
+#[test]
+fn a_binary_conflict_keeps_our_file_whole_like_real_git() {
+    agree(&[
+        GitStatusOnly(&["init", "-q"]),
+        Write("bin", "\u{0}base\n"),
+        Git(&["add", "bin"]),
+        Git(&["commit", "-q", "-m", "base"]),
+        Git(&["checkout", "-q", "-b", "other"]),
+        Write("bin", "\u{0}theirs\n"),
+        Git(&["commit", "-q", "-a", "-m", "theirs"]),
+        Git(&["checkout", "-q", "master"]),
+        Write("bin", "\u{0}ours\n"),
+        Git(&["commit", "-q", "-a", "-m", "ours"]),
+        Git(&["merge", "other"]),
+        Git(&["status", "--short"]),
+        Git(&["merge", "--abort"]),
+        Git(&["status", "--short"]),
     ]);
 }
 

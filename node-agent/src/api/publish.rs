@@ -14,6 +14,10 @@ use super::git_transport::PolicyTransport;
 use crate::blocking::blocking;
 use crate::registry::Registry;
 
+/// The most one file or object a publish holds whole, bytes: the shell's
+/// default exec budget, so what an exec can commit can be published.
+const PUBLISH_MAX_WHOLE: u64 = agentcomputer_shell::DEFAULT_MEMORY_BYTES;
+
 /// The longest one publish may take, pushing included.
 const PUBLISH_TIMEOUT: Duration = Duration::from_secs(600);
 
@@ -49,7 +53,8 @@ pub async fn publish(
         let stop = || Instant::now() >= deadline;
         let user = agentcomputer_runtime_contract::SANDBOX_USER;
         let inv = Invocation {
-            files: Files::new(lease.fs().clone(), agentcomputer_shell::SHELL_OWNER),
+            files: Files::new(lease.fs().clone(), agentcomputer_shell::SHELL_OWNER)
+                .with_max_whole(PUBLISH_MAX_WHOLE),
             cwd: b"/".to_vec(),
             shown_root: String::new(),
             env: &env,

@@ -55,7 +55,7 @@ pub(super) fn run(inv: &Invocation, args: &[String], out: &mut Output) -> Result
         return list(&repo, verbose, all, out);
     }
     let name = &names[0];
-    if !crate::refs::valid_name(name) {
+    if !crate::refs::valid_name(name) || name == "HEAD" {
         return Err(Error::fatal(format!("'{name}' is not a valid branch name")));
     }
     let start = names.get(1).map(String::as_str).unwrap_or("HEAD");

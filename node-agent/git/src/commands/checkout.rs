@@ -22,6 +22,29 @@ fn detached_advice(spec: &str) -> String {
 
 /// `git checkout [-f] [-b | -B NEW] [REV]` and `git checkout [REV] -- PATH…`.
 pub(super) fn checkout(inv: &Invocation, args: &[String], out: &mut Output) -> Result<i32> {
+    quietly(args, out, |out| checkout_inner(inv, args, out))
+}
+
+/// Runs `f`; with `-q`/`--quiet` before any `--`, what it printed on
+/// success is dropped (errors still show), as git's `-q` does.
+fn quietly(
+    args: &[String],
+    out: &mut Output,
+    f: impl FnOnce(&mut Output) -> Result<i32>,
+) -> Result<i32> {
+    let quiet = args
+        .iter()
+        .take_while(|a| *a != "--")
+        .any(|a| a == "-q" || a == "--quiet");
+    let code = f(out)?;
+    if quiet && code == 0 {
+        out.stdout.clear();
+        out.stderr.clear();
+    }
+    Ok(code)
+}
+
+fn checkout_inner(inv: &Invocation, args: &[String], out: &mut Output) -> Result<i32> {
     let (opts, paths, dashdash) = split_dashdash(args);
     let mut force = false;
     let mut new_branch = None;
@@ -75,6 +98,9 @@ pub(super) fn checkout(inv: &Invocation, args: &[String], out: &mut Output) -> R
         return restore_paths(inv, &repo, Some(&source), &rest[1..], true, true, out);
     }
     if rest.len() == 1 && new_branch.is_none() && !is_rev(&repo, &rest[0])? {
+        if let Some(remote) = remote_branch(&repo, &rest[0])? {
+            return track(inv, &repo, &rest[0], &remote, force, out);
+        }
         // A path, not a revision.
         return restore_paths(inv, &repo, None, &rest, true, false, out);
     }
@@ -94,6 +120,10 @@ pub(super) fn checkout(inv: &Invocation, args: &[String], out: &mut Output) -> R
 
 /// `git switch [-c | -C NEW] [--detach] [-f | --discard-changes] BRANCH`.
 pub(super) fn switch(inv: &Invocation, args: &[String], out: &mut Output) -> Result<i32> {
+    quietly(args, out, |out| switch_inner(inv, args, out))
+}
+
+fn switch_inner(inv: &Invocation, args: &[String], out: &mut Output) -> Result<i32> {
     let mut force = false;
     let mut new_branch = None;
     let mut reset_branch = false;
@@ -125,6 +155,9 @@ pub(super) fn switch(inv: &Invocation, args: &[String], out: &mut Output) -> Res
             return Err(Error::fatal("missing branch or commit argument"));
         };
         if repo.refs.read(&format!("refs/heads/{t}"))?.is_none() {
+            if let Some(remote) = remote_branch(&repo, t)? {
+                return track(inv, &repo, t, &remote, force, out);
+            }
             if crate::revision::try_resolve(&repo, t)?.is_some() {
                 return Err(Error::fatal(format!(
                     "a branch is expected, got '{t}'\nhint: If you want to detach HEAD at the commit, try again with the --detach option."
@@ -144,6 +177,66 @@ pub(super) fn switch(inv: &Invocation, args: &[String], out: &mut Output) -> Res
         "checkout",
         out,
     )
+}
+
+/// The one remote-tracking branch `NAME` stands for (`origin/NAME`), as
+/// git's checkout guesses it when no local branch has the name.
+fn remote_branch(repo: &Repo, name: &str) -> Result<Option<String>> {
+    if !crate::refs::valid_name(name) {
+        return Ok(None);
+    }
+    let found: Vec<String> = repo
+        .refs
+        .list("refs/remotes/")?
+        .into_keys()
+        .filter(|full| {
+            full.rsplit_once('/')
+                .is_some_and(|(rest, last)| last == name && rest.matches('/').count() == 2)
+        })
+        .collect();
+    Ok(match found.as_slice() {
+        [one] => Some(one.clone()),
+        _ => None,
+    })
+}
+
+/// Creates branch `name` at remote-tracking branch `remote`
+/// (`refs/remotes/origin/NAME`), set to track it, and switches to it.
+fn track(
+    inv: &Invocation,
+    repo: &Repo,
+    name: &str,
+    remote: &str,
+    force: bool,
+    out: &mut Output,
+) -> Result<i32> {
+    let short = remote.trim_start_matches("refs/remotes/");
+    let remote_name = short.split('/').next().unwrap_or("origin").to_string();
+    let code = go_to(
+        inv,
+        repo,
+        Some(short),
+        Some(name),
+        false,
+        false,
+        force,
+        "checkout",
+        out,
+    )?;
+    let mut config = crate::config::ConfigFile::load(
+        &repo.files,
+        &crate::files::join(&repo.git_dir, b"config"),
+    )?;
+    config.set(&format!("branch.{name}.remote"), &remote_name)?;
+    config.set(
+        &format!("branch.{name}.merge"),
+        &format!("refs/heads/{name}"),
+    )?;
+    config.save(&repo.files)?;
+    let mut text = format!("branch '{name}' set up to track '{short}'.\n").into_bytes();
+    text.append(&mut out.stdout);
+    out.stdout = text;
+    Ok(code)
 }
 
 fn is_rev(repo: &Repo, spec: &str) -> Result<bool> {

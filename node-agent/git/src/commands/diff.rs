@@ -56,8 +56,12 @@ pub(super) fn run(inv: &Invocation, args: &[String], out: &mut Output) -> Result
             )?);
         } else if let Some(id) = crate::revision::try_resolve(&repo, &r)? {
             rev_ids.push(id);
-        } else {
+        } else if names_a_path(inv, &repo, &r)? {
             paths.push(r);
+        } else {
+            // Neither a revision nor a path: git refuses rather than
+            // answer "no differences".
+            return Err(crate::revision::unknown(&r));
         }
     }
     let specs = pathspecs(inv, &repo, &paths)?;
@@ -99,6 +103,23 @@ pub(super) fn run(inv: &Invocation, args: &[String], out: &mut Output) -> Result
         out.stdout.extend_from_slice(text.as_bytes());
     }
     Ok(if exit_code && differs { 1 } else { 0 })
+}
+
+/// Whether `arg` names a path of the work tree or the index (git's rule
+/// for an argument before `--` that is not a revision).
+fn names_a_path(inv: &Invocation, repo: &Repo, arg: &str) -> Result<bool> {
+    let Some(path) = inv
+        .engine_path(arg.as_bytes())
+        .and_then(|abs| crate::paths::repo_path(&repo.top, b"/", &abs))
+    else {
+        return Ok(false);
+    };
+    if repo.files.lstat(&repo.work_path(&path))?.is_some() {
+        return Ok(true);
+    }
+    Ok(!Index::load(&repo.files, &repo.git_dir)?
+        .paths_under(&path)
+        .is_empty())
 }
 
 /// The index's stage-0 entries as a flat tree.

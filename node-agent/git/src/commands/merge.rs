@@ -183,6 +183,9 @@ pub(super) fn run(inv: &Invocation, args: &[String], out: &mut Output) -> Result
         text.push_str(&format!("Auto-merging {}\n", String::from_utf8_lossy(p)));
     }
     for c in &outcome.conflicts {
+        if let Some(w) = &c.warning {
+            text.push_str(w);
+        }
         text.push_str(&c.report);
         // The work tree gets the file with markers (or the surviving side).
         if let Some(data) = &c.work_content {
@@ -353,6 +356,8 @@ struct Conflict {
     work_mode: Option<u32>,
     /// git's `CONFLICT (…)` lines.
     report: String,
+    /// A line git prints before the report (binary files).
+    warning: Option<String>,
 }
 
 /// The result of merging three trees.
@@ -412,6 +417,27 @@ fn merge_trees(
                     Some(bv) => read(&bv.1)?,
                     None => Vec::new(),
                 };
+                // Binary files are not merged line by line: ours stays in
+                // the work tree untouched, as git's binary driver does.
+                let binary = |d: &[u8]| d[..d.len().min(8000)].contains(&0);
+                if binary(&od) || binary(&td) || binary(&bd) {
+                    conflicts.push(Conflict {
+                        path: path.clone(),
+                        base: b,
+                        ours: o,
+                        theirs: t,
+                        work_content: None,
+                        work_mode: Some(ov.0),
+                        report: format!(
+                            "Auto-merging {shown}\nCONFLICT (content): Merge conflict in {shown}\n"
+                        ),
+                        warning: Some(format!(
+                            "warning: Cannot merge binary files: {shown} (HEAD vs. {their_label})\n"
+                        )),
+                    });
+                    clean.insert(path.clone(), ov);
+                    continue;
+                }
                 // The mode: whichever side changed it.
                 let mode = if b.is_some_and(|bv| bv.0 == ov.0) {
                     tv.0
@@ -445,6 +471,7 @@ fn merge_trees(
                         work_content: Some(merged),
                         work_mode: Some(mode),
                         report: format!("CONFLICT ({kind}): Merge conflict in {shown}\n"),
+                        warning: None,
                     });
                     clean.insert(path.clone(), ov);
                 } else {
@@ -461,6 +488,7 @@ fn merge_trees(
                     work_content: None,
                     work_mode: Some(ov.0),
                     report: format!("CONFLICT (modify/delete): {shown} deleted in {their_label} and modified in HEAD.  Version HEAD of {shown} left in tree.\n"),
+                    warning: None,
                 });
                 clean.insert(path.clone(), ov);
             }
@@ -474,6 +502,7 @@ fn merge_trees(
                     work_content: Some(data),
                     work_mode: Some(tv.0),
                     report: format!("CONFLICT (modify/delete): {shown} deleted in HEAD and modified in {their_label}.  Version {their_label} of {shown} left in tree.\n"),
+                    warning: None,
                 });
             }
             _ => {
@@ -486,6 +515,7 @@ fn merge_trees(
                     work_content: None,
                     work_mode: o.map(|v| v.0),
                     report: format!("CONFLICT (content): Merge conflict in {shown}\n"),
+                    warning: None,
                 });
                 if let Some(ov) = o {
                     clean.insert(path.clone(), ov);

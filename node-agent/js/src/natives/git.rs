@@ -87,7 +87,8 @@ fn run(st: &ExecState, args: &[String], cwd: &str, env: &[Vec<String>]) -> (i32,
         deadline: st.stop.deadline,
     };
     let inv = agentcomputer_git::Invocation {
-        files: agentcomputer_git::Files::new(fs, st.ops.vfs.owner),
+        files: agentcomputer_git::Files::new(fs, st.ops.vfs.owner)
+            .with_max_whole(st.memory_limit as u64),
         cwd: engine_cwd,
         shown_root: Mount::Workspace.prefix().to_string(),
         env: &lookup,

@@ -174,7 +174,8 @@ impl Command for Git {
                 files: agentcomputer_git::Files::new(
                     self.0.engine.engine().clone(),
                     self.0.engine.owner(),
-                ),
+                )
+                .with_max_whole(budget.memory),
                 cwd: engine_cwd,
                 shown_root: WORKSPACE.to_string(),
                 env: &env,
