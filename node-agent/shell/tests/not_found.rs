@@ -11,7 +11,6 @@ async fn every_missing_command_gets_one_message_and_127() {
     let c = Computer::new();
     for name in [
         "python3",
-        "git",
         "node",
         "pip",
         "npm",
@@ -51,11 +50,11 @@ async fn the_script_goes_on_and_redirections_apply_as_in_bash() {
     assert_eq!(piped.stdout().trim(), "1");
     // Inside a function, a substitution and a pipeline alike.
     let nested = c
-        .sh("f() { git status; }; x=$(f); f | cat; echo done")
+        .sh("f() { svn status; }; x=$(f); f | cat; echo done")
         .await;
     assert_eq!(
         nested.stderr(),
-        format!("{0}\n{0}\n", not_found_message("git"))
+        format!("{0}\n{0}\n", not_found_message("svn"))
     );
     assert_eq!(nested.stdout(), "done\n");
     // A file run by its path keeps bash's own answer.
@@ -71,7 +70,7 @@ async fn the_script_goes_on_and_redirections_apply_as_in_bash() {
 #[tokio::test]
 async fn what_auto_sends_to_the_container_is_what_the_shell_lacks() {
     let c = Computer::new();
-    for script in ["python3 -c 'print(6*7)'", "npm test", "make", "git log"] {
+    for script in ["python3 -c 'print(6*7)'", "npm test", "make", "svn log"] {
         let decision = auto::decide(script);
         assert_eq!(decision.route, auto::Route::Container, "{script}");
         let name = decision.missing.expect("a missing command");

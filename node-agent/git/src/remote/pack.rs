@@ -24,7 +24,11 @@ use gix_object::Kind;
 use std::collections::{HashSet, VecDeque};
 use std::io::Write;
 use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+/// How often the exec's stop flag is looked at while a pack is indexed.
+const STOP_POLL: Duration = Duration::from_millis(5);
 
 /// Indexes the pack `bytes` and stores it with its index in the object
 /// directory `objects_dir`; returns the number of objects. An empty pack
@@ -48,21 +52,40 @@ pub fn store(inv: &Invocation, files: &Files, objects_dir: &[u8], bytes: Vec<u8>
     .map_err(|e| bad(&e))?;
     let pack_version = entries.version();
     let mut idx = Vec::new();
-    let never = AtomicBool::new(false);
+    // gitoxide's indexer polls this flag; this thread raises it when the
+    // exec stops, so a large or hostile pack does not outlive its exec.
+    let interrupt = AtomicBool::new(false);
     let data = Arc::clone(&bytes);
-    let outcome = gix_pack::index::write_data_iter_to_stream(
-        gix_pack::index::Version::V2,
-        move || Ok((entry_bytes, data)),
-        &mut entries,
-        Some(1),
-        &mut gix_utils::progress::Discard,
-        &mut idx,
-        &never,
-        HASH,
-        None,
-        pack_version,
-    )
-    .map_err(|e| bad(&e))?;
+    let alloc_limit = usize::try_from(files.max_whole()).ok();
+    let result = std::thread::scope(|scope| {
+        let indexing = scope.spawn(|| {
+            gix_pack::index::write_data_iter_to_stream(
+                gix_pack::index::Version::V2,
+                move || Ok((entry_bytes, data)),
+                &mut entries,
+                Some(1),
+                &mut gix_utils::progress::Discard,
+                &mut idx,
+                &interrupt,
+                HASH,
+                alloc_limit,
+                pack_version,
+            )
+        });
+        while !indexing.is_finished() {
+            if (inv.stop)() {
+                interrupt.store(true, Ordering::Relaxed);
+            }
+            std::thread::sleep(STOP_POLL);
+        }
+        indexing.join()
+    });
+    if interrupt.load(Ordering::Relaxed) {
+        return Err(Error::Stopped);
+    }
+    let outcome = result
+        .map_err(|_| Error::fatal("index-pack failed: the indexer panicked"))?
+        .map_err(|e| bad(&e))?;
     if outcome.num_objects == 0 {
         return Ok(0);
     }
