@@ -460,15 +460,25 @@ async fn cancelling_stops_git_between_steps() {
 async fn output_larger_than_the_heap_is_refused_before_it_is_copied() {
     let c = computer();
     shell_git(&c.fs, "/", &["init", "-q", "r"]);
-    // Some 12 MiB of blob, shown against a heap of 8 MiB.
+    // Three blobs of some 3 MiB each: each fits the 8 MiB heap, their
+    // patch together does not.
+    for name in ["a", "b", "c"] {
+        let text: String = (0..(3 << 16)).map(|i| format!("{name}{i:015}\n")).collect();
+        write(&c.fs, &format!("/r/{name}.txt"), &text);
+    }
+    shell_git(&c.fs, "/r", &["add", "-A"]);
+    shell_git(&c.fs, "/r", &["commit", "-q", "-m", "abc"]);
+    // One blob larger than the heap is refused by git itself.
     let big: String = (0..(12 << 16)).map(|i| format!("{i:016}\n")).collect();
     write(&c.fs, "/r/big.txt", &big);
-    shell_git(&c.fs, "/r", &["add", "big.txt"]);
+    shell_git(&c.fs, "/r", &["add", "-A"]);
     shell_git(&c.fs, "/r", &["commit", "-q", "-m", "big"]);
     let mut req = request(
         "import git from 'git';\n\
-         try { await git.run(['show', 'HEAD:big.txt'], { cwd: '/workspace/r' }); }\n\
+         try { await git.run(['show', 'HEAD~1'], { cwd: '/workspace/r' }); }\n\
          catch (e) { console.log(e.code, e.message); }\n\
+         const r = await git.run(['show', 'HEAD:big.txt'], { cwd: '/workspace/r' });\n\
+         console.log(r.code, r.stderr.includes('more than this exec may hold in memory'));\n\
          console.log(JSON.stringify((await git.log({ dir: '/workspace/r' })).map((c) => c.message)));",
     );
     req.memory_limit_bytes = 8 << 20;
@@ -480,5 +490,9 @@ async fn output_larger_than_the_heap_is_refused_before_it_is_copied() {
         "{}",
         r.stdout
     );
-    assert!(r.stdout.ends_with("[\"big\"]\n"), "{}", r.stdout);
+    assert!(
+        r.stdout.ends_with("128 true\n[\"big\",\"abc\"]\n"),
+        "{}",
+        r.stdout
+    );
 }
