@@ -83,6 +83,37 @@ pub fn forbidden(path: &[u8]) -> bool {
         .any(|c| c.is_empty() || c == b"." || c == b".." || c.eq_ignore_ascii_case(b".git"))
 }
 
+/// `path` as git prints it in listings (git's `quote_c_style` with the
+/// default `core.quotePath = true`): as is when it holds only printable
+/// ASCII other than `"` and `\\` (and no space when `quote_space`, which
+/// `status --short`/`--porcelain` ask for), else in double quotes with C
+/// escapes and octal bytes (`"\\303\\274n.txt"`).
+pub fn quote(path: &[u8], quote_space: bool) -> String {
+    let plain =
+        |b: u8| (0x21..0x7f).contains(&b) && b != b'"' && b != b'\\' || (b == b' ' && !quote_space);
+    if path.iter().all(|b| plain(*b)) {
+        return String::from_utf8_lossy(path).into_owned();
+    }
+    let mut out = String::from("\"");
+    for &b in path {
+        match b {
+            b'"' => out.push_str("\\\""),
+            b'\\' => out.push_str("\\\\"),
+            b'\x07' => out.push_str("\\a"),
+            b'\x08' => out.push_str("\\b"),
+            b'\t' => out.push_str("\\t"),
+            b'\n' => out.push_str("\\n"),
+            b'\x0b' => out.push_str("\\v"),
+            b'\x0c' => out.push_str("\\f"),
+            b'\r' => out.push_str("\\r"),
+            0x20..=0x7e => out.push(b as char),
+            _ => out.push_str(&format!("\\{b:03o}")),
+        }
+    }
+    out.push('"');
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -105,6 +136,19 @@ mod tests {
         assert_eq!(relative(b"src/a.rs", b"src"), b"a.rs");
         assert_eq!(relative(b"x/y", b""), b"x/y");
         assert_eq!(relative(b"src", b"src"), b".");
+    }
+
+    #[test]
+    fn listed_paths_are_quoted_as_git_quotes_them() {
+        assert_eq!(quote(b"plain/path.rs", true), "plain/path.rs");
+        assert_eq!(quote(b"sp ace.txt", false), "sp ace.txt");
+        assert_eq!(quote(b"sp ace.txt", true), "\"sp ace.txt\"");
+        assert_eq!(
+            quote("\u{fc}n.txt".as_bytes(), false),
+            "\"\\303\\274n.txt\""
+        );
+        assert_eq!(quote(b"q\"uote", false), "\"q\\\"uote\"");
+        assert_eq!(quote(b"back\\slash", false), "\"back\\\\slash\"");
     }
 
     #[test]

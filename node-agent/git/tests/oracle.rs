@@ -280,3 +280,29 @@ fn resets_restores_removals_and_ignores_match_real_git() {
         Git(&["config", "--get", "user.missing"]),
     ]);
 }
+
+#[test]
+fn unusual_file_names_are_listed_as_git_quotes_them() {
+    agree(&[
+        GitStatusOnly(&["init", "-q"]),
+        Write("sp ace.txt", "1\n"),
+        Write("\u{fc}n\u{ef}.txt", "2\n"),
+        Write("q\"uote", "3\n"),
+        Write("back\\slash", "4\n"),
+        Write("dir with space/f", "5\n"),
+        Git(&["status"]),
+        Git(&["status", "--short"]),
+        Git(&["status", "--porcelain"]),
+        Git(&["status", "-s", "-uall"]),
+        Git(&["add", "-A"]),
+        Git(&["status"]),
+        Git(&["status", "--porcelain"]),
+        Git(&["ls-files"]),
+        Git(&["diff", "--cached", "--name-only"]),
+        Git(&["diff", "--cached", "--name-status"]),
+        Git(&["commit", "-q", "-m", "names"]),
+        Git(&["mv", "sp ace.txt", "new name.txt"]),
+        Git(&["status", "--short"]),
+        Git(&["status"]),
+    ]);
+}

@@ -180,6 +180,7 @@ pub(crate) fn print_changes(
             continue;
         }
         let name = String::from_utf8_lossy(path).into_owned();
+        let listed = crate::paths::quote(path, false);
         let content = |side: Option<&(u32, ObjectId)>| -> Result<Vec<u8>> {
             match side {
                 None => Ok(Vec::new()),
@@ -193,7 +194,7 @@ pub(crate) fn print_changes(
             }
         };
         match form {
-            Changes::NameOnly => text.push_str(&format!("{name}\n")),
+            Changes::NameOnly => text.push_str(&format!("{listed}\n")),
             Changes::NameStatus => {
                 let c = match (old, new) {
                     (None, _) => 'A',
@@ -205,7 +206,7 @@ pub(crate) fn print_changes(
                     }
                     _ => 'M',
                 };
-                text.push_str(&format!("{c}\t{name}\n"));
+                text.push_str(&format!("{c}\t{listed}\n"));
             }
             Changes::Stat => {
                 let (a, b) = (content(old)?, content(new)?);

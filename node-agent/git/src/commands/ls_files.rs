@@ -4,7 +4,7 @@
 //! files, shown relative to the current directory and limited to it, as
 //! git does.
 
-use super::{open, pathspecs, shown_path, split_dashdash, unknown_option};
+use super::{listed_path, open, pathspecs, shown_path, split_dashdash, unknown_option};
 use crate::changes::work_change;
 use crate::error::Result;
 use crate::index::{Index, mode_of};
@@ -37,6 +37,14 @@ pub(super) fn run(inv: &Invocation, args: &[String], out: &mut Output) -> Result
     let under = |p: &[u8]| specs.iter().any(|s| crate::paths::is_under(p, s));
     let index = Index::load(&repo.files, &repo.git_dir)?;
     let end = if nul { '\0' } else { '\n' };
+    // -z prints paths as they are; otherwise quoted as git quotes them.
+    let shown_path = |repo: &crate::repo::Repo, p: &[u8]| {
+        if nul {
+            shown_path(repo, p)
+        } else {
+            listed_path(repo, p, false)
+        }
+    };
     let mut text = String::new();
     let show_cached = cached || !(others || modified || deleted);
     if show_cached {

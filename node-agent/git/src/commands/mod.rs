@@ -307,6 +307,12 @@ pub(crate) fn shown_path(repo: &Repo, path: &[u8]) -> String {
     String::from_utf8_lossy(&crate::paths::relative(path, &repo.prefix)).into_owned()
 }
 
+/// Repository path shown relative to the current directory and quoted as
+/// git's listings quote it (see [`crate::paths::quote`]).
+pub(crate) fn listed_path(repo: &Repo, path: &[u8], quote_space: bool) -> String {
+    crate::paths::quote(&crate::paths::relative(path, &repo.prefix), quote_space)
+}
+
 #[cfg(test)]
 mod tests {
     use super::expand_bundled;

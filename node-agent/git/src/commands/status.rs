@@ -1,6 +1,6 @@
 //! `git status [-s | --short | --porcelain[=v1]] [-b] [-u[no|normal|all]]`.
 
-use super::{open, short, shown_path, unknown_option};
+use super::{listed_path, open, short, unknown_option};
 use crate::changes::{Change, Status, collapse_untracked};
 use crate::error::Result;
 use crate::repo::Repo;
@@ -102,10 +102,14 @@ pub(crate) fn long_format(
             match st.renames.get(path) {
                 Some(old) => s.push_str(&format!(
                     "\trenamed:    {} -> {}\n",
-                    shown_path(repo, old),
-                    shown_path(repo, path)
+                    listed_path(repo, old, false),
+                    listed_path(repo, path, false)
                 )),
-                None => s.push_str(&format!("\t{}{}\n", label(*c), shown_path(repo, path))),
+                None => s.push_str(&format!(
+                    "\t{}{}\n",
+                    label(*c),
+                    listed_path(repo, path, false)
+                )),
             }
         }
         s.push('\n');
@@ -113,7 +117,10 @@ pub(crate) fn long_format(
     if !st.conflicted.is_empty() {
         s.push_str("Unmerged paths:\n  (use \"git add <file>...\" to mark resolution)\n");
         for path in &st.conflicted {
-            s.push_str(&format!("\tboth modified:   {}\n", shown_path(repo, path)));
+            s.push_str(&format!(
+                "\tboth modified:   {}\n",
+                listed_path(repo, path, false)
+            ));
         }
         s.push('\n');
     }
@@ -127,14 +134,18 @@ pub(crate) fn long_format(
         }
         s.push_str("  (use \"git restore <file>...\" to discard changes in working directory)\n");
         for (path, c) in &st.unstaged {
-            s.push_str(&format!("\t{}{}\n", label(*c), shown_path(repo, path)));
+            s.push_str(&format!(
+                "\t{}{}\n",
+                label(*c),
+                listed_path(repo, path, false)
+            ));
         }
         s.push('\n');
     }
     if !untracked.is_empty() {
         s.push_str("Untracked files:\n  (use \"git add <file>...\" to include in what will be committed)\n");
         for path in &untracked {
-            s.push_str(&format!("\t{}\n", shown_path(repo, path)));
+            s.push_str(&format!("\t{}\n", listed_path(repo, path, false)));
         }
         s.push('\n');
     }
@@ -177,9 +188,9 @@ fn short_format(
     }
     let show = |p: &[u8]| {
         if porcelain {
-            String::from_utf8_lossy(p).into_owned()
+            crate::paths::quote(p, true)
         } else {
-            shown_path(repo, p)
+            listed_path(repo, p, true)
         }
     };
     let paths: BTreeSet<&Vec<u8>> = st
