@@ -306,3 +306,31 @@ fn unusual_file_names_are_listed_as_git_quotes_them() {
         Git(&["status"]),
     ]);
 }
+
+#[test]
+fn each_kind_of_unmerged_path_is_named_as_git_names_it() {
+    agree(&[
+        GitStatusOnly(&["init", "-q"]),
+        Write("f", "1\n2\n3\n"),
+        Write("d", "keep\n"),
+        Git(&["add", "-A"]),
+        Git(&["commit", "-q", "-m", "base"]),
+        Git(&["checkout", "-q", "-b", "other"]),
+        Write("f", "1\nother\n3\n"),
+        Remove("d"),
+        Write("n", "theirs\n"),
+        Git(&["add", "-A"]),
+        Git(&["commit", "-q", "-m", "other"]),
+        Git(&["checkout", "-q", "master"]),
+        Write("f", "1\nmaster\n3\n"),
+        Write("d", "changed\n"),
+        Write("n", "ours\n"),
+        Git(&["add", "-A"]),
+        Git(&["commit", "-q", "-m", "master"]),
+        GitStatusOnly(&["merge", "other"]),
+        Git(&["status"]),
+        Git(&["status", "--short"]),
+        Git(&["status", "--porcelain"]),
+        Git(&["ls-files", "-s"]),
+    ]);
+}

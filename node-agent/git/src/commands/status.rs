@@ -115,10 +115,23 @@ pub(crate) fn long_format(
         s.push('\n');
     }
     if !st.conflicted.is_empty() {
-        s.push_str("Unmerged paths:\n  (use \"git add <file>...\" to mark resolution)\n");
-        for path in &st.conflicted {
+        let kinds: Vec<(&Vec<u8>, Unmerged)> = st
+            .conflicted
+            .iter()
+            .map(|p| (p, unmerged(&st.index, p)))
+            .collect();
+        if kinds
+            .iter()
+            .all(|(_, k)| *k == Unmerged::BothModified || *k == Unmerged::BothAdded)
+        {
+            s.push_str("Unmerged paths:\n  (use \"git add <file>...\" to mark resolution)\n");
+        } else {
+            s.push_str("Unmerged paths:\n  (use \"git add/rm <file>...\" as appropriate to mark resolution)\n");
+        }
+        for (path, kind) in kinds {
             s.push_str(&format!(
-                "\tboth modified:   {}\n",
+                "\t{:<17}{}\n",
+                kind.label(),
                 listed_path(repo, path, false)
             ));
         }
@@ -160,6 +173,8 @@ pub(crate) fn long_format(
             s.push_str("nothing to commit (create/copy files and use \"git add\" to track)\n");
         } else if st.conflicted.is_empty() {
             s.push_str("nothing to commit, working tree clean\n");
+        } else {
+            s.push_str("no changes added to commit (use \"git add\" and/or \"git commit -a\")\n");
         }
     } else if for_commit {
         // Only reached for an empty commit after `--amend` edge cases.
@@ -201,7 +216,11 @@ fn short_format(
         .collect();
     for path in paths {
         if st.conflicted.contains(path) {
-            s.push_str(&format!("UU {}\n", show(path)));
+            s.push_str(&format!(
+                "{} {}\n",
+                unmerged(&st.index, path).code(),
+                show(path)
+            ));
             continue;
         }
         let y = st.unstaged.get(path).map(|c| c.letter()).unwrap_or(' ');
@@ -217,4 +236,58 @@ fn short_format(
     }
     out.stdout.extend_from_slice(s.as_bytes());
     Ok(())
+}
+
+/// How a path is unmerged, from the index stages it has (1 base, 2 ours,
+/// 3 theirs), as git-status(1) "Short Format" names the combinations.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Unmerged {
+    BothDeleted,
+    AddedByUs,
+    DeletedByThem,
+    AddedByThem,
+    DeletedByUs,
+    BothAdded,
+    BothModified,
+}
+
+fn unmerged(index: &crate::index::Index, path: &[u8]) -> Unmerged {
+    let has = |stage: u8| index.entries.contains_key(&(path.to_vec(), stage));
+    match (has(1), has(2), has(3)) {
+        (true, false, false) => Unmerged::BothDeleted,
+        (false, true, false) => Unmerged::AddedByUs,
+        (true, true, false) => Unmerged::DeletedByThem,
+        (false, false, true) => Unmerged::AddedByThem,
+        (true, false, true) => Unmerged::DeletedByUs,
+        (false, true, true) => Unmerged::BothAdded,
+        _ => Unmerged::BothModified,
+    }
+}
+
+impl Unmerged {
+    /// The two letters of `status --short`.
+    fn code(self) -> &'static str {
+        match self {
+            Unmerged::BothDeleted => "DD",
+            Unmerged::AddedByUs => "AU",
+            Unmerged::DeletedByThem => "UD",
+            Unmerged::AddedByThem => "UA",
+            Unmerged::DeletedByUs => "DU",
+            Unmerged::BothAdded => "AA",
+            Unmerged::BothModified => "UU",
+        }
+    }
+
+    /// The label of the long form.
+    fn label(self) -> &'static str {
+        match self {
+            Unmerged::BothDeleted => "both deleted:",
+            Unmerged::AddedByUs => "added by us:",
+            Unmerged::DeletedByThem => "deleted by them:",
+            Unmerged::AddedByThem => "added by them:",
+            Unmerged::DeletedByUs => "deleted by us:",
+            Unmerged::BothAdded => "both added:",
+            Unmerged::BothModified => "both modified:",
+        }
+    }
 }
