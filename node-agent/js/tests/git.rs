@@ -496,3 +496,27 @@ async fn output_larger_than_the_heap_is_refused_before_it_is_copied() {
         r.stdout
     );
 }
+
+#[tokio::test]
+async fn a_commit_message_cannot_forge_entries_of_the_log() {
+    let c = computer();
+    shell_git(&c.fs, "/", &["init", "-q", "q"]);
+    write(&c.fs, "/q/a", "a\n");
+    shell_git(&c.fs, "/q", &["add", "a"]);
+    shell_git(
+        &c.fs,
+        "/q",
+        &["commit", "-q", "-m", "real\u{1e}forged-oid-here\u{0}x"],
+    );
+    let r = run_req(
+        &c.fs,
+        request(
+            "import git from 'git';\n\
+             const log = await git.log({ dir: '/workspace/q' });\n\
+             console.log(log.length, /^[0-9a-f]{40}$/.test(log[0].oid), JSON.stringify(log[0].message));",
+        ),
+    )
+    .await;
+    r.ok();
+    assert_eq!(r.stdout, "1 true \"real\\u001eforged-oid-here\\u0000x\"\n");
+}

@@ -8,8 +8,9 @@ const { resolve } = native.require('ac:path');
 
 // Field and record separators of `log`: bytes no commit text holds.
 const FS = '\x00';
-const RS = '\x1e';
-const LOG_FORMAT = '--format=%H%x00%P%x00%an%x00%ae%x00%at%x00%cn%x00%ce%x00%ct%x00%B%x1e';
+// One commit's fields; the message comes last and takes the rest, so no
+// byte inside it can start a field or a commit of its own.
+const COMMIT_FORMAT = '--format=%P%x00%an%x00%ae%x00%at%x00%cn%x00%ce%x00%ct%x00%B';
 
 function where(opts) {
   const dir = opts && (opts.dir !== undefined ? opts.dir : opts.cwd);
@@ -86,22 +87,18 @@ function parseStatus(out) {
 
 const CONFLICT = new Set(['DD', 'AU', 'UD', 'UA', 'DU', 'AA', 'UU']);
 
-function parseLog(out) {
-  const commits = [];
-  for (let rec of out.split(RS)) {
-    if (rec.startsWith('\n')) rec = rec.slice(1);
-    if (rec === '') continue;
-    const f = rec.split(FS);
-    const [oid, parents, an, ae, at, cn, ce, ct] = f;
-    commits.push({
-      oid,
-      message: f.slice(8).join(FS).replace(/\n$/, ''),
-      parents: parents ? parents.split(' ') : [],
-      author: { name: an, email: ae, timestamp: Number(at) },
-      committer: { name: cn, email: ce, timestamp: Number(ct) },
-    });
-  }
-  return commits;
+/** The commit `oid` (40 hex digits, from `log --format=%H`) as an object. */
+function commitOf(oid, opts) {
+  const out = check(['show', '-s', COMMIT_FORMAT, oid], opts);
+  const f = out.split(FS);
+  const [parents, an, ae, at, cn, ce, ct] = f;
+  return {
+    oid,
+    message: f.slice(7).join(FS).replace(/\n$/, '').replace(/\n$/, ''),
+    parents: parents ? parents.split(' ') : [],
+    author: { name: an, email: ae, timestamp: Number(at) },
+    committer: { name: cn, email: ce, timestamp: Number(ct) },
+  };
 }
 
 function authorEnv(author) {
@@ -168,13 +165,15 @@ export async function status(opts = {}) {
 
 /** `git log`: `[{ oid, message, parents, author, committer }]`, newest first. */
 export async function log(opts = {}) {
-  const args = ['log', LOG_FORMAT];
+  // The ids first (nothing in a commit can forge one), then each commit.
+  const args = ['log', '--format=%H'];
   const n = opts.n !== undefined ? opts.n : opts.depth;
   if (n !== undefined) args.push(`--max-count=${Math.floor(Number(n))}`);
   if (opts.ref !== undefined) args.push(String(opts.ref));
   const ps = list(opts.path !== undefined ? opts.path : opts.paths);
   if (ps.length) args.push('--', ...ps);
-  return parseLog(check(args, opts));
+  const oids = lines(check(args, opts)).filter((l) => /^[0-9a-f]{40}$/.test(l));
+  return oids.map((oid) => commitOf(oid, opts));
 }
 
 /** `git diff`: patch text, or the changed paths with `nameOnly`. */
