@@ -33,6 +33,7 @@ pub(super) fn run(inv: &Invocation, args: &[String], out: &mut Output) -> Result
     let mut limit: Option<usize> = None;
     let mut reverse = false;
     let mut patch = false;
+    let mut all = false;
     let mut revs = Vec::new();
     let mut i = 0;
     while i < opts.len() {
@@ -52,6 +53,7 @@ pub(super) fn run(inv: &Invocation, args: &[String], out: &mut Output) -> Result
             match a.as_str() {
                 "--oneline" => format = Format::Oneline,
                 "--reverse" => reverse = true,
+                "--all" => all = true,
                 "-p" | "-u" | "--patch" => patch = true,
                 "--no-decorate" | "--decorate" | "--no-color" | "--first-parent"
                 | "--date-order" | "--no-merges" => {}
@@ -62,10 +64,41 @@ pub(super) fn run(inv: &Invocation, args: &[String], out: &mut Output) -> Result
         i += 1;
     }
     let repo = open(inv)?;
-    if revs.is_empty() {
-        revs.push("HEAD".into());
-    }
     let mut starts = Vec::new();
+    // `A..B` and `^A`: commits reachable from A are left out
+    // (gitrevisions(7), "Dotted Range Notations").
+    let mut hidden_tips = Vec::new();
+    let commit_of = |spec: &str| -> Result<ObjectId> {
+        let id = crate::revision::try_resolve(&repo, spec)?
+            .ok_or_else(|| crate::revision::unknown(spec))?;
+        crate::revision::peel(&repo, id, gix_object::Kind::Commit)
+    };
+    let mut plain = Vec::new();
+    for r in &revs {
+        if let Some((a, b)) = r.split_once("..").filter(|(_, b)| !b.starts_with('.')) {
+            hidden_tips.push(commit_of(if a.is_empty() { "HEAD" } else { a })?);
+            starts.push(commit_of(if b.is_empty() { "HEAD" } else { b })?);
+        } else if let Some(a) = r.strip_prefix('^') {
+            hidden_tips.push(commit_of(a)?);
+        } else {
+            plain.push(r.clone());
+        }
+    }
+    if all {
+        for id in repo
+            .refs
+            .list("refs/")?
+            .into_values()
+            .chain(repo.refs.resolve("HEAD")?)
+        {
+            if let Ok(c) = crate::revision::peel(&repo, id, gix_object::Kind::Commit) {
+                starts.push(c);
+            }
+        }
+    } else if plain.is_empty() && starts.is_empty() {
+        plain.push("HEAD".into());
+    }
+    let revs = plain;
     for r in &revs {
         match crate::revision::try_resolve(&repo, r)? {
             Some(id) => starts.push(crate::revision::peel(&repo, id, gix_object::Kind::Commit)?),
@@ -94,7 +127,8 @@ pub(super) fn run(inv: &Invocation, args: &[String], out: &mut Output) -> Result
         }
     }
     let specs = super::pathspecs(inv, &repo, &paths)?;
-    let commits = walk(inv, &repo, &starts, &specs, limit, reverse)?;
+    let hidden = ancestors(inv, &repo, &hidden_tips)?;
+    let commits = walk(inv, &repo, &starts, &hidden, &specs, limit, reverse)?;
     let mut text = String::new();
     for (n, (id, c)) in commits.iter().enumerate() {
         if n > 0 && matches!(format, Format::Medium) {
@@ -127,12 +161,27 @@ fn parse_format(f: &str) -> Result<Format> {
     })
 }
 
-/// Up to `limit` commits reachable from `starts`, newest first (or oldest
-/// first with `reverse`), keeping those that touch `paths` if any.
+/// Every commit reachable from `tips`, themselves included.
+fn ancestors(inv: &Invocation, repo: &Repo, tips: &[ObjectId]) -> Result<HashSet<ObjectId>> {
+    let mut seen = HashSet::new();
+    let mut queue: Vec<ObjectId> = tips.to_vec();
+    while let Some(id) = queue.pop() {
+        if seen.insert(id) {
+            inv.check_stop()?;
+            queue.extend(crate::commit::read(&repo.odb, &id)?.parents);
+        }
+    }
+    Ok(seen)
+}
+
+/// Up to `limit` commits reachable from `starts` but not in `hidden`,
+/// newest first (or oldest first with `reverse`), keeping those that
+/// touch `paths` if any.
 pub(crate) fn walk(
     inv: &Invocation,
     repo: &Repo,
     starts: &[ObjectId],
+    hidden: &HashSet<ObjectId>,
     paths: &[Vec<u8>],
     limit: Option<usize>,
     reverse: bool,
@@ -143,7 +192,7 @@ pub(crate) fn walk(
     let mut seen = HashSet::new();
     let mut order = 0u64;
     for s in starts {
-        if seen.insert(*s) {
+        if !hidden.contains(s) && seen.insert(*s) {
             let c = crate::commit::read(&repo.odb, s)?;
             order += 1;
             heap.push((c.committer.time.seconds, Reverse(order), *s));
@@ -154,7 +203,7 @@ pub(crate) fn walk(
         inv.check_stop()?;
         let c = crate::commit::read(&repo.odb, &id)?;
         for p in &c.parents {
-            if seen.insert(*p) {
+            if !hidden.contains(p) && seen.insert(*p) {
                 let pc = crate::commit::read(&repo.odb, p)?;
                 order += 1;
                 heap.push((pc.committer.time.seconds, Reverse(order), *p));
