@@ -235,64 +235,22 @@ fn a_checkout_never_writes_through_a_symlink_or_into_dot_git() {
     let repo = hostile.path().join("h");
     std::fs::create_dir_all(&repo).unwrap();
     real_ok(&repo, &["init", "-q"]);
-    let blob = {
-        use std::io::Write;
-        let mut c = std::process::Command::new("git")
-            .args(["hash-object", "-w", "--stdin"])
-            .current_dir(&repo)
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
-        c.stdin
-            .take()
-            .unwrap()
-            .write_all(b"[core]\n\tfsmonitor = evil\n")
-            .unwrap();
-        String::from_utf8(c.wait_with_output().unwrap().stdout)
-            .unwrap()
-            .trim()
-            .to_string()
-    };
+    let blob = real_with_input(
+        &repo,
+        &["hash-object", "-w", "--stdin"],
+        b"[core]\n\tfsmonitor = evil\n",
+    );
     // mktree accepts the name; real git's own checkout would refuse it too.
-    let inner = {
-        use std::io::Write;
-        let mut c = std::process::Command::new("git")
-            .args(["mktree", "--missing"])
-            .current_dir(&repo)
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
-        c.stdin
-            .take()
-            .unwrap()
-            .write_all(format!("100644 blob {blob}\tconfig\n").as_bytes())
-            .unwrap();
-        String::from_utf8(c.wait_with_output().unwrap().stdout)
-            .unwrap()
-            .trim()
-            .to_string()
-    };
-    let top = {
-        use std::io::Write;
-        let mut c = std::process::Command::new("git")
-            .args(["mktree", "--missing"])
-            .current_dir(&repo)
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
-        c.stdin
-            .take()
-            .unwrap()
-            .write_all(format!("040000 tree {inner}\t.GIT\n").as_bytes())
-            .unwrap();
-        String::from_utf8(c.wait_with_output().unwrap().stdout)
-            .unwrap()
-            .trim()
-            .to_string()
-    };
+    let inner = real_with_input(
+        &repo,
+        &["mktree", "--missing"],
+        format!("100644 blob {blob}\tconfig\n").as_bytes(),
+    );
+    let top = real_with_input(
+        &repo,
+        &["mktree", "--missing"],
+        format!("040000 tree {inner}\t.GIT\n").as_bytes(),
+    );
     let commit = real_ok(&repo, &["commit-tree", &top, "-m", "hostile"])
         .trim()
         .to_string();

@@ -116,6 +116,25 @@ pub(crate) fn real_ok(dir: &Path, args: &[&str]) -> String {
     String::from_utf8(out.stdout).unwrap()
 }
 
+/// Runs real git `ARGS` in `dir` with `input` on its stdin (isolated
+/// from the machine's configuration); returns its trimmed stdout.
+pub(crate) fn real_with_input(dir: &Path, args: &[&str], input: &[u8]) -> String {
+    use std::io::Write;
+    let mut child = Command::new("git")
+        .args(args)
+        .current_dir(dir)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("HOME", dir.parent().unwrap())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("real git runs");
+    child.stdin.take().unwrap().write_all(input).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "real git {args:?}");
+    String::from_utf8(out.stdout).unwrap().trim().to_string()
+}
+
 /// Writes `data` at engine path `path`, making parents.
 pub(crate) fn put(fs: &Fs, path: &str, data: &[u8]) {
     let files = Files::new(
