@@ -405,23 +405,35 @@ impl Read for EngineReader {
 
 fn decode_loose(id: &oid, bytes: &[u8], max_whole: u64) -> Result<Object> {
     let corrupt = || Error::Corrupt(format!("loose object {} is corrupt", hex(id)));
-    let mut raw = Vec::with_capacity(bytes.len().saturating_mul(2).min(STEP * 4));
-    // Inflated at most to the limit (plus a header): a small object that
-    // inflates to gigabytes is refused, not held.
-    let cap = max_whole.saturating_add(64);
-    ZlibDecoder::new(bytes)
-        .take(cap)
-        .read_to_end(&mut raw)
-        .map_err(|_| corrupt())?;
-    if raw.len() as u64 >= cap {
+    let mut z = ZlibDecoder::new(bytes);
+    // The header first: an object declaring more than the limit is refused
+    // before anything of it is inflated (a small file can declare and
+    // inflate to gigabytes).
+    let mut raw = Vec::with_capacity(64);
+    let mut byte = [0u8; 1];
+    while !raw.ends_with(b"\0") {
+        if raw.len() >= 64 || z.read(&mut byte).map_err(|_| corrupt())? == 0 {
+            return Err(corrupt());
+        }
+        raw.push(byte[0]);
+    }
+    let (_, declared, _) = gix_object::decode::loose_header(&raw).map_err(|_| corrupt())?;
+    if declared > max_whole {
         return Err(Error::TooLarge {
             what: format!("object {}", hex(id)),
-            bytes: raw.len() as u64,
+            bytes: declared,
             limit: max_whole,
         });
     }
+    raw.reserve(declared as usize);
+    // Never more than declared: a stream longer than its header is corrupt.
+    z.take(declared + 1)
+        .read_to_end(&mut raw)
+        .map_err(|_| corrupt())?;
     let (kind, size, header_len) = gix_object::decode::loose_header(&raw).map_err(|_| corrupt())?;
-    let data = raw.split_off(header_len);
+    // In place: no second copy of the content.
+    raw.drain(..header_len);
+    let data = raw;
     if data.len() as u64 != size {
         return Err(corrupt());
     }
