@@ -936,16 +936,18 @@ impl State {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(0),
             Err(e) => return Err(e.into()),
         };
-        let end = self
+        let bound = self
             .committed_frames(h)
-            .map_or(u64::MAX, |n| wal::HEADER_BYTES + n * self.frame_bytes());
+            .map_or(tail::Bound::Unknown, |n| {
+                tail::Bound::Committed(wal::HEADER_BYTES + n * self.frame_bytes())
+            });
         let frames = tail::read_commits(
             &file,
             h,
             &mut self.cursor,
             &mut self.pending,
             &mut self.read_buf,
-            end,
+            bound,
         )?;
         if frames > 0 {
             // The cycle now holds frames no checkpoint covered, and a

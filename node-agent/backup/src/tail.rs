@@ -115,24 +115,43 @@ impl Pending {
     }
 }
 
+/// How far a read goes, and how it knows a frame is committed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Bound {
+    /// The WAL index says the cycle's committed frames end at this byte
+    /// offset (its `mxFrame`, always a commit frame). Frames before it are
+    /// taken on their salts alone, without recomputing the running
+    /// checksum (as SQLite's own readers take them), and the checksum at
+    /// the cursor is the one the last frame's header records: a committed
+    /// frame is only written again after a WAL restart, which rewrites the
+    /// WAL header before any frame of the new cycle, so a piece read
+    /// before the header is seen unchanged holds no frame of another
+    /// cycle. The bound keeps a read from chasing a writer that appends
+    /// faster than it reads.
+    Committed(u64),
+    /// Nothing known (no readable WAL index): every frame's checksum is
+    /// checked, to the last valid commit frame.
+    Unknown,
+}
+
 /// Reads `file`, the WAL of the cycle `header` begins, from `at` to its
-/// last valid commit frame before byte `end` (`u64::MAX`: no bound),
-/// adding each committed transaction to `pending` and moving `at` past it
-/// as it is added (so an error part way leaves the two agreeing). `buf` is
-/// scratch space kept between reads. Returns the frames of the
-/// transactions added.
-///
-/// `end` keeps a read from chasing a writer that appends faster than the
-/// frames are checked: the shipper passes where the WAL index said the
-/// committed frames ended when the read began.
+/// last committed frame within `bound`, adding each committed transaction
+/// to `pending` and moving `at` past it as it is added (so an error part
+/// way leaves the two agreeing). `buf` is scratch space kept between
+/// reads. Returns the frames of the transactions added.
 pub(crate) fn read_commits(
     file: &File,
     header: &WalHeader,
     at: &mut Cursor,
     pending: &mut Pending,
     buf: &mut Vec<u8>,
-    end: u64,
+    bound: Bound,
 ) -> std::io::Result<u64> {
+    let end = match bound {
+        Bound::Committed(end) => end,
+        Bound::Unknown => u64::MAX,
+    };
+    let trusted = matches!(bound, Bound::Committed(_));
     let ps = header.page_size as usize;
     let frame = wal::FRAME_HEADER_BYTES as usize + ps;
     let max_frames = (MAX_PIECE_BYTES / frame).max(1);
@@ -152,6 +171,10 @@ pub(crate) fn read_commits(
             buf.resize(want, 0);
         }
         let n = read_full(file, &mut buf[..want], pos)?;
+        if trusted && !same_cycle(file, header)? {
+            // The WAL restarted while it was read: the next round sees it.
+            return Ok(added);
+        }
         let whole = n / frame;
         // Index in this piece of the first frame of the open transaction.
         let mut open = 0;
@@ -162,9 +185,14 @@ pub(crate) fn read_commits(
                 ended = true;
                 break;
             }
-            sum = wal::checksum(&f[0..8], sum, header.big_endian);
-            sum = wal::checksum(&f[24..], sum, header.big_endian);
-            if sum != (be32(&f[16..20]), be32(&f[20..24])) || be32(&f[0..4]) == 0 {
+            let recorded = (be32(&f[16..20]), be32(&f[20..24]));
+            sum = if trusted {
+                recorded
+            } else {
+                let s = wal::checksum(&f[0..8], sum, header.big_endian);
+                wal::checksum(&f[24..], s, header.big_endian)
+            };
+            if sum != recorded || be32(&f[0..4]) == 0 {
                 ended = true;
                 break;
             }
@@ -194,6 +222,16 @@ pub(crate) fn read_commits(
         pos += (whole * frame) as u64;
         piece = (piece * 4).min(max_frames);
     }
+}
+
+/// Whether the WAL file's header still names the cycle `header` began
+/// (its salts, bytes 16..24).
+fn same_cycle(file: &File, header: &WalHeader) -> std::io::Result<bool> {
+    let mut salt = [0u8; 8];
+    if read_full(file, &mut salt, 16)? < salt.len() {
+        return Ok(false);
+    }
+    Ok((be32(&salt[0..4]), be32(&salt[4..8])) == header.salt)
 }
 
 /// Fills `buf` from `offset` on, short only at the end of the file.
@@ -273,7 +311,7 @@ mod tests {
                     .unwrap();
             }
             let held = pending.txns;
-            read_commits(&file, &h, &mut at, &mut pending, &mut buf, u64::MAX).unwrap();
+            read_commits(&file, &h, &mut at, &mut pending, &mut buf, Bound::Unknown).unwrap();
             txns += pending.txns - held;
             // Read again at once: nothing new.
             let before = at;
@@ -284,7 +322,7 @@ mod tests {
                     &mut at,
                     &mut Pending::new(h.page_size),
                     &mut buf,
-                    u64::MAX
+                    Bound::Unknown
                 )
                 .unwrap(),
                 0
@@ -309,7 +347,7 @@ mod tests {
             offset: wal::HEADER_BYTES,
             checksum: h.checksum,
         };
-        read_commits(&file, &h, &mut from_start, &mut fresh, &mut buf, u64::MAX).unwrap();
+        read_commits(&file, &h, &mut from_start, &mut fresh, &mut buf, Bound::Unknown).unwrap();
         let (_, pages, db_pages) = scanned(dir.path());
         assert_eq!(fresh.db_pages, db_pages);
         let got: BTreeMap<u32, Vec<u8>> = fresh.pages().map(|(p, b)| (p, b.to_vec())).collect();
@@ -345,7 +383,7 @@ mod tests {
         };
         let mut pending = Pending::new(h.page_size);
         let file = File::open(&torn).unwrap();
-        read_commits(&file, &h, &mut at, &mut pending, &mut Vec::new(), u64::MAX).unwrap();
+        read_commits(&file, &h, &mut at, &mut pending, &mut Vec::new(), Bound::Unknown).unwrap();
         assert_eq!(pending.txns as usize, all.transactions.len() - 1);
         let second_last = &all.transactions[all.transactions.len() - 2];
         let end = second_last.frames.last().unwrap().1 + h.page_size as usize;
@@ -360,7 +398,98 @@ mod tests {
         };
         let mut pending = Pending::new(h.page_size);
         let file = File::open(&torn).unwrap();
-        read_commits(&file, &h, &mut at, &mut pending, &mut Vec::new(), u64::MAX).unwrap();
+        read_commits(&file, &h, &mut at, &mut pending, &mut Vec::new(), Bound::Unknown).unwrap();
         assert_eq!(pending.txns, 2);
+    }
+
+    /// The bound the shipper passes: where the WAL index says the
+    /// committed frames of the WAL's current cycle end.
+    fn index_bound(dir: &std::path::Path, h: &WalHeader) -> Bound {
+        let mut salt = [0u8; 8];
+        salt[..4].copy_from_slice(&h.salt.0.to_be_bytes());
+        salt[4..].copy_from_slice(&h.salt.1.to_be_bytes());
+        let n = crate::wal_index::committed_frames(&dir.join("t.db-shm"), salt).unwrap();
+        Bound::Committed(wal::HEADER_BYTES + n * (wal::FRAME_HEADER_BYTES + h.page_size as u64))
+    }
+
+    #[test]
+    fn a_read_within_the_index_bound_takes_what_a_checked_read_takes() {
+        let dir = tempfile::tempdir().unwrap();
+        let c = Connection::open(dir.path().join("t.db")).unwrap();
+        c.execute_batch(
+            "PRAGMA journal_mode = WAL; PRAGMA wal_autocheckpoint = 0;
+             CREATE TABLE t(x BLOB);",
+        )
+        .unwrap();
+        let (file, h) = wal_of(dir.path());
+        let start = Cursor {
+            offset: wal::HEADER_BYTES,
+            checksum: h.checksum,
+        };
+        let (mut checked_at, mut trusted_at) = (start, start);
+        let mut checked = Pending::new(h.page_size);
+        let mut trusted = Pending::new(h.page_size);
+        let mut buf = Vec::new();
+        for round in 0..4 {
+            for i in 0..5 {
+                c.execute("INSERT INTO t VALUES (randomblob(?1))", [700 * (i + round + 1)])
+                    .unwrap();
+            }
+            if round == 2 {
+                c.execute("INSERT INTO t VALUES (randomblob(2500000))", [])
+                    .unwrap();
+            }
+            let bound = index_bound(dir.path(), &h);
+            let a = read_commits(&file, &h, &mut checked_at, &mut checked, &mut buf, Bound::Unknown)
+                .unwrap();
+            let b = read_commits(&file, &h, &mut trusted_at, &mut trusted, &mut buf, bound).unwrap();
+            assert_eq!(a, b);
+            // The cursor, its running checksum included, is the same:
+            // a later checked read can go on from a trusted one.
+            assert_eq!(checked_at, trusted_at);
+            assert_eq!(Bound::Committed(trusted_at.offset), bound);
+        }
+        assert_eq!(checked.txns, trusted.txns);
+        assert_eq!(checked.db_pages, trusted.db_pages);
+        assert!(checked.pages().eq(trusted.pages()));
+    }
+
+    #[test]
+    fn a_read_within_the_index_bound_stops_at_it_and_at_a_restarted_wal() {
+        let dir = tempfile::tempdir().unwrap();
+        let c = Connection::open(dir.path().join("t.db")).unwrap();
+        c.execute_batch(
+            "PRAGMA journal_mode = WAL; PRAGMA wal_autocheckpoint = 0;
+             CREATE TABLE t(x BLOB);",
+        )
+        .unwrap();
+        c.execute("INSERT INTO t VALUES (randomblob(5000))", []).unwrap();
+        let (file, h) = wal_of(dir.path());
+        let bound = index_bound(dir.path(), &h);
+        // Committed after the bound was read: left for the next read.
+        c.execute("INSERT INTO t VALUES (randomblob(5000))", []).unwrap();
+        let mut at = Cursor {
+            offset: wal::HEADER_BYTES,
+            checksum: h.checksum,
+        };
+        let mut pending = Pending::new(h.page_size);
+        read_commits(&file, &h, &mut at, &mut pending, &mut Vec::new(), bound).unwrap();
+        assert_eq!(pending.txns, 2, "the table's creation and the first insert");
+        assert_eq!(Bound::Committed(at.offset), bound);
+        // The WAL header names another cycle: nothing is taken.
+        let wal_path = dir.path().join("t.db-wal");
+        let mut bytes = std::fs::read(&wal_path).unwrap();
+        bytes[16] ^= 1;
+        let restarted = dir.path().join("restarted-wal");
+        std::fs::write(&restarted, &bytes).unwrap();
+        let mut at = Cursor {
+            offset: wal::HEADER_BYTES,
+            checksum: h.checksum,
+        };
+        let mut pending = Pending::new(h.page_size);
+        let file = File::open(&restarted).unwrap();
+        let taken = read_commits(&file, &h, &mut at, &mut pending, &mut Vec::new(), bound).unwrap();
+        assert_eq!((taken, pending.txns), (0, 0));
+        assert_eq!(at.offset, wal::HEADER_BYTES);
     }
 }
