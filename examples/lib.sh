@@ -1,7 +1,9 @@
+# shellcheck shell=bash
 # Shared by the examples' run.sh: the binaries, a local node agent on free
-# ports in a temporary data directory (removed at the end), and `kc`,
-# which echoes each CLI command before running it. Source it; it sets
-# `set -euo pipefail`.
+# ports in a temporary data directory (removed at the end), `kc`, which
+# echoes each CLI command before running it, `at_exit` for an example's
+# own clean-up, and `server_netns` for servers at an address of their own.
+# Source it; it sets `set -euo pipefail`.
 #
 #   AGENTCOMPUTER_BIN_DIR  directory with node-agent and kubectl-computer
 #                          already built (the test suite gives its debug
@@ -60,7 +62,18 @@ stop_agent() {
 # addr=...").
 served_at() { sed -n "s/.*$1 serving addr=\([^ ]*\).*/\1/p" "$WORK/agent.log" | tail -1; }
 
-finish() { stop_agent; rm -rf "$WORK"; }
+# `at_exit COMMAND`: run COMMAND (with eval) when the example ends, however
+# it ends; the last registered runs first, then the agent stops and the
+# temporary directory goes.
+AT_EXIT=()
+at_exit() { AT_EXIT+=("$1"); }
+finish() {
+    local i
+    for ((i = ${#AT_EXIT[@]} - 1; i >= 0; i--)); do eval "${AT_EXIT[i]}" || true; done
+    AT_EXIT=()
+    stop_agent
+    rm -rf "$WORK"
+}
 trap finish EXIT
 
 # The CLI, each command echoed first as it could be pasted.
@@ -81,3 +94,29 @@ container_possible() { [ "$(id -u)" = 0 ] && command -v bwrap >/dev/null; }
 
 # `expect WHAT GOT WANT`: fails naming WHAT unless GOT is WANT.
 expect() { [ "$2" = "$3" ] || fail "$1: got $(printf %q "$2"), want $(printf %q "$3")"; echo "ok: $1"; }
+
+# `server_netns N`: a network namespace for the example's own servers,
+# reached from the host over a veth pair, so that a computer's egress
+# policy can name an address of them without any real host behind it. The
+# pair is a /30 of 198.18.0.0/15 (benchmarking addresses, RFC 2544):
+# 198.18.7.(4N+1) on the host side, 198.18.7.(4N+2) in the namespace,
+# with no route beyond; N (0..63) keeps examples that run at once apart.
+# Sets NETNS (run a server there with `ip netns exec "$NETNS" ...`, and
+# register its end with at_exit) and NETNS_ADDR; the namespace and the
+# pair are removed when the example ends. Needs root and iproute2.
+server_netns() {
+    local n=$1
+    [ "$(id -u)" = 0 ] || fail "a network namespace for the example's servers needs root"
+    command -v ip >/dev/null || fail "ip (iproute2) is missing"
+    NETNS=acex$$ NETNS_ADDR=198.18.7.$((4 * n + 2))
+    local host_if=acexh$$ ns_if=acexn$$
+    at_exit "ip netns del $NETNS 2>/dev/null; ip link del $host_if 2>/dev/null"
+    ip netns add "$NETNS"
+    ip link add "$host_if" type veth peer name "$ns_if"
+    ip link set "$ns_if" netns "$NETNS"
+    ip addr add "198.18.7.$((4 * n + 1))/30" dev "$host_if"
+    ip link set "$host_if" up
+    ip netns exec "$NETNS" ip addr add "$NETNS_ADDR/30" dev "$ns_if"
+    ip netns exec "$NETNS" ip link set "$ns_if" up
+    ip netns exec "$NETNS" ip link set lo up
+}

@@ -7,33 +7,15 @@
 # Needs root (the namespace; the container runtime) and iproute2.
 . "$(dirname "$0")/../lib.sh"
 [ "$(id -u)" = 0 ] || fail "this example needs root: it creates a network namespace for its web servers"
-command -v ip >/dev/null || fail "ip (iproute2) is missing"
 
-NS=acex$$ HOST_IF=acexh$$ NS_IF=acexn$$
-SERVER=198.18.7.2
-SERVERS=()
-cleanup() {
-    [ ${#SERVERS[@]} -eq 0 ] || kill "${SERVERS[@]}" 2>/dev/null || true
-    ip netns del "$NS" 2>/dev/null || true
-    ip link del "$HOST_IF" 2>/dev/null || true
-    finish
-}
-trap cleanup EXIT
-
-step "web servers on $SERVER:8080 and :8081, in network namespace $NS"
-ip netns add "$NS"
-ip link add "$HOST_IF" type veth peer name "$NS_IF"
-ip link set "$NS_IF" netns "$NS"
-ip addr add 198.18.7.1/30 dev "$HOST_IF"
-ip link set "$HOST_IF" up
-ip netns exec "$NS" ip addr add "$SERVER/30" dev "$NS_IF"
-ip netns exec "$NS" ip link set "$NS_IF" up
-ip netns exec "$NS" ip link set lo up
+server_netns 0
+SERVER=$NETNS_ADDR
+step "web servers on $SERVER:8080 and :8081, in network namespace $NETNS"
 mkdir -p "$WORK/www"
 echo "hello from the test server" >"$WORK/www/index.html"
 for port in 8080 8081; do
-    ip netns exec "$NS" python3 -m http.server "$port" --bind "$SERVER" --directory "$WORK/www" >/dev/null 2>&1 &
-    SERVERS+=($!)
+    ip netns exec "$NETNS" python3 -m http.server "$port" --bind "$SERVER" --directory "$WORK/www" >/dev/null 2>&1 &
+    at_exit "kill $! 2>/dev/null"
 done
 for port in 8080 8081; do
     for _ in $(seq 100); do curl -fsS --max-time 1 "http://$SERVER:$port/" >/dev/null 2>&1 && break; sleep 0.1; done
