@@ -18,7 +18,9 @@
 #               libraries, CA certificates
 #   sandbox     a Debian bookworm userland made by mmdebstrap from Debian's
 #               packages: bash, coreutils, git, python3, nodejs, npm, curl,
-#               ca-certificates, and the sandbox user "sandbox" (1000:1000,
+#               ca-certificates, pandoc with groff's pdfroff (and the
+#               ghostscript it runs) and poppler-utils for examples/document,
+#               and the sandbox user "sandbox" (1000:1000,
 #               agentcomputer_runtime_contract::SANDBOX_USER);
 #               cached in ~/.cache/agentcomputer/e2e-images by package list
 #
@@ -146,7 +148,7 @@ build_node_agent() {
     mv "$work/node-agent.programs" "$out/node-agent.programs"
 }
 
-SANDBOX_PACKAGES=bash,coreutils,findutils,grep,sed,procps,git,python3,nodejs,npm,curl,ca-certificates
+SANDBOX_PACKAGES=bash,coreutils,findutils,grep,sed,procps,git,python3,nodejs,npm,curl,ca-certificates,pandoc,groff,ghostscript,poppler-utils
 build_sandbox() {
     ensure_packages mmdebstrap:mmdebstrap
     local cache="${AGENTCOMPUTER_E2E_IMAGES:-$HOME/.cache/agentcomputer/e2e-images}"
