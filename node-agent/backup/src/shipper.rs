@@ -936,11 +936,9 @@ impl State {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(0),
             Err(e) => return Err(e.into()),
         };
-        let bound = self
-            .committed_frames(h)
-            .map_or(tail::Bound::Unknown, |n| {
-                tail::Bound::Committed(wal::HEADER_BYTES + n * self.frame_bytes())
-            });
+        let bound = self.committed_frames(h).map_or(tail::Bound::Unknown, |n| {
+            tail::Bound::Committed(wal::HEADER_BYTES + n * self.frame_bytes())
+        });
         let frames = tail::read_commits(
             &file,
             h,
@@ -966,6 +964,12 @@ impl State {
             .prepare_cached("PRAGMA wal_checkpoint(PASSIVE)")?
             .query_row([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?;
         self.backfilled = done.max(0) as u64;
+        if done > 0
+            && let Some(hold) = &self.options.writer_hold
+        {
+            // The database file may have grown behind the writer's map.
+            hold.checkpointed();
+        }
         let complete = busy == 0 && log == done;
         self.pin_unsure = complete;
         // A restart (salt-1 plus one) is expected only once every frame of

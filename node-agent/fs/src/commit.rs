@@ -31,6 +31,9 @@ pub(crate) struct Writer {
     /// Incremented for every batch, so a flush scheduled for an old batch
     /// leaves a newer one alone.
     generation: u64,
+    /// Which of two equivalent map limits the connection has
+    /// (`checkpoints::remap_if_due`).
+    pub(crate) mmap_alternate: bool,
 }
 
 /// An open batch transaction.
@@ -48,6 +51,7 @@ impl Writer {
             conn,
             batch: None,
             generation: 0,
+            mmap_alternate: false,
         }
     }
 

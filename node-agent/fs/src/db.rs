@@ -14,6 +14,12 @@ use crate::commit::Writer;
 
 /// How long a connection waits for a lock held by another connection.
 pub(crate) const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Bytes of the database file the writer and readers map (`PRAGMA
+/// mmap_size`): reads of pages in the database file (not in the WAL) then
+/// cost no system call.
+pub(crate) const MMAP_SIZE: i64 = 256 << 20;
+
 /// Readers kept open between calls; more are opened under load and closed after.
 const MAX_IDLE_READERS: usize = 4;
 /// Cached prepared statements per connection.
@@ -63,9 +69,9 @@ pub(crate) fn open_writer(path: &Path, create: bool, page_size: Option<u32>) -> 
         "PRAGMA synchronous = NORMAL;
          PRAGMA foreign_keys = OFF;
          PRAGMA temp_store = MEMORY;
-         PRAGMA cache_size = -8192;
-         PRAGMA mmap_size = 268435456;",
+         PRAGMA cache_size = -8192;",
     )?;
+    conn.execute_batch(&format!("PRAGMA mmap_size = {MMAP_SIZE}"))?;
     conn.execute_batch(&format!(
         "PRAGMA wal_autocheckpoint = {WAL_AUTOCHECKPOINT_PAGES};
          PRAGMA journal_size_limit = {WAL_SIZE_LIMIT};"
@@ -94,9 +100,9 @@ fn open_reader(path: &Path) -> Result<Connection> {
         crate::vfs::name()?,
     )?;
     conn.busy_timeout(BUSY_TIMEOUT)?;
-    conn.execute_batch(
-        "PRAGMA cache_size = -4096; PRAGMA temp_store = MEMORY; PRAGMA mmap_size = 268435456;",
-    )?;
+    conn.execute_batch(&format!(
+        "PRAGMA cache_size = -4096; PRAGMA temp_store = MEMORY; PRAGMA mmap_size = {MMAP_SIZE};"
+    ))?;
     tune_planner(&conn)?;
     conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
     Ok(conn)

@@ -102,6 +102,9 @@ pub(crate) struct Inner {
     /// ([`Fs::leave_checkpoints_to_backup`]): no automatic checkpoint, and
     /// [`Fs::compact`] does not checkpoint.
     pub(crate) external_checkpoints: AtomicBool,
+    /// A checkpoint ran on another connection since the writer last mapped
+    /// the database file ([`crate::WriterHold::checkpointed`]).
+    pub(crate) remap_due: AtomicBool,
     /// Last, so it is released after every connection closed.
     _lock: ProcessLock,
 }
@@ -226,6 +229,7 @@ impl Inner {
         let mut w = self.writer();
         let savepoint = w.batch.is_some() || !window.is_zero();
         if w.batch.is_none() {
+            crate::checkpoints::remap_if_due(self, &mut w)?;
             if window.is_zero() {
                 db::exec_cached(&w.conn, "BEGIN IMMEDIATE")?;
             } else {
@@ -487,6 +491,7 @@ impl Fs {
             kept: Mutex::new(kept),
             subs: Subscribers::default(),
             external_checkpoints: AtomicBool::new(false),
+            remap_due: AtomicBool::new(false),
             _lock: lock,
         });
         Ok(Fs {
