@@ -361,6 +361,12 @@ struct State {
     /// commits: a timed round finding it unchanged, with nothing waiting,
     /// is skipped without leaving the runtime ([`State::idle_poll`]).
     index_seen: Option<[u8; 48]>,
+    /// When a round last found a commit.
+    last_change: Instant,
+    /// A read found frames since the WAL file was last found small: once
+    /// the database is idle, the file is truncated if it grew past the
+    /// engine's limit ([`State::truncate_idle_wal`]).
+    truncate_due: bool,
     shipped: watch::Sender<Position>,
     written: Arc<Mutex<Vec<u64>>>,
     /// Why the shipper stopped, once it did.
@@ -409,6 +415,11 @@ const MIN_READ_GAP: Duration = Duration::from_millis(10);
 const LOCK_TRIES: i32 = 200;
 /// Sleep between two tries for the write lock.
 const LOCK_WAIT: Duration = Duration::from_micros(100);
+/// How long a database goes without a commit before the shipper
+/// truncates its WAL file ([`State::truncate_idle_wal`]).
+const IDLE_BEFORE_TRUNCATE: Duration = Duration::from_secs(1);
+/// Longest wait for readers in a transaction when truncating an idle WAL.
+const TRUNCATE_READERS_WAIT: Duration = Duration::from_millis(20);
 /// Longest wait for the engine's writer when it is lent
 /// ([`Options::writer_hold`]): one call's transaction, a large write's
 /// included.
@@ -576,6 +587,8 @@ impl State {
             prev_digest: [0; 32],
             seen: None,
             index_seen: None,
+            last_change: Instant::now(),
+            truncate_due: false,
             shipped,
             written,
             failed: None,
@@ -682,6 +695,7 @@ impl State {
             && self.at.unshipped_since.is_none()
             && self.pending.txns == 0
             && !self.busy
+            && !self.truncate_due
             && self.index_seen.is_some()
             && wal_index::header(&self.shm_path) == self.index_seen
     }
@@ -764,6 +778,9 @@ impl State {
             .query_row([], |r| r.get(0))?;
         self.confirm()?;
         let changed = self.seen != Some(version);
+        if changed {
+            self.last_change = Instant::now();
+        }
         if changed && self.at.unshipped_since.is_none() {
             self.at.unshipped_since = Some(Instant::now());
             self.published();
@@ -777,6 +794,7 @@ impl State {
         }
         if read {
             let frames = self.pinned(|s| s.read(upload))?;
+            self.truncate_due |= frames > 0;
             self.busy = frames >= self.checkpoint_step() || (self.busy && frames > 0);
             // Read before the pin: a commit after it changes the version again.
             self.seen = Some(version);
@@ -789,6 +807,9 @@ impl State {
             }
             if upload && self.pending.txns > 0 {
                 self.ship()?;
+            }
+            if self.truncate_due && self.last_change.elapsed() >= IDLE_BEFORE_TRUNCATE {
+                self.truncate_idle_wal();
             }
         }
         if self.pending.txns == 0 && self.seen == Some(version) && self.at.unshipped_since.is_some()
@@ -1070,6 +1091,47 @@ impl State {
         }
         self.read_cycle(&h)?;
         self.checkpoint()
+    }
+
+    /// Truncates the WAL file of a database idle for
+    /// [`IDLE_BEFORE_TRUNCATE`] when it is larger than the engine's limit
+    /// ([`agentcomputer_fs::WAL_SIZE_LIMIT`]). The engine leaves the file
+    /// at its largest while a backup runs (`journal_size_limit` off), since
+    /// truncating it at a WAL restart made the writer wait for the
+    /// `ftruncate(2)`: 12 ms for 60 MiB. Here the engine's writer runs a
+    /// TRUNCATE checkpoint once the WAL index is as this round saw it (so
+    /// every frame was read: [`WriterHold::truncate_wal`]); the next
+    /// writer starts the next cycle with salt-1 plus one, which the
+    /// shipper expects. Readers in a transaction are waited for
+    /// [`TRUNCATE_READERS_WAIT`]; then a later idle round tries again.
+    /// Without a lent writer the file is left as it is until the database
+    /// closes.
+    fn truncate_idle_wal(&mut self) {
+        let Some(hold) = self.options.writer_hold.clone() else {
+            self.truncate_due = false;
+            return;
+        };
+        let len = std::fs::metadata(&self.wal_path).map_or(0, |m| m.len());
+        if len <= agentcomputer_fs::WAL_SIZE_LIMIT {
+            self.truncate_due = false;
+            return;
+        }
+        let (seen, shm) = (self.index_seen, self.shm_path.clone());
+        // No commit since this round looked: every frame was read.
+        match hold.truncate_wal(TRUNCATE_READERS_WAIT, || wal_index::header(&shm) == seen) {
+            Ok(Some(true)) => {
+                self.truncate_due = false;
+                self.backfilled = self.cycle_frames();
+                self.pin_unsure = true;
+                self.restart_allowed = true;
+            }
+            // A commit came, a reader held on, or the writer was busy: a
+            // later idle round tries again.
+            Ok(Some(false) | None) => {}
+            Err(e) => {
+                tracing::warn!(db = %self.db_path.display(), error = %e, "truncating an idle WAL failed");
+            }
+        }
     }
 
     /// Uploads the pending transactions as one object at the next position.

@@ -124,8 +124,7 @@ async fn busy_writer(pause: Duration, lend: bool) -> Option<Seen> {
 async fn a_writer_that_never_pauses_gets_its_wal_restarted_and_loses_nothing() {
     // A commit every millisecond or so: never the pause a pinned
     // checkpoint needs to catch up (it runs for longer), and a pace a
-    // debug build's shipper, which checksums every frame without
-    // optimizations, keeps up with while racing for the write lock.
+    // debug build's shipper keeps up with while racing for the write lock.
     let Some(seen) = busy_writer(Duration::from_millis(1), false).await else {
         return;
     };

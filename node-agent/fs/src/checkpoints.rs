@@ -71,6 +71,50 @@ impl WriterHold {
     }
 }
 
+impl WriterHold {
+    /// Empties the WAL file with a TRUNCATE checkpoint run on the engine's
+    /// own writer, once `check` (run with the writer held and no
+    /// transaction open) agrees. On the writer, because the next cycle's
+    /// salt-1 is then this one's plus one, as at every restart the writer
+    /// makes; a connection that never restarted the WAL itself starts the
+    /// next cycle with random salts (sqlite3.c, `sqlite3WalFrames`), which
+    /// a shipper could not tell from a restart it did not allow. Readers
+    /// in a transaction are waited for up to `readers_wait`.
+    ///
+    /// Returns `None` when the writer is busy or the filesystem closed,
+    /// `Some(false)` when `check` refused, a reader held on, or the
+    /// checkpoints are not left to a backup; `Some(true)` once the file
+    /// is empty. Errors: the open batch's commit failing, or the
+    /// checkpoint's (`EIO`).
+    pub fn truncate_wal(
+        &self,
+        readers_wait: Duration,
+        check: impl FnOnce() -> bool,
+    ) -> Result<Option<bool>> {
+        let Some(inner) = self.0.upgrade() else {
+            return Ok(None);
+        };
+        if !inner.external_checkpoints.load(Ordering::Acquire) {
+            return Ok(Some(false));
+        }
+        let Some(mut w) = inner.try_writer(Duration::ZERO) else {
+            return Ok(None);
+        };
+        inner.end_batch(&mut w)?;
+        if !check() {
+            return Ok(Some(false));
+        }
+        w.conn.busy_timeout(readers_wait)?;
+        let busy = w
+            .conn
+            .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |r| {
+                r.get::<_, i64>(0)
+            });
+        w.conn.busy_handler(Some(wait_for_backup))?;
+        Ok(Some(busy? == 0))
+    }
+}
+
 /// Maps the database file again at its current size, on the writer
 /// between two transactions, if a checkpoint ran on another connection
 /// since it last did.
@@ -141,7 +185,8 @@ impl Fs {
     /// open: the automatic one (`PRAGMA wal_autocheckpoint = 0` on the
     /// writer; it was every [`crate::WAL_SIZE_LIMIT`] bytes of WAL) and the
     /// one [`Fs::compact`] ends with. The WAL then grows until the shipper
-    /// checkpoints. Closing the database still checkpoints if this is the
+    /// checkpoints, and its file is not truncated at a WAL restart
+    /// (`journal_size_limit = -1`): the shipper truncates it when idle. Closing the database still checkpoints if this is the
     /// last connection, which a running shipper's own connection prevents.
     /// The writer then waits for a lock in short steps ([`wait_for_backup`]):
     /// the shipper holds the write lock briefly to end a WAL cycle.
@@ -150,7 +195,11 @@ impl Fs {
     pub fn leave_checkpoints_to_backup(&self) -> Result<()> {
         let mut w = self.inner.writer();
         self.inner.end_batch(&mut w)?;
-        w.conn.execute_batch("PRAGMA wal_autocheckpoint = 0")?;
+        // Nor is the WAL file truncated at a restart, which the writer
+        // would wait for: the shipper truncates it once the database is
+        // idle.
+        w.conn
+            .execute_batch("PRAGMA wal_autocheckpoint = 0; PRAGMA journal_size_limit = -1")?;
         w.conn.busy_handler(Some(wait_for_backup))?;
         self.inner
             .external_checkpoints
