@@ -188,17 +188,6 @@ async fn run(
         if let Some(s) = &shipper {
             s.sync().await.unwrap();
         }
-        // One more transaction restarts the WAL that pass filled, which
-        // truncates it to the engine's WAL size limit (`ftruncate(2)` of
-        // some 60 MiB with backup, where the shipper ended the pass's
-        // cycle past the limit: 12 ms); it belongs to the first pass.
-        let f2 = fs.clone();
-        tokio::task::spawn_blocking(move || {
-            let ino = f2.resolve(ROOT_INO, b"/big", true).unwrap().ino;
-            f2.write(ino, 0, &[0]).unwrap();
-        })
-        .await
-        .unwrap();
     }
     let f2 = fs.clone();
     let timed = tokio::task::spawn_blocking(move || {
