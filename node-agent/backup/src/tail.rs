@@ -347,7 +347,15 @@ mod tests {
             offset: wal::HEADER_BYTES,
             checksum: h.checksum,
         };
-        read_commits(&file, &h, &mut from_start, &mut fresh, &mut buf, Bound::Unknown).unwrap();
+        read_commits(
+            &file,
+            &h,
+            &mut from_start,
+            &mut fresh,
+            &mut buf,
+            Bound::Unknown,
+        )
+        .unwrap();
         let (_, pages, db_pages) = scanned(dir.path());
         assert_eq!(fresh.db_pages, db_pages);
         let got: BTreeMap<u32, Vec<u8>> = fresh.pages().map(|(p, b)| (p, b.to_vec())).collect();
@@ -383,7 +391,15 @@ mod tests {
         };
         let mut pending = Pending::new(h.page_size);
         let file = File::open(&torn).unwrap();
-        read_commits(&file, &h, &mut at, &mut pending, &mut Vec::new(), Bound::Unknown).unwrap();
+        read_commits(
+            &file,
+            &h,
+            &mut at,
+            &mut pending,
+            &mut Vec::new(),
+            Bound::Unknown,
+        )
+        .unwrap();
         assert_eq!(pending.txns as usize, all.transactions.len() - 1);
         let second_last = &all.transactions[all.transactions.len() - 2];
         let end = second_last.frames.last().unwrap().1 + h.page_size as usize;
@@ -398,7 +414,15 @@ mod tests {
         };
         let mut pending = Pending::new(h.page_size);
         let file = File::open(&torn).unwrap();
-        read_commits(&file, &h, &mut at, &mut pending, &mut Vec::new(), Bound::Unknown).unwrap();
+        read_commits(
+            &file,
+            &h,
+            &mut at,
+            &mut pending,
+            &mut Vec::new(),
+            Bound::Unknown,
+        )
+        .unwrap();
         assert_eq!(pending.txns, 2);
     }
 
@@ -432,17 +456,28 @@ mod tests {
         let mut buf = Vec::new();
         for round in 0..4 {
             for i in 0..5 {
-                c.execute("INSERT INTO t VALUES (randomblob(?1))", [700 * (i + round + 1)])
-                    .unwrap();
+                c.execute(
+                    "INSERT INTO t VALUES (randomblob(?1))",
+                    [700 * (i + round + 1)],
+                )
+                .unwrap();
             }
             if round == 2 {
                 c.execute("INSERT INTO t VALUES (randomblob(2500000))", [])
                     .unwrap();
             }
             let bound = index_bound(dir.path(), &h);
-            let a = read_commits(&file, &h, &mut checked_at, &mut checked, &mut buf, Bound::Unknown)
-                .unwrap();
-            let b = read_commits(&file, &h, &mut trusted_at, &mut trusted, &mut buf, bound).unwrap();
+            let a = read_commits(
+                &file,
+                &h,
+                &mut checked_at,
+                &mut checked,
+                &mut buf,
+                Bound::Unknown,
+            )
+            .unwrap();
+            let b =
+                read_commits(&file, &h, &mut trusted_at, &mut trusted, &mut buf, bound).unwrap();
             assert_eq!(a, b);
             // The cursor, its running checksum included, is the same:
             // a later checked read can go on from a trusted one.
@@ -463,11 +498,13 @@ mod tests {
              CREATE TABLE t(x BLOB);",
         )
         .unwrap();
-        c.execute("INSERT INTO t VALUES (randomblob(5000))", []).unwrap();
+        c.execute("INSERT INTO t VALUES (randomblob(5000))", [])
+            .unwrap();
         let (file, h) = wal_of(dir.path());
         let bound = index_bound(dir.path(), &h);
         // Committed after the bound was read: left for the next read.
-        c.execute("INSERT INTO t VALUES (randomblob(5000))", []).unwrap();
+        c.execute("INSERT INTO t VALUES (randomblob(5000))", [])
+            .unwrap();
         let mut at = Cursor {
             offset: wal::HEADER_BYTES,
             checksum: h.checksum,
