@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Runs every example's run.sh, as a user would, and fails if one fails.
+# Runs every example's run.sh (or those named: `bash examples/test.sh
+# project undo`), as a user would, and fails if one fails.
 # scripts/test.sh calls it with the debug build it made:
 #   AGENTCOMPUTER_BIN_DIR=target/debug bash examples/test.sh
 set -euo pipefail
@@ -7,11 +8,18 @@ set -euo pipefail
 [ -z "${AGENTCOMPUTER_BIN_DIR:-}" ] || AGENTCOMPUTER_BIN_DIR=$(cd "$AGENTCOMPUTER_BIN_DIR" && pwd)
 export AGENTCOMPUTER_BIN_DIR
 cd "$(dirname "$0")"
+for name in "$@"; do
+    [ -f "$name/run.sh" ] || { echo "no example $name (examples: $(ls -d */ | tr -d / | tr '\n' ' '))" >&2; exit 2; }
+done
 failed=()
 for run in */run.sh; do
     name=${run%/run.sh}
-    # The end-to-end suite runs it on its cluster.
-    [ "$name" != kubernetes ] || continue
+    if [ $# -gt 0 ]; then
+        [[ " $* " == *" $name "* ]] || continue
+    elif [ "$name" = kubernetes ]; then
+        # The end-to-end suite runs it on its cluster.
+        continue
+    fi
     case $name in egress | document)
         if [ "$(id -u)" != 0 ]; then
             echo "SKIPPED example $name: it needs root"
