@@ -257,6 +257,26 @@ mod tests {
     use super::*;
     use rusqlite::Connection;
 
+    /// A database in WAL mode that never checkpoints, with one table `t`.
+    fn wal_database() -> (tempfile::TempDir, Connection) {
+        let dir = tempfile::tempdir().unwrap();
+        let c = Connection::open(dir.path().join("t.db")).unwrap();
+        c.execute_batch(
+            "PRAGMA journal_mode = WAL; PRAGMA wal_autocheckpoint = 0;
+             CREATE TABLE t(x BLOB);",
+        )
+        .unwrap();
+        (dir, c)
+    }
+
+    /// The cursor at the first frame of the cycle `h` begins.
+    fn first_frame(h: &WalHeader) -> Cursor {
+        Cursor {
+            offset: wal::HEADER_BYTES,
+            checksum: h.checksum,
+        }
+    }
+
     fn wal_of(dir: &std::path::Path) -> (File, WalHeader) {
         let path = dir.join("t.db-wal");
         let head = std::fs::read(&path).unwrap();
@@ -285,18 +305,9 @@ mod tests {
 
     #[test]
     fn reads_each_commit_once_across_reads_and_large_transactions() {
-        let dir = tempfile::tempdir().unwrap();
-        let c = Connection::open(dir.path().join("t.db")).unwrap();
-        c.execute_batch(
-            "PRAGMA journal_mode = WAL; PRAGMA wal_autocheckpoint = 0;
-             CREATE TABLE t(x BLOB);",
-        )
-        .unwrap();
+        let (dir, c) = wal_database();
         let (file, h) = wal_of(dir.path());
-        let mut at = Cursor {
-            offset: wal::HEADER_BYTES,
-            checksum: h.checksum,
-        };
+        let mut at = first_frame(&h);
         let mut pending = Pending::new(h.page_size);
         let mut buf = Vec::new();
         let mut txns = 0;
@@ -343,10 +354,7 @@ mod tests {
         );
         // And the pages held since the last clear are the latest versions.
         let mut fresh = Pending::new(h.page_size);
-        let mut from_start = Cursor {
-            offset: wal::HEADER_BYTES,
-            checksum: h.checksum,
-        };
+        let mut from_start = first_frame(&h);
         read_commits(
             &file,
             &h,
@@ -365,13 +373,7 @@ mod tests {
 
     #[test]
     fn stops_before_an_unfinished_transaction_and_a_damaged_frame() {
-        let dir = tempfile::tempdir().unwrap();
-        let c = Connection::open(dir.path().join("t.db")).unwrap();
-        c.execute_batch(
-            "PRAGMA journal_mode = WAL; PRAGMA wal_autocheckpoint = 0;
-             CREATE TABLE t(x BLOB);",
-        )
-        .unwrap();
+        let (dir, c) = wal_database();
         for i in 0..4 {
             c.execute("INSERT INTO t VALUES (randomblob(?1))", [2000 * (i + 1)])
                 .unwrap();
@@ -385,10 +387,7 @@ mod tests {
         bytes.truncate(cut);
         let torn = dir.path().join("torn-wal");
         std::fs::write(&torn, &bytes).unwrap();
-        let mut at = Cursor {
-            offset: wal::HEADER_BYTES,
-            checksum: h.checksum,
-        };
+        let mut at = first_frame(&h);
         let mut pending = Pending::new(h.page_size);
         let file = File::open(&torn).unwrap();
         read_commits(
@@ -408,10 +407,7 @@ mod tests {
         let mut bytes = std::fs::read(&path).unwrap();
         bytes[32 + all.transactions[2].frames[0].1 + 7] ^= 0xff;
         std::fs::write(&torn, &bytes).unwrap();
-        let mut at = Cursor {
-            offset: wal::HEADER_BYTES,
-            checksum: h.checksum,
-        };
+        let mut at = first_frame(&h);
         let mut pending = Pending::new(h.page_size);
         let file = File::open(&torn).unwrap();
         read_commits(
@@ -438,18 +434,9 @@ mod tests {
 
     #[test]
     fn a_read_within_the_index_bound_takes_what_a_checked_read_takes() {
-        let dir = tempfile::tempdir().unwrap();
-        let c = Connection::open(dir.path().join("t.db")).unwrap();
-        c.execute_batch(
-            "PRAGMA journal_mode = WAL; PRAGMA wal_autocheckpoint = 0;
-             CREATE TABLE t(x BLOB);",
-        )
-        .unwrap();
+        let (dir, c) = wal_database();
         let (file, h) = wal_of(dir.path());
-        let start = Cursor {
-            offset: wal::HEADER_BYTES,
-            checksum: h.checksum,
-        };
+        let start = first_frame(&h);
         let (mut checked_at, mut trusted_at) = (start, start);
         let mut checked = Pending::new(h.page_size);
         let mut trusted = Pending::new(h.page_size);
@@ -491,13 +478,7 @@ mod tests {
 
     #[test]
     fn a_read_within_the_index_bound_stops_at_it_and_at_a_restarted_wal() {
-        let dir = tempfile::tempdir().unwrap();
-        let c = Connection::open(dir.path().join("t.db")).unwrap();
-        c.execute_batch(
-            "PRAGMA journal_mode = WAL; PRAGMA wal_autocheckpoint = 0;
-             CREATE TABLE t(x BLOB);",
-        )
-        .unwrap();
+        let (dir, c) = wal_database();
         c.execute("INSERT INTO t VALUES (randomblob(5000))", [])
             .unwrap();
         let (file, h) = wal_of(dir.path());
@@ -505,10 +486,7 @@ mod tests {
         // Committed after the bound was read: left for the next read.
         c.execute("INSERT INTO t VALUES (randomblob(5000))", [])
             .unwrap();
-        let mut at = Cursor {
-            offset: wal::HEADER_BYTES,
-            checksum: h.checksum,
-        };
+        let mut at = first_frame(&h);
         let mut pending = Pending::new(h.page_size);
         read_commits(&file, &h, &mut at, &mut pending, &mut Vec::new(), bound).unwrap();
         assert_eq!(pending.txns, 2, "the table's creation and the first insert");
@@ -519,10 +497,7 @@ mod tests {
         bytes[16] ^= 1;
         let restarted = dir.path().join("restarted-wal");
         std::fs::write(&restarted, &bytes).unwrap();
-        let mut at = Cursor {
-            offset: wal::HEADER_BYTES,
-            checksum: h.checksum,
-        };
+        let mut at = first_frame(&h);
         let mut pending = Pending::new(h.page_size);
         let file = File::open(&restarted).unwrap();
         let taken = read_commits(&file, &h, &mut at, &mut pending, &mut Vec::new(), bound).unwrap();
