@@ -16,7 +16,8 @@
 #       each tarball is fetched through it and checked against the
 #       lockfile's integrity; then a mirror with no uplink must serve every
 #       one of them. Done once per lockfile: a stamp in STORAGE_DIR makes a
-#       rerun return at once without the network. Several projects may
+#       rerun return at once without the network, while every file it
+#       names is still there (else it fills again). Several projects may
 #       share one STORAGE_DIR (conventionally
 #       ~/.cache/agentcomputer/npm-mirror/storage).
 #   scripts/npm-mirror.sh serve STORAGE_DIR ADDR:PORT
@@ -24,6 +25,8 @@
 #       so it serves what STORAGE_DIR holds and nothing else (a package or
 #       version it lacks: 404); prints its URL (http://ADDR:PORT/) on stdout
 #       once it answers, its log on stderr; stops on SIGTERM or SIGINT.
+#       A port another program holds is refused. A fill of the same
+#       STORAGE_DIR waits while it serves.
 #       Needs no network: it can run in a network namespace with nothing
 #       but the address it listens on.
 #
@@ -107,7 +110,12 @@ start_registry() {
     host=${listen%:*} port=${listen##*:}
     case $port in "" | *[!0-9]*) die "$listen is not ADDR:PORT" ;; esac
     [ -n "$host" ] && [ "$host" != "$listen" ] || die "$listen is not ADDR:PORT"
-    [ "$port" != 0 ] || port=$(free_port "$(tr -d '[]' <<<"$host")") || die "no free port on $host"
+    if [ "$port" = 0 ]; then
+        port=$(free_port "$(tr -d '[]' <<<"$host")") || die "no free port on $host"
+    elif node -e 'const s = require("net").connect(+process.argv[2], process.argv[1]); s.on("connect", () => process.exit(0)); s.on("error", () => process.exit(1))' "$(tr -d '[]' <<<"$host")" "$port" 2>/dev/null; then
+        # Its answers to the ping below would pass for this mirror's.
+        die "$host:$port is in use by another program"
+    fi
     registry_url="http://$host:$port/"
     node "$src/mirror.mjs" config "$mode" "$storage" "$upstream" "$log_level" >"$tmp/$mode.yaml"
     if [ "$log" = - ]; then
@@ -154,10 +162,20 @@ fill)
     storage=$(cd "$storage" && pwd)
     lock=$(cd "$project" && pwd)/package-lock.json
     stamp="$storage/.npm-mirror-filled/$(cat "$lock" "$src/package-lock.json" "$src/mirror.mjs" | sha256sum | cut -c1-16)-$(node -p 'process.platform + "-" + process.arch')"
-    [ ! -f "$stamp" ] || { echo "npm-mirror: $storage already holds what $lock names" >&2; exit 0; }
     exec 9>"$storage/.npm-mirror.lock"
+    # Exclusive: no fill while a serve of this storage runs (it holds the
+    # lock shared), so no version gets into its metadata without its
+    # tarball under a running mirror.
     flock 9
-    [ ! -f "$stamp" ] || { echo "npm-mirror: $storage already holds what $lock names" >&2; exit 0; }
+    if [ -f "$stamp" ]; then
+        # The stamp is trusted only while the files are there.
+        if node "$src/mirror.mjs" stored "$lock" "$upstream" "$storage"; then
+            echo "npm-mirror: $storage already holds what $lock names" >&2
+            exit 0
+        fi
+        echo "npm-mirror: filling again" >&2
+        rm -f "$stamp"
+    fi
     tmp=$(mktemp -d -t npm-mirror.XXXXXX)
     trap 'stop_registry; rm -rf "$tmp"' EXIT
     echo "npm-mirror: filling $storage with what $lock names, from $upstream" >&2
@@ -181,6 +199,9 @@ serve)
     tmp=$(mktemp -d -t npm-mirror.XXXXXX)
     trap 'stop_registry; rm -rf "$tmp"' EXIT
     trap 'exit 0' TERM INT
+    # Shared, for as long as it serves: a fill of this storage waits.
+    exec 9>"$storage/.npm-mirror.lock"
+    flock -s 9
     node "$src/mirror.mjs" trim "$storage" "$verdaccio"
     start_registry serve "$storage" "$listen" -
     echo "$registry_url"

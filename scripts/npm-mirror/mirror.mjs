@@ -14,6 +14,10 @@
 //       each tarball against the lockfile's integrity; with --check also
 //       that the mirror's metadata lists each version. Prints what is
 //       missing and exits 1 if anything is.
+//   node mirror.mjs stored LOCKFILE UPSTREAM STORAGE
+//       checks, without the network, that STORAGE still holds the tarball
+//       and the metadata of every package the lockfile names; prints what
+//       is missing and exits 1 if anything is
 //   node mirror.mjs trim STORAGE VERDACCIO_DIR
 //       leaves in each stored package's metadata only the versions whose
 //       tarball is stored, so that Verdaccio, which would fetch a missing
@@ -189,6 +193,23 @@ function trim(storage, verdaccioDir) {
   }
 }
 
+function stored(lockfile, upstream, storage) {
+  const missing = [];
+  for (const p of packagesOf(lockfile, upstream)) {
+    const dir = path.join(storage, ...p.name.split("/"));
+    const tgz = path.join(dir, path.posix.basename(p.tarball));
+    let meta = null;
+    try {
+      meta = JSON.parse(fs.readFileSync(path.join(dir, "package.json"), "utf8"));
+    } catch {}
+    if (!fs.existsSync(tgz) || !meta?.versions?.[p.version]) missing.push(`${p.name}@${p.version}`);
+  }
+  if (missing.length) {
+    console.error(`npm-mirror: ${storage} no longer holds ${missing.join(", ")}`);
+    process.exit(1);
+  }
+}
+
 switch (cmd) {
   case "config":
     config(...args);
@@ -198,6 +219,9 @@ switch (cmd) {
     break;
   case "fetch":
     await fetchAll(args[0], args[1], args[2], args[3] === "--check");
+    break;
+  case "stored":
+    stored(...args);
     break;
   case "trim":
     trim(...args);
