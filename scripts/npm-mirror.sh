@@ -109,6 +109,7 @@ start_registry() {
     local mode=$1 storage=$2 listen=$3 log=$4 host port
     host=${listen%:*} port=${listen##*:}
     case $port in "" | *[!0-9]*) die "$listen is not ADDR:PORT" ;; esac
+    [ "${#port}" -le 5 ] && [ "$port" -le 65535 ] || die "$listen: port $port is not a TCP port (0 to 65535)"
     [ -n "$host" ] && [ "$host" != "$listen" ] || die "$listen is not ADDR:PORT"
     if [ "$port" = 0 ]; then
         port=$(free_port "$(tr -d '[]' <<<"$host")") || die "no free port on $host"
