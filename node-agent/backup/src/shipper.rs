@@ -33,7 +33,7 @@ use std::path::{Path as FsPath, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use agentcomputer_fs::WriterHold;
+use agentcomputer_fs::{Truncation, WriterHold};
 use bytes::Bytes;
 use futures::TryStreamExt;
 use object_store::path::Path;
@@ -1117,21 +1117,33 @@ impl State {
             return;
         }
         let (seen, shm) = (self.index_seen, self.shm_path.clone());
-        // No commit since this round looked: every frame was read.
-        match hold.truncate_wal(TRUNCATE_READERS_WAIT, || wal_index::header(&shm) == seen) {
-            Ok(Some(true)) => {
+        // No commit since this round looked: every frame was read. An
+        // index that could not be read proves nothing.
+        let unchanged = || seen.is_some() && wal_index::header(&shm) == seen;
+        match hold.truncate_wal(TRUNCATE_READERS_WAIT, unchanged) {
+            Ok(Some(Truncation::Emptied)) => {
                 self.truncate_due = false;
-                self.backfilled = self.cycle_frames();
-                self.pin_unsure = true;
-                self.restart_allowed = true;
+                self.all_checkpointed();
             }
-            // A commit came, a reader held on, or the writer was busy: a
-            // later idle round tries again.
-            Ok(Some(false) | None) => {}
+            // Every frame, all read, is in the database file: the writer
+            // may restart the WAL once the reader is done; a later idle
+            // round empties the file.
+            Ok(Some(Truncation::Copied)) => self.all_checkpointed(),
+            // A commit came or the writer was busy: a later idle round
+            // tries again.
+            Ok(Some(Truncation::Refused) | None) => {}
             Err(e) => {
                 tracing::warn!(db = %self.db_path.display(), error = %e, "truncating an idle WAL failed");
             }
         }
+    }
+
+    /// Notes that every frame of the cycle, all read, is in the database
+    /// file, as a complete checkpoint of [`State::checkpoint`] does.
+    fn all_checkpointed(&mut self) {
+        self.backfilled = self.cycle_frames();
+        self.pin_unsure = true;
+        self.restart_allowed = true;
     }
 
     /// Uploads the pending transactions as one object at the next position.

@@ -71,6 +71,20 @@ impl WriterHold {
     }
 }
 
+/// What [`WriterHold::truncate_wal`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Truncation {
+    /// Nothing: `check` refused, or the checkpoints are not left to a
+    /// backup.
+    Refused,
+    /// Every frame went into the database file, but a reader in a
+    /// transaction kept the file from being emptied: the next writer may
+    /// restart the WAL once the reader is done.
+    Copied,
+    /// The WAL file is empty.
+    Emptied,
+}
+
 impl WriterHold {
     /// Empties the WAL file with a TRUNCATE checkpoint run on the engine's
     /// own writer, once `check` (run with the writer held and no
@@ -79,39 +93,48 @@ impl WriterHold {
     /// makes; a connection that never restarted the WAL itself starts the
     /// next cycle with random salts (sqlite3.c, `sqlite3WalFrames`), which
     /// a shipper could not tell from a restart it did not allow. Readers
-    /// in a transaction are waited for up to `readers_wait`.
+    /// in a transaction are waited for up to `readers_wait`; SQLite copies
+    /// the frames before it waits for them, so a reader that stays
+    /// leaves every frame copied and the file as it was
+    /// ([`Truncation::Copied`]).
     ///
-    /// Returns `None` when the writer is busy or the filesystem closed,
-    /// `Some(false)` when `check` refused, a reader held on, or the
-    /// checkpoints are not left to a backup; `Some(true)` once the file
-    /// is empty. Errors: the open batch's commit failing, or the
-    /// checkpoint's (`EIO`).
+    /// Returns `None` when the writer is busy or the filesystem closed.
+    /// Errors: the open batch's commit failing, or the checkpoint's
+    /// (`EIO`).
     pub fn truncate_wal(
         &self,
         readers_wait: Duration,
         check: impl FnOnce() -> bool,
-    ) -> Result<Option<bool>> {
+    ) -> Result<Option<Truncation>> {
         let Some(inner) = self.0.upgrade() else {
             return Ok(None);
         };
         if !inner.external_checkpoints.load(Ordering::Acquire) {
-            return Ok(Some(false));
+            return Ok(Some(Truncation::Refused));
         }
         let Some(mut w) = inner.try_writer(Duration::ZERO) else {
             return Ok(None);
         };
         inner.end_batch(&mut w)?;
         if !check() {
-            return Ok(Some(false));
+            return Ok(Some(Truncation::Refused));
         }
         w.conn.busy_timeout(readers_wait)?;
-        let busy = w
+        let r = w
             .conn
             .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |r| {
-                r.get::<_, i64>(0)
+                Ok((
+                    r.get::<_, i64>(0)?,
+                    r.get::<_, i64>(1)?,
+                    r.get::<_, i64>(2)?,
+                ))
             });
         w.conn.busy_handler(Some(wait_for_backup))?;
-        Ok(Some(busy? == 0))
+        Ok(Some(match r? {
+            (0, _, _) => Truncation::Emptied,
+            (_, log, done) if log == done => Truncation::Copied,
+            _ => Truncation::Refused,
+        }))
     }
 }
 

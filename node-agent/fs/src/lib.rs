@@ -50,7 +50,7 @@ mod vfs;
 mod writer_lease;
 mod xattr;
 
-pub use checkpoints::WriterHold;
+pub use checkpoints::{Truncation, WriterHold};
 pub use convenience::WriteMode;
 pub use copy::COPY_STEP_BYTES;
 pub use db::WAL_SIZE_LIMIT;
