@@ -367,6 +367,10 @@ struct State {
     /// the database is idle, the file is truncated if it grew past the
     /// engine's limit ([`State::truncate_idle_wal`]).
     truncate_due: bool,
+    /// No truncation is tried before this: a reader that held one up is
+    /// given twice as long each time, up to [`TRUNCATE_BACKOFF_MAX`].
+    truncate_after: Instant,
+    truncate_backoff: Duration,
     shipped: watch::Sender<Position>,
     written: Arc<Mutex<Vec<u64>>>,
     /// Why the shipper stopped, once it did.
@@ -418,6 +422,9 @@ const LOCK_WAIT: Duration = Duration::from_micros(100);
 /// How long a database goes without a commit before the shipper
 /// truncates its WAL file ([`State::truncate_idle_wal`]).
 const IDLE_BEFORE_TRUNCATE: Duration = Duration::from_secs(1);
+/// Longest time between two tries to truncate an idle WAL that readers
+/// held up.
+const TRUNCATE_BACKOFF_MAX: Duration = Duration::from_secs(64);
 /// Longest wait for readers in a transaction when truncating an idle WAL.
 const TRUNCATE_READERS_WAIT: Duration = Duration::from_millis(20);
 /// Longest wait for the engine's writer when it is lent
@@ -589,6 +596,8 @@ impl State {
             index_seen: None,
             last_change: Instant::now(),
             truncate_due: false,
+            truncate_after: Instant::now(),
+            truncate_backoff: IDLE_BEFORE_TRUNCATE,
             shipped,
             written,
             failed: None,
@@ -695,7 +704,7 @@ impl State {
             && self.at.unshipped_since.is_none()
             && self.pending.txns == 0
             && !self.busy
-            && !self.truncate_due
+            && !(self.truncate_due && Instant::now() >= self.truncate_after)
             && self.index_seen.is_some()
             && wal_index::header(&self.shm_path) == self.index_seen
     }
@@ -808,7 +817,10 @@ impl State {
             if upload && self.pending.txns > 0 {
                 self.ship()?;
             }
-            if self.truncate_due && self.last_change.elapsed() >= IDLE_BEFORE_TRUNCATE {
+            if self.truncate_due
+                && self.last_change.elapsed() >= IDLE_BEFORE_TRUNCATE
+                && Instant::now() >= self.truncate_after
+            {
                 self.truncate_idle_wal();
             }
         }
@@ -1123,12 +1135,18 @@ impl State {
         match hold.truncate_wal(TRUNCATE_READERS_WAIT, unchanged) {
             Ok(Some(Truncation::Emptied)) => {
                 self.truncate_due = false;
+                self.truncate_backoff = IDLE_BEFORE_TRUNCATE;
                 self.all_checkpointed();
             }
             // Every frame, all read, is in the database file: the writer
             // may restart the WAL once the reader is done; a later idle
-            // round empties the file.
-            Ok(Some(Truncation::Copied)) => self.all_checkpointed(),
+            // round empties the file, not at once, since each try holds
+            // the engine's writer while it waits for the reader.
+            Ok(Some(Truncation::Copied)) => {
+                self.all_checkpointed();
+                self.truncate_after = Instant::now() + self.truncate_backoff;
+                self.truncate_backoff = (self.truncate_backoff * 2).min(TRUNCATE_BACKOFF_MAX);
+            }
             // A commit came or the writer was busy: a later idle round
             // tries again.
             Ok(Some(Truncation::Refused) | None) => {}
