@@ -277,6 +277,16 @@ mod tests {
         }
     }
 
+    /// Reads the WAL file at `path`, of the cycle `h` begins, from its
+    /// first frame within `bound`: the cursor reached and what was taken.
+    fn read_from_start(path: &std::path::Path, h: &WalHeader, bound: Bound) -> (Cursor, Pending) {
+        let mut at = first_frame(h);
+        let mut pending = Pending::new(h.page_size);
+        let file = File::open(path).unwrap();
+        read_commits(&file, h, &mut at, &mut pending, &mut Vec::new(), bound).unwrap();
+        (at, pending)
+    }
+
     fn wal_of(dir: &std::path::Path) -> (File, WalHeader) {
         let path = dir.join("t.db-wal");
         let head = std::fs::read(&path).unwrap();
@@ -387,18 +397,7 @@ mod tests {
         bytes.truncate(cut);
         let torn = dir.path().join("torn-wal");
         std::fs::write(&torn, &bytes).unwrap();
-        let mut at = first_frame(&h);
-        let mut pending = Pending::new(h.page_size);
-        let file = File::open(&torn).unwrap();
-        read_commits(
-            &file,
-            &h,
-            &mut at,
-            &mut pending,
-            &mut Vec::new(),
-            Bound::Unknown,
-        )
-        .unwrap();
+        let (at, pending) = read_from_start(&torn, &h, Bound::Unknown);
         assert_eq!(pending.txns as usize, all.transactions.len() - 1);
         let second_last = &all.transactions[all.transactions.len() - 2];
         let end = second_last.frames.last().unwrap().1 + h.page_size as usize;
@@ -407,18 +406,7 @@ mod tests {
         let mut bytes = std::fs::read(&path).unwrap();
         bytes[32 + all.transactions[2].frames[0].1 + 7] ^= 0xff;
         std::fs::write(&torn, &bytes).unwrap();
-        let mut at = first_frame(&h);
-        let mut pending = Pending::new(h.page_size);
-        let file = File::open(&torn).unwrap();
-        read_commits(
-            &file,
-            &h,
-            &mut at,
-            &mut pending,
-            &mut Vec::new(),
-            Bound::Unknown,
-        )
-        .unwrap();
+        let (_, pending) = read_from_start(&torn, &h, Bound::Unknown);
         assert_eq!(pending.txns, 2);
     }
 
