@@ -12,9 +12,12 @@
 //! from where it stopped, each frame once, keeping the latest version of
 //! each page the new commits wrote. Once the upload interval allows, the
 //! transactions read go up as one object at the next position, created
-//! with `If-None-Match: *`. A busy writer's WAL is also read between
-//! uploads, and checkpointed (PASSIVE, still pinned, so only frames read
-//! reach the database file) every quarter of `checkpoint_pages` frames.
+//! with `If-None-Match: *`, after the pin ends. A busy writer's WAL is
+//! also read between uploads, and checkpointed (PASSIVE, still pinned, so
+//! only frames read reach the database file) every quarter of
+//! `checkpoint_pages` frames: the engine's commits wake the shipper, which
+//! looks at the WAL index (SQLite's own mapping of it, so no descriptor
+//! of ours drops SQLite's locks) and reads once a quarter was committed.
 //! A writer that never pauses always has a commit past the pin, so at
 //! `checkpoint_pages` frames the shipper takes the write lock for a moment
 //! (borrowing the engine's writer when it is lent, [`Options::writer_hold`]),
@@ -46,7 +49,7 @@ use crate::error::{Error, Result};
 use crate::object::{self, Header, Kind};
 use crate::tail::{self, Cursor, Pending};
 use crate::wal::{self, WalHeader};
-use crate::wal_index;
+use crate::{sqlite_handles, wal_index};
 
 /// How a [`Shipper`] runs.
 #[derive(Debug, Clone)]
@@ -312,8 +315,6 @@ impl Drop for Shipper {
 struct State {
     db_path: PathBuf,
     wal_path: PathBuf,
-    /// The WAL index (`-shm`), which says how many frames are committed.
-    shm_path: PathBuf,
     store: Arc<dyn ObjectStore>,
     prefix: Path,
     options: Options,
@@ -441,6 +442,17 @@ async fn drive(state: State, mut rx: mpsc::UnboundedReceiver<Cmd>) {
     let mut state = Some(state);
     while let Some(mut s) = state.take() {
         let cmd = match tokio::time::timeout(s.next_wait(), rx.recv()).await {
+            Ok(Some(Cmd::Wake)) => {
+                // The next commit may wake the shipper again; this one is
+                // served only if a round has something to do now.
+                s.wake_pending
+                    .store(false, std::sync::atomic::Ordering::Release);
+                if !s.wake_wants_round() {
+                    state = Some(s);
+                    continue;
+                }
+                Some(Cmd::Wake)
+            }
             Ok(Some(c)) => Some(c),
             Ok(None) => {
                 let _ = tokio::task::spawn_blocking(move || drop(s)).await;
@@ -466,6 +478,15 @@ fn wait_for_lock(tries: i32) -> bool {
     }
     std::thread::sleep(LOCK_WAIT);
     true
+}
+
+/// A WAL header's salt as its bytes stand in the file (and in the WAL
+/// index).
+fn salt_bytes(salt: (u32, u32)) -> [u8; 8] {
+    let mut b = [0u8; 8];
+    b[..4].copy_from_slice(&salt.0.to_be_bytes());
+    b[4..].copy_from_slice(&salt.1.to_be_bytes());
+    b
 }
 
 fn db_error(path: &FsPath, reason: impl Into<String>) -> Error {
@@ -552,11 +573,8 @@ impl State {
         };
         let mut wal_path = db_path.clone().into_os_string();
         wal_path.push("-wal");
-        let mut shm_path = db_path.clone().into_os_string();
-        shm_path.push("-shm");
         let mut s = State {
             wal_path: wal_path.into(),
-            shm_path: shm_path.into(),
             db_path,
             store,
             prefix,
@@ -693,9 +711,21 @@ impl State {
         }
     }
 
+    /// Whether a commit's wake calls for a round now: one may upload (a
+    /// commit after a quiet spell goes up at once), or a checkpoint step
+    /// of frames was committed since the last read (a writer filling the
+    /// WAL within the upload interval is read, checkpointed and its WAL
+    /// restarted in steps, not once the interval ends). Otherwise the
+    /// timed wait ships the commit when the interval ends. Cheap: a look
+    /// at the WAL index, no blocking thread.
+    fn wake_wants_round(&self) -> bool {
+        self.failed.is_none()
+            && (self.last_upload.elapsed() >= self.options.min_upload_interval || self.step_due())
+    }
+
     /// A timed round would find nothing to do: nothing read waits for an
     /// upload, no upload is unconfirmed, the writer is not busy, and the
-    /// WAL index header (one small read of the `-shm` file) is as the last
+    /// WAL index header (read from SQLite's mapping of it) is as the last
     /// round saw it. Lets an idle shipper's poll stay on the runtime
     /// instead of taking a blocking thread for a `PRAGMA data_version`.
     fn idle_poll(&self) -> bool {
@@ -706,21 +736,13 @@ impl State {
             && !self.busy
             && !(self.truncate_due && Instant::now() >= self.truncate_after)
             && self.index_seen.is_some()
-            && wal_index::header(&self.shm_path) == self.index_seen
+            && wal_index::header(&self.reader) == self.index_seen
     }
 
     /// Serves `cmd`, or a timed round without one; blocking (SQLite, the
     /// WAL, uploads through [`State::rt`]). Returns false once stopped.
     fn serve(&mut self, cmd: Option<Cmd>) -> bool {
         let force = matches!(cmd, Some(Cmd::Sync(_) | Cmd::Stop(_)));
-        // Wakes are taken again only when this round may upload: within
-        // the upload interval a busy database's commits would otherwise
-        // wake the shipper once each, for nothing (the timed wait ships
-        // them when the interval ends).
-        if force || self.last_upload.elapsed() >= self.options.min_upload_interval {
-            self.wake_pending
-                .store(false, std::sync::atomic::Ordering::Release);
-        }
         let result = match &self.failed {
             Some(why) => Err(Error::Stopped(why.clone())),
             None => {
@@ -780,7 +802,7 @@ impl State {
     /// and restarted on time. `force` reads and uploads at once.
     fn round(&mut self, force: bool) -> Result<Position> {
         // Before the version: a commit after this read changes the header.
-        self.index_seen = wal_index::header(&self.shm_path);
+        self.index_seen = wal_index::header(&self.reader);
         let version: i64 = self
             .reader
             .prepare_cached("PRAGMA data_version")?
@@ -796,13 +818,18 @@ impl State {
         }
         let upload = force || self.last_upload.elapsed() >= self.options.min_upload_interval;
         let now = Instant::now();
-        let due = changed && self.busy && self.step_due();
+        let due = changed && self.step_due();
         let read = force || (changed && (upload || now >= self.next_read)) || due;
         if !changed {
             self.busy = false;
         }
         if read {
-            let frames = self.pinned(|s| s.read(upload))?;
+            let frames = self.pinned(|s| s.read())?;
+            // Uploaded unpinned: a slow upload holds back neither the
+            // checkpoint nor the WAL's restart.
+            if upload && self.pending.txns > 0 {
+                self.ship()?;
+            }
             self.truncate_due |= frames > 0;
             self.busy = frames >= self.checkpoint_step() || (self.busy && frames > 0);
             // Read before the pin: a commit after it changes the version again.
@@ -879,43 +906,37 @@ impl State {
     /// Frames of cycle `h` committed, as the WAL index says (`None` if it
     /// cannot tell: then the frames themselves are checked to their end).
     fn committed_frames(&self, h: &WalHeader) -> Option<u64> {
-        let mut salt = [0u8; 8];
-        salt[..4].copy_from_slice(&h.salt.0.to_be_bytes());
-        salt[4..].copy_from_slice(&h.salt.1.to_be_bytes());
-        wal_index::committed_frames(&self.shm_path, salt)
+        wal_index::committed_frames(&self.reader, salt_bytes(h.salt))
     }
 
     /// Whether a checkpoint step of frames was committed since the last
     /// read, by the WAL index (a few bytes read, no frame).
     fn step_due(&self) -> bool {
-        let Some(salt) = self.salt else {
+        let Some((salt, committed)) = wal_index::cycle(&self.reader) else {
             return false;
         };
-        let h = WalHeader {
-            big_endian: false,
-            page_size: self.page_size,
-            salt,
-            checksum: (0, 0),
+        // Frames of another cycle (the writer restarted the WAL) are all
+        // unread.
+        let read = match self.salt {
+            Some(s) if salt_bytes(s) == salt => self.cycle_frames(),
+            _ => 0,
         };
-        self.committed_frames(&h)
-            .is_some_and(|n| n >= self.cycle_frames() + self.checkpoint_step())
+        committed >= read + self.checkpoint_step()
     }
 
-    /// Reads the commits after the cursor into `pending`, uploads them if
-    /// `upload`, and checkpoints when a step of frames read is not yet in
-    /// the database file (after the upload, which the lag waits for);
-    /// pinned, so the checkpoint copies no frame past the pin, all read.
-    /// Returns the frames read.
-    fn read(&mut self, upload: bool) -> Result<u64> {
+    /// Reads the commits after the cursor into `pending` and checkpoints
+    /// when a step of frames read is not yet in the database file; pinned,
+    /// so the checkpoint copies no frame past the pin, all read. The
+    /// caller uploads after the pin: the checkpoint copies from the WAL
+    /// what was just read, while an upload can take seconds beside a
+    /// writer. Returns the frames read.
+    fn read(&mut self) -> Result<u64> {
         let unsure = self.pin_unsure;
         let cycle = self.cycle()?;
         let frames = match &cycle {
             Some(h) => self.read_cycle(h)?,
             None => 0,
         };
-        if upload && self.pending.txns > 0 {
-            self.ship()?;
-        }
         if cycle.is_some()
             && !unsure
             && self.cycle_frames() >= self.backfilled + self.checkpoint_step()
@@ -1050,7 +1071,7 @@ impl State {
             if unread < self.checkpoint_step() {
                 let unsure = self.pin_unsure;
                 self.pinned(|s| {
-                    s.read(false)?;
+                    s.read()?;
                     if unsure { Ok(()) } else { s.checkpoint() }
                 })?;
             }
@@ -1128,10 +1149,10 @@ impl State {
             self.truncate_due = false;
             return;
         }
-        let (seen, shm) = (self.index_seen, self.shm_path.clone());
+        let (seen, reader) = (self.index_seen, &self.reader);
         // No commit since this round looked: every frame was read. An
         // index that could not be read proves nothing.
-        let unchanged = || seen.is_some() && wal_index::header(&shm) == seen;
+        let unchanged = || seen.is_some() && wal_index::header(reader) == seen;
         match hold.truncate_wal(TRUNCATE_READERS_WAIT, unchanged) {
             Ok(Some(Truncation::Emptied)) => {
                 self.truncate_due = false;
@@ -1245,7 +1266,9 @@ impl State {
     fn snapshot(&mut self) -> Result<()> {
         let header = read_wal_header(&self.wal_path)?;
         let tail = read_wal_range(&self.wal_path, wal::HEADER_BYTES, usize::MAX >> 1)?;
-        let db = std::fs::read(&self.db_path)?;
+        // Through SQLite's descriptor: closing one of our own would drop
+        // the engine's locks on the file.
+        let db = sqlite_handles::read_database_file(&self.reader)?;
         if db.len() < 100 {
             return Err(db_error(
                 &self.db_path,
