@@ -20,12 +20,13 @@ pub(crate) struct BackedUp {
     shipper: Shipper,
 }
 
-/// Makes a database under `disk`, starts its shipper into `disk/store`
-/// on `runtime`, and mounts it at `mnt`. Errors: the engine's, the
-/// shipper's start, the mount's.
+/// Makes a database under `disk`, starts its shipper into the directory
+/// `store` on `runtime`, and mounts it at `mnt`. Errors: the engine's,
+/// the shipper's start, the mount's.
 pub(crate) fn mount_backed_up(
     runtime: &tokio::runtime::Runtime,
     disk: &Path,
+    store: &Path,
     mnt: &Path,
     limits: Limits,
     opts: MountOptions,
@@ -33,9 +34,8 @@ pub(crate) fn mount_backed_up(
     let db = disk.join("fs-backup.db");
     let fs = Fs::create(&db, limits)?;
     fs.leave_checkpoints_to_backup()?;
-    let dir = disk.join("store");
-    std::fs::create_dir_all(&dir)?;
-    let store: Arc<dyn ObjectStore> = Arc::new(LocalFileSystem::new_with_prefix(&dir)?);
+    std::fs::create_dir_all(store)?;
+    let store: Arc<dyn ObjectStore> = Arc::new(LocalFileSystem::new_with_prefix(store)?);
     let options = Options {
         poll_interval: Duration::from_secs(1),
         writer_hold: Some(fs.writer_hold()),

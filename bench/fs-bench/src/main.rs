@@ -62,6 +62,12 @@ struct Args {
     /// shipped continuously to a directory store under --disk.
     #[arg(long)]
     backup: bool,
+    /// Where the `fuse+backup` target's directory store lives (default: a
+    /// directory under --disk). In a cluster objects go over the network,
+    /// not to the disk the database is on: a directory on tmpfs keeps the
+    /// store's writes off that disk.
+    #[arg(long, requires = "backup")]
+    backup_store: Option<PathBuf>,
 }
 
 fn main() -> Result<()> {
@@ -132,6 +138,11 @@ fn main() -> Result<()> {
     for r in &roots[1..] {
         std::fs::create_dir(r)?;
     }
+    let backup_store = match &args.backup_store {
+        Some(parent) => Some(tempdir_in(parent, "fs-bench-store")?),
+        None => None,
+    };
+    let _store_cleanup = RemoveOnDrop(backup_store.iter().cloned().collect());
     // Declared before the backed-up mount, so they outlive it.
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
@@ -140,7 +151,8 @@ fn main() -> Result<()> {
     let backed_up = if args.backup {
         let mnt = disk.join("fuse-backup");
         std::fs::create_dir(&mnt)?;
-        let mounted = backup::mount_backed_up(&runtime, &disk, &mnt, limits, opts.clone())?;
+        let store = backup_store.clone().unwrap_or_else(|| disk.join("store"));
+        let mounted = backup::mount_backed_up(&runtime, &disk, &store, &mnt, limits, opts.clone())?;
         targets.push(BACKUP_TARGET);
         roots.push(mnt);
         Some(mounted)
