@@ -18,6 +18,7 @@ pub mod auto;
 mod bash_command;
 mod budget;
 mod builtins;
+mod dup_input;
 mod engine_fs;
 mod errno;
 mod gathered;

@@ -34,6 +34,8 @@ pub struct SandboxFs {
     workspace: Arc<EngineFs>,
     /// The script's fd 2, when it points at the runtime's ordered output.
     stderr: Option<Arc<stderr::Sink>>,
+    /// Scripts the script runs from files, mended as they are read.
+    loads: Option<crate::dup_input::Loads>,
 }
 
 /// Which tree a path lives in, and the path inside that tree.
@@ -54,7 +56,15 @@ impl SandboxFs {
             scratch: Arc::new(scratch),
             workspace: Arc::new(workspace),
             stderr: None,
+            loads: None,
         }
+    }
+
+    /// Reads of script files `bash FILE`/`source FILE` load go through
+    /// `loads` (see the `dup_input` module).
+    pub(crate) fn with_loads(mut self, loads: crate::dup_input::Loads) -> Self {
+        self.loads = Some(loads);
+        self
     }
 
     /// Writes to [`stderr::PATH`] go to `sink` (see the `stderr` module).
@@ -138,7 +148,11 @@ async fn copy_across(
 impl FileSystem for SandboxFs {
     async fn read_file(&self, path: &Path) -> bashkit::Result<Vec<u8>> {
         let (fs, p) = self.resolve(path);
-        fs.read_file(&p).await
+        let content = fs.read_file(&p).await?;
+        Ok(match &self.loads {
+            Some(loads) => loads.mend_read(path, content),
+            None => content,
+        })
     }
 
     async fn write_file(&self, path: &Path, content: &[u8]) -> bashkit::Result<()> {

@@ -4,6 +4,7 @@
 
 use crate::budget::ExecBudget;
 use crate::builtins;
+use crate::dup_input;
 use crate::engine_fs::EngineFs;
 use crate::gathered::Gathered;
 use crate::limits::ShellLimits;
@@ -92,7 +93,7 @@ fn flush_hook(engine: EngineFs) -> bashkit::hooks::Interceptor<bashkit::hooks::T
 }
 
 /// Runs `job` to completion on the current (exec) thread's runtime.
-pub(crate) async fn execute(job: Job) -> Finished {
+pub(crate) async fn execute(mut job: Job) -> Finished {
     let cwd = resolve_cwd(&job.cwd);
     let budget = ExecBudget {
         memory: job.limits.memory_bytes,
@@ -105,10 +106,30 @@ pub(crate) async fn execute(job: Job) -> Finished {
     // Busy execs of one computer share one computer's turns of idle CPU.
     agentcomputer_sched::join_group(job.fs.db_path());
     let engine = EngineFs::new(job.fs.clone()).with_budget(budget.clone());
-    let sandbox = SandboxFs::new(engine.clone(), job.limits.scratch(), &home()).with_stderr(
-        stderr::Sink::new(Arc::clone(&job.gate), Arc::clone(&job.stop)),
-    );
     let limits = job.limits.execution(job.timeout, job.gate.cap());
+    let loads = dup_input::Loads::new(limits.max_ast_depth, limits.max_parser_operations);
+    let sandbox = SandboxFs::new(engine.clone(), job.limits.scratch(), &home())
+        .with_stderr(stderr::Sink::new(
+            Arc::clone(&job.gate),
+            Arc::clone(&job.stop),
+        ))
+        .with_loads(loads.clone());
+    // `exec 9<&$fd` written so bashkit reads its target (the `dup_input`
+    // module), or not run at all.
+    match dup_input::mend(
+        &job.script,
+        limits.max_ast_depth,
+        limits.max_parser_operations,
+    ) {
+        Ok(Some(mended)) => job.script = mended,
+        Ok(None) => {}
+        Err(refusal) => {
+            return Finished {
+                exit_code: EXIT_REFUSED,
+                stop: Some(Stop::Refused(refusal.message())),
+            };
+        }
+    }
     // A script that would give a silent wrong answer is not run at all.
     let (ordered, guarded, filters) = match refuse::check(
         &job.script,
@@ -217,7 +238,8 @@ pub(crate) async fn execute(job: Job) -> Finished {
     // Buffered appends (engine_fs::appends) reach the engine before every
     // command, so the next one, and the engine-direct commands, see them
     // (bashkit's live execution has no hook after a command).
-    .before_tool(flush_hook(engine.clone()));
+    .before_tool(flush_hook(engine.clone()))
+    .before_tool(loads.hook());
     for (key, value) in job.env {
         builder = builder.env(key, value);
     }

@@ -490,3 +490,33 @@ async fn bash_command_of_double_brackets_agrees() {
     )
     .await;
 }
+
+#[tokio::test]
+async fn exec_duplicating_a_computed_descriptor_agrees() {
+    // bashkit's lexer read `9<&$fd` as `9<&0` and ran `$fd` as a command.
+    agrees(
+        "echo data > r2; exec 3< r2; fd=3; exec 9<&$fd; cat <&9\n\
+         fd=0; read -r l 0<&$fd <<< hi; echo \"$l\"",
+        b"",
+        &["1:data\n", "1:hi\n"],
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn coprocess_output_kept_on_another_descriptor_agrees() {
+    let script = "mkfifo s\ncoproc { read -r _ < s; echo hi; }\nexec 9<&${COPROC[0]}\n\
+                  echo x > s\ncat <&9\nwait";
+    agrees(script, b"", &["1:hi\n"]).await;
+    // The same from a file run by `bash`, and from an `eval` string.
+    let from_file = format!(
+        "printf '%s\\n' '{}' > t.sh; bash t.sh; rm s; exec 3< r; fd=3; eval 'exec 7<&$fd'; echo $?",
+        script.replace('\n', "' '")
+    );
+    agrees(&from_file, b"", &["1:hi\n", "1:0\n"]).await;
+}
+
+#[tokio::test]
+async fn duplicating_a_computed_descriptor_onto_another_command_is_refused() {
+    refused("exec 3< r; fd=3; cat 4<&$fd", "`4<&$fd`", &[]).await;
+}
