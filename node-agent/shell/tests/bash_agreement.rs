@@ -520,3 +520,25 @@ async fn coprocess_output_kept_on_another_descriptor_agrees() {
 async fn duplicating_a_computed_descriptor_onto_another_command_is_refused() {
     refused("exec 3< r; fd=3; cat 4<&$fd", "`4<&$fd`", &[]).await;
 }
+
+#[tokio::test]
+async fn caller_reads_the_call_stack() {
+    agrees_with_status(
+        "f() { caller; caller 0; echo \"$? $_\"; caller 1 || echo \"none $_\"; caller x 2>/dev/null; echo $?; }\n\
+         g() { f; }\n\
+         g\n\
+         caller || echo top\n\
+         caller x",
+        b"",
+        &[
+            "1:2 environment\n",
+            "1:2 g environment\n",
+            "1:0 0\n",
+            "1:none 1\n",
+            "1:2\n",
+            "1:top\n",
+        ],
+        1,
+    )
+    .await;
+}

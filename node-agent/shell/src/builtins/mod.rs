@@ -2,6 +2,7 @@
 //! or correcting bashkit's own where they differ from bash and coreutils.
 //! One file per command.
 
+mod caller;
 mod curl;
 mod curl_write_out;
 mod df;
@@ -61,6 +62,7 @@ pub(crate) const OWN_COMMANDS: &[&str] = &[
     "curl",
     "wget",
     "git",
+    "caller",
 ];
 
 use crate::budget::ExecBudget;
@@ -111,5 +113,6 @@ pub(crate) fn install(
         .builtin("test", Box::new(test_cmd::Test::new(engine.clone(), false)))
         .builtin("[", Box::new(test_cmd::Test::new(engine.clone(), true)))
         .builtin("timeout", Box::new(timeout::Timeout))
+        .builtin("caller", Box::new(caller::Caller))
         .before_tool(Box::new(printf_format::hook))
 }
