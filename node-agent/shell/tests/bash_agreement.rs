@@ -542,3 +542,29 @@ async fn caller_reads_the_call_stack() {
     )
     .await;
 }
+
+#[tokio::test]
+async fn mapfile_stores_as_bash_does() {
+    agrees_with_status(
+        "mapfile -t a < /dev/null; declare -p a\n\
+         s=hello; mapfile -t -O 2 s < <(printf 'a\\nb\\n'); declare -p s\n\
+         t=(x); declare -n r=t; mapfile -t r <<< 'one'; declare -p t\n\
+         declare -A m; mapfile m <<< x 2>/dev/null; echo \"assoc $?\"\n\
+         exec 3< <(printf 'p\\nq\\n'); mapfile -t -u 3 u; declare -p u\n\
+         printf 'a\\nb\\nc\\n' | { mapfile -C 'echo cb' -c 2 x; echo \"$_\"; }\n\
+         mapfile -O -1 v 2>/dev/null",
+        b"",
+        &[
+            "1:declare -a a=()\n",
+            "1:declare -a s=([0]=\"hello\" [2]=\"a\" [3]=\"b\")\n",
+            "1:declare -a t=([0]=\"one\")\n",
+            "1:assoc 1\n",
+            "1:declare -a u=([0]=\"p\" [1]=\"q\")\n",
+            "1:cb 1 b\n",
+            "1:\n",
+            "1:x\n",
+        ],
+        1,
+    )
+    .await;
+}

@@ -12,6 +12,7 @@ pub(crate) mod http;
 mod ln;
 mod ls;
 mod ls_format;
+mod mapfile;
 mod printf_format;
 mod realpath;
 mod sleep;
@@ -63,6 +64,8 @@ pub(crate) const OWN_COMMANDS: &[&str] = &[
     "wget",
     "git",
     "caller",
+    "mapfile",
+    "readarray",
 ];
 
 use crate::budget::ExecBudget;
@@ -114,5 +117,7 @@ pub(crate) fn install(
         .builtin("[", Box::new(test_cmd::Test::new(engine.clone(), true)))
         .builtin("timeout", Box::new(timeout::Timeout))
         .builtin("caller", Box::new(caller::Caller))
+        .builtin("mapfile", Box::new(mapfile::Mapfile("mapfile")))
+        .builtin("readarray", Box::new(mapfile::Mapfile("readarray")))
         .before_tool(Box::new(printf_format::hook))
 }
