@@ -568,3 +568,26 @@ async fn mapfile_stores_as_bash_does() {
     )
     .await;
 }
+
+#[tokio::test]
+async fn enable_lists_the_shell_builtins() {
+    // bashkit listed every command it has (`cat`, `awk`...) and failed
+    // `enable -n` with no name.
+    let special = [
+        ".", ":", "break", "continue", "eval", "exec", "exit", "export", "readonly", "return",
+        "set", "shift", "source", "times", "trap", "unset",
+    ];
+    let mut expected: Vec<String> = special.iter().map(|n| format!("1:enable {n}\n")).collect();
+    expected.extend([
+        "1:0\n".to_string(),
+        "1:0\n".to_string(),
+        "1:1\n".to_string(),
+    ]);
+    let expected: Vec<&str> = expected.iter().map(String::as_str).collect();
+    agrees(
+        "enable -s; enable -n; echo $?; enable cd echo; echo $?; enable cat 2>/dev/null; echo $?",
+        b"",
+        &expected,
+    )
+    .await;
+}

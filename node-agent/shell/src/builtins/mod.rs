@@ -6,6 +6,7 @@ mod caller;
 mod curl;
 mod curl_write_out;
 mod df;
+mod enable;
 mod environment;
 mod git;
 pub(crate) mod http;
@@ -66,6 +67,7 @@ pub(crate) const OWN_COMMANDS: &[&str] = &[
     "caller",
     "mapfile",
     "readarray",
+    "enable",
 ];
 
 use crate::budget::ExecBudget;
@@ -119,5 +121,6 @@ pub(crate) fn install(
         .builtin("caller", Box::new(caller::Caller))
         .builtin("mapfile", Box::new(mapfile::Mapfile("mapfile")))
         .builtin("readarray", Box::new(mapfile::Mapfile("readarray")))
+        .builtin("enable", Box::new(enable::Enable))
         .before_tool(Box::new(printf_format::hook))
 }
