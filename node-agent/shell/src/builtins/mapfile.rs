@@ -20,7 +20,8 @@
 //!
 //! Errors, as bash: a bad option or a missing option value prints the
 //! usage line, status 2; a bad count, origin, descriptor, quantum or name,
-//! status 1. Afterwards `$_` is the last word of the command. Each `eval`
+//! status 1. A stored value ends at its first NUL byte, as in bash.
+//! Afterwards `$_` is the last word of the command. Each `eval`
 //! is a command of its own to `set -x` and to a `DEBUG` trap.
 
 use async_trait::async_trait;
@@ -189,6 +190,8 @@ fn records(input: &[u8], o: &Opts) -> Vec<String> {
             true => &record[..record.len() - 1],
             false => record,
         };
+        // A shell value ends at its first NUL byte, as in bash.
+        let record = record.split(|b| *b == 0).next().unwrap_or_default();
         out.push(String::from_utf8_lossy(record).into_owned());
     }
     out
@@ -381,6 +384,10 @@ mod tests {
         let o = parse("mapfile", &args(&["-d", ","])).unwrap();
         assert_eq!(records(b"a,b", &o), ["a,", "b"]);
         assert!(records(b"", &o).is_empty());
+        let o = parse("mapfile", &args(&["-d", ""])).unwrap();
+        assert_eq!(records(b"1\x003\x00", &o), ["1", "3"]);
+        let o = parse("mapfile", &args(&[])).unwrap();
+        assert_eq!(records(b".\x00.\n", &o), ["."]);
     }
 
     #[test]
