@@ -12,7 +12,8 @@
 //! from where it stopped, each frame once, keeping the latest version of
 //! each page the new commits wrote. Once the upload interval allows, the
 //! transactions read go up as one object at the next position, created
-//! with `If-None-Match: *`, after the pin ends. A busy writer's WAL is
+//! with `If-None-Match: *`, after the pin ends (a snapshot, which needs
+//! the pin for a consistent image, is uploaded within it). A busy writer's WAL is
 //! also read between uploads, and checkpointed (PASSIVE, still pinned, so
 //! only frames read reach the database file) every quarter of
 //! `checkpoint_pages` frames: the engine's commits wake the shipper, which
@@ -161,7 +162,9 @@ pub struct Wake {
 }
 
 impl Wake {
-    /// Asks the shipper for a round now (merged with one already asked).
+    /// Tells the shipper a commit happened: it looks at once whether a
+    /// round is due (merged with a wake already pending; while one is
+    /// pending, this is a single atomic swap).
     pub fn wake(&self) {
         use std::sync::atomic::Ordering;
         if !self.pending.swap(true, Ordering::AcqRel)
@@ -350,9 +353,8 @@ struct State {
     last_read: Instant,
     next_read: Instant,
     read_gap: Duration,
-    /// A writer filled a checkpoint step between two reads: the WAL index
-    /// is looked at every [`MIN_READ_GAP`] and the WAL read once a step
-    /// of frames is committed, until a look finds nothing new.
+    /// A writer filled a checkpoint step between two reads: a timed round
+    /// runs every [`MIN_READ_GAP`] until a look finds nothing new.
     busy: bool,
     at: Position,
     prev_digest: [u8; 32],
@@ -384,7 +386,8 @@ struct State {
     last_upload: std::time::Instant,
     /// [`Shipper::stopped`]'s answer, set with `failed`.
     stopped_shared: Arc<Mutex<Option<String>>>,
-    /// Set by a [`Wake`] until a round takes its wake.
+    /// Set by a [`Wake`]; cleared as each round begins, so a commit after
+    /// that wakes the shipper again.
     wake_pending: Arc<std::sync::atomic::AtomicBool>,
 }
 
@@ -404,7 +407,8 @@ struct SnapshotEnd {
     cycle: Option<((u32, u32), Cursor)>,
 }
 
-/// An upload that failed with a store error: it may have landed.
+/// An upload not yet known to be in the store: its request failed (it
+/// may have landed) or a step before it did.
 struct Unconfirmed {
     bytes: Bytes,
     advance: Advance,
@@ -442,23 +446,20 @@ async fn drive(state: State, mut rx: mpsc::UnboundedReceiver<Cmd>) {
     let mut state = Some(state);
     while let Some(mut s) = state.take() {
         let cmd = match tokio::time::timeout(s.next_wait(), rx.recv()).await {
-            Ok(Some(Cmd::Wake)) => {
-                // The next commit may wake the shipper again; this one is
-                // served only if a round has something to do now.
-                s.wake_pending
-                    .store(false, std::sync::atomic::Ordering::Release);
-                if !s.wake_wants_round() {
-                    state = Some(s);
-                    continue;
-                }
-                Some(Cmd::Wake)
+            // A wake that calls for no round now stays pending, so the
+            // engine's next commits cost it an atomic swap only; the
+            // shipper looks again every MIN_READ_GAP ([`State::next_wait`]).
+            Ok(Some(Cmd::Wake)) if !s.wake_wants_round() => {
+                s.woken();
+                state = Some(s);
+                continue;
             }
             Ok(Some(c)) => Some(c),
             Ok(None) => {
                 let _ = tokio::task::spawn_blocking(move || drop(s)).await;
                 return;
             }
-            Err(_) if s.idle_poll() => {
+            Err(_) if s.idle_poll() || s.woken_for_nothing() => {
                 state = Some(s);
                 continue;
             }
@@ -691,21 +692,28 @@ impl State {
     }
 
     /// How long to wait for a command before a round of its own:
-    /// commits held back by the upload interval go up when it ends,
-    /// whether or not anything wakes the shipper before; a busy writer's
-    /// WAL is read (and checkpointed) in between.
+    /// commits held back by the upload interval go up when it ends
+    /// (a wake that called for no round marks them: [`State::woken`]); a
+    /// busy writer's WAL is read (and checkpointed) in between, and a
+    /// pending wake is looked at again every [`MIN_READ_GAP`].
     fn next_wait(&self) -> Duration {
+        // A stopped shipper only answers commands.
+        if self.failed.is_some() {
+            return self.options.poll_interval;
+        }
         match self.at.unshipped_since {
             Some(_) => self
                 .options
                 .min_upload_interval
                 .saturating_sub(self.last_upload.elapsed())
                 .min(self.next_read.saturating_duration_since(Instant::now()))
-                .min(if self.busy {
-                    MIN_READ_GAP
-                } else {
-                    Duration::MAX
-                })
+                .min(
+                    if self.busy || self.wake_pending.load(std::sync::atomic::Ordering::SeqCst) {
+                        MIN_READ_GAP
+                    } else {
+                        Duration::MAX
+                    },
+                )
                 .clamp(Duration::from_millis(1), self.options.poll_interval),
             None => self.options.poll_interval,
         }
@@ -721,6 +729,25 @@ impl State {
     fn wake_wants_round(&self) -> bool {
         self.failed.is_none()
             && (self.last_upload.elapsed() >= self.options.min_upload_interval || self.step_due())
+    }
+
+    /// Notes a wake that called for no round: a commit is waiting, so the
+    /// timed wait ends with the upload interval ([`State::next_wait`]).
+    fn woken(&mut self) {
+        if self.at.unshipped_since.is_none() {
+            self.at.unshipped_since = Some(Instant::now());
+            self.published();
+        }
+    }
+
+    /// A timed round that would only look again at a pending wake, and
+    /// finds no reason for a round: no upload is due, no quarter of
+    /// frames was committed, and no timed read is due.
+    fn woken_for_nothing(&self) -> bool {
+        self.wake_pending.load(std::sync::atomic::Ordering::SeqCst)
+            && !self.busy
+            && Instant::now() < self.next_read
+            && !self.wake_wants_round()
     }
 
     /// A timed round would find nothing to do: nothing read waits for an
@@ -743,6 +770,10 @@ impl State {
     /// WAL, uploads through [`State::rt`]). Returns false once stopped.
     fn serve(&mut self, cmd: Option<Cmd>) -> bool {
         let force = matches!(cmd, Some(Cmd::Sync(_) | Cmd::Stop(_)));
+        // Before the round looks at the WAL: a commit after this wakes the
+        // shipper again.
+        self.wake_pending
+            .store(false, std::sync::atomic::Ordering::SeqCst);
         let result = match &self.failed {
             Some(why) => Err(Error::Stopped(why.clone())),
             None => {
@@ -825,16 +856,16 @@ impl State {
         }
         if read {
             let frames = self.pinned(|s| s.read())?;
-            // Uploaded unpinned: a slow upload holds back neither the
-            // checkpoint nor the WAL's restart.
-            if upload && self.pending.txns > 0 {
-                self.ship()?;
-            }
             self.truncate_due |= frames > 0;
             self.busy = frames >= self.checkpoint_step() || (self.busy && frames > 0);
             // Read before the pin: a commit after it changes the version again.
             self.seen = Some(version);
             self.schedule_read(frames);
+            // Uploaded unpinned: a slow upload holds back neither the
+            // checkpoint nor the WAL's restart.
+            if upload && self.pending.txns > 0 {
+                self.ship()?;
+            }
             self.restart_if_due()?;
         } else {
             if now >= self.next_read {
@@ -1224,17 +1255,13 @@ impl State {
                 self.begin_cycle(&h);
             }
             None => {
-                let head = read_db_range(&self.db_path, 100)?;
-                if head.len() < 100 {
-                    return Err(db_error(
-                        &self.db_path,
-                        "not a SQLite database (shorter than its header)",
-                    ));
-                }
-                self.page_size = match u16::from_be_bytes([head[16], head[17]]) {
-                    1 => 65536,
-                    n => n as u32,
-                };
+                // From SQLite, not the file: a descriptor of our own would
+                // drop the engine's locks on it when closed.
+                let page_size: i64 = self
+                    .reader
+                    .prepare_cached("PRAGMA page_size")?
+                    .query_row([], |r| r.get(0))?;
+                self.page_size = page_size as u32;
                 self.salt = None;
                 self.cursor = Cursor {
                     offset: wal::HEADER_BYTES,
@@ -1347,28 +1374,27 @@ impl State {
     /// or may not have landed), the same bytes are kept and retried first
     /// in the next round, so a landed object is recognised as ours.
     fn upload(&mut self, bytes: Vec<u8>, advance: Advance) -> Result<()> {
-        let bytes = Bytes::from(bytes);
-        self.note_position(advance.position, &object::digest(&bytes))?;
-        match self.put(advance.position, &bytes) {
-            Ok(()) => {
-                self.at.uploads += 1;
-                self.at.uploaded_bytes += bytes.len() as u64;
-                self.apply(advance);
-                Ok(())
-            }
-            Err(e @ Error::Store(_)) => {
-                self.unconfirmed = Some(Unconfirmed { bytes, advance });
-                Err(e)
-            }
-            Err(e) => Err(e),
-        }
+        // Held as unconfirmed until the store has it: the transactions it
+        // carries are no longer in `pending`, so a failure at any step
+        // (the position file, the request) must leave it to retry.
+        self.unconfirmed = Some(Unconfirmed {
+            bytes: Bytes::from(bytes),
+            advance,
+        });
+        self.confirm()
     }
 
-    /// Retries an upload whose outcome was unknown, before anything else.
+    /// Uploads the object not yet known to be in the store, if any,
+    /// before anything else: noting its position first, then the
+    /// conditional put (a retry of one that landed finds its own object).
     fn confirm(&mut self) -> Result<()> {
         let Some(u) = self.unconfirmed.take() else {
             return Ok(());
         };
+        if let Err(e) = self.note_position(u.advance.position, &object::digest(&u.bytes)) {
+            self.unconfirmed = Some(u);
+            return Err(e);
+        }
         match self.put(u.advance.position, &u.bytes) {
             Ok(()) => {
                 self.at.uploads += 1;
@@ -1495,12 +1521,4 @@ fn read_position_record(path: &FsPath) -> Option<(u64, Option<[u8; 32]>)> {
         Some(d)
     });
     Some((position, digest))
-}
-
-/// Up to `max` bytes from the start of the database file.
-fn read_db_range(path: &FsPath, max: usize) -> Result<Vec<u8>> {
-    let f = std::fs::File::open(path)?;
-    let mut buf = Vec::new();
-    f.take(max as u64).read_to_end(&mut buf)?;
-    Ok(buf)
 }

@@ -82,8 +82,10 @@ pub(crate) fn wal_index_headers(conn: &Connection) -> Option<[u8; INDEX_HEADERS_
 }
 
 /// The whole database file of `conn`, read through SQLite's own
-/// descriptor (or its map). Call it inside a read transaction of `conn`,
-/// so no checkpoint writes the file meanwhile past that transaction.
+/// descriptor (or its map). A checkpoint may write pages of the file
+/// meanwhile (up to what a read transaction of `conn` sees): the caller
+/// overlays every frame of the WAL it pinned, as a snapshot does, and a
+/// short read is zero-filled.
 ///
 /// Errors: the VFS's read or size call failing (`SQLITE_IOERR_*`).
 pub(crate) fn read_database_file(conn: &Connection) -> rusqlite::Result<Vec<u8>> {
