@@ -386,6 +386,11 @@ struct State {
     last_upload: std::time::Instant,
     /// [`Shipper::stopped`]'s answer, set with `failed`.
     stopped_shared: Arc<Mutex<Option<String>>>,
+    /// After a failed round: the next timed round or wake waits until
+    /// then ([`State::retry_wait`]), doubling from [`RETRY_FIRST`] per
+    /// failure in a row up to [`RETRY_MOST`].
+    retry_at: Option<Instant>,
+    failures_in_a_row: u32,
     /// Set by a [`Wake`]; cleared as each round begins, so a commit after
     /// that wakes the shipper again.
     wake_pending: Arc<std::sync::atomic::AtomicBool>,
@@ -414,10 +419,20 @@ struct Unconfirmed {
     advance: Advance,
 }
 
+/// Wait before the round after a failed one (a store that is down, a
+/// full disk), doubling per failure in a row up to [`RETRY_MOST`]: a
+/// round that fails at once would otherwise run every millisecond.
+const RETRY_FIRST: Duration = Duration::from_millis(100);
+const RETRY_MOST: Duration = Duration::from_secs(10);
 /// How long the shipper's connections wait for a lock held by another.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 /// Least time between two reads of a busy WAL within the upload interval.
 const MIN_READ_GAP: Duration = Duration::from_millis(10);
+/// Time between two looks at the WAL index while a wake that called for
+/// no round is pending: the engine's commits meanwhile cost it an atomic
+/// swap, and a writer at 350 MB/s (FUSE's bulk writes here) adds 0.7 MiB
+/// between two looks, against a quarter of the default cycle of 8 MiB.
+const PENDING_LOOK_GAP: Duration = Duration::from_millis(2);
 /// Tries for the write lock when ending a WAL cycle, [`LOCK_WAIT`] apart
 /// (about 30 ms in all): a writer between two transactions leaves it free
 /// for a moment, which a retry soon catches.
@@ -448,7 +463,7 @@ async fn drive(state: State, mut rx: mpsc::UnboundedReceiver<Cmd>) {
         let cmd = match tokio::time::timeout(s.next_wait(), rx.recv()).await {
             // A wake that calls for no round now stays pending, so the
             // engine's next commits cost it an atomic swap only; the
-            // shipper looks again every MIN_READ_GAP ([`State::next_wait`]).
+            // shipper looks again every PENDING_LOOK_GAP ([`State::next_wait`]).
             Ok(Some(Cmd::Wake)) if !s.wake_wants_round() => {
                 s.woken();
                 state = Some(s);
@@ -625,6 +640,8 @@ impl State {
             last_upload: std::time::Instant::now(),
             stopped_shared: Arc::default(),
             wake_pending: Arc::default(),
+            retry_at: None,
+            failures_in_a_row: 0,
         };
         let known = [
             s.options.resume.map(|r| r.position),
@@ -695,11 +712,14 @@ impl State {
     /// commits held back by the upload interval go up when it ends
     /// (a wake that called for no round marks them: [`State::woken`]); a
     /// busy writer's WAL is read (and checkpointed) in between, and a
-    /// pending wake is looked at again every [`MIN_READ_GAP`].
+    /// pending wake is looked at again every [`PENDING_LOOK_GAP`].
     fn next_wait(&self) -> Duration {
         // A stopped shipper only answers commands.
         if self.failed.is_some() {
             return self.options.poll_interval;
+        }
+        if let Some(wait) = self.retry_wait() {
+            return wait;
         }
         match self.at.unshipped_since {
             Some(_) => self
@@ -707,9 +727,14 @@ impl State {
                 .min_upload_interval
                 .saturating_sub(self.last_upload.elapsed())
                 .min(self.next_read.saturating_duration_since(Instant::now()))
+                .min(if self.busy {
+                    MIN_READ_GAP
+                } else {
+                    Duration::MAX
+                })
                 .min(
-                    if self.busy || self.wake_pending.load(std::sync::atomic::Ordering::SeqCst) {
-                        MIN_READ_GAP
+                    if self.wake_pending.load(std::sync::atomic::Ordering::SeqCst) {
+                        PENDING_LOOK_GAP
                     } else {
                         Duration::MAX
                     },
@@ -728,7 +753,15 @@ impl State {
     /// at the WAL index, no blocking thread.
     fn wake_wants_round(&self) -> bool {
         self.failed.is_none()
+            && self.retry_wait().is_none()
             && (self.last_upload.elapsed() >= self.options.min_upload_interval || self.step_due())
+    }
+
+    /// What is left of the wait after a failed round, if any.
+    fn retry_wait(&self) -> Option<Duration> {
+        self.retry_at
+            .and_then(|t| t.checked_duration_since(Instant::now()))
+            .filter(|d| !d.is_zero())
     }
 
     /// Notes a wake that called for no round: a commit is waiting, so the
@@ -788,6 +821,14 @@ impl State {
                     }
                     self.at.failed_rounds += 1;
                     self.published();
+                    let wait = RETRY_FIRST
+                        .saturating_mul(1 << self.failures_in_a_row.min(16))
+                        .min(RETRY_MOST);
+                    self.failures_in_a_row += 1;
+                    self.retry_at = Some(Instant::now() + wait);
+                } else {
+                    self.failures_in_a_row = 0;
+                    self.retry_at = None;
                 }
                 r
             }
@@ -867,6 +908,11 @@ impl State {
                 self.ship()?;
             }
             self.restart_if_due()?;
+            // Ending the cycle may have read later commits: a sync or a
+            // stop leaves nothing read unshipped (a stop would drop it).
+            if force && self.pending.txns > 0 {
+                self.ship()?;
+            }
         } else {
             if now >= self.next_read {
                 // Nothing new since the last read: look again a gap later.

@@ -30,14 +30,14 @@ async fn a_burst_is_read_and_its_wal_restarted_in_steps_before_any_upload_is_due
     let fs = Fs::create(&db, Limits::default()).unwrap();
     fs.leave_checkpoints_to_backup().unwrap();
     common::write_file(&fs, "first", b"before the shipper");
-    // Cycles of 256 frames (1 MiB). After a quiet spell the first commit
+    // Cycles of 1024 frames (4 MiB), read every 256 frames (1 MiB). After a quiet spell the first commit
     // goes up at once; the burst that follows is within the next upload
     // interval, and no poll is due in it.
     let interval = Duration::from_secs(3);
     let options = Options {
         poll_interval: Duration::from_secs(60),
         min_upload_interval: interval,
-        checkpoint_pages: 256,
+        checkpoint_pages: 1024,
         writer_hold: Some(fs.writer_hold()),
         ..Options::default()
     };
@@ -50,8 +50,10 @@ async fn a_burst_is_read_and_its_wal_restarted_in_steps_before_any_upload_is_due
     common::write_file(&fs, "after a quiet spell", b"goes up at once");
     let first_salt = salt1(&wal);
 
-    // 1500 commits of a 16 KiB file, back to back: about 9,000 frames,
-    // 36 MiB of WAL if nothing were read until an upload.
+    // 3000 commits of a 16 KiB file, back to back: about 18,000 frames,
+    // 70 MiB of WAL if nothing were read until an upload (and at most a
+    // restart or two). A release build writes it in about 0.6 s: 16, 9 and
+    // 8 restarts and a WAL of 19-31 MiB in three runs on two loaded cores.
     let writer_fs = fs.clone();
     let (expect, largest_wal) = tokio::task::spawn_blocking(move || {
         let mut expect = BTreeMap::new();
@@ -61,7 +63,7 @@ async fn a_burst_is_read_and_its_wal_restarted_in_steps_before_any_upload_is_due
             b"goes up at once".to_vec(),
         );
         let mut largest = 0;
-        for i in 0..1500 {
+        for i in 0..3000 {
             let name = format!("f{}", i % 50);
             let data = common::content(i, 16 << 10);
             common::write_file(&writer_fs, &name, &data);
@@ -75,11 +77,11 @@ async fn a_burst_is_read_and_its_wal_restarted_in_steps_before_any_upload_is_due
     let restarts = salt1(&dir.path().join("fs.db-wal")).wrapping_sub(first_salt);
     eprintln!("{restarts} WAL restarts, largest WAL {largest_wal} bytes");
     assert!(
-        restarts >= 8,
-        "only {restarts} WAL restarts in a 36 MiB burst of 1 MiB cycles"
+        restarts >= 4,
+        "only {restarts} WAL restarts in a 70 MiB burst of 4 MiB cycles"
     );
     assert!(
-        largest_wal < 12 << 20,
+        largest_wal < 48 << 20,
         "the WAL grew to {largest_wal} bytes in a burst before any upload"
     );
 
