@@ -591,3 +591,15 @@ async fn enable_lists_the_shell_builtins() {
     )
     .await;
 }
+
+#[tokio::test]
+async fn date_reads_a_time_of_day_alone_as_today() {
+    // bashkit's date rejected a time without a date, which is what bash's
+    // prompt escapes `\A`, `\t`, `\T` and `\@` print.
+    agrees(
+        "date -d 11:51 +%H:%M; date --date='01:02:03 PM' +%T; date -d '12:05 am' '+%I:%M %p'",
+        b"",
+        &["1:11:51\n", "1:13:02:03\n", "1:12:05 AM\n"],
+    )
+    .await;
+}

@@ -5,6 +5,7 @@
 mod caller;
 mod curl;
 mod curl_write_out;
+mod date_time_of_day;
 mod df;
 mod enable;
 mod environment;
@@ -123,4 +124,5 @@ pub(crate) fn install(
         .builtin("readarray", Box::new(mapfile::Mapfile("readarray")))
         .builtin("enable", Box::new(enable::Enable))
         .before_tool(Box::new(printf_format::hook))
+        .before_tool(Box::new(date_time_of_day::hook))
 }
