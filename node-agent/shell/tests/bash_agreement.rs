@@ -603,3 +603,14 @@ async fn date_reads_a_time_of_day_alone_as_today() {
     )
     .await;
 }
+
+#[tokio::test]
+async fn bash_dash_s_gives_the_stdin_script_its_arguments() {
+    // bashkit ignored `-s` and took the first argument for a script file.
+    agrees(
+        "printf 'echo \"$1|$2|$0\"\\n' | bash -s -- a 'b c'; echo 'echo \"$#:$1\"' | sh -es x",
+        b"",
+        &["1:a|b c|bash\n", "1:1:x\n"],
+    )
+    .await;
+}

@@ -17,6 +17,7 @@ mod ls_format;
 mod mapfile;
 mod printf_format;
 mod realpath;
+mod shell_stdin;
 mod sleep;
 mod stat;
 mod stream;
@@ -125,4 +126,5 @@ pub(crate) fn install(
         .builtin("enable", Box::new(enable::Enable))
         .before_tool(Box::new(printf_format::hook))
         .before_tool(Box::new(date_time_of_day::hook))
+        .before_tool(Box::new(shell_stdin::hook))
 }
