@@ -12,12 +12,6 @@ use agentcomputer_backup::{Options, Shipper, restore};
 use agentcomputer_fs::{Fs, Limits};
 use object_store::path::Path;
 
-/// Salt-1 of the WAL's header: one more at every restart.
-fn salt1(wal: &std::path::Path) -> u32 {
-    let head = std::fs::read(wal).unwrap();
-    u32::from_be_bytes(head[16..20].try_into().unwrap())
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_burst_is_read_and_its_wal_restarted_in_steps_before_any_upload_is_due() {
     let Some(server) = common::ObjectServer::start() else {
@@ -48,7 +42,7 @@ async fn a_burst_is_read_and_its_wal_restarted_in_steps_before_any_upload_is_due
     fs.subscribe(Box::new(move |_| wake.wake()));
     tokio::time::sleep(interval + Duration::from_millis(200)).await;
     common::write_file(&fs, "after a quiet spell", b"goes up at once");
-    let first_salt = salt1(&wal);
+    let first_salt = common::salt1(&wal);
 
     // 3000 commits of a 16 KiB file, back to back: about 18,000 frames,
     // 70 MiB of WAL if nothing were read until an upload (and at most a
@@ -74,7 +68,7 @@ async fn a_burst_is_read_and_its_wal_restarted_in_steps_before_any_upload_is_due
     })
     .await
     .unwrap();
-    let restarts = salt1(&dir.path().join("fs.db-wal")).wrapping_sub(first_salt);
+    let restarts = common::salt1(&dir.path().join("fs.db-wal")).wrapping_sub(first_salt);
     eprintln!("{restarts} WAL restarts, largest WAL {largest_wal} bytes");
     assert!(
         restarts >= 4,
