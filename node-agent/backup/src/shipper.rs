@@ -386,8 +386,8 @@ struct State {
     last_upload: std::time::Instant,
     /// [`Shipper::stopped`]'s answer, set with `failed`.
     stopped_shared: Arc<Mutex<Option<String>>>,
-    /// After a failed round: the next timed round or wake waits until
-    /// then ([`State::retry_wait`]), doubling from [`RETRY_FIRST`] per
+    /// After a round the store failed: the next timed round or wake
+    /// waits until then ([`State::retry_wait`]), doubling from [`RETRY_FIRST`] per
     /// failure in a row up to [`RETRY_MOST`].
     retry_at: Option<Instant>,
     failures_in_a_row: u32,
@@ -419,9 +419,10 @@ struct Unconfirmed {
     advance: Advance,
 }
 
-/// Wait before the round after a failed one (a store that is down, a
-/// full disk), doubling per failure in a row up to [`RETRY_MOST`]: a
-/// round that fails at once would otherwise run every millisecond.
+/// Wait before the round after one the store failed (a bucket that is
+/// gone, credentials refused), doubling per failure in a row up to
+/// [`RETRY_MOST`]: a round that fails at once would otherwise send the
+/// store a request every millisecond.
 const RETRY_FIRST: Duration = Duration::from_millis(100);
 const RETRY_MOST: Duration = Duration::from_secs(10);
 /// How long the shipper's connections wait for a lock held by another.
@@ -821,11 +822,17 @@ impl State {
                     }
                     self.at.failed_rounds += 1;
                     self.published();
-                    let wait = RETRY_FIRST
-                        .saturating_mul(1 << self.failures_in_a_row.min(16))
-                        .min(RETRY_MOST);
-                    self.failures_in_a_row += 1;
-                    self.retry_at = Some(Instant::now() + wait);
+                    // Only the store's failures wait: a transient one of
+                    // the database's (a lock a checkpoint races for) is
+                    // retried at once, or a writer that never pauses
+                    // fills the WAL meanwhile.
+                    if matches!(e, Error::Store(_)) {
+                        let wait = RETRY_FIRST
+                            .saturating_mul(1 << self.failures_in_a_row.min(16))
+                            .min(RETRY_MOST);
+                        self.failures_in_a_row += 1;
+                        self.retry_at = Some(Instant::now() + wait);
+                    }
                 } else {
                     self.failures_in_a_row = 0;
                     self.retry_at = None;
