@@ -9,7 +9,6 @@ pub mod error;
 pub mod object;
 pub mod restore;
 pub mod shipper;
-mod sqlite_handles;
 pub mod store;
 mod tail;
 pub mod wal;

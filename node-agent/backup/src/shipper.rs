@@ -12,13 +12,9 @@
 //! from where it stopped, each frame once, keeping the latest version of
 //! each page the new commits wrote. Once the upload interval allows, the
 //! transactions read go up as one object at the next position, created
-//! with `If-None-Match: *`, after the pin ends (a snapshot, which needs
-//! the pin for a consistent image, is uploaded within it). A busy writer's WAL is
-//! also read between uploads, and checkpointed (PASSIVE, still pinned, so
-//! only frames read reach the database file) every quarter of
-//! `checkpoint_pages` frames: the engine's commits wake the shipper, which
-//! looks at the WAL index (SQLite's own mapping of it, so no descriptor
-//! of ours drops SQLite's locks) and reads once a quarter was committed.
+//! with `If-None-Match: *`. A busy writer's WAL is also read between
+//! uploads, and checkpointed (PASSIVE, still pinned, so only frames read
+//! reach the database file) every quarter of `checkpoint_pages` frames.
 //! A writer that never pauses always has a commit past the pin, so at
 //! `checkpoint_pages` frames the shipper takes the write lock for a moment
 //! (borrowing the engine's writer when it is lent, [`Options::writer_hold`]),
@@ -50,7 +46,7 @@ use crate::error::{Error, Result};
 use crate::object::{self, Header, Kind};
 use crate::tail::{self, Cursor, Pending};
 use crate::wal::{self, WalHeader};
-use crate::{sqlite_handles, wal_index};
+use crate::wal_index;
 
 /// How a [`Shipper`] runs.
 #[derive(Debug, Clone)]
@@ -162,9 +158,7 @@ pub struct Wake {
 }
 
 impl Wake {
-    /// Tells the shipper a commit happened: it looks at once whether a
-    /// round is due (merged with a wake already pending; while one is
-    /// pending, this is a single atomic swap).
+    /// Asks the shipper for a round now (merged with one already asked).
     pub fn wake(&self) {
         use std::sync::atomic::Ordering;
         if !self.pending.swap(true, Ordering::AcqRel)
@@ -318,6 +312,8 @@ impl Drop for Shipper {
 struct State {
     db_path: PathBuf,
     wal_path: PathBuf,
+    /// The WAL index (`-shm`), which says how many frames are committed.
+    shm_path: PathBuf,
     store: Arc<dyn ObjectStore>,
     prefix: Path,
     options: Options,
@@ -353,8 +349,9 @@ struct State {
     last_read: Instant,
     next_read: Instant,
     read_gap: Duration,
-    /// A writer filled a checkpoint step between two reads: a timed round
-    /// runs every [`MIN_READ_GAP`] until a look finds nothing new.
+    /// A writer filled a checkpoint step between two reads: the WAL index
+    /// is looked at every [`MIN_READ_GAP`] and the WAL read once a step
+    /// of frames is committed, until a look finds nothing new.
     busy: bool,
     at: Position,
     prev_digest: [u8; 32],
@@ -386,13 +383,7 @@ struct State {
     last_upload: std::time::Instant,
     /// [`Shipper::stopped`]'s answer, set with `failed`.
     stopped_shared: Arc<Mutex<Option<String>>>,
-    /// After a round the store failed: the next timed round or wake
-    /// waits until then ([`State::retry_wait`]), doubling from [`RETRY_FIRST`] per
-    /// failure in a row up to [`RETRY_MOST`].
-    retry_at: Option<Instant>,
-    failures_in_a_row: u32,
-    /// Set by a [`Wake`]; cleared as each round begins, so a commit after
-    /// that wakes the shipper again.
+    /// Set by a [`Wake`] until a round takes its wake.
     wake_pending: Arc<std::sync::atomic::AtomicBool>,
 }
 
@@ -412,28 +403,16 @@ struct SnapshotEnd {
     cycle: Option<((u32, u32), Cursor)>,
 }
 
-/// An upload not yet known to be in the store: its request failed (it
-/// may have landed) or a step before it did.
+/// An upload that failed with a store error: it may have landed.
 struct Unconfirmed {
     bytes: Bytes,
     advance: Advance,
 }
 
-/// Wait before the round after one the store failed (a bucket that is
-/// gone, credentials refused), doubling per failure in a row up to
-/// [`RETRY_MOST`]: a round that fails at once would otherwise send the
-/// store a request every millisecond.
-const RETRY_FIRST: Duration = Duration::from_millis(100);
-const RETRY_MOST: Duration = Duration::from_secs(10);
 /// How long the shipper's connections wait for a lock held by another.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 /// Least time between two reads of a busy WAL within the upload interval.
 const MIN_READ_GAP: Duration = Duration::from_millis(10);
-/// Time between two looks at the WAL index while a wake that called for
-/// no round is pending: the engine's commits meanwhile cost it an atomic
-/// swap, and a writer at 350 MB/s (FUSE's bulk writes here) adds 0.7 MiB
-/// between two looks, against a quarter of the default cycle of 8 MiB.
-const PENDING_LOOK_GAP: Duration = Duration::from_millis(2);
 /// Tries for the write lock when ending a WAL cycle, [`LOCK_WAIT`] apart
 /// (about 30 ms in all): a writer between two transactions leaves it free
 /// for a moment, which a retry soon catches.
@@ -462,20 +441,12 @@ async fn drive(state: State, mut rx: mpsc::UnboundedReceiver<Cmd>) {
     let mut state = Some(state);
     while let Some(mut s) = state.take() {
         let cmd = match tokio::time::timeout(s.next_wait(), rx.recv()).await {
-            // A wake that calls for no round now stays pending, so the
-            // engine's next commits cost it an atomic swap only; the
-            // shipper looks again every PENDING_LOOK_GAP ([`State::next_wait`]).
-            Ok(Some(Cmd::Wake)) if !s.wake_wants_round() => {
-                s.woken();
-                state = Some(s);
-                continue;
-            }
             Ok(Some(c)) => Some(c),
             Ok(None) => {
                 let _ = tokio::task::spawn_blocking(move || drop(s)).await;
                 return;
             }
-            Err(_) if s.idle_poll() || s.woken_for_nothing() => {
+            Err(_) if s.idle_poll() => {
                 state = Some(s);
                 continue;
             }
@@ -495,15 +466,6 @@ fn wait_for_lock(tries: i32) -> bool {
     }
     std::thread::sleep(LOCK_WAIT);
     true
-}
-
-/// A WAL header's salt as its bytes stand in the file (and in the WAL
-/// index).
-fn salt_bytes(salt: (u32, u32)) -> [u8; 8] {
-    let mut b = [0u8; 8];
-    b[..4].copy_from_slice(&salt.0.to_be_bytes());
-    b[4..].copy_from_slice(&salt.1.to_be_bytes());
-    b
 }
 
 fn db_error(path: &FsPath, reason: impl Into<String>) -> Error {
@@ -590,8 +552,11 @@ impl State {
         };
         let mut wal_path = db_path.clone().into_os_string();
         wal_path.push("-wal");
+        let mut shm_path = db_path.clone().into_os_string();
+        shm_path.push("-shm");
         let mut s = State {
             wal_path: wal_path.into(),
+            shm_path: shm_path.into(),
             db_path,
             store,
             prefix,
@@ -641,8 +606,6 @@ impl State {
             last_upload: std::time::Instant::now(),
             stopped_shared: Arc::default(),
             wake_pending: Arc::default(),
-            retry_at: None,
-            failures_in_a_row: 0,
         };
         let known = [
             s.options.resume.map(|r| r.position),
@@ -710,18 +673,10 @@ impl State {
     }
 
     /// How long to wait for a command before a round of its own:
-    /// commits held back by the upload interval go up when it ends
-    /// (a wake that called for no round marks them: [`State::woken`]); a
-    /// busy writer's WAL is read (and checkpointed) in between, and a
-    /// pending wake is looked at again every [`PENDING_LOOK_GAP`].
+    /// commits held back by the upload interval go up when it ends,
+    /// whether or not anything wakes the shipper before; a busy writer's
+    /// WAL is read (and checkpointed) in between.
     fn next_wait(&self) -> Duration {
-        // A stopped shipper only answers commands.
-        if self.failed.is_some() {
-            return self.options.poll_interval;
-        }
-        if let Some(wait) = self.retry_wait() {
-            return wait;
-        }
         match self.at.unshipped_since {
             Some(_) => self
                 .options
@@ -733,60 +688,14 @@ impl State {
                 } else {
                     Duration::MAX
                 })
-                .min(
-                    if self.wake_pending.load(std::sync::atomic::Ordering::SeqCst) {
-                        PENDING_LOOK_GAP
-                    } else {
-                        Duration::MAX
-                    },
-                )
                 .clamp(Duration::from_millis(1), self.options.poll_interval),
             None => self.options.poll_interval,
         }
     }
 
-    /// Whether a commit's wake calls for a round now: one may upload (a
-    /// commit after a quiet spell goes up at once), or a checkpoint step
-    /// of frames was committed since the last read (a writer filling the
-    /// WAL within the upload interval is read, checkpointed and its WAL
-    /// restarted in steps, not once the interval ends). Otherwise the
-    /// timed wait ships the commit when the interval ends. Cheap: a look
-    /// at the WAL index, no blocking thread.
-    fn wake_wants_round(&self) -> bool {
-        self.failed.is_none()
-            && self.retry_wait().is_none()
-            && (self.last_upload.elapsed() >= self.options.min_upload_interval || self.step_due())
-    }
-
-    /// What is left of the wait after a failed round, if any.
-    fn retry_wait(&self) -> Option<Duration> {
-        self.retry_at
-            .and_then(|t| t.checked_duration_since(Instant::now()))
-            .filter(|d| !d.is_zero())
-    }
-
-    /// Notes a wake that called for no round: a commit is waiting, so the
-    /// timed wait ends with the upload interval ([`State::next_wait`]).
-    fn woken(&mut self) {
-        if self.at.unshipped_since.is_none() {
-            self.at.unshipped_since = Some(Instant::now());
-            self.published();
-        }
-    }
-
-    /// A timed round that would only look again at a pending wake, and
-    /// finds no reason for a round: no upload is due, no quarter of
-    /// frames was committed, and no timed read is due.
-    fn woken_for_nothing(&self) -> bool {
-        self.wake_pending.load(std::sync::atomic::Ordering::SeqCst)
-            && !self.busy
-            && Instant::now() < self.next_read
-            && !self.wake_wants_round()
-    }
-
     /// A timed round would find nothing to do: nothing read waits for an
     /// upload, no upload is unconfirmed, the writer is not busy, and the
-    /// WAL index header (read from SQLite's mapping of it) is as the last
+    /// WAL index header (one small read of the `-shm` file) is as the last
     /// round saw it. Lets an idle shipper's poll stay on the runtime
     /// instead of taking a blocking thread for a `PRAGMA data_version`.
     fn idle_poll(&self) -> bool {
@@ -797,17 +706,21 @@ impl State {
             && !self.busy
             && !(self.truncate_due && Instant::now() >= self.truncate_after)
             && self.index_seen.is_some()
-            && wal_index::header(&self.reader) == self.index_seen
+            && wal_index::header(&self.shm_path) == self.index_seen
     }
 
     /// Serves `cmd`, or a timed round without one; blocking (SQLite, the
     /// WAL, uploads through [`State::rt`]). Returns false once stopped.
     fn serve(&mut self, cmd: Option<Cmd>) -> bool {
         let force = matches!(cmd, Some(Cmd::Sync(_) | Cmd::Stop(_)));
-        // Before the round looks at the WAL: a commit after this wakes the
-        // shipper again.
-        self.wake_pending
-            .store(false, std::sync::atomic::Ordering::SeqCst);
+        // Wakes are taken again only when this round may upload: within
+        // the upload interval a busy database's commits would otherwise
+        // wake the shipper once each, for nothing (the timed wait ships
+        // them when the interval ends).
+        if force || self.last_upload.elapsed() >= self.options.min_upload_interval {
+            self.wake_pending
+                .store(false, std::sync::atomic::Ordering::Release);
+        }
         let result = match &self.failed {
             Some(why) => Err(Error::Stopped(why.clone())),
             None => {
@@ -822,20 +735,6 @@ impl State {
                     }
                     self.at.failed_rounds += 1;
                     self.published();
-                    // Only the store's failures wait: a transient one of
-                    // the database's (a lock a checkpoint races for) is
-                    // retried at once, or a writer that never pauses
-                    // fills the WAL meanwhile.
-                    if matches!(e, Error::Store(_)) {
-                        let wait = RETRY_FIRST
-                            .saturating_mul(1 << self.failures_in_a_row.min(16))
-                            .min(RETRY_MOST);
-                        self.failures_in_a_row += 1;
-                        self.retry_at = Some(Instant::now() + wait);
-                    }
-                } else {
-                    self.failures_in_a_row = 0;
-                    self.retry_at = None;
                 }
                 r
             }
@@ -881,7 +780,7 @@ impl State {
     /// and restarted on time. `force` reads and uploads at once.
     fn round(&mut self, force: bool) -> Result<Position> {
         // Before the version: a commit after this read changes the header.
-        self.index_seen = wal_index::header(&self.reader);
+        self.index_seen = wal_index::header(&self.shm_path);
         let version: i64 = self
             .reader
             .prepare_cached("PRAGMA data_version")?
@@ -897,29 +796,19 @@ impl State {
         }
         let upload = force || self.last_upload.elapsed() >= self.options.min_upload_interval;
         let now = Instant::now();
-        let due = changed && self.step_due();
+        let due = changed && self.busy && self.step_due();
         let read = force || (changed && (upload || now >= self.next_read)) || due;
         if !changed {
             self.busy = false;
         }
         if read {
-            let frames = self.pinned(|s| s.read())?;
+            let frames = self.pinned(|s| s.read(upload))?;
             self.truncate_due |= frames > 0;
             self.busy = frames >= self.checkpoint_step() || (self.busy && frames > 0);
             // Read before the pin: a commit after it changes the version again.
             self.seen = Some(version);
             self.schedule_read(frames);
-            // Uploaded unpinned: a slow upload holds back neither the
-            // checkpoint nor the WAL's restart.
-            if upload && self.pending.txns > 0 {
-                self.ship()?;
-            }
             self.restart_if_due()?;
-            // Ending the cycle may have read later commits: a sync or a
-            // stop leaves nothing read unshipped (a stop would drop it).
-            if force && self.pending.txns > 0 {
-                self.ship()?;
-            }
         } else {
             if now >= self.next_read {
                 // Nothing new since the last read: look again a gap later.
@@ -990,37 +879,43 @@ impl State {
     /// Frames of cycle `h` committed, as the WAL index says (`None` if it
     /// cannot tell: then the frames themselves are checked to their end).
     fn committed_frames(&self, h: &WalHeader) -> Option<u64> {
-        wal_index::committed_frames(&self.reader, salt_bytes(h.salt))
+        let mut salt = [0u8; 8];
+        salt[..4].copy_from_slice(&h.salt.0.to_be_bytes());
+        salt[4..].copy_from_slice(&h.salt.1.to_be_bytes());
+        wal_index::committed_frames(&self.shm_path, salt)
     }
 
     /// Whether a checkpoint step of frames was committed since the last
     /// read, by the WAL index (a few bytes read, no frame).
     fn step_due(&self) -> bool {
-        let Some((salt, committed)) = wal_index::cycle(&self.reader) else {
+        let Some(salt) = self.salt else {
             return false;
         };
-        // Frames of another cycle (the writer restarted the WAL) are all
-        // unread.
-        let read = match self.salt {
-            Some(s) if salt_bytes(s) == salt => self.cycle_frames(),
-            _ => 0,
+        let h = WalHeader {
+            big_endian: false,
+            page_size: self.page_size,
+            salt,
+            checksum: (0, 0),
         };
-        committed >= read + self.checkpoint_step()
+        self.committed_frames(&h)
+            .is_some_and(|n| n >= self.cycle_frames() + self.checkpoint_step())
     }
 
-    /// Reads the commits after the cursor into `pending` and checkpoints
-    /// when a step of frames read is not yet in the database file; pinned,
-    /// so the checkpoint copies no frame past the pin, all read. The
-    /// caller uploads after the pin: the checkpoint copies from the WAL
-    /// what was just read, while an upload can take seconds beside a
-    /// writer. Returns the frames read.
-    fn read(&mut self) -> Result<u64> {
+    /// Reads the commits after the cursor into `pending`, uploads them if
+    /// `upload`, and checkpoints when a step of frames read is not yet in
+    /// the database file (after the upload, which the lag waits for);
+    /// pinned, so the checkpoint copies no frame past the pin, all read.
+    /// Returns the frames read.
+    fn read(&mut self, upload: bool) -> Result<u64> {
         let unsure = self.pin_unsure;
         let cycle = self.cycle()?;
         let frames = match &cycle {
             Some(h) => self.read_cycle(h)?,
             None => 0,
         };
+        if upload && self.pending.txns > 0 {
+            self.ship()?;
+        }
         if cycle.is_some()
             && !unsure
             && self.cycle_frames() >= self.backfilled + self.checkpoint_step()
@@ -1155,7 +1050,7 @@ impl State {
             if unread < self.checkpoint_step() {
                 let unsure = self.pin_unsure;
                 self.pinned(|s| {
-                    s.read()?;
+                    s.read(false)?;
                     if unsure { Ok(()) } else { s.checkpoint() }
                 })?;
             }
@@ -1233,10 +1128,10 @@ impl State {
             self.truncate_due = false;
             return;
         }
-        let (seen, reader) = (self.index_seen, &self.reader);
+        let (seen, shm) = (self.index_seen, self.shm_path.clone());
         // No commit since this round looked: every frame was read. An
         // index that could not be read proves nothing.
-        let unchanged = || seen.is_some() && wal_index::header(reader) == seen;
+        let unchanged = || seen.is_some() && wal_index::header(&shm) == seen;
         match hold.truncate_wal(TRUNCATE_READERS_WAIT, unchanged) {
             Ok(Some(Truncation::Emptied)) => {
                 self.truncate_due = false;
@@ -1308,13 +1203,17 @@ impl State {
                 self.begin_cycle(&h);
             }
             None => {
-                // From SQLite, not the file: a descriptor of our own would
-                // drop the engine's locks on it when closed.
-                let page_size: i64 = self
-                    .reader
-                    .prepare_cached("PRAGMA page_size")?
-                    .query_row([], |r| r.get(0))?;
-                self.page_size = page_size as u32;
+                let head = read_db_range(&self.db_path, 100)?;
+                if head.len() < 100 {
+                    return Err(db_error(
+                        &self.db_path,
+                        "not a SQLite database (shorter than its header)",
+                    ));
+                }
+                self.page_size = match u16::from_be_bytes([head[16], head[17]]) {
+                    1 => 65536,
+                    n => n as u32,
+                };
                 self.salt = None;
                 self.cursor = Cursor {
                     offset: wal::HEADER_BYTES,
@@ -1346,9 +1245,7 @@ impl State {
     fn snapshot(&mut self) -> Result<()> {
         let header = read_wal_header(&self.wal_path)?;
         let tail = read_wal_range(&self.wal_path, wal::HEADER_BYTES, usize::MAX >> 1)?;
-        // Through SQLite's descriptor: closing one of our own would drop
-        // the engine's locks on the file.
-        let db = sqlite_handles::read_database_file(&self.reader)?;
+        let db = std::fs::read(&self.db_path)?;
         if db.len() < 100 {
             return Err(db_error(
                 &self.db_path,
@@ -1427,27 +1324,28 @@ impl State {
     /// or may not have landed), the same bytes are kept and retried first
     /// in the next round, so a landed object is recognised as ours.
     fn upload(&mut self, bytes: Vec<u8>, advance: Advance) -> Result<()> {
-        // Held as unconfirmed until the store has it: the transactions it
-        // carries are no longer in `pending`, so a failure at any step
-        // (the position file, the request) must leave it to retry.
-        self.unconfirmed = Some(Unconfirmed {
-            bytes: Bytes::from(bytes),
-            advance,
-        });
-        self.confirm()
+        let bytes = Bytes::from(bytes);
+        self.note_position(advance.position, &object::digest(&bytes))?;
+        match self.put(advance.position, &bytes) {
+            Ok(()) => {
+                self.at.uploads += 1;
+                self.at.uploaded_bytes += bytes.len() as u64;
+                self.apply(advance);
+                Ok(())
+            }
+            Err(e @ Error::Store(_)) => {
+                self.unconfirmed = Some(Unconfirmed { bytes, advance });
+                Err(e)
+            }
+            Err(e) => Err(e),
+        }
     }
 
-    /// Uploads the object not yet known to be in the store, if any,
-    /// before anything else: noting its position first, then the
-    /// conditional put (a retry of one that landed finds its own object).
+    /// Retries an upload whose outcome was unknown, before anything else.
     fn confirm(&mut self) -> Result<()> {
         let Some(u) = self.unconfirmed.take() else {
             return Ok(());
         };
-        if let Err(e) = self.note_position(u.advance.position, &object::digest(&u.bytes)) {
-            self.unconfirmed = Some(u);
-            return Err(e);
-        }
         match self.put(u.advance.position, &u.bytes) {
             Ok(()) => {
                 self.at.uploads += 1;
@@ -1574,4 +1472,12 @@ fn read_position_record(path: &FsPath) -> Option<(u64, Option<[u8; 32]>)> {
         Some(d)
     });
     Some((position, digest))
+}
+
+/// Up to `max` bytes from the start of the database file.
+fn read_db_range(path: &FsPath, max: usize) -> Result<Vec<u8>> {
+    let f = std::fs::File::open(path)?;
+    let mut buf = Vec::new();
+    f.take(max as u64).read_to_end(&mut buf)?;
+    Ok(buf)
 }

@@ -412,11 +412,11 @@ mod tests {
 
     /// The bound the shipper passes: where the WAL index says the
     /// committed frames of the WAL's current cycle end.
-    fn index_bound(c: &Connection, h: &WalHeader) -> Bound {
+    fn index_bound(dir: &std::path::Path, h: &WalHeader) -> Bound {
         let mut salt = [0u8; 8];
         salt[..4].copy_from_slice(&h.salt.0.to_be_bytes());
         salt[4..].copy_from_slice(&h.salt.1.to_be_bytes());
-        let n = crate::wal_index::committed_frames(c, salt).unwrap();
+        let n = crate::wal_index::committed_frames(&dir.join("t.db-shm"), salt).unwrap();
         Bound::Committed(wal::HEADER_BYTES + n * (wal::FRAME_HEADER_BYTES + h.page_size as u64))
     }
 
@@ -441,7 +441,7 @@ mod tests {
                 c.execute("INSERT INTO t VALUES (randomblob(2500000))", [])
                     .unwrap();
             }
-            let bound = index_bound(&c, &h);
+            let bound = index_bound(dir.path(), &h);
             let a = read_commits(
                 &file,
                 &h,
@@ -470,7 +470,7 @@ mod tests {
         c.execute("INSERT INTO t VALUES (randomblob(5000))", [])
             .unwrap();
         let (file, h) = wal_of(dir.path());
-        let bound = index_bound(&c, &h);
+        let bound = index_bound(dir.path(), &h);
         // Committed after the bound was read: left for the next read.
         c.execute("INSERT INTO t VALUES (randomblob(5000))", [])
             .unwrap();

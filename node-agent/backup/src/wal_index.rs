@@ -11,53 +11,50 @@
 //! copies one after the other, so a reader that finds them equal read a
 //! whole header, as SQLite's own readers do.
 
-use rusqlite::Connection;
-
-use crate::sqlite_handles;
+use std::fs::File;
+use std::os::unix::fs::FileExt;
+use std::path::Path;
 
 /// Bytes of one copy of the header.
 const HEADER_BYTES: usize = 48;
 
-/// The WAL index header of `conn`'s database as a reader sees it whole
-/// (both copies equal), `None` when it cannot be read or is being
-/// written. Every commit changes it (`iChange`, `mxFrame`), and so does a
-/// WAL restart (the salts): equal headers at two times mean nothing was
-/// committed between. Read from SQLite's own mapping
-/// ([`sqlite_handles`]): a descriptor of our own would drop SQLite's
-/// locks when closed.
-pub(crate) fn header(conn: &Connection) -> Option<[u8; HEADER_BYTES]> {
-    let both = sqlite_handles::wal_index_headers(conn)?;
-    let (first, second) = both.split_at(HEADER_BYTES);
+/// The WAL index header as a reader sees it whole (both copies equal),
+/// `None` when it cannot be read or is being written. Every commit
+/// changes it (`iChange`, `mxFrame`), and so does a WAL restart (the
+/// salts): equal headers at two times mean nothing was committed between.
+pub(crate) fn header(shm_path: &Path) -> Option<[u8; HEADER_BYTES]> {
+    let file = File::open(shm_path).ok()?;
+    let mut buf = [0u8; 2 * HEADER_BYTES];
+    file.read_exact_at(&mut buf, 0).ok()?;
+    let (first, second) = buf.split_at(HEADER_BYTES);
     (first == second && first[12] != 0).then(|| first.try_into().unwrap())
 }
 
 /// The frames of the WAL cycle whose header holds `salt` (its bytes
-/// 16..24, as in the file) that are committed, as the WAL index of
-/// `conn`'s database says: `mxFrame`. `None` when the index cannot be
-/// read, is not initialised, is being written (its two copies differ),
-/// or describes another cycle (its salt differs: the WAL restarted).
-pub(crate) fn committed_frames(conn: &Connection, salt: [u8; 8]) -> Option<u64> {
-    cycle(conn).and_then(|(s, n)| (s == salt).then_some(n))
-}
-
-/// The WAL cycle the index of `conn`'s database describes: its salt
-/// (bytes 16..24 of the WAL header, as in the file) and its committed
-/// frames (`mxFrame`). `None` as for [`header`].
-pub(crate) fn cycle(conn: &Connection) -> Option<([u8; 8], u64)> {
-    let h = header(conn)?;
-    let mx_frame = u32::from_ne_bytes(h[16..20].try_into().unwrap());
-    Some((h[32..40].try_into().unwrap(), u64::from(mx_frame)))
+/// 16..24, as in the file) that are committed, as the WAL index at
+/// `shm_path` says: `mxFrame`. `None` when the index cannot be read, is
+/// not initialised, is being written (its two copies differ), or
+/// describes another cycle (its salt differs: the WAL restarted).
+pub(crate) fn committed_frames(shm_path: &Path, salt: [u8; 8]) -> Option<u64> {
+    let first = header(shm_path)?;
+    if first[32..40] != salt {
+        return None;
+    }
+    let mx_frame = u32::from_ne_bytes(first[16..20].try_into().unwrap());
+    Some(u64::from(mx_frame))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::wal;
+    use rusqlite::Connection;
 
     #[test]
     fn the_index_counts_the_frames_a_scan_finds_committed() {
         let dir = tempfile::tempdir().unwrap();
         let db = dir.path().join("t.db");
+        let shm = dir.path().join("t.db-shm");
         let c = Connection::open(&db).unwrap();
         c.execute_batch(
             "PRAGMA journal_mode = WAL; PRAGMA wal_autocheckpoint = 0;
@@ -72,11 +69,11 @@ mod tests {
             let h = wal::parse_header(&bytes).unwrap();
             let scan = wal::scan(&bytes[32..], &h, h.checksum);
             let frames = scan.consumed as u64 / (24 + u64::from(h.page_size));
-            assert_eq!(committed_frames(&c, salt_of(&bytes)), Some(frames));
+            assert_eq!(committed_frames(&shm, salt_of(&bytes)), Some(frames));
             // Another cycle's salt is not this index's.
             let mut other = salt_of(&bytes);
             other[3] ^= 1;
-            assert_eq!(committed_frames(&c, other), None);
+            assert_eq!(committed_frames(&shm, other), None);
         }
         // After a restart the index describes the new cycle only.
         c.execute_batch("PRAGMA wal_checkpoint(RESTART)").unwrap();
@@ -84,7 +81,11 @@ mod tests {
         c.execute("INSERT INTO t VALUES (1)", []).unwrap();
         let new = std::fs::read(dir.path().join("t.db-wal")).unwrap();
         assert_ne!(salt_of(&old), salt_of(&new));
-        assert_eq!(committed_frames(&c, salt_of(&old)), None);
-        assert!(committed_frames(&c, salt_of(&new)).unwrap() >= 1);
+        assert_eq!(committed_frames(&shm, salt_of(&old)), None);
+        assert!(committed_frames(&shm, salt_of(&new)).unwrap() >= 1);
+        assert_eq!(
+            committed_frames(&dir.path().join("missing-shm"), [0; 8]),
+            None
+        );
     }
 }

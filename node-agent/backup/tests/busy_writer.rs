@@ -15,6 +15,12 @@ use agentcomputer_backup::{Options, Shipper, restore};
 use agentcomputer_fs::{Fs, Limits};
 use object_store::path::Path;
 
+/// Salt-1 of the WAL's header: one more at every restart.
+fn salt1(wal: &std::path::Path) -> u32 {
+    let head = std::fs::read(wal).unwrap();
+    u32::from_be_bytes(head[16..20].try_into().unwrap())
+}
+
 /// What a run of [`busy_writer`] saw: commits, WAL restarts, the largest
 /// WAL file, and the shipper's position at the end.
 struct Seen {
@@ -53,7 +59,7 @@ async fn busy_writer(pause: Duration, lend: bool) -> Option<Seen> {
         .unwrap();
     let wake = shipper.wake_handle();
     fs.subscribe(Box::new(move |_| wake.wake()));
-    let first_salt = common::salt1(&wal);
+    let first_salt = salt1(&wal);
 
     let done = Arc::new(AtomicBool::new(false));
     let largest_wal = Arc::new(AtomicU64::new(0));
@@ -91,7 +97,7 @@ async fn busy_writer(pause: Duration, lend: bool) -> Option<Seen> {
     watcher.join().unwrap();
 
     let at = shipper.sync().await.unwrap();
-    let restarts = common::salt1(&wal).wrapping_sub(first_salt);
+    let restarts = salt1(&wal).wrapping_sub(first_salt);
     let largest = largest_wal.load(Ordering::Acquire);
     eprintln!(
         "{commits} commits, {restarts} WAL restarts, largest WAL {largest} bytes, {} uploads",

@@ -169,9 +169,3 @@ pub(crate) fn files(fs: &agentcomputer_fs::Fs) -> std::collections::BTreeMap<Str
 pub(crate) fn content(i: usize, len: usize) -> Vec<u8> {
     (0..len).map(|k| (i * 31 + k * 7 + k / 251) as u8).collect()
 }
-
-/// Salt-1 of the WAL's header at `wal`: one more at every restart.
-pub(crate) fn salt1(wal: &std::path::Path) -> u32 {
-    let head = std::fs::read(wal).unwrap();
-    u32::from_be_bytes(head[16..20].try_into().unwrap())
-}
